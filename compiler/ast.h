@@ -1,0 +1,77 @@
+/* ast.h - the syntax tree of a .pp schedule file.
+ *
+ * A file is a list of statements; expressions are trees of pp_expr. Every
+ * node keeps its source location so that errors found after parsing (unknown
+ * names, division by zero at (s,b,d), placements out of range) point at the
+ * exact column. */
+#ifndef PP_AST_H
+#define PP_AST_H
+
+typedef struct {
+    int first_line, first_column, last_line, last_column;
+} pp_loc;
+
+typedef enum {
+    EX_INT,    /* value */
+    EX_NAME,   /* name (resolved by check.c into one of the EX_REF_* kinds) */
+    EX_VAR,    /* job variable: var = 's', 'b', 'd' or 'w' */
+    EX_DIR,    /* direction literal F/B/W: value 0/1/2 */
+    EX_PARAM,  /* index into the schedule's params */
+    EX_LET,    /* index into the schedule's lets */
+    EX_UNARY,  /* op: '-' or '!' */
+    EX_BINARY, /* op: + - * / % < > LE GE EQ NE AND OR */
+    EX_COND,   /* a ? b : c */
+    EX_CALL    /* min / max / abs: name, args */
+} pp_expr_kind;
+
+enum { OP_LE = 256, OP_GE, OP_EQ, OP_NE, OP_AND, OP_OR };
+
+typedef struct pp_expr pp_expr;
+struct pp_expr {
+    pp_expr_kind kind;
+    pp_loc loc;
+    long long value; /* EX_INT, EX_DIR */
+    int op;          /* EX_UNARY, EX_BINARY */
+    int var;         /* EX_VAR */
+    int index;       /* EX_PARAM, EX_LET */
+    char *name;      /* EX_NAME, EX_CALL */
+    pp_expr *a, *b, *c;
+    int nargs; /* EX_CALL: args in a, b */
+};
+
+typedef enum {
+    ST_PARAM,    /* param name = expr */
+    ST_LET,      /* let name = expr */
+    ST_FUNC,     /* compute/weights/priority(s,b,d) = expr; func = the keyword */
+    ST_ORDER,    /* order greedy|strict: flag = 1 for strict */
+    ST_SPLIT,    /* split backward */
+    ST_LIMIT,    /* limit inflight = expr */
+    ST_COST,     /* cost F|B|W = expr: dir */
+    ST_MODEL     /* model { name = expr ... }: fields in body */
+} pp_stmt_kind;
+
+enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };
+
+typedef struct pp_stmt pp_stmt;
+struct pp_stmt {
+    pp_stmt_kind kind;
+    pp_loc loc;      /* the whole statement's head */
+    pp_loc name_loc; /* the name being defined */
+    char *name;
+    int func, flag, dir;
+    pp_expr *expr;
+    pp_stmt *body; /* ST_MODEL: a list of ST_LET-like field statements */
+    pp_stmt *next;
+};
+
+pp_expr *ast_int(long long v, pp_loc loc);
+pp_expr *ast_name(char *name, pp_loc loc);
+pp_expr *ast_unary(int op, pp_expr *a, pp_loc loc);
+pp_expr *ast_binary(int op, pp_expr *a, pp_expr *b, pp_loc loc);
+pp_expr *ast_cond(pp_expr *a, pp_expr *b, pp_expr *c, pp_loc loc);
+pp_expr *ast_call(char *name, pp_expr *a, pp_expr *b, int nargs, pp_loc loc);
+pp_stmt *ast_stmt(pp_stmt_kind kind, pp_loc loc);
+void ast_free_expr(pp_expr *e);
+void ast_free_stmts(pp_stmt *s);
+
+#endif

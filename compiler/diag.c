@@ -1,0 +1,78 @@
+/* diag.c - printing diagnostics with source excerpts and carets. */
+#include "diag.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *out)
+{
+    d->file = file;
+    d->src = src;
+    d->len = len;
+    d->errors = 0;
+    d->out = out ? out : stderr;
+}
+
+/* Print line `line` (1-based) of the source and a caret line under columns
+ * [c0, c1]. Columns are 1-based; a span that runs past the line is cut. */
+static void excerpt(pp_diag *d, int line, int c0, int c1)
+{
+    const char *p = d->src, *end = d->src + d->len;
+    for (int l = 1; l < line && p < end; l++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            return;
+        p = nl + 1;
+    }
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    int n = (int)((eol ? eol : end) - p);
+    fprintf(d->out, "%5d | %.*s\n      | ", line, n, p);
+    if (c0 < 1)
+        c0 = 1;
+    if (c1 < c0)
+        c1 = c0;
+    for (int i = 1; i < c0; i++)
+        fputc(i - 1 < n && p[i - 1] == '\t' ? '\t' : ' ', d->out);
+    fputc('^', d->out);
+    for (int i = c0 + 1; i <= c1 && i <= n; i++)
+        fputc('~', d->out);
+    fputc('\n', d->out);
+}
+
+static void report(pp_diag *d, pp_loc loc, const char *kind, const char *fmt, va_list ap)
+{
+    fprintf(d->out, "%s:%d:%d: %s: ", d->file, loc.first_line, loc.first_column, kind);
+    vfprintf(d->out, fmt, ap);
+    fputc('\n', d->out);
+    int c1 = loc.last_line == loc.first_line ? loc.last_column : loc.first_column;
+    if (d->src && loc.first_line > 0)
+        excerpt(d, loc.first_line, loc.first_column, c1);
+}
+
+void diag_error(pp_diag *d, pp_loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(d, loc, "error", fmt, ap);
+    va_end(ap);
+    d->errors++;
+}
+
+void diag_note(pp_diag *d, pp_loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(d, loc, "note", fmt, ap);
+    va_end(ap);
+}
+
+void diag_error_noloc(pp_diag *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(d->out, "%s: error: ", d->file);
+    vfprintf(d->out, fmt, ap);
+    fputc('\n', d->out);
+    va_end(ap);
+    d->errors++;
+}

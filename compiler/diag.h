@@ -1,0 +1,27 @@
+/* diag.h - compiler diagnostics: "file:line:col: error: message", the source
+ * line, and a caret under the offending columns (as jq and gcc print them).
+ * Errors are counted, not fatal, so one run reports all of a file's errors. */
+#ifndef PP_DIAG_H
+#define PP_DIAG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ast.h"
+
+typedef struct {
+    const char *file; /* name shown in messages */
+    const char *src;  /* the whole source text (NUL-terminated) */
+    size_t len;
+    int errors;
+    FILE *out; /* where messages go (stderr, or a memstream in tests) */
+} pp_diag;
+
+void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *out);
+void diag_error(pp_diag *d, pp_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void diag_note(pp_diag *d, pp_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* An error with no source position (a -D flag, a whole-schedule property). */
+void diag_error_noloc(pp_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,130 @@
+/* jobtable.c - evaluating compute/weights/priority/cost at every job. */
+#include "jobtable.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Errors of one function are reported once (the first job that fails) with a
+ * count of the other jobs that failed the same way, so a wrong formula does
+ * not print a million lines. */
+typedef struct {
+    int count;
+} err_tally;
+
+static void job_str(char *buf, size_t n, const pp_env *env, int with_d)
+{
+    if (with_d)
+        snprintf(buf, n, "(s=%lld, b=%lld, d=%c)", env->s, env->b, "FBW"[env->d]);
+    else
+        snprintf(buf, n, "(w=%lld)", env->w);
+}
+
+static int eval_at(const pp_schedule *sch, const pp_expr *e, const pp_env *env, long long *out,
+                   const char *what, err_tally *tally, int with_d)
+{
+    const pp_expr *where = e;
+    pp_eval_status st = pp_eval(sch, e, env, out, &where);
+    if (st == EVAL_OK)
+        return 1;
+    if (tally->count++ == 0) {
+        char job[96];
+        job_str(job, sizeof job, env, with_d);
+        diag_error(sch->diag, where->loc, "%s in %s at %s",
+                   st == EVAL_DIV0 ? "division by zero" : "integer overflow", what, job);
+    }
+    return 0;
+}
+
+static void tally_note(const pp_schedule *sch, const err_tally *t, const char *what)
+{
+    if (t->count > 1)
+        fprintf(sch->diag->out, "  (%s failed at %d more job%s)\n", what, t->count - 1,
+                t->count - 1 == 1 ? "" : "s");
+}
+
+static void check_range(const pp_schedule *sch, int fn, long long v, const pp_env *env,
+                        err_tally *t)
+{
+    if (v >= 0 && v < sch->W)
+        return;
+    if (t->count++ == 0) {
+        char job[96];
+        job_str(job, sizeof job, env, 1);
+        diag_error(sch->diag, sch->fn[fn] ? sch->fn[fn]->loc : sch->fn_loc[FN_COMPUTE],
+                   "%s = %lld at %s is outside the workers [0, W=%lld)",
+                   fn == FN_COMPUTE ? "compute" : "weights", v, job, sch->W);
+    }
+}
+
+int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch)
+{
+    memset(t, 0, sizeof *t);
+    t->js = (pp_jobspace){(int)sch->S, (int)sch->B, sch->split ? 3 : 2};
+    t->W = (int)sch->W;
+    int N = job_count(&t->js);
+    t->worker = calloc((size_t)N, sizeof *t->worker);
+    t->owner = calloc((size_t)N, sizeof *t->owner);
+    t->priority = calloc((size_t)N, sizeof *t->priority);
+    t->cost = calloc((size_t)N, sizeof *t->cost);
+    if (!t->worker || !t->owner || !t->priority || !t->cost) {
+        diag_error_noloc(sch->diag, "out of memory for %d jobs", N);
+        return 1;
+    }
+    int before = sch->diag->errors;
+    err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0};
+    const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
+    for (int j = 0; j < N; j++) {
+        pp_env env = {job_s(&t->js, j), job_b(&t->js, j), job_d(&t->js, j), 0};
+        long long v = 0;
+        if (eval_at(sch, sch->fn[FN_COMPUTE], &env, &v, what[0], &te[0], 1))
+            check_range(sch, FN_COMPUTE, v, &env, &trange[0]);
+        t->worker[j] = (int)(v >= 0 && v < sch->W ? v : 0);
+        if (sch->fn[FN_WEIGHTS]) {
+            if (eval_at(sch, sch->fn[FN_WEIGHTS], &env, &v, what[1], &te[1], 1))
+                check_range(sch, FN_WEIGHTS, v, &env, &trange[1]);
+            t->owner[j] = (int)(v >= 0 && v < sch->W ? v : 0);
+        } else
+            t->owner[j] = t->worker[j];
+        v = 0;
+        if (sch->fn[FN_PRIORITY])
+            eval_at(sch, sch->fn[FN_PRIORITY], &env, &v, what[2], &te[2], 1);
+        t->priority[j] = v;
+        const pp_expr *c = sch->cost[env.d];
+        v = 1;
+        if (c && eval_at(sch, c, &env, &v, "a cost", &tcost, 1) && v <= 0 && tneg.count++ == 0) {
+            char job[96];
+            job_str(job, sizeof job, &env, 1);
+            diag_error(sch->diag, c->loc, "cost %c = %lld at %s: costs must be positive",
+                       "FBW"[env.d], v, job);
+        }
+        t->cost[j] = (double)(v > 0 ? v : 1);
+    }
+    for (int f = 0; f < FN_COUNT; f++)
+        tally_note(sch, &te[f], what[f]);
+    tally_note(sch, &trange[0], "the range check of compute");
+    tally_note(sch, &trange[1], "the range check of weights");
+    if (sch->inflight) {
+        t->inflight = calloc((size_t)t->W, sizeof *t->inflight);
+        err_tally ti = {0};
+        for (int w = 0; t->inflight && w < t->W; w++) {
+            pp_env env = {0, 0, 0, w};
+            long long v = 1;
+            if (eval_at(sch, sch->inflight, &env, &v, "limit inflight", &ti, 0) && v < 1 &&
+                ti.count++ == 0)
+                diag_error(sch->diag, sch->inflight->loc,
+                           "limit inflight = %lld at worker %d: it must be at least 1", v, w);
+            t->inflight[w] = v;
+        }
+    }
+    return sch->diag->errors - before;
+}
+
+void pp_jobtable_free(pp_jobtable *t)
+{
+    free(t->worker);
+    free(t->owner);
+    free(t->priority);
+    free(t->cost);
+    free(t->inflight);
+    memset(t, 0, sizeof *t);
+}

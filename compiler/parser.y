@@ -1,0 +1,216 @@
+/* parser.y - the grammar of .pp schedule files (a pure bison parser).
+ *
+ *   file   := stmt*
+ *   stmt   := "param" NAME "=" expr | "let" NAME "=" expr
+ *           | ("compute"|"weights"|"priority") "(" s "," b "," d ")" "=" expr
+ *           | "order" ("greedy"|"strict") | "split" "backward"
+ *           | "limit" "inflight" "=" expr | "cost" (F|B|W) "=" expr
+ *           | "model" "{" (NAME "=" expr)* "}"
+ *   Statements may be separated by ';'. Expressions are C-like with
+ *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
+%define api.pure full
+%define parse.error detailed
+%locations
+%define api.location.type {pp_loc}
+%param { void *scanner }
+%parse-param { pp_parse_ctx *ctx }
+
+%code requires {
+#include "parse.h"
+}
+
+%code {
+#include <stdlib.h>
+#include <string.h>
+
+int yylex(YYSTYPE *lval, YYLTYPE *lloc, void *scanner);
+static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *msg);
+static void append(pp_parse_ctx *ctx, pp_stmt *s);
+static pp_stmt *func_stmt(pp_parse_ctx *ctx, int func, YYLTYPE loc, char *a, YYLTYPE la,
+                          char *b, YYLTYPE lb, char *d, YYLTYPE ld, pp_expr *e);
+static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *word,
+                          YYLTYPE wloc);
+}
+
+%union {
+    long long num;
+    char *str;
+    pp_expr *expr;
+    pp_stmt *stmt;
+}
+
+%token <num> INT "integer"
+%token <str> IDENT "name"
+%token PARAM "param" LET "let" COMPUTE "compute" WEIGHTS "weights" PRIORITY "priority"
+%token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
+%token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
+
+%type <expr> expr
+%type <stmt> stmt
+%destructor { free($$); } <str>
+%destructor { ast_free_expr($$); } <expr>
+%destructor { ast_free_stmts($$); } <stmt>
+
+%right '?' ':'
+%left OR
+%left AND
+%left EQ NE
+%left '<' '>' LE GE
+%left '+' '-'
+%left '*' '/' '%'
+%precedence UNARY
+
+%initial-action { @$ = (pp_loc){1, 1, 1, 0}; }
+
+%%
+
+file: %empty
+    | file stmt       { if ($2) append(ctx, $2); }
+    | file ';'
+    | file error      { }
+    ;
+
+stmt: PARAM IDENT '=' expr  { $$ = ast_stmt(ST_PARAM, @1); $$->name = $2; $$->name_loc = @2; $$->expr = $4; }
+    | LET IDENT '=' expr    { $$ = ast_stmt(ST_LET, @1); $$->name = $2; $$->name_loc = @2; $$->expr = $4; }
+    | COMPUTE '(' IDENT ',' IDENT ',' IDENT ')' '=' expr
+                            { $$ = func_stmt(ctx, FN_COMPUTE, @1, $3, @3, $5, @5, $7, @7, $10); }
+    | WEIGHTS '(' IDENT ',' IDENT ',' IDENT ')' '=' expr
+                            { $$ = func_stmt(ctx, FN_WEIGHTS, @1, $3, @3, $5, @5, $7, @7, $10); }
+    | PRIORITY '(' IDENT ',' IDENT ',' IDENT ')' '=' expr
+                            { $$ = func_stmt(ctx, FN_PRIORITY, @1, $3, @3, $5, @5, $7, @7, $10); }
+    | ORDER IDENT           { $$ = word_stmt(ctx, ST_ORDER, @1, $2, @2); }
+    | SPLIT IDENT           { $$ = word_stmt(ctx, ST_SPLIT, @1, $2, @2); }
+    | LIMIT IDENT '=' expr  { $$ = word_stmt(ctx, ST_LIMIT, @1, $2, @2);
+                              if ($$) $$->expr = $4; else ast_free_expr($4); }
+    | COST IDENT '=' expr   { $$ = word_stmt(ctx, ST_COST, @1, $2, @2);
+                              if ($$) $$->expr = $4; else ast_free_expr($4); }
+    | MODEL '{' fields '}'  { $$ = ast_stmt(ST_MODEL, @1); $$->body = ctx->model_head;
+                              ctx->model_head = ctx->model_tail = NULL; }
+    ;
+
+fields: %empty
+      | fields IDENT '=' expr {
+            pp_stmt *f = ast_stmt(ST_LET, @2);
+            f->name = $2; f->name_loc = @2; f->expr = $4;
+            if (ctx->model_tail) ctx->model_tail->next = f; else ctx->model_head = f;
+            ctx->model_tail = f;
+        }
+      | fields ';'
+      ;
+
+expr: INT                     { $$ = ast_int($1, @1); }
+    | IDENT                   { $$ = ast_name($1, @1); }
+    | IDENT '(' expr ')'      { $$ = ast_call($1, $3, NULL, 1, @$); }
+    | IDENT '(' expr ',' expr ')' { $$ = ast_call($1, $3, $5, 2, @$); }
+    | '(' expr ')'            { $$ = $2; }
+    | '-' expr %prec UNARY    { $$ = ast_unary('-', $2, @$); }
+    | '!' expr %prec UNARY    { $$ = ast_unary('!', $2, @$); }
+    | expr '+' expr           { $$ = ast_binary('+', $1, $3, @2); }
+    | expr '-' expr           { $$ = ast_binary('-', $1, $3, @2); }
+    | expr '*' expr           { $$ = ast_binary('*', $1, $3, @2); }
+    | expr '/' expr           { $$ = ast_binary('/', $1, $3, @2); }
+    | expr '%' expr           { $$ = ast_binary('%', $1, $3, @2); }
+    | expr '<' expr           { $$ = ast_binary('<', $1, $3, @2); }
+    | expr '>' expr           { $$ = ast_binary('>', $1, $3, @2); }
+    | expr LE expr            { $$ = ast_binary(OP_LE, $1, $3, @2); }
+    | expr GE expr            { $$ = ast_binary(OP_GE, $1, $3, @2); }
+    | expr EQ expr            { $$ = ast_binary(OP_EQ, $1, $3, @2); }
+    | expr NE expr            { $$ = ast_binary(OP_NE, $1, $3, @2); }
+    | expr AND expr           { $$ = ast_binary(OP_AND, $1, $3, @2); }
+    | expr OR expr            { $$ = ast_binary(OP_OR, $1, $3, @2); }
+    | expr '?' expr ':' expr  { $$ = ast_cond($1, $3, $5, @2); }
+    ;
+
+%%
+
+static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *msg)
+{
+    (void)scanner;
+    diag_error(ctx->diag, *loc, "%s", msg);
+}
+
+static void append(pp_parse_ctx *ctx, pp_stmt *s)
+{
+    if (ctx->tail)
+        ctx->tail->next = s;
+    else
+        ctx->head = s;
+    ctx->tail = s;
+}
+
+static pp_loc L(YYLTYPE y) { return y; }
+
+/* The head of compute/weights/priority must name the job variables in the
+ * seed's order: (s, b, d). */
+static pp_stmt *func_stmt(pp_parse_ctx *ctx, int func, YYLTYPE loc, char *a, YYLTYPE la,
+                          char *b, YYLTYPE lb, char *d, YYLTYPE ld, pp_expr *e)
+{
+    const char *want[3] = {"s", "b", "d"};
+    char *got[3] = {a, b, d};
+    YYLTYPE where[3] = {la, lb, ld};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(got[i], want[i]) != 0)
+            diag_error(ctx->diag, L(where[i]),
+                       "parameter %d of this function must be '%s' (functions are written f(s,b,d)), found '%s'",
+                       i + 1, want[i], got[i]);
+    free(a);
+    free(b);
+    free(d);
+    pp_stmt *s = ast_stmt(ST_FUNC, L(loc));
+    s->func = func;
+    s->expr = e;
+    return s;
+}
+
+/* Statements whose second word is one of a few fixed words. */
+static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *word,
+                          YYLTYPE wloc)
+{
+    pp_stmt *s = ast_stmt(kind, L(loc));
+    s->name_loc = L(wloc);
+    int ok = 1;
+    switch (kind) {
+    case ST_ORDER:
+        if (!strcmp(word, "greedy"))
+            s->flag = 0;
+        else if (!strcmp(word, "strict"))
+            s->flag = 1;
+        else {
+            diag_error(ctx->diag, L(wloc), "unknown order '%s': expected 'greedy' or 'strict'", word);
+            ok = 0;
+        }
+        break;
+    case ST_SPLIT:
+        if (strcmp(word, "backward") != 0) {
+            diag_error(ctx->diag, L(wloc), "expected 'split backward', found 'split %s'", word);
+            ok = 0;
+        }
+        break;
+    case ST_LIMIT:
+        if (strcmp(word, "inflight") != 0) {
+            diag_error(ctx->diag, L(wloc), "unknown limit '%s': expected 'inflight'", word);
+            ok = 0;
+        }
+        break;
+    case ST_COST:
+        if (!strcmp(word, "F"))
+            s->dir = 0;
+        else if (!strcmp(word, "B"))
+            s->dir = 1;
+        else if (!strcmp(word, "W"))
+            s->dir = 2;
+        else {
+            diag_error(ctx->diag, L(wloc), "unknown cost '%s': expected F, B or W", word);
+            ok = 0;
+        }
+        break;
+    default:
+        break;
+    }
+    free(word);
+    if (!ok) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}

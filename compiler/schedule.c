@@ -1,0 +1,390 @@
+/* schedule.c - checking a parsed schedule: names, params, -D overrides, the
+ * model block. Every problem is reported (with file:line:col and a caret)
+ * before giving up, so one run shows all of a file's errors. */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What an expression may refer to, by where it appears. */
+typedef struct {
+    int nparams; /* params defined before it */
+    int nlets;   /* lets defined before it */
+    int job;     /* s, b, d visible */
+    int worker;  /* w visible */
+    const char *what; /* "a param", "the model block"... for messages */
+} scope;
+
+static int find_param(const pp_schedule *sch, const char *name, int limit)
+{
+    for (int i = 0; i < limit; i++)
+        if (!strcmp(sch->params[i].name, name))
+            return i;
+    return -1;
+}
+
+static int find_let(const pp_schedule *sch, const char *name, int limit)
+{
+    for (int i = 0; i < limit; i++)
+        if (!strcmp(sch->lets[i].name, name))
+            return i;
+    return -1;
+}
+
+static int dir_literal(const char *name)
+{
+    if (!strcmp(name, "F"))
+        return DIR_F;
+    if (!strcmp(name, "B"))
+        return DIR_B;
+    if (!strcmp(name, "W"))
+        return DIR_W;
+    return -1;
+}
+
+static int is_job_var(const char *name)
+{
+    return !strcmp(name, "s") || !strcmp(name, "b") || !strcmp(name, "d") || !strcmp(name, "w");
+}
+
+static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
+
+static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
+{
+    const char *n = e->name;
+    int i;
+    if (is_job_var(n)) {
+        int ok = n[0] == 'w' ? sc->worker : sc->job;
+        if (!ok) {
+            if (n[0] == 'w')
+                diag_error(sch->diag, e->loc, "'w' (the worker) is only defined in 'limit inflight'");
+            else
+                diag_error(sch->diag, e->loc, "'%s' is a job variable and cannot be used in %s", n,
+                           sc->what);
+            return;
+        }
+        e->kind = EX_VAR;
+        e->var = n[0];
+    } else if ((i = find_let(sch, n, sc->nlets)) >= 0) {
+        e->kind = EX_LET;
+        e->index = i;
+    } else if ((i = find_param(sch, n, sc->nparams)) >= 0) {
+        e->kind = EX_PARAM;
+        e->index = i;
+    } else if ((i = dir_literal(n)) >= 0) {
+        e->kind = EX_DIR;
+        e->value = i;
+    } else {
+        int later = find_param(sch, n, sch->nparams) >= 0 || find_let(sch, n, sch->nlets) >= 0;
+        if (later)
+            diag_error(sch->diag, e->loc, "'%s' is used before it is defined", n);
+        else
+            diag_error(sch->diag, e->loc, "unknown name '%s'", n);
+        return;
+    }
+    free(e->name);
+    e->name = NULL;
+}
+
+/* Opposite d in == or !=, F/B/W are always the directions. */
+static void dir_compare(pp_expr *e)
+{
+    pp_expr *sides[2] = {e->a, e->b};
+    for (int i = 0; i < 2; i++) {
+        pp_expr *x = sides[i], *y = sides[1 - i];
+        if (x->kind == EX_NAME && !strcmp(x->name, "d") && y->kind == EX_NAME &&
+            dir_literal(y->name) >= 0) {
+            y->kind = EX_DIR;
+            y->value = dir_literal(y->name);
+            free(y->name);
+            y->name = NULL;
+        }
+    }
+}
+
+static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc)
+{
+    if (!e)
+        return;
+    switch (e->kind) {
+    case EX_NAME:
+        resolve_name(sch, e, sc);
+        return;
+    case EX_BINARY:
+        if (e->op == OP_EQ || e->op == OP_NE)
+            dir_compare(e);
+        break;
+    case EX_CALL: {
+        int want = !strcmp(e->name, "abs") ? 1
+                   : (!strcmp(e->name, "min") || !strcmp(e->name, "max")) ? 2
+                                                                            : 0;
+        if (!want)
+            diag_error(sch->diag, e->loc, "unknown function '%s' (functions are min, max, abs)",
+                       e->name);
+        else if (want != e->nargs)
+            diag_error(sch->diag, e->loc, "'%s' takes %d argument%s, found %d", e->name, want,
+                       want == 1 ? "" : "s", e->nargs);
+        break;
+    }
+    default:
+        break;
+    }
+    resolve(sch, e->a, sc);
+    resolve(sch, e->b, sc);
+    resolve(sch, e->c, sc);
+}
+
+/* Evaluate an expression that has no job variables (params, model fields). */
+static int eval_const(pp_schedule *sch, pp_expr *e, long long *out)
+{
+    pp_env env = {0, 0, 0, 0};
+    const pp_expr *where = e;
+    pp_eval_status st = pp_eval(sch, e, &env, out, &where);
+    if (st == EVAL_DIV0)
+        diag_error(sch->diag, where->loc, "division by zero");
+    else if (st)
+        diag_error(sch->diag, where->loc, "integer overflow");
+    return st == EVAL_OK;
+}
+
+/* Does e (or a let it uses) mention a job variable? */
+static int uses_job(const pp_schedule *sch, const pp_expr *e)
+{
+    if (!e)
+        return 0;
+    if (e->kind == EX_VAR)
+        return 1;
+    if (e->kind == EX_LET)
+        return uses_job(sch, sch->lets[e->index].expr);
+    return uses_job(sch, e->a) || uses_job(sch, e->b) || uses_job(sch, e->c);
+}
+
+static int resolved(const pp_expr *e)
+{
+    if (!e)
+        return 1;
+    if (e->kind == EX_NAME)
+        return 0;
+    return resolved(e->a) && resolved(e->b) && resolved(e->c);
+}
+
+static void define_param(pp_schedule *sch, pp_stmt *st)
+{
+    int prev = find_param(sch, st->name, sch->nparams);
+    if (prev >= 0 || find_let(sch, st->name, sch->nlets) >= 0) {
+        diag_error(sch->diag, st->name_loc, "redefinition of '%s'", st->name);
+        if (prev >= 0)
+            diag_note(sch->diag, sch->params[prev].loc, "'%s' was first defined here", st->name);
+        return;
+    }
+    if (is_job_var(st->name)) {
+        diag_error(sch->diag, st->name_loc, "'%s' is a job variable and cannot be redefined",
+                   st->name);
+        return;
+    }
+    scope sc = {sch->nparams, 0, 0, 0, "a param"};
+    resolve(sch, st->expr, &sc);
+    pp_param *p = &sch->params[sch->nparams++];
+    p->name = st->name;
+    p->loc = st->name_loc;
+    p->value = 0;
+    if (resolved(st->expr))
+        eval_const(sch, st->expr, &p->value);
+}
+
+static void define_let(pp_schedule *sch, pp_stmt *st)
+{
+    if (find_param(sch, st->name, sch->nparams) >= 0 || find_let(sch, st->name, sch->nlets) >= 0) {
+        diag_error(sch->diag, st->name_loc, "redefinition of '%s'", st->name);
+        return;
+    }
+    if (is_job_var(st->name)) {
+        diag_error(sch->diag, st->name_loc, "'%s' is a job variable and cannot be redefined",
+                   st->name);
+        return;
+    }
+    scope sc = {sch->nparams, sch->nlets, 1, 0, "a let"};
+    resolve(sch, st->expr, &sc);
+    pp_let *l = &sch->lets[sch->nlets++];
+    l->name = st->name;
+    l->expr = st->expr; /* if it has errors, nothing is evaluated: check failed */
+    l->loc = st->name_loc;
+}
+
+static void set_once(pp_schedule *sch, pp_stmt *st, int *seen, const char *what)
+{
+    if (*seen)
+        diag_error(sch->diag, st->loc, "%s is given more than once", what);
+    *seen = 1;
+}
+
+static const struct {
+    const char *name;
+    size_t offset;
+    long long min, max;
+} model_fields[] = {
+    {"context", offsetof(pp_model, context), 1, 4096},
+    {"embed", offsetof(pp_model, embed), 1, 65536},
+    {"ffn", offsetof(pp_model, ffn), 1, 1 << 20},
+    {"blocks", offsetof(pp_model, blocks), 0, 1024},
+    {"batch", offsetof(pp_model, batch), 1, 1 << 20},
+};
+
+static void check_model(pp_schedule *sch, pp_stmt *st)
+{
+    int nf = (int)(sizeof model_fields / sizeof model_fields[0]);
+    int seen[8] = {0};
+    for (pp_stmt *f = st->body; f; f = f->next) {
+        int k = 0;
+        while (k < nf && strcmp(model_fields[k].name, f->name) != 0)
+            k++;
+        if (k == nf) {
+            diag_error(sch->diag, f->name_loc,
+                       "unknown model field '%s' (fields are context, embed, ffn, blocks, batch)",
+                       f->name);
+            continue;
+        }
+        if (seen[k]++)
+            diag_error(sch->diag, f->name_loc, "model field '%s' is given more than once", f->name);
+        scope sc = {sch->nparams, 0, 0, 0, "the model block"};
+        int before = sch->diag->errors;
+        resolve(sch, f->expr, &sc);
+        long long v;
+        if (sch->diag->errors != before || !eval_const(sch, f->expr, &v))
+            continue;
+        if (v < model_fields[k].min || v > model_fields[k].max) {
+            diag_error(sch->diag, f->expr->loc, "model %s = %lld is out of range [%lld, %lld]",
+                       f->name, v, model_fields[k].min, model_fields[k].max);
+            continue;
+        }
+        *(uint32_t *)((char *)&sch->model + model_fields[k].offset) = (uint32_t)v;
+    }
+}
+
+/* A required count (S, B, W) must be a param with a value in [1, max]. */
+static long long count_param(pp_schedule *sch, const char *name, const char *meaning,
+                             long long max)
+{
+    int i = find_param(sch, name, sch->nparams);
+    if (i < 0) {
+        diag_error_noloc(sch->diag, "the schedule defines no '%s' (%s): add 'param %s = ...'",
+                         name, meaning, name);
+        return 0;
+    }
+    long long v = sch->params[i].value;
+    if (v < 1 || v > max) {
+        diag_error(sch->diag, sch->params[i].loc, "%s = %lld is out of range [1, %lld]", name, v,
+                   max);
+        return 0;
+    }
+    return v;
+}
+
+static void apply_defines(pp_schedule *sch, const pp_define *defs, int ndefs)
+{
+    for (int i = 0; i < ndefs; i++) {
+        int k = find_param(sch, defs[i].name, sch->nparams);
+        if (k < 0)
+            diag_error_noloc(sch->diag, "-D %s=%lld: the schedule has no param '%s'", defs[i].name,
+                             defs[i].value, defs[i].name);
+        else
+            sch->params[k].value = defs[i].value;
+    }
+}
+
+int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_define *defs,
+                      int ndefs)
+{
+    memset(sch, 0, sizeof *sch);
+    sch->diag = d;
+    sch->stmts = stmts;
+    int n = 0;
+    for (pp_stmt *st = stmts; st; st = st->next)
+        n++;
+    sch->params = calloc((size_t)n + 1, sizeof *sch->params);
+    sch->lets = calloc((size_t)n + 1, sizeof *sch->lets);
+    sch->model = (pp_model){.context = 8, .embed = 16, .ffn = 128, .blocks = 1, .batch = 16};
+    if (!sch->params || !sch->lets) {
+        diag_error_noloc(d, "out of memory");
+        return d->errors;
+    }
+
+    /* Params first, in order, so -D overrides apply before anything uses them:
+     * a param's default may use earlier params, and an override of S changes
+     * a later `param W = S`. */
+    for (pp_stmt *st = stmts; st; st = st->next) {
+        if (st->kind != ST_PARAM)
+            continue;
+        define_param(sch, st);
+        for (int i = 0; i < ndefs; i++)
+            if (sch->nparams && !strcmp(defs[i].name, sch->params[sch->nparams - 1].name))
+                sch->params[sch->nparams - 1].value = defs[i].value;
+    }
+    apply_defines(sch, defs, ndefs); /* reports -D names that match no param */
+
+    int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
+        seen_cost[3] = {0}, seen_model = 0;
+    static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
+                                             "priority(s,b,d)"};
+    for (pp_stmt *st = stmts; st; st = st->next) {
+        scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function"};
+        switch (st->kind) {
+        case ST_PARAM:
+            break;
+        case ST_LET:
+            define_let(sch, st);
+            break;
+        case ST_FUNC:
+            set_once(sch, st, &seen_fn[st->func], fn_names[st->func]);
+            resolve(sch, st->expr, &fn_scope);
+            sch->fn[st->func] = st->expr;
+            sch->fn_loc[st->func] = st->loc;
+            break;
+        case ST_ORDER:
+            set_once(sch, st, &seen_order, "order");
+            sch->strict = st->flag;
+            break;
+        case ST_SPLIT:
+            set_once(sch, st, &seen_split, "split backward");
+            sch->split = 1;
+            break;
+        case ST_LIMIT:
+            set_once(sch, st, &seen_limit, "limit inflight");
+            fn_scope.worker = 1;
+            fn_scope.job = 0;
+            fn_scope.what = "'limit inflight' (it may use w and params)";
+            resolve(sch, st->expr, &fn_scope);
+            sch->inflight = st->expr;
+            break;
+        case ST_COST:
+            set_once(sch, st, &seen_cost[st->dir], "this cost");
+            resolve(sch, st->expr, &fn_scope);
+            sch->cost[st->dir] = st->expr;
+            break;
+        case ST_MODEL:
+            set_once(sch, st, &seen_model, "the model block");
+            check_model(sch, st);
+            break;
+        }
+    }
+    if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE])
+        diag_error_noloc(d, "the schedule has no 'compute(s,b,d) = ...': every schedule says "
+                            "where each job runs");
+    if (sch->inflight && uses_job(sch, sch->inflight))
+        diag_error(d, sch->inflight->loc, "'limit inflight' may use w and params, not s, b or d");
+    sch->S = count_param(sch, "S", "the number of stages", 1 << 20);
+    sch->B = count_param(sch, "B", "the number of microbatches", 1 << 20);
+    sch->W = count_param(sch, "W", "the number of workers", 1 << 16);
+    long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
+    if (!d->errors && jobs > 50000000)
+        diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",
+                         sch->split ? 3 : 2, jobs);
+    return d->errors;
+}
+
+void pp_schedule_free(pp_schedule *sch)
+{
+    free(sch->params);
+    free(sch->lets);
+    memset(sch, 0, sizeof *sch);
+}

@@ -1,0 +1,71 @@
+/* schedule.h - a checked schedule: the parsed file with every name resolved,
+ * params bound (defaults or -D), and the three functions ready to evaluate.
+ *
+ * Names: S, B and W (stages, microbatches, workers) must be params. Inside
+ * functions and lets the job variables s, b, d are visible; w (the worker)
+ * only in `limit inflight`. F, B, W are also the direction literals 0, 1, 2:
+ * a bare F/B/W means the direction unless a param or let of that name exists,
+ * and on either side of == or != opposite d it always means the direction, so
+ * `d == B` reads as "the job is a backward" while `b < B` uses the count. */
+#ifndef PP_SCHEDULE_H
+#define PP_SCHEDULE_H
+
+#include "../isa/model_desc.h"
+#include "ast.h"
+#include "diag.h"
+
+enum { DIR_F = 0, DIR_B = 1, DIR_W = 2 };
+
+typedef struct {
+    char *name;
+    long long value;
+    pp_loc loc;
+} pp_param;
+
+typedef struct {
+    char *name;
+    pp_expr *expr;
+    pp_loc loc;
+} pp_let;
+
+typedef struct {
+    const char *name;
+    long long value;
+} pp_define;
+
+typedef struct {
+    pp_diag *diag;
+    pp_stmt *stmts;
+    pp_param *params;
+    int nparams;
+    pp_let *lets;
+    int nlets;
+    pp_expr *fn[FN_COUNT]; /* compute, weights, priority; weights/priority may be NULL */
+    pp_loc fn_loc[FN_COUNT];
+    int strict; /* order strict */
+    int split;  /* split backward: jobs have d in {F, B, W} */
+    pp_expr *inflight; /* limit inflight = expr (may use w), or NULL */
+    pp_expr *cost[3];  /* cost F/B/W (may use s), NULL = 1 */
+    long long S, B, W;
+    pp_model model;
+} pp_schedule;
+
+/* Resolve names, bind params (applying -D defines, each of which must name a
+ * param), evaluate constants and the model block. Reports every error through
+ * d; returns the number of errors (0 = usable). */
+int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_define *defs,
+                      int ndefs);
+void pp_schedule_free(pp_schedule *sch);
+
+/* Evaluation of a checked expression for one job. */
+typedef struct {
+    long long s, b, d, w;
+} pp_env;
+
+typedef enum { EVAL_OK = 0, EVAL_DIV0, EVAL_OVERFLOW } pp_eval_status;
+
+/* On error, *where is the node that failed (for the caret). */
+pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                       long long *out, const pp_expr **where);
+
+#endif

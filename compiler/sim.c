@@ -1,0 +1,313 @@
+/* sim.c - greedy and strict list scheduling of a schedule's jobs (see sim.h).
+ *
+ * Greedy keeps, per worker, the jobs whose predecessor is committed in two
+ * heaps: "pending" (ordered by ready time, then key) and "available" (ready
+ * no later than the worker is free, ordered by key); forwards and the other
+ * directions are kept apart so an inflight limit can set forwards aside.
+ * Each step commits the worker candidate with the earliest start. Commit
+ * times never decrease, so this is exactly the seed's argmin rule. */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const pp_sim_input *in;
+    const double *ready; /* [N] when the job's predecessor finished */
+} keyctx;
+
+/* The tie-break key: (priority, d, b, s). */
+static int cmp_key(const keyctx *k, int x, int y)
+{
+    const pp_jobspace *js = &k->in->js;
+    long long px = k->in->priority[x], py = k->in->priority[y];
+    if (px != py)
+        return px < py ? -1 : 1;
+    int a, b;
+    if ((a = job_d(js, x)) != (b = job_d(js, y)))
+        return a < b ? -1 : 1;
+    if ((a = job_b(js, x)) != (b = job_b(js, y)))
+        return a < b ? -1 : 1;
+    if ((a = job_s(js, x)) != (b = job_s(js, y)))
+        return a < b ? -1 : 1;
+    return 0;
+}
+
+static int cmp_ready(const keyctx *k, int x, int y)
+{
+    if (k->ready[x] != k->ready[y])
+        return k->ready[x] < k->ready[y] ? -1 : 1;
+    return cmp_key(k, x, y);
+}
+
+typedef struct {
+    int *a;
+    int n, cap;
+    int by_ready;
+} heap;
+
+static int heap_less(const keyctx *k, const heap *h, int x, int y)
+{
+    return (h->by_ready ? cmp_ready(k, x, y) : cmp_key(k, x, y)) < 0;
+}
+
+static int heap_push(const keyctx *k, heap *h, int j)
+{
+    if (h->n == h->cap) {
+        int cap = h->cap ? 2 * h->cap : 8;
+        int *a = realloc(h->a, (size_t)cap * sizeof *a);
+        if (!a)
+            return -1;
+        h->a = a;
+        h->cap = cap;
+    }
+    int i = h->n++;
+    while (i > 0 && heap_less(k, h, j, h->a[(i - 1) / 2])) {
+        h->a[i] = h->a[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->a[i] = j;
+    return 0;
+}
+
+static int heap_pop(const keyctx *k, heap *h)
+{
+    int top = h->a[0], last = h->a[--h->n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && heap_less(k, h, h->a[c + 1], h->a[c]))
+            c++;
+        if (!heap_less(k, h, h->a[c], last))
+            break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (h->n)
+        h->a[i] = last;
+    return top;
+}
+
+enum { PEND_F, PEND_O, AVAIL_F, AVAIL_O, NHEAPS };
+
+typedef struct {
+    heap h[NHEAPS];
+} worker_heaps;
+
+static int alloc_result(const pp_sim_input *in, pp_sim_result *r)
+{
+    int N = job_count(&in->js);
+    memset(r, 0, sizeof *r);
+    r->start = calloc((size_t)N, sizeof *r->start);
+    r->end = calloc((size_t)N, sizeof *r->end);
+    r->order = calloc((size_t)N, sizeof *r->order);
+    r->off = calloc((size_t)in->W + 1, sizeof *r->off);
+    r->blocked = calloc((size_t)in->W, sizeof *r->blocked);
+    if (!r->start || !r->end || !r->order || !r->off || !r->blocked)
+        return -1;
+    /* off[] from the number of jobs per worker; order is filled as committed */
+    for (int j = 0; j < N; j++)
+        r->off[in->worker[j] + 1]++;
+    for (int w = 0; w < in->W; w++)
+        r->off[w + 1] += r->off[w];
+    for (int w = 0; w < in->W; w++)
+        r->blocked[w] = -1;
+    return 0;
+}
+
+/* The last backward job of (s,b) releases the activations its F took. */
+static int releases_activations(const pp_jobspace *js, int j)
+{
+    return job_d(js, j) == js->ND - 1;
+}
+
+static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
+{
+    const pp_jobspace *js = &in->js;
+    int N = job_count(js), W = in->W, rc = -1, committed = 0;
+    double *ready = calloc((size_t)N, sizeof *ready), *free_at = calloc((size_t)W, sizeof *free_at);
+    long long *held = calloc((size_t)W, sizeof *held);
+    int *fill = calloc((size_t)W, sizeof *fill);
+    worker_heaps *wh = calloc((size_t)W, sizeof *wh);
+    keyctx k = {in, ready};
+    if (!ready || !free_at || !held || !fill || !wh)
+        goto out;
+    for (int w = 0; w < W; w++)
+        wh[w].h[PEND_F].by_ready = wh[w].h[PEND_O].by_ready = 1;
+    for (int b = 0; b < js->B; b++) {
+        int j = job_id(js, 0, b, 0);
+        if (heap_push(&k, &wh[in->worker[j]].h[PEND_F], j))
+            goto out;
+    }
+    while (committed < N) {
+        int best = -1, best_w = -1;
+        double best_t = 0;
+        for (int w = 0; w < W; w++) {
+            worker_heaps *h = &wh[w];
+            for (int p = PEND_F; p <= PEND_O; p++)
+                while (h->h[p].n && ready[h->h[p].a[0]] <= free_at[w])
+                    if (heap_push(&k, &h->h[p + 2], heap_pop(&k, &h->h[p])))
+                        goto out;
+            int fwd_ok = !in->inflight || held[w] < in->inflight[w];
+            int cand = -1;
+            double t = 0;
+            for (int p = AVAIL_F; p <= AVAIL_O; p++)
+                if (h->h[p].n && (p == AVAIL_O || fwd_ok) &&
+                    (cand < 0 || cmp_key(&k, h->h[p].a[0], cand) < 0))
+                    cand = h->h[p].a[0];
+            if (cand >= 0)
+                t = free_at[w];
+            else {
+                for (int p = PEND_F; p <= PEND_O; p++)
+                    if (h->h[p].n && (p == PEND_O || fwd_ok) &&
+                        (cand < 0 || cmp_ready(&k, h->h[p].a[0], cand) < 0))
+                        cand = h->h[p].a[0];
+                if (cand >= 0)
+                    t = ready[cand];
+            }
+            if (cand < 0)
+                continue;
+            if (best < 0 || t < best_t || (t == best_t && cmp_key(&k, cand, best) < 0)) {
+                best = cand;
+                best_w = w;
+                best_t = t;
+            }
+        }
+        if (best < 0) { /* only forwards left and every worker at its inflight limit */
+            for (int w = 0; w < W; w++) {
+                heap *f = wh[w].h[AVAIL_F].n ? &wh[w].h[AVAIL_F] : &wh[w].h[PEND_F];
+                r->blocked[w] = f->n ? f->a[0] : -1;
+            }
+            r->deadlock = 1;
+            rc = 1;
+            goto out;
+        }
+        /* remove best from whichever heap of best_w holds it at the top */
+        worker_heaps *h = &wh[best_w];
+        for (int p = 0; p < NHEAPS; p++)
+            if (h->h[p].n && h->h[p].a[0] == best) {
+                heap_pop(&k, &h->h[p]);
+                break;
+            }
+        r->start[best] = best_t;
+        r->end[best] = best_t + in->cost[best];
+        free_at[best_w] = r->end[best];
+        r->order[r->off[best_w] + fill[best_w]++] = best;
+        if (r->end[best] > r->makespan)
+            r->makespan = r->end[best];
+        int s = job_s(js, best), b = job_b(js, best);
+        int fw = in->worker[job_id(js, s, b, 0)];
+        if (job_d(js, best) == 0)
+            held[fw]++;
+        if (releases_activations(js, best))
+            held[fw]--;
+        int succ[2], ns = job_succ(js, best, succ);
+        for (int i = 0; i < ns; i++) {
+            int j = succ[i];
+            ready[j] = r->end[best];
+            if (heap_push(&k, &wh[in->worker[j]].h[job_d(js, j) == 0 ? PEND_F : PEND_O], j))
+                goto out;
+        }
+        committed++;
+    }
+    rc = 0;
+out:
+    if (wh)
+        for (int w = 0; w < W; w++)
+            for (int p = 0; p < NHEAPS; p++)
+                free(wh[w].h[p].a);
+    free(wh);
+    free(fill);
+    free(held);
+    free(free_at);
+    free(ready);
+    return rc;
+}
+
+static const keyctx *sort_ctx; /* qsort has no context argument */
+static int qsort_key(const void *a, const void *b)
+{
+    return cmp_key(sort_ctx, *(const int *)a, *(const int *)b);
+}
+
+static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
+{
+    const pp_jobspace *js = &in->js;
+    int N = job_count(js), W = in->W, rc = -1;
+    int *fill = calloc((size_t)W, sizeof *fill), *next = calloc((size_t)W, sizeof *next);
+    int *queue = malloc(((size_t)W + 2 * (size_t)N + 1) * sizeof *queue); /* each commit queues <= 2 */
+    char *done = calloc((size_t)N, 1);
+    double *free_at = calloc((size_t)W, sizeof *free_at);
+    keyctx k = {in, NULL};
+    if (!fill || !next || !queue || !done || !free_at)
+        goto out;
+    for (int j = 0; j < N; j++)
+        r->order[r->off[in->worker[j]] + fill[in->worker[j]]++] = j;
+    sort_ctx = &k;
+    for (int w = 0; w < W; w++)
+        qsort(r->order + r->off[w], (size_t)(r->off[w + 1] - r->off[w]), sizeof(int), qsort_key);
+    /* Run each worker until its next job's predecessor is not done; a commit
+     * re-queues the worker of each successor. */
+    int qh = 0, qt = 0, committed = 0;
+    for (int w = 0; w < W; w++)
+        queue[qt++] = w;
+    while (qh < qt) {
+        int w = queue[qh++];
+        while (r->off[w] + next[w] < r->off[w + 1]) {
+            int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
+            if (p >= 0 && !done[p])
+                break;
+            double t = p >= 0 && r->end[p] > free_at[w] ? r->end[p] : free_at[w];
+            r->start[j] = t;
+            r->end[j] = t + in->cost[j];
+            free_at[w] = r->end[j];
+            if (r->end[j] > r->makespan)
+                r->makespan = r->end[j];
+            done[j] = 1;
+            next[w]++;
+            committed++;
+            int succ[2], ns = job_succ(js, j, succ);
+            for (int i = 0; i < ns; i++) {
+                int sw = in->worker[succ[i]];
+                if (sw != w && r->off[sw] + next[sw] < r->off[sw + 1] &&
+                    r->order[r->off[sw] + next[sw]] == succ[i])
+                    queue[qt++] = sw;
+            }
+        }
+    }
+    if (committed < N) {
+        for (int w = 0; w < W; w++)
+            r->blocked[w] = r->off[w] + next[w] < r->off[w + 1] ? r->order[r->off[w] + next[w]] : -1;
+        r->deadlock = 1;
+        rc = 1;
+        goto out;
+    }
+    rc = 0;
+out:
+    free(free_at);
+    free(done);
+    free(queue);
+    free(next);
+    free(fill);
+    return rc;
+}
+
+int pp_simulate(const pp_sim_input *in, pp_sim_result *out)
+{
+    if (alloc_result(in, out)) {
+        pp_sim_free(out);
+        return -1;
+    }
+    return in->strict ? simulate_strict(in, out) : simulate_greedy(in, out);
+}
+
+void pp_sim_free(pp_sim_result *r)
+{
+    free(r->start);
+    free(r->end);
+    free(r->order);
+    free(r->off);
+    free(r->blocked);
+    memset(r, 0, sizeof *r);
+}

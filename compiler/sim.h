@@ -1,0 +1,43 @@
+/* sim.h - the schedule simulator: turns placements and priorities into each
+ * worker's job order and a timeline.
+ *
+ * Greedy order (the seed's rule): repeatedly commit, among jobs whose
+ * predecessor is done, the one that can start earliest, max(worker free,
+ * predecessor done); ties go to the smaller key. Strict order: each worker
+ * runs its jobs in increasing key, waiting when the next is not ready.
+ * The key of a job is (priority, d, b, s) compared in that order: jobs the
+ * priority leaves tied run forwards first, then lower microbatch, then lower
+ * stage. With `limit inflight` (greedy only) a worker does not start a
+ * forward while it holds that many microbatches' activations (F done, its
+ * last backward job not yet). */
+#ifndef PP_SIM_H
+#define PP_SIM_H
+
+#include "jobs.h"
+
+typedef struct {
+    pp_jobspace js;
+    int W;
+    const int *worker;         /* [N] compute worker of each job */
+    const long long *priority; /* [N] */
+    const double *cost;        /* [N] duration, > 0 */
+    int strict;
+    const long long *inflight; /* [W] limit per worker, or NULL */
+} pp_sim_input;
+
+typedef struct {
+    double *start, *end; /* [N] */
+    int *order;          /* jobs of worker w, in execution order: order[off[w] .. off[w+1]) */
+    int *off;            /* [W+1] */
+    double makespan;
+    /* deadlock (strict order, or an inflight limit no backward can relieve):
+     * blocked[w] = the job worker w waits at, or -1 if it finished */
+    int deadlock;
+    int *blocked; /* [W] */
+} pp_sim_result;
+
+/* Returns 0 on success, 1 on deadlock (result->blocked says where), -1 out of memory. */
+int pp_simulate(const pp_sim_input *in, pp_sim_result *out);
+void pp_sim_free(pp_sim_result *r);
+
+#endif

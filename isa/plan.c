@@ -1,0 +1,790 @@
+/* plan.c - the plan file: opcode metadata, checksums, encoding, a decoder
+ * that is safe on any input, file helpers and the operand/header checks.
+ * (The listing lives in disasm.c.)
+ *
+ * Decode checks, in this order, and stops at the first failure:
+ *   1. magic      "PPLN" (a file shorter than 4 bytes that starts like the
+ *                 magic is reported as truncated, anything else as EMAGIC);
+ *   2. version    checked BEFORE the checksum: a reader meeting a newer format
+ *                 should say "unsupported version", not "corrupt", and the
+ *                 layout (and so where the checksum sits) may differ between
+ *                 versions anyway;
+ *   3. structure  every field is read through a bounds-checked cursor; a count
+ *                 is compared with the bytes left before anything is
+ *                 allocated, so a corrupt count reports truncation instead of
+ *                 asking for gigabytes (the file length is the cap);
+ *   4. checksum   CRC32 of every byte before it;
+ *   5. trailing   no bytes may follow the checksum;
+ *   6. validate   header and operand ranges (pp_plan_validate).
+ * The checksum can only be located after the counts have been parsed, which
+ * is why a corrupt count surfaces as truncation rather than a CRC error. */
+#include "plan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+
+/* ---------------------------------------------------------------- messages */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* -------------------------------------------------------- opcode metadata */
+
+typedef struct {
+    const char *name;
+    unsigned uses;
+    const char *slots; /* "in,stash,out?,tgt?" as written in opcodes.h */
+    const char *synopsis;
+} op_info;
+
+static const op_info OPS[PP_OP_COUNT] = {
+#define PP_OP_INFO(name, uses, slots, syn) {#name, (uses), (slots), (syn)},
+    PP_OPCODES(PP_OP_INFO)
+#undef PP_OP_INFO
+};
+
+/* The slot strings are split once into NUL-terminated role names (the '?'
+ * stripped), so pp_op_slot_role can hand out stable pointers. call_once keeps
+ * this safe if several VM threads ask first at the same time. */
+#define ROLE_MAX 24
+typedef struct {
+    int n;
+    char role[PP_MAX_SLOTS][ROLE_MAX];
+    int optional[PP_MAX_SLOTS];
+} op_slots;
+
+static op_slots SLOTS[PP_OP_COUNT];
+static once_flag slots_once = ONCE_FLAG_INIT;
+
+/* Split one slots string; roles past PP_MAX_SLOTS or longer than ROLE_MAX-1
+ * characters are cut (the table is ours, so this only guards typos). */
+static void parse_slots(const char *s, op_slots *out)
+{
+    memset(out, 0, sizeof *out);
+    while (*s && out->n < PP_MAX_SLOTS) {
+        size_t len = strcspn(s, ",");
+        size_t name_len = len;
+        int opt = name_len > 0 && s[name_len - 1] == '?';
+        if (opt)
+            name_len--;
+        if (name_len >= ROLE_MAX)
+            name_len = ROLE_MAX - 1;
+        memcpy(out->role[out->n], s, name_len);
+        out->role[out->n][name_len] = '\0';
+        out->optional[out->n] = opt;
+        out->n++;
+        s += len;
+        if (*s == ',')
+            s++;
+    }
+}
+
+static void init_slots(void)
+{
+    for (int op = 0; op < PP_OP_COUNT; op++)
+        parse_slots(OPS[op].slots, &SLOTS[op]);
+}
+
+static const op_slots *slots_of(int op)
+{
+    call_once(&slots_once, init_slots);
+    return &SLOTS[op];
+}
+
+static bool op_known(int op) { return op >= 0 && op < PP_OP_COUNT; }
+
+const char *pp_op_name(int op) { return op_known(op) ? OPS[op].name : "?"; }
+
+const char *pp_op_synopsis(int op) { return op_known(op) ? OPS[op].synopsis : "?"; }
+
+unsigned pp_op_uses(int op) { return op_known(op) ? OPS[op].uses : 0u; }
+
+int pp_op_nslots(int op) { return op_known(op) ? slots_of(op)->n : 0; }
+
+const char *pp_op_slot_role(int op, int i, int *optional)
+{
+    if (optional)
+        *optional = 0;
+    if (!op_known(op) || i < 0 || i >= slots_of(op)->n)
+        return NULL;
+    if (optional)
+        *optional = slots_of(op)->optional[i];
+    return slots_of(op)->role[i];
+}
+
+/* --------------------------------------------------------------- checksums */
+
+static uint32_t crc_table[256];
+static once_flag crc_once = ONCE_FLAG_INIT;
+
+/* Reflected IEEE 802.3 polynomial, as zlib and PNG use it. */
+static void init_crc_table(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+uint32_t pp_crc32(const uint8_t *buf, size_t len)
+{
+    call_once(&crc_once, init_crc_table);
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < len; i++)
+        c = crc_table[(c ^ buf[i]) & 0xFFu] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+#define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */
+#define MODEL_BYTES (5 * 4)
+#define INSTR_BYTES (1 + 4 * 4 + 4 * PP_MAX_SLOTS)
+
+/* Byte writers: explicit little-endian stores, so the file is the same on
+ * every host whatever its endianness or struct padding. */
+typedef struct {
+    uint8_t *p;
+} writer;
+
+static void put_u8(writer *w, uint8_t v) { *w->p++ = v; }
+
+static void put_u32(writer *w, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        *w->p++ = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(writer *w, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *w->p++ = (uint8_t)(v >> (8 * i));
+}
+
+static void put_i32(writer *w, int32_t v) { put_u32(w, (uint32_t)v); }
+
+static size_t encoded_size(const pp_plan *p)
+{
+    size_t n = HEADER_BYTES + MODEL_BYTES + p->S + 4 + (size_t)p->nslots * 8 + 4;
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        n += 4 + (size_t)(p->groups ? p->groups[g].n : 0) * 4;
+    return n + 4 + (size_t)p->ninstr * INSTR_BYTES + 4;
+}
+
+static void put_model(writer *w, const pp_model *m)
+{
+    put_u32(w, m->context);
+    put_u32(w, m->embed);
+    put_u32(w, m->ffn);
+    put_u32(w, m->blocks);
+    put_u32(w, m->batch);
+}
+
+static void put_instr(writer *w, const pp_instr *in)
+{
+    put_u8(w, in->op);
+    put_i32(w, in->stage);
+    put_i32(w, in->mb);
+    put_i32(w, in->peer);
+    put_i32(w, in->group);
+    for (int k = 0; k < PP_MAX_SLOTS; k++)
+        put_i32(w, in->slot[k]);
+}
+
+/* Arrays whose pointer is NULL are written as zeros rather than crashing;
+ * validate rejects such a plan before anyone should write it. */
+static void put_tables(writer *w, const pp_plan *p)
+{
+    for (uint32_t s = 0; s < p->S; s++)
+        put_u8(w, p->stage_role ? p->stage_role[s] : 0);
+    put_u32(w, p->nslots);
+    for (uint32_t i = 0; i < p->nslots; i++)
+        put_u64(w, p->slot_bytes ? p->slot_bytes[i] : 0);
+    put_u32(w, p->ngroups);
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        uint32_t n = p->groups ? p->groups[g].n : 0;
+        put_u32(w, n);
+        for (uint32_t k = 0; k < n; k++)
+            put_u32(w, p->groups[g].member ? p->groups[g].member[k] : 0);
+    }
+    put_u32(w, p->ninstr);
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        static const pp_instr none = {0, -1, -1, -1, -1, {-1, -1, -1, -1}};
+        put_instr(w, p->code ? &p->code[i] : &none);
+    }
+}
+
+pp_plan_status pp_plan_encode(const pp_plan *p, uint8_t **buf, size_t *len)
+{
+    size_t n = encoded_size(p);
+    uint8_t *out = malloc(n);
+    if (!out)
+        return PP_PLAN_ENOMEM;
+    writer w = {out};
+    memcpy(w.p, PP_PLAN_MAGIC, 4);
+    w.p += 4;
+    put_u32(&w, p->version);
+    put_u64(&w, p->plan_id);
+    put_u32(&w, p->rank);
+    put_u32(&w, p->world);
+    put_u32(&w, p->S);
+    put_u32(&w, p->B);
+    put_model(&w, &p->model);
+    put_tables(&w, p);
+    put_u32(&w, pp_crc32(out, n - 4));
+    *buf = out;
+    *len = n;
+    return PP_PLAN_OK;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+/* A bounds-checked cursor. The first failure is recorded and every later
+ * read returns 0 without touching the buffer, so the parser can read a whole
+ * section and test the status once; counts read after a failure are 0, so
+ * nothing is allocated for them. */
+typedef struct {
+    const uint8_t *buf;
+    size_t len, pos;
+    pp_plan_status st;
+    char *err;
+    size_t errlen;
+} reader;
+
+static bool rd_ok(const reader *r) { return r->st == PP_PLAN_OK; }
+
+/* Make sure `n` more bytes exist for `what`; otherwise report truncation
+ * with where the file ends and how much is missing. */
+static bool rd_need(reader *r, uint64_t n, const char *what)
+{
+    if (!rd_ok(r))
+        return false;
+    uint64_t left = r->len - r->pos;
+    if (n <= left)
+        return true;
+    r->st = PP_PLAN_ETRUNC;
+    set_err(r->err, r->errlen,
+            "truncated: file ends at byte %zu while reading %s (need %" PRIu64 " more bytes)",
+            r->len, what, n - left);
+    return false;
+}
+
+static uint8_t rd_u8(reader *r, const char *what)
+{
+    if (!rd_need(r, 1, what))
+        return 0;
+    return r->buf[r->pos++];
+}
+
+static uint32_t rd_u32(reader *r, const char *what)
+{
+    if (!rd_need(r, 4, what))
+        return 0;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)r->buf[r->pos + i] << (8 * i);
+    r->pos += 4;
+    return v;
+}
+
+static uint64_t rd_u64(reader *r, const char *what)
+{
+    if (!rd_need(r, 8, what))
+        return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)r->buf[r->pos + i] << (8 * i);
+    r->pos += 8;
+    return v;
+}
+
+static int32_t rd_i32(reader *r, const char *what) { return (int32_t)rd_u32(r, what); }
+
+/* calloc for `count` elements of `size` bytes, NULL (and OK) for zero. The
+ * caller has already checked `count` against the bytes left in the file. */
+static void *rd_alloc(reader *r, uint32_t count, size_t size, const char *what)
+{
+    if (!rd_ok(r) || count == 0)
+        return NULL;
+    void *a = calloc(count, size);
+    if (!a) {
+        r->st = PP_PLAN_ENOMEM;
+        set_err(r->err, r->errlen, "out of memory allocating %" PRIu32 " entries for %s", count,
+                what);
+    }
+    return a;
+}
+
+/* Magic: a short file that is a prefix of "PPLN" is a truncated plan; any
+ * other mismatch means this is not a plan file at all. */
+static bool check_magic(reader *r)
+{
+    size_t have = r->len < 4 ? r->len : 4;
+    if (memcmp(r->buf, PP_PLAN_MAGIC, have) == 0) {
+        if (r->len == 0) {
+            r->st = PP_PLAN_ETRUNC;
+            set_err(r->err, r->errlen,
+                    "truncated: the file is empty (expected a plan starting with \"%s\")",
+                    PP_PLAN_MAGIC);
+            return false;
+        }
+        if (!rd_need(r, 4, "the magic"))
+            return false;
+        r->pos = 4;
+        return true;
+    }
+    char found[3 * 4 + 1] = "";
+    for (size_t i = 0, at = 0; i < have; i++)
+        at += (size_t)snprintf(found + at, sizeof found - at, "%s%02x", i ? " " : "", r->buf[i]);
+    r->st = PP_PLAN_EMAGIC;
+    set_err(r->err, r->errlen, "bad magic: expected \"%s\", found %s (not a pp plan file)",
+            PP_PLAN_MAGIC, found);
+    return false;
+}
+
+static bool check_version(reader *r, pp_plan *p)
+{
+    p->version = rd_u32(r, "the format version");
+    if (!rd_ok(r))
+        return false;
+    if (p->version == PP_PLAN_VERSION)
+        return true;
+    r->st = PP_PLAN_EVERSION;
+    set_err(r->err, r->errlen,
+            "unsupported plan format version %" PRIu32 " (this reader knows version %u)",
+            p->version, PP_PLAN_VERSION);
+    return false;
+}
+
+static void read_header(reader *r, pp_plan *p)
+{
+    p->plan_id = rd_u64(r, "the header");
+    p->rank = rd_u32(r, "the header");
+    p->world = rd_u32(r, "the header");
+    p->S = rd_u32(r, "the header");
+    p->B = rd_u32(r, "the header");
+    p->model.context = rd_u32(r, "the model description");
+    p->model.embed = rd_u32(r, "the model description");
+    p->model.ffn = rd_u32(r, "the model description");
+    p->model.blocks = rd_u32(r, "the model description");
+    p->model.batch = rd_u32(r, "the model description");
+}
+
+static void read_stage_roles(reader *r, pp_plan *p)
+{
+    if (!rd_need(r, p->S, "the stage roles"))
+        return;
+    p->stage_role = rd_alloc(r, p->S, 1, "the stage roles");
+    for (uint32_t s = 0; s < p->S && rd_ok(r); s++)
+        p->stage_role[s] = rd_u8(r, "the stage roles");
+}
+
+static void read_slots(reader *r, pp_plan *p)
+{
+    p->nslots = rd_u32(r, "the slot count");
+    if (!rd_need(r, (uint64_t)p->nslots * 8, "the slot table"))
+        return;
+    p->slot_bytes = rd_alloc(r, p->nslots, sizeof *p->slot_bytes, "the slot table");
+    for (uint32_t i = 0; i < p->nslots && rd_ok(r); i++)
+        p->slot_bytes[i] = rd_u64(r, "the slot table");
+}
+
+/* ngroups is checked against the 4-byte minimum per group before the table
+ * is allocated; each member list is checked again against its own count. */
+static void read_groups(reader *r, pp_plan *p)
+{
+    p->ngroups = rd_u32(r, "the group count");
+    if (!rd_need(r, (uint64_t)p->ngroups * 4, "the group table"))
+        return;
+    p->groups = rd_alloc(r, p->ngroups, sizeof *p->groups, "the group table");
+    for (uint32_t g = 0; g < p->ngroups && rd_ok(r); g++) {
+        pp_group *grp = &p->groups[g];
+        uint32_t n = rd_u32(r, "the group table");
+        if (!rd_need(r, (uint64_t)n * 4, "the group table"))
+            return;
+        grp->member = rd_alloc(r, n, sizeof *grp->member, "a group's members");
+        if (!rd_ok(r))
+            return;
+        grp->n = n; /* only now, so pp_plan_free never walks a missing list */
+        for (uint32_t k = 0; k < n; k++)
+            grp->member[k] = rd_u32(r, "the group table");
+    }
+}
+
+static void read_code(reader *r, pp_plan *p)
+{
+    p->ninstr = rd_u32(r, "the instruction count");
+    if (!rd_need(r, (uint64_t)p->ninstr * INSTR_BYTES, "the instruction table"))
+        return;
+    p->code = rd_alloc(r, p->ninstr, sizeof *p->code, "the instruction table");
+    for (uint32_t i = 0; i < p->ninstr && rd_ok(r); i++) {
+        pp_instr *in = &p->code[i];
+        in->op = rd_u8(r, "the instruction table");
+        in->stage = rd_i32(r, "the instruction table");
+        in->mb = rd_i32(r, "the instruction table");
+        in->peer = rd_i32(r, "the instruction table");
+        in->group = rd_i32(r, "the instruction table");
+        for (int k = 0; k < PP_MAX_SLOTS; k++)
+            in->slot[k] = rd_i32(r, "the instruction table");
+    }
+}
+
+/* The checksum covers every byte before it; then nothing may follow. */
+static void check_tail(reader *r)
+{
+    size_t body = r->pos;
+    uint32_t stored = rd_u32(r, "the checksum");
+    if (!rd_ok(r))
+        return;
+    uint32_t computed = pp_crc32(r->buf, body);
+    if (stored != computed) {
+        r->st = PP_PLAN_ECRC;
+        set_err(r->err, r->errlen,
+                "checksum mismatch: stored crc32 0x%08" PRIx32 ", computed 0x%08" PRIx32
+                " (file is corrupt)",
+                stored, computed);
+        return;
+    }
+    if (r->pos != r->len) {
+        r->st = PP_PLAN_ETRAILING;
+        set_err(r->err, r->errlen,
+                "trailing bytes: the plan ends with its checksum at byte %zu but the file has %zu "
+                "bytes (%zu extra; expected nothing after the checksum)",
+                r->pos, r->len, r->len - r->pos);
+    }
+}
+
+pp_plan_status pp_plan_decode(const uint8_t *buf, size_t len, pp_plan *p, char *err, size_t errlen)
+{
+    static const uint8_t empty[1] = {0};
+    reader r = {buf ? buf : empty, buf ? len : 0, 0, PP_PLAN_OK, err, errlen};
+    pp_plan q;
+    memset(&q, 0, sizeof q);
+    memset(p, 0, sizeof *p);
+    set_err(err, errlen, "ok");
+    if (check_magic(&r) && check_version(&r, &q)) {
+        read_header(&r, &q);
+        read_stage_roles(&r, &q);
+        read_slots(&r, &q);
+        read_groups(&r, &q);
+        read_code(&r, &q);
+        check_tail(&r);
+    }
+    if (rd_ok(&r))
+        r.st = pp_plan_validate(&q, err, errlen);
+    if (!rd_ok(&r)) {
+        pp_plan_free(&q);
+        return r.st;
+    }
+    *p = q;
+    return PP_PLAN_OK;
+}
+
+/* ------------------------------------------------------------ file helpers */
+
+/* Write to "<path>.tmp" and rename, so a reader never sees half a plan and a
+ * failed write leaves any previous plan in place. */
+pp_plan_status pp_plan_write(const pp_plan *p, const char *path, char *err, size_t errlen)
+{
+    uint8_t *buf;
+    size_t len;
+    if (pp_plan_encode(p, &buf, &len) != PP_PLAN_OK) {
+        set_err(err, errlen, "%s: out of memory encoding the plan", path);
+        return PP_PLAN_ENOMEM;
+    }
+    size_t tlen = strlen(path) + 5;
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        free(buf);
+        set_err(err, errlen, "%s: out of memory", path);
+        return PP_PLAN_ENOMEM;
+    }
+    snprintf(tmp, tlen, "%s.tmp", path);
+    pp_plan_status st = PP_PLAN_OK;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        set_err(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        st = PP_PLAN_EIO;
+    } else {
+        bool ok = fwrite(buf, 1, len, f) == len;
+        int saved = errno;
+        if (fclose(f) != 0 && ok) {
+            ok = false;
+            saved = errno;
+        }
+        if (!ok) {
+            set_err(err, errlen, "%s: write failed: %s", tmp, strerror(saved));
+            remove(tmp);
+            st = PP_PLAN_EIO;
+        } else if (rename(tmp, path) != 0) {
+            set_err(err, errlen, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+            remove(tmp);
+            st = PP_PLAN_EIO;
+        }
+    }
+    free(tmp);
+    free(buf);
+    return st;
+}
+
+/* Read a whole stream into a malloc'd buffer (works for pipes too). */
+static pp_plan_status slurp(FILE *f, uint8_t **out, size_t *outlen)
+{
+    size_t cap = 4096, n = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return PP_PLAN_ENOMEM;
+    for (;;) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        uint8_t *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            return PP_PLAN_ENOMEM;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    if (ferror(f)) {
+        free(buf);
+        return PP_PLAN_EIO;
+    }
+    *out = buf;
+    *outlen = n;
+    return PP_PLAN_OK;
+}
+
+pp_plan_status pp_plan_read(const char *path, pp_plan *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return PP_PLAN_EIO;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    pp_plan_status st = slurp(f, &buf, &len);
+    int saved = errno;
+    fclose(f);
+    if (st != PP_PLAN_OK) {
+        set_err(err, errlen, "%s: %s", path,
+                st == PP_PLAN_EIO ? strerror(saved) : "out of memory reading the file");
+        return st;
+    }
+    char msg[512];
+    st = pp_plan_decode(buf, len, p, msg, sizeof msg);
+    free(buf);
+    if (st != PP_PLAN_OK)
+        set_err(err, errlen, "%s: %s", path, msg);
+    return st;
+}
+
+/* -------------------------------------------------------------- validation */
+
+/* A header or group check: on failure say what is wrong and return EHEADER. */
+#define REQUIRE(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            set_err(err, errlen, __VA_ARGS__);                                                     \
+            return PP_PLAN_EHEADER;                                                                \
+        }                                                                                          \
+    } while (0)
+
+static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
+{
+    if (p->version != PP_PLAN_VERSION) {
+        set_err(err, errlen,
+                "unsupported plan format version %" PRIu32 " (this reader knows version %u)",
+                p->version, PP_PLAN_VERSION);
+        return PP_PLAN_EVERSION;
+    }
+    REQUIRE(p->world >= 1, "header: world is 0 (expected at least 1 rank)");
+    REQUIRE(p->rank < p->world,
+            "header: rank %" PRIu32 " out of range [0, %" PRIu32 ") (world is %" PRIu32 ")",
+            p->rank, p->world, p->world);
+    REQUIRE(p->S >= 1, "header: S is 0 (expected at least 1 stage)");
+    REQUIRE(p->B >= 1, "header: B is 0 (expected at least 1 microbatch)");
+    REQUIRE(p->model.context >= 1, "model: context is 0 (expected at least 1 byte)");
+    REQUIRE(p->model.embed >= 1, "model: embed is 0 (expected at least 1)");
+    REQUIRE(p->model.ffn >= 1, "model: ffn is 0 (expected at least 1)");
+    REQUIRE(p->model.batch >= 1, "model: batch is 0 (expected at least 1 sample)");
+    REQUIRE(p->stage_role, "header: stage role table missing (expected %" PRIu32 " entries)", p->S);
+    REQUIRE(p->nslots == 0 || p->slot_bytes,
+            "header: slot table missing (expected %" PRIu32 " entries)", p->nslots);
+    REQUIRE(p->ngroups == 0 || p->groups,
+            "header: group table missing (expected %" PRIu32 " entries)", p->ngroups);
+    REQUIRE(p->ninstr == 0 || p->code,
+            "header: instruction table missing (expected %" PRIu32 " entries)", p->ninstr);
+    for (uint32_t s = 0; s < p->S; s++)
+        REQUIRE(p->stage_role[s] <= (PP_ROLE_COMPUTE | PP_ROLE_OWNER),
+                "stage %" PRIu32
+                " has role 0x%02x (expected compute=1, owner=2 or both, at most 3)",
+                s, p->stage_role[s]);
+    for (uint32_t i = 0; i < p->nslots; i++)
+        REQUIRE(p->slot_bytes[i] > 0, "slot s%" PRIu32 " has size 0 bytes (expected more than 0)",
+                i);
+    return PP_PLAN_OK;
+}
+
+static pp_plan_status check_groups(const pp_plan *p, char *err, size_t errlen)
+{
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        const pp_group *grp = &p->groups[g];
+        REQUIRE(grp->n >= 1, "group g%" PRIu32 " is empty (expected at least 1 member)", g);
+        REQUIRE(grp->member, "group g%" PRIu32 ": member list missing (expected %" PRIu32 " ranks)",
+                g, grp->n);
+        for (uint32_t k = 0; k < grp->n; k++) {
+            REQUIRE(grp->member[k] < p->world,
+                    "group g%" PRIu32 ": member %" PRIu32 " is rank %" PRIu32
+                    ", out of range [0, %" PRIu32 ")",
+                    g, k, grp->member[k], p->world);
+            REQUIRE(k == 0 || grp->member[k] > grp->member[k - 1],
+                    "group g%" PRIu32 ": rank %" PRIu32 " follows rank %" PRIu32
+                    " (expected ranks strictly ascending, no repeats)",
+                    g, grp->member[k], grp->member[k - 1]);
+        }
+    }
+    return PP_PLAN_OK;
+}
+#undef REQUIRE
+
+/* One scalar operand: if the opcode uses it, it must lie in [0, hi);
+ * otherwise it must be -1 so stray values never go unnoticed. */
+static bool check_scalar(uint32_t i, const pp_instr *in, unsigned use, const char *what, int32_t v,
+                         uint32_t hi, char *err, size_t errlen)
+{
+    const char *name = pp_op_name(in->op);
+    if (!(pp_op_uses(in->op) & use)) {
+        if (v == -1)
+            return true;
+        set_err(err, errlen,
+                "instruction %" PRIu32 " (%s): %s is %" PRId32 " but %s takes no %s (expected -1)",
+                i, name, what, v, name, what);
+        return false;
+    }
+    if (v >= 0 && (uint32_t)v < hi)
+        return true;
+    set_err(err, errlen,
+            "instruction %" PRIu32 " (%s): %s %" PRId32 " out of range [0, %" PRIu32 ")", i, name,
+            what, v, hi);
+    return false;
+}
+
+static bool check_slots(uint32_t i, const pp_instr *in, uint32_t nslots, char *err, size_t errlen)
+{
+    const char *name = pp_op_name(in->op);
+    int n = pp_op_nslots(in->op);
+    for (int k = 0; k < PP_MAX_SLOTS; k++) {
+        int32_t v = in->slot[k];
+        int optional;
+        const char *role = pp_op_slot_role(in->op, k, &optional);
+        if (k >= n) {
+            if (v == -1)
+                continue;
+            set_err(err, errlen,
+                    "instruction %" PRIu32 " (%s): slot operand %d is %" PRId32
+                    " but %s takes %d slot%s "
+                    "(expected -1)",
+                    i, name, k, v, name, n, n == 1 ? "" : "s");
+            return false;
+        }
+        if (v == -1 && optional)
+            continue;
+        if (v == -1) {
+            set_err(err, errlen,
+                    "instruction %" PRIu32
+                    " (%s): required slot '%s' is missing (expected a slot in "
+                    "[0, %" PRIu32 "))",
+                    i, name, role, nslots);
+            return false;
+        }
+        if (v < 0 || (uint32_t)v >= nslots) {
+            set_err(err, errlen,
+                    "instruction %" PRIu32 " (%s): slot '%s' is %" PRId32
+                    ", out of range [0, %" PRIu32 ")%s",
+                    i, name, role, v, nslots, optional ? " or -1" : "");
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool check_instr(const pp_plan *p, uint32_t i, char *err, size_t errlen)
+{
+    const pp_instr *in = &p->code[i];
+    if (in->op >= PP_OP_COUNT) {
+        set_err(err, errlen, "instruction %" PRIu32 ": unknown opcode %u (expected 0..%d)", i,
+                in->op, PP_OP_COUNT - 1);
+        return false;
+    }
+    if (!check_scalar(i, in, PP_U_STAGE, "stage", in->stage, p->S, err, errlen) ||
+        !check_scalar(i, in, PP_U_MB, "mb", in->mb, p->B, err, errlen) ||
+        !check_scalar(i, in, PP_U_PEER, "peer", in->peer, p->world, err, errlen) ||
+        !check_scalar(i, in, PP_U_GROUP, "group", in->group, p->ngroups, err, errlen))
+        return false;
+    if ((pp_op_uses(in->op) & PP_U_PEER) && (uint32_t)in->peer == p->rank) {
+        set_err(err, errlen,
+                "instruction %" PRIu32 " (%s): peer %" PRId32
+                " is this rank (expected another rank)",
+                i, pp_op_name(in->op), in->peer);
+        return false;
+    }
+    return check_slots(i, in, p->nslots, err, errlen);
+}
+
+pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen)
+{
+    pp_plan_status st = check_header(p, err, errlen);
+    if (st == PP_PLAN_OK)
+        st = check_groups(p, err, errlen);
+    if (st != PP_PLAN_OK)
+        return st;
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        if (!check_instr(p, i, err, errlen))
+            return PP_PLAN_EOPERAND;
+    set_err(err, errlen, "ok");
+    return PP_PLAN_OK;
+}
+
+void pp_plan_free(pp_plan *p)
+{
+    if (!p)
+        return;
+    if (p->groups)
+        for (uint32_t g = 0; g < p->ngroups; g++)
+            free(p->groups[g].member);
+    free(p->stage_role);
+    free(p->slot_bytes);
+    free(p->groups);
+    free(p->code);
+    memset(p, 0, sizeof *p);
+}

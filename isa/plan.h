@@ -1,0 +1,97 @@
+/* plan.h - the plan file: one rank's instruction stream and everything the VM
+ * needs to run it without guessing.
+ *
+ * Layout (all integers little-endian):
+ *   "PPLN"  u32 version  u64 plan_id  u32 rank  u32 world  u32 S  u32 B
+ *   model: u32 context, embed, ffn, blocks, batch
+ *   u8 stage_role[S]                      (PP_ROLE_* bits for this rank)
+ *   u32 nslots, u64 slot_bytes[nslots]
+ *   u32 ngroups, per group: u32 n, u32 member[n]   (ranks, ascending)
+ *   u32 ninstr, per instruction: u8 opcode, i32 stage, mb, peer, group,
+ *                                i32 slot[PP_MAX_SLOTS]
+ *   u32 crc32 (IEEE) of every byte before it
+ * The plan id is shared by all ranks of one compile, so the VM can refuse a
+ * directory that mixes plans. */
+#ifndef PP_PLAN_H
+#define PP_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model_desc.h"
+#include "opcodes.h"
+
+#define PP_PLAN_MAGIC "PPLN"
+#define PP_PLAN_VERSION 1u
+#define PP_MAX_SLOTS 4
+
+/* stage_role bits */
+#define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */
+#define PP_ROLE_OWNER 2u   /* this rank holds the stage's weights (source of truth or replica) */
+
+typedef struct {
+    uint8_t op; /* pp_opcode */
+    int32_t stage, mb, peer, group;
+    int32_t slot[PP_MAX_SLOTS];
+} pp_instr;
+
+typedef struct {
+    uint32_t n;
+    uint32_t *member;
+} pp_group;
+
+typedef struct {
+    uint32_t version;
+    uint64_t plan_id;
+    uint32_t rank, world, S, B;
+    pp_model model;
+    uint8_t *stage_role; /* [S] */
+    uint32_t nslots;
+    uint64_t *slot_bytes; /* [nslots] */
+    uint32_t ngroups;
+    pp_group *groups; /* [ngroups] */
+    uint32_t ninstr;
+    pp_instr *code; /* [ninstr] */
+} pp_plan;
+
+typedef enum {
+    PP_PLAN_OK = 0,
+    PP_PLAN_EIO,        /* cannot open or read the file */
+    PP_PLAN_EMAGIC,     /* not a plan file */
+    PP_PLAN_EVERSION,   /* a format version this reader does not know */
+    PP_PLAN_ETRUNC,     /* the file ends before its content does */
+    PP_PLAN_ECRC,       /* checksum mismatch: the file is corrupt */
+    PP_PLAN_ETRAILING,  /* bytes after the checksum */
+    PP_PLAN_EHEADER,    /* a header field is out of range */
+    PP_PLAN_EOPERAND,   /* an instruction operand is out of range */
+    PP_PLAN_ENOMEM
+} pp_plan_status;
+
+/* Operand metadata generated from the opcode table. */
+const char *pp_op_name(int op);      /* "?" for an unknown opcode */
+const char *pp_op_synopsis(int op);
+unsigned pp_op_uses(int op);
+int pp_op_nslots(int op);
+const char *pp_op_slot_role(int op, int i, int *optional); /* role name of slot i */
+
+/* Encode to a malloc'd buffer (the CRC is appended). Returns PP_PLAN_OK or ENOMEM. */
+pp_plan_status pp_plan_encode(const pp_plan *p, uint8_t **buf, size_t *len);
+/* Decode and validate. On failure fills err with what is wrong and what was
+ * expected, leaves *p empty, and returns the status. Never reads out of bounds. */
+pp_plan_status pp_plan_decode(const uint8_t *buf, size_t len, pp_plan *p, char *err, size_t errlen);
+pp_plan_status pp_plan_write(const pp_plan *p, const char *path, char *err, size_t errlen);
+pp_plan_status pp_plan_read(const char *path, pp_plan *p, char *err, size_t errlen);
+/* Operand and header range checks (decode runs them; the compiler runs them
+ * before writing). */
+pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen);
+void pp_plan_free(pp_plan *p);
+
+/* The fixed-column listing (rank<r>.txt). */
+void pp_plan_disasm(const pp_plan *p, FILE *out);
+
+uint32_t pp_crc32(const uint8_t *buf, size_t len);
+uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len);
+#define PP_FNV_OFFSET 14695981039346656037ull
+
+#endif

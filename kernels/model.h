@@ -1,0 +1,53 @@
+/* model.h - the demo model's stages on the CPU: shapes, initialisation,
+ * forward and backward. Used by the VM's cpu backend and by the reference
+ * trainer (ppvm --reference), so both run exactly the same arithmetic.
+ *
+ * Stage s of S holds, in this order, in one float array:
+ *   s == 0:     embedding table E [256][embed]
+ *   each block: W1 [ffn][D], b1 [ffn], W2 [D][ffn], b2 [D]
+ *   s == S-1:   head Wh [256][D], bh [256]
+ * where D = context * embed (pp_model_width).
+ *
+ * Tokens (a microbatch as loaded): int32 [batch][context + 1]; the first
+ * `context` entries are the window, the last is the target byte.
+ * Activations between stages: float [batch][D].
+ * The stash is what F(s,b) leaves for B(s,b): opaque bytes, sized by
+ * pp_stage_stash_bytes. */
+#ifndef PP_MODEL_H
+#define PP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../isa/model_desc.h"
+
+size_t pp_stage_param_count(const pp_model *m, int S, int s); /* floats */
+size_t pp_stage_stash_bytes(const pp_model *m, int S, int s);
+size_t pp_act_bytes(const pp_model *m);    /* batch * D * 4 */
+size_t pp_tokens_bytes(const pp_model *m); /* batch * (context+1) * 4 */
+/* FLOPs of one F(s,b) and one B(s,b) on a microbatch (2 per multiply-add). */
+double pp_stage_flops(const pp_model *m, int S, int s, int backward);
+
+/* Deterministic initialisation: element i of stage s depends only on
+ * (seed, s, i), so any rank initialises any stage identically. */
+void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params);
+
+/* F(s,b). in: tokens (s == 0) or float activations. tgt: tokens holding the
+ * targets (read only when s == S-1). out: float activations (s < S-1), else
+ * unused (may be NULL). Returns the summed (not averaged) cross-entropy over
+ * the microbatch when s == S-1, else 0. */
+double pp_stage_forward(const pp_model *m, int S, int s, const float *params, const void *in,
+                        const int32_t *tgt, void *stash, float *out);
+
+/* B(s,b). dout: gradient w.r.t. the stage's output (s < S-1; NULL on the last
+ * stage, where the loss gradient is computed from the stash and multiplied by
+ * loss_scale, e.g. 1/(B*batch) for a mean over the step). Accumulates (+=)
+ * weight gradients into grads (same layout as params). din: gradient w.r.t.
+ * the stage's input (s > 0), else unused (may be NULL). */
+void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
+                       const void *stash, const float *dout, float *din, float loss_scale);
+
+/* Plain SGD: p -= lr * g; then g = 0. */
+void pp_sgd_step(float *p, float *g, size_t n, float lr);
+
+#endif

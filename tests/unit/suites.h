@@ -1,0 +1,16 @@
+/* suites.h - every Check suite of the unit test binary. */
+#ifndef PP_SUITES_H
+#define PP_SUITES_H
+
+#include <check.h>
+
+Suite *plan_suite(void);
+Suite *kernels_suite(void);
+Suite *model_suite(void);
+Suite *frontend_suite(void);
+Suite *eval_suite(void);
+Suite *sim_suite(void);
+Suite *golden_suite(void);
+Suite *e2e_suite(void);
+
+#endif
