@@ -1,0 +1,343 @@
+/* model.c - the demo model's pipeline stages on the CPU (see model.h):
+ * parameter and stash sizes, FLOP counts, deterministic initialisation,
+ * F(s,b), B(s,b) and plain SGD.
+ *
+ * Notation: B = batch, C = context, D = C * embed, F = ffn, V = 256,
+ * nb = blocks per stage. Block k of a stage maps x_k -> x_{k+1}:
+ *   h_k = x_k W1^T + b1        [B][F]
+ *   a_k = gelu(h_k)            [B][F]
+ *   x_{k+1} = x_k + a_k W2^T + b2
+ *
+ * Stash layout (byte offsets; every region starts at a multiple of 16 so the
+ * float and int32 views stay aligned in a 16-byte aligned malloc'd stash):
+ *   s == 0:        tokens   int32 [B][C+1]  copy of the loaded microbatch
+ *   each block k:  x_k      float [B][D]    the block's input
+ *                  h_k      float [B][F]    pre-GELU
+ *                  a_k      float [B][F]    post-GELU
+ *   s == S-1:      xh       float [B][D]    the head's input (= x_nb)
+ *                  probs    float [B][V]    softmax output
+ *                  targets  int32 [B]       the target bytes, compacted
+ *   scratch (last in the stash, contents meaningless between calls):
+ *   s == S-1:      logits   float [B][V]    logits in F, dlogits in B
+ *   nb > 0:        dh       float [B][F]    da, then dh, of the current block
+ *   always:        dx       float [B][D]    the running input gradient
+ * The scratch lets F and B run without allocating in the step loop. B
+ * therefore writes to the scratch part of the stash it receives as const:
+ * the saved activations are never modified (B can be repeated on the same
+ * stash and gives the same result), and a stash is B's alone while it runs.
+ * The last block's output of a non-final stage goes straight to `out`: B
+ * does not need it. */
+#include "model.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+/* ------------------------------------------------------------------------ */
+/* Shapes and layouts                                                        */
+
+typedef struct {
+    int B, C, E, D, F, nb;
+    int first, last;
+} shape;
+
+static shape shape_of(const pp_model *m, int S, int s) {
+    shape sh;
+    sh.B = (int)m->batch;
+    sh.C = (int)m->context;
+    sh.E = (int)m->embed;
+    sh.D = (int)pp_model_width(m);
+    sh.F = (int)m->ffn;
+    sh.nb = (int)m->blocks;
+    sh.first = s == 0;
+    sh.last = s == S - 1;
+    return sh;
+}
+
+/* Offsets (in floats) into a stage's parameter array; grads share it. */
+typedef struct {
+    size_t E;                    /* embedding [V][embed], first stage */
+    size_t blocks, block_stride; /* block k starts at blocks + k*block_stride */
+    size_t W1, b1, W2, b2;       /* relative to the block's start */
+    size_t Wh, bh;               /* head, last stage */
+    size_t total;
+} param_layout;
+
+static param_layout param_layout_of(const shape *sh) {
+    param_layout P;
+    size_t D = (size_t)sh->D, F = (size_t)sh->F;
+    size_t n = 0;
+    P.E = n;
+    if (sh->first) n += (size_t)PP_VOCAB * (size_t)sh->E;
+    P.W1 = 0;
+    P.b1 = P.W1 + F * D;
+    P.W2 = P.b1 + F;
+    P.b2 = P.W2 + D * F;
+    P.block_stride = P.b2 + D;
+    P.blocks = n;
+    n += (size_t)sh->nb * P.block_stride;
+    P.Wh = n;
+    P.bh = P.Wh + (size_t)PP_VOCAB * D;
+    if (sh->last) n = P.bh + PP_VOCAB;
+    P.total = n;
+    return P;
+}
+
+/* Byte offsets into the stash; see the layout in the file header. */
+typedef struct {
+    size_t tokens;
+    size_t blocks, block_stride, h, a; /* x_k at blocks + k*block_stride */
+    size_t xh, probs, targets;
+    size_t logits, dh, dx;             /* scratch */
+    size_t total;
+} stash_layout;
+
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Reserves `bytes` at the cursor and returns their offset. */
+static size_t take(size_t *cur, size_t bytes) {
+    size_t off = *cur;
+    *cur += round16(bytes);
+    return off;
+}
+
+static stash_layout stash_layout_of(const shape *sh) {
+    stash_layout L;
+    size_t B = (size_t)sh->B, D = (size_t)sh->D, F = (size_t)sh->F, V = PP_VOCAB;
+    size_t xbytes = B * D * sizeof(float), hbytes = B * F * sizeof(float);
+    size_t cur = 0;
+    memset(&L, 0, sizeof L);
+    if (sh->first) L.tokens = take(&cur, B * (size_t)(sh->C + 1) * sizeof(int32_t));
+    L.h = round16(xbytes);
+    L.a = L.h + round16(hbytes);
+    L.block_stride = L.a + round16(hbytes);
+    L.blocks = cur;
+    cur += (size_t)sh->nb * L.block_stride;
+    if (sh->last) {
+        L.xh = take(&cur, xbytes);
+        L.probs = take(&cur, B * V * sizeof(float));
+        L.targets = take(&cur, B * sizeof(int32_t));
+        L.logits = take(&cur, B * V * sizeof(float));
+    }
+    if (sh->nb > 0) L.dh = take(&cur, hbytes);
+    L.dx = take(&cur, xbytes);
+    L.total = cur;
+    return L;
+}
+
+size_t pp_stage_param_count(const pp_model *m, int S, int s) {
+    shape sh = shape_of(m, S, s);
+    return param_layout_of(&sh).total;
+}
+
+size_t pp_stage_stash_bytes(const pp_model *m, int S, int s) {
+    shape sh = shape_of(m, S, s);
+    return stash_layout_of(&sh).total;
+}
+
+size_t pp_act_bytes(const pp_model *m) {
+    return (size_t)m->batch * pp_model_width(m) * sizeof(float);
+}
+
+size_t pp_tokens_bytes(const pp_model *m) {
+    return (size_t)m->batch * (m->context + 1) * sizeof(int32_t);
+}
+
+/* Only the GEMMs count; elementwise work is noise next to them. Backward
+ * runs two GEMMs (input gradient and weight gradient) per forward GEMM. */
+double pp_stage_flops(const pp_model *m, int S, int s, int backward) {
+    shape sh = shape_of(m, S, s);
+    double B = sh.B, D = sh.D, F = sh.F;
+    double f = sh.nb * (2.0 * B * F * D + 2.0 * B * D * F);
+    if (sh.last) f += 2.0 * B * PP_VOCAB * D;
+    return backward ? 2.0 * f : f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Initialisation: a counter-based generator, so element i of stage s is a
+ * pure function of (seed, s, i) and ranks may initialise stages in any order
+ * and still agree bit for bit. */
+
+static uint64_t splitmix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1) from 24 random bits (exact in float). */
+static float uniform_pm1(uint64_t stage_key, uint64_t i) {
+    uint64_t z = splitmix64(stage_key ^ splitmix64(i));
+    return (float)((double)(z >> 40) * 0x1p-23 - 1.0);
+}
+
+static void init_uniform(float *p, size_t off, size_t n, float scale, uint64_t key) {
+    for (size_t i = off; i < off + n; i++) p[i] = scale * uniform_pm1(key, i);
+}
+
+/* Scales: linear weights U(-1,1)/sqrt(fan_in) keep activations O(1) at any
+ * width. The embedding is U(-1,1), the same rule for a one-hot input
+ * (fan_in 1); a 0.1 scale starved the head of signal and trained visibly
+ * slower. W2 gets half its rule so the residual stream grows slowly with
+ * depth. The head's 1/sqrt(D) keeps the initial logits small (std ~0.3), so
+ * the loss starts near ln 256. Biases start at zero. */
+void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params) {
+    shape sh = shape_of(m, S, s);
+    param_layout P = param_layout_of(&sh);
+    uint64_t key = splitmix64(seed ^ ((uint64_t)s * 0x9E3779B97F4A7C15ull));
+    size_t D = (size_t)sh.D, F = (size_t)sh.F;
+
+    memset(params, 0, P.total * sizeof *params);
+    if (sh.first) init_uniform(params, P.E, (size_t)PP_VOCAB * (size_t)sh.E, 1.0f, key);
+    for (int k = 0; k < sh.nb; k++) {
+        size_t base = P.blocks + (size_t)k * P.block_stride;
+        init_uniform(params, base + P.W1, F * D, 1.0f / sqrtf((float)D), key);
+        init_uniform(params, base + P.W2, D * F, 0.5f / sqrtf((float)F), key);
+    }
+    if (sh.last) init_uniform(params, P.Wh, (size_t)PP_VOCAB * D, 1.0f / sqrtf((float)D), key);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward                                                                   */
+
+/* y = x + gelu(x W1^T + b1) W2^T + b2, saving h and a for the backward. */
+static void block_forward(const shape *sh, const param_layout *P, const float *p,
+                          const float *x, float *h, float *a, float *y) {
+    int B = sh->B, D = sh->D, F = sh->F;
+    pp_gemm(0, 1, B, F, D, 1.0f, x, p + P->W1, 0.0f, h);
+    pp_bias_add(h, p + P->b1, B, F);
+    pp_gelu_forward(h, a, (size_t)B * F);
+    memcpy(y, x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
+    pp_gemm(0, 1, B, D, F, 1.0f, a, p + P->W2, 1.0f, y);
+    pp_bias_add(y, p + P->b2, B, D);
+}
+
+/* Where x_k lives: the stash for block inputs and the head's input; the
+ * caller's `out` for the output of a non-final stage. */
+static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *out, int k) {
+    if (k < sh->nb) return (float *)(st + L->blocks + (size_t)k * L->block_stride);
+    return sh->last ? (float *)(st + L->xh) : out;
+}
+
+/* logits = x Wh^T + bh; returns the summed cross-entropy. */
+static double head_forward(const shape *sh, const param_layout *P, const stash_layout *L,
+                           const float *params, const int32_t *tgt, char *st) {
+    int B = sh->B, D = sh->D;
+    float *logits = (float *)(st + L->logits);
+    int32_t *targets = (int32_t *)(st + L->targets);
+    for (int r = 0; r < B; r++) targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
+    pp_gemm(0, 1, B, PP_VOCAB, D, 1.0f, (const float *)(st + L->xh), params + P->Wh, 0.0f,
+            logits);
+    pp_bias_add(logits, params + P->bh, B, PP_VOCAB);
+    return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
+}
+
+double pp_stage_forward(const pp_model *m, int S, int s, const float *params, const void *in,
+                        const int32_t *tgt, void *stash, float *out) {
+    shape sh = shape_of(m, S, s);
+    param_layout P = param_layout_of(&sh);
+    stash_layout L = stash_layout_of(&sh);
+    char *st = stash;
+
+    float *x0 = x_slot(&sh, &L, st, out, 0);
+    if (sh.first) {
+        int32_t *tokens = (int32_t *)(st + L.tokens);
+        memcpy(tokens, in, pp_tokens_bytes(m));
+        pp_embedding_forward(tokens, sh.B, sh.C, params + P.E, sh.E, x0);
+    } else {
+        memmove(x0, in, pp_act_bytes(m)); /* memmove: in may be out when nb == 0 */
+    }
+    for (int k = 0; k < sh.nb; k++) {
+        char *blk = st + L.blocks + (size_t)k * L.block_stride;
+        block_forward(&sh, &P, params + P.blocks + (size_t)k * P.block_stride,
+                      x_slot(&sh, &L, st, out, k), (float *)(blk + L.h), (float *)(blk + L.a),
+                      x_slot(&sh, &L, st, out, k + 1));
+    }
+    return sh.last ? head_forward(&sh, &P, &L, params, tgt, st) : 0.0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backward                                                                  */
+
+/* Stash regions saved by the forward, read-only here. */
+static const float *saved(const void *stash, size_t off) {
+    return (const float *)((const char *)stash + off);
+}
+
+/* Reverse of block_forward. dy is the gradient w.r.t. the block's output,
+ * dx receives the gradient w.r.t. its input; they may be the same buffer,
+ * since dy is fully consumed before dx is written. dh is scratch [B][F]. */
+static void block_backward(const shape *sh, const param_layout *P, const float *p, float *g,
+                           const float *x, const float *h, const float *a, const float *dy,
+                           float *dh, float *dx) {
+    int B = sh->B, D = sh->D, F = sh->F;
+    pp_gemm(0, 0, B, F, D, 1.0f, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
+    pp_gelu_backward(h, dh, dh, (size_t)B * F);           /* dh = da * gelu'(h) */
+    pp_gemm(1, 0, D, F, B, 1.0f, dy, a, 1.0f, g + P->W2);  /* dW2 += dy^T a */
+    pp_bias_grad(dy, B, D, g + P->b2);
+    pp_gemm(1, 0, F, D, B, 1.0f, dh, x, 1.0f, g + P->W1);  /* dW1 += dh^T x */
+    pp_bias_grad(dh, B, F, g + P->b1);
+    if (dx != dy) memcpy(dx, dy, (size_t)B * D * sizeof *dx); /* residual path */
+    pp_gemm(0, 0, B, D, F, 1.0f, dh, p + P->W1, 1.0f, dx);  /* dx = dy + dh W1 */
+}
+
+/* dlogits = (probs - onehot) * loss_scale; accumulates dWh, dbh and writes
+ * the gradient w.r.t. the head's input into dx. */
+static void head_backward(const shape *sh, const param_layout *P, const stash_layout *L,
+                          const float *params, float *grads, const void *stash, float *dlogits,
+                          float loss_scale, float *dx) {
+    int B = sh->B, D = sh->D;
+    const float *xh = saved(stash, L->xh);
+    const int32_t *targets = (const int32_t *)((const char *)stash + L->targets);
+    pp_softmax_xent_backward(saved(stash, L->probs), targets, 1, B, PP_VOCAB, loss_scale,
+                             dlogits);
+    pp_gemm(1, 0, PP_VOCAB, D, B, 1.0f, dlogits, xh, 1.0f, grads + P->Wh);
+    pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
+    pp_gemm(0, 0, B, D, PP_VOCAB, 1.0f, dlogits, params + P->Wh, 0.0f, dx);
+}
+
+void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
+                       const void *stash, const float *dout, float *din, float loss_scale) {
+    shape sh = shape_of(m, S, s);
+    param_layout P = param_layout_of(&sh);
+    stash_layout L = stash_layout_of(&sh);
+    /* The scratch tail of the stash is writable by contract (file header). */
+    char *scratch = (char *)(uintptr_t)stash;
+    float *dx = (float *)(scratch + L.dx);
+    float *dh = (float *)(scratch + L.dh);
+
+    /* The running gradient w.r.t. the current point of the stage. The very
+     * last input gradient of a non-first stage is written straight to din. */
+    const float *dy = dout;
+    if (sh.last) {
+        float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
+        head_backward(&sh, &P, &L, params, grads, stash, (float *)(scratch + L.logits),
+                      loss_scale, dst);
+        dy = dst;
+    }
+    for (int k = sh.nb - 1; k >= 0; k--) {
+        size_t blk = L.blocks + (size_t)k * L.block_stride;
+        size_t pk = P.blocks + (size_t)k * P.block_stride;
+        float *dst = (k == 0 && !sh.first) ? din : dx;
+        block_backward(&sh, &P, params + pk, grads + pk, saved(stash, blk),
+                       saved(stash, blk + L.h), saved(stash, blk + L.a), dy, dh, dst);
+        dy = dst;
+    }
+    if (sh.first) {
+        const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);
+        pp_embedding_backward(tokens, sh.B, sh.C, dy, sh.E, grads + P.E);
+    } else if (dy != din) {
+        /* A middle stage without blocks is the identity. */
+        memmove(din, dy, pp_act_bytes(m));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+void pp_sgd_step(float *p, float *g, size_t n, float lr) {
+    for (size_t i = 0; i < n; i++) {
+        p[i] -= lr * g[i];
+        g[i] = 0.0f;
+    }
+}

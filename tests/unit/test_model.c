@@ -1,0 +1,340 @@
+/* test_model.c - unit tests of the demo model's stages (kernels/model.c):
+ * sizes, deterministic initialisation, a finite-difference check of the
+ * gradients of every tensor in every stage of a tiny pipeline, and a short
+ * training run that must reduce the loss. PP_TEST_VERBOSE=1 in the
+ * environment prints the gradient checks' worst errors and the losses. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/model.h"
+#include "suites.h"
+
+/* The tiny model: D = 6, and three stages so that the first, a middle and
+ * the last stage (each with its own parameter layout) are all exercised. */
+static const pp_model tiny = {.context = 3, .embed = 2, .ffn = 5, .blocks = 2, .batch = 3};
+enum { TINY_S = 3, MAX_S = 4 };
+
+/* ------------------------------------------------------------------------ */
+/* A pipeline run on one thread: F(0..S-1), then B(S-1..0).                  */
+
+typedef struct {
+    pp_model m;
+    int S;
+    size_t n[MAX_S];
+    float *p[MAX_S], *g[MAX_S];
+    void *stash[MAX_S];
+    float *act[MAX_S];  /* act[s]: output of F(s), s < S-1 */
+    float *dact[MAX_S]; /* dact[s]: input gradient of B(s), s > 0 */
+} pipeline;
+
+static void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
+    pl->m = *m;
+    pl->S = S;
+    for (int s = 0; s < S; s++) {
+        pl->n[s] = pp_stage_param_count(m, S, s);
+        pl->p[s] = malloc(pl->n[s] * sizeof(float));
+        pl->g[s] = calloc(pl->n[s], sizeof(float));
+        pl->stash[s] = malloc(pp_stage_stash_bytes(m, S, s));
+        pl->act[s] = malloc(pp_act_bytes(m));
+        pl->dact[s] = malloc(pp_act_bytes(m));
+        pp_stage_init(m, S, s, seed, pl->p[s]);
+    }
+}
+
+static void pipe_free(pipeline *pl) {
+    for (int s = 0; s < pl->S; s++) {
+        free(pl->p[s]);
+        free(pl->g[s]);
+        free(pl->stash[s]);
+        free(pl->act[s]);
+        free(pl->dact[s]);
+    }
+}
+
+static double pipe_forward(pipeline *pl, const int32_t *tokens) {
+    double loss = 0.0;
+    for (int s = 0; s < pl->S; s++) {
+        const void *in = s == 0 ? (const void *)tokens : (const void *)pl->act[s - 1];
+        loss = pp_stage_forward(&pl->m, pl->S, s, pl->p[s], in, tokens, pl->stash[s],
+                                s < pl->S - 1 ? pl->act[s] : NULL);
+    }
+    return loss;
+}
+
+static void pipe_backward(pipeline *pl, float loss_scale) {
+    for (int s = pl->S - 1; s >= 0; s--)
+        pp_stage_backward(&pl->m, pl->S, s, pl->p[s], pl->g[s], pl->stash[s],
+                          s < pl->S - 1 ? pl->dact[s + 1] : NULL, s > 0 ? pl->dact[s] : NULL,
+                          loss_scale);
+}
+
+/* Windows of context+1 bytes of text starting at start, start+step, ... */
+static void load_windows(const pp_model *m, const char *text, size_t len, size_t start,
+                         size_t step, int32_t *tokens) {
+    size_t w = m->context + 1;
+    for (size_t b = 0; b < m->batch; b++) {
+        size_t at = (start + b * step) % (len - w + 1);
+        for (size_t c = 0; c < w; c++) tokens[b * w + c] = (unsigned char)text[at + c];
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                     */
+
+static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
+
+START_TEST(test_sizes) {
+    const size_t D = 6, F = 5, B = 3, V = 256, block = F * D + F + D * F + D; /* 71 */
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 0), V * 2 + 2 * block);
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 1), 2 * block);
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 2), 2 * block + V * D + V);
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, 1, 0), V * 2 + 2 * block + V * D + V);
+    ck_assert_uint_eq(pp_act_bytes(&tiny), B * D * 4);
+    ck_assert_uint_eq(pp_tokens_bytes(&tiny), B * 4 * 4);
+
+    /* The documented stash layout (model.c), every region 16-byte rounded. */
+    size_t x = r16(B * D * 4), h = r16(B * F * 4), probs = r16(B * V * 4);
+    size_t blocks = 2 * (x + 2 * h), scratch = h + x;
+    size_t tokens = r16(B * 4 * 4), head = x + probs + r16(B * 4) + probs;
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 0), tokens + blocks + scratch);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 1), blocks + scratch);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 2), blocks + head + scratch);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 1, 0), tokens + blocks + head + scratch);
+    for (int s = 0; s < 3; s++) ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, s) % 16, 0);
+
+    /* FLOPs: 2 GEMMs per block, the head's GEMM, backward twice forward. */
+    double blk = 2.0 * (2.0 * B * F * D);
+    ck_assert_double_eq(pp_stage_flops(&tiny, 3, 1, 0), 2 * blk);
+    ck_assert_double_eq(pp_stage_flops(&tiny, 3, 2, 0), 2 * blk + 2.0 * B * V * D);
+    ck_assert_double_eq(pp_stage_flops(&tiny, 3, 2, 1), 2 * pp_stage_flops(&tiny, 3, 2, 0));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Initialisation                                                            */
+
+START_TEST(test_init_deterministic) {
+    float *p[TINY_S], *q[TINY_S];
+    for (int s = 0; s < TINY_S; s++) {
+        size_t n = pp_stage_param_count(&tiny, TINY_S, s);
+        p[s] = malloc(n * sizeof(float));
+        q[s] = malloc(n * sizeof(float));
+        memset(q[s], 0xAB, n * sizeof(float)); /* init must overwrite everything */
+    }
+    /* Forward order into p, reverse order (and stage 2 twice) into q. */
+    for (int s = 0; s < TINY_S; s++) pp_stage_init(&tiny, TINY_S, s, 42, p[s]);
+    for (int s = TINY_S - 1; s >= 0; s--) pp_stage_init(&tiny, TINY_S, s, 42, q[s]);
+    pp_stage_init(&tiny, TINY_S, 2, 42, q[2]);
+    for (int s = 0; s < TINY_S; s++)
+        ck_assert_mem_eq(p[s], q[s], pp_stage_param_count(&tiny, TINY_S, s) * sizeof(float));
+
+    /* Another seed changes the weights (biases stay zero). */
+    size_t n2 = pp_stage_param_count(&tiny, TINY_S, 2), differ = 0;
+    pp_stage_init(&tiny, TINY_S, 2, 43, q[2]);
+    for (size_t i = 0; i < n2; i++) differ += p[2][i] != q[2][i];
+    ck_assert_uint_gt(differ, n2 / 2);
+
+    /* Stages 1 and 2 have the same block shapes but must not share values. */
+    ck_assert(memcmp(p[1], p[2], 2 * 71 * sizeof(float)) != 0);
+
+    /* Biases start at zero; weights are bounded and not all equal. */
+    const float *b1 = p[1] + 30, *b2 = p[1] + 65;
+    for (int i = 0; i < 5; i++) ck_assert_float_eq(b1[i], 0.0f);
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(b2[i], 0.0f);
+    for (size_t i = 0; i < 512; i++) ck_assert(fabsf(p[0][i]) <= 1.0f);
+    ck_assert(p[0][0] != p[0][1]);
+    for (int s = 0; s < TINY_S; s++) {
+        free(p[s]);
+        free(q[s]);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Gradient check                                                            */
+
+/* Names the tensor that parameter i of stage s belongs to, per the layout in
+ * model.h, so a failure says where it is and each kind gets its own tally. */
+enum { T_E, T_W1, T_B1, T_W2, T_B2, T_WH, T_BH, T_COUNT };
+static const char *const tensor_names[T_COUNT] = {"E", "W1", "b1", "W2", "b2", "Wh", "bh"};
+
+static int tensor_of(const pp_model *m, int S, int s, size_t i) {
+    const size_t D = pp_model_width(m), F = m->ffn, V = PP_VOCAB;
+    const size_t block = 2 * F * D + F + D;
+    if (s == 0) {
+        if (i < V * m->embed) return T_E;
+        i -= V * m->embed;
+    }
+    if (i < m->blocks * block) {
+        i %= block;
+        if (i < F * D) return T_W1;
+        if (i < F * D + F) return T_B1;
+        if (i < F * D + F + D * F) return T_W2;
+        return T_B2;
+    }
+    ck_assert_int_eq(s, S - 1);
+    i -= m->blocks * block;
+    return i < V * D ? T_WH : T_BH;
+}
+
+/* Compares the chained backward of an S-stage pipeline with central
+ * differences of the summed loss, for EVERY parameter (the models are
+ * tiny), and checks that every tensor of every stage had real gradients. */
+static void gradient_check(const pp_model *m, int S, uint64_t seed) {
+    static const char text[] = "pipelines overlap the microbatches";
+    int32_t *tokens = malloc(pp_tokens_bytes(m));
+    pipeline pl;
+    pipe_init(&pl, m, S, seed);
+    load_windows(m, text, sizeof text - 1, 2, 9, tokens);
+    /* Nonzero biases and a bit of noise everywhere, so no tensor is checked
+     * only at its special initial value. */
+    uint32_t st = 12345u;
+    for (int s = 0; s < S; s++)
+        for (size_t i = 0; i < pl.n[s]; i++) {
+            st = st * 1664525u + 1013904223u;
+            pl.p[s][i] += 0.2f * ((float)(st >> 8) / 16777216.0f - 0.5f);
+        }
+
+    pipe_forward(&pl, tokens);
+    pipe_backward(&pl, 1.0f); /* gradient of the summed loss */
+
+    /* eps 1e-2: smaller steps drown in the float forward's rounding noise,
+     * larger ones in truncation error. The difference is divided by the step
+     * actually taken in float. */
+    const float eps = 1e-2f;
+    int checked[MAX_S][T_COUNT] = {{0}}, nonzero[MAX_S][T_COUNT] = {{0}};
+    double worst = 0.0;
+    for (int s = 0; s < S; s++) {
+        for (size_t i = 0; i < pl.n[s]; i++) {
+            float keep = pl.p[s][i];
+            pl.p[s][i] = keep + eps;
+            float up = pl.p[s][i];
+            double lp = pipe_forward(&pl, tokens);
+            pl.p[s][i] = keep - eps;
+            float down = pl.p[s][i];
+            double lm = pipe_forward(&pl, tokens);
+            pl.p[s][i] = keep;
+            double fd = (lp - lm) / ((double)up - (double)down);
+            double g = pl.g[s][i];
+            /* 1% relative, with a floor of 5e-5 absolute: the float forward
+             * leaves ~1e-5 of noise in fd, which swamps tiny gradients. */
+            double err = fabs(g - fd) / (fmax(fabs(g), fabs(fd)) + 5e-3);
+            int t = tensor_of(m, S, s, i);
+            ck_assert_msg(err <= 1e-2, "S=%d stage %d %s[%zu]: analytic %.6g, fd %.6g", S, s,
+                          tensor_names[t], i, g, fd);
+            if (err > worst) worst = err;
+            checked[s][t]++;
+            nonzero[s][t] += fabs(g) > 1e-3;
+        }
+    }
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < T_COUNT; t++) {
+            int present = t == T_E ? s == 0 : t >= T_WH ? s == S - 1 : m->blocks > 0;
+            ck_assert_int_eq(checked[s][t] > 0, present);
+            ck_assert_msg(!present || nonzero[s][t] > 0, "S=%d stage %d %s: none nonzero", S,
+                          s, tensor_names[t]);
+        }
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "gradient check S=%d blocks=%u: worst error %.3g\n", S, m->blocks, worst);
+    free(tokens);
+    pipe_free(&pl);
+}
+
+START_TEST(test_gradient_check) { gradient_check(&tiny, TINY_S, 7); }
+END_TEST
+
+/* One stage holding embedding, blocks and head together. */
+START_TEST(test_gradient_check_single_stage) { gradient_check(&tiny, 1, 8); }
+END_TEST
+
+/* No blocks: the middle stage is the identity and must pass the gradient. */
+START_TEST(test_gradient_check_no_blocks) {
+    pp_model m = tiny;
+    m.blocks = 0;
+    gradient_check(&m, 3, 9);
+}
+END_TEST
+
+/* Backward leaves the saved activations alone: running it twice on the same
+ * stash accumulates exactly twice the gradients. */
+START_TEST(test_backward_repeatable) {
+    int32_t tokens[3 * 4];
+    pipeline pl;
+    pipe_init(&pl, &tiny, TINY_S, 3);
+    load_windows(&tiny, "abcdefghij", 10, 0, 2, tokens);
+    pipe_forward(&pl, tokens);
+    pipe_backward(&pl, 0.25f);
+    size_t n0 = pl.n[0];
+    float *once = malloc(n0 * sizeof(float));
+    memcpy(once, pl.g[0], n0 * sizeof(float));
+    pipe_backward(&pl, 0.25f);
+    for (size_t i = 0; i < n0; i++)
+        ck_assert_float_eq_tol(pl.g[0][i], 2 * once[i], 1e-5f * (1 + fabsf(once[i])));
+    free(once);
+    pipe_free(&pl);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Training                                                                  */
+
+static const char train_text[] = "the cat sat on the mat. the cat ate the rat. "
+                                 "the rat sat on the cat. the mat ate the hat. ";
+
+/* Mean loss over every window of the text, in batch-sized groups. */
+static double eval_loss(pipeline *pl) {
+    size_t len = sizeof train_text - 1, nwin = len - pl->m.context, b = pl->m.batch;
+    int32_t *tokens = malloc(pp_tokens_bytes(&pl->m));
+    double total = 0.0;
+    size_t rows = 0;
+    for (size_t start = 0; start + b <= nwin; start += b) {
+        load_windows(&pl->m, train_text, len, start, 1, tokens);
+        total += pipe_forward(pl, tokens);
+        rows += b;
+    }
+    free(tokens);
+    return total / (double)rows;
+}
+
+START_TEST(test_training_reduces_loss) {
+    const size_t len = sizeof train_text - 1;
+    int32_t tokens[3 * 4];
+    pipeline pl;
+    pipe_init(&pl, &tiny, TINY_S, 11);
+    double before = eval_loss(&pl);
+    for (int step = 0; step < 200; step++) {
+        /* Two microbatches a step, gradients averaged over both. */
+        for (int mb = 0; mb < 2; mb++) {
+            load_windows(&tiny, train_text, len, (size_t)(step * 37 + mb * 17), 29, tokens);
+            pipe_forward(&pl, tokens);
+            pipe_backward(&pl, 1.0f / (2.0f * tiny.batch));
+        }
+        for (int s = 0; s < TINY_S; s++) pp_sgd_step(pl.p[s], pl.g[s], pl.n[s], 0.3f);
+    }
+    double after = eval_loss(&pl);
+    if (getenv("PP_TEST_VERBOSE")) fprintf(stderr, "training: loss %.4f -> %.4f\n", before, after);
+    ck_assert_msg(before > 5.0 && before < 6.5, "initial loss %g, expected near ln 256", before);
+    ck_assert_msg(after < 0.6 * before, "loss %g -> %g after 200 steps", before, after);
+    /* pp_sgd_step cleared the gradients. */
+    for (int s = 0; s < TINY_S; s++)
+        for (size_t i = 0; i < pl.n[s]; i++) ck_assert_float_eq(pl.g[s][i], 0.0f);
+    pipe_free(&pl);
+}
+END_TEST
+
+Suite *model_suite(void) {
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+    tcase_add_test(tc, test_sizes);
+    tcase_add_test(tc, test_init_deterministic);
+    tcase_add_test(tc, test_gradient_check);
+    tcase_add_test(tc, test_gradient_check_single_stage);
+    tcase_add_test(tc, test_gradient_check_no_blocks);
+    tcase_add_test(tc, test_backward_repeatable);
+    tcase_add_test(tc, test_training_reduces_loss);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,221 @@
+/* interp.c - the interpreter: one rank's instruction stream on the cpu
+ * backend with the mpi transport.
+ *
+ * Sends are non-blocking (MPI_Isend from the slot); a slot with a send in
+ * flight is waited on before any later instruction uses it, and every send is
+ * complete at the end of the step. The compiler keeps a send's slot live past
+ * the point where the simulation has the receiver take it, so that wait never
+ * waits on a receiver that is itself waiting on us. Receives block where the
+ * plan puts them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/model.h"
+#include "check.h"
+#include "vm.h"
+#include "weights.h"
+
+typedef struct {
+    const pp_plan *p;
+    const pp_dataset *ds;
+    const pp_train_opts *opts;
+    float **params, **grads; /* [S], NULL for stages this rank does not hold */
+    void **slot;             /* [nslots] */
+    MPI_Request *req;        /* [nslots] a send in flight from the slot */
+    MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
+    double loss;             /* summed over this step's microbatches on this rank */
+    int step;
+} vm;
+
+enum { TAG_ACT = 0, TAG_GRAD = 1 };
+
+static int tag_of(const pp_plan *p, int s, int b, int kind)
+{
+    return (int)(((int64_t)s * p->B + b) * 2 + kind);
+}
+
+static void *slot_ptr(vm *v, int k)
+{
+    if (k < 0)
+        return NULL;
+    if (v->req[k] != MPI_REQUEST_NULL)
+        mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
+    return v->slot[k];
+}
+
+static void exec(vm *v, const pp_instr *in)
+{
+    const pp_plan *p = v->p;
+    const pp_model *m = &p->model;
+    int S = (int)p->S, s = in->stage, b = in->mb;
+    size_t act = pp_act_bytes(m);
+    switch ((pp_opcode)in->op) {
+    case PP_OP_LoadMicroBatch:
+        pp_data_microbatch(v->ds, m, v->opts->seed, v->step, b, slot_ptr(v, in->slot[0]));
+        break;
+    case PP_OP_Forward: {
+        const void *x = slot_ptr(v, in->slot[0]);
+        void *stash = slot_ptr(v, in->slot[1]);
+        float *out = slot_ptr(v, in->slot[2]);
+        const int32_t *tgt = slot_ptr(v, in->slot[3]);
+        v->loss += pp_stage_forward(m, S, s, v->params[s], x, tgt, stash, out);
+        break;
+    }
+    case PP_OP_Backward: {
+        const void *stash = slot_ptr(v, in->slot[0]);
+        const float *dout = slot_ptr(v, in->slot[1]);
+        float *din = slot_ptr(v, in->slot[2]);
+        float scale = 1.0f / ((float)p->B * (float)m->batch); /* mean over the step */
+        pp_stage_backward(m, S, s, v->params[s], v->grads[s], stash, dout, din, scale);
+        break;
+    }
+    case PP_OP_SendActivation:
+    case PP_OP_SendGrad: {
+        int k = in->slot[0];
+        int kind = in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD;
+        slot_ptr(v, k); /* at most one send in flight per slot */
+        mpiCheck(MPI_Isend(v->slot[k], (int)act, MPI_BYTE, in->peer, tag_of(p, s, b, kind),
+                           MPI_COMM_WORLD, &v->req[k]));
+        break;
+    }
+    case PP_OP_RecvActivation:
+    case PP_OP_RecvGrad: {
+        int kind = in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD;
+        mpiCheck(MPI_Recv(slot_ptr(v, in->slot[0]), (int)act, MPI_BYTE, in->peer,
+                          tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        break;
+    }
+    case PP_OP_ReduceGrads:
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
+                               MPI_FLOAT, MPI_SUM, v->comm[in->group]));
+        break;
+    case PP_OP_OptimizerStep:
+        pp_sgd_step(v->params[s], v->grads[s], pp_stage_param_count(m, S, s), v->opts->lr);
+        break;
+    case PP_OP_COUNT:
+        break;
+    }
+}
+
+static int setup(vm *v)
+{
+    const pp_plan *p = v->p;
+    int S = (int)p->S, me;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    v->params = calloc((size_t)S, sizeof *v->params);
+    v->grads = calloc((size_t)S, sizeof *v->grads);
+    v->slot = calloc(p->nslots + 1, sizeof *v->slot);
+    v->req = malloc((p->nslots + 1) * sizeof *v->req);
+    v->comm = malloc((p->ngroups + 1) * sizeof *v->comm);
+    if (!v->params || !v->grads || !v->slot || !v->req || !v->comm)
+        return -1;
+    for (int s = 0; s < S; s++) {
+        if (!p->stage_role[s])
+            continue;
+        size_t n = pp_stage_param_count(&p->model, S, s);
+        v->params[s] = malloc(n * sizeof(float));
+        v->grads[s] = calloc(n, sizeof(float));
+        if (!v->params[s] || !v->grads[s])
+            return -1;
+        pp_stage_init(&p->model, S, s, v->opts->seed, v->params[s]);
+    }
+    /* All activation memory the step needs, allocated once: the plan's slots. */
+    for (uint32_t k = 0; k < p->nslots; k++) {
+        v->slot[k] = aligned_alloc(64, (p->slot_bytes[k] + 63) / 64 * 64);
+        v->req[k] = MPI_REQUEST_NULL;
+        if (!v->slot[k])
+            return -1;
+    }
+    /* Every rank has the same group table, so these collective splits match. */
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        int member = 0;
+        for (uint32_t i = 0; i < p->groups[g].n; i++)
+            member |= p->groups[g].member[i] == (uint32_t)me;
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, me, &v->comm[g]));
+    }
+    return 0;
+}
+
+static void teardown(vm *v)
+{
+    const pp_plan *p = v->p;
+    for (uint32_t s = 0; v->params && s < p->S; s++) {
+        free(v->params[s]);
+        free(v->grads[s]);
+    }
+    for (uint32_t k = 0; v->slot && k < p->nslots; k++)
+        free(v->slot[k]);
+    for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
+        if (v->comm[g] != MPI_COMM_NULL)
+            MPI_Comm_free(&v->comm[g]);
+    free(v->params);
+    free(v->grads);
+    free(v->slot);
+    free(v->req);
+    free(v->comm);
+}
+
+/* The lowest-ranked owner of each stage writes it, so a replicated stage is
+ * saved once. */
+static int save_weights(vm *v)
+{
+    const pp_plan *p = v->p;
+    int S = (int)p->S, me, rc = 0;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    int *first = malloc((size_t)S * sizeof *first);
+    if (!first)
+        return -1;
+    for (int s = 0; s < S; s++)
+        first[s] = (p->stage_role[s] & PP_ROLE_OWNER) ? me : (int)p->world;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, first, S, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    char err[4200];
+    for (int s = 0; s < S; s++)
+        if (first[s] == me &&
+            pp_weights_save(v->opts->save, s, v->params[s],
+                            pp_stage_param_count(&p->model, S, s), err, sizeof err)) {
+            fprintf(stderr, "ppvm: rank %d: %s\n", me, err);
+            rc = -1;
+        }
+    free(first);
+    return rc;
+}
+
+int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts)
+{
+    vm v = {.p = p, .ds = ds, .opts = opts};
+    int me, rc = 1;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    if (setup(&v)) {
+        fprintf(stderr, "ppvm: rank %d: out of memory allocating weights and slots\n", me);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double samples = (double)p->B * p->model.batch;
+    for (v.step = 0; v.step < opts->steps; v.step++) {
+        mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
+        double t0 = MPI_Wtime();
+        v.loss = 0;
+        for (uint32_t i = 0; i < p->ninstr; i++)
+            exec(&v, &p->code[i]);
+        for (uint32_t k = 0; k < p->nslots; k++)
+            if (v.req[k] != MPI_REQUEST_NULL)
+                mpiCheck(MPI_Wait(&v.req[k], MPI_STATUS_IGNORE));
+        double loss = 0, dt, mine = MPI_Wtime() - t0;
+        mpiCheck(MPI_Reduce(&v.loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+        mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+        if (me == 0 && !opts->quiet) {
+            printf("step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", v.step + 1,
+                   opts->steps, loss / samples, dt * 1e3, samples / dt);
+            fflush(stdout);
+        }
+        if (me == 0 && !isfinite(loss)) {
+            fprintf(stderr, "ppvm: loss is not finite at step %d (lower --lr?)\n", v.step + 1);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    rc = 0;
+    if (opts->save && save_weights(&v))
+        rc = 1;
+    teardown(&v);
+    return rc;
+}

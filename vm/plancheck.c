@@ -1,0 +1,82 @@
+/* plancheck.c - what the VM checks in a plan beyond the format's own rules:
+ * every slot is big enough for the role an instruction gives it, and every
+ * stage an instruction touches is held by this rank. A plan that passes
+ * cannot make the interpreter read or write out of bounds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/model.h"
+#include "vm.h"
+
+/* Bytes an instruction needs in its slot i (its role), or 0 if none. */
+static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
+{
+    const pp_model *m = &p->model;
+    int S = (int)p->S, s = in->stage;
+    switch ((pp_opcode)in->op) {
+    case PP_OP_LoadMicroBatch:
+        return pp_tokens_bytes(m);
+    case PP_OP_Forward: /* in, stash, out, tgt */
+        if (i == 0)
+            return s == 0 ? pp_tokens_bytes(m) : pp_act_bytes(m);
+        if (i == 1)
+            return pp_stage_stash_bytes(m, S, s);
+        return i == 2 ? pp_act_bytes(m) : pp_tokens_bytes(m);
+    case PP_OP_Backward: /* stash, dout, din */
+        return i == 0 ? pp_stage_stash_bytes(m, S, s) : pp_act_bytes(m);
+    case PP_OP_SendActivation:
+    case PP_OP_RecvActivation:
+    case PP_OP_SendGrad:
+    case PP_OP_RecvGrad:
+        return pp_act_bytes(m);
+    default:
+        return 0;
+    }
+}
+
+int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
+{
+    int S = (int)p->S;
+    for (uint32_t k = 0; k < p->ninstr; k++) {
+        const pp_instr *in = &p->code[k];
+        const char *name = pp_op_name(in->op);
+        /* transfers name the stage that produced the data, held elsewhere */
+        int computes = in->op == PP_OP_Forward || in->op == PP_OP_Backward ||
+                       in->op == PP_OP_ReduceGrads || in->op == PP_OP_OptimizerStep;
+        if (computes && !p->stage_role[in->stage]) {
+            snprintf(err, errlen, "instruction %u (%s): stage %d is not held by this rank", k,
+                     name, in->stage);
+            return -1;
+        }
+        int s = in->stage;
+        if (in->op == PP_OP_Forward && (in->slot[2] < 0) != (s == S - 1)) {
+            snprintf(err, errlen, "instruction %u (Forward): stage %d %s an output slot", k, s,
+                     s == S - 1 ? "is the last and must not have" : "needs");
+            return -1;
+        }
+        if (in->op == PP_OP_Forward && (in->slot[3] < 0) != (s != S - 1)) {
+            snprintf(err, errlen, "instruction %u (Forward): only the last stage reads targets", k);
+            return -1;
+        }
+        if (in->op == PP_OP_Backward &&
+            ((in->slot[1] < 0) != (s == S - 1) || (in->slot[2] < 0) != (s == 0))) {
+            snprintf(err, errlen,
+                     "instruction %u (Backward): stage %d needs dout iff not last, din iff not first",
+                     k, s);
+            return -1;
+        }
+        for (int i = 0; i < pp_op_nslots(in->op); i++) {
+            int sl = in->slot[i];
+            uint64_t want = need(p, in, i);
+            if (sl >= 0 && p->slot_bytes[sl] < want) {
+                snprintf(err, errlen,
+                         "instruction %u (%s): slot s%d holds %llu bytes but its role '%s' needs "
+                         "%llu for this model",
+                         k, name, sl, (unsigned long long)p->slot_bytes[sl],
+                         pp_op_slot_role(in->op, i, NULL), (unsigned long long)want);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}

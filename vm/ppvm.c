@@ -1,0 +1,292 @@
+/* ppvm.c - the VM's command line: one process per rank under mpirun.
+ *
+ *   mpirun -np W ppvm [options] DIR         rank r runs DIR/rank<r>.bin
+ *   ppvm [options] DIR/rank0.bin            run one given plan file
+ *   ppvm --reference [options] PLAN         train the same model in one process
+ *   ppvm --compare DIR_A DIR_B              compare two saved weight sets
+ *
+ * Before training, all ranks exchange what they loaded, and every rank
+ * refuses to start (exit 1, with a message) unless all plans loaded, share
+ * one plan id, and were compiled for this world size and this rank. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "vm.h"
+#include "weights.h"
+
+typedef struct {
+    pp_train_opts train;
+    const char *plan;      /* directory or file */
+    const char *cmp[2];    /* --compare */
+    int reference, compare;
+    double atol, rtol;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpirun -np W ppvm [options] PLAN_DIR   (rank r runs PLAN_DIR/rank<r>.bin)\n"
+            "       ppvm [options] PLAN_DIR/rank<r>.bin\n"
+            "       ppvm --reference [options] PLAN         (train in one process: the oracle)\n"
+            "       ppvm --compare DIR_A DIR_B [--atol X] [--rtol X]\n"
+            "options:\n"
+            "  --steps N     training steps (default 10)\n"
+            "  --data FILE   training text (default %s)\n"
+            "  --seed N      seed of the initial weights and the microbatches (default 1)\n"
+            "  --lr X        SGD learning rate (default 0.3)\n"
+            "  --save DIR    write the final weights to DIR/stage<s>.w\n"
+            "  --quiet       no per-step lines\n",
+            PP_DEFAULT_DATA);
+}
+
+/* Only one process of an mpirun prints command-line errors. */
+static int first_process(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    return !r || !strcmp(r, "0");
+}
+
+static int parse_num(const char *flag, const char *s, double lo, double hi, int integer,
+                     double *out)
+{
+    char *end;
+    errno = 0;
+    double v = integer ? (double)strtoll(s, &end, 10) : strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+        if (first_process())
+            fprintf(stderr, "ppvm: %s %s: expected %s in [%g, %g]\n", flag, s,
+                    integer ? "an integer" : "a number", lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->train = (pp_train_opts){.steps = 10, .seed = 1, .lr = 0.3f, .data = PP_DEFAULT_DATA};
+    o->atol = 1e-5;
+    o->rtol = 1e-4;
+    int npos = 0;
+    const char *pos[3];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        double v;
+        int has_value = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--reference"))
+            o->reference = 1;
+        else if (!strcmp(a, "--compare"))
+            o->compare = 1;
+        else if (!strcmp(a, "--quiet"))
+            o->train.quiet = 1;
+        else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
+                 !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
+                 !strcmp(a, "--rtol")) {
+            if (!has_value) {
+                if (first_process())
+                    fprintf(stderr, "ppvm: %s needs a value\n", a);
+                return -1;
+            }
+            const char *val = argv[++i];
+            if (!strcmp(a, "--data"))
+                o->train.data = val;
+            else if (!strcmp(a, "--save"))
+                o->train.save = val;
+            else if (!strcmp(a, "--steps")) {
+                if (parse_num(a, val, 0, 1e9, 1, &v))
+                    return -1;
+                o->train.steps = (int)v;
+            } else if (!strcmp(a, "--seed")) {
+                if (parse_num(a, val, 0, 9e15, 1, &v))
+                    return -1;
+                o->train.seed = (uint64_t)v;
+            } else if (!strcmp(a, "--lr")) {
+                if (parse_num(a, val, 1e-12, 1e3, 0, &v))
+                    return -1;
+                o->train.lr = (float)v;
+            } else if (parse_num(a, val, 0, 1, 0, a[3] == 'a' ? &o->atol : &o->rtol))
+                return -1;
+        } else if (a[0] == '-' && a[1]) {
+            if (first_process())
+                fprintf(stderr, "ppvm: unknown option '%s'\n", a);
+            return -1;
+        } else if (npos < 3)
+            pos[npos++] = a;
+        else {
+            if (first_process())
+                fprintf(stderr, "ppvm: unexpected argument '%s'\n", a);
+            return -1;
+        }
+    }
+    int want = o->compare ? 2 : 1;
+    if (npos != want) {
+        if (first_process())
+            fprintf(stderr, "ppvm: expected %s\n",
+                    o->compare ? "two weight directories after --compare" : "one plan (a directory or a rank file)");
+        return -1;
+    }
+    if (o->compare) {
+        o->cmp[0] = pos[0];
+        o->cmp[1] = pos[1];
+    } else
+        o->plan = pos[0];
+    return 0;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Load this rank's plan and check it; 0 or -1 with err. */
+static int load(const char *plan, int rank, pp_plan *p, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (is_dir(plan))
+        snprintf(path, sizeof path, "%s/rank%d.bin", plan, rank);
+    else
+        snprintf(path, sizeof path, "%s", plan);
+    if (pp_plan_read(path, p, err, errlen))
+        return -1;
+    char why[768];
+    if (pp_vm_check_plan(p, why, sizeof why)) {
+        snprintf(err, errlen, "%.200s: %s", path, why);
+        pp_plan_free(p);
+        return -1;
+    }
+    return 0;
+}
+
+/* What each rank tells the others before any training starts. */
+typedef struct {
+    int32_t ok;
+    uint32_t rank, world;
+    uint64_t plan_id;
+} handshake;
+
+static int agree(const pp_plan *p, int ok, int me, int size)
+{
+    handshake mine = {ok, ok ? p->rank : 0, ok ? p->world : 0, ok ? p->plan_id : 0};
+    handshake *all = malloc((size_t)size * sizeof *all);
+    if (!all) {
+        fprintf(stderr, "ppvm: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    mpiCheck(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE,
+                           MPI_COMM_WORLD));
+    int good = 1;
+    for (int r = 0; r < size; r++) {
+        const handshake *h = &all[r];
+        char why[256] = "";
+        if (!h->ok)
+            snprintf(why, sizeof why, "rank %d could not load its plan (see its message)", r);
+        else if ((int)h->world != size)
+            snprintf(why, sizeof why,
+                     "rank %d's plan was compiled for %u ranks but mpirun started %d (use mpirun -np %u)",
+                     r, h->world, size, h->world);
+        else if ((int)h->rank != r)
+            snprintf(why, sizeof why, "rank %d was given the plan of rank %u", r, h->rank);
+        else if (h->plan_id != all[0].plan_id)
+            snprintf(why, sizeof why,
+                     "rank %d's plan id %016llx differs from rank 0's %016llx: the directory mixes plans of different compiles",
+                     r, (unsigned long long)h->plan_id, (unsigned long long)all[0].plan_id);
+        if (why[0]) {
+            if (me == 0)
+                fprintf(stderr, "ppvm: %s\n", why);
+            good = 0;
+        }
+    }
+    free(all);
+    return good;
+}
+
+static int run_reference(const options *o)
+{
+    char err[1024], path[PATH_MAX];
+    pp_plan p;
+    if (is_dir(o->plan))
+        snprintf(path, sizeof path, "%s/rank0.bin", o->plan);
+    else
+        snprintf(path, sizeof path, "%s", o->plan);
+    if (pp_plan_read(path, &p, err, sizeof err)) {
+        fprintf(stderr, "ppvm: %s\n", err);
+        return 1;
+    }
+    pp_dataset ds;
+    int rc = 1;
+    if (pp_data_load(&ds, o->train.data, &p.model, err, sizeof err))
+        fprintf(stderr, "ppvm: %s\n", err);
+    else {
+        rc = pp_run_reference(&p.model, (int)p.S, (int)p.B, &ds, &o->train);
+        pp_data_free(&ds);
+    }
+    pp_plan_free(&p);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    if (parse_args(argc, argv, &o)) {
+        if (first_process())
+            usage(stderr);
+        return 2;
+    }
+    if (o.compare) {
+        int rc = pp_weights_compare(o.cmp[0], o.cmp[1], 0, o.atol, o.rtol);
+        return rc < 0 ? 1 : rc;
+    }
+    if (o.reference)
+        return run_reference(&o);
+
+    mpiCheck(MPI_Init(&argc, &argv));
+    int me, size, tag_ub_ok = 1;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    pp_plan p;
+    pp_dataset ds = {0};
+    char err[1024];
+    int ok = load(o.plan, me, &p, err, sizeof err) == 0;
+    if (!ok)
+        fprintf(stderr, "ppvm: rank %d: %s\n", me, err);
+    if (ok && pp_data_load(&ds, o.train.data, &p.model, err, sizeof err)) {
+        fprintf(stderr, "ppvm: rank %d: %s\n", me, err);
+        pp_plan_free(&p);
+        ok = 0;
+    }
+    if (ok) { /* transfers are tagged by (stage, microbatch, kind) */
+        int *ub, flag;
+        mpiCheck(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+        if (flag && (long long)p.S * p.B * 2 > *ub) {
+            fprintf(stderr, "ppvm: rank %d: S*B*2 = %lld exceeds this MPI's largest tag %d\n", me,
+                    (long long)p.S * p.B * 2, *ub);
+            tag_ub_ok = 0;
+        }
+    }
+    int rc = 1;
+    if (agree(&p, ok && tag_ub_ok, me, size)) {
+        if (me == 0 && !o.train.quiet)
+            printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, lr %g, data %s\n",
+                   size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
+                   (double)o.train.lr, o.train.data);
+        rc = pp_run_plan(&p, &ds, &o.train);
+    }
+    if (ok) {
+        pp_plan_free(&p);
+        pp_data_free(&ds);
+    }
+    MPI_Finalize();
+    return rc;
+}

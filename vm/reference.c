@@ -1,0 +1,100 @@
+/* reference.c - the oracle: the same model trained in one process, with the
+ * same microbatches, stage by stage, microbatch by microbatch, with no
+ * schedule at all. Every plan must end its steps with these weights. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../kernels/model.h"
+#include "vm.h"
+#include "weights.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
+                     const pp_train_opts *opts)
+{
+    int rc = 1;
+    float **params = calloc((size_t)S, sizeof *params), **grads = calloc((size_t)S, sizeof *grads);
+    void **stash = calloc((size_t)S, sizeof *stash);
+    float *act[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
+    float *grad[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
+    int32_t *tokens = malloc(pp_tokens_bytes(m));
+    if (!params || !grads || !stash || !act[0] || !act[1] || !grad[0] || !grad[1] || !tokens)
+        goto out;
+    for (int s = 0; s < S; s++) {
+        size_t n = pp_stage_param_count(m, S, s);
+        params[s] = malloc(n * sizeof(float));
+        grads[s] = calloc(n, sizeof(float));
+        stash[s] = aligned_alloc(64, (pp_stage_stash_bytes(m, S, s) + 63) / 64 * 64);
+        if (!params[s] || !grads[s] || !stash[s])
+            goto out;
+        pp_stage_init(m, S, s, opts->seed, params[s]);
+    }
+    double samples = (double)B * m->batch;
+    float scale = 1.0f / ((float)B * (float)m->batch);
+    for (int t = 0; t < opts->steps; t++) {
+        double t0 = now(), loss = 0;
+        for (int b = 0; b < B; b++) {
+            pp_data_microbatch(ds, m, opts->seed, t, b, tokens);
+            const void *x = tokens;
+            for (int s = 0; s < S; s++) {
+                float *out = s < S - 1 ? act[s % 2] : NULL;
+                loss += pp_stage_forward(m, S, s, params[s], x, tokens, stash[s], out);
+                x = out;
+            }
+            const float *dout = NULL;
+            for (int s = S - 1; s >= 0; s--) {
+                float *din = s > 0 ? grad[s % 2] : NULL;
+                pp_stage_backward(m, S, s, params[s], grads[s], stash[s], dout, din, scale);
+                dout = din;
+            }
+        }
+        for (int s = 0; s < S; s++)
+            pp_sgd_step(params[s], grads[s], pp_stage_param_count(m, S, s), opts->lr);
+        double dt = now() - t0;
+        if (!opts->quiet) {
+            printf("reference step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", t + 1,
+                   opts->steps, loss / samples, dt * 1e3, samples / dt);
+            fflush(stdout);
+        }
+        if (!isfinite(loss)) {
+            fprintf(stderr, "ppvm: loss is not finite at step %d (lower --lr?)\n", t + 1);
+            goto out;
+        }
+    }
+    rc = 0;
+    char err[4200];
+    for (int s = 0; opts->save && s < S; s++)
+        if (pp_weights_save(opts->save, s, params[s], pp_stage_param_count(m, S, s), err,
+                            sizeof err)) {
+            fprintf(stderr, "ppvm: %s\n", err);
+            rc = 1;
+        }
+out:
+    if (rc && !params)
+        fprintf(stderr, "ppvm: out of memory\n");
+    for (int s = 0; s < S; s++) {
+        if (params)
+            free(params[s]);
+        if (grads)
+            free(grads[s]);
+        if (stash)
+            free(stash[s]);
+    }
+    free(params);
+    free(grads);
+    free(stash);
+    free(act[0]);
+    free(act[1]);
+    free(grad[0]);
+    free(grad[1]);
+    free(tokens);
+    return rc;
+}

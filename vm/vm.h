@@ -1,0 +1,35 @@
+/* vm.h - what the VM's parts share: training options, the plan runner (cpu
+ * backend, mpi transport) and the reference trainer. */
+#ifndef PP_VM_H
+#define PP_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../isa/plan.h"
+#include "data.h"
+
+typedef struct {
+    int steps;
+    uint64_t seed;
+    float lr;
+    const char *data; /* path of the text file */
+    const char *save; /* directory for the final weights, or NULL */
+    int quiet;        /* no per-step lines */
+} pp_train_opts;
+
+/* Checks a decoded plan against what the VM will do with it: each slot is
+ * large enough for the role an instruction gives it, and each stage an
+ * instruction touches is one this rank holds. 0 or -1 with err. */
+int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen);
+
+/* Runs opts->steps training steps of this rank's plan under MPI (already
+ * initialised, world size and plan ids already agreed). Returns 0 or 1. */
+int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts);
+
+/* Trains the same model in this one process, sequentially over the same
+ * microbatches: the oracle every schedule must match. Returns 0 or 1. */
+int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
+                     const pp_train_opts *opts);
+
+#endif
