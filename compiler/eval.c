@@ -43,6 +43,10 @@ static pp_eval_status binary(int op, long long x, long long y, long long *out)
         *out = q;
         return st;
     case '%':
+        if (y == -1) { /* LLONG_MIN % -1 is 0, though LLONG_MIN / -1 overflows */
+            *out = 0;
+            return EVAL_OK;
+        }
         st = floor_div(x, y, &q, &r);
         *out = r;
         return st;

@@ -49,6 +49,19 @@ static int is_job_var(const char *name)
 
 static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
 
+/* Is `name` a param (or, where lets are visible, a let) defined anywhere in
+ * the file? Params and lets are entered into sch->params/lets in order, so a
+ * later definition is only found in the statement list. */
+static int defined_later(const pp_schedule *sch, const char *name, const scope *sc)
+{
+    int lets_visible = sc->job || sc->worker;
+    for (const pp_stmt *st = sch->stmts; st; st = st->next)
+        if ((st->kind == ST_PARAM || (st->kind == ST_LET && lets_visible)) && st->name &&
+            !strcmp(st->name, name))
+            return 1;
+    return 0;
+}
+
 static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
 {
     const char *n = e->name;
@@ -75,8 +88,7 @@ static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
         e->kind = EX_DIR;
         e->value = i;
     } else {
-        int later = find_param(sch, n, sch->nparams) >= 0 || find_let(sch, n, sch->nlets) >= 0;
-        if (later)
+        if (defined_later(sch, n, sc))
             diag_error(sch->diag, e->loc, "'%s' is used before it is defined", n);
         else
             diag_error(sch->diag, e->loc, "unknown name '%s'", n);
@@ -153,7 +165,7 @@ static int uses_job(const pp_schedule *sch, const pp_expr *e)
     if (!e)
         return 0;
     if (e->kind == EX_VAR)
-        return 1;
+        return e->var != 'w';
     if (e->kind == EX_LET)
         return uses_job(sch, sch->lets[e->index].expr);
     return uses_job(sch, e->a) || uses_job(sch, e->b) || uses_job(sch, e->c);
@@ -187,9 +199,10 @@ static void define_param(pp_schedule *sch, pp_stmt *st)
     pp_param *p = &sch->params[sch->nparams++];
     p->name = st->name;
     p->loc = st->name_loc;
-    p->value = 0;
-    if (resolved(st->expr))
-        eval_const(sch, st->expr, &p->value);
+    /* A default with errors (already reported) leaves the placeholder 1, so
+     * that `param W = <typo>` does not also report "W = 0 is out of range". */
+    long long v;
+    p->value = resolved(st->expr) && eval_const(sch, st->expr, &v) ? v : 1;
 }
 
 static void define_let(pp_schedule *sch, pp_stmt *st)
@@ -263,12 +276,14 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
 
 /* A required count (S, B, W) must be a param with a value in [1, max]. */
 static long long count_param(pp_schedule *sch, const char *name, const char *meaning,
-                             long long max)
+                             long long max, int report_missing)
 {
     int i = find_param(sch, name, sch->nparams);
     if (i < 0) {
-        diag_error_noloc(sch->diag, "the schedule defines no '%s' (%s): add 'param %s = ...'",
-                         name, meaning, name);
+        if (report_missing)
+            diag_error_noloc(sch->diag,
+                             "the schedule defines no '%s' (%s): add 'param %s = ...'", name,
+                             meaning, name);
         return 0;
     }
     long long v = sch->params[i].value;
@@ -295,6 +310,10 @@ static void apply_defines(pp_schedule *sch, const pp_define *defs, int ndefs)
 int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_define *defs,
                       int ndefs)
 {
+    /* After a syntax error a statement may be missing from stmts, so "the
+     * schedule has no ..." errors would be false: they are reported only for
+     * a file that parsed cleanly. */
+    int parse_errors = d->errors;
     memset(sch, 0, sizeof *sch);
     sch->diag = d;
     sch->stmts = stmts;
@@ -320,7 +339,8 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             if (sch->nparams && !strcmp(defs[i].name, sch->params[sch->nparams - 1].name))
                 sch->params[sch->nparams - 1].value = defs[i].value;
     }
-    apply_defines(sch, defs, ndefs); /* reports -D names that match no param */
+    if (!parse_errors)
+        apply_defines(sch, defs, ndefs); /* reports -D names that match no param */
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
         seen_cost[3] = {0}, seen_model = 0;
@@ -367,14 +387,14 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             break;
         }
     }
-    if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE])
+    if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE] && !parse_errors)
         diag_error_noloc(d, "the schedule has no 'compute(s,b,d) = ...': every schedule says "
                             "where each job runs");
     if (sch->inflight && uses_job(sch, sch->inflight))
         diag_error(d, sch->inflight->loc, "'limit inflight' may use w and params, not s, b or d");
-    sch->S = count_param(sch, "S", "the number of stages", 1 << 20);
-    sch->B = count_param(sch, "B", "the number of microbatches", 1 << 20);
-    sch->W = count_param(sch, "W", "the number of workers", 1 << 16);
+    sch->S = count_param(sch, "S", "the number of stages", 1 << 20, !parse_errors);
+    sch->B = count_param(sch, "B", "the number of microbatches", 1 << 20, !parse_errors);
+    sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
     long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
     if (!d->errors && jobs > 50000000)
         diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",

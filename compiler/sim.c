@@ -16,7 +16,15 @@ typedef struct {
     const double *ready; /* [N] when the job's predecessor finished */
 } keyctx;
 
-/* The tie-break key: (priority, d, b, s). */
+/* Where a job sits along its microbatch's chain: forwards count up the
+ * stages, backward jobs count down, so earlier-in-the-chain comes first. */
+static int chain_pos(const pp_jobspace *js, int j)
+{
+    int s = job_s(js, j);
+    return job_d(js, j) == 0 ? s : js->S - 1 - s;
+}
+
+/* The tie-break key: (priority, d, b, position along the chain). */
 static int cmp_key(const keyctx *k, int x, int y)
 {
     const pp_jobspace *js = &k->in->js;
@@ -28,7 +36,7 @@ static int cmp_key(const keyctx *k, int x, int y)
         return a < b ? -1 : 1;
     if ((a = job_b(js, x)) != (b = job_b(js, y)))
         return a < b ? -1 : 1;
-    if ((a = job_s(js, x)) != (b = job_s(js, y)))
+    if ((a = chain_pos(js, x)) != (b = chain_pos(js, y)))
         return a < b ? -1 : 1;
     return 0;
 }

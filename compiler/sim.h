@@ -5,9 +5,11 @@
  * predecessor is done, the one that can start earliest, max(worker free,
  * predecessor done); ties go to the smaller key. Strict order: each worker
  * runs its jobs in increasing key, waiting when the next is not ready.
- * The key of a job is (priority, d, b, s) compared in that order: jobs the
- * priority leaves tied run forwards first, then lower microbatch, then lower
- * stage. With `limit inflight` (greedy only) a worker does not start a
+ * The key of a job is (priority, d, b, chain position) compared in that
+ * order: jobs the priority leaves tied run forwards first, then lower
+ * microbatch, then the job earlier in its microbatch's chain (forwards by
+ * increasing stage, backward jobs by decreasing stage, so a strict order on
+ * one worker never waits on itself). With `limit inflight` (greedy only) a worker does not start a
  * forward while it holds that many microbatches' activations (F done, its
  * last backward job not yet). */
 #ifndef PP_SIM_H
