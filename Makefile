@@ -16,7 +16,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 NVCC    := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
 # Demo settings (override on the command line: make demo STEPS=50)
-STEPS ?= 40
+STEPS ?= 200
 DEMO_SCHEDULE ?= schedules/gpipe.pp
 DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
@@ -37,7 +37,8 @@ COMP_OBJ := $(COMP_SRC:%.c=$(B)/%.o) $(B)/gen/parser.o $(B)/gen/lexer.o
 VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 
-.PHONY: all deps test demo clean check-deps
+.PHONY: all deps test demo clean golden
+SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
 # ---- dependencies --------------------------------------------------------
@@ -75,7 +76,7 @@ $(B)/vm/%.o: vm/%.c
 
 $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icompiler -I$(B)/gen -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' -MMD -MP -c $< -o $@
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -103,6 +104,13 @@ demo: deps
 	$(MAKE) all
 	./bin/ppc $(DEMO_SCHEDULE) -o out/demo
 	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS)
+
+# Rewrite the golden listings after an intended change to lowering; review the diff.
+GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8
+golden: bin/ppc
+	@for g in $(GOLDEN); do IFS=: read name file S Bm <<< "$$g"; \
+	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm -o tests/golden/$$name -q; \
+	  rm -f tests/golden/$$name/*.bin; echo "rewrote tests/golden/$$name"; done
 
 clean:
 	rm -rf $(B) bin out

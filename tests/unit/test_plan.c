@@ -548,28 +548,28 @@ START_TEST(test_disasm)
     assert_line(t, "; stages: 1 (compute+owner), 3 (owner)");
     assert_line(t, "; groups: g0 = {0,1,2,3}, g1 = {1,3}");
     assert_line(t, "; slots:  s0 4096 B, s1 8192 B, s2 4096 B, s3 4096 B, s4 512 B");
-    assert_line(t, "addr  opcode          stage    mb  peer  grp  slots             comment");
-    assert_line(t, "----  --------------  -----  ----  ----  ---  ----------------  "
+    assert_line(t, "addr  opcode          stage    mb  peer  grp  slots                     comment");
+    assert_line(t, "----  --------------  -----  ----  ----  ---  ------------------------  "
                    "-------------------------------");
-    assert_line(t, "   0  RecvActivation      0     0     0    .  dst=s0            "
+    assert_line(t, "   0  RecvActivation      0     0     0    .  dst=s0                    "
                    "F(0,0) output from rank 0 into s0");
-    assert_line(t, "   1  Forward             1     0     .    .  in=s0 stash=s1 out=s2 "
+    assert_line(t, "   1  Forward             1     0     .    .  in=s0 stash=s1 out=s2     "
                    "F(1,0): s0 -> s2 (stash s1)");
-    assert_line(t, "   2  SendActivation      1     0     2    .  src=s2            F(1,0) output "
+    assert_line(t, "   2  SendActivation      1     0     2    .  src=s2                    F(1,0) output "
                    "s2 to rank 2");
-    assert_line(t, "   3  RecvGrad            2     0     2    .  dst=s3            "
+    assert_line(t, "   3  RecvGrad            2     0     2    .  dst=s3                    "
                    "B(2,0) input grad from rank 2 into s3");
-    assert_line(t, "   4  Backward            1     0     .    .  stash=s1 dout=s3 din=s0 "
+    assert_line(t, "   4  Backward            1     0     .    .  stash=s1 dout=s3 din=s0   "
                    "B(1,0): grad s3 -> s0 (stash s1)");
-    assert_line(t, "   5  SendGrad            1     0     0    .  src=s0            B(1,0) input "
+    assert_line(t, "   5  SendGrad            1     0     0    .  src=s0                    B(1,0) input "
                    "grad s0 to rank 0");
-    assert_line(t, "   6  LoadMicroBatch      .     1     .    .  tokens=s4         microbatch 1 "
+    assert_line(t, "   6  LoadMicroBatch      .     1     .    .  tokens=s4                 microbatch 1 "
                    "tokens into s4");
-    assert_line(t, "   7  ReduceGrads         1     .     .    0                    "
+    assert_line(t, "   7  ReduceGrads         1     .     .    0                            "
                    "all-reduce stage 1 grads over g0 {0,1,2,3}");
     assert_line(
         t,
-        "   8  OptimizerStep       1     .     .    .                    update stage 1 weights");
+        "   8  OptimizerStep       1     .     .    .                            update stage 1 weights");
     assert_line(t, "; end of plan (9 instructions)");
     free(t);
 
@@ -579,9 +579,9 @@ START_TEST(test_disasm)
     p.ngroups = 0;
     p.nslots = 0;
     t = listing(&p);
-    assert_line(t, "   1  Forward             3     1     .    .  in=s0 stash=s1 tgt=s4 "
+    assert_line(t, "   1  Forward             3     1     .    .  in=s0 stash=s1 tgt=s4     "
                    "F(3,1): loss of s0 vs targets s4 (stash s1)");
-    assert_line(t, "   4  Backward            3     1     .    .  stash=s1 din=s2   "
+    assert_line(t, "   4  Backward            3     1     .    .  stash=s1 din=s2           "
                    "B(3,1): grad of loss -> s2 (stash s1)");
     assert_line(t, "; groups: none");
     assert_line(t, "; slots:  none");

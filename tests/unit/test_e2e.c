@@ -1,0 +1,166 @@
+/* test_e2e.c - end to end under mpirun: compile a library schedule, train it
+ * for 3 steps with one process per rank, train the reference in one process,
+ * and require the same final weights (|a - b| <= 1e-5 + 1e-4 |b|). Bad
+ * input (wrong -np, mixed plans, a truncated rank file) must end every rank
+ * with a message and a non-zero exit within seconds, never a hang. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+#include "testutil.h"
+
+#define MPIRUN "timeout 120 mpirun --oversubscribe --allow-run-as-root --bind-to none"
+
+static char *compile(const char *schedule, const char *defs)
+{
+    char *dir = temp_dir(), cmd[2048], *out;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
+             schedule, defs, dir);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "%s failed:\n%s", cmd, out);
+    free(out);
+    return dir;
+}
+
+static void cleanup(char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run_cmd(cmd, NULL);
+    free(dir);
+}
+
+static void trains_like_reference(const char *schedule, const char *defs, int np)
+{
+    char *dir = compile(schedule, defs), *out, cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np %d %s/bin/ppvm %s/plan --steps 3 --save %s/w --quiet && "
+                    "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
+                    "%s/bin/ppvm --compare %s/w %s/ref",
+             np, PP_ROOT, dir, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "%s %s: weights differ from the reference (exit %d):\n%s", schedule,
+                  defs, rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "within tolerance"));
+    free(out);
+    cleanup(dir);
+}
+
+START_TEST(gpipe_4_ranks)
+{
+    trains_like_reference("gpipe.pp", "-D S=4 -D B=4", 4);
+}
+END_TEST
+
+START_TEST(ddp_4_ranks)
+{
+    trains_like_reference("ddp.pp", "-D S=4 -D B=4", 4);
+}
+END_TEST
+
+START_TEST(one_f_one_b_4_ranks)
+{
+    trains_like_reference("1f1b.pp", "-D S=4 -D B=8", 4);
+}
+END_TEST
+
+START_TEST(loss_falls)
+{
+    char *dir = compile("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --steps 30", PP_ROOT, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    double first = 0, last = 0;
+    for (char *p = out; (p = strstr(p, "loss ")); p += 5) {
+        double v = atof(p + 5);
+        if (first == 0)
+            first = v;
+        last = v;
+    }
+    ck_assert_msg(first > 5.0 && last < first - 1.0, "loss did not fall: %g -> %g\n%s", first,
+                  last, out);
+    free(out);
+    cleanup(dir);
+}
+END_TEST
+
+static void fails_with(const char *cmd, const char *message)
+{
+    char *out;
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc != 0 && rc != 124, "expected a non-zero exit (not a timeout), got %d: %s\n%s",
+                  rc, cmd, out);
+    ck_assert_msg(strstr(out, message) != NULL, "expected '%s' in the output of %s:\n%s", message,
+                  cmd, out);
+    free(out);
+}
+
+START_TEST(world_size_mismatch)
+{
+    char *dir = compile("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    fails_with(cmd, "compiled for 4 ranks but mpirun started 2");
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 5 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    fails_with(cmd, "rank4.bin");
+    cleanup(dir);
+}
+END_TEST
+
+START_TEST(mixed_plan_ids)
+{
+    char *a = compile("gpipe.pp", "-D S=4 -D B=4"), *b = compile("gpipe.pp", "-D S=4 -D B=8");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp %s/plan/rank2.bin %s/plan/rank2.bin", b, a);
+    ck_assert_int_eq(run_cmd(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, a);
+    fails_with(cmd, "mixes plans of different compiles");
+    cleanup(a);
+    cleanup(b);
+}
+END_TEST
+
+START_TEST(truncated_rank_file)
+{
+    char *dir = compile("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
+    snprintf(cmd, sizeof cmd, "truncate -s 150 %s/plan/rank1.bin", dir);
+    ck_assert_int_eq(run_cmd(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    fails_with(cmd, "truncated");
+    cleanup(dir);
+}
+END_TEST
+
+START_TEST(bad_flags)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --steps many x", PP_ROOT);
+    fails_with(cmd, "--steps many: expected an integer");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --lr -1 x", PP_ROOT);
+    fails_with(cmd, "--lr -1: expected a number");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D S", PP_ROOT, PP_ROOT);
+    fails_with(cmd, "expected NAME=VALUE");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D Q=1", PP_ROOT, PP_ROOT);
+    fails_with(cmd, "the schedule has no param 'Q'");
+    char *dir = compile("gpipe.pp", "-D S=2 -D B=2");
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --data /nonexistent", PP_ROOT, dir);
+    fails_with(cmd, "cannot open data file '/nonexistent'");
+    cleanup(dir);
+}
+END_TEST
+
+Suite *e2e_suite(void)
+{
+    Suite *s = suite_create("e2e");
+    TCase *tc = tcase_create("mpirun");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, gpipe_4_ranks);
+    tcase_add_test(tc, ddp_4_ranks);
+    tcase_add_test(tc, one_f_one_b_4_ranks);
+    tcase_add_test(tc, loss_falls);
+    tcase_add_test(tc, world_size_mismatch);
+    tcase_add_test(tc, mixed_plan_ids);
+    tcase_add_test(tc, truncated_rank_file);
+    tcase_add_test(tc, bad_flags);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,121 @@
+/* testutil.c - see testutil.h. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs)
+{
+    memset(c, 0, sizeof *c);
+    c->src = strdup(src);
+    c->msgf = open_memstream(&c->msgs, &c->msglen);
+    diag_init(&c->diag, "t.pp", c->src, strlen(c->src), c->msgf);
+    c->stmts = pp_parse(&c->diag);
+    if (pp_schedule_check(&c->sch, &c->diag, c->stmts, defs, ndefs) == 0 && !c->diag.errors &&
+        pp_jobtable_build(&c->t, &c->sch) == 0) {
+        pp_sim_input in = {c->t.js, c->t.W, c->t.worker, c->t.priority, c->t.cost, c->sch.strict,
+                           c->t.inflight};
+        c->deadlock = pp_simulate(&in, &c->sim) != 0;
+    }
+    fflush(c->msgf);
+    c->errors = c->diag.errors;
+}
+
+void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
+    char *src = slurp(path, &len);
+    if (!src) {
+        fprintf(stderr, "cannot read %s\n", path);
+        abort();
+    }
+    compile_src(c, src, defs, ndefs);
+    free(src);
+}
+
+void compiled_free(compiled *c)
+{
+    pp_sim_free(&c->sim);
+    pp_jobtable_free(&c->t);
+    pp_schedule_free(&c->sch);
+    ast_free_stmts(c->stmts);
+    fclose(c->msgf);
+    free(c->msgs);
+    free(c->src);
+}
+
+char *worker_order(const compiled *c, int w, char what)
+{
+    size_t cap = 64 + 24 * (size_t)(c->sim.off[w + 1] - c->sim.off[w]), n = 0;
+    char *out = malloc(cap);
+    out[0] = '\0';
+    for (int k = c->sim.off[w]; k < c->sim.off[w + 1]; k++) {
+        int j = c->sim.order[k];
+        const pp_jobspace *js = &c->t.js;
+        char d = dir_char(job_d(js, j));
+        if (what == 'b')
+            n += (size_t)snprintf(out + n, cap - n, "%s%c%d", n ? " " : "", d, job_b(js, j));
+        else if (what == 's')
+            n += (size_t)snprintf(out + n, cap - n, "%s%c%d", n ? " " : "", d, job_s(js, j));
+        else
+            n += (size_t)snprintf(out + n, cap - n, "%s%c(%d,%d)", n ? " " : "", d, job_s(js, j),
+                                  job_b(js, j));
+    }
+    return out;
+}
+
+int run_cmd(const char *cmd, char **out)
+{
+    char *full = malloc(strlen(cmd) + 16);
+    sprintf(full, "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    free(full);
+    size_t cap = 4096, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    int st = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+char *temp_dir(void)
+{
+    char *t = strdup("/tmp/pp-test-XXXXXX");
+    if (!mkdtemp(t)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return t;
+}

@@ -1,0 +1,44 @@
+/* testutil.h - helpers shared by the test suites: compile a schedule from a
+ * string down to its simulation, run a shell command and capture its output. */
+#ifndef PP_TESTUTIL_H
+#define PP_TESTUTIL_H
+
+#include "../../compiler/jobtable.h"
+#include "../../compiler/parse.h"
+#include "../../compiler/schedule.h"
+#include "../../compiler/sim.h"
+
+#ifndef PP_ROOT
+#define PP_ROOT "."
+#endif
+
+typedef struct {
+    char *src;
+    pp_diag diag;
+    char *msgs; /* diagnostics printed */
+    size_t msglen;
+    FILE *msgf;
+    pp_stmt *stmts;
+    pp_schedule sch;
+    pp_jobtable t;
+    pp_sim_result sim;
+    int errors, deadlock;
+} compiled;
+
+/* Parse, check, evaluate and simulate src with the given -D defines. */
+void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs);
+/* Same for a file of schedules/ (name like "gpipe.pp"). */
+void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs);
+void compiled_free(compiled *c);
+
+/* "F0 F1 B0 ..." : worker w's jobs in order, stage or microbatch shown per `what`
+ * ('b': microbatch, 's': stage, 'x': both as F(s,b)). Caller frees. */
+char *worker_order(const compiled *c, int w, char what);
+
+/* Runs cmd with sh -c, output (stdout+stderr) into *out (caller frees);
+ * returns the exit status, 124 if `timeout` killed it. */
+int run_cmd(const char *cmd, char **out);
+/* A fresh temporary directory (caller frees the path). */
+char *temp_dir(void);
+
+#endif
