@@ -1,0 +1,27 @@
+# depth-first.pp - looped pipeline, depth first: each microbatch goes as deep
+# as it can before the next one starts.
+#
+# Paper: Lamy-Poirier, "Breadth-First Pipeline Parallelism" (MLSys 2023),
+# which names this the depth-first schedule (Megatron's interleaving without
+# its 1F1B warm-up rule). Stage s lives on worker s % W; among ready jobs
+# the earliest microbatch wins, backwards first, so activations are freed
+# as soon as possible.
+#
+# Constraints: S a multiple of W.   Parameters: -D S -D B -D W.
+
+param W = 4
+param S = 8
+param B = 8
+
+compute(s,b,d)  = s % W
+weights(s,b,d)  = s % W
+priority(s,b,d) = d == B ? b * S + (S - 1 - s) : S * B + b * S + s
+order greedy
+
+model {
+    context = 8
+    embed   = 16
+    ffn     = 256
+    blocks  = 1
+    batch   = 16
+}

@@ -1,0 +1,27 @@
+# fsdp.pp - Fully Sharded Data Parallel: DDP's compute, weights sharded by stage.
+#
+# Paper: Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data
+# Parallel" (VLDB 2023); the seed's w_FSDP(s,b,d) = (s, b) as (weights, compute):
+# compute = b (worker b runs microbatch b end to end) and weights = s (worker
+# s is the source of truth of stage s), so each worker fetches the S-1 stages
+# it does not own for each pass.
+#
+# Constraints: W = B = S.   Parameters: -D S=stages (B and W follow).
+# Lowering weight fetches is still an open issue: ppc simulates this schedule
+# and then stops with an error naming the first fetching job.
+
+param S = 4
+param B = S
+param W = B
+
+compute(s,b,d)  = b
+weights(s,b,d)  = s
+order greedy
+
+model {
+    context = 8
+    embed   = 16
+    ffn     = 256
+    blocks  = 1
+    batch   = 16
+}

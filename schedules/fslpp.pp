@@ -1,0 +1,29 @@
+# fslpp.pp - Fully Sharded Looped Pipeline Parallelism (the seed's hybrid).
+#
+# Paper: the seed, w_FSLPP(s,b,d) = (h(s,b), h(s,s)) with LPP's
+# h(s,b) = (R*b mod W) + (s mod R): compute loops as in lpp.pp, but stage s's
+# weights live on one worker, h(s,s), and the other groups fetch them. With
+# G = R no worker owns more than one stage's weights when S <= W.
+#
+# Constraints: W = G*R; S a multiple of R.   Parameters: -D S -D B -D G -D R.
+# Lowering weight fetches is still an open issue: ppc simulates this schedule
+# and then stops with an error naming the first fetching job.
+
+param S = 4
+param B = 8
+param G = 2
+param R = 2
+param W = G * R
+
+compute(s,b,d)  = (R * b) % W + s % R
+weights(s,b,d)  = (R * s) % W + s % R
+priority(s,b,d) = d * B + b
+order greedy
+
+model {
+    context = 8
+    embed   = 16
+    ffn     = 256
+    blocks  = 1
+    batch   = 16
+}
