@@ -65,6 +65,38 @@ START_TEST(one_f_one_b_4_ranks)
 }
 END_TEST
 
+START_TEST(one_f_one_b_greedy_4_ranks)
+{
+    trains_like_reference("1f1b-greedy.pp", "-D S=4 -D B=8", 4);
+}
+END_TEST
+
+/* Replicas across groups: stages 0 and 2 live on workers {0,2}, 1 and 3 on
+ * {1,3}; their gradients are all-reduced over those sub-communicators. */
+START_TEST(lpp_4_ranks)
+{
+    trains_like_reference("lpp.pp", "-D S=4 -D B=4 -D G=2 -D R=2", 4);
+}
+END_TEST
+
+START_TEST(interleaved_4_ranks)
+{
+    trains_like_reference("interleaved-1f1b.pp", "-D W=4 -D V=2 -D B=8", 4);
+}
+END_TEST
+
+START_TEST(breadth_first_4_ranks)
+{
+    trains_like_reference("breadth-first.pp", "-D W=4 -D S=8 -D B=4", 4);
+}
+END_TEST
+
+START_TEST(depth_first_4_ranks)
+{
+    trains_like_reference("depth-first.pp", "-D W=4 -D S=8 -D B=4", 4);
+}
+END_TEST
+
 START_TEST(loss_falls)
 {
     char *dir = compile("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
@@ -156,6 +188,11 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, gpipe_4_ranks);
     tcase_add_test(tc, ddp_4_ranks);
     tcase_add_test(tc, one_f_one_b_4_ranks);
+    tcase_add_test(tc, one_f_one_b_greedy_4_ranks);
+    tcase_add_test(tc, lpp_4_ranks);
+    tcase_add_test(tc, interleaved_4_ranks);
+    tcase_add_test(tc, breadth_first_4_ranks);
+    tcase_add_test(tc, depth_first_4_ranks);
     tcase_add_test(tc, loss_falls);
     tcase_add_test(tc, world_size_mismatch);
     tcase_add_test(tc, mixed_plan_ids);

@@ -184,6 +184,153 @@ START_TEST(greedy_inflight_limit_gives_1f1b)
 }
 END_TEST
 
+
+static void assert_same_orders(const compiled *a, const compiled *b)
+{
+    ck_assert_int_eq(a->t.W, b->t.W);
+    for (int w = 0; w < a->t.W; w++) {
+        char *x = worker_order(a, w, 'x'), *y = worker_order(b, w, 'x');
+        ck_assert_msg(!strcmp(x, y), "worker %d:\n  %s\n  %s", w, x, y);
+        free(x);
+        free(y);
+    }
+    ck_assert_double_eq(a->sim.makespan, b->sim.makespan);
+}
+
+START_TEST(strict_and_greedy_1f1b_agree)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 8}};
+    compiled strict, greedy;
+    compile_library(&strict, "1f1b.pp", defs, 2);
+    compile_library(&greedy, "1f1b-greedy.pp", defs, 2);
+    ck_assert_int_eq(strict.errors + greedy.errors, 0);
+    assert_same_orders(&strict, &greedy);
+    compiled_free(&strict);
+    compiled_free(&greedy);
+}
+END_TEST
+
+/* The seed's interpolation claim, on the emitted orders: LPP with one group
+ * is GPipe, LPP with groups of one is DDP. */
+START_TEST(lpp_interpolates_gpipe_and_ddp)
+{
+    pp_define g1[] = {{"S", 4}, {"B", 8}, {"G", 1}, {"R", 4}}, gp[] = {{"S", 4}, {"B", 8}};
+    compiled lpp, gpipe;
+    compile_library(&lpp, "lpp.pp", g1, 4);
+    compile_library(&gpipe, "gpipe.pp", gp, 2);
+    ck_assert_int_eq(lpp.errors + gpipe.errors, 0);
+    assert_same_orders(&lpp, &gpipe);
+    compiled_free(&lpp);
+    compiled_free(&gpipe);
+
+    pp_define r1[] = {{"S", 4}, {"B", 4}, {"G", 4}, {"R", 1}}, dp[] = {{"S", 4}, {"B", 4}};
+    compiled ddp;
+    compile_library(&lpp, "lpp.pp", r1, 4);
+    compile_library(&ddp, "ddp.pp", dp, 2);
+    ck_assert_int_eq(lpp.errors + ddp.errors, 0);
+    assert_same_orders(&lpp, &ddp);
+    compiled_free(&lpp);
+    compiled_free(&ddp);
+}
+END_TEST
+
+/* LPP's makespan falls from GPipe's to DDP's as R goes from W to 1 (W = 8,
+ * S = 8, B = 8, unit costs). */
+START_TEST(lpp_makespan_falls_with_r)
+{
+    double prev = 1e9;
+    for (int R = 8; R >= 1; R /= 2) {
+        pp_define defs[] = {{"S", 8}, {"B", 8}, {"G", 8 / R}, {"R", R}};
+        compiled c;
+        compile_library(&c, "lpp.pp", defs, 4);
+        ck_assert_int_eq(c.errors, 0);
+        ck_assert_msg(c.sim.makespan < prev, "R=%d: makespan %g not below %g", R, c.sim.makespan,
+                      prev);
+        if (R == 8)
+            ck_assert_double_eq(c.sim.makespan, 2 * (8 + 8 - 1)); /* GPipe */
+        if (R == 1)
+            ck_assert_double_eq(c.sim.makespan, 2 * 8); /* DDP */
+        prev = c.sim.makespan;
+        compiled_free(&c);
+    }
+}
+END_TEST
+
+/* Megatron-Core's forward_backward_pipelining_with_interleaving for p = 4,
+ * v = 2, m = 8 (warm-up 2(p-r-1) + (v-1)p, microbatches in groups of p,
+ * chunk by chunk); stage s = chunk * p + rank. */
+START_TEST(interleaved_matches_megatron)
+{
+    static const char *want[4] = {
+        "F(0,0) F(0,1) F(0,2) F(0,3) F(4,0) F(4,1) F(4,2) F(4,3) F(0,4) F(0,5) F(0,6) B(4,0) "
+        "F(0,7) B(4,1) F(4,4) B(4,2) F(4,5) B(4,3) F(4,6) B(0,0) F(4,7) B(0,1) B(0,2) B(0,3) "
+        "B(4,4) B(4,5) B(4,6) B(4,7) B(0,4) B(0,5) B(0,6) B(0,7)",
+        "F(1,0) F(1,1) F(1,2) F(1,3) F(5,0) F(5,1) F(5,2) F(5,3) F(1,4) B(5,0) F(1,5) B(5,1) "
+        "F(1,6) B(5,2) F(1,7) B(5,3) F(5,4) B(1,0) F(5,5) B(1,1) F(5,6) B(1,2) F(5,7) B(1,3) "
+        "B(5,4) B(5,5) B(5,6) B(5,7) B(1,4) B(1,5) B(1,6) B(1,7)",
+        "F(2,0) F(2,1) F(2,2) F(2,3) F(6,0) F(6,1) F(6,2) B(6,0) F(6,3) B(6,1) F(2,4) B(6,2) "
+        "F(2,5) B(6,3) F(2,6) B(2,0) F(2,7) B(2,1) F(6,4) B(2,2) F(6,5) B(2,3) F(6,6) B(6,4) "
+        "F(6,7) B(6,5) B(6,6) B(6,7) B(2,4) B(2,5) B(2,6) B(2,7)",
+        "F(3,0) F(3,1) F(3,2) F(3,3) F(7,0) B(7,0) F(7,1) B(7,1) F(7,2) B(7,2) F(7,3) B(7,3) "
+        "F(3,4) B(3,0) F(3,5) B(3,1) F(3,6) B(3,2) F(3,7) B(3,3) F(7,4) B(7,4) F(7,5) B(7,5) "
+        "F(7,6) B(7,6) F(7,7) B(7,7) B(3,4) B(3,5) B(3,6) B(3,7)",
+    };
+    pp_define defs[] = {{"W", 4}, {"V", 2}, {"B", 8}};
+    compiled c;
+    compile_library(&c, "interleaved-1f1b.pp", defs, 3);
+    ck_assert_int_eq(c.errors, 0);
+    ck_assert_int_eq(c.deadlock, 0);
+    for (int r = 0; r < 4; r++)
+        assert_order(&c, r, 'x', want[r]);
+    /* bubble (p-1)/(v*m + p-1) with unit costs */
+    ck_assert_double_eq_tol(1 - busy_fraction(&c), 3.0 / 19.0, 1e-12);
+    compiled_free(&c);
+}
+END_TEST
+
+/* Every library schedule compiles and simulates without deadlock over the
+ * range its header documents. */
+START_TEST(library_compiles_over_documented_ranges)
+{
+    enum { PLAIN, LOOPED /* S = 8 a multiple of W */, MULTIPLE /* B a multiple of W */ };
+    static const struct {
+        const char *file, *p1, *p2; /* p2 NULL: one parameter */
+        int rule;
+    } lib[] = {
+        {"gpipe.pp", "S", "B", PLAIN},         {"ddp.pp", "S", "B", PLAIN},
+        {"1f1b.pp", "S", "B", PLAIN},          {"1f1b-greedy.pp", "S", "B", PLAIN},
+        {"fsdp.pp", "S", NULL, PLAIN},         {"breadth-first.pp", "W", "B", LOOPED},
+        {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", MULTIPLE},
+    };
+    int values[] = {1, 2, 3, 4, 8, 16};
+    for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)
+        for (int x = 0; x < 6; x++)
+            for (int y = 0; y < 6; y++) {
+                int a = values[x], b = values[y] * (lib[i].rule == MULTIPLE ? a : 1);
+                if (lib[i].rule == LOOPED && 8 % a)
+                    continue;
+                pp_define defs[2] = {{lib[i].p1, a}, {lib[i].p2 ? lib[i].p2 : "S", b}};
+                compiled c;
+                compile_library(&c, lib[i].file, defs, lib[i].p2 ? 2 : 1);
+                ck_assert_msg(c.errors == 0 && !c.deadlock, "%s %s=%d %s=%d:\n%s", lib[i].file,
+                              lib[i].p1, a, lib[i].p2 ? lib[i].p2 : "-", b, c.msgs);
+                compiled_free(&c);
+            }
+    /* LPP and FSLPP: W = G*R */
+    for (int G = 1; G <= 4; G *= 2)
+        for (int R = 1; R <= 4; R *= 2)
+            for (int B = 1; B <= 16; B *= 4) {
+                pp_define defs[] = {{"S", 4}, {"B", B}, {"G", G}, {"R", R}};
+                compiled c, f;
+                compile_library(&c, "lpp.pp", defs, 4);
+                compile_library(&f, "fslpp.pp", defs, 4);
+                ck_assert_int_eq(c.errors + f.errors + c.deadlock + f.deadlock, 0);
+                compiled_free(&c);
+                compiled_free(&f);
+            }
+}
+END_TEST
+
 Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -197,6 +344,11 @@ Suite *sim_suite(void)
     tcase_add_test(tc, tie_rule);
     tcase_add_test(tc, strict_deadlock_names_blocked_jobs);
     tcase_add_test(tc, greedy_inflight_limit_gives_1f1b);
+    tcase_add_test(tc, strict_and_greedy_1f1b_agree);
+    tcase_add_test(tc, lpp_interpolates_gpipe_and_ddp);
+    tcase_add_test(tc, lpp_makespan_falls_with_r);
+    tcase_add_test(tc, interleaved_matches_megatron);
+    tcase_add_test(tc, library_compiles_over_documented_ranges);
     suite_add_tcase(s, tc);
     return s;
 }
