@@ -124,10 +124,12 @@ static int alloc_result(const pp_sim_input *in, pp_sim_result *r)
     return 0;
 }
 
-/* The last backward job of (s,b) releases the activations its F took. */
+/* B(s,b) releases the activations its F took (with a split backward, W
+ * keeps only what the weight gradient needs, which the limit does not count,
+ * as the zero-bubble schedules count it). */
 static int releases_activations(const pp_jobspace *js, int j)
 {
-    return job_d(js, j) == js->ND - 1;
+    return job_d(js, j) == 1;
 }
 
 static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)

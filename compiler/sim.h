@@ -10,8 +10,8 @@
  * microbatch, then the job earlier in its microbatch's chain (forwards by
  * increasing stage, backward jobs by decreasing stage, so a strict order on
  * one worker never waits on itself). With `limit inflight` (greedy only) a worker does not start a
- * forward while it holds that many microbatches' activations (F done, its
- * last backward job not yet). */
+ * forward while it holds that many microbatches' activations (F done, B not
+ * yet; with a split backward the W that follows B is not counted). */
 #ifndef PP_SIM_H
 #define PP_SIM_H
 

@@ -15,13 +15,14 @@ static void assert_order(const compiled *c, int w, char what, const char *want)
 }
 
 /* Largest number of microbatches whose F ran on worker w and whose B has
- * not yet run, along w's order: the activations it must hold. */
+ * not yet run, along w's order: the activations it must hold (a split
+ * backward's W keeps only what the weight gradient needs; not counted). */
 static int peak_inflight(const compiled *c, int w)
 {
     int held = 0, peak = 0;
     for (int k = c->sim.off[w]; k < c->sim.off[w + 1]; k++) {
         int d = job_d(&c->t.js, c->sim.order[k]);
-        held += d == 0 ? 1 : d == c->t.js.ND - 1 ? -1 : 0;
+        held += d == 0 ? 1 : d == 1 ? -1 : 0;
         if (held > peak)
             peak = held;
     }
@@ -288,6 +289,31 @@ START_TEST(interleaved_matches_megatron)
 }
 END_TEST
 
+/* ZB-H1 with T_F = T_B = T_W = 1: the paper's bubble (p-1)(T_F + T_B - T_W)
+ * (Qi et al., ICLR 2024, section 3.1), a third of 1F1B's (p-1)(T_F + T_B + T_W),
+ * with 1F1B's peak activations. */
+START_TEST(zb_h1_bubble_is_a_third_of_1f1b)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 8}};
+    compiled c;
+    compile_library(&c, "zb-h1.pp", defs, 2);
+    ck_assert_int_eq(c.errors + c.deadlock, 0);
+    ck_assert_int_eq(c.t.js.ND, 3);
+    double work = 3 * 8; /* per worker */
+    ck_assert_double_eq(c.sim.makespan, work + 3 * (1 + 1 - 1));
+    for (int r = 0; r < 4; r++)
+        ck_assert_int_eq(peak_inflight(&c, r), 4 - r);
+    /* every W(s,b) after its B(s,b) on the same worker */
+    for (int r = 0; r < 4; r++) {
+        char *o = worker_order(&c, r, 'b');
+        ck_assert_ptr_nonnull(strstr(o, "W7"));
+        ck_assert(strstr(o, "B7") < strstr(o, "W7"));
+        free(o);
+    }
+    compiled_free(&c);
+}
+END_TEST
+
 /* Every library schedule compiles and simulates without deadlock over the
  * range its header documents. */
 START_TEST(library_compiles_over_documented_ranges)
@@ -301,6 +327,7 @@ START_TEST(library_compiles_over_documented_ranges)
         {"1f1b.pp", "S", "B", PLAIN},          {"1f1b-greedy.pp", "S", "B", PLAIN},
         {"fsdp.pp", "S", NULL, PLAIN},         {"breadth-first.pp", "W", "B", LOOPED},
         {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", MULTIPLE},
+        {"zb-h1.pp", "S", "B", PLAIN},
     };
     int values[] = {1, 2, 3, 4, 8, 16};
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)
@@ -348,6 +375,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, lpp_interpolates_gpipe_and_ddp);
     tcase_add_test(tc, lpp_makespan_falls_with_r);
     tcase_add_test(tc, interleaved_matches_megatron);
+    tcase_add_test(tc, zb_h1_bubble_is_a_third_of_1f1b);
     tcase_add_test(tc, library_compiles_over_documented_ranges);
     suite_add_tcase(s, tc);
     return s;
