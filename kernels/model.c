@@ -26,7 +26,16 @@
  * the saved activations are never modified (B can be repeated on the same
  * stash and gives the same result), and a stash is B's alone while it runs.
  * The last block's output of a non-final stage goes straight to `out`: B
- * does not need it. */
+ * does not need it.
+ *
+ * A split backward (B then W, pp_stage_backward_input/_weight) needs a larger
+ * stash, pp_stage_stash_bytes_split: after the above, what B leaves for W:
+ *   each block k:  dy_k     float [B][D]    gradient at the block's output
+ *                  dh_k     float [B][F]    gradient before GELU
+ *   s == S-1:      dlogits  float [B][V]
+ *   s == 0:        dx0      float [B][D]    gradient at the embedding's output
+ * W then performs exactly the weight-gradient GEMMs the fused B performs,
+ * with the same operands, so split and fused give the same bits. */
 #include "model.h"
 
 #include <math.h>
@@ -91,6 +100,10 @@ typedef struct {
     size_t xh, probs, targets;
     size_t logits, dh, dx;             /* scratch */
     size_t total;
+    /* split backward: what B leaves for W, after the above */
+    size_t wblocks, wblock_stride, wdh; /* dy_k at wblocks + k*wblock_stride, dh_k at +wdh */
+    size_t wdlogits, wdx0;
+    size_t total_split;
 } stash_layout;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -123,6 +136,13 @@ static stash_layout stash_layout_of(const shape *sh) {
     if (sh->nb > 0) L.dh = take(&cur, hbytes);
     L.dx = take(&cur, xbytes);
     L.total = cur;
+    L.wdh = round16(xbytes);
+    L.wblock_stride = L.wdh + round16(hbytes);
+    L.wblocks = cur;
+    cur += (size_t)sh->nb * L.wblock_stride;
+    if (sh->last) L.wdlogits = take(&cur, B * V * sizeof(float));
+    if (sh->first) L.wdx0 = take(&cur, xbytes);
+    L.total_split = cur;
     return L;
 }
 
@@ -134,6 +154,11 @@ size_t pp_stage_param_count(const pp_model *m, int S, int s) {
 size_t pp_stage_stash_bytes(const pp_model *m, int S, int s) {
     shape sh = shape_of(m, S, s);
     return stash_layout_of(&sh).total;
+}
+
+size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s) {
+    shape sh = shape_of(m, S, s);
+    return stash_layout_of(&sh).total_split;
 }
 
 size_t pp_act_bytes(const pp_model *m) {
@@ -265,71 +290,130 @@ static const float *saved(const void *stash, size_t off) {
     return (const float *)((const char *)stash + off);
 }
 
-/* Reverse of block_forward. dy is the gradient w.r.t. the block's output,
- * dx receives the gradient w.r.t. its input; they may be the same buffer,
- * since dy is fully consumed before dx is written. dh is scratch [B][F]. */
-static void block_backward(const shape *sh, const param_layout *P, const float *p, float *g,
-                           const float *x, const float *h, const float *a, const float *dy,
-                           float *dh, float *dx) {
+/* The reverse of block_forward, in three parts so that a split backward can
+ * run the weight part later: dh = (dy W2) * gelu'(h); the weight gradients
+ * from dy and dh; dx = dy + dh W1. dx may be dy's buffer: the fused order
+ * consumes dy before writing dx. */
+static void block_dh(const shape *sh, const param_layout *P, const float *p, const float *h,
+                     const float *dy, float *dh) {
     int B = sh->B, D = sh->D, F = sh->F;
     pp_gemm(0, 0, B, F, D, 1.0f, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
     pp_gelu_backward(h, dh, dh, (size_t)B * F);           /* dh = da * gelu'(h) */
-    pp_gemm(1, 0, D, F, B, 1.0f, dy, a, 1.0f, g + P->W2);  /* dW2 += dy^T a */
+}
+
+static void block_weight_grads(const shape *sh, const param_layout *P, float *g, const float *x,
+                               const float *a, const float *dy, const float *dh) {
+    int B = sh->B, D = sh->D, F = sh->F;
+    pp_gemm(1, 0, D, F, B, 1.0f, dy, a, 1.0f, g + P->W2); /* dW2 += dy^T a */
     pp_bias_grad(dy, B, D, g + P->b2);
-    pp_gemm(1, 0, F, D, B, 1.0f, dh, x, 1.0f, g + P->W1);  /* dW1 += dh^T x */
+    pp_gemm(1, 0, F, D, B, 1.0f, dh, x, 1.0f, g + P->W1); /* dW1 += dh^T x */
     pp_bias_grad(dh, B, F, g + P->b1);
+}
+
+static void block_dx(const shape *sh, const param_layout *P, const float *p, const float *dy,
+                     const float *dh, float *dx) {
+    int B = sh->B, D = sh->D, F = sh->F;
     if (dx != dy) memcpy(dx, dy, (size_t)B * D * sizeof *dx); /* residual path */
     pp_gemm(0, 0, B, D, F, 1.0f, dh, p + P->W1, 1.0f, dx);  /* dx = dy + dh W1 */
 }
 
-/* dlogits = (probs - onehot) * loss_scale; accumulates dWh, dbh and writes
- * the gradient w.r.t. the head's input into dx. */
-static void head_backward(const shape *sh, const param_layout *P, const stash_layout *L,
-                          const float *params, float *grads, const void *stash, float *dlogits,
-                          float loss_scale, float *dx) {
-    int B = sh->B, D = sh->D;
-    const float *xh = saved(stash, L->xh);
+/* dlogits = (probs - onehot) * loss_scale. */
+static void head_dlogits(const shape *sh, const stash_layout *L, const void *stash,
+                         float loss_scale, float *dlogits) {
     const int32_t *targets = (const int32_t *)((const char *)stash + L->targets);
-    pp_softmax_xent_backward(saved(stash, L->probs), targets, 1, B, PP_VOCAB, loss_scale,
+    pp_softmax_xent_backward(saved(stash, L->probs), targets, 1, sh->B, PP_VOCAB, loss_scale,
                              dlogits);
-    pp_gemm(1, 0, PP_VOCAB, D, B, 1.0f, dlogits, xh, 1.0f, grads + P->Wh);
-    pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
-    pp_gemm(0, 0, B, D, PP_VOCAB, 1.0f, dlogits, params + P->Wh, 0.0f, dx);
 }
 
-void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
-                       const void *stash, const float *dout, float *din, float loss_scale) {
+static void head_weight_grads(const shape *sh, const param_layout *P, const stash_layout *L,
+                              float *grads, const void *stash, const float *dlogits) {
+    int B = sh->B, D = sh->D;
+    pp_gemm(1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->xh), 1.0f, grads + P->Wh);
+    pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
+}
+
+static void head_dx(const shape *sh, const param_layout *P, const float *params,
+                    const float *dlogits, float *dx) {
+    pp_gemm(0, 0, sh->B, sh->D, PP_VOCAB, 1.0f, dlogits, params + P->Wh, 0.0f, dx);
+}
+
+/* The backward walk, fused (weights is non-NULL: weight gradients as it goes)
+ * or as the input half of a split backward (weights NULL: dy, dh, dlogits and
+ * the embedding's gradient are saved in the stash's split region for W). */
+static void backward_walk(const pp_model *m, int S, int s, const float *params, float *grads,
+                          const void *stash, const float *dout, float *din, float loss_scale) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
-    /* The scratch tail of the stash is writable by contract (file header). */
-    char *scratch = (char *)(uintptr_t)stash;
-    float *dx = (float *)(scratch + L.dx);
-    float *dh = (float *)(scratch + L.dh);
+    /* The scratch and split tails of the stash are writable by contract. */
+    char *st = (char *)(uintptr_t)stash;
+    float *dx = (float *)(st + L.dx);
+    size_t xbytes = (size_t)sh.B * sh.D * sizeof(float);
 
     /* The running gradient w.r.t. the current point of the stage. The very
      * last input gradient of a non-first stage is written straight to din. */
     const float *dy = dout;
     if (sh.last) {
+        float *dlogits = (float *)(st + (grads ? L.logits : L.wdlogits));
         float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
-        head_backward(&sh, &P, &L, params, grads, stash, (float *)(scratch + L.logits),
-                      loss_scale, dst);
+        head_dlogits(&sh, &L, stash, loss_scale, dlogits);
+        if (grads) head_weight_grads(&sh, &P, &L, grads, stash, dlogits);
+        head_dx(&sh, &P, params, dlogits, dst);
         dy = dst;
     }
     for (int k = sh.nb - 1; k >= 0; k--) {
         size_t blk = L.blocks + (size_t)k * L.block_stride;
+        size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
         size_t pk = P.blocks + (size_t)k * P.block_stride;
         float *dst = (k == 0 && !sh.first) ? din : dx;
-        block_backward(&sh, &P, params + pk, grads + pk, saved(stash, blk),
-                       saved(stash, blk + L.h), saved(stash, blk + L.a), dy, dh, dst);
+        float *dh = (float *)(st + (grads ? L.dh : wblk + L.wdh));
+        block_dh(&sh, &P, params + pk, saved(stash, blk + L.h), dy, dh);
+        if (grads)
+            block_weight_grads(&sh, &P, grads + pk, saved(stash, blk), saved(stash, blk + L.a),
+                               dy, dh);
+        else
+            memcpy(st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
+        block_dx(&sh, &P, params + pk, dy, dh, dst);
         dy = dst;
     }
     if (sh.first) {
         const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);
-        pp_embedding_backward(tokens, sh.B, sh.C, dy, sh.E, grads + P.E);
+        if (grads)
+            pp_embedding_backward(tokens, sh.B, sh.C, dy, sh.E, grads + P.E);
+        else
+            memcpy(st + L.wdx0, dy, xbytes);
     } else if (dy != din) {
         /* A middle stage without blocks is the identity. */
         memmove(din, dy, pp_act_bytes(m));
+    }
+}
+
+void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
+                       const void *stash, const float *dout, float *din, float loss_scale) {
+    backward_walk(m, S, s, params, grads, stash, dout, din, loss_scale);
+}
+
+void pp_stage_backward_input(const pp_model *m, int S, int s, const float *params,
+                             const void *stash, const float *dout, float *din,
+                             float loss_scale) {
+    backward_walk(m, S, s, params, NULL, stash, dout, din, loss_scale);
+}
+
+void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash) {
+    shape sh = shape_of(m, S, s);
+    param_layout P = param_layout_of(&sh);
+    stash_layout L = stash_layout_of(&sh);
+    if (sh.last) head_weight_grads(&sh, &P, &L, grads, stash, saved(stash, L.wdlogits));
+    for (int k = sh.nb - 1; k >= 0; k--) {
+        size_t blk = L.blocks + (size_t)k * L.block_stride;
+        size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
+        size_t pk = P.blocks + (size_t)k * P.block_stride;
+        block_weight_grads(&sh, &P, grads + pk, saved(stash, blk), saved(stash, blk + L.a),
+                           saved(stash, wblk), saved(stash, wblk + L.wdh));
+    }
+    if (sh.first) {
+        const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);
+        pp_embedding_backward(tokens, sh.B, sh.C, saved(stash, L.wdx0), sh.E, grads + P.E);
     }
 }
 

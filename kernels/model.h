@@ -47,6 +47,15 @@ double pp_stage_forward(const pp_model *m, int S, int s, const float *params, co
 void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
                        const void *stash, const float *dout, float *din, float loss_scale);
 
+/* A split backward (zero bubble): B computes only the input gradient and
+ * saves what the weight gradient needs in the stash, which must then be
+ * pp_stage_stash_bytes_split bytes; W, later, accumulates the weight
+ * gradients. B then W gives the same bits as pp_stage_backward. */
+size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s);
+void pp_stage_backward_input(const pp_model *m, int S, int s, const float *params,
+                             const void *stash, const float *dout, float *din, float loss_scale);
+void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash);
+
 /* Plain SGD: p -= lr * g; then g = 0. */
 void pp_sgd_step(float *p, float *g, size_t n, float lr);
 

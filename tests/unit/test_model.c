@@ -37,7 +37,7 @@ static void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
         pl->n[s] = pp_stage_param_count(m, S, s);
         pl->p[s] = malloc(pl->n[s] * sizeof(float));
         pl->g[s] = calloc(pl->n[s], sizeof(float));
-        pl->stash[s] = malloc(pp_stage_stash_bytes(m, S, s));
+        pl->stash[s] = malloc(pp_stage_stash_bytes_split(m, S, s)); /* fits both */
         pl->act[s] = malloc(pp_act_bytes(m));
         pl->dact[s] = malloc(pp_act_bytes(m));
         pp_stage_init(m, S, s, seed, pl->p[s]);
@@ -281,6 +281,42 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Training                                                                  */
 
+/* A split backward (B, then W later) gives the same bits as the fused one:
+ * the same input gradients and the same weight gradients. */
+static void split_matches_fused(const pp_model *m, int S) {
+    int32_t tokens[3 * 4];
+    pipeline fused, split;
+    pipe_init(&fused, m, S, 11);
+    pipe_init(&split, m, S, 11);
+    load_windows(m, "the quick brown fox", 19, 1, 3, tokens);
+    pipe_forward(&fused, tokens);
+    pipe_forward(&split, tokens);
+    pipe_backward(&fused, 0.5f);
+    for (int s = S - 1; s >= 0; s--) /* all B first, then the Ws in another order */
+        pp_stage_backward_input(&split.m, S, s, split.p[s], split.stash[s],
+                                s < S - 1 ? split.dact[s + 1] : NULL, s > 0 ? split.dact[s] : NULL,
+                                0.5f);
+    for (int s = 0; s < S; s++)
+        pp_stage_backward_weight(&split.m, S, s, split.g[s], split.stash[s]);
+    for (int s = 0; s < S; s++) {
+        ck_assert_int_eq(memcmp(fused.g[s], split.g[s], fused.n[s] * sizeof(float)), 0);
+        if (s > 0)
+            ck_assert_int_eq(memcmp(fused.dact[s], split.dact[s], pp_act_bytes(m)), 0);
+    }
+    ck_assert_uint_ge(pp_stage_stash_bytes_split(m, S, 0), pp_stage_stash_bytes(m, S, 0));
+    pipe_free(&fused);
+    pipe_free(&split);
+}
+
+START_TEST(test_split_backward_matches_fused) {
+    split_matches_fused(&tiny, TINY_S);
+    split_matches_fused(&tiny, 1);
+    pp_model noblocks = tiny;
+    noblocks.blocks = 0;
+    split_matches_fused(&noblocks, 3);
+}
+END_TEST
+
 static const char train_text[] = "the cat sat on the mat. the cat ate the rat. "
                                  "the rat sat on the cat. the mat ate the hat. ";
 
@@ -334,6 +370,7 @@ Suite *model_suite(void) {
     tcase_add_test(tc, test_gradient_check_single_stage);
     tcase_add_test(tc, test_gradient_check_no_blocks);
     tcase_add_test(tc, test_backward_repeatable);
+    tcase_add_test(tc, test_split_backward_matches_fused);
     tcase_add_test(tc, test_training_reduces_loss);
     suite_add_tcase(s, tc);
     return s;
