@@ -106,7 +106,7 @@ demo: deps
 	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS)
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
-GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8
+GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8
 golden: bin/ppc
 	@for g in $(GOLDEN); do IFS=: read name file S Bm <<< "$$g"; \
 	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm -o tests/golden/$$name -q; \

@@ -132,7 +132,9 @@ static int lower_forward(lowering *L, int s, int b, double start, double end)
     }
     if (s == S - 1)
         tgt = tokens_for(L, b, start);
-    int stash = new_buf(L, pp_stage_stash_bytes(L->m, S, s));
+    int split = t->js.ND == 3;
+    int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
+                                 : pp_stage_stash_bytes(L->m, S, s));
     if (s < S - 1)
         out = new_buf(L, pp_act_bytes(L->m));
     int sl[4] = {in, stash, out, tgt};
@@ -186,7 +188,8 @@ static int lower_backward(lowering *L, int s, int b, double start, double end)
         din = new_buf(L, pp_act_bytes(L->m));
     int stash = L->stash[sb(L, s, b)];
     int sl[4] = {stash, dout, din, -1};
-    int at = emit(L, PP_OP_Backward, s, b, -1, -1, sl, start);
+    int op = t->js.ND == 3 ? PP_OP_BackwardInput : PP_OP_Backward;
+    int at = emit(L, op, s, b, -1, -1, sl, start);
     if (at < 0)
         return -1;
     use(L, stash, at);
@@ -204,6 +207,26 @@ static int lower_backward(lowering *L, int s, int b, double start, double end)
             L->st.buf[din].release = L->sim->start[job_id(&t->js, s - 1, b, 1)];
         }
     }
+    return 0;
+}
+
+/* W(s,b) of a split backward: the weight gradients from what B left in the
+ * stash, which dies here. */
+static int lower_weight(lowering *L, int s, int b, double start)
+{
+    if (worker_of(L, s, b, 1) != L->rank) {
+        diag_error_noloc(L->d,
+                         "W(%d,%d) runs on worker %d but B(%d,%d) ran on worker %d: a split "
+                         "backward's two halves must run on the same worker (they share a stash)",
+                         s, b, L->rank, s, b, worker_of(L, s, b, 1));
+        return 1;
+    }
+    int stash = L->stash[sb(L, s, b)];
+    int sl[4] = {stash, -1, -1, -1};
+    int at = emit(L, PP_OP_BackwardWeight, s, b, -1, -1, sl, start);
+    if (at < 0)
+        return -1;
+    use(L, stash, at);
     return 0;
 }
 
@@ -390,11 +413,6 @@ static int check_no_fetch(const pp_jobtable *t, pp_diag *d)
                              t->worker[j], t->owner[j]);
             return 1;
         }
-    if (t->js.ND == 3) {
-        diag_error_noloc(d, "'split backward' simulates, but this version of ppc cannot lower "
-                            "the W direction to instructions yet");
-        return 1;
-    }
     return 0;
 }
 
@@ -427,8 +445,9 @@ static int lower_rank(lowering *L, const ownership *o, pp_plan *p)
     for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
         int j = sim->order[k];
         int s = job_s(&t->js, j), b = job_b(&t->js, j), d = job_d(&t->js, j);
-        rc = d == 0 ? lower_forward(L, s, b, sim->start[j], sim->end[j])
-                    : lower_backward(L, s, b, sim->start[j], sim->end[j]);
+        rc = d == 0   ? lower_forward(L, s, b, sim->start[j], sim->end[j])
+             : d == 1 ? lower_backward(L, s, b, sim->start[j], sim->end[j])
+                      : lower_weight(L, s, b, sim->start[j]);
         if (rc)
             return rc;
     }

@@ -155,11 +155,12 @@ static void comment_forward(text *t, const pp_instr *in)
     add(t, " (stash %s)", stash);
 }
 
-static void comment_backward(text *t, const pp_instr *in)
+/* no_din: what the gradient feeds on the first stage, which has no input grad. */
+static void comment_backward(text *t, const pp_instr *in, const char *no_din)
 {
     char a[16], b[16], c[16];
     const char *stash = slot_str(in, 0, "?", a);
-    const char *dout = slot_str(in, 1, "of loss", b), *din = slot_str(in, 2, "weights only", c);
+    const char *dout = slot_str(in, 1, "of loss", b), *din = slot_str(in, 2, no_din, c);
     add(t, "B(%" PRId32 ",%" PRId32 "): grad %s -> %s (stash %s)", in->stage, in->mb, dout, din,
         stash);
 }
@@ -185,7 +186,14 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
             in->peer, s0);
         break;
     case PP_OP_Backward:
-        comment_backward(t, in);
+        comment_backward(t, in, "weights only");
+        break;
+    case PP_OP_BackwardInput:
+        comment_backward(t, in, "stash only");
+        add(t, "; weight grads left for W");
+        break;
+    case PP_OP_BackwardWeight:
+        add(t, "W(%" PRId32 ",%" PRId32 "): weight grads from stash %s", in->stage, in->mb, s0);
         break;
     case PP_OP_SendGrad:
         add(t, "B(%" PRId32 ",%" PRId32 ") input grad %s to rank %" PRId32, in->stage, in->mb, s0,

@@ -34,6 +34,10 @@
       "receive F(s,b)'s output from the rank that ran it")                                         \
     X(Backward, PP_U_STAGE | PP_U_MB, "stash,dout?,din?",                                          \
       "run B(s,b): accumulate weight gradients, write the input gradient to din")                  \
+    X(BackwardInput, PP_U_STAGE | PP_U_MB, "stash,dout?,din?",                                     \
+      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs")      \
+    X(BackwardWeight, PP_U_STAGE | PP_U_MB, "stash",                                               \
+      "split backward, W(s,b): accumulate stage s's weight gradients from the stash")             \
     X(SendGrad, PP_U_STAGE | PP_U_MB | PP_U_PEER, "src",                                           \
       "send B(s,b)'s input gradient to the rank that runs B(s-1,b)")                               \
     X(RecvGrad, PP_U_STAGE | PP_U_MB | PP_U_PEER, "dst",                                           \

@@ -35,6 +35,12 @@ static int tag_of(const pp_plan *p, int s, int b, int kind)
     return (int)(((int64_t)s * p->B + b) * 2 + kind);
 }
 
+/* The loss is the mean over the step's B * batch samples. */
+static float loss_scale(const pp_plan *p)
+{
+    return 1.0f / ((float)p->B * (float)p->model.batch);
+}
+
 static void *slot_ptr(vm *v, int k)
 {
     if (k < 0)
@@ -66,10 +72,19 @@ static void exec(vm *v, const pp_instr *in)
         const void *stash = slot_ptr(v, in->slot[0]);
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
-        float scale = 1.0f / ((float)p->B * (float)m->batch); /* mean over the step */
-        pp_stage_backward(m, S, s, v->params[s], v->grads[s], stash, dout, din, scale);
+        pp_stage_backward(m, S, s, v->params[s], v->grads[s], stash, dout, din, loss_scale(p));
         break;
     }
+    case PP_OP_BackwardInput: {
+        const void *stash = slot_ptr(v, in->slot[0]);
+        const float *dout = slot_ptr(v, in->slot[1]);
+        float *din = slot_ptr(v, in->slot[2]);
+        pp_stage_backward_input(m, S, s, v->params[s], stash, dout, din, loss_scale(p));
+        break;
+    }
+    case PP_OP_BackwardWeight:
+        pp_stage_backward_weight(m, S, s, v->grads[s], slot_ptr(v, in->slot[0]));
+        break;
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
         int k = in->slot[0];

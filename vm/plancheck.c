@@ -24,6 +24,10 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
         return i == 2 ? pp_act_bytes(m) : pp_tokens_bytes(m);
     case PP_OP_Backward: /* stash, dout, din */
         return i == 0 ? pp_stage_stash_bytes(m, S, s) : pp_act_bytes(m);
+    case PP_OP_BackwardInput: /* stash (with the split region), dout, din */
+        return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : pp_act_bytes(m);
+    case PP_OP_BackwardWeight:
+        return pp_stage_stash_bytes_split(m, S, s);
     case PP_OP_SendActivation:
     case PP_OP_RecvActivation:
     case PP_OP_SendGrad:
@@ -40,9 +44,10 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
     for (uint32_t k = 0; k < p->ninstr; k++) {
         const pp_instr *in = &p->code[k];
         const char *name = pp_op_name(in->op);
-        /* transfers name the stage that produced the data, held elsewhere */
-        int computes = in->op == PP_OP_Forward || in->op == PP_OP_Backward ||
-                       in->op == PP_OP_ReduceGrads || in->op == PP_OP_OptimizerStep;
+        /* transfers (they have a peer) name the stage that produced the data,
+         * which is held elsewhere; every other stage operand must be held here */
+        unsigned uses = pp_op_uses(in->op);
+        int computes = (uses & PP_U_STAGE) && !(uses & PP_U_PEER);
         if (computes && !p->stage_role[in->stage]) {
             snprintf(err, errlen, "instruction %u (%s): stage %d is not held by this rank", k,
                      name, in->stage);
@@ -58,11 +63,11 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
             snprintf(err, errlen, "instruction %u (Forward): only the last stage reads targets", k);
             return -1;
         }
-        if (in->op == PP_OP_Backward &&
+        if ((in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput) &&
             ((in->slot[1] < 0) != (s == S - 1) || (in->slot[2] < 0) != (s == 0))) {
             snprintf(err, errlen,
-                     "instruction %u (Backward): stage %d needs dout iff not last, din iff not first",
-                     k, s);
+                     "instruction %u (%s): stage %d needs dout iff not last, din iff not first",
+                     k, name, s);
             return -1;
         }
         for (int i = 0; i < pp_op_nslots(in->op); i++) {

@@ -97,6 +97,13 @@ START_TEST(depth_first_4_ranks)
 }
 END_TEST
 
+/* split backward: BackwardInput now, BackwardWeight later, same weights */
+START_TEST(zb_h1_4_ranks)
+{
+    trains_like_reference("zb-h1.pp", "-D S=4 -D B=8", 4);
+}
+END_TEST
+
 START_TEST(loss_falls)
 {
     char *dir = compile("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
@@ -193,6 +200,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, interleaved_4_ranks);
     tcase_add_test(tc, breadth_first_4_ranks);
     tcase_add_test(tc, depth_first_4_ranks);
+    tcase_add_test(tc, zb_h1_4_ranks);
     tcase_add_test(tc, loss_falls);
     tcase_add_test(tc, world_size_mismatch);
     tcase_add_test(tc, mixed_plan_ids);

@@ -17,6 +17,7 @@ static const struct {
     {"gpipe-S4-B4", "gpipe.pp", "-D S=4 -D B=4", 4},
     {"ddp-S4-B4", "ddp.pp", "-D S=4 -D B=4", 4},
     {"1f1b-S4-B8", "1f1b.pp", "-D S=4 -D B=8", 4},
+    {"zb-h1-S4-B8", "zb-h1.pp", "-D S=4 -D B=8", 4},
 };
 
 START_TEST(listing_matches)
