@@ -19,7 +19,16 @@ static pp_expr *node(pp_expr_kind kind, pp_loc loc)
     pp_expr *e = xcalloc(1, sizeof *e);
     e->kind = kind;
     e->loc = loc;
+    e->depth = 1;
     return e;
+}
+
+static void set_depth(pp_expr *e)
+{
+    const pp_expr *kids[3] = {e->a, e->b, e->c};
+    for (int i = 0; i < 3; i++)
+        if (kids[i] && kids[i]->depth >= e->depth)
+            e->depth = kids[i]->depth + 1;
 }
 
 pp_expr *ast_int(long long v, pp_loc loc)
@@ -41,6 +50,7 @@ pp_expr *ast_unary(int op, pp_expr *a, pp_loc loc)
     pp_expr *e = node(EX_UNARY, loc);
     e->op = op;
     e->a = a;
+    set_depth(e);
     return e;
 }
 
@@ -50,6 +60,7 @@ pp_expr *ast_binary(int op, pp_expr *a, pp_expr *b, pp_loc loc)
     e->op = op;
     e->a = a;
     e->b = b;
+    set_depth(e);
     return e;
 }
 
@@ -59,6 +70,7 @@ pp_expr *ast_cond(pp_expr *a, pp_expr *b, pp_expr *c, pp_loc loc)
     e->a = a;
     e->b = b;
     e->c = c;
+    set_depth(e);
     return e;
 }
 
@@ -69,6 +81,7 @@ pp_expr *ast_call(char *name, pp_expr *a, pp_expr *b, int nargs, pp_loc loc)
     e->a = a;
     e->b = b;
     e->nargs = nargs;
+    set_depth(e);
     return e;
 }
 

@@ -37,7 +37,13 @@ struct pp_expr {
     char *name;      /* EX_NAME, EX_CALL */
     pp_expr *a, *b, *c;
     int nargs; /* EX_CALL: args in a, b */
+    int depth; /* 1 + the deepest child's depth */
 };
+
+/* The deepest expression tree the parser builds. Every pass over a tree
+ * (resolving, evaluating, freeing) recurses, and bison's stack limit bounds
+ * only right nesting, not a left-associative chain like 0+0+...+0. */
+#define PP_MAX_EXPR_DEPTH 10000
 
 typedef enum {
     ST_PARAM,    /* param name = expr */

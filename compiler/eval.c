@@ -5,7 +5,9 @@
  * divisor (-1 / 2 = -1, -1 % 2 = 1), so `(b - 1) % W` wraps as a schedule
  * author expects; comparisons and && || ! yield 0 or 1; && and || and ?:
  * evaluate only what they need. Division by zero and overflow are errors
- * reported with the job where they happened, never undefined behaviour. */
+ * reported with the job where they happened, never undefined behaviour.
+ * Within one pp_eval call each let is evaluated at most once (sch->memo), so
+ * the time is linear in the size of the file however lets use lets. */
 #include <limits.h>
 #include <string.h>
 
@@ -60,8 +62,43 @@ static pp_eval_status binary(int op, long long x, long long y, long long *out)
     return EVAL_OVERFLOW; /* unreachable: the parser builds no other operator */
 }
 
+static pp_eval_status eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                           long long *out, const pp_expr **where);
+
+/* A let's value for this call's job: from the memo when an earlier use in
+ * the same call computed it (status and failing node included). */
+static pp_eval_status eval_let(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                               long long *out, const pp_expr **where)
+{
+    pp_eval_memo *memo = sch->memo;
+    if (!memo)
+        return eval(sch, sch->lets[e->index].expr, env, out, where);
+    pp_let_memo *m = &memo->let[e->index];
+    if (m->gen != memo->gen) {
+        long long v = 0;
+        const pp_expr *w = NULL;
+        m->status = eval(sch, sch->lets[e->index].expr, env, &v, &w);
+        m->value = v;
+        m->where = w;
+        m->gen = memo->gen;
+    }
+    if (m->status)
+        *where = m->where;
+    else
+        *out = m->value;
+    return (pp_eval_status)m->status;
+}
+
 pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
                        long long *out, const pp_expr **where)
+{
+    if (sch->memo)
+        sch->memo->gen++; /* a new job (or a new env): forget every let's value */
+    return eval(sch, e, env, out, where);
+}
+
+static pp_eval_status eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                           long long *out, const pp_expr **where)
 {
     long long x, y;
     pp_eval_status st;
@@ -77,9 +114,9 @@ pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *e
         *out = sch->params[e->index].value;
         return EVAL_OK;
     case EX_LET:
-        return pp_eval(sch, sch->lets[e->index].expr, env, out, where);
+        return eval_let(sch, e, env, out, where);
     case EX_UNARY:
-        if ((st = pp_eval(sch, e->a, env, &x, where)))
+        if ((st = eval(sch, e->a, env, &x, where)))
             return st;
         if (e->op == '!') {
             *out = !x;
@@ -90,19 +127,19 @@ pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *e
         *out = -x;
         return EVAL_OK;
     case EX_BINARY:
-        if ((st = pp_eval(sch, e->a, env, &x, where)))
+        if ((st = eval(sch, e->a, env, &x, where)))
             return st;
         if (e->op == OP_AND || e->op == OP_OR) {
             if ((e->op == OP_AND && !x) || (e->op == OP_OR && x)) {
                 *out = e->op == OP_OR;
                 return EVAL_OK;
             }
-            if ((st = pp_eval(sch, e->b, env, &y, where)))
+            if ((st = eval(sch, e->b, env, &y, where)))
                 return st;
             *out = y != 0;
             return EVAL_OK;
         }
-        if ((st = pp_eval(sch, e->b, env, &y, where)))
+        if ((st = eval(sch, e->b, env, &y, where)))
             return st;
         if ((st = binary(e->op, x, y, out))) {
             *where = e;
@@ -110,11 +147,11 @@ pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *e
         }
         return EVAL_OK;
     case EX_COND:
-        if ((st = pp_eval(sch, e->a, env, &x, where)))
+        if ((st = eval(sch, e->a, env, &x, where)))
             return st;
-        return pp_eval(sch, x ? e->b : e->c, env, out, where);
+        return eval(sch, x ? e->b : e->c, env, out, where);
     case EX_CALL:
-        if ((st = pp_eval(sch, e->a, env, &x, where)))
+        if ((st = eval(sch, e->a, env, &x, where)))
             return st;
         if (!strcmp(e->name, "abs")) {
             if (x == LLONG_MIN)
@@ -122,7 +159,7 @@ pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *e
             *out = x < 0 ? -x : x;
             return EVAL_OK;
         }
-        if ((st = pp_eval(sch, e->b, env, &y, where)))
+        if ((st = eval(sch, e->b, env, &y, where)))
             return st;
         *out = !strcmp(e->name, "min") ? (x < y ? x : y) : (x > y ? x : y);
         return EVAL_OK;

@@ -30,6 +30,15 @@ static pp_stmt *func_stmt(pp_parse_ctx *ctx, int func, YYLTYPE loc, char *a, YYL
                           char *b, YYLTYPE lb, char *d, YYLTYPE ld, pp_expr *e);
 static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *word,
                           YYLTYPE wloc);
+static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
+
+/* A tree deeper than PP_MAX_EXPR_DEPTH is reported, freed, and the parser
+ * recovers at the next statement, so no later pass recurses deeper. */
+#define CHECK_DEPTH(e)         \
+    do {                       \
+        if (too_deep(ctx, e))  \
+            YYERROR;           \
+    } while (0)
 }
 
 %union {
@@ -100,25 +109,25 @@ fields: %empty
 
 expr: INT                     { $$ = ast_int($1, @1); }
     | IDENT                   { $$ = ast_name($1, @1); }
-    | IDENT '(' expr ')'      { $$ = ast_call($1, $3, NULL, 1, @$); }
-    | IDENT '(' expr ',' expr ')' { $$ = ast_call($1, $3, $5, 2, @$); }
+    | IDENT '(' expr ')'      { $$ = ast_call($1, $3, NULL, 1, @$); CHECK_DEPTH($$); }
+    | IDENT '(' expr ',' expr ')' { $$ = ast_call($1, $3, $5, 2, @$); CHECK_DEPTH($$); }
     | '(' expr ')'            { $$ = $2; }
-    | '-' expr %prec UNARY    { $$ = ast_unary('-', $2, @$); }
-    | '!' expr %prec UNARY    { $$ = ast_unary('!', $2, @$); }
-    | expr '+' expr           { $$ = ast_binary('+', $1, $3, @2); }
-    | expr '-' expr           { $$ = ast_binary('-', $1, $3, @2); }
-    | expr '*' expr           { $$ = ast_binary('*', $1, $3, @2); }
-    | expr '/' expr           { $$ = ast_binary('/', $1, $3, @2); }
-    | expr '%' expr           { $$ = ast_binary('%', $1, $3, @2); }
-    | expr '<' expr           { $$ = ast_binary('<', $1, $3, @2); }
-    | expr '>' expr           { $$ = ast_binary('>', $1, $3, @2); }
-    | expr LE expr            { $$ = ast_binary(OP_LE, $1, $3, @2); }
-    | expr GE expr            { $$ = ast_binary(OP_GE, $1, $3, @2); }
-    | expr EQ expr            { $$ = ast_binary(OP_EQ, $1, $3, @2); }
-    | expr NE expr            { $$ = ast_binary(OP_NE, $1, $3, @2); }
-    | expr AND expr           { $$ = ast_binary(OP_AND, $1, $3, @2); }
-    | expr OR expr            { $$ = ast_binary(OP_OR, $1, $3, @2); }
-    | expr '?' expr ':' expr  { $$ = ast_cond($1, $3, $5, @2); }
+    | '-' expr %prec UNARY    { $$ = ast_unary('-', $2, @$); CHECK_DEPTH($$); }
+    | '!' expr %prec UNARY    { $$ = ast_unary('!', $2, @$); CHECK_DEPTH($$); }
+    | expr '+' expr           { $$ = ast_binary('+', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '-' expr           { $$ = ast_binary('-', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '*' expr           { $$ = ast_binary('*', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '/' expr           { $$ = ast_binary('/', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '%' expr           { $$ = ast_binary('%', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '<' expr           { $$ = ast_binary('<', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '>' expr           { $$ = ast_binary('>', $1, $3, @2); CHECK_DEPTH($$); }
+    | expr LE expr            { $$ = ast_binary(OP_LE, $1, $3, @2); CHECK_DEPTH($$); }
+    | expr GE expr            { $$ = ast_binary(OP_GE, $1, $3, @2); CHECK_DEPTH($$); }
+    | expr EQ expr            { $$ = ast_binary(OP_EQ, $1, $3, @2); CHECK_DEPTH($$); }
+    | expr NE expr            { $$ = ast_binary(OP_NE, $1, $3, @2); CHECK_DEPTH($$); }
+    | expr AND expr           { $$ = ast_binary(OP_AND, $1, $3, @2); CHECK_DEPTH($$); }
+    | expr OR expr            { $$ = ast_binary(OP_OR, $1, $3, @2); CHECK_DEPTH($$); }
+    | expr '?' expr ':' expr  { $$ = ast_cond($1, $3, $5, @2); CHECK_DEPTH($$); }
     ;
 
 %%
@@ -127,6 +136,16 @@ static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *
 {
     (void)scanner;
     diag_error(ctx->diag, *loc, "%s", msg);
+}
+
+static int too_deep(pp_parse_ctx *ctx, pp_expr *e)
+{
+    if (e->depth <= PP_MAX_EXPR_DEPTH)
+        return 0;
+    diag_error(ctx->diag, e->loc, "expression nested more than %d levels deep",
+               PP_MAX_EXPR_DEPTH);
+    ast_free_expr(e);
+    return 1;
 }
 
 static void append(pp_parse_ctx *ctx, pp_stmt *s)

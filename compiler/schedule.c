@@ -167,17 +167,36 @@ static int uses_job(const pp_schedule *sch, const pp_expr *e)
     if (e->kind == EX_VAR)
         return e->var != 'w';
     if (e->kind == EX_LET)
-        return uses_job(sch, sch->lets[e->index].expr);
+        return sch->lets[e->index].uses_job; /* not its expr: lets of lets would be exponential */
     return uses_job(sch, e->a) || uses_job(sch, e->b) || uses_job(sch, e->c);
 }
 
-static int resolved(const pp_expr *e)
+/* How deep pp_eval recurses on e: its tree depth, where using a let counts
+ * as the let's own depth. The parser bounds every tree's depth, but a chain
+ * of lets could still add up to more than the C stack holds. */
+static int eval_depth(const pp_schedule *sch, const pp_expr *e)
 {
     if (!e)
-        return 1;
-    if (e->kind == EX_NAME)
         return 0;
-    return resolved(e->a) && resolved(e->b) && resolved(e->c);
+    if (e->kind == EX_LET)
+        return 1 + sch->lets[e->index].depth;
+    int a = eval_depth(sch, e->a), b = eval_depth(sch, e->b), c = eval_depth(sch, e->c);
+    int m = a > b ? a : b;
+    return 1 + (m > c ? m : c);
+}
+
+/* Reports an expression whose evaluation would recurse more than
+ * PP_MAX_EXPR_DEPTH levels; returns its depth, or 1 after an error (so the
+ * lets that use a too-deep let do not report it again). */
+static int check_depth(pp_schedule *sch, const pp_expr *e)
+{
+    int depth = eval_depth(sch, e);
+    if (depth <= PP_MAX_EXPR_DEPTH)
+        return depth;
+    diag_error(sch->diag, e->loc,
+               "this expression, with the lets it uses, is nested more than %d levels deep",
+               PP_MAX_EXPR_DEPTH);
+    return 1;
 }
 
 static void define_param(pp_schedule *sch, pp_stmt *st)
@@ -195,14 +214,17 @@ static void define_param(pp_schedule *sch, pp_stmt *st)
         return;
     }
     scope sc = {sch->nparams, 0, 0, 0, "a param"};
+    int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
     pp_param *p = &sch->params[sch->nparams++];
     p->name = st->name;
     p->loc = st->name_loc;
     /* A default with errors (already reported) leaves the placeholder 1, so
-     * that `param W = <typo>` does not also report "W = 0 is out of range". */
+     * that `param W = <typo>` does not also report "W = 0 is out of range".
+     * Any error counts, not only an unknown name: min(1) or foo(1) has no
+     * second argument to evaluate. */
     long long v;
-    p->value = resolved(st->expr) && eval_const(sch, st->expr, &v) ? v : 1;
+    p->value = sch->diag->errors == before && eval_const(sch, st->expr, &v) ? v : 1;
 }
 
 static void define_let(pp_schedule *sch, pp_stmt *st)
@@ -222,6 +244,8 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
     l->name = st->name;
     l->expr = st->expr; /* if it has errors, nothing is evaluated: check failed */
     l->loc = st->name_loc;
+    l->uses_job = uses_job(sch, st->expr);
+    l->depth = check_depth(sch, st->expr);
 }
 
 static void set_once(pp_schedule *sch, pp_stmt *st, int *seen, const char *what)
@@ -322,8 +346,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         n++;
     sch->params = calloc((size_t)n + 1, sizeof *sch->params);
     sch->lets = calloc((size_t)n + 1, sizeof *sch->lets);
+    sch->memo = calloc(1, sizeof *sch->memo);
+    if (sch->memo)
+        sch->memo->let = calloc((size_t)n + 1, sizeof *sch->memo->let);
     sch->model = (pp_model){.context = 8, .embed = 16, .ffn = 128, .blocks = 1, .batch = 16};
-    if (!sch->params || !sch->lets) {
+    if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let) {
         diag_error_noloc(d, "out of memory");
         return d->errors;
     }
@@ -357,6 +384,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         case ST_FUNC:
             set_once(sch, st, &seen_fn[st->func], fn_names[st->func]);
             resolve(sch, st->expr, &fn_scope);
+            check_depth(sch, st->expr);
             sch->fn[st->func] = st->expr;
             sch->fn_loc[st->func] = st->loc;
             break;
@@ -374,11 +402,13 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             fn_scope.job = 0;
             fn_scope.what = "'limit inflight' (it may use w and params)";
             resolve(sch, st->expr, &fn_scope);
+            check_depth(sch, st->expr);
             sch->inflight = st->expr;
             break;
         case ST_COST:
             set_once(sch, st, &seen_cost[st->dir], "this cost");
             resolve(sch, st->expr, &fn_scope);
+            check_depth(sch, st->expr);
             sch->cost[st->dir] = st->expr;
             break;
         case ST_MODEL:
@@ -406,5 +436,8 @@ void pp_schedule_free(pp_schedule *sch)
 {
     free(sch->params);
     free(sch->lets);
+    if (sch->memo)
+        free(sch->memo->let);
+    free(sch->memo);
     memset(sch, 0, sizeof *sch);
 }

@@ -26,7 +26,24 @@ typedef struct {
     char *name;
     pp_expr *expr;
     pp_loc loc;
+    int uses_job; /* expr (or a let it uses) mentions s, b or d */
+    int depth;    /* how deep evaluating it recurses, counting the lets it uses */
 } pp_let;
+
+/* pp_eval's memo of let values: within one top-level pp_eval call the job is
+ * fixed, so each let is evaluated at most once; a chain of lets that each use
+ * the previous one twice then costs linear, not exponential, time. */
+typedef struct {
+    unsigned long long gen; /* the call the entry belongs to */
+    int status;             /* pp_eval_status */
+    long long value;
+    const pp_expr *where;
+} pp_let_memo;
+
+typedef struct {
+    unsigned long long gen; /* bumped by every pp_eval call */
+    pp_let_memo *let;       /* [nlets] */
+} pp_eval_memo;
 
 typedef struct {
     const char *name;
@@ -48,6 +65,7 @@ typedef struct {
     pp_expr *cost[3];  /* cost F/B/W (may use s), NULL = 1 */
     long long S, B, W;
     pp_model model;
+    pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
 } pp_schedule;
 
 /* Resolve names, bind params (applying -D defines, each of which must name a

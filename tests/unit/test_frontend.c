@@ -756,6 +756,59 @@ END_TEST
 
 /* ---------------------------------------------------------------- suite */
 
+
+/* ------------------------------------------ found by the fuzz target */
+
+/* A param default with a bad call is reported, not evaluated (it crashed). */
+START_TEST(test_bad_call_in_param)
+{
+    char *text;
+    ck_assert_int_ge(check_src("param S = min(1)\nparam B = foo(1)\nparam W = 1\n"
+                               "compute(s,b,d) = 0\n", NULL, 0, &text), 2);
+    ck_has(text, "'min' takes 2 arguments, found 1");
+    ck_has(text, "unknown function 'foo'");
+    free(text);
+}
+END_TEST
+
+/* Each let is evaluated once per job: a chain of 60 lets that each use the
+ * previous one twice would take 2^60 steps otherwise (it hung). */
+START_TEST(test_let_chain_is_linear)
+{
+    char src[8192];
+    int n = snprintf(src, sizeof src, HEAD "let a0 = s + 1\n");
+    for (int i = 1; i <= 60; i++)
+        n += snprintf(src + n, sizeof src - (size_t)n, "let a%d = a%d + a%d - a%d\n", i, i - 1,
+                      i - 1, i - 1);
+    snprintf(src + n, sizeof src - (size_t)n, "compute(s,b,d) = a60 %% W\n");
+    fe_run r;
+    ck_assert_int_eq(fe_check(&r, src, NULL, 0), 0);
+    pp_env env = {2, 0, 0, 0};
+    long long v = 0;
+    const pp_expr *where = NULL;
+    ck_assert_int_eq(pp_eval(&r.sch, r.sch.fn[FN_COMPUTE], &env, &v, &where), EVAL_OK);
+    ck_assert_int_eq(v, (2 + 1) % 2); /* a60 = a0 = s + 1, W = 2 */
+    fe_free(&r);
+}
+END_TEST
+
+/* Expressions deeper than the limit are an error, not a stack overflow. */
+START_TEST(test_depth_limit)
+{
+    size_t n = 2 * 10001 + 64;
+    char *src = malloc(strlen(HEAD) + n + 64);
+    char *p = src + sprintf(src, HEAD "compute(s,b,d) = 0");
+    for (int i = 0; i < 10001; i++)
+        p += sprintf(p, "+0");
+    strcpy(p, "\n");
+    char *text;
+    ck_assert_int_ge(check_src(src, NULL, 0, &text), 1);
+    ck_has(text, "expression nested more than 10000 levels deep");
+    free(text);
+    free(src);
+}
+END_TEST
+
 Suite *frontend_suite(void)
 {
     Suite *s = suite_create("frontend");
@@ -799,5 +852,11 @@ Suite *frontend_suite(void)
     tcase_add_test(jobs, test_non_positive_cost);
     tcase_add_test(jobs, test_inflight_below_one);
     suite_add_tcase(s, jobs);
+
+    TCase *fuzz = tcase_create("fuzz findings");
+    tcase_add_test(fuzz, test_bad_call_in_param);
+    tcase_add_test(fuzz, test_let_chain_is_linear);
+    tcase_add_test(fuzz, test_depth_limit);
+    suite_add_tcase(s, fuzz);
     return s;
 }
