@@ -56,6 +56,13 @@ void pp_stage_backward_input(const pp_model *m, int S, int s, const float *param
                              const void *stash, const float *dout, float *din, float loss_scale);
 void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash);
 
+/* The loss_scale of a step of B microbatches: the loss is the mean over its
+ * B * batch samples. One definition, so the VM and the reference agree. */
+static inline float pp_loss_scale(const pp_model *m, int B)
+{
+    return 1.0f / ((float)B * (float)m->batch);
+}
+
 /* Plain SGD: p -= lr * g; then g = 0. */
 void pp_sgd_step(float *p, float *g, size_t n, float lr);
 

@@ -35,12 +35,6 @@ static int tag_of(const pp_plan *p, int s, int b, int kind)
     return (int)(((int64_t)s * p->B + b) * 2 + kind);
 }
 
-/* The loss is the mean over the step's B * batch samples. */
-static float loss_scale(const pp_plan *p)
-{
-    return 1.0f / ((float)p->B * (float)p->model.batch);
-}
-
 static void *slot_ptr(vm *v, int k)
 {
     if (k < 0)
@@ -72,14 +66,16 @@ static void exec(vm *v, const pp_instr *in)
         const void *stash = slot_ptr(v, in->slot[0]);
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward(m, S, s, v->params[s], v->grads[s], stash, dout, din, loss_scale(p));
+        pp_stage_backward(m, S, s, v->params[s], v->grads[s], stash, dout, din,
+                          pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardInput: {
         const void *stash = slot_ptr(v, in->slot[0]);
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward_input(m, S, s, v->params[s], stash, dout, din, loss_scale(p));
+        pp_stage_backward_input(m, S, s, v->params[s], stash, dout, din,
+                                pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardWeight:

@@ -38,7 +38,7 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
         pp_stage_init(m, S, s, opts->seed, params[s]);
     }
     double samples = (double)B * m->batch;
-    float scale = 1.0f / ((float)B * (float)m->batch);
+    float scale = pp_loss_scale(m, B);
     for (int t = 0; t < opts->steps; t++) {
         double t0 = now(), loss = 0;
         for (int b = 0; b < B; b++) {
