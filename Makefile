@@ -21,13 +21,15 @@ DEMO_SCHEDULE ?= schedules/gpipe.pp
 DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
-DEB_PACKAGES := flex bison check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files
+DEB_PACKAGES := flex bison check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils
 
 B := build
 ISA_SRC  := isa/plan.c isa/disasm.c
 KERN_SRC := kernels/cpu_kernels.c kernels/model.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
-            compiler/jobtable.c compiler/sim.c compiler/lower.c
+            compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/json.c \
+            compiler/costs.c compiler/report.c compiler/report_write.c compiler/timeline.c \
+            compiler/table.c
 VM_SRC   := $(filter-out vm/ppvm.c,$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
@@ -37,7 +39,7 @@ COMP_OBJ := $(COMP_SRC:%.c=$(B)/%.o) $(B)/gen/parser.o $(B)/gen/lexer.o
 VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 
-.PHONY: all deps test demo clean golden
+.PHONY: all deps test demo clean golden bench
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -105,12 +107,25 @@ demo: deps
 	./bin/ppc $(DEMO_SCHEDULE) -o out/demo
 	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS)
 
+# Benchmarks (not tests: printed tables, measured in one run).
+bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+
+bench: bin/sim_bench
+	./bin/sim_bench $(CURDIR)
+
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8
 golden: bin/ppc
 	@for g in $(GOLDEN); do IFS=: read name file S Bm <<< "$$g"; \
 	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm -o tests/golden/$$name -q; \
-	  rm -f tests/golden/$$name/*.bin; echo "rewrote tests/golden/$$name"; done
+	  rm -f tests/golden/$$name/*.bin tests/golden/$$name/report.* tests/golden/$$name/timeline.svg \
+	    tests/golden/$$name/trace.json; echo "rewrote tests/golden/$$name"; done
+	@rm -rf tests/golden/report-1f1b-S4-B8 && mkdir -p tests/golden/report-1f1b-S4-B8 && \
+	  ./bin/ppc schedules/1f1b.pp -D S=4 -D B=8 -o $(B)/golden-report -q && \
+	  cp $(B)/golden-report/report.txt tests/golden/report-1f1b-S4-B8/ && \
+	  echo "rewrote tests/golden/report-1f1b-S4-B8"
 
 clean:
 	rm -rf $(B) bin out

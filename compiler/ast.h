@@ -11,6 +11,9 @@ typedef struct {
     int first_line, first_column, last_line, last_column;
 } pp_loc;
 
+/* What a `cost` line sets (pp_stmt.dir): F, B, W (0-2), then the transfer costs. */
+enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_COUNT = 5 };
+
 typedef enum {
     EX_INT,    /* value */
     EX_NAME,   /* name (resolved by check.c into one of the EX_REF_* kinds) */
@@ -52,7 +55,7 @@ typedef enum {
     ST_ORDER,    /* order greedy|strict: flag = 1 for strict */
     ST_SPLIT,    /* split backward */
     ST_LIMIT,    /* limit inflight = expr */
-    ST_COST,     /* cost F|B|W = expr: dir */
+    ST_COST,     /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
     ST_MODEL     /* model { name = expr ... }: fields in body */
 } pp_stmt_kind;
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/model.h"
+
 /* Errors of one function are reported once (the first job that fails) with a
  * count of the other jobs that failed the same way, so a wrong formula does
  * not print a million lines. */
@@ -56,7 +58,66 @@ static void check_range(const pp_schedule *sch, int fn, long long v, const pp_en
     }
 }
 
-int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch)
+uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s)
+{
+    return (uint64_t)pp_stage_param_count(m, S, s) * sizeof(float);
+}
+
+uint64_t pp_job_input_bytes(const pp_jobtable *t, const pp_model *m, int j)
+{
+    const pp_jobspace *js = &t->js;
+    int s = job_s(js, j), d = job_d(js, j);
+    if (d == DIR_F)
+        return s > 0 ? pp_act_bytes(m) : 0;
+    if (d == DIR_W)
+        return pp_stage_stash_bytes_split(m, js->S, s);
+    if (s == js->S - 1)
+        return js->ND == 3 ? pp_stage_stash_bytes_split(m, js->S, s)
+                           : pp_stage_stash_bytes(m, js->S, s);
+    return pp_act_bytes(m);
+}
+
+/* A constant cost line (latency, bandwidth): evaluated once, must be >= 0. */
+static double transfer_cost(const pp_schedule *sch, int c)
+{
+    if (!sch->cost[c])
+        return 0;
+    const char *name = c == COST_LATENCY ? "latency" : "bandwidth";
+    pp_env env = {0, 0, 0, 0};
+    long long v = 0;
+    err_tally tally = {0};
+    if (eval_at(sch, sch->cost[c], &env, &v, name, &tally, 0) && v < 0) {
+        diag_error(sch->diag, sch->cost[c]->loc, "cost %s = %lld: it must not be negative", name, v);
+        v = 0;
+    }
+    return (double)v;
+}
+
+/* --costs: per-direction arrays must have one entry or one per stage. */
+static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
+{
+    int bad = 0;
+    for (int d = 0; d < 3; d++) {
+        if (!mc->dir[d])
+            continue;
+        if (d >= ND) {
+            diag_error_noloc(sch->diag, "--costs gives \"W\" but the schedule has no 'split backward'");
+            bad++;
+        } else if (mc->n[d] != 1 && mc->n[d] != sch->S) {
+            diag_error_noloc(sch->diag, "--costs: \"%c\" has %d entries; expected 1 or one per stage (S = %lld)",
+                             "FBW"[d], mc->n[d], sch->S);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static double transfer_time(const pp_jobtable *t, uint64_t bytes)
+{
+    return t->latency + (t->bandwidth > 0 ? (double)bytes / t->bandwidth : 0);
+}
+
+int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
 {
     memset(t, 0, sizeof *t);
     t->js = (pp_jobspace){(int)sch->S, (int)sch->B, sch->split ? 3 : 2};
@@ -66,11 +127,15 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch)
     t->owner = calloc((size_t)N, sizeof *t->owner);
     t->priority = calloc((size_t)N, sizeof *t->priority);
     t->cost = calloc((size_t)N, sizeof *t->cost);
-    if (!t->worker || !t->owner || !t->priority || !t->cost) {
+    t->xfer = calloc((size_t)N, sizeof *t->xfer);
+    t->fetch = calloc((size_t)N, sizeof *t->fetch);
+    if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch) {
         diag_error_noloc(sch->diag, "out of memory for %d jobs", N);
         return 1;
     }
     int before = sch->diag->errors;
+    if (measured && check_measured(sch, measured, t->js.ND))
+        return sch->diag->errors - before;
     err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0};
     const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (int j = 0; j < N; j++) {
@@ -98,6 +163,8 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch)
                        "FBW"[env.d], v, job);
         }
         t->cost[j] = (double)(v > 0 ? v : 1);
+        if (measured && measured->dir[env.d])
+            t->cost[j] = measured->dir[env.d][measured->n[env.d] == 1 ? 0 : env.s];
     }
     for (int f = 0; f < FN_COUNT; f++)
         tally_note(sch, &te[f], what[f]);
@@ -116,6 +183,16 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch)
             t->inflight[w] = v;
         }
     }
+    t->latency = measured && measured->has_latency ? measured->latency : transfer_cost(sch, COST_LATENCY);
+    t->bandwidth = measured && measured->has_bandwidth ? measured->bandwidth
+                                                       : transfer_cost(sch, COST_BANDWIDTH);
+    for (int j = 0; j < N; j++) {
+        int p = job_pred(&t->js, j);
+        if (p >= 0 && t->worker[p] != t->worker[j])
+            t->xfer[j] = transfer_time(t, pp_job_input_bytes(t, &sch->model, j));
+        if (pp_job_fetches(t, j))
+            t->fetch[j] = transfer_time(t, pp_stage_weight_bytes(&sch->model, t->js.S, job_s(&t->js, j)));
+    }
     return sch->diag->errors - before;
 }
 
@@ -126,5 +203,7 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->priority);
     free(t->cost);
     free(t->inflight);
+    free(t->xfer);
+    free(t->fetch);
     memset(t, 0, sizeof *t);
 }

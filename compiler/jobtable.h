@@ -4,8 +4,12 @@
 #ifndef PP_JOBTABLE_H
 #define PP_JOBTABLE_H
 
+#include <stdint.h>
+
+#include "costs.h"
 #include "jobs.h"
 #include "schedule.h"
+#include "sim.h"
 
 typedef struct {
     pp_jobspace js;
@@ -15,12 +19,37 @@ typedef struct {
     long long *priority; /* [N] */
     double *cost;        /* [N] */
     long long *inflight; /* [W] or NULL */
+    /* Transfers, from `cost latency/bandwidth` (or --costs): a transfer of n
+     * bytes takes latency + n / bandwidth (bandwidth 0: no time for the bytes). */
+    double latency, bandwidth;
+    double *xfer;  /* [N] for job j's input to arrive from its predecessor's worker; 0 on the same one */
+    double *fetch; /* [N] to fetch job j's weights from their owner; 0 when it needs no fetch */
 } pp_jobtable;
 
 /* Evaluates every function at every job; reports placements outside
  * [0, W), division by zero and non-positive costs with the (s,b,d) where they
- * happened. Returns the number of errors. */
-int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch);
+ * happened. `measured` (ppc --costs; may be NULL) overrides the schedule's
+ * cost lines. Returns the number of errors. */
+int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured);
+
+/* Bytes that flow into job j from its predecessor: an activation into F, a
+ * gradient into B (the stash, if B(S-1,b) runs elsewhere than its F), the
+ * split stash into W. 0 for F(0,b), which loads its microbatch. */
+uint64_t pp_job_input_bytes(const pp_jobtable *t, const pp_model *m, int j);
+/* Whether job j must fetch its stage's weights: it computes on a worker that
+ * does not own them, and it is not a W (a weight gradient reads no weights). */
+static inline int pp_job_fetches(const pp_jobtable *t, int j)
+{
+    return t->worker[j] != t->owner[j] && job_d(&t->js, j) != DIR_W;
+}
+uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
+
+/* The simulator's input for this table. */
+static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
+{
+    return (pp_sim_input){t->js,       t->W,        t->worker, t->priority, t->cost,
+                          strict,      t->inflight, t->xfer,   t->fetch};
+}
 void pp_jobtable_free(pp_jobtable *t);
 
 #endif

@@ -4,7 +4,7 @@
  *   stmt   := "param" NAME "=" expr | "let" NAME "=" expr
  *           | ("compute"|"weights"|"priority") "(" s "," b "," d ")" "=" expr
  *           | "order" ("greedy"|"strict") | "split" "backward"
- *           | "limit" "inflight" "=" expr | "cost" (F|B|W) "=" expr
+ *           | "limit" "inflight" "=" expr | "cost" (F|B|W|latency|bandwidth) "=" expr
  *           | "model" "{" (NAME "=" expr)* "}"
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
@@ -218,8 +218,13 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = 1;
         else if (!strcmp(word, "W"))
             s->dir = 2;
+        else if (!strcmp(word, "latency"))
+            s->dir = COST_LATENCY;
+        else if (!strcmp(word, "bandwidth"))
+            s->dir = COST_BANDWIDTH;
         else {
-            diag_error(ctx->diag, L(wloc), "unknown cost '%s': expected F, B or W", word);
+            diag_error(ctx->diag, L(wloc),
+                       "unknown cost '%s': expected F, B, W, latency or bandwidth", word);
             ok = 0;
         }
         break;

@@ -1,10 +1,14 @@
 /* ppc.c - the schedule compiler's command line.
  *
- *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [-q]
+ *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]
+ *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
  *
  * Parses and checks the schedule, evaluates its functions at every job,
- * simulates it, lowers it to one instruction stream per worker and writes
- * DIR/rank<r>.bin (the plan the VM runs) and DIR/rank<r>.txt (its listing).
+ * simulates it, writes what it costs (DIR/report.txt, report.json,
+ * timeline.svg, trace.json), lowers it to one instruction stream per worker
+ * and writes DIR/rank<r>.bin (the plan the VM runs) and DIR/rank<r>.txt (its
+ * listing). The report is written before lowering, so a schedule the
+ * lowering rejects still shows its cost.
  * Exit codes: 0 success; 1 the schedule has errors (all are printed);
  * 2 bad command line; 3 a file could not be read or written. */
 #include <errno.h>
@@ -15,26 +19,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "costs.h"
 #include "jobtable.h"
 #include "lower.h"
 #include "parse.h"
+#include "report.h"
 #include "schedule.h"
 #include "sim.h"
+#include "table.h"
+#include "timeline.h"
 
 enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
 typedef struct {
-    const char *file, *outdir;
+    const char *file, *outdir, *costs, *library;
     pp_define *defs;
-    int ndefs, quiet;
+    int ndefs, quiet, table, pictures;
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [-q]\n"
-               "  -o DIR          write DIR/rank<r>.bin and DIR/rank<r>.txt for every worker r\n"
+    fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]\n"
+               "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
+               "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
+               "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
                "  -D NAME=VALUE   override the default of 'param NAME' (an integer)\n"
-               "  -q              print nothing on success\n");
+               "  --costs FILE    job and transfer costs measured (JSON), overriding the\n"
+               "                  schedule's cost lines\n"
+               "  --no-pictures   skip timeline.svg and trace.json (large for huge schedules)\n"
+               "  -q              print nothing on success\n"
+               "  --table         print the seed's Table 1, measured on the library's DDP,\n"
+               "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
+               "  --library DIR   where --table finds the schedules (default: ../schedules\n"
+               "                  beside the ppc binary)\n");
 }
 
 static int parse_define(const char *arg, pp_define *def)
@@ -59,6 +76,7 @@ static int parse_define(const char *arg, pp_define *def)
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
+    o->pictures = 1;
     o->defs = calloc((size_t)argc, sizeof *o->defs);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -67,13 +85,22 @@ static int parse_args(int argc, char **argv, options *o)
             exit(0);
         } else if (!strcmp(a, "-q"))
             o->quiet = 1;
-        else if (!strcmp(a, "-o") || !strcmp(a, "-D")) {
+        else if (!strcmp(a, "--table"))
+            o->table = 1;
+        else if (!strcmp(a, "--no-pictures"))
+            o->pictures = 0;
+        else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
+                 !strcmp(a, "--library")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
                 return -1;
             }
-            if (a[1] == 'o')
+            if (!strcmp(a, "-o"))
                 o->outdir = argv[++i];
+            else if (!strcmp(a, "--costs"))
+                o->costs = argv[++i];
+            else if (!strcmp(a, "--library"))
+                o->library = argv[++i];
             else if (parse_define(argv[++i], &o->defs[o->ndefs++]))
                 return -1;
         } else if (!strncmp(a, "-D", 2) && a[2]) {
@@ -87,6 +114,18 @@ static int parse_args(int argc, char **argv, options *o)
             return -1;
         } else
             o->file = a;
+    }
+    if (o->table) {
+        if (o->file || o->outdir || o->costs) {
+            fprintf(stderr, "ppc: --table takes only -D S/B/G/R and --library, not %s\n",
+                    o->file ? "a schedule file" : o->outdir ? "-o" : "--costs");
+            return -1;
+        }
+        return 0;
+    }
+    if (o->library) {
+        fprintf(stderr, "ppc: --library is only for --table\n");
+        return -1;
     }
     if (!o->file || !o->outdir) {
         fprintf(stderr, "ppc: %s\n", !o->file ? "no schedule file given" : "no output directory (-o DIR)");
@@ -202,17 +241,134 @@ static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_resul
     }
 }
 
-static void summary(const options *o, const pp_schedule *sch, const pp_jobtable *t,
-                    const pp_sim_result *sim, const pp_plan *plans)
+/* Writes DIR/name through fn; 0, or EXIT_IO with a message. */
+typedef int (*writer)(FILE *f, const void *ctx);
+static int write_file(const char *dir, const char *name, writer fn, const void *ctx)
 {
-    double busy = 0;
-    for (int j = 0; j < job_count(&t->js); j++)
-        busy += t->cost[j];
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
+        return EXIT_IO;
+    }
+    int bad = fn(f, ctx) != 0;
+    if (fclose(f) || bad) {
+        fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
+        return EXIT_IO;
+    }
+    return 0;
+}
+
+typedef struct {
+    const pp_report *rep;
+    const pp_report_info *info;
+    const pp_jobtable *t;
+    const pp_sim_result *sim;
+} report_ctx;
+
+static int w_txt(FILE *f, const void *c)
+{
+    const report_ctx *x = c;
+    return pp_report_write_txt(f, x->rep, x->info, x->t, x->sim);
+}
+static int w_json(FILE *f, const void *c)
+{
+    const report_ctx *x = c;
+    return pp_report_write_json(f, x->rep, x->info, x->t, x->sim);
+}
+static int w_svg(FILE *f, const void *c)
+{
+    const report_ctx *x = c;
+    return pp_timeline_svg(f, x->t, x->sim);
+}
+static int w_trace(FILE *f, const void *c)
+{
+    const report_ctx *x = c;
+    return pp_timeline_trace(f, x->t, x->sim, x->rep->xfer, x->rep->nxfer);
+}
+
+static int write_report(const options *o, const report_ctx *x)
+{
+    if (mkdir_p(o->outdir)) {
+        fprintf(stderr, "ppc: cannot create directory '%s': %s\n", o->outdir, strerror(errno));
+        return EXIT_IO;
+    }
+    int rc = write_file(o->outdir, "report.txt", w_txt, x);
+    if (!rc)
+        rc = write_file(o->outdir, "report.json", w_json, x);
+    if (!rc && o->pictures)
+        rc = write_file(o->outdir, "timeline.svg", w_svg, x);
+    if (!rc && o->pictures)
+        rc = write_file(o->outdir, "trace.json", w_trace, x);
+    return rc;
+}
+
+/* The stdout summary: the headline numbers and the busiest worker's. */
+static void summary(const options *o, const pp_schedule *sch, const pp_report *rep,
+                    const pp_plan *plans)
+{
+    long long peak = 0, recv = 0, fetch = 0;
+    uint64_t peak_b = 0;
+    for (int w = 0; w < rep->W; w++) {
+        const pp_worker_report *x = &rep->w[w];
+        if (x->peak_act > peak)
+            peak = x->peak_act;
+        if (x->peak_act_bytes > peak_b)
+            peak_b = x->peak_act_bytes;
+        if (x->act_recv > recv)
+            recv = x->act_recv;
+        if (x->weight_recv > fetch)
+            fetch = x->weight_recv;
+    }
+    char hb[2][16];
     printf("%s: S=%lld B=%lld W=%lld, %s order: makespan %g, bubble %.1f%%\n", o->file, sch->S,
-           sch->B, sch->W, sch->strict ? "strict" : "greedy", sim->makespan,
-           100.0 * (1.0 - busy / ((double)t->W * sim->makespan)));
-    printf("wrote %s/rank0..%lld.{bin,txt}, plan id %016llx\n", o->outdir, sch->W - 1,
+           sch->B, sch->W, sch->strict ? "strict" : "greedy", rep->makespan, 100.0 * rep->bubble);
+    printf("  per worker at most: %lld activations held (%s), %lld receives, %lld weight "
+           "fetches; %s moved in all\n",
+           peak, pp_human_bytes(peak_b, hb[0]), recv, fetch,
+           pp_human_bytes(rep->total.act_recv_bytes + rep->total.weight_recv_bytes, hb[1]));
+    printf("wrote %s/report.txt, report.json%s, rank0..%lld.{bin,txt}, plan id %016llx\n",
+           o->outdir, o->pictures ? ", timeline.svg, trace.json" : "", sch->W - 1,
            (unsigned long long)plans[0].plan_id);
+}
+
+/* The library beside the binary: <dir of ppc>/../schedules. */
+static const char *default_library(char *buf, size_t n)
+{
+    ssize_t len = readlink("/proc/self/exe", buf, n - 1);
+    if (len <= 0)
+        return "schedules";
+    buf[len] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash || (size_t)(slash - buf) + 16 > n)
+        return "schedules";
+    strcpy(slash, "/../schedules");
+    return buf;
+}
+
+static int run_table(const options *o)
+{
+    long long v[4] = {8, 16, 2, 2};
+    static const char *names[4] = {"S", "B", "G", "R"};
+    for (int i = 0; i < o->ndefs; i++) {
+        int k = 0;
+        while (k < 4 && strcmp(o->defs[i].name, names[k]))
+            k++;
+        if (k == 4) {
+            fprintf(stderr, "ppc --table: -D %s: expected one of S, B, G, R\n", o->defs[i].name);
+            return EXIT_USAGE;
+        }
+        if (o->defs[i].value < 1 || o->defs[i].value > 4096) {
+            fprintf(stderr, "ppc --table: -D %s=%lld: expected 1 to 4096\n", names[k],
+                    o->defs[i].value);
+            return EXIT_USAGE;
+        }
+        v[k] = o->defs[i].value;
+    }
+    char buf[PATH_MAX];
+    const char *lib = o->library ? o->library : default_library(buf, sizeof buf);
+    return pp_print_table(stdout, lib, v[0], v[1], v[2], v[3]) ? EXIT_SCHEDULE : 0;
 }
 
 int main(int argc, char **argv)
@@ -221,6 +377,11 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &o)) {
         usage(stderr);
         return EXIT_USAGE;
+    }
+    if (o.table) {
+        int rc = run_table(&o);
+        free(o.defs);
+        return rc;
     }
     size_t len = 0;
     char *src = read_file(o.file, &len);
@@ -233,14 +394,24 @@ int main(int argc, char **argv)
     pp_schedule sch = {0};
     pp_jobtable t = {0};
     pp_sim_result sim = {0};
+    pp_report rep = {0};
+    pp_costs costs = {0};
     pp_plan *plans = NULL;
     int rc = EXIT_SCHEDULE;
     pp_stmt *stmts = pp_parse(&d);
+    if (o.costs) {
+        char err[512];
+        if (pp_costs_load(&costs, o.costs, err, sizeof err)) {
+            fprintf(stderr, "ppc: --costs: %s\n", err);
+            rc = EXIT_IO;
+            goto out;
+        }
+    }
     if (pp_schedule_check(&sch, &d, stmts, o.defs, o.ndefs) || d.errors)
         goto out;
-    if (pp_jobtable_build(&t, &sch))
+    if (pp_jobtable_build(&t, &sch, o.costs ? &costs : NULL))
         goto out;
-    pp_sim_input in = {t.js, t.W, t.worker, t.priority, t.cost, sch.strict, t.inflight};
+    pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);
     int srun = pp_simulate(&in, &sim);
     if (srun < 0) {
         diag_error_noloc(&d, "out of memory in the simulator");
@@ -250,18 +421,33 @@ int main(int argc, char **argv)
         report_deadlock(&d, &t, &sim, sch.strict);
         goto out;
     }
+    if (pp_report_build(&rep, &t, &sim, &sch.model)) {
+        diag_error_noloc(&d, "out of memory for the report");
+        goto out;
+    }
+    char params[256], costs_from[PATH_MAX + 32];
+    snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", sch.S, sch.B, sch.W);
+    snprintf(costs_from, sizeof costs_from, "%s%s", o.costs ? "--costs " : "cost lines of the schedule (1 where none)",
+             o.costs ? o.costs : "");
+    pp_report_info info = {o.file, params, sch.strict ? "strict" : "greedy", costs_from};
+    report_ctx x = {&rep, &info, &t, &sim};
+    if ((rc = write_report(&o, &x)) != 0)
+        goto out;
+    rc = EXIT_SCHEDULE;
     plans = calloc((size_t)t.W, sizeof *plans);
     if (!plans || pp_lower(&t, &sim, &sch.model, &d, plans))
         goto out;
     rc = write_plans(&o, plans, t.W);
     if (rc == 0 && !o.quiet)
-        summary(&o, &sch, &t, &sim, plans);
+        summary(&o, &sch, &rep, plans);
 out:
     if (d.errors)
         fprintf(stderr, "%s: %d error%s\n", o.file, d.errors, d.errors == 1 ? "" : "s");
     for (int w = 0; plans && w < t.W; w++)
         pp_plan_free(&plans[w]);
     free(plans);
+    pp_costs_free(&costs);
+    pp_report_free(&rep);
     pp_sim_free(&sim);
     pp_jobtable_free(&t);
     pp_schedule_free(&sch);

@@ -370,7 +370,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         apply_defines(sch, defs, ndefs); /* reports -D names that match no param */
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
-        seen_cost[3] = {0}, seen_model = 0;
+        seen_cost[COST_COUNT] = {0}, seen_model = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
                                              "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
@@ -407,6 +407,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             break;
         case ST_COST:
             set_once(sch, st, &seen_cost[st->dir], "this cost");
+            if (st->dir >= COST_LATENCY) {
+                fn_scope.job = 0;
+                fn_scope.what = st->dir == COST_LATENCY ? "'cost latency' (it may use params)"
+                                                        : "'cost bandwidth' (it may use params)";
+            }
             resolve(sch, st->expr, &fn_scope);
             check_depth(sch, st->expr);
             sch->cost[st->dir] = st->expr;
@@ -422,6 +427,10 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                             "where each job runs");
     if (sch->inflight && uses_job(sch, sch->inflight))
         diag_error(d, sch->inflight->loc, "'limit inflight' may use w and params, not s, b or d");
+    for (int c = COST_LATENCY; c < COST_COUNT; c++)
+        if (sch->cost[c] && uses_job(sch, sch->cost[c]))
+            diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
+                       c == COST_LATENCY ? "latency" : "bandwidth");
     sch->S = count_param(sch, "S", "the number of stages", 1 << 20, !parse_errors);
     sch->B = count_param(sch, "B", "the number of microbatches", 1 << 20, !parse_errors);
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);

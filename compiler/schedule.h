@@ -62,7 +62,9 @@ typedef struct {
     int strict; /* order strict */
     int split;  /* split backward: jobs have d in {F, B, W} */
     pp_expr *inflight; /* limit inflight = expr (may use w), or NULL */
-    pp_expr *cost[3];  /* cost F/B/W (may use s), NULL = 1 */
+    /* cost F/B/W (may use s; NULL = 1); cost latency and bandwidth (params
+     * only; NULL = 0: transfers take no time, the seed's assumption) */
+    pp_expr *cost[COST_COUNT];
     long long S, B, W;
     pp_model model;
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */

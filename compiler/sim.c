@@ -4,8 +4,9 @@
  * heaps: "pending" (ordered by ready time, then key) and "available" (ready
  * no later than the worker is free, ordered by key); forwards and the other
  * directions are kept apart so an inflight limit can set forwards aside.
- * Each step commits the worker candidate with the earliest start. Commit
- * times never decrease, so this is exactly the seed's argmin rule. */
+ * Each step commits the worker candidate with the earliest start, taken from
+ * a global heap of per-worker candidates. Commit times never decrease, so
+ * this is exactly the seed's argmin rule. */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -132,106 +133,209 @@ static int releases_activations(const pp_jobspace *js, int j)
     return job_d(js, j) == 1;
 }
 
+/* When job j can start at the earliest, given its predecessor p committed. */
+static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, int p)
+{
+    double fetch = in->fetch ? in->fetch[j] : 0, xfer = in->xfer ? in->xfer[j] : 0;
+    if (p < 0)
+        return fetch;
+    double t = r->end[p] + xfer, f = r->start[p] + fetch;
+    return t > f ? t : f;
+}
+
+/* One entry of the global heap: worker w's best job and when it can start.
+ * Entries go stale when the worker's candidate is recomputed (version). */
+typedef struct {
+    double t;
+    int job, w;
+    unsigned version;
+} cand;
+
+typedef struct {
+    cand *a;
+    int n, cap;
+} cand_heap;
+
+static int cand_less(const keyctx *k, const cand *x, const cand *y)
+{
+    if (x->t != y->t)
+        return x->t < y->t;
+    return cmp_key(k, x->job, y->job) < 0;
+}
+
+static int cand_push(const keyctx *k, cand_heap *h, cand c)
+{
+    if (h->n == h->cap) {
+        int cap = h->cap ? 2 * h->cap : 64;
+        cand *a = realloc(h->a, (size_t)cap * sizeof *a);
+        if (!a)
+            return -1;
+        h->a = a;
+        h->cap = cap;
+    }
+    int i = h->n++;
+    while (i > 0 && cand_less(k, &c, &h->a[(i - 1) / 2])) {
+        h->a[i] = h->a[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->a[i] = c;
+    return 0;
+}
+
+static void cand_pop(const keyctx *k, cand_heap *h)
+{
+    cand last = h->a[--h->n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && cand_less(k, &h->a[c + 1], &h->a[c]))
+            c++;
+        if (!cand_less(k, &h->a[c], &last))
+            break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (h->n)
+        h->a[i] = last;
+}
+
+typedef struct {
+    const pp_sim_input *in;
+    keyctx k;
+    worker_heaps *wh;
+    double *ready, *free_at;
+    long long *held;
+    unsigned *version;
+    cand_heap global;
+} greedy;
+
+/* Worker w's best job now: among the jobs ready by the time it is free, the
+ * smallest key; else the one ready first. Forwards sit out while w is at its
+ * inflight limit. Pushes it to the global heap (older entries for w go
+ * stale). Returns -1 out of memory. */
+static int refresh_worker(greedy *g, int w)
+{
+    worker_heaps *h = &g->wh[w];
+    const keyctx *k = &g->k;
+    g->version[w]++;
+    for (int p = PEND_F; p <= PEND_O; p++)
+        while (h->h[p].n && g->ready[h->h[p].a[0]] <= g->free_at[w])
+            if (heap_push(k, &h->h[p + 2], heap_pop(k, &h->h[p])))
+                return -1;
+    int fwd_ok = !g->in->inflight || g->held[w] < g->in->inflight[w];
+    int c = -1;
+    double t = 0;
+    for (int p = AVAIL_F; p <= AVAIL_O; p++)
+        if (h->h[p].n && (p == AVAIL_O || fwd_ok) && (c < 0 || cmp_key(k, h->h[p].a[0], c) < 0))
+            c = h->h[p].a[0];
+    if (c >= 0)
+        t = g->free_at[w];
+    else {
+        for (int p = PEND_F; p <= PEND_O; p++)
+            if (h->h[p].n && (p == PEND_O || fwd_ok) &&
+                (c < 0 || cmp_ready(k, h->h[p].a[0], c) < 0))
+                c = h->h[p].a[0];
+        if (c >= 0)
+            t = g->ready[c];
+    }
+    if (c < 0)
+        return 0;
+    return cand_push(k, &g->global, (cand){t, c, w, g->version[w]});
+}
+
 static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
     int N = job_count(js), W = in->W, rc = -1, committed = 0;
-    double *ready = calloc((size_t)N, sizeof *ready), *free_at = calloc((size_t)W, sizeof *free_at);
-    long long *held = calloc((size_t)W, sizeof *held);
+    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}};
     int *fill = calloc((size_t)W, sizeof *fill);
-    worker_heaps *wh = calloc((size_t)W, sizeof *wh);
-    keyctx k = {in, ready};
-    if (!ready || !free_at || !held || !fill || !wh)
+    g.ready = calloc((size_t)N, sizeof *g.ready);
+    g.free_at = calloc((size_t)W, sizeof *g.free_at);
+    g.held = calloc((size_t)W, sizeof *g.held);
+    g.version = calloc((size_t)W, sizeof *g.version);
+    g.wh = calloc((size_t)W, sizeof *g.wh);
+    g.k.ready = g.ready;
+    if (!fill || !g.ready || !g.free_at || !g.held || !g.version || !g.wh)
         goto out;
     for (int w = 0; w < W; w++)
-        wh[w].h[PEND_F].by_ready = wh[w].h[PEND_O].by_ready = 1;
+        g.wh[w].h[PEND_F].by_ready = g.wh[w].h[PEND_O].by_ready = 1;
     for (int b = 0; b < js->B; b++) {
         int j = job_id(js, 0, b, 0);
-        if (heap_push(&k, &wh[in->worker[j]].h[PEND_F], j))
+        g.ready[j] = ready_time(in, r, j, -1);
+        if (heap_push(&g.k, &g.wh[in->worker[j]].h[PEND_F], j))
             goto out;
     }
+    for (int w = 0; w < W; w++)
+        if (refresh_worker(&g, w))
+            goto out;
     while (committed < N) {
-        int best = -1, best_w = -1;
-        double best_t = 0;
-        for (int w = 0; w < W; w++) {
-            worker_heaps *h = &wh[w];
-            for (int p = PEND_F; p <= PEND_O; p++)
-                while (h->h[p].n && ready[h->h[p].a[0]] <= free_at[w])
-                    if (heap_push(&k, &h->h[p + 2], heap_pop(&k, &h->h[p])))
-                        goto out;
-            int fwd_ok = !in->inflight || held[w] < in->inflight[w];
-            int cand = -1;
-            double t = 0;
-            for (int p = AVAIL_F; p <= AVAIL_O; p++)
-                if (h->h[p].n && (p == AVAIL_O || fwd_ok) &&
-                    (cand < 0 || cmp_key(&k, h->h[p].a[0], cand) < 0))
-                    cand = h->h[p].a[0];
-            if (cand >= 0)
-                t = free_at[w];
-            else {
-                for (int p = PEND_F; p <= PEND_O; p++)
-                    if (h->h[p].n && (p == PEND_O || fwd_ok) &&
-                        (cand < 0 || cmp_ready(&k, h->h[p].a[0], cand) < 0))
-                        cand = h->h[p].a[0];
-                if (cand >= 0)
-                    t = ready[cand];
-            }
-            if (cand < 0)
-                continue;
-            if (best < 0 || t < best_t || (t == best_t && cmp_key(&k, cand, best) < 0)) {
-                best = cand;
-                best_w = w;
-                best_t = t;
-            }
-        }
-        if (best < 0) { /* only forwards left and every worker at its inflight limit */
+        while (g.global.n && g.global.a[0].version != g.version[g.global.a[0].w])
+            cand_pop(&g.k, &g.global);
+        if (!g.global.n) { /* only forwards left and every worker at its inflight limit */
             for (int w = 0; w < W; w++) {
-                heap *f = wh[w].h[AVAIL_F].n ? &wh[w].h[AVAIL_F] : &wh[w].h[PEND_F];
+                heap *f = g.wh[w].h[AVAIL_F].n ? &g.wh[w].h[AVAIL_F] : &g.wh[w].h[PEND_F];
                 r->blocked[w] = f->n ? f->a[0] : -1;
             }
             r->deadlock = 1;
             rc = 1;
             goto out;
         }
-        /* remove best from whichever heap of best_w holds it at the top */
-        worker_heaps *h = &wh[best_w];
+        cand best = g.global.a[0];
+        cand_pop(&g.k, &g.global);
+        int j = best.job, w = best.w;
+        /* j is at the top of one of w's heaps */
+        worker_heaps *h = &g.wh[w];
         for (int p = 0; p < NHEAPS; p++)
-            if (h->h[p].n && h->h[p].a[0] == best) {
-                heap_pop(&k, &h->h[p]);
+            if (h->h[p].n && h->h[p].a[0] == j) {
+                heap_pop(&g.k, &h->h[p]);
                 break;
             }
-        r->start[best] = best_t;
-        r->end[best] = best_t + in->cost[best];
-        free_at[best_w] = r->end[best];
-        r->order[r->off[best_w] + fill[best_w]++] = best;
-        if (r->end[best] > r->makespan)
-            r->makespan = r->end[best];
-        int s = job_s(js, best), b = job_b(js, best);
-        int fw = in->worker[job_id(js, s, b, 0)];
-        if (job_d(js, best) == 0)
-            held[fw]++;
-        if (releases_activations(js, best))
-            held[fw]--;
-        int succ[2], ns = job_succ(js, best, succ);
+        r->start[j] = best.t;
+        r->end[j] = best.t + in->cost[j];
+        g.free_at[w] = r->end[j];
+        r->order[r->off[w] + fill[w]++] = j;
+        if (r->end[j] > r->makespan)
+            r->makespan = r->end[j];
+        int fw = in->worker[job_id(js, job_s(js, j), job_b(js, j), 0)];
+        if (job_d(js, j) == 0)
+            g.held[fw]++;
+        if (releases_activations(js, j))
+            g.held[fw]--;
+        /* The workers whose candidate this commit can change: w (busy longer),
+         * fw (its held count) and the successors' workers (new jobs). */
+        int touched[4] = {w, fw, -1, -1}, nt = 2;
+        int succ[2], ns = job_succ(js, j, succ);
         for (int i = 0; i < ns; i++) {
-            int j = succ[i];
-            ready[j] = r->end[best];
-            if (heap_push(&k, &wh[in->worker[j]].h[job_d(js, j) == 0 ? PEND_F : PEND_O], j))
+            int sj = succ[i], sw = in->worker[sj];
+            g.ready[sj] = ready_time(in, r, sj, j);
+            if (heap_push(&g.k, &g.wh[sw].h[job_d(js, sj) == 0 ? PEND_F : PEND_O], sj))
+                goto out;
+            touched[nt++] = sw;
+        }
+        for (int i = 0; i < nt; i++) {
+            int dup = 0;
+            for (int q = 0; q < i; q++)
+                dup |= touched[q] == touched[i];
+            if (!dup && refresh_worker(&g, touched[i]))
                 goto out;
         }
         committed++;
     }
     rc = 0;
 out:
-    if (wh)
+    if (g.wh)
         for (int w = 0; w < W; w++)
             for (int p = 0; p < NHEAPS; p++)
-                free(wh[w].h[p].a);
-    free(wh);
+                free(g.wh[w].h[p].a);
+    free(g.wh);
+    free(g.global.a);
+    free(g.version);
+    free(g.held);
+    free(g.free_at);
+    free(g.ready);
     free(fill);
-    free(held);
-    free(free_at);
-    free(ready);
     return rc;
 }
 
@@ -268,7 +372,8 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
             int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
             if (p >= 0 && !done[p])
                 break;
-            double t = p >= 0 && r->end[p] > free_at[w] ? r->end[p] : free_at[w];
+            double ready = ready_time(in, r, j, p);
+            double t = ready > free_at[w] ? ready : free_at[w];
             r->start[j] = t;
             r->end[j] = t + in->cost[j];
             free_at[w] = r->end[j];

@@ -11,7 +11,15 @@
  * increasing stage, backward jobs by decreasing stage, so a strict order on
  * one worker never waits on itself). With `limit inflight` (greedy only) a worker does not start a
  * forward while it holds that many microbatches' activations (F done, B not
- * yet; with a split backward the W that follows B is not counted). */
+ * yet; with a split backward the W that follows B is not counted).
+ *
+ * Transfers: a job is ready xfer[j] after its predecessor ends (its input
+ * crossing workers), and not before fetch[j] after its predecessor starts
+ * (its weights, fetched by the seed's prefetch thread, which sees the job
+ * coming when its predecessor starts; from time 0 for a first forward).
+ *
+ * Greedy runs in O(N log N): per-worker heaps, and one global heap of each
+ * worker's next candidate, refreshed only for the workers a commit changes. */
 #ifndef PP_SIM_H
 #define PP_SIM_H
 
@@ -25,6 +33,7 @@ typedef struct {
     const double *cost;        /* [N] duration, > 0 */
     int strict;
     const long long *inflight; /* [W] limit per worker, or NULL */
+    const double *xfer, *fetch; /* [N] transfer times (see above), or NULL for none */
 } pp_sim_input;
 
 typedef struct {

@@ -2,11 +2,12 @@
 #
 # Paper: Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data
 # Parallel" (VLDB 2023); the seed's w_FSDP(s,b,d) = (s, b) as (weights, compute):
-# compute = b (worker b runs microbatch b end to end) and weights = s (worker
-# s is the source of truth of stage s), so each worker fetches the S-1 stages
-# it does not own for each pass.
+# compute = b (worker b runs microbatch b end to end) and weights = s mod W
+# (worker s is the source of truth of stage s; with more stages than workers
+# they are dealt round-robin), so with S = W each worker fetches the S-1
+# stages it does not own for each pass.
 #
-# Constraints: W = B = S.   Parameters: -D S=stages (B and W follow).
+# Constraints: W = B.   Parameters: -D S=stages -D B=microbatches (default S).
 # Lowering weight fetches is still an open issue: ppc simulates this schedule
 # and then stops with an error naming the first fetching job.
 
@@ -15,7 +16,7 @@ param B = S
 param W = B
 
 compute(s,b,d)  = b
-weights(s,b,d)  = s
+weights(s,b,d)  = s % W
 order greedy
 
 model {

@@ -98,11 +98,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     long long jobs = sch.S * sch.B * (sch.split ? 3 : 2);
     if (jobs > MAX_JOBS)
         goto out;
-    if (pp_jobtable_build(&t, &sch))
+    if (pp_jobtable_build(&t, &sch, NULL))
         goto out;
     if (sch.W > MAX_W)
         goto out;
-    pp_sim_input in = {t.js, t.W, t.worker, t.priority, t.cost, sch.strict, t.inflight};
+    pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);
     int srun = pp_simulate(&in, &sim);
     if (srun != 0)
         goto out; /* -1: out of memory; 1: deadlock (ppc reports it) */

@@ -10,6 +10,9 @@ Suite *model_suite(void);
 Suite *frontend_suite(void);
 Suite *eval_suite(void);
 Suite *sim_suite(void);
+Suite *costs_suite(void);
+Suite *report_suite(void);
+Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);
 

@@ -273,7 +273,7 @@ START_TEST(test_unknown_words)
             "    6 | split forward", "      |       ^~~~~~~");
     ck_diag(text, "t.pp:7:7: error: unknown limit 'outflight': expected 'inflight'",
             "    7 | limit outflight = 1", "      |       ^~~~~~~~~");
-    ck_diag(text, "t.pp:8:6: error: unknown cost 'X': expected F, B or W", "    8 | cost X = 1",
+    ck_diag(text, "t.pp:8:6: error: unknown cost 'X': expected F, B, W, latency or bandwidth", "    8 | cost X = 1",
             "      |      ^");
     free(text);
 }
@@ -394,7 +394,7 @@ START_TEST(test_worker_variable)
     ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlimit inflight = w + 1\n", NULL, 0),
                      0);
     pp_jobtable t;
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 0);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 0);
     ck_assert_ptr_nonnull(t.inflight);
     ck_assert_int_eq(t.inflight[0], 1);
     ck_assert_int_eq(t.inflight[1], 2);
@@ -624,12 +624,39 @@ END_TEST
 
 /* ------------------------------------------------ evaluation at each job */
 
+/* cost latency / bandwidth take params only and must not be negative. */
+START_TEST(test_transfer_costs)
+{
+    char *text;
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = 0\ncost latency = s\n", NULL, 0, &text), 1);
+    ck_diag(text, "t.pp:5:16: error: 's' is a job variable and cannot be used in 'cost latency' (it may use params)",
+            "    5 | cost latency = s", "      |                ^");
+    free(text);
+    fe_run r;
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\ncost bandwidth = 1 - S\n", NULL, 0), 0);
+    pp_jobtable t;
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
+    ck_diag(fe_text(&r), "t.pp:5:20: error: cost bandwidth = -3: it must not be negative",
+            "    5 | cost bandwidth = 1 - S", "      |                    ^");
+    pp_jobtable_free(&t);
+    fe_free(&r);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = s % W\ncost latency = 2\n", NULL, 0), 0);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 0);
+    ck_assert_double_eq(t.latency, 2);
+    ck_assert_double_eq(t.xfer[job_id(&t.js, 1, 0, 0)], 2); /* F(1,0) on worker 1, its input on 0 */
+    ck_assert_double_eq(t.xfer[job_id(&t.js, 2, 0, 0)], 2);
+    ck_assert_double_eq(t.xfer[job_id(&t.js, 0, 0, 0)], 0); /* loads its microbatch */
+    pp_jobtable_free(&t);
+    fe_free(&r);
+}
+END_TEST
+
 START_TEST(test_placement_out_of_range)
 {
     fe_run r;
     ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = s\n", NULL, 0), 0);
     pp_jobtable t;
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     const char *text = fe_text(&r);
     ck_diag(text,
             "t.pp:4:18: error: compute = 2 at (s=2, b=0, d=F) is outside the workers [0, W=2)",
@@ -643,7 +670,7 @@ START_TEST(test_placement_out_of_range)
     /* weights, below zero; the caret is on the expression's top node */
     ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nweights(s,b,d) = b - 1\n", NULL, 0),
                      0);
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     text = fe_text(&r);
     ck_diag(text,
             "t.pp:5:20: error: weights = -1 at (s=0, b=0, d=F) is outside the workers [0, W=2)",
@@ -658,7 +685,7 @@ START_TEST(test_placement_out_of_range)
                                    "compute(s,b,d) = s == 3 && b == 1 && d == W ? 2 : 0\n",
                               NULL, 0),
                      0);
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     text = fe_text(&r);
     ck_has(text, "compute = 2 at (s=3, b=1, d=W) is outside the workers [0, W=2)\n");
     ck_lacks(text, "more job");
@@ -675,7 +702,7 @@ START_TEST(test_division_by_zero_at_job)
                               NULL, 0),
                      0);
     pp_jobtable t;
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     const char *text = fe_text(&r);
     ck_diag(text, "t.pp:6:22: error: division by zero in priority(s,b,d) at (s=0, b=1, d=F)",
             "    6 | priority(s,b,d) = 10 / k + s", "      |                      ^");
@@ -704,7 +731,7 @@ START_TEST(test_overflow_at_job)
                               &s10, 1),
                      0);
     pp_jobtable t;
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     const char *text = fe_text(&r);
     ck_diag(text, "t.pp:5:43: error: integer overflow in priority(s,b,d) at (s=9, b=0, d=F)",
             "    5 | priority(s,b,d) = 1000000000000 * 1000000 * (s + 1)",
@@ -722,7 +749,7 @@ START_TEST(test_non_positive_cost)
     ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\ncost F = 1 - s\ncost B = 2\n", NULL, 0),
                      0);
     pp_jobtable t;
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     const char *text = fe_text(&r);
     ck_diag(text, "t.pp:5:12: error: cost F = 0 at (s=1, b=0, d=F): costs must be positive",
             "    5 | cost F = 1 - s", "      |            ^");
@@ -731,7 +758,7 @@ START_TEST(test_non_positive_cost)
 
     ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\ncost F = 3\ncost B = s + 1\n", NULL, 0),
                      0);
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 0);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 0);
     ck_assert_str_eq(fe_text(&r), "");
     for (int j = 0; j < job_count(&t.js); j++)
         ck_assert(t.cost[j] == (job_d(&t.js, j) == DIR_F ? 3.0 : job_s(&t.js, j) + 1.0));
@@ -746,7 +773,7 @@ START_TEST(test_inflight_below_one)
     ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlimit inflight = w - 1\n", NULL, 0),
                      0);
     pp_jobtable t;
-    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch), 1);
+    ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     ck_diag(fe_text(&r), "t.pp:5:20: error: limit inflight = -1 at worker 0: it must be at least 1",
             "    5 | limit inflight = w - 1", "      |                    ^");
     pp_jobtable_free(&t);
@@ -847,6 +874,7 @@ Suite *frontend_suite(void)
 
     TCase *jobs = tcase_create("jobtable");
     tcase_add_test(jobs, test_placement_out_of_range);
+    tcase_add_test(jobs, test_transfer_costs);
     tcase_add_test(jobs, test_division_by_zero_at_job);
     tcase_add_test(jobs, test_overflow_at_job);
     tcase_add_test(jobs, test_non_positive_cost);

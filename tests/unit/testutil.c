@@ -34,9 +34,8 @@ void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs)
     diag_init(&c->diag, "t.pp", c->src, strlen(c->src), c->msgf);
     c->stmts = pp_parse(&c->diag);
     if (pp_schedule_check(&c->sch, &c->diag, c->stmts, defs, ndefs) == 0 && !c->diag.errors &&
-        pp_jobtable_build(&c->t, &c->sch) == 0) {
-        pp_sim_input in = {c->t.js, c->t.W, c->t.worker, c->t.priority, c->t.cost, c->sch.strict,
-                           c->t.inflight};
+        pp_jobtable_build(&c->t, &c->sch, NULL) == 0) {
+        pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);
         c->deadlock = pp_simulate(&in, &c->sim) != 0;
     }
     fflush(c->msgf);

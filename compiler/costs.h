@@ -1,0 +1,42 @@
+/* costs.h - measured costs from a JSON file (ppc --costs FILE). They
+ * override the schedule's `cost` lines, so a schedule simulated once with
+ * unit costs can be re-simulated with what ppvm measured.
+ *
+ *   {
+ *     "F": 1.5,                 one number for every stage, or
+ *     "B": [3.0, 3.0, 3.1, 3.4] one per stage (exactly S of them),
+ *     "W": 1.2,                 only meaningful with `split backward`
+ *     "latency": 2e-5,          time per activation/gradient/weight transfer
+ *     "bandwidth": 2.5e10       bytes per time unit; 0 means infinitely fast
+ *   }
+ *
+ * Every key is optional; a key the file does not give keeps the schedule's
+ * value. Times are in any one unit (ppvm writes seconds). Job costs must be
+ * positive, latency and bandwidth non-negative, every number finite.
+ * Unknown keys, duplicate keys and anything that is not this shape are
+ * errors that name the file, line and column and say what was expected. */
+#ifndef PP_COSTS_H
+#define PP_COSTS_H
+
+#include <stddef.h>
+
+typedef struct {
+    double *dir[3]; /* F, B, W: per-stage costs, or NULL when the file does not give it */
+    int n[3];       /* entries of dir[d]: 1 (every stage) or one per stage */
+    int has_latency, has_bandwidth;
+    double latency, bandwidth;
+} pp_costs;
+
+/* Returns 0 on success; otherwise -1 with a message in err, such as
+ * "costs.json:3:8: expected a number or an array of numbers for \"F\", found
+ * a string" (or "PATH: cannot open: <strerror>"), and *c left all zero.
+ * Whether an array has 1 or S entries is for the caller to check. */
+int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen);
+/* The same from text[0..len) already in memory (no NUL needed); `name` is
+ * used in messages. */
+int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, char *err,
+                   size_t errlen);
+/* Frees what a successful call allocated and zeroes *c (safe on a zeroed one). */
+void pp_costs_free(pp_costs *c);
+
+#endif

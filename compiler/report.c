@@ -1,0 +1,204 @@
+/* report.c - the per-worker cost of a simulated schedule (see report.h for
+ * what each number counts): busy time, transfers, peak activation storage
+ * and weight, gradient and optimizer storage, computed from the job table,
+ * the simulated timeline and the model's shapes. */
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/model.h"
+
+/* A (time, change) event on one worker's activation storage. */
+typedef struct {
+    double t;
+    int w;
+    int release; /* releases sort before acquisitions at the same time */
+    long long count;
+    long long bytes;
+} mem_event;
+
+static int cmp_event(const void *a, const void *b)
+{
+    const mem_event *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w < y->w ? -1 : 1;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return y->release - x->release;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_xfer(const void *a, const void *b)
+{
+    const pp_transfer *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+/* Peak stash count (F start .. B end) and bytes (F start .. end of its last
+ * reader) per worker, by sweeping sorted events. */
+static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
+                            const pp_model *m)
+{
+    const pp_jobspace *js = &t->js;
+    size_t n = (size_t)js->S * (size_t)js->B * 3;
+    mem_event *ev = malloc(n * sizeof *ev);
+    if (!ev)
+        return -1;
+    size_t k = 0;
+    for (int s = 0; s < js->S; s++) {
+        long long stash = (long long)(js->ND == 3 ? pp_stage_stash_bytes_split(m, js->S, s)
+                                                  : pp_stage_stash_bytes(m, js->S, s));
+        for (int b = 0; b < js->B; b++) {
+            int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
+            int last = js->ND == 3 ? job_id(js, s, b, DIR_W) : bw;
+            int w = t->worker[f];
+            ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
+            ev[k++] = (mem_event){sim->end[bw], w, 1, -1, last == bw ? -stash : 0};
+            if (last != bw)
+                ev[k++] = (mem_event){sim->end[last], w, 1, 0, -stash};
+        }
+    }
+    qsort(ev, k, sizeof *ev, cmp_event);
+    long long count = 0, bytes = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (i == 0 || ev[i].w != ev[i - 1].w)
+            count = bytes = 0;
+        count += ev[i].count;
+        bytes += ev[i].bytes;
+        pp_worker_report *wr = &r->w[ev[i].w];
+        if (count > wr->peak_act)
+            wr->peak_act = count;
+        if (bytes > (long long)wr->peak_act_bytes)
+            wr->peak_act_bytes = (uint64_t)bytes;
+    }
+    free(ev);
+    return 0;
+}
+
+/* Distinct (stage, worker) pairs among the jobs `want` selects, each
+ * counted once on its worker: weights held by owners, gradient
+ * accumulators on the workers that compute a stage's weight gradient. */
+static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model *m, int owners)
+{
+    const pp_jobspace *js = &t->js;
+    int N = job_count(js);
+    long long *key = malloc((size_t)N * sizeof *key);
+    if (!key)
+        return -1;
+    int n = 0;
+    for (int j = 0; j < N; j++) {
+        int d = job_d(js, j);
+        if (owners)
+            key[n++] = (long long)job_s(js, j) * t->W + t->owner[j];
+        else if (d == DIR_W || (d == DIR_B && js->ND == 2)) /* where dW is computed */
+            key[n++] = (long long)job_s(js, j) * t->W + t->worker[j];
+    }
+    qsort(key, (size_t)n, sizeof *key, cmp_ll);
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && key[i] == key[i - 1])
+            continue;
+        int s = (int)(key[i] / t->W), w = (int)(key[i] % t->W);
+        uint64_t bytes = pp_stage_weight_bytes(m, js->S, s);
+        if (owners) {
+            r->w[w].weight_store++;
+            r->w[w].weight_store_bytes += bytes;
+        } else
+            r->w[w].grad_store_bytes += bytes;
+    }
+    free(key);
+    return 0;
+}
+
+static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
+                     const pp_model *m)
+{
+    const pp_jobspace *js = &t->js;
+    int N = job_count(js), n = 0;
+    for (int j = 0; j < N; j++) {
+        int p = job_pred(js, j);
+        n += (p >= 0 && t->worker[p] != t->worker[j]) + pp_job_fetches(t, j);
+    }
+    r->xfer = calloc((size_t)n + 1, sizeof *r->xfer);
+    if (!r->xfer)
+        return -1;
+    for (int j = 0; j < N; j++) {
+        int p = job_pred(js, j), w = t->worker[j];
+        if (p >= 0 && t->worker[p] != w) {
+            uint64_t bytes = pp_job_input_bytes(t, m, j);
+            int kind = job_d(js, j) == DIR_F ? XFER_ACT : XFER_GRAD;
+            r->xfer[r->nxfer++] =
+                (pp_transfer){kind, t->worker[p], w, j, sim->end[p], sim->end[p] + t->xfer[j], bytes};
+            r->w[w].act_recv++;
+            r->w[w].act_recv_bytes += bytes;
+        }
+        if (pp_job_fetches(t, j)) {
+            uint64_t bytes = pp_stage_weight_bytes(m, js->S, job_s(js, j));
+            double from = p >= 0 ? sim->start[p] : 0; /* the prefetch thread's start (sim.h) */
+            r->xfer[r->nxfer++] =
+                (pp_transfer){XFER_WEIGHT, t->owner[j], w, j, from, from + t->fetch[j], bytes};
+            r->w[w].weight_recv++;
+            r->w[w].weight_recv_bytes += bytes;
+        }
+    }
+    qsort(r->xfer, (size_t)r->nxfer, sizeof *r->xfer, cmp_xfer);
+    return 0;
+}
+
+int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
+                    const pp_model *m)
+{
+    memset(r, 0, sizeof *r);
+    const pp_jobspace *js = &t->js;
+    r->S = js->S;
+    r->B = js->B;
+    r->W = t->W;
+    r->split = js->ND == 3;
+    r->makespan = sim->makespan;
+    r->w = calloc((size_t)t->W, sizeof *r->w);
+    if (!r->w)
+        goto fail;
+    for (int j = 0; j < job_count(js); j++) {
+        r->w[t->worker[j]].jobs++;
+        r->w[t->worker[j]].busy += t->cost[j];
+    }
+    if (transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
+        stage_worker_pairs(r, t, m, 1) || stage_worker_pairs(r, t, m, 0))
+        goto fail;
+    /* opt_store_bytes stays 0: the VM's optimizer is plain SGD, with no state. */
+    pp_worker_report *tot = &r->total;
+    for (int w = 0; w < r->W; w++) {
+        const pp_worker_report *x = &r->w[w];
+        tot->jobs += x->jobs;
+        tot->busy += x->busy;
+        tot->act_recv += x->act_recv;
+        tot->act_recv_bytes += x->act_recv_bytes;
+        tot->weight_recv += x->weight_recv;
+        tot->weight_recv_bytes += x->weight_recv_bytes;
+        tot->peak_act += x->peak_act;
+        tot->peak_act_bytes += x->peak_act_bytes;
+        tot->weight_store += x->weight_store;
+        tot->weight_store_bytes += x->weight_store_bytes;
+        tot->grad_store_bytes += x->grad_store_bytes;
+        tot->opt_store_bytes += x->opt_store_bytes;
+    }
+    r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;
+    return 0;
+fail:
+    pp_report_free(r);
+    return -1;
+}
+
+void pp_report_free(pp_report *r)
+{
+    free(r->w);
+    free(r->xfer);
+    memset(r, 0, sizeof *r);
+}

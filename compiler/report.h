@@ -1,0 +1,80 @@
+/* report.h - what a simulated schedule costs, per worker: the seed's Table 1
+ * computed mechanically for any schedule, plus the transfers it implies.
+ *
+ * Counting rules (documented in the README):
+ *  - act_recv: activations (into a forward) and gradients (into a backward)
+ *    that arrive from another worker. Loading a microbatch is not a receive.
+ *  - weight_recv: jobs that compute on a worker that does not hold their
+ *    stage's weights fetch them, once per job (the seed's formula; fetched
+ *    weights are dropped after the job, as ZeRO-3 reshards after use). W
+ *    jobs need no weights (the weight gradient is x^T dy).
+ *  - peak_act: the most microbatches a worker holds between F(s,b) and
+ *    B(s,b) at once; peak_act_bytes: the most stash bytes it holds at once,
+ *    each stash held from its F's start to the end of the job that last
+ *    reads it (B, or W with a split backward).
+ *  - weight_store: stages whose weights the worker holds as owner (every
+ *    worker that weights(s,.,.) names for a stage holds a copy).
+ *  - grad_store_bytes: a gradient accumulator per stage whose backward the
+ *    worker computes; opt_store_bytes: optimizer state on owners (0 for the
+ *    plain SGD the VM runs). */
+#ifndef PP_REPORT_H
+#define PP_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../isa/model_desc.h"
+#include "jobtable.h"
+#include "sim.h"
+
+enum { XFER_ACT, XFER_GRAD, XFER_WEIGHT };
+
+typedef struct {
+    int kind;      /* XFER_* */
+    int src, dst;  /* workers */
+    int job;       /* the job that consumes it */
+    double start, end;
+    uint64_t bytes;
+} pp_transfer;
+
+typedef struct {
+    int jobs;
+    double busy;
+    long long act_recv, weight_recv, peak_act, weight_store;
+    uint64_t act_recv_bytes, weight_recv_bytes, peak_act_bytes, weight_store_bytes;
+    uint64_t grad_store_bytes, opt_store_bytes;
+} pp_worker_report;
+
+typedef struct {
+    int S, B, W, split;
+    double makespan, bubble; /* bubble: idle fraction of W * makespan */
+    pp_worker_report *w;     /* [W] */
+    pp_worker_report total;  /* sums over workers (peaks too: the sum of peaks) */
+    pp_transfer *xfer;       /* every transfer, ordered by start time */
+    int nxfer;
+} pp_report;
+
+/* Returns 0, or -1 out of memory. */
+int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
+                    const pp_model *m);
+void pp_report_free(pp_report *r);
+
+/* What the report says about where it came from. */
+typedef struct {
+    const char *schedule; /* the .pp file */
+    const char *params;   /* e.g. "S=4 B=8 W=4" */
+    const char *order;    /* "greedy" or "strict" */
+    const char *costs;    /* e.g. "cost lines of the schedule" or "--costs prof.json" */
+} pp_report_info;
+
+/* DIR/report.txt: the summary, a per-worker table and the ASCII diagram.
+ * DIR/report.json: the same numbers for tools (keys in the README), and
+ * every worker's jobs in execution order. Return 0, or -1 if writing failed. */
+int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
+                        const pp_jobtable *t, const pp_sim_result *sim);
+int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info,
+                         const pp_jobtable *t, const pp_sim_result *sim);
+/* "1.5 MiB": bytes for people (buf of at least 16). */
+const char *pp_human_bytes(uint64_t bytes, char *buf);
+
+#endif

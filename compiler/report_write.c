@@ -1,0 +1,159 @@
+/* report_write.c - report.txt (for people: a summary, a table per worker,
+ * the ASCII pipeline diagram) and report.json (for tools) from a pp_report. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report.h"
+#include "timeline.h"
+
+const char *pp_human_bytes(uint64_t bytes, char *buf)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, 16, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, 16, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+/* "count (bytes)" in a fixed-width column */
+static void count_bytes(FILE *f, long long count, uint64_t bytes, int width)
+{
+    char cell[48], hb[16];
+    snprintf(cell, sizeof cell, "%lld (%s)", count, pp_human_bytes(bytes, hb));
+    fprintf(f, " %*s", width, cell);
+}
+
+static void worker_row(FILE *f, const char *name, const pp_worker_report *x, double makespan)
+{
+    char hb[2][16];
+    fprintf(f, "%-6s %6d %10g %6.1f%%", name, x->jobs, x->busy,
+            makespan > 0 ? 100.0 * (1 - x->busy / makespan) : 0.0);
+    count_bytes(f, x->act_recv, x->act_recv_bytes, 20);
+    count_bytes(f, x->weight_recv, x->weight_recv_bytes, 20);
+    count_bytes(f, x->peak_act, x->peak_act_bytes, 18);
+    count_bytes(f, x->weight_store, x->weight_store_bytes, 18);
+    fprintf(f, " %11s %11s\n", pp_human_bytes(x->grad_store_bytes, hb[0]),
+            pp_human_bytes(x->opt_store_bytes, hb[1]));
+}
+
+int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
+                        const pp_jobtable *t, const pp_sim_result *sim)
+{
+    fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order,
+            r->split ? ", split backward" : "");
+    fprintf(f, "costs     %s\n", info->costs);
+    if (t->bandwidth > 0)
+        fprintf(f, "transfers latency %g + bytes / %g bytes per time unit\n", t->latency,
+                t->bandwidth);
+    else
+        fprintf(f, "transfers latency %g, bandwidth unlimited%s\n", t->latency,
+                t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
+    fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n\n", r->makespan,
+            100 * r->bubble, r->W);
+    fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s\n", "worker", "jobs", "busy",
+            "idle", "act+grad recv", "weight fetches", "peak activations", "weights held",
+            "grads", "optimizer");
+    char name[16];
+    for (int w = 0; w < r->W; w++) {
+        snprintf(name, sizeof name, "%d", w);
+        worker_row(f, name, &r->w[w], r->makespan);
+    }
+    worker_row(f, "total", &r->total, r->makespan * r->W);
+    fprintf(f, "\n(peak activations: microbatches held between F and B, and the bytes of their\n"
+               " stashes; idle of the total is the bubble)\n\n");
+    pp_timeline_ascii(f, t, sim, 100);
+    return ferror(f) ? -1 : 0;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_PEAK, F_PEAKB, F_WST, F_WSTB, F_GRADB,
+       F_OPTB, F_COUNT };
+static const char *field_name[F_COUNT] = {
+    "jobs_count",   "busy",          "act_recv",     "act_recv_bytes",
+    "weight_recv",  "weight_recv_bytes", "peak_act", "peak_act_bytes",
+    "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes"};
+
+static void json_field(FILE *f, const pp_worker_report *x, int k)
+{
+    switch (k) {
+    case F_JOBS: fprintf(f, "%d", x->jobs); break;
+    case F_BUSY: fprintf(f, "%.17g", x->busy); break;
+    case F_ACT: fprintf(f, "%lld", x->act_recv); break;
+    case F_ACTB: fprintf(f, "%" PRIu64, x->act_recv_bytes); break;
+    case F_WREC: fprintf(f, "%lld", x->weight_recv); break;
+    case F_WRECB: fprintf(f, "%" PRIu64, x->weight_recv_bytes); break;
+    case F_PEAK: fprintf(f, "%lld", x->peak_act); break;
+    case F_PEAKB: fprintf(f, "%" PRIu64, x->peak_act_bytes); break;
+    case F_WST: fprintf(f, "%lld", x->weight_store); break;
+    case F_WSTB: fprintf(f, "%" PRIu64, x->weight_store_bytes); break;
+    case F_GRADB: fprintf(f, "%" PRIu64, x->grad_store_bytes); break;
+    case F_OPTB: fprintf(f, "%" PRIu64, x->opt_store_bytes); break;
+    }
+}
+
+int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info,
+                         const pp_jobtable *t, const pp_sim_result *sim)
+{
+    fprintf(f, "{\n  \"schedule\": ");
+    json_string(f, info->schedule);
+    fprintf(f, ",\n  \"params\": ");
+    json_string(f, info->params);
+    fprintf(f, ",\n  \"order\": ");
+    json_string(f, info->order);
+    fprintf(f, ",\n  \"costs\": ");
+    json_string(f, info->costs);
+    fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s,\n", r->S, r->B, r->W,
+            r->split ? "true" : "false");
+    fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
+    fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n", r->makespan, r->bubble);
+    for (int k = 0; k < F_COUNT; k++) {
+        fprintf(f, "  \"%s\": [", field_name[k]);
+        for (int w = 0; w < r->W; w++) {
+            if (w)
+                fputs(", ", f);
+            json_field(f, &r->w[w], k);
+        }
+        fputs("],\n", f);
+    }
+    fputs("  \"total\": {", f);
+    for (int k = 0; k < F_COUNT; k++) {
+        fprintf(f, "%s\"%s\": ", k ? ", " : "", field_name[k]);
+        json_field(f, &r->total, k);
+    }
+    fputs("},\n  \"jobs\": [\n", f);
+    const pp_jobspace *js = &t->js;
+    for (int w = 0; w < r->W; w++) {
+        fputs("    [", f);
+        for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
+            int j = sim->order[k];
+            fprintf(f, "%s{\"s\": %d, \"b\": %d, \"d\": \"%c\", \"start\": %.17g, \"end\": %.17g}",
+                    k > sim->off[w] ? ",\n     " : "", job_s(js, j), job_b(js, j),
+                    dir_char(job_d(js, j)), sim->start[j], sim->end[j]);
+        }
+        fprintf(f, "]%s\n", w + 1 < r->W ? "," : "");
+    }
+    fputs("  ]\n}\n", f);
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,33 @@
+/* timeline.h - pictures of a simulated schedule: the seed's pipeline
+ * diagram as SVG and as ASCII, and a Chrome/Perfetto trace.
+ *
+ * All three draw the same thing: a row (track) per worker, time to the
+ * right, one cell per job, and idle time left empty. The SVG labels a cell
+ * with its direction and stage and colours it by microbatch; text has no
+ * colour, so the ASCII cell shows direction and microbatch instead. Times
+ * are the simulator's (any positive reals); the trace takes 1 unit = 1 ms. */
+#ifndef PP_TIMELINE_H
+#define PP_TIMELINE_H
+
+#include <stdio.h>
+
+#include "jobtable.h"
+#include "report.h"
+#include "sim.h"
+
+/* DIR/timeline.svg: cells coloured by microbatch. Returns 0, or -1 if writing failed. */
+int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
+/* DIR/trace.json (Chrome trace event format): a track per worker with a
+ * slice per job, and a slice per transfer on the receiving worker's
+ * transfer track. Returns 0, or -1 if writing failed. */
+int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
+                      const pp_transfer *xfer, int nxfer);
+/* The diagram in text, at most `width` columns wide (time is scaled down
+ * to fit; widths under about 10 cannot hold a row's "wN |" and legend and
+ * are exceeded); for report.txt, terminals and code review. When every job
+ * is a whole multiple of the shortest one and the rows fit, the shortest
+ * job gets one cell ("F3 ") and the picture is exact; otherwise each
+ * column shows the job covering most of it. Deterministic. */
+void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, int width);
+
+#endif

@@ -1,0 +1,689 @@
+/* test_costs.c - unit tests of the costs file (compiler/costs.c) and the
+ * JSON reader under it (compiler/json.c): valid files, scalar and per-stage
+ * costs, absent keys, one test per kind of error (each must name the right
+ * line:col and say what was expected), loading from disk, and a
+ * deterministic mutation fuzz loop that must never crash (run it under
+ * ASan/UBSan). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* mkstemp, mkdtemp */
+#endif
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../compiler/costs.h"
+#include "../../compiler/json.h"
+#include "suites.h"
+
+/* ------------------------------------------------------------- fixtures */
+
+/* The example of costs.h. */
+static const char full_file[] = "{\n"
+                                "  \"F\": 1.5,\n"
+                                "  \"B\": [3.0, 3.0, 3.1, 3.4],\n"
+                                "  \"W\": 1.2,\n"
+                                "  \"latency\": 2e-5,\n"
+                                "  \"bandwidth\": 2.5e10\n"
+                                "}\n";
+
+static int costs_is_empty(const pp_costs *c)
+{
+    pp_costs zero;
+    memset(&zero, 0, sizeof zero);
+    return memcmp(c, &zero, sizeof zero) == 0;
+}
+
+/* Parse text[0..len) into c, which must succeed. */
+static void ok_len(pp_costs *c, const char *text, size_t len)
+{
+    char err[512];
+    int rc = pp_costs_parse(c, "c.json", text, len, err, sizeof err);
+    ck_assert_msg(rc == 0, "rejected %s: %s", text, err);
+    ck_assert_str_eq(err, "");
+}
+
+static void ok(pp_costs *c, const char *text) { ok_len(c, text, strlen(text)); }
+
+/* Parse text[0..len), which must fail with a message that starts with
+ * "c.json:" `where` ": " and contains `words`, leaving c empty. */
+static void err_len(const char *text, size_t len, const char *where, const char *words)
+{
+    pp_costs c;
+    char err[512], prefix[64];
+    int rc = pp_costs_parse(&c, "c.json", text, len, err, sizeof err);
+    ck_assert_msg(rc == -1, "accepted %s", text);
+    snprintf(prefix, sizeof prefix, "c.json:%s: ", where);
+    ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0, "message \"%s\" does not start \"%s\"",
+                  err, prefix);
+    ck_assert_msg(strstr(err, words) != NULL, "message \"%s\" lacks \"%s\"", err, words);
+    ck_assert(costs_is_empty(&c));
+    pp_costs_free(&c);
+}
+
+static void err_at(const char *text, const char *where, const char *words)
+{
+    err_len(text, strlen(text), where, words);
+}
+
+/* --------------------------------------------------------------- valid */
+
+START_TEST(test_full_file)
+{
+    pp_costs c;
+    ok(&c, full_file);
+    ck_assert_int_eq(c.n[0], 1);
+    ck_assert_double_eq(c.dir[0][0], 1.5);
+    ck_assert_int_eq(c.n[1], 4);
+    ck_assert_double_eq(c.dir[1][0], 3.0);
+    ck_assert_double_eq(c.dir[1][1], 3.0);
+    ck_assert_double_eq(c.dir[1][2], 3.1);
+    ck_assert_double_eq(c.dir[1][3], 3.4);
+    ck_assert_int_eq(c.n[2], 1);
+    ck_assert_double_eq(c.dir[2][0], 1.2);
+    ck_assert_int_eq(c.has_latency, 1);
+    ck_assert_double_eq(c.latency, 2e-5);
+    ck_assert_int_eq(c.has_bandwidth, 1);
+    ck_assert_double_eq(c.bandwidth, 2.5e10);
+    pp_costs_free(&c);
+    ck_assert(costs_is_empty(&c));
+    pp_costs_free(&c); /* twice is harmless */
+}
+END_TEST
+
+START_TEST(test_scalar_and_per_stage)
+{
+    pp_costs c;
+    ok(&c, "{\"F\": 2}");
+    ck_assert_int_eq(c.n[0], 1);
+    ck_assert_double_eq(c.dir[0][0], 2.0);
+    ck_assert_ptr_null(c.dir[1]);
+    pp_costs_free(&c);
+
+    ok(&c, "{\"F\": [2]}"); /* a one-element array is one cost for every stage too */
+    ck_assert_int_eq(c.n[0], 1);
+    ck_assert_double_eq(c.dir[0][0], 2.0);
+    pp_costs_free(&c);
+
+    /* any length is stored; 1-or-S is the caller's check */
+    ok(&c, "{\"B\": [1, 2, 3, 4, 5, 6, 7], \"W\": [0.5, 0.25]}");
+    ck_assert_int_eq(c.n[1], 7);
+    for (int i = 0; i < 7; i++)
+        ck_assert_double_eq(c.dir[1][i], i + 1);
+    ck_assert_int_eq(c.n[2], 2);
+    ck_assert_double_eq(c.dir[2][1], 0.25);
+    ck_assert_ptr_null(c.dir[0]);
+    ck_assert_int_eq(c.n[0], 0);
+    pp_costs_free(&c);
+}
+END_TEST
+
+START_TEST(test_missing_keys)
+{
+    pp_costs c;
+    ok(&c, "{}");
+    ck_assert(costs_is_empty(&c));
+    pp_costs_free(&c);
+
+    ok(&c, " {\"latency\": 0} ");
+    ck_assert_int_eq(c.has_latency, 1);
+    ck_assert_double_eq(c.latency, 0);
+    ck_assert_int_eq(c.has_bandwidth, 0);
+    for (int d = 0; d < 3; d++) {
+        ck_assert_ptr_null(c.dir[d]);
+        ck_assert_int_eq(c.n[d], 0);
+    }
+    pp_costs_free(&c);
+
+    ok(&c, "{\"bandwidth\": 0, \"W\": 1e-3}"); /* 0 = infinitely fast */
+    ck_assert_int_eq(c.has_latency, 0);
+    ck_assert_int_eq(c.has_bandwidth, 1);
+    ck_assert_double_eq(c.bandwidth, 0);
+    ck_assert_ptr_null(c.dir[0]);
+    ck_assert_ptr_null(c.dir[1]);
+    ck_assert_double_eq(c.dir[2][0], 1e-3);
+    pp_costs_free(&c);
+}
+END_TEST
+
+/* Number forms, escapes in keys, CRLF, tabs and a byte order mark. */
+START_TEST(test_lexical_forms)
+{
+    pp_costs c;
+    ok(&c, "\xef\xbb\xbf{\r\n\t\"\\u0046\" : [1E+2, 0.5e-1, 25e0, 4.9e-324],\r\n"
+           "\t\"lat\\u0065ncy\": -0, \"bandwidth\": 1.0E1\r\n}\r\n");
+    ck_assert_int_eq(c.n[0], 4);
+    ck_assert_double_eq(c.dir[0][0], 100);
+    ck_assert_double_eq(c.dir[0][1], 0.05);
+    ck_assert_double_eq(c.dir[0][2], 25);
+    ck_assert(c.dir[0][3] > 0); /* the smallest subnormal is still positive */
+    ck_assert_int_eq(c.has_latency, 1);
+    ck_assert_double_eq(c.latency, 0);
+    ck_assert_double_eq(c.bandwidth, 10);
+    pp_costs_free(&c);
+
+    /* the text needs no terminating NUL: only len bytes are read */
+    const char text[] = "{\"F\": 12}99";
+    ok_len(&c, text, 9);
+    ck_assert_double_eq(c.dir[0][0], 12);
+    pp_costs_free(&c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- keys */
+
+START_TEST(test_unknown_key)
+{
+    err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
+    err_at("{\"f\": 1}", "1:2", "unknown key \"f\": expected \"F\", \"B\", \"W\"");
+    /* keys are compared after unescaping, and shown escaped */
+    err_at("{\"F\\u0000\": 1}", "1:2", "unknown key \"F\\x00\"");
+    err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
+    err_at("{\"\": 1}", "1:2", "unknown key \"\"");
+    /* a long key is cut */
+    err_at("{\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1}", "1:2",
+           "unknown key \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\"");
+}
+END_TEST
+
+START_TEST(test_duplicate_key)
+{
+    err_at("{\"F\": 1,\n \"F\": 2}", "2:2", "duplicate key \"F\" (first given at 1:2)");
+    err_at("{\"latency\": 1, \"l\\u0061tency\": 2}", "1:16", "duplicate key \"latency\"");
+    err_at("{\"B\": [1], \"W\": 1, \"B\": [1]}", "1:20", "duplicate key \"B\"");
+}
+END_TEST
+
+/* -------------------------------------------------------------- values */
+
+START_TEST(test_non_positive_cost)
+{
+    err_at("{\"F\": 0}", "1:7", "expected a positive cost for \"F\", found 0");
+    err_at("{\"W\": -0}", "1:7", "expected a positive cost for \"W\", found -0");
+    err_at("{\"B\": [1, 2, -3]}", "1:14", "expected a positive cost for \"B\"[2], found -3");
+    err_at("{\"F\": 1e-400}", "1:7", "positive"); /* underflows to 0 */
+}
+END_TEST
+
+START_TEST(test_negative_latency_bandwidth)
+{
+    err_at("{\"latency\": -1e-3}", "1:13", "expected a number >= 0 for \"latency\", found -0.001");
+    err_at("{\n\"bandwidth\":\n  -5}", "3:3", "expected a number >= 0 for \"bandwidth\", found -5");
+}
+END_TEST
+
+START_TEST(test_wrong_type)
+{
+    err_at("{\"F\": \"1\"}", "1:7",
+           "expected a number or an array of numbers for \"F\", found a string");
+    err_at("{\"B\": true}", "1:7", "for \"B\", found a boolean");
+    err_at("{\"W\": null}", "1:7", "for \"W\", found null");
+    err_at("{\"F\": {}}", "1:7", "for \"F\", found an object");
+    err_at("{\"F\": []}", "1:7", "non-empty array of numbers for \"F\", found an empty array");
+    err_at("{\"F\": [1, [2]]}", "1:11", "expected a number for \"F\"[1], found an array");
+    err_at("{\"B\": [1,\n \"2\"]}", "2:2", "expected a number for \"B\"[1], found a string");
+    err_at("{\"latency\": [1]}", "1:13", "expected a number for \"latency\", found an array");
+    err_at("{\"bandwidth\": false}", "1:15",
+           "expected a number for \"bandwidth\", found a boolean");
+    err_at("[1]", "1:1", "expected an object at the top level, found an array");
+    err_at("\n  42 ", "2:3", "expected an object at the top level, found a number");
+    err_at("\"F\"", "1:1", "at the top level, found a string");
+    err_at("null", "1:1", "at the top level, found null");
+}
+END_TEST
+
+/* 1e999 is valid JSON but overflows a double to inf: not a finite number. */
+START_TEST(test_not_finite)
+{
+    err_at("{\"F\": 1e999}", "1:7", "expected a finite number for \"F\"");
+    err_at("{\"B\": [1, -1e999]}", "1:11", "expected a finite number for \"B\"[1]");
+    err_at("{\"bandwidth\": 1e400}", "1:15", "expected a finite number for \"bandwidth\"");
+    err_at("{\"latency\": -1e400}", "1:13", "expected a finite number for \"latency\"");
+}
+END_TEST
+
+/* -------------------------------------------------------------- syntax */
+
+START_TEST(test_unterminated_string)
+{
+    err_at("{\"F\": 1,\n \"B", "2:2",
+           "unterminated string: expected a closing '\"', found end of input");
+    err_at("{\"F\\\": 1}", "1:2", "unterminated string");
+    err_at("{\"F\": 1, \"B\": \"abc", "1:15", "unterminated string");
+    err_at("{\"a\nb\": 1}", "1:4", "found byte 0x0a (control characters must be escaped)");
+    err_at("{\"a\tb\": 1}", "1:4", "found byte 0x09");
+}
+END_TEST
+
+START_TEST(test_bad_escape)
+{
+    err_at("{\"F\\x\": 1}", "1:5", "bad escape in a string: expected one of");
+    err_at("{\"F\\x\": 1}", "1:5", "found 'x'");
+    err_at("{\"F\\", "1:5", "bad escape in a string");
+    err_at("{\"\\u00g0\": 1}", "1:7", "expected 4 hex digits after '\\u' in a string, found 'g'");
+    err_at("{\"\\u00", "1:7", "expected 4 hex digits");
+    err_at("{\"\\uD800\": 1}", "1:9", "expected a low surrogate");
+    err_at("{\"\\uD800\\u0041\": 1}", "1:9", "after the high surrogate \\uD800, found \\u0041");
+    err_at("{\"\\uDC00\": 1}", "1:3", "expected a high surrogate");
+    err_at("{\"\xff\": 1}", "1:3", "expected UTF-8 text in a string");
+    err_at("{\"\xc0\xaf\": 1}", "1:3", "UTF-8");     /* overlong '/' */
+    err_at("{\"\xed\xa0\x80\": 1}", "1:3", "UTF-8"); /* an encoded surrogate */
+    err_at("{\"\xe2\x82\": 1}", "1:3", "UTF-8");     /* cut short */
+}
+END_TEST
+
+START_TEST(test_bad_number)
+{
+    err_at("{\"F\": 01}", "1:8",
+           "bad number: expected '.', 'e' or the number's end after a "
+           "leading 0, found '1'");
+    err_at("{\"F\": -00}", "1:9", "leading 0");
+    err_at("{\"F\": 1.}", "1:9", "bad number: expected a digit after '.', found '}'");
+    err_at("{\"F\": 1.e5}", "1:9", "expected a digit after '.', found 'e'");
+    err_at("{\"F\": -}", "1:8", "bad number: expected a digit after '-', found '}'");
+    err_at("-", "1:2", "expected a digit after '-', found end of input");
+    err_at("{\"F\": 1e}", "1:9", "bad number: expected a digit in the exponent, found '}'");
+    err_at("{\"F\": 1e+}", "1:10", "exponent");
+    err_at("{\"F\": .5}", "1:7",
+           "expected a value (object, array, string, number, true, false "
+           "or null), found '.'");
+    err_at("{\"F\": +1}", "1:7", "expected a value");
+    err_at("{\"F\": 1.5.2}", "1:10", "expected ',' or '}' after an object member, found '.'");
+    err_at("{\"F\": 0x10}", "1:8", "expected ',' or '}' after an object member, found 'x'");
+    err_at("{\"F\": NaN}", "1:7", "expected a value");
+    err_at("{\"F\": NaN}", "1:7", "found 'NaN'");
+    err_at("{\"F\": -Infinity}", "1:8", "expected a digit after '-', found 'I'");
+    err_at("{\"F\": Infinity}", "1:7", "found 'Infinity'");
+}
+END_TEST
+
+START_TEST(test_bad_structure)
+{
+    err_at("{\"F\": 1} x", "1:10",
+           "expected the end of input after the top-level value, found 'x'");
+    err_at("{\"F\": 1}}", "1:9", "expected the end of input");
+    err_at("{}{}", "1:3", "expected the end of input");
+    err_at("{\"F\": 1}\n\n  ,", "3:3", "expected the end of input");
+    err_len("{\"F\": 1}\0", 9, "1:9",
+            "expected the end of input after the top-level value, "
+            "found byte 0x00");
+    err_at("{\"F\" 1}", "1:6", "expected ':' after an object key, found '1'");
+    err_at("{\"F\": 1 \"B\": 2}", "1:9", "expected ',' or '}' after an object member, found '\"'");
+    err_at("{\"F\": 1,}", "1:9", "expected a string key after ',', found '}'");
+    err_at("{,}", "1:2", "expected a string key or '}', found ','");
+    err_at("{'F': 1}", "1:2", "expected a string key or '}', found \"'\"");
+    err_at("{F: 1}", "1:2", "found 'F'");
+    err_at("{\"B\": [1,]}", "1:10", "expected a value");
+    err_at("{\"B\": [1 2]}", "1:10", "expected ',' or ']' after an array element, found '2'");
+    err_at("{\"B\": [1", "1:9", "expected ',' or ']' after an array element, found end of input");
+    err_at("{\"F\": 1", "1:8", "expected ',' or '}' after an object member, found end of input");
+    err_at("{\"F\": 1 // x\n}", "1:9", "found '/'");
+    err_at("{\"F\": tru}", "1:7", "found 'tru'");
+    err_at("{\"F\": truex}", "1:7", "found 'truex'");
+    err_at("{\"F\": \x01}", "1:7",
+           "expected a value (object, array, string, number, true, "
+           "false or null), found byte 0x01");
+}
+END_TEST
+
+START_TEST(test_empty_input)
+{
+    err_at("", "1:1",
+           "expected a value (object, array, string, number, true, false or null), "
+           "found end of input");
+    err_at("  \n\t ", "2:3", "found end of input");
+    err_at("\xef\xbb\xbf", "1:1", "found end of input");
+}
+END_TEST
+
+/* A "B" of `levels` nested arrays around 1: {"B": [[...[1]...]]}. */
+static char *nested(int levels)
+{
+    size_t n = 16 + 2 * (size_t)levels;
+    char *s = malloc(n), *p = s;
+    ck_assert_ptr_nonnull(s);
+    p += sprintf(p, "{\"B\": ");
+    for (int i = 0; i < levels; i++)
+        *p++ = '[';
+    *p++ = '1';
+    for (int i = 0; i < levels; i++)
+        *p++ = ']';
+    strcpy(p, "}");
+    return s;
+}
+
+START_TEST(test_too_deep)
+{
+    /* object + 63 arrays = 64 levels: parses; then the shape is wrong */
+    char *s = nested(PP_JSON_MAX_DEPTH - 1);
+    err_at(s, "1:8", "expected a number for \"B\"[0], found an array");
+    free(s);
+    /* object + 64 arrays: the 64th '[' (column 7 + 63) is one too many */
+    s = nested(PP_JSON_MAX_DEPTH);
+    err_at(s, "1:70",
+           "too deeply nested: expected at most 64 levels of arrays and objects, "
+           "found '['");
+    free(s);
+    /* far deeper must fail just as fast, not overflow the stack */
+    s = nested(1000000);
+    err_at(s, "1:70", "too deeply nested");
+    free(s);
+    err_at("{\"F\": {\"a\": {\"a\": 1}}}", "1:7", "found an object");
+}
+END_TEST
+
+/* ----------------------------------------------------------- json tree */
+
+START_TEST(test_json_tree)
+{
+    const char *text = "{\"a\": [1, true, null, \"x\"],\n \"b\": {\"c\": false}, \"d\": -2.5e1}";
+    pp_json *v;
+    char err[256];
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", text, strlen(text), err, sizeof err), PP_JSON_OK);
+    ck_assert_int_eq(v->kind, PP_JSON_OBJECT);
+    ck_assert_int_eq(v->line, 1);
+    ck_assert_int_eq(v->col, 1);
+    ck_assert_uint_eq(v->n, 3);
+    const pp_json *a = &v->child[0], *b = &v->child[1], *d = &v->child[2];
+    ck_assert_str_eq(a->key, "a");
+    ck_assert_uint_eq(a->key_len, 1);
+    ck_assert_int_eq(a->key_line, 1);
+    ck_assert_int_eq(a->key_col, 2);
+    ck_assert_int_eq(a->kind, PP_JSON_ARRAY);
+    ck_assert_int_eq(a->col, 7);
+    ck_assert_uint_eq(a->n, 4);
+    ck_assert_int_eq(a->child[0].kind, PP_JSON_NUMBER);
+    ck_assert_double_eq(a->child[0].number, 1);
+    ck_assert_int_eq(a->child[0].col, 8);
+    ck_assert_ptr_null(a->child[0].key);
+    ck_assert_int_eq(a->child[1].kind, PP_JSON_BOOL);
+    ck_assert_int_eq(a->child[1].boolean, 1);
+    ck_assert_int_eq(a->child[1].col, 11);
+    ck_assert_int_eq(a->child[2].kind, PP_JSON_NULL);
+    ck_assert_int_eq(a->child[3].kind, PP_JSON_STRING);
+    ck_assert_str_eq(a->child[3].str, "x");
+    ck_assert_int_eq(a->child[3].col, 23);
+    ck_assert_int_eq(b->key_line, 2);
+    ck_assert_int_eq(b->key_col, 2);
+    ck_assert_int_eq(b->kind, PP_JSON_OBJECT);
+    ck_assert_int_eq(b->line, 2);
+    ck_assert_int_eq(b->col, 7);
+    ck_assert_uint_eq(b->n, 1);
+    ck_assert_str_eq(b->child[0].key, "c");
+    ck_assert_int_eq(b->child[0].kind, PP_JSON_BOOL);
+    ck_assert_int_eq(b->child[0].boolean, 0);
+    ck_assert_int_eq(b->child[0].line, 2);
+    ck_assert_int_eq(b->child[0].col, 13);
+    ck_assert_double_eq(d->number, -25);
+    pp_json_free(v);
+    pp_json_free(NULL);
+
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", "[]", 2, err, sizeof err), PP_JSON_OK);
+    ck_assert_int_eq(v->kind, PP_JSON_ARRAY);
+    ck_assert_uint_eq(v->n, 0);
+    ck_assert_ptr_null(v->child);
+    pp_json_free(v);
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", "\"\"", 2, err, sizeof err), PP_JSON_OK);
+    ck_assert_ptr_nonnull(v->str);
+    ck_assert_str_eq(v->str, "");
+    pp_json_free(v);
+}
+END_TEST
+
+START_TEST(test_json_escapes)
+{
+    const char *text = "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u20AC\\ud83d\\ude00\\u0000z\xc3\xa9\"";
+    const char want[] = "\"\\/\b\f\n\r\t\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\0z\xc3\xa9";
+    pp_json *v;
+    char err[256];
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", text, strlen(text), err, sizeof err), PP_JSON_OK);
+    ck_assert_int_eq(v->kind, PP_JSON_STRING);
+    ck_assert_uint_eq(v->len, sizeof want - 1);
+    ck_assert_mem_eq(v->str, want, sizeof want); /* with the NUL after it */
+    pp_json_free(v);
+}
+END_TEST
+
+START_TEST(test_json_status)
+{
+    pp_json *v = (pp_json *)&v;
+    char err[256];
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", "[1,", 3, err, sizeof err), PP_JSON_ERR_SYNTAX);
+    ck_assert_ptr_null(v);
+    ck_assert_str_eq(err, "t.json:1:4: expected a value (object, array, string, number, true, "
+                          "false or null), found end of input");
+    char *deep = nested(PP_JSON_MAX_DEPTH);
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", deep, strlen(deep), err, sizeof err),
+                     PP_JSON_ERR_LIMIT);
+    free(deep);
+    /* no buffer, or a tiny one, is fine */
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", "x", 1, NULL, 0), PP_JSON_ERR_SYNTAX);
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", "x", 1, err, 5), PP_JSON_ERR_SYNTAX);
+    ck_assert_str_eq(err, "t.js");
+    ck_assert_int_eq(pp_json_parse(&v, "t.json", "x", 1, err, 11), PP_JSON_ERR_SYNTAX);
+    ck_assert_str_eq(err, "t.json:1:1");
+    pp_costs c;
+    ck_assert_int_eq(pp_costs_parse(&c, "c.json", "{\"F\": 0}", 8, NULL, 0), -1);
+    ck_assert_int_eq(pp_costs_parse(&c, "c.json", "{\"F\": 0}", 8, err, 3), -1);
+    ck_assert_str_eq(err, "c.");
+    ck_assert_int_eq(pp_costs_parse(&c, "c.json", NULL, 0, err, sizeof err), -1);
+    ck_assert_str_eq(err, "c.json:1:1: expected a value (object, array, string, number, true, "
+                          "false or null), found end of input");
+
+    ck_assert_str_eq(pp_json_kind_name(PP_JSON_NULL), "null");
+    ck_assert_str_eq(pp_json_kind_name(PP_JSON_BOOL), "a boolean");
+    ck_assert_str_eq(pp_json_kind_name(PP_JSON_NUMBER), "a number");
+    ck_assert_str_eq(pp_json_kind_name(PP_JSON_STRING), "a string");
+    ck_assert_str_eq(pp_json_kind_name(PP_JSON_ARRAY), "an array");
+    ck_assert_str_eq(pp_json_kind_name(PP_JSON_OBJECT), "an object");
+}
+END_TEST
+
+/* ---------------------------------------------------------------- files */
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(test_load_missing_file)
+{
+    pp_costs c;
+    char err[512];
+    ck_assert_int_eq(pp_costs_load(&c, "/nonexistent/dir/costs.json", err, sizeof err), -1);
+    ck_assert_str_eq(err, "/nonexistent/dir/costs.json: cannot open: No such file or directory");
+    ck_assert(costs_is_empty(&c));
+}
+END_TEST
+
+START_TEST(test_load_files)
+{
+    char dir[] = "/tmp/test_costs.XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/costs.json", dir);
+    pp_costs c;
+    char err[512];
+
+    write_file(path, full_file);
+    ck_assert_int_eq(pp_costs_load(&c, path, err, sizeof err), 0);
+    ck_assert_int_eq(c.n[1], 4);
+    ck_assert_double_eq(c.dir[1][3], 3.4);
+    ck_assert_double_eq(c.bandwidth, 2.5e10);
+    pp_costs_free(&c);
+
+    /* bigger than one read: many stages */
+    size_t cap = 300000;
+    char *big = malloc(cap), *p = big;
+    p += sprintf(p, "{\"F\": [");
+    for (int i = 0; i < 20000; i++)
+        p += sprintf(p, "%s%d.5", i ? ", " : "", i);
+    strcpy(p, "]}\n");
+    write_file(path, big);
+    free(big);
+    ck_assert_int_eq(pp_costs_load(&c, path, err, sizeof err), 0);
+    ck_assert_int_eq(c.n[0], 20000);
+    ck_assert_double_eq(c.dir[0][19999], 19999.5);
+    pp_costs_free(&c);
+
+    /* messages name the path */
+    write_file(path, "{\n  \"F\": 1,\n  \"X\": 2\n}\n");
+    ck_assert_int_eq(pp_costs_load(&c, path, err, sizeof err), -1);
+    char want[128];
+    snprintf(want, sizeof want, "%s:3:3: unknown key \"X\"", path);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "message \"%s\"", err);
+    ck_assert(costs_is_empty(&c));
+
+    /* a directory opens but cannot be read */
+    ck_assert_int_eq(pp_costs_load(&c, dir, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: cannot read: Is a directory", dir);
+    ck_assert_str_eq(err, want);
+
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- fuzz */
+
+static unsigned long long fuzz_state;
+
+static unsigned fuzz_next(void)
+{
+    fuzz_state = fuzz_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(fuzz_state >> 33);
+}
+
+/* One mutation of m[0..n) (room for cap bytes); returns the new length. */
+static size_t fuzz_mutate(char *m, size_t n, size_t cap)
+{
+    static const char bytes[] = "{}[],:\"\\-+.eE0123456789 \nutfnalx\xff\xc3\x80";
+    size_t at = n ? fuzz_next() % n : 0;
+    switch (fuzz_next() % 5) {
+    case 0: /* flip a bit */
+        if (n)
+            m[at] = (char)(m[at] ^ (1u << (fuzz_next() % 8)));
+        return n;
+    case 1: /* overwrite with a byte JSON cares about */
+        if (n)
+            m[at] = bytes[fuzz_next() % (sizeof bytes)]; /* NUL included */
+        return n;
+    case 2: /* delete */
+        if (n) {
+            memmove(m + at, m + at + 1, n - at - 1);
+            n--;
+        }
+        return n;
+    case 3: /* insert */
+        if (n < cap) {
+            memmove(m + at + 1, m + at, n - at);
+            m[at] = bytes[fuzz_next() % (sizeof bytes - 1)];
+            n++;
+        }
+        return n;
+    default: /* truncate */
+        return at;
+    }
+}
+
+START_TEST(test_fuzz_mutations)
+{
+    static const char base[] = "{\n  \"F\": 1.5,\n  \"B\": [3.0, 3e0, 0.31e1, 34E-1],\n"
+                               "  \"W\": [1.2],\n  \"latency\": 2e-5,\n  \"bandwidth\": 2.5e10\n"
+                               "}\n";
+    size_t len = sizeof base - 1, cap = len + 32;
+    int accepted = 0, rejected = 0;
+    fuzz_state = 20240611;
+    for (int iter = 0; iter < 5000; iter++) {
+        char *m = malloc(cap);
+        memcpy(m, base, len);
+        size_t n = len;
+        int rounds = 1 + (int)(fuzz_next() % 3);
+        for (int r = 0; r < rounds; r++)
+            n = fuzz_mutate(m, n, cap);
+        /* an exact-size copy with no NUL after it, so ASan catches any overread */
+        char *exact = malloc(n ? n : 1);
+        memcpy(exact, m, n);
+        pp_costs c;
+        char err[512];
+        if (pp_costs_parse(&c, "f.json", exact, n, err, sizeof err) == 0) {
+            ck_assert_str_eq(err, "");
+            for (int d = 0; d < 3; d++)
+                for (int i = 0; i < c.n[d]; i++)
+                    ck_assert(isfinite(c.dir[d][i]) && c.dir[d][i] > 0);
+            ck_assert(!c.has_latency || (isfinite(c.latency) && c.latency >= 0));
+            ck_assert(!c.has_bandwidth || (isfinite(c.bandwidth) && c.bandwidth >= 0));
+            accepted++;
+        } else {
+            ck_assert_msg(strncmp(err, "f.json:", 7) == 0, "message \"%s\"", err);
+            ck_assert(strlen(err) > 12);
+            ck_assert(costs_is_empty(&c));
+            rejected++;
+        }
+        pp_costs_free(&c);
+        /* and the reader alone */
+        pp_json *v;
+        pp_json_status st = pp_json_parse(&v, "f.json", exact, n, err, sizeof err);
+        ck_assert(st == PP_JSON_OK ? v != NULL && err[0] == '\0' : v == NULL && err[0] != '\0');
+        pp_json_free(v);
+        free(exact);
+        free(m);
+    }
+    /* the loop must exercise both outcomes */
+    ck_assert_int_gt(accepted, 100);
+    ck_assert_int_gt(rejected, 1000);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- suite */
+
+Suite *costs_suite(void)
+{
+    Suite *s = suite_create("costs");
+    TCase *val = tcase_create("valid");
+    tcase_add_test(val, test_full_file);
+    tcase_add_test(val, test_scalar_and_per_stage);
+    tcase_add_test(val, test_missing_keys);
+    tcase_add_test(val, test_lexical_forms);
+    suite_add_tcase(s, val);
+
+    TCase *keys = tcase_create("keys");
+    tcase_add_test(keys, test_unknown_key);
+    tcase_add_test(keys, test_duplicate_key);
+    suite_add_tcase(s, keys);
+
+    TCase *vals = tcase_create("values");
+    tcase_add_test(vals, test_non_positive_cost);
+    tcase_add_test(vals, test_negative_latency_bandwidth);
+    tcase_add_test(vals, test_wrong_type);
+    tcase_add_test(vals, test_not_finite);
+    suite_add_tcase(s, vals);
+
+    TCase *syn = tcase_create("syntax");
+    tcase_add_test(syn, test_unterminated_string);
+    tcase_add_test(syn, test_bad_escape);
+    tcase_add_test(syn, test_bad_number);
+    tcase_add_test(syn, test_bad_structure);
+    tcase_add_test(syn, test_empty_input);
+    tcase_add_test(syn, test_too_deep);
+    suite_add_tcase(s, syn);
+
+    TCase *json = tcase_create("json");
+    tcase_add_test(json, test_json_tree);
+    tcase_add_test(json, test_json_escapes);
+    tcase_add_test(json, test_json_status);
+    suite_add_tcase(s, json);
+
+    TCase *files = tcase_create("files");
+    tcase_add_test(files, test_load_missing_file);
+    tcase_add_test(files, test_load_files);
+    suite_add_tcase(s, files);
+
+    TCase *fuzz = tcase_create("fuzz");
+    tcase_add_test(fuzz, test_fuzz_mutations);
+    suite_add_tcase(s, fuzz);
+    return s;
+}

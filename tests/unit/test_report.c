@@ -1,0 +1,345 @@
+/* test_report.c - the simulator's report: exact counts on small cases (the
+ * seed's Table 1 entries where they are exact), the closed-form bubbles of
+ * ../shared/design.md, the seed's LPP interpolation, transfer costs, --costs,
+ * ppc's report files (a golden report.txt, well-formed SVG, valid JSON) and
+ * --table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/json.h"
+#include "../../compiler/report.h"
+#include "suites.h"
+#include "testutil.h"
+
+static void build_report(const compiled *c, pp_report *r)
+{
+    ck_assert_int_eq(c->errors + c->deadlock, 0);
+    ck_assert_int_eq(pp_report_build(r, &c->t, &c->sim, &c->sch.model), 0);
+}
+
+/* GPipe (W = S), F-first priority, unit costs: makespan 2(S+B-1); interior
+ * workers receive 2B (B activations, B gradients), the two ends B; nothing
+ * is fetched; each worker holds all B microbatches at its peak and one
+ * stage's weights. */
+START_TEST(gpipe_counts)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 6}};
+    compiled c;
+    compile_library(&c, "gpipe.pp", defs, 2);
+    pp_report r;
+    build_report(&c, &r);
+    ck_assert_double_eq(r.makespan, 2 * (4 + 6 - 1));
+    uint64_t act = (uint64_t)c.sch.model.batch * c.sch.model.context * c.sch.model.embed * 4;
+    for (int w = 0; w < 4; w++) {
+        long long want = w == 0 || w == 3 ? 6 : 12;
+        ck_assert_int_eq(r.w[w].act_recv, want);
+        ck_assert_uint_eq(r.w[w].act_recv_bytes, (uint64_t)want * act);
+        ck_assert_int_eq(r.w[w].weight_recv, 0);
+        ck_assert_int_eq(r.w[w].peak_act, 6);
+        ck_assert_int_eq(r.w[w].weight_store, 1);
+        ck_assert_uint_eq(r.w[w].weight_store_bytes, pp_stage_weight_bytes(&c.sch.model, 4, w));
+        ck_assert_uint_eq(r.w[w].grad_store_bytes, r.w[w].weight_store_bytes);
+        ck_assert_int_eq(r.w[w].jobs, 12);
+    }
+    /* (p-1)/(m+p-1) */
+    ck_assert_double_eq_tol(r.bubble, 3.0 / 9.0, 1e-12);
+    ck_assert_int_eq(r.nxfer, 2 * 3 * 6);
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+/* DDP: no transfers at all; every worker holds every stage. */
+START_TEST(ddp_counts)
+{
+    pp_define defs[] = {{"S", 5}, {"B", 4}};
+    compiled c;
+    compile_library(&c, "ddp.pp", defs, 2);
+    pp_report r;
+    build_report(&c, &r);
+    ck_assert_int_eq(r.nxfer, 0);
+    ck_assert_double_eq(r.makespan, 10);
+    ck_assert_double_eq(r.bubble, 0);
+    for (int w = 0; w < 4; w++) {
+        ck_assert_int_eq(r.w[w].act_recv + r.w[w].weight_recv, 0);
+        ck_assert_int_eq(r.w[w].weight_store, 5);
+        ck_assert_int_eq(r.w[w].peak_act, 5);
+    }
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+/* FSDP with W = B = S: every worker fetches the S-1 stages it does not own,
+ * once per pass (the seed's formula), and owns one. */
+START_TEST(fsdp_fetches_s_minus_1_per_pass)
+{
+    pp_define defs[] = {{"S", 4}};
+    compiled c;
+    compile_library(&c, "fsdp.pp", defs, 1);
+    pp_report r;
+    build_report(&c, &r);
+    for (int w = 0; w < 4; w++) {
+        ck_assert_int_eq(r.w[w].weight_recv, 2 * 3);
+        uint64_t others = 0;
+        for (int s = 0; s < 4; s++)
+            if (s != w)
+                others += pp_stage_weight_bytes(&c.sch.model, 4, s);
+        ck_assert_uint_eq(r.w[w].weight_recv_bytes, 2 * others);
+        ck_assert_int_eq(r.w[w].weight_store, 1);
+        ck_assert_int_eq(r.w[w].act_recv, 0);
+    }
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+/* 1F1B: rank r holds min(S-r, B) activations at its peak; bubble
+ * (p-1)/(m+p-1). */
+START_TEST(one_f_one_b_peaks_and_bubble)
+{
+    static const long long Bs[] = {2, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        pp_define defs[] = {{"S", 4}, {"B", Bs[i]}};
+        compiled c;
+        compile_library(&c, "1f1b.pp", defs, 2);
+        pp_report r;
+        build_report(&c, &r);
+        for (int w = 0; w < 4; w++)
+            ck_assert_int_eq(r.w[w].peak_act, 4 - w < Bs[i] ? 4 - w : Bs[i]);
+        ck_assert_double_eq_tol(r.bubble, 3.0 / (double)(Bs[i] + 3), 1e-12);
+        pp_report_free(&r);
+        compiled_free(&c);
+    }
+}
+END_TEST
+
+/* The seed's interpolation: LPP's makespan falls from GPipe's (R = W) to
+ * DDP's (R = 1) as R shrinks, with S = W = B = 8. */
+START_TEST(lpp_interpolates_gpipe_to_ddp)
+{
+    double prev = 0, first = 0, last = 0;
+    for (long long R = 8; R >= 1; R /= 2) {
+        pp_define defs[] = {{"S", 8}, {"B", 8}, {"G", 8 / R}, {"R", R}};
+        compiled c;
+        compile_library(&c, "lpp.pp", defs, 4);
+        ck_assert_int_eq(c.errors + c.deadlock, 0);
+        if (R == 8)
+            first = c.sim.makespan;
+        else
+            ck_assert_msg(c.sim.makespan < prev, "R=%lld: makespan %g, not below %g", R,
+                          c.sim.makespan, prev);
+        prev = last = c.sim.makespan;
+        compiled_free(&c);
+    }
+    ck_assert_double_eq(first, 2 * (8 + 8 - 1)); /* GPipe's */
+    ck_assert_double_eq(last, 2 * 8);             /* DDP's */
+}
+END_TEST
+
+/* With `cost latency = L` every activation and gradient takes L to cross:
+ * GPipe's chain of S-1 hops each way adds 2(S-1)L. */
+START_TEST(latency_delays_transfers)
+{
+    const char *src = "param S = 4\nparam B = 8\nparam W = S\ncost latency = 3\n"
+                      "compute(s,b,d) = s\npriority(s,b,d) = d * B + b\n";
+    compiled c;
+    compile_src(&c, src, NULL, 0);
+    pp_report r;
+    build_report(&c, &r);
+    ck_assert_double_eq(r.makespan, 2 * (4 + 8 - 1) + 2 * 3 * 3);
+    for (int i = 0; i < r.nxfer; i++)
+        ck_assert_double_eq(r.xfer[i].end - r.xfer[i].start, 3);
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+/* Bandwidth: a transfer of n bytes takes latency + n / bandwidth. */
+START_TEST(bandwidth_scales_with_bytes)
+{
+    const char *src = "param S = 2\nparam B = 1\nparam W = S\ncost latency = 1\n"
+                      "cost bandwidth = 1024\ncompute(s,b,d) = s\n"
+                      "model { context = 4\n embed = 8\n ffn = 16\n blocks = 1\n batch = 32 }\n";
+    compiled c;
+    compile_src(&c, src, NULL, 0);
+    pp_report r;
+    build_report(&c, &r);
+    uint64_t act = 32 * 4 * 8 * 4; /* 4 KiB: 4 time units on the wire */
+    ck_assert_int_eq(r.nxfer, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_uint_eq(r.xfer[i].bytes, act);
+        ck_assert_double_eq(r.xfer[i].end - r.xfer[i].start, 1 + 4);
+    }
+    ck_assert_double_eq(r.makespan, 4 + 2 * 5);
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+/* Weight fetches are prefetched from the predecessor's start: with a fetch
+ * no longer than a job, only the very first one shows. FSDP S=W=4, L=1. */
+START_TEST(fetches_are_prefetched)
+{
+    const char *src = "param S = 4\nparam B = S\nparam W = B\ncost latency = 1\n"
+                      "compute(s,b,d) = b\nweights(s,b,d) = s\n";
+    compiled c;
+    compile_src(&c, src, NULL, 0);
+    pp_report r;
+    build_report(&c, &r);
+    ck_assert_double_eq(r.makespan, 2 * 4 + 1);
+    int weights = 0;
+    for (int i = 0; i < r.nxfer; i++)
+        weights += r.xfer[i].kind == XFER_WEIGHT;
+    ck_assert_int_eq(weights, 4 * 2 * 3);
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);
+    int ch;
+    while ((ch = fgetc(f)) != EOF)
+        fputc(ch, m);
+    fclose(m);
+    fclose(f);
+    return buf;
+}
+
+/* ppc writes report.txt equal to the golden one (regenerate with `make
+ * golden` after an intended change), and report.json, timeline.svg and
+ * trace.json that parse. */
+START_TEST(ppc_writes_the_report)
+{
+    char *dir = temp_dir(), cmd[4096], *out = NULL, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && ./bin/ppc schedules/1f1b.pp -D S=4 -D B=8 -o %s/p && "
+             "sed 1d %s/p/report.txt | diff -u - <(sed 1d tests/golden/report-1f1b-S4-B8/report.txt)",
+             PP_ROOT, dir, dir);
+    char bash[4200];
+    snprintf(bash, sizeof bash, "bash -c '%s'", cmd);
+    int rc = run_cmd(bash, &out);
+    ck_assert_msg(rc == 0, "report.txt differs from the golden file:\n%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "xmllint --noout %s/p/timeline.svg", dir);
+    rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "timeline.svg is not well-formed XML:\n%s", out);
+    free(out);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/p/%s", dir, i ? "trace.json" : "report.json");
+        char *text = read_text(path);
+        ck_assert_ptr_nonnull(text);
+        pp_json *root = NULL;
+        char err[256] = "";
+        ck_assert_msg(pp_json_parse(&root, path, text, strlen(text), err, sizeof err) == PP_JSON_OK,
+                      "%s", err);
+        ck_assert_int_eq(root->kind, PP_JSON_OBJECT);
+        pp_json_free(root);
+        ck_assert_ptr_nonnull(strstr(text, i ? "\"traceEvents\"" : "\"makespan\": 22,"));
+        free(text);
+    }
+    snprintf(path, sizeof path, "%s/p/report.json", dir);
+    char *json = read_text(path);
+    ck_assert_ptr_nonnull(strstr(json, "\"peak_act\": [4, 3, 2, 1]"));
+    ck_assert_ptr_nonnull(strstr(json, "\"act_recv\": [8, 16, 16, 8]"));
+    ck_assert_ptr_nonnull(strstr(json, "{\"s\": 0, \"b\": 0, \"d\": \"F\", \"start\": 0, \"end\": 1}"));
+    free(json);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run_cmd(cmd, NULL);
+    free(dir);
+}
+END_TEST
+
+/* --costs overrides the cost lines: GPipe with F = 1, B = 2 takes
+ * 3(S-1) + 3B; bad files are refused with a message and exit code 3. */
+START_TEST(ppc_costs_file)
+{
+    char *dir = temp_dir(), cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1, \"B\": [2, 2, 2, 2]}' > %s/c.json && "
+             "./bin/ppc schedules/gpipe.pp -D S=4 -D B=8 --costs %s/c.json -o %s/p --no-pictures",
+             PP_ROOT, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "makespan 33,"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": [1, 2]}' > %s/bad.json && "
+             "./bin/ppc schedules/gpipe.pp --costs %s/bad.json -o %s/q",
+             PP_ROOT, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "\"F\" has 2 entries; expected 1 or one per stage (S = 4)"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "cd %s && ./bin/ppc schedules/gpipe.pp --costs %s/none.json -o %s/q",
+             PP_ROOT, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 3);
+    ck_assert_msg(strstr(out, "none.json"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1,}' > %s/syn.json && "
+             "./bin/ppc schedules/gpipe.pp --costs %s/syn.json -o %s/q",
+             PP_ROOT, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 3);
+    ck_assert_msg(strstr(out, "syn.json:1:"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run_cmd(cmd, NULL);
+    free(dir);
+}
+END_TEST
+
+/* --table prints every row with measured / seed cells; GPipe's and DDP's
+ * latency match the seed exactly. Bad -D names are refused. */
+START_TEST(ppc_table)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --table -D S=4 -D B=8 -D G=2 -D R=2", PP_ROOT);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "DDP    W=B          yes      8     8 | 4 / 4"), "%s", out);
+    ck_assert_msg(strstr(out, "GPipe  W=S          yes      8     4 | 11 / 11        8..16 / 16"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "FSDP   W=B"), "%s", out);
+    ck_assert_msg(strstr(out, "LPP    S>=W=GR>=B"), "%s", out);
+    ck_assert_msg(strstr(out, "FSLPP  B>=S>=W=G^2"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --table -D X=3", PP_ROOT);
+    ck_assert_int_eq(run_cmd(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "-D X: expected one of S, B, G, R"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --table --library /nonexistent", PP_ROOT);
+    ck_assert_int_eq(run_cmd(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "cannot read '/nonexistent/ddp.pp'"), "%s", out);
+    free(out);
+}
+END_TEST
+
+Suite *report_suite(void)
+{
+    Suite *s = suite_create("report");
+    TCase *tc = tcase_create("counts");
+    tcase_add_test(tc, gpipe_counts);
+    tcase_add_test(tc, ddp_counts);
+    tcase_add_test(tc, fsdp_fetches_s_minus_1_per_pass);
+    tcase_add_test(tc, one_f_one_b_peaks_and_bubble);
+    tcase_add_test(tc, lpp_interpolates_gpipe_to_ddp);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("transfer costs");
+    tcase_add_test(tc, latency_delays_transfers);
+    tcase_add_test(tc, bandwidth_scales_with_bytes);
+    tcase_add_test(tc, fetches_are_prefetched);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("ppc");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, ppc_writes_the_report);
+    tcase_add_test(tc, ppc_costs_file);
+    tcase_add_test(tc, ppc_table);
+    suite_add_tcase(s, tc);
+    return s;
+}

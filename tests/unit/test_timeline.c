@@ -1,0 +1,391 @@
+/* test_timeline.c - the pictures of a simulated schedule: the SVG is
+ * well-formed XML (xmllint) with exactly one cell per job and no NaN; the
+ * Chrome trace parses as JSON (the project's strict reader) with the events
+ * it promises; the ASCII diagram is asserted row by row for small cases (as
+ * Lua's tests assert whole listings) and stays within its width for large
+ * ones. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/json.h"
+#include "../../compiler/timeline.h"
+#include "suites.h"
+#include "testutil.h"
+
+typedef enum { SVG, TRACE, ASCII } kind;
+
+/* Renders into a string (caller frees). */
+static char *render(const compiled *c, kind k, int width, const pp_transfer *x, int nx)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    if (k == SVG)
+        ck_assert_int_eq(pp_timeline_svg(f, &c->t, &c->sim), 0);
+    else if (k == TRACE)
+        ck_assert_int_eq(pp_timeline_trace(f, &c->t, &c->sim, x, nx), 0);
+    else
+        pp_timeline_ascii(f, &c->t, &c->sim, width);
+    ck_assert_int_eq(fclose(f), 0);
+    return buf;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void compile_lib(compiled *c, const char *file, int S, int B)
+{
+    pp_define defs[] = {{"S", S}, {"B", B}};
+    compile_library(c, file, defs, 2);
+    ck_assert_int_eq(c->errors, 0);
+    ck_assert_int_eq(c->deadlock, 0);
+}
+
+/* Line i (0-based) of text, without its newline (caller frees). */
+static char *line_at(const char *text, int i)
+{
+    for (; i > 0 && text; i--) {
+        text = strchr(text, '\n');
+        if (text)
+            text++;
+    }
+    ck_assert_ptr_nonnull(text);
+    size_t n = strcspn(text, "\n");
+    return strndup(text, n);
+}
+
+static void assert_line(const char *text, int i, const char *want)
+{
+    char *got = line_at(text, i);
+    ck_assert_msg(!strcmp(got, want), "line %d:\n  got  '%s'\n  want '%s'\nin:\n%s", i, got, want,
+                  text);
+    free(got);
+}
+
+static void assert_width(const char *text, int width)
+{
+    int line = 0;
+    for (const char *p = text; *p; line++) {
+        size_t n = strcspn(p, "\n");
+        ck_assert_msg((int)n <= width, "line %d is %zu columns wide (limit %d)", line, n, width);
+        p += n + (p[n] == '\n');
+    }
+}
+
+/* ---- SVG ------------------------------------------------------------------ */
+
+static void assert_svg(const compiled *c, const char *svg)
+{
+    char *dir = temp_dir(), path[256], cmd[512], *out;
+    snprintf(path, sizeof path, "%s/t.svg", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fputs(svg, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "xmllint --noout %s", path);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "xmllint says (%d):\n%s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(run_cmd(cmd, NULL), 0);
+    free(dir);
+
+    /* every job cell carries class "j ..." and nothing else does */
+    ck_assert_int_eq(count(svg, "<rect class=\"j "), job_count(&c->t.js));
+    ck_assert_int_eq(count(svg, "<title>"), job_count(&c->t.js));
+    ck_assert_ptr_null(strcasestr(svg, "nan"));
+    ck_assert_ptr_null(strcasestr(svg, "inf"));
+    ck_assert_ptr_null(strstr(svg, "=\"-"));
+}
+
+START_TEST(svg_gpipe_small)
+{
+    compiled c;
+    compile_lib(&c, "gpipe.pp", 4, 4);
+    char *svg = render(&c, SVG, 0, NULL, 0);
+    assert_svg(&c, svg);
+    /* unit cells are wide enough for their labels, stage shown: F3 on w3 */
+    ck_assert_int_eq(count(svg, "<text class=\"c\""), 32);
+    ck_assert_ptr_nonnull(strstr(svg, ">F3</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "<title>B(s=2,b=1) on w2: 9 to 10</title>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">w3</text>"));
+    free(svg);
+    compiled_free(&c);
+}
+END_TEST
+
+START_TEST(svg_gpipe_large_stays_bounded)
+{
+    compiled c;
+    compile_lib(&c, "gpipe.pp", 64, 256);
+    char *svg = render(&c, SVG, 0, NULL, 0);
+    assert_svg(&c, svg);
+    /* a few thousand px wide and tall, whatever the makespan */
+    double w = 0, h = 0;
+    const char *p = strstr(svg, "<svg ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(strstr(p, "width=\""), "width=\"%lf", &w), 1);
+    ck_assert_int_eq(sscanf(strstr(p, "height=\""), "height=\"%lf", &h), 1);
+    ck_assert_msg(w > 1000 && w <= 3000 && h <= 1200, "%g x %g", w, h);
+    free(svg);
+    compiled_free(&c);
+}
+END_TEST
+
+START_TEST(svg_split_backward)
+{
+    compiled c;
+    compile_lib(&c, "zb-h1.pp", 4, 8);
+    char *svg = render(&c, SVG, 0, NULL, 0);
+    assert_svg(&c, svg);
+    ck_assert_int_eq(count(svg, "<rect class=\"j W"), 4 * 8);
+    ck_assert_int_eq(count(svg, "<text class=\"c cw\""), 4 * 8); /* white on the dark W cells */
+    ck_assert_ptr_nonnull(strstr(svg, "W darkest"));
+    free(svg);
+    compiled_free(&c);
+}
+END_TEST
+
+/* ---- trace ---------------------------------------------------------------- */
+
+static const pp_json *member(const pp_json *o, const char *key)
+{
+    ck_assert_int_eq(o->kind, PP_JSON_OBJECT);
+    for (size_t i = 0; i < o->n; i++)
+        if (!strcmp(o->child[i].key, key))
+            return &o->child[i];
+    return NULL;
+}
+
+START_TEST(trace_is_json_with_a_slice_per_job_and_transfer)
+{
+    compiled c;
+    compile_lib(&c, "gpipe.pp", 4, 4);
+    /* times that do not print exactly in binary, and a name to escape */
+    pp_transfer x[3] = {
+        {XFER_ACT, 0, 1, job_id(&c.t.js, 1, 0, 0), 1, 1.1, 4096},
+        {XFER_GRAD, 2, 1, job_id(&c.t.js, 1, 2, 1), 12, 12.3, 4096},
+        {XFER_WEIGHT, 3, 0, job_id(&c.t.js, 0, 3, 0), 0.1, 0.2, 1ull << 40},
+    };
+    char *js = render(&c, TRACE, 0, x, 3);
+    ck_assert_ptr_null(strcasestr(js, "nan"));
+
+    pp_json *root = NULL;
+    char err[256] = "";
+    ck_assert_msg(pp_json_parse(&root, "trace.json", js, strlen(js), err, sizeof err) ==
+                      PP_JSON_OK,
+                  "%s\n%s", err, js);
+    const pp_json *ev = member(root, "traceEvents"), *unit = member(root, "displayTimeUnit");
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_ptr_nonnull(unit);
+    ck_assert_str_eq(unit->str, "ms");
+    ck_assert_int_eq(ev->kind, PP_JSON_ARRAY);
+
+    int meta = 0, jobs = 0, xfers = 0, named = 0;
+    for (size_t i = 0; i < ev->n; i++) {
+        const pp_json *e = &ev->child[i], *ph = member(e, "ph"), *name = member(e, "name");
+        const pp_json *tid = member(e, "tid"), *args = member(e, "args");
+        ck_assert_ptr_nonnull(ph);
+        ck_assert_ptr_nonnull(name);
+        if (!strcmp(ph->str, "M")) {
+            meta++;
+            const pp_json *n = member(args, "name");
+            if (n && (!strcmp(n->str, "worker 2") || !strcmp(n->str, "worker 2 recv"))) {
+                named++;
+                ck_assert_double_eq(tid->number, strstr(n->str, "recv") ? 5 : 4);
+            }
+            continue;
+        }
+        ck_assert_str_eq(ph->str, "X");
+        const pp_json *ts = member(e, "ts"), *dur = member(e, "dur");
+        if (member(args, "s")) {
+            jobs++;
+            if (!strcmp(name->str, "B(s=2,b=1)")) { /* 9 to 10 time units, 1 unit = 1 ms */
+                ck_assert_double_eq(ts->number, 9000);
+                ck_assert_double_eq(dur->number, 1000);
+                ck_assert_double_eq(tid->number, 4);
+                ck_assert_str_eq(member(args, "d")->str, "B");
+            }
+        } else {
+            xfers++;
+            ck_assert_ptr_nonnull(member(args, "from"));
+            if (!strcmp(name->str, "weights F(s=0,b=3)")) {
+                ck_assert_double_eq(ts->number, 0.1 * 1000);
+                ck_assert_double_eq(member(args, "bytes")->number, 1099511627776.0);
+                ck_assert_double_eq(tid->number, 1);
+            }
+        }
+    }
+    ck_assert_int_eq(jobs, job_count(&c.t.js));
+    ck_assert_int_eq(xfers, 3);
+    ck_assert_int_eq(named, 2);
+    ck_assert_int_eq(meta, 1 + 4 * c.t.W); /* process name; per worker 2 names, 2 sort indices */
+    ck_assert_ptr_nonnull(strstr(js, "\"name\":\"act F(s=1,b=0)\""));
+    ck_assert_ptr_nonnull(strstr(js, "\"name\":\"grad B(s=1,b=2)\""));
+    pp_json_free(root);
+    free(js);
+    compiled_free(&c);
+}
+END_TEST
+
+/* ---- ASCII ---------------------------------------------------------------- */
+
+START_TEST(ascii_gpipe_s4_b4_exact)
+{
+    compiled c;
+    compile_lib(&c, "gpipe.pp", 4, 4);
+    char *a = render(&c, ASCII, 80, NULL, 0);
+    assert_line(a, 0, "    0     2     4     6     8     10    12    14");
+    assert_line(a, 1, "w0 |F0 F1 F2 F3 .. .. .. .. .. .. B0 B1 B2 B3 |");
+    assert_line(a, 2, "w1 |.. F0 F1 F2 F3 .. .. .. .. B0 B1 B2 B3 .. |");
+    assert_line(a, 3, "w2 |.. .. F0 F1 F2 F3 .. .. B0 B1 B2 B3 .. .. |");
+    assert_line(a, 4, "w3 |.. .. .. F0 F1 F2 F3 B0 B1 B2 B3 .. .. .. |");
+    assert_line(a, 5, "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a");
+    assert_line(a, 6, "cell, '.' idle; columns per time unit: 3");
+    ck_assert_int_eq(count(a, "\n"), 7);
+    assert_width(a, 80);
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
+START_TEST(ascii_1f1b_two_digit_microbatches)
+{
+    /* B = 12: labels take 3 columns, so a cell is 4 */
+    compiled c;
+    compile_lib(&c, "1f1b.pp", 2, 12);
+    char *a = render(&c, ASCII, 200, NULL, 0);
+    assert_line(a, 0, "    0   1   2   3   4   5   6   7   8   9   10  11  12  13  14  15  16  17  "
+                      "18  19  20  21  22  23  24  25  26");
+    assert_line(a, 1, "w0 |F0  F1  ... B0  F2  B1  F3  B2  F4  B3  F5  B4  F6  B5  F7  B6  F8  B7  "
+                      "F9  B8  F10 B9  F11 B10 ... B11 |");
+    assert_line(a, 2, "w1 |... F0  B0  F1  B1  F2  B2  F3  B3  F4  B4  F5  B5  F6  B6  F7  B7  F8  "
+                      "B8  F9  B9  F10 B10 F11 B11 ... |");
+    assert_width(a, 200);
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
+static const char *costly = "param S = 4\nparam B = 4\nparam W = S\n"
+                            "compute(s,b,d) = s\npriority(s,b,d) = d * B + b\n"
+                            "cost F = 3\ncost B = 5\n";
+
+START_TEST(ascii_non_unit_costs_exact)
+{
+    /* the shortest job (3) gets one 3-column cell: one column per time unit,
+     * so B cells run 5 columns and every boundary is exact */
+    compiled c;
+    compile_src(&c, costly, NULL, 0);
+    ck_assert_int_eq(c.errors, 0);
+    ck_assert_double_eq(c.sim.makespan, 56);
+    char *a = render(&c, ASCII, 80, NULL, 0);
+    assert_line(a, 0, "    0    5    10   15   20   25   30   35   40   45   50   55");
+    assert_line(a, 1, "w0 |F0 F1 F2 F3 .. .. .. .. .. .. .. .. B0-- B1-- B2-- B3-- |");
+    /* idle runs that are not whole cells give the extra columns to their last chunk */
+    assert_line(a, 2, "w1 |.. F0 F1 F2 F3 .. .. .. .. ... B0-- B1-- B2-- B3-- .... |");
+    assert_line(a, 3, "w2 |.. .. F0 F1 F2 F3 .. .... B0-- B1-- B2-- B3-- .. .. ... |");
+    assert_line(a, 4, "w3 |.. .. .. F0 F1 F2 F3 B0-- B1-- B2-- B3-- .. .. .. .. .. |");
+    assert_line(a, 5, "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a");
+    assert_line(a, 6, "cell, '.' idle; columns per time unit: 1");
+    assert_width(a, 80);
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
+START_TEST(ascii_measured_seconds_match_units)
+{
+    /* the same schedule in "seconds" (times * 0.001, not exact in binary)
+     * draws the same rows; only the ruler and legend numbers change */
+    compiled c;
+    compile_src(&c, costly, NULL, 0);
+    char *units = render(&c, ASCII, 80, NULL, 0);
+    int N = job_count(&c.t.js);
+    for (int j = 0; j < N; j++) {
+        c.sim.start[j] *= 0.001;
+        c.sim.end[j] *= 0.001;
+    }
+    c.sim.makespan *= 0.001;
+    char *secs = render(&c, ASCII, 80, NULL, 0);
+    for (int i = 1; i <= 4; i++) {
+        char *u = line_at(units, i), *s = line_at(secs, i);
+        ck_assert_str_eq(s, u);
+        free(u);
+        free(s);
+    }
+    /* ticks widen so that "0.055"-long labels would still fit */
+    assert_line(secs, 0, "    0         0.01      0.02      0.03      0.04      0.05");
+    free(secs);
+    free(units);
+    compiled_free(&c);
+}
+END_TEST
+
+START_TEST(ascii_scaled_down_to_width)
+{
+    /* 56 time units into 35 columns (1.6 units each): no longer exact, each
+     * column shows the job covering most of it, its label where the job
+     * spans enough columns, and '.' where idle time dominates */
+    compiled c;
+    compile_src(&c, costly, NULL, 0);
+    char *a = render(&c, ASCII, 40, NULL, 0);
+    assert_line(a, 0, "    0     10    20     30    40    50");
+    assert_line(a, 1, "w0 |FFFFFFFF..............B0  B1 B2 B3 |");
+    assert_line(a, 2, "w1 |..FFFFFFF..........B0  B1 B2 B3 ...|");
+    assert_line(a, 3, "w2 |....FFFFFFF.....B0 B1  B2 B3 ......|");
+    assert_line(a, 4, "w3 |......FFFFFFFB0 B1 B2  B3 .........|");
+    assert_width(a, 40);
+    for (char *p = a; (p = strchr(p, '\n'));) /* the legend wraps; read it as one line */
+        *p = ' ';
+    ck_assert_ptr_nonnull(strstr(a, "1 column = 1.6 time units"));
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
+START_TEST(ascii_large_stays_within_width)
+{
+    compiled c;
+    compile_lib(&c, "gpipe.pp", 64, 256);
+    for (int width = 40; width <= 160; width += 60) {
+        char *a = render(&c, ASCII, width, NULL, 0);
+        assert_width(a, width);
+        char *w0 = line_at(a, 1), *w63 = line_at(a, 64);
+        ck_assert_int_eq(strncmp(w0, "w0  |F", 6), 0);
+        ck_assert_int_eq(strncmp(w63, "w63 |.", 6), 0); /* the last stage waits for the first F */
+        ck_assert_int_eq((int)strlen(w0), width);
+        free(w0);
+        free(w63);
+        free(a);
+    }
+    compiled_free(&c);
+}
+END_TEST
+
+Suite *timeline_suite(void)
+{
+    Suite *s = suite_create("timeline");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, svg_gpipe_small);
+    tcase_add_test(tc, svg_gpipe_large_stays_bounded);
+    tcase_add_test(tc, svg_split_backward);
+    tcase_add_test(tc, trace_is_json_with_a_slice_per_job_and_transfer);
+    tcase_add_test(tc, ascii_gpipe_s4_b4_exact);
+    tcase_add_test(tc, ascii_1f1b_two_digit_microbatches);
+    tcase_add_test(tc, ascii_non_unit_costs_exact);
+    tcase_add_test(tc, ascii_measured_seconds_match_units);
+    tcase_add_test(tc, ascii_scaled_down_to_width);
+    tcase_add_test(tc, ascii_large_stays_within_width);
+    suite_add_tcase(s, tc);
+    return s;
+}
