@@ -1,4 +1,14 @@
-/* lower.c - per-rank instruction streams and static slot allocation (see lower.h). */
+/* lower.c - per-rank instruction streams and static slot allocation (see lower.h).
+ *
+ * Each rank's stream is built from items sorted by simulated time: its jobs
+ * (at their start) and its side of every transfer. Both sides of a transfer
+ * carry the same key, (time, kind, stage, microbatch, direction, sender,
+ * receiver), and every rank sorts by it, so all ranks meet their transfers in
+ * one global order: the smallest unfinished transfer always has both sides
+ * ready, which is why no plan can hang even when a send blocks until its
+ * receive is posted (NCCL's rule). A transfer's time is when its receiver
+ * wants it, hoisted --prefetch jobs earlier but never before its producer
+ * ends, so the sender always has the data. */
 #include "lower.h"
 
 #include <stdlib.h>
@@ -11,8 +21,18 @@ typedef struct {
     uint64_t bytes;
     int def;      /* instruction that writes it */
     int last_use; /* last instruction that needs it */
-    double release; /* sends: the receiver's job start; -1 otherwise */
 } lbuf;
+
+/* One thing a rank does, before sorting into its stream. */
+enum { IT_RECV_ACT, IT_SEND_ACT, IT_RECV_GRAD, IT_SEND_GRAD, IT_FETCH, IT_SEND_WEIGHTS, IT_JOB };
+typedef struct {
+    double t;
+    int pair;        /* transfer kind shared by both sides (0 act, 1 grad, 2 weights); 3 jobs */
+    int s, b, d;     /* the producing job (transfers of data), or the fetching job */
+    int src, dst;    /* ranks */
+    int what;        /* IT_* on this rank */
+    int job;         /* the job (IT_JOB), or the job that consumes the transfer */
+} item;
 
 typedef struct {
     pp_instr *code;
@@ -34,6 +54,10 @@ typedef struct {
     int *out;      /* [S*B] F(s,b)'s output */
     int *stash;    /* [S*B] */
     int *din;      /* [S*B] B(s,b)'s input gradient */
+    int *wts;      /* [N] fetched weights of the job */
+    int *wgrad;    /* [S] this rank's gradient accumulator for a stage it does not own */
+    int prefetch;  /* hoist receives and fetches this many jobs ahead */
+    const struct ownership *own;
 } lowering;
 
 static int grow(void **p, int *cap, int need, size_t elem)
@@ -56,13 +80,13 @@ static int new_buf(lowering *L, uint64_t bytes)
     stream *st = &L->st;
     if (grow((void **)&st->buf, &st->bufcap, st->nbuf + 1, sizeof *st->buf))
         return -1;
-    st->buf[st->nbuf] = (lbuf){bytes, -1, -1, -1};
+    st->buf[st->nbuf] = (lbuf){bytes, -1, -1};
     return st->nbuf++;
 }
 
 /* Append an instruction; slot fields hold logical buffer ids here. */
-static int emit(lowering *L, int op, int s, int b, int peer, int group, const int slots[4],
-                double time)
+static int emit(lowering *L, int op, int s, int b, int peer, int group,
+                const int slots[PP_MAX_SLOTS], double time)
 {
     stream *st = &L->st;
     int cap = st->cap;
@@ -104,7 +128,7 @@ static int tokens_for(lowering *L, int b, double time)
 {
     if (L->tokens[b] < 0) {
         int buf = new_buf(L, pp_tokens_bytes(L->m));
-        int sl[4] = {buf, -1, -1, -1};
+        int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
         int at = emit(L, PP_OP_LoadMicroBatch, -1, b, -1, -1, sl, time);
         if (buf < 0 || at < 0)
             return -1;
@@ -114,22 +138,55 @@ static int tokens_for(lowering *L, int b, double time)
     return L->tokens[b];
 }
 
-static int lower_forward(lowering *L, int s, int b, double start, double end)
+/* A receive (or fetch) into a new buffer of `bytes`. Returns the buffer. */
+static int recv_into(lowering *L, int op, int s, int b, int peer, uint64_t bytes, double time)
+{
+    int buf = new_buf(L, bytes);
+    int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
+    int at = emit(L, op, s, b, peer, -1, sl, time);
+    if (buf < 0 || at < 0)
+        return -1;
+    L->st.buf[buf].def = at;
+    return buf;
+}
+
+static int send_from(lowering *L, int op, int s, int b, int peer, int buf, double time)
+{
+    int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
+    int at = emit(L, op, s, b, peer, -1, sl, time);
+    if (at < 0)
+        return -1;
+    use(L, buf, at);
+    return 0;
+}
+
+static int owns_stage(const lowering *L, int s, int w);
+
+/* The accumulator for a stage this rank computes weight gradients of but
+ * does not own: cleared before the first use, sent to the owner at the end.
+ * -1: the rank owns the stage (it accumulates into its own gradients);
+ * -2: out of memory. */
+static int wgrad_for(lowering *L, int s, double time)
+{
+    if (owns_stage(L, s, L->rank))
+        return -1;
+    if (L->wgrad[s] < 0) {
+        int buf = new_buf(L, pp_stage_weight_bytes(L->m, L->t->js.S, s));
+        int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
+        int at = emit(L, PP_OP_ZeroGrads, s, -1, -1, -1, sl, time);
+        if (buf < 0 || at < 0)
+            return -2;
+        L->st.buf[buf].def = at;
+        L->wgrad[s] = buf;
+    }
+    return L->wgrad[s];
+}
+
+static int lower_forward(lowering *L, int j, double start)
 {
     const pp_jobtable *t = L->t;
-    int S = t->js.S, me = L->rank, in, tgt = -1, out = -1;
-    if (s == 0)
-        in = tokens_for(L, b, start);
-    else if (worker_of(L, s - 1, b, 0) == me)
-        in = L->out[sb(L, s - 1, b)];
-    else {
-        in = new_buf(L, pp_act_bytes(L->m));
-        int sl[4] = {in, -1, -1, -1};
-        int at = emit(L, PP_OP_RecvActivation, s - 1, b, worker_of(L, s - 1, b, 0), -1, sl, start);
-        if (in < 0 || at < 0)
-            return -1;
-        L->st.buf[in].def = at;
-    }
+    int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), in, tgt = -1, out = -1;
+    in = s == 0 ? tokens_for(L, b, start) : L->out[sb(L, s - 1, b)];
     if (s == S - 1)
         tgt = tokens_for(L, b, start);
     int split = t->js.ND == 3;
@@ -137,34 +194,27 @@ static int lower_forward(lowering *L, int s, int b, double start, double end)
                                  : pp_stage_stash_bytes(L->m, S, s));
     if (s < S - 1)
         out = new_buf(L, pp_act_bytes(L->m));
-    int sl[4] = {in, stash, out, tgt};
+    int wts = L->wts[j];
+    int sl[PP_MAX_SLOTS] = {in, stash, out, tgt, wts};
     int at = emit(L, PP_OP_Forward, s, b, -1, -1, sl, start);
     if (in < 0 || stash < 0 || at < 0)
         return -1;
     use(L, in, at);
     use(L, tgt, at);
+    use(L, wts, at);
     L->st.buf[stash].def = at;
     L->stash[sb(L, s, b)] = stash;
     if (out >= 0) {
         L->st.buf[out].def = at;
         L->out[sb(L, s, b)] = out;
-        int next = worker_of(L, s + 1, b, 0);
-        if (next != me) {
-            int ss[4] = {out, -1, -1, -1};
-            int snd = emit(L, PP_OP_SendActivation, s, b, next, -1, ss, end);
-            if (snd < 0)
-                return -1;
-            use(L, out, snd);
-            L->st.buf[out].release = L->sim->start[job_id(&t->js, s + 1, b, 0)];
-        }
     }
     return 0;
 }
 
-static int lower_backward(lowering *L, int s, int b, double start, double end)
+static int lower_backward(lowering *L, int j, double start)
 {
     const pp_jobtable *t = L->t;
-    int S = t->js.S, me = L->rank, dout = -1, din = -1;
+    int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), me = L->rank, dout = -1, din = -1;
     if (worker_of(L, s, b, 0) != me) {
         diag_error_noloc(L->d,
                          "B(%d,%d) runs on worker %d but F(%d,%d) ran on worker %d: a job's "
@@ -172,48 +222,35 @@ static int lower_backward(lowering *L, int s, int b, double start, double end)
                          s, b, me, s, b, worker_of(L, s, b, 0));
         return 1;
     }
-    if (s < S - 1) {
-        if (worker_of(L, s + 1, b, 1) == me)
-            dout = L->din[sb(L, s + 1, b)];
-        else {
-            dout = new_buf(L, pp_act_bytes(L->m));
-            int sl[4] = {dout, -1, -1, -1};
-            int at = emit(L, PP_OP_RecvGrad, s + 1, b, worker_of(L, s + 1, b, 1), -1, sl, start);
-            if (dout < 0 || at < 0)
-                return -1;
-            L->st.buf[dout].def = at;
-        }
-    }
+    if (s < S - 1)
+        dout = L->din[sb(L, s + 1, b)];
     if (s > 0)
         din = new_buf(L, pp_act_bytes(L->m));
-    int stash = L->stash[sb(L, s, b)];
-    int sl[4] = {stash, dout, din, -1};
-    int op = t->js.ND == 3 ? PP_OP_BackwardInput : PP_OP_Backward;
-    int at = emit(L, op, s, b, -1, -1, sl, start);
+    int split = t->js.ND == 3;
+    int stash = L->stash[sb(L, s, b)], wts = L->wts[j];
+    int wgrad = split ? -1 : wgrad_for(L, s, start);
+    if (wgrad == -2)
+        return -1;
+    int sl[PP_MAX_SLOTS] = {stash, dout, din, wts, wgrad};
+    int at = emit(L, split ? PP_OP_BackwardInput : PP_OP_Backward, s, b, -1, -1, sl, start);
     if (at < 0)
         return -1;
     use(L, stash, at);
     use(L, dout, at);
+    use(L, wts, at);
+    use(L, wgrad, at);
     if (din >= 0) {
         L->st.buf[din].def = at;
         L->din[sb(L, s, b)] = din;
-        int prev = worker_of(L, s - 1, b, 1);
-        if (prev != me) {
-            int ss[4] = {din, -1, -1, -1};
-            int snd = emit(L, PP_OP_SendGrad, s, b, prev, -1, ss, end);
-            if (snd < 0)
-                return -1;
-            use(L, din, snd);
-            L->st.buf[din].release = L->sim->start[job_id(&t->js, s - 1, b, 1)];
-        }
     }
     return 0;
 }
 
 /* W(s,b) of a split backward: the weight gradients from what B left in the
- * stash, which dies here. */
-static int lower_weight(lowering *L, int s, int b, double start)
+ * stash, which dies here. It reads no weights. */
+static int lower_weight(lowering *L, int j, double start)
 {
+    int s = job_s(&L->t->js, j), b = job_b(&L->t->js, j);
     if (worker_of(L, s, b, 1) != L->rank) {
         diag_error_noloc(L->d,
                          "W(%d,%d) runs on worker %d but B(%d,%d) ran on worker %d: a split "
@@ -221,28 +258,16 @@ static int lower_weight(lowering *L, int s, int b, double start)
                          s, b, L->rank, s, b, worker_of(L, s, b, 1));
         return 1;
     }
-    int stash = L->stash[sb(L, s, b)];
-    int sl[4] = {stash, -1, -1, -1};
+    int stash = L->stash[sb(L, s, b)], wgrad = wgrad_for(L, s, start);
+    if (wgrad == -2)
+        return -1;
+    int sl[PP_MAX_SLOTS] = {stash, wgrad, -1, -1, -1};
     int at = emit(L, PP_OP_BackwardWeight, s, b, -1, -1, sl, start);
     if (at < 0)
         return -1;
     use(L, stash, at);
+    use(L, wgrad, at);
     return 0;
-}
-
-/* A send's buffer lives until the first later instruction of this rank that
- * the simulation places strictly after the receiver's job start. */
-static void extend_sends(stream *st)
-{
-    for (int k = 0; k < st->nbuf; k++) {
-        lbuf *bf = &st->buf[k];
-        if (bf->release < 0)
-            continue;
-        int i = bf->last_use;
-        while (i < st->n && st->time[i] <= bf->release)
-            i++;
-        bf->last_use = i; /* == n: live to the end of the step */
-    }
 }
 
 static const stream *sort_stream; /* qsort has no context argument */
@@ -322,7 +347,7 @@ out:
 
 /* Owners of each stage as a sorted member list; stages with several owners
  * get a group (replica sets that are equal share one group). */
-typedef struct {
+typedef struct ownership {
     int *nowners;   /* [S] */
     int **owners;   /* [S][nowners] ascending */
     int *group_of;  /* [S] group index or -1 */
@@ -398,24 +423,6 @@ static int owns(const ownership *o, int s, int w)
     return 0;
 }
 
-/* Weight fetching (a job computing away from its stage's owner) is lowered
- * by a later part of the compiler; until then say so precisely. */
-static int check_no_fetch(const pp_jobtable *t, pp_diag *d)
-{
-    int N = job_count(&t->js);
-    for (int j = 0; j < N; j++)
-        if (t->worker[j] != t->owner[j]) {
-            diag_error_noloc(d,
-                             "job (s=%d, b=%d, d=%c) computes on worker %d but weights(s,b,d) = "
-                             "%d: fetching weights from another worker is not supported by "
-                             "this version of ppc (it lowers schedules with compute == weights)",
-                             job_s(&t->js, j), job_b(&t->js, j), dir_char(job_d(&t->js, j)),
-                             t->worker[j], t->owner[j]);
-            return 1;
-        }
-    return 0;
-}
-
 static int copy_groups(const ownership *o, pp_plan *p)
 {
     p->ngroups = (uint32_t)o->ngroups;
@@ -432,7 +439,181 @@ static int copy_groups(const ownership *o, pp_plan *p)
     return 0;
 }
 
-static int lower_rank(lowering *L, const ownership *o, pp_plan *p)
+static int owns_stage(const lowering *L, int s, int w) { return owns(L->own, s, w); }
+
+static int cmp_item(const item *x, const item *y)
+{
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+#define CMP_FIELD(f)                                                                               \
+    if (x->f != y->f)                                                                              \
+        return x->f < y->f ? -1 : 1;
+    CMP_FIELD(pair)
+    CMP_FIELD(s)
+    CMP_FIELD(b)
+    CMP_FIELD(d)
+    CMP_FIELD(src)
+    CMP_FIELD(dst)
+    CMP_FIELD(what)
+#undef CMP_FIELD
+    return 0;
+}
+
+/* Items grouped by rank: the rank they belong to is the first key. */
+typedef struct {
+    int rank;
+    item it;
+} ranked_item;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked_item *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return cmp_item(&x->it, &y->it);
+}
+
+/* Every rank's items: jobs at their start, both sides of every activation
+ * and gradient transfer and of every weight fetch at the transfer's key. */
+static ranked_item *build_items(const pp_jobtable *t, const pp_sim_result *sim, int prefetch,
+                                int *count)
+{
+    const pp_jobspace *js = &t->js;
+    int N = job_count(js), n = 0;
+    int *pos = malloc((size_t)N * sizeof *pos);
+    ranked_item *it = malloc((size_t)N * 5 * sizeof *it + 1);
+    if (!pos || !it) {
+        free(pos);
+        free(it);
+        return NULL;
+    }
+    for (int w = 0; w < t->W; w++)
+        for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
+            pos[sim->order[k]] = k;
+    for (int j = 0; j < N; j++) {
+        int w = t->worker[j], s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
+        int early = pos[j] - prefetch < sim->off[w] ? sim->off[w] : pos[j] - prefetch;
+        double want = sim->start[sim->order[early]]; /* when the receiver posts it */
+        it[n++] = (ranked_item){w, {sim->start[j], 3, s, b, d, w, w, IT_JOB, j}};
+        int p = job_pred(js, j);
+        if (p >= 0 && t->worker[p] != w && d != DIR_W) {
+            int grad = d == DIR_B, src = t->worker[p];
+            double key = want > sim->end[p] ? want : sim->end[p];
+            item x = {key, grad, job_s(js, p), b, job_d(js, p), src, w, 0, j};
+            x.what = grad ? IT_SEND_GRAD : IT_SEND_ACT;
+            it[n++] = (ranked_item){src, x};
+            x.what = grad ? IT_RECV_GRAD : IT_RECV_ACT;
+            it[n++] = (ranked_item){w, x};
+        }
+        if (pp_job_fetches(t, j)) {
+            item x = {want, 2, s, b, d, t->owner[j], w, IT_SEND_WEIGHTS, j};
+            it[n++] = (ranked_item){t->owner[j], x};
+            x.what = IT_FETCH;
+            it[n++] = (ranked_item){w, x};
+        }
+    }
+    free(pos);
+    qsort(it, (size_t)n, sizeof *it, cmp_ranked);
+    *count = n;
+    return it;
+}
+
+static int lower_item(lowering *L, const item *x)
+{
+    const pp_jobtable *t = L->t;
+    int S = t->js.S;
+    uint64_t act = pp_act_bytes(L->m);
+    int buf;
+    switch (x->what) {
+    case IT_JOB: {
+        int d = job_d(&t->js, x->job);
+        return d == DIR_F ? lower_forward(L, x->job, x->t)
+             : d == DIR_B ? lower_backward(L, x->job, x->t)
+                          : lower_weight(L, x->job, x->t);
+    }
+    case IT_RECV_ACT:
+        buf = recv_into(L, PP_OP_RecvActivation, x->s, x->b, x->src, act, x->t);
+        L->out[sb(L, x->s, x->b)] = buf;
+        return buf < 0 ? -1 : 0;
+    case IT_RECV_GRAD:
+        buf = recv_into(L, PP_OP_RecvGrad, x->s, x->b, x->src, act, x->t);
+        L->din[sb(L, x->s, x->b)] = buf;
+        return buf < 0 ? -1 : 0;
+    case IT_SEND_ACT:
+        return send_from(L, PP_OP_SendActivation, x->s, x->b, x->dst, L->out[sb(L, x->s, x->b)],
+                         x->t);
+    case IT_SEND_GRAD:
+        return send_from(L, PP_OP_SendGrad, x->s, x->b, x->dst, L->din[sb(L, x->s, x->b)], x->t);
+    case IT_FETCH:
+        buf = recv_into(L, PP_OP_FetchWeights, x->s, -1, x->src,
+                        pp_stage_weight_bytes(L->m, S, x->s), x->t);
+        L->wts[x->job] = buf;
+        return buf < 0 ? -1 : 0;
+    case IT_SEND_WEIGHTS:
+        return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1, NULL, x->t) < 0 ? -1 : 0;
+    }
+    return 0;
+}
+
+/* Where rank r sends its weight gradients of stage s (a stage it computes
+ * the weight gradients of without owning it): the owner its first such job
+ * names; -1 when it sends none. [S*W], built once. */
+static int *gradient_targets(const pp_jobtable *t, const ownership *o)
+{
+    const pp_jobspace *js = &t->js;
+    size_t SW = (size_t)js->S * (size_t)t->W;
+    int *to = malloc(SW * sizeof *to + 1);
+    if (!to)
+        return NULL;
+    for (size_t i = 0; i < SW; i++)
+        to[i] = -1;
+    for (int w = 0; w < t->W; w++)
+        for (int j = 0; j < job_count(js); j++) {
+            int s = job_s(js, j), d = job_d(js, j);
+            int makes_dw = d == DIR_W || (d == DIR_B && js->ND == 2);
+            if (t->worker[j] == w && makes_dw && !owns(o, s, w) &&
+                to[(size_t)s * t->W + (size_t)w] < 0)
+                to[(size_t)s * t->W + (size_t)w] = t->owner[j];
+        }
+    return to;
+}
+
+/* The end of the step, in one order on every rank: per stage, the
+ * non-owners' gradients to their owner (by sender rank), then the replicas'
+ * all-reduce; then every owner's optimizer step. */
+static int lower_epilogue(lowering *L, const int *to)
+{
+    const pp_jobtable *t = L->t;
+    const ownership *o = L->own;
+    int S = t->js.S, W = t->W, me = L->rank;
+    double tend = L->sim->makespan;
+    for (int s = 0; s < S; s++) {
+        for (int r = 0; r < W; r++) {
+            int owner = to[(size_t)s * W + (size_t)r];
+            if (owner < 0)
+                continue;
+            if (r == me && send_from(L, PP_OP_SendWeightGrad, s, -1, owner, L->wgrad[s], tend))
+                return -1;
+            if (owner == me) {
+                int tmp = recv_into(L, PP_OP_RecvWeightGrad, s, -1, r,
+                                    pp_stage_weight_bytes(L->m, S, s), tend);
+                if (tmp < 0)
+                    return -1;
+                use(L, tmp, L->st.n - 1);
+            }
+        }
+        if (o->group_of[s] >= 0 && owns(o, s, me) &&
+            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s], NULL, tend) < 0)
+            return -1;
+    }
+    for (int s = 0; s < S; s++)
+        if (owns(o, s, me) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1, NULL, tend) < 0)
+            return -1;
+    return 0;
+}
+
+static int lower_rank(lowering *L, const ranked_item *items, int nitems, const int *to,
+                      pp_plan *p)
 {
     const pp_jobtable *t = L->t;
     const pp_sim_result *sim = L->sim;
@@ -442,24 +623,15 @@ static int lower_rank(lowering *L, const ownership *o, pp_plan *p)
         L->tokens[i] = -1;
     for (int i = 0; i < S * B; i++)
         L->out[i] = L->stash[i] = L->din[i] = -1;
-    for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
-        int j = sim->order[k];
-        int s = job_s(&t->js, j), b = job_b(&t->js, j), d = job_d(&t->js, j);
-        rc = d == 0   ? lower_forward(L, s, b, sim->start[j], sim->end[j])
-             : d == 1 ? lower_backward(L, s, b, sim->start[j], sim->end[j])
-                      : lower_weight(L, s, b, sim->start[j]);
-        if (rc)
+    for (int i = 0; i < S; i++)
+        L->wgrad[i] = -1;
+    for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
+        L->wts[sim->order[k]] = -1;
+    for (int i = 0; i < nitems; i++)
+        if ((rc = lower_item(L, &items[i].it)) != 0)
             return rc;
-    }
-    double tend = sim->makespan;
-    for (int s = 0; s < S; s++)
-        if (o->group_of[s] >= 0 && owns(o, s, w) &&
-            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s], NULL, tend) < 0)
-            return -1;
-    for (int s = 0; s < S; s++)
-        if (owns(o, s, w) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1, NULL, tend) < 0)
-            return -1;
-    extend_sends(&L->st);
+    if (lower_epilogue(L, to))
+        return -1;
     if (assign_slots(&L->st, p))
         return -1;
     p->ninstr = (uint32_t)L->st.n;
@@ -471,9 +643,9 @@ static int lower_rank(lowering *L, const ownership *o, pp_plan *p)
     for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
         p->stage_role[job_s(&t->js, sim->order[k])] |= PP_ROLE_COMPUTE;
     for (int s = 0; s < S; s++)
-        if (owns(o, s, w))
+        if (owns(L->own, s, w))
             p->stage_role[s] |= PP_ROLE_OWNER;
-    return copy_groups(o, p);
+    return copy_groups(L->own, p);
 }
 
 /* The plan id: a hash of everything every rank's file says except its rank,
@@ -500,24 +672,83 @@ static uint64_t plan_id(const pp_plan *plans, int W)
     return h;
 }
 
-int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m, pp_diag *d,
-             pp_plan *plans)
+uint64_t pp_plan_memory(const pp_plan *p)
 {
-    int S = t->js.S, B = t->js.B, W = t->W, errors = 0;
-    if (check_no_fetch(t, d))
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < p->nslots; k++)
+        bytes += p->slot_bytes[k];
+    for (uint32_t s = 0; s < p->S; s++)
+        if (p->stage_role[s] & PP_ROLE_OWNER)
+            bytes += 2 * pp_stage_weight_bytes(&p->model, (int)p->S, (int)s);
+    return bytes;
+}
+
+/* --mem-limit: the first instruction at which the rank's memory (its own
+ * stages' weights and gradients, plus the slots allocated so far) exceeds
+ * the limit. Slots are allocated at their first definition, in order. */
+static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
+{
+    uint64_t own = 0, total;
+    for (uint32_t s = 0; s < p->S; s++)
+        if (p->stage_role[s] & PP_ROLE_OWNER)
+            own += 2 * pp_stage_weight_bytes(L->m, (int)p->S, (int)s);
+    total = own;
+    uint32_t seen = 0; /* slots are numbered in order of first definition */
+    for (uint32_t i = 0; i < p->ninstr && total <= limit; i++)
+        for (int k = 0; k < PP_MAX_SLOTS; k++) {
+            int32_t sl = p->code[i].slot[k];
+            if (sl >= 0 && (uint32_t)sl == seen) {
+                total += p->slot_bytes[seen++];
+                if (total > limit) {
+                    const pp_instr *in = &p->code[i];
+                    diag_error_noloc(L->d,
+                                     "worker %d needs %llu bytes at instruction %u (%s, stage %d, "
+                                     "microbatch %d), over --mem-limit %llu: %llu for its own "
+                                     "stages' weights and gradients, %llu in %u slot%s",
+                                     L->rank, (unsigned long long)total, i, pp_op_name(in->op),
+                                     in->stage, in->mb, (unsigned long long)limit,
+                                     (unsigned long long)own, (unsigned long long)(total - own),
+                                     seen, seen == 1 ? "" : "s");
+                    return 1;
+                }
+            }
+        }
+    if (own > limit) {
+        diag_error_noloc(L->d,
+                         "worker %d needs %llu bytes for its own stages' weights and gradients "
+                         "before its first instruction, over --mem-limit %llu",
+                         L->rank, (unsigned long long)own, (unsigned long long)limit);
         return 1;
+    }
+    return 0;
+}
+
+int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
+             const pp_lower_opts *opts, pp_diag *d, pp_plan *plans)
+{
+    int prefetch = opts->prefetch;
+    int S = t->js.S, B = t->js.B, W = t->W, N = job_count(&t->js), errors = 0, nitems = 0;
     ownership o;
-    lowering L = {.t = t, .sim = sim, .m = m, .d = d};
+    lowering L = {.t = t, .sim = sim, .m = m, .d = d, .prefetch = prefetch, .own = &o};
     L.tokens = malloc((size_t)B * sizeof(int));
     L.out = malloc((size_t)S * B * sizeof(int));
     L.stash = malloc((size_t)S * B * sizeof(int));
     L.din = malloc((size_t)S * B * sizeof(int));
-    if (build_ownership(t, &o) || !L.tokens || !L.out || !L.stash || !L.din) {
+    L.wts = malloc((size_t)N * sizeof(int));
+    L.wgrad = malloc((size_t)S * sizeof(int));
+    int own_rc = build_ownership(t, &o);
+    ranked_item *items = build_items(t, sim, prefetch, &nitems);
+    int *to = own_rc ? NULL : gradient_targets(t, &o);
+    if (own_rc || !items || !to || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
+        !L.wgrad) {
         diag_error_noloc(d, "out of memory while lowering");
         errors = 1;
         goto out;
     }
-    for (int w = 0; w < W && !errors; w++) {
+    for (int w = 0, first = 0; w < W && !errors; w++) {
+        int end = first;
+        while (end < nitems && items[end].rank == w)
+            end++;
         pp_plan *p = &plans[w];
         p->version = PP_PLAN_VERSION;
         p->rank = (uint32_t)w;
@@ -526,14 +757,17 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m, 
         p->B = (uint32_t)B;
         p->model = *m;
         L.rank = w;
-        int rc = lower_rank(&L, &o, p);
+        int rc = lower_rank(&L, items + first, end - first, to, p);
         free(L.st.code);
         free(L.st.time);
         free(L.st.buf);
         if (rc < 0)
             diag_error_noloc(d, "out of memory while lowering rank %d", w);
+        if (!rc && opts->mem_limit && check_mem_limit(&L, p, opts->mem_limit))
+            rc = 1;
         if (rc)
             errors = 1;
+        first = end;
     }
     if (!errors) {
         uint64_t id = plan_id(plans, W);
@@ -542,6 +776,10 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m, 
     }
 out:
     free_ownership(&o, S);
+    free(to);
+    free(items);
+    free(L.wgrad);
+    free(L.wts);
     free(L.din);
     free(L.stash);
     free(L.out);

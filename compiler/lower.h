@@ -1,14 +1,18 @@
 /* lower.h - lowering a simulated schedule to one instruction stream per rank.
  *
- * Each worker's jobs become instructions in its simulated order: a job's
- * inputs are loaded or received right before it, its outputs sent right after
- * it; after the last job come ReduceGrads (stages with several owners, in
- * stage order on every member) and OptimizerStep (owners only).
+ * Each worker's jobs become instructions in its simulated order. Inputs that
+ * cross workers are received (and weights computed away from their owner
+ * fetched) `prefetch` jobs before their consumer, but never before their
+ * producer ends; both sides of every transfer sit at the same point of one
+ * global order, so no rank can wait on a rank that waits on it, even when
+ * every send blocks until received (see lower.c). A job away from its
+ * stage's owner reads the fetched weights and accumulates its weight
+ * gradients in a slot that goes back to the owner at the end of the step.
+ * Then come ReduceGrads (stages with several owners, in stage order on every
+ * member) and OptimizerStep (owners only).
  * Buffers are assigned to slots by liveness, so the slot table in the plan
- * header is all the VM ever allocates for activations. A send's buffer stays
- * live until the sender's first instruction that the simulation places after
- * the matching receive, so the VM's wait for the send before reusing its
- * slot cannot wait on a receiver that waits on the sender. */
+ * header is all the VM ever allocates besides its own stages' weights and
+ * gradients. */
 #ifndef PP_LOWER_H
 #define PP_LOWER_H
 
@@ -19,7 +23,16 @@
 
 /* Fills plans[0..W) (caller-allocated array, zeroed). Returns the number of
  * errors reported through d. */
-int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m, pp_diag *d,
-             pp_plan *plans);
+typedef struct {
+    int prefetch;       /* hoist receives and fetches this many jobs ahead (ppc --prefetch) */
+    uint64_t mem_limit; /* bytes per worker, 0 = none (ppc --mem-limit) */
+} pp_lower_opts;
+
+int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
+             const pp_lower_opts *opts, pp_diag *d, pp_plan *plans);
+
+/* What the VM allocates to run a plan, all at start-up: every slot, and the
+ * weights and gradients of the stages the rank owns. */
+uint64_t pp_plan_memory(const pp_plan *p);
 
 #endif

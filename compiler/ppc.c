@@ -7,8 +7,9 @@
  * simulates it, writes what it costs (DIR/report.txt, report.json,
  * timeline.svg, trace.json), lowers it to one instruction stream per worker
  * and writes DIR/rank<r>.bin (the plan the VM runs) and DIR/rank<r>.txt (its
- * listing). The report is written before lowering, so a schedule the
- * lowering rejects still shows its cost.
+ * listing). Every set of plans passes the communication checker
+ * (commcheck.h) before it is written. The report is written even when
+ * lowering fails, so a schedule the lowering rejects still shows its cost.
  * Exit codes: 0 success; 1 the schedule has errors (all are printed);
  * 2 bad command line; 3 a file could not be read or written. */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "commcheck.h"
 #include "costs.h"
 #include "jobtable.h"
 #include "lower.h"
@@ -35,11 +37,14 @@ typedef struct {
     const char *file, *outdir, *costs, *library;
     pp_define *defs;
     int ndefs, quiet, table, pictures;
+    int prefetch;         /* --prefetch N */
+    long long mem_limit;  /* --mem-limit BYTES, 0 = none */
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]\n"
+    fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
+               "           [--mem-limit BYTES] [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -47,6 +52,9 @@ static void usage(FILE *f)
                "  --costs FILE    job and transfer costs measured (JSON), overriding the\n"
                "                  schedule's cost lines\n"
                "  --no-pictures   skip timeline.svg and trace.json (large for huge schedules)\n"
+               "  --prefetch N    post receives and weight fetches N jobs before their\n"
+               "                  consumer, never before their producer ends (default 1)\n"
+               "  --mem-limit B   fail if a worker would allocate more than B bytes\n"
                "  -q              print nothing on success\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
@@ -77,6 +85,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     o->pictures = 1;
+    o->prefetch = 1;
     o->defs = calloc((size_t)argc, sizeof *o->defs);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -89,7 +98,24 @@ static int parse_args(int argc, char **argv, options *o)
             o->table = 1;
         else if (!strcmp(a, "--no-pictures"))
             o->pictures = 0;
-        else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
+        else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
+            char *end;
+            errno = 0;
+            long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : -1;
+            if (i + 1 >= argc || argv[i + 1][0] == '\0' || *end || errno || v < 0 ||
+                (a[2] == 'p' && v > 1000000)) {
+                fprintf(stderr, "ppc: %s expects %s, found '%s'\n", a,
+                        a[2] == 'p' ? "a number of jobs from 0 to 1000000"
+                                    : "a number of bytes (a non-negative integer)",
+                        i + 1 < argc ? argv[i + 1] : "nothing");
+                return -1;
+            }
+            i++;
+            if (a[2] == 'p')
+                o->prefetch = (int)v;
+            else
+                o->mem_limit = v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
                  !strcmp(a, "--library")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
@@ -431,11 +457,26 @@ int main(int argc, char **argv)
              o.costs ? o.costs : "");
     pp_report_info info = {o.file, params, sch.strict ? "strict" : "greedy", costs_from};
     report_ctx x = {&rep, &info, &t, &sim};
+    plans = calloc((size_t)t.W, sizeof *plans);
+    pp_lower_opts lo = {o.prefetch, (uint64_t)o.mem_limit};
+    int lowered = plans && pp_lower(&t, &sim, &sch.model, &lo, &d, plans) == 0;
+    if (lowered) { /* every plan this compiler writes is proven not to hang */
+        char msg[8192];
+        if (pp_comm_check(plans, t.W, msg, sizeof msg)) {
+            diag_error_noloc(&d, "internal error: the emitted plans fail the communication "
+                                 "check (please report this):\n%s", msg);
+            lowered = 0;
+        }
+    }
+    for (int w = 0; lowered && w < t.W; w++)
+        rep.w[w].mem_bytes = pp_plan_memory(&plans[w]);
+    for (int w = 0; lowered && w < t.W; w++)
+        rep.total.mem_bytes += rep.w[w].mem_bytes;
+    /* The report is written even when lowering failed: the cost is still news. */
     if ((rc = write_report(&o, &x)) != 0)
         goto out;
     rc = EXIT_SCHEDULE;
-    plans = calloc((size_t)t.W, sizeof *plans);
-    if (!plans || pp_lower(&t, &sim, &sch.model, &d, plans))
+    if (!lowered)
         goto out;
     rc = write_plans(&o, plans, t.W);
     if (rc == 0 && !o.quiet)

@@ -188,6 +188,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->weight_store_bytes += x->weight_store_bytes;
         tot->grad_store_bytes += x->grad_store_bytes;
         tot->opt_store_bytes += x->opt_store_bytes;
+        tot->mem_bytes += x->mem_bytes;
     }
     r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;
     return 0;

@@ -16,7 +16,10 @@
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
  *    worker computes; opt_store_bytes: optimizer state on owners (0 for the
- *    plain SGD the VM runs). */
+ *    plain SGD the VM runs).
+ *  - mem_bytes: what the VM allocates for the worker's plan (pp_plan_memory:
+ *    every slot, and its own stages' weights and gradients), set after
+ *    lowering; 0 when the schedule was not lowered. */
 #ifndef PP_REPORT_H
 #define PP_REPORT_H
 
@@ -42,7 +45,7 @@ typedef struct {
     double busy;
     long long act_recv, weight_recv, peak_act, weight_store;
     uint64_t act_recv_bytes, weight_recv_bytes, peak_act_bytes, weight_store_bytes;
-    uint64_t grad_store_bytes, opt_store_bytes;
+    uint64_t grad_store_bytes, opt_store_bytes, mem_bytes;
 } pp_worker_report;
 
 typedef struct {

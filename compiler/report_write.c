@@ -33,15 +33,15 @@ static void count_bytes(FILE *f, long long count, uint64_t bytes, int width)
 
 static void worker_row(FILE *f, const char *name, const pp_worker_report *x, double makespan)
 {
-    char hb[2][16];
+    char hb[3][16];
     fprintf(f, "%-6s %6d %10g %6.1f%%", name, x->jobs, x->busy,
             makespan > 0 ? 100.0 * (1 - x->busy / makespan) : 0.0);
     count_bytes(f, x->act_recv, x->act_recv_bytes, 20);
     count_bytes(f, x->weight_recv, x->weight_recv_bytes, 20);
     count_bytes(f, x->peak_act, x->peak_act_bytes, 18);
     count_bytes(f, x->weight_store, x->weight_store_bytes, 18);
-    fprintf(f, " %11s %11s\n", pp_human_bytes(x->grad_store_bytes, hb[0]),
-            pp_human_bytes(x->opt_store_bytes, hb[1]));
+    fprintf(f, " %11s %11s %11s\n", pp_human_bytes(x->grad_store_bytes, hb[0]),
+            pp_human_bytes(x->opt_store_bytes, hb[1]), pp_human_bytes(x->mem_bytes, hb[2]));
 }
 
 int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
@@ -58,9 +58,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
     fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n\n", r->makespan,
             100 * r->bubble, r->W);
-    fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s\n", "worker", "jobs", "busy",
-            "idle", "act+grad recv", "weight fetches", "peak activations", "weights held",
-            "grads", "optimizer");
+    fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s %11s\n", "worker", "jobs",
+            "busy", "idle", "act+grad recv", "weight fetches", "peak activations", "weights held",
+            "grads", "optimizer", "plan memory");
     char name[16];
     for (int w = 0; w < r->W; w++) {
         snprintf(name, sizeof name, "%d", w);
@@ -68,7 +68,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     }
     worker_row(f, "total", &r->total, r->makespan * r->W);
     fprintf(f, "\n(peak activations: microbatches held between F and B, and the bytes of their\n"
-               " stashes; idle of the total is the bubble)\n\n");
+               " stashes; idle of the total is the bubble; plan memory: what ppvm allocates for\n"
+               " the worker's plan - its slots and its own stages' weights and gradients%s)\n\n",
+            r->total.mem_bytes ? "" : "; 0: the schedule was not lowered");
     pp_timeline_ascii(f, t, sim, 100);
     return ferror(f) ? -1 : 0;
 }
@@ -89,11 +91,11 @@ static void json_string(FILE *f, const char *s)
 }
 
 enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_PEAK, F_PEAKB, F_WST, F_WSTB, F_GRADB,
-       F_OPTB, F_COUNT };
+       F_OPTB, F_MEM, F_COUNT };
 static const char *field_name[F_COUNT] = {
     "jobs_count",   "busy",          "act_recv",     "act_recv_bytes",
     "weight_recv",  "weight_recv_bytes", "peak_act", "peak_act_bytes",
-    "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes"};
+    "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes", "mem_bytes"};
 
 static void json_field(FILE *f, const pp_worker_report *x, int k)
 {
@@ -110,6 +112,7 @@ static void json_field(FILE *f, const pp_worker_report *x, int k)
     case F_WSTB: fprintf(f, "%" PRIu64, x->weight_store_bytes); break;
     case F_GRADB: fprintf(f, "%" PRIu64, x->grad_store_bytes); break;
     case F_OPTB: fprintf(f, "%" PRIu64, x->opt_store_bytes); break;
+    case F_MEM: fprintf(f, "%" PRIu64, x->mem_bytes); break;
     }
 }
 

@@ -12,7 +12,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#define SLOTS_COL 24 /* width of the slots column (at most 64) */
+#define SLOTS_COL 32 /* width of the slots column (at most 64) */
 
 /* A small fixed-capacity string builder; appends past the end are cut, never
  * overflow. */
@@ -153,6 +153,8 @@ static void comment_forward(text *t, const pp_instr *in)
     else
         add(t, "%s, output discarded", src);
     add(t, " (stash %s)", stash);
+    if (in->slot[4] >= 0)
+        add(t, " with weights s%" PRId32, in->slot[4]);
 }
 
 /* no_din: what the gradient feeds on the first stage, which has no input grad. */
@@ -163,6 +165,10 @@ static void comment_backward(text *t, const pp_instr *in, const char *no_din)
     const char *dout = slot_str(in, 1, "of loss", b), *din = slot_str(in, 2, no_din, c);
     add(t, "B(%" PRId32 ",%" PRId32 "): grad %s -> %s (stash %s)", in->stage, in->mb, dout, din,
         stash);
+    if (in->slot[3] >= 0)
+        add(t, " with weights s%" PRId32, in->slot[3]);
+    if (in->op == PP_OP_Backward && in->slot[4] >= 0)
+        add(t, ", weight grads into s%" PRId32, in->slot[4]);
 }
 
 /* The comment column: what the instruction does, in words. */
@@ -194,6 +200,8 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
         break;
     case PP_OP_BackwardWeight:
         add(t, "W(%" PRId32 ",%" PRId32 "): weight grads from stash %s", in->stage, in->mb, s0);
+        if (in->slot[1] >= 0)
+            add(t, " into s%" PRId32, in->slot[1]);
         break;
     case PP_OP_SendGrad:
         add(t, "B(%" PRId32 ",%" PRId32 ") input grad %s to rank %" PRId32, in->stage, in->mb, s0,
@@ -206,6 +214,22 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
     case PP_OP_ReduceGrads:
         add(t, "all-reduce stage %" PRId32 " grads over g%" PRId32 " ", in->stage, in->group);
         add_members(t, p, in->group);
+        break;
+    case PP_OP_FetchWeights:
+        add(t, "stage %" PRId32 " weights from rank %" PRId32 " into %s", in->stage, in->peer, s0);
+        break;
+    case PP_OP_SendWeights:
+        add(t, "stage %" PRId32 " weights to rank %" PRId32, in->stage, in->peer);
+        break;
+    case PP_OP_ZeroGrads:
+        add(t, "%s accumulates stage %" PRId32 " weight grads here", s0, in->stage);
+        break;
+    case PP_OP_SendWeightGrad:
+        add(t, "stage %" PRId32 " weight grads %s to owner rank %" PRId32, in->stage, s0, in->peer);
+        break;
+    case PP_OP_RecvWeightGrad:
+        add(t, "stage %" PRId32 " weight grads from rank %" PRId32 " via %s, added to ours",
+            in->stage, in->peer, s0);
         break;
     case PP_OP_OptimizerStep:
         add(t, "update stage %" PRId32 " weights", in->stage);

@@ -23,8 +23,8 @@
 #include "opcodes.h"
 
 #define PP_PLAN_MAGIC "PPLN"
-#define PP_PLAN_VERSION 1u
-#define PP_MAX_SLOTS 4
+#define PP_PLAN_VERSION 2u /* 2: five slot operands, weight fetch opcodes */
+#define PP_MAX_SLOTS 5
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */

@@ -6,7 +6,13 @@
  * complete at the end of the step. The compiler keeps a send's slot live past
  * the point where the simulation has the receiver take it, so that wait never
  * waits on a receiver that is itself waiting on us. Receives block where the
- * plan puts them. */
+ * plan puts them.
+ *
+ * Weights: a rank holds (params, grads) only for stages it owns. A job on a
+ * stage it does not own reads the weights a FetchWeights put in its `wts`
+ * slot and accumulates weight gradients in its `wgrad` slot; SendWeights
+ * posts this rank's own weights from params, which stay unchanged until the
+ * OptimizerStep, which first waits for those sends. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +30,28 @@ typedef struct {
     void **slot;             /* [nslots] */
     MPI_Request *req;        /* [nslots] a send in flight from the slot */
     MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
+    MPI_Request *wsend;      /* weight sends in flight (SendWeights) */
+    unsigned long long allocated; /* bytes of weights, gradients and slots, all set up front */
+    int nwsend, wsend_cap;
     double loss;             /* summed over this step's microbatches on this rank */
     int step;
 } vm;
 
-enum { TAG_ACT = 0, TAG_GRAD = 1 };
+enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
 
+/* MPI keeps messages of one (source, tag) in order, which is the order both
+ * sides' plans list them in; the tag only has to tell kinds and jobs apart. */
 static int tag_of(const pp_plan *p, int s, int b, int kind)
 {
-    return (int)(((int64_t)s * p->B + b) * 2 + kind);
+    return (int)(((int64_t)s * p->B + (b < 0 ? 0 : b)) * TAG_KINDS + kind);
+}
+
+
+static void wait_weight_sends(vm *v)
+{
+    if (v->nwsend)
+        mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE));
+    v->nwsend = 0;
 }
 
 static void *slot_ptr(vm *v, int k)
@@ -42,6 +61,16 @@ static void *slot_ptr(vm *v, int k)
     if (v->req[k] != MPI_REQUEST_NULL)
         mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
     return v->slot[k];
+}
+
+static float *weights_of(vm *v, int s, int slot)
+{
+    return slot >= 0 ? slot_ptr(v, slot) : v->params[s];
+}
+
+static float *grads_of(vm *v, int s, int slot)
+{
+    return slot >= 0 ? slot_ptr(v, slot) : v->grads[s];
 }
 
 static void exec(vm *v, const pp_instr *in)
@@ -59,27 +88,27 @@ static void exec(vm *v, const pp_instr *in)
         void *stash = slot_ptr(v, in->slot[1]);
         float *out = slot_ptr(v, in->slot[2]);
         const int32_t *tgt = slot_ptr(v, in->slot[3]);
-        v->loss += pp_stage_forward(m, S, s, v->params[s], x, tgt, stash, out);
+        v->loss += pp_stage_forward(m, S, s, weights_of(v, s, in->slot[4]), x, tgt, stash, out);
         break;
     }
     case PP_OP_Backward: {
         const void *stash = slot_ptr(v, in->slot[0]);
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward(m, S, s, v->params[s], v->grads[s], stash, dout, din,
-                          pp_loss_scale(m, (int)p->B));
+        pp_stage_backward(m, S, s, weights_of(v, s, in->slot[3]), grads_of(v, s, in->slot[4]),
+                          stash, dout, din, pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardInput: {
         const void *stash = slot_ptr(v, in->slot[0]);
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward_input(m, S, s, v->params[s], stash, dout, din,
+        pp_stage_backward_input(m, S, s, weights_of(v, s, in->slot[3]), stash, dout, din,
                                 pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardWeight:
-        pp_stage_backward_weight(m, S, s, v->grads[s], slot_ptr(v, in->slot[0]));
+        pp_stage_backward_weight(m, S, s, grads_of(v, s, in->slot[1]), slot_ptr(v, in->slot[0]));
         break;
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
@@ -97,11 +126,50 @@ static void exec(vm *v, const pp_instr *in)
                           tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         break;
     }
+    case PP_OP_FetchWeights:
+        mpiCheck(MPI_Recv(slot_ptr(v, in->slot[0]), (int)pp_stage_param_count(m, S, s), MPI_FLOAT,
+                          in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                          MPI_STATUS_IGNORE));
+        break;
+    case PP_OP_SendWeights:
+        if (v->nwsend == v->wsend_cap) {
+            int cap = v->wsend_cap ? 2 * v->wsend_cap : 16;
+            MPI_Request *r = realloc(v->wsend, (size_t)cap * sizeof *r);
+            if (!r) {
+                fprintf(stderr, "ppvm: out of memory for weight sends\n");
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            v->wsend = r;
+            v->wsend_cap = cap;
+        }
+        mpiCheck(MPI_Isend(v->params[s], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
+                           tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD, &v->wsend[v->nwsend++]));
+        break;
+    case PP_OP_ZeroGrads:
+        memset(slot_ptr(v, in->slot[0]), 0, pp_stage_param_count(m, S, s) * sizeof(float));
+        break;
+    case PP_OP_SendWeightGrad: {
+        int k = in->slot[0];
+        slot_ptr(v, k);
+        mpiCheck(MPI_Isend(v->slot[k], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
+                           tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
+        break;
+    }
+    case PP_OP_RecvWeightGrad: {
+        size_t n = pp_stage_param_count(m, S, s);
+        float *tmp = slot_ptr(v, in->slot[0]), *g = v->grads[s];
+        mpiCheck(MPI_Recv(tmp, (int)n, MPI_FLOAT, in->peer, tag_of(p, s, -1, TAG_WGRAD),
+                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        for (size_t i = 0; i < n; i++)
+            g[i] += tmp[i];
+        break;
+    }
     case PP_OP_ReduceGrads:
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
                                MPI_FLOAT, MPI_SUM, v->comm[in->group]));
         break;
     case PP_OP_OptimizerStep:
+        wait_weight_sends(v); /* the weights must not change under a send */
         pp_sgd_step(v->params[s], v->grads[s], pp_stage_param_count(m, S, s), v->opts->lr);
         break;
     case PP_OP_COUNT:
@@ -122,11 +190,12 @@ static int setup(vm *v)
     if (!v->params || !v->grads || !v->slot || !v->req || !v->comm)
         return -1;
     for (int s = 0; s < S; s++) {
-        if (!p->stage_role[s])
+        if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
         v->params[s] = malloc(n * sizeof(float));
         v->grads[s] = calloc(n, sizeof(float));
+        v->allocated += 2 * n * sizeof(float);
         if (!v->params[s] || !v->grads[s])
             return -1;
         pp_stage_init(&p->model, S, s, v->opts->seed, v->params[s]);
@@ -134,6 +203,7 @@ static int setup(vm *v)
     /* All activation memory the step needs, allocated once: the plan's slots. */
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot[k] = aligned_alloc(64, (p->slot_bytes[k] + 63) / 64 * 64);
+        v->allocated += p->slot_bytes[k];
         v->req[k] = MPI_REQUEST_NULL;
         if (!v->slot[k])
             return -1;
@@ -165,6 +235,7 @@ static void teardown(vm *v)
     free(v->slot);
     free(v->req);
     free(v->comm);
+    free(v->wsend);
 }
 
 /* The lowest-ranked owner of each stage writes it, so a replicated stage is
@@ -201,6 +272,17 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         fprintf(stderr, "ppvm: rank %d: out of memory allocating weights and slots\n", me);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    /* What each rank allocated; ppc's report states the same (plan memory). */
+    unsigned long long *mem = me == 0 ? malloc(p->world * sizeof *mem) : NULL;
+    mpiCheck(MPI_Gather(&v.allocated, 1, MPI_UNSIGNED_LONG_LONG, mem, 1, MPI_UNSIGNED_LONG_LONG, 0,
+                        MPI_COMM_WORLD));
+    if (me == 0 && mem && !opts->quiet) {
+        printf("memory allocated at start-up, bytes per rank:");
+        for (uint32_t r = 0; r < p->world; r++)
+            printf(" %llu", mem[r]);
+        printf("\n");
+    }
+    free(mem);
     double samples = (double)p->B * p->model.batch;
     for (v.step = 0; v.step < opts->steps; v.step++) {
         mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
@@ -211,6 +293,7 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         for (uint32_t k = 0; k < p->nslots; k++)
             if (v.req[k] != MPI_REQUEST_NULL)
                 mpiCheck(MPI_Wait(&v.req[k], MPI_STATUS_IGNORE));
+        wait_weight_sends(&v);
         double loss = 0, dt, mine = MPI_Wtime() - t0;
         mpiCheck(MPI_Reduce(&v.loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
         mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));

@@ -13,28 +13,58 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
 {
     const pp_model *m = &p->model;
     int S = (int)p->S, s = in->stage;
+    uint64_t weights = (uint64_t)pp_stage_param_count(m, S, s) * sizeof(float);
     switch ((pp_opcode)in->op) {
+    case PP_OP_FetchWeights:
+    case PP_OP_ZeroGrads:
+    case PP_OP_SendWeightGrad:
+    case PP_OP_RecvWeightGrad:
+        return weights;
+    case PP_OP_SendWeights:
+    case PP_OP_ReduceGrads:
+    case PP_OP_OptimizerStep:
+    case PP_OP_COUNT:
+        return 0;
     case PP_OP_LoadMicroBatch:
         return pp_tokens_bytes(m);
-    case PP_OP_Forward: /* in, stash, out, tgt */
+    case PP_OP_Forward: /* in, stash, out, tgt, wts */
+        if (i == 4)
+            return weights;
         if (i == 0)
             return s == 0 ? pp_tokens_bytes(m) : pp_act_bytes(m);
         if (i == 1)
             return pp_stage_stash_bytes(m, S, s);
         return i == 2 ? pp_act_bytes(m) : pp_tokens_bytes(m);
-    case PP_OP_Backward: /* stash, dout, din */
-        return i == 0 ? pp_stage_stash_bytes(m, S, s) : pp_act_bytes(m);
-    case PP_OP_BackwardInput: /* stash (with the split region), dout, din */
-        return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : pp_act_bytes(m);
-    case PP_OP_BackwardWeight:
-        return pp_stage_stash_bytes_split(m, S, s);
+    case PP_OP_Backward: /* stash, dout, din, wts, wgrad */
+        return i == 0 ? pp_stage_stash_bytes(m, S, s) : i >= 3 ? weights : pp_act_bytes(m);
+    case PP_OP_BackwardInput: /* stash (with the split region), dout, din, wts */
+        return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : i == 3 ? weights : pp_act_bytes(m);
+    case PP_OP_BackwardWeight: /* stash, wgrad */
+        return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : weights;
     case PP_OP_SendActivation:
     case PP_OP_RecvActivation:
     case PP_OP_SendGrad:
     case PP_OP_RecvGrad:
         return pp_act_bytes(m);
+    }
+    return 0;
+}
+
+/* The slot through which a job on a stage this rank does not own reads the
+ * weights (wts) or accumulates their gradients (wgrad); -1 if none needed. */
+static int weights_slot(const pp_instr *in, int grads)
+{
+    switch ((pp_opcode)in->op) {
+    case PP_OP_Forward:
+        return grads ? -1 : 4;
+    case PP_OP_Backward:
+        return grads ? 4 : 3;
+    case PP_OP_BackwardInput:
+        return grads ? -1 : 3;
+    case PP_OP_BackwardWeight:
+        return grads ? 1 : -1;
     default:
-        return 0;
+        return -1;
     }
 }
 
@@ -54,6 +84,23 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
             return -1;
         }
         int s = in->stage;
+        int owner = (uses & PP_U_STAGE) && (p->stage_role[s] & PP_ROLE_OWNER);
+        int needs_own = in->op == PP_OP_SendWeights || in->op == PP_OP_RecvWeightGrad ||
+                        in->op == PP_OP_ReduceGrads || in->op == PP_OP_OptimizerStep;
+        if (needs_own && !owner) {
+            snprintf(err, errlen, "instruction %u (%s): stage %d's weights are not owned by this rank",
+                     k, name, s);
+            return -1;
+        }
+        for (int g = 0; g < 2 && !owner; g++) {
+            int i = weights_slot(in, g);
+            if (i >= 0 && in->slot[i] < 0) {
+                snprintf(err, errlen,
+                         "instruction %u (%s): stage %d is not owned here, so its %s slot is needed",
+                         k, name, s, g ? "wgrad" : "wts");
+                return -1;
+            }
+        }
         if (in->op == PP_OP_Forward && (in->slot[2] < 0) != (s == S - 1)) {
             snprintf(err, errlen, "instruction %u (Forward): stage %d %s an output slot", k, s,
                      s == S - 1 ? "is the last and must not have" : "needs");

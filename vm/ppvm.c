@@ -269,9 +269,9 @@ int main(int argc, char **argv)
     if (ok) { /* transfers are tagged by (stage, microbatch, kind) */
         int *ub, flag;
         mpiCheck(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
-        if (flag && (long long)p.S * p.B * 2 > *ub) {
-            fprintf(stderr, "ppvm: rank %d: S*B*2 = %lld exceeds this MPI's largest tag %d\n", me,
-                    (long long)p.S * p.B * 2, *ub);
+        if (flag && (long long)p.S * p.B * 4 > *ub) {
+            fprintf(stderr, "ppvm: rank %d: S*B*4 = %lld exceeds this MPI's largest tag %d\n", me,
+                    (long long)p.S * p.B * 4, *ub);
             tag_ub_ok = 0;
         }
     }

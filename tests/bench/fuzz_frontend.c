@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!plans)
         goto out;
     int before = d.errors;
-    if (pp_lower(&t, &sim, &sch.model, &d, plans)) {
+    if (pp_lower(&t, &sim, &sch.model, &(pp_lower_opts){1, 0}, &d, plans)) {
         if (d.errors == before)
             internal_error("pp_lower failed without reporting an error", -1, NULL);
         goto out;

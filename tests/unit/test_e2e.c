@@ -104,6 +104,62 @@ START_TEST(zb_h1_4_ranks)
 }
 END_TEST
 
+/* Weight ownership: FSDP and FSLPP fetch weights from their owners and send
+ * weight gradients back (LPP with G=2 R=2, above, has replicas). */
+START_TEST(fsdp_4_ranks)
+{
+    trains_like_reference("fsdp.pp", "-D S=4 -D B=4", 4);
+}
+END_TEST
+
+START_TEST(fslpp_4_ranks)
+{
+    trains_like_reference("fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2", 4);
+}
+END_TEST
+
+/* The prefetch window moves receives and fetches, never the result. */
+START_TEST(prefetch_windows_train_alike)
+{
+    trains_like_reference("1f1b.pp", "-D S=4 -D B=8 --prefetch 0", 4);
+    trains_like_reference("fsdp.pp", "-D S=4 --prefetch 3", 4);
+}
+END_TEST
+
+/* Static memory: what each ppvm rank allocates at start-up is what the
+ * report says the plan needs (report.json's mem_bytes). */
+START_TEST(vm_allocates_what_the_report_says)
+{
+    static const char *cases[][2] = {{"fsdp.pp", "-D S=4"},
+                                     {"1f1b.pp", "-D S=4 -D B=8"},
+                                     {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"}};
+    for (int i = 0; i < 3; i++) {
+        char *dir = compile(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
+        snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+        ck_assert_int_eq(run_cmd(cmd, &out), 0);
+        snprintf(cmd, sizeof cmd, "cat %s/plan/report.json", dir);
+        ck_assert_int_eq(run_cmd(cmd, &json), 0);
+        const char *vm = strstr(out, "bytes per rank:"), *rep = strstr(json, "\"mem_bytes\": [");
+        ck_assert_ptr_nonnull(vm);
+        ck_assert_ptr_nonnull(rep);
+        vm += strlen("bytes per rank:");
+        rep += strlen("\"mem_bytes\": [");
+        for (int r = 0; r < 4; r++) {
+            char *end;
+            unsigned long long a = strtoull(vm, &end, 10), b;
+            vm = end;
+            b = strtoull(rep, &end, 10);
+            rep = end + 1; /* past the comma */
+            ck_assert_msg(a == b && a > 0, "%s rank %d: ppvm allocates %llu, the report says %llu",
+                          cases[i][0], r, a, b);
+        }
+        free(out);
+        free(json);
+        cleanup(dir);
+    }
+}
+END_TEST
+
 START_TEST(loss_falls)
 {
     char *dir = compile("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
@@ -180,6 +236,12 @@ START_TEST(bad_flags)
     fails_with(cmd, "expected NAME=VALUE");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D Q=1", PP_ROOT, PP_ROOT);
     fails_with(cmd, "the schedule has no param 'Q'");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x --prefetch -2", PP_ROOT,
+             PP_ROOT);
+    fails_with(cmd, "--prefetch expects a number of jobs from 0 to 1000000, found '-2'");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x --mem-limit lots", PP_ROOT,
+             PP_ROOT);
+    fails_with(cmd, "--mem-limit expects a number of bytes (a non-negative integer), found 'lots'");
     char *dir = compile("gpipe.pp", "-D S=2 -D B=2");
     snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --data /nonexistent", PP_ROOT, dir);
     fails_with(cmd, "cannot open data file '/nonexistent'");
@@ -201,6 +263,10 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, breadth_first_4_ranks);
     tcase_add_test(tc, depth_first_4_ranks);
     tcase_add_test(tc, zb_h1_4_ranks);
+    tcase_add_test(tc, fsdp_4_ranks);
+    tcase_add_test(tc, fslpp_4_ranks);
+    tcase_add_test(tc, prefetch_windows_train_alike);
+    tcase_add_test(tc, vm_allocates_what_the_report_says);
     tcase_add_test(tc, loss_falls);
     tcase_add_test(tc, world_size_mismatch);
     tcase_add_test(tc, mixed_plan_ids);

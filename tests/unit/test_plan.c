@@ -21,7 +21,7 @@
 
 static pp_instr mk(int op, int stage, int mb, int peer, int group, int s0, int s1, int s2, int s3)
 {
-    pp_instr in = {(uint8_t)op, stage, mb, peer, group, {s0, s1, s2, s3}};
+    pp_instr in = {(uint8_t)op, stage, mb, peer, group, {s0, s1, s2, s3, -1}};
     return in;
 }
 
@@ -132,8 +132,8 @@ START_TEST(test_op_metadata)
     ck_assert_uint_eq(pp_op_uses(PP_OP_SendGrad), PP_U_STAGE | PP_U_MB | PP_U_PEER);
     ck_assert_uint_eq(pp_op_uses(PP_OP_LoadMicroBatch), PP_U_MB);
     ck_assert_uint_eq(pp_op_uses(PP_OP_COUNT), 0);
-    ck_assert_int_eq(pp_op_nslots(PP_OP_Forward), 4);
-    ck_assert_int_eq(pp_op_nslots(PP_OP_Backward), 3);
+    ck_assert_int_eq(pp_op_nslots(PP_OP_Forward), 5);
+    ck_assert_int_eq(pp_op_nslots(PP_OP_Backward), 5);
     ck_assert_int_eq(pp_op_nslots(PP_OP_SendActivation), 1);
     ck_assert_int_eq(pp_op_nslots(PP_OP_ReduceGrads), 0);
     ck_assert_int_eq(pp_op_nslots(99), 0);
@@ -144,7 +144,9 @@ START_TEST(test_op_metadata)
     ck_assert_str_eq(pp_op_slot_role(PP_OP_Forward, 3, &opt), "tgt");
     ck_assert_int_eq(opt, 1);
     ck_assert_str_eq(pp_op_slot_role(PP_OP_Backward, 1, NULL), "dout");
-    ck_assert_ptr_null(pp_op_slot_role(PP_OP_Forward, 4, &opt));
+    ck_assert_str_eq(pp_op_slot_role(PP_OP_Forward, 4, &opt), "wts");
+    ck_assert_int_eq(opt, 1);
+    ck_assert_ptr_null(pp_op_slot_role(PP_OP_SendGrad, 1, &opt));
     ck_assert_ptr_null(pp_op_slot_role(PP_OP_ReduceGrads, 0, &opt));
     ck_assert_str_ne(pp_op_synopsis(PP_OP_Forward), "?");
 }
@@ -210,7 +212,7 @@ START_TEST(test_round_trip)
     build_plan(&a);
     ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
-    ck_assert_mem_eq(buf, "PPLN\x01\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
+    ck_assert_mem_eq(buf, "PPLN\x02\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
     ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
     assert_same_plan(&a, &b);
     ck_assert_int_eq(pp_plan_encode(&b, &buf2, &len2), PP_PLAN_OK);
@@ -292,7 +294,7 @@ START_TEST(test_unknown_version)
     put_le32(buf + 4, 7);
     fix_crc(buf, len);
     expect(buf, len, PP_PLAN_EVERSION,
-           "unsupported plan format version 7 (this reader knows version 1)");
+           "unsupported plan format version 7 (this reader knows version 2)");
     put_le32(buf + len - 4, 0xdeadbeef);
     expect(buf, len, PP_PLAN_EVERSION, "version 7");
     free(buf);
@@ -467,9 +469,9 @@ START_TEST(test_validate_header)
     p.slot_bytes[3] = 0;
     expect_valid(&p, PP_PLAN_EHEADER, "slot s3 has size 0");
     p.slot_bytes[3] = 64;
-    p.version = 2;
-    expect_valid(&p, PP_PLAN_EVERSION, "version 2");
-    p.version = 1;
+    p.version = PP_PLAN_VERSION + 1;
+    expect_valid(&p, PP_PLAN_EVERSION, "version 3");
+    p.version = PP_PLAN_VERSION;
     p.S = 0;
     expect_valid(&p, PP_PLAN_EHEADER, "S is 0");
     p.S = 4;
@@ -508,8 +510,8 @@ START_TEST(test_validate_optional_slots)
     expect_valid(&p, PP_PLAN_EOPERAND,
                  "instruction 4 (Backward): required slot 'stash' is missing");
     p.code[4].slot[0] = 1;
-    p.code[4].slot[3] = 0;
-    expect_valid(&p, PP_PLAN_EOPERAND, "slot operand 3 is 0 but Backward takes 3 slots");
+    p.code[5].slot[1] = 0;
+    expect_valid(&p, PP_PLAN_EOPERAND, "slot operand 1 is 0 but SendGrad takes 1 slot");
     pp_plan_free(&p);
 }
 END_TEST
@@ -541,35 +543,35 @@ START_TEST(test_disasm)
     pp_plan p;
     build_plan(&p);
     char *t = listing(&p);
-    assert_line(t, "; pp plan, format 1, plan id 0123456789abcdef");
+    assert_line(t, "; pp plan, format 2, plan id 0123456789abcdef");
     assert_line(t, "; rank 1 of 4, S=4 stages, B=2 microbatches");
     assert_line(t,
                 "; model: context 8, embed 16 (width 128), ffn 256, blocks 1 per stage, batch 16");
     assert_line(t, "; stages: 1 (compute+owner), 3 (owner)");
     assert_line(t, "; groups: g0 = {0,1,2,3}, g1 = {1,3}");
     assert_line(t, "; slots:  s0 4096 B, s1 8192 B, s2 4096 B, s3 4096 B, s4 512 B");
-    assert_line(t, "addr  opcode          stage    mb  peer  grp  slots                     comment");
-    assert_line(t, "----  --------------  -----  ----  ----  ---  ------------------------  "
+    assert_line(t, "addr  opcode          stage    mb  peer  grp  slots                             comment");
+    assert_line(t, "----  --------------  -----  ----  ----  ---  --------------------------------  "
                    "-------------------------------");
-    assert_line(t, "   0  RecvActivation      0     0     0    .  dst=s0                    "
+    assert_line(t, "   0  RecvActivation      0     0     0    .  dst=s0                            "
                    "F(0,0) output from rank 0 into s0");
-    assert_line(t, "   1  Forward             1     0     .    .  in=s0 stash=s1 out=s2     "
+    assert_line(t, "   1  Forward             1     0     .    .  in=s0 stash=s1 out=s2             "
                    "F(1,0): s0 -> s2 (stash s1)");
-    assert_line(t, "   2  SendActivation      1     0     2    .  src=s2                    F(1,0) output "
+    assert_line(t, "   2  SendActivation      1     0     2    .  src=s2                            F(1,0) output "
                    "s2 to rank 2");
-    assert_line(t, "   3  RecvGrad            2     0     2    .  dst=s3                    "
+    assert_line(t, "   3  RecvGrad            2     0     2    .  dst=s3                            "
                    "B(2,0) input grad from rank 2 into s3");
-    assert_line(t, "   4  Backward            1     0     .    .  stash=s1 dout=s3 din=s0   "
+    assert_line(t, "   4  Backward            1     0     .    .  stash=s1 dout=s3 din=s0           "
                    "B(1,0): grad s3 -> s0 (stash s1)");
-    assert_line(t, "   5  SendGrad            1     0     0    .  src=s0                    B(1,0) input "
+    assert_line(t, "   5  SendGrad            1     0     0    .  src=s0                            B(1,0) input "
                    "grad s0 to rank 0");
-    assert_line(t, "   6  LoadMicroBatch      .     1     .    .  tokens=s4                 microbatch 1 "
+    assert_line(t, "   6  LoadMicroBatch      .     1     .    .  tokens=s4                         microbatch 1 "
                    "tokens into s4");
-    assert_line(t, "   7  ReduceGrads         1     .     .    0                            "
+    assert_line(t, "   7  ReduceGrads         1     .     .    0                                    "
                    "all-reduce stage 1 grads over g0 {0,1,2,3}");
     assert_line(
         t,
-        "   8  OptimizerStep       1     .     .    .                            update stage 1 weights");
+        "   8  OptimizerStep       1     .     .    .                                    update stage 1 weights");
     assert_line(t, "; end of plan (9 instructions)");
     free(t);
 
@@ -579,9 +581,9 @@ START_TEST(test_disasm)
     p.ngroups = 0;
     p.nslots = 0;
     t = listing(&p);
-    assert_line(t, "   1  Forward             3     1     .    .  in=s0 stash=s1 tgt=s4     "
+    assert_line(t, "   1  Forward             3     1     .    .  in=s0 stash=s1 tgt=s4             "
                    "F(3,1): loss of s0 vs targets s4 (stash s1)");
-    assert_line(t, "   4  Backward            3     1     .    .  stash=s1 din=s2           "
+    assert_line(t, "   4  Backward            3     1     .    .  stash=s1 din=s2                   "
                    "B(3,1): grad of loss -> s2 (stash s1)");
     assert_line(t, "; groups: none");
     assert_line(t, "; slots:  none");

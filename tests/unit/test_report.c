@@ -95,6 +95,30 @@ START_TEST(fsdp_fetches_s_minus_1_per_pass)
 }
 END_TEST
 
+/* FSLPP: each worker fetches what the seed's formula says, counted here
+ * straight from its h(s,b): per job, 1[weights(s,b) != compute(s,b)]. */
+START_TEST(fslpp_fetches_match_the_seed)
+{
+    const long long S = 4, B = 8, G = 2, R = 2, W = G * R;
+    pp_define defs[] = {{"S", S}, {"B", B}, {"G", G}, {"R", R}};
+    compiled c;
+    compile_library(&c, "fslpp.pp", defs, 4);
+    pp_report r;
+    build_report(&c, &r);
+    for (long long w = 0; w < W; w++) {
+        long long want = 0;
+        for (long long s = 0; s < S; s++)
+            for (long long b = 0; b < B; b++) {
+                long long compute = (R * b) % W + s % R, weights = (R * s) % W + s % R;
+                want += compute == w && weights != w;
+            }
+        ck_assert_int_eq(r.w[w].weight_recv, 2 * want); /* F and B each fetch */
+    }
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
 /* 1F1B: rank r holds min(S-r, B) activations at its peak; bubble
  * (p-1)/(m+p-1). */
 START_TEST(one_f_one_b_peaks_and_bubble)
@@ -295,6 +319,28 @@ START_TEST(ppc_costs_file)
 }
 END_TEST
 
+/* --mem-limit names the worker and the instruction where it is crossed;
+ * a limit the plan fits passes. */
+START_TEST(ppc_mem_limit)
+{
+    char *dir = temp_dir(), cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 700000",
+             PP_ROOT, PP_ROOT, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "error: worker 0 needs ") && strstr(out, "over --mem-limit 700000") &&
+                      strstr(out, "at instruction "),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 100000000",
+             PP_ROOT, PP_ROOT, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run_cmd(cmd, NULL);
+    free(dir);
+}
+END_TEST
+
 /* --table prints every row with measured / seed cells; GPipe's and DDP's
  * latency match the seed exactly. Bad -D names are refused. */
 START_TEST(ppc_table)
@@ -327,6 +373,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, gpipe_counts);
     tcase_add_test(tc, ddp_counts);
     tcase_add_test(tc, fsdp_fetches_s_minus_1_per_pass);
+    tcase_add_test(tc, fslpp_fetches_match_the_seed);
     tcase_add_test(tc, one_f_one_b_peaks_and_bubble);
     tcase_add_test(tc, lpp_interpolates_gpipe_to_ddp);
     suite_add_tcase(s, tc);
@@ -340,6 +387,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, ppc_writes_the_report);
     tcase_add_test(tc, ppc_costs_file);
     tcase_add_test(tc, ppc_table);
+    tcase_add_test(tc, ppc_mem_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../compiler/commcheck.h"
+#include "../../compiler/lower.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -320,8 +322,28 @@ START_TEST(zb_h1_matches_published_order)
 }
 END_TEST
 
-/* Every library schedule compiles and simulates without deadlock over the
- * range its header documents. */
+/* Lowers a compiled schedule and runs the communication checker on the
+ * plans: every plan the compiler emits must pass it. */
+static void lowers_and_passes_commcheck(const compiled *c, const char *what)
+{
+    int W = c->t.W;
+    pp_plan *plans = calloc((size_t)W, sizeof *plans);
+    pp_lower_opts lo = {1, 0};
+    FILE *devnull = fopen("/dev/null", "w");
+    pp_diag d = c->diag;
+    d.out = devnull;
+    ck_assert_msg(pp_lower(&c->t, &c->sim, &c->sch.model, &lo, &d, plans) == 0, "%s: lowering failed",
+                  what);
+    char msg[4096];
+    ck_assert_msg(pp_comm_check(plans, W, msg, sizeof msg) == 0, "%s:\n%s", what, msg);
+    for (int w = 0; w < W; w++)
+        pp_plan_free(&plans[w]);
+    free(plans);
+    fclose(devnull);
+}
+
+/* Every library schedule compiles, simulates without deadlock, lowers, and
+ * passes the communication checker over the range its header documents. */
 START_TEST(library_compiles_over_documented_ranges)
 {
     enum { PLAIN, LOOPED /* S = 8 a multiple of W */, MULTIPLE /* B a multiple of W */ };
@@ -345,8 +367,11 @@ START_TEST(library_compiles_over_documented_ranges)
                 pp_define defs[2] = {{lib[i].p1, a}, {lib[i].p2 ? lib[i].p2 : "S", b}};
                 compiled c;
                 compile_library(&c, lib[i].file, defs, lib[i].p2 ? 2 : 1);
-                ck_assert_msg(c.errors == 0 && !c.deadlock, "%s %s=%d %s=%d:\n%s", lib[i].file,
-                              lib[i].p1, a, lib[i].p2 ? lib[i].p2 : "-", b, c.msgs);
+                char what[128];
+                snprintf(what, sizeof what, "%s %s=%d %s=%d", lib[i].file, lib[i].p1, a,
+                         lib[i].p2 ? lib[i].p2 : "-", b);
+                ck_assert_msg(c.errors == 0 && !c.deadlock, "%s:\n%s", what, c.msgs);
+                lowers_and_passes_commcheck(&c, what);
                 compiled_free(&c);
             }
     /* LPP and FSLPP: W = G*R */
@@ -358,6 +383,8 @@ START_TEST(library_compiles_over_documented_ranges)
                 compile_library(&c, "lpp.pp", defs, 4);
                 compile_library(&f, "fslpp.pp", defs, 4);
                 ck_assert_int_eq(c.errors + f.errors + c.deadlock + f.deadlock, 0);
+                lowers_and_passes_commcheck(&c, "lpp.pp");
+                lowers_and_passes_commcheck(&f, "fslpp.pp");
                 compiled_free(&c);
                 compiled_free(&f);
             }
