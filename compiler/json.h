@@ -13,6 +13,7 @@
 #define PP_JSON_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define PP_JSON_MAX_DEPTH 64 /* nested arrays and objects */
 
@@ -53,6 +54,9 @@ pp_json_status pp_json_parse(pp_json **out, const char *name, const char *text, 
                              char *err, size_t errlen);
 /* Free a tree from pp_json_parse (NULL is fine). */
 void pp_json_free(pp_json *root);
+/* Writes s as a JSON string literal (quotes, escapes) - the writing side,
+ * shared by report.json and trace.json. */
+void pp_json_write_string(FILE *f, const char *s);
 /* "null", "a boolean", "a number", "a string", "an array", "an object". */
 const char *pp_json_kind_name(pp_json_kind kind);
 

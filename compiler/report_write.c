@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json.h"
 #include "report.h"
 #include "timeline.h"
 
@@ -75,21 +76,6 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     return ferror(f) ? -1 : 0;
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_PEAK, F_PEAKB, F_WST, F_WSTB, F_GRADB,
        F_OPTB, F_MEM, F_COUNT };
 static const char *field_name[F_COUNT] = {
@@ -120,13 +106,13 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
                          const pp_jobtable *t, const pp_sim_result *sim)
 {
     fprintf(f, "{\n  \"schedule\": ");
-    json_string(f, info->schedule);
+    pp_json_write_string(f, info->schedule);
     fprintf(f, ",\n  \"params\": ");
-    json_string(f, info->params);
+    pp_json_write_string(f, info->params);
     fprintf(f, ",\n  \"order\": ");
-    json_string(f, info->order);
+    pp_json_write_string(f, info->order);
     fprintf(f, ",\n  \"costs\": ");
-    json_string(f, info->costs);
+    pp_json_write_string(f, info->costs);
     fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s,\n", r->S, r->B, r->W,
             r->split ? "true" : "false");
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);

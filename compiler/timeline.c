@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
+
 /* A job's times are drawable when finite, non-negative and ordered. */
 static int job_ok(const pp_sim_result *sim, int j)
 {
@@ -254,21 +256,6 @@ static void json_num(FILE *f, double x)
     fputs(buf, f);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* Tracks: worker w's jobs on tid 2w, what it receives on tid 2w+1, so the
  * two sit together in the viewer. */
 static void trace_meta(FILE *f, const char *what, int tid, const char *key, const char *name,
@@ -277,7 +264,7 @@ static void trace_meta(FILE *f, const char *what, int tid, const char *key, cons
     fprintf(f, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"args\":{", tid, what);
     if (name) {
         fprintf(f, "\"%s\":", key);
-        json_str(f, name);
+        pp_json_write_string(f, name);
     } else
         fprintf(f, "\"%s\":%d", key, sort);
     fputs("}}", f);
@@ -295,7 +282,7 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
     fputs("{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\","
           "\"args\":{\"name\":",
           f);
-    json_str(f, name);
+    pp_json_write_string(f, name);
     fputs("}}", f);
     for (int w = 0; w < t->W; w++) {
         snprintf(name, sizeof name, "worker %d", w);
@@ -328,7 +315,7 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
             snprintf(name, sizeof name, "%s", kind);
         double dur = x->end - x->start;
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":", 2 * x->dst + 1);
-        json_str(f, name);
+        pp_json_write_string(f, name);
         fprintf(f, ",\"cat\":\"%s\",\"ts\":", kind);
         json_num(f, x->start * TRACE_US_PER_UNIT);
         fputs(",\"dur\":", f);
