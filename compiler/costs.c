@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "readfile.h"
 
 enum { KEY_F, KEY_B, KEY_W, KEY_LATENCY, KEY_BANDWIDTH, NKEYS };
 static const char *const key_names[NKEYS] = {"F", "B", "W", "latency", "bandwidth"};
@@ -199,45 +200,18 @@ out:
 
 int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen)
 {
-    FILE *f = NULL;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = -1;
+    const char *failed = "read";
+    size_t len = 0;
     memset(c, 0, sizeof *c);
     if (errlen)
         err[0] = '\0';
-    if (!(f = fopen(path, "rb"))) {
+    char *buf = pp_read_file(path, &len, &failed);
+    if (!buf) {
         if (errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
+            snprintf(err, errlen, "%s: cannot %s: %s", path, failed, strerror(errno));
+        return -1;
     }
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? 2 * cap : 4096;
-            char *b = ncap > cap ? realloc(buf, ncap) : NULL;
-            if (!b) {
-                if (errlen)
-                    snprintf(err, errlen, "%s: out of memory", path);
-                goto out;
-            }
-            buf = b;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                if (errlen)
-                    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-                goto out;
-            }
-            break; /* end of file */
-        }
-    }
-    rc = pp_costs_parse(c, path, buf, len, err, errlen);
-out:
-    if (f)
-        fclose(f);
+    int rc = pp_costs_parse(c, path, buf, len, err, errlen);
     free(buf);
     return rc;
 }

@@ -25,6 +25,7 @@
 #include "jobtable.h"
 #include "lower.h"
 #include "parse.h"
+#include "readfile.h"
 #include "report.h"
 #include "schedule.h"
 #include "sim.h"
@@ -158,38 +159,6 @@ static int parse_args(int argc, char **argv, options *o)
         return -1;
     }
     return 0;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *b = realloc(buf, 2 * cap + 1);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 static int mkdir_p(const char *dir)
@@ -410,7 +379,7 @@ int main(int argc, char **argv)
         return rc;
     }
     size_t len = 0;
-    char *src = read_file(o.file, &len);
+    char *src = pp_read_file(o.file, &len, NULL);
     if (!src) {
         fprintf(stderr, "ppc: cannot read '%s': %s\n", o.file, strerror(errno));
         return EXIT_IO;

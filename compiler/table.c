@@ -13,6 +13,7 @@
 
 #include "jobtable.h"
 #include "parse.h"
+#include "readfile.h"
 #include "report.h"
 #include "schedule.h"
 #include "sim.h"
@@ -45,36 +46,11 @@ static void seed_entries(row *r, const params *p, long long B)
     }
 }
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n + 4096 > cap) {
-            char *b = realloc(buf, cap = 2 * cap + 4096);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = b;
-        }
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 /* Compile, simulate and report one library schedule. Returns 0 or prints why not. */
 static int measure(const char *path, const pp_define *defs, int ndefs, pp_report *rep,
                    long long *W)
 {
-    char *src = read_all(path);
+    char *src = pp_read_file(path, NULL, NULL);
     if (!src) {
         fprintf(stderr, "ppc --table: cannot read '%s' (the schedule library; see --library)\n",
                 path);

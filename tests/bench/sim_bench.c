@@ -13,6 +13,7 @@
 
 #include "../../compiler/jobtable.h"
 #include "../../compiler/parse.h"
+#include "../../compiler/readfile.h"
 #include "../../compiler/report.h"
 #include "../../compiler/schedule.h"
 #include "../../compiler/sim.h"
@@ -22,25 +23,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf)
-        buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 typedef struct {
@@ -53,7 +35,7 @@ static int run(const char *root, const bench_case *bc)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/schedules/%s", root, bc->file);
-    char *src = slurp(path);
+    char *src = pp_read_file(path, NULL, NULL);
     if (!src) {
         fprintf(stderr, "sim_bench: cannot read %s\n", path);
         return -1;

@@ -6,25 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf)
-        buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
+#include "../../compiler/readfile.h"
 
 void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs)
 {
@@ -47,7 +29,7 @@ void compile_library(compiled *c, const char *name, const pp_define *defs, int n
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
-    char *src = slurp(path, &len);
+    char *src = pp_read_file(path, &len, NULL);
     if (!src) {
         fprintf(stderr, "cannot read %s\n", path);
         abort();
