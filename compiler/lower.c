@@ -36,7 +36,6 @@ typedef struct {
 
 typedef struct {
     pp_instr *code;
-    double *time; /* simulated time of each instruction */
     int n, cap;
     lbuf *buf;
     int nbuf, bufcap;
@@ -86,19 +85,11 @@ static int new_buf(lowering *L, uint64_t bytes)
 
 /* Append an instruction; slot fields hold logical buffer ids here. */
 static int emit(lowering *L, int op, int s, int b, int peer, int group,
-                const int slots[PP_MAX_SLOTS], double time)
+                const int slots[PP_MAX_SLOTS])
 {
     stream *st = &L->st;
-    int cap = st->cap;
-    if (grow((void **)&st->code, &cap, st->n + 1, sizeof *st->code))
+    if (grow((void **)&st->code, &st->cap, st->n + 1, sizeof *st->code))
         return -1;
-    if (cap != st->cap) {
-        double *t = realloc(st->time, (size_t)cap * sizeof *t);
-        if (!t)
-            return -1;
-        st->time = t;
-        st->cap = cap;
-    }
     pp_instr *in = &st->code[st->n];
     in->op = (uint8_t)op;
     in->stage = s;
@@ -107,7 +98,6 @@ static int emit(lowering *L, int op, int s, int b, int peer, int group,
     in->group = group;
     for (int i = 0; i < PP_MAX_SLOTS; i++)
         in->slot[i] = slots ? slots[i] : -1;
-    st->time[st->n] = time;
     return st->n++;
 }
 
@@ -124,12 +114,12 @@ static int worker_of(const lowering *L, int s, int b, int d)
     return L->t->worker[job_id(&L->t->js, s, b, d)];
 }
 
-static int tokens_for(lowering *L, int b, double time)
+static int tokens_for(lowering *L, int b)
 {
     if (L->tokens[b] < 0) {
         int buf = new_buf(L, pp_tokens_bytes(L->m));
         int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-        int at = emit(L, PP_OP_LoadMicroBatch, -1, b, -1, -1, sl, time);
+        int at = emit(L, PP_OP_LoadMicroBatch, -1, b, -1, -1, sl);
         if (buf < 0 || at < 0)
             return -1;
         L->st.buf[buf].def = at;
@@ -139,21 +129,21 @@ static int tokens_for(lowering *L, int b, double time)
 }
 
 /* A receive (or fetch) into a new buffer of `bytes`. Returns the buffer. */
-static int recv_into(lowering *L, int op, int s, int b, int peer, uint64_t bytes, double time)
+static int recv_into(lowering *L, int op, int s, int b, int peer, uint64_t bytes)
 {
     int buf = new_buf(L, bytes);
     int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-    int at = emit(L, op, s, b, peer, -1, sl, time);
+    int at = emit(L, op, s, b, peer, -1, sl);
     if (buf < 0 || at < 0)
         return -1;
     L->st.buf[buf].def = at;
     return buf;
 }
 
-static int send_from(lowering *L, int op, int s, int b, int peer, int buf, double time)
+static int send_from(lowering *L, int op, int s, int b, int peer, int buf)
 {
     int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-    int at = emit(L, op, s, b, peer, -1, sl, time);
+    int at = emit(L, op, s, b, peer, -1, sl);
     if (at < 0)
         return -1;
     use(L, buf, at);
@@ -166,14 +156,14 @@ static int owns_stage(const lowering *L, int s, int w);
  * does not own: cleared before the first use, sent to the owner at the end.
  * -1: the rank owns the stage (it accumulates into its own gradients);
  * -2: out of memory. */
-static int wgrad_for(lowering *L, int s, double time)
+static int wgrad_for(lowering *L, int s)
 {
     if (owns_stage(L, s, L->rank))
         return -1;
     if (L->wgrad[s] < 0) {
         int buf = new_buf(L, pp_stage_weight_bytes(L->m, L->t->js.S, s));
         int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-        int at = emit(L, PP_OP_ZeroGrads, s, -1, -1, -1, sl, time);
+        int at = emit(L, PP_OP_ZeroGrads, s, -1, -1, -1, sl);
         if (buf < 0 || at < 0)
             return -2;
         L->st.buf[buf].def = at;
@@ -182,13 +172,13 @@ static int wgrad_for(lowering *L, int s, double time)
     return L->wgrad[s];
 }
 
-static int lower_forward(lowering *L, int j, double start)
+static int lower_forward(lowering *L, int j)
 {
     const pp_jobtable *t = L->t;
     int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), in, tgt = -1, out = -1;
-    in = s == 0 ? tokens_for(L, b, start) : L->out[sb(L, s - 1, b)];
+    in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
     if (s == S - 1)
-        tgt = tokens_for(L, b, start);
+        tgt = tokens_for(L, b);
     int split = t->js.ND == 3;
     int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
                                  : pp_stage_stash_bytes(L->m, S, s));
@@ -196,7 +186,7 @@ static int lower_forward(lowering *L, int j, double start)
         out = new_buf(L, pp_act_bytes(L->m));
     int wts = L->wts[j];
     int sl[PP_MAX_SLOTS] = {in, stash, out, tgt, wts};
-    int at = emit(L, PP_OP_Forward, s, b, -1, -1, sl, start);
+    int at = emit(L, PP_OP_Forward, s, b, -1, -1, sl);
     if (in < 0 || stash < 0 || at < 0)
         return -1;
     use(L, in, at);
@@ -211,7 +201,7 @@ static int lower_forward(lowering *L, int j, double start)
     return 0;
 }
 
-static int lower_backward(lowering *L, int j, double start)
+static int lower_backward(lowering *L, int j)
 {
     const pp_jobtable *t = L->t;
     int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), me = L->rank, dout = -1, din = -1;
@@ -228,11 +218,11 @@ static int lower_backward(lowering *L, int j, double start)
         din = new_buf(L, pp_act_bytes(L->m));
     int split = t->js.ND == 3;
     int stash = L->stash[sb(L, s, b)], wts = L->wts[j];
-    int wgrad = split ? -1 : wgrad_for(L, s, start);
+    int wgrad = split ? -1 : wgrad_for(L, s);
     if (wgrad == -2)
         return -1;
     int sl[PP_MAX_SLOTS] = {stash, dout, din, wts, wgrad};
-    int at = emit(L, split ? PP_OP_BackwardInput : PP_OP_Backward, s, b, -1, -1, sl, start);
+    int at = emit(L, split ? PP_OP_BackwardInput : PP_OP_Backward, s, b, -1, -1, sl);
     if (at < 0)
         return -1;
     use(L, stash, at);
@@ -248,7 +238,7 @@ static int lower_backward(lowering *L, int j, double start)
 
 /* W(s,b) of a split backward: the weight gradients from what B left in the
  * stash, which dies here. It reads no weights. */
-static int lower_weight(lowering *L, int j, double start)
+static int lower_weight(lowering *L, int j)
 {
     int s = job_s(&L->t->js, j), b = job_b(&L->t->js, j);
     if (worker_of(L, s, b, 1) != L->rank) {
@@ -258,11 +248,11 @@ static int lower_weight(lowering *L, int j, double start)
                          s, b, L->rank, s, b, worker_of(L, s, b, 1));
         return 1;
     }
-    int stash = L->stash[sb(L, s, b)], wgrad = wgrad_for(L, s, start);
+    int stash = L->stash[sb(L, s, b)], wgrad = wgrad_for(L, s);
     if (wgrad == -2)
         return -1;
     int sl[PP_MAX_SLOTS] = {stash, wgrad, -1, -1, -1};
-    int at = emit(L, PP_OP_BackwardWeight, s, b, -1, -1, sl, start);
+    int at = emit(L, PP_OP_BackwardWeight, s, b, -1, -1, sl);
     if (at < 0)
         return -1;
     use(L, stash, at);
@@ -527,30 +517,29 @@ static int lower_item(lowering *L, const item *x)
     switch (x->what) {
     case IT_JOB: {
         int d = job_d(&t->js, x->job);
-        return d == DIR_F ? lower_forward(L, x->job, x->t)
-             : d == DIR_B ? lower_backward(L, x->job, x->t)
-                          : lower_weight(L, x->job, x->t);
+        return d == DIR_F ? lower_forward(L, x->job)
+             : d == DIR_B ? lower_backward(L, x->job)
+                          : lower_weight(L, x->job);
     }
     case IT_RECV_ACT:
-        buf = recv_into(L, PP_OP_RecvActivation, x->s, x->b, x->src, act, x->t);
+        buf = recv_into(L, PP_OP_RecvActivation, x->s, x->b, x->src, act);
         L->out[sb(L, x->s, x->b)] = buf;
         return buf < 0 ? -1 : 0;
     case IT_RECV_GRAD:
-        buf = recv_into(L, PP_OP_RecvGrad, x->s, x->b, x->src, act, x->t);
+        buf = recv_into(L, PP_OP_RecvGrad, x->s, x->b, x->src, act);
         L->din[sb(L, x->s, x->b)] = buf;
         return buf < 0 ? -1 : 0;
     case IT_SEND_ACT:
-        return send_from(L, PP_OP_SendActivation, x->s, x->b, x->dst, L->out[sb(L, x->s, x->b)],
-                         x->t);
+        return send_from(L, PP_OP_SendActivation, x->s, x->b, x->dst, L->out[sb(L, x->s, x->b)]);
     case IT_SEND_GRAD:
-        return send_from(L, PP_OP_SendGrad, x->s, x->b, x->dst, L->din[sb(L, x->s, x->b)], x->t);
+        return send_from(L, PP_OP_SendGrad, x->s, x->b, x->dst, L->din[sb(L, x->s, x->b)]);
     case IT_FETCH:
         buf = recv_into(L, PP_OP_FetchWeights, x->s, -1, x->src,
-                        pp_stage_weight_bytes(L->m, S, x->s), x->t);
+                        pp_stage_weight_bytes(L->m, S, x->s));
         L->wts[x->job] = buf;
         return buf < 0 ? -1 : 0;
     case IT_SEND_WEIGHTS:
-        return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1, NULL, x->t) < 0 ? -1 : 0;
+        return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1, NULL) < 0 ? -1 : 0;
     }
     return 0;
 }
@@ -586,28 +575,27 @@ static int lower_epilogue(lowering *L, const int *to)
     const pp_jobtable *t = L->t;
     const ownership *o = L->own;
     int S = t->js.S, W = t->W, me = L->rank;
-    double tend = L->sim->makespan;
     for (int s = 0; s < S; s++) {
         for (int r = 0; r < W; r++) {
             int owner = to[(size_t)s * W + (size_t)r];
             if (owner < 0)
                 continue;
-            if (r == me && send_from(L, PP_OP_SendWeightGrad, s, -1, owner, L->wgrad[s], tend))
+            if (r == me && send_from(L, PP_OP_SendWeightGrad, s, -1, owner, L->wgrad[s]))
                 return -1;
             if (owner == me) {
                 int tmp = recv_into(L, PP_OP_RecvWeightGrad, s, -1, r,
-                                    pp_stage_weight_bytes(L->m, S, s), tend);
+                                    pp_stage_weight_bytes(L->m, S, s));
                 if (tmp < 0)
                     return -1;
                 use(L, tmp, L->st.n - 1);
             }
         }
         if (o->group_of[s] >= 0 && owns(o, s, me) &&
-            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s], NULL, tend) < 0)
+            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s], NULL) < 0)
             return -1;
     }
     for (int s = 0; s < S; s++)
-        if (owns(o, s, me) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1, NULL, tend) < 0)
+        if (owns(o, s, me) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1, NULL) < 0)
             return -1;
     return 0;
 }
@@ -759,7 +747,6 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
         L.rank = w;
         int rc = lower_rank(&L, items + first, end - first, to, p);
         free(L.st.code);
-        free(L.st.time);
         free(L.st.buf);
         if (rc < 0)
             diag_error_noloc(d, "out of memory while lowering rank %d", w);
