@@ -15,6 +15,20 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 NVCC    := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
+# CUDA parts (kernels/*.cu, vm/*_cuda.c) are built whenever nvcc exists; then
+# ppvm has --backend cuda and the tests compile and link them (GPU tests say
+# "skipped: no GPU" where there is none). NVCC_ARCH: Ampere and Hopper, plus
+# PTX for newer GPUs.
+ifneq ($(NVCC),)
+CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+NVCC_ARCH   ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+               -gencode arch=compute_90,code=compute_90
+NVCCFLAGS   ?= -O2 -g -std=c++17 $(NVCC_ARCH) -Xcompiler -Wall,-Wextra -Werror all-warnings
+CUDA_CFLAGS := -DPP_HAVE_CUDA -I$(CUDA_HOME)/include
+CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublasLt -lcublas -lcudart -lstdc++
+CUDA_SRC    := $(wildcard kernels/*.cu)
+endif
+
 # Demo settings (override on the command line: make demo STEPS=50)
 STEPS ?= 200
 DEMO_SCHEDULE ?= schedules/gpipe.pp
@@ -29,8 +43,8 @@ KERN_SRC := kernels/cpu_kernels.c kernels/model.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/json.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
-            compiler/table.c compiler/commcheck.c
-VM_SRC   := $(filter-out vm/ppvm.c,$(wildcard vm/*.c))
+            compiler/table.c compiler/commcheck.c compiler/keep.c
+VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
 ISA_OBJ  := $(ISA_SRC:%.c=$(B)/%.o)
@@ -38,6 +52,7 @@ KERN_OBJ := $(KERN_SRC:%.c=$(B)/%.o)
 COMP_OBJ := $(COMP_SRC:%.c=$(B)/%.o) $(B)/gen/parser.o $(B)/gen/lexer.o
 VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
 .PHONY: all deps test demo clean golden bench
 SHELL := /bin/bash
@@ -74,11 +89,15 @@ $(B)/compiler/%.o: compiler/%.c
 
 $(B)/vm/%.o: vm/%.c
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(MPICC) $(CFLAGS) $(CUDA_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/kernels/%.o: kernels/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(CUDA_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' -MMD -MP -c $< -o $@
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -89,13 +108,13 @@ bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
 
-bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ)
+bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
-	$(MPICC) $(CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+	$(MPICC) $(CFLAGS) $^ $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
-bin/check_pp: $(TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
+bin/check_pp: $(TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # ---- the two commands --------------------------------------------------------
 test: deps

@@ -190,7 +190,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         int p = job_pred(&t->js, j);
         if (p >= 0 && t->worker[p] != t->worker[j])
             t->xfer[j] = transfer_time(t, pp_job_input_bytes(t, &sch->model, j));
-        if (pp_job_fetches(t, j))
+        if (pp_job_reads_remote_weights(t, j))
             t->fetch[j] = transfer_time(t, pp_stage_weight_bytes(&sch->model, t->js.S, job_s(&t->js, j)));
     }
     return sch->diag->errors - before;
@@ -205,5 +205,6 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->inflight);
     free(t->xfer);
     free(t->fetch);
+    free(t->kept);
     memset(t, 0, sizeof *t);
 }

@@ -24,6 +24,10 @@ typedef struct {
     double latency, bandwidth;
     double *xfer;  /* [N] for job j's input to arrive from its predecessor's worker; 0 on the same one */
     double *fetch; /* [N] to fetch job j's weights from their owner; 0 when it needs no fetch */
+    /* [N] or NULL: job j reads the weights its worker fetched for an earlier
+     * job of its stage instead of fetching them again (ppc --keep-weights,
+     * keep.h); t->fetch[j] still says what a fetch would cost. */
+    unsigned char *kept;
 } pp_jobtable;
 
 /* Evaluates every function at every job; reports placements outside
@@ -36,11 +40,17 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
  * gradient into B (the stash, if B(S-1,b) runs elsewhere than its F), the
  * split stash into W. 0 for F(0,b), which loads its microbatch. */
 uint64_t pp_job_input_bytes(const pp_jobtable *t, const pp_model *m, int j);
-/* Whether job j must fetch its stage's weights: it computes on a worker that
- * does not own them, and it is not a W (a weight gradient reads no weights). */
-static inline int pp_job_fetches(const pp_jobtable *t, int j)
+/* Whether job j reads weights its worker does not own: it computes away
+ * from its stage's owner, and it is not a W (a weight gradient reads no
+ * weights). Such a job fetches them, or reads a kept earlier fetch. */
+static inline int pp_job_reads_remote_weights(const pp_jobtable *t, int j)
 {
     return t->worker[j] != t->owner[j] && job_d(&t->js, j) != DIR_W;
+}
+/* Whether job j fetches its stage's weights from their owner. */
+static inline int pp_job_fetches(const pp_jobtable *t, int j)
+{
+    return pp_job_reads_remote_weights(t, j) && !(t->kept && t->kept[j]);
 }
 uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 

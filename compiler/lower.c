@@ -24,10 +24,12 @@ typedef struct {
 } lbuf;
 
 /* One thing a rank does, before sorting into its stream. */
-enum { IT_RECV_ACT, IT_SEND_ACT, IT_RECV_GRAD, IT_SEND_GRAD, IT_FETCH, IT_SEND_WEIGHTS, IT_JOB };
+enum { IT_RECV_ACT, IT_SEND_ACT, IT_RECV_GRAD, IT_SEND_GRAD, IT_FETCH, IT_SEND_WEIGHTS,
+       IT_SEND_WGRAD, IT_RECV_WGRAD, IT_JOB };
 typedef struct {
     double t;
-    int pair;        /* transfer kind shared by both sides (0 act, 1 grad, 2 weights); 3 jobs */
+    int pair;        /* transfer kind shared by both sides (0 act, 1 grad, 2 weights,
+                      * 4 weight gradients); 3 jobs */
     int s, b, d;     /* the producing job (transfers of data), or the fetching job */
     int src, dst;    /* ranks */
     int what;        /* IT_* on this rank */
@@ -54,6 +56,7 @@ typedef struct {
     int *stash;    /* [S*B] */
     int *din;      /* [S*B] B(s,b)'s input gradient */
     int *wts;      /* [N] fetched weights of the job */
+    int *held;     /* [S] the fetched weights the rank's last job of the stage read */
     int *wgrad;    /* [S] this rank's gradient accumulator for a stage it does not own */
     int prefetch;  /* hoist receives and fetches this many jobs ahead */
     const struct ownership *own;
@@ -172,6 +175,20 @@ static int wgrad_for(lowering *L, int s)
     return L->wgrad[s];
 }
 
+/* The weights job j reads: -1 for its own stage's (params); its fetch; or,
+ * for a kept job (keep.h), the buffer the rank's previous job of the stage
+ * read, which stays live until this job. */
+static int weights_buffer(lowering *L, int j)
+{
+    const pp_jobtable *t = L->t;
+    int s = job_s(&t->js, j);
+    if (!pp_job_reads_remote_weights(t, j))
+        return -1;
+    if (pp_job_fetches(t, j))
+        L->held[s] = L->wts[j];
+    return L->held[s];
+}
+
 static int lower_forward(lowering *L, int j)
 {
     const pp_jobtable *t = L->t;
@@ -184,7 +201,7 @@ static int lower_forward(lowering *L, int j)
                                  : pp_stage_stash_bytes(L->m, S, s));
     if (s < S - 1)
         out = new_buf(L, pp_act_bytes(L->m));
-    int wts = L->wts[j];
+    int wts = weights_buffer(L, j);
     int sl[PP_MAX_SLOTS] = {in, stash, out, tgt, wts};
     int at = emit(L, PP_OP_Forward, s, b, -1, -1, sl);
     if (in < 0 || stash < 0 || at < 0)
@@ -217,7 +234,7 @@ static int lower_backward(lowering *L, int j)
     if (s > 0)
         din = new_buf(L, pp_act_bytes(L->m));
     int split = t->js.ND == 3;
-    int stash = L->stash[sb(L, s, b)], wts = L->wts[j];
+    int stash = L->stash[sb(L, s, b)], wts = weights_buffer(L, j);
     int wgrad = split ? -1 : wgrad_for(L, s);
     if (wgrad == -2)
         return -1;
@@ -463,15 +480,49 @@ static int cmp_ranked(const void *a, const void *b)
     return cmp_item(&x->it, &y->it);
 }
 
-/* Every rank's items: jobs at their start, both sides of every activation
- * and gradient transfer and of every weight fetch at the transfer's key. */
+/* Where each rank returns the weight gradients of a stage it computes them
+ * for without owning it: to[s*W + r], the owner its first such job names
+ * (-1: none), once last[s*W + r], the last such job in its order, ends. */
+typedef struct {
+    int *to, *last;
+} gradient_returns;
+
+static int build_returns(const pp_jobtable *t, const pp_sim_result *sim, const ownership *o,
+                         gradient_returns *g)
+{
+    const pp_jobspace *js = &t->js;
+    size_t SW = (size_t)js->S * (size_t)t->W;
+    g->to = malloc(SW * sizeof *g->to + 1);
+    g->last = malloc(SW * sizeof *g->last + 1);
+    if (!g->to || !g->last)
+        return -1;
+    for (size_t i = 0; i < SW; i++)
+        g->to[i] = g->last[i] = -1;
+    for (int w = 0; w < t->W; w++)
+        for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
+            int j = sim->order[k], s = job_s(js, j), d = job_d(js, j);
+            size_t i = (size_t)s * t->W + (size_t)w;
+            if (!(d == DIR_W || (d == DIR_B && js->ND == 2)) || owns(o, s, w))
+                continue; /* makes no weight gradient, or keeps it */
+            if (g->to[i] < 0)
+                g->to[i] = t->owner[j];
+            g->last[i] = j;
+        }
+    return 0;
+}
+
+/* Every rank's items: jobs at their start; both sides of every activation
+ * and gradient transfer and of every weight fetch at the transfer's key;
+ * both sides of every weight-gradient return when the sender's last job
+ * that adds to it ends, so the accumulator lives no longer than it must. */
 static ranked_item *build_items(const pp_jobtable *t, const pp_sim_result *sim, int prefetch,
-                                int *count)
+                                const gradient_returns *g, int *count)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js), n = 0;
+    size_t SW = (size_t)js->S * (size_t)t->W;
     int *pos = malloc((size_t)N * sizeof *pos);
-    ranked_item *it = malloc((size_t)N * 5 * sizeof *it + 1);
+    ranked_item *it = malloc(((size_t)N * 5 + 2 * SW) * sizeof *it + 1);
     if (!pos || !it) {
         free(pos);
         free(it);
@@ -501,6 +552,15 @@ static ranked_item *build_items(const pp_jobtable *t, const pp_sim_result *sim, 
             x.what = IT_FETCH;
             it[n++] = (ranked_item){w, x};
         }
+    }
+    for (size_t i = 0; i < SW; i++) {
+        if (g->to[i] < 0)
+            continue;
+        int s = (int)(i / (size_t)t->W), r = (int)(i % (size_t)t->W), last = g->last[i];
+        item x = {sim->end[last], 4, s, -1, -1, r, g->to[i], IT_SEND_WGRAD, last};
+        it[n++] = (ranked_item){r, x};
+        x.what = IT_RECV_WGRAD;
+        it[n++] = (ranked_item){g->to[i], x};
     }
     free(pos);
     qsort(it, (size_t)n, sizeof *it, cmp_ranked);
@@ -540,56 +600,28 @@ static int lower_item(lowering *L, const item *x)
         return buf < 0 ? -1 : 0;
     case IT_SEND_WEIGHTS:
         return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1, NULL) < 0 ? -1 : 0;
+    case IT_SEND_WGRAD:
+        return send_from(L, PP_OP_SendWeightGrad, x->s, -1, x->dst, L->wgrad[x->s]);
+    case IT_RECV_WGRAD: /* RecvWeightGrad adds the temporary into the owner's gradients */
+        buf = recv_into(L, PP_OP_RecvWeightGrad, x->s, -1, x->src,
+                        pp_stage_weight_bytes(L->m, S, x->s));
+        if (buf < 0)
+            return -1;
+        use(L, buf, L->st.n - 1);
+        return 0;
     }
     return 0;
 }
 
-/* Where rank r sends its weight gradients of stage s (a stage it computes
- * the weight gradients of without owning it): the owner its first such job
- * names; -1 when it sends none. [S*W], built once. */
-static int *gradient_targets(const pp_jobtable *t, const ownership *o)
-{
-    const pp_jobspace *js = &t->js;
-    size_t SW = (size_t)js->S * (size_t)t->W;
-    int *to = malloc(SW * sizeof *to + 1);
-    if (!to)
-        return NULL;
-    for (size_t i = 0; i < SW; i++)
-        to[i] = -1;
-    for (int w = 0; w < t->W; w++)
-        for (int j = 0; j < job_count(js); j++) {
-            int s = job_s(js, j), d = job_d(js, j);
-            int makes_dw = d == DIR_W || (d == DIR_B && js->ND == 2);
-            if (t->worker[j] == w && makes_dw && !owns(o, s, w) &&
-                to[(size_t)s * t->W + (size_t)w] < 0)
-                to[(size_t)s * t->W + (size_t)w] = t->owner[j];
-        }
-    return to;
-}
-
-/* The end of the step, in one order on every rank: per stage, the
- * non-owners' gradients to their owner (by sender rank), then the replicas'
- * all-reduce; then every owner's optimizer step. */
-static int lower_epilogue(lowering *L, const int *to)
+/* The end of the step, in one order on every rank (every weight gradient
+ * has reached its owner by now): per stage, the replicas' all-reduce; then
+ * every owner's optimizer step. */
+static int lower_epilogue(lowering *L)
 {
     const pp_jobtable *t = L->t;
     const ownership *o = L->own;
-    int S = t->js.S, W = t->W, me = L->rank;
+    int S = t->js.S, me = L->rank;
     for (int s = 0; s < S; s++) {
-        for (int r = 0; r < W; r++) {
-            int owner = to[(size_t)s * W + (size_t)r];
-            if (owner < 0)
-                continue;
-            if (r == me && send_from(L, PP_OP_SendWeightGrad, s, -1, owner, L->wgrad[s]))
-                return -1;
-            if (owner == me) {
-                int tmp = recv_into(L, PP_OP_RecvWeightGrad, s, -1, r,
-                                    pp_stage_weight_bytes(L->m, S, s));
-                if (tmp < 0)
-                    return -1;
-                use(L, tmp, L->st.n - 1);
-            }
-        }
         if (o->group_of[s] >= 0 && owns(o, s, me) &&
             emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s], NULL) < 0)
             return -1;
@@ -600,8 +632,7 @@ static int lower_epilogue(lowering *L, const int *to)
     return 0;
 }
 
-static int lower_rank(lowering *L, const ranked_item *items, int nitems, const int *to,
-                      pp_plan *p)
+static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan *p)
 {
     const pp_jobtable *t = L->t;
     const pp_sim_result *sim = L->sim;
@@ -612,13 +643,13 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, const i
     for (int i = 0; i < S * B; i++)
         L->out[i] = L->stash[i] = L->din[i] = -1;
     for (int i = 0; i < S; i++)
-        L->wgrad[i] = -1;
+        L->wgrad[i] = L->held[i] = -1;
     for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
         L->wts[sim->order[k]] = -1;
     for (int i = 0; i < nitems; i++)
         if ((rc = lower_item(L, &items[i].it)) != 0)
             return rc;
-    if (lower_epilogue(L, to))
+    if (lower_epilogue(L))
         return -1;
     if (assign_slots(&L->st, p))
         return -1;
@@ -724,11 +755,13 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     L.din = malloc((size_t)S * B * sizeof(int));
     L.wts = malloc((size_t)N * sizeof(int));
     L.wgrad = malloc((size_t)S * sizeof(int));
+    L.held = malloc((size_t)S * sizeof(int));
     int own_rc = build_ownership(t, &o);
-    ranked_item *items = build_items(t, sim, prefetch, &nitems);
-    int *to = own_rc ? NULL : gradient_targets(t, &o);
-    if (own_rc || !items || !to || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
-        !L.wgrad) {
+    gradient_returns g = {NULL, NULL};
+    int ret_rc = own_rc ? -1 : build_returns(t, sim, &o, &g);
+    ranked_item *items = ret_rc ? NULL : build_items(t, sim, prefetch, &g, &nitems);
+    if (own_rc || ret_rc || !items || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
+        !L.wgrad || !L.held) {
         diag_error_noloc(d, "out of memory while lowering");
         errors = 1;
         goto out;
@@ -745,7 +778,7 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
         p->B = (uint32_t)B;
         p->model = *m;
         L.rank = w;
-        int rc = lower_rank(&L, items + first, end - first, to, p);
+        int rc = lower_rank(&L, items + first, end - first, p);
         free(L.st.code);
         free(L.st.buf);
         if (rc < 0)
@@ -763,9 +796,11 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     }
 out:
     free_ownership(&o, S);
-    free(to);
+    free(g.to);
+    free(g.last);
     free(items);
     free(L.wgrad);
+    free(L.held);
     free(L.wts);
     free(L.din);
     free(L.stash);

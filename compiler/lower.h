@@ -6,10 +6,12 @@
  * producer ends; both sides of every transfer sit at the same point of one
  * global order, so no rank can wait on a rank that waits on it, even when
  * every send blocks until received (see lower.c). A job away from its
- * stage's owner reads the fetched weights and accumulates its weight
- * gradients in a slot that goes back to the owner at the end of the step.
- * Then come ReduceGrads (stages with several owners, in stage order on every
- * member) and OptimizerStep (owners only).
+ * stage's owner reads the fetched weights (or, marked kept by keep.h, the
+ * copy an earlier job of the stage on that rank read) and accumulates its
+ * weight gradients in a slot that goes back to the owner when the rank's
+ * last job adding to it ends. The step ends with ReduceGrads (stages with
+ * several owners, in stage order on every member) and OptimizerStep (owners
+ * only).
  * Buffers are assigned to slots by liveness, so the slot table in the plan
  * header is all the VM ever allocates besides its own stages' weights and
  * gradients. */

@@ -23,6 +23,7 @@
 #include "commcheck.h"
 #include "costs.h"
 #include "jobtable.h"
+#include "keep.h"
 #include "lower.h"
 #include "parse.h"
 #include "readfile.h"
@@ -39,13 +40,14 @@ typedef struct {
     pp_define *defs;
     int ndefs, quiet, table, pictures;
     int prefetch;         /* --prefetch N */
+    int keep;             /* --keep-weights */
     long long mem_limit;  /* --mem-limit BYTES, 0 = none */
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
-               "           [--mem-limit BYTES] [--no-pictures] [-q]\n"
+               "           [--mem-limit BYTES] [--keep-weights] [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -56,6 +58,8 @@ static void usage(FILE *f)
                "  --prefetch N    post receives and weight fetches N jobs before their\n"
                "                  consumer, never before their producer ends (default 1)\n"
                "  --mem-limit B   fail if a worker would allocate more than B bytes\n"
+               "  --keep-weights  keep fetched weights for later jobs of the same stage\n"
+               "                  instead of fetching again (as many as --mem-limit allows)\n"
                "  -q              print nothing on success\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
@@ -99,6 +103,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->table = 1;
         else if (!strcmp(a, "--no-pictures"))
             o->pictures = 0;
+        else if (!strcmp(a, "--keep-weights"))
+            o->keep = 1;
         else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
             char *end;
             errno = 0;
@@ -416,6 +422,18 @@ int main(int argc, char **argv)
         report_deadlock(&d, &t, &sim, sch.strict);
         goto out;
     }
+    pp_lower_opts lo = {o.prefetch, (uint64_t)o.mem_limit};
+    pp_keep_choice kc = {0, 0};
+    char keep[160];
+    if (o.keep && pp_keep_weights(&t, &sim, &sch.model, &lo, &d, &kc))
+        goto out;
+    if (kc.widest == 0)
+        snprintf(keep, sizeof keep, "nothing to keep, no worker reads a stage's fetched weights twice");
+    else if (kc.window == 0)
+        snprintf(keep, sizeof keep, "nothing kept, any window would cross --mem-limit");
+    else
+        snprintf(keep, sizeof keep, "window %d of %d jobs%s", kc.window, kc.widest,
+                 kc.window < kc.widest ? ", the largest under --mem-limit" : ", every reuse");
     if (pp_report_build(&rep, &t, &sim, &sch.model)) {
         diag_error_noloc(&d, "out of memory for the report");
         goto out;
@@ -424,10 +442,10 @@ int main(int argc, char **argv)
     snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", sch.S, sch.B, sch.W);
     snprintf(costs_from, sizeof costs_from, "%s%s", o.costs ? "--costs " : "cost lines of the schedule (1 where none)",
              o.costs ? o.costs : "");
-    pp_report_info info = {o.file, params, sch.strict ? "strict" : "greedy", costs_from};
+    pp_report_info info = {o.file, params, sch.strict ? "strict" : "greedy", costs_from,
+                           o.keep ? keep : NULL};
     report_ctx x = {&rep, &info, &t, &sim};
     plans = calloc((size_t)t.W, sizeof *plans);
-    pp_lower_opts lo = {o.prefetch, (uint64_t)o.mem_limit};
     int lowered = plans && pp_lower(&t, &sim, &sch.model, &lo, &d, plans) == 0;
     if (lowered) { /* every plan this compiler writes is proven not to hang */
         char msg[8192];

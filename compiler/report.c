@@ -146,7 +146,8 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
                 (pp_transfer){XFER_WEIGHT, t->owner[j], w, j, from, from + t->fetch[j], bytes};
             r->w[w].weight_recv++;
             r->w[w].weight_recv_bytes += bytes;
-        }
+        } else if (pp_job_reads_remote_weights(t, j))
+            r->w[w].weight_kept++;
     }
     qsort(r->xfer, (size_t)r->nxfer, sizeof *r->xfer, cmp_xfer);
     return 0;
@@ -182,6 +183,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->act_recv_bytes += x->act_recv_bytes;
         tot->weight_recv += x->weight_recv;
         tot->weight_recv_bytes += x->weight_recv_bytes;
+        tot->weight_kept += x->weight_kept;
         tot->peak_act += x->peak_act;
         tot->peak_act_bytes += x->peak_act_bytes;
         tot->weight_store += x->weight_store;

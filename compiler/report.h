@@ -7,7 +7,9 @@
  *  - weight_recv: jobs that compute on a worker that does not hold their
  *    stage's weights fetch them, once per job (the seed's formula; fetched
  *    weights are dropped after the job, as ZeRO-3 reshards after use). W
- *    jobs need no weights (the weight gradient is x^T dy).
+ *    jobs need no weights (the weight gradient is x^T dy). With
+ *    --keep-weights, jobs that read an earlier fetch instead count in
+ *    weight_kept, not here: the counts are what the plan does.
  *  - peak_act: the most microbatches a worker holds between F(s,b) and
  *    B(s,b) at once; peak_act_bytes: the most stash bytes it holds at once,
  *    each stash held from its F's start to the end of the job that last
@@ -43,7 +45,7 @@ typedef struct {
 typedef struct {
     int jobs;
     double busy;
-    long long act_recv, weight_recv, peak_act, weight_store;
+    long long act_recv, weight_recv, weight_kept, peak_act, weight_store;
     uint64_t act_recv_bytes, weight_recv_bytes, peak_act_bytes, weight_store_bytes;
     uint64_t grad_store_bytes, opt_store_bytes, mem_bytes;
 } pp_worker_report;
@@ -68,6 +70,7 @@ typedef struct {
     const char *params;   /* e.g. "S=4 B=8 W=4" */
     const char *order;    /* "greedy" or "strict" */
     const char *costs;    /* e.g. "cost lines of the schedule" or "--costs prof.json" */
+    const char *keep;     /* how --keep-weights chose, e.g. "window 6 jobs"; NULL without it */
 } pp_report_info;
 
 /* DIR/report.txt: the summary, a per-worker table and the ASCII diagram.

@@ -57,8 +57,12 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     else
         fprintf(f, "transfers latency %g, bandwidth unlimited%s\n", t->latency,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
-    fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n\n", r->makespan,
+    fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n", r->makespan,
             100 * r->bubble, r->W);
+    if (info->keep)
+        fprintf(f, "kept      %lld jobs read weights fetched for an earlier job of their stage "
+                   "(--keep-weights: %s)\n", r->total.weight_kept, info->keep);
+    fputc('\n', f);
     fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s %11s\n", "worker", "jobs",
             "busy", "idle", "act+grad recv", "weight fetches", "peak activations", "weights held",
             "grads", "optimizer", "plan memory");
@@ -76,11 +80,11 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     return ferror(f) ? -1 : 0;
 }
 
-enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_PEAK, F_PEAKB, F_WST, F_WSTB, F_GRADB,
-       F_OPTB, F_MEM, F_COUNT };
+enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_WKEPT, F_PEAK, F_PEAKB, F_WST, F_WSTB,
+       F_GRADB, F_OPTB, F_MEM, F_COUNT };
 static const char *field_name[F_COUNT] = {
     "jobs_count",   "busy",          "act_recv",     "act_recv_bytes",
-    "weight_recv",  "weight_recv_bytes", "peak_act", "peak_act_bytes",
+    "weight_recv",  "weight_recv_bytes", "weight_kept", "peak_act", "peak_act_bytes",
     "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes", "mem_bytes"};
 
 static void json_field(FILE *f, const pp_worker_report *x, int k)
@@ -92,6 +96,7 @@ static void json_field(FILE *f, const pp_worker_report *x, int k)
     case F_ACTB: fprintf(f, "%" PRIu64, x->act_recv_bytes); break;
     case F_WREC: fprintf(f, "%lld", x->weight_recv); break;
     case F_WRECB: fprintf(f, "%" PRIu64, x->weight_recv_bytes); break;
+    case F_WKEPT: fprintf(f, "%lld", x->weight_kept); break;
     case F_PEAK: fprintf(f, "%lld", x->peak_act); break;
     case F_PEAKB: fprintf(f, "%" PRIu64, x->peak_act_bytes); break;
     case F_WST: fprintf(f, "%lld", x->weight_store); break;
@@ -113,6 +118,11 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     pp_json_write_string(f, info->order);
     fprintf(f, ",\n  \"costs\": ");
     pp_json_write_string(f, info->costs);
+    fprintf(f, ",\n  \"keep_weights\": ");
+    if (info->keep)
+        pp_json_write_string(f, info->keep);
+    else
+        fputs("null", f);
     fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s,\n", r->S, r->B, r->W,
             r->split ? "true" : "false");
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);

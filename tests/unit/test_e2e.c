@@ -126,14 +126,26 @@ START_TEST(prefetch_windows_train_alike)
 }
 END_TEST
 
+/* Kept weights (ppc --keep-weights) are the same weights: FSDP and FSLPP
+ * train alike with every reuse kept, and with the window a --mem-limit
+ * leaves (its VM memory checked below). */
+START_TEST(kept_weights_train_alike)
+{
+    trains_like_reference("fsdp.pp", "-D S=4 --keep-weights", 4);
+    trains_like_reference("fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2 --keep-weights", 4);
+    trains_like_reference("fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000", 4);
+}
+END_TEST
+
 /* Static memory: what each ppvm rank allocates at start-up is what the
  * report says the plan needs (report.json's mem_bytes). */
 START_TEST(vm_allocates_what_the_report_says)
 {
     static const char *cases[][2] = {{"fsdp.pp", "-D S=4"},
                                      {"1f1b.pp", "-D S=4 -D B=8"},
-                                     {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"}};
-    for (int i = 0; i < 3; i++) {
+                                     {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"},
+                                     {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"}};
+    for (int i = 0; i < 4; i++) {
         char *dir = compile(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
         snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
         ck_assert_int_eq(run_cmd(cmd, &out), 0);
@@ -265,6 +277,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, zb_h1_4_ranks);
     tcase_add_test(tc, fsdp_4_ranks);
     tcase_add_test(tc, fslpp_4_ranks);
+    tcase_add_test(tc, kept_weights_train_alike);
     tcase_add_test(tc, prefetch_windows_train_alike);
     tcase_add_test(tc, vm_allocates_what_the_report_says);
     tcase_add_test(tc, loss_falls);

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../compiler/commcheck.h"
 #include "../../compiler/json.h"
+#include "../../compiler/keep.h"
 #include "../../compiler/report.h"
 #include "suites.h"
 #include "testutil.h"
@@ -115,6 +117,92 @@ START_TEST(fslpp_fetches_match_the_seed)
         ck_assert_int_eq(r.w[w].weight_recv, 2 * want); /* F and B each fetch */
     }
     pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
+/* The most any worker's plan allocates, lowering c as it stands (kept jobs
+ * marked or not); every plan must pass the communication checker. */
+static uint64_t plan_peak(compiled *c)
+{
+    pp_lower_opts lo = {1, 0};
+    pp_plan *plans = calloc((size_t)c->t.W, sizeof *plans);
+    ck_assert_int_eq(pp_lower(&c->t, &c->sim, &c->sch.model, &lo, &c->diag, plans), 0);
+    char msg[4096];
+    ck_assert_msg(pp_comm_check(plans, c->t.W, msg, sizeof msg) == 0, "%s", msg);
+    uint64_t most = 0;
+    for (int w = 0; w < c->t.W; w++) {
+        uint64_t b = pp_plan_memory(&plans[w]);
+        most = b > most ? b : most;
+        pp_plan_free(&plans[w]);
+    }
+    free(plans);
+    return most;
+}
+
+/* --keep-weights without a limit: FSDP (S = 8 over W = B = 4, two stages
+ * owned per worker) fetches each of the 6 stages a worker does not own
+ * once, and its backward reads what its forward fetched; the replay keeps
+ * every worker's order and finishes no later. */
+START_TEST(keep_weights_fetches_each_stage_once)
+{
+    pp_define defs[] = {{"S", 8}, {"B", 4}};
+    compiled c;
+    compile_library(&c, "fsdp.pp", defs, 2);
+    ck_assert_int_eq(c.errors + c.deadlock, 0);
+    double before = c.sim.makespan;
+    int *order = malloc((size_t)job_count(&c.t.js) * sizeof *order);
+    memcpy(order, c.sim.order, (size_t)job_count(&c.t.js) * sizeof *order);
+    pp_lower_opts lo = {1, 0};
+    pp_keep_choice kc;
+    ck_assert_int_eq(pp_keep_weights(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &kc), 0);
+    ck_assert_int_eq(kc.window, kc.widest);
+    ck_assert_int_gt(kc.window, 0);
+    ck_assert_mem_eq(order, c.sim.order, (size_t)job_count(&c.t.js) * sizeof *order);
+    ck_assert(c.sim.makespan <= before);
+    pp_report r;
+    build_report(&c, &r);
+    for (int w = 0; w < 4; w++) {
+        ck_assert_int_eq(r.w[w].weight_recv, 6);
+        ck_assert_int_eq(r.w[w].weight_kept, 6);
+    }
+    plan_peak(&c);
+    pp_report_free(&r);
+    free(order);
+    compiled_free(&c);
+}
+END_TEST
+
+/* Under a memory limit the window is the largest whose plans fit: it fits,
+ * one more does not, and it fetches less than keeping nothing. */
+START_TEST(keep_weights_largest_window_under_the_limit)
+{
+    pp_define defs[] = {{"S", 8}, {"B", 4}};
+    compiled c;
+    compile_library(&c, "fsdp.pp", defs, 2);
+    ck_assert_int_eq(c.errors + c.deadlock, 0);
+    uint64_t none = plan_peak(&c), limit = 4200000;
+    ck_assert_uint_lt(none, limit); /* keeping nothing fits ... */
+    pp_lower_opts lo = {1, limit};
+    pp_keep_choice kc;
+    ck_assert_int_eq(pp_keep_weights(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &kc), 0);
+    ck_assert_int_gt(kc.window, 0);
+    ck_assert_int_lt(kc.window, kc.widest); /* ... keeping everything does not */
+    ck_assert_uint_le(plan_peak(&c), limit);
+    pp_report r;
+    build_report(&c, &r);
+    ck_assert_int_gt(r.total.weight_kept, 0);
+    ck_assert_int_eq(r.total.weight_recv + r.total.weight_kept, 4 * 12);
+    pp_report_free(&r);
+    compiled_free(&c);
+    /* one job wider crosses the limit (the window is the largest) */
+    compile_library(&c, "fsdp.pp", defs, 2);
+    pp_sim_result replay = {0};
+    ck_assert_int_ge(pp_keep_mark(&c.t, &c.sim, kc.window + 1), 0);
+    ck_assert_int_eq(pp_keep_retime(&c.t, &c.sim, &replay), 0);
+    pp_sim_free(&c.sim);
+    c.sim = replay;
+    ck_assert_uint_gt(plan_peak(&c), limit);
     compiled_free(&c);
 }
 END_TEST
@@ -335,6 +423,27 @@ START_TEST(ppc_mem_limit)
              PP_ROOT, PP_ROOT, dir);
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     free(out);
+    /* --keep-weights says what it kept, in report.txt and report.json */
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/fsdp.pp -D S=8 -D B=4 -o %s/p --keep-weights --mem-limit 4200000 -q"
+             " && cat %s/p/report.txt %s/p/report.json",
+             PP_ROOT, PP_ROOT, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "(--keep-weights: window 10 of 15 jobs, the largest under --mem-limit)") &&
+                      strstr(out, "\"keep_weights\": \"window 10 of 15 jobs") &&
+                      strstr(out, "\"weight_kept\": [4, 4, 4, 3]"),
+                  "%s", out);
+    free(out);
+    /* nothing fits: the limit's error, and the report says why nothing was kept */
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/fsdp.pp -D S=8 -D B=4 -o %s/p --keep-weights --mem-limit 4000000;"
+             " cat %s/p/report.txt",
+             PP_ROOT, PP_ROOT, dir, dir);
+    run_cmd(cmd, &out);
+    ck_assert_msg(strstr(out, "over --mem-limit 4000000") &&
+                      strstr(out, "nothing kept, any window would cross --mem-limit"),
+                  "%s", out);
+    free(out);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run_cmd(cmd, NULL);
     free(dir);
@@ -374,6 +483,8 @@ Suite *report_suite(void)
     tcase_add_test(tc, ddp_counts);
     tcase_add_test(tc, fsdp_fetches_s_minus_1_per_pass);
     tcase_add_test(tc, fslpp_fetches_match_the_seed);
+    tcase_add_test(tc, keep_weights_fetches_each_stage_once);
+    tcase_add_test(tc, keep_weights_largest_window_under_the_limit);
     tcase_add_test(tc, one_f_one_b_peaks_and_bubble);
     tcase_add_test(tc, lpp_interpolates_gpipe_to_ddp);
     suite_add_tcase(s, tc);
