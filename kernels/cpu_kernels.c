@@ -1,7 +1,10 @@
 /* cpu_kernels.c - the CPU kernels of the demo model (see cpu_kernels.h):
  * GEMM through the BLAS plus a reference triple loop, embedding lookup and
  * its scatter-add backward, bias add/grad, GELU (tanh approximation, as in
- * GPT-2 and llm.c) and softmax cross-entropy.
+ * GPT-2 and llm.c) and softmax cross-entropy; then the CPU twins of the
+ * CUDA kernels (cuda_kernels.h) that the model does not use on the CPU:
+ * fused bias + GELU, residual add, layer norm, fused softmax cross-entropy,
+ * AdamW and bf16 conversion.
  *
  * Token layout: the embedding kernels read a microbatch exactly as it is
  * loaded, int32 [batch][context + 1] (the window followed by the target), so
@@ -175,5 +178,161 @@ void pp_softmax_xent_backward(const float *probs, const int32_t *targets, int ta
         float *d = dlogits + (size_t)r * V;
         int t = targets[(size_t)r * target_stride];
         for (int j = 0; j < V; j++) d[j] = (p[j] - (j == t ? 1.0f : 0.0f)) * scale;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fused elementwise twins                                                   */
+
+/* Composed from the kernels above, so the bits are theirs by construction. */
+void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows, int cols) {
+    pp_bias_add(h, bias, rows, cols);
+    pp_gelu_forward(h, a, (size_t)rows * (size_t)cols);
+}
+
+void pp_residual_bias_add(float *y, const float *x, const float *bias, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * cols;
+        const float *xr = x + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) yr[c] = (yr[c] + xr[c]) + bias[c];
+    }
+}
+
+void pp_add(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Layer norm                                                                */
+
+#define LN_EPS 1e-5
+
+/* Mean and variance in double (two passes, so no cancellation); the row's
+ * output uses the float mean and rstd it stores, as the backward does. */
+void pp_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+                          int cols, float *y, float *mean, float *rstd) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * cols;
+        float *yr = y + (size_t)r * cols;
+        double sum = 0.0;
+        for (int c = 0; c < cols; c++) sum += xr[c];
+        double mu = sum / cols;
+        double sq = 0.0;
+        for (int c = 0; c < cols; c++) {
+            double d = (double)xr[c] - mu;
+            sq += d * d;
+        }
+        float m = (float)mu;
+        float s = (float)(1.0 / sqrt(sq / cols + LN_EPS));
+        mean[r] = m;
+        rstd[r] = s;
+        for (int c = 0; c < cols; c++) yr[c] = (xr[c] - m) * s * gamma[c] + beta[c];
+    }
+}
+
+/* With xhat = (x - mean) * rstd and g = dy * gamma (the gradient at xhat):
+ *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+ * the row means taken over the row's columns, in double. */
+void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
+                           const float *rstd, const float *dy, int rows, int cols, float *dx,
+                           float *dgamma, float *dbeta) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * cols;
+        const float *dyr = dy + (size_t)r * cols;
+        float *dxr = dx + (size_t)r * cols;
+        float m = mean[r], s = rstd[r];
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (int c = 0; c < cols; c++) {
+            float xhat = (xr[c] - m) * s;
+            float g = dyr[c] * gamma[c];
+            sum_g += g;
+            sum_gx += (double)g * xhat;
+            dbeta[c] += dyr[c];
+            dgamma[c] += dyr[c] * xhat;
+        }
+        float mean_g = (float)(sum_g / cols), mean_gx = (float)(sum_gx / cols);
+        for (int c = 0; c < cols; c++) {
+            float xhat = (xr[c] - m) * s;
+            float g = dyr[c] * gamma[c];
+            dxr[c] += s * (g - mean_g - xhat * mean_gx);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fused softmax cross-entropy                                               */
+
+/* pp_softmax_xent_forward and _backward in one pass, the same operations in
+ * the same order (so the same bits). The max and the target logit are read
+ * before anything is written, and each d[j] is written only after l[j] was
+ * read for the last time, so dlogits may alias logits. */
+void pp_softmax_xent_fused(const float *logits, const int32_t *targets, int target_stride,
+                           int rows, int V, float scale, float *dlogits, float *loss) {
+    for (int r = 0; r < rows; r++) {
+        const float *l = logits + (size_t)r * V;
+        float *d = dlogits + (size_t)r * V;
+        int t = targets[(size_t)r * target_stride];
+        float max = l[0];
+        for (int j = 1; j < V; j++)
+            if (l[j] > max) max = l[j];
+        double target_shifted = (double)l[t] - (double)max;
+        double sum = 0.0;
+        for (int j = 0; j < V; j++) {
+            double e = exp((double)l[j] - (double)max);
+            d[j] = (float)e; /* l[j] is not read again */
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j < V; j++) {
+            float p = d[j] * inv;
+            d[j] = (p - (j == t ? 1.0f : 0.0f)) * scale;
+        }
+        loss[r] = (float)(log(sum) - target_shifted);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* AdamW                                                                     */
+
+void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
+                   float beta1, float beta2, float eps, float weight_decay) {
+    /* The CUDA launcher computes these two on the host the same way. */
+    float bc1 = 1.0f - powf(beta1, (float)t);
+    float bc2 = 1.0f - powf(beta2, (float)t);
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p[i]);
+        g[i] = 0.0f;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* bf16                                                                      */
+
+/* Round to nearest even on the bit pattern: add 0x7fff plus the lowest kept
+ * bit, then truncate; a carry out of the mantissa bumps the exponent, which
+ * is right (up to infinity for the largest floats). A NaN would round to
+ * infinity or lose its payload, so it keeps its sign and top payload bits
+ * with the quiet bit set. */
+void pp_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &src[i], sizeof b);
+        if ((b & 0x7fffffffu) > 0x7f800000u)
+            dst[i] = (uint16_t)((b >> 16) | 0x0040u);
+        else
+            dst[i] = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    }
+}
+
+void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &b, sizeof b);
     }
 }

@@ -30,4 +30,48 @@ double pp_softmax_xent_forward(const float *logits, const int32_t *targets, int 
 void pp_softmax_xent_backward(const float *probs, const int32_t *targets, int target_stride,
                               int rows, int V, float scale, float *dlogits);
 
+/* The kernels below are the CPU twins of the CUDA kernels (cuda_kernels.h)
+ * that have no composition of the ones above: the tests compare each CUDA
+ * kernel against its twin. */
+
+/* h[r][c] += bias[c]; a[r][c] = gelu(h[r][c]) (h keeps the pre-activation).
+ * The same arithmetic as pp_bias_add followed by pp_gelu_forward. */
+void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows, int cols);
+/* y[r][c] = (y[r][c] + x[r][c]) + bias[c], in that order: the residual block's
+ * y = x + a W2^T + b2 once a GEMM has written a W2^T into y. The same bits as
+ * pp_add followed by pp_bias_add. */
+void pp_residual_bias_add(float *y, const float *x, const float *bias, int rows, int cols);
+/* y[i] += x[i] */
+void pp_add(float *y, const float *x, size_t n);
+
+/* Layer norm over each row of x [rows][cols]: mean, biased variance,
+ * rstd = 1/sqrt(var + 1e-5), y = (x - mean) * rstd * gamma + beta. Writes
+ * mean[rows] and rstd[rows] for the backward. */
+void pp_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+                          int cols, float *y, float *mean, float *rstd);
+/* Its backward from the forward's mean and rstd: dx += the input gradient,
+ * dgamma += sum over rows of dy * xhat, dbeta += sum over rows of dy. */
+void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
+                           const float *rstd, const float *dy, int rows, int cols, float *dx,
+                           float *dgamma, float *dbeta);
+
+/* Softmax cross-entropy and its backward in one pass per row: loss[r] =
+ * -log p[r][target_r], dlogits[r] = (p[r] - onehot(target_r)) * scale, the
+ * same values as pp_softmax_xent_forward then pp_softmax_xent_backward.
+ * dlogits may alias logits. */
+void pp_softmax_xent_fused(const float *logits, const int32_t *targets, int target_stride,
+                           int rows, int V, float scale, float *dlogits, float *loss);
+
+/* The t-th step (t >= 1) of AdamW with bias correction and decoupled weight
+ * decay: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2, mhat = m / (1 - b1^t),
+ * vhat = v / (1 - b2^t), p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p);
+ * then g = 0. */
+void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
+                   float beta1, float beta2, float eps, float weight_decay);
+
+/* bf16 as the upper 16 bits of a float: dst = round-to-nearest-even(src)
+ * (NaN stays NaN, quietened), and back (exact). */
+void pp_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
+void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+
 #endif

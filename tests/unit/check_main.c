@@ -9,7 +9,9 @@ int main(void)
 {
     SRunner *sr = srunner_create(plan_suite());
     srunner_add_suite(sr, kernels_suite());
+    srunner_add_suite(sr, cuda_kernels_suite());
     srunner_add_suite(sr, model_suite());
+    srunner_add_suite(sr, model_cuda_suite());
     srunner_add_suite(sr, frontend_suite());
     srunner_add_suite(sr, eval_suite());
     srunner_add_suite(sr, sim_suite());

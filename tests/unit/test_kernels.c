@@ -1,7 +1,11 @@
 /* test_kernels.c - unit tests of the CPU kernels (kernels/cpu_kernels.c):
  * the BLAS GEMM against the reference loop in every transpose combination,
  * GELU and softmax cross-entropy backward against finite differences, and
- * the embedding's scatter-add over repeated tokens. */
+ * the embedding's scatter-add over repeated tokens; then the CPU twins of
+ * the CUDA kernels: fused elementwise kernels against the kernels they fuse,
+ * layer norm (its backward against finite differences), the fused softmax
+ * cross-entropy against the unfused pair, AdamW against a hand-computed
+ * example and bf16 rounding. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -202,6 +206,299 @@ START_TEST(test_bias) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* CPU twins of the CUDA kernels                                             */
+
+/* The fused kernels give the same bits as the kernels they fuse. */
+START_TEST(test_bias_gelu_forward) {
+    enum { R = 5, C = 7 };
+    float h[R * C], h2[R * C], bias[C], a[R * C], a2[R * C];
+    fill(h, R * C, 3u);
+    for (int i = 0; i < R * C; i++) h[i] *= 4.0f; /* GELU's tails too */
+    fill(bias, C, 4u);
+    memcpy(h2, h, sizeof h);
+    pp_bias_gelu_forward(h, bias, a, R, C);
+    pp_bias_add(h2, bias, R, C);
+    pp_gelu_forward(h2, a2, R * C);
+    ck_assert_mem_eq(h, h2, sizeof h); /* h keeps the pre-activation */
+    ck_assert_mem_eq(a, a2, sizeof a);
+}
+END_TEST
+
+START_TEST(test_residual_bias_add) {
+    enum { R = 4, C = 9 };
+    float y[R * C], y2[R * C], x[R * C], bias[C];
+    fill(y, R * C, 5u);
+    fill(x, R * C, 6u);
+    fill(bias, C, 7u);
+    memcpy(y2, y, sizeof y);
+    pp_residual_bias_add(y, x, bias, R, C);
+    pp_add(y2, x, R * C);
+    pp_bias_add(y2, bias, R, C);
+    ck_assert_mem_eq(y, y2, sizeof y);
+
+    float u[3] = {1.0f, 2.0f, 3.0f}, v[3] = {0.5f, -2.0f, 4.0f};
+    pp_add(u, v, 3);
+    ck_assert_float_eq(u[0], 1.5f);
+    ck_assert_float_eq(u[1], 0.0f);
+    ck_assert_float_eq(u[2], 7.0f);
+}
+END_TEST
+
+/* Layer norm data: rows of different spread, gamma away from 0. */
+static void ln_data(float *x, float *gamma, float *beta, int rows, int cols, uint32_t seed) {
+    fill(x, (size_t)rows * cols, seed);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) x[r * cols + c] = x[r * cols + c] * (float)(r + 1) + (float)r;
+    fill(gamma, (size_t)cols, seed + 1);
+    for (int c = 0; c < cols; c++) gamma[c] += 1.5f;
+    fill(beta, (size_t)cols, seed + 2);
+}
+
+START_TEST(test_layernorm_forward) {
+    enum { R = 3, C = 11 };
+    float x[R * C], gamma[C], beta[C], ones[C], zeros[C], y[R * C], yn[R * C], mean[R],
+        rstd[R];
+    ln_data(x, gamma, beta, R, C, 41u);
+    for (int c = 0; c < C; c++) {
+        ones[c] = 1.0f;
+        zeros[c] = 0.0f;
+    }
+    pp_layernorm_forward(x, ones, zeros, R, C, yn, mean, rstd);
+    for (int r = 0; r < R; r++) {
+        double mu = 0.0, var = 0.0, ym = 0.0, yv = 0.0;
+        for (int c = 0; c < C; c++) mu += x[r * C + c];
+        mu /= C;
+        for (int c = 0; c < C; c++) var += (x[r * C + c] - mu) * (x[r * C + c] - mu);
+        var /= C; /* biased */
+        ck_assert_double_eq_tol(mean[r], mu, 1e-6 * (1.0 + fabs(mu)));
+        ck_assert_double_eq_tol(rstd[r], 1.0 / sqrt(var + 1e-5), 1e-6 / sqrt(var + 1e-5));
+        /* Normalised: mean 0, variance var / (var + eps). */
+        for (int c = 0; c < C; c++) ym += yn[r * C + c];
+        ym /= C;
+        for (int c = 0; c < C; c++) yv += (yn[r * C + c] - ym) * (yn[r * C + c] - ym);
+        yv /= C;
+        ck_assert_double_eq_tol(ym, 0.0, 1e-6);
+        ck_assert_double_eq_tol(yv, var / (var + 1e-5), 1e-5);
+    }
+    /* gamma and beta scale and shift each column. */
+    pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
+    for (int i = 0; i < R * C; i++)
+        ck_assert_float_eq_tol(y[i], yn[i] * gamma[i % C] + beta[i % C], 1e-6f);
+}
+END_TEST
+
+/* sum(w * layernorm(x)) in double, the function whose gradient the backward
+ * computes when dy = w. */
+static double ln_objective(const float *x, const float *gamma, const float *beta, int rows,
+                           int cols, const float *w) {
+    size_t n = (size_t)rows * cols;
+    float *y = malloc(n * sizeof *y), *mean = malloc((size_t)rows * sizeof *mean),
+          *rstd = malloc((size_t)rows * sizeof *rstd);
+    pp_layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd);
+    double l = 0.0;
+    for (size_t i = 0; i < n; i++) l += (double)w[i] * y[i];
+    free(y);
+    free(mean);
+    free(rstd);
+    return l;
+}
+
+/* Central differences of ln_objective with respect to v[i] (one of x,
+ * gamma, beta), step h = 1e-2 in float, divided by the step actually taken.
+ * The truncation and float rounding errors of the difference are about
+ * 1e-4 here (measured at 3x7: h = 1e-1 gives 9e-3, 1e-3 gives 2e-4), so the
+ * tolerance 1e-3 (1 + |grad|) leaves a margin of ten; a wrong term in the
+ * backward is off by O(0.1) or more. */
+static void check_ln_fd(float *v, size_t nv, const float *grad, float start, const char *what,
+                        const float *x, const float *gamma, const float *beta, int rows,
+                        int cols, const float *w) {
+    for (size_t i = 0; i < nv; i++) {
+        float keep = v[i];
+        v[i] = keep + 1e-2f;
+        float up = v[i];
+        double lp = ln_objective(x, gamma, beta, rows, cols, w);
+        v[i] = keep - 1e-2f;
+        float down = v[i];
+        double lm = ln_objective(x, gamma, beta, rows, cols, w);
+        v[i] = keep;
+        double fd = (lp - lm) / ((double)up - (double)down);
+        double got = (double)grad[i] - start; /* the backward accumulates onto start */
+        ck_assert_msg(fabs(got - fd) <= 1e-3 * (1.0 + fabs(fd)), "%dx%d d%s[%zu]: %g, fd %g",
+                      rows, cols, what, i, got, fd);
+    }
+}
+
+static void check_layernorm_backward(int rows, int cols, uint32_t seed) {
+    size_t n = (size_t)rows * cols;
+    float *x = malloc(n * sizeof *x), *w = malloc(n * sizeof *w), *dx = malloc(n * sizeof *dx);
+    float *gamma = malloc((size_t)cols * sizeof *gamma), *beta = malloc((size_t)cols * sizeof *beta);
+    float *dgamma = malloc((size_t)cols * sizeof *dgamma),
+          *dbeta = malloc((size_t)cols * sizeof *dbeta);
+    float *y = malloc(n * sizeof *y), *mean = malloc((size_t)rows * sizeof *mean),
+          *rstd = malloc((size_t)rows * sizeof *rstd);
+    ln_data(x, gamma, beta, rows, cols, seed);
+    fill(w, n, seed + 3);
+    const float start = 0.25f;
+    for (size_t i = 0; i < n; i++) dx[i] = start;
+    for (int c = 0; c < cols; c++) dgamma[c] = dbeta[c] = start;
+    pp_layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd);
+    pp_layernorm_backward(x, gamma, mean, rstd, w, rows, cols, dx, dgamma, dbeta);
+    check_ln_fd(x, n, dx, start, "x", x, gamma, beta, rows, cols, w);
+    check_ln_fd(gamma, (size_t)cols, dgamma, start, "gamma", x, gamma, beta, rows, cols, w);
+    check_ln_fd(beta, (size_t)cols, dbeta, start, "beta", x, gamma, beta, rows, cols, w);
+    free(x);
+    free(w);
+    free(dx);
+    free(gamma);
+    free(beta);
+    free(dgamma);
+    free(dbeta);
+    free(y);
+    free(mean);
+    free(rstd);
+}
+
+START_TEST(test_layernorm_backward_fd) {
+    check_layernorm_backward(3, 7, 51u);
+    check_layernorm_backward(2, 33, 61u);
+}
+END_TEST
+
+/* The fused kernel against pp_softmax_xent_forward + _backward: the same
+ * bits for dlogits, each row's loss within float rounding of the double
+ * one, and the same again with dlogits aliasing logits. */
+START_TEST(test_softmax_xent_fused) {
+    float logits[ROWS * V], probs[ROWS * V], dref[ROWS * V], d[ROWS * V], loss[ROWS];
+    const float scale = 0.25f;
+    fill(logits, ROWS * V, 123u);
+    for (int i = 0; i < ROWS * V; i++) logits[i] *= 6.0f;
+    pp_softmax_xent_forward(logits, targets, STRIDE, ROWS, V, probs);
+    pp_softmax_xent_backward(probs, targets, STRIDE, ROWS, V, scale, dref);
+    pp_softmax_xent_fused(logits, targets, STRIDE, ROWS, V, scale, d, loss);
+    ck_assert_mem_eq(d, dref, sizeof d);
+    for (int r = 0; r < ROWS; r++) {
+        float p1[V];
+        double lr = pp_softmax_xent_forward(logits + r * V, targets + r * STRIDE, STRIDE, 1, V, p1);
+        ck_assert_double_eq_tol(loss[r], lr, 1e-6 * (1.0 + fabs(lr)));
+    }
+
+    float alias[ROWS * V], loss2[ROWS];
+    memcpy(alias, logits, sizeof alias);
+    pp_softmax_xent_fused(alias, targets, STRIDE, ROWS, V, scale, alias, loss2);
+    ck_assert_mem_eq(alias, dref, sizeof alias);
+    ck_assert_mem_eq(loss2, loss, sizeof loss);
+}
+END_TEST
+
+/* Two steps of AdamW (lr 0.1, betas 0.9/0.999, eps 1e-8, weight decay 0.01)
+ * worked by hand:
+ *   p = 1, g = 0.5 then -0.25:
+ *     t=1: m = 0.05, v = 0.00025, mhat = 0.5, vhat = 0.25,
+ *          p = 1 - 0.1 (0.5/0.5 + 0.01 * 1) = 0.899
+ *     t=2: m = 0.045 - 0.025 = 0.02, v = 0.00024975 + 0.0000625 = 0.00031225,
+ *          mhat = 0.02/0.19 = 0.1052632, vhat = 0.00031225/0.001999 = 0.1562031,
+ *          p = 0.899 - 0.1 (0.1052632/0.3952254 + 0.00899) = 0.8714673
+ *   p = -2, g = -1 twice: mhat = -1 and vhat = 1 both times (a constant
+ *     gradient moves by lr): p = -2 + 0.1 (1 + 0.02) = -1.898, then
+ *     -1.898 + 0.1 (1 + 0.01898) = -1.796102
+ *   p = 0.5, g = 0: only the decay, p = 0.5 * 0.999^2 = 0.4990005. */
+START_TEST(test_adamw_two_steps) {
+    float p[3] = {1.0f, -2.0f, 0.5f}, m[3] = {0}, v[3] = {0};
+    float g1[3] = {0.5f, -1.0f, 0.0f}, g2[3] = {-0.25f, -1.0f, 0.0f};
+    pp_adamw_step(p, g1, m, v, 3, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f);
+    for (int i = 0; i < 3; i++) ck_assert_float_eq(g1[i], 0.0f);
+    ck_assert_float_eq_tol(p[0], 0.899f, 1e-6f);
+    ck_assert_float_eq_tol(p[1], -1.898f, 1e-6f);
+    ck_assert_float_eq_tol(p[2], 0.4995f, 1e-6f);
+    /* 0.9f and 0.999f are not exact: 1 - 0.9f is 0.1 (1 + 2.4e-7) and
+     * 1 - 0.999f is 0.001 (1 - 1.3e-5), hence the moments' tolerances. */
+    ck_assert_float_eq_tol(m[0], 0.05f, 1e-7f);
+    ck_assert_float_eq_tol(v[0], 0.00025f, 0.00025f * 2e-5f);
+    pp_adamw_step(p, g2, m, v, 3, 2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f);
+    for (int i = 0; i < 3; i++) ck_assert_float_eq(g2[i], 0.0f);
+    ck_assert_float_eq_tol(m[0], 0.02f, 1e-7f);
+    ck_assert_float_eq_tol(v[0], 0.00031225f, 0.00031225f * 2e-5f);
+    ck_assert_float_eq_tol(m[1], -0.19f, 1e-7f);
+    ck_assert_float_eq_tol(v[1], 0.001999f, 0.001999f * 2e-5f);
+    ck_assert_float_eq_tol(p[0], 0.8714673f, 2e-6f);
+    ck_assert_float_eq_tol(p[1], -1.796102f, 2e-6f);
+    ck_assert_float_eq_tol(p[2], 0.4990005f, 1e-6f);
+}
+END_TEST
+
+static uint32_t f32_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static float f32_of(uint32_t b) {
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* Exact cases of round to nearest even (bf16 keeps 7 mantissa bits, so the
+ * float's low 16 bits decide), then a round trip of random values. */
+START_TEST(test_bf16) {
+    const struct {
+        uint32_t in;
+        uint16_t out;
+    } cases[] = {
+        {0x3f800000u, 0x3f80u}, /* 1.0: exact */
+        {0xbf800000u, 0xbf80u}, /* -1.0 */
+        {0x00000000u, 0x0000u}, /* +0 */
+        {0x80000000u, 0x8000u}, /* -0 */
+        {0x3f808000u, 0x3f80u}, /* 1 + 2^-8, halfway between 1 and 1 + 2^-7: to even (down) */
+        {0x3f818000u, 0x3f82u}, /* halfway above an odd mantissa: to even (up) */
+        {0x3f808001u, 0x3f81u}, /* just above halfway: up */
+        {0x3f807fffu, 0x3f80u}, /* just below halfway: down */
+        {0xbf818000u, 0xbf82u}, /* negative halfway, odd: away from zero to even */
+        {0x3fffffffu, 0x4000u}, /* carry into the exponent: 2 - 2^-23 -> 2.0 */
+        {0x7f7fffffu, 0x7f80u}, /* FLT_MAX rounds to infinity */
+        {0x7f800000u, 0x7f80u}, /* +inf */
+        {0xff800000u, 0xff80u}, /* -inf */
+        {0x00018000u, 0x0002u}, /* a subnormal halfway above an odd mantissa: up */
+        {0x00010000u, 0x0001u}, /* smallest bf16 subnormal */
+    };
+    enum { NC = sizeof cases / sizeof cases[0] };
+    float in[NC];
+    uint16_t out[NC];
+    for (int i = 0; i < NC; i++) in[i] = f32_of(cases[i].in);
+    pp_f32_to_bf16(in, out, NC);
+    for (int i = 0; i < NC; i++)
+        ck_assert_msg(out[i] == cases[i].out, "0x%08x -> 0x%04x, want 0x%04x",
+                      (unsigned)cases[i].in, (unsigned)out[i], (unsigned)cases[i].out);
+
+    /* NaN stays NaN, its sign kept, even when its payload is only in the low
+     * bits that truncation would drop (which would make it infinity). */
+    float nans[2] = {f32_of(0x7f800001u), f32_of(0xffc00000u)}, back[2];
+    uint16_t hn[2];
+    pp_f32_to_bf16(nans, hn, 2);
+    pp_bf16_to_f32(hn, back, 2);
+    ck_assert(isnan(back[0]) && !signbit(back[0]));
+    ck_assert(isnan(back[1]) && signbit(back[1]));
+
+    /* bf16 -> f32 -> bf16 is the identity (except NaN payloads), and
+     * f32 -> bf16 -> f32 is within half a bf16 ulp: relative 2^-8. */
+    enum { N = 1000 };
+    float x[N], y[N];
+    uint16_t h[N], h2[N];
+    fill(x, N, 17u);
+    for (int i = 0; i < N; i++) x[i] *= powf(2.0f, (float)(i % 41 - 20));
+    pp_f32_to_bf16(x, h, N);
+    pp_bf16_to_f32(h, y, N);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(fabsf(y[i] - x[i]) <= fabsf(x[i]) * 0x1p-8f, "%g -> %g", (double)x[i],
+                      (double)y[i]);
+        ck_assert_uint_eq(f32_bits(y[i]) & 0xffffu, 0);
+    }
+    pp_f32_to_bf16(y, h2, N);
+    ck_assert_mem_eq(h, h2, sizeof h);
+}
+END_TEST
+
 Suite *kernels_suite(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("kernels");
@@ -213,6 +510,13 @@ Suite *kernels_suite(void) {
     tcase_add_test(tc, test_softmax_xent_backward_fd);
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_bias);
+    tcase_add_test(tc, test_bias_gelu_forward);
+    tcase_add_test(tc, test_residual_bias_add);
+    tcase_add_test(tc, test_layernorm_forward);
+    tcase_add_test(tc, test_layernorm_backward_fd);
+    tcase_add_test(tc, test_softmax_xent_fused);
+    tcase_add_test(tc, test_adamw_two_steps);
+    tcase_add_test(tc, test_bf16);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -100,3 +100,14 @@ char *temp_dir(void)
     }
     return t;
 }
+
+#ifdef PP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+int have_gpu(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#else
+int have_gpu(void) { return 0; }
+#endif

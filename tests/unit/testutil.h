@@ -41,4 +41,9 @@ int run_cmd(const char *cmd, char **out);
 /* A fresh temporary directory (caller frees the path). */
 char *temp_dir(void);
 
+/* Whether a CUDA GPU is visible to this process (0 when built without CUDA).
+ * Call it inside a test, never before the runner forks: CUDA does not
+ * survive fork. GPU tests print "skipped: no GPU" and pass when it is 0. */
+int have_gpu(void);
+
 #endif

@@ -1,0 +1,511 @@
+/* cuda_kernels.cu - the CUDA kernels of cuda_kernels.h, each the twin of a
+ * CPU kernel (cpu_kernels.h, pp_sgd_step in model.h): embedding lookup and
+ * its scatter-add, bias add and bias gradient, fused bias + GELU and the
+ * GELU backward, residual and plain adds, layer norm forward and backward,
+ * softmax cross-entropy fused with its backward, the loss sum, SGD, AdamW
+ * and bf16 conversion. Also defines pp_cuda_fatal_hook (cuda_check.h).
+ *
+ * Shapes of work:
+ *   elementwise kernels   grid-stride loops over size_t indices
+ *   row reductions        one warp per row (layer norm) or one block per row
+ *                         (softmax over V)
+ *   column reductions     one block per 32-column chunk, rows split over the
+ *                         block's 8 warps and summed in shared memory: no
+ *                         atomics, so the result is the same on every run
+ *
+ * Arithmetic follows the CPU twin's formulas and constants, in float; nvcc
+ * may contract a * b + c into one fused multiply-add where the CPU rounds
+ * twice, and reductions sum in a different order, so the tests compare with
+ * tolerances except where only additions and copies are involved. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "cuda_check.h"
+#include "cuda_kernels.h"
+
+extern "C" {
+void (*pp_cuda_fatal_hook)(void) = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launch shapes and reductions                                              */
+
+#define THREADS 256    /* every block: a multiple of 32, so warps are full */
+#define MAX_BLOCKS 8192 /* grid-stride loops cover the rest */
+
+static unsigned grid_for(size_t n) {
+    size_t blocks = (n + THREADS - 1) / THREADS;
+    return (unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
+}
+
+static __device__ __forceinline__ size_t global_index(void) {
+    return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+static __device__ __forceinline__ size_t global_stride(void) {
+    return (size_t)gridDim.x * blockDim.x;
+}
+
+struct SumOp {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/* Over the 32 lanes of a full warp; every lane gets the result. */
+template <typename T, typename Op> static __device__ T warp_reduce(T v, Op op) {
+    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* Over the whole block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. buf holds 33 values in shared memory; the first
+ * barrier keeps it from being overwritten while a thread may still read it
+ * from an earlier use (such as the previous call's result in buf[32]).
+ * Every thread of the block must call it. */
+template <typename T, typename Op>
+static __device__ T block_reduce(T v, Op op, T identity, T *buf) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_reduce(v, op);
+    __syncthreads();
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nwarps ? buf[lane] : identity;
+        v = warp_reduce(v, op);
+        if (lane == 0) buf[32] = v;
+    }
+    __syncthreads();
+    return buf[32];
+}
+
+/* Column chunks: a block of COL_X x COL_Y threads owns COL_X adjacent
+ * columns (consecutive threadIdx.x read consecutive addresses); its COL_Y
+ * thread rows take every COL_Y-th row, then shared memory sums their
+ * partials. */
+#define COL_X 32
+#define COL_Y 8
+
+/* ------------------------------------------------------------------------ */
+/* Embedding                                                                 */
+
+/* out is [batch][context * embed]; element i is row b = i / (context*embed),
+ * position c, component e, read from E[tokens[b][c]][e] (the token rows
+ * have context + 1 entries, the last the target). */
+static __global__ void embedding_forward_kernel(const int32_t *tokens, int context,
+                                                const float *E, int embed, float *out,
+                                                size_t n) {
+    size_t row = (size_t)context * embed;
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        size_t b = i / row, k = i % row;
+        size_t c = k / embed, e = k % embed;
+        int32_t tok = tokens[b * (context + 1) + c];
+        out[i] = E[(size_t)tok * embed + e];
+    }
+}
+
+/* Scatter-add with atomics: a token that occurs at several positions gets
+ * their gradients summed in whatever order the atomics land, not in the
+ * CPU's order, so the result may differ from the CPU's in the last bits
+ * (and between runs); the tests compare with a tolerance. */
+static __global__ void embedding_backward_kernel(const int32_t *tokens, int context,
+                                                 const float *dout, int embed, float *dE,
+                                                 size_t n) {
+    size_t row = (size_t)context * embed;
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        size_t b = i / row, k = i % row;
+        size_t c = k / embed, e = k % embed;
+        int32_t tok = tokens[b * (context + 1) + c];
+        atomicAdd(&dE[(size_t)tok * embed + e], dout[i]);
+    }
+}
+
+extern "C" cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
+                                               const float *E, int embed, float *out,
+                                               cudaStream_t st) {
+    size_t n = (size_t)batch * context * embed;
+    if (n == 0) return cudaSuccess; /* nothing to launch (a 0-block grid is an error) */
+    embedding_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, context, E, embed, out,
+                                                              n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch, int context,
+                                                const float *dout, int embed, float *dE,
+                                                cudaStream_t st) {
+    size_t n = (size_t)batch * context * embed;
+    if (n == 0) return cudaSuccess;
+    embedding_backward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, context, dout, embed,
+                                                               dE, n);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bias, GELU, adds                                                          */
+
+/* The CPU's constants (cpu_kernels.c). */
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+static __device__ __forceinline__ float gelu(float v) {
+    float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+    return 0.5f * v * (1.0f + t);
+}
+
+/* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), as on the CPU. */
+static __device__ __forceinline__ float gelu_grad(float v) {
+    float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+    float sech2 = 1.0f - t * t;
+    float dinner = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * sech2 * dinner;
+}
+
+static __global__ void bias_add_kernel(float *y, const float *bias, size_t cols, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) y[i] += bias[i % cols];
+}
+
+static __global__ void bias_gelu_forward_kernel(float *h, const float *bias, float *a,
+                                                size_t cols, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        float v = h[i] + bias[i % cols];
+        h[i] = v;
+        a[i] = gelu(v);
+    }
+}
+
+/* dx may alias dy: each element reads dy[i] before writing dx[i]. */
+static __global__ void gelu_backward_kernel(const float *x, const float *dy, float *dx,
+                                            size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) dx[i] = dy[i] * gelu_grad(x[i]);
+}
+
+/* db[c] += sum over rows of dy[r][c]: see COL_X/COL_Y. */
+static __global__ void bias_grad_kernel(const float *dy, int rows, int cols, float *db) {
+    __shared__ float part[COL_Y][COL_X + 1];
+    int c = blockIdx.x * COL_X + threadIdx.x;
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = threadIdx.y; r < rows; r += COL_Y) s += dy[(size_t)r * cols + c];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < COL_Y; k++) t += part[k][threadIdx.x];
+        db[c] += t;
+    }
+}
+
+/* y = (y + x) + bias, the CPU twin's order. */
+static __global__ void residual_bias_add_kernel(float *y, const float *x, const float *bias,
+                                                size_t cols, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride())
+        y[i] = (y[i] + x[i]) + bias[i % cols];
+}
+
+static __global__ void add_kernel(float *y, const float *x, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) y[i] += x[i];
+}
+
+extern "C" cudaError_t pp_cu_bias_add(float *y, const float *bias, int rows, int cols,
+                                      cudaStream_t st) {
+    size_t n = (size_t)rows * cols;
+    if (n == 0) return cudaSuccess;
+    bias_add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, bias, (size_t)cols, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_bias_gelu_forward(float *h, const float *bias, float *a, int rows,
+                                               int cols, cudaStream_t st) {
+    size_t n = (size_t)rows * cols;
+    if (n == 0) return cudaSuccess;
+    bias_gelu_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(h, bias, a, (size_t)cols, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size_t n,
+                                           cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    gelu_backward_kernel<<<grid_for(n), THREADS, 0, st>>>(x, dy, dx, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_bias_grad(const float *dy, int rows, int cols, float *db,
+                                       cudaStream_t st) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    dim3 block(COL_X, COL_Y);
+    unsigned grid = (unsigned)((cols + COL_X - 1) / COL_X);
+    bias_grad_kernel<<<grid, block, 0, st>>>(dy, rows, cols, db);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias,
+                                               int rows, int cols, cudaStream_t st) {
+    size_t n = (size_t)rows * cols;
+    if (n == 0) return cudaSuccess;
+    residual_bias_add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, x, bias, (size_t)cols, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, x, n);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Layer norm                                                                */
+
+#define LN_EPS 1e-5f
+#define LN_ROWS_PER_BLOCK (THREADS / 32) /* one warp per row */
+
+/* Two passes over the row (mean, then the biased variance around it), each
+ * lane striding over the columns and the warp summing with shuffles. The
+ * row index is the same for all lanes of a warp, so a warp past the last row
+ * leaves as a whole and the shuffles always see 32 lanes. */
+static __global__ void layernorm_forward_kernel(const float *x, const float *gamma,
+                                                const float *beta, int rows, int cols, float *y,
+                                                float *mean, float *rstd) {
+    int row = blockIdx.x * LN_ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const float *xr = x + (size_t)row * cols;
+    float *yr = y + (size_t)row * cols;
+
+    float s = 0.0f;
+    for (int c = lane; c < cols; c += 32) s += xr[c];
+    float m = warp_reduce(s, SumOp()) / (float)cols;
+    float sq = 0.0f;
+    for (int c = lane; c < cols; c += 32) {
+        float d = xr[c] - m;
+        sq += d * d;
+    }
+    float var = warp_reduce(sq, SumOp()) / (float)cols;
+    float r = 1.0f / sqrtf(var + LN_EPS); /* IEEE sqrt and division, not rsqrtf */
+    for (int c = lane; c < cols; c += 32) yr[c] = (xr[c] - m) * r * gamma[c] + beta[c];
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+/* dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, one
+ * warp per row as in the forward. dgamma and dbeta are column sums and are
+ * left to layernorm_param_grad_kernel. */
+static __global__ void layernorm_backward_dx_kernel(const float *x, const float *gamma,
+                                                    const float *mean, const float *rstd,
+                                                    const float *dy, int rows, int cols,
+                                                    float *dx) {
+    int row = blockIdx.x * LN_ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const float *xr = x + (size_t)row * cols;
+    const float *dyr = dy + (size_t)row * cols;
+    float *dxr = dx + (size_t)row * cols;
+    float m = mean[row], r = rstd[row];
+
+    float sg = 0.0f, sgx = 0.0f;
+    for (int c = lane; c < cols; c += 32) {
+        float xhat = (xr[c] - m) * r;
+        float g = dyr[c] * gamma[c];
+        sg += g;
+        sgx += g * xhat;
+    }
+    float mean_g = warp_reduce(sg, SumOp()) / (float)cols;
+    float mean_gx = warp_reduce(sgx, SumOp()) / (float)cols;
+    for (int c = lane; c < cols; c += 32) {
+        float xhat = (xr[c] - m) * r;
+        float g = dyr[c] * gamma[c];
+        dxr[c] += r * (g - mean_g - xhat * mean_gx);
+    }
+}
+
+/* dgamma[c] += sum_r dy[r][c] * xhat[r][c], dbeta[c] += sum_r dy[r][c]: a
+ * deterministic column reduction shaped like bias_grad_kernel. */
+static __global__ void layernorm_param_grad_kernel(const float *x, const float *mean,
+                                                   const float *rstd, const float *dy, int rows,
+                                                   int cols, float *dgamma, float *dbeta) {
+    __shared__ float part_g[COL_Y][COL_X + 1];
+    __shared__ float part_b[COL_Y][COL_X + 1];
+    int c = blockIdx.x * COL_X + threadIdx.x;
+    float sg = 0.0f, sb = 0.0f;
+    if (c < cols)
+        for (int r = threadIdx.y; r < rows; r += COL_Y) {
+            size_t i = (size_t)r * cols + c;
+            float xhat = (x[i] - mean[r]) * rstd[r];
+            sg += dy[i] * xhat;
+            sb += dy[i];
+        }
+    part_g[threadIdx.y][threadIdx.x] = sg;
+    part_b[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float tg = 0.0f, tb = 0.0f;
+        for (int k = 0; k < COL_Y; k++) {
+            tg += part_g[k][threadIdx.x];
+            tb += part_b[k][threadIdx.x];
+        }
+        dgamma[c] += tg;
+        dbeta[c] += tb;
+    }
+}
+
+extern "C" cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma,
+                                               const float *beta, int rows, int cols, float *y,
+                                               float *mean, float *rstd, cudaStream_t st) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    unsigned grid = (unsigned)((rows + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    layernorm_forward_kernel<<<grid, THREADS, 0, st>>>(x, gamma, beta, rows, cols, y, mean,
+                                                       rstd);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma,
+                                                const float *mean, const float *rstd,
+                                                const float *dy, int rows, int cols, float *dx,
+                                                float *dgamma, float *dbeta, cudaStream_t st) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    unsigned grid = (unsigned)((rows + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    layernorm_backward_dx_kernel<<<grid, THREADS, 0, st>>>(x, gamma, mean, rstd, dy, rows, cols,
+                                                           dx);
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess) return rc;
+    dim3 block(COL_X, COL_Y);
+    unsigned cgrid = (unsigned)((cols + COL_X - 1) / COL_X);
+    layernorm_param_grad_kernel<<<cgrid, block, 0, st>>>(x, mean, rstd, dy, rows, cols, dgamma,
+                                                         dbeta);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax cross-entropy, fused with its backward                            */
+
+/* One block per row. dlogits may alias logits: every element l[j] is read
+ * and later written by the same thread (j = threadIdx.x + k * blockDim.x),
+ * and the one element read by another thread, the target logit (thread 0),
+ * is read before the first block_reduce, whose barriers come before any
+ * write. */
+static __global__ void softmax_xent_fused_kernel(const float *logits, const int32_t *targets,
+                                                 int target_stride, int V, float scale,
+                                                 float *dlogits, float *loss) {
+    __shared__ float buf[33];
+    int row = blockIdx.x;
+    const float *l = logits + (size_t)row * V;
+    float *d = dlogits + (size_t)row * V;
+    int t = targets[(size_t)row * target_stride];
+    float lt = threadIdx.x == 0 ? l[t] : 0.0f;
+
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, l[j]);
+    mx = block_reduce(mx, MaxOp(), -INFINITY, buf);
+
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(l[j] - mx);
+    s = block_reduce(s, SumOp(), 0.0f, buf);
+
+    float inv = 1.0f / s;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float p = expf(l[j] - mx) * inv;
+        d[j] = (p - (j == t ? 1.0f : 0.0f)) * scale;
+    }
+    if (threadIdx.x == 0) loss[row] = logf(s) - (lt - mx);
+}
+
+extern "C" cudaError_t pp_cu_softmax_xent_fused(const float *logits, const int32_t *targets,
+                                                int target_stride, int rows, int V, float scale,
+                                                float *dlogits, float *loss, cudaStream_t st) {
+    if (rows <= 0 || V <= 0) return cudaSuccess;
+    softmax_xent_fused_kernel<<<(unsigned)rows, THREADS, 0, st>>>(logits, targets,
+                                                                  target_stride, V, scale,
+                                                                  dlogits, loss);
+    return cudaGetLastError();
+}
+
+/* *acc += sum of loss[0..n): each block sums its part in double and adds it
+ * with one double atomicAdd (sm_60 and newer). */
+static __global__ void sum_into_kernel(const float *loss, int n, double *acc) {
+    __shared__ double buf[33];
+    double s = 0.0;
+    for (size_t i = global_index(); i < (size_t)n; i += global_stride()) s += (double)loss[i];
+    s = block_reduce(s, SumOp(), 0.0, buf);
+    if (threadIdx.x == 0) atomicAdd(acc, s);
+}
+
+extern "C" cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    sum_into_kernel<<<grid_for((size_t)n), THREADS, 0, st>>>(loss, n, acc);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optimisers                                                                */
+
+static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr) {
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        p[i] -= lr * g[i];
+        g[i] = 0.0f;
+    }
+}
+
+/* bc1 = 1 - beta1^t and bc2 = 1 - beta2^t come from the host, computed as
+ * pp_adamw_step computes them. */
+static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v, size_t n,
+                                         float lr, float beta1, float beta2, float eps,
+                                         float weight_decay, float bc1, float bc2) {
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        float gi = g[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p[i]);
+        g[i] = 0.0f;
+    }
+}
+
+extern "C" cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    sgd_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, n, lr);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t,
+                                        float lr, float beta1, float beta2, float eps,
+                                        float weight_decay, cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    float bc1 = 1.0f - powf(beta1, (float)t);
+    float bc2 = 1.0f - powf(beta2, (float)t);
+    adamw_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, m, v, n, lr, beta1, beta2, eps,
+                                                       weight_decay, bc1, bc2);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* bf16                                                                      */
+
+static __global__ void f32_to_bf16_kernel(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride())
+        dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
+}
+
+/* bf16 is the upper half of a float: widening is a shift, exact. */
+static __global__ void bf16_to_f32_kernel(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride())
+        dst[i] = __uint_as_float((unsigned)src[i] << 16);
+}
+
+extern "C" cudaError_t pp_cu_f32_to_bf16(const float *src, uint16_t *dst, size_t n,
+                                         cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    f32_to_bf16_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t n,
+                                         cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    bf16_to_f32_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
+    return cudaGetLastError();
+}

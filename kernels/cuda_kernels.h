@@ -1,0 +1,86 @@
+/* cuda_kernels.h - the CUDA kernels the model is built from, each the twin
+ * of a CPU kernel in cpu_kernels.h (named in its comment) that
+ * tests/unit/test_cuda_kernels.c compares it against. All pointers are
+ * device pointers, row-major as on the CPU; every launcher enqueues on `st`
+ * and returns the launch's cudaError_t (cudaSuccess or the error; it never
+ * synchronises). A call with nothing to do (a zero size) launches nothing
+ * and returns cudaSuccess. GEMMs are not here: they go to cuBLAS
+ * (model_cuda.cu). */
+#ifndef PP_CUDA_KERNELS_H
+#define PP_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* pp_embedding_forward: out[b][c*embed + e] = E[tokens[b][c]][e]; tokens
+ * rows have context + 1 entries (the last is the target, unused here). */
+cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
+                                    const float *E, int embed, float *out, cudaStream_t st);
+/* pp_embedding_backward: dE[tokens[b][c]][e] += dout[b][c*embed + e]. */
+cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch, int context,
+                                     const float *dout, int embed, float *dE, cudaStream_t st);
+
+/* pp_bias_add: y[r][c] += bias[c]. */
+cudaError_t pp_cu_bias_add(float *y, const float *bias, int rows, int cols, cudaStream_t st);
+/* pp_bias_gelu_forward: h[r][c] += bias[c]; a[r][c] = gelu(h[r][c]) (h keeps
+ * the pre-activation for the backward). */
+cudaError_t pp_cu_bias_gelu_forward(float *h, const float *bias, float *a, int rows, int cols,
+                                    cudaStream_t st);
+/* pp_gelu_backward: dx = dy * gelu'(x) (dx may alias dy). */
+cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size_t n,
+                                cudaStream_t st);
+/* pp_bias_grad: db[c] += sum over rows of dy[r][c]. */
+cudaError_t pp_cu_bias_grad(const float *dy, int rows, int cols, float *db, cudaStream_t st);
+/* pp_residual_bias_add: y[r][c] += x[r][c] + bias[c] (the block's
+ * y = x + a W2^T + b2 after the GEMM wrote a W2^T into y). */
+cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias, int rows,
+                                    int cols, cudaStream_t st);
+/* pp_add: y[i] += x[i] (gradient accumulation, residual gradients). */
+cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_t st);
+
+/* pp_layernorm_forward: per row, mean and rstd = 1/sqrt(var + 1e-5) (biased
+ * variance), y = (x - mean) * rstd * gamma + beta; mean and rstd [rows] are
+ * kept for the backward. */
+cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma, const float *beta,
+                                    int rows, int cols, float *y, float *mean, float *rstd,
+                                    cudaStream_t st);
+/* pp_layernorm_backward: dx += the input gradient; dgamma, dbeta += their
+ * gradients (accumulated, as weight gradients are). dx must not alias dy
+ * (dgamma is computed from dy after dx is written). */
+cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma, const float *mean,
+                                     const float *rstd, const float *dy, int rows, int cols,
+                                     float *dx, float *dgamma, float *dbeta, cudaStream_t st);
+
+/* pp_softmax_xent_fused: softmax cross-entropy with its backward in one
+ * pass over each row of logits [rows][V]: loss[r] = -log p[r][target_r],
+ * dlogits[r] = (p[r] - onehot(target_r)) * scale. targets[r * target_stride]
+ * is row r's target. dlogits may alias logits. */
+cudaError_t pp_cu_softmax_xent_fused(const float *logits, const int32_t *targets,
+                                     int target_stride, int rows, int V, float scale,
+                                     float *dlogits, float *loss, cudaStream_t st);
+/* Adds sum(loss[0..n)) to *acc (a device double): the step's loss, read by
+ * the host once per step. */
+cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t st);
+
+/* pp_sgd_step: p -= lr * g; g = 0. */
+cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, cudaStream_t st);
+/* pp_adamw_step: the t-th step (t >= 1) of AdamW with bias correction,
+ * m and v its moments; g = 0 afterwards. */
+cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
+                             float beta1, float beta2, float eps, float weight_decay,
+                             cudaStream_t st);
+
+/* bf16 copies for the bf16 path: dst = round-to-nearest-even(src), and back. */
+cudaError_t pp_cu_f32_to_bf16(const float *src, uint16_t *dst, size_t n, cudaStream_t st);
+cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t n, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

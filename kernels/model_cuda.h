@@ -1,0 +1,71 @@
+/* model_cuda.h - the demo model's stages on a GPU: the twin of model.h with
+ * the same parameter layout, the same stash size (pp_stage_stash_bytes and
+ * _split bound what a stage may use) and the same arithmetic up to
+ * floating-point order. GEMMs go to cuBLAS, the rest to cuda_kernels.h.
+ *
+ * Every pointer is a device pointer; every call enqueues on the context's
+ * stream and never synchronises the host. The only value the host needs
+ * from a step is its loss: forward on the last stage adds its microbatch's
+ * summed cross-entropy to a device accumulator that pp_cuda_loss_take reads
+ * (the one host synchronisation of a step).
+ *
+ * The last stage's forward computes the loss gradient in the same pass as
+ * the loss (softmax cross-entropy fused with its backward), so it takes the
+ * step's loss_scale; its backward starts from what the forward stashed.
+ *
+ * The GPU stash keeps model.c's regions at model.c's offsets (three of the
+ * last stage's hold other things: model_cuda.cu's header says which), so
+ * pp_stage_stash_bytes and _split bound it; a GPU stash is not
+ * interchangeable with a CPU one, a params or grads array is. */
+#ifndef PP_MODEL_CUDA_H
+#define PP_MODEL_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "../isa/model_desc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_cuda_model pp_cuda_model;
+
+/* A context for one stream: a cuBLAS handle bound to `st` and the loss
+ * accumulator. Returns 0, or -1 with a message in err. */
+int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t errlen);
+void pp_cuda_model_destroy(pp_cuda_model *cm);
+cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm);
+
+/* Deterministic initialisation, the same values as pp_stage_init (computed
+ * on the host, copied to the device; start-up only). */
+void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint64_t seed,
+                        float *params);
+
+/* F(s,b), as pp_stage_forward; loss_scale as pp_stage_backward's (used on
+ * the last stage only). */
+void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                           const float *params, const void *in, const int32_t *tgt, void *stash,
+                           float *out, float loss_scale);
+/* B(s,b), as pp_stage_backward (accumulates into grads). */
+void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                            const float *params, float *grads, const void *stash,
+                            const float *dout, float *din);
+/* The split backward, as pp_stage_backward_input / _weight (the stash of
+ * pp_stage_stash_bytes_split bytes). */
+void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                                  const float *params, const void *stash, const float *dout,
+                                  float *din);
+void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                                   float *grads, const void *stash);
+
+/* The summed loss of the forwards since the last call; synchronises the
+ * stream. */
+double pp_cuda_loss_take(pp_cuda_model *cm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

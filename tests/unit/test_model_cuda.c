@@ -1,0 +1,390 @@
+/* test_model_cuda.c - the demo model's stages on a GPU (kernels/model_cuda.cu)
+ * against the CPU's (kernels/model.c), stage by stage: from the same
+ * parameters, inputs and output gradients, the GPU's forward output, loss,
+ * fused backward (input and weight gradients) and split backward must match
+ * the CPU's to ~1e-4 relative, and the split must match the fused on the GPU.
+ * Every device buffer is poisoned with NaN bytes and followed by a guard, so
+ * a read of something the stage never wrote shows up as NaN and a write past
+ * the stash sizes model.c computes shows up in the guard.
+ *
+ * Without a GPU (or without CUDA) every test prints why and passes.
+ * PP_TEST_VERBOSE=1 prints the worst relative error of each comparison. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/model.h"
+#include "suites.h"
+#include "testutil.h"
+
+#ifdef PP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "../../kernels/model_cuda.h"
+
+/* Odd sizes everywhere (D = 35), three stages: a first, a middle and a last
+ * stage, each with its own parameter and stash layout. */
+static const pp_model odd = {.context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5};
+static const pp_model odd_no_blocks = {.context = 7, .embed = 5, .ffn = 45, .blocks = 0,
+                                       .batch = 5};
+/* Wide enough for cuBLAS to pick other kernels than for the tiny GEMMs. */
+static const pp_model wide = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1, .batch = 33};
+
+enum { GUARD = 256 };   /* bytes after every device buffer */
+#define POISON 0xFF     /* every byte 0xFF: a NaN as float */
+#define LOSS_SCALE 0.37f
+#define RTOL_CPU 1e-4   /* GPU against CPU */
+#define RTOL_GPU 1e-5   /* GPU against GPU (split against fused, repeated B) */
+
+#define CU(call) ck_assert_msg((call) == cudaSuccess, "%s failed", #call)
+
+static void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    CU(cudaMalloc(&p, bytes + GUARD));
+    CU(cudaMemset(p, POISON, bytes + GUARD));
+    CU(cudaDeviceSynchronize());
+    return p;
+}
+
+static void upload(cudaStream_t st, void *dst, const void *src, size_t bytes) {
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
+    CU(cudaStreamSynchronize(st));
+}
+
+static void download(cudaStream_t st, void *dst, const void *src, size_t bytes) {
+    CU(cudaStreamSynchronize(st)); /* surfaces the stage's errors here */
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st));
+    CU(cudaStreamSynchronize(st));
+}
+
+/* The GUARD bytes after a buffer of `bytes` are untouched. */
+static void check_guard(cudaStream_t st, const char *what, const void *p, size_t bytes) {
+    unsigned char g[GUARD];
+    download(st, g, (const char *)p + bytes, GUARD);
+    for (int i = 0; i < GUARD; i++)
+        ck_assert_msg(g[i] == POISON, "%s: byte %zu past its %zu bytes was written", what,
+                      bytes + (size_t)i, bytes);
+}
+
+static uint32_t rng_state;
+static float uniform(void) { /* [-1, 1) */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
+}
+static void fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * uniform();
+}
+static int32_t rand_byte(void) {
+    uniform();
+    return (int32_t)(rng_state >> 16 & 0xFF);
+}
+
+/* |got - want| <= rtol * (|want| + 0.1 * max|want|) for every element: a
+ * relative tolerance, with a floor of rtol / 10 of the largest magnitude for
+ * entries that cancel to near zero. The floor matters: the rows of dlogits
+ * sum to zero, so the gradients that flow back from the head cancel, and a
+ * CPU emulation of a differently ordered GEMM showed errors of ~3e-7 of the
+ * tensor's largest entry on entries ~1% of it. Real bugs (a wrong transpose
+ * or offset) are O(1) errors. */
+static void expect_close(const char *what, int s, const float *got, const float *want, size_t n,
+                         double rtol) {
+    double maxabs = 0.0, worst = 0.0;
+    for (size_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs((double)want[i]));
+    double floor_ = 0.1 * maxabs + 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)want[i]) / (fabs((double)want[i]) + floor_);
+        ck_assert_msg(err <= rtol, "stage %d %s[%zu]: got %.9g, want %.9g (rel err %.3g)", s,
+                      what, i, got[i], want[i], err);
+        if (err > worst) worst = err;
+    }
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "  stage %d %-36s n=%-7zu worst rel err %.3g\n", s, what, n, worst);
+}
+
+/* expect_close on one tensor, named "what block k W1" (k >= 0) or "what Wh". */
+static size_t compare_tensor(const char *what, const char *label, int k, int s, const float *got,
+                             const float *want, size_t n, double rtol) {
+    char name[96];
+    if (k < 0)
+        snprintf(name, sizeof name, "%s %s", what, label);
+    else
+        snprintf(name, sizeof name, "%s block %d %s", what, k, label);
+    expect_close(name, s, got, want, n, rtol);
+    return n;
+}
+
+/* The same for what a backward added to the grads it started from (base),
+ * tensor by tensor (model.h's layout), each with its own scale: the
+ * accumulation is what is compared, not the starting values. */
+static void expect_close_added(const char *what, const pp_model *m, int S, int s,
+                               const float *got, const float *want, const float *base,
+                               double rtol) {
+    const size_t D = pp_model_width(m), F = m->ffn, V = PP_VOCAB;
+    size_t n = pp_stage_param_count(m, S, s), at = 0;
+    float *g = malloc(n * sizeof(float) + 4), *w = malloc(n * sizeof(float) + 4);
+    for (size_t i = 0; i < n; i++) {
+        g[i] = got[i] - base[i];
+        w[i] = want[i] - base[i];
+    }
+#define TENSOR(label, k, count) at += compare_tensor(what, label, k, s, g + at, w + at, count, rtol)
+    if (s == 0) TENSOR("E", -1, V * m->embed);
+    for (int k = 0; k < (int)m->blocks; k++) {
+        TENSOR("W1", k, F * D);
+        TENSOR("b1", k, F);
+        TENSOR("W2", k, D * F);
+        TENSOR("b2", k, D);
+    }
+    if (s == S - 1) {
+        TENSOR("Wh", -1, V * D);
+        TENSOR("bh", -1, V);
+    }
+#undef TENSOR
+    ck_assert_uint_eq(at, n);
+    free(g);
+    free(w);
+}
+
+static void expect_loss(const char *what, int s, double got, double want, double rtol) {
+    ck_assert_msg(fabs(got - want) <= rtol * fabs(want), "stage %d %s: got %.9g, want %.9g", s,
+                  what, got, want);
+}
+
+/* One stage of an S-stage model: F, fused B, a repeated fused B and the
+ * split B + W on the GPU, each against the CPU (and the GPU's fused). */
+static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStream_t st,
+                        pp_cuda_model *cm) {
+    const int first = s == 0, last = s == S - 1;
+    const size_t np = pp_stage_param_count(m, S, s), pbytes = np * sizeof(float);
+    const size_t abytes = pp_act_bytes(m), tbytes = pp_tokens_bytes(m);
+    const size_t na = abytes / sizeof(float);
+    const size_t sbytes = pp_stage_stash_bytes(m, S, s);
+    const size_t sbytes_split = pp_stage_stash_bytes_split(m, S, s);
+    const size_t W = m->context + 1;
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "S=%d stage %d: %zu params, stash %zu / split %zu bytes\n", S, s, np,
+                sbytes, sbytes_split);
+
+    /* Host: parameters (the initial ones, then with noise so the biases are
+     * not zero), grads to accumulate onto, inputs and the output gradient. */
+    float *p = malloc(pbytes + 4), *p_dev_init = malloc(pbytes + 4);
+    float *g0 = malloc(pbytes + 4), *g_cpu = malloc(pbytes + 4), *g_gpu = malloc(pbytes + 4);
+    float *x_in = malloc(abytes), *dout = malloc(abytes);
+    float *out_cpu = malloc(abytes), *out_gpu = malloc(abytes);
+    float *din_cpu = malloc(abytes), *din_gpu = malloc(abytes);
+    int32_t *tokens = malloc(tbytes);
+    void *stash_cpu = malloc(sbytes_split);
+    rng_state = (uint32_t)(seed * 2654435761u + (uint64_t)s);
+    pp_stage_init(m, S, s, seed, p);
+    for (size_t i = 0; i < np; i++) p[i] += 0.1f * uniform();
+    fill(g0, np, 0.01f);
+    fill(x_in, na, 1.0f);
+    fill(dout, na, 0.1f);
+    for (size_t i = 0; i < m->batch * W; i++) tokens[i] = rand_byte();
+
+    /* Device buffers. */
+    float *d_p = dev_alloc(pbytes), *d_g = dev_alloc(pbytes);
+    float *d_x = dev_alloc(abytes), *d_dout = dev_alloc(abytes);
+    float *d_out = dev_alloc(abytes), *d_din = dev_alloc(abytes);
+    int32_t *d_tok = dev_alloc(tbytes);
+    void *d_stash = dev_alloc(sbytes), *d_stash_split = dev_alloc(sbytes_split);
+    upload(st, d_x, x_in, abytes);
+    upload(st, d_dout, dout, abytes);
+    upload(st, d_tok, tokens, tbytes);
+
+    /* Initialisation: the same bits as the CPU's. */
+    float *p_init = malloc(pbytes + 4);
+    pp_stage_init(m, S, s, seed, p_init);
+    pp_cuda_stage_init(cm, m, S, s, seed, d_p);
+    download(st, p_dev_init, d_p, pbytes);
+    ck_assert_msg(memcmp(p_dev_init, p_init, pbytes) == 0, "stage %d: init differs", s);
+    free(p_init);
+    upload(st, d_p, p, pbytes);
+
+    const void *in_cpu = first ? (const void *)tokens : (const void *)x_in;
+    const void *in_gpu = first ? (const void *)d_tok : (const void *)d_x;
+    const float *dout_cpu = last ? NULL : dout, *dout_gpu = last ? NULL : d_dout;
+
+    /* CPU: F, then the fused B. */
+    double loss_cpu = pp_stage_forward(m, S, s, p, in_cpu, tokens, stash_cpu, out_cpu);
+    memcpy(g_cpu, g0, pbytes);
+    pp_stage_backward(m, S, s, p, g_cpu, stash_cpu, dout_cpu, din_cpu, LOSS_SCALE);
+
+    /* GPU F. */
+    pp_cuda_stage_forward(cm, m, S, s, d_p, in_gpu, d_tok, d_stash, last ? NULL : d_out,
+                          LOSS_SCALE);
+    double loss_gpu = pp_cuda_loss_take(cm);
+    if (last) {
+        expect_loss("loss", s, loss_gpu, loss_cpu, 1e-5);
+        ck_assert(loss_cpu > 0.0);
+    } else {
+        ck_assert_msg(loss_gpu == 0.0, "stage %d: loss %g from a stage without the head", s,
+                      loss_gpu);
+        download(st, out_gpu, d_out, abytes);
+        expect_close("forward out", s, out_gpu, out_cpu, na, RTOL_CPU);
+    }
+    ck_assert_msg(pp_cuda_loss_take(cm) == 0.0, "loss_take did not zero the accumulator");
+
+    /* GPU fused B, onto the same initial grads. */
+    upload(st, d_g, g0, pbytes);
+    pp_cuda_stage_backward(cm, m, S, s, d_p, d_g, d_stash, dout_gpu, first ? NULL : d_din);
+    download(st, g_gpu, d_g, pbytes);
+    expect_close_added("fused grads", m, S, s, g_gpu, g_cpu, g0, RTOL_CPU);
+    if (!first) {
+        download(st, din_gpu, d_din, abytes);
+        expect_close("fused din", s, din_gpu, din_cpu, na, RTOL_CPU);
+    }
+
+    /* B again on the same stash: B left the saved activations alone. */
+    float *g_again = malloc(pbytes + 4), *din_again = malloc(abytes);
+    upload(st, d_g, g0, pbytes);
+    pp_cuda_stage_backward(cm, m, S, s, d_p, d_g, d_stash, dout_gpu, first ? NULL : d_din);
+    download(st, g_again, d_g, pbytes);
+    expect_close_added("fused grads, repeated", m, S, s, g_again, g_gpu, g0, RTOL_GPU);
+    if (!first) {
+        download(st, din_again, d_din, abytes);
+        expect_close("fused din, repeated", s, din_again, din_gpu, na, RTOL_GPU);
+    }
+
+    /* The split backward: F into a split-sized stash, B-input, then W. */
+    CU(cudaMemsetAsync(d_din, POISON, abytes, st));
+    upload(st, d_g, g0, pbytes);
+    pp_cuda_stage_forward(cm, m, S, s, d_p, in_gpu, d_tok, d_stash_split, last ? NULL : d_out,
+                          LOSS_SCALE);
+    double loss_split = pp_cuda_loss_take(cm);
+    if (last) expect_loss("loss (split stash)", s, loss_split, loss_gpu, 1e-9); /* same work */
+    pp_cuda_stage_backward_input(cm, m, S, s, d_p, d_stash_split, dout_gpu,
+                                 first ? NULL : d_din);
+    if (!first) {
+        download(st, din_again, d_din, abytes);
+        expect_close("split din vs fused", s, din_again, din_gpu, na, RTOL_GPU);
+        expect_close("split din vs CPU", s, din_again, din_cpu, na, RTOL_CPU);
+    }
+    /* B-input computes no weight gradient. */
+    download(st, g_again, d_g, pbytes);
+    ck_assert_msg(memcmp(g_again, g0, pbytes) == 0, "stage %d: B-input changed the grads", s);
+    pp_cuda_stage_backward_weight(cm, m, S, s, d_g, d_stash_split);
+    download(st, g_again, d_g, pbytes);
+    expect_close_added("split grads vs fused", m, S, s, g_again, g_gpu, g0, RTOL_GPU);
+    expect_close_added("split grads vs CPU", m, S, s, g_again, g_cpu, g0, RTOL_CPU);
+
+    /* Nothing was written past any buffer, the stashes included. */
+    check_guard(st, "stash", d_stash, sbytes);
+    check_guard(st, "split stash", d_stash_split, sbytes_split);
+    check_guard(st, "out", d_out, abytes);
+    check_guard(st, "din", d_din, abytes);
+    check_guard(st, "grads", d_g, pbytes);
+    check_guard(st, "params", d_p, pbytes);
+
+    void *dev[] = {d_p, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) CU(cudaFree(dev[i]));
+    void *host[] = {p, p_dev_init, g0, g_cpu, g_gpu, x_in, dout, out_cpu, out_gpu,
+                    din_cpu, din_gpu, tokens, stash_cpu, g_again, din_again};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+static void check_model(const pp_model *m, int S, uint64_t seed) {
+    cudaStream_t st;
+    pp_cuda_model *cm = NULL;
+    char err[256];
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    ck_assert_msg(pp_cuda_model_create(&cm, st, err, sizeof err) == 0, "create: %s", err);
+    ck_assert(pp_cuda_model_stream(cm) == st);
+    for (int s = 0; s < S; s++) check_stage(m, S, s, seed, st, cm);
+    pp_cuda_model_destroy(cm);
+    CU(cudaStreamDestroy(st));
+}
+
+/* The loss accumulates over forwards until taken, and taking it zeroes it. */
+static void loss_accumulates(void) {
+    const pp_model *m = &odd;
+    const int S = 2, s = 1;
+    size_t np = pp_stage_param_count(m, S, s), abytes = pp_act_bytes(m);
+    size_t tbytes = pp_tokens_bytes(m), sbytes = pp_stage_stash_bytes(m, S, s);
+    float *p = malloc(np * sizeof(float)), *x = malloc(abytes);
+    int32_t *tokens = malloc(tbytes);
+    void *stash = malloc(sbytes);
+    rng_state = 99;
+    pp_stage_init(m, S, s, 3, p);
+    fill(x, abytes / sizeof(float), 1.0f);
+    for (size_t i = 0; i < tbytes / sizeof(int32_t); i++) tokens[i] = rand_byte();
+    double want = pp_stage_forward(m, S, s, p, x, tokens, stash, NULL);
+
+    cudaStream_t st;
+    pp_cuda_model *cm = NULL;
+    char err[256];
+    CU(cudaStreamCreate(&st));
+    ck_assert_msg(pp_cuda_model_create(&cm, st, err, sizeof err) == 0, "create: %s", err);
+    ck_assert(pp_cuda_loss_take(cm) == 0.0); /* starts at zero */
+    float *d_p = dev_alloc(np * sizeof(float)), *d_x = dev_alloc(abytes);
+    int32_t *d_tok = dev_alloc(tbytes);
+    void *d_stash = dev_alloc(sbytes);
+    pp_cuda_stage_init(cm, m, S, s, 3, d_p);
+    upload(st, d_x, x, abytes);
+    upload(st, d_tok, tokens, tbytes);
+    for (int i = 0; i < 3; i++)
+        pp_cuda_stage_forward(cm, m, S, s, d_p, d_x, d_tok, d_stash, NULL, 1.0f);
+    expect_loss("3 forwards", s, pp_cuda_loss_take(cm), 3.0 * want, 1e-5);
+    ck_assert(pp_cuda_loss_take(cm) == 0.0);
+    pp_cuda_stage_forward(cm, m, S, s, d_p, d_x, d_tok, d_stash, NULL, 1.0f);
+    expect_loss("1 forward", s, pp_cuda_loss_take(cm), want, 1e-5);
+
+    CU(cudaFree(d_p));
+    CU(cudaFree(d_x));
+    CU(cudaFree(d_tok));
+    CU(cudaFree(d_stash));
+    pp_cuda_model_destroy(cm);
+    CU(cudaStreamDestroy(st));
+    free(p);
+    free(x);
+    free(tokens);
+    free(stash);
+}
+#endif /* PP_HAVE_CUDA */
+
+/* Each test: skipped (and passing) without CUDA or without a GPU. */
+#ifdef PP_HAVE_CUDA
+#define GPU_ONLY(call)                                                                         \
+    do {                                                                                       \
+        if (!have_gpu()) {                                                                     \
+            printf("skipped: no GPU\n");                                                       \
+            return;                                                                            \
+        }                                                                                      \
+        call;                                                                                  \
+    } while (0)
+#else
+#define GPU_ONLY(call) printf("skipped: built without CUDA\n")
+#endif
+
+/* First, middle and last stage of an odd-sized model. */
+START_TEST(test_cuda_stages_match_cpu) { GPU_ONLY(check_model(&odd, 3, 5)); }
+END_TEST
+
+/* One stage holding the embedding, the blocks and the head. */
+START_TEST(test_cuda_single_stage) { GPU_ONLY(check_model(&odd, 1, 6)); }
+END_TEST
+
+/* No blocks: the middle stage is the identity, the others embed or project. */
+START_TEST(test_cuda_no_blocks) { GPU_ONLY(check_model(&odd_no_blocks, 3, 7)); }
+END_TEST
+
+/* Larger GEMMs (cuBLAS picks other kernels), batch 33. */
+START_TEST(test_cuda_wide) { GPU_ONLY(check_model(&wide, 2, 8)); }
+END_TEST
+
+START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
+END_TEST
+
+Suite *model_cuda_suite(void) {
+    Suite *s = suite_create("model_cuda");
+    TCase *tc = tcase_create("model_cuda");
+    tcase_set_timeout(tc, 120); /* the first CUDA call of a process is slow */
+    tcase_add_test(tc, test_cuda_stages_match_cpu);
+    tcase_add_test(tc, test_cuda_single_stage);
+    tcase_add_test(tc, test_cuda_no_blocks);
+    tcase_add_test(tc, test_cuda_wide);
+    tcase_add_test(tc, test_cuda_loss_accumulates);
+    suite_add_tcase(s, tc);
+    return s;
+}
