@@ -54,7 +54,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps test demo clean golden bench
+.PHONY: all deps test demo clean golden bench gpu-bench
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -133,6 +133,15 @@ bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 
 bench: bin/sim_bench
 	./bin/sim_bench $(CURDIR)
+
+# The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
+# (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).
+bin/gemm_bench: tests/bench/gemm_bench.cu kernels/cuda_check.h
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublas
+
+gpu-bench: all bin/gemm_bench
+	bash tests/bench/gpu_bench.sh
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8

@@ -5,6 +5,11 @@
  *   ppvm --reference [options] PLAN         train the same model in one process
  *   ppvm --compare DIR_A DIR_B              compare two saved weight sets
  *
+ * --backend picks cuda (vm/interp_cuda.c, when built with CUDA) or cpu
+ * (vm/interp.c); --transport picks nccl or mpi for the cuda backend (the
+ * cpu backend has only mpi). All ranks settle the backend together, so a
+ * rank without a GPU ends every rank with a message, not a hang.
+ *
  * Before training, all ranks exchange what they loaded, and every rank
  * refuses to start (exit 1, with a message) unless all plans loaded, share
  * one plan id, and were compiled for this world size and this rank. */
@@ -17,15 +22,23 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#ifdef PP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "check.h"
 #include "vm.h"
 #include "weights.h"
+
+enum { BACKEND_UNSET = -1, BACKEND_CPU, BACKEND_CUDA };
+enum { TRANSPORT_UNSET = -1, TRANSPORT_MPI, TRANSPORT_NCCL };
 
 typedef struct {
     pp_train_opts train;
     const char *plan;      /* directory or file */
     const char *cmp[2];    /* --compare */
     int reference, compare;
+    int backend, transport; /* BACKEND_*, TRANSPORT_* */
     double atol, rtol;
 } options;
 
@@ -42,7 +55,14 @@ static void usage(FILE *f)
             "  --seed N      seed of the initial weights and the microbatches (default 1)\n"
             "  --lr X        SGD learning rate (default 0.3)\n"
             "  --save DIR    write the final weights to DIR/stage<s>.w\n"
-            "  --quiet       no per-step lines\n",
+            "  --quiet       no per-step lines\n"
+            "  --backend B   cuda or cpu (default: cuda when this ppvm has CUDA and every rank\n"
+            "                sees a GPU, else cpu; --reference always trains on the cpu)\n"
+            "  --transport T the cuda backend's transfers: nccl (default when every rank has a\n"
+            "                GPU of its own) or mpi (staged through host memory; the default\n"
+            "                when ranks share a GPU). The cpu backend has only mpi.\n"
+            "  --timeout S   cuda: end the run when a step has not finished after S seconds\n"
+            "                (default 300)\n",
             PP_DEFAULT_DATA);
 }
 
@@ -72,7 +92,10 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->train = (pp_train_opts){.steps = 10, .seed = 1, .lr = 0.3f, .data = PP_DEFAULT_DATA};
+    o->train = (pp_train_opts){
+        .steps = 10, .seed = 1, .lr = 0.3f, .data = PP_DEFAULT_DATA, .timeout = 300};
+    o->backend = BACKEND_UNSET;
+    o->transport = TRANSPORT_UNSET;
     o->atol = 1e-5;
     o->rtol = 1e-4;
     int npos = 0;
@@ -92,7 +115,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.quiet = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
-                 !strcmp(a, "--rtol")) {
+                 !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
+                 !strcmp(a, "--timeout")) {
             if (!has_value) {
                 if (first_process())
                     fprintf(stderr, "ppvm: %s needs a value\n", a);
@@ -103,7 +127,27 @@ static int parse_args(int argc, char **argv, options *o)
                 o->train.data = val;
             else if (!strcmp(a, "--save"))
                 o->train.save = val;
-            else if (!strcmp(a, "--steps")) {
+            else if (!strcmp(a, "--backend")) {
+                if (!strcmp(val, "cuda") || !strcmp(val, "cpu"))
+                    o->backend = !strcmp(val, "cuda") ? BACKEND_CUDA : BACKEND_CPU;
+                else {
+                    if (first_process())
+                        fprintf(stderr, "ppvm: --backend %s: expected cuda or cpu\n", val);
+                    return -1;
+                }
+            } else if (!strcmp(a, "--transport")) {
+                if (!strcmp(val, "nccl") || !strcmp(val, "mpi"))
+                    o->transport = !strcmp(val, "nccl") ? TRANSPORT_NCCL : TRANSPORT_MPI;
+                else {
+                    if (first_process())
+                        fprintf(stderr, "ppvm: --transport %s: expected nccl or mpi\n", val);
+                    return -1;
+                }
+            } else if (!strcmp(a, "--timeout")) {
+                if (parse_num(a, val, 1e-3, 1e9, 0, &v))
+                    return -1;
+                o->train.timeout = v;
+            } else if (!strcmp(a, "--steps")) {
                 if (parse_num(a, val, 0, 1e9, 1, &v))
                     return -1;
                 o->train.steps = (int)v;
@@ -128,6 +172,12 @@ static int parse_args(int argc, char **argv, options *o)
                 fprintf(stderr, "ppvm: unexpected argument '%s'\n", a);
             return -1;
         }
+    }
+    if (o->backend == BACKEND_CPU && o->transport == TRANSPORT_NCCL) {
+        if (first_process())
+            fprintf(stderr, "ppvm: --backend cpu --transport nccl: the cpu backend has only the mpi "
+                            "transport (use --backend cuda, or --transport mpi)\n");
+        return -1;
     }
     int want = o->compare ? 2 : 1;
     if (npos != want) {
@@ -212,6 +262,69 @@ static int agree(const pp_plan *p, int ok, int me, int size)
     return good;
 }
 
+/* Whether this process sees a GPU; if not, why. */
+static int gpu_visible(char *why, size_t len)
+{
+#ifdef PP_HAVE_CUDA
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc == cudaSuccess && n > 0)
+        return 1;
+    snprintf(why, len, "cudaGetDeviceCount: %s",
+             rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+#else
+    snprintf(why, len, "this ppvm was built without CUDA: there was no nvcc at build time");
+#endif
+    return 0;
+}
+
+/* Whether every node has a GPU for each of its ranks, as nccl needs
+ * (collective). */
+static int gpu_per_rank(int me)
+{
+    int local = 1, devices = 0, mine, all;
+    MPI_Comm node;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node));
+    mpiCheck(MPI_Comm_size(node, &local));
+    mpiCheck(MPI_Comm_free(&node));
+#ifdef PP_HAVE_CUDA
+    if (cudaGetDeviceCount(&devices) != cudaSuccess)
+        devices = 0;
+#endif
+    mine = devices >= local;
+    mpiCheck(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all;
+}
+
+/* Settles the backend and transport alike on every rank (collective): by
+ * default cuda when every rank sees a GPU (or --transport nccl asks for
+ * it), else cpu; on cuda, nccl when every rank has a GPU of its own, else
+ * mpi (several ranks sharing a GPU); mpi on cpu. Returns 0, or -1 on every
+ * rank when cuda is wanted and some rank sees no GPU (the lowest such says
+ * so). */
+static int choose_backend(options *o, int me, int size)
+{
+    char why[256] = "";
+    int gpu = gpu_visible(why, sizeof why), all_gpu, first, mine;
+    const char *flag = o->backend == BACKEND_CUDA ? "--backend cuda" : "--transport nccl";
+    mpiCheck(MPI_Allreduce(&gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (o->backend == BACKEND_UNSET)
+        o->backend = all_gpu || o->transport == TRANSPORT_NCCL ? BACKEND_CUDA : BACKEND_CPU;
+    if (o->transport == TRANSPORT_UNSET)
+        o->transport = o->backend == BACKEND_CUDA && all_gpu && gpu_per_rank(me)
+                           ? TRANSPORT_NCCL
+                           : TRANSPORT_MPI;
+    if (o->backend == BACKEND_CPU || all_gpu)
+        return 0;
+    mine = gpu ? size : me;
+    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == me && me == 0)
+        fprintf(stderr, "ppvm: %s: no GPU visible (%s)\n", flag, why);
+    else if (first == me)
+        fprintf(stderr, "ppvm: rank %d: %s: no GPU visible (%s)\n", me, flag, why);
+    return -1;
+}
+
 static int run_reference(const options *o)
 {
     char err[1024], path[PATH_MAX];
@@ -255,6 +368,10 @@ int main(int argc, char **argv)
     int me, size, tag_ub_ok = 1;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (choose_backend(&o, me, size)) {
+        MPI_Finalize();
+        return 1;
+    }
     pp_plan p;
     pp_dataset ds = {0};
     char err[1024];
@@ -278,10 +395,19 @@ int main(int argc, char **argv)
     int rc = 1;
     if (agree(&p, ok && tag_ub_ok, me, size)) {
         if (me == 0 && !o.train.quiet)
-            printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, lr %g, data %s\n",
+            printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, lr %g, data %s, "
+                   "backend %s, transport %s\n",
                    size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
-                   (double)o.train.lr, o.train.data);
-        rc = pp_run_plan(&p, &ds, &o.train);
+                   (double)o.train.lr, o.train.data, o.backend == BACKEND_CUDA ? "cuda" : "cpu",
+                   o.transport == TRANSPORT_NCCL ? "nccl" : "mpi");
+#ifdef PP_HAVE_CUDA
+        if (o.backend == BACKEND_CUDA)
+            rc = pp_run_plan_cuda(&p, &ds, &o.train,
+                                  o.transport == TRANSPORT_NCCL ? PP_TRANSPORT_NCCL
+                                                                : PP_TRANSPORT_MPI);
+        else
+#endif
+            rc = pp_run_plan(&p, &ds, &o.train);
     }
     if (ok) {
         pp_plan_free(&p);

@@ -1,5 +1,6 @@
-/* vm.h - what the VM's parts share: training options, the plan runner (cpu
- * backend, mpi transport) and the reference trainer. */
+/* vm.h - what the VM's parts share: training options, the plan runners (cpu
+ * backend with the mpi transport; built with CUDA, the cuda backend with the
+ * nccl or mpi transport) and the reference trainer. */
 #ifndef PP_VM_H
 #define PP_VM_H
 
@@ -16,6 +17,7 @@ typedef struct {
     const char *data; /* path of the text file */
     const char *save; /* directory for the final weights, or NULL */
     int quiet;        /* no per-step lines */
+    double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
 } pp_train_opts;
 
 /* Checks a decoded plan against what the VM will do with it: each slot is
@@ -26,6 +28,19 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen);
 /* Runs opts->steps training steps of this rank's plan under MPI (already
  * initialised, world size and plan ids already agreed). Returns 0 or 1. */
 int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts);
+
+#ifdef PP_HAVE_CUDA
+/* How the cuda backend moves data between ranks: NCCL (one GPU per rank), or
+ * MPI through pinned host memory (several ranks may share one GPU). */
+typedef enum { PP_TRANSPORT_MPI, PP_TRANSPORT_NCCL } pp_transport;
+
+/* pp_run_plan on the GPU (vm/interp_cuda.c): the same instructions, output
+ * lines, memory line, --save files and exit status. transport is a
+ * pp_transport. Returns 0 or 1 (1 on every rank when this rank cannot run,
+ * e.g. NCCL with more ranks than GPUs on a node). */
+int pp_run_plan_cuda(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
+                     int transport);
+#endif
 
 /* Trains the same model in this one process, sequentially over the same
  * microbatches: the oracle every schedule must match. Returns 0 or 1. */

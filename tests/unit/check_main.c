@@ -21,6 +21,7 @@ int main(void)
     srunner_add_suite(sr, timeline_suite());
     srunner_add_suite(sr, golden_suite());
     srunner_add_suite(sr, e2e_suite());
+    srunner_add_suite(sr, gpu_e2e_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -18,5 +18,6 @@ Suite *report_suite(void);
 Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);
+Suite *gpu_e2e_suite(void);
 
 #endif

@@ -2,7 +2,9 @@
  * for 3 steps with one process per rank, train the reference in one process,
  * and require the same final weights (|a - b| <= 1e-5 + 1e-4 |b|). Bad
  * input (wrong -np, mixed plans, a truncated rank file) must end every rank
- * with a message and a non-zero exit within seconds, never a hang. */
+ * with a message and a non-zero exit within seconds, never a hang. Every run
+ * here pins --backend cpu: this is the CPU twin's suite (test_gpu_e2e.c
+ * runs the same schedules on a GPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +37,7 @@ static void trains_like_reference(const char *schedule, const char *defs, int np
 {
     char *dir = compile(schedule, defs), *out, cmd[4096];
     snprintf(cmd, sizeof cmd,
-             MPIRUN " -np %d %s/bin/ppvm %s/plan --steps 3 --save %s/w --quiet && "
+             MPIRUN " -np %d %s/bin/ppvm --backend cpu %s/plan --steps 3 --save %s/w --quiet && "
                     "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
                     "%s/bin/ppvm --compare %s/w %s/ref",
              np, PP_ROOT, dir, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
@@ -147,7 +149,7 @@ START_TEST(vm_allocates_what_the_report_says)
                                      {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"}};
     for (int i = 0; i < 4; i++) {
         char *dir = compile(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
-        snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+        snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
         ck_assert_int_eq(run_cmd(cmd, &out), 0);
         snprintf(cmd, sizeof cmd, "cat %s/plan/report.json", dir);
         ck_assert_int_eq(run_cmd(cmd, &json), 0);
@@ -175,7 +177,7 @@ END_TEST
 START_TEST(loss_falls)
 {
     char *dir = compile("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --steps 30", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 30", PP_ROOT, dir);
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     double first = 0, last = 0;
     for (char *p = out; (p = strstr(p, "loss ")); p += 5) {
@@ -205,9 +207,9 @@ static void fails_with(const char *cmd, const char *message)
 START_TEST(world_size_mismatch)
 {
     char *dir = compile("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
     fails_with(cmd, "compiled for 4 ranks but mpirun started 2");
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 5 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 5 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
     fails_with(cmd, "rank4.bin");
     cleanup(dir);
 }
@@ -219,7 +221,7 @@ START_TEST(mixed_plan_ids)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp %s/plan/rank2.bin %s/plan/rank2.bin", b, a);
     ck_assert_int_eq(run_cmd(cmd, NULL), 0);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, a);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, a);
     fails_with(cmd, "mixes plans of different compiles");
     cleanup(a);
     cleanup(b);
@@ -231,7 +233,7 @@ START_TEST(truncated_rank_file)
     char *dir = compile("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
     snprintf(cmd, sizeof cmd, "truncate -s 150 %s/plan/rank1.bin", dir);
     ck_assert_int_eq(run_cmd(cmd, NULL), 0);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
     fails_with(cmd, "truncated");
     cleanup(dir);
 }
@@ -255,7 +257,7 @@ START_TEST(bad_flags)
              PP_ROOT);
     fails_with(cmd, "--mem-limit expects a number of bytes (a non-negative integer), found 'lots'");
     char *dir = compile("gpipe.pp", "-D S=2 -D B=2");
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --data /nonexistent", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --data /nonexistent", PP_ROOT, dir);
     fails_with(cmd, "cannot open data file '/nonexistent'");
     cleanup(dir);
 }

@@ -1,0 +1,272 @@
+/* test_gpu_e2e.c - the cuda backend end to end: ppvm --backend cuda trains a
+ * library schedule for 3 steps and must end with the CPU reference's weights
+ * (|a - b| <= 1e-4 + 1e-3 |b|: the GPU sums in other orders) and allocate
+ * what the cpu backend allocates (the plan's memory, to the byte).
+ *
+ * Everywhere: the --backend / --transport flag errors, and, without a GPU,
+ * --backend cuda failing fast with a message on every rank. With a GPU: one
+ * rank on both transports, four ranks on one GPU with --transport mpi, and
+ * four ranks with nccl where there are four GPUs (else a message telling to
+ * use --transport mpi). Tests that need a GPU print "skipped: no GPU" and
+ * pass without one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef PP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "suites.h"
+#include "testutil.h"
+
+#define MPIRUN "timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none"
+
+static int gpu_count(void)
+{
+#ifdef PP_HAVE_CUDA
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+    return 0;
+#endif
+}
+
+static char *compile(const char *schedule, const char *defs)
+{
+    char *dir = temp_dir(), cmd[2048], *out;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
+             schedule, defs, dir);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "%s failed:\n%s", cmd, out);
+    free(out);
+    return dir;
+}
+
+static void cleanup(char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run_cmd(cmd, NULL);
+    free(dir);
+}
+
+/* cmd exits with `want` (any non-zero but a timeout's when want < 0) and
+ * prints message. */
+static void fails_with(const char *cmd, int want, const char *message)
+{
+    char *out;
+    int rc = run_cmd(cmd, &out);
+    if (want < 0)
+        ck_assert_msg(rc != 0 && rc != 124, "expected a non-zero exit (not a timeout), got %d: %s\n%s",
+                      rc, cmd, out);
+    else
+        ck_assert_msg(rc == want, "expected exit %d, got %d: %s\n%s", want, rc, cmd, out);
+    ck_assert_msg(strstr(out, message) != NULL, "expected '%s' in the output of %s:\n%s", message,
+                  cmd, out);
+    free(out);
+}
+
+/* The memory line's numbers ("" if absent), copied into buf. */
+static const char *memory_line(const char *out, char *buf, size_t len)
+{
+    const char *at = strstr(out, "bytes per rank:");
+    buf[0] = '\0';
+    if (at) {
+        size_t n = strcspn(at, "\n");
+        snprintf(buf, len, "%.*s", (int)n, at);
+    }
+    return buf;
+}
+
+/* The per-step losses printed by ppvm, up to max of them. */
+static int losses(const char *out, double *loss, int max)
+{
+    int n = 0;
+    for (const char *p = out; n < max && (p = strstr(p, "  loss ")); p += 7)
+        loss[n++] = atof(p + 7);
+    return n;
+}
+
+/* Train on the GPU and on the CPU for 3 steps; the GPU's weights must match
+ * the reference's, its memory line the cpu backend's, its losses the CPU's. */
+static void gpu_trains_like_cpu(const char *schedule, const char *defs, int np,
+                                const char *transport)
+{
+    char *dir = compile(schedule, defs), *cpu, *gpu, *out, cmd[4096];
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cpu --steps 3", np,
+             PP_ROOT, dir);
+    int rc = run_cmd(cmd, &cpu);
+    ck_assert_msg(rc == 0, "%s failed (exit %d):\n%s", cmd, rc, cpu);
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --transport %s --steps 3 "
+                    "--timeout 120 --save %s/gpu",
+             np, PP_ROOT, dir, transport, dir);
+    rc = run_cmd(cmd, &gpu);
+    ck_assert_msg(rc == 0, "%s failed (exit %d):\n%s", cmd, rc, gpu);
+    ck_assert_msg(strstr(gpu, "backend cuda, transport") != NULL, "not the cuda backend:\n%s", gpu);
+
+    char a[512], b[512];
+    ck_assert_msg(memory_line(cpu, a, sizeof a)[0] != '\0', "no memory line:\n%s", cpu);
+    ck_assert_msg(!strcmp(memory_line(gpu, b, sizeof b), a),
+                  "%s %s (%s): the cuda backend allocates '%s', the cpu backend '%s'", schedule,
+                  defs, transport, b, a);
+
+    double lc[3], lg[3];
+    ck_assert_int_eq(losses(cpu, lc, 3), 3);
+    ck_assert_int_eq(losses(gpu, lg, 3), 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(lg[i] > lc[i] - 2e-3 && lg[i] < lc[i] + 2e-3,
+                      "%s %s (%s) step %d: loss %.4f on the GPU, %.4f on the CPU", schedule, defs,
+                      transport, i + 1, lg[i], lc[i]);
+
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --compare %s/gpu %s/ref --atol 1e-4 --rtol 1e-3",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "%s %s (%s): weights differ from the reference (exit %d):\n%s", schedule,
+                  defs, transport, rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "within tolerance"));
+    free(out);
+    free(cpu);
+    free(gpu);
+    cleanup(dir);
+}
+
+/* ---- everywhere ------------------------------------------------------------------ */
+
+START_TEST(backend_flag_errors)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend foo x", PP_ROOT);
+    fails_with(cmd, 2, "--backend foo: expected cuda or cpu");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --transport foo x", PP_ROOT);
+    fails_with(cmd, 2, "--transport foo: expected nccl or mpi");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend cpu --transport nccl x", PP_ROOT);
+    fails_with(cmd, 2, "--backend cpu --transport nccl");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --transport nccl --backend cpu x", PP_ROOT);
+    fails_with(cmd, 2, "--backend cpu --transport nccl");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend", PP_ROOT);
+    fails_with(cmd, 2, "--backend needs a value");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --timeout 0 x", PP_ROOT);
+    fails_with(cmd, 2, "--timeout 0: expected a number");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --help", PP_ROOT);
+    char *out;
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "--backend B"));
+    ck_assert_ptr_nonnull(strstr(out, "--transport T"));
+    free(out);
+}
+END_TEST
+
+/* Without a GPU, asking for cuda ends every rank with exit 1 and a message
+ * within seconds (the CUDA-less build says so too). */
+START_TEST(cuda_without_gpu_fails_fast)
+{
+    if (have_gpu()) {
+        printf("skipped: a GPU is visible\n");
+        return;
+    }
+    char *dir = compile("gpipe.pp", "-D S=2 -D B=2"), *one = compile("gpipe.pp", "-D S=1 -D B=2");
+    char cmd[2048];
+    time_t t0 = time(NULL);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ppvm --backend cuda %s/plan/rank0.bin", PP_ROOT,
+             one);
+    fails_with(cmd, 1, "ppvm: --backend cuda: no GPU visible (");
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cuda %s/plan", PP_ROOT, dir);
+    fails_with(cmd, 1, "--backend cuda: no GPU visible (");
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --transport nccl %s/plan", PP_ROOT, dir);
+    fails_with(cmd, 1, "--transport nccl: no GPU visible (");
+    ck_assert_msg(time(NULL) - t0 < 60, "failing took %lds", (long)(time(NULL) - t0));
+    /* and the default is the cpu backend */
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    char *out;
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "backend cpu, transport mpi"));
+    free(out);
+    cleanup(dir);
+    cleanup(one);
+}
+END_TEST
+
+/* ---- with a GPU ----------------------------------------------------------------- */
+
+/* The four schedules: a pipeline, 1F1B, a split backward, weight fetching. */
+static const char *const schedule[4] = {"gpipe.pp", "1f1b.pp", "zb-h1.pp", "fsdp.pp"};
+static const char *const one_rank_defs[4] = {"-D S=1 -D B=4", "-D S=1 -D B=4", "-D S=1 -D B=4",
+                                             "-D S=1 -D B=1"};
+static const char *const four_rank_defs[4] = {"-D S=4 -D B=4", "-D S=4 -D B=8", "-D S=4 -D B=8",
+                                              "-D S=4 -D B=4"};
+
+/* _i: schedule i % 4 on transport nccl (i < 4) or mpi. */
+START_TEST(one_rank)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    gpu_trains_like_cpu(schedule[_i % 4], one_rank_defs[_i % 4], 1, _i < 4 ? "nccl" : "mpi");
+}
+END_TEST
+
+START_TEST(four_ranks_one_gpu_mpi)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    gpu_trains_like_cpu(schedule[_i], four_rank_defs[_i], 4, "mpi");
+}
+END_TEST
+
+START_TEST(four_ranks_nccl)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    if (gpu_count() < 4) {
+        printf("skipped: %d GPU(s), nccl needs one per rank\n", gpu_count());
+        return;
+    }
+    gpu_trains_like_cpu(schedule[_i], four_rank_defs[_i], 4, "nccl");
+}
+END_TEST
+
+/* nccl cannot put two ranks on one GPU: every rank exits 1, telling the
+ * user to use --transport mpi, and nothing hangs. */
+START_TEST(nccl_refuses_shared_gpu)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    int n = gpu_count() + 1;
+    char defs[64], cmd[2048];
+    snprintf(defs, sizeof defs, "-D S=%d -D B=2", n);
+    char *dir = compile("gpipe.pp", defs);
+    time_t t0 = time(NULL);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --steps 1", n,
+             PP_ROOT, dir);
+    fails_with(cmd, -1, "use --transport mpi");
+    ck_assert_msg(time(NULL) - t0 < 120, "failing took %lds", (long)(time(NULL) - t0));
+    cleanup(dir);
+}
+END_TEST
+
+Suite *gpu_e2e_suite(void)
+{
+    Suite *s = suite_create("gpu_e2e");
+    TCase *tc = tcase_create("mpirun");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, backend_flag_errors);
+    tcase_add_test(tc, cuda_without_gpu_fails_fast);
+    tcase_add_loop_test(tc, one_rank, 0, 8);
+    tcase_add_loop_test(tc, four_ranks_one_gpu_mpi, 0, 4);
+    tcase_add_loop_test(tc, four_ranks_nccl, 0, 4);
+    tcase_add_test(tc, nccl_refuses_shared_gpu);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,560 @@
+/* interp_cuda.c - the interpreter on the cuda backend: one rank's
+ * instruction stream on a GPU, with the nccl or the mpi transport (their
+ * transfers are in vm/transport_cuda.c). The twin of vm/interp.c: the same
+ * instructions, the same per-step lines, the same memory line, the same
+ * --save files and the same abort on a loss that is not finite.
+ *
+ * Memory. At start-up the rank allocates on the device its owned stages'
+ * params and grads and the plan's slots, at exactly the plan's sizes, and
+ * prints their sum as interp.c does; nothing is allocated in the step loop.
+ * On the host it pins one token buffer per microbatch it loads and, on the
+ * mpi transport, the staging buffers (not device memory, not counted). All
+ * CUDA events are created at start-up too.
+ *
+ * Streams. COMPUTE runs the model (pp_cuda_stage_*), the microbatch copies,
+ * ZeroGrads, RecvWeightGrad's accumulation, ReduceGrads and OptimizerStep.
+ * UP carries every transfer whose data flows from a lower rank to a higher
+ * one (sends to a higher peer, receives from a lower one), with its own NCCL
+ * communicator; DOWN carries the others, with another. The host issues every
+ * operation in plan order, so each stream runs its operations in plan order.
+ *
+ * Ordering between streams is by events only. Every slot and every owned
+ * stage's params and grads has one event, recorded after the last operation
+ * that touched the buffer, and the stream that operation ran on. Before an
+ * operation on stream X, X waits (cudaStreamWaitEvent) for the event of each
+ * buffer the operation touches whose last operation ran on another stream;
+ * after it, those events are recorded on X. So the operations on any one
+ * buffer run in plan order, as on the CPU, while operations on different
+ * buffers overlap: the send of F(s,b)'s output runs beside F(s,b+1). Reads
+ * are ordered like writes (a send of params and a forward reading them do
+ * not overlap): simpler, and never wrong.
+ *
+ * Why it cannot hang. A NCCL send or receive blocks its stream until the
+ * peer's matching operation runs, and NCCL requires that ranks issue their
+ * operations on several communicators in the same relative order. Every
+ * rank's plan is sorted by one global key that all ranks share
+ * (compiler/lower.c: the time the receiver wants the data, then kind,
+ * stage, microbatch, direction, sender, receiver; the end of the step in
+ * one order on every rank). So all ranks submit their NCCL operations,
+ * across all communicators (up, down, the groups'), as subsequences of one
+ * global sequence, which is what NCCL requires. The compiler's checker
+ * (compiler/commcheck.c) proves every plan finishes even when each
+ * operation blocks its rank's one stream until it is matched. Here an
+ * operation waits only for operations before it in plan order (on its own
+ * stream, or through a buffer's event): a subset of those waits, so the
+ * first unfinished operation of the global sequence can always run. Between
+ * two ranks each communicator carries data one way only, in plan order on
+ * both sides, so p2p operations match in the order NCCL matches them.
+ *
+ * Failure. Every CUDA, NCCL and MPI call is checked (cudaCheck, ncclCheck,
+ * mpiCheck); an error runs pp_cuda_fatal(), whose hook (installed here)
+ * aborts this rank's NCCL communicators and then MPI_Abort's every rank. At
+ * the end of each step the host does not block in cudaStreamSynchronize: it
+ * polls an event at the end of each stream every ~50 us and meanwhile asks
+ * NCCL for asynchronous errors; an error, or a step not finished after
+ * --timeout seconds, is reported with the rank, step and cause, and ends the
+ * run instead of hanging. Then the loss is read (pp_cuda_loss_take): the
+ * step's one host synchronisation. Set-up failures that are local (no GPU,
+ * NCCL with more ranks than GPUs on a node, out of memory) are agreed on by
+ * all ranks before anything collective: every rank returns 1, and the lowest
+ * failing rank says why. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../kernels/cuda_kernels.h"
+#include "../kernels/model.h"
+#include "check.h"
+#include "transport_cuda.h"
+#include "weights.h"
+
+/* The run in progress, for the fatal hook. */
+static cuda_vm *running;
+
+static void abort_everything(void)
+{
+    static int entered;
+    if (!entered++ && running)
+        cvm_transport_abort(running);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* All ranks learn whether every rank is ok; the lowest failing rank prints
+ * its message. Returns 1 when all are. */
+static int all_ok(int ok, int me, const char *msg)
+{
+    int size, first, mine;
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    mine = ok ? size : me;
+    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == me)
+        fprintf(stderr, "ppvm: rank %d: %s\n", me, msg);
+    return first == size;
+}
+
+/* ---- set-up and teardown ------------------------------------------------------ */
+
+/* Device local rank % device count; the nccl transport needs a GPU per rank. */
+static int pick_device(cuda_vm *v, char *err, size_t errlen)
+{
+    MPI_Comm node; /* collective, so every rank does it before anything can fail */
+    int lrank, lsize, ndev = 0;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, v->me, MPI_INFO_NULL, &node));
+    mpiCheck(MPI_Comm_rank(node, &lrank));
+    mpiCheck(MPI_Comm_size(node, &lsize));
+    mpiCheck(MPI_Comm_free(&node));
+    const char *env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int local = env && atoi(env) >= 0 ? atoi(env) : lrank;
+    cudaError_t rc = cudaGetDeviceCount(&ndev);
+    if (rc != cudaSuccess || ndev <= 0) {
+        snprintf(err, errlen, "--backend cuda: no GPU visible (cudaGetDeviceCount: %s)",
+                 rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+        return -1;
+    }
+    if (v->transport == PP_TRANSPORT_NCCL && lsize > ndev) {
+        snprintf(err, errlen,
+                 "--transport nccl needs one GPU per rank, but %d ranks on this node share %d "
+                 "GPU%s; use --transport mpi",
+                 lsize, ndev, ndev == 1 ? "" : "s");
+        return -1;
+    }
+    if ((rc = cudaSetDevice(local % ndev)) != cudaSuccess) {
+        snprintf(err, errlen, "cudaSetDevice(%d): %s", local % ndev, cudaGetErrorString(rc));
+        return -1;
+    }
+    return 0;
+}
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        cudaError_t rc_ = (call);                                                                  \
+        if (rc_ != cudaSuccess) {                                                                  \
+            snprintf(err, errlen, "%s: %s", #call, cudaGetErrorString(rc_));                       \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* Device memory; none for 0 bytes (a stage without blocks has no weights). */
+static int dev_alloc(void **ptr, size_t bytes, char *err, size_t errlen)
+{
+    *ptr = NULL;
+    if (bytes)
+        TRY(cudaMalloc(ptr, bytes));
+    return 0;
+}
+
+static int new_dep(cvm_dep *d, char *err, size_t errlen)
+{
+    TRY(cudaEventCreateWithFlags(&d->ev, cudaEventDisableTiming));
+    d->stream = -1;
+    return 0;
+}
+
+/* Everything local: streams, events, device buffers, pinned buffers. Not
+ * collective. 0, or -1 with err (teardown frees what was made). */
+static int setup(cuda_vm *v, char *err, size_t errlen)
+{
+    const pp_plan *p = v->p;
+    const pp_model *m = &p->model;
+    int S = (int)p->S, B = (int)p->B;
+    for (int i = 0; i < ST_COUNT; i++) {
+        TRY(cudaStreamCreateWithFlags(&v->st[i], cudaStreamNonBlocking));
+        TRY(cudaEventCreateWithFlags(&v->done[i], cudaEventDisableTiming));
+    }
+    if (pp_cuda_model_create(&v->cm, v->st[ST_COMPUTE], err, errlen))
+        return -1;
+    v->params = calloc((size_t)S, sizeof *v->params);
+    v->grads = calloc((size_t)S, sizeof *v->grads);
+    v->param_dep = calloc((size_t)S, sizeof *v->param_dep);
+    v->grad_dep = calloc((size_t)S, sizeof *v->grad_dep);
+    v->slot = calloc(p->nslots + 1, sizeof *v->slot);
+    v->slot_dep = calloc(p->nslots + 1, sizeof *v->slot_dep);
+    v->tok_host = calloc((size_t)B, sizeof *v->tok_host);
+    v->tok_ev = calloc((size_t)B, sizeof *v->tok_ev);
+    if (!v->params || !v->grads || !v->param_dep || !v->grad_dep || !v->slot || !v->slot_dep ||
+        !v->tok_host || !v->tok_ev) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int s = 0; s < S; s++) {
+        v->param_dep[s].stream = v->grad_dep[s].stream = -1;
+        if (!(p->stage_role[s] & PP_ROLE_OWNER))
+            continue;
+        size_t bytes = pp_stage_param_count(m, S, s) * sizeof(float);
+        if (dev_alloc((void **)&v->params[s], bytes, err, errlen) ||
+            dev_alloc((void **)&v->grads[s], bytes, err, errlen) ||
+            new_dep(&v->param_dep[s], err, errlen) || new_dep(&v->grad_dep[s], err, errlen))
+            return -1;
+        v->allocated += 2 * bytes;
+    }
+    /* All activation memory the step needs, allocated once: the plan's slots. */
+    for (uint32_t k = 0; k < p->nslots; k++) {
+        v->slot_dep[k].stream = -1;
+        if (dev_alloc(&v->slot[k], p->slot_bytes[k], err, errlen) ||
+            new_dep(&v->slot_dep[k], err, errlen))
+            return -1;
+        v->allocated += p->slot_bytes[k];
+    }
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        int b = p->code[i].mb;
+        if (p->code[i].op != PP_OP_LoadMicroBatch || v->tok_host[b])
+            continue;
+        TRY(cudaHostAlloc((void **)&v->tok_host[b], pp_tokens_bytes(m), cudaHostAllocDefault));
+        TRY(cudaEventCreateWithFlags(&v->tok_ev[b], cudaEventDisableTiming));
+    }
+    return cvm_transport_setup(v, err, errlen);
+}
+
+/* Frees whatever setup and connect made; after a successful run the streams are idle. */
+static void teardown(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    for (int i = 0; i < ST_COUNT; i++)
+        if (v->st[i])
+            cudaCheck(cudaStreamSynchronize(v->st[i]));
+    cvm_transport_teardown(v);
+    if (v->cm)
+        pp_cuda_model_destroy(v->cm);
+    for (uint32_t s = 0; v->params && s < p->S; s++) {
+        cudaCheck(cudaFree(v->params[s]));
+        cudaCheck(cudaFree(v->grads[s]));
+        if (v->param_dep[s].ev)
+            cudaCheck(cudaEventDestroy(v->param_dep[s].ev));
+        if (v->grad_dep[s].ev)
+            cudaCheck(cudaEventDestroy(v->grad_dep[s].ev));
+    }
+    for (uint32_t k = 0; v->slot && k < p->nslots; k++) {
+        cudaCheck(cudaFree(v->slot[k]));
+        if (v->slot_dep[k].ev)
+            cudaCheck(cudaEventDestroy(v->slot_dep[k].ev));
+    }
+    for (uint32_t b = 0; v->tok_host && b < p->B; b++) {
+        if (v->tok_host[b])
+            cudaCheck(cudaFreeHost(v->tok_host[b]));
+        if (v->tok_ev[b])
+            cudaCheck(cudaEventDestroy(v->tok_ev[b]));
+    }
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (v->done[i])
+            cudaCheck(cudaEventDestroy(v->done[i]));
+        if (v->st[i])
+            cudaCheck(cudaStreamDestroy(v->st[i]));
+    }
+    free(v->params);
+    free(v->grads);
+    free(v->param_dep);
+    free(v->grad_dep);
+    free(v->slot);
+    free(v->slot_dep);
+    free(v->tok_host);
+    free(v->tok_ev);
+}
+
+/* Each stage's initial weights (as the cpu backend's) and zero gradients. */
+static void init_weights(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    int S = (int)p->S;
+    for (int s = 0; s < S; s++) {
+        if (!(p->stage_role[s] & PP_ROLE_OWNER))
+            continue;
+        size_t n = pp_stage_param_count(&p->model, S, s);
+        pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->params[s]);
+        cudaCheck(cudaMemsetAsync(v->grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
+    }
+    cudaCheck(cudaDeviceSynchronize()); /* start-up only */
+}
+
+/* ---- one instruction ---------------------------------------------------------- */
+
+/* The operands of a compute operation: each returns the device pointer and
+ * adds the buffer's dependency to d[*n]. */
+static void *use_slot(cuda_vm *v, int k, cvm_dep **d, int *n)
+{
+    if (k < 0)
+        return NULL;
+    d[(*n)++] = &v->slot_dep[k];
+    return v->slot[k];
+}
+
+/* The weights a job reads: its wts slot, or this rank's own. */
+static float *use_params(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
+{
+    if (k >= 0)
+        return use_slot(v, k, d, n);
+    d[(*n)++] = &v->param_dep[s];
+    return v->params[s];
+}
+
+/* Where a job accumulates weight gradients: its wgrad slot, or this rank's own. */
+static float *use_grads(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
+{
+    if (k >= 0)
+        return use_slot(v, k, d, n);
+    d[(*n)++] = &v->grad_dep[s];
+    return v->grads[s];
+}
+
+static void compute_begin(cuda_vm *v, cvm_dep **d, int n)
+{
+    for (int i = 0; i < n; i++)
+        cvm_wait(v, d[i], ST_COMPUTE);
+}
+
+static void compute_end(cuda_vm *v, cvm_dep **d, int n)
+{
+    for (int i = 0; i < n; i++)
+        cvm_record(v, d[i], ST_COMPUTE);
+}
+
+static void exec(cuda_vm *v, const pp_instr *in)
+{
+    const pp_plan *p = v->p;
+    const pp_model *m = &p->model;
+    int S = (int)p->S, s = in->stage, n = 0;
+    cudaStream_t cs = v->st[ST_COMPUTE];
+    cvm_dep *d[PP_MAX_SLOTS + 2];
+    switch ((pp_opcode)in->op) {
+    case PP_OP_LoadMicroBatch: {
+        int b = in->mb;
+        void *tokens = use_slot(v, in->slot[0], d, &n);
+        /* the last copy out of this pinned buffer (a step ago) is done */
+        cudaCheck(cudaEventSynchronize(v->tok_ev[b]));
+        pp_data_microbatch(v->ds, m, v->opts->seed, v->step, b, v->tok_host[b]);
+        compute_begin(v, d, n);
+        cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
+                                  cudaMemcpyHostToDevice, cs));
+        cudaCheck(cudaEventRecord(v->tok_ev[b], cs));
+        break;
+    }
+    case PP_OP_Forward: {
+        const void *x = use_slot(v, in->slot[0], d, &n);
+        void *stash = use_slot(v, in->slot[1], d, &n);
+        float *out = use_slot(v, in->slot[2], d, &n);
+        const int32_t *tgt = use_slot(v, in->slot[3], d, &n);
+        const float *w = use_params(v, s, in->slot[4], d, &n);
+        compute_begin(v, d, n);
+        pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, out, pp_loss_scale(m, (int)p->B));
+        break;
+    }
+    case PP_OP_Backward: {
+        const void *stash = use_slot(v, in->slot[0], d, &n);
+        const float *dout = use_slot(v, in->slot[1], d, &n);
+        float *din = use_slot(v, in->slot[2], d, &n);
+        const float *w = use_params(v, s, in->slot[3], d, &n);
+        float *g = use_grads(v, s, in->slot[4], d, &n);
+        compute_begin(v, d, n);
+        pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, dout, din);
+        break;
+    }
+    case PP_OP_BackwardInput: {
+        const void *stash = use_slot(v, in->slot[0], d, &n);
+        const float *dout = use_slot(v, in->slot[1], d, &n);
+        float *din = use_slot(v, in->slot[2], d, &n);
+        const float *w = use_params(v, s, in->slot[3], d, &n);
+        compute_begin(v, d, n);
+        pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, dout, din);
+        break;
+    }
+    case PP_OP_BackwardWeight: {
+        const void *stash = use_slot(v, in->slot[0], d, &n);
+        float *g = use_grads(v, s, in->slot[1], d, &n);
+        compute_begin(v, d, n);
+        pp_cuda_stage_backward_weight(v->cm, m, S, s, g, stash);
+        break;
+    }
+    case PP_OP_ZeroGrads: {
+        void *g = use_slot(v, in->slot[0], d, &n);
+        compute_begin(v, d, n);
+        cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(m, S, s) * sizeof(float), cs));
+        break;
+    }
+    case PP_OP_RecvWeightGrad: {
+        cvm_transfer(v, in); /* into the tmp slot, on the up or down stream */
+        const float *tmp = use_slot(v, in->slot[0], d, &n);
+        float *g = use_grads(v, s, -1, d, &n);
+        compute_begin(v, d, n);
+        cudaCheck(pp_cu_add(g, tmp, pp_stage_param_count(m, S, s), cs));
+        break;
+    }
+    case PP_OP_OptimizerStep: {
+        float *w = use_params(v, s, -1, d, &n), *g = use_grads(v, s, -1, d, &n);
+        compute_begin(v, d, n);
+        cudaCheck(pp_cu_sgd_step(w, g, pp_stage_param_count(m, S, s), v->opts->lr, cs));
+        cvm_params_changed(v, s);
+        break;
+    }
+    case PP_OP_SendActivation:
+    case PP_OP_RecvActivation:
+    case PP_OP_SendGrad:
+    case PP_OP_RecvGrad:
+    case PP_OP_FetchWeights:
+    case PP_OP_SendWeights:
+    case PP_OP_SendWeightGrad:
+    case PP_OP_ReduceGrads:
+        cvm_transfer(v, in); /* records its own dependencies */
+        break;
+    case PP_OP_COUNT:
+        break;
+    }
+    compute_end(v, d, n);
+}
+
+/* ---- the step loop -------------------------------------------------------------- */
+
+/* The end of a step: wait until every stream is done, polling rather than
+ * blocking, so an asynchronous NCCL error or a step that takes longer than
+ * --timeout ends the run with a message instead of a hang. */
+static void finish_step(cuda_vm *v, double t0)
+{
+    static const char *name[ST_COUNT] = {"compute", "up", "down"};
+    const struct timespec nap = {0, 50 * 1000};
+    double timeout = v->opts->timeout > 0 ? v->opts->timeout : 300;
+    int busy[ST_COUNT], left;
+    for (int i = 0; i < ST_COUNT; i++) {
+        cudaCheck(cudaEventRecord(v->done[i], v->st[i]));
+        busy[i] = 1;
+    }
+    for (;;) {
+        left = 0;
+        for (int i = 0; i < ST_COUNT; i++) {
+            if (!busy[i])
+                continue;
+            /* a kernel's fault surfaces here as the query's error */
+            cudaError_t rc = cudaEventQuery(v->done[i]);
+            if (rc == cudaSuccess)
+                busy[i] = 0;
+            else if (rc == cudaErrorNotReady)
+                left++;
+            else
+                cuda_check(rc, "cudaEventQuery (end of step)", __FILE__, __LINE__);
+        }
+        if (!left)
+            break;
+        char msg[256];
+        if (cvm_transport_async_error(v, msg, sizeof msg)) {
+            fprintf(stderr, "ppvm: rank %d: step %d: %s\n", v->me, v->step + 1, msg);
+            pp_cuda_fatal();
+        }
+        if (MPI_Wtime() - t0 > timeout) {
+            char which[64] = "";
+            for (int i = 0; i < ST_COUNT; i++)
+                if (busy[i])
+                    snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
+                             which[0] ? ", " : "", name[i]);
+            fprintf(stderr,
+                    "ppvm: rank %d: step %d: not finished after %g s, see --timeout (streams still "
+                    "busy: %s; a peer may have failed or stalled)\n",
+                    v->me, v->step + 1, timeout, which);
+            pp_cuda_fatal();
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+static void train(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    const pp_train_opts *opts = v->opts;
+    double samples = (double)p->B * p->model.batch;
+    for (v->step = 0; v->step < opts->steps; v->step++) {
+        mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
+        double t0 = MPI_Wtime();
+        for (uint32_t i = 0; i < p->ninstr; i++)
+            exec(v, &p->code[i]);
+        finish_step(v, t0);
+        cvm_transport_drain(v);
+        double mine_loss = pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
+        double loss = 0, dt, mine = MPI_Wtime() - t0;
+        mpiCheck(MPI_Reduce(&mine_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+        mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+        if (v->me == 0 && !opts->quiet) {
+            printf("step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", v->step + 1,
+                   opts->steps, loss / samples, dt * 1e3, samples / dt);
+            fflush(stdout);
+        }
+        if (v->me == 0 && !isfinite(loss)) {
+            fprintf(stderr, "ppvm: loss is not finite at step %d (lower --lr?)\n", v->step + 1);
+            pp_cuda_fatal();
+        }
+    }
+}
+
+/* What each rank allocated on its device; ppc's report states the same. */
+static void print_memory(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    unsigned long long *mem = v->me == 0 ? malloc(p->world * sizeof *mem) : NULL;
+    mpiCheck(MPI_Gather(&v->allocated, 1, MPI_UNSIGNED_LONG_LONG, mem, 1, MPI_UNSIGNED_LONG_LONG,
+                        0, MPI_COMM_WORLD));
+    if (v->me == 0 && mem && !v->opts->quiet) {
+        printf("memory allocated at start-up, bytes per rank:");
+        for (uint32_t r = 0; r < p->world; r++)
+            printf(" %llu", mem[r]);
+        printf("\n");
+    }
+    free(mem);
+}
+
+/* As interp.c: the lowest-ranked owner of each stage writes it, after
+ * copying it to the host. */
+static int save_weights(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    int S = (int)p->S, rc = 0;
+    int *first = malloc((size_t)S * sizeof *first);
+    if (!first)
+        return -1;
+    for (int s = 0; s < S; s++)
+        first[s] = (p->stage_role[s] & PP_ROLE_OWNER) ? v->me : (int)p->world;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, first, S, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    char err[4200];
+    for (int s = 0; s < S; s++) {
+        if (first[s] != v->me)
+            continue;
+        size_t n = pp_stage_param_count(&p->model, S, s);
+        float *host = malloc(n * sizeof *host + 1);
+        if (!host) {
+            fprintf(stderr, "ppvm: rank %d: out of memory saving stage %d\n", v->me, s);
+            rc = -1;
+            continue;
+        }
+        cudaCheck(cudaMemcpy(host, v->params[s], n * sizeof *host, cudaMemcpyDeviceToHost));
+        if (pp_weights_save(v->opts->save, s, host, n, err, sizeof err)) {
+            fprintf(stderr, "ppvm: rank %d: %s\n", v->me, err);
+            rc = -1;
+        }
+        free(host);
+    }
+    free(first);
+    return rc;
+}
+
+int pp_run_plan_cuda(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
+                     int transport)
+{
+    cuda_vm v = {.p = p, .ds = ds, .opts = opts, .transport = transport};
+    char err[1024] = "";
+    int rc = 1;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &v.me));
+    running = &v;
+    pp_cuda_fatal_hook = abort_everything;
+    if (!all_ok(pick_device(&v, err, sizeof err) == 0, v.me, err))
+        goto out;
+    if (!all_ok(setup(&v, err, sizeof err) == 0, v.me, err))
+        goto out_teardown;
+    cvm_transport_connect(&v);
+    init_weights(&v);
+    print_memory(&v);
+    train(&v);
+    rc = 0;
+    if (opts->save && save_weights(&v))
+        rc = 1;
+out_teardown:
+    teardown(&v);
+out:
+    running = NULL;
+    pp_cuda_fatal_hook = NULL;
+    return rc;
+}

@@ -1,0 +1,427 @@
+/* transport_cuda.c - the cuda backend's transfers, on two transports.
+ *
+ * nccl: ncclSend / ncclRecv straight from and into device buffers, on the
+ * up or down stream with that stream's communicator (see interp_cuda.c for
+ * why this order cannot hang); ReduceGrads is ncclAllReduce, in place, on
+ * the plan group's communicator (split from the world one), on the compute
+ * stream. The host never blocks on a peer here; the GPU does.
+ *
+ * mpi: for several ranks on one GPU, or no NCCL. Every transfer stages
+ * through pinned host memory: one buffer per slot that a transfer uses
+ * (sized like the slot) and one per owned stage (for SendWeights and
+ * ReduceGrads). A send copies device to host on its stream, waits for that
+ * copy on the host, then MPI_Isend's from the pinned buffer; a receive
+ * MPI_Recv's into the pinned buffer, then copies host to device on its
+ * stream. Messages are tagged as vm/interp.c tags them. The host blocks in
+ * both, so this transport is for correctness on one GPU, not for speed.
+ *
+ * A pinned buffer is overwritten only after (a) the send in flight from it
+ * is complete and (b) the last asynchronous copy out of it to the device is
+ * done (its `copied` event): staging_claim. Waiting for an earlier send of
+ * the plan is safe: the compiler's checker proves the plans finish even if
+ * every send blocked until its receive was posted. */
+#include <limits.h>
+#include <stdio.h>
+
+#include "../kernels/cuda_kernels.h"
+#include "../kernels/model.h"
+#include "check.h"
+#include "nccl_check.h"
+#include "transport_cuda.h"
+
+enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
+
+/* As vm/interp.c's: MPI keeps messages of one (source, tag) in order. */
+static int tag_of(const pp_plan *p, int s, int b, int kind)
+{
+    return (int)(((int64_t)s * p->B + (b < 0 ? 0 : b)) * TAG_KINDS + kind);
+}
+
+static int is_transfer(int op)
+{
+    return op == PP_OP_SendActivation || op == PP_OP_RecvActivation || op == PP_OP_SendGrad ||
+           op == PP_OP_RecvGrad || op == PP_OP_FetchWeights || op == PP_OP_SendWeightGrad ||
+           op == PP_OP_RecvWeightGrad;
+}
+
+static size_t stage_bytes(const cuda_vm *v, int s)
+{
+    return pp_stage_param_count(&v->p->model, (int)v->p->S, s) * sizeof(float);
+}
+
+/* ---- set-up and teardown ----------------------------------------------- */
+
+static int staging_alloc(cvm_staging *h, size_t bytes, char *err, size_t errlen)
+{
+    if (bytes > INT_MAX) { /* MPI counts are int */
+        snprintf(err, errlen, "a transfer of %zu bytes is too large for --transport mpi (at most %d)",
+                 bytes, INT_MAX);
+        return -1;
+    }
+    cudaError_t rc = cudaHostAlloc(&h->host, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (rc == cudaSuccess)
+        rc = cudaEventCreateWithFlags(&h->copied, cudaEventDisableTiming);
+    if (rc != cudaSuccess) {
+        snprintf(err, errlen, "cannot allocate %zu bytes of pinned host memory: %s", bytes,
+                 cudaGetErrorString(rc));
+        return -1;
+    }
+    h->bytes = bytes;
+    return 0;
+}
+
+static void staging_free(cvm_staging *h)
+{
+    if (h->host)
+        cudaCheck(cudaFreeHost(h->host));
+    if (h->copied)
+        cudaCheck(cudaEventDestroy(h->copied));
+    h->host = NULL;
+    h->copied = NULL;
+}
+
+int cvm_transport_setup(cuda_vm *v, char *err, size_t errlen)
+{
+    const pp_plan *p = v->p;
+    v->world = v->comm[ST_UP] = v->comm[ST_DOWN] = v->comm[ST_COMPUTE] = NULL;
+    v->group_nccl = calloc(p->ngroups + 1, sizeof *v->group_nccl);
+    v->group_mpi = malloc((p->ngroups + 1) * sizeof *v->group_mpi);
+    if (!v->group_nccl || !v->group_mpi) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        v->group_mpi[g] = MPI_COMM_NULL;
+    if (v->transport != PP_TRANSPORT_MPI)
+        return 0;
+    v->slot_stg = calloc(p->nslots + 1, sizeof *v->slot_stg);
+    v->stage_stg = calloc(p->S, sizeof *v->stage_stg);
+    v->stage_has_params = calloc(p->S, sizeof *v->stage_has_params);
+    if (!v->slot_stg || !v->stage_stg || !v->stage_has_params) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t k = 0; k < p->nslots; k++)
+        v->slot_stg[k].req = MPI_REQUEST_NULL;
+    for (uint32_t s = 0; s < p->S; s++)
+        v->stage_stg[s].req = MPI_REQUEST_NULL;
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        const pp_instr *in = &p->code[i];
+        int k = in->slot[0];
+        if (is_transfer(in->op) && !v->slot_stg[k].host &&
+            staging_alloc(&v->slot_stg[k], p->slot_bytes[k], err, errlen))
+            return -1;
+        if ((in->op == PP_OP_SendWeights || in->op == PP_OP_ReduceGrads) &&
+            !v->stage_stg[in->stage].host &&
+            staging_alloc(&v->stage_stg[in->stage], stage_bytes(v, in->stage), err, errlen))
+            return -1;
+        v->wsend_cap += in->op == PP_OP_SendWeights;
+    }
+    v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
+    if (!v->wsend) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int member_of(const pp_group *g, int me)
+{
+    for (uint32_t i = 0; i < g->n; i++)
+        if (g->member[i] == (uint32_t)me)
+            return 1;
+    return 0;
+}
+
+void cvm_transport_connect(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    int size;
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (v->transport == PP_TRANSPORT_MPI) {
+        /* Every rank has the same group table, so these collective splits match. */
+        for (uint32_t g = 0; g < p->ngroups; g++)
+            mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member_of(&p->groups[g], v->me) ? 0 : MPI_UNDEFINED,
+                                    v->me, &v->group_mpi[g]));
+        return;
+    }
+    ncclUniqueId id;
+    if (v->me == 0)
+        ncclCheck(ncclGetUniqueId(&id));
+    mpiCheck(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    ncclCheck(ncclCommInitRank(&v->world, size, id, v->me));
+    /* Two more communicators over all ranks, one per direction of flow, so a
+     * stream's transfers never share a communicator with the other's. */
+    ncclCheck(ncclCommSplit(v->world, 0, v->me, &v->comm[ST_UP], NULL));
+    ncclCheck(ncclCommSplit(v->world, 0, v->me, &v->comm[ST_DOWN], NULL));
+    for (uint32_t g = 0; g < p->ngroups; g++)
+        ncclCheck(ncclCommSplit(v->world, member_of(&p->groups[g], v->me) ? 0 : NCCL_SPLIT_NOCOLOR,
+                                v->me, &v->group_nccl[g], NULL));
+}
+
+/* Sets *c to NULL first, so the fatal hook never aborts a destroyed one. */
+static void destroy_comm(ncclComm_t *c)
+{
+    ncclComm_t x = *c;
+    *c = NULL;
+    if (x)
+        ncclCheck(ncclCommDestroy(x));
+}
+
+void cvm_transport_teardown(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    for (uint32_t g = 0; v->group_nccl && g < p->ngroups; g++)
+        destroy_comm(&v->group_nccl[g]);
+    for (int i = ST_COUNT - 1; i >= 0; i--)
+        destroy_comm(&v->comm[i]);
+    destroy_comm(&v->world);
+    for (uint32_t g = 0; v->group_mpi && g < p->ngroups; g++)
+        if (v->group_mpi[g] != MPI_COMM_NULL)
+            mpiCheck(MPI_Comm_free(&v->group_mpi[g]));
+    for (uint32_t k = 0; v->slot_stg && k < p->nslots; k++)
+        staging_free(&v->slot_stg[k]);
+    for (uint32_t s = 0; v->stage_stg && s < p->S; s++)
+        staging_free(&v->stage_stg[s]);
+    free(v->group_nccl);
+    free(v->group_mpi);
+    free(v->slot_stg);
+    free(v->stage_stg);
+    free(v->stage_has_params);
+    free(v->wsend);
+    v->group_nccl = NULL;
+    v->group_mpi = NULL;
+    v->slot_stg = v->stage_stg = NULL;
+    v->stage_has_params = NULL;
+    v->wsend = NULL;
+}
+
+void cvm_transport_abort(cuda_vm *v)
+{
+    /* Unchecked: this runs on the way out after another error. */
+    for (uint32_t g = 0; v->group_nccl && g < v->p->ngroups; g++)
+        if (v->group_nccl[g]) {
+            ncclCommAbort(v->group_nccl[g]);
+            v->group_nccl[g] = NULL;
+        }
+    for (int i = 0; i < ST_COUNT; i++)
+        if (v->comm[i]) {
+            ncclCommAbort(v->comm[i]);
+            v->comm[i] = NULL;
+        }
+    if (v->world) {
+        ncclCommAbort(v->world);
+        v->world = NULL;
+    }
+}
+
+/* ---- the mpi transport's pinned buffers ---------------------------------- */
+
+static void wait_weight_sends(cuda_vm *v)
+{
+    if (v->nwsend)
+        mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE));
+    v->nwsend = 0;
+}
+
+/* Before the host or a copy overwrites h->host: its send and its last copy
+ * to the device are done. A stage's buffer may have several weight sends in
+ * flight; they are all waited for. */
+static void staging_claim(cuda_vm *v, cvm_staging *h, int stage_buffer)
+{
+    if (h->req != MPI_REQUEST_NULL)
+        mpiCheck(MPI_Wait(&h->req, MPI_STATUS_IGNORE));
+    if (stage_buffer)
+        wait_weight_sends(v);
+    cudaCheck(cudaEventSynchronize(h->copied));
+}
+
+/* Device to pinned host on stream st, after the buffer's last operation;
+ * returns when the copy is done. The host blocks here (this transport is
+ * for correctness on one GPU, not speed). */
+static void copy_out(cuda_vm *v, cvm_staging *h, const void *dev, size_t bytes, cvm_dep *d, int st)
+{
+    cvm_wait(v, d, st);
+    cudaCheck(cudaMemcpyAsync(h->host, dev, bytes, cudaMemcpyDeviceToHost, v->st[st]));
+    cvm_record(v, d, st);
+    cudaCheck(cudaEventSynchronize(d->ev));
+}
+
+/* Pinned host to device on stream st; asynchronous, h->copied marks its end. */
+static void copy_in(cuda_vm *v, cvm_staging *h, void *dev, size_t bytes, cvm_dep *d, int st)
+{
+    cvm_wait(v, d, st);
+    cudaCheck(cudaMemcpyAsync(dev, h->host, bytes, cudaMemcpyHostToDevice, v->st[st]));
+    cvm_record(v, d, st);
+    cudaCheck(cudaEventRecord(h->copied, v->st[st]));
+}
+
+/* ---- transfers -------------------------------------------------------------- */
+
+static void send(cuda_vm *v, int peer, int tag, const void *dev, size_t bytes, cvm_dep *d,
+                 cvm_staging *h)
+{
+    int st = peer > v->me ? ST_UP : ST_DOWN;
+    if (v->transport == PP_TRANSPORT_NCCL) {
+        cvm_wait(v, d, st);
+        ncclCheck(ncclSend(dev, bytes, ncclInt8, peer, v->comm[st], v->st[st]));
+        cvm_record(v, d, st);
+        return;
+    }
+    staging_claim(v, h, 0);
+    copy_out(v, h, dev, bytes, d, st);
+    mpiCheck(MPI_Isend(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &h->req));
+}
+
+static void recv(cuda_vm *v, int peer, int tag, void *dev, size_t bytes, cvm_dep *d,
+                 cvm_staging *h)
+{
+    int st = peer < v->me ? ST_UP : ST_DOWN;
+    if (v->transport == PP_TRANSPORT_NCCL) {
+        cvm_wait(v, d, st);
+        ncclCheck(ncclRecv(dev, bytes, ncclInt8, peer, v->comm[st], v->st[st]));
+        cvm_record(v, d, st);
+        return;
+    }
+    staging_claim(v, h, 0);
+    mpiCheck(MPI_Recv(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    copy_in(v, h, dev, bytes, d, st);
+}
+
+/* The owner's side of FetchWeights, from params[s], which do not change
+ * before this stage's OptimizerStep. On mpi, one host copy serves every
+ * fetcher until then. */
+static void send_weights(cuda_vm *v, int s, int peer)
+{
+    int st = peer > v->me ? ST_UP : ST_DOWN, tag = tag_of(v->p, s, -1, TAG_WEIGHTS);
+    size_t bytes = stage_bytes(v, s);
+    if (v->transport == PP_TRANSPORT_NCCL) {
+        cvm_wait(v, &v->param_dep[s], st);
+        ncclCheck(ncclSend(v->params[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
+        cvm_record(v, &v->param_dep[s], st);
+        return;
+    }
+    cvm_staging *h = &v->stage_stg[s];
+    if (!v->stage_has_params[s]) {
+        staging_claim(v, h, 1);
+        copy_out(v, h, v->params[s], bytes, &v->param_dep[s], st);
+        v->stage_has_params[s] = 1;
+    }
+    if (v->nwsend >= v->wsend_cap) { /* cannot happen: the cap counts the plan's SendWeights */
+        fprintf(stderr, "ppvm: rank %d: more weight sends in flight than the plan has\n", v->me);
+        pp_cuda_fatal();
+    }
+    mpiCheck(MPI_Isend(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                       &v->wsend[v->nwsend++]));
+}
+
+static void reduce_grads(cuda_vm *v, int s, int g)
+{
+    size_t n = pp_stage_param_count(&v->p->model, (int)v->p->S, s);
+    if (v->transport == PP_TRANSPORT_NCCL) {
+        if (!v->group_nccl[g]) { /* cannot happen: the plan check makes this rank an owner */
+            fprintf(stderr, "ppvm: rank %d: ReduceGrads on group %d, which it is not in\n", v->me, g);
+            pp_cuda_fatal();
+        }
+        cvm_wait(v, &v->grad_dep[s], ST_COMPUTE);
+        ncclCheck(ncclAllReduce(v->grads[s], v->grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
+                                v->st[ST_COMPUTE]));
+        cvm_record(v, &v->grad_dep[s], ST_COMPUTE);
+        return;
+    }
+    cvm_staging *h = &v->stage_stg[s];
+    staging_claim(v, h, 1);
+    v->stage_has_params[s] = 0; /* the buffer is about to hold gradients */
+    copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], ST_COMPUTE);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM, v->group_mpi[g]));
+    copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], ST_COMPUTE);
+}
+
+void cvm_transfer(cuda_vm *v, const pp_instr *in)
+{
+    const pp_plan *p = v->p;
+    int s = in->stage, b = in->mb, k = in->slot[0];
+    size_t act = pp_act_bytes(&p->model);
+    void *dev = k >= 0 ? v->slot[k] : NULL;
+    cvm_dep *d = k >= 0 ? &v->slot_dep[k] : NULL;
+    cvm_staging *h = k >= 0 && v->slot_stg ? &v->slot_stg[k] : NULL;
+    switch ((pp_opcode)in->op) {
+    case PP_OP_SendActivation:
+        send(v, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
+        break;
+    case PP_OP_SendGrad:
+        send(v, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
+        break;
+    case PP_OP_RecvActivation:
+        recv(v, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
+        break;
+    case PP_OP_RecvGrad:
+        recv(v, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
+        break;
+    case PP_OP_FetchWeights:
+        recv(v, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, stage_bytes(v, s), d, h);
+        break;
+    case PP_OP_SendWeightGrad:
+        send(v, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
+        break;
+    case PP_OP_RecvWeightGrad:
+        recv(v, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
+        break;
+    case PP_OP_SendWeights:
+        send_weights(v, s, in->peer);
+        break;
+    case PP_OP_ReduceGrads:
+        reduce_grads(v, s, in->group);
+        break;
+    default:
+        fprintf(stderr, "ppvm: rank %d: %s is not a transfer\n", v->me, pp_op_name(in->op));
+        pp_cuda_fatal();
+    }
+}
+
+void cvm_params_changed(cuda_vm *v, int s)
+{
+    if (v->stage_has_params)
+        v->stage_has_params[s] = 0;
+}
+
+void cvm_transport_drain(cuda_vm *v)
+{
+    if (v->transport != PP_TRANSPORT_MPI)
+        return;
+    for (uint32_t k = 0; k < v->p->nslots; k++)
+        if (v->slot_stg[k].req != MPI_REQUEST_NULL)
+            mpiCheck(MPI_Wait(&v->slot_stg[k].req, MPI_STATUS_IGNORE));
+    wait_weight_sends(v);
+}
+
+static int comm_error(ncclComm_t c, const char *which, char *msg, size_t len)
+{
+    ncclResult_t async = ncclSuccess, rc;
+    if (!c)
+        return 0;
+    rc = ncclCommGetAsyncError(c, &async);
+    if (rc != ncclSuccess)
+        async = rc;
+    if (async == ncclSuccess || async == ncclInProgress)
+        return 0;
+    snprintf(msg, len, "NCCL reports an asynchronous error on the %s communicator: %s", which,
+             ncclGetErrorString(async));
+    return 1;
+}
+
+int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len)
+{
+    if (v->transport != PP_TRANSPORT_NCCL)
+        return 0;
+    if (comm_error(v->world, "world", msg, len) || comm_error(v->comm[ST_UP], "up", msg, len) ||
+        comm_error(v->comm[ST_DOWN], "down", msg, len))
+        return 1;
+    for (uint32_t g = 0; g < v->p->ngroups; g++) {
+        char which[48];
+        snprintf(which, sizeof which, "group %u (ReduceGrads)", g);
+        if (comm_error(v->group_nccl[g], which, msg, len))
+            return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,108 @@
+/* transport_cuda.h - what the cuda backend's two files share: the state of
+ * one rank's VM (vm/interp_cuda.c runs it) and the transfer instructions of
+ * its two transports (vm/transport_cuda.c). See interp_cuda.c's header for
+ * the design. Only built when nvcc exists (PP_HAVE_CUDA). */
+#ifndef PP_VM_TRANSPORT_CUDA_H
+#define PP_VM_TRANSPORT_CUDA_H
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stddef.h>
+
+#include "../kernels/cuda_check.h"
+#include "../kernels/model_cuda.h"
+#include "vm.h"
+
+/* The three streams. UP carries every transfer whose data flows from a lower
+ * rank to a higher one (sends to a higher peer, receives from a lower one),
+ * DOWN the others; COMPUTE runs the model, copies of microbatches, gradient
+ * clearing, accumulation, the all-reduce and the optimizer. */
+enum { ST_COMPUTE, ST_UP, ST_DOWN, ST_COUNT };
+
+/* The last operation that touched a device buffer: the event recorded after
+ * it and the stream it ran on (-1: none yet). Ops on a buffer are thereby in
+ * plan order: one on another stream first waits for this event. */
+typedef struct {
+    cudaEvent_t ev;
+    int stream;
+} cvm_dep;
+
+/* A pinned host buffer the mpi transport stages a device buffer through. */
+typedef struct {
+    void *host;         /* NULL where the buffer is never transferred */
+    size_t bytes;
+    cudaEvent_t copied; /* recorded after the last copy out of host to the device */
+    MPI_Request req;    /* a send in flight from host, or MPI_REQUEST_NULL */
+} cvm_staging;
+
+typedef struct {
+    const pp_plan *p;
+    const pp_dataset *ds;
+    const pp_train_opts *opts;
+    int transport; /* pp_transport */
+    int me, step;
+    cudaStream_t st[ST_COUNT];
+    cudaEvent_t done[ST_COUNT]; /* recorded at the end of each stream's step; the watchdog polls */
+    pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
+    float **params, **grads;    /* [S] device; NULL for stages this rank does not own */
+    cvm_dep *param_dep, *grad_dep; /* [S] */
+    void **slot;                /* [nslots] device, the plan's sizes exactly */
+    cvm_dep *slot_dep;          /* [nslots] */
+    int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
+    cudaEvent_t *tok_ev;        /* [B] after the copy out of tok_host[b] */
+    unsigned long long allocated; /* device bytes: owned weights and gradients, and the slots */
+
+    /* nccl transport */
+    ncclComm_t world;
+    ncclComm_t comm[ST_COUNT]; /* comm[ST_UP], comm[ST_DOWN]; comm[ST_COMPUTE] stays NULL */
+    ncclComm_t *group_nccl;    /* [ngroups] NULL where this rank is no member */
+
+    /* mpi transport */
+    MPI_Comm *group_mpi;       /* [ngroups] MPI_COMM_NULL where no member */
+    cvm_staging *slot_stg;     /* [nslots] for the slots that transfers use */
+    cvm_staging *stage_stg;    /* [S] owned stages: params for SendWeights, grads for ReduceGrads */
+    int *stage_has_params;     /* [S] stage_stg[s] holds params[s] as they are now */
+    MPI_Request *wsend;        /* SendWeights in flight from stage_stg */
+    int nwsend, wsend_cap;     /* cap: the plan's SendWeights per step */
+} cuda_vm;
+
+/* Make stream `st` wait for the buffer's last operation if it ran on
+ * another stream; record the buffer's event after an operation on `st`. */
+static inline void cvm_wait(cuda_vm *v, const cvm_dep *d, int st)
+{
+    if (d->stream >= 0 && d->stream != st)
+        cudaCheck(cudaStreamWaitEvent(v->st[st], d->ev, 0));
+}
+
+static inline void cvm_record(cuda_vm *v, cvm_dep *d, int st)
+{
+    cudaCheck(cudaEventRecord(d->ev, v->st[st]));
+    d->stream = st;
+}
+
+/* Local set-up of the transport (mpi: pinned staging buffers); not
+ * collective. 0, or -1 with err. */
+int cvm_transport_setup(cuda_vm *v, char *err, size_t errlen);
+/* Collective over MPI_COMM_WORLD, every rank after the same successful
+ * set-up: NCCL communicators (world, up, down, one per plan group) or MPI
+ * sub-communicators. Failures are fatal (ncclCheck / mpiCheck). */
+void cvm_transport_connect(cuda_vm *v);
+/* Frees what setup and connect made; the streams must be idle. */
+void cvm_transport_teardown(cuda_vm *v);
+/* For the fatal hook: ncclCommAbort on every communicator this rank has. */
+void cvm_transport_abort(cuda_vm *v);
+
+/* The instructions that move data: Send/RecvActivation, Send/RecvGrad,
+ * FetchWeights, SendWeights, SendWeightGrad, RecvWeightGrad's receive into
+ * its tmp slot (the caller adds it), ReduceGrads. */
+void cvm_transfer(cuda_vm *v, const pp_instr *in);
+/* OptimizerStep changed params[s] (the mpi transport's host copy is stale). */
+void cvm_params_changed(cuda_vm *v, int s);
+/* End of a step, after the streams are idle: every send complete (mpi). */
+void cvm_transport_drain(cuda_vm *v);
+/* 1 with a message naming the communicator if NCCL reports an asynchronous
+ * error on any of them, else 0 (always 0 on the mpi transport). */
+int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len);
+
+#endif
