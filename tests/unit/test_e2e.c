@@ -14,28 +14,9 @@
 
 #define MPIRUN "timeout 120 mpirun --oversubscribe --allow-run-as-root --bind-to none"
 
-static char *compile(const char *schedule, const char *defs)
-{
-    char *dir = temp_dir(), cmd[2048], *out;
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
-             schedule, defs, dir);
-    int rc = run_cmd(cmd, &out);
-    ck_assert_msg(rc == 0, "%s failed:\n%s", cmd, out);
-    free(out);
-    return dir;
-}
-
-static void cleanup(char *dir)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    run_cmd(cmd, NULL);
-    free(dir);
-}
-
 static void trains_like_reference(const char *schedule, const char *defs, int np)
 {
-    char *dir = compile(schedule, defs), *out, cmd[4096];
+    char *dir = compile_plan(schedule, defs), *out, cmd[4096];
     snprintf(cmd, sizeof cmd,
              MPIRUN " -np %d %s/bin/ppvm --backend cpu %s/plan --steps 3 --save %s/w --quiet && "
                     "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
@@ -46,7 +27,7 @@ static void trains_like_reference(const char *schedule, const char *defs, int np
                   defs, rc, out);
     ck_assert_ptr_nonnull(strstr(out, "within tolerance"));
     free(out);
-    cleanup(dir);
+    remove_dir(dir);
 }
 
 START_TEST(gpipe_4_ranks)
@@ -148,7 +129,7 @@ START_TEST(vm_allocates_what_the_report_says)
                                      {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"},
                                      {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"}};
     for (int i = 0; i < 4; i++) {
-        char *dir = compile(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
+        char *dir = compile_plan(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
         snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
         ck_assert_int_eq(run_cmd(cmd, &out), 0);
         snprintf(cmd, sizeof cmd, "cat %s/plan/report.json", dir);
@@ -169,14 +150,14 @@ START_TEST(vm_allocates_what_the_report_says)
         }
         free(out);
         free(json);
-        cleanup(dir);
+        remove_dir(dir);
     }
 }
 END_TEST
 
 START_TEST(loss_falls)
 {
-    char *dir = compile("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=4"), *out, cmd[2048];
     snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 30", PP_ROOT, dir);
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     double first = 0, last = 0;
@@ -189,7 +170,7 @@ START_TEST(loss_falls)
     ck_assert_msg(first > 5.0 && last < first - 1.0, "loss did not fall: %g -> %g\n%s", first,
                   last, out);
     free(out);
-    cleanup(dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -206,36 +187,36 @@ static void fails_with(const char *cmd, const char *message)
 
 START_TEST(world_size_mismatch)
 {
-    char *dir = compile("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
+    char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
     snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
     fails_with(cmd, "compiled for 4 ranks but mpirun started 2");
     snprintf(cmd, sizeof cmd, MPIRUN " -np 5 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
     fails_with(cmd, "rank4.bin");
-    cleanup(dir);
+    remove_dir(dir);
 }
 END_TEST
 
 START_TEST(mixed_plan_ids)
 {
-    char *a = compile("gpipe.pp", "-D S=4 -D B=4"), *b = compile("gpipe.pp", "-D S=4 -D B=8");
+    char *a = compile_plan("gpipe.pp", "-D S=4 -D B=4"), *b = compile_plan("gpipe.pp", "-D S=4 -D B=8");
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp %s/plan/rank2.bin %s/plan/rank2.bin", b, a);
     ck_assert_int_eq(run_cmd(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, a);
     fails_with(cmd, "mixes plans of different compiles");
-    cleanup(a);
-    cleanup(b);
+    remove_dir(a);
+    remove_dir(b);
 }
 END_TEST
 
 START_TEST(truncated_rank_file)
 {
-    char *dir = compile("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
+    char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
     snprintf(cmd, sizeof cmd, "truncate -s 150 %s/plan/rank1.bin", dir);
     ck_assert_int_eq(run_cmd(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
     fails_with(cmd, "truncated");
-    cleanup(dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -256,10 +237,10 @@ START_TEST(bad_flags)
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x --mem-limit lots", PP_ROOT,
              PP_ROOT);
     fails_with(cmd, "--mem-limit expects a number of bytes (a non-negative integer), found 'lots'");
-    char *dir = compile("gpipe.pp", "-D S=2 -D B=2");
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2");
     snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --data /nonexistent", PP_ROOT, dir);
     fails_with(cmd, "cannot open data file '/nonexistent'");
-    cleanup(dir);
+    remove_dir(dir);
 }
 END_TEST
 

@@ -33,25 +33,6 @@ static int gpu_count(void)
 #endif
 }
 
-static char *compile(const char *schedule, const char *defs)
-{
-    char *dir = temp_dir(), cmd[2048], *out;
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
-             schedule, defs, dir);
-    int rc = run_cmd(cmd, &out);
-    ck_assert_msg(rc == 0, "%s failed:\n%s", cmd, out);
-    free(out);
-    return dir;
-}
-
-static void cleanup(char *dir)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    run_cmd(cmd, NULL);
-    free(dir);
-}
-
 /* cmd exits with `want` (any non-zero but a timeout's when want < 0) and
  * prints message. */
 static void fails_with(const char *cmd, int want, const char *message)
@@ -94,7 +75,7 @@ static int losses(const char *out, double *loss, int max)
 static void gpu_trains_like_cpu(const char *schedule, const char *defs, int np,
                                 const char *transport)
 {
-    char *dir = compile(schedule, defs), *cpu, *gpu, *out, cmd[4096];
+    char *dir = compile_plan(schedule, defs), *cpu, *gpu, *out, cmd[4096];
     snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cpu --steps 3", np,
              PP_ROOT, dir);
     int rc = run_cmd(cmd, &cpu);
@@ -132,7 +113,7 @@ static void gpu_trains_like_cpu(const char *schedule, const char *defs, int np,
     free(out);
     free(cpu);
     free(gpu);
-    cleanup(dir);
+    remove_dir(dir);
 }
 
 /* ---- everywhere ------------------------------------------------------------------ */
@@ -169,7 +150,7 @@ START_TEST(cuda_without_gpu_fails_fast)
         printf("skipped: a GPU is visible\n");
         return;
     }
-    char *dir = compile("gpipe.pp", "-D S=2 -D B=2"), *one = compile("gpipe.pp", "-D S=1 -D B=2");
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), *one = compile_plan("gpipe.pp", "-D S=1 -D B=2");
     char cmd[2048];
     time_t t0 = time(NULL);
     snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ppvm --backend cuda %s/plan/rank0.bin", PP_ROOT,
@@ -186,8 +167,8 @@ START_TEST(cuda_without_gpu_fails_fast)
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "backend cpu, transport mpi"));
     free(out);
-    cleanup(dir);
-    cleanup(one);
+    remove_dir(dir);
+    remove_dir(one);
 }
 END_TEST
 
@@ -246,13 +227,13 @@ START_TEST(nccl_refuses_shared_gpu)
     int n = gpu_count() + 1;
     char defs[64], cmd[2048];
     snprintf(defs, sizeof defs, "-D S=%d -D B=2", n);
-    char *dir = compile("gpipe.pp", defs);
+    char *dir = compile_plan("gpipe.pp", defs);
     time_t t0 = time(NULL);
     snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --steps 1", n,
              PP_ROOT, dir);
     fails_with(cmd, -1, "use --transport mpi");
     ck_assert_msg(time(NULL) - t0 < 120, "failing took %lds", (long)(time(NULL) - t0));
-    cleanup(dir);
+    remove_dir(dir);
 }
 END_TEST
 

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <check.h>
+
 #include "../../compiler/readfile.h"
 
 void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs)
@@ -99,6 +101,25 @@ char *temp_dir(void)
         abort();
     }
     return t;
+}
+
+char *compile_plan(const char *schedule, const char *args)
+{
+    char *dir = temp_dir(), cmd[2048], *out;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
+             schedule, args, dir);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 0, "%s failed:\n%s", cmd, out);
+    free(out);
+    return dir;
+}
+
+void remove_dir(char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run_cmd(cmd, NULL);
+    free(dir);
 }
 
 #ifdef PP_HAVE_CUDA

@@ -40,6 +40,11 @@ char *worker_order(const compiled *c, int w, char what);
 int run_cmd(const char *cmd, char **out);
 /* A fresh temporary directory (caller frees the path). */
 char *temp_dir(void);
+/* Runs bin/ppc on schedules/<schedule> with extra arguments `args` into
+ * <a fresh temp dir>/plan, asserting success; returns the temp dir. */
+char *compile_plan(const char *schedule, const char *args);
+/* rm -rf dir, then free(dir). */
+void remove_dir(char *dir);
 
 /* Whether a CUDA GPU is visible to this process (0 when built without CUDA).
  * Call it inside a test, never before the runner forks: CUDA does not
