@@ -53,8 +53,12 @@
  * polls an event at the end of each stream every ~50 us and meanwhile asks
  * NCCL for asynchronous errors; an error, or a step not finished after
  * --timeout seconds, is reported with the rank, step and cause, and ends the
- * run instead of hanging. Then the loss is read (pp_cuda_loss_take): the
- * step's one host synchronisation. Set-up failures that are local (no GPU,
+ * run instead of hanging. The host's other waits for the GPU inside a step
+ * (a microbatch's pinned tokens; the mpi transport's staging copies) poll
+ * under the same watchdog (cvm_host_wait): a cudaEventSynchronize there
+ * would hang a rank whose GPU stalled, and every rank with it, whatever
+ * --timeout says. Then the loss is read (pp_cuda_loss_take): the step's one
+ * host synchronisation. Set-up failures that are local (no GPU,
  * NCCL with more ranks than GPUs on a node, out of memory) are agreed on by
  * all ranks before anything collective: every rank returns 1, and the lowest
  * failing rank says why. */
@@ -319,8 +323,9 @@ static void exec(cuda_vm *v, const pp_instr *in)
     case PP_OP_LoadMicroBatch: {
         int b = in->mb;
         void *tokens = use_slot(v, in->slot[0], d, &n);
-        /* the last copy out of this pinned buffer (a step ago) is done */
-        cudaCheck(cudaEventSynchronize(v->tok_ev[b]));
+        /* the last copy out of this pinned buffer (a step ago) is done;
+         * polled, so even this wait meets the watchdog */
+        cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
         pp_data_microbatch(v->ds, m, v->opts->seed, v->step, b, v->tok_host[b]);
         compute_begin(v, d, n);
         cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
@@ -403,14 +408,54 @@ static void exec(cuda_vm *v, const pp_instr *in)
 
 /* ---- the step loop -------------------------------------------------------------- */
 
+/* The watchdog, each time the host finds the GPU still busy inside a step:
+ * an asynchronous NCCL error, or a step not finished --timeout seconds after
+ * it began, ends the run with a message (`awaited` says what the host was
+ * waiting for) instead of a hang. */
+static void watchdog(cuda_vm *v, const char *awaited)
+{
+    double timeout = v->opts->timeout > 0 ? v->opts->timeout : 300;
+    char msg[256];
+    if (cvm_transport_async_error(v, msg, sizeof msg)) {
+        fprintf(stderr, "ppvm: rank %d: step %d: %s\n", v->me, v->step + 1, msg);
+        pp_cuda_fatal();
+    }
+    if (MPI_Wtime() - v->t0 > timeout) {
+        fprintf(stderr,
+                "ppvm: rank %d: step %d: not finished after %g s, see --timeout (%s; a peer may "
+                "have failed or stalled)\n",
+                v->me, v->step + 1, timeout, awaited);
+        pp_cuda_fatal();
+    }
+}
+
+static const struct timespec nap = {0, 50 * 1000};
+
+/* The host's waits for the GPU inside a step (the mpi transport's staging
+ * copies, a microbatch's pinned tokens) poll under the watchdog: a blocking
+ * cudaEventSynchronize on a stalled GPU would hang this rank, and with it
+ * every rank, for ever, whatever --timeout says. */
+void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
+{
+    for (;;) {
+        cudaError_t rc = cudaEventQuery(ev);
+        if (rc == cudaSuccess)
+            return;
+        if (rc != cudaErrorNotReady)
+            cuda_check(rc, what, __FILE__, __LINE__); /* a kernel's fault surfaces here */
+        char awaited[160];
+        snprintf(awaited, sizeof awaited, "waiting for %s", what);
+        watchdog(v, awaited);
+        nanosleep(&nap, NULL);
+    }
+}
+
 /* The end of a step: wait until every stream is done, polling rather than
  * blocking, so an asynchronous NCCL error or a step that takes longer than
  * --timeout ends the run with a message instead of a hang. */
-static void finish_step(cuda_vm *v, double t0)
+static void finish_step(cuda_vm *v)
 {
     static const char *name[ST_COUNT] = {"compute", "up", "down"};
-    const struct timespec nap = {0, 50 * 1000};
-    double timeout = v->opts->timeout > 0 ? v->opts->timeout : 300;
     int busy[ST_COUNT], left;
     for (int i = 0; i < ST_COUNT; i++) {
         cudaCheck(cudaEventRecord(v->done[i], v->st[i]));
@@ -432,23 +477,14 @@ static void finish_step(cuda_vm *v, double t0)
         }
         if (!left)
             break;
-        char msg[256];
-        if (cvm_transport_async_error(v, msg, sizeof msg)) {
-            fprintf(stderr, "ppvm: rank %d: step %d: %s\n", v->me, v->step + 1, msg);
-            pp_cuda_fatal();
-        }
-        if (MPI_Wtime() - t0 > timeout) {
-            char which[64] = "";
-            for (int i = 0; i < ST_COUNT; i++)
-                if (busy[i])
-                    snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
-                             which[0] ? ", " : "", name[i]);
-            fprintf(stderr,
-                    "ppvm: rank %d: step %d: not finished after %g s, see --timeout (streams still "
-                    "busy: %s; a peer may have failed or stalled)\n",
-                    v->me, v->step + 1, timeout, which);
-            pp_cuda_fatal();
-        }
+        char which[64] = "streams still busy: ";
+        for (int i = 0, first = 1; i < ST_COUNT; i++)
+            if (busy[i]) {
+                snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
+                         first ? "" : ", ", name[i]);
+                first = 0;
+            }
+        watchdog(v, which);
         nanosleep(&nap, NULL);
     }
 }
@@ -460,13 +496,13 @@ static void train(cuda_vm *v)
     double samples = (double)p->B * p->model.batch;
     for (v->step = 0; v->step < opts->steps; v->step++) {
         mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
-        double t0 = MPI_Wtime();
+        v->t0 = MPI_Wtime();
         for (uint32_t i = 0; i < p->ninstr; i++)
             exec(v, &p->code[i]);
-        finish_step(v, t0);
+        finish_step(v);
         cvm_transport_drain(v);
         double mine_loss = pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
-        double loss = 0, dt, mine = MPI_Wtime() - t0;
+        double loss = 0, dt, mine = MPI_Wtime() - v->t0;
         mpiCheck(MPI_Reduce(&mine_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
         mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
         if (v->me == 0 && !opts->quiet) {

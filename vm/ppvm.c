@@ -159,8 +159,9 @@ static int parse_args(int argc, char **argv, options *o)
                 if (parse_num(a, val, 1e-12, 1e3, 0, &v))
                     return -1;
                 o->train.lr = (float)v;
-            } else if (parse_num(a, val, 0, 1, 0, a[3] == 'a' ? &o->atol : &o->rtol))
-                return -1;
+            } else if (parse_num(a, val, 0, 1, 0, a[2] == 'a' ? &o->atol : &o->rtol))
+                return -1; /* a[2]: the 'a' of --atol or the 'r' of --rtol (a[3] is 't' in both,
+                            * which sent --atol to rtol and left atol at its default) */
         } else if (a[0] == '-' && a[1]) {
             if (first_process())
                 fprintf(stderr, "ppvm: unknown option '%s'\n", a);

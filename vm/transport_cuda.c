@@ -233,7 +233,8 @@ static void staging_claim(cuda_vm *v, cvm_staging *h, int stage_buffer)
         mpiCheck(MPI_Wait(&h->req, MPI_STATUS_IGNORE));
     if (stage_buffer)
         wait_weight_sends(v);
-    cudaCheck(cudaEventSynchronize(h->copied));
+    /* polled, not cudaEventSynchronize: a stalled GPU must meet --timeout */
+    cvm_host_wait(v, h->copied, "a copy out of a pinned staging buffer");
 }
 
 /* Device to pinned host on stream st, after the buffer's last operation;
@@ -244,7 +245,8 @@ static void copy_out(cuda_vm *v, cvm_staging *h, const void *dev, size_t bytes, 
     cvm_wait(v, d, st);
     cudaCheck(cudaMemcpyAsync(h->host, dev, bytes, cudaMemcpyDeviceToHost, v->st[st]));
     cvm_record(v, d, st);
-    cudaCheck(cudaEventSynchronize(d->ev));
+    /* polled, not cudaEventSynchronize: a stalled GPU must meet --timeout */
+    cvm_host_wait(v, d->ev, "a copy into a pinned staging buffer");
 }
 
 /* Pinned host to device on stream st; asynchronous, h->copied marks its end. */

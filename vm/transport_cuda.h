@@ -42,6 +42,7 @@ typedef struct {
     const pp_train_opts *opts;
     int transport; /* pp_transport */
     int me, step;
+    double t0;     /* MPI_Wtime() at the start of the step: the watchdog's origin */
     cudaStream_t st[ST_COUNT];
     cudaEvent_t done[ST_COUNT]; /* recorded at the end of each stream's step; the watchdog polls */
     pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
@@ -80,6 +81,13 @@ static inline void cvm_record(cuda_vm *v, cvm_dep *d, int st)
     cudaCheck(cudaEventRecord(d->ev, v->st[st]));
     d->stream = st;
 }
+
+/* The host waits until `ev` has completed, polling it as the end of a step
+ * polls the streams, so this wait too ends the run with a message (naming
+ * `what`) on an asynchronous NCCL error or once the step has run longer than
+ * --timeout, instead of blocking for ever in cudaEventSynchronize on a GPU
+ * that stalled. For every host wait on the GPU inside a step (interp_cuda.c). */
+void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what);
 
 /* Local set-up of the transport (mpi: pinned staging buffers); not
  * collective. 0, or -1 with err. */

@@ -30,6 +30,26 @@ static void trains_like_reference(const char *schedule, const char *defs, int np
     remove_dir(dir);
 }
 
+/* --compare's tolerances: weights one step apart differ, so they pass only
+ * with a loose --atol and fail with none (each flag sets its own bound). */
+START_TEST(compare_tolerances)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[4096], *out;
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 1 --save %s/a --quiet && "
+             "%s/bin/ppvm --reference %s/plan --steps 2 --save %s/b --quiet",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --atol 1 --rtol 0", PP_ROOT, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 1);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(gpipe_4_ranks)
 {
     trains_like_reference("gpipe.pp", "-D S=4 -D B=4", 4);
@@ -260,6 +280,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, zb_h1_4_ranks);
     tcase_add_test(tc, fsdp_4_ranks);
     tcase_add_test(tc, fslpp_4_ranks);
+    tcase_add_test(tc, compare_tolerances);
     tcase_add_test(tc, kept_weights_train_alike);
     tcase_add_test(tc, prefetch_windows_train_alike);
     tcase_add_test(tc, vm_allocates_what_the_report_says);

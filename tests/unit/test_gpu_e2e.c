@@ -229,7 +229,7 @@ START_TEST(nccl_refuses_shared_gpu)
     snprintf(defs, sizeof defs, "-D S=%d -D B=2", n);
     char *dir = compile_plan("gpipe.pp", defs);
     time_t t0 = time(NULL);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --steps 1", n,
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --transport nccl --steps 1", n,
              PP_ROOT, dir);
     fails_with(cmd, -1, "use --transport mpi");
     ck_assert_msg(time(NULL) - t0 < 120, "failing took %lds", (long)(time(NULL) - t0));
