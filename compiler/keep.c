@@ -52,7 +52,9 @@ int pp_keep_mark(pp_jobtable *t, const pp_sim_result *sim, int window)
 int pp_keep_max_window(const pp_jobtable *t, const pp_sim_result *sim)
 {
     int most = 0, *gap = reuse_gaps(t, sim);
-    for (int j = 0; gap && j < job_count(&t->js); j++)
+    if (!gap)
+        return -1;
+    for (int j = 0; j < job_count(&t->js); j++)
         if (gap[j] > most)
             most = gap[j];
     free(gap);
@@ -111,6 +113,8 @@ int pp_keep_weights(pp_jobtable *t, pp_sim_result *sim, const pp_model *m,
     int before = d->errors, lo = 0, hi = pp_keep_max_window(t, sim), f;
     choice->window = 0;
     choice->widest = hi;
+    if (hi < 0)
+        goto oom;
     if (hi == 0)
         return 0;
     /* Memory grows with the window (each kept buffer lives longer), so

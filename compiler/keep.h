@@ -27,7 +27,7 @@ int pp_keep_mark(pp_jobtable *t, const pp_sim_result *sim, int window);
 
 /* The largest window that keeps anything: the widest gap, in jobs, between
  * two jobs of one worker reading the same stage's fetched weights (0 when no
- * worker reads a stage's fetched weights twice). */
+ * worker reads a stage's fetched weights twice), or -1 out of memory. */
 int pp_keep_max_window(const pp_jobtable *t, const pp_sim_result *sim);
 
 /* Replays sim's order with t's current fetch times (kept jobs fetch
