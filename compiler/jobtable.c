@@ -129,10 +129,14 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->cost = calloc((size_t)N, sizeof *t->cost);
     t->xfer = calloc((size_t)N, sizeof *t->xfer);
     t->fetch = calloc((size_t)N, sizeof *t->fetch);
-    if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch) {
+    t->wbytes = calloc((size_t)t->js.S, sizeof *t->wbytes);
+    if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch ||
+        !t->wbytes) {
         diag_error_noloc(sch->diag, "out of memory for %d jobs", N);
         return 1;
     }
+    for (int s = 0; s < t->js.S; s++)
+        t->wbytes[s] = pp_stage_weight_bytes(&sch->model, t->js.S, s);
     int before = sch->diag->errors;
     if (measured && check_measured(sch, measured, t->js.ND))
         return sch->diag->errors - before;
@@ -206,5 +210,6 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->xfer);
     free(t->fetch);
     free(t->kept);
+    free(t->wbytes);
     memset(t, 0, sizeof *t);
 }

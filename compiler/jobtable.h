@@ -28,6 +28,9 @@ typedef struct {
      * job of its stage instead of fetching them again (ppc --keep-weights,
      * keep.h); t->fetch[j] still says what a fetch would cost. */
     unsigned char *kept;
+    /* [S] bytes of each stage's weights. A stage with none (a middle stage
+     * of `blocks = 0`) is fetched by no one and returns no gradients. */
+    uint64_t *wbytes;
 } pp_jobtable;
 
 /* Evaluates every function at every job; reports placements outside
@@ -41,11 +44,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
  * split stash into W. 0 for F(0,b), which loads its microbatch. */
 uint64_t pp_job_input_bytes(const pp_jobtable *t, const pp_model *m, int j);
 /* Whether job j reads weights its worker does not own: it computes away
- * from its stage's owner, and it is not a W (a weight gradient reads no
- * weights). Such a job fetches them, or reads a kept earlier fetch. */
+ * from its stage's owner, it is not a W (a weight gradient reads no
+ * weights), and its stage has weights. Such a job fetches them, or reads a
+ * kept earlier fetch. */
 static inline int pp_job_reads_remote_weights(const pp_jobtable *t, int j)
 {
-    return t->worker[j] != t->owner[j] && job_d(&t->js, j) != DIR_W;
+    return t->worker[j] != t->owner[j] && job_d(&t->js, j) != DIR_W &&
+           t->wbytes[job_s(&t->js, j)] > 0;
 }
 /* Whether job j fetches its stage's weights from their owner. */
 static inline int pp_job_fetches(const pp_jobtable *t, int j)

@@ -157,11 +157,12 @@ static int owns_stage(const lowering *L, int s, int w);
 
 /* The accumulator for a stage this rank computes weight gradients of but
  * does not own: cleared before the first use, sent to the owner at the end.
- * -1: the rank owns the stage (it accumulates into its own gradients);
+ * -1: the rank owns the stage (it accumulates into its own gradients) or
+ * the stage has no weights (there is nothing to accumulate);
  * -2: out of memory. */
 static int wgrad_for(lowering *L, int s)
 {
-    if (owns_stage(L, s, L->rank))
+    if (owns_stage(L, s, L->rank) || L->t->wbytes[s] == 0)
         return -1;
     if (L->wgrad[s] < 0) {
         int buf = new_buf(L, pp_stage_weight_bytes(L->m, L->t->js.S, s));
@@ -502,7 +503,8 @@ static int build_returns(const pp_jobtable *t, const pp_sim_result *sim, const o
         for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
             int j = sim->order[k], s = job_s(js, j), d = job_d(js, j);
             size_t i = (size_t)s * t->W + (size_t)w;
-            if (!(d == DIR_W || (d == DIR_B && js->ND == 2)) || owns(o, s, w))
+            if (!(d == DIR_W || (d == DIR_B && js->ND == 2)) || owns(o, s, w) ||
+                t->wbytes[s] == 0)
                 continue; /* makes no weight gradient, or keeps it */
             if (g->to[i] < 0)
                 g->to[i] = t->owner[j];

@@ -92,7 +92,9 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
                      k, name, s);
             return -1;
         }
-        for (int g = 0; g < 2 && !owner; g++) {
+        /* a stage without weights (a middle stage of blocks = 0) reads none */
+        int weightless = (uses & PP_U_STAGE) && pp_stage_param_count(&p->model, S, s) == 0;
+        for (int g = 0; g < 2 && !owner && !weightless; g++) {
             int i = weights_slot(in, g);
             if (i >= 0 && in->slot[i] < 0) {
                 snprintf(err, errlen,

@@ -140,6 +140,33 @@ START_TEST(kept_weights_train_alike)
 }
 END_TEST
 
+/* A middle stage of `blocks = 0` has no weights: FSDP and FSLPP fetch none
+ * of it, accumulate and return no gradients for it, and still train alike. */
+START_TEST(weightless_stages_train_alike)
+{
+    static const char *cases[][2] = {{"fsdp.pp", "-D S=4 -D B=4"},
+                                     {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"}};
+    for (int i = 0; i < 2; i++) {
+        char *src = temp_dir(), path[1024], cmd[4096], *out;
+        snprintf(path, sizeof path, "%s/%s", src, cases[i][0]);
+        snprintf(cmd, sizeof cmd, "sed 's/blocks *= *[0-9]*/blocks = 0/' %s/schedules/%s > %s",
+                 PP_ROOT, cases[i][0], path);
+        ck_assert_int_eq(run_cmd(cmd, NULL), 0);
+        char *dir = compile_plan(path, cases[i][1]);
+        snprintf(cmd, sizeof cmd,
+                 "cat %s/plan/rank*.txt | grep -cE '(FetchWeights|ZeroGrads|SendWeightGrad) +[12] '",
+                 dir);
+        run_cmd(cmd, &out);
+        ck_assert_msg(atoi(out) == 0, "%s: %s instructions move weightless stages' weights",
+                      cases[i][0], out);
+        free(out);
+        remove_dir(dir);
+        trains_like_reference(path, cases[i][1], 4);
+        remove_dir(src);
+    }
+}
+END_TEST
+
 /* Static memory: what each ppvm rank allocates at start-up is what the
  * report says the plan needs (report.json's mem_bytes). */
 START_TEST(vm_allocates_what_the_report_says)
@@ -279,6 +306,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, depth_first_4_ranks);
     tcase_add_test(tc, zb_h1_4_ranks);
     tcase_add_test(tc, fsdp_4_ranks);
+    tcase_add_test(tc, weightless_stages_train_alike);
     tcase_add_test(tc, fslpp_4_ranks);
     tcase_add_test(tc, compare_tolerances);
     tcase_add_test(tc, kept_weights_train_alike);

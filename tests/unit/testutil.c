@@ -106,8 +106,11 @@ char *temp_dir(void)
 char *compile_plan(const char *schedule, const char *args)
 {
     char *dir = temp_dir(), cmd[2048], *out;
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
-             schedule, args, dir);
+    if (strchr(schedule, '/')) /* a path, not a library schedule */
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q", PP_ROOT, schedule, args, dir);
+    else
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT,
+                 PP_ROOT, schedule, args, dir);
     int rc = run_cmd(cmd, &out);
     ck_assert_msg(rc == 0, "%s failed:\n%s", cmd, out);
     free(out);
