@@ -56,7 +56,8 @@ typedef enum {
     ST_SPLIT,    /* split backward */
     ST_LIMIT,    /* limit inflight = expr */
     ST_COST,     /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
-    ST_MODEL     /* model { name = expr ... }: fields in body */
+    ST_MODEL,    /* model { name = expr ... }: fields in body */
+    ST_OPTIMIZER /* optimizer sgd|adamw: flag = the pp_optimizer */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

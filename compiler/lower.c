@@ -693,6 +693,13 @@ static uint64_t plan_id(const pp_plan *plans, int W)
     return h;
 }
 
+/* What an owner of stage s holds for it outside the slots: its weights,
+ * their gradients and the optimizer's state. */
+static uint64_t owned_stage_bytes(const pp_model *m, int S, int s)
+{
+    return (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
+}
+
 uint64_t pp_plan_memory(const pp_plan *p)
 {
     uint64_t bytes = 0;
@@ -700,19 +707,19 @@ uint64_t pp_plan_memory(const pp_plan *p)
         bytes += p->slot_bytes[k];
     for (uint32_t s = 0; s < p->S; s++)
         if (p->stage_role[s] & PP_ROLE_OWNER)
-            bytes += 2 * pp_stage_weight_bytes(&p->model, (int)p->S, (int)s);
+            bytes += owned_stage_bytes(&p->model, (int)p->S, (int)s);
     return bytes;
 }
 
 /* --mem-limit: the first instruction at which the rank's memory (its own
- * stages' weights and gradients, plus the slots allocated so far) exceeds
+ * stages' weights, gradients and optimizer state, plus the slots allocated so far) exceeds
  * the limit. Slots are allocated at their first definition, in order. */
 static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
 {
     uint64_t own = 0, total;
     for (uint32_t s = 0; s < p->S; s++)
         if (p->stage_role[s] & PP_ROLE_OWNER)
-            own += 2 * pp_stage_weight_bytes(L->m, (int)p->S, (int)s);
+            own += owned_stage_bytes(L->m, (int)p->S, (int)s);
     total = own;
     uint32_t seen = 0; /* slots are numbered in order of first definition */
     for (uint32_t i = 0; i < p->ninstr && total <= limit; i++)
@@ -725,7 +732,8 @@ static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
                     diag_error_noloc(L->d,
                                      "worker %d needs %llu bytes at instruction %u (%s, stage %d, "
                                      "microbatch %d), over --mem-limit %llu: %llu for its own "
-                                     "stages' weights and gradients, %llu in %u slot%s",
+                                     "stages' weights, gradients and optimizer state, %llu in "
+                                     "%u slot%s",
                                      L->rank, (unsigned long long)total, i, pp_op_name(in->op),
                                      in->stage, in->mb, (unsigned long long)limit,
                                      (unsigned long long)own, (unsigned long long)(total - own),
@@ -736,8 +744,8 @@ static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
         }
     if (own > limit) {
         diag_error_noloc(L->d,
-                         "worker %d needs %llu bytes for its own stages' weights and gradients "
-                         "before its first instruction, over --mem-limit %llu",
+                         "worker %d needs %llu bytes for its own stages' weights, gradients "
+                         "and optimizer state before its first instruction, over --mem-limit %llu",
                          L->rank, (unsigned long long)own, (unsigned long long)limit);
         return 1;
     }

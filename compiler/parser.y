@@ -5,7 +5,7 @@
  *           | ("compute"|"weights"|"priority") "(" s "," b "," d ")" "=" expr
  *           | "order" ("greedy"|"strict") | "split" "backward"
  *           | "limit" "inflight" "=" expr | "cost" (F|B|W|latency|bandwidth) "=" expr
- *           | "model" "{" (NAME "=" expr)* "}"
+ *           | "model" "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
 %define api.pure full
@@ -22,6 +22,8 @@
 %code {
 #include <stdlib.h>
 #include <string.h>
+
+#include "../isa/model_desc.h"
 
 int yylex(YYSTYPE *lval, YYLTYPE *lloc, void *scanner);
 static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *msg);
@@ -52,6 +54,7 @@ static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
 %token <str> IDENT "name"
 %token PARAM "param" LET "let" COMPUTE "compute" WEIGHTS "weights" PRIORITY "priority"
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
+%token OPTIMIZER "optimizer"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 
 %type <expr> expr
@@ -89,6 +92,7 @@ stmt: PARAM IDENT '=' expr  { $$ = ast_stmt(ST_PARAM, @1); $$->name = $2; $$->na
                             { $$ = func_stmt(ctx, FN_PRIORITY, @1, $3, @3, $5, @5, $7, @7, $10); }
     | ORDER IDENT           { $$ = word_stmt(ctx, ST_ORDER, @1, $2, @2); }
     | SPLIT IDENT           { $$ = word_stmt(ctx, ST_SPLIT, @1, $2, @2); }
+    | OPTIMIZER IDENT       { $$ = word_stmt(ctx, ST_OPTIMIZER, @1, $2, @2); }
     | LIMIT IDENT '=' expr  { $$ = word_stmt(ctx, ST_LIMIT, @1, $2, @2);
                               if ($$) $$->expr = $4; else ast_free_expr($4); }
     | COST IDENT '=' expr   { $$ = word_stmt(ctx, ST_COST, @1, $2, @2);
@@ -196,6 +200,14 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->flag = 1;
         else {
             diag_error(ctx->diag, L(wloc), "unknown order '%s': expected 'greedy' or 'strict'", word);
+            ok = 0;
+        }
+        break;
+    case ST_OPTIMIZER:
+        s->flag = pp_optimizer_parse(word);
+        if (s->flag < 0) {
+            diag_error(ctx->diag, L(wloc), "unknown optimizer '%s': expected 'sgd' or 'adamw'",
+                       word);
             ok = 0;
         }
         break;

@@ -42,12 +42,14 @@ typedef struct {
     int prefetch;         /* --prefetch N */
     int keep;             /* --keep-weights */
     long long mem_limit;  /* --mem-limit BYTES, 0 = none */
+    int optimizer;        /* --optimizer NAME: a pp_optimizer, or -1 for the schedule's */
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
-               "           [--mem-limit BYTES] [--keep-weights] [--no-pictures] [-q]\n"
+               "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
+               "           [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -60,6 +62,8 @@ static void usage(FILE *f)
                "  --mem-limit B   fail if a worker would allocate more than B bytes\n"
                "  --keep-weights  keep fetched weights for later jobs of the same stage\n"
                "                  instead of fetching again (as many as --mem-limit allows)\n"
+               "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
+               "                  (AdamW's two moments are state the owners hold)\n"
                "  -q              print nothing on success\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
@@ -91,6 +95,7 @@ static int parse_args(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->pictures = 1;
     o->prefetch = 1;
+    o->optimizer = -1;
     o->defs = calloc((size_t)argc, sizeof *o->defs);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -123,12 +128,18 @@ static int parse_args(int argc, char **argv, options *o)
             else
                 o->mem_limit = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
-                 !strcmp(a, "--library")) {
+                 !strcmp(a, "--library") || !strcmp(a, "--optimizer")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
                 return -1;
             }
-            if (!strcmp(a, "-o"))
+            if (!strcmp(a, "--optimizer")) {
+                o->optimizer = pp_optimizer_parse(argv[++i]);
+                if (o->optimizer < 0) {
+                    fprintf(stderr, "ppc: --optimizer %s: expected sgd or adamw\n", argv[i]);
+                    return -1;
+                }
+            } else if (!strcmp(a, "-o"))
                 o->outdir = argv[++i];
             else if (!strcmp(a, "--costs"))
                 o->costs = argv[++i];
@@ -410,6 +421,8 @@ int main(int argc, char **argv)
     }
     if (pp_schedule_check(&sch, &d, stmts, o.defs, o.ndefs) || d.errors)
         goto out;
+    if (o.optimizer >= 0)
+        sch.model.optimizer = (uint32_t)o.optimizer;
     if (pp_jobtable_build(&t, &sch, o.costs ? &costs : NULL))
         goto out;
     pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);

@@ -110,6 +110,7 @@ static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model
         if (owners) {
             r->w[w].weight_store++;
             r->w[w].weight_store_bytes += bytes;
+            r->w[w].opt_store_bytes += pp_optimizer_state_floats(m->optimizer) * bytes;
         } else
             r->w[w].grad_store_bytes += bytes;
     }
@@ -173,7 +174,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
     if (transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
         stage_worker_pairs(r, t, m, 1) || stage_worker_pairs(r, t, m, 0))
         goto fail;
-    /* opt_store_bytes stays 0: the VM's optimizer is plain SGD, with no state. */
+    r->optimizer = m->optimizer;
     pp_worker_report *tot = &r->total;
     for (int w = 0; w < r->W; w++) {
         const pp_worker_report *x = &r->w[w];

@@ -17,11 +17,11 @@
  *  - weight_store: stages whose weights the worker holds as owner (every
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
- *    worker computes; opt_store_bytes: optimizer state on owners (0 for the
- *    plain SGD the VM runs).
+ *    worker computes; opt_store_bytes: optimizer state on owners (none for
+ *    SGD; AdamW's two moments, twice the weights).
  *  - mem_bytes: what the VM allocates for the worker's plan (pp_plan_memory:
- *    every slot, and its own stages' weights and gradients), set after
- *    lowering; 0 when the schedule was not lowered. */
+ *    every slot, and its own stages' weights, gradients and optimizer
+ *    state), set after lowering; 0 when the schedule was not lowered. */
 #ifndef PP_REPORT_H
 #define PP_REPORT_H
 
@@ -52,6 +52,7 @@ typedef struct {
 
 typedef struct {
     int S, B, W, split;
+    uint32_t optimizer;      /* pp_optimizer of the model */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */
     pp_worker_report *w;     /* [W] */
     pp_worker_report total;  /* sums over workers (peaks too: the sum of peaks) */

@@ -51,6 +51,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order,
             r->split ? ", split backward" : "");
     fprintf(f, "costs     %s\n", info->costs);
+    fprintf(f, "optimizer %s (%s)\n", pp_optimizer_name(r->optimizer),
+            r->optimizer == PP_OPT_ADAMW ? "two moments per weight, held by the owners"
+                                         : "no state");
     if (t->bandwidth > 0)
         fprintf(f, "transfers latency %g + bytes / %g bytes per time unit\n", t->latency,
                 t->bandwidth);
@@ -74,7 +77,8 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     worker_row(f, "total", &r->total, r->makespan * r->W);
     fprintf(f, "\n(peak activations: microbatches held between F and B, and the bytes of their\n"
                " stashes; idle of the total is the bubble; plan memory: what ppvm allocates for\n"
-               " the worker's plan - its slots and its own stages' weights and gradients%s)\n\n",
+               " the worker's plan - its slots and its own stages' weights, gradients and\n"
+               " optimizer state%s)\n\n",
             r->total.mem_bytes ? "" : "; 0: the schedule was not lowered");
     pp_timeline_ascii(f, t, sim, 100);
     return ferror(f) ? -1 : 0;
@@ -118,6 +122,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     pp_json_write_string(f, info->order);
     fprintf(f, ",\n  \"costs\": ");
     pp_json_write_string(f, info->costs);
+    fprintf(f, ",\n  \"optimizer\": ");
+    pp_json_write_string(f, pp_optimizer_name(r->optimizer));
     fprintf(f, ",\n  \"keep_weights\": ");
     if (info->keep)
         pp_json_write_string(f, info->keep);

@@ -114,8 +114,9 @@ static void print_header(const pp_plan *p, FILE *out)
             p->rank, p->world, p->S, p->B);
     fprintf(out,
             "; model: context %" PRIu32 ", embed %" PRIu32 " (width %" PRIu64 "), ffn %" PRIu32
-            ", blocks %" PRIu32 " per stage, batch %" PRIu32 "\n",
-            m->context, m->embed, (uint64_t)m->context * m->embed, m->ffn, m->blocks, m->batch);
+            ", blocks %" PRIu32 " per stage, batch %" PRIu32 "; optimizer %s\n",
+            m->context, m->embed, (uint64_t)m->context * m->embed, m->ffn, m->blocks, m->batch,
+            pp_optimizer_name(m->optimizer));
     print_stages(p, out);
     print_groups(p, out);
     print_slots(p, out);
@@ -232,7 +233,8 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
             in->stage, in->peer, s0);
         break;
     case PP_OP_OptimizerStep:
-        add(t, "update stage %" PRId32 " weights", in->stage);
+        add(t, "update stage %" PRId32 " weights (%s)", in->stage,
+            pp_optimizer_name(p->model.optimizer));
         break;
     default:
         add(t, "unknown opcode %u", in->op);

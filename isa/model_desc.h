@@ -11,6 +11,7 @@
 #define PP_MODEL_DESC_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define PP_VOCAB 256
 
@@ -20,8 +21,33 @@ typedef struct {
     uint32_t ffn;     /* inner width of each residual MLP block */
     uint32_t blocks;  /* residual MLP blocks per stage */
     uint32_t batch;   /* samples per microbatch */
+    uint32_t optimizer; /* pp_optimizer: what OptimizerStep runs, and the state owners keep */
 } pp_model;
 
 static inline uint32_t pp_model_width(const pp_model *m) { return m->context * m->embed; }
+
+/* The optimizer is part of the plan because its state is memory the owners
+ * of a stage hold, which the compiler accounts for. */
+typedef enum { PP_OPT_SGD = 0, PP_OPT_ADAMW = 1, PP_OPT_COUNT } pp_optimizer;
+
+static inline const char *pp_optimizer_name(uint32_t opt)
+{
+    return opt == PP_OPT_SGD ? "sgd" : opt == PP_OPT_ADAMW ? "adamw" : "unknown";
+}
+
+/* The pp_optimizer a name (as in `optimizer adamw`) stands for, or -1. */
+static inline int pp_optimizer_parse(const char *name)
+{
+    for (int o = 0; o < PP_OPT_COUNT; o++)
+        if (!strcmp(name, pp_optimizer_name((uint32_t)o)))
+            return o;
+    return -1;
+}
+
+/* Floats of optimizer state per weight: none for SGD, AdamW's two moments. */
+static inline uint32_t pp_optimizer_state_floats(uint32_t opt)
+{
+    return opt == PP_OPT_ADAMW ? 2 : 0;
+}
 
 #endif

@@ -317,6 +317,22 @@ void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, con
 
 /* ------------------------------------------------------------------------ */
 
+pp_optim pp_optim_defaults(uint32_t optimizer) {
+    if (optimizer == PP_OPT_ADAMW)
+        return (pp_optim){.lr = 4e-3f, .weight_decay = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f,
+                          .eps = 1e-8f};
+    return (pp_optim){.lr = 0.3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+}
+
+void pp_optimizer_step(uint32_t optimizer, const pp_optim *o, float *p, float *g, float *state,
+                       size_t n, int t) {
+    if (optimizer == PP_OPT_ADAMW)
+        pp_adamw_step(p, g, state, state + n, n, t, o->lr, o->beta1, o->beta2, o->eps,
+                      o->weight_decay);
+    else
+        pp_sgd_step(p, g, n, o->lr);
+}
+
 void pp_sgd_step(float *p, float *g, size_t n, float lr) {
     for (size_t i = 0; i < n; i++) {
         p[i] -= lr * g[i];

@@ -66,4 +66,20 @@ static inline float pp_loss_scale(const pp_model *m, int B)
 /* Plain SGD: p -= lr * g; then g = 0. */
 void pp_sgd_step(float *p, float *g, size_t n, float lr);
 
+/* The optimizer's settings (ppvm --lr, --weight-decay). AdamW's betas and
+ * eps are PyTorch's defaults, 0.9, 0.999 and 1e-8. */
+typedef struct {
+    float lr, weight_decay, beta1, beta2, eps;
+} pp_optim;
+
+/* ppvm's defaults for the plan's optimizer (a pp_optimizer): lr 0.3 for SGD,
+ * 4e-3 and weight decay 0.01 for AdamW (SGD ignores weight_decay). */
+pp_optim pp_optim_defaults(uint32_t optimizer);
+
+/* One stage's update at the end of step t (t >= 1): SGD, or AdamW with
+ * state = its first then its second moments (2n floats, zero before step
+ * 1; pp_optimizer_state_floats(optimizer) * n in all). Then g = 0. */
+void pp_optimizer_step(uint32_t optimizer, const pp_optim *o, float *p, float *g, float *state,
+                       size_t n, int t);
+
 #endif

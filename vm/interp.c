@@ -27,6 +27,7 @@ typedef struct {
     const pp_dataset *ds;
     const pp_train_opts *opts;
     float **params, **grads; /* [S], NULL for stages this rank does not hold */
+    float **state;           /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
     void **slot;             /* [nslots] */
     MPI_Request *req;        /* [nslots] a send in flight from the slot */
     MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
@@ -170,7 +171,8 @@ static void exec(vm *v, const pp_instr *in)
         break;
     case PP_OP_OptimizerStep:
         wait_weight_sends(v); /* the weights must not change under a send */
-        pp_sgd_step(v->params[s], v->grads[s], pp_stage_param_count(m, S, s), v->opts->lr);
+        pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],
+                          pp_stage_param_count(m, S, s), v->step + 1);
         break;
     case PP_OP_COUNT:
         break;
@@ -184,19 +186,22 @@ static int setup(vm *v)
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     v->params = calloc((size_t)S, sizeof *v->params);
     v->grads = calloc((size_t)S, sizeof *v->grads);
+    v->state = calloc((size_t)S, sizeof *v->state);
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->req = malloc((p->nslots + 1) * sizeof *v->req);
     v->comm = malloc((p->ngroups + 1) * sizeof *v->comm);
-    if (!v->params || !v->grads || !v->slot || !v->req || !v->comm)
+    if (!v->params || !v->grads || !v->state || !v->slot || !v->req || !v->comm)
         return -1;
     for (int s = 0; s < S; s++) {
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
+        size_t nstate = pp_optimizer_state_floats(p->model.optimizer) * n;
         v->params[s] = malloc(n * sizeof(float));
         v->grads[s] = calloc(n, sizeof(float));
-        v->allocated += 2 * n * sizeof(float);
-        if (!v->params[s] || !v->grads[s])
+        v->state[s] = nstate ? calloc(nstate, sizeof(float)) : NULL;
+        v->allocated += (2 * n + nstate) * sizeof(float);
+        if (!v->params[s] || !v->grads[s] || (nstate && !v->state[s]))
             return -1;
         pp_stage_init(&p->model, S, s, v->opts->seed, v->params[s]);
     }
@@ -221,9 +226,13 @@ static int setup(vm *v)
 static void teardown(vm *v)
 {
     const pp_plan *p = v->p;
-    for (uint32_t s = 0; v->params && s < p->S; s++) {
-        free(v->params[s]);
-        free(v->grads[s]);
+    for (uint32_t s = 0; s < p->S; s++) {
+        if (v->params)
+            free(v->params[s]);
+        if (v->grads)
+            free(v->grads[s]);
+        if (v->state)
+            free(v->state[s]);
     }
     for (uint32_t k = 0; v->slot && k < p->nslots; k++)
         free(v->slot[k]);
@@ -232,6 +241,7 @@ static void teardown(vm *v)
             MPI_Comm_free(&v->comm[g]);
     free(v->params);
     free(v->grads);
+    free(v->state);
     free(v->slot);
     free(v->req);
     free(v->comm);

@@ -170,13 +170,14 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
         return -1;
     v->params = calloc((size_t)S, sizeof *v->params);
     v->grads = calloc((size_t)S, sizeof *v->grads);
+    v->state = calloc((size_t)S, sizeof *v->state);
     v->param_dep = calloc((size_t)S, sizeof *v->param_dep);
     v->grad_dep = calloc((size_t)S, sizeof *v->grad_dep);
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->slot_dep = calloc(p->nslots + 1, sizeof *v->slot_dep);
     v->tok_host = calloc((size_t)B, sizeof *v->tok_host);
     v->tok_ev = calloc((size_t)B, sizeof *v->tok_ev);
-    if (!v->params || !v->grads || !v->param_dep || !v->grad_dep || !v->slot || !v->slot_dep ||
+    if (!v->params || !v->grads || !v->state || !v->param_dep || !v->grad_dep || !v->slot || !v->slot_dep ||
         !v->tok_host || !v->tok_ev) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -186,11 +187,13 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
         size_t bytes = pp_stage_param_count(m, S, s) * sizeof(float);
+        size_t state = pp_optimizer_state_floats(m->optimizer) * bytes;
         if (dev_alloc((void **)&v->params[s], bytes, err, errlen) ||
             dev_alloc((void **)&v->grads[s], bytes, err, errlen) ||
+            dev_alloc((void **)&v->state[s], state, err, errlen) ||
             new_dep(&v->param_dep[s], err, errlen) || new_dep(&v->grad_dep[s], err, errlen))
             return -1;
-        v->allocated += 2 * bytes;
+        v->allocated += 2 * bytes + state;
     }
     /* All activation memory the step needs, allocated once: the plan's slots. */
     for (uint32_t k = 0; k < p->nslots; k++) {
@@ -220,12 +223,16 @@ static void teardown(cuda_vm *v)
     cvm_transport_teardown(v);
     if (v->cm)
         pp_cuda_model_destroy(v->cm);
-    for (uint32_t s = 0; v->params && s < p->S; s++) {
-        cudaCheck(cudaFree(v->params[s]));
-        cudaCheck(cudaFree(v->grads[s]));
-        if (v->param_dep[s].ev)
+    for (uint32_t s = 0; s < p->S; s++) { /* any of the tables may be missing */
+        if (v->params)
+            cudaCheck(cudaFree(v->params[s]));
+        if (v->grads)
+            cudaCheck(cudaFree(v->grads[s]));
+        if (v->state)
+            cudaCheck(cudaFree(v->state[s]));
+        if (v->param_dep && v->param_dep[s].ev)
             cudaCheck(cudaEventDestroy(v->param_dep[s].ev));
-        if (v->grad_dep[s].ev)
+        if (v->grad_dep && v->grad_dep[s].ev)
             cudaCheck(cudaEventDestroy(v->grad_dep[s].ev));
     }
     for (uint32_t k = 0; v->slot && k < p->nslots; k++) {
@@ -247,6 +254,7 @@ static void teardown(cuda_vm *v)
     }
     free(v->params);
     free(v->grads);
+    free(v->state);
     free(v->param_dep);
     free(v->grad_dep);
     free(v->slot);
@@ -266,6 +274,11 @@ static void init_weights(cuda_vm *v)
         size_t n = pp_stage_param_count(&p->model, S, s);
         pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->params[s]);
         cudaCheck(cudaMemsetAsync(v->grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
+        if (v->state[s]) /* AdamW's moments start at zero */
+            cudaCheck(cudaMemsetAsync(v->state[s], 0,
+                                      pp_optimizer_state_floats(p->model.optimizer) * n *
+                                          sizeof(float),
+                                      v->st[ST_COMPUTE]));
     }
     cudaCheck(cudaDeviceSynchronize()); /* start-up only */
 }
@@ -385,8 +398,14 @@ static void exec(cuda_vm *v, const pp_instr *in)
     }
     case PP_OP_OptimizerStep: {
         float *w = use_params(v, s, -1, d, &n), *g = use_grads(v, s, -1, d, &n);
+        const pp_optim *o = &v->opts->optim;
+        size_t np = pp_stage_param_count(m, S, s);
         compute_begin(v, d, n);
-        cudaCheck(pp_cu_sgd_step(w, g, pp_stage_param_count(m, S, s), v->opts->lr, cs));
+        if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
+            cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->step + 1,
+                                       o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, cs));
+        else
+            cudaCheck(pp_cu_sgd_step(w, g, np, o->lr, cs));
         cvm_params_changed(v, s);
         break;
     }

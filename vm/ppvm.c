@@ -33,12 +33,18 @@
 enum { BACKEND_UNSET = -1, BACKEND_CPU, BACKEND_CUDA };
 enum { TRANSPORT_UNSET = -1, TRANSPORT_MPI, TRANSPORT_NCCL };
 
+/* ppvm --lr and --weight-decay, negative where not given. */
+typedef struct {
+    double lr, weight_decay;
+} optim_flags;
+
 typedef struct {
     pp_train_opts train;
     const char *plan;      /* directory or file */
     const char *cmp[2];    /* --compare */
     int reference, compare;
     int backend, transport; /* BACKEND_*, TRANSPORT_* */
+    optim_flags optim;      /* --lr, --weight-decay; the plan's optimizer sets the rest */
     double atol, rtol;
 } options;
 
@@ -53,7 +59,9 @@ static void usage(FILE *f)
             "  --steps N     training steps (default 10)\n"
             "  --data FILE   training text (default %s)\n"
             "  --seed N      seed of the initial weights and the microbatches (default 1)\n"
-            "  --lr X        SGD learning rate (default 0.3)\n"
+            "  --lr X        learning rate (default 0.3 for the plan's optimizer sgd,\n"
+            "                4e-3 for adamw)\n"
+            "  --weight-decay X  AdamW's decoupled weight decay (default 0.01)\n"
             "  --save DIR    write the final weights to DIR/stage<s>.w\n"
             "  --quiet       no per-step lines\n"
             "  --backend B   cuda or cpu (default: cuda when this ppvm has CUDA and every rank\n"
@@ -93,7 +101,8 @@ static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     o->train = (pp_train_opts){
-        .steps = 10, .seed = 1, .lr = 0.3f, .data = PP_DEFAULT_DATA, .timeout = 300};
+        .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300};
+    o->optim = (optim_flags){-1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
     o->atol = 1e-5;
@@ -114,6 +123,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--quiet"))
             o->train.quiet = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
+                 !strcmp(a, "--weight-decay") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
                  !strcmp(a, "--timeout")) {
@@ -158,7 +168,11 @@ static int parse_args(int argc, char **argv, options *o)
             } else if (!strcmp(a, "--lr")) {
                 if (parse_num(a, val, 1e-12, 1e3, 0, &v))
                     return -1;
-                o->train.lr = (float)v;
+                o->optim.lr = v;
+            } else if (!strcmp(a, "--weight-decay")) {
+                if (parse_num(a, val, 0, 1e3, 0, &v))
+                    return -1;
+                o->optim.weight_decay = v;
             } else if (parse_num(a, val, 0, 1, 0, a[2] == 'a' ? &o->atol : &o->rtol))
                 return -1; /* a[2]: the 'a' of --atol or the 'r' of --rtol (a[3] is 't' in both,
                             * which sent --atol to rtol and left atol at its default) */
@@ -193,6 +207,18 @@ static int parse_args(int argc, char **argv, options *o)
     } else
         o->plan = pos[0];
     return 0;
+}
+
+/* The settings a run of a plan with `optimizer` uses: its defaults, with
+ * what the flags give. */
+static pp_optim train_optim(uint32_t optimizer, const optim_flags *f)
+{
+    pp_optim o = pp_optim_defaults(optimizer);
+    if (f->lr >= 0)
+        o.lr = (float)f->lr;
+    if (f->weight_decay >= 0)
+        o.weight_decay = (float)f->weight_decay;
+    return o;
 }
 
 static int is_dir(const char *path)
@@ -340,10 +366,12 @@ static int run_reference(const options *o)
     }
     pp_dataset ds;
     int rc = 1;
+    pp_train_opts train = o->train;
+    train.optim = train_optim(p.model.optimizer, &o->optim);
     if (pp_data_load(&ds, o->train.data, &p.model, err, sizeof err))
         fprintf(stderr, "ppvm: %s\n", err);
     else {
-        rc = pp_run_reference(&p.model, (int)p.S, (int)p.B, &ds, &o->train);
+        rc = pp_run_reference(&p.model, (int)p.S, (int)p.B, &ds, &train);
         pp_data_free(&ds);
     }
     pp_plan_free(&p);
@@ -395,11 +423,13 @@ int main(int argc, char **argv)
     }
     int rc = 1;
     if (agree(&p, ok && tag_ub_ok, me, size)) {
+        o.train.optim = train_optim(p.model.optimizer, &o.optim);
         if (me == 0 && !o.train.quiet)
-            printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, lr %g, data %s, "
-                   "backend %s, transport %s\n",
+            printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, %s lr %g, "
+                   "data %s, backend %s, transport %s\n",
                    size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
-                   (double)o.train.lr, o.train.data, o.backend == BACKEND_CUDA ? "cuda" : "cpu",
+                   pp_optimizer_name(p.model.optimizer), (double)o.train.optim.lr, o.train.data,
+                   o.backend == BACKEND_CUDA ? "cuda" : "cpu",
                    o.transport == TRANSPORT_NCCL ? "nccl" : "mpi");
 #ifdef PP_HAVE_CUDA
         if (o.backend == BACKEND_CUDA)

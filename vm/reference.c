@@ -22,18 +22,21 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
 {
     int rc = 1;
     float **params = calloc((size_t)S, sizeof *params), **grads = calloc((size_t)S, sizeof *grads);
+    float **state = calloc((size_t)S, sizeof *state); /* the optimizer's, NULL for SGD */
     void **stash = calloc((size_t)S, sizeof *stash);
     float *act[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     float *grad[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     int32_t *tokens = malloc(pp_tokens_bytes(m));
-    if (!params || !grads || !stash || !act[0] || !act[1] || !grad[0] || !grad[1] || !tokens)
+    if (!params || !grads || !state || !stash || !act[0] || !act[1] || !grad[0] || !grad[1] || !tokens)
         goto out;
     for (int s = 0; s < S; s++) {
         size_t n = pp_stage_param_count(m, S, s);
         params[s] = malloc(n * sizeof(float));
         grads[s] = calloc(n, sizeof(float));
         stash[s] = aligned_alloc(64, (pp_stage_stash_bytes(m, S, s) + 63) / 64 * 64);
-        if (!params[s] || !grads[s] || !stash[s])
+        size_t nstate = pp_optimizer_state_floats(m->optimizer) * n;
+        state[s] = nstate ? calloc(nstate, sizeof(float)) : NULL;
+        if (!params[s] || !grads[s] || !stash[s] || (nstate && !state[s]))
             goto out;
         pp_stage_init(m, S, s, opts->seed, params[s]);
     }
@@ -57,7 +60,8 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
             }
         }
         for (int s = 0; s < S; s++)
-            pp_sgd_step(params[s], grads[s], pp_stage_param_count(m, S, s), opts->lr);
+            pp_optimizer_step(m->optimizer, &opts->optim, params[s], grads[s], state[s],
+                              pp_stage_param_count(m, S, s), t + 1);
         double dt = now() - t0;
         if (!opts->quiet) {
             printf("reference step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", t + 1,
@@ -85,11 +89,14 @@ out:
             free(params[s]);
         if (grads)
             free(grads[s]);
+        if (state)
+            free(state[s]);
         if (stash)
             free(stash[s]);
     }
     free(params);
     free(grads);
+    free(state);
     free(stash);
     free(act[0]);
     free(act[1]);

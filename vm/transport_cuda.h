@@ -47,6 +47,7 @@ typedef struct {
     cudaEvent_t done[ST_COUNT]; /* recorded at the end of each stream's step; the watchdog polls */
     pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
     float **params, **grads;    /* [S] device; NULL for stages this rank does not own */
+    float **state;              /* [S] device, the optimizer's (AdamW: m then v); NULL for SGD */
     cvm_dep *param_dep, *grad_dep; /* [S] */
     void **slot;                /* [nslots] device, the plan's sizes exactly */
     cvm_dep *slot_dep;          /* [nslots] */

@@ -8,12 +8,13 @@
 #include <stdint.h>
 
 #include "../isa/plan.h"
+#include "../kernels/model.h"
 #include "data.h"
 
 typedef struct {
     int steps;
     uint64_t seed;
-    float lr;
+    pp_optim optim;   /* the plan's optimizer's defaults (pp_optim_defaults) and --lr etc. */
     const char *data; /* path of the text file */
     const char *save; /* directory for the final weights, or NULL */
     int quiet;        /* no per-step lines */

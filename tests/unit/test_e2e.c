@@ -140,6 +140,16 @@ START_TEST(kept_weights_train_alike)
 }
 END_TEST
 
+/* AdamW (ppc --optimizer adamw): pipelines, replicas (their moments stay
+ * equal because their gradients are) and owners that others fetch from. */
+START_TEST(adamw_trains_like_reference)
+{
+    trains_like_reference("1f1b.pp", "-D S=4 -D B=8 --optimizer adamw", 4);
+    trains_like_reference("lpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2 --optimizer adamw", 4);
+    trains_like_reference("fsdp.pp", "-D S=4 --optimizer adamw", 4);
+}
+END_TEST
+
 /* A middle stage of `blocks = 0` has no weights: FSDP and FSLPP fetch none
  * of it, accumulate and return no gradients for it, and still train alike. */
 START_TEST(weightless_stages_train_alike)
@@ -174,8 +184,9 @@ START_TEST(vm_allocates_what_the_report_says)
     static const char *cases[][2] = {{"fsdp.pp", "-D S=4"},
                                      {"1f1b.pp", "-D S=4 -D B=8"},
                                      {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"},
-                                     {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"}};
-    for (int i = 0; i < 4; i++) {
+                                     {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"},
+                                     {"ddp.pp", "-D S=4 --optimizer adamw"}};
+    for (int i = 0; i < 5; i++) {
         char *dir = compile_plan(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
         snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
         ck_assert_int_eq(run_cmd(cmd, &out), 0);
@@ -274,6 +285,8 @@ START_TEST(bad_flags)
     fails_with(cmd, "--steps many: expected an integer");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --lr -1 x", PP_ROOT);
     fails_with(cmd, "--lr -1: expected a number");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --weight-decay -0.5 x", PP_ROOT);
+    fails_with(cmd, "--weight-decay -0.5: expected a number in [0, 1000]");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D S", PP_ROOT, PP_ROOT);
     fails_with(cmd, "expected NAME=VALUE");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D Q=1", PP_ROOT, PP_ROOT);
@@ -307,6 +320,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, zb_h1_4_ranks);
     tcase_add_test(tc, fsdp_4_ranks);
     tcase_add_test(tc, weightless_stages_train_alike);
+    tcase_add_test(tc, adamw_trains_like_reference);
     tcase_add_test(tc, fslpp_4_ranks);
     tcase_add_test(tc, compare_tolerances);
     tcase_add_test(tc, kept_weights_train_alike);

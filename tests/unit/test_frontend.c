@@ -264,9 +264,9 @@ START_TEST(test_unknown_words)
 {
     char *text;
     int n = check_src(HEAD "compute(s,b,d) = 0\norder fast\nsplit forward\nlimit outflight = 1\n"
-                           "cost X = 1\n",
+                           "cost X = 1\noptimizer adam\n",
                       NULL, 0, &text);
-    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(n, 5);
     ck_diag(text, "t.pp:5:7: error: unknown order 'fast': expected 'greedy' or 'strict'",
             "    5 | order fast", "      |       ^~~~");
     ck_diag(text, "t.pp:6:7: error: expected 'split backward', found 'split forward'",
@@ -275,6 +275,26 @@ START_TEST(test_unknown_words)
             "    7 | limit outflight = 1", "      |       ^~~~~~~~~");
     ck_diag(text, "t.pp:8:6: error: unknown cost 'X': expected F, B, W, latency or bandwidth", "    8 | cost X = 1",
             "      |      ^");
+    ck_diag(text, "t.pp:9:11: error: unknown optimizer 'adam': expected 'sgd' or 'adamw'",
+            "    9 | optimizer adam", "      |           ^~~~");
+    free(text);
+}
+END_TEST
+
+/* `optimizer` picks what OptimizerStep runs (SGD when absent), once. */
+START_TEST(test_optimizer)
+{
+    fe_run r;
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\n", NULL, 0), 0);
+    ck_assert_int_eq(r.sch.model.optimizer, PP_OPT_SGD);
+    fe_free(&r);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\noptimizer adamw\n", NULL, 0), 0);
+    ck_assert_int_eq(r.sch.model.optimizer, PP_OPT_ADAMW);
+    fe_free(&r);
+    char *text;
+    int n = check_src(HEAD "compute(s,b,d) = 0\noptimizer sgd\noptimizer adamw\n", NULL, 0, &text);
+    ck_assert_int_eq(n, 1);
+    ck_has(text, "t.pp:6:1: error: optimizer is given more than once");
     free(text);
 }
 END_TEST
@@ -854,6 +874,7 @@ Suite *frontend_suite(void)
     tcase_add_test(parse, test_syntax_error_swallows_param);
     tcase_add_test(parse, test_wrong_function_head);
     tcase_add_test(parse, test_unknown_words);
+    tcase_add_test(parse, test_optimizer);
     suite_add_tcase(s, parse);
 
     TCase *check = tcase_create("checker");

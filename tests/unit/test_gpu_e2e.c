@@ -216,6 +216,19 @@ START_TEST(four_ranks_nccl)
 }
 END_TEST
 
+/* AdamW on the GPU (pp_cu_adamw_step with device moments): a pipeline
+ * and replicas, 4 ranks on one GPU. */
+START_TEST(adamw_four_ranks_mpi)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    gpu_trains_like_cpu("1f1b.pp", "-D S=4 -D B=8 --optimizer adamw", 4, "mpi");
+    gpu_trains_like_cpu("ddp.pp", "-D S=4 --optimizer adamw", 4, "mpi");
+}
+END_TEST
+
 /* nccl cannot put two ranks on one GPU: every rank exits 1, telling the
  * user to use --transport mpi, and nothing hangs. */
 START_TEST(nccl_refuses_shared_gpu)
@@ -247,6 +260,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_loop_test(tc, one_rank, 0, 8);
     tcase_add_loop_test(tc, four_ranks_one_gpu_mpi, 0, 4);
     tcase_add_loop_test(tc, four_ranks_nccl, 0, 4);
+    tcase_add_test(tc, adamw_four_ranks_mpi);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     suite_add_tcase(s, tc);
     return s;

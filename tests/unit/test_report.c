@@ -52,6 +52,51 @@ START_TEST(gpipe_counts)
 }
 END_TEST
 
+/* AdamW's two moments are state only owners hold: DDP replicas each hold
+ * them for every stage, FSDP workers for their own stage only, and the
+ * lowered plan's memory includes them. */
+START_TEST(adamw_state_on_owners)
+{
+    static const char *lib[] = {"ddp.pp", "fsdp.pp"};
+    for (int i = 0; i < 2; i++) {
+        pp_define defs[] = {{"S", 4}};
+        compiled c;
+        compile_library(&c, lib[i], defs, 1);
+        pp_report sgd, adamw;
+        build_report(&c, &sgd);
+        c.sch.model.optimizer = PP_OPT_ADAMW;
+        build_report(&c, &adamw);
+        ck_assert_int_eq(adamw.optimizer, PP_OPT_ADAMW);
+        for (int w = 0; w < c.t.W; w++) {
+            ck_assert_uint_eq(sgd.w[w].opt_store_bytes, 0);
+            ck_assert_uint_eq(adamw.w[w].opt_store_bytes, 2 * adamw.w[w].weight_store_bytes);
+            ck_assert_uint_eq(adamw.w[w].weight_store_bytes, sgd.w[w].weight_store_bytes);
+        }
+        uint64_t fsdp_own = pp_stage_weight_bytes(&c.sch.model, 4, 1);
+        if (i == 1)
+            ck_assert_uint_eq(adamw.w[1].opt_store_bytes, 2 * fsdp_own);
+        pp_lower_opts lo = {1, 0};
+        pp_plan *plans = calloc((size_t)c.t.W, sizeof *plans);
+        ck_assert_int_eq(pp_lower(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, plans), 0);
+        c.sch.model.optimizer = PP_OPT_SGD;
+        pp_plan *plain = calloc((size_t)c.t.W, sizeof *plain);
+        ck_assert_int_eq(pp_lower(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, plain), 0);
+        for (int w = 0; w < c.t.W; w++) {
+            ck_assert_uint_eq(plans[w].model.optimizer, PP_OPT_ADAMW);
+            ck_assert_uint_eq(pp_plan_memory(&plans[w]) - pp_plan_memory(&plain[w]),
+                              adamw.w[w].opt_store_bytes);
+            pp_plan_free(&plans[w]);
+            pp_plan_free(&plain[w]);
+        }
+        free(plans);
+        free(plain);
+        pp_report_free(&sgd);
+        pp_report_free(&adamw);
+        compiled_free(&c);
+    }
+}
+END_TEST
+
 /* DDP: no transfers at all; every worker holds every stage. */
 START_TEST(ddp_counts)
 {
@@ -444,6 +489,23 @@ START_TEST(ppc_mem_limit)
                       strstr(out, "nothing kept, any window would cross --mem-limit"),
                   "%s", out);
     free(out);
+    /* --optimizer overrides the schedule's; the report names it and counts its state */
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/gpipe.pp -D S=2 -D B=2 -o %s/p --optimizer adamw -q"
+             " && cat %s/p/report.txt %s/p/report.json %s/p/rank0.txt",
+             PP_ROOT, PP_ROOT, dir, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "optimizer adamw (two moments per weight, held by the owners)") &&
+                      strstr(out, "\"optimizer\": \"adamw\"") &&
+                      strstr(out, "batch 16; optimizer adamw") &&
+                      strstr(out, "update stage 0 weights (adamw)"),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/p --optimizer adam", PP_ROOT,
+             PP_ROOT, dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "ppc: --optimizer adam: expected sgd or adamw"), "%s", out);
+    free(out);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run_cmd(cmd, NULL);
     free(dir);
@@ -481,6 +543,7 @@ Suite *report_suite(void)
     TCase *tc = tcase_create("counts");
     tcase_add_test(tc, gpipe_counts);
     tcase_add_test(tc, ddp_counts);
+    tcase_add_test(tc, adamw_state_on_owners);
     tcase_add_test(tc, fsdp_fetches_s_minus_1_per_pass);
     tcase_add_test(tc, fslpp_fetches_match_the_seed);
     tcase_add_test(tc, keep_weights_fetches_each_stage_once);
