@@ -43,7 +43,7 @@ KERN_SRC := kernels/cpu_kernels.c kernels/model.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/json.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
-            compiler/table.c compiler/commcheck.c compiler/keep.c
+            compiler/table.c compiler/commcheck.c compiler/keep.c compiler/transfer_groups.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
@@ -144,7 +144,8 @@ gpu-bench: all bin/gemm_bench
 	bash tests/bench/gpu_bench.sh
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
-GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8
+GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8 \
+          fsdp-S4-B4:fsdp.pp:4:4
 golden: bin/ppc
 	@for g in $(GOLDEN); do IFS=: read name file S Bm <<< "$$g"; \
 	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm -o tests/golden/$$name -q; \

@@ -27,8 +27,9 @@
  *                saying what it waits for, then a depth-first search of the
  *                wait-for graph names a cycle if there is one.
  *
- * Grouped operations (ncclGroupStart/End) have one place to extend:
- * posted(), which today returns only a rank's head instruction. */
+ * GroupStart/GroupEnd pass like compute: the replay proves the execution
+ * in which a group's transfers run one after another, and a group never
+ * ends later than that (transfer_groups.c says why). */
 #include "commcheck.h"
 
 #include <stdarg.h>

@@ -10,6 +10,7 @@
  * wants it, hoisted --prefetch jobs earlier but never before its producer
  * ends, so the sender always has the data. */
 #include "lower.h"
+#include "transfer_groups.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +659,8 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
     p->ninstr = (uint32_t)L->st.n;
     p->code = L->st.code;
     L->st.code = NULL;
+    if (pp_group_transfers(p))
+        return -1;
     p->stage_role = calloc((size_t)S, 1);
     if (!p->stage_role)
         return -1;

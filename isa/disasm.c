@@ -232,6 +232,18 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
         add(t, "stage %" PRId32 " weight grads from rank %" PRId32 " via %s, added to ours",
             in->stage, in->peer, s0);
         break;
+    case PP_OP_GroupStart: {
+        uint32_t n = 0, i = (uint32_t)(in - p->code) + 1;
+        for (; i < p->ninstr && p->code[i].op != PP_OP_GroupEnd; i++)
+            n++;
+        add(t, "the next %" PRIu32 " transfers (%s) are posted together", n,
+            i > (uint32_t)(in - p->code) + 1 && pp_group_direction(in + 1, p->rank) == 1 ? "upward"
+                                                                                 : "downward");
+        break;
+    }
+    case PP_OP_GroupEnd:
+        add(t, "end of the group");
+        break;
     case PP_OP_OptimizerStep:
         add(t, "update stage %" PRId32 " weights (%s)", in->stage,
             pp_optimizer_name(p->model.optimizer));

@@ -21,7 +21,13 @@
  * from its `wts` slot (filled by FetchWeights) and accumulates weight
  * gradients into its `wgrad` slot, which SendWeightGrad returns to the owner
  * at the end of the step; with the slot absent (-1) the job uses the rank's
- * own copy of the stage. */
+ * own copy of the stage.
+ *
+ * GroupStart/GroupEnd bracket point-to-point transfers that the rank posts
+ * one after another in the same direction (pp_group_direction): the cuda
+ * backend gives each direction its own stream and NCCL communicator, and
+ * posts a bracket as one ncclGroupStart/End, so its transfers progress
+ * together instead of each waiting for the one before. */
 #ifndef PP_OPCODES_H
 #define PP_OPCODES_H
 
@@ -60,7 +66,9 @@
       "receive stage s weight gradients from a rank that computed with them; add them to ours")   \
     X(ReduceGrads, PP_U_STAGE | PP_U_GROUP, "",                                                    \
       "all-reduce stage s's weight gradients among the replicas in group g")                      \
-    X(OptimizerStep, PP_U_STAGE, "", "apply the optimizer to stage s's weights and clear its gradients")
+    X(OptimizerStep, PP_U_STAGE, "", "apply the optimizer to stage s's weights and clear its gradients") \
+    X(GroupStart, 0u, "", "post the transfers up to GroupEnd together (one NCCL group)")            \
+    X(GroupEnd, 0u, "", "end of a group of transfers")
 
 typedef enum {
 #define PP_OP_ENUM(name, uses, slots, syn) PP_OP_##name,

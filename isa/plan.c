@@ -766,6 +766,73 @@ static bool check_instr(const pp_plan *p, uint32_t i, char *err, size_t errlen)
     return check_slots(i, in, p->nslots, err, errlen);
 }
 
+int pp_group_direction(const pp_instr *in, uint32_t rank)
+{
+    switch ((pp_opcode)in->op) {
+    case PP_OP_SendActivation:
+    case PP_OP_SendGrad:
+    case PP_OP_SendWeights:
+    case PP_OP_SendWeightGrad:
+        return in->peer > (int32_t)rank;
+    case PP_OP_RecvActivation:
+    case PP_OP_RecvGrad:
+    case PP_OP_FetchWeights:
+        return in->peer < (int32_t)rank;
+    default:
+        return -1;
+    }
+}
+
+/* GroupStart .. GroupEnd: not nested, closed, and holding at least one
+ * transfer, all of them pp_group_direction's, in one direction (one stream
+ * and one NCCL communicator on the cuda backend). */
+static bool check_transfer_groups(const pp_plan *p, char *err, size_t errlen)
+{
+    int64_t open = -1; /* the open GroupStart */
+    int dir = -1, n = 0;
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        const pp_instr *in = &p->code[i];
+        if (in->op == PP_OP_GroupStart) {
+            if (open >= 0) {
+                set_err(err, errlen,
+                        "instruction %" PRIu32 " (GroupStart): the group opened at %" PRId64
+                        " is not closed (expected GroupEnd first; groups do not nest)",
+                        i, open);
+                return false;
+            }
+            open = i, dir = -1, n = 0;
+        } else if (in->op == PP_OP_GroupEnd) {
+            if (open < 0 || n == 0) {
+                set_err(err, errlen, "instruction %" PRIu32 " (GroupEnd): %s", i,
+                        open < 0 ? "no group is open (expected a GroupStart before it)"
+                                 : "the group is empty (expected at least one transfer)");
+                return false;
+            }
+            open = -1;
+        } else if (open >= 0) {
+            int up = pp_group_direction(in, p->rank);
+            if (up < 0 || (dir >= 0 && up != dir)) {
+                set_err(err, errlen,
+                        "instruction %" PRIu32 " (%s) inside the group opened at %" PRId64
+                        ": %s",
+                        i, pp_op_name(in->op), open,
+                        up < 0 ? "a group holds only point-to-point transfers other than RecvWeightGrad"
+                               : "its data moves the other way (a group holds transfers of one "
+                                 "direction)");
+                return false;
+            }
+            dir = up, n++;
+        }
+    }
+    if (open >= 0) {
+        set_err(err, errlen,
+                "the group opened at instruction %" PRId64 " is not closed (expected GroupEnd)",
+                open);
+        return false;
+    }
+    return true;
+}
+
 pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen)
 {
     pp_plan_status st = check_header(p, err, errlen);
@@ -776,6 +843,8 @@ pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen)
     for (uint32_t i = 0; i < p->ninstr; i++)
         if (!check_instr(p, i, err, errlen))
             return PP_PLAN_EOPERAND;
+    if (!check_transfer_groups(p, err, errlen))
+        return PP_PLAN_EOPERAND;
     set_err(err, errlen, "ok");
     return PP_PLAN_OK;
 }

@@ -75,6 +75,14 @@ unsigned pp_op_uses(int op);
 int pp_op_nslots(int op);
 const char *pp_op_slot_role(int op, int i, int *optional); /* role name of slot i */
 
+/* For an instruction that may stand inside GroupStart..GroupEnd, on
+ * `rank`: 1 when its data moves from a lower rank to a higher one, 0 when
+ * downward. -1 for every other instruction: all but the point-to-point
+ * transfers, and RecvWeightGrad, which adds what arrives to the gradients
+ * (a computation that must wait for the data, so it cannot be deferred to
+ * the group's end). */
+int pp_group_direction(const pp_instr *in, uint32_t rank);
+
 /* Encode to a malloc'd buffer (the CRC is appended). Returns PP_PLAN_OK or ENOMEM. */
 pp_plan_status pp_plan_encode(const pp_plan *p, uint8_t **buf, size_t *len);
 /* Decode and validate. On failure fills err with what is wrong and what was

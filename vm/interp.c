@@ -169,6 +169,12 @@ static void exec(vm *v, const pp_instr *in)
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
                                MPI_FLOAT, MPI_SUM, v->comm[in->group]));
         break;
+    case PP_OP_GroupStart:
+    case PP_OP_GroupEnd:
+        /* Sends are already non-blocking and posted in the plan's order, and
+         * a group's receives taken one by one in that order are one of the
+         * executions the group allows, so MPI needs no bracket. */
+        break;
     case PP_OP_OptimizerStep:
         wait_weight_sends(v); /* the weights must not change under a send */
         pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],

@@ -419,6 +419,10 @@ static void exec(cuda_vm *v, const pp_instr *in)
     case PP_OP_ReduceGrads:
         cvm_transfer(v, in); /* records its own dependencies */
         break;
+    case PP_OP_GroupStart:
+    case PP_OP_GroupEnd:
+        cvm_group(v, in->op == PP_OP_GroupStart);
+        break;
     case PP_OP_COUNT:
         break;
     }

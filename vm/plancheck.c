@@ -23,6 +23,8 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
     case PP_OP_SendWeights:
     case PP_OP_ReduceGrads:
     case PP_OP_OptimizerStep:
+    case PP_OP_GroupStart:
+    case PP_OP_GroupEnd:
     case PP_OP_COUNT:
         return 0;
     case PP_OP_LoadMicroBatch:

@@ -92,8 +92,14 @@ int cvm_transport_setup(cuda_vm *v, char *err, size_t errlen)
     }
     for (uint32_t g = 0; g < p->ngroups; g++)
         v->group_mpi[g] = MPI_COMM_NULL;
-    if (v->transport != PP_TRANSPORT_MPI)
+    if (v->transport != PP_TRANSPORT_MPI) {
+        v->grouped = malloc((p->ninstr + 1) * sizeof *v->grouped);
+        if (!v->grouped) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
         return 0;
+    }
     v->slot_stg = calloc(p->nslots + 1, sizeof *v->slot_stg);
     v->stage_stg = calloc(p->S, sizeof *v->stage_stg);
     v->stage_has_params = calloc(p->S, sizeof *v->stage_has_params);
@@ -185,6 +191,7 @@ void cvm_transport_teardown(cuda_vm *v)
         staging_free(&v->stage_stg[s]);
     free(v->group_nccl);
     free(v->group_mpi);
+    free(v->grouped);
     free(v->slot_stg);
     free(v->stage_stg);
     free(v->stage_has_params);
@@ -260,6 +267,35 @@ static void copy_in(cuda_vm *v, cvm_staging *h, void *dev, size_t bytes, cvm_dep
 
 /* ---- transfers -------------------------------------------------------------- */
 
+/* After an NCCL transfer on stream st touched d's buffer. Inside a group the
+ * transfer is only queued: NCCL launches it at ncclGroupEnd, so an event
+ * recorded now would fire before it ran; cvm_group records it then. */
+static void record_transfer(cuda_vm *v, cvm_dep *d, int st)
+{
+    if (!v->in_group) {
+        cvm_record(v, d, st);
+        return;
+    }
+    v->grouped[v->ngrouped++] = d;
+    v->grouped_st = st;
+}
+
+void cvm_group(cuda_vm *v, int start)
+{
+    if (v->transport != PP_TRANSPORT_NCCL)
+        return;
+    if (start) {
+        ncclCheck(ncclGroupStart());
+        v->in_group = 1;
+        v->ngrouped = 0;
+        return;
+    }
+    ncclCheck(ncclGroupEnd());
+    v->in_group = 0;
+    for (int i = 0; i < v->ngrouped; i++)
+        cvm_record(v, v->grouped[i], v->grouped_st);
+}
+
 static void send(cuda_vm *v, int peer, int tag, const void *dev, size_t bytes, cvm_dep *d,
                  cvm_staging *h)
 {
@@ -267,7 +303,7 @@ static void send(cuda_vm *v, int peer, int tag, const void *dev, size_t bytes, c
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, d, st);
         ncclCheck(ncclSend(dev, bytes, ncclInt8, peer, v->comm[st], v->st[st]));
-        cvm_record(v, d, st);
+        record_transfer(v, d, st);
         return;
     }
     staging_claim(v, h, 0);
@@ -282,7 +318,7 @@ static void recv(cuda_vm *v, int peer, int tag, void *dev, size_t bytes, cvm_dep
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, d, st);
         ncclCheck(ncclRecv(dev, bytes, ncclInt8, peer, v->comm[st], v->st[st]));
-        cvm_record(v, d, st);
+        record_transfer(v, d, st);
         return;
     }
     staging_claim(v, h, 0);
@@ -300,7 +336,7 @@ static void send_weights(cuda_vm *v, int s, int peer)
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
         ncclCheck(ncclSend(v->params[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
-        cvm_record(v, &v->param_dep[s], st);
+        record_transfer(v, &v->param_dep[s], st);
         return;
     }
     cvm_staging *h = &v->stage_stg[s];

@@ -59,6 +59,9 @@ typedef struct {
     ncclComm_t world;
     ncclComm_t comm[ST_COUNT]; /* comm[ST_UP], comm[ST_DOWN]; comm[ST_COMPUTE] stays NULL */
     ncclComm_t *group_nccl;    /* [ngroups] NULL where this rank is no member */
+    int in_group;              /* between GroupStart and GroupEnd */
+    cvm_dep **grouped;         /* [ninstr] what the open group's transfers touch */
+    int ngrouped, grouped_st;  /* how many, and their stream */
 
     /* mpi transport */
     MPI_Comm *group_mpi;       /* [ngroups] MPI_COMM_NULL where no member */
@@ -106,6 +109,10 @@ void cvm_transport_abort(cuda_vm *v);
  * FetchWeights, SendWeights, SendWeightGrad, RecvWeightGrad's receive into
  * its tmp slot (the caller adds it), ReduceGrads. */
 void cvm_transfer(cuda_vm *v, const pp_instr *in);
+/* GroupStart (start 1) and GroupEnd: on nccl, ncclGroupStart/End around the
+ * transfers between them, whose buffers' events are recorded after
+ * ncclGroupEnd, which is when NCCL launches them; nothing on mpi. */
+void cvm_group(cuda_vm *v, int start);
 /* OptimizerStep changed params[s] (the mpi transport's host copy is stale). */
 void cvm_params_changed(cuda_vm *v, int s);
 /* End of a step, after the streams are idle: every send complete (mpi). */

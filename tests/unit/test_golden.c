@@ -18,6 +18,7 @@ static const struct {
     {"ddp-S4-B4", "ddp.pp", "-D S=4 -D B=4", 4},
     {"1f1b-S4-B8", "1f1b.pp", "-D S=4 -D B=8", 4},
     {"zb-h1-S4-B8", "zb-h1.pp", "-D S=4 -D B=8", 4},
+    {"fsdp-S4-B4", "fsdp.pp", "-D S=4 -D B=4", 4}, /* weight fetches, grouped sends */
 };
 
 START_TEST(listing_matches)

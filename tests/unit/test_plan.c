@@ -482,6 +482,60 @@ START_TEST(test_validate_header)
 }
 END_TEST
 
+/* GroupStart/GroupEnd: closed, not nested, not empty, holding only
+ * transfers of one direction (rank 1: a send to 2 or a receive from 0 goes
+ * up, a send to 0 or a receive from 2 down), RecvWeightGrad never. */
+static void expect_groups(const pp_instr *code, uint32_t n, pp_plan_status status, const char *want)
+{
+    pp_plan p;
+    build_plan(&p);
+    free(p.code);
+    p.code = malloc(n * sizeof *code);
+    memcpy(p.code, code, n * sizeof *code);
+    p.ninstr = n;
+    expect_valid(&p, status, want);
+    pp_plan_free(&p);
+}
+
+START_TEST(test_validate_transfer_groups)
+{
+    const pp_instr gs = mk(PP_OP_GroupStart, -1, -1, -1, -1, -1, -1, -1, -1);
+    const pp_instr ge = mk(PP_OP_GroupEnd, -1, -1, -1, -1, -1, -1, -1, -1);
+    const pp_instr up_send = mk(PP_OP_SendActivation, 1, 0, 2, -1, 2, -1, -1, -1);
+    const pp_instr up_recv = mk(PP_OP_RecvActivation, 0, 0, 0, -1, 0, -1, -1, -1);
+    const pp_instr down_send = mk(PP_OP_SendGrad, 1, 0, 0, -1, 0, -1, -1, -1);
+    const pp_instr wgrad = mk(PP_OP_RecvWeightGrad, 1, -1, 2, -1, 0, -1, -1, -1);
+    const pp_instr step = mk(PP_OP_OptimizerStep, 1, -1, -1, -1, -1, -1, -1, -1);
+    const pp_instr ok[] = {gs, up_send, up_recv, ge, gs, down_send, ge};
+    expect_groups(ok, 7, PP_PLAN_OK, "ok");
+    const pp_instr mixed[] = {gs, up_send, down_send, ge};
+    expect_groups(mixed, 4, PP_PLAN_EOPERAND,
+                  "instruction 2 (SendGrad) inside the group opened at 0: its data moves the "
+                  "other way (a group holds transfers of one direction)");
+    const pp_instr compute[] = {gs, up_send, step, ge};
+    expect_groups(compute, 4, PP_PLAN_EOPERAND,
+                  "instruction 2 (OptimizerStep) inside the group opened at 0: a group holds only "
+                  "point-to-point transfers other than RecvWeightGrad");
+    const pp_instr add[] = {gs, wgrad, ge};
+    expect_groups(add, 3, PP_PLAN_EOPERAND, "instruction 1 (RecvWeightGrad) inside the group");
+    const pp_instr nested[] = {gs, up_send, gs, up_recv, ge, ge};
+    expect_groups(nested, 6, PP_PLAN_EOPERAND,
+                  "instruction 2 (GroupStart): the group opened at 0 is not closed (expected "
+                  "GroupEnd first; groups do not nest)");
+    const pp_instr open[] = {up_send, gs, up_recv};
+    expect_groups(open, 3, PP_PLAN_EOPERAND,
+                  "the group opened at instruction 1 is not closed (expected GroupEnd)");
+    const pp_instr stray[] = {up_send, ge};
+    expect_groups(stray, 2, PP_PLAN_EOPERAND,
+                  "instruction 1 (GroupEnd): no group is open (expected a GroupStart before it)");
+    const pp_instr empty[] = {gs, ge};
+    expect_groups(empty, 2, PP_PLAN_EOPERAND,
+                  "instruction 1 (GroupEnd): the group is empty (expected at least one transfer)");
+    const pp_instr operand[] = {mk(PP_OP_GroupStart, 1, -1, -1, -1, -1, -1, -1, -1), up_send, ge};
+    expect_groups(operand, 3, PP_PLAN_EOPERAND, "GroupStart takes no stage");
+}
+END_TEST
+
 START_TEST(test_validate_groups)
 {
     pp_plan p;
@@ -739,6 +793,7 @@ Suite *plan_suite(void)
     TCase *val = tcase_create("validate");
     tcase_add_test(val, test_validate_header);
     tcase_add_test(val, test_validate_groups);
+    tcase_add_test(val, test_validate_transfer_groups);
     tcase_add_test(val, test_validate_optional_slots);
     suite_add_tcase(s, val);
 
