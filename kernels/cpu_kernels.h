@@ -54,8 +54,9 @@ void pp_layernorm_forward(const float *x, const float *gamma, const float *beta,
  * output may be NULL, which skips it: dx == NULL computes only the parameter
  * gradients, dgamma == dbeta == NULL only the input gradient, and the two
  * calls together give the same bits as one computing all three (a split
- * backward's B and W). dx must not alias dy (nor on the GPU, whose twin
- * reads dy again after writing dx). */
+ * backward's B and W). gamma is read only for dx (it may be NULL when dx
+ * is). dx must not alias dy (nor on the GPU, whose twin reads dy again
+ * after writing dx). */
 void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
                            const float *rstd, const float *dy, int rows, int cols, float *dx,
                            float *dgamma, float *dbeta);
