@@ -150,14 +150,15 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* Block k's saved activations (model.c's stash layout, this file's header). */
+/* Block k's activations in the stash (the layout in this file's header):
+ * written by F, only read by B and W (hence the cast from const). */
 typedef struct {
     float *x, *u, *mean, *rstd, *h, *a;
 } block_acts;
 
 static block_acts block_acts_of(const stash_layout *L, const void *stash, int k) {
     char *blk = (char *)(uintptr_t)stash + L->blocks + (size_t)k * L->block_stride;
-    block_acts b = {(float *)blk,           (float *)(blk + L->u), (float *)(blk + L->mean),
+    block_acts b = {(float *)blk, (float *)(blk + L->u), (float *)(blk + L->mean),
                     (float *)(blk + L->rstd), (float *)(blk + L->h), (float *)(blk + L->a)};
     return b;
 }
@@ -295,8 +296,8 @@ static void head_dx(const shape *sh, const param_layout *P, const stash_layout *
                           saved(stash, L->rstdf), duf, B, D, dx, NULL, NULL);
 }
 
-/* The backward walk, fused (weights is non-NULL: weight gradients as it goes)
- * or as the input half of a split backward (weights NULL: dy, dh, du,
+/* The backward walk, fused (grads non-NULL: weight gradients as it goes)
+ * or as the input half of a split backward (grads NULL: dy, dh, du,
  * dlogits, duf and the embedding's gradient are saved in the stash's split
  * region for W; dh, du and dlogits are computed there in place). */
 static void backward_walk(const pp_model *m, int S, int s, const float *params, float *grads,

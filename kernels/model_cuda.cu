@@ -203,7 +203,8 @@ void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* Block k's saved activations (model.c's stash layout). */
+/* Block k's activations in the stash (model.c's layout): written by F,
+ * only read by B and W (hence the cast from const). */
 typedef struct {
     float *x, *u, *mean, *rstd, *h, *a;
 } block_acts;
@@ -212,7 +213,7 @@ static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
 {
     char *blk = const_cast<char *>(static_cast<const char *>(stash)) + L->blocks +
                 (size_t)k * L->block_stride;
-    block_acts b = {(float *)blk,            (float *)(blk + L->u), (float *)(blk + L->mean),
+    block_acts b = {(float *)blk, (float *)(blk + L->u), (float *)(blk + L->mean),
                     (float *)(blk + L->rstd), (float *)(blk + L->h), (float *)(blk + L->a)};
     return b;
 }
