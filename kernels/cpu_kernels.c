@@ -232,23 +232,32 @@ void pp_layernorm_forward(const float *x, const float *gamma, const float *beta,
 
 /* With xhat = (x - mean) * rstd and g = dy * gamma (the gradient at xhat):
  *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
- * the row means taken over the row's columns, in double. */
+ * the row means taken over the row's columns, in double. The parameter
+ * gradients and the input gradient are separate passes, each skipped when
+ * its outputs are NULL, so a split backward can compute them at different
+ * times and get the same bits as one call computing both. */
 void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
                            const float *rstd, const float *dy, int rows, int cols, float *dx,
                            float *dgamma, float *dbeta) {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * cols;
         const float *dyr = dy + (size_t)r * cols;
-        float *dxr = dx + (size_t)r * cols;
         float m = mean[r], s = rstd[r];
+        if (dgamma)
+            for (int c = 0; c < cols; c++) {
+                float xhat = (xr[c] - m) * s;
+                dgamma[c] += dyr[c] * xhat;
+            }
+        if (dbeta)
+            for (int c = 0; c < cols; c++) dbeta[c] += dyr[c];
+        if (!dx) continue;
+        float *dxr = dx + (size_t)r * cols;
         double sum_g = 0.0, sum_gx = 0.0;
         for (int c = 0; c < cols; c++) {
             float xhat = (xr[c] - m) * s;
             float g = dyr[c] * gamma[c];
             sum_g += g;
             sum_gx += (double)g * xhat;
-            dbeta[c] += dyr[c];
-            dgamma[c] += dyr[c] * xhat;
         }
         float mean_g = (float)(sum_g / cols), mean_gx = (float)(sum_gx / cols);
         for (int c = 0; c < cols; c++) {

@@ -50,7 +50,13 @@ void pp_add(float *y, const float *x, size_t n);
 void pp_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
                           int cols, float *y, float *mean, float *rstd);
 /* Its backward from the forward's mean and rstd: dx += the input gradient,
- * dgamma += sum over rows of dy * xhat, dbeta += sum over rows of dy. */
+ * dgamma += sum over rows of dy * xhat, dbeta += sum over rows of dy. Any
+ * output may be NULL, which skips it: dx == NULL computes only the parameter
+ * gradients, dgamma == dbeta == NULL only the input gradient, and the two
+ * calls together give the same bits as one computing all three (a split
+ * backward's B and W). gamma is read only for dx (it may be NULL when dx
+ * is). dx must not alias dy (nor on the GPU, whose twin reads dy again
+ * after writing dx). */
 void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
                            const float *rstd, const float *dy, int rows, int cols, float *dx,
                            float *dgamma, float *dbeta);

@@ -322,7 +322,8 @@ static __global__ void layernorm_backward_dx_kernel(const float *x, const float 
 }
 
 /* dgamma[c] += sum_r dy[r][c] * xhat[r][c], dbeta[c] += sum_r dy[r][c]: a
- * deterministic column reduction shaped like bias_grad_kernel. */
+ * deterministic column reduction shaped like bias_grad_kernel. Either
+ * output may be NULL (not written). */
 static __global__ void layernorm_param_grad_kernel(const float *x, const float *mean,
                                                    const float *rstd, const float *dy, int rows,
                                                    int cols, float *dgamma, float *dbeta) {
@@ -346,8 +347,8 @@ static __global__ void layernorm_param_grad_kernel(const float *x, const float *
             tg += part_g[k][threadIdx.x];
             tb += part_b[k][threadIdx.x];
         }
-        dgamma[c] += tg;
-        dbeta[c] += tb;
+        if (dgamma) dgamma[c] += tg;
+        if (dbeta) dbeta[c] += tb;
     }
 }
 
@@ -361,16 +362,22 @@ extern "C" cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamm
     return cudaGetLastError();
 }
 
+/* Two kernels, each launched only when its outputs are wanted (NULL ones
+ * are skipped, as on the CPU): a split backward runs the dx kernel in B and
+ * the parameter kernel in W, the same launches as one call making both. */
 extern "C" cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma,
                                                 const float *mean, const float *rstd,
                                                 const float *dy, int rows, int cols, float *dx,
                                                 float *dgamma, float *dbeta, cudaStream_t st) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
-    unsigned grid = (unsigned)((rows + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
-    layernorm_backward_dx_kernel<<<grid, THREADS, 0, st>>>(x, gamma, mean, rstd, dy, rows, cols,
-                                                           dx);
-    cudaError_t rc = cudaGetLastError();
-    if (rc != cudaSuccess) return rc;
+    if (dx) {
+        unsigned grid = (unsigned)((rows + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+        layernorm_backward_dx_kernel<<<grid, THREADS, 0, st>>>(x, gamma, mean, rstd, dy, rows,
+                                                               cols, dx);
+        cudaError_t rc = cudaGetLastError();
+        if (rc != cudaSuccess) return rc;
+    }
+    if (!dgamma && !dbeta) return cudaSuccess;
     dim3 block(COL_X, COL_Y);
     unsigned cgrid = (unsigned)((cols + COL_X - 1) / COL_X);
     layernorm_param_grad_kernel<<<cgrid, block, 0, st>>>(x, mean, rstd, dy, rows, cols, dgamma,

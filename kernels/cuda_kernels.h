@@ -50,8 +50,12 @@ cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma, const fl
                                     int rows, int cols, float *y, float *mean, float *rstd,
                                     cudaStream_t st);
 /* pp_layernorm_backward: dx += the input gradient; dgamma, dbeta += their
- * gradients (accumulated, as weight gradients are). dx must not alias dy
- * (dgamma is computed from dy after dx is written). */
+ * gradients (accumulated, as weight gradients are). A NULL output is
+ * skipped: dx == NULL launches only the parameter-gradient kernel, dgamma
+ * == dbeta == NULL only the input-gradient kernel (a split backward's B and
+ * W; together the same bits as one call). gamma is read only for dx (it
+ * may be NULL when dx is). dx must not alias dy (dgamma is computed from dy
+ * after dx is written). */
 cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma, const float *mean,
                                      const float *rstd, const float *dy, int rows, int cols,
                                      float *dx, float *dgamma, float *dbeta, cudaStream_t st);

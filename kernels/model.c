@@ -3,23 +3,36 @@
  * F(s,b), B(s,b) and plain SGD.
  *
  * Notation: B = batch, C = context, D = C * embed, F = ffn, V = 256,
- * nb = blocks per stage. Block k of a stage maps x_k -> x_{k+1}:
- *   h_k = x_k W1^T + b1        [B][F]
+ * nb = blocks per stage. Block k of a stage maps x_k -> x_{k+1}, pre-LN:
+ *   u_k = LN(x_k; g, beta)     [B][D]  per row, eps 1e-5, biased variance
+ *   h_k = u_k W1^T + b1        [B][F]
  *   a_k = gelu(h_k)            [B][F]
  *   x_{k+1} = x_k + a_k W2^T + b2
+ * and the last stage's head, after a final layer norm:
+ *   z = LN_f(x_nb; gf, betaf)  [B][D]
+ *   logits = z Wh^T + bh       [B][V], softmax cross-entropy
  *
  * Stash layout (byte offsets; every region starts at a multiple of 16 so the
  * float and int32 views stay aligned in a 16-byte aligned malloc'd stash):
  *   s == 0:        tokens   int32 [B][C+1]  copy of the loaded microbatch
  *   each block k:  x_k      float [B][D]    the block's input
+ *                  u_k      float [B][D]    its layer norm's output
+ *                  mean_k   float [B]       the layer norm's row means
+ *                  rstd_k   float [B]       and 1/sqrt(var + eps)
  *                  h_k      float [B][F]    pre-GELU
  *                  a_k      float [B][F]    post-GELU
  *   s == S-1:      xh       float [B][D]    the head's input (= x_nb)
+ *                  z        float [B][D]    LN_f's output
+ *                  meanf    float [B]       LN_f's row means
+ *                  rstdf    float [B]       and 1/sqrt(var + eps)
  *                  probs    float [B][V]    softmax output
  *                  targets  int32 [B]       the target bytes, compacted
  *   scratch (last in the stash, contents meaningless between calls):
  *   s == S-1:      logits   float [B][V]    logits in F, dlogits in B
  *   nb > 0:        dh       float [B][F]    da, then dh, of the current block
+ *   nb > 0 or s == S-1:
+ *                  du       float [B][D]    gradient at the current layer
+ *                                           norm's output (du_k or duf)
  *   always:        dx       float [B][D]    the running input gradient
  * The scratch lets F and B run without allocating in the step loop. B
  * therefore writes to the scratch part of the stash it receives as const:
@@ -32,10 +45,13 @@
  * stash, pp_stage_stash_bytes_split: after the above, what B leaves for W:
  *   each block k:  dy_k     float [B][D]    gradient at the block's output
  *                  dh_k     float [B][F]    gradient before GELU
+ *                  du_k     float [B][D]    gradient at u_k (for dg, dbeta)
  *   s == S-1:      dlogits  float [B][V]
+ *                  duf      float [B][D]    gradient at z (for dgf, dbetaf)
  *   s == 0:        dx0      float [B][D]    gradient at the embedding's output
- * W then performs exactly the weight-gradient GEMMs the fused B performs,
- * with the same operands, so split and fused give the same bits. */
+ * W then performs exactly the weight-gradient work the fused B performs
+ * (GEMMs, bias sums and the layer norms' parameter passes), with the same
+ * operands, so split and fused give the same bits. */
 #include "model.h"
 
 #include <math.h>
@@ -67,8 +83,9 @@ size_t pp_tokens_bytes(const pp_model *m) {
     return (size_t)m->batch * (m->context + 1) * sizeof(int32_t);
 }
 
-/* Only the GEMMs count; elementwise work is noise next to them. Backward
- * runs two GEMMs (input gradient and weight gradient) per forward GEMM. */
+/* Only the GEMMs count; elementwise work (GELU, biases, the layer norms,
+ * the softmax) is noise next to them and is not counted. Backward runs two
+ * GEMMs (input gradient and weight gradient) per forward GEMM. */
 double pp_stage_flops(const pp_model *m, int S, int s, int backward) {
     shape sh = shape_of(m, S, s);
     double B = sh.B, D = sh.D, F = sh.F;
@@ -99,12 +116,17 @@ static void init_uniform(float *p, size_t off, size_t n, float scale, uint64_t k
     for (size_t i = off; i < off + n; i++) p[i] = scale * uniform_pm1(key, i);
 }
 
+static void fill(float *p, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) p[i] = v;
+}
+
 /* Scales: linear weights U(-1,1)/sqrt(fan_in) keep activations O(1) at any
  * width. The embedding is U(-1,1), the same rule for a one-hot input
  * (fan_in 1); a 0.1 scale starved the head of signal and trained visibly
  * slower. W2 gets half its rule so the residual stream grows slowly with
- * depth. The head's 1/sqrt(D) keeps the initial logits small (std ~0.3), so
- * the loss starts near ln 256. Biases start at zero. */
+ * depth. The head's 1/sqrt(D) keeps the initial logits small (std ~0.6 of
+ * LN_f's unit-variance rows), so the loss starts near ln 256. Layer norms
+ * start as the identity normalisation (gamma 1, beta 0); biases at zero. */
 void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
@@ -115,24 +137,43 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
     if (sh.first) init_uniform(params, P.E, (size_t)PP_VOCAB * (size_t)sh.E, 1.0f, key);
     for (int k = 0; k < sh.nb; k++) {
         size_t base = P.blocks + (size_t)k * P.block_stride;
+        fill(params + base + P.ln_g, D, 1.0f);
         init_uniform(params, base + P.W1, F * D, 1.0f / sqrtf((float)D), key);
         init_uniform(params, base + P.W2, D * F, 0.5f / sqrtf((float)F), key);
     }
-    if (sh.last) init_uniform(params, P.Wh, (size_t)PP_VOCAB * D, 1.0f / sqrtf((float)D), key);
+    if (sh.last) {
+        fill(params + P.lnf_g, D, 1.0f);
+        init_uniform(params, P.Wh, (size_t)PP_VOCAB * D, 1.0f / sqrtf((float)D), key);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* y = x + gelu(x W1^T + b1) W2^T + b2, saving h and a for the backward. */
+/* Block k's activations in the stash (the layout in this file's header):
+ * written by F, only read by B and W (hence the cast from const). */
+typedef struct {
+    float *x, *u, *mean, *rstd, *h, *a;
+} block_acts;
+
+static block_acts block_acts_of(const stash_layout *L, const void *stash, int k) {
+    char *blk = (char *)(uintptr_t)stash + L->blocks + (size_t)k * L->block_stride;
+    block_acts b = {(float *)blk, (float *)(blk + L->u), (float *)(blk + L->mean),
+                    (float *)(blk + L->rstd), (float *)(blk + L->h), (float *)(blk + L->a)};
+    return b;
+}
+
+/* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
+ * rstd, h and a for the backward. */
 static void block_forward(const shape *sh, const param_layout *P, const float *p,
-                          const float *x, float *h, float *a, float *y) {
+                          const block_acts *s, float *y) {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm(0, 1, B, F, D, 1.0f, x, p + P->W1, 0.0f, h);
-    pp_bias_add(h, p + P->b1, B, F);
-    pp_gelu_forward(h, a, (size_t)B * F);
-    memcpy(y, x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
-    pp_gemm(0, 1, B, D, F, 1.0f, a, p + P->W2, 1.0f, y);
+    pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
+    pp_gemm(0, 1, B, F, D, 1.0f, s->u, p + P->W1, 0.0f, s->h);
+    pp_bias_add(s->h, p + P->b1, B, F);
+    pp_gelu_forward(s->h, s->a, (size_t)B * F);
+    memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
+    pp_gemm(0, 1, B, D, F, 1.0f, s->a, p + P->W2, 1.0f, y);
     pp_bias_add(y, p + P->b2, B, D);
 }
 
@@ -143,15 +184,16 @@ static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *ou
     return sh->last ? (float *)(st + L->xh) : out;
 }
 
-/* logits = x Wh^T + bh; returns the summed cross-entropy. */
+/* z = LN_f(xh), logits = z Wh^T + bh; returns the summed cross-entropy. */
 static double head_forward(const shape *sh, const param_layout *P, const stash_layout *L,
                            const float *params, const int32_t *tgt, char *st) {
     int B = sh->B, D = sh->D;
-    float *logits = (float *)(st + L->logits);
+    float *logits = (float *)(st + L->logits), *z = (float *)(st + L->z);
     int32_t *targets = (int32_t *)(st + L->targets);
     for (int r = 0; r < B; r++) targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
-    pp_gemm(0, 1, B, PP_VOCAB, D, 1.0f, (const float *)(st + L->xh), params + P->Wh, 0.0f,
-            logits);
+    pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D,
+                         z, (float *)(st + L->meanf), (float *)(st + L->rstdf));
+    pp_gemm(0, 1, B, PP_VOCAB, D, 1.0f, z, params + P->Wh, 0.0f, logits);
     pp_bias_add(logits, params + P->bh, B, PP_VOCAB);
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
 }
@@ -172,9 +214,8 @@ double pp_stage_forward(const pp_model *m, int S, int s, const float *params, co
         memmove(x0, in, pp_act_bytes(m)); /* memmove: in may be out when nb == 0 */
     }
     for (int k = 0; k < sh.nb; k++) {
-        char *blk = st + L.blocks + (size_t)k * L.block_stride;
-        block_forward(&sh, &P, params + P.blocks + (size_t)k * P.block_stride,
-                      x_slot(&sh, &L, st, out, k), (float *)(blk + L.h), (float *)(blk + L.a),
+        block_acts acts = block_acts_of(&L, st, k);
+        block_forward(&sh, &P, params + P.blocks + (size_t)k * P.block_stride, &acts,
                       x_slot(&sh, &L, st, out, k + 1));
     }
     return sh.last ? head_forward(&sh, &P, &L, params, tgt, st) : 0.0;
@@ -188,10 +229,11 @@ static const float *saved(const void *stash, size_t off) {
     return (const float *)((const char *)stash + off);
 }
 
-/* The reverse of block_forward, in three parts so that a split backward can
- * run the weight part later: dh = (dy W2) * gelu'(h); the weight gradients
- * from dy and dh; dx = dy + dh W1. dx may be dy's buffer: the fused order
- * consumes dy before writing dx. */
+/* The reverse of block_forward, in parts so that a split backward can run
+ * the weight part later: dh = (dy W2) * gelu'(h); du = dh W1; the weight
+ * gradients from dy, dh and du; dx = dy + LN_backward(du). dx may be dy's
+ * buffer: dy is consumed before dx is written. du must be a buffer of its
+ * own: the layer norm's backward accumulates into dx while reading du. */
 static void block_dh(const shape *sh, const param_layout *P, const float *p, const float *h,
                      const float *dy, float *dh) {
     int B = sh->B, D = sh->D, F = sh->F;
@@ -199,20 +241,31 @@ static void block_dh(const shape *sh, const param_layout *P, const float *p, con
     pp_gelu_backward(h, dh, dh, (size_t)B * F);           /* dh = da * gelu'(h) */
 }
 
-static void block_weight_grads(const shape *sh, const param_layout *P, float *g, const float *x,
-                               const float *a, const float *dy, const float *dh) {
+static void block_du(const shape *sh, const param_layout *P, const float *p, const float *dh,
+                     float *du) {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm(1, 0, D, F, B, 1.0f, dy, a, 1.0f, g + P->W2); /* dW2 += dy^T a */
-    pp_bias_grad(dy, B, D, g + P->b2);
-    pp_gemm(1, 0, F, D, B, 1.0f, dh, x, 1.0f, g + P->W1); /* dW1 += dh^T x */
-    pp_bias_grad(dh, B, F, g + P->b1);
+    pp_gemm(0, 0, B, D, F, 1.0f, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
 }
 
-static void block_dx(const shape *sh, const param_layout *P, const float *p, const float *dy,
-                     const float *dh, float *dx) {
+/* dgamma, dbeta need no gamma: the layer norm's parameter pass reads only
+ * x, mean, rstd and du, which is why W needs no parameters. */
+static void block_weight_grads(const shape *sh, const param_layout *P, float *g,
+                               const block_acts *s, const float *dy, const float *dh,
+                               const float *du) {
     int B = sh->B, D = sh->D, F = sh->F;
+    pp_gemm(1, 0, D, F, B, 1.0f, dy, s->a, 1.0f, g + P->W2); /* dW2 += dy^T a */
+    pp_bias_grad(dy, B, D, g + P->b2);
+    pp_gemm(1, 0, F, D, B, 1.0f, dh, s->u, 1.0f, g + P->W1); /* dW1 += dh^T u */
+    pp_bias_grad(dh, B, F, g + P->b1);
+    pp_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL, g + P->ln_g,
+                          g + P->ln_b);
+}
+
+static void block_dx(const shape *sh, const param_layout *P, const float *p,
+                     const block_acts *s, const float *dy, const float *du, float *dx) {
+    int B = sh->B, D = sh->D;
     if (dx != dy) memcpy(dx, dy, (size_t)B * D * sizeof *dx); /* residual path */
-    pp_gemm(0, 0, B, D, F, 1.0f, dh, p + P->W1, 1.0f, dx);  /* dx = dy + dh W1 */
+    pp_layernorm_backward(s->x, p + P->ln_g, s->mean, s->rstd, du, B, D, dx, NULL, NULL);
 }
 
 /* dlogits = (probs - onehot) * loss_scale. */
@@ -224,20 +277,29 @@ static void head_dlogits(const shape *sh, const stash_layout *L, const void *sta
 }
 
 static void head_weight_grads(const shape *sh, const param_layout *P, const stash_layout *L,
-                              float *grads, const void *stash, const float *dlogits) {
+                              float *grads, const void *stash, const float *dlogits,
+                              const float *duf) {
     int B = sh->B, D = sh->D;
-    pp_gemm(1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->xh), 1.0f, grads + P->Wh);
+    pp_gemm(1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->z), 1.0f, grads + P->Wh);
     pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
+    pp_layernorm_backward(saved(stash, L->xh), NULL, saved(stash, L->meanf),
+                          saved(stash, L->rstdf), duf, B, D, NULL, grads + P->lnf_g,
+                          grads + P->lnf_b);
 }
 
-static void head_dx(const shape *sh, const param_layout *P, const float *params,
-                    const float *dlogits, float *dx) {
-    pp_gemm(0, 0, sh->B, sh->D, PP_VOCAB, 1.0f, dlogits, params + P->Wh, 0.0f, dx);
+/* dxh = LN_f_backward(duf): the layer norm accumulates, so dx starts at 0. */
+static void head_dx(const shape *sh, const param_layout *P, const stash_layout *L,
+                    const float *params, const void *stash, const float *duf, float *dx) {
+    int B = sh->B, D = sh->D;
+    memset(dx, 0, (size_t)B * D * sizeof *dx);
+    pp_layernorm_backward(saved(stash, L->xh), params + P->lnf_g, saved(stash, L->meanf),
+                          saved(stash, L->rstdf), duf, B, D, dx, NULL, NULL);
 }
 
-/* The backward walk, fused (weights is non-NULL: weight gradients as it goes)
- * or as the input half of a split backward (weights NULL: dy, dh, dlogits and
- * the embedding's gradient are saved in the stash's split region for W). */
+/* The backward walk, fused (grads non-NULL: weight gradients as it goes)
+ * or as the input half of a split backward (grads NULL: dy, dh, du,
+ * dlogits, duf and the embedding's gradient are saved in the stash's split
+ * region for W; dh, du and dlogits are computed there in place). */
 static void backward_walk(const pp_model *m, int S, int s, const float *params, float *grads,
                           const void *stash, const float *dout, float *din, float loss_scale) {
     shape sh = shape_of(m, S, s);
@@ -253,25 +315,29 @@ static void backward_walk(const pp_model *m, int S, int s, const float *params, 
     const float *dy = dout;
     if (sh.last) {
         float *dlogits = (float *)(st + (grads ? L.logits : L.wdlogits));
+        float *duf = (float *)(st + (grads ? L.du : L.wduf));
         float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
         head_dlogits(&sh, &L, stash, loss_scale, dlogits);
-        if (grads) head_weight_grads(&sh, &P, &L, grads, stash, dlogits);
-        head_dx(&sh, &P, params, dlogits, dst);
+        pp_gemm(0, 0, sh.B, sh.D, PP_VOCAB, 1.0f, dlogits, params + P.Wh, 0.0f,
+                duf); /* duf = dlogits Wh */
+        if (grads) head_weight_grads(&sh, &P, &L, grads, stash, dlogits, duf);
+        head_dx(&sh, &P, &L, params, stash, duf, dst);
         dy = dst;
     }
     for (int k = sh.nb - 1; k >= 0; k--) {
-        size_t blk = L.blocks + (size_t)k * L.block_stride;
+        block_acts acts = block_acts_of(&L, stash, k);
         size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
         size_t pk = P.blocks + (size_t)k * P.block_stride;
         float *dst = (k == 0 && !sh.first) ? din : dx;
         float *dh = (float *)(st + (grads ? L.dh : wblk + L.wdh));
-        block_dh(&sh, &P, params + pk, saved(stash, blk + L.h), dy, dh);
+        float *du = (float *)(st + (grads ? L.du : wblk + L.wdu));
+        block_dh(&sh, &P, params + pk, acts.h, dy, dh);
+        block_du(&sh, &P, params + pk, dh, du);
         if (grads)
-            block_weight_grads(&sh, &P, grads + pk, saved(stash, blk), saved(stash, blk + L.a),
-                               dy, dh);
+            block_weight_grads(&sh, &P, grads + pk, &acts, dy, dh, du);
         else
             memcpy(st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
-        block_dx(&sh, &P, params + pk, dy, dh, dst);
+        block_dx(&sh, &P, params + pk, &acts, dy, du, dst);
         dy = dst;
     }
     if (sh.first) {
@@ -301,13 +367,15 @@ void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, con
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
-    if (sh.last) head_weight_grads(&sh, &P, &L, grads, stash, saved(stash, L.wdlogits));
+    if (sh.last)
+        head_weight_grads(&sh, &P, &L, grads, stash, saved(stash, L.wdlogits),
+                          saved(stash, L.wduf));
     for (int k = sh.nb - 1; k >= 0; k--) {
-        size_t blk = L.blocks + (size_t)k * L.block_stride;
+        block_acts acts = block_acts_of(&L, stash, k);
         size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
         size_t pk = P.blocks + (size_t)k * P.block_stride;
-        block_weight_grads(&sh, &P, grads + pk, saved(stash, blk), saved(stash, blk + L.a),
-                           saved(stash, wblk), saved(stash, wblk + L.wdh));
+        block_weight_grads(&sh, &P, grads + pk, &acts, saved(stash, wblk),
+                           saved(stash, wblk + L.wdh), saved(stash, wblk + L.wdu));
     }
     if (sh.first) {
         const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);

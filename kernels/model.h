@@ -2,10 +2,15 @@
  * forward and backward. Used by the VM's cpu backend and by the reference
  * trainer (ppvm --reference), so both run exactly the same arithmetic.
  *
+ * Each block is pre-LN: y = x + W2 gelu(W1 LN(x) + b1) + b2; the last stage
+ * applies a final layer norm before its head (model.c's header).
+ *
  * Stage s of S holds, in this order, in one float array:
  *   s == 0:     embedding table E [256][embed]
- *   each block: W1 [ffn][D], b1 [ffn], W2 [D][ffn], b2 [D]
- *   s == S-1:   head Wh [256][D], bh [256]
+ *   each block: layer norm g [D] (init 1), beta [D] (init 0),
+ *               W1 [ffn][D], b1 [ffn], W2 [D][ffn], b2 [D]
+ *   s == S-1:   final layer norm gf [D] (init 1), betaf [D] (init 0),
+ *               head Wh [256][D], bh [256]
  * where D = context * embed (pp_model_width).
  *
  * Tokens (a microbatch as loaded): int32 [batch][context + 1]; the first

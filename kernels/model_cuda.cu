@@ -19,8 +19,9 @@
  *                          tokens, so B needs no copy of them)
  *   CPU logits  [B][V]  -> logits in F (scratch); unused by B
  * and the split region's dlogits [B][V] is unused (W reads dlogits where F
- * left them). Everything else (tokens, x_k, h_k, a_k, xh, the dh and dx
- * scratch, and the split region's dy_k, dh_k and dx0) has model.c's meaning.
+ * left them). Everything else has model.c's meaning: tokens; per block x_k,
+ * u_k, mean_k, rstd_k, h_k, a_k; the head's xh, z, meanf, rstdf; the dh, du
+ * and dx scratch; and the split region's dy_k, dh_k, du_k, duf and dx0.
  * As on the CPU, B writes only the scratch and split tails of the stash it
  * receives as const, so B may be repeated on the same stash.
  *
@@ -202,16 +203,33 @@ void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* y = x + gelu(x W1^T + b1) W2^T + b2, saving h and a for the backward. y
- * must not alias x. */
+/* Block k's activations in the stash (model.c's layout): written by F,
+ * only read by B and W (hence the cast from const). */
+typedef struct {
+    float *x, *u, *mean, *rstd, *h, *a;
+} block_acts;
+
+static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
+{
+    char *blk = const_cast<char *>(static_cast<const char *>(stash)) + L->blocks +
+                (size_t)k * L->block_stride;
+    block_acts b = {(float *)blk, (float *)(blk + L->u), (float *)(blk + L->mean),
+                    (float *)(blk + L->rstd), (float *)(blk + L->h), (float *)(blk + L->a)};
+    return b;
+}
+
+/* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
+ * rstd, h and a for the backward. y must not alias x. */
 static void block_forward(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                          const float *p, const float *x, float *h, float *a, float *y)
+                          const float *p, const block_acts *s, float *y)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm(cm, 0, 1, B, F, D, 1.0f, x, p + P->W1, 0.0f, h);
-    cudaCheck(pp_cu_bias_gelu_forward(h, p + P->b1, a, B, F, cm->st));
-    gemm(cm, 0, 1, B, D, F, 1.0f, a, p + P->W2, 0.0f, y);
-    cudaCheck(pp_cu_residual_bias_add(y, x, p + P->b2, B, D, cm->st));
+    cudaCheck(pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean,
+                                      s->rstd, cm->st));
+    gemm(cm, 0, 1, B, F, D, 1.0f, s->u, p + P->W1, 0.0f, s->h);
+    cudaCheck(pp_cu_bias_gelu_forward(s->h, p + P->b1, s->a, B, F, cm->st));
+    gemm(cm, 0, 1, B, D, F, 1.0f, s->a, p + P->W2, 0.0f, y);
+    cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, cm->st));
 }
 
 /* Where x_k lives: the stash for block inputs and the head's input; the
@@ -222,19 +240,22 @@ static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *ou
     return sh->last ? (float *)(st + L->xh) : out;
 }
 
-/* logits = xh Wh^T + bh; then, in one pass, the rows' cross-entropy and
- * dlogits = (softmax - onehot) * loss_scale; the summed loss goes to the
- * accumulator. Targets: the last column of the tokens, stride C + 1. */
+/* z = LN_f(xh), logits = z Wh^T + bh; then, in one pass, the rows'
+ * cross-entropy and dlogits = (softmax - onehot) * loss_scale; the summed
+ * loss goes to the accumulator. Targets: the last column of the tokens,
+ * stride C + 1. */
 static void head_forward(pp_cuda_model *cm, const shape *sh, const param_layout *P,
                          const stash_layout *L, const float *params, const int32_t *tgt,
                          char *st, float loss_scale)
 {
     int B = sh->B, D = sh->D;
-    float *logits = (float *)(st + L->logits);
+    float *logits = (float *)(st + L->logits), *z = (float *)(st + L->z);
     float *dlogits = (float *)(st + L->probs);
     float *loss = (float *)(st + L->targets);
-    gemm(cm, 0, 1, B, PP_VOCAB, D, 1.0f, (const float *)(st + L->xh), params + P->Wh, 0.0f,
-         logits);
+    cudaCheck(pp_cu_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g,
+                                      params + P->lnf_b, B, D, z, (float *)(st + L->meanf),
+                                      (float *)(st + L->rstdf), cm->st));
+    gemm(cm, 0, 1, B, PP_VOCAB, D, 1.0f, z, params + P->Wh, 0.0f, logits);
     cudaCheck(pp_cu_bias_add(logits, params + P->bh, B, PP_VOCAB, cm->st));
     cudaCheck(pp_cu_softmax_xent_fused(logits, tgt + sh->C, sh->C + 1, B, PP_VOCAB, loss_scale,
                                        dlogits, loss, cm->st));
@@ -261,9 +282,8 @@ void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
         copy_d2d(cm, x0, in, pp_act_bytes(m)); /* nothing to do when in is out (nb == 0) */
     }
     for (int k = 0; k < sh->nb; k++) {
-        char *blk = st + L->blocks + (size_t)k * L->block_stride;
-        block_forward(cm, sh, P, params + P->blocks + (size_t)k * P->block_stride,
-                      x_slot(sh, L, st, out, k), (float *)(blk + L->h), (float *)(blk + L->a),
+        block_acts acts = block_acts_of(L, st, k);
+        block_forward(cm, sh, P, params + P->blocks + (size_t)k * P->block_stride, &acts,
                       x_slot(sh, L, st, out, k + 1));
     }
     if (sh->last) head_forward(cm, sh, P, L, params, tgt, st, loss_scale);
@@ -278,7 +298,11 @@ static const float *saved(const void *stash, size_t off)
     return (const float *)((const char *)stash + off);
 }
 
-/* dh = (dy W2) * gelu'(h). */
+/* The reverse of block_forward, in model.c's parts: dh = (dy W2) *
+ * gelu'(h); du = dh W1; the weight gradients from dy, dh and du; dx = dy +
+ * LN_backward(du). dx may be dy's buffer (dy is consumed by then); du must
+ * be a buffer of its own (the layer norm's backward reads du after
+ * accumulating into dx). */
 static void block_dh(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
                      const float *h, const float *dy, float *dh)
 {
@@ -287,38 +311,66 @@ static void block_dh(pp_cuda_model *cm, const shape *sh, const param_layout *P, 
     cudaCheck(pp_cu_gelu_backward(h, dh, dh, (size_t)B * F, cm->st));
 }
 
-static void block_weight_grads(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                               float *g, const float *x, const float *a, const float *dy,
-                               const float *dh)
+static void block_du(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
+                     const float *dh, float *du)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm(cm, 1, 0, D, F, B, 1.0f, dy, a, 1.0f, g + P->W2); /* dW2 += dy^T a */
-    cudaCheck(pp_cu_bias_grad(dy, B, D, g + P->b2, cm->st));
-    gemm(cm, 1, 0, F, D, B, 1.0f, dh, x, 1.0f, g + P->W1); /* dW1 += dh^T x */
-    cudaCheck(pp_cu_bias_grad(dh, B, F, g + P->b1, cm->st));
+    gemm(cm, 0, 0, B, D, F, 1.0f, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
 }
 
-/* dx = dy + dh W1; dx may be dy's buffer (dy is consumed by then). */
-static void block_dx(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
-                     const float *dy, const float *dh, float *dx)
+/* The layer norm's parameter pass needs no gamma (so W needs no params). */
+static void block_weight_grads(pp_cuda_model *cm, const shape *sh, const param_layout *P,
+                               float *g, const block_acts *s, const float *dy, const float *dh,
+                               const float *du)
 {
     int B = sh->B, D = sh->D, F = sh->F;
+    gemm(cm, 1, 0, D, F, B, 1.0f, dy, s->a, 1.0f, g + P->W2); /* dW2 += dy^T a */
+    cudaCheck(pp_cu_bias_grad(dy, B, D, g + P->b2, cm->st));
+    gemm(cm, 1, 0, F, D, B, 1.0f, dh, s->u, 1.0f, g + P->W1); /* dW1 += dh^T u */
+    cudaCheck(pp_cu_bias_grad(dh, B, F, g + P->b1, cm->st));
+    cudaCheck(pp_cu_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL,
+                                       g + P->ln_g, g + P->ln_b, cm->st));
+}
+
+/* dx = dy + LN_backward(du): the residual copy, then the layer norm's input
+ * gradient accumulated onto it. */
+static void block_dx(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
+                     const block_acts *s, const float *dy, const float *du, float *dx)
+{
+    int B = sh->B, D = sh->D;
     copy_d2d(cm, dx, dy, (size_t)B * D * sizeof(float)); /* residual path */
-    gemm(cm, 0, 0, B, D, F, 1.0f, dh, p + P->W1, 1.0f, dx);
+    cudaCheck(pp_cu_layernorm_backward(s->x, p + P->ln_g, s->mean, s->rstd, du, B, D, dx, NULL,
+                                       NULL, cm->st));
 }
 
 static void head_weight_grads(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                              const stash_layout *L, float *grads, const void *stash)
+                              const stash_layout *L, float *grads, const void *stash,
+                              const float *duf)
 {
     int B = sh->B, D = sh->D;
     const float *dlogits = saved(stash, L->probs);
-    gemm(cm, 1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->xh), 1.0f, grads + P->Wh);
+    gemm(cm, 1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->z), 1.0f, grads + P->Wh);
     cudaCheck(pp_cu_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh, cm->st));
+    cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), NULL, saved(stash, L->meanf),
+                                       saved(stash, L->rstdf), duf, B, D, NULL,
+                                       grads + P->lnf_g, grads + P->lnf_b, cm->st));
+}
+
+/* dxh = LN_f_backward(duf): the layer norm accumulates, so dx starts at 0. */
+static void head_dx(pp_cuda_model *cm, const shape *sh, const param_layout *P,
+                    const stash_layout *L, const float *params, const void *stash,
+                    const float *duf, float *dx)
+{
+    int B = sh->B, D = sh->D;
+    cudaCheck(cudaMemsetAsync(dx, 0, (size_t)B * D * sizeof(float), cm->st));
+    cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), params + P->lnf_g,
+                                       saved(stash, L->meanf), saved(stash, L->rstdf), duf, B,
+                                       D, dx, NULL, NULL, cm->st));
 }
 
 /* The backward walk, fused (grads non-NULL: weight gradients as it goes) or
- * the input half of a split backward (grads NULL: dy_k, dh_k and the
- * embedding's gradient are saved in the stash's split region for W). */
+ * the input half of a split backward (grads NULL: dy_k, dh_k, du_k, duf and
+ * the embedding's gradient are saved in the stash's split region for W). */
 static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s,
                           const float *params, float *grads, const void *stash,
                           const float *dout, float *din)
@@ -337,24 +389,27 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s,
     const float *dy = dout;
     if (sh->last) {
         float *dst = (sh->nb == 0 && !sh->first) ? din : dx;
-        if (grads) head_weight_grads(cm, sh, P, L, grads, stash);
+        float *duf = (float *)(st + (grads ? L->du : L->wduf));
         gemm(cm, 0, 0, sh->B, sh->D, PP_VOCAB, 1.0f, saved(stash, L->probs), params + P->Wh,
-             0.0f, dst); /* dxh = dlogits Wh */
+             0.0f, duf); /* duf = dlogits Wh */
+        if (grads) head_weight_grads(cm, sh, P, L, grads, stash, duf);
+        head_dx(cm, sh, P, L, params, stash, duf, dst);
         dy = dst;
     }
     for (int k = sh->nb - 1; k >= 0; k--) {
-        size_t blk = L->blocks + (size_t)k * L->block_stride;
+        block_acts acts = block_acts_of(L, stash, k);
         size_t wblk = L->wblocks + (size_t)k * L->wblock_stride;
         size_t pk = P->blocks + (size_t)k * P->block_stride;
         float *dst = (k == 0 && !sh->first) ? din : dx;
         float *dh = (float *)(st + (grads ? L->dh : wblk + L->wdh));
-        block_dh(cm, sh, P, params + pk, saved(stash, blk + L->h), dy, dh);
+        float *du = (float *)(st + (grads ? L->du : wblk + L->wdu));
+        block_dh(cm, sh, P, params + pk, acts.h, dy, dh);
+        block_du(cm, sh, P, params + pk, dh, du);
         if (grads)
-            block_weight_grads(cm, sh, P, grads + pk, saved(stash, blk), saved(stash, blk + L->a),
-                               dy, dh);
+            block_weight_grads(cm, sh, P, grads + pk, &acts, dy, dh, du);
         else
             copy_d2d(cm, st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
-        block_dx(cm, sh, P, params + pk, dy, dh, dst);
+        block_dx(cm, sh, P, params + pk, &acts, dy, du, dst);
         dy = dst;
     }
     if (sh->first) {
@@ -393,13 +448,13 @@ void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, 
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
-    if (sh->last) head_weight_grads(cm, sh, P, L, grads, stash);
+    if (sh->last) head_weight_grads(cm, sh, P, L, grads, stash, saved(stash, L->wduf));
     for (int k = sh->nb - 1; k >= 0; k--) {
-        size_t blk = L->blocks + (size_t)k * L->block_stride;
+        block_acts acts = block_acts_of(L, stash, k);
         size_t wblk = L->wblocks + (size_t)k * L->wblock_stride;
         size_t pk = P->blocks + (size_t)k * P->block_stride;
-        block_weight_grads(cm, sh, P, grads + pk, saved(stash, blk), saved(stash, blk + L->a),
-                           saved(stash, wblk), saved(stash, wblk + L->wdh));
+        block_weight_grads(cm, sh, P, grads + pk, &acts, saved(stash, wblk),
+                           saved(stash, wblk + L->wdh), saved(stash, wblk + L->wdu));
     }
     if (sh->first) {
         const int32_t *tokens = (const int32_t *)((const char *)stash + L->tokens);

@@ -31,11 +31,15 @@ static inline shape shape_of(const pp_model *m, int S, int s) {
     return sh;
 }
 
-/* Offsets (in floats) into a stage's parameter array; grads share it. */
+/* Offsets (in floats) into a stage's parameter array; grads share it. The
+ * order is model.h's: each block's layer norm, then its MLP; the head's
+ * final layer norm, then its projection. */
 typedef struct {
     size_t E;                    /* embedding [V][embed], first stage */
     size_t blocks, block_stride; /* block k starts at blocks + k*block_stride */
-    size_t W1, b1, W2, b2;       /* relative to the block's start */
+    size_t ln_g, ln_b;           /* the block's layer norm gamma, beta [D] */
+    size_t W1, b1, W2, b2;       /* (all relative to the block's start) */
+    size_t lnf_g, lnf_b;         /* final layer norm gamma, beta [D], last stage */
     size_t Wh, bh;               /* head, last stage */
     size_t total;
 } param_layout;
@@ -46,14 +50,18 @@ static inline param_layout param_layout_of(const shape *sh) {
     size_t n = 0;
     P.E = n;
     if (sh->first) n += (size_t)PP_VOCAB * (size_t)sh->E;
-    P.W1 = 0;
+    P.ln_g = 0;
+    P.ln_b = P.ln_g + D;
+    P.W1 = P.ln_b + D;
     P.b1 = P.W1 + F * D;
     P.W2 = P.b1 + F;
     P.b2 = P.W2 + D * F;
     P.block_stride = P.b2 + D;
     P.blocks = n;
     n += (size_t)sh->nb * P.block_stride;
-    P.Wh = n;
+    P.lnf_g = n;
+    P.lnf_b = P.lnf_g + D;
+    P.Wh = P.lnf_b + D;
     P.bh = P.Wh + (size_t)PP_VOCAB * D;
     if (sh->last) n = P.bh + PP_VOCAB;
     P.total = n;
@@ -63,13 +71,15 @@ static inline param_layout param_layout_of(const shape *sh) {
 /* Byte offsets into the stash; the layout is model.c's file header. */
 typedef struct {
     size_t tokens;
-    size_t blocks, block_stride, h, a; /* x_k at blocks + k*block_stride */
-    size_t xh, probs, targets;
-    size_t logits, dh, dx;             /* scratch */
+    size_t blocks, block_stride;       /* x_k at blocks + k*block_stride, */
+    size_t u, mean, rstd, h, a;        /* the others relative to x_k */
+    size_t xh, z, meanf, rstdf, probs, targets;
+    size_t logits, dh, du, dx;         /* scratch */
     size_t total;
     /* split backward: what B leaves for W, after the above */
-    size_t wblocks, wblock_stride, wdh; /* dy_k at wblocks + k*wblock_stride, dh_k at +wdh */
-    size_t wdlogits, wdx0;
+    size_t wblocks, wblock_stride;     /* dy_k at wblocks + k*wblock_stride, */
+    size_t wdh, wdu;                   /* dh_k and du_k relative to it */
+    size_t wdlogits, wduf, wdx0;
     size_t total_split;
 } stash_layout;
 
@@ -86,28 +96,43 @@ static inline stash_layout stash_layout_of(const shape *sh) {
     stash_layout L;
     size_t B = (size_t)sh->B, D = (size_t)sh->D, F = (size_t)sh->F, V = PP_VOCAB;
     size_t xbytes = B * D * sizeof(float), hbytes = B * F * sizeof(float);
-    size_t cur = 0;
+    size_t rbytes = B * sizeof(float); /* one float per row: mean, rstd */
+    size_t cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
     if (sh->first) L.tokens = take(&cur, B * (size_t)(sh->C + 1) * sizeof(int32_t));
-    L.h = round16(xbytes);
-    L.a = L.h + round16(hbytes);
-    L.block_stride = L.a + round16(hbytes);
+    (void)take(&blk, xbytes); /* x_k */
+    L.u = take(&blk, xbytes);
+    L.mean = take(&blk, rbytes);
+    L.rstd = take(&blk, rbytes);
+    L.h = take(&blk, hbytes);
+    L.a = take(&blk, hbytes);
+    L.block_stride = blk;
     L.blocks = cur;
     cur += (size_t)sh->nb * L.block_stride;
     if (sh->last) {
         L.xh = take(&cur, xbytes);
+        L.z = take(&cur, xbytes);
+        L.meanf = take(&cur, rbytes);
+        L.rstdf = take(&cur, rbytes);
         L.probs = take(&cur, B * V * sizeof(float));
         L.targets = take(&cur, B * sizeof(int32_t));
         L.logits = take(&cur, B * V * sizeof(float));
     }
     if (sh->nb > 0) L.dh = take(&cur, hbytes);
+    if (sh->nb > 0 || sh->last) L.du = take(&cur, xbytes);
     L.dx = take(&cur, xbytes);
     L.total = cur;
-    L.wdh = round16(xbytes);
-    L.wblock_stride = L.wdh + round16(hbytes);
+    blk = 0;
+    (void)take(&blk, xbytes); /* dy_k */
+    L.wdh = take(&blk, hbytes);
+    L.wdu = take(&blk, xbytes);
+    L.wblock_stride = blk;
     L.wblocks = cur;
     cur += (size_t)sh->nb * L.wblock_stride;
-    if (sh->last) L.wdlogits = take(&cur, B * V * sizeof(float));
+    if (sh->last) {
+        L.wdlogits = take(&cur, B * V * sizeof(float));
+        L.wduf = take(&cur, xbytes);
+    }
     if (sh->first) L.wdx0 = take(&cur, xbytes);
     L.total_split = cur;
     return L;

@@ -1,8 +1,10 @@
 """torch_bench.py - PyTorch eager training the demo model (kernels/model.h) at
 the benchmark's size on one GPU: the baseline tests/bench/gpu_bench.sh sets
 beside ppvm --backend cuda. Same shapes, same arithmetic (fp32, no TF32,
-tanh GELU, residual MLP blocks, summed loss scaled to the mean over the
-step, plain SGD), B microbatches accumulated per step. Prints one JSON line.
+tanh GELU, pre-LN residual MLP blocks and a final layer norm before the
+head, summed loss scaled to the mean over the step, plain SGD), B
+microbatches accumulated per step. Prints one JSON line. TFLOP/s counts the
+GEMMs only, as pp_stage_flops does.
 """
 import argparse
 import json
@@ -28,11 +30,17 @@ def main():
     def param(*shape, scale):
         return (torch.rand(*shape, generator=g) * 2 - 1).mul_(scale).to(dev).requires_grad_()
 
+    def ln_params():  # gamma 1, beta 0, as pp_stage_init
+        return (torch.ones(D, device=dev, requires_grad=True),
+                torch.zeros(D, device=dev, requires_grad=True))
+
     E = param(V, a.embed, scale=1.0)
-    blocks = [(param(Fi, D, scale=D ** -0.5), param(Fi, scale=0.0),
-               param(D, Fi, scale=Fi ** -0.5), param(D, scale=0.0)) for _ in range(a.blocks)]
+    blocks = [ln_params() + (param(Fi, D, scale=D ** -0.5), param(Fi, scale=0.0),
+                             param(D, Fi, scale=0.5 * Fi ** -0.5), param(D, scale=0.0))
+              for _ in range(a.blocks)]
+    gf, betaf = ln_params()
     Wh, bh = param(V, D, scale=D ** -0.5), param(V, scale=0.0)
-    params = [E, Wh, bh] + [p for blk in blocks for p in blk]
+    params = [E, gf, betaf, Wh, bh] + [p for blk in blocks for p in blk]
     tokens = torch.randint(0, V, (a.microbatches, a.batch, a.context + 1), generator=g).to(dev)
     scale = 1.0 / (a.microbatches * a.batch)
 
@@ -40,9 +48,11 @@ def main():
         for b in range(a.microbatches):
             t = tokens[b]
             x = E[t[:, :a.context]].reshape(a.batch, D)
-            for W1, b1, W2, b2 in blocks:
-                x = x + F.linear(F.gelu(F.linear(x, W1, b1), approximate="tanh"), W2, b2)
-            loss = F.cross_entropy(F.linear(x, Wh, bh), t[:, a.context], reduction="sum")
+            for g1, beta, W1, b1, W2, b2 in blocks:
+                u = F.layer_norm(x, (D,), g1, beta, eps=1e-5)
+                x = x + F.linear(F.gelu(F.linear(u, W1, b1), approximate="tanh"), W2, b2)
+            z = F.layer_norm(x, (D,), gf, betaf, eps=1e-5)
+            loss = F.cross_entropy(F.linear(z, Wh, bh), t[:, a.context], reduction="sum")
             (loss * scale).backward()
         with torch.no_grad():
             for p in params:

@@ -455,6 +455,78 @@ static void run_layernorm_backward(void) {
     }
 }
 
+/* NULL outputs skip their kernel (a split backward's B and W): dx alone,
+ * then dgamma and dbeta alone, onto the same starting values as one call
+ * making all three, give the same bits, since the same deterministic
+ * kernels (no atomics) run on the same inputs either way. Then dgamma
+ * alone and dbeta alone, each with the other NULL. */
+static void run_layernorm_backward_null(void) {
+    for (int k = 0; k < NSHAPES; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)R * C, xb = n * sizeof(float), cb = (size_t)C * sizeof(float);
+        float *x, *gamma, *beta;
+        ln_inputs(R, C, 90u + (uint32_t)k, &x, &gamma, &beta);
+        float *y = malloc(xb), *mean = malloc(R * sizeof *mean), *rstd = malloc(R * sizeof *rstd);
+        pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
+        float *dy = rand_floats(n, 93u, 1.0f), *dx = rand_floats(n, 94u, 1.0f);
+        float *dgamma = rand_floats((size_t)C, 95u, 1.0f), *dbeta = rand_floats((size_t)C, 96u, 1.0f);
+        float *all[3], *part[3];
+        for (int i = 0; i < 3; i++) {
+            all[i] = malloc(i ? cb : xb);
+            part[i] = malloc(i ? cb : xb);
+        }
+
+        cudaStream_t st = stream_new();
+        float *d_x = dev_from(x, xb), *d_g = dev_from(gamma, cb);
+        float *d_mean = dev_from(mean, R * sizeof *mean), *d_rstd = dev_from(rstd, R * sizeof *rstd);
+        float *d_dy = dev_from(dy, xb);
+        float *d_dx_all = dev_from(dx, xb), *d_dg_all = dev_from(dgamma, cb),
+              *d_db_all = dev_from(dbeta, cb);
+        float *d_dx = dev_from(dx, xb), *d_dg = dev_from(dgamma, cb), *d_db = dev_from(dbeta, cb);
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_dx_all,
+                                           d_dg_all, d_db_all, st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_dx, NULL,
+                                           NULL, st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, d_dg,
+                                           d_db, st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, NULL,
+                                           NULL, st)); /* a no-op */
+        stream_done(st);
+        host_from(all[0], d_dx_all, xb);
+        host_from(all[1], d_dg_all, cb);
+        host_from(all[2], d_db_all, cb);
+        host_from(part[0], d_dx, xb);
+        host_from(part[1], d_dg, cb);
+        host_from(part[2], d_db, cb);
+        expect_same("dx alone", part[0], all[0], n);
+        expect_same("dgamma and dbeta alone: dgamma", part[1], all[1], (size_t)C);
+        expect_same("dgamma and dbeta alone: dbeta", part[2], all[2], (size_t)C);
+
+        /* Each parameter gradient with the other NULL. */
+        st = stream_new();
+        cudaCheck(cudaMemcpy(d_dg, dgamma, cb, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_db, dbeta, cb, cudaMemcpyHostToDevice));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, d_dg,
+                                           NULL, st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, NULL,
+                                           d_db, st));
+        stream_done(st);
+        host_from(part[1], d_dg, cb);
+        host_from(part[2], d_db, cb);
+        expect_same("dgamma alone", part[1], all[1], (size_t)C);
+        expect_same("dbeta alone", part[2], all[2], (size_t)C);
+
+        float *dev[] = {d_x, d_g, d_mean, d_rstd, d_dy, d_dx_all, d_dg_all, d_db_all, d_dx, d_dg, d_db};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        float *host[] = {x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta};
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (int i = 0; i < 3; i++) {
+            free(all[i]);
+            free(part[i]);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Softmax cross-entropy and the loss sum                                    */
 
@@ -712,6 +784,7 @@ GPU_TEST(residual_bias_add)
 GPU_TEST(add)
 GPU_TEST(layernorm_forward)
 GPU_TEST(layernorm_backward)
+GPU_TEST(layernorm_backward_null)
 GPU_TEST(softmax_xent_fused)
 GPU_TEST(sum_into)
 GPU_TEST(sgd_step)
@@ -732,6 +805,7 @@ Suite *cuda_kernels_suite(void) {
     tcase_add_test(tc, test_cu_add);
     tcase_add_test(tc, test_cu_layernorm_forward);
     tcase_add_test(tc, test_cu_layernorm_backward);
+    tcase_add_test(tc, test_cu_layernorm_backward_null);
     tcase_add_test(tc, test_cu_softmax_xent_fused);
     tcase_add_test(tc, test_cu_sum_into);
     tcase_add_test(tc, test_cu_sgd_step);

@@ -3,7 +3,8 @@
  * GELU and softmax cross-entropy backward against finite differences, and
  * the embedding's scatter-add over repeated tokens; then the CPU twins of
  * the CUDA kernels: fused elementwise kernels against the kernels they fuse,
- * layer norm (its backward against finite differences), the fused softmax
+ * layer norm (its backward against finite differences, and its NULL-able
+ * outputs giving the same bits split as together), the fused softmax
  * cross-entropy against the unfused pair, AdamW against a hand-computed
  * example and bf16 rounding. */
 #include <math.h>
@@ -365,6 +366,41 @@ START_TEST(test_layernorm_backward_fd) {
 }
 END_TEST
 
+/* NULL outputs skip their part (a split backward's B and W): dx alone,
+ * then the parameters alone (and each parameter alone), give the same bits
+ * as one call computing all three, and a skipped output is not needed. */
+START_TEST(test_layernorm_backward_null_outputs) {
+    enum { R = 4, C = 19, N = R * C };
+    float x[N], gamma[C], beta[C], y[N], mean[R], rstd[R], dy[N];
+    float dx_all[N], dg_all[C], db_all[C], dx[N], dg[C], db[C], dg2[C], db2[C];
+    ln_data(x, gamma, beta, R, C, 71u);
+    fill(dy, N, 73u);
+    pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
+    /* Accumulate onto nonzero starts, as the model does. */
+    fill(dx_all, N, 79u);
+    fill(dg_all, C, 83u);
+    fill(db_all, C, 89u);
+    memcpy(dx, dx_all, sizeof dx);
+    memcpy(dg, dg_all, sizeof dg);
+    memcpy(db, db_all, sizeof db);
+    memcpy(dg2, dg_all, sizeof dg2);
+    memcpy(db2, db_all, sizeof db2);
+
+    pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, dx_all, dg_all, db_all);
+    pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, dx, NULL, NULL);
+    pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, NULL, dg, db);
+    ck_assert_mem_eq(dx, dx_all, sizeof dx);
+    ck_assert_mem_eq(dg, dg_all, sizeof dg);
+    ck_assert_mem_eq(db, db_all, sizeof db);
+    pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, NULL, NULL, db2);
+    pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, NULL, dg2, NULL);
+    ck_assert_mem_eq(dg2, dg_all, sizeof dg2);
+    ck_assert_mem_eq(db2, db_all, sizeof db2);
+    /* All NULL: a no-op. */
+    pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, NULL, NULL, NULL);
+}
+END_TEST
+
 /* The fused kernel against pp_softmax_xent_forward + _backward: the same
  * bits for dlogits, each row's loss within float rounding of the double
  * one, and the same again with dlogits aliasing logits. */
@@ -514,6 +550,7 @@ Suite *kernels_suite(void) {
     tcase_add_test(tc, test_residual_bias_add);
     tcase_add_test(tc, test_layernorm_forward);
     tcase_add_test(tc, test_layernorm_backward_fd);
+    tcase_add_test(tc, test_layernorm_backward_null_outputs);
     tcase_add_test(tc, test_softmax_xent_fused);
     tcase_add_test(tc, test_adamw_two_steps);
     tcase_add_test(tc, test_bf16);

@@ -87,23 +87,44 @@ static void load_windows(const pp_model *m, const char *text, size_t len, size_t
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
 
 START_TEST(test_sizes) {
-    const size_t D = 6, F = 5, B = 3, V = 256, block = F * D + F + D * F + D; /* 71 */
+    const size_t D = 6, F = 5, B = 3, V = 256;
+    const size_t block = 2 * D + F * D + F + D * F + D; /* 83 */
+    const size_t head = 2 * D + V * D + V;
     ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 0), V * 2 + 2 * block);
     ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 1), 2 * block);
-    ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 2), 2 * block + V * D + V);
-    ck_assert_uint_eq(pp_stage_param_count(&tiny, 1, 0), V * 2 + 2 * block + V * D + V);
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, 3, 2), 2 * block + head);
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, 1, 0), V * 2 + 2 * block + head);
     ck_assert_uint_eq(pp_act_bytes(&tiny), B * D * 4);
     ck_assert_uint_eq(pp_tokens_bytes(&tiny), B * 4 * 4);
 
-    /* The documented stash layout (model.c), every region 16-byte rounded. */
-    size_t x = r16(B * D * 4), h = r16(B * F * 4), probs = r16(B * V * 4);
-    size_t blocks = 2 * (x + 2 * h), scratch = h + x;
-    size_t tokens = r16(B * 4 * 4), head = x + probs + r16(B * 4) + probs;
+    /* The documented stash layout (model.c), every region 16-byte rounded:
+     * per block x, u, mean, rstd, h, a; the head xh, z, meanf, rstdf, probs,
+     * targets and the logits scratch; the scratch dh, du, dx. */
+    size_t x = r16(B * D * 4), h = r16(B * F * 4), row = r16(B * 4), probs = r16(B * V * 4);
+    size_t blocks = 2 * (2 * x + 2 * row + 2 * h), scratch = h + x + x;
+    size_t tokens = r16(B * 4 * 4), headst = 2 * x + 2 * row + probs + r16(B * 4) + probs;
     ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 0), tokens + blocks + scratch);
     ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 1), blocks + scratch);
-    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 2), blocks + head + scratch);
-    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 1, 0), tokens + blocks + head + scratch);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 2), blocks + headst + scratch);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 1, 0), tokens + blocks + headst + scratch);
     for (int s = 0; s < 3; s++) ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, s) % 16, 0);
+
+    /* The split region after it: per block dy, dh, du; the head's dlogits
+     * and duf; the embedding's dx0. */
+    size_t wblocks = 2 * (x + h + x), whead = probs + x;
+    ck_assert_uint_eq(pp_stage_stash_bytes_split(&tiny, 3, 0),
+                      pp_stage_stash_bytes(&tiny, 3, 0) + wblocks + x);
+    ck_assert_uint_eq(pp_stage_stash_bytes_split(&tiny, 3, 1),
+                      pp_stage_stash_bytes(&tiny, 3, 1) + wblocks);
+    ck_assert_uint_eq(pp_stage_stash_bytes_split(&tiny, 3, 2),
+                      pp_stage_stash_bytes(&tiny, 3, 2) + wblocks + whead);
+
+    /* Without blocks: a middle stage keeps only dx; the last stage still
+     * needs du for its final layer norm. */
+    pp_model nob = tiny;
+    nob.blocks = 0;
+    ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 1), x);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 2), headst + x + x);
 
     /* FLOPs: 2 GEMMs per block, the head's GEMM, backward twice forward. */
     double blk = 2.0 * (2.0 * B * F * D);
@@ -138,12 +159,24 @@ START_TEST(test_init_deterministic) {
     ck_assert_uint_gt(differ, n2 / 2);
 
     /* Stages 1 and 2 have the same block shapes but must not share values. */
-    ck_assert(memcmp(p[1], p[2], 2 * 71 * sizeof(float)) != 0);
+    ck_assert(memcmp(p[1], p[2], 2 * 83 * sizeof(float)) != 0);
 
-    /* Biases start at zero; weights are bounded and not all equal. */
-    const float *b1 = p[1] + 30, *b2 = p[1] + 65;
-    for (int i = 0; i < 5; i++) ck_assert_float_eq(b1[i], 0.0f);
-    for (int i = 0; i < 6; i++) ck_assert_float_eq(b2[i], 0.0f);
+    /* Layer norms start as gamma 1, beta 0 (each block's at its start, the
+     * final one after stage 2's two blocks); biases start at zero; weights
+     * are bounded and not all equal. */
+    for (int k = 0; k < 2; k++) {
+        const float *blk = p[1] + 83 * k;
+        const float *g = blk, *beta = blk + 6, *b1 = blk + 42, *b2 = blk + 77;
+        for (int i = 0; i < 6; i++) ck_assert_float_eq(g[i], 1.0f);
+        for (int i = 0; i < 6; i++) ck_assert_float_eq(beta[i], 0.0f);
+        for (int i = 0; i < 5; i++) ck_assert_float_eq(b1[i], 0.0f);
+        for (int i = 0; i < 6; i++) ck_assert_float_eq(b2[i], 0.0f);
+    }
+    const float *gf = p[2] + 2 * 83, *betaf = gf + 6, *bh = gf + 12 + 256 * 6;
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(gf[i], 1.0f);
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(betaf[i], 0.0f);
+    for (int i = 0; i < 256; i++) ck_assert_float_eq(bh[i], 0.0f);
+    ck_assert_uint_eq(pp_stage_param_count(&tiny, TINY_S, 2), 2 * 83 + 12 + 256 * 6 + 256);
     for (size_t i = 0; i < 512; i++) ck_assert(fabsf(p[0][i]) <= 1.0f);
     ck_assert(p[0][0] != p[0][1]);
     for (int s = 0; s < TINY_S; s++) {
@@ -158,18 +191,22 @@ END_TEST
 
 /* Names the tensor that parameter i of stage s belongs to, per the layout in
  * model.h, so a failure says where it is and each kind gets its own tally. */
-enum { T_E, T_W1, T_B1, T_W2, T_B2, T_WH, T_BH, T_COUNT };
-static const char *const tensor_names[T_COUNT] = {"E", "W1", "b1", "W2", "b2", "Wh", "bh"};
+enum { T_E, T_G, T_BETA, T_W1, T_B1, T_W2, T_B2, T_GF, T_BETAF, T_WH, T_BH, T_COUNT };
+static const char *const tensor_names[T_COUNT] = {"E",  "g",  "beta",  "W1", "b1", "W2",
+                                                  "b2", "gf", "betaf", "Wh", "bh"};
 
 static int tensor_of(const pp_model *m, int S, int s, size_t i) {
     const size_t D = pp_model_width(m), F = m->ffn, V = PP_VOCAB;
-    const size_t block = 2 * F * D + F + D;
+    const size_t block = 2 * D + 2 * F * D + F + D;
     if (s == 0) {
         if (i < V * m->embed) return T_E;
         i -= V * m->embed;
     }
     if (i < m->blocks * block) {
         i %= block;
+        if (i < D) return T_G;
+        if (i < 2 * D) return T_BETA;
+        i -= 2 * D;
         if (i < F * D) return T_W1;
         if (i < F * D + F) return T_B1;
         if (i < F * D + F + D * F) return T_W2;
@@ -177,6 +214,9 @@ static int tensor_of(const pp_model *m, int S, int s, size_t i) {
     }
     ck_assert_int_eq(s, S - 1);
     i -= m->blocks * block;
+    if (i < D) return T_GF;
+    if (i < 2 * D) return T_BETAF;
+    i -= 2 * D;
     return i < V * D ? T_WH : T_BH;
 }
 
@@ -232,7 +272,7 @@ static void gradient_check(const pp_model *m, int S, uint64_t seed) {
     }
     for (int s = 0; s < S; s++)
         for (int t = 0; t < T_COUNT; t++) {
-            int present = t == T_E ? s == 0 : t >= T_WH ? s == S - 1 : m->blocks > 0;
+            int present = t == T_E ? s == 0 : t >= T_GF ? s == S - 1 : m->blocks > 0;
             ck_assert_int_eq(checked[s][t] > 0, present);
             ck_assert_msg(!present || nonzero[s][t] > 0, "S=%d stage %d %s: none nonzero", S,
                           s, tensor_names[t]);

@@ -131,12 +131,16 @@ static void expect_close_added(const char *what, const pp_model *m, int S, int s
 #define TENSOR(label, k, count) at += compare_tensor(what, label, k, s, g + at, w + at, count, rtol)
     if (s == 0) TENSOR("E", -1, V * m->embed);
     for (int k = 0; k < (int)m->blocks; k++) {
+        TENSOR("g", k, D);
+        TENSOR("beta", k, D);
         TENSOR("W1", k, F * D);
         TENSOR("b1", k, F);
         TENSOR("W2", k, D * F);
         TENSOR("b2", k, D);
     }
     if (s == S - 1) {
+        TENSOR("gf", -1, D);
+        TENSOR("betaf", -1, D);
         TENSOR("Wh", -1, V * D);
         TENSOR("bh", -1, V);
     }
