@@ -233,12 +233,12 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
             in->stage, in->peer, s0);
         break;
     case PP_OP_GroupStart: {
-        uint32_t n = 0, i = (uint32_t)(in - p->code) + 1;
-        for (; i < p->ninstr && p->code[i].op != PP_OP_GroupEnd; i++)
+        uint32_t n = 0, first = (uint32_t)(in - p->code) + 1;
+        while (first + n < p->ninstr && p->code[first + n].op != PP_OP_GroupEnd)
             n++;
+        int up = n > 0 && pp_group_direction(&p->code[first], p->rank) == 1;
         add(t, "the next %" PRIu32 " transfers (%s) are posted together", n,
-            i > (uint32_t)(in - p->code) + 1 && pp_group_direction(in + 1, p->rank) == 1 ? "upward"
-                                                                                 : "downward");
+            up ? "upward" : "downward");
         break;
     }
     case PP_OP_GroupEnd:
