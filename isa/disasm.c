@@ -114,9 +114,9 @@ static void print_header(const pp_plan *p, FILE *out)
             p->rank, p->world, p->S, p->B);
     fprintf(out,
             "; model: context %" PRIu32 ", embed %" PRIu32 " (width %" PRIu64 "), ffn %" PRIu32
-            ", blocks %" PRIu32 " per stage, batch %" PRIu32 "; optimizer %s\n",
+            ", blocks %" PRIu32 " per stage, batch %" PRIu32 "; optimizer %s; precision %s\n",
             m->context, m->embed, (uint64_t)m->context * m->embed, m->ffn, m->blocks, m->batch,
-            pp_optimizer_name(m->optimizer));
+            pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
     print_stages(p, out);
     print_groups(p, out);
     print_slots(p, out);

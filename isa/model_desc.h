@@ -24,6 +24,7 @@ typedef struct {
     uint32_t blocks;  /* pre-LN residual MLP blocks per stage */
     uint32_t batch;   /* samples per microbatch */
     uint32_t optimizer; /* pp_optimizer: what OptimizerStep runs, and the state owners keep */
+    uint32_t precision; /* pp_precision: the arithmetic of the GEMMs and the weights jobs read */
 } pp_model;
 
 static inline uint32_t pp_model_width(const pp_model *m) { return m->context * m->embed; }
@@ -50,6 +51,34 @@ static inline int pp_optimizer_parse(const char *name)
 static inline uint32_t pp_optimizer_state_floats(uint32_t opt)
 {
     return opt == PP_OPT_ADAMW ? 2 : 0;
+}
+
+/* The precision of a run. fp32: everything in fp32. bf16 (mixed precision
+ * with fp32 master weights): owners keep the fp32 weights, gradients and
+ * optimizer state, plus a bf16 copy of the weights, refreshed by every
+ * optimizer step, that every job computes with and that fetches move (half
+ * the bytes). GEMMs round their operands to bf16 and accumulate in fp32;
+ * activations, gradients and everything else stay fp32. */
+typedef enum { PP_PREC_FP32 = 0, PP_PREC_BF16 = 1, PP_PREC_COUNT } pp_precision;
+
+static inline const char *pp_precision_name(uint32_t prec)
+{
+    return prec == PP_PREC_FP32 ? "fp32" : prec == PP_PREC_BF16 ? "bf16" : "unknown";
+}
+
+/* The pp_precision a name (as in `precision bf16`) stands for, or -1. */
+static inline int pp_precision_parse(const char *name)
+{
+    for (int q = 0; q < PP_PREC_COUNT; q++)
+        if (!strcmp(name, pp_precision_name((uint32_t)q)))
+            return q;
+    return -1;
+}
+
+/* Bytes per weight of the copy jobs compute with: 4, or 2 for bf16. */
+static inline uint32_t pp_precision_weight_bytes(uint32_t prec)
+{
+    return prec == PP_PREC_BF16 ? 2 : 4;
 }
 
 #endif

@@ -165,7 +165,7 @@ uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len)
 /* ---------------------------------------------------------------- encoding */
 
 #define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */
-#define MODEL_BYTES (6 * 4)
+#define MODEL_BYTES (7 * 4)
 #define INSTR_BYTES (1 + 4 * 4 + 4 * PP_MAX_SLOTS)
 
 /* Byte writers: explicit little-endian stores, so the file is the same on
@@ -206,6 +206,7 @@ static void put_model(writer *w, const pp_model *m)
     put_u32(w, m->blocks);
     put_u32(w, m->batch);
     put_u32(w, m->optimizer);
+    put_u32(w, m->precision);
 }
 
 static void put_instr(writer *w, const pp_instr *in)
@@ -397,6 +398,7 @@ static void read_header(reader *r, pp_plan *p)
     p->model.blocks = rd_u32(r, "the model description");
     p->model.batch = rd_u32(r, "the model description");
     p->model.optimizer = rd_u32(r, "the model description");
+    p->model.precision = rd_u32(r, "the model description");
 }
 
 static void read_stage_roles(reader *r, pp_plan *p)
@@ -642,6 +644,9 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
     REQUIRE(p->model.optimizer < PP_OPT_COUNT,
             "model: optimizer %" PRIu32 " is unknown (expected 0 for sgd or 1 for adamw)",
             p->model.optimizer);
+    REQUIRE(p->model.precision < PP_PREC_COUNT,
+            "model: precision %" PRIu32 " is unknown (expected 0 for fp32 or 1 for bf16)",
+            p->model.precision);
     REQUIRE(p->stage_role, "header: stage role table missing (expected %" PRIu32 " entries)", p->S);
     REQUIRE(p->nslots == 0 || p->slot_bytes,
             "header: slot table missing (expected %" PRIu32 " entries)", p->nslots);

@@ -3,7 +3,8 @@
  *
  * Layout (all integers little-endian):
  *   "PPLN"  u32 version  u64 plan_id  u32 rank  u32 world  u32 S  u32 B
- *   model: u32 context, embed, ffn, blocks, batch, optimizer (pp_optimizer)
+ *   model: u32 context, embed, ffn, blocks, batch, optimizer (pp_optimizer),
+ *          precision (pp_precision)
  *   u8 stage_role[S]                      (PP_ROLE_* bits for this rank)
  *   u32 nslots, u64 slot_bytes[nslots]
  *   u32 ngroups, per group: u32 n, u32 member[n]   (ranks, ascending)
@@ -23,7 +24,8 @@
 #include "opcodes.h"
 
 #define PP_PLAN_MAGIC "PPLN"
-#define PP_PLAN_VERSION 3u /* 2: five slot operands, weight fetch opcodes; 3: optimizer */
+#define PP_PLAN_VERSION 4u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
+                              4: precision */
 #define PP_MAX_SLOTS 5
 
 /* stage_role bits */

@@ -65,6 +65,18 @@ size_t pp_stage_param_count(const pp_model *m, int S, int s) {
     return param_layout_of(&sh).total;
 }
 
+size_t pp_stage_compute_bytes(const pp_model *m, int S, int s) {
+    return pp_stage_param_count(m, S, s) * pp_precision_weight_bytes(m->precision);
+}
+
+void pp_stage_compute_copy(const pp_model *m, int S, int s, const float *master, void *copy) {
+    size_t n = pp_stage_param_count(m, S, s);
+    if (m->precision == PP_PREC_BF16)
+        pp_f32_to_bf16(master, copy, n);
+    else if (copy != master)
+        memcpy(copy, master, n * sizeof(float));
+}
+
 size_t pp_stage_stash_bytes(const pp_model *m, int S, int s) {
     shape sh = shape_of(m, S, s);
     return stash_layout_of(&sh).total;
@@ -198,8 +210,9 @@ static double head_forward(const shape *sh, const param_layout *P, const stash_l
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
 }
 
-double pp_stage_forward(const pp_model *m, int S, int s, const float *params, const void *in,
+double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, float *out) {
+    const float *params = weights;
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
@@ -352,12 +365,12 @@ static void backward_walk(const pp_model *m, int S, int s, const float *params, 
     }
 }
 
-void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
+void pp_stage_backward(const pp_model *m, int S, int s, const void *params, float *grads,
                        const void *stash, const float *dout, float *din, float loss_scale) {
     backward_walk(m, S, s, params, grads, stash, dout, din, loss_scale);
 }
 
-void pp_stage_backward_input(const pp_model *m, int S, int s, const float *params,
+void pp_stage_backward_input(const pp_model *m, int S, int s, const void *params,
                              const void *stash, const float *dout, float *din,
                              float loss_scale) {
     backward_walk(m, S, s, params, NULL, stash, dout, din, loss_scale);

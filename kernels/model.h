@@ -27,6 +27,15 @@
 #include "../isa/model_desc.h"
 
 size_t pp_stage_param_count(const pp_model *m, int S, int s); /* floats */
+
+/* The weights F and B read (the `weights` arguments below) are the stage's
+ * compute copy: with precision fp32 the fp32 weights themselves; with bf16
+ * (mixed precision, model_desc.h) a bf16 copy of the fp32 master weights,
+ * which pp_stage_compute_copy makes after every update. Fetches move this
+ * copy, so it is also what a fetched-weights slot holds. */
+size_t pp_stage_compute_bytes(const pp_model *m, int S, int s);
+/* copy = the compute copy of `master` (a memcpy for fp32). */
+void pp_stage_compute_copy(const pp_model *m, int S, int s, const float *master, void *copy);
 size_t pp_stage_stash_bytes(const pp_model *m, int S, int s);
 size_t pp_act_bytes(const pp_model *m);    /* batch * D * 4 */
 size_t pp_tokens_bytes(const pp_model *m); /* batch * (context+1) * 4 */
@@ -41,7 +50,7 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
  * targets (read only when s == S-1). out: float activations (s < S-1), else
  * unused (may be NULL). Returns the summed (not averaged) cross-entropy over
  * the microbatch when s == S-1, else 0. */
-double pp_stage_forward(const pp_model *m, int S, int s, const float *params, const void *in,
+double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, float *out);
 
 /* B(s,b). dout: gradient w.r.t. the stage's output (s < S-1; NULL on the last
@@ -49,7 +58,7 @@ double pp_stage_forward(const pp_model *m, int S, int s, const float *params, co
  * loss_scale, e.g. 1/(B*batch) for a mean over the step). Accumulates (+=)
  * weight gradients into grads (same layout as params). din: gradient w.r.t.
  * the stage's input (s > 0), else unused (may be NULL). */
-void pp_stage_backward(const pp_model *m, int S, int s, const float *params, float *grads,
+void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
                        const void *stash, const float *dout, float *din, float loss_scale);
 
 /* A split backward (zero bubble): B computes only the input gradient and
@@ -57,7 +66,7 @@ void pp_stage_backward(const pp_model *m, int S, int s, const float *params, flo
  * pp_stage_stash_bytes_split bytes; W, later, accumulates the weight
  * gradients. B then W gives the same bits as pp_stage_backward. */
 size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s);
-void pp_stage_backward_input(const pp_model *m, int S, int s, const float *params,
+void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
                              const void *stash, const float *dout, float *din, float loss_scale);
 void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash);
 

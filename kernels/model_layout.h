@@ -16,6 +16,7 @@
 typedef struct {
     int B, C, E, D, F, nb;
     int first, last;
+    int bf16; /* precision bf16: weights are the bf16 copy, GEMM operands bf16 */
 } shape;
 
 static inline shape shape_of(const pp_model *m, int S, int s) {
@@ -28,6 +29,7 @@ static inline shape shape_of(const pp_model *m, int S, int s) {
     sh.nb = (int)m->blocks;
     sh.first = s == 0;
     sh.last = s == S - 1;
+    sh.bf16 = m->precision == PP_PREC_BF16;
     return sh;
 }
 
@@ -75,6 +77,7 @@ typedef struct {
     size_t u, mean, rstd, h, a;        /* the others relative to x_k */
     size_t xh, z, meanf, rstdf, probs, targets;
     size_t logits, dh, du, dx;         /* scratch */
+    size_t ca, cb;                     /* scratch, bf16 only: GEMM operands rounded */
     size_t total;
     /* split backward: what B leaves for W, after the above */
     size_t wblocks, wblock_stride;     /* dy_k at wblocks + k*wblock_stride, */
@@ -121,6 +124,15 @@ static inline stash_layout stash_layout_of(const shape *sh) {
     if (sh->nb > 0) L.dh = take(&cur, hbytes);
     if (sh->nb > 0 || sh->last) L.du = take(&cur, xbytes);
     L.dx = take(&cur, xbytes);
+    if (sh->bf16) {
+        /* Room for any activation operand of a GEMM ([B][D], [B][F] or
+         * [B][V]) as floats: the CPU rounds into them, the GPU casts into
+         * them (using half). */
+        size_t widest = (size_t)(D > F ? D : F);
+        if (widest < V) widest = V;
+        L.ca = take(&cur, B * widest * sizeof(float));
+        L.cb = take(&cur, B * widest * sizeof(float));
+    }
     L.total = cur;
     blk = 0;
     (void)take(&blk, xbytes); /* dy_k */

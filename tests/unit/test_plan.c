@@ -39,7 +39,7 @@ static void build_plan(pp_plan *p)
     p->world = 4;
     p->S = 4;
     p->B = 2;
-    p->model = (pp_model){8, 16, 256, 1, 16, PP_OPT_ADAMW};
+    p->model = (pp_model){8, 16, 256, 1, 16, PP_OPT_ADAMW, PP_PREC_BF16};
     p->stage_role = malloc(sizeof roles);
     memcpy(p->stage_role, roles, sizeof roles);
     p->nslots = 5;
@@ -212,7 +212,7 @@ START_TEST(test_round_trip)
     build_plan(&a);
     ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
-    ck_assert_mem_eq(buf, "PPLN\x03\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
+    ck_assert_mem_eq(buf, "PPLN\x04\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
     ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
     assert_same_plan(&a, &b);
     ck_assert_int_eq(pp_plan_encode(&b, &buf2, &len2), PP_PLAN_OK);
@@ -233,7 +233,7 @@ START_TEST(test_round_trip_empty_tables)
     memset(&a, 0, sizeof a);
     a.version = PP_PLAN_VERSION;
     a.world = a.S = a.B = 1;
-    a.model = (pp_model){1, 1, 1, 0, 1, PP_OPT_SGD};
+    a.model = (pp_model){1, 1, 1, 0, 1, PP_OPT_SGD, PP_PREC_FP32};
     a.stage_role = role;
     uint8_t *buf;
     size_t len;
@@ -294,7 +294,7 @@ START_TEST(test_unknown_version)
     put_le32(buf + 4, 7);
     fix_crc(buf, len);
     expect(buf, len, PP_PLAN_EVERSION,
-           "unsupported plan format version 7 (this reader knows version 3)");
+           "unsupported plan format version 7 (this reader knows version 4)");
     put_le32(buf + len - 4, 0xdeadbeef);
     expect(buf, len, PP_PLAN_EVERSION, "version 7");
     free(buf);
@@ -368,10 +368,10 @@ START_TEST(test_absurd_counts)
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the instruction table");
     free(buf);
     encode_sample(&buf, &len);
-    put_le32(buf + 32 + 24 + 4, 0x7fffffffu); /* nslots, after header, model, 4 roles */
+    put_le32(buf + 32 + 28 + 4, 0x7fffffffu); /* nslots, after header, model (7 u32), 4 roles */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the slot table");
-    put_le32(buf + 32 + 24 + 4, 5);
-    put_le32(buf + 32 + 24 + 4 + 4 + 5 * 8, 0x40000000u); /* ngroups */
+    put_le32(buf + 32 + 28 + 4, 5);
+    put_le32(buf + 32 + 28 + 4 + 4 + 5 * 8, 0x40000000u); /* ngroups */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the group table");
     put_le32(buf + 24, 0xfffffff0u); /* S: magic, version, plan id, rank, world */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the stage roles");
@@ -466,6 +466,9 @@ START_TEST(test_validate_header)
     p.model.optimizer = PP_OPT_COUNT;
     expect_valid(&p, PP_PLAN_EHEADER, "model: optimizer 2 is unknown (expected 0 for sgd or 1 for adamw)");
     p.model.optimizer = PP_OPT_SGD;
+    p.model.precision = PP_PREC_COUNT;
+    expect_valid(&p, PP_PLAN_EHEADER, "model: precision 2 is unknown (expected 0 for fp32 or 1 for bf16)");
+    p.model.precision = PP_PREC_FP32;
     p.stage_role[2] = 4;
     expect_valid(&p, PP_PLAN_EHEADER, "stage 2 has role 0x04");
     p.stage_role[2] = 0;
@@ -600,10 +603,10 @@ START_TEST(test_disasm)
     pp_plan p;
     build_plan(&p);
     char *t = listing(&p);
-    assert_line(t, "; pp plan, format 3, plan id 0123456789abcdef");
+    assert_line(t, "; pp plan, format 4, plan id 0123456789abcdef");
     assert_line(t, "; rank 1 of 4, S=4 stages, B=2 microbatches");
     assert_line(t, "; model: context 8, embed 16 (width 128), ffn 256, blocks 1 per stage, batch 16; "
-                   "optimizer adamw");
+                   "optimizer adamw; precision bf16");
     assert_line(t, "; stages: 1 (compute+owner), 3 (owner)");
     assert_line(t, "; groups: g0 = {0,1,2,3}, g1 = {1,3}");
     assert_line(t, "; slots:  s0 4096 B, s1 8192 B, s2 4096 B, s3 4096 B, s4 512 B");
