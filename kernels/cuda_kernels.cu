@@ -5,6 +5,12 @@
  * softmax cross-entropy fused with its backward, the loss sum, SGD, AdamW
  * and bf16 conversion. Also defines pp_cuda_fatal_hook (cuda_check.h).
  *
+ * The kernels that read parameters (embedding forward, the bias adds, layer
+ * norm forward and the layer norm's input gradient) are templates over the
+ * parameter type: float, or uint16_t for a bf16 compute copy, read through
+ * param(), which widens bf16 exactly. One body each; the fp32 instances are
+ * the kernels as they were, the _bf16w launchers the bf16 instances.
+ *
  * Shapes of work:
  *   elementwise kernels   grid-stride loops over size_t indices
  *   row reductions        one warp per row (layer norm) or one block per row
@@ -45,6 +51,15 @@ static __device__ __forceinline__ size_t global_index(void) {
 
 static __device__ __forceinline__ size_t global_stride(void) {
     return (size_t)gridDim.x * blockDim.x;
+}
+
+/* A parameter as fp32: the fp32 weights themselves, or an element of a bf16
+ * compute copy (model.h), which is the upper half of a float, so widening
+ * is a shift and exact. The kernels that read parameters are templates
+ * over their type, so each has one body for both. */
+static __device__ __forceinline__ float param(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float param(const uint16_t *p, size_t i) {
+    return __uint_as_float((unsigned)p[i] << 16);
 }
 
 struct SumOp {
@@ -94,15 +109,15 @@ static __device__ T block_reduce(T v, Op op, T identity, T *buf) {
 /* out is [batch][context * embed]; element i is row b = i / (context*embed),
  * position c, component e, read from E[tokens[b][c]][e] (the token rows
  * have context + 1 entries, the last the target). */
-static __global__ void embedding_forward_kernel(const int32_t *tokens, int context,
-                                                const float *E, int embed, float *out,
-                                                size_t n) {
+template <typename P>
+static __global__ void embedding_forward_kernel(const int32_t *tokens, int context, const P *E,
+                                                int embed, float *out, size_t n) {
     size_t row = (size_t)context * embed;
     for (size_t i = global_index(); i < n; i += global_stride()) {
         size_t b = i / row, k = i % row;
         size_t c = k / embed, e = k % embed;
         int32_t tok = tokens[b * (context + 1) + c];
-        out[i] = E[(size_t)tok * embed + e];
+        out[i] = param(E, (size_t)tok * embed + e);
     }
 }
 
@@ -122,14 +137,26 @@ static __global__ void embedding_backward_kernel(const int32_t *tokens, int cont
     }
 }
 
-extern "C" cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
-                                               const float *E, int embed, float *out,
-                                               cudaStream_t st) {
+template <typename P>
+static cudaError_t embedding_forward(const int32_t *tokens, int batch, int context, const P *E,
+                                     int embed, float *out, cudaStream_t st) {
     size_t n = (size_t)batch * context * embed;
     if (n == 0) return cudaSuccess; /* nothing to launch (a 0-block grid is an error) */
     embedding_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, context, E, embed, out,
                                                               n);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
+                                               const float *E, int embed, float *out,
+                                               cudaStream_t st) {
+    return embedding_forward(tokens, batch, context, E, embed, out, st);
+}
+
+extern "C" cudaError_t pp_cu_embedding_forward_bf16w(const int32_t *tokens, int batch,
+                                                     int context, const uint16_t *E, int embed,
+                                                     float *out, cudaStream_t st) {
+    return embedding_forward(tokens, batch, context, E, embed, out, st);
 }
 
 extern "C" cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch, int context,
@@ -162,14 +189,16 @@ static __device__ __forceinline__ float gelu_grad(float v) {
     return 0.5f * (1.0f + t) + 0.5f * v * sech2 * dinner;
 }
 
-static __global__ void bias_add_kernel(float *y, const float *bias, size_t cols, size_t n) {
-    for (size_t i = global_index(); i < n; i += global_stride()) y[i] += bias[i % cols];
+template <typename P>
+static __global__ void bias_add_kernel(float *y, const P *bias, size_t cols, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) y[i] += param(bias, i % cols);
 }
 
-static __global__ void bias_gelu_forward_kernel(float *h, const float *bias, float *a,
-                                                size_t cols, size_t n) {
+template <typename P>
+static __global__ void bias_gelu_forward_kernel(float *h, const P *bias, float *a, size_t cols,
+                                                size_t n) {
     for (size_t i = global_index(); i < n; i += global_stride()) {
-        float v = h[i] + bias[i % cols];
+        float v = h[i] + param(bias, i % cols);
         h[i] = v;
         a[i] = gelu(v);
     }
@@ -198,30 +227,52 @@ static __global__ void bias_grad_kernel(const float *dy, int rows, int cols, flo
 }
 
 /* y = (y + x) + bias, the CPU twin's order. */
-static __global__ void residual_bias_add_kernel(float *y, const float *x, const float *bias,
+template <typename P>
+static __global__ void residual_bias_add_kernel(float *y, const float *x, const P *bias,
                                                 size_t cols, size_t n) {
     for (size_t i = global_index(); i < n; i += global_stride())
-        y[i] = (y[i] + x[i]) + bias[i % cols];
+        y[i] = (y[i] + x[i]) + param(bias, i % cols);
 }
 
 static __global__ void add_kernel(float *y, const float *x, size_t n) {
     for (size_t i = global_index(); i < n; i += global_stride()) y[i] += x[i];
 }
 
-extern "C" cudaError_t pp_cu_bias_add(float *y, const float *bias, int rows, int cols,
-                                      cudaStream_t st) {
+template <typename P>
+static cudaError_t bias_add(float *y, const P *bias, int rows, int cols, cudaStream_t st) {
     size_t n = (size_t)rows * cols;
     if (n == 0) return cudaSuccess;
     bias_add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, bias, (size_t)cols, n);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t pp_cu_bias_gelu_forward(float *h, const float *bias, float *a, int rows,
-                                               int cols, cudaStream_t st) {
+extern "C" cudaError_t pp_cu_bias_add(float *y, const float *bias, int rows, int cols,
+                                      cudaStream_t st) {
+    return bias_add(y, bias, rows, cols, st);
+}
+
+extern "C" cudaError_t pp_cu_bias_add_bf16w(float *y, const uint16_t *bias, int rows, int cols,
+                                            cudaStream_t st) {
+    return bias_add(y, bias, rows, cols, st);
+}
+
+template <typename P>
+static cudaError_t bias_gelu_forward(float *h, const P *bias, float *a, int rows, int cols,
+                                     cudaStream_t st) {
     size_t n = (size_t)rows * cols;
     if (n == 0) return cudaSuccess;
     bias_gelu_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(h, bias, a, (size_t)cols, n);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_bias_gelu_forward(float *h, const float *bias, float *a, int rows,
+                                               int cols, cudaStream_t st) {
+    return bias_gelu_forward(h, bias, a, rows, cols, st);
+}
+
+extern "C" cudaError_t pp_cu_bias_gelu_forward_bf16w(float *h, const uint16_t *bias, float *a,
+                                                     int rows, int cols, cudaStream_t st) {
+    return bias_gelu_forward(h, bias, a, rows, cols, st);
 }
 
 extern "C" cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size_t n,
@@ -240,12 +291,24 @@ extern "C" cudaError_t pp_cu_bias_grad(const float *dy, int rows, int cols, floa
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias,
-                                               int rows, int cols, cudaStream_t st) {
+template <typename P>
+static cudaError_t residual_bias_add(float *y, const float *x, const P *bias, int rows, int cols,
+                                     cudaStream_t st) {
     size_t n = (size_t)rows * cols;
     if (n == 0) return cudaSuccess;
     residual_bias_add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, x, bias, (size_t)cols, n);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias,
+                                               int rows, int cols, cudaStream_t st) {
+    return residual_bias_add(y, x, bias, rows, cols, st);
+}
+
+extern "C" cudaError_t pp_cu_residual_bias_add_bf16w(float *y, const float *x,
+                                                     const uint16_t *bias, int rows, int cols,
+                                                     cudaStream_t st) {
+    return residual_bias_add(y, x, bias, rows, cols, st);
 }
 
 extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_t st) {
@@ -264,9 +327,10 @@ extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_
  * lane striding over the columns and the warp summing with shuffles. The
  * row index is the same for all lanes of a warp, so a warp past the last row
  * leaves as a whole and the shuffles always see 32 lanes. */
-static __global__ void layernorm_forward_kernel(const float *x, const float *gamma,
-                                                const float *beta, int rows, int cols, float *y,
-                                                float *mean, float *rstd) {
+template <typename P>
+static __global__ void layernorm_forward_kernel(const float *x, const P *gamma, const P *beta,
+                                                int rows, int cols, float *y, float *mean,
+                                                float *rstd) {
     int row = blockIdx.x * LN_ROWS_PER_BLOCK + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;
@@ -283,7 +347,8 @@ static __global__ void layernorm_forward_kernel(const float *x, const float *gam
     }
     float var = warp_reduce(sq, SumOp()) / (float)cols;
     float r = 1.0f / sqrtf(var + LN_EPS); /* IEEE sqrt and division, not rsqrtf */
-    for (int c = lane; c < cols; c += 32) yr[c] = (xr[c] - m) * r * gamma[c] + beta[c];
+    for (int c = lane; c < cols; c += 32)
+        yr[c] = (xr[c] - m) * r * param(gamma, c) + param(beta, c);
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -293,7 +358,8 @@ static __global__ void layernorm_forward_kernel(const float *x, const float *gam
 /* dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, one
  * warp per row as in the forward. dgamma and dbeta are column sums and are
  * left to layernorm_param_grad_kernel. */
-static __global__ void layernorm_backward_dx_kernel(const float *x, const float *gamma,
+template <typename P>
+static __global__ void layernorm_backward_dx_kernel(const float *x, const P *gamma,
                                                     const float *mean, const float *rstd,
                                                     const float *dy, int rows, int cols,
                                                     float *dx) {
@@ -308,7 +374,7 @@ static __global__ void layernorm_backward_dx_kernel(const float *x, const float 
     float sg = 0.0f, sgx = 0.0f;
     for (int c = lane; c < cols; c += 32) {
         float xhat = (xr[c] - m) * r;
-        float g = dyr[c] * gamma[c];
+        float g = dyr[c] * param(gamma, c);
         sg += g;
         sgx += g * xhat;
     }
@@ -316,7 +382,7 @@ static __global__ void layernorm_backward_dx_kernel(const float *x, const float 
     float mean_gx = warp_reduce(sgx, SumOp()) / (float)cols;
     for (int c = lane; c < cols; c += 32) {
         float xhat = (xr[c] - m) * r;
-        float g = dyr[c] * gamma[c];
+        float g = dyr[c] * param(gamma, c);
         dxr[c] += r * (g - mean_g - xhat * mean_gx);
     }
 }
@@ -352,9 +418,10 @@ static __global__ void layernorm_param_grad_kernel(const float *x, const float *
     }
 }
 
-extern "C" cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma,
-                                               const float *beta, int rows, int cols, float *y,
-                                               float *mean, float *rstd, cudaStream_t st) {
+template <typename P>
+static cudaError_t layernorm_forward(const float *x, const P *gamma, const P *beta, int rows,
+                                     int cols, float *y, float *mean, float *rstd,
+                                     cudaStream_t st) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     unsigned grid = (unsigned)((rows + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
     layernorm_forward_kernel<<<grid, THREADS, 0, st>>>(x, gamma, beta, rows, cols, y, mean,
@@ -362,13 +429,26 @@ extern "C" cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamm
     return cudaGetLastError();
 }
 
+extern "C" cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma,
+                                               const float *beta, int rows, int cols, float *y,
+                                               float *mean, float *rstd, cudaStream_t st) {
+    return layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd, st);
+}
+
+extern "C" cudaError_t pp_cu_layernorm_forward_bf16w(const float *x, const uint16_t *gamma,
+                                                     const uint16_t *beta, int rows, int cols,
+                                                     float *y, float *mean, float *rstd,
+                                                     cudaStream_t st) {
+    return layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd, st);
+}
+
 /* Two kernels, each launched only when its outputs are wanted (NULL ones
  * are skipped, as on the CPU): a split backward runs the dx kernel in B and
  * the parameter kernel in W, the same launches as one call making both. */
-extern "C" cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma,
-                                                const float *mean, const float *rstd,
-                                                const float *dy, int rows, int cols, float *dx,
-                                                float *dgamma, float *dbeta, cudaStream_t st) {
+template <typename P>
+static cudaError_t layernorm_backward(const float *x, const P *gamma, const float *mean,
+                                      const float *rstd, const float *dy, int rows, int cols,
+                                      float *dx, float *dgamma, float *dbeta, cudaStream_t st) {
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     if (dx) {
         unsigned grid = (unsigned)((rows + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
@@ -383,6 +463,21 @@ extern "C" cudaError_t pp_cu_layernorm_backward(const float *x, const float *gam
     layernorm_param_grad_kernel<<<cgrid, block, 0, st>>>(x, mean, rstd, dy, rows, cols, dgamma,
                                                          dbeta);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma,
+                                                const float *mean, const float *rstd,
+                                                const float *dy, int rows, int cols, float *dx,
+                                                float *dgamma, float *dbeta, cudaStream_t st) {
+    return layernorm_backward(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma, dbeta, st);
+}
+
+extern "C" cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma,
+                                                      const float *mean, const float *rstd,
+                                                      const float *dy, int rows, int cols,
+                                                      float *dx, float *dgamma, float *dbeta,
+                                                      cudaStream_t st) {
+    return layernorm_backward(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma, dbeta, st);
 }
 
 /* ------------------------------------------------------------------------ */

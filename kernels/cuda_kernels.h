@@ -83,6 +83,30 @@ cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, i
 cudaError_t pp_cu_f32_to_bf16(const float *src, uint16_t *dst, size_t n, cudaStream_t st);
 cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t n, cudaStream_t st);
 
+/* The kernels above that read parameters, reading them from a bf16 compute
+ * copy (model.h; uint16_t, the upper half of a float) instead: the same
+ * kernel body (a template over the parameter type), each parameter widened
+ * exactly to fp32 where it is read. Their CPU twin is the fp32 CPU kernel
+ * applied to the widened parameters (pp_bf16_to_f32 of E, bias, gamma,
+ * beta), which is what model.c's bf16 path computes. Everything else (x,
+ * y, h, a, mean, rstd, dy, dx, dgamma, dbeta) is fp32 as above. */
+cudaError_t pp_cu_embedding_forward_bf16w(const int32_t *tokens, int batch, int context,
+                                          const uint16_t *E, int embed, float *out,
+                                          cudaStream_t st);
+cudaError_t pp_cu_bias_add_bf16w(float *y, const uint16_t *bias, int rows, int cols,
+                                 cudaStream_t st);
+cudaError_t pp_cu_bias_gelu_forward_bf16w(float *h, const uint16_t *bias, float *a, int rows,
+                                          int cols, cudaStream_t st);
+cudaError_t pp_cu_residual_bias_add_bf16w(float *y, const float *x, const uint16_t *bias,
+                                          int rows, int cols, cudaStream_t st);
+cudaError_t pp_cu_layernorm_forward_bf16w(const float *x, const uint16_t *gamma,
+                                          const uint16_t *beta, int rows, int cols, float *y,
+                                          float *mean, float *rstd, cudaStream_t st);
+cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma,
+                                           const float *mean, const float *rstd,
+                                           const float *dy, int rows, int cols, float *dx,
+                                           float *dgamma, float *dbeta, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

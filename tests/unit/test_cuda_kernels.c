@@ -6,6 +6,9 @@
  * tolerances per kernel below: exact where only copies and additions are
  * involved, a few float roundings where the GPU contracts to fused
  * multiply-adds, uses its own tanhf/expf or sums in another order.
+ * The _bf16w kernels (parameters read from a bf16 copy) are compared with
+ * their twin, the fp32 CPU kernel on the widened parameters, and with the
+ * fp32 GPU kernel on them (the same bits).
  *
  * Without a GPU every test prints "skipped: no GPU" and passes; built
  * without CUDA, "skipped: built without CUDA". */
@@ -755,6 +758,263 @@ static void run_bf16_to_f32(void) {
     free(got);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Kernels reading bf16 parameters (_bf16w)                                  */
+
+/* n parameters in [-scale, scale) + offset as a bf16 compute copy (bits)
+ * and those values widened back to fp32 (wide): what the CPU twin reads. */
+static void bf16_params(size_t n, uint32_t seed, float scale, float offset, uint16_t **bits,
+                        float **wide) {
+    float *x = rand_floats(n, seed, scale);
+    for (size_t i = 0; i < n; i++) x[i] += offset;
+    *bits = malloc((n ? n : 1) * sizeof **bits);
+    *wide = malloc((n ? n : 1) * sizeof **wide);
+    pp_f32_to_bf16(x, *bits, n);
+    pp_bf16_to_f32(*bits, *wide, n);
+    free(x);
+}
+
+/* Each _bf16w kernel is the fp32 kernel's body reading widened parameters,
+ * so it is checked twice: against its CPU twin (the fp32 CPU kernel on the
+ * widened parameters) with the fp32 kernel's tolerance, and against the
+ * fp32 GPU kernel on the widened parameters, which must give the same bits
+ * (the same arithmetic on the same values). */
+
+static void run_embedding_forward_bf16w(void) {
+    size_t nt = (size_t)EMB_B * (EMB_C + 1), no = (size_t)EMB_B * EMB_C * EMB_E;
+    size_t ne = (size_t)VOCAB * EMB_E;
+    int32_t *tok = rand_tokens(nt, 140u, VOCAB);
+    uint16_t *E16;
+    float *E;
+    bf16_params(ne, 141u, 1.0f, 0.0f, &E16, &E);
+    float *want = malloc(no * sizeof *want), *got = malloc(no * sizeof *got),
+          *got32 = malloc(no * sizeof *got32);
+    pp_embedding_forward(tok, EMB_B, EMB_C, E, EMB_E, want);
+
+    cudaStream_t st = stream_new();
+    int32_t *d_tok = dev_from(tok, nt * sizeof *tok);
+    uint16_t *d_E16 = dev_from(E16, ne * sizeof *E16);
+    float *d_E = dev_from(E, ne * sizeof *E);
+    float *d_out = dev_alloc(no * sizeof *d_out), *d_out32 = dev_alloc(no * sizeof *d_out);
+    cudaCheck(pp_cu_embedding_forward_bf16w(d_tok, EMB_B, EMB_C, d_E16, EMB_E, d_out, st));
+    cudaCheck(pp_cu_embedding_forward(d_tok, EMB_B, EMB_C, d_E, EMB_E, d_out32, st));
+    stream_done(st);
+    host_from(got, d_out, no * sizeof *got);
+    host_from(got32, d_out32, no * sizeof *got32);
+    expect_same("out", got, want, no);
+    expect_same("out vs fp32 kernel", got, got32, no);
+
+    void *dev[] = {d_tok, d_E16, d_E, d_out, d_out32};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+    void *host[] = {tok, E16, E, want, got, got32};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+/* One addition per element: exact. */
+static void run_bias_add_bf16w(void) {
+    for (int k = 0; k < NSHAPES; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)R * C;
+        float *want = rand_floats(n, 150u + (uint32_t)k, 1.0f), *bias;
+        uint16_t *b16;
+        bf16_params((size_t)C, 151u, 1.0f, 0.0f, &b16, &bias);
+        float *got = malloc(n * sizeof *got), *got32 = malloc(n * sizeof *got32);
+        cudaStream_t st = stream_new();
+        float *d_y = dev_from(want, n * sizeof *want), *d_y32 = dev_from(want, n * sizeof *want);
+        uint16_t *d_b16 = dev_from(b16, C * sizeof *b16);
+        float *d_b = dev_from(bias, C * sizeof *bias);
+        cudaCheck(pp_cu_bias_add_bf16w(d_y, d_b16, R, C, st));
+        cudaCheck(pp_cu_bias_add(d_y32, d_b, R, C, st));
+        stream_done(st);
+        host_from(got, d_y, n * sizeof *got);
+        host_from(got32, d_y32, n * sizeof *got32);
+        pp_bias_add(want, bias, R, C);
+        expect_same("y", got, want, n);
+        expect_same("y vs fp32 kernel", got, got32, n);
+        void *dev[] = {d_y, d_y32, d_b16, d_b};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        void *host[] = {want, bias, b16, got, got32};
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    }
+}
+
+/* h exact, a = gelu(h) within run_bias_gelu_forward's atol 2e-6, rtol 1e-5. */
+static void run_bias_gelu_forward_bf16w(void) {
+    for (int k = 0; k < NSHAPES; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)R * C, hb = n * sizeof(float);
+        float *h = rand_floats(n, 160u + (uint32_t)k, 4.0f), *bias;
+        uint16_t *b16;
+        bf16_params((size_t)C, 161u, 1.0f, 0.0f, &b16, &bias);
+        float *a = malloc(hb), *got_h = malloc(hb), *got_a = malloc(hb), *h32 = malloc(hb),
+              *a32 = malloc(hb);
+        cudaStream_t st = stream_new();
+        float *d_h = dev_from(h, hb), *d_h32 = dev_from(h, hb);
+        uint16_t *d_b16 = dev_from(b16, C * sizeof *b16);
+        float *d_b = dev_from(bias, C * sizeof *bias);
+        float *d_a = dev_alloc(hb), *d_a32 = dev_alloc(hb);
+        cudaCheck(pp_cu_bias_gelu_forward_bf16w(d_h, d_b16, d_a, R, C, st));
+        cudaCheck(pp_cu_bias_gelu_forward(d_h32, d_b, d_a32, R, C, st));
+        stream_done(st);
+        host_from(got_h, d_h, hb);
+        host_from(got_a, d_a, hb);
+        host_from(h32, d_h32, hb);
+        host_from(a32, d_a32, hb);
+        pp_bias_gelu_forward(h, bias, a, R, C);
+        expect_same("h", got_h, h, n);
+        expect_close("a", got_a, a, n, 2e-6, 1e-5);
+        expect_same("h vs fp32 kernel", got_h, h32, n);
+        expect_same("a vs fp32 kernel", got_a, a32, n);
+        void *dev[] = {d_h, d_h32, d_b16, d_b, d_a, d_a32};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        void *host[] = {h, bias, b16, a, got_h, got_a, h32, a32};
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    }
+}
+
+/* (y + x) + bias in the same order: exact. */
+static void run_residual_bias_add_bf16w(void) {
+    for (int k = 0; k < NSHAPES; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)R * C;
+        float *want = rand_floats(n, 170u + (uint32_t)k, 1.0f), *x = rand_floats(n, 171u, 1.0f);
+        float *bias;
+        uint16_t *b16;
+        bf16_params((size_t)C, 172u, 1.0f, 0.0f, &b16, &bias);
+        float *got = malloc(n * sizeof *got), *got32 = malloc(n * sizeof *got32);
+        cudaStream_t st = stream_new();
+        float *d_y = dev_from(want, n * sizeof *want), *d_y32 = dev_from(want, n * sizeof *want);
+        float *d_x = dev_from(x, n * sizeof *x), *d_b = dev_from(bias, C * sizeof *bias);
+        uint16_t *d_b16 = dev_from(b16, C * sizeof *b16);
+        cudaCheck(pp_cu_residual_bias_add_bf16w(d_y, d_x, d_b16, R, C, st));
+        cudaCheck(pp_cu_residual_bias_add(d_y32, d_x, d_b, R, C, st));
+        stream_done(st);
+        host_from(got, d_y, n * sizeof *got);
+        host_from(got32, d_y32, n * sizeof *got32);
+        pp_residual_bias_add(want, x, bias, R, C);
+        expect_same("y", got, want, n);
+        expect_same("y vs fp32 kernel", got, got32, n);
+        void *dev[] = {d_y, d_y32, d_x, d_b, d_b16};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        void *host[] = {want, x, bias, b16, got, got32};
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    }
+}
+
+/* gamma in [0.5, 2.5) and beta in [-1, 1) as ln_inputs makes them, rounded
+ * to bf16; tolerances as run_layernorm_forward's (atol 1e-5, rtol 1e-5). */
+static void run_layernorm_forward_bf16w(void) {
+    for (int k = 0; k < NSHAPES; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)R * C, xb = n * sizeof(float), rb = (size_t)R * sizeof(float);
+        float *x, *g0, *b0, *gamma, *beta;
+        uint16_t *g16, *b16;
+        ln_inputs(R, C, 180u + (uint32_t)k, &x, &g0, &b0);
+        g16 = malloc(C * sizeof *g16);
+        b16 = malloc(C * sizeof *b16);
+        gamma = malloc(C * sizeof *gamma);
+        beta = malloc(C * sizeof *beta);
+        pp_f32_to_bf16(g0, g16, (size_t)C);
+        pp_f32_to_bf16(b0, b16, (size_t)C);
+        pp_bf16_to_f32(g16, gamma, (size_t)C);
+        pp_bf16_to_f32(b16, beta, (size_t)C);
+        float *y = malloc(xb), *mean = malloc(rb), *rstd = malloc(rb);
+        float *got[3] = {malloc(xb), malloc(rb), malloc(rb)};
+        float *got32[3] = {malloc(xb), malloc(rb), malloc(rb)};
+        pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
+
+        cudaStream_t st = stream_new();
+        float *d_x = dev_from(x, xb), *d_g = dev_from(gamma, C * sizeof *gamma);
+        float *d_b = dev_from(beta, C * sizeof *beta);
+        uint16_t *d_g16 = dev_from(g16, C * sizeof *g16), *d_b16 = dev_from(b16, C * sizeof *b16);
+        float *d_out[3] = {dev_alloc(xb), dev_alloc(rb), dev_alloc(rb)};
+        float *d_out32[3] = {dev_alloc(xb), dev_alloc(rb), dev_alloc(rb)};
+        cudaCheck(pp_cu_layernorm_forward_bf16w(d_x, d_g16, d_b16, R, C, d_out[0], d_out[1],
+                                                d_out[2], st));
+        cudaCheck(pp_cu_layernorm_forward(d_x, d_g, d_b, R, C, d_out32[0], d_out32[1],
+                                          d_out32[2], st));
+        stream_done(st);
+        for (int i = 0; i < 3; i++) {
+            host_from(got[i], d_out[i], i ? rb : xb);
+            host_from(got32[i], d_out32[i], i ? rb : xb);
+        }
+        expect_close("y", got[0], y, n, 1e-5, 1e-5);
+        expect_close("mean", got[1], mean, (size_t)R, 1e-5, 1e-5);
+        expect_close("rstd", got[2], rstd, (size_t)R, 1e-5, 1e-5);
+        expect_same("y vs fp32 kernel", got[0], got32[0], n);
+        expect_same("mean vs fp32 kernel", got[1], got32[1], (size_t)R);
+        expect_same("rstd vs fp32 kernel", got[2], got32[2], (size_t)R);
+
+        void *dev[] = {d_x, d_g, d_b, d_g16, d_b16};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (int i = 0; i < 3; i++) {
+            cudaCheck(cudaFree(d_out[i]));
+            cudaCheck(cudaFree(d_out32[i]));
+            free(got[i]);
+            free(got32[i]);
+        }
+        void *host[] = {x, g0, b0, gamma, beta, g16, b16, y, mean, rstd};
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    }
+}
+
+/* dx (the one output that reads gamma) within run_layernorm_backward's atol
+ * 1e-5, rtol 1e-4; dgamma and dbeta (which read no gamma) within its atol
+ * 1e-4, rtol 1e-5. */
+static void run_layernorm_backward_bf16w(void) {
+    for (int k = 0; k < NSHAPES; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)R * C, xb = n * sizeof(float), cb = (size_t)C * sizeof(float);
+        float *x, *g0, *beta, *gamma;
+        uint16_t *g16 = malloc(C * sizeof *g16);
+        ln_inputs(R, C, 190u + (uint32_t)k, &x, &g0, &beta);
+        gamma = malloc(cb);
+        pp_f32_to_bf16(g0, g16, (size_t)C);
+        pp_bf16_to_f32(g16, gamma, (size_t)C);
+        float *y = malloc(xb), *mean = malloc(R * sizeof *mean), *rstd = malloc(R * sizeof *rstd);
+        pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
+        float *dy = rand_floats(n, 193u, 1.0f), *dx = rand_floats(n, 194u, 1.0f);
+        float *dgamma = rand_floats((size_t)C, 195u, 1.0f), *dbeta = rand_floats((size_t)C, 196u, 1.0f);
+        float *got[3] = {malloc(xb), malloc(cb), malloc(cb)};
+        float *got32[3] = {malloc(xb), malloc(cb), malloc(cb)};
+
+        cudaStream_t st = stream_new();
+        float *d_x = dev_from(x, xb), *d_g = dev_from(gamma, cb);
+        uint16_t *d_g16 = dev_from(g16, C * sizeof *g16);
+        float *d_mean = dev_from(mean, R * sizeof *mean), *d_rstd = dev_from(rstd, R * sizeof *rstd);
+        float *d_dy = dev_from(dy, xb);
+        float *d_o[3] = {dev_from(dx, xb), dev_from(dgamma, cb), dev_from(dbeta, cb)};
+        float *d_o32[3] = {dev_from(dx, xb), dev_from(dgamma, cb), dev_from(dbeta, cb)};
+        cudaCheck(pp_cu_layernorm_backward_bf16w(d_x, d_g16, d_mean, d_rstd, d_dy, R, C, d_o[0],
+                                                 d_o[1], d_o[2], st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_o32[0],
+                                           d_o32[1], d_o32[2], st));
+        stream_done(st);
+        for (int i = 0; i < 3; i++) {
+            host_from(got[i], d_o[i], i ? cb : xb);
+            host_from(got32[i], d_o32[i], i ? cb : xb);
+        }
+        pp_layernorm_backward(x, gamma, mean, rstd, dy, R, C, dx, dgamma, dbeta);
+        expect_close("dx", got[0], dx, n, 1e-5, 1e-4);
+        expect_close("dgamma", got[1], dgamma, (size_t)C, 1e-4, 1e-5);
+        expect_close("dbeta", got[2], dbeta, (size_t)C, 1e-4, 1e-5);
+        expect_same("dx vs fp32 kernel", got[0], got32[0], n);
+        expect_same("dgamma vs fp32 kernel", got[1], got32[1], (size_t)C);
+        expect_same("dbeta vs fp32 kernel", got[2], got32[2], (size_t)C);
+
+        void *dev[] = {d_x, d_g, d_g16, d_mean, d_rstd, d_dy};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (int i = 0; i < 3; i++) {
+            cudaCheck(cudaFree(d_o[i]));
+            cudaCheck(cudaFree(d_o32[i]));
+            free(got[i]);
+            free(got32[i]);
+        }
+        void *host[] = {x, g0, beta, gamma, g16, y, mean, rstd, dy, dx, dgamma, dbeta};
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    }
+}
+
 /* A test per kernel: skipped without a GPU. */
 #define GPU_TEST(name)                                                                       \
     START_TEST(test_cu_##name) {                                                             \
@@ -791,6 +1051,12 @@ GPU_TEST(sgd_step)
 GPU_TEST(adamw_step)
 GPU_TEST(f32_to_bf16)
 GPU_TEST(bf16_to_f32)
+GPU_TEST(embedding_forward_bf16w)
+GPU_TEST(bias_add_bf16w)
+GPU_TEST(bias_gelu_forward_bf16w)
+GPU_TEST(residual_bias_add_bf16w)
+GPU_TEST(layernorm_forward_bf16w)
+GPU_TEST(layernorm_backward_bf16w)
 
 Suite *cuda_kernels_suite(void) {
     Suite *s = suite_create("cuda_kernels");
@@ -812,6 +1078,12 @@ Suite *cuda_kernels_suite(void) {
     tcase_add_test(tc, test_cu_adamw_step);
     tcase_add_test(tc, test_cu_f32_to_bf16);
     tcase_add_test(tc, test_cu_bf16_to_f32);
+    tcase_add_test(tc, test_cu_embedding_forward_bf16w);
+    tcase_add_test(tc, test_cu_bias_add_bf16w);
+    tcase_add_test(tc, test_cu_bias_gelu_forward_bf16w);
+    tcase_add_test(tc, test_cu_residual_bias_add_bf16w);
+    tcase_add_test(tc, test_cu_layernorm_forward_bf16w);
+    tcase_add_test(tc, test_cu_layernorm_backward_bf16w);
     suite_add_tcase(s, tc);
     return s;
 }
