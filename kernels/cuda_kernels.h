@@ -109,6 +109,42 @@ cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma
 
 #ifdef __cplusplus
 }
+
+/* For C++ callers (model_cuda.cu, whose stage code is a template over the
+ * weights' type): the _bf16w launchers as overloads of the plain names, so
+ * one call site serves both precisions. A literal NULL gamma is ambiguous
+ * between the two; pass a typed null pointer. */
+static inline cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
+                                                  const uint16_t *E, int embed, float *out,
+                                                  cudaStream_t st) {
+    return pp_cu_embedding_forward_bf16w(tokens, batch, context, E, embed, out, st);
+}
+static inline cudaError_t pp_cu_bias_add(float *y, const uint16_t *bias, int rows, int cols,
+                                         cudaStream_t st) {
+    return pp_cu_bias_add_bf16w(y, bias, rows, cols, st);
+}
+static inline cudaError_t pp_cu_bias_gelu_forward(float *h, const uint16_t *bias, float *a,
+                                                  int rows, int cols, cudaStream_t st) {
+    return pp_cu_bias_gelu_forward_bf16w(h, bias, a, rows, cols, st);
+}
+static inline cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const uint16_t *bias,
+                                                  int rows, int cols, cudaStream_t st) {
+    return pp_cu_residual_bias_add_bf16w(y, x, bias, rows, cols, st);
+}
+static inline cudaError_t pp_cu_layernorm_forward(const float *x, const uint16_t *gamma,
+                                                  const uint16_t *beta, int rows, int cols,
+                                                  float *y, float *mean, float *rstd,
+                                                  cudaStream_t st) {
+    return pp_cu_layernorm_forward_bf16w(x, gamma, beta, rows, cols, y, mean, rstd, st);
+}
+static inline cudaError_t pp_cu_layernorm_backward(const float *x, const uint16_t *gamma,
+                                                   const float *mean, const float *rstd,
+                                                   const float *dy, int rows, int cols,
+                                                   float *dx, float *dgamma, float *dbeta,
+                                                   cudaStream_t st) {
+    return pp_cu_layernorm_backward_bf16w(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma,
+                                          dbeta, st);
+}
 #endif
 
 #endif

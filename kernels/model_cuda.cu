@@ -5,7 +5,23 @@
  * nb = blocks per stage.
  *
  * Parameters: exactly model.c's layout (a params or grads array may be
- * copied between the CPU and the GPU as it is).
+ * copied between the CPU and the GPU as it is). F and B read the stage's
+ * compute copy (model.h): the fp32 weights, or with bf16 a bf16 copy at the
+ * same element offsets. The stage code is a template over the weights'
+ * type W (float or uint16_t), instantiated once per precision.
+ *
+ * Precision bf16 (model.c's arithmetic): every GEMM takes bf16 operands
+ * and accumulates and writes fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F). A
+ * weight operand is the compute copy itself; an activation operand (u, a,
+ * z, dy, dh, dlogits, and both operands of a weight-gradient GEMM) is first
+ * rounded to bf16 (pp_cu_f32_to_bf16, round to nearest even, as the CPU's
+ * pp_f32_to_bf16) into the stash's ca (first operand) or cb (second)
+ * scratch region, of which it uses half. The kernels that read parameters
+ * read the bf16 copy (the _bf16w variants, as overloads); everything else,
+ * stash, gradients and loss included, is fp32. The CPU rounds the same
+ * operands, so the two differ by summation order, as with fp32. Precision
+ * fp32 runs exactly the fp32 code as before: cublasSgemm in the default
+ * math mode (no TF32).
  *
  * Stash: the same regions at the same offsets as model.c's stash (one
  * layout, model_layout.h), so it fits pp_stage_stash_bytes (and
@@ -21,7 +37,8 @@
  * and the split region's dlogits [B][V] is unused (W reads dlogits where F
  * left them). Everything else has model.c's meaning: tokens; per block x_k,
  * u_k, mean_k, rstd_k, h_k, a_k; the head's xh, z, meanf, rstdf; the dh, du
- * and dx scratch; and the split region's dy_k, dh_k, du_k, duf and dx0.
+ * and dx scratch (and with bf16 ca and cb, bf16 here); and the split
+ * region's dy_k, dh_k, du_k, duf and dx0.
  * As on the CPU, B writes only the scratch and split tails of the stash it
  * receives as const, so B may be repeated on the same stash.
  *
@@ -68,10 +85,36 @@ static layouts layouts_of(const pp_model *m, int S, int s)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The stage code's context                                                  */
+
+/* What the stage code works with: the model context, its stream and, with
+ * bf16, where GEMM operands are rounded to (the stash's ca and cb regions,
+ * as bf16; NULL with fp32). Each entry point makes one for its stash. */
+typedef struct {
+    pp_cuda_model *cm;
+    cudaStream_t st;
+    uint16_t *ca, *cb;
+} run;
+
+static run run_of(pp_cuda_model *cm, const shape *sh, const stash_layout *L, const void *stash)
+{
+    run r = {cm, cm->st, NULL, NULL};
+    if (sh->bf16) {
+        /* scratch: writable by contract, also in a stash B receives as const */
+        char *st = const_cast<char *>(static_cast<const char *>(stash));
+        r.ca = (uint16_t *)(st + L->ca);
+        r.cb = (uint16_t *)(st + L->cb);
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
 /* GEMM: pp_gemm's row-major contract on cuBLAS                              */
 
 /* C[M][N] = alpha * op(A) op(B) + beta * C, row-major, op = transpose when
  * ta/tb set; A is [M][K] (or [K][M] if ta), B is [K][N] (or [N][K] if tb).
+ * A and B are fp32 (cublasSgemm), or with bf16 set bf16 (cublasGemmEx with
+ * fp32 accumulation); C is fp32 either way.
  *
  * cuBLAS is column-major, and a row-major [R][S] matrix is, read
  * column-major, its transpose [S][R] with leading dimension S. So we ask
@@ -84,27 +127,67 @@ static layouts layouts_of(const pp_model *m, int S, int s)
  * The leading dimensions are those of pp_gemm's cblas row-major call. As
  * with the BLAS, beta == 0 does not read C. K == 0 leaves C = beta * C (the
  * BLAS would reject a leading dimension of 0). */
-static void gemm(pp_cuda_model *cm, int ta, int tb, int M, int N, int K, float alpha,
-                 const float *A, const float *B, float beta, float *C)
+static void gemm(const run *r, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                 const void *B, int bf16, float beta, float *C)
 {
+    cublasHandle_t blas = r->cm->blas;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         if (beta == 0.0f)
-            cudaCheck(cudaMemsetAsync(C, 0, (size_t)M * (size_t)N * sizeof(float), cm->st));
+            cudaCheck(cudaMemsetAsync(C, 0, (size_t)M * (size_t)N * sizeof(float), r->st));
         else if (beta != 1.0f)
-            cublasCheck(cublasSscal(cm->blas, M * N, &beta, C, 1));
+            cublasCheck(cublasSscal(blas, M * N, &beta, C, 1));
         return;
     }
     int lda = ta ? M : K;
     int ldb = tb ? K : N;
-    cublasCheck(cublasSgemm(cm->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            N, M, K, &alpha, B, ldb, A, lda, &beta, C, N));
+    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16)
+        cublasCheck(cublasGemmEx(blas, opb, opa, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A,
+                                 CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    else
+        cublasCheck(cublasSgemm(blas, opb, opa, N, M, K, &alpha, (const float *)B, ldb,
+                                (const float *)A, lda, &beta, C, N));
 }
 
-static void copy_d2d(pp_cuda_model *cm, void *dst, const void *src, size_t bytes)
+/* n activations rounded to bf16 into dst (ca or cb); returns dst. */
+static const uint16_t *rounded(const run *r, const float *x, size_t n, uint16_t *dst)
+{
+    cudaCheck(pp_cu_f32_to_bf16(x, dst, n, r->st));
+    return dst;
+}
+
+/* A GEMM of activations A (fp32) with weights W from the compute copy, in
+ * B's place: fp32 as it is; with bf16 weights, A rounded into ca first. */
+static void gemm_w(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                   const float *W, float beta, float *C)
+{
+    gemm(r, ta, tb, M, N, K, 1.0f, A, W, 0, beta, C);
+}
+
+static void gemm_w(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                   const uint16_t *W, float beta, float *C)
+{
+    gemm(r, ta, tb, M, N, K, 1.0f, rounded(r, A, (size_t)M * K, r->ca), W, 1, beta, C);
+}
+
+/* A weight-gradient GEMM, C += op(A) op(B) of two activations: with bf16
+ * both rounded first (A into ca, B into cb). */
+static void gemm_grad(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                      const float *B, float *C)
+{
+    if (!r->ca)
+        gemm(r, ta, tb, M, N, K, 1.0f, A, B, 0, 1.0f, C);
+    else
+        gemm(r, ta, tb, M, N, K, 1.0f, rounded(r, A, (size_t)M * K, r->ca),
+             rounded(r, B, (size_t)K * N, r->cb), 1, 1.0f, C);
+}
+
+static void copy_d2d(const run *r, void *dst, const void *src, size_t bytes)
 {
     if (dst != src && bytes > 0)
-        cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cm->st));
+        cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r->st));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -180,7 +263,7 @@ double pp_cuda_loss_take(pp_cuda_model *cm)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Initialisation                                                            */
+/* Initialisation and the compute copy                                       */
 
 void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint64_t seed,
                         float *params)
@@ -198,6 +281,17 @@ void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint
     cudaCheck(cudaMemcpyAsync(params, host, n * sizeof(float), cudaMemcpyHostToDevice, cm->st));
     cudaCheck(cudaStreamSynchronize(cm->st));
     free(host);
+}
+
+void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                                const float *master, void *copy)
+{
+    size_t n = pp_stage_param_count(m, S, s);
+    if (m->precision == PP_PREC_BF16)
+        cudaCheck(pp_cu_f32_to_bf16(master, (uint16_t *)copy, n, cm->st));
+    else if (copy != master && n > 0)
+        cudaCheck(cudaMemcpyAsync(copy, master, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  cm->st));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -220,16 +314,17 @@ static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
 
 /* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
  * rstd, h and a for the backward. y must not alias x. */
-static void block_forward(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                          const float *p, const block_acts *s, float *y)
+template <typename W>
+static void block_forward(const run *r, const shape *sh, const param_layout *P, const W *p,
+                          const block_acts *s, float *y)
 {
     int B = sh->B, D = sh->D, F = sh->F;
     cudaCheck(pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean,
-                                      s->rstd, cm->st));
-    gemm(cm, 0, 1, B, F, D, 1.0f, s->u, p + P->W1, 0.0f, s->h);
-    cudaCheck(pp_cu_bias_gelu_forward(s->h, p + P->b1, s->a, B, F, cm->st));
-    gemm(cm, 0, 1, B, D, F, 1.0f, s->a, p + P->W2, 0.0f, y);
-    cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, cm->st));
+                                      s->rstd, r->st));
+    gemm_w(r, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
+    cudaCheck(pp_cu_bias_gelu_forward(s->h, p + P->b1, s->a, B, F, r->st));
+    gemm_w(r, 0, 1, B, D, F, s->a, p + P->W2, 0.0f, y);
+    cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, r->st));
 }
 
 /* Where x_k lives: the stash for block inputs and the head's input; the
@@ -244,9 +339,10 @@ static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *ou
  * cross-entropy and dlogits = (softmax - onehot) * loss_scale; the summed
  * loss goes to the accumulator. Targets: the last column of the tokens,
  * stride C + 1. */
-static void head_forward(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                         const stash_layout *L, const float *params, const int32_t *tgt,
-                         char *st, float loss_scale)
+template <typename W>
+static void head_forward(const run *r, const shape *sh, const param_layout *P,
+                         const stash_layout *L, const W *params, const int32_t *tgt, char *st,
+                         float loss_scale)
 {
     int B = sh->B, D = sh->D;
     float *logits = (float *)(st + L->logits), *z = (float *)(st + L->z);
@@ -254,39 +350,51 @@ static void head_forward(pp_cuda_model *cm, const shape *sh, const param_layout 
     float *loss = (float *)(st + L->targets);
     cudaCheck(pp_cu_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g,
                                       params + P->lnf_b, B, D, z, (float *)(st + L->meanf),
-                                      (float *)(st + L->rstdf), cm->st));
-    gemm(cm, 0, 1, B, PP_VOCAB, D, 1.0f, z, params + P->Wh, 0.0f, logits);
-    cudaCheck(pp_cu_bias_add(logits, params + P->bh, B, PP_VOCAB, cm->st));
+                                      (float *)(st + L->rstdf), r->st));
+    gemm_w(r, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
+    cudaCheck(pp_cu_bias_add(logits, params + P->bh, B, PP_VOCAB, r->st));
     cudaCheck(pp_cu_softmax_xent_fused(logits, tgt + sh->C, sh->C + 1, B, PP_VOCAB, loss_scale,
-                                       dlogits, loss, cm->st));
-    cudaCheck(pp_cu_sum_into(loss, B, cm->d_loss, cm->st));
+                                       dlogits, loss, r->st));
+    cudaCheck(pp_cu_sum_into(loss, B, r->cm->d_loss, r->st));
 }
 
-void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                           const float *params, const void *in, const int32_t *tgt, void *stash,
-                           float *out, float loss_scale)
+template <typename W>
+static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
+                    const void *in, const int32_t *tgt, void *stash, float *out,
+                    float loss_scale)
 {
     layouts y = layouts_of(m, S, s);
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
+    const run rr = run_of(cm, sh, L, stash), *r = &rr;
     char *st = (char *)stash;
 
     float *x0 = x_slot(sh, L, st, out, 0);
     if (sh->first) {
         int32_t *tokens = (int32_t *)(st + L->tokens);
-        copy_d2d(cm, tokens, in, pp_tokens_bytes(m));
+        copy_d2d(r, tokens, in, pp_tokens_bytes(m));
         cudaCheck(pp_cu_embedding_forward(tokens, sh->B, sh->C, params + P->E, sh->E, x0,
-                                          cm->st));
+                                          r->st));
     } else {
-        copy_d2d(cm, x0, in, pp_act_bytes(m)); /* nothing to do when in is out (nb == 0) */
+        copy_d2d(r, x0, in, pp_act_bytes(m)); /* nothing to do when in is out (nb == 0) */
     }
     for (int k = 0; k < sh->nb; k++) {
         block_acts acts = block_acts_of(L, st, k);
-        block_forward(cm, sh, P, params + P->blocks + (size_t)k * P->block_stride, &acts,
+        block_forward(r, sh, P, params + P->blocks + (size_t)k * P->block_stride, &acts,
                       x_slot(sh, L, st, out, k + 1));
     }
-    if (sh->last) head_forward(cm, sh, P, L, params, tgt, st, loss_scale);
+    if (sh->last) head_forward(r, sh, P, L, params, tgt, st, loss_scale);
+}
+
+void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                           const void *weights, const void *in, const int32_t *tgt, void *stash,
+                           float *out, float loss_scale)
+{
+    if (m->precision == PP_PREC_BF16)
+        forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, out, loss_scale);
+    else
+        forward(cm, m, S, s, (const float *)weights, in, tgt, stash, out, loss_scale);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -303,82 +411,87 @@ static const float *saved(const void *stash, size_t off)
  * LN_backward(du). dx may be dy's buffer (dy is consumed by then); du must
  * be a buffer of its own (the layer norm's backward reads du after
  * accumulating into dx). */
-static void block_dh(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
+template <typename W>
+static void block_dh(const run *r, const shape *sh, const param_layout *P, const W *p,
                      const float *h, const float *dy, float *dh)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm(cm, 0, 0, B, F, D, 1.0f, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
-    cudaCheck(pp_cu_gelu_backward(h, dh, dh, (size_t)B * F, cm->st));
+    gemm_w(r, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
+    cudaCheck(pp_cu_gelu_backward(h, dh, dh, (size_t)B * F, r->st));
 }
 
-static void block_du(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
+template <typename W>
+static void block_du(const run *r, const shape *sh, const param_layout *P, const W *p,
                      const float *dh, float *du)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm(cm, 0, 0, B, D, F, 1.0f, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
+    gemm_w(r, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
 }
 
 /* The layer norm's parameter pass needs no gamma (so W needs no params). */
-static void block_weight_grads(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                               float *g, const block_acts *s, const float *dy, const float *dh,
+static void block_weight_grads(const run *r, const shape *sh, const param_layout *P, float *g,
+                               const block_acts *s, const float *dy, const float *dh,
                                const float *du)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm(cm, 1, 0, D, F, B, 1.0f, dy, s->a, 1.0f, g + P->W2); /* dW2 += dy^T a */
-    cudaCheck(pp_cu_bias_grad(dy, B, D, g + P->b2, cm->st));
-    gemm(cm, 1, 0, F, D, B, 1.0f, dh, s->u, 1.0f, g + P->W1); /* dW1 += dh^T u */
-    cudaCheck(pp_cu_bias_grad(dh, B, F, g + P->b1, cm->st));
-    cudaCheck(pp_cu_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL,
-                                       g + P->ln_g, g + P->ln_b, cm->st));
+    gemm_grad(r, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
+    cudaCheck(pp_cu_bias_grad(dy, B, D, g + P->b2, r->st));
+    gemm_grad(r, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
+    cudaCheck(pp_cu_bias_grad(dh, B, F, g + P->b1, r->st));
+    cudaCheck(pp_cu_layernorm_backward(s->x, (const float *)NULL, s->mean, s->rstd, du, B, D,
+                                       NULL, g + P->ln_g, g + P->ln_b, r->st));
 }
 
 /* dx = dy + LN_backward(du): the residual copy, then the layer norm's input
  * gradient accumulated onto it. */
-static void block_dx(pp_cuda_model *cm, const shape *sh, const param_layout *P, const float *p,
+template <typename W>
+static void block_dx(const run *r, const shape *sh, const param_layout *P, const W *p,
                      const block_acts *s, const float *dy, const float *du, float *dx)
 {
     int B = sh->B, D = sh->D;
-    copy_d2d(cm, dx, dy, (size_t)B * D * sizeof(float)); /* residual path */
+    copy_d2d(r, dx, dy, (size_t)B * D * sizeof(float)); /* residual path */
     cudaCheck(pp_cu_layernorm_backward(s->x, p + P->ln_g, s->mean, s->rstd, du, B, D, dx, NULL,
-                                       NULL, cm->st));
+                                       NULL, r->st));
 }
 
-static void head_weight_grads(pp_cuda_model *cm, const shape *sh, const param_layout *P,
+static void head_weight_grads(const run *r, const shape *sh, const param_layout *P,
                               const stash_layout *L, float *grads, const void *stash,
                               const float *duf)
 {
     int B = sh->B, D = sh->D;
     const float *dlogits = saved(stash, L->probs);
-    gemm(cm, 1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->z), 1.0f, grads + P->Wh);
-    cudaCheck(pp_cu_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh, cm->st));
-    cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), NULL, saved(stash, L->meanf),
-                                       saved(stash, L->rstdf), duf, B, D, NULL,
-                                       grads + P->lnf_g, grads + P->lnf_b, cm->st));
+    gemm_grad(r, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
+    cudaCheck(pp_cu_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh, r->st));
+    cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), (const float *)NULL,
+                                       saved(stash, L->meanf), saved(stash, L->rstdf), duf, B,
+                                       D, NULL, grads + P->lnf_g, grads + P->lnf_b, r->st));
 }
 
 /* dxh = LN_f_backward(duf): the layer norm accumulates, so dx starts at 0. */
-static void head_dx(pp_cuda_model *cm, const shape *sh, const param_layout *P,
-                    const stash_layout *L, const float *params, const void *stash,
+template <typename W>
+static void head_dx(const run *r, const shape *sh, const param_layout *P,
+                    const stash_layout *L, const W *params, const void *stash,
                     const float *duf, float *dx)
 {
     int B = sh->B, D = sh->D;
-    cudaCheck(cudaMemsetAsync(dx, 0, (size_t)B * D * sizeof(float), cm->st));
+    cudaCheck(cudaMemsetAsync(dx, 0, (size_t)B * D * sizeof(float), r->st));
     cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), params + P->lnf_g,
                                        saved(stash, L->meanf), saved(stash, L->rstdf), duf, B,
-                                       D, dx, NULL, NULL, cm->st));
+                                       D, dx, NULL, NULL, r->st));
 }
 
 /* The backward walk, fused (grads non-NULL: weight gradients as it goes) or
  * the input half of a split backward (grads NULL: dy_k, dh_k, du_k, duf and
  * the embedding's gradient are saved in the stash's split region for W). */
-static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                          const float *params, float *grads, const void *stash,
-                          const float *dout, float *din)
+template <typename W>
+static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
+                          float *grads, const void *stash, const float *dout, float *din)
 {
     layouts y = layouts_of(m, S, s);
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
+    const run rr = run_of(cm, sh, L, stash), *r = &rr;
     /* The scratch and split tails of the stash are writable by contract. */
     char *st = const_cast<char *>(static_cast<const char *>(stash));
     float *dx = (float *)(st + L->dx);
@@ -390,10 +503,10 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s,
     if (sh->last) {
         float *dst = (sh->nb == 0 && !sh->first) ? din : dx;
         float *duf = (float *)(st + (grads ? L->du : L->wduf));
-        gemm(cm, 0, 0, sh->B, sh->D, PP_VOCAB, 1.0f, saved(stash, L->probs), params + P->Wh,
-             0.0f, duf); /* duf = dlogits Wh */
-        if (grads) head_weight_grads(cm, sh, P, L, grads, stash, duf);
-        head_dx(cm, sh, P, L, params, stash, duf, dst);
+        gemm_w(r, 0, 0, sh->B, sh->D, PP_VOCAB, saved(stash, L->probs), params + P->Wh, 0.0f,
+               duf); /* duf = dlogits Wh */
+        if (grads) head_weight_grads(r, sh, P, L, grads, stash, duf);
+        head_dx(r, sh, P, L, params, stash, duf, dst);
         dy = dst;
     }
     for (int k = sh->nb - 1; k >= 0; k--) {
@@ -403,44 +516,50 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s,
         float *dst = (k == 0 && !sh->first) ? din : dx;
         float *dh = (float *)(st + (grads ? L->dh : wblk + L->wdh));
         float *du = (float *)(st + (grads ? L->du : wblk + L->wdu));
-        block_dh(cm, sh, P, params + pk, acts.h, dy, dh);
-        block_du(cm, sh, P, params + pk, dh, du);
+        block_dh(r, sh, P, params + pk, acts.h, dy, dh);
+        block_du(r, sh, P, params + pk, dh, du);
         if (grads)
-            block_weight_grads(cm, sh, P, grads + pk, &acts, dy, dh, du);
+            block_weight_grads(r, sh, P, grads + pk, &acts, dy, dh, du);
         else
-            copy_d2d(cm, st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
-        block_dx(cm, sh, P, params + pk, &acts, dy, du, dst);
+            copy_d2d(r, st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
+        block_dx(r, sh, P, params + pk, &acts, dy, du, dst);
         dy = dst;
     }
     if (sh->first) {
         const int32_t *tokens = (const int32_t *)((const char *)stash + L->tokens);
         if (grads)
             cudaCheck(pp_cu_embedding_backward(tokens, sh->B, sh->C, dy, sh->E, grads + P->E,
-                                               cm->st));
+                                               r->st));
         else
-            copy_d2d(cm, st + L->wdx0, dy, xbytes);
+            copy_d2d(r, st + L->wdx0, dy, xbytes);
     } else {
         /* A middle stage without blocks is the identity. */
-        copy_d2d(cm, din, dy, pp_act_bytes(m));
+        copy_d2d(r, din, dy, pp_act_bytes(m));
     }
 }
 
 void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const float *params, float *grads, const void *stash,
+                            const void *weights, float *grads, const void *stash,
                             const float *dout, float *din)
 {
-    backward_walk(cm, m, S, s, params, grads, stash, dout, din);
+    if (m->precision == PP_PREC_BF16)
+        backward_walk(cm, m, S, s, (const uint16_t *)weights, grads, stash, dout, din);
+    else
+        backward_walk(cm, m, S, s, (const float *)weights, grads, stash, dout, din);
 }
 
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const float *params, const void *stash, const float *dout,
+                                  const void *weights, const void *stash, const float *dout,
                                   float *din)
 {
-    backward_walk(cm, m, S, s, params, NULL, stash, dout, din);
+    if (m->precision == PP_PREC_BF16)
+        backward_walk(cm, m, S, s, (const uint16_t *)weights, NULL, stash, dout, din);
+    else
+        backward_walk(cm, m, S, s, (const float *)weights, NULL, stash, dout, din);
 }
 
 /* Exactly the weight-gradient work of the fused walk, in its order, from
- * what B saved. */
+ * what B saved (with bf16 rounding the same operands again). */
 void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
                                    float *grads, const void *stash)
 {
@@ -448,17 +567,18 @@ void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, 
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
-    if (sh->last) head_weight_grads(cm, sh, P, L, grads, stash, saved(stash, L->wduf));
+    const run rr = run_of(cm, sh, L, stash), *r = &rr;
+    if (sh->last) head_weight_grads(r, sh, P, L, grads, stash, saved(stash, L->wduf));
     for (int k = sh->nb - 1; k >= 0; k--) {
         block_acts acts = block_acts_of(L, stash, k);
         size_t wblk = L->wblocks + (size_t)k * L->wblock_stride;
         size_t pk = P->blocks + (size_t)k * P->block_stride;
-        block_weight_grads(cm, sh, P, grads + pk, &acts, saved(stash, wblk),
+        block_weight_grads(r, sh, P, grads + pk, &acts, saved(stash, wblk),
                            saved(stash, wblk + L->wdh), saved(stash, wblk + L->wdu));
     }
     if (sh->first) {
         const int32_t *tokens = (const int32_t *)((const char *)stash + L->tokens);
         cudaCheck(pp_cu_embedding_backward(tokens, sh->B, sh->C, saved(stash, L->wdx0), sh->E,
-                                           grads + P->E, cm->st));
+                                           grads + P->E, r->st));
     }
 }

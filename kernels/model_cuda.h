@@ -16,7 +16,13 @@
  * The GPU stash keeps model.c's regions at model.c's offsets (three of the
  * last stage's hold other things: model_cuda.cu's header says which), so
  * pp_stage_stash_bytes and _split bound it; a GPU stash is not
- * interchangeable with a CPU one, a params or grads array is. */
+ * interchangeable with a CPU one, a params or grads array is.
+ *
+ * `weights` below is the stage's compute copy (model.h): the fp32 weights,
+ * or with m->precision bf16 their bf16 copy, which pp_cuda_stage_compute_copy
+ * makes on the device. With bf16 the GEMMs take bf16 operands (the copy, and
+ * activations rounded into the stash's scratch) and accumulate in fp32, as
+ * model.c does; gradients and everything else stay fp32. */
 #ifndef PP_MODEL_CUDA_H
 #define PP_MODEL_CUDA_H
 
@@ -43,19 +49,26 @@ cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm);
 void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint64_t seed,
                         float *params);
 
+/* copy = the compute copy of the fp32 `master` weights, as
+ * pp_stage_compute_copy (bf16: rounded to nearest even, the same bits; fp32:
+ * a device copy, nothing when copy == master), enqueued on the context's
+ * stream. copy holds pp_stage_compute_bytes. */
+void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                                const float *master, void *copy);
+
 /* F(s,b), as pp_stage_forward; loss_scale as pp_stage_backward's (used on
  * the last stage only). */
 void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                           const float *params, const void *in, const int32_t *tgt, void *stash,
+                           const void *weights, const void *in, const int32_t *tgt, void *stash,
                            float *out, float loss_scale);
-/* B(s,b), as pp_stage_backward (accumulates into grads). */
+/* B(s,b), as pp_stage_backward (accumulates into grads, fp32). */
 void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const float *params, float *grads, const void *stash,
+                            const void *weights, float *grads, const void *stash,
                             const float *dout, float *din);
 /* The split backward, as pp_stage_backward_input / _weight (the stash of
  * pp_stage_stash_bytes_split bytes). */
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const float *params, const void *stash, const float *dout,
+                                  const void *weights, const void *stash, const float *dout,
                                   float *din);
 void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
                                    float *grads, const void *stash);
