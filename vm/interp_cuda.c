@@ -5,11 +5,19 @@
  * --save files and the same abort on a loss that is not finite.
  *
  * Memory. At start-up the rank allocates on the device its owned stages'
- * params and grads and the plan's slots, at exactly the plan's sizes, and
- * prints their sum as interp.c does; nothing is allocated in the step loop.
- * On the host it pins one token buffer per microbatch it loads and, on the
- * mpi transport, the staging buffers (not device memory, not counted). All
- * CUDA events are created at start-up too.
+ * params, grads, optimizer state and (bf16) compute copies, and the plan's
+ * slots, at exactly the plan's sizes, and prints their sum as interp.c
+ * does; nothing is allocated in the step loop. On the host it pins one
+ * token buffer per microbatch it loads and, on the mpi transport, the
+ * staging buffers (not device memory, not counted). All CUDA events are
+ * created at start-up too.
+ *
+ * Precision (kernels/model.h). Jobs compute with a stage's compute copy:
+ * an owner's own (params itself with fp32; with bf16 a bf16 copy of the
+ * fp32 master, made at start-up and by every OptimizerStep right after the
+ * update, on the compute stream) or the one a FetchWeights put in a slot.
+ * SendWeights and FetchWeights move the compute copy; gradients, their
+ * transfers and the optimizer stay fp32; --save writes the fp32 master.
  *
  * Streams. COMPUTE runs the model (pp_cuda_stage_*), the microbatch copies,
  * ZeroGrads, RecvWeightGrad's accumulation, ReduceGrads and OptimizerStep.
@@ -19,15 +27,18 @@
  * operation in plan order, so each stream runs its operations in plan order.
  *
  * Ordering between streams is by events only. Every slot and every owned
- * stage's params and grads has one event, recorded after the last operation
- * that touched the buffer, and the stream that operation ran on. Before an
+ * stage's weights (params and compute copy, one event for both) and grads
+ * has one event, recorded after the last operation that touched the
+ * buffer, and the stream that operation ran on. Before an
  * operation on stream X, X waits (cudaStreamWaitEvent) for the event of each
  * buffer the operation touches whose last operation ran on another stream;
  * after it, those events are recorded on X. So the operations on any one
  * buffer run in plan order, as on the CPU, while operations on different
  * buffers overlap: the send of F(s,b)'s output runs beside F(s,b+1). Reads
  * are ordered like writes (a send of params and a forward reading them do
- * not overlap): simpler, and never wrong.
+ * not overlap): simpler, and never wrong. So an OptimizerStep, which
+ * rewrites params and the compute copy, waits for the weight sends of the
+ * compute copy before it, as every job reading the weights waits for it.
  *
  * Why it cannot hang. A NCCL send or receive blocks its stream until the
  * peer's matching operation runs, and NCCL requires that ranks issue their
@@ -171,14 +182,15 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
     v->params = calloc((size_t)S, sizeof *v->params);
     v->grads = calloc((size_t)S, sizeof *v->grads);
     v->state = calloc((size_t)S, sizeof *v->state);
+    v->compute = calloc((size_t)S, sizeof *v->compute);
     v->param_dep = calloc((size_t)S, sizeof *v->param_dep);
     v->grad_dep = calloc((size_t)S, sizeof *v->grad_dep);
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->slot_dep = calloc(p->nslots + 1, sizeof *v->slot_dep);
     v->tok_host = calloc((size_t)B, sizeof *v->tok_host);
     v->tok_ev = calloc((size_t)B, sizeof *v->tok_ev);
-    if (!v->params || !v->grads || !v->state || !v->param_dep || !v->grad_dep || !v->slot || !v->slot_dep ||
-        !v->tok_host || !v->tok_ev) {
+    if (!v->params || !v->grads || !v->state || !v->compute || !v->param_dep || !v->grad_dep ||
+        !v->slot || !v->slot_dep || !v->tok_host || !v->tok_ev) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -194,6 +206,13 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
             new_dep(&v->param_dep[s], err, errlen) || new_dep(&v->grad_dep[s], err, errlen))
             return -1;
         v->allocated += 2 * bytes + state;
+        v->compute[s] = v->params[s];
+        if (m->precision != PP_PREC_FP32) { /* a copy of its own, as interp.c keeps */
+            size_t cbytes = pp_stage_compute_bytes(m, S, s);
+            if (dev_alloc(&v->compute[s], cbytes, err, errlen))
+                return -1;
+            v->allocated += cbytes;
+        }
     }
     /* All activation memory the step needs, allocated once: the plan's slots. */
     for (uint32_t k = 0; k < p->nslots; k++) {
@@ -224,6 +243,8 @@ static void teardown(cuda_vm *v)
     if (v->cm)
         pp_cuda_model_destroy(v->cm);
     for (uint32_t s = 0; s < p->S; s++) { /* any of the tables may be missing */
+        if (v->compute && v->params && v->compute[s] != v->params[s])
+            cudaCheck(cudaFree(v->compute[s]));
         if (v->params)
             cudaCheck(cudaFree(v->params[s]));
         if (v->grads)
@@ -255,6 +276,7 @@ static void teardown(cuda_vm *v)
     free(v->params);
     free(v->grads);
     free(v->state);
+    free(v->compute);
     free(v->param_dep);
     free(v->grad_dep);
     free(v->slot);
@@ -263,7 +285,8 @@ static void teardown(cuda_vm *v)
     free(v->tok_ev);
 }
 
-/* Each stage's initial weights (as the cpu backend's) and zero gradients. */
+/* Each stage's initial weights (as the cpu backend's), their compute copy
+ * and zero gradients. */
 static void init_weights(cuda_vm *v)
 {
     const pp_plan *p = v->p;
@@ -273,6 +296,7 @@ static void init_weights(cuda_vm *v)
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
         pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->params[s]);
+        pp_cuda_stage_compute_copy(v->cm, &p->model, S, s, v->params[s], v->compute[s]);
         cudaCheck(cudaMemsetAsync(v->grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
         if (v->state[s]) /* AdamW's moments start at zero */
             cudaCheck(cudaMemsetAsync(v->state[s], 0,
@@ -295,13 +319,13 @@ static void *use_slot(cuda_vm *v, int k, cvm_dep **d, int *n)
     return v->slot[k];
 }
 
-/* The weights a job reads: its wts slot, or this rank's own. */
-static float *use_params(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
+/* The weights a job reads: its wts slot, or this rank's own compute copy. */
+static const void *use_weights(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
 {
     if (k >= 0)
         return use_slot(v, k, d, n);
     d[(*n)++] = &v->param_dep[s];
-    return v->params[s];
+    return v->compute[s];
 }
 
 /* Where a job accumulates weight gradients: its wgrad slot, or this rank's own. */
@@ -351,7 +375,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
         void *stash = use_slot(v, in->slot[1], d, &n);
         float *out = use_slot(v, in->slot[2], d, &n);
         const int32_t *tgt = use_slot(v, in->slot[3], d, &n);
-        const float *w = use_params(v, s, in->slot[4], d, &n);
+        const void *w = use_weights(v, s, in->slot[4], d, &n);
         compute_begin(v, d, n);
         pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, out, pp_loss_scale(m, (int)p->B));
         break;
@@ -360,7 +384,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const void *stash = use_slot(v, in->slot[0], d, &n);
         const float *dout = use_slot(v, in->slot[1], d, &n);
         float *din = use_slot(v, in->slot[2], d, &n);
-        const float *w = use_params(v, s, in->slot[3], d, &n);
+        const void *w = use_weights(v, s, in->slot[3], d, &n);
         float *g = use_grads(v, s, in->slot[4], d, &n);
         compute_begin(v, d, n);
         pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, dout, din);
@@ -370,7 +394,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const void *stash = use_slot(v, in->slot[0], d, &n);
         const float *dout = use_slot(v, in->slot[1], d, &n);
         float *din = use_slot(v, in->slot[2], d, &n);
-        const float *w = use_params(v, s, in->slot[3], d, &n);
+        const void *w = use_weights(v, s, in->slot[3], d, &n);
         compute_begin(v, d, n);
         pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, dout, din);
         break;
@@ -397,7 +421,10 @@ static void exec(cuda_vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_OptimizerStep: {
-        float *w = use_params(v, s, -1, d, &n), *g = use_grads(v, s, -1, d, &n);
+        /* params and the compute copy: param_dep, so the step waits for the
+         * weight sends of the copy (and the jobs reading it) before it */
+        (void)use_weights(v, s, -1, d, &n);
+        float *w = v->params[s], *g = use_grads(v, s, -1, d, &n);
         const pp_optim *o = &v->opts->optim;
         size_t np = pp_stage_param_count(m, S, s);
         compute_begin(v, d, n);
@@ -406,6 +433,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
                                        o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, cs));
         else
             cudaCheck(pp_cu_sgd_step(w, g, np, o->lr, cs));
+        pp_cuda_stage_compute_copy(v->cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
         cvm_params_changed(v, s);
         break;
     }

@@ -8,8 +8,8 @@
  *
  * mpi: for several ranks on one GPU, or no NCCL. Every transfer stages
  * through pinned host memory: one buffer per slot that a transfer uses
- * (sized like the slot) and one per owned stage (for SendWeights and
- * ReduceGrads). A send copies device to host on its stream, waits for that
+ * (sized like the slot) and one per owned stage (for SendWeights, which
+ * sends the compute copy, and ReduceGrads: fp32 gradients, the larger). A send copies device to host on its stream, waits for that
  * copy on the host, then MPI_Isend's from the pinned buffer; a receive
  * MPI_Recv's into the pinned buffer, then copies host to device on its
  * stream. Messages are tagged as vm/interp.c tags them. The host blocks in
@@ -44,9 +44,16 @@ static int is_transfer(int op)
            op == PP_OP_RecvWeightGrad;
 }
 
+/* A stage's fp32 gradients (and master weights). */
 static size_t stage_bytes(const cuda_vm *v, int s)
 {
     return pp_stage_param_count(&v->p->model, (int)v->p->S, s) * sizeof(float);
+}
+
+/* What FetchWeights moves: the stage's compute copy (bf16: half the above). */
+static size_t compute_bytes(const cuda_vm *v, int s)
+{
+    return pp_stage_compute_bytes(&v->p->model, (int)v->p->S, s);
 }
 
 /* ---- set-up and teardown ----------------------------------------------- */
@@ -326,23 +333,25 @@ static void recv(cuda_vm *v, int peer, int tag, void *dev, size_t bytes, cvm_dep
     copy_in(v, h, dev, bytes, d, st);
 }
 
-/* The owner's side of FetchWeights, from params[s], which do not change
- * before this stage's OptimizerStep. On mpi, one host copy serves every
- * fetcher until then. */
+/* The owner's side of FetchWeights, from the compute copy, which does not
+ * change before this stage's OptimizerStep: on nccl the step (compute
+ * stream) waits for these sends through param_dep; on mpi they send a host
+ * copy, made before the step, and the next claim of that buffer waits for
+ * them. On mpi, one host copy serves every fetcher until the step. */
 static void send_weights(cuda_vm *v, int s, int peer)
 {
     int st = peer > v->me ? ST_UP : ST_DOWN, tag = tag_of(v->p, s, -1, TAG_WEIGHTS);
-    size_t bytes = stage_bytes(v, s);
+    size_t bytes = compute_bytes(v, s);
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
-        ncclCheck(ncclSend(v->params[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
+        ncclCheck(ncclSend(v->compute[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
         record_transfer(v, &v->param_dep[s], st);
         return;
     }
     cvm_staging *h = &v->stage_stg[s];
     if (!v->stage_has_params[s]) {
         staging_claim(v, h, 1);
-        copy_out(v, h, v->params[s], bytes, &v->param_dep[s], st);
+        copy_out(v, h, v->compute[s], bytes, &v->param_dep[s], st);
         v->stage_has_params[s] = 1;
     }
     if (v->nwsend >= v->wsend_cap) { /* cannot happen: the cap counts the plan's SendWeights */
@@ -397,7 +406,7 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in)
         recv(v, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
         break;
     case PP_OP_FetchWeights:
-        recv(v, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, stage_bytes(v, s), d, h);
+        recv(v, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, compute_bytes(v, s), d, h);
         break;
     case PP_OP_SendWeightGrad:
         send(v, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);

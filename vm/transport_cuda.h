@@ -48,12 +48,15 @@ typedef struct {
     pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
     float **params, **grads;    /* [S] device; NULL for stages this rank does not own */
     float **state;              /* [S] device, the optimizer's (AdamW: m then v); NULL for SGD */
-    cvm_dep *param_dep, *grad_dep; /* [S] */
+    void **compute;             /* [S] device, what jobs read and SendWeights sends: params[s]
+                                   (fp32) or its bf16 copy; NULL where not owned */
+    cvm_dep *param_dep, *grad_dep; /* [S]; param_dep covers params[s] and compute[s] */
     void **slot;                /* [nslots] device, the plan's sizes exactly */
     cvm_dep *slot_dep;          /* [nslots] */
     int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
     cudaEvent_t *tok_ev;        /* [B] after the copy out of tok_host[b] */
-    unsigned long long allocated; /* device bytes: owned weights and gradients, and the slots */
+    unsigned long long allocated; /* device bytes: owned weights, gradients, optimizer state and
+                                     compute copies, and the slots */
 
     /* nccl transport */
     ncclComm_t world;
@@ -66,8 +69,9 @@ typedef struct {
     /* mpi transport */
     MPI_Comm *group_mpi;       /* [ngroups] MPI_COMM_NULL where no member */
     cvm_staging *slot_stg;     /* [nslots] for the slots that transfers use */
-    cvm_staging *stage_stg;    /* [S] owned stages: params for SendWeights, grads for ReduceGrads */
-    int *stage_has_params;     /* [S] stage_stg[s] holds params[s] as they are now */
+    cvm_staging *stage_stg;    /* [S] owned stages: compute copy for SendWeights, grads for
+                                  ReduceGrads */
+    int *stage_has_params;     /* [S] stage_stg[s] holds compute[s] as it is now */
     MPI_Request *wsend;        /* SendWeights in flight from stage_stg */
     int nwsend, wsend_cap;     /* cap: the plan's SendWeights per step */
 } cuda_vm;
@@ -113,7 +117,8 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in);
  * transfers between them, whose buffers' events are recorded after
  * ncclGroupEnd, which is when NCCL launches them; nothing on mpi. */
 void cvm_group(cuda_vm *v, int start);
-/* OptimizerStep changed params[s] (the mpi transport's host copy is stale). */
+/* OptimizerStep changed params[s] and compute[s] (the mpi transport's host
+ * copy is stale). */
 void cvm_params_changed(cuda_vm *v, int s);
 /* End of a step, after the streams are idle: every send complete (mpi). */
 void cvm_transport_drain(cuda_vm *v);
