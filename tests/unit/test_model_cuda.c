@@ -3,12 +3,17 @@
  * parameters, inputs and output gradients, the GPU's forward output, loss,
  * fused backward (input and weight gradients) and split backward must match
  * the CPU's to ~1e-4 relative, and the split must match the fused on the GPU.
+ * Both compute with the compute copy each makes from the same fp32 master
+ * (pp_cuda_stage_compute_copy against pp_stage_compute_copy, the same
+ * bits); in bf16 (the *_bf16 models) the CPU model rounds the same GEMM
+ * operands, so the same comparisons hold, with TOL_CPU_BF16 (below).
  * Every device buffer is poisoned with NaN bytes and followed by a guard, so
  * a read of something the stage never wrote shows up as NaN and a write past
  * the stash sizes model.c computes shows up in the guard.
  *
  * Without a GPU (or without CUDA) every test prints why and passes.
- * PP_TEST_VERBOSE=1 prints the worst relative error of each comparison. */
+ * PP_TEST_VERBOSE=1 prints the worst and RMS relative error of each
+ * comparison. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,12 +36,41 @@ static const pp_model odd_no_blocks = {.context = 7, .embed = 5, .ffn = 45, .blo
                                        .batch = 5};
 /* Wide enough for cuBLAS to pick other kernels than for the tiny GEMMs. */
 static const pp_model wide = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1, .batch = 33};
+/* The same three in bf16 mixed precision. */
+static const pp_model odd_bf16 = {.context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5,
+                                  .precision = PP_PREC_BF16};
+static const pp_model odd_no_blocks_bf16 = {.context = 7, .embed = 5, .ffn = 45, .blocks = 0,
+                                            .batch = 5, .precision = PP_PREC_BF16};
+static const pp_model wide_bf16 = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1,
+                                   .batch = 33, .precision = PP_PREC_BF16};
 
 enum { GUARD = 256 };   /* bytes after every device buffer */
 #define POISON 0xFF     /* every byte 0xFF: a NaN as float */
 #define LOSS_SCALE 0.37f
-#define RTOL_CPU 1e-4   /* GPU against CPU */
-#define RTOL_GPU 1e-5   /* GPU against GPU (split against fused, repeated B) */
+
+/* Tolerances (expect_close): every element's relative error at most max,
+ * their root mean square over the tensor at most rms. */
+typedef struct {
+    double max, rms;
+} tol;
+static const tol TOL_CPU = {1e-4, 1e-4}; /* GPU against CPU */
+static const tol TOL_GPU = {1e-5, 1e-5}; /* GPU against GPU (split against fused, repeated B) */
+#define RTOL_LOSS 1e-5                   /* the loss, GPU against CPU */
+/* bf16, GPU against CPU. Both round the same fp32 operands to bf16, so the
+ * arithmetic differs only in summation order, as in fp32, and most elements
+ * agree as closely. But a sum in another order can land on the other side
+ * of a bf16 rounding boundary when it is rounded as the next GEMM's
+ * operand: that operand element then differs by one bf16 step (2^-8 = 3.9e-3
+ * of it), and an output dominated by its term by as much. Rare (an fp32
+ * difference of ~1e-7 against a bf16 step), so: every element within 1e-2
+ * (2.5 bf16 steps), the tensor's RMS within 5e-4. Measured with the CPU
+ * model against the GPU code on stand-in libraries whose bf16 GEMM sums in
+ * another order (in double, or in float backwards): worst element 4.1e-3,
+ * worst RMS 1.3e-4, loss 2.1e-6. A GPU that did not round the activation
+ * operands as the CPU does (fp32 activations, bf16 weights) measured RMS
+ * up to 6.5e-3, elements up to 3e-2, losses up to 8e-5: caught. */
+static const tol TOL_CPU_BF16 = {1e-2, 5e-4};
+#define RTOL_LOSS_BF16 2e-5
 
 #define CU(call) ck_assert_msg((call) == cudaSuccess, "%s failed", #call)
 
@@ -81,37 +115,42 @@ static int32_t rand_byte(void) {
     return (int32_t)(rng_state >> 16 & 0xFF);
 }
 
-/* |got - want| <= rtol * (|want| + 0.1 * max|want|) for every element: a
- * relative tolerance, with a floor of rtol / 10 of the largest magnitude for
+/* |got - want| <= t.max * (|want| + 0.1 * max|want|) for every element: a
+ * relative tolerance, with a floor of t.max / 10 of the largest magnitude for
  * entries that cancel to near zero. The floor matters: the rows of dlogits
  * sum to zero, so the gradients that flow back from the head cancel, and a
  * CPU emulation of a differently ordered GEMM showed errors of ~3e-7 of the
  * tensor's largest entry on entries ~1% of it. Real bugs (a wrong transpose
- * or offset) are O(1) errors. */
+ * or offset) are O(1) errors. And the root mean square of those relative
+ * errors is at most t.rms (for fp32 t.rms = t.max: no further bound). */
 static void expect_close(const char *what, int s, const float *got, const float *want, size_t n,
-                         double rtol) {
-    double maxabs = 0.0, worst = 0.0;
+                         tol t) {
+    double maxabs = 0.0, worst = 0.0, sum2 = 0.0;
     for (size_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs((double)want[i]));
     double floor_ = 0.1 * maxabs + 1e-30;
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - (double)want[i]) / (fabs((double)want[i]) + floor_);
-        ck_assert_msg(err <= rtol, "stage %d %s[%zu]: got %.9g, want %.9g (rel err %.3g)", s,
+        ck_assert_msg(err <= t.max, "stage %d %s[%zu]: got %.9g, want %.9g (rel err %.3g)", s,
                       what, i, got[i], want[i], err);
         if (err > worst) worst = err;
+        sum2 += err * err;
     }
+    double rms = n ? sqrt(sum2 / (double)n) : 0.0;
+    ck_assert_msg(rms <= t.rms, "stage %d %s: rms rel err %.3g > %.3g", s, what, rms, t.rms);
     if (getenv("PP_TEST_VERBOSE"))
-        fprintf(stderr, "  stage %d %-36s n=%-7zu worst rel err %.3g\n", s, what, n, worst);
+        fprintf(stderr, "  stage %d %-36s n=%-7zu worst rel err %.3g, rms %.3g\n", s, what, n,
+                worst, rms);
 }
 
 /* expect_close on one tensor, named "what block k W1" (k >= 0) or "what Wh". */
 static size_t compare_tensor(const char *what, const char *label, int k, int s, const float *got,
-                             const float *want, size_t n, double rtol) {
+                             const float *want, size_t n, tol t) {
     char name[96];
     if (k < 0)
         snprintf(name, sizeof name, "%s %s", what, label);
     else
         snprintf(name, sizeof name, "%s block %d %s", what, k, label);
-    expect_close(name, s, got, want, n, rtol);
+    expect_close(name, s, got, want, n, t);
     return n;
 }
 
@@ -120,7 +159,7 @@ static size_t compare_tensor(const char *what, const char *label, int k, int s, 
  * accumulation is what is compared, not the starting values. */
 static void expect_close_added(const char *what, const pp_model *m, int S, int s,
                                const float *got, const float *want, const float *base,
-                               double rtol) {
+                               tol t) {
     const size_t D = pp_model_width(m), F = m->ffn, V = PP_VOCAB;
     size_t n = pp_stage_param_count(m, S, s), at = 0;
     float *g = malloc(n * sizeof(float) + 4), *w = malloc(n * sizeof(float) + 4);
@@ -128,7 +167,7 @@ static void expect_close_added(const char *what, const pp_model *m, int S, int s
         g[i] = got[i] - base[i];
         w[i] = want[i] - base[i];
     }
-#define TENSOR(label, k, count) at += compare_tensor(what, label, k, s, g + at, w + at, count, rtol)
+#define TENSOR(label, k, count) at += compare_tensor(what, label, k, s, g + at, w + at, count, t)
     if (s == 0) TENSOR("E", -1, V * m->embed);
     for (int k = 0; k < (int)m->blocks; k++) {
         TENSOR("g", k, D);
@@ -166,6 +205,9 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     const size_t sbytes = pp_stage_stash_bytes(m, S, s);
     const size_t sbytes_split = pp_stage_stash_bytes_split(m, S, s);
     const size_t W = m->context + 1;
+    const int bf16 = m->precision == PP_PREC_BF16;
+    const tol tol_cpu = bf16 ? TOL_CPU_BF16 : TOL_CPU;
+    const double rtol_loss = bf16 ? RTOL_LOSS_BF16 : RTOL_LOSS;
     if (getenv("PP_TEST_VERBOSE"))
         fprintf(stderr, "S=%d stage %d: %zu params, stash %zu / split %zu bytes\n", S, s, np,
                 sbytes, sbytes_split);
@@ -173,6 +215,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     /* Host: parameters (the initial ones, then with noise so the biases are
      * not zero), grads to accumulate onto, inputs and the output gradient. */
     float *p = malloc(pbytes + 4), *p_dev_init = malloc(pbytes + 4);
+    const size_t wbytes = pp_stage_compute_bytes(m, S, s); /* the compute copy F and B read */
+    void *w = malloc(wbytes + 4), *w_gpu = malloc(wbytes + 4);
     float *g0 = malloc(pbytes + 4), *g_cpu = malloc(pbytes + 4), *g_gpu = malloc(pbytes + 4);
     float *x_in = malloc(abytes), *dout = malloc(abytes);
     float *out_cpu = malloc(abytes), *out_gpu = malloc(abytes);
@@ -189,6 +233,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
 
     /* Device buffers. */
     float *d_p = dev_alloc(pbytes), *d_g = dev_alloc(pbytes);
+    void *d_w = dev_alloc(wbytes);
     float *d_x = dev_alloc(abytes), *d_dout = dev_alloc(abytes);
     float *d_out = dev_alloc(abytes), *d_din = dev_alloc(abytes);
     int32_t *d_tok = dev_alloc(tbytes);
@@ -206,72 +251,79 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     free(p_init);
     upload(st, d_p, p, pbytes);
 
+    /* The compute copy, made on each side from the same master: the same
+     * bits (bf16: both round to nearest even; fp32: a copy). */
+    pp_stage_compute_copy(m, S, s, p, w);
+    pp_cuda_stage_compute_copy(cm, m, S, s, d_p, d_w);
+    download(st, w_gpu, d_w, wbytes);
+    ck_assert_msg(memcmp(w_gpu, w, wbytes) == 0, "stage %d: compute copy differs", s);
+
     const void *in_cpu = first ? (const void *)tokens : (const void *)x_in;
     const void *in_gpu = first ? (const void *)d_tok : (const void *)d_x;
     const float *dout_cpu = last ? NULL : dout, *dout_gpu = last ? NULL : d_dout;
 
     /* CPU: F, then the fused B. */
-    double loss_cpu = pp_stage_forward(m, S, s, p, in_cpu, tokens, stash_cpu, out_cpu);
+    double loss_cpu = pp_stage_forward(m, S, s, w, in_cpu, tokens, stash_cpu, out_cpu);
     memcpy(g_cpu, g0, pbytes);
-    pp_stage_backward(m, S, s, p, g_cpu, stash_cpu, dout_cpu, din_cpu, LOSS_SCALE);
+    pp_stage_backward(m, S, s, w, g_cpu, stash_cpu, dout_cpu, din_cpu, LOSS_SCALE);
 
     /* GPU F. */
-    pp_cuda_stage_forward(cm, m, S, s, d_p, in_gpu, d_tok, d_stash, last ? NULL : d_out,
+    pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash, last ? NULL : d_out,
                           LOSS_SCALE);
     double loss_gpu = pp_cuda_loss_take(cm);
     if (last) {
-        expect_loss("loss", s, loss_gpu, loss_cpu, 1e-5);
+        expect_loss("loss", s, loss_gpu, loss_cpu, rtol_loss);
         ck_assert(loss_cpu > 0.0);
     } else {
         ck_assert_msg(loss_gpu == 0.0, "stage %d: loss %g from a stage without the head", s,
                       loss_gpu);
         download(st, out_gpu, d_out, abytes);
-        expect_close("forward out", s, out_gpu, out_cpu, na, RTOL_CPU);
+        expect_close("forward out", s, out_gpu, out_cpu, na, tol_cpu);
     }
     ck_assert_msg(pp_cuda_loss_take(cm) == 0.0, "loss_take did not zero the accumulator");
 
     /* GPU fused B, onto the same initial grads. */
     upload(st, d_g, g0, pbytes);
-    pp_cuda_stage_backward(cm, m, S, s, d_p, d_g, d_stash, dout_gpu, first ? NULL : d_din);
+    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, dout_gpu, first ? NULL : d_din);
     download(st, g_gpu, d_g, pbytes);
-    expect_close_added("fused grads", m, S, s, g_gpu, g_cpu, g0, RTOL_CPU);
+    expect_close_added("fused grads", m, S, s, g_gpu, g_cpu, g0, tol_cpu);
     if (!first) {
         download(st, din_gpu, d_din, abytes);
-        expect_close("fused din", s, din_gpu, din_cpu, na, RTOL_CPU);
+        expect_close("fused din", s, din_gpu, din_cpu, na, tol_cpu);
     }
 
     /* B again on the same stash: B left the saved activations alone. */
     float *g_again = malloc(pbytes + 4), *din_again = malloc(abytes);
     upload(st, d_g, g0, pbytes);
-    pp_cuda_stage_backward(cm, m, S, s, d_p, d_g, d_stash, dout_gpu, first ? NULL : d_din);
+    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, dout_gpu, first ? NULL : d_din);
     download(st, g_again, d_g, pbytes);
-    expect_close_added("fused grads, repeated", m, S, s, g_again, g_gpu, g0, RTOL_GPU);
+    expect_close_added("fused grads, repeated", m, S, s, g_again, g_gpu, g0, TOL_GPU);
     if (!first) {
         download(st, din_again, d_din, abytes);
-        expect_close("fused din, repeated", s, din_again, din_gpu, na, RTOL_GPU);
+        expect_close("fused din, repeated", s, din_again, din_gpu, na, TOL_GPU);
     }
 
     /* The split backward: F into a split-sized stash, B-input, then W. */
     CU(cudaMemsetAsync(d_din, POISON, abytes, st));
     upload(st, d_g, g0, pbytes);
-    pp_cuda_stage_forward(cm, m, S, s, d_p, in_gpu, d_tok, d_stash_split, last ? NULL : d_out,
+    pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash_split, last ? NULL : d_out,
                           LOSS_SCALE);
     double loss_split = pp_cuda_loss_take(cm);
     if (last) expect_loss("loss (split stash)", s, loss_split, loss_gpu, 1e-9); /* same work */
-    pp_cuda_stage_backward_input(cm, m, S, s, d_p, d_stash_split, dout_gpu,
+    pp_cuda_stage_backward_input(cm, m, S, s, d_w, d_stash_split, dout_gpu,
                                  first ? NULL : d_din);
     if (!first) {
         download(st, din_again, d_din, abytes);
-        expect_close("split din vs fused", s, din_again, din_gpu, na, RTOL_GPU);
-        expect_close("split din vs CPU", s, din_again, din_cpu, na, RTOL_CPU);
+        expect_close("split din vs fused", s, din_again, din_gpu, na, TOL_GPU);
+        expect_close("split din vs CPU", s, din_again, din_cpu, na, tol_cpu);
     }
     /* B-input computes no weight gradient. */
     download(st, g_again, d_g, pbytes);
     ck_assert_msg(memcmp(g_again, g0, pbytes) == 0, "stage %d: B-input changed the grads", s);
     pp_cuda_stage_backward_weight(cm, m, S, s, d_g, d_stash_split);
     download(st, g_again, d_g, pbytes);
-    expect_close_added("split grads vs fused", m, S, s, g_again, g_gpu, g0, RTOL_GPU);
-    expect_close_added("split grads vs CPU", m, S, s, g_again, g_cpu, g0, RTOL_CPU);
+    expect_close_added("split grads vs fused", m, S, s, g_again, g_gpu, g0, TOL_GPU);
+    expect_close_added("split grads vs CPU", m, S, s, g_again, g_cpu, g0, tol_cpu);
 
     /* Nothing was written past any buffer, the stashes included. */
     check_guard(st, "stash", d_stash, sbytes);
@@ -280,10 +332,11 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     check_guard(st, "din", d_din, abytes);
     check_guard(st, "grads", d_g, pbytes);
     check_guard(st, "params", d_p, pbytes);
+    check_guard(st, "compute copy", d_w, wbytes);
 
-    void *dev[] = {d_p, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split};
+    void *dev[] = {d_p, d_w, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) CU(cudaFree(dev[i]));
-    void *host[] = {p, p_dev_init, g0, g_cpu, g_gpu, x_in, dout, out_cpu, out_gpu,
+    void *host[] = {p, p_dev_init, w, w_gpu, g0, g_cpu, g_gpu, x_in, dout, out_cpu, out_gpu,
                     din_cpu, din_gpu, tokens, stash_cpu, g_again, din_again};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
@@ -380,6 +433,20 @@ END_TEST
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
+/* bf16: first, middle and last stage; one stage with everything; no
+ * blocks; the wide model. */
+START_TEST(test_cuda_bf16_stages_match_cpu) { GPU_ONLY(check_model(&odd_bf16, 3, 5)); }
+END_TEST
+
+START_TEST(test_cuda_bf16_single_stage) { GPU_ONLY(check_model(&odd_bf16, 1, 6)); }
+END_TEST
+
+START_TEST(test_cuda_bf16_no_blocks) { GPU_ONLY(check_model(&odd_no_blocks_bf16, 3, 7)); }
+END_TEST
+
+START_TEST(test_cuda_bf16_wide) { GPU_ONLY(check_model(&wide_bf16, 2, 8)); }
+END_TEST
+
 Suite *model_cuda_suite(void) {
     Suite *s = suite_create("model_cuda");
     TCase *tc = tcase_create("model_cuda");
@@ -389,6 +456,10 @@ Suite *model_cuda_suite(void) {
     tcase_add_test(tc, test_cuda_no_blocks);
     tcase_add_test(tc, test_cuda_wide);
     tcase_add_test(tc, test_cuda_loss_accumulates);
+    tcase_add_test(tc, test_cuda_bf16_stages_match_cpu);
+    tcase_add_test(tc, test_cuda_bf16_single_stage);
+    tcase_add_test(tc, test_cuda_bf16_no_blocks);
+    tcase_add_test(tc, test_cuda_bf16_wide);
     suite_add_tcase(s, tc);
     return s;
 }
