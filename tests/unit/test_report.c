@@ -512,6 +512,40 @@ START_TEST(ppc_mem_limit)
 }
 END_TEST
 
+/* --precision overrides the schedule's `precision` line (either way); a
+ * bad or missing value is a command-line error (exit 2) naming the flag. */
+START_TEST(ppc_precision)
+{
+    char *dir = temp_dir(), cmd[2048], *out;
+    snprintf(cmd, sizeof cmd,
+             "printf 'precision bf16\\n' | cat %s/schedules/fsdp.pp - > %s/bf16.pp && "
+             "%s/bin/ppc %s/bf16.pp -o %s/a -q && %s/bin/ppc %s/bf16.pp -o %s/b -q --precision fp32"
+             " && %s/bin/ppc %s/schedules/fsdp.pp -o %s/c -q --precision bf16"
+             " && head -3 %s/a/rank0.txt %s/b/rank0.txt %s/c/rank0.txt",
+             PP_ROOT, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir, PP_ROOT, PP_ROOT, dir, dir, dir,
+             dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    char *a = strstr(out, "a/rank0.txt"), *b = strstr(out, "b/rank0.txt"),
+         *c = strstr(out, "c/rank0.txt");
+    ck_assert_msg(a && b && c && a < b && b < c, "%s", out);
+    ck_assert_msg(strstr(a, "; precision bf16") < b && strstr(b, "; precision fp32") < c &&
+                      strstr(c, "; precision bf16"),
+                  "%s", out);
+    free(out);
+    static const char *bad[][2] = {{"--precision fp16", "ppc: --precision fp16: expected fp32 or bf16"},
+                                   {"--precision BF16", "ppc: --precision BF16: expected fp32 or bf16"},
+                                   {"--precision", "ppc: --precision needs an argument"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/p %s", PP_ROOT, PP_ROOT,
+                 dir, bad[i][0]);
+        ck_assert_int_eq(run_cmd(cmd, &out), 2);
+        ck_assert_msg(strstr(out, bad[i][1]) && strstr(out, "usage: ppc"), "%s", out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 /* --table prints every row with measured / seed cells; GPipe's and DDP's
  * latency match the seed exactly. Bad -D names are refused. */
 START_TEST(ppc_table)
@@ -562,6 +596,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, ppc_costs_file);
     tcase_add_test(tc, ppc_table);
     tcase_add_test(tc, ppc_mem_limit);
+    tcase_add_test(tc, ppc_precision);
     suite_add_tcase(s, tc);
     return s;
 }
