@@ -328,14 +328,23 @@ void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, floa
  * is right (up to infinity for the largest floats). A NaN would round to
  * infinity or lose its payload, so it keeps its sign and top payload bits
  * with the quiet bit set. */
+static uint16_t bf16_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    if ((b & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((b >> 16) | 0x0040u);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
 void pp_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = bf16_bits(src[i]);
+}
+
+void pp_round_bf16(const float *src, float *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &src[i], sizeof b);
-        if ((b & 0x7fffffffu) > 0x7f800000u)
-            dst[i] = (uint16_t)((b >> 16) | 0x0040u);
-        else
-            dst[i] = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+        uint32_t b = (uint32_t)bf16_bits(src[i]) << 16;
+        memcpy(&dst[i], &b, sizeof b);
     }
 }
 

@@ -79,5 +79,8 @@ void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, floa
  * (NaN stays NaN, quietened), and back (exact). */
 void pp_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
 void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+/* dst = src rounded to bf16 and widened back: the value a bf16 GEMM operand
+ * holds (the bf16 path's CPU GEMMs round their operands so). dst may be src. */
+void pp_round_bf16(const float *src, float *dst, size_t n);
 
 #endif

@@ -55,6 +55,8 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -160,6 +162,74 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
 }
 
 /* ------------------------------------------------------------------------ */
+/* Precision                                                                 */
+
+/* With fp32 a GEMM is pp_gemm. With bf16 (model_desc.h) its operands are
+ * bf16 values and it accumulates in fp32, which is cuBLAS's bf16 GEMM with
+ * fp32 compute on the GPU: the weights already are bf16 values (the widened
+ * compute copy), and the operands that are activations are rounded into
+ * the stash's ca (first operand) and cb (second) regions. A product of two
+ * bf16 values is exact in fp32, so the GPU differs only in summation order,
+ * as with fp32. */
+typedef struct {
+    int bf16;
+    float *ca, *cb; /* bf16 only */
+} gemms;
+
+static gemms gemms_of(const shape *sh, const stash_layout *L, const void *stash) {
+    char *st = (char *)(uintptr_t)stash;
+    gemms g = {sh->bf16, NULL, NULL};
+    if (sh->bf16) {
+        g.ca = (float *)(st + L->ca);
+        g.cb = (float *)(st + L->cb);
+    }
+    return g;
+}
+
+/* C = op(A) op(W) + beta C, A an activation, W a weight matrix. */
+static void gemm_aw(const gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                    const float *W, float beta, float *C) {
+    if (g->bf16) {
+        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
+        A = g->ca;
+    }
+    pp_gemm(ta, tb, M, N, K, 1.0f, A, W, beta, C);
+}
+
+/* C += op(A) op(B), both activations: a weight gradient. */
+static void gemm_aa(const gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                    const float *B, float *C) {
+    if (g->bf16) {
+        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
+        pp_round_bf16(B, g->cb, (size_t)K * (size_t)N);
+        A = g->ca;
+        B = g->cb;
+    }
+    pp_gemm(ta, tb, M, N, K, 1.0f, A, B, 1.0f, C);
+}
+
+/* The weights as fp32: the compute copy itself, or with bf16 a widened
+ * (exact) copy of it, malloc'd for the call and freed by release_params.
+ * Everything that reads a parameter then reads the bf16 value. The CPU
+ * backend is the reference, not the fast path; the GPU reads bf16 as is. */
+static const float *params_of(const shape *sh, const param_layout *P, int s,
+                              const void *weights) {
+    if (!sh->bf16 || P->total == 0) return weights;
+    float *w = malloc(P->total * sizeof *w);
+    if (!w) {
+        fprintf(stderr, "ppvm: out of memory widening stage %d's bf16 weights (%zu floats)\n", s,
+                P->total);
+        exit(1);
+    }
+    pp_bf16_to_f32(weights, w, P->total);
+    return w;
+}
+
+static void release_params(const float *params, const void *weights) {
+    if ((const void *)params != weights) free((void *)(uintptr_t)params);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
 /* Block k's activations in the stash (the layout in this file's header):
@@ -177,15 +247,15 @@ static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
 
 /* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
  * rstd, h and a for the backward. */
-static void block_forward(const shape *sh, const param_layout *P, const float *p,
+static void block_forward(const shape *sh, const gemms *g, const param_layout *P, const float *p,
                           const block_acts *s, float *y) {
     int B = sh->B, D = sh->D, F = sh->F;
     pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
-    pp_gemm(0, 1, B, F, D, 1.0f, s->u, p + P->W1, 0.0f, s->h);
+    gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
     pp_bias_add(s->h, p + P->b1, B, F);
     pp_gelu_forward(s->h, s->a, (size_t)B * F);
     memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
-    pp_gemm(0, 1, B, D, F, 1.0f, s->a, p + P->W2, 1.0f, y);
+    gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
     pp_bias_add(y, p + P->b2, B, D);
 }
 
@@ -197,25 +267,27 @@ static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *ou
 }
 
 /* z = LN_f(xh), logits = z Wh^T + bh; returns the summed cross-entropy. */
-static double head_forward(const shape *sh, const param_layout *P, const stash_layout *L,
-                           const float *params, const int32_t *tgt, char *st) {
+static double head_forward(const shape *sh, const gemms *g, const param_layout *P,
+                           const stash_layout *L, const float *params, const int32_t *tgt,
+                           char *st) {
     int B = sh->B, D = sh->D;
     float *logits = (float *)(st + L->logits), *z = (float *)(st + L->z);
     int32_t *targets = (int32_t *)(st + L->targets);
     for (int r = 0; r < B; r++) targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
     pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D,
                          z, (float *)(st + L->meanf), (float *)(st + L->rstdf));
-    pp_gemm(0, 1, B, PP_VOCAB, D, 1.0f, z, params + P->Wh, 0.0f, logits);
+    gemm_aw(g, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
     pp_bias_add(logits, params + P->bh, B, PP_VOCAB);
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
 }
 
 double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, float *out) {
-    const float *params = weights;
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
+    gemms g = gemms_of(&sh, &L, stash);
+    const float *params = params_of(&sh, &P, s, weights);
     char *st = stash;
 
     float *x0 = x_slot(&sh, &L, st, out, 0);
@@ -228,10 +300,12 @@ double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, co
     }
     for (int k = 0; k < sh.nb; k++) {
         block_acts acts = block_acts_of(&L, st, k);
-        block_forward(&sh, &P, params + P.blocks + (size_t)k * P.block_stride, &acts,
+        block_forward(&sh, &g, &P, params + P.blocks + (size_t)k * P.block_stride, &acts,
                       x_slot(&sh, &L, st, out, k + 1));
     }
-    return sh.last ? head_forward(&sh, &P, &L, params, tgt, st) : 0.0;
+    double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st) : 0.0;
+    release_params(params, weights);
+    return loss;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -247,28 +321,28 @@ static const float *saved(const void *stash, size_t off) {
  * gradients from dy, dh and du; dx = dy + LN_backward(du). dx may be dy's
  * buffer: dy is consumed before dx is written. du must be a buffer of its
  * own: the layer norm's backward accumulates into dx while reading du. */
-static void block_dh(const shape *sh, const param_layout *P, const float *p, const float *h,
-                     const float *dy, float *dh) {
+static void block_dh(const shape *sh, const gemms *g, const param_layout *P, const float *p,
+                     const float *h, const float *dy, float *dh) {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm(0, 0, B, F, D, 1.0f, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
+    gemm_aw(g, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh);  /* da = dy W2 */
     pp_gelu_backward(h, dh, dh, (size_t)B * F);           /* dh = da * gelu'(h) */
 }
 
-static void block_du(const shape *sh, const param_layout *P, const float *p, const float *dh,
-                     float *du) {
+static void block_du(const shape *sh, const gemms *g, const param_layout *P, const float *p,
+                     const float *dh, float *du) {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm(0, 0, B, D, F, 1.0f, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
+    gemm_aw(g, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
 }
 
 /* dgamma, dbeta need no gamma: the layer norm's parameter pass reads only
  * x, mean, rstd and du, which is why W needs no parameters. */
-static void block_weight_grads(const shape *sh, const param_layout *P, float *g,
+static void block_weight_grads(const shape *sh, const gemms *mm, const param_layout *P, float *g,
                                const block_acts *s, const float *dy, const float *dh,
                                const float *du) {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm(1, 0, D, F, B, 1.0f, dy, s->a, 1.0f, g + P->W2); /* dW2 += dy^T a */
+    gemm_aa(mm, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
     pp_bias_grad(dy, B, D, g + P->b2);
-    pp_gemm(1, 0, F, D, B, 1.0f, dh, s->u, 1.0f, g + P->W1); /* dW1 += dh^T u */
+    gemm_aa(mm, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
     pp_bias_grad(dh, B, F, g + P->b1);
     pp_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL, g + P->ln_g,
                           g + P->ln_b);
@@ -289,11 +363,11 @@ static void head_dlogits(const shape *sh, const stash_layout *L, const void *sta
                              dlogits);
 }
 
-static void head_weight_grads(const shape *sh, const param_layout *P, const stash_layout *L,
-                              float *grads, const void *stash, const float *dlogits,
-                              const float *duf) {
+static void head_weight_grads(const shape *sh, const gemms *g, const param_layout *P,
+                              const stash_layout *L, float *grads, const void *stash,
+                              const float *dlogits, const float *duf) {
     int B = sh->B, D = sh->D;
-    pp_gemm(1, 0, PP_VOCAB, D, B, 1.0f, dlogits, saved(stash, L->z), 1.0f, grads + P->Wh);
+    gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
     pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
     pp_layernorm_backward(saved(stash, L->xh), NULL, saved(stash, L->meanf),
                           saved(stash, L->rstdf), duf, B, D, NULL, grads + P->lnf_g,
@@ -313,11 +387,13 @@ static void head_dx(const shape *sh, const param_layout *P, const stash_layout *
  * or as the input half of a split backward (grads NULL: dy, dh, du,
  * dlogits, duf and the embedding's gradient are saved in the stash's split
  * region for W; dh, du and dlogits are computed there in place). */
-static void backward_walk(const pp_model *m, int S, int s, const float *params, float *grads,
+static void backward_walk(const pp_model *m, int S, int s, const void *weights, float *grads,
                           const void *stash, const float *dout, float *din, float loss_scale) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
+    gemms g = gemms_of(&sh, &L, stash);
+    const float *params = params_of(&sh, &P, s, weights);
     /* The scratch and split tails of the stash are writable by contract. */
     char *st = (char *)(uintptr_t)stash;
     float *dx = (float *)(st + L.dx);
@@ -331,9 +407,9 @@ static void backward_walk(const pp_model *m, int S, int s, const float *params, 
         float *duf = (float *)(st + (grads ? L.du : L.wduf));
         float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
         head_dlogits(&sh, &L, stash, loss_scale, dlogits);
-        pp_gemm(0, 0, sh.B, sh.D, PP_VOCAB, 1.0f, dlogits, params + P.Wh, 0.0f,
+        gemm_aw(&g, 0, 0, sh.B, sh.D, PP_VOCAB, dlogits, params + P.Wh, 0.0f,
                 duf); /* duf = dlogits Wh */
-        if (grads) head_weight_grads(&sh, &P, &L, grads, stash, dlogits, duf);
+        if (grads) head_weight_grads(&sh, &g, &P, &L, grads, stash, dlogits, duf);
         head_dx(&sh, &P, &L, params, stash, duf, dst);
         dy = dst;
     }
@@ -344,10 +420,10 @@ static void backward_walk(const pp_model *m, int S, int s, const float *params, 
         float *dst = (k == 0 && !sh.first) ? din : dx;
         float *dh = (float *)(st + (grads ? L.dh : wblk + L.wdh));
         float *du = (float *)(st + (grads ? L.du : wblk + L.wdu));
-        block_dh(&sh, &P, params + pk, acts.h, dy, dh);
-        block_du(&sh, &P, params + pk, dh, du);
+        block_dh(&sh, &g, &P, params + pk, acts.h, dy, dh);
+        block_du(&sh, &g, &P, params + pk, dh, du);
         if (grads)
-            block_weight_grads(&sh, &P, grads + pk, &acts, dy, dh, du);
+            block_weight_grads(&sh, &g, &P, grads + pk, &acts, dy, dh, du);
         else
             memcpy(st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
         block_dx(&sh, &P, params + pk, &acts, dy, du, dst);
@@ -363,31 +439,33 @@ static void backward_walk(const pp_model *m, int S, int s, const float *params, 
         /* A middle stage without blocks is the identity. */
         memmove(din, dy, pp_act_bytes(m));
     }
+    release_params(params, weights);
 }
 
-void pp_stage_backward(const pp_model *m, int S, int s, const void *params, float *grads,
+void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
                        const void *stash, const float *dout, float *din, float loss_scale) {
-    backward_walk(m, S, s, params, grads, stash, dout, din, loss_scale);
+    backward_walk(m, S, s, weights, grads, stash, dout, din, loss_scale);
 }
 
-void pp_stage_backward_input(const pp_model *m, int S, int s, const void *params,
+void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
                              const void *stash, const float *dout, float *din,
                              float loss_scale) {
-    backward_walk(m, S, s, params, NULL, stash, dout, din, loss_scale);
+    backward_walk(m, S, s, weights, NULL, stash, dout, din, loss_scale);
 }
 
 void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
+    gemms g = gemms_of(&sh, &L, stash);
     if (sh.last)
-        head_weight_grads(&sh, &P, &L, grads, stash, saved(stash, L.wdlogits),
+        head_weight_grads(&sh, &g, &P, &L, grads, stash, saved(stash, L.wdlogits),
                           saved(stash, L.wduf));
     for (int k = sh.nb - 1; k >= 0; k--) {
         block_acts acts = block_acts_of(&L, stash, k);
         size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
         size_t pk = P.blocks + (size_t)k * P.block_stride;
-        block_weight_grads(&sh, &P, grads + pk, &acts, saved(stash, wblk),
+        block_weight_grads(&sh, &g, &P, grads + pk, &acts, saved(stash, wblk),
                            saved(stash, wblk + L.wdh), saved(stash, wblk + L.wdu));
     }
     if (sh.first) {

@@ -11,8 +11,12 @@
  * Weights: a rank holds (params, grads) only for stages it owns. A job on a
  * stage it does not own reads the weights a FetchWeights put in its `wts`
  * slot and accumulates weight gradients in its `wgrad` slot; SendWeights
- * posts this rank's own weights from params, which stay unchanged until the
- * OptimizerStep, which first waits for those sends. */
+ * posts this rank's own compute copy, which stays unchanged until the
+ * OptimizerStep, which first waits for those sends.
+ *
+ * Precision: jobs read a stage's compute copy (kernels/model.h). With fp32
+ * that is params itself; with bf16 an owner also keeps a bf16 copy, made at
+ * start-up and after each update, and fetches move that copy. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,7 @@ typedef struct {
     const pp_train_opts *opts;
     float **params, **grads; /* [S], NULL for stages this rank does not hold */
     float **state;           /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
+    void **compute;          /* [S] the compute copy: params[s] (fp32) or its bf16 copy */
     void **slot;             /* [nslots] */
     MPI_Request *req;        /* [nslots] a send in flight from the slot */
     MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
@@ -64,9 +69,9 @@ static void *slot_ptr(vm *v, int k)
     return v->slot[k];
 }
 
-static float *weights_of(vm *v, int s, int slot)
+static const void *weights_of(vm *v, int s, int slot)
 {
-    return slot >= 0 ? slot_ptr(v, slot) : v->params[s];
+    return slot >= 0 ? slot_ptr(v, slot) : v->compute[s];
 }
 
 static float *grads_of(vm *v, int s, int slot)
@@ -128,8 +133,8 @@ static void exec(vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_FetchWeights:
-        mpiCheck(MPI_Recv(slot_ptr(v, in->slot[0]), (int)pp_stage_param_count(m, S, s), MPI_FLOAT,
-                          in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+        mpiCheck(MPI_Recv(slot_ptr(v, in->slot[0]), (int)pp_stage_compute_bytes(m, S, s),
+                          MPI_BYTE, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
                           MPI_STATUS_IGNORE));
         break;
     case PP_OP_SendWeights:
@@ -143,8 +148,9 @@ static void exec(vm *v, const pp_instr *in)
             v->wsend = r;
             v->wsend_cap = cap;
         }
-        mpiCheck(MPI_Isend(v->params[s], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
-                           tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD, &v->wsend[v->nwsend++]));
+        mpiCheck(MPI_Isend(v->compute[s], (int)pp_stage_compute_bytes(m, S, s), MPI_BYTE,
+                           in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                           &v->wsend[v->nwsend++]));
         break;
     case PP_OP_ZeroGrads:
         memset(slot_ptr(v, in->slot[0]), 0, pp_stage_param_count(m, S, s) * sizeof(float));
@@ -179,6 +185,7 @@ static void exec(vm *v, const pp_instr *in)
         wait_weight_sends(v); /* the weights must not change under a send */
         pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],
                           pp_stage_param_count(m, S, s), v->step + 1);
+        pp_stage_compute_copy(m, S, s, v->params[s], v->compute[s]);
         break;
     case PP_OP_COUNT:
         break;
@@ -193,10 +200,11 @@ static int setup(vm *v)
     v->params = calloc((size_t)S, sizeof *v->params);
     v->grads = calloc((size_t)S, sizeof *v->grads);
     v->state = calloc((size_t)S, sizeof *v->state);
+    v->compute = calloc((size_t)S, sizeof *v->compute);
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->req = malloc((p->nslots + 1) * sizeof *v->req);
     v->comm = malloc((p->ngroups + 1) * sizeof *v->comm);
-    if (!v->params || !v->grads || !v->state || !v->slot || !v->req || !v->comm)
+    if (!v->params || !v->grads || !v->state || !v->compute || !v->slot || !v->req || !v->comm)
         return -1;
     for (int s = 0; s < S; s++) {
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
@@ -210,6 +218,15 @@ static int setup(vm *v)
         if (!v->params[s] || !v->grads[s] || (nstate && !v->state[s]))
             return -1;
         pp_stage_init(&p->model, S, s, v->opts->seed, v->params[s]);
+        v->compute[s] = v->params[s];
+        if (p->model.precision != PP_PREC_FP32) {
+            size_t bytes = pp_stage_compute_bytes(&p->model, S, s);
+            v->compute[s] = malloc(bytes ? bytes : 1);
+            v->allocated += bytes;
+            if (!v->compute[s])
+                return -1;
+            pp_stage_compute_copy(&p->model, S, s, v->params[s], v->compute[s]);
+        }
     }
     /* All activation memory the step needs, allocated once: the plan's slots. */
     for (uint32_t k = 0; k < p->nslots; k++) {
@@ -233,6 +250,8 @@ static void teardown(vm *v)
 {
     const pp_plan *p = v->p;
     for (uint32_t s = 0; s < p->S; s++) {
+        if (v->compute && v->params && v->compute[s] != v->params[s])
+            free(v->compute[s]);
         if (v->params)
             free(v->params[s]);
         if (v->grads)
@@ -248,6 +267,7 @@ static void teardown(vm *v)
     free(v->params);
     free(v->grads);
     free(v->state);
+    free(v->compute);
     free(v->slot);
     free(v->req);
     free(v->comm);

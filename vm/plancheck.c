@@ -13,13 +13,17 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
 {
     const pp_model *m = &p->model;
     int S = (int)p->S, s = in->stage;
-    uint64_t weights = (uint64_t)pp_stage_param_count(m, S, s) * sizeof(float);
+    /* Jobs read the compute copy (bf16 with precision bf16) and accumulate
+     * fp32 gradients. */
+    uint64_t weights = pp_stage_compute_bytes(m, S, s);
+    uint64_t grads = (uint64_t)pp_stage_param_count(m, S, s) * sizeof(float);
     switch ((pp_opcode)in->op) {
     case PP_OP_FetchWeights:
+        return weights;
     case PP_OP_ZeroGrads:
     case PP_OP_SendWeightGrad:
     case PP_OP_RecvWeightGrad:
-        return weights;
+        return grads;
     case PP_OP_SendWeights:
     case PP_OP_ReduceGrads:
     case PP_OP_OptimizerStep:
@@ -38,11 +42,12 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
             return pp_stage_stash_bytes(m, S, s);
         return i == 2 ? pp_act_bytes(m) : pp_tokens_bytes(m);
     case PP_OP_Backward: /* stash, dout, din, wts, wgrad */
-        return i == 0 ? pp_stage_stash_bytes(m, S, s) : i >= 3 ? weights : pp_act_bytes(m);
+        return i == 0 ? pp_stage_stash_bytes(m, S, s) : i == 3 ? weights : i == 4 ? grads
+                                                                          : pp_act_bytes(m);
     case PP_OP_BackwardInput: /* stash (with the split region), dout, din, wts */
         return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : i == 3 ? weights : pp_act_bytes(m);
     case PP_OP_BackwardWeight: /* stash, wgrad */
-        return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : weights;
+        return i == 0 ? pp_stage_stash_bytes_split(m, S, s) : grads;
     case PP_OP_SendActivation:
     case PP_OP_RecvActivation:
     case PP_OP_SendGrad:

@@ -1,6 +1,8 @@
 /* reference.c - the oracle: the same model trained in one process, with the
  * same microbatches, stage by stage, microbatch by microbatch, with no
- * schedule at all. Every plan must end its steps with these weights. */
+ * schedule at all. Every plan must end its steps with these weights. With
+ * precision bf16 it keeps the same fp32 master weights and bf16 compute
+ * copies as the VM's owners (kernels/model.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +25,12 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
     int rc = 1;
     float **params = calloc((size_t)S, sizeof *params), **grads = calloc((size_t)S, sizeof *grads);
     float **state = calloc((size_t)S, sizeof *state); /* the optimizer's, NULL for SGD */
+    void **compute = calloc((size_t)S, sizeof *compute); /* what F and B read */
     void **stash = calloc((size_t)S, sizeof *stash);
     float *act[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     float *grad[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     int32_t *tokens = malloc(pp_tokens_bytes(m));
-    if (!params || !grads || !state || !stash || !act[0] || !act[1] || !grad[0] || !grad[1] || !tokens)
+    if (!params || !grads || !state || !compute || !stash || !act[0] || !act[1] || !grad[0] || !grad[1] || !tokens)
         goto out;
     for (int s = 0; s < S; s++) {
         size_t n = pp_stage_param_count(m, S, s);
@@ -39,6 +42,13 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
         if (!params[s] || !grads[s] || !stash[s] || (nstate && !state[s]))
             goto out;
         pp_stage_init(m, S, s, opts->seed, params[s]);
+        compute[s] = params[s];
+        if (m->precision != PP_PREC_FP32) {
+            compute[s] = malloc(pp_stage_compute_bytes(m, S, s) + 1);
+            if (!compute[s])
+                goto out;
+            pp_stage_compute_copy(m, S, s, params[s], compute[s]);
+        }
     }
     double samples = (double)B * m->batch;
     float scale = pp_loss_scale(m, B);
@@ -49,19 +59,21 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
             const void *x = tokens;
             for (int s = 0; s < S; s++) {
                 float *out = s < S - 1 ? act[s % 2] : NULL;
-                loss += pp_stage_forward(m, S, s, params[s], x, tokens, stash[s], out);
+                loss += pp_stage_forward(m, S, s, compute[s], x, tokens, stash[s], out);
                 x = out;
             }
             const float *dout = NULL;
             for (int s = S - 1; s >= 0; s--) {
                 float *din = s > 0 ? grad[s % 2] : NULL;
-                pp_stage_backward(m, S, s, params[s], grads[s], stash[s], dout, din, scale);
+                pp_stage_backward(m, S, s, compute[s], grads[s], stash[s], dout, din, scale);
                 dout = din;
             }
         }
-        for (int s = 0; s < S; s++)
+        for (int s = 0; s < S; s++) {
             pp_optimizer_step(m->optimizer, &opts->optim, params[s], grads[s], state[s],
                               pp_stage_param_count(m, S, s), t + 1);
+            pp_stage_compute_copy(m, S, s, params[s], compute[s]);
+        }
         double dt = now() - t0;
         if (!opts->quiet) {
             printf("reference step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", t + 1,
@@ -85,6 +97,8 @@ out:
     if (rc && !params)
         fprintf(stderr, "ppvm: out of memory\n");
     for (int s = 0; s < S; s++) {
+        if (compute && params && compute[s] != params[s])
+            free(compute[s]);
         if (params)
             free(params[s]);
         if (grads)
@@ -97,6 +111,7 @@ out:
     free(params);
     free(grads);
     free(state);
+    free(compute);
     free(stash);
     free(act[0]);
     free(act[1]);

@@ -1,13 +1,16 @@
-/* gemm_bench.cu - cuBLAS's SGEMM rate at the demo model's GEMM shapes: the
+/* gemm_bench.cu - cuBLAS's GEMM rate at the demo model's GEMM shapes: the
  * ceiling tests/bench/gpu_bench.sh compares ppvm --backend cuda against.
  * For one training step of the model (every block's forward h = x W1^T,
  * y = a W2^T, and backward da, dW2, dx, dW1, the head's three) it times each
  * shape, row-major with the transposes the model uses, and prints one line
  * per shape and the rate over the whole step: the step's GEMM FLOPs over the
- * time those GEMMs take at cuBLAS's speed. FP32, no TF32 (as ppvm runs).
+ * time those GEMMs take at cuBLAS's speed. In the precision ppvm runs:
+ * fp32 (SGEMM, no TF32) or bf16 (GemmEx, bf16 operands, fp32 output and
+ * compute, as model_cuda.cu calls it).
  *
- *   gemm_bench D F batch blocks microbatches */
+ *   gemm_bench D F batch blocks microbatches [fp32|bf16] */
 #include <cublas_v2.h>
+#include <string.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,20 +24,32 @@ typedef struct {
     int ta, tb, M, N, K, count; /* row-major C[M][N] = op(A) op(B), count per step */
 } shape;
 
-/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
-static void gemm(cublasHandle_t h, int ta, int tb, int M, int N, int K, const float *A,
-                 const float *B, float *C)
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. A and B
+ * are floats, or bf16 when bf16 is set; C is fp32 either way. */
+static void gemm(cublasHandle_t h, int bf16, int ta, int tb, int M, int N, int K, const void *A,
+                 const void *B, float *C)
 {
     const float one = 1.0f, zero = 0.0f;
     int lda = ta ? M : K, ldb = tb ? K : N;
-    cublasCheck(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N,
-                            M, K, &one, B, ldb, A, lda, &zero, C, N));
+    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16)
+        cublasCheck(cublasGemmEx(h, opb, opa, N, M, K, &one, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF,
+                                 lda, &zero, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    else
+        cublasCheck(cublasSgemm(h, opb, opa, N, M, K, &one, (const float *)B, ldb,
+                                (const float *)A, lda, &zero, C, N));
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: gemm_bench D F batch blocks microbatches\n");
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: gemm_bench D F batch blocks microbatches [fp32|bf16]\n");
+        return 2;
+    }
+    int bf16 = argc == 7 && !strcmp(argv[6], "bf16");
+    if (argc == 7 && !bf16 && strcmp(argv[6], "fp32")) {
+        fprintf(stderr, "gemm_bench: precision '%s': expected fp32 or bf16\n", argv[6]);
         return 2;
     }
     int D = atoi(argv[1]), F = atoi(argv[2]), Bt = atoi(argv[3]), nb = atoi(argv[4]),
@@ -74,11 +89,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *s = &shapes[i];
         for (int r = 0; r < 3; r++) /* warm up */
-            gemm(h, s->ta, s->tb, s->M, s->N, s->K, A, B, C);
+            gemm(h, bf16, s->ta, s->tb, s->M, s->N, s->K, A, B, C);
         int reps = 20;
         cudaCheck(cudaEventRecord(t0, 0));
         for (int r = 0; r < reps; r++)
-            gemm(h, s->ta, s->tb, s->M, s->N, s->K, A, B, C);
+            gemm(h, bf16, s->ta, s->tb, s->M, s->N, s->K, A, B, C);
         cudaCheck(cudaEventRecord(t1, 0));
         cudaCheck(cudaEventSynchronize(t1));
         float ms = 0;
@@ -89,8 +104,8 @@ int main(int argc, char **argv)
         step_flops += flops * s->count;
         step_time += sec * s->count;
     }
-    printf("step: %.3f TFLOP in GEMMs, %.2f ms at cuBLAS's rate: %.2f TFLOP/s\n",
-           step_flops / 1e12, step_time * 1e3, step_flops / step_time / 1e12);
+    printf("step (%s): %.3f TFLOP in GEMMs, %.2f ms at cuBLAS's rate: %.2f TFLOP/s\n",
+           bf16 ? "bf16" : "fp32", step_flops / 1e12, step_time * 1e3, step_flops / step_time / 1e12);
     cublasCheck(cublasDestroy(h));
     cudaCheck(cudaFree(A));
     cudaCheck(cudaFree(B));

@@ -5,6 +5,11 @@ tanh GELU, pre-LN residual MLP blocks and a final layer norm before the
 head, summed loss scaled to the mean over the step, plain SGD), B
 microbatches accumulated per step. Prints one JSON line. TFLOP/s counts the
 GEMMs only, as pp_stage_flops does.
+
+--precision bf16 is PyTorch's standard mixed precision, to set beside
+ppvm's `precision bf16`: fp32 parameters and gradients, the forward and
+backward under torch.autocast(bfloat16), so the matmuls run on bf16
+operands with fp32 accumulation and the layer norms and the loss in fp32.
 """
 import argparse
 import json
@@ -20,6 +25,7 @@ def main():
                           ("batch", 256), ("microbatches", 4), ("steps", 20), ("warmup", 3)]:
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -44,15 +50,19 @@ def main():
     tokens = torch.randint(0, V, (a.microbatches, a.batch, a.context + 1), generator=g).to(dev)
     scale = 1.0 / (a.microbatches * a.batch)
 
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+
     def step():
         for b in range(a.microbatches):
             t = tokens[b]
-            x = E[t[:, :a.context]].reshape(a.batch, D)
-            for g1, beta, W1, b1, W2, b2 in blocks:
-                u = F.layer_norm(x, (D,), g1, beta, eps=1e-5)
-                x = x + F.linear(F.gelu(F.linear(u, W1, b1), approximate="tanh"), W2, b2)
-            z = F.layer_norm(x, (D,), gf, betaf, eps=1e-5)
-            loss = F.cross_entropy(F.linear(z, Wh, bh), t[:, a.context], reduction="sum")
+            with autocast:
+                x = E[t[:, :a.context]].reshape(a.batch, D)
+                for g1, beta, W1, b1, W2, b2 in blocks:
+                    u = F.layer_norm(x, (D,), g1, beta, eps=1e-5)
+                    x = x + F.linear(F.gelu(F.linear(u, W1, b1), approximate="tanh"), W2, b2)
+                z = F.layer_norm(x, (D,), gf, betaf, eps=1e-5)
+                logits = F.linear(z, Wh, bh)
+            loss = F.cross_entropy(logits.float(), t[:, a.context], reduction="sum")
             (loss * scale).backward()
         with torch.no_grad():
             for p in params:
@@ -74,7 +84,7 @@ def main():
     fwd = a.blocks * 4.0 * a.batch * D * Fi + 2.0 * a.batch * V * D  # per microbatch
     flops = a.microbatches * 3 * fwd
     print(json.dumps({"samples_per_s": samples / dt, "tflops": flops / dt / 1e12,
-                      "step_ms": dt * 1e3, "torch": torch.__version__,
+                      "step_ms": dt * 1e3, "torch": torch.__version__, "precision": a.precision,
                       "gpu": torch.cuda.get_device_name()}))
 
 

@@ -5,6 +5,7 @@
  * with a message and a non-zero exit within seconds, never a hang. Every run
  * here pins --backend cpu: this is the CPU twin's suite (test_gpu_e2e.c
  * runs the same schedules on a GPU). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,20 +15,27 @@
 
 #define MPIRUN "timeout 120 mpirun --oversubscribe --allow-run-as-root --bind-to none"
 
-static void trains_like_reference(const char *schedule, const char *defs, int np)
+/* tolerance: extra --compare flags ("" for its defaults). */
+static void trains_like_reference_within(const char *schedule, const char *defs, int np,
+                                         const char *tolerance)
 {
     char *dir = compile_plan(schedule, defs), *out, cmd[4096];
     snprintf(cmd, sizeof cmd,
              MPIRUN " -np %d %s/bin/ppvm --backend cpu %s/plan --steps 3 --save %s/w --quiet && "
                     "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
-                    "%s/bin/ppvm --compare %s/w %s/ref",
-             np, PP_ROOT, dir, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+                    "%s/bin/ppvm --compare %s/w %s/ref %s",
+             np, PP_ROOT, dir, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir, tolerance);
     int rc = run_cmd(cmd, &out);
     ck_assert_msg(rc == 0, "%s %s: weights differ from the reference (exit %d):\n%s", schedule,
                   defs, rc, out);
     ck_assert_ptr_nonnull(strstr(out, "within tolerance"));
     free(out);
     remove_dir(dir);
+}
+
+static void trains_like_reference(const char *schedule, const char *defs, int np)
+{
+    trains_like_reference_within(schedule, defs, np, "");
 }
 
 /* --compare's tolerances: weights one step apart differ, so they pass only
@@ -150,6 +158,46 @@ START_TEST(adamw_trains_like_reference)
 }
 END_TEST
 
+/* bf16 mixed precision (ppc --precision bf16): jobs compute with the bf16
+ * copies of the owners' fp32 master weights, fetched ones included. Where
+ * the gradients are summed in the reference's order (pipelines, FSDP's
+ * returns, the split backward) the weights match it as tightly as fp32's.
+ * Replicas all-reduce partial sums, another order: a last-bit difference in
+ * a master weight can move its bf16 copy by a whole bf16 step (2^-8
+ * relative), which the next steps carry on, so LPP's replicas are held to
+ * 2e-4 + 1e-2 |b| (5.5e-5 at worst seen, weights of order 0.1). */
+START_TEST(bf16_trains_like_reference)
+{
+    trains_like_reference("1f1b.pp", "-D S=4 -D B=8 --precision bf16", 4);
+    trains_like_reference("fsdp.pp", "-D S=4 --precision bf16", 4);
+    trains_like_reference("zb-h1.pp", "-D S=4 -D B=8 --precision bf16", 4);
+    trains_like_reference("fsdp.pp", "-D S=4 --precision bf16 --optimizer adamw", 4);
+    trains_like_reference_within("lpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2 --precision bf16", 4,
+                                 "--atol 2e-4 --rtol 1e-2");
+}
+END_TEST
+
+/* bf16 changes the arithmetic, not the training: 30 steps of GPipe end
+ * within 2% of fp32's loss, and not at exactly fp32's loss. */
+START_TEST(bf16_loss_tracks_fp32)
+{
+    double last[2] = {0, 0};
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        char *dir = compile_plan("gpipe.pp", bf16 ? "-D S=2 -D B=4 --precision bf16" : "-D S=2 -D B=4");
+        char *out, cmd[2048];
+        snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 30",
+                 PP_ROOT, dir);
+        ck_assert_int_eq(run_cmd(cmd, &out), 0);
+        for (char *p = out; (p = strstr(p, "loss ")); p += 5)
+            last[bf16] = atof(p + 5);
+        free(out);
+        remove_dir(dir);
+    }
+    ck_assert_msg(last[0] > 0 && fabs(last[1] - last[0]) <= 0.02 * last[0] && last[1] != last[0],
+                  "loss after 30 steps: fp32 %g, bf16 %g", last[0], last[1]);
+}
+END_TEST
+
 /* A middle stage of `blocks = 0` has no weights: FSDP and FSLPP fetch none
  * of it, accumulate and return no gradients for it, and still train alike. */
 START_TEST(weightless_stages_train_alike)
@@ -185,8 +233,10 @@ START_TEST(vm_allocates_what_the_report_says)
                                      {"1f1b.pp", "-D S=4 -D B=8"},
                                      {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"},
                                      {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"},
-                                     {"ddp.pp", "-D S=4 --optimizer adamw"}};
-    for (int i = 0; i < 5; i++) {
+                                     {"ddp.pp", "-D S=4 --optimizer adamw"},
+                                     {"fsdp.pp", "-D S=4 --precision bf16"},
+                                     {"ddp.pp", "-D S=4 --optimizer adamw --precision bf16"}};
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char *dir = compile_plan(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
         snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT, dir);
         ck_assert_int_eq(run_cmd(cmd, &out), 0);
@@ -321,6 +371,8 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, fsdp_4_ranks);
     tcase_add_test(tc, weightless_stages_train_alike);
     tcase_add_test(tc, adamw_trains_like_reference);
+    tcase_add_test(tc, bf16_trains_like_reference);
+    tcase_add_test(tc, bf16_loss_tracks_fp32);
     tcase_add_test(tc, fslpp_4_ranks);
     tcase_add_test(tc, compare_tolerances);
     tcase_add_test(tc, kept_weights_train_alike);

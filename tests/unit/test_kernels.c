@@ -532,6 +532,13 @@ START_TEST(test_bf16) {
     }
     pp_f32_to_bf16(y, h2, N);
     ck_assert_mem_eq(h, h2, sizeof h);
+
+    /* pp_round_bf16 is the round trip in one pass, in place too. */
+    float r[N];
+    pp_round_bf16(x, r, N);
+    ck_assert_mem_eq(r, y, sizeof r);
+    pp_round_bf16(x, x, N);
+    ck_assert_mem_eq(x, y, sizeof x);
 }
 END_TEST
 
