@@ -144,11 +144,13 @@ gpu-bench: all bin/gemm_bench
 	bash tests/bench/gpu_bench.sh
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
+# Each entry is name:schedule:S:B, then optionally :precision (--precision).
 GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8 \
-          fsdp-S4-B4:fsdp.pp:4:4
+          fsdp-S4-B4:fsdp.pp:4:4 fsdp-bf16-S4-B4:fsdp.pp:4:4:bf16
 golden: bin/ppc
-	@for g in $(GOLDEN); do IFS=: read name file S Bm <<< "$$g"; \
-	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm -o tests/golden/$$name -q; \
+	@for g in $(GOLDEN); do IFS=: read name file S Bm prec <<< "$$g"; \
+	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm \
+	    $${prec:+--precision $$prec} -o tests/golden/$$name -q; \
 	  rm -f tests/golden/$$name/*.bin tests/golden/$$name/report.* tests/golden/$$name/timeline.svg \
 	    tests/golden/$$name/trace.json; echo "rewrote tests/golden/$$name"; done
 	@rm -rf tests/golden/report-1f1b-S4-B8 && mkdir -p tests/golden/report-1f1b-S4-B8 && \

@@ -57,7 +57,8 @@ typedef enum {
     ST_LIMIT,    /* limit inflight = expr */
     ST_COST,     /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
     ST_MODEL,    /* model { name = expr ... }: fields in body */
-    ST_OPTIMIZER /* optimizer sgd|adamw: flag = the pp_optimizer */
+    ST_OPTIMIZER, /* optimizer sgd|adamw: flag = the pp_optimizer */
+    ST_PRECISION  /* precision fp32|bf16: flag = the pp_precision */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

@@ -130,13 +130,16 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->xfer = calloc((size_t)N, sizeof *t->xfer);
     t->fetch = calloc((size_t)N, sizeof *t->fetch);
     t->wbytes = calloc((size_t)t->js.S, sizeof *t->wbytes);
+    t->cbytes = calloc((size_t)t->js.S, sizeof *t->cbytes);
     if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch ||
-        !t->wbytes) {
+        !t->wbytes || !t->cbytes) {
         diag_error_noloc(sch->diag, "out of memory for %d jobs", N);
         return 1;
     }
-    for (int s = 0; s < t->js.S; s++)
+    for (int s = 0; s < t->js.S; s++) {
         t->wbytes[s] = pp_stage_weight_bytes(&sch->model, t->js.S, s);
+        t->cbytes[s] = pp_stage_compute_bytes(&sch->model, t->js.S, s);
+    }
     int before = sch->diag->errors;
     if (measured && check_measured(sch, measured, t->js.ND))
         return sch->diag->errors - before;
@@ -194,8 +197,8 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         int p = job_pred(&t->js, j);
         if (p >= 0 && t->worker[p] != t->worker[j])
             t->xfer[j] = transfer_time(t, pp_job_input_bytes(t, &sch->model, j));
-        if (pp_job_reads_remote_weights(t, j))
-            t->fetch[j] = transfer_time(t, pp_stage_weight_bytes(&sch->model, t->js.S, job_s(&t->js, j)));
+        if (pp_job_reads_remote_weights(t, j)) /* a fetch moves the compute copy */
+            t->fetch[j] = transfer_time(t, t->cbytes[job_s(&t->js, j)]);
     }
     return sch->diag->errors - before;
 }
@@ -211,5 +214,6 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->fetch);
     free(t->kept);
     free(t->wbytes);
+    free(t->cbytes);
     memset(t, 0, sizeof *t);
 }

@@ -28,9 +28,16 @@ typedef struct {
      * job of its stage instead of fetching them again (ppc --keep-weights,
      * keep.h); t->fetch[j] still says what a fetch would cost. */
     unsigned char *kept;
-    /* [S] bytes of each stage's weights. A stage with none (a middle stage
-     * of `blocks = 0`) is fetched by no one and returns no gradients. */
+    /* [S] bytes of each stage's fp32 weights (pp_stage_weight_bytes): its
+     * master weights and, as large, its gradients, whatever the precision;
+     * gradient returns and all-reduces move this many. A stage with none (a
+     * middle stage of `blocks = 0`) is fetched by no one and returns no
+     * gradients. */
     uint64_t *wbytes;
+    /* [S] bytes of each stage's compute copy (pp_stage_compute_bytes), the
+     * weights jobs read: wbytes with precision fp32, half of it with bf16.
+     * A fetch moves this many and a fetched-weights slot holds this many. */
+    uint64_t *cbytes;
 } pp_jobtable;
 
 /* Evaluates every function at every job; reports placements outside
@@ -57,6 +64,7 @@ static inline int pp_job_fetches(const pp_jobtable *t, int j)
 {
     return pp_job_reads_remote_weights(t, j) && !(t->kept && t->kept[j]);
 }
+/* Bytes of stage s's fp32 weights (as many as its gradients). */
 uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 
 /* The simulator's input for this table. */

@@ -165,8 +165,8 @@ static int wgrad_for(lowering *L, int s)
 {
     if (owns_stage(L, s, L->rank) || L->t->wbytes[s] == 0)
         return -1;
-    if (L->wgrad[s] < 0) {
-        int buf = new_buf(L, pp_stage_weight_bytes(L->m, L->t->js.S, s));
+    if (L->wgrad[s] < 0) { /* weight gradients are fp32 in every precision */
+        int buf = new_buf(L, L->t->wbytes[s]);
         int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
         int at = emit(L, PP_OP_ZeroGrads, s, -1, -1, -1, sl);
         if (buf < 0 || at < 0)
@@ -574,7 +574,6 @@ static ranked_item *build_items(const pp_jobtable *t, const pp_sim_result *sim, 
 static int lower_item(lowering *L, const item *x)
 {
     const pp_jobtable *t = L->t;
-    int S = t->js.S;
     uint64_t act = pp_act_bytes(L->m);
     int buf;
     switch (x->what) {
@@ -596,18 +595,16 @@ static int lower_item(lowering *L, const item *x)
         return send_from(L, PP_OP_SendActivation, x->s, x->b, x->dst, L->out[sb(L, x->s, x->b)]);
     case IT_SEND_GRAD:
         return send_from(L, PP_OP_SendGrad, x->s, x->b, x->dst, L->din[sb(L, x->s, x->b)]);
-    case IT_FETCH:
-        buf = recv_into(L, PP_OP_FetchWeights, x->s, -1, x->src,
-                        pp_stage_weight_bytes(L->m, S, x->s));
+    case IT_FETCH: /* the owner's compute copy: half the fp32 bytes with bf16 */
+        buf = recv_into(L, PP_OP_FetchWeights, x->s, -1, x->src, t->cbytes[x->s]);
         L->wts[x->job] = buf;
         return buf < 0 ? -1 : 0;
     case IT_SEND_WEIGHTS:
         return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1, NULL) < 0 ? -1 : 0;
     case IT_SEND_WGRAD:
         return send_from(L, PP_OP_SendWeightGrad, x->s, -1, x->dst, L->wgrad[x->s]);
-    case IT_RECV_WGRAD: /* RecvWeightGrad adds the temporary into the owner's gradients */
-        buf = recv_into(L, PP_OP_RecvWeightGrad, x->s, -1, x->src,
-                        pp_stage_weight_bytes(L->m, S, x->s));
+    case IT_RECV_WGRAD: /* RecvWeightGrad adds the (fp32) temporary into the owner's gradients */
+        buf = recv_into(L, PP_OP_RecvWeightGrad, x->s, -1, x->src, t->wbytes[x->s]);
         if (buf < 0)
             return -1;
         use(L, buf, L->st.n - 1);
@@ -696,11 +693,16 @@ static uint64_t plan_id(const pp_plan *plans, int W)
     return h;
 }
 
-/* What an owner of stage s holds for it outside the slots: its weights,
- * their gradients and the optimizer's state. */
+/* What an owner of stage s holds for it outside the slots: its fp32
+ * weights, their gradients and the optimizer's state, and with precision
+ * bf16 the bf16 compute copy its jobs read and its SendWeights send. */
 static uint64_t owned_stage_bytes(const pp_model *m, int S, int s)
 {
-    return (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
+    uint64_t bytes =
+        (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
+    if (m->precision == PP_PREC_BF16)
+        bytes += pp_stage_compute_bytes(m, S, s);
+    return bytes;
 }
 
 uint64_t pp_plan_memory(const pp_plan *p)
@@ -715,10 +717,14 @@ uint64_t pp_plan_memory(const pp_plan *p)
 }
 
 /* --mem-limit: the first instruction at which the rank's memory (its own
- * stages' weights, gradients and optimizer state, plus the slots allocated so far) exceeds
- * the limit. Slots are allocated at their first definition, in order. */
+ * stages' weights, gradients, optimizer state and bf16 copies, plus the slots
+ * allocated so far) exceeds the limit. Slots are allocated at their first
+ * definition, in order. */
 static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
 {
+    const char *owned = L->m->precision == PP_PREC_BF16
+                            ? "weights, gradients, optimizer state and bf16 copies"
+                            : "weights, gradients and optimizer state";
     uint64_t own = 0, total;
     for (uint32_t s = 0; s < p->S; s++)
         if (p->stage_role[s] & PP_ROLE_OWNER)
@@ -735,11 +741,11 @@ static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
                     diag_error_noloc(L->d,
                                      "worker %d needs %llu bytes at instruction %u (%s, stage %d, "
                                      "microbatch %d), over --mem-limit %llu: %llu for its own "
-                                     "stages' weights, gradients and optimizer state, %llu in "
-                                     "%u slot%s",
+                                     "stages' %s, %llu in %u slot%s",
                                      L->rank, (unsigned long long)total, i, pp_op_name(in->op),
                                      in->stage, in->mb, (unsigned long long)limit,
-                                     (unsigned long long)own, (unsigned long long)(total - own),
+                                     (unsigned long long)own, owned,
+                                     (unsigned long long)(total - own),
                                      seen, seen == 1 ? "" : "s");
                     return 1;
                 }
@@ -747,9 +753,9 @@ static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
         }
     if (own > limit) {
         diag_error_noloc(L->d,
-                         "worker %d needs %llu bytes for its own stages' weights, gradients "
-                         "and optimizer state before its first instruction, over --mem-limit %llu",
-                         L->rank, (unsigned long long)own, (unsigned long long)limit);
+                         "worker %d needs %llu bytes for its own stages' %s before its first "
+                         "instruction, over --mem-limit %llu",
+                         L->rank, (unsigned long long)own, owned, (unsigned long long)limit);
         return 1;
     }
     return 0;

@@ -6,6 +6,7 @@
  *           | "order" ("greedy"|"strict") | "split" "backward"
  *           | "limit" "inflight" "=" expr | "cost" (F|B|W|latency|bandwidth) "=" expr
  *           | "model" "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
+ *           | "precision" ("fp32"|"bf16")
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
 %define api.pure full
@@ -54,7 +55,7 @@ static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
 %token <str> IDENT "name"
 %token PARAM "param" LET "let" COMPUTE "compute" WEIGHTS "weights" PRIORITY "priority"
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
-%token OPTIMIZER "optimizer"
+%token OPTIMIZER "optimizer" PRECISION "precision"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 
 %type <expr> expr
@@ -93,6 +94,7 @@ stmt: PARAM IDENT '=' expr  { $$ = ast_stmt(ST_PARAM, @1); $$->name = $2; $$->na
     | ORDER IDENT           { $$ = word_stmt(ctx, ST_ORDER, @1, $2, @2); }
     | SPLIT IDENT           { $$ = word_stmt(ctx, ST_SPLIT, @1, $2, @2); }
     | OPTIMIZER IDENT       { $$ = word_stmt(ctx, ST_OPTIMIZER, @1, $2, @2); }
+    | PRECISION IDENT       { $$ = word_stmt(ctx, ST_PRECISION, @1, $2, @2); }
     | LIMIT IDENT '=' expr  { $$ = word_stmt(ctx, ST_LIMIT, @1, $2, @2);
                               if ($$) $$->expr = $4; else ast_free_expr($4); }
     | COST IDENT '=' expr   { $$ = word_stmt(ctx, ST_COST, @1, $2, @2);
@@ -207,6 +209,14 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
         s->flag = pp_optimizer_parse(word);
         if (s->flag < 0) {
             diag_error(ctx->diag, L(wloc), "unknown optimizer '%s': expected 'sgd' or 'adamw'",
+                       word);
+            ok = 0;
+        }
+        break;
+    case ST_PRECISION:
+        s->flag = pp_precision_parse(word);
+        if (s->flag < 0) {
+            diag_error(ctx->diag, L(wloc), "unknown precision '%s': expected 'fp32' or 'bf16'",
                        word);
             ok = 0;
         }

@@ -43,13 +43,14 @@ typedef struct {
     int keep;             /* --keep-weights */
     long long mem_limit;  /* --mem-limit BYTES, 0 = none */
     int optimizer;        /* --optimizer NAME: a pp_optimizer, or -1 for the schedule's */
+    int precision;        /* --precision NAME: a pp_precision, or -1 for the schedule's */
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
-               "           [--no-pictures] [-q]\n"
+               "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -64,6 +65,9 @@ static void usage(FILE *f)
                "                  instead of fetching again (as many as --mem-limit allows)\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
                "                  (AdamW's two moments are state the owners hold)\n"
+               "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
+               "                  (bf16: jobs compute with and fetches move a bf16 copy of\n"
+               "                  the weights, which owners keep beside their fp32 ones)\n"
                "  -q              print nothing on success\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
@@ -96,6 +100,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->pictures = 1;
     o->prefetch = 1;
     o->optimizer = -1;
+    o->precision = -1;
     o->defs = calloc((size_t)argc, sizeof *o->defs);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -128,7 +133,8 @@ static int parse_args(int argc, char **argv, options *o)
             else
                 o->mem_limit = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
-                 !strcmp(a, "--library") || !strcmp(a, "--optimizer")) {
+                 !strcmp(a, "--library") || !strcmp(a, "--optimizer") ||
+                 !strcmp(a, "--precision")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
                 return -1;
@@ -137,6 +143,12 @@ static int parse_args(int argc, char **argv, options *o)
                 o->optimizer = pp_optimizer_parse(argv[++i]);
                 if (o->optimizer < 0) {
                     fprintf(stderr, "ppc: --optimizer %s: expected sgd or adamw\n", argv[i]);
+                    return -1;
+                }
+            } else if (!strcmp(a, "--precision")) {
+                o->precision = pp_precision_parse(argv[++i]);
+                if (o->precision < 0) {
+                    fprintf(stderr, "ppc: --precision %s: expected fp32 or bf16\n", argv[i]);
                     return -1;
                 }
             } else if (!strcmp(a, "-o"))
@@ -423,6 +435,8 @@ int main(int argc, char **argv)
         goto out;
     if (o.optimizer >= 0)
         sch.model.optimizer = (uint32_t)o.optimizer;
+    if (o.precision >= 0)
+        sch.model.precision = (uint32_t)o.precision;
     if (pp_jobtable_build(&t, &sch, o.costs ? &costs : NULL))
         goto out;
     pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);

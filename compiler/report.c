@@ -1,7 +1,7 @@
 /* report.c - the per-worker cost of a simulated schedule (see report.h for
  * what each number counts): busy time, transfers, peak activation storage
- * and weight, gradient and optimizer storage, computed from the job table,
- * the simulated timeline and the model's shapes. */
+ * and weight, gradient, optimizer and bf16 copy storage, computed from the
+ * job table, the simulated timeline and the model's shapes. */
 #include "report.h"
 
 #include <stdlib.h>
@@ -106,11 +106,13 @@ static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model
         if (i > 0 && key[i] == key[i - 1])
             continue;
         int s = (int)(key[i] / t->W), w = (int)(key[i] % t->W);
-        uint64_t bytes = pp_stage_weight_bytes(m, js->S, s);
+        uint64_t bytes = t->wbytes[s]; /* fp32: master weights, gradients */
         if (owners) {
             r->w[w].weight_store++;
             r->w[w].weight_store_bytes += bytes;
             r->w[w].opt_store_bytes += pp_optimizer_state_floats(m->optimizer) * bytes;
+            if (m->precision == PP_PREC_BF16) /* as pp_plan_memory counts it */
+                r->w[w].copy_store_bytes += pp_stage_compute_bytes(m, js->S, s);
         } else
             r->w[w].grad_store_bytes += bytes;
     }
@@ -141,7 +143,7 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
             r->w[w].act_recv_bytes += bytes;
         }
         if (pp_job_fetches(t, j)) {
-            uint64_t bytes = pp_stage_weight_bytes(m, js->S, job_s(js, j));
+            uint64_t bytes = t->cbytes[job_s(js, j)]; /* the compute copy */
             double from = p >= 0 ? sim->start[p] : 0; /* the prefetch thread's start (sim.h) */
             r->xfer[r->nxfer++] =
                 (pp_transfer){XFER_WEIGHT, t->owner[j], w, j, from, from + t->fetch[j], bytes};
@@ -175,6 +177,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         stage_worker_pairs(r, t, m, 1) || stage_worker_pairs(r, t, m, 0))
         goto fail;
     r->optimizer = m->optimizer;
+    r->precision = m->precision;
     pp_worker_report *tot = &r->total;
     for (int w = 0; w < r->W; w++) {
         const pp_worker_report *x = &r->w[w];
@@ -191,6 +194,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->weight_store_bytes += x->weight_store_bytes;
         tot->grad_store_bytes += x->grad_store_bytes;
         tot->opt_store_bytes += x->opt_store_bytes;
+        tot->copy_store_bytes += x->copy_store_bytes;
         tot->mem_bytes += x->mem_bytes;
     }
     r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;

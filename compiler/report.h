@@ -7,7 +7,8 @@
  *  - weight_recv: jobs that compute on a worker that does not hold their
  *    stage's weights fetch them, once per job (the seed's formula; fetched
  *    weights are dropped after the job, as ZeRO-3 reshards after use). W
- *    jobs need no weights (the weight gradient is x^T dy). With
+ *    jobs need no weights (the weight gradient is x^T dy). A fetch moves
+ *    the stage's compute copy: weight_recv_bytes halves with bf16. With
  *    --keep-weights, jobs that read an earlier fetch instead count in
  *    weight_kept, not here: the counts are what the plan does.
  *  - peak_act: the most microbatches a worker holds between F(s,b) and
@@ -18,10 +19,15 @@
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
  *    worker computes; opt_store_bytes: optimizer state on owners (none for
- *    SGD; AdamW's two moments, twice the weights).
+ *    SGD; AdamW's two moments, twice the weights). Weights, gradients and
+ *    optimizer state are fp32 in every precision.
+ *  - copy_store_bytes: with precision bf16, the bf16 copy of the weights
+ *    that owners keep for jobs to compute with and fetches to move (half
+ *    of weight_store_bytes); 0 with fp32, where jobs read the weights.
  *  - mem_bytes: what the VM allocates for the worker's plan (pp_plan_memory:
- *    every slot, and its own stages' weights, gradients and optimizer
- *    state), set after lowering; 0 when the schedule was not lowered. */
+ *    every slot, and its own stages' weights, gradients, optimizer state
+ *    and bf16 copies), set after lowering; 0 when the schedule was not
+ *    lowered. */
 #ifndef PP_REPORT_H
 #define PP_REPORT_H
 
@@ -47,12 +53,13 @@ typedef struct {
     double busy;
     long long act_recv, weight_recv, weight_kept, peak_act, weight_store;
     uint64_t act_recv_bytes, weight_recv_bytes, peak_act_bytes, weight_store_bytes;
-    uint64_t grad_store_bytes, opt_store_bytes, mem_bytes;
+    uint64_t grad_store_bytes, opt_store_bytes, copy_store_bytes, mem_bytes;
 } pp_worker_report;
 
 typedef struct {
     int S, B, W, split;
     uint32_t optimizer;      /* pp_optimizer of the model */
+    uint32_t precision;      /* pp_precision of the model */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */
     pp_worker_report *w;     /* [W] */
     pp_worker_report total;  /* sums over workers (peaks too: the sum of peaks) */

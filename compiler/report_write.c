@@ -34,15 +34,16 @@ static void count_bytes(FILE *f, long long count, uint64_t bytes, int width)
 
 static void worker_row(FILE *f, const char *name, const pp_worker_report *x, double makespan)
 {
-    char hb[3][16];
+    char hb[4][16];
     fprintf(f, "%-6s %6d %10g %6.1f%%", name, x->jobs, x->busy,
             makespan > 0 ? 100.0 * (1 - x->busy / makespan) : 0.0);
     count_bytes(f, x->act_recv, x->act_recv_bytes, 20);
     count_bytes(f, x->weight_recv, x->weight_recv_bytes, 20);
     count_bytes(f, x->peak_act, x->peak_act_bytes, 18);
     count_bytes(f, x->weight_store, x->weight_store_bytes, 18);
-    fprintf(f, " %11s %11s %11s\n", pp_human_bytes(x->grad_store_bytes, hb[0]),
-            pp_human_bytes(x->opt_store_bytes, hb[1]), pp_human_bytes(x->mem_bytes, hb[2]));
+    fprintf(f, " %11s %11s %11s %11s\n", pp_human_bytes(x->grad_store_bytes, hb[0]),
+            pp_human_bytes(x->opt_store_bytes, hb[1]), pp_human_bytes(x->copy_store_bytes, hb[2]),
+            pp_human_bytes(x->mem_bytes, hb[3]));
 }
 
 int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
@@ -54,6 +55,11 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     fprintf(f, "optimizer %s (%s)\n", pp_optimizer_name(r->optimizer),
             r->optimizer == PP_OPT_ADAMW ? "two moments per weight, held by the owners"
                                          : "no state");
+    fprintf(f, "precision %s (%s)\n", pp_precision_name(r->precision),
+            r->precision == PP_PREC_BF16
+                ? "owners keep a bf16 copy of their fp32 weights, which jobs compute with and "
+                  "fetches move; gradients stay fp32"
+                : "jobs compute with and fetches move the fp32 weights");
     if (t->bandwidth > 0)
         fprintf(f, "transfers latency %g + bytes / %g bytes per time unit\n", t->latency,
                 t->bandwidth);
@@ -66,9 +72,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
         fprintf(f, "kept      %lld jobs read weights fetched for an earlier job of their stage "
                    "(--keep-weights: %s)\n", r->total.weight_kept, info->keep);
     fputc('\n', f);
-    fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s %11s\n", "worker", "jobs",
+    fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s %11s %11s\n", "worker", "jobs",
             "busy", "idle", "act+grad recv", "weight fetches", "peak activations", "weights held",
-            "grads", "optimizer", "plan memory");
+            "grads", "optimizer", "bf16 copy", "plan memory");
     char name[16];
     for (int w = 0; w < r->W; w++) {
         snprintf(name, sizeof name, "%d", w);
@@ -77,19 +83,20 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     worker_row(f, "total", &r->total, r->makespan * r->W);
     fprintf(f, "\n(peak activations: microbatches held between F and B, and the bytes of their\n"
                " stashes; idle of the total is the bubble; plan memory: what ppvm allocates for\n"
-               " the worker's plan - its slots and its own stages' weights, gradients and\n"
-               " optimizer state%s)\n\n",
+               " the worker's plan - its slots and its own stages' weights, gradients,\n"
+               " optimizer state and bf16 copies%s)\n\n",
             r->total.mem_bytes ? "" : "; 0: the schedule was not lowered");
     pp_timeline_ascii(f, t, sim, 100);
     return ferror(f) ? -1 : 0;
 }
 
 enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_WKEPT, F_PEAK, F_PEAKB, F_WST, F_WSTB,
-       F_GRADB, F_OPTB, F_MEM, F_COUNT };
+       F_GRADB, F_OPTB, F_COPYB, F_MEM, F_COUNT };
 static const char *field_name[F_COUNT] = {
     "jobs_count",   "busy",          "act_recv",     "act_recv_bytes",
     "weight_recv",  "weight_recv_bytes", "weight_kept", "peak_act", "peak_act_bytes",
-    "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes", "mem_bytes"};
+    "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes",
+    "copy_store_bytes", "mem_bytes"};
 
 static void json_field(FILE *f, const pp_worker_report *x, int k)
 {
@@ -107,6 +114,7 @@ static void json_field(FILE *f, const pp_worker_report *x, int k)
     case F_WSTB: fprintf(f, "%" PRIu64, x->weight_store_bytes); break;
     case F_GRADB: fprintf(f, "%" PRIu64, x->grad_store_bytes); break;
     case F_OPTB: fprintf(f, "%" PRIu64, x->opt_store_bytes); break;
+    case F_COPYB: fprintf(f, "%" PRIu64, x->copy_store_bytes); break;
     case F_MEM: fprintf(f, "%" PRIu64, x->mem_bytes); break;
     }
 }
@@ -124,6 +132,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     pp_json_write_string(f, info->costs);
     fprintf(f, ",\n  \"optimizer\": ");
     pp_json_write_string(f, pp_optimizer_name(r->optimizer));
+    fprintf(f, ",\n  \"precision\": ");
+    pp_json_write_string(f, pp_precision_name(r->precision));
     fprintf(f, ",\n  \"keep_weights\": ");
     if (info->keep)
         pp_json_write_string(f, info->keep);

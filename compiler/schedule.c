@@ -370,7 +370,8 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         apply_defines(sch, defs, ndefs); /* reports -D names that match no param */
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
-        seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0;
+        seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0,
+        seen_precision = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
                                              "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
@@ -423,6 +424,10 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         case ST_OPTIMIZER:
             set_once(sch, st, &seen_optimizer, "optimizer");
             sch->model.optimizer = (uint32_t)st->flag;
+            break;
+        case ST_PRECISION:
+            set_once(sch, st, &seen_precision, "precision");
+            sch->model.precision = (uint32_t)st->flag;
             break;
         }
     }

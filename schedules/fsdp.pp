@@ -8,8 +8,9 @@
 # stages it does not own for each pass.
 #
 # Constraints: W = B.   Parameters: -D S=stages -D B=microbatches (default S).
-# Lowering weight fetches is still an open issue: ppc simulates this schedule
-# and then stops with an error naming the first fetching job.
+# Each fetch is a FetchWeights/SendWeights pair in the plans, and the
+# gradients go back to the owner at the end of the step (README, "Weights and
+# communication"); --keep-weights keeps fetched weights for later jobs.
 
 param S = 4
 param B = S

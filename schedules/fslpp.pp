@@ -6,8 +6,9 @@
 # G = R no worker owns more than one stage's weights when S <= W.
 #
 # Constraints: W = G*R; S a multiple of R.   Parameters: -D S -D B -D G -D R.
-# Lowering weight fetches is still an open issue: ppc simulates this schedule
-# and then stops with an error naming the first fetching job.
+# Each fetch is a FetchWeights/SendWeights pair in the plans, and the
+# gradients go back to the owner at the end of the step (README, "Weights and
+# communication"); --keep-weights keeps fetched weights for later jobs.
 
 param S = 4
 param B = 8

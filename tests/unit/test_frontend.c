@@ -264,9 +264,9 @@ START_TEST(test_unknown_words)
 {
     char *text;
     int n = check_src(HEAD "compute(s,b,d) = 0\norder fast\nsplit forward\nlimit outflight = 1\n"
-                           "cost X = 1\noptimizer adam\n",
+                           "cost X = 1\noptimizer adam\nprecision fp16\n",
                       NULL, 0, &text);
-    ck_assert_int_eq(n, 5);
+    ck_assert_int_eq(n, 6);
     ck_diag(text, "t.pp:5:7: error: unknown order 'fast': expected 'greedy' or 'strict'",
             "    5 | order fast", "      |       ^~~~");
     ck_diag(text, "t.pp:6:7: error: expected 'split backward', found 'split forward'",
@@ -277,6 +277,8 @@ START_TEST(test_unknown_words)
             "      |      ^");
     ck_diag(text, "t.pp:9:11: error: unknown optimizer 'adam': expected 'sgd' or 'adamw'",
             "    9 | optimizer adam", "      |           ^~~~");
+    ck_diag(text, "t.pp:10:11: error: unknown precision 'fp16': expected 'fp32' or 'bf16'",
+            "   10 | precision fp16", "      |           ^~~~");
     free(text);
 }
 END_TEST
@@ -295,6 +297,36 @@ START_TEST(test_optimizer)
     int n = check_src(HEAD "compute(s,b,d) = 0\noptimizer sgd\noptimizer adamw\n", NULL, 0, &text);
     ck_assert_int_eq(n, 1);
     ck_has(text, "t.pp:6:1: error: optimizer is given more than once");
+    free(text);
+}
+END_TEST
+
+/* `precision` picks the weights jobs compute with (fp32 when absent), once;
+ * it is a word of its own, so it cannot name a param. */
+START_TEST(test_precision)
+{
+    fe_run r;
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\n", NULL, 0), 0);
+    ck_assert_int_eq(r.sch.model.precision, PP_PREC_FP32);
+    fe_free(&r);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nprecision bf16\n", NULL, 0), 0);
+    ck_assert_int_eq(r.sch.model.precision, PP_PREC_BF16);
+    fe_free(&r);
+    ck_assert_int_eq(fe_check(&r, HEAD "precision fp32; compute(s,b,d) = 0\n", NULL, 0), 0);
+    ck_assert_int_eq(r.sch.model.precision, PP_PREC_FP32);
+    fe_free(&r);
+    char *text;
+    int n = check_src(HEAD "compute(s,b,d) = 0\nprecision bf16\nprecision bf16\n", NULL, 0, &text);
+    ck_assert_int_eq(n, 1);
+    ck_has(text, "t.pp:6:1: error: precision is given more than once");
+    free(text);
+    n = check_src(HEAD "compute(s,b,d) = 0\nprecision\n", NULL, 0, &text);
+    ck_assert_int_ge(n, 1);
+    ck_has(text, "t.pp:5:10: error: syntax error, unexpected end of file, expecting name");
+    free(text);
+    n = check_src(HEAD "param precision = 1\ncompute(s,b,d) = 0\n", NULL, 0, &text);
+    ck_assert_int_ge(n, 1);
+    ck_has(text, "t.pp:4:7: error: syntax error, unexpected precision, expecting name");
     free(text);
 }
 END_TEST
@@ -875,6 +907,7 @@ Suite *frontend_suite(void)
     tcase_add_test(parse, test_wrong_function_head);
     tcase_add_test(parse, test_unknown_words);
     tcase_add_test(parse, test_optimizer);
+    tcase_add_test(parse, test_precision);
     suite_add_tcase(s, parse);
 
     TCase *check = tcase_create("checker");

@@ -19,6 +19,8 @@ static const struct {
     {"1f1b-S4-B8", "1f1b.pp", "-D S=4 -D B=8", 4},
     {"zb-h1-S4-B8", "zb-h1.pp", "-D S=4 -D B=8", 4},
     {"fsdp-S4-B4", "fsdp.pp", "-D S=4 -D B=4", 4}, /* weight fetches, grouped sends */
+    /* bf16: fetched weights half the size, weight gradients still fp32 */
+    {"fsdp-bf16-S4-B4", "fsdp.pp", "-D S=4 -D B=4 --precision bf16", 4},
 };
 
 START_TEST(listing_matches)

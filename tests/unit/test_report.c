@@ -10,7 +10,9 @@
 #include "../../compiler/commcheck.h"
 #include "../../compiler/json.h"
 #include "../../compiler/keep.h"
+#include "../../compiler/readfile.h"
 #include "../../compiler/report.h"
+#include "../../kernels/model.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -94,6 +96,200 @@ START_TEST(adamw_state_on_owners)
         pp_report_free(&adamw);
         compiled_free(&c);
     }
+}
+END_TEST
+
+/* A library schedule with lines appended (e.g. "precision bf16"). */
+static void compile_library_with(compiled *c, const char *name, const char *extra,
+                                 const pp_define *defs, int ndefs)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
+    char *src = pp_read_file(path, &len, NULL);
+    ck_assert_ptr_nonnull(src);
+    char *all = malloc(len + strlen(extra) + 2);
+    sprintf(all, "%s\n%s", src, extra);
+    compile_src(c, all, defs, ndefs);
+    free(all);
+    free(src);
+    ck_assert_msg(c->errors + c->deadlock == 0, "%.*s", (int)c->msglen, c->msgs);
+}
+
+static pp_plan *lower_all(compiled *c)
+{
+    pp_lower_opts lo = {1, 0};
+    pp_plan *plans = calloc((size_t)c->t.W, sizeof *plans);
+    ck_assert_int_eq(pp_lower(&c->t, &c->sim, &c->sch.model, &lo, &c->diag, plans), 0);
+    char msg[4096];
+    ck_assert_msg(pp_comm_check(plans, c->t.W, msg, sizeof msg) == 0, "%s", msg);
+    return plans;
+}
+
+static void free_plans(pp_plan *plans, int W)
+{
+    for (int w = 0; w < W; w++)
+        pp_plan_free(&plans[w]);
+    free(plans);
+}
+
+/* What a plan's weight-related slots must hold, role by role (the rule the
+ * VM checks): fetched weights (wts) the stage's compute copy, the weight
+ * gradients a non-owner accumulates (wgrad) and returns, and the owner's
+ * temporary for them (tmp), fp32. Returns the bytes of weight-gradient
+ * returns the plan sends, and adds its fetch slots' bytes to *fetched. */
+static uint64_t check_weight_slots(const pp_plan *p, uint64_t *fetched)
+{
+    const pp_model *m = &p->model;
+    int S = (int)p->S;
+    uint64_t grads_sent = 0;
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        const pp_instr *in = &p->code[i];
+        int s = in->stage, wts = -1, wgrad = -1;
+        switch ((pp_opcode)in->op) {
+        case PP_OP_FetchWeights: wts = 0; break;
+        case PP_OP_Forward: wts = 4; break;
+        case PP_OP_Backward: wts = 3; wgrad = 4; break;
+        case PP_OP_BackwardInput: wts = 3; break;
+        case PP_OP_BackwardWeight: wgrad = 1; break;
+        case PP_OP_ZeroGrads: case PP_OP_SendWeightGrad: case PP_OP_RecvWeightGrad: wgrad = 0; break;
+        default: break;
+        }
+        if (wts >= 0 && in->slot[wts] >= 0) {
+            ck_assert_uint_eq(p->slot_bytes[in->slot[wts]], pp_stage_compute_bytes(m, S, s));
+            if (in->op == PP_OP_FetchWeights)
+                *fetched += p->slot_bytes[in->slot[wts]];
+        }
+        if (wgrad >= 0 && in->slot[wgrad] >= 0) {
+            ck_assert_uint_eq(p->slot_bytes[in->slot[wgrad]],
+                              pp_stage_param_count(m, S, s) * sizeof(float));
+            if (in->op == PP_OP_SendWeightGrad)
+                grads_sent += p->slot_bytes[in->slot[wgrad]];
+        }
+    }
+    return grads_sent;
+}
+
+/* What ppvm allocates, written out independently of pp_plan_memory: every
+ * slot, and per owned stage of n weights its fp32 weights and gradients
+ * and the optimizer's state, (2 + state floats) * 4n, plus with bf16 the
+ * compute copy, 2n. */
+static uint64_t expected_memory(const pp_plan *p)
+{
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < p->nslots; k++)
+        bytes += p->slot_bytes[k];
+    for (uint32_t s = 0; s < p->S; s++)
+        if (p->stage_role[s] & PP_ROLE_OWNER) {
+            uint64_t n = pp_stage_param_count(&p->model, (int)p->S, (int)s);
+            bytes += (2 + pp_optimizer_state_floats(p->model.optimizer)) * 4 * n;
+            bytes += p->model.precision == PP_PREC_BF16 ? 2 * n : 0;
+        }
+    return bytes;
+}
+
+/* bf16 under FSDP: fetches move the bf16 compute copy, so the same fetches
+ * move half the bytes (and take half the time for the bandwidth) into
+ * slots of exactly half the size; weight gradients go back to their owners
+ * in fp32 as before; each owner holds the bf16 copy of its stage beside its
+ * fp32 weights, gradients and (AdamW) moments, and the plan's memory is
+ * exactly the slots plus that. */
+START_TEST(bf16_fsdp_halves_weight_traffic)
+{
+    pp_define defs[] = {{"S", 4}};
+    compiled c32, c16;
+    compile_library_with(&c32, "fsdp.pp", "cost bandwidth = 1000\n", defs, 1);
+    compile_library_with(&c16, "fsdp.pp", "cost bandwidth = 1000\nprecision bf16\n", defs, 1);
+    ck_assert_uint_eq(c16.sch.model.precision, PP_PREC_BF16);
+    pp_report r32, r16;
+    build_report(&c32, &r32);
+    build_report(&c16, &r16);
+    ck_assert_uint_eq(r32.precision, PP_PREC_FP32);
+    ck_assert_uint_eq(r16.precision, PP_PREC_BF16);
+    for (int s = 0; s < 4; s++) {
+        ck_assert_uint_eq(c16.t.wbytes[s], c32.t.wbytes[s]);
+        ck_assert_uint_eq(2 * c16.t.cbytes[s], c32.t.cbytes[s]);
+        ck_assert_uint_eq(c32.t.cbytes[s], c32.t.wbytes[s]);
+    }
+    for (int j = 0; j < job_count(&c16.t.js); j++) {
+        ck_assert_int_eq(c16.t.fetch[j] > 0, c32.t.fetch[j] > 0);
+        ck_assert_double_eq_tol(2 * c16.t.fetch[j], c32.t.fetch[j], 1e-9);
+    }
+    for (int w = 0; w < 4; w++) {
+        const pp_worker_report *a = &r32.w[w], *b = &r16.w[w];
+        ck_assert_int_eq(b->weight_recv, a->weight_recv);
+        ck_assert_int_eq(b->weight_recv, 2 * 3);
+        ck_assert_uint_eq(2 * b->weight_recv_bytes, a->weight_recv_bytes);
+        ck_assert_int_eq(b->act_recv, a->act_recv);
+        ck_assert_uint_eq(b->weight_store_bytes, a->weight_store_bytes);
+        ck_assert_uint_eq(b->grad_store_bytes, a->grad_store_bytes);
+        ck_assert_uint_eq(a->copy_store_bytes, 0);
+        ck_assert_uint_eq(b->copy_store_bytes, pp_stage_compute_bytes(&c16.sch.model, 4, w));
+        ck_assert_uint_eq(2 * b->copy_store_bytes, b->weight_store_bytes);
+    }
+    for (int i = 0; i < r16.nxfer; i++)
+        if (r16.xfer[i].kind == XFER_WEIGHT)
+            ck_assert_uint_eq(r16.xfer[i].bytes,
+                              c16.t.cbytes[job_s(&c16.t.js, r16.xfer[i].job)]);
+    for (int opt = 0; opt < PP_OPT_COUNT; opt++) {
+        c32.sch.model.optimizer = c16.sch.model.optimizer = (uint32_t)opt;
+        pp_plan *p32 = lower_all(&c32), *p16 = lower_all(&c16);
+        for (int w = 0; w < 4; w++) {
+            ck_assert_uint_eq(p16[w].model.precision, PP_PREC_BF16);
+            uint64_t f32 = 0, f16 = 0;
+            uint64_t g32 = check_weight_slots(&p32[w], &f32), g16 = check_weight_slots(&p16[w], &f16);
+            ck_assert_uint_gt(f32, 0);
+            ck_assert_uint_eq(2 * f16, f32); /* the same fetches, half the bytes */
+            ck_assert_uint_eq(f16, r16.w[w].weight_recv_bytes);
+            ck_assert_uint_gt(g32, 0);
+            ck_assert_uint_eq(g16, g32); /* gradient returns unchanged */
+            ck_assert_uint_eq(pp_plan_memory(&p16[w]), expected_memory(&p16[w]));
+            ck_assert_uint_eq(pp_plan_memory(&p32[w]), expected_memory(&p32[w]));
+        }
+        free_plans(p32, 4);
+        free_plans(p16, 4);
+    }
+    pp_report_free(&r32);
+    pp_report_free(&r16);
+    compiled_free(&c32);
+    compiled_free(&c16);
+}
+END_TEST
+
+/* bf16 under DDP: nothing moves but the all-reduce, so only memory changes:
+ * every replica keeps the bf16 copy of every stage, half its fp32 weights,
+ * and the plan's memory adds exactly that to the slots and fp32 state. */
+START_TEST(bf16_ddp_memory)
+{
+    pp_define defs[] = {{"S", 4}};
+    compiled c;
+    compile_library_with(&c, "ddp.pp", "precision bf16\noptimizer adamw\n", defs, 1);
+    pp_report r;
+    build_report(&c, &r);
+    uint64_t copies = 0, fp32 = 0;
+    for (int s = 0; s < 4; s++) {
+        copies += pp_stage_compute_bytes(&c.sch.model, 4, s);
+        fp32 += pp_stage_weight_bytes(&c.sch.model, 4, s);
+    }
+    ck_assert_uint_eq(2 * copies, fp32);
+    pp_plan *plans = lower_all(&c);
+    for (int w = 0; w < 4; w++) {
+        ck_assert_int_eq(r.w[w].weight_recv, 0);
+        ck_assert_uint_eq(r.w[w].weight_store_bytes, fp32);
+        ck_assert_uint_eq(r.w[w].opt_store_bytes, 2 * fp32);
+        ck_assert_uint_eq(r.w[w].copy_store_bytes, copies);
+        uint64_t slots = 0;
+        for (uint32_t k = 0; k < plans[w].nslots; k++)
+            slots += plans[w].slot_bytes[k];
+        ck_assert_uint_eq(pp_plan_memory(&plans[w]), slots + 4 * fp32 + copies);
+        ck_assert_uint_eq(pp_plan_memory(&plans[w]), expected_memory(&plans[w]));
+        uint64_t fetched = 0;
+        ck_assert_uint_eq(check_weight_slots(&plans[w], &fetched), 0);
+        ck_assert_uint_eq(fetched, 0);
+    }
+    free_plans(plans, 4);
+    pp_report_free(&r);
+    compiled_free(&c);
 }
 END_TEST
 
@@ -512,6 +708,60 @@ START_TEST(ppc_mem_limit)
 }
 END_TEST
 
+/* --precision overrides the schedule's `precision` line (either way); a
+ * bad or missing value is a command-line error (exit 2) naming the flag. */
+START_TEST(ppc_precision)
+{
+    char *dir = temp_dir(), cmd[2048], *out;
+    snprintf(cmd, sizeof cmd,
+             "printf 'precision bf16\\n' | cat %s/schedules/fsdp.pp - > %s/bf16.pp && "
+             "%s/bin/ppc %s/bf16.pp -o %s/a -q && %s/bin/ppc %s/bf16.pp -o %s/b -q --precision fp32"
+             " && %s/bin/ppc %s/schedules/fsdp.pp -o %s/c -q --precision bf16"
+             " && head -3 %s/a/rank0.txt %s/b/rank0.txt %s/c/rank0.txt",
+             PP_ROOT, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir, PP_ROOT, PP_ROOT, dir, dir, dir,
+             dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    char *a = strstr(out, "a/rank0.txt"), *b = strstr(out, "b/rank0.txt"),
+         *c = strstr(out, "c/rank0.txt");
+    ck_assert_msg(a && b && c && a < b && b < c, "%s", out);
+    ck_assert_msg(strstr(a, "; precision bf16") < b && strstr(b, "; precision fp32") < c &&
+                      strstr(c, "; precision bf16"),
+                  "%s", out);
+    free(out);
+    /* the report names the precision and counts the owners' bf16 copies */
+    snprintf(cmd, sizeof cmd, "cat %s/a/report.txt %s/a/report.json %s/b/report.json", dir, dir,
+             dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "precision bf16 (owners keep a bf16 copy of their fp32 weights") &&
+                      strstr(out, "bf16 copy plan memory") &&
+                      strstr(out, "\"precision\": \"bf16\"") &&
+                      strstr(out, "\"copy_store_bytes\": [140544, 132352, 132352, 198912]") &&
+                      strstr(out, "\"precision\": \"fp32\"") &&
+                      strstr(out, "\"copy_store_bytes\": [0, 0, 0, 0]"),
+                  "%s", out);
+    free(out);
+    /* --mem-limit names the copies among what an owner holds */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/bf16.pp -o %s/a -q --mem-limit 1000", PP_ROOT, dir,
+             dir);
+    ck_assert_int_eq(run_cmd(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "for its own stages' weights, gradients, optimizer state and bf16 "
+                              "copies before its first instruction, over --mem-limit 1000"),
+                  "%s", out);
+    free(out);
+    static const char *bad[][2] = {{"--precision fp16", "ppc: --precision fp16: expected fp32 or bf16"},
+                                   {"--precision BF16", "ppc: --precision BF16: expected fp32 or bf16"},
+                                   {"--precision", "ppc: --precision needs an argument"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/p %s", PP_ROOT, PP_ROOT,
+                 dir, bad[i][0]);
+        ck_assert_int_eq(run_cmd(cmd, &out), 2);
+        ck_assert_msg(strstr(out, bad[i][1]) && strstr(out, "usage: ppc"), "%s", out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 /* --table prints every row with measured / seed cells; GPipe's and DDP's
  * latency match the seed exactly. Bad -D names are refused. */
 START_TEST(ppc_table)
@@ -544,6 +794,8 @@ Suite *report_suite(void)
     tcase_add_test(tc, gpipe_counts);
     tcase_add_test(tc, ddp_counts);
     tcase_add_test(tc, adamw_state_on_owners);
+    tcase_add_test(tc, bf16_fsdp_halves_weight_traffic);
+    tcase_add_test(tc, bf16_ddp_memory);
     tcase_add_test(tc, fsdp_fetches_s_minus_1_per_pass);
     tcase_add_test(tc, fslpp_fetches_match_the_seed);
     tcase_add_test(tc, keep_weights_fetches_each_stage_once);
@@ -562,6 +814,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, ppc_costs_file);
     tcase_add_test(tc, ppc_table);
     tcase_add_test(tc, ppc_mem_limit);
+    tcase_add_test(tc, ppc_precision);
     suite_add_tcase(s, tc);
     return s;
 }
