@@ -33,9 +33,9 @@
 enum { BACKEND_UNSET = -1, BACKEND_CPU, BACKEND_CUDA };
 enum { TRANSPORT_UNSET = -1, TRANSPORT_MPI, TRANSPORT_NCCL };
 
-/* ppvm --lr and --weight-decay, negative where not given. */
+/* ppvm --lr, --weight-decay and --adam-eps, negative where not given. */
 typedef struct {
-    double lr, weight_decay;
+    double lr, weight_decay, eps;
 } optim_flags;
 
 typedef struct {
@@ -44,7 +44,7 @@ typedef struct {
     const char *cmp[2];    /* --compare */
     int reference, compare;
     int backend, transport; /* BACKEND_*, TRANSPORT_* */
-    optim_flags optim;      /* --lr, --weight-decay; the plan's optimizer sets the rest */
+    optim_flags optim;      /* --lr, --weight-decay, --adam-eps; the plan's optimizer sets the rest */
     double atol, rtol;
 } options;
 
@@ -62,6 +62,7 @@ static void usage(FILE *f)
             "  --lr X        learning rate (default 0.3 for the plan's optimizer sgd,\n"
             "                4e-3 for adamw)\n"
             "  --weight-decay X  AdamW's decoupled weight decay (default 0.01)\n"
+            "  --adam-eps X  AdamW's epsilon (default 1e-8)\n"
             "  --save DIR    write the final weights to DIR/stage<s>.w\n"
             "  --quiet       no per-step lines\n"
             "  --backend B   cuda or cpu (default: cuda when this ppvm has CUDA and every rank\n"
@@ -102,7 +103,7 @@ static int parse_args(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->train = (pp_train_opts){
         .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300};
-    o->optim = (optim_flags){-1, -1};
+    o->optim = (optim_flags){-1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
     o->atol = 1e-5;
@@ -123,7 +124,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--quiet"))
             o->train.quiet = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
-                 !strcmp(a, "--weight-decay") ||
+                 !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
                  !strcmp(a, "--timeout")) {
@@ -173,6 +174,10 @@ static int parse_args(int argc, char **argv, options *o)
                 if (parse_num(a, val, 0, 1e3, 0, &v))
                     return -1;
                 o->optim.weight_decay = v;
+            } else if (!strcmp(a, "--adam-eps")) {
+                if (parse_num(a, val, 1e-30, 1, 0, &v))
+                    return -1;
+                o->optim.eps = v;
             } else if (parse_num(a, val, 0, 1, 0, a[2] == 'a' ? &o->atol : &o->rtol))
                 return -1; /* a[2]: the 'a' of --atol or the 'r' of --rtol (a[3] is 't' in both,
                             * which sent --atol to rtol and left atol at its default) */
@@ -218,6 +223,8 @@ static pp_optim train_optim(uint32_t optimizer, const optim_flags *f)
         o.lr = (float)f->lr;
     if (f->weight_decay >= 0)
         o.weight_decay = (float)f->weight_decay;
+    if (f->eps >= 0)
+        o.eps = (float)f->eps;
     return o;
 }
 

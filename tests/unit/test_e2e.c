@@ -337,6 +337,8 @@ START_TEST(bad_flags)
     fails_with(cmd, "--lr -1: expected a number");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --weight-decay -0.5 x", PP_ROOT);
     fails_with(cmd, "--weight-decay -0.5: expected a number in [0, 1000]");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --adam-eps 0 x", PP_ROOT);
+    fails_with(cmd, "--adam-eps 0: expected a number in [1e-30, 1]");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D S", PP_ROOT, PP_ROOT);
     fails_with(cmd, "expected NAME=VALUE");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o /tmp/x -D Q=1", PP_ROOT, PP_ROOT);
