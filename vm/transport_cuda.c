@@ -9,8 +9,9 @@
  * mpi: for several ranks on one GPU, or no NCCL. Every transfer stages
  * through pinned host memory: one buffer per slot that a transfer uses
  * (sized like the slot) and one per owned stage (for SendWeights, which
- * sends the compute copy, and ReduceGrads: fp32 gradients, the larger). A send copies device to host on its stream, waits for that
- * copy on the host, then MPI_Isend's from the pinned buffer; a receive
+ * sends the compute copy, and ReduceGrads: fp32 gradients, the larger). A
+ * send copies device to host on its stream, waits for that copy on the
+ * host, then MPI_Isend's from the pinned buffer; a receive
  * MPI_Recv's into the pinned buffer, then copies host to device on its
  * stream. Messages are tagged as vm/interp.c tags them. The host blocks in
  * both, so this transport is for correctness on one GPU, not for speed.
