@@ -139,17 +139,14 @@ static int plan_make(pp_lt *lt, lt_plan *p, const pp_lt_epilogue *e)
     int ok = SET_OP(p, CUBLASLT_MATMUL_DESC_TRANSA, opa) &&
              SET_OP(p, CUBLASLT_MATMUL_DESC_TRANSB, opb) &&
              SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-    if (ok && e->bias) {
-        int32_t bt = CUDA_R_32F;
-        ok = SET_OP(p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bt) &&
-             SET_OP(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e->bias);
-    }
+    /* The bias and aux types are left at their default, D's type (fp32):
+     * cublasLt.h warns that setting them for a combination that does not
+     * take them makes cublasLtMatmul fail, after the heuristic. */
+    if (ok && e->bias) ok = SET_OP(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e->bias);
     if (ok && e->aux) {
         int64_t ld = k->N;
-        int32_t at = CUDA_R_32F;
         ok = SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e->aux) &&
-             SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld) &&
-             SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, at);
+             SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld);
     }
     if (!ok) return 0;
     /* Stored shapes, column-major (file header). */
