@@ -42,8 +42,8 @@ static const pp_model wide = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1
 /* Inner width a multiple of 8: cuBLASLt's GELU epilogues need their aux
  * matrix's leading dimension (ffn) so, so only here can the block's GELU
  * GEMMs be fused (the bias epilogues take any width). */
-static const pp_model wide8 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 2, .batch = 33};
-static const pp_model wide8_bf16 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 2,
+static const pp_model wide8 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 1, .batch = 33};
+static const pp_model wide8_bf16 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 1,
                                     .batch = 33, .precision = PP_PREC_BF16};
 /* The same three in bf16 mixed precision. */
 static const pp_model odd_bf16 = {.context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5,
