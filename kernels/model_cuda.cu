@@ -53,6 +53,7 @@
 
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "gemm_lt.h"
 #include "model_layout.h"
 
 extern "C" {
@@ -62,6 +63,8 @@ extern "C" {
 struct pp_cuda_model {
     cudaStream_t st;
     cublasHandle_t blas;
+    pp_lt *lt;      /* cuBLASLt: handle, workspace, the fused problems' cache */
+    int epilogues;  /* fused epilogues where cuBLASLt offers them (default 1) */
     double *d_loss; /* summed cross-entropy since the last pp_cuda_loss_take */
 };
 
@@ -191,6 +194,58 @@ static void copy_d2d(const run *r, void *dst, const void *src, size_t bytes)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Fused epilogues (gemm_lt.h)                                               */
+
+/* A weight GEMM's activation operand as the GEMM takes it: fp32 as it is;
+ * with bf16 weights rounded into ca (as gemm_w does). */
+static const float *operand(const run *, const float *A, size_t, const float *) { return A; }
+static const uint16_t *operand(const run *r, const float *A, size_t n, const uint16_t *)
+{
+    return rounded(r, A, n, r->ca);
+}
+static int is_bf16(const float *) { return 0; }
+static int is_bf16(const uint16_t *) { return 1; }
+
+/* The epilogues a site asks for. cuBLASLt takes the bias in D's type
+ * (fp32), so with a bf16 compute copy (bf16 biases) the bias epilogues are
+ * PP_LT_NONE: never fused. */
+static pp_lt_epilogue epi_bias(const float *bias, const float *c)
+{
+    pp_lt_epilogue e = {PP_LT_BIAS, bias, NULL, c};
+    return e;
+}
+static pp_lt_epilogue epi_bias(const uint16_t *, const float *)
+{
+    pp_lt_epilogue e = {PP_LT_NONE, NULL, NULL, NULL};
+    return e;
+}
+static pp_lt_epilogue epi_gelu_aux_bias(const float *bias, float *aux)
+{
+    pp_lt_epilogue e = {PP_LT_GELU_AUX_BIAS, bias, aux, NULL};
+    return e;
+}
+static pp_lt_epilogue epi_gelu_aux_bias(const uint16_t *, float *)
+{
+    pp_lt_epilogue e = {PP_LT_NONE, NULL, NULL, NULL};
+    return e;
+}
+static pp_lt_epilogue epi_dgelu(const float *aux)
+{
+    pp_lt_epilogue e = {PP_LT_DGELU, NULL, const_cast<float *>(aux), NULL};
+    return e;
+}
+
+/* D = the fused GEMM (gemm()'s contract, alpha 1), when the epilogues are on
+ * and cuBLASLt has an algorithm for it: 1. Otherwise 0, nothing enqueued,
+ * and the caller runs gemm() and its kernel. */
+static int gemm_fused(const run *r, int ta, int tb, int M, int N, int K, const void *A,
+                      const void *B, int bf16, pp_lt_epilogue e, float *D)
+{
+    if (!r->cm->epilogues) return 0;
+    return pp_lt_gemm(r->cm->lt, r->st, ta, tb, M, N, K, A, B, bf16, &e, D);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Context                                                                   */
 
 static int create_fail(pp_cuda_model *cm, char *err, size_t errlen, const char *what,
@@ -199,6 +254,7 @@ static int create_fail(pp_cuda_model *cm, char *err, size_t errlen, const char *
     if (err && errlen) snprintf(err, errlen, "%s failed: %s", what, why);
     if (cm) {
         if (cm->blas) (void)cublasDestroy(cm->blas); /* best effort: already failing */
+        if (cm->lt) pp_lt_destroy(cm->lt);
         if (cm->d_loss) (void)cudaFree(cm->d_loss);
         free(cm);
     }
@@ -211,6 +267,7 @@ int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t
     pp_cuda_model *cm = (pp_cuda_model *)calloc(1, sizeof *cm);
     if (!cm) return create_fail(NULL, err, errlen, "malloc", "out of memory");
     cm->st = st;
+    cm->epilogues = 1;
 
     cudaError_t ce = cudaMalloc((void **)&cm->d_loss, sizeof(double));
     if (ce != cudaSuccess) {
@@ -237,6 +294,11 @@ int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t
     bs = cublasSetMathMode(cm->blas, CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return create_fail(cm, err, errlen, "cublasSetMathMode", cublasGetStatusString(bs));
+    /* cuBLASLt for the fused epilogues, with its workspace
+     * (PP_LT_WORKSPACE_BYTES, 32 MiB): allocated here, never in a step. */
+    char lerr[256];
+    if (pp_lt_create(&cm->lt, lerr, sizeof lerr))
+        return create_fail(cm, err, errlen, "cuBLASLt set-up", lerr);
     *out = cm;
     return 0;
 }
@@ -247,11 +309,14 @@ void pp_cuda_model_destroy(pp_cuda_model *cm)
     /* cublasDestroy synchronises the device (cuBLAS documents it), so no
      * forward still adds to d_loss when it is freed. */
     cublasCheck(cublasDestroy(cm->blas));
+    pp_lt_destroy(cm->lt);
     cudaCheck(cudaFree(cm->d_loss));
     free(cm);
 }
 
 cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm) { return cm->st; }
+
+void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on) { cm->epilogues = on != 0; }
 
 double pp_cuda_loss_take(pp_cuda_model *cm)
 {
@@ -321,10 +386,22 @@ static void block_forward(const run *r, const shape *sh, const param_layout *P, 
     int B = sh->B, D = sh->D, F = sh->F;
     cudaCheck(pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean,
                                       s->rstd, r->st));
-    gemm_w(r, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
-    cudaCheck(pp_cu_bias_gelu_forward(s->h, p + P->b1, s->a, B, F, r->st));
-    gemm_w(r, 0, 1, B, D, F, s->a, p + P->W2, 0.0f, y);
-    cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, r->st));
+    int bf16 = is_bf16(p);
+    /* h = u W1^T + b1, a = gelu(h): one GEMM with a GELU_AUX_BIAS epilogue
+     * (D = a, aux = h), or the GEMM and pp_cu_bias_gelu_forward */
+    const void *u = operand(r, s->u, (size_t)B * D, p);
+    if (!gemm_fused(r, 0, 1, B, F, D, u, p + P->W1, bf16, epi_gelu_aux_bias(p + P->b1, s->h),
+                    s->a)) {
+        gemm(r, 0, 1, B, F, D, 1.0f, u, p + P->W1, bf16, 0.0f, s->h);
+        cudaCheck(pp_cu_bias_gelu_forward(s->h, p + P->b1, s->a, B, F, r->st));
+    }
+    /* y = (a W2^T + x) + b2: one GEMM with C = x (beta 1) and a BIAS
+     * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
+    const void *a = operand(r, s->a, (size_t)B * F, p);
+    if (!gemm_fused(r, 0, 1, B, D, F, a, p + P->W2, bf16, epi_bias(p + P->b2, s->x), y)) {
+        gemm(r, 0, 1, B, D, F, 1.0f, a, p + P->W2, bf16, 0.0f, y);
+        cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, r->st));
+    }
 }
 
 /* Where x_k lives: the stash for block inputs and the head's input; the
@@ -351,8 +428,14 @@ static void head_forward(const run *r, const shape *sh, const param_layout *P,
     cudaCheck(pp_cu_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g,
                                       params + P->lnf_b, B, D, z, (float *)(st + L->meanf),
                                       (float *)(st + L->rstdf), r->st));
-    gemm_w(r, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
-    cudaCheck(pp_cu_bias_add(logits, params + P->bh, B, PP_VOCAB, r->st));
+    /* logits = z Wh^T + bh: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
+    int bf16 = is_bf16(params);
+    const void *zo = operand(r, z, (size_t)B * D, params);
+    if (!gemm_fused(r, 0, 1, B, PP_VOCAB, D, zo, params + P->Wh, bf16,
+                    epi_bias(params + P->bh, NULL), logits)) {
+        gemm(r, 0, 1, B, PP_VOCAB, D, 1.0f, zo, params + P->Wh, bf16, 0.0f, logits);
+        cudaCheck(pp_cu_bias_add(logits, params + P->bh, B, PP_VOCAB, r->st));
+    }
     cudaCheck(pp_cu_softmax_xent_fused(logits, tgt + sh->C, sh->C + 1, B, PP_VOCAB, loss_scale,
                                        dlogits, loss, r->st));
     cudaCheck(pp_cu_sum_into(loss, B, r->cm->d_loss, r->st));
@@ -416,8 +499,14 @@ static void block_dh(const run *r, const shape *sh, const param_layout *P, const
                      const float *h, const float *dy, float *dh)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm_w(r, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
-    cudaCheck(pp_cu_gelu_backward(h, dh, dh, (size_t)B * F, r->st));
+    /* dh = (dy W2) * gelu'(h): a DGELU epilogue (aux = h), or the GEMM
+     * (da = dy W2) and pp_cu_gelu_backward */
+    int bf16 = is_bf16(p);
+    const void *dyo = operand(r, dy, (size_t)B * D, p);
+    if (!gemm_fused(r, 0, 0, B, F, D, dyo, p + P->W2, bf16, epi_dgelu(h), dh)) {
+        gemm(r, 0, 0, B, F, D, 1.0f, dyo, p + P->W2, bf16, 0.0f, dh);
+        cudaCheck(pp_cu_gelu_backward(h, dh, dh, (size_t)B * F, r->st));
+    }
 }
 
 template <typename W>

@@ -1,7 +1,8 @@
 /* model_cuda.h - the demo model's stages on a GPU: the twin of model.h with
  * the same parameter layout, the same stash size (pp_stage_stash_bytes and
  * _split bound what a stage may use) and the same arithmetic up to
- * floating-point order. GEMMs go to cuBLAS, the rest to cuda_kernels.h.
+ * floating-point order. GEMMs go to cuBLAS (or, fused with the kernel after
+ * them, to cuBLASLt: gemm_lt.h), the rest to cuda_kernels.h.
  *
  * Every pointer is a device pointer; every call enqueues on the context's
  * stream and never synchronises the host. The only value the host needs
@@ -38,10 +39,17 @@ extern "C" {
 
 typedef struct pp_cuda_model pp_cuda_model;
 
-/* A context for one stream: a cuBLAS handle bound to `st` and the loss
- * accumulator. Returns 0, or -1 with a message in err. */
+/* A context for one stream: a cuBLAS handle bound to `st`, a cuBLASLt
+ * handle and workspace, and the loss accumulator. Returns 0, or -1 with a message in err. */
 int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t errlen);
 void pp_cuda_model_destroy(pp_cuda_model *cm);
+/* Fused epilogues (on by default): with on, a GEMM and the kernel after it
+ * run as one cuBLASLt matmul wherever cuBLASLt's heuristic offers an
+ * algorithm for that problem (model_cuda.cu says which: bias + GELU after
+ * W1, bias + residual after W2, the head's bias, GELU's backward after
+ * dy W2); elsewhere, and with off, the GEMM and the kernel. The cuBLASLt
+ * workspace (32 MiB) is allocated by pp_cuda_model_create either way. */
+void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on);
 cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm);
 
 /* Deterministic initialisation, the same values as pp_stage_init (computed

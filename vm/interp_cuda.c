@@ -179,6 +179,7 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
     }
     if (pp_cuda_model_create(&v->cm, v->st[ST_COMPUTE], err, errlen))
         return -1;
+    pp_cuda_model_set_epilogues(v->cm, !v->opts->no_epilogues);
     v->params = calloc((size_t)S, sizeof *v->params);
     v->grads = calloc((size_t)S, sizeof *v->grads);
     v->state = calloc((size_t)S, sizeof *v->state);

@@ -71,7 +71,9 @@ static void usage(FILE *f)
             "                GPU of its own) or mpi (staged through host memory; the default\n"
             "                when ranks share a GPU). The cpu backend has only mpi.\n"
             "  --timeout S   cuda: end the run when a step has not finished after S seconds\n"
-            "                (default 300)\n",
+            "                (default 300)\n"
+            "  --epilogues E cuda: on (default) fuses bias, GELU and residual adds into the\n"
+            "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n",
             PP_DEFAULT_DATA);
 }
 
@@ -127,7 +129,7 @@ static int parse_args(int argc, char **argv, options *o)
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
-                 !strcmp(a, "--timeout")) {
+                 !strcmp(a, "--timeout") || !strcmp(a, "--epilogues")) {
             if (!has_value) {
                 if (first_process())
                     fprintf(stderr, "ppvm: %s needs a value\n", a);
@@ -152,6 +154,14 @@ static int parse_args(int argc, char **argv, options *o)
                 else {
                     if (first_process())
                         fprintf(stderr, "ppvm: --transport %s: expected nccl or mpi\n", val);
+                    return -1;
+                }
+            } else if (!strcmp(a, "--epilogues")) {
+                if (!strcmp(val, "on") || !strcmp(val, "off"))
+                    o->train.no_epilogues = !strcmp(val, "off");
+                else {
+                    if (first_process())
+                        fprintf(stderr, "ppvm: --epilogues %s: expected on or off\n", val);
                     return -1;
                 }
             } else if (!strcmp(a, "--timeout")) {

@@ -19,6 +19,7 @@ typedef struct {
     const char *save; /* directory for the final weights, or NULL */
     int quiet;        /* no per-step lines */
     double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
+    int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
 } pp_train_opts;
 
 /* Checks a decoded plan against what the VM will do with it: each slot is

@@ -138,6 +138,10 @@ START_TEST(backend_flag_errors)
     fails_with(cmd, 2, "--backend cpu --transport nccl");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend", PP_ROOT);
     fails_with(cmd, 2, "--backend needs a value");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --epilogues maybe x", PP_ROOT);
+    fails_with(cmd, 2, "--epilogues maybe: expected on or off");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --epilogues", PP_ROOT);
+    fails_with(cmd, 2, "--epilogues needs a value");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --timeout 0 x", PP_ROOT);
     fails_with(cmd, 2, "--timeout 0: expected a number");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --help", PP_ROOT);
@@ -145,6 +149,7 @@ START_TEST(backend_flag_errors)
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "--backend B"));
     ck_assert_ptr_nonnull(strstr(out, "--transport T"));
+    ck_assert_ptr_nonnull(strstr(out, "--epilogues E"));
     free(out);
 }
 END_TEST

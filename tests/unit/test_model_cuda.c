@@ -11,6 +11,9 @@
  * a read of something the stage never wrote shows up as NaN and a write past
  * the stash sizes model.c computes shows up in the guard.
  *
+ * Every model runs twice, with the fused cuBLASLt epilogues on and off
+ * (pp_cuda_model_set_epilogues), against the same CPU results.
+ *
  * Without a GPU (or without CUDA) every test prints why and passes.
  * PP_TEST_VERBOSE=1 prints the worst and RMS relative error of each
  * comparison. */
@@ -36,6 +39,12 @@ static const pp_model odd_no_blocks = {.context = 7, .embed = 5, .ffn = 45, .blo
                                        .batch = 5};
 /* Wide enough for cuBLAS to pick other kernels than for the tiny GEMMs. */
 static const pp_model wide = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1, .batch = 33};
+/* Inner width a multiple of 8: cuBLASLt's GELU epilogues need their aux
+ * matrix's leading dimension (ffn) so, so only here can the block's GELU
+ * GEMMs be fused (the bias epilogues take any width). */
+static const pp_model wide8 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 1, .batch = 33};
+static const pp_model wide8_bf16 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 1,
+                                    .batch = 33, .precision = PP_PREC_BF16};
 /* The same three in bf16 mixed precision. */
 static const pp_model odd_bf16 = {.context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5,
                                   .precision = PP_PREC_BF16};
@@ -341,16 +350,22 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
+/* Every stage of the model, with the fused epilogues on (the default: the
+ * GEMMs cuBLASLt offers them for) and off (every GEMM and kernel apart),
+ * each against the CPU with the same tolerances. */
 static void check_model(const pp_model *m, int S, uint64_t seed) {
-    cudaStream_t st;
-    pp_cuda_model *cm = NULL;
-    char err[256];
-    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    ck_assert_msg(pp_cuda_model_create(&cm, st, err, sizeof err) == 0, "create: %s", err);
-    ck_assert(pp_cuda_model_stream(cm) == st);
-    for (int s = 0; s < S; s++) check_stage(m, S, s, seed, st, cm);
-    pp_cuda_model_destroy(cm);
-    CU(cudaStreamDestroy(st));
+    for (int epilogues = 1; epilogues >= 0; epilogues--) {
+        cudaStream_t st;
+        pp_cuda_model *cm = NULL;
+        char err[256];
+        CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        ck_assert_msg(pp_cuda_model_create(&cm, st, err, sizeof err) == 0, "create: %s", err);
+        ck_assert(pp_cuda_model_stream(cm) == st);
+        if (!epilogues) pp_cuda_model_set_epilogues(cm, 0);
+        for (int s = 0; s < S; s++) check_stage(m, S, s, seed, st, cm);
+        pp_cuda_model_destroy(cm);
+        CU(cudaStreamDestroy(st));
+    }
 }
 
 /* The loss accumulates over forwards until taken, and taking it zeroes it. */
@@ -430,6 +445,10 @@ END_TEST
 START_TEST(test_cuda_wide) { GPU_ONLY(check_model(&wide, 2, 8)); }
 END_TEST
 
+/* ffn a multiple of 8: every fusion cuBLASLt offers, first and last stage. */
+START_TEST(test_cuda_wide8) { GPU_ONLY(check_model(&wide8, 2, 9)); }
+END_TEST
+
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
@@ -447,6 +466,9 @@ END_TEST
 START_TEST(test_cuda_bf16_wide) { GPU_ONLY(check_model(&wide_bf16, 2, 8)); }
 END_TEST
 
+START_TEST(test_cuda_bf16_wide8) { GPU_ONLY(check_model(&wide8_bf16, 2, 9)); }
+END_TEST
+
 Suite *model_cuda_suite(void) {
     Suite *s = suite_create("model_cuda");
     TCase *tc = tcase_create("model_cuda");
@@ -455,11 +477,13 @@ Suite *model_cuda_suite(void) {
     tcase_add_test(tc, test_cuda_single_stage);
     tcase_add_test(tc, test_cuda_no_blocks);
     tcase_add_test(tc, test_cuda_wide);
+    tcase_add_test(tc, test_cuda_wide8);
     tcase_add_test(tc, test_cuda_loss_accumulates);
     tcase_add_test(tc, test_cuda_bf16_stages_match_cpu);
     tcase_add_test(tc, test_cuda_bf16_single_stage);
     tcase_add_test(tc, test_cuda_bf16_no_blocks);
     tcase_add_test(tc, test_cuda_bf16_wide);
+    tcase_add_test(tc, test_cuda_bf16_wide8);
     suite_add_tcase(s, tc);
     return s;
 }
