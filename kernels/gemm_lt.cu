@@ -231,8 +231,21 @@ int pp_lt_gemm(pp_lt *lt, cudaStream_t st, int ta, int tb, int M, int N, int K, 
     if (e->aux) cublasCheck(cublasLtMatmulDescSetAttribute(
                     p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux, sizeof e->aux));
     float alpha = 1.0f, beta = e->c ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(lt->h, p->op, &alpha, B, p->la, A, p->lb, &beta,
-                               e->c ? (const void *)e->c : (const void *)D, p->lc, D, p->ld,
-                               &p->algo, lt->ws, PP_LT_WORKSPACE_BYTES, st));
+    cublasStatus_t s = cublasLtMatmul(lt->h, p->op, &alpha, B, p->la, A, p->lb, &beta,
+                                      e->c ? (const void *)e->c : (const void *)D, p->lc, D,
+                                      p->ld, &p->algo, lt->ws, PP_LT_WORKSPACE_BYTES, st);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
+        /* The heuristic offered an algorithm the call then refused: nothing
+         * was enqueued, so this problem falls back for good, said once. */
+        fprintf(stderr,
+                "ppvm: cuBLASLt refused a fused GEMM it had offered (%s; epilogue %d, %dx%dx%d): "
+                "using the unfused path for it\n",
+                cublasGetStatusString(s), (int)e->kind, M, N, K);
+        plan_free(p);
+        p->key = k;
+        p->ok = 0;
+        return 0;
+    }
+    cublasCheck(s);
     return 1;
 }

@@ -48,7 +48,8 @@ void pp_lt_destroy(pp_lt *lt);
 /* D[M][N] = the epilogue applied to op(A) op(B), enqueued on st: A is [M][K]
  * (or [K][M] if ta), B is [K][N] (or [N][K] if tb), both fp32 or, with
  * bf16, both bf16. Returns 1 when enqueued, 0 when cuBLASLt offers no
- * algorithm (nothing enqueued). */
+ * algorithm, or refuses at the call the one it offered (said once on
+ * stderr; the problem then falls back for good): nothing enqueued. */
 int pp_lt_gemm(pp_lt *lt, cudaStream_t st, int ta, int tb, int M, int N, int K, const void *A,
                const void *B, int bf16, const pp_lt_epilogue *e, float *D);
 
