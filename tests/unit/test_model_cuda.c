@@ -429,61 +429,38 @@ static void loss_accumulates(void) {
 #define GPU_ONLY(call) printf("skipped: built without CUDA\n")
 #endif
 
-/* First, middle and last stage of an odd-sized model. */
-START_TEST(test_cuda_stages_match_cpu) { GPU_ONLY(check_model(&odd, 3, 5)); }
-END_TEST
+/* The models each precision is checked on: first, middle and last stage of
+ * an odd-sized model; one stage holding the embedding, the blocks and the
+ * head; no blocks (the middle stage is the identity, the others embed or
+ * project); larger GEMMs (cuBLAS picks other kernels), batch 33; ffn a
+ * multiple of 8, so every fusion cuBLASLt offers runs, first and last
+ * stage. _i < 5: fp32, else the same in bf16. */
+static const struct {
+    const pp_model *m[2]; /* fp32, bf16 */
+    int S;
+    uint64_t seed;
+} model_cases[5] = {{{&odd, &odd_bf16}, 3, 5},
+                    {{&odd, &odd_bf16}, 1, 6},
+                    {{&odd_no_blocks, &odd_no_blocks_bf16}, 3, 7},
+                    {{&wide, &wide_bf16}, 2, 8},
+                    {{&wide8, &wide8_bf16}, 2, 9}};
 
-/* One stage holding the embedding, the blocks and the head. */
-START_TEST(test_cuda_single_stage) { GPU_ONLY(check_model(&odd, 1, 6)); }
-END_TEST
-
-/* No blocks: the middle stage is the identity, the others embed or project. */
-START_TEST(test_cuda_no_blocks) { GPU_ONLY(check_model(&odd_no_blocks, 3, 7)); }
-END_TEST
-
-/* Larger GEMMs (cuBLAS picks other kernels), batch 33. */
-START_TEST(test_cuda_wide) { GPU_ONLY(check_model(&wide, 2, 8)); }
-END_TEST
-
-/* ffn a multiple of 8: every fusion cuBLASLt offers, first and last stage. */
-START_TEST(test_cuda_wide8) { GPU_ONLY(check_model(&wide8, 2, 9)); }
+START_TEST(test_cuda_model_matches_cpu)
+{
+    GPU_ONLY(check_model(model_cases[_i % 5].m[_i / 5], model_cases[_i % 5].S,
+                         model_cases[_i % 5].seed));
+}
 END_TEST
 
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
-END_TEST
-
-/* bf16: first, middle and last stage; one stage with everything; no
- * blocks; the wide model. */
-START_TEST(test_cuda_bf16_stages_match_cpu) { GPU_ONLY(check_model(&odd_bf16, 3, 5)); }
-END_TEST
-
-START_TEST(test_cuda_bf16_single_stage) { GPU_ONLY(check_model(&odd_bf16, 1, 6)); }
-END_TEST
-
-START_TEST(test_cuda_bf16_no_blocks) { GPU_ONLY(check_model(&odd_no_blocks_bf16, 3, 7)); }
-END_TEST
-
-START_TEST(test_cuda_bf16_wide) { GPU_ONLY(check_model(&wide_bf16, 2, 8)); }
-END_TEST
-
-START_TEST(test_cuda_bf16_wide8) { GPU_ONLY(check_model(&wide8_bf16, 2, 9)); }
 END_TEST
 
 Suite *model_cuda_suite(void) {
     Suite *s = suite_create("model_cuda");
     TCase *tc = tcase_create("model_cuda");
     tcase_set_timeout(tc, 120); /* the first CUDA call of a process is slow */
-    tcase_add_test(tc, test_cuda_stages_match_cpu);
-    tcase_add_test(tc, test_cuda_single_stage);
-    tcase_add_test(tc, test_cuda_no_blocks);
-    tcase_add_test(tc, test_cuda_wide);
-    tcase_add_test(tc, test_cuda_wide8);
+    tcase_add_loop_test(tc, test_cuda_model_matches_cpu, 0, 10);
     tcase_add_test(tc, test_cuda_loss_accumulates);
-    tcase_add_test(tc, test_cuda_bf16_stages_match_cpu);
-    tcase_add_test(tc, test_cuda_bf16_single_stage);
-    tcase_add_test(tc, test_cuda_bf16_no_blocks);
-    tcase_add_test(tc, test_cuda_bf16_wide);
-    tcase_add_test(tc, test_cuda_bf16_wide8);
     suite_add_tcase(s, tc);
     return s;
 }
