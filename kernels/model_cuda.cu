@@ -161,18 +161,23 @@ static const uint16_t *rounded(const run *r, const float *x, size_t n, uint16_t 
     return dst;
 }
 
+/* A weight GEMM's activation operand as the GEMM takes it: fp32 as it is;
+ * with bf16 weights rounded into ca. */
+static const float *operand(const run *, const float *A, size_t, const float *) { return A; }
+static const uint16_t *operand(const run *r, const float *A, size_t n, const uint16_t *)
+{
+    return rounded(r, A, n, r->ca);
+}
+static int is_bf16(const float *) { return 0; }
+static int is_bf16(const uint16_t *) { return 1; }
+
 /* A GEMM of activations A (fp32) with weights W from the compute copy, in
  * B's place: fp32 as it is; with bf16 weights, A rounded into ca first. */
+template <typename W>
 static void gemm_w(const run *r, int ta, int tb, int M, int N, int K, const float *A,
-                   const float *W, float beta, float *C)
+                   const W *w, float beta, float *C)
 {
-    gemm(r, ta, tb, M, N, K, 1.0f, A, W, 0, beta, C);
-}
-
-static void gemm_w(const run *r, int ta, int tb, int M, int N, int K, const float *A,
-                   const uint16_t *W, float beta, float *C)
-{
-    gemm(r, ta, tb, M, N, K, 1.0f, rounded(r, A, (size_t)M * K, r->ca), W, 1, beta, C);
+    gemm(r, ta, tb, M, N, K, 1.0f, operand(r, A, (size_t)M * K, w), w, is_bf16(w), beta, C);
 }
 
 /* A weight-gradient GEMM, C += op(A) op(B) of two activations: with bf16
@@ -196,15 +201,6 @@ static void copy_d2d(const run *r, void *dst, const void *src, size_t bytes)
 /* ------------------------------------------------------------------------ */
 /* Fused epilogues (gemm_lt.h)                                               */
 
-/* A weight GEMM's activation operand as the GEMM takes it: fp32 as it is;
- * with bf16 weights rounded into ca (as gemm_w does). */
-static const float *operand(const run *, const float *A, size_t, const float *) { return A; }
-static const uint16_t *operand(const run *r, const float *A, size_t n, const uint16_t *)
-{
-    return rounded(r, A, n, r->ca);
-}
-static int is_bf16(const float *) { return 0; }
-static int is_bf16(const uint16_t *) { return 1; }
 
 /* The epilogues a site asks for. cuBLASLt takes the bias in D's type
  * (fp32), so with a bf16 compute copy (bf16 biases) the bias epilogues are
