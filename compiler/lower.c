@@ -294,29 +294,25 @@ static void sort_by_last_use(const stream *st, int *idx)
     qsort(idx, (size_t)st->nbuf, sizeof *idx, cmp_last_use);
 }
 
-/* Linear-scan slot assignment: a buffer takes a free slot of its exact size
- * or a new one. Slots freed before instruction i are those whose buffer's
- * last use is before i, so an instruction's inputs and outputs never share. */
-static int assign_slots(stream *st, pp_plan *p)
+/* Linear-scan slot assignment by one policy: fills slot_of[buffer] and
+ * sizes[slot], returns the number of slots. Slots freed before instruction
+ * i are those whose buffer's last use is before i, so an instruction's
+ * inputs and outputs never share.
+ *   exact: a buffer takes a free slot of exactly its size, or a new one;
+ *   grow:  a buffer takes the free slot that grows least to hold it
+ *          (ties: the one it wastes least of), or a new one if none is free.
+ * Exact sizes suit streams of a few sizes used in turn (a pipeline's
+ * activations and stashes); growing lets different sizes share (a bf16
+ * weight fetch, then the fp32 gradients of the same stage, twice its
+ * size). `by_end` orders the buffers by last use; freelist is scratch. */
+static int scan_slots(const stream *st, const int *by_end, int grow, int *slot_of,
+                      uint64_t *sizes, int *freelist)
 {
-    int *slot_of = malloc((size_t)(st->nbuf + 1) * sizeof *slot_of);
-    int *freelist = malloc((size_t)(st->nbuf + 1) * sizeof *freelist);
-    uint64_t *sizes = malloc((size_t)(st->nbuf + 1) * sizeof *sizes);
-    /* buffers ordered by last use, to free them as the scan passes */
-    int *by_end = malloc((size_t)(st->nbuf + 1) * sizeof *by_end);
-    int nfree = 0, nslots = 0, rc = -1;
-    if (!slot_of || !freelist || !sizes || !by_end)
-        goto out;
-    for (int k = 0; k < st->nbuf; k++) {
+    int nfree = 0, nslots = 0, e = 0;
+    for (int k = 0; k < st->nbuf; k++)
         slot_of[k] = -1;
-        if (st->buf[k].last_use < st->buf[k].def)
-            st->buf[k].last_use = st->buf[k].def;
-    }
-    int nend = st->nbuf;
-    sort_by_last_use(st, by_end);
-    int e = 0;
     for (int i = 0; i < st->n; i++) {
-        while (e < nend && st->buf[by_end[e]].last_use < i) {
+        while (e < st->nbuf && st->buf[by_end[e]].last_use < i) {
             if (slot_of[by_end[e]] >= 0)
                 freelist[nfree++] = slot_of[by_end[e]];
             e++;
@@ -325,32 +321,81 @@ static int assign_slots(stream *st, pp_plan *p)
             int b = st->code[i].slot[k];
             if (b < 0 || st->buf[b].def != i || slot_of[b] >= 0)
                 continue;
-            int f = 0;
-            while (f < nfree && sizes[freelist[f]] != st->buf[b].bytes)
-                f++;
-            if (f < nfree) {
-                slot_of[b] = freelist[f];
-                freelist[f] = freelist[--nfree];
+            uint64_t want = st->buf[b].bytes;
+            int best = -1;
+            uint64_t best_grow = 0, best_waste = 0;
+            for (int f = 0; f < nfree; f++) {
+                uint64_t have = sizes[freelist[f]];
+                if (!grow && have != want)
+                    continue;
+                uint64_t g = want > have ? want - have : 0, w = have > want ? have - want : 0;
+                if (best < 0 || g < best_grow || (g == best_grow && w < best_waste)) {
+                    best = f;
+                    best_grow = g;
+                    best_waste = w;
+                }
+            }
+            if (best >= 0) {
+                slot_of[b] = freelist[best];
+                if (sizes[slot_of[b]] < want)
+                    sizes[slot_of[b]] = want;
+                freelist[best] = freelist[--nfree];
             } else {
-                sizes[nslots] = st->buf[b].bytes;
+                sizes[nslots] = want;
                 slot_of[b] = nslots++;
             }
         }
+    }
+    return nslots;
+}
+
+static uint64_t total_bytes(const uint64_t *sizes, int n)
+{
+    uint64_t t = 0;
+    for (int k = 0; k < n; k++)
+        t += sizes[k];
+    return t;
+}
+
+/* Slots for the stream's buffers: both policies of scan_slots, keeping the
+ * one that allocates fewer bytes (exact on a tie, so a stream of one size
+ * per role keeps slots of exactly its roles' sizes). Rewrites the stream's
+ * buffer operands into slot numbers. */
+static int assign_slots(stream *st, pp_plan *p)
+{
+    size_t n = (size_t)st->nbuf + 1;
+    int *slot_of[2] = {malloc(n * sizeof(int)), malloc(n * sizeof(int))};
+    uint64_t *sizes[2] = {malloc(n * sizeof(uint64_t)), malloc(n * sizeof(uint64_t))};
+    int *freelist = malloc(n * sizeof *freelist);
+    /* buffers ordered by last use, to free them as the scan passes */
+    int *by_end = malloc(n * sizeof *by_end);
+    int nslots[2], rc = -1;
+    if (!slot_of[0] || !slot_of[1] || !sizes[0] || !sizes[1] || !freelist || !by_end)
+        goto out;
+    for (int k = 0; k < st->nbuf; k++)
+        if (st->buf[k].last_use < st->buf[k].def)
+            st->buf[k].last_use = st->buf[k].def;
+    sort_by_last_use(st, by_end);
+    for (int grow = 0; grow < 2; grow++)
+        nslots[grow] = scan_slots(st, by_end, grow, slot_of[grow], sizes[grow], freelist);
+    int pick = total_bytes(sizes[1], nslots[1]) < total_bytes(sizes[0], nslots[0]);
+    for (int i = 0; i < st->n; i++)
         for (int k = 0; k < PP_MAX_SLOTS; k++)
             if (st->code[i].slot[k] >= 0)
-                st->code[i].slot[k] = slot_of[st->code[i].slot[k]];
-    }
-    p->nslots = (uint32_t)nslots;
-    p->slot_bytes = malloc(((size_t)nslots + 1) * sizeof *p->slot_bytes);
+                st->code[i].slot[k] = slot_of[pick][st->code[i].slot[k]];
+    p->nslots = (uint32_t)nslots[pick];
+    p->slot_bytes = malloc(((size_t)nslots[pick] + 1) * sizeof *p->slot_bytes);
     if (!p->slot_bytes)
         goto out;
-    memcpy(p->slot_bytes, sizes, (size_t)nslots * sizeof *sizes);
+    memcpy(p->slot_bytes, sizes[pick], (size_t)nslots[pick] * sizeof *p->slot_bytes);
     rc = 0;
 out:
     free(by_end);
-    free(sizes);
     free(freelist);
-    free(slot_of);
+    for (int k = 0; k < 2; k++) {
+        free(sizes[k]);
+        free(slot_of[k]);
+    }
     return rc;
 }
 
@@ -663,9 +708,14 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
         return -1;
     for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
         p->stage_role[job_s(&t->js, sim->order[k])] |= PP_ROLE_COMPUTE;
-    for (int s = 0; s < S; s++)
+    for (int s = 0; s < S; s++) {
         if (owns(L->own, s, w))
             p->stage_role[s] |= PP_ROLE_OWNER;
+        /* one workspace, large enough for every stage the rank runs */
+        uint64_t work = pp_stage_workspace_bytes(L->m, S, s);
+        if ((p->stage_role[s] & PP_ROLE_COMPUTE) && work > p->workspace_bytes)
+            p->workspace_bytes = work;
+    }
     return copy_groups(L->own, p);
 }
 
@@ -682,6 +732,7 @@ static uint64_t plan_id(const pp_plan *plans, int W)
         h = pp_fnv1a64(h, &p->model, sizeof p->model);
         h = pp_fnv1a64(h, p->stage_role, p->S);
         h = pp_fnv1a64(h, p->slot_bytes, p->nslots * sizeof *p->slot_bytes);
+        h = pp_fnv1a64(h, &p->workspace_bytes, sizeof p->workspace_bytes);
         for (uint32_t i = 0; i < p->ninstr; i++) {
             const pp_instr *in = &p->code[i];
             int32_t f[4 + PP_MAX_SLOTS] = {in->op, in->stage, in->mb, in->peer};
@@ -707,7 +758,7 @@ static uint64_t owned_stage_bytes(const pp_model *m, int S, int s)
 
 uint64_t pp_plan_memory(const pp_plan *p)
 {
-    uint64_t bytes = 0;
+    uint64_t bytes = p->workspace_bytes;
     for (uint32_t k = 0; k < p->nslots; k++)
         bytes += p->slot_bytes[k];
     for (uint32_t s = 0; s < p->S; s++)
@@ -717,9 +768,9 @@ uint64_t pp_plan_memory(const pp_plan *p)
 }
 
 /* --mem-limit: the first instruction at which the rank's memory (its own
- * stages' weights, gradients, optimizer state and bf16 copies, plus the slots
- * allocated so far) exceeds the limit. Slots are allocated at their first
- * definition, in order. */
+ * stages' weights, gradients, optimizer state and bf16 copies, its
+ * workspace, plus the slots allocated so far) exceeds the limit. Slots are
+ * allocated at their first definition, in order. */
 static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
 {
     const char *owned = L->m->precision == PP_PREC_BF16
@@ -729,7 +780,7 @@ static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
     for (uint32_t s = 0; s < p->S; s++)
         if (p->stage_role[s] & PP_ROLE_OWNER)
             own += owned_stage_bytes(L->m, (int)p->S, (int)s);
-    total = own;
+    total = own + p->workspace_bytes;
     uint32_t seen = 0; /* slots are numbered in order of first definition */
     for (uint32_t i = 0; i < p->ninstr && total <= limit; i++)
         for (int k = 0; k < PP_MAX_SLOTS; k++) {
@@ -741,21 +792,24 @@ static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
                     diag_error_noloc(L->d,
                                      "worker %d needs %llu bytes at instruction %u (%s, stage %d, "
                                      "microbatch %d), over --mem-limit %llu: %llu for its own "
-                                     "stages' %s, %llu in %u slot%s",
+                                     "stages' %s, %llu for its workspace, %llu in %u slot%s",
                                      L->rank, (unsigned long long)total, i, pp_op_name(in->op),
                                      in->stage, in->mb, (unsigned long long)limit,
                                      (unsigned long long)own, owned,
-                                     (unsigned long long)(total - own),
+                                     (unsigned long long)p->workspace_bytes,
+                                     (unsigned long long)(total - own - p->workspace_bytes),
                                      seen, seen == 1 ? "" : "s");
                     return 1;
                 }
             }
         }
-    if (own > limit) {
+    if (own + p->workspace_bytes > limit) {
         diag_error_noloc(L->d,
-                         "worker %d needs %llu bytes for its own stages' %s before its first "
-                         "instruction, over --mem-limit %llu",
-                         L->rank, (unsigned long long)own, owned, (unsigned long long)limit);
+                         "worker %d needs %llu bytes before its first instruction, over "
+                         "--mem-limit %llu: %llu for its own stages' %s, %llu for its workspace",
+                         L->rank, (unsigned long long)(own + p->workspace_bytes),
+                         (unsigned long long)limit, (unsigned long long)own, owned,
+                         (unsigned long long)p->workspace_bytes);
         return 1;
     }
     return 0;

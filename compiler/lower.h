@@ -33,9 +33,9 @@ typedef struct {
 int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
              const pp_lower_opts *opts, pp_diag *d, pp_plan *plans);
 
-/* What the VM allocates to run a plan, all at start-up: every slot, and the
- * weights, gradients and optimizer state of the stages the rank owns, and
- * with precision bf16 their bf16 compute copies. */
+/* What the VM allocates to run a plan, all at start-up: every slot, the
+ * workspace, and the weights, gradients and optimizer state of the stages
+ * the rank owns, and with precision bf16 their bf16 compute copies. */
 uint64_t pp_plan_memory(const pp_plan *p);
 
 #endif

@@ -103,6 +103,8 @@ static void print_slots(const pp_plan *p, FILE *out)
     for (uint32_t i = 0; p->slot_bytes && i < p->nslots; i++)
         fprintf(out, "%s s%" PRIu32 " %" PRIu64 " B", i ? "," : "", i, p->slot_bytes[i]);
     fprintf(out, "%s\n", p->nslots && p->slot_bytes ? "" : " none");
+    fprintf(out, "; workspace: %" PRIu64 " B (scratch of every F and B here, one at a time)\n",
+            p->workspace_bytes);
 }
 
 static void print_header(const pp_plan *p, FILE *out)

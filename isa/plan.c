@@ -192,7 +192,7 @@ static void put_i32(writer *w, int32_t v) { put_u32(w, (uint32_t)v); }
 
 static size_t encoded_size(const pp_plan *p)
 {
-    size_t n = HEADER_BYTES + MODEL_BYTES + p->S + 4 + (size_t)p->nslots * 8 + 4;
+    size_t n = HEADER_BYTES + MODEL_BYTES + p->S + 4 + (size_t)p->nslots * 8 + 8 + 4;
     for (uint32_t g = 0; g < p->ngroups; g++)
         n += 4 + (size_t)(p->groups ? p->groups[g].n : 0) * 4;
     return n + 4 + (size_t)p->ninstr * INSTR_BYTES + 4;
@@ -229,6 +229,7 @@ static void put_tables(writer *w, const pp_plan *p)
     put_u32(w, p->nslots);
     for (uint32_t i = 0; i < p->nslots; i++)
         put_u64(w, p->slot_bytes ? p->slot_bytes[i] : 0);
+    put_u64(w, p->workspace_bytes);
     put_u32(w, p->ngroups);
     for (uint32_t g = 0; g < p->ngroups; g++) {
         uint32_t n = p->groups ? p->groups[g].n : 0;
@@ -418,6 +419,7 @@ static void read_slots(reader *r, pp_plan *p)
     p->slot_bytes = rd_alloc(r, p->nslots, sizeof *p->slot_bytes, "the slot table");
     for (uint32_t i = 0; i < p->nslots && rd_ok(r); i++)
         p->slot_bytes[i] = rd_u64(r, "the slot table");
+    p->workspace_bytes = rd_u64(r, "the workspace size");
 }
 
 /* ngroups is checked against the 4-byte minimum per group before the table

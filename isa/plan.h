@@ -6,7 +6,7 @@
  *   model: u32 context, embed, ffn, blocks, batch, optimizer (pp_optimizer),
  *          precision (pp_precision)
  *   u8 stage_role[S]                      (PP_ROLE_* bits for this rank)
- *   u32 nslots, u64 slot_bytes[nslots]
+ *   u32 nslots, u64 slot_bytes[nslots], u64 workspace_bytes
  *   u32 ngroups, per group: u32 n, u32 member[n]   (ranks, ascending)
  *   u32 ninstr, per instruction: u8 opcode, i32 stage, mb, peer, group,
  *                                i32 slot[PP_MAX_SLOTS]
@@ -24,8 +24,8 @@
 #include "opcodes.h"
 
 #define PP_PLAN_MAGIC "PPLN"
-#define PP_PLAN_VERSION 4u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
-                              4: precision */
+#define PP_PLAN_VERSION 5u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
+                              4: precision; 5: workspace */
 #define PP_MAX_SLOTS 5
 
 /* stage_role bits */
@@ -51,6 +51,10 @@ typedef struct {
     uint8_t *stage_role; /* [S] */
     uint32_t nslots;
     uint64_t *slot_bytes; /* [nslots] */
+    /* One scratch buffer that every F and B of the rank uses in turn (the
+     * stages' pp_stage_workspace_bytes, at least, for each stage it runs);
+     * allocated once, beside the slots. */
+    uint64_t workspace_bytes;
     uint32_t ngroups;
     pp_group *groups; /* [ngroups] */
     uint32_t ninstr;

@@ -27,19 +27,21 @@
  *                  rstdf    float [B]       and 1/sqrt(var + eps)
  *                  probs    float [B][V]    softmax output
  *                  targets  int32 [B]       the target bytes, compacted
- *   scratch (last in the stash, contents meaningless between calls):
+ * The last block's output of a non-final stage goes straight to `out`: B
+ * does not need it. F writes the stash; B and W only read it (B can be
+ * repeated on the same stash and gives the same result), except that a
+ * split B writes the split region below.
+ *
+ * Workspace layout (pp_stage_workspace_bytes; contents meaningless between
+ * calls, so a rank needs one, however many stashes it holds):
  *   s == S-1:      logits   float [B][V]    logits in F, dlogits in B
  *   nb > 0:        dh       float [B][F]    da, then dh, of the current block
  *   nb > 0 or s == S-1:
  *                  du       float [B][D]    gradient at the current layer
  *                                           norm's output (du_k or duf)
  *   always:        dx       float [B][D]    the running input gradient
- * The scratch lets F and B run without allocating in the step loop. B
- * therefore writes to the scratch part of the stash it receives as const:
- * the saved activations are never modified (B can be repeated on the same
- * stash and gives the same result), and a stash is B's alone while it runs.
- * The last block's output of a non-final stage goes straight to `out`: B
- * does not need it.
+ *   bf16:          ca, cb   float [B][max(D, F, V)]  GEMM operands rounded
+ * It lets F and B run without allocating in the step loop.
  *
  * A split backward (B then W, pp_stage_backward_input/_weight) needs a larger
  * stash, pp_stage_stash_bytes_split: after the above, what B leaves for W:
@@ -87,6 +89,11 @@ size_t pp_stage_stash_bytes(const pp_model *m, int S, int s) {
 size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s) {
     shape sh = shape_of(m, S, s);
     return stash_layout_of(&sh).total_split;
+}
+
+size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s) {
+    shape sh = shape_of(m, S, s);
+    return work_layout_of(&sh).total;
 }
 
 size_t pp_act_bytes(const pp_model *m) {
@@ -168,7 +175,7 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
  * bf16 values and it accumulates in fp32, which is cuBLAS's bf16 GEMM with
  * fp32 compute on the GPU: the weights already are bf16 values (the widened
  * compute copy), and the operands that are activations are rounded into
- * the stash's ca (first operand) and cb (second) regions. A product of two
+ * the workspace's ca (first operand) and cb (second) regions. A product of two
  * bf16 values is exact in fp32, so the GPU differs only in summation order,
  * as with fp32. */
 typedef struct {
@@ -176,12 +183,12 @@ typedef struct {
     float *ca, *cb; /* bf16 only */
 } gemms;
 
-static gemms gemms_of(const shape *sh, const stash_layout *L, const void *stash) {
-    char *st = (char *)(uintptr_t)stash;
+static gemms gemms_of(const shape *sh, const work_layout *W, void *work) {
+    char *wk = work;
     gemms g = {sh->bf16, NULL, NULL};
     if (sh->bf16) {
-        g.ca = (float *)(st + L->ca);
-        g.cb = (float *)(st + L->cb);
+        g.ca = (float *)(wk + W->ca);
+        g.cb = (float *)(wk + W->cb);
     }
     return g;
 }
@@ -269,9 +276,9 @@ static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *ou
 /* z = LN_f(xh), logits = z Wh^T + bh; returns the summed cross-entropy. */
 static double head_forward(const shape *sh, const gemms *g, const param_layout *P,
                            const stash_layout *L, const float *params, const int32_t *tgt,
-                           char *st) {
+                           char *st, float *logits) {
     int B = sh->B, D = sh->D;
-    float *logits = (float *)(st + L->logits), *z = (float *)(st + L->z);
+    float *z = (float *)(st + L->z);
     int32_t *targets = (int32_t *)(st + L->targets);
     for (int r = 0; r < B; r++) targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
     pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D,
@@ -282,11 +289,12 @@ static double head_forward(const shape *sh, const gemms *g, const param_layout *
 }
 
 double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
-                        const int32_t *tgt, void *stash, float *out) {
+                        const int32_t *tgt, void *stash, void *work, float *out) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
-    gemms g = gemms_of(&sh, &L, stash);
+    work_layout W = work_layout_of(&sh);
+    gemms g = gemms_of(&sh, &W, work);
     const float *params = params_of(&sh, &P, s, weights);
     char *st = stash;
 
@@ -303,7 +311,9 @@ double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, co
         block_forward(&sh, &g, &P, params + P.blocks + (size_t)k * P.block_stride, &acts,
                       x_slot(&sh, &L, st, out, k + 1));
     }
-    double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st) : 0.0;
+    double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
+                                         (float *)((char *)work + W.logits))
+                          : 0.0;
     release_params(params, weights);
     return loss;
 }
@@ -383,28 +393,31 @@ static void head_dx(const shape *sh, const param_layout *P, const stash_layout *
                           saved(stash, L->rstdf), duf, B, D, dx, NULL, NULL);
 }
 
-/* The backward walk, fused (grads non-NULL: weight gradients as it goes)
- * or as the input half of a split backward (grads NULL: dy, dh, du,
- * dlogits, duf and the embedding's gradient are saved in the stash's split
- * region for W; dh, du and dlogits are computed there in place). */
+/* The backward walk, fused (grads non-NULL: weight gradients as it goes,
+ * dh, du and dlogits in the workspace) or as the input half of a split
+ * backward (grads NULL: dy, dh, du, dlogits, duf and the embedding's
+ * gradient are saved in the stash's split region for W; dh, du and dlogits
+ * are computed there in place). */
 static void backward_walk(const pp_model *m, int S, int s, const void *weights, float *grads,
-                          const void *stash, const float *dout, float *din, float loss_scale) {
+                          const void *stash, void *work, const float *dout, float *din,
+                          float loss_scale) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
-    gemms g = gemms_of(&sh, &L, stash);
+    work_layout W = work_layout_of(&sh);
+    gemms g = gemms_of(&sh, &W, work);
     const float *params = params_of(&sh, &P, s, weights);
-    /* The scratch and split tails of the stash are writable by contract. */
-    char *st = (char *)(uintptr_t)stash;
-    float *dx = (float *)(st + L.dx);
+    /* The split tail of the stash is writable by contract. */
+    char *st = (char *)(uintptr_t)stash, *wk = work;
+    float *dx = (float *)(wk + W.dx);
     size_t xbytes = (size_t)sh.B * sh.D * sizeof(float);
 
     /* The running gradient w.r.t. the current point of the stage. The very
      * last input gradient of a non-first stage is written straight to din. */
     const float *dy = dout;
     if (sh.last) {
-        float *dlogits = (float *)(st + (grads ? L.logits : L.wdlogits));
-        float *duf = (float *)(st + (grads ? L.du : L.wduf));
+        float *dlogits = (float *)(grads ? wk + W.logits : st + L.wdlogits);
+        float *duf = (float *)(grads ? wk + W.du : st + L.wduf);
         float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
         head_dlogits(&sh, &L, stash, loss_scale, dlogits);
         gemm_aw(&g, 0, 0, sh.B, sh.D, PP_VOCAB, dlogits, params + P.Wh, 0.0f,
@@ -418,8 +431,8 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
         size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
         size_t pk = P.blocks + (size_t)k * P.block_stride;
         float *dst = (k == 0 && !sh.first) ? din : dx;
-        float *dh = (float *)(st + (grads ? L.dh : wblk + L.wdh));
-        float *du = (float *)(st + (grads ? L.du : wblk + L.wdu));
+        float *dh = (float *)(grads ? wk + W.dh : st + wblk + L.wdh);
+        float *du = (float *)(grads ? wk + W.du : st + wblk + L.wdu);
         block_dh(&sh, &g, &P, params + pk, acts.h, dy, dh);
         block_du(&sh, &g, &P, params + pk, dh, du);
         if (grads)
@@ -443,21 +456,24 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
 }
 
 void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
-                       const void *stash, const float *dout, float *din, float loss_scale) {
-    backward_walk(m, S, s, weights, grads, stash, dout, din, loss_scale);
+                       const void *stash, void *work, const float *dout, float *din,
+                       float loss_scale) {
+    backward_walk(m, S, s, weights, grads, stash, work, dout, din, loss_scale);
 }
 
 void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
-                             const void *stash, const float *dout, float *din,
+                             void *stash, void *work, const float *dout, float *din,
                              float loss_scale) {
-    backward_walk(m, S, s, weights, NULL, stash, dout, din, loss_scale);
+    backward_walk(m, S, s, weights, NULL, stash, work, dout, din, loss_scale);
 }
 
-void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash) {
+void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
+                              void *work) {
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     stash_layout L = stash_layout_of(&sh);
-    gemms g = gemms_of(&sh, &L, stash);
+    work_layout W = work_layout_of(&sh);
+    gemms g = gemms_of(&sh, &W, work);
     if (sh.last)
         head_weight_grads(&sh, &g, &P, &L, grads, stash, saved(stash, L.wdlogits),
                           saved(stash, L.wduf));

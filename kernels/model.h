@@ -17,7 +17,9 @@
  * `context` entries are the window, the last is the target byte.
  * Activations between stages: float [batch][D].
  * The stash is what F(s,b) leaves for B(s,b): opaque bytes, sized by
- * pp_stage_stash_bytes. */
+ * pp_stage_stash_bytes. The workspace is F's and B's scratch, sized by
+ * pp_stage_workspace_bytes: its contents mean nothing between calls, so one
+ * workspace (the largest of the stages a rank runs) serves all its jobs. */
 #ifndef PP_MODEL_H
 #define PP_MODEL_H
 
@@ -37,6 +39,7 @@ size_t pp_stage_compute_bytes(const pp_model *m, int S, int s);
 /* copy = the compute copy of `master` (a memcpy for fp32). */
 void pp_stage_compute_copy(const pp_model *m, int S, int s, const float *master, void *copy);
 size_t pp_stage_stash_bytes(const pp_model *m, int S, int s);
+size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s);
 size_t pp_act_bytes(const pp_model *m);    /* batch * D * 4 */
 size_t pp_tokens_bytes(const pp_model *m); /* batch * (context+1) * 4 */
 /* FLOPs of one F(s,b) and one B(s,b) on a microbatch (2 per multiply-add). */
@@ -51,7 +54,7 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
  * unused (may be NULL). Returns the summed (not averaged) cross-entropy over
  * the microbatch when s == S-1, else 0. */
 double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
-                        const int32_t *tgt, void *stash, float *out);
+                        const int32_t *tgt, void *stash, void *work, float *out);
 
 /* B(s,b). dout: gradient w.r.t. the stage's output (s < S-1; NULL on the last
  * stage, where the loss gradient is computed from the stash and multiplied by
@@ -59,7 +62,8 @@ double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, co
  * weight gradients into grads (same layout as params). din: gradient w.r.t.
  * the stage's input (s > 0), else unused (may be NULL). */
 void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
-                       const void *stash, const float *dout, float *din, float loss_scale);
+                       const void *stash, void *work, const float *dout, float *din,
+                       float loss_scale);
 
 /* A split backward (zero bubble): B computes only the input gradient and
  * saves what the weight gradient needs in the stash, which must then be
@@ -67,8 +71,10 @@ void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, flo
  * gradients. B then W gives the same bits as pp_stage_backward. */
 size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s);
 void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
-                             const void *stash, const float *dout, float *din, float loss_scale);
-void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash);
+                             void *stash, void *work, const float *dout, float *din,
+                             float loss_scale);
+void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
+                              void *work);
 
 /* The loss_scale of a step of B microbatches: the loss is the mean over its
  * B * batch samples. One definition, so the VM and the reference agree. */

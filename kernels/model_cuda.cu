@@ -15,8 +15,8 @@
  * weight operand is the compute copy itself; an activation operand (u, a,
  * z, dy, dh, dlogits, and both operands of a weight-gradient GEMM) is first
  * rounded to bf16 (pp_cu_f32_to_bf16, round to nearest even, as the CPU's
- * pp_f32_to_bf16) into the stash's ca (first operand) or cb (second)
- * scratch region, of which it uses half. The kernels that read parameters
+ * pp_f32_to_bf16) into the workspace's ca (first operand) or cb (second)
+ * region, of which it uses half. The kernels that read parameters
  * read the bf16 copy (the _bf16w variants, as overloads); everything else,
  * stash, gradients and loss included, is fp32. The CPU rounds the same
  * operands, so the two differ by summation order, as with fp32. Precision
@@ -26,21 +26,22 @@
  * Stash: the same regions at the same offsets as model.c's stash (one
  * layout, model_layout.h), so it fits pp_stage_stash_bytes (and
  * pp_stage_stash_bytes_split) by construction.
- * Three regions of the last stage hold something else on the GPU, because
+ * Two regions of the last stage hold something else on the GPU, because
  * its forward computes the loss gradient in the same pass as the loss:
  *   CPU probs   [B][V]  -> dlogits [B][V] = (softmax - onehot) * loss_scale,
  *                          written by F, read by B and W (never modified)
  *   CPU targets [B]     -> loss    [B] float, the rows' cross-entropy (F's
  *                          scratch: the targets are read straight from the
  *                          tokens, so B needs no copy of them)
- *   CPU logits  [B][V]  -> logits in F (scratch); unused by B
  * and the split region's dlogits [B][V] is unused (W reads dlogits where F
  * left them). Everything else has model.c's meaning: tokens; per block x_k,
- * u_k, mean_k, rstd_k, h_k, a_k; the head's xh, z, meanf, rstdf; the dh, du
- * and dx scratch (and with bf16 ca and cb, bf16 here); and the split
- * region's dy_k, dh_k, du_k, duf and dx0.
- * As on the CPU, B writes only the scratch and split tails of the stash it
- * receives as const, so B may be repeated on the same stash.
+ * u_k, mean_k, rstd_k, h_k, a_k; the head's xh, z, meanf, rstdf; and the
+ * split region's dy_k, dh_k, du_k, duf and dx0.
+ * Workspace: model.c's (logits, dh, du, dx; with bf16 ca and cb, bf16
+ * here), so pp_stage_workspace_bytes bounds it; logits is F's only (B
+ * starts from the dlogits F stashed).
+ * As on the CPU, B writes only the workspace and the split tail of the
+ * stash it receives as const, so B may be repeated on the same stash.
  *
  * Every call only enqueues work on the context's stream; the one host
  * synchronisation is pp_cuda_loss_take. */
@@ -76,6 +77,7 @@ typedef struct {
     shape sh;
     param_layout P;
     stash_layout L;
+    work_layout Wk;
 } layouts;
 
 static layouts layouts_of(const pp_model *m, int S, int s)
@@ -84,6 +86,7 @@ static layouts layouts_of(const pp_model *m, int S, int s)
     y.sh = shape_of(m, S, s);
     y.P = param_layout_of(&y.sh);
     y.L = stash_layout_of(&y.sh);
+    y.Wk = work_layout_of(&y.sh);
     return y;
 }
 
@@ -91,22 +94,21 @@ static layouts layouts_of(const pp_model *m, int S, int s)
 /* The stage code's context                                                  */
 
 /* What the stage code works with: the model context, its stream and, with
- * bf16, where GEMM operands are rounded to (the stash's ca and cb regions,
- * as bf16; NULL with fp32). Each entry point makes one for its stash. */
+ * bf16, where GEMM operands are rounded to (the workspace's ca and cb
+ * regions, as bf16; NULL with fp32). Each entry point makes one for its
+ * workspace. */
 typedef struct {
     pp_cuda_model *cm;
     cudaStream_t st;
     uint16_t *ca, *cb;
 } run;
 
-static run run_of(pp_cuda_model *cm, const shape *sh, const stash_layout *L, const void *stash)
+static run run_of(pp_cuda_model *cm, const shape *sh, const work_layout *Wk, void *work)
 {
     run r = {cm, cm->st, NULL, NULL};
     if (sh->bf16) {
-        /* scratch: writable by contract, also in a stash B receives as const */
-        char *st = const_cast<char *>(static_cast<const char *>(stash));
-        r.ca = (uint16_t *)(st + L->ca);
-        r.cb = (uint16_t *)(st + L->cb);
+        r.ca = (uint16_t *)((char *)work + Wk->ca);
+        r.cb = (uint16_t *)((char *)work + Wk->cb);
     }
     return r;
 }
@@ -415,10 +417,10 @@ static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *ou
 template <typename W>
 static void head_forward(const run *r, const shape *sh, const param_layout *P,
                          const stash_layout *L, const W *params, const int32_t *tgt, char *st,
-                         float loss_scale)
+                         float *logits, float loss_scale)
 {
     int B = sh->B, D = sh->D;
-    float *logits = (float *)(st + L->logits), *z = (float *)(st + L->z);
+    float *z = (float *)(st + L->z);
     float *dlogits = (float *)(st + L->probs);
     float *loss = (float *)(st + L->targets);
     cudaCheck(pp_cu_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g,
@@ -439,14 +441,14 @@ static void head_forward(const run *r, const shape *sh, const param_layout *P,
 
 template <typename W>
 static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
-                    const void *in, const int32_t *tgt, void *stash, float *out,
+                    const void *in, const int32_t *tgt, void *stash, void *work, float *out,
                     float loss_scale)
 {
     layouts y = layouts_of(m, S, s);
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
-    const run rr = run_of(cm, sh, L, stash), *r = &rr;
+    const run rr = run_of(cm, sh, &y.Wk, work), *r = &rr;
     char *st = (char *)stash;
 
     float *x0 = x_slot(sh, L, st, out, 0);
@@ -463,17 +465,19 @@ static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W 
         block_forward(r, sh, P, params + P->blocks + (size_t)k * P->block_stride, &acts,
                       x_slot(sh, L, st, out, k + 1));
     }
-    if (sh->last) head_forward(r, sh, P, L, params, tgt, st, loss_scale);
+    if (sh->last)
+        head_forward(r, sh, P, L, params, tgt, st, (float *)((char *)work + y.Wk.logits),
+                     loss_scale);
 }
 
 void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
                            const void *weights, const void *in, const int32_t *tgt, void *stash,
-                           float *out, float loss_scale)
+                           void *work, float *out, float loss_scale)
 {
     if (m->precision == PP_PREC_BF16)
-        forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, out, loss_scale);
+        forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, work, out, loss_scale);
     else
-        forward(cm, m, S, s, (const float *)weights, in, tgt, stash, out, loss_scale);
+        forward(cm, m, S, s, (const float *)weights, in, tgt, stash, work, out, loss_scale);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -570,16 +574,18 @@ static void head_dx(const run *r, const shape *sh, const param_layout *P,
  * the embedding's gradient are saved in the stash's split region for W). */
 template <typename W>
 static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
-                          float *grads, const void *stash, const float *dout, float *din)
+                          float *grads, const void *stash, void *work, const float *dout,
+                          float *din)
 {
     layouts y = layouts_of(m, S, s);
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
-    const run rr = run_of(cm, sh, L, stash), *r = &rr;
-    /* The scratch and split tails of the stash are writable by contract. */
-    char *st = const_cast<char *>(static_cast<const char *>(stash));
-    float *dx = (float *)(st + L->dx);
+    const work_layout *Wk = &y.Wk;
+    const run rr = run_of(cm, sh, Wk, work), *r = &rr;
+    /* The split tail of the stash is writable by contract. */
+    char *st = const_cast<char *>(static_cast<const char *>(stash)), *wk = (char *)work;
+    float *dx = (float *)(wk + Wk->dx);
     size_t xbytes = (size_t)sh->B * sh->D * sizeof(float);
 
     /* The running gradient w.r.t. the current point of the stage. The very
@@ -587,7 +593,7 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, co
     const float *dy = dout;
     if (sh->last) {
         float *dst = (sh->nb == 0 && !sh->first) ? din : dx;
-        float *duf = (float *)(st + (grads ? L->du : L->wduf));
+        float *duf = (float *)(grads ? wk + Wk->du : st + L->wduf);
         gemm_w(r, 0, 0, sh->B, sh->D, PP_VOCAB, saved(stash, L->probs), params + P->Wh, 0.0f,
                duf); /* duf = dlogits Wh */
         if (grads) head_weight_grads(r, sh, P, L, grads, stash, duf);
@@ -599,8 +605,8 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, co
         size_t wblk = L->wblocks + (size_t)k * L->wblock_stride;
         size_t pk = P->blocks + (size_t)k * P->block_stride;
         float *dst = (k == 0 && !sh->first) ? din : dx;
-        float *dh = (float *)(st + (grads ? L->dh : wblk + L->wdh));
-        float *du = (float *)(st + (grads ? L->du : wblk + L->wdu));
+        float *dh = (float *)(grads ? wk + Wk->dh : st + wblk + L->wdh);
+        float *du = (float *)(grads ? wk + Wk->du : st + wblk + L->wdu);
         block_dh(r, sh, P, params + pk, acts.h, dy, dh);
         block_du(r, sh, P, params + pk, dh, du);
         if (grads)
@@ -624,35 +630,35 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, co
 }
 
 void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const void *weights, float *grads, const void *stash,
+                            const void *weights, float *grads, const void *stash, void *work,
                             const float *dout, float *din)
 {
     if (m->precision == PP_PREC_BF16)
-        backward_walk(cm, m, S, s, (const uint16_t *)weights, grads, stash, dout, din);
+        backward_walk(cm, m, S, s, (const uint16_t *)weights, grads, stash, work, dout, din);
     else
-        backward_walk(cm, m, S, s, (const float *)weights, grads, stash, dout, din);
+        backward_walk(cm, m, S, s, (const float *)weights, grads, stash, work, dout, din);
 }
 
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const void *weights, const void *stash, const float *dout,
-                                  float *din)
+                                  const void *weights, void *stash, void *work,
+                                  const float *dout, float *din)
 {
     if (m->precision == PP_PREC_BF16)
-        backward_walk(cm, m, S, s, (const uint16_t *)weights, NULL, stash, dout, din);
+        backward_walk(cm, m, S, s, (const uint16_t *)weights, NULL, stash, work, dout, din);
     else
-        backward_walk(cm, m, S, s, (const float *)weights, NULL, stash, dout, din);
+        backward_walk(cm, m, S, s, (const float *)weights, NULL, stash, work, dout, din);
 }
 
 /* Exactly the weight-gradient work of the fused walk, in its order, from
  * what B saved (with bf16 rounding the same operands again). */
 void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                   float *grads, const void *stash)
+                                   float *grads, const void *stash, void *work)
 {
     layouts y = layouts_of(m, S, s);
     const shape *sh = &y.sh;
     const param_layout *P = &y.P;
     const stash_layout *L = &y.L;
-    const run rr = run_of(cm, sh, L, stash), *r = &rr;
+    const run rr = run_of(cm, sh, &y.Wk, work), *r = &rr;
     if (sh->last) head_weight_grads(r, sh, P, L, grads, stash, saved(stash, L->wduf));
     for (int k = sh->nb - 1; k >= 0; k--) {
         block_acts acts = block_acts_of(L, stash, k);

@@ -14,15 +14,18 @@
  * the loss (softmax cross-entropy fused with its backward), so it takes the
  * step's loss_scale; its backward starts from what the forward stashed.
  *
- * The GPU stash keeps model.c's regions at model.c's offsets (three of the
+ * The GPU stash keeps model.c's regions at model.c's offsets (two of the
  * last stage's hold other things: model_cuda.cu's header says which), so
  * pp_stage_stash_bytes and _split bound it; a GPU stash is not
- * interchangeable with a CPU one, a params or grads array is.
+ * interchangeable with a CPU one, a params or grads array is. The
+ * workspace (`work`, pp_stage_workspace_bytes) is model.c's too: scratch
+ * that one rank's jobs share, as they run one after another on the
+ * context's stream.
  *
  * `weights` below is the stage's compute copy (model.h): the fp32 weights,
  * or with m->precision bf16 their bf16 copy, which pp_cuda_stage_compute_copy
  * makes on the device. With bf16 the GEMMs take bf16 operands (the copy, and
- * activations rounded into the stash's scratch) and accumulate in fp32, as
+ * activations rounded into the workspace) and accumulate in fp32, as
  * model.c does; gradients and everything else stay fp32. */
 #ifndef PP_MODEL_CUDA_H
 #define PP_MODEL_CUDA_H
@@ -68,18 +71,18 @@ void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int
  * the last stage only). */
 void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
                            const void *weights, const void *in, const int32_t *tgt, void *stash,
-                           float *out, float loss_scale);
+                           void *work, float *out, float loss_scale);
 /* B(s,b), as pp_stage_backward (accumulates into grads, fp32). */
 void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const void *weights, float *grads, const void *stash,
+                            const void *weights, float *grads, const void *stash, void *work,
                             const float *dout, float *din);
 /* The split backward, as pp_stage_backward_input / _weight (the stash of
  * pp_stage_stash_bytes_split bytes). */
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const void *weights, const void *stash, const float *dout,
-                                  float *din);
+                                  const void *weights, void *stash, void *work,
+                                  const float *dout, float *din);
 void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                   float *grads, const void *stash);
+                                   float *grads, const void *stash, void *work);
 
 /* The summed loss of the forwards since the last call; synchronises the
  * stream. */

@@ -1,8 +1,8 @@
 /* model_layout.h - where everything of a stage lives: the shapes, the
  * parameter layout and the stash layout of kernels/model.c, shared by the
  * CPU model and its GPU twin (model_cuda.cu) so the two cannot drift, and
- * the sizes the compiler allocates (pp_stage_param_count, _stash_bytes)
- * are the ones both use. The layouts themselves are described in model.c's
+ * the sizes the compiler allocates (pp_stage_param_count, _stash_bytes,
+ * _workspace_bytes) are the ones both use. The layouts themselves are described in model.c's
  * file header. Header-only: included from C and from CUDA C++. */
 #ifndef PP_MODEL_LAYOUT_H
 #define PP_MODEL_LAYOUT_H
@@ -70,14 +70,13 @@ static inline param_layout param_layout_of(const shape *sh) {
     return P;
 }
 
-/* Byte offsets into the stash; the layout is model.c's file header. */
+/* Byte offsets into the stash (what F leaves for B); the layout is
+ * model.c's file header. */
 typedef struct {
     size_t tokens;
     size_t blocks, block_stride;       /* x_k at blocks + k*block_stride, */
     size_t u, mean, rstd, h, a;        /* the others relative to x_k */
     size_t xh, z, meanf, rstdf, probs, targets;
-    size_t logits, dh, du, dx;         /* scratch */
-    size_t ca, cb;                     /* scratch, bf16 only: GEMM operands rounded */
     size_t total;
     /* split backward: what B leaves for W, after the above */
     size_t wblocks, wblock_stride;     /* dy_k at wblocks + k*wblock_stride, */
@@ -119,20 +118,10 @@ static inline stash_layout stash_layout_of(const shape *sh) {
         L.rstdf = take(&cur, rbytes);
         L.probs = take(&cur, B * V * sizeof(float));
         L.targets = take(&cur, B * sizeof(int32_t));
-        L.logits = take(&cur, B * V * sizeof(float));
     }
-    if (sh->nb > 0) L.dh = take(&cur, hbytes);
-    if (sh->nb > 0 || sh->last) L.du = take(&cur, xbytes);
-    L.dx = take(&cur, xbytes);
-    if (sh->bf16) {
-        /* Room for any activation operand of a GEMM ([B][D], [B][F] or
-         * [B][V]) as floats: the CPU rounds into them, the GPU casts into
-         * them (using half). */
-        size_t widest = (size_t)(D > F ? D : F);
-        if (widest < V) widest = V;
-        L.ca = take(&cur, B * widest * sizeof(float));
-        L.cb = take(&cur, B * widest * sizeof(float));
-    }
+    /* A middle stage without blocks keeps nothing, but every F names a
+     * stash slot, and a slot is never empty. */
+    if (cur == 0) (void)take(&cur, 16);
     L.total = cur;
     blk = 0;
     (void)take(&blk, xbytes); /* dy_k */
@@ -148,6 +137,38 @@ static inline stash_layout stash_layout_of(const shape *sh) {
     if (sh->first) L.wdx0 = take(&cur, xbytes);
     L.total_split = cur;
     return L;
+}
+
+/* Byte offsets into the workspace: scratch whose contents mean nothing
+ * between calls, so one workspace per rank serves every F and B it runs
+ * (they run one at a time) instead of one per stash held. */
+typedef struct {
+    size_t logits, dh, du, dx;
+    size_t ca, cb; /* bf16 only: GEMM operands rounded */
+    size_t total;
+} work_layout;
+
+static inline work_layout work_layout_of(const shape *sh) {
+    work_layout W;
+    size_t B = (size_t)sh->B, D = (size_t)sh->D, F = (size_t)sh->F, V = PP_VOCAB;
+    size_t xbytes = B * D * sizeof(float), hbytes = B * F * sizeof(float);
+    size_t cur = 0;
+    memset(&W, 0, sizeof W);
+    if (sh->last) W.logits = take(&cur, B * V * sizeof(float));
+    if (sh->nb > 0) W.dh = take(&cur, hbytes);
+    if (sh->nb > 0 || sh->last) W.du = take(&cur, xbytes);
+    W.dx = take(&cur, xbytes);
+    if (sh->bf16) {
+        /* Room for any activation operand of a GEMM ([B][D], [B][F] or
+         * [B][V]) as floats: the CPU rounds into them, the GPU casts into
+         * them (using half). */
+        size_t widest = (size_t)(D > F ? D : F);
+        if (widest < V) widest = V;
+        W.ca = take(&cur, B * widest * sizeof(float));
+        W.cb = take(&cur, B * widest * sizeof(float));
+    }
+    W.total = cur;
+    return W;
 }
 
 #endif

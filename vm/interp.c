@@ -34,10 +34,11 @@ typedef struct {
     float **state;           /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
     void **compute;          /* [S] the compute copy: params[s] (fp32) or its bf16 copy */
     void **slot;             /* [nslots] */
+    void *work;              /* the workspace every F and B uses in turn */
     MPI_Request *req;        /* [nslots] a send in flight from the slot */
     MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
     MPI_Request *wsend;      /* weight sends in flight (SendWeights) */
-    unsigned long long allocated; /* bytes of weights, gradients and slots, all set up front */
+    unsigned long long allocated; /* bytes of weights, gradients, slots, workspace: up front */
     int nwsend, wsend_cap;
     double loss;             /* summed over this step's microbatches on this rank */
     int step;
@@ -94,7 +95,8 @@ static void exec(vm *v, const pp_instr *in)
         void *stash = slot_ptr(v, in->slot[1]);
         float *out = slot_ptr(v, in->slot[2]);
         const int32_t *tgt = slot_ptr(v, in->slot[3]);
-        v->loss += pp_stage_forward(m, S, s, weights_of(v, s, in->slot[4]), x, tgt, stash, out);
+        v->loss += pp_stage_forward(m, S, s, weights_of(v, s, in->slot[4]), x, tgt, stash, v->work,
+                                    out);
         break;
     }
     case PP_OP_Backward: {
@@ -102,19 +104,20 @@ static void exec(vm *v, const pp_instr *in)
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
         pp_stage_backward(m, S, s, weights_of(v, s, in->slot[3]), grads_of(v, s, in->slot[4]),
-                          stash, dout, din, pp_loss_scale(m, (int)p->B));
+                          stash, v->work, dout, din, pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardInput: {
-        const void *stash = slot_ptr(v, in->slot[0]);
+        void *stash = slot_ptr(v, in->slot[0]);
         const float *dout = slot_ptr(v, in->slot[1]);
         float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward_input(m, S, s, weights_of(v, s, in->slot[3]), stash, dout, din,
-                                pp_loss_scale(m, (int)p->B));
+        pp_stage_backward_input(m, S, s, weights_of(v, s, in->slot[3]), stash, v->work, dout,
+                                din, pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardWeight:
-        pp_stage_backward_weight(m, S, s, grads_of(v, s, in->slot[1]), slot_ptr(v, in->slot[0]));
+        pp_stage_backward_weight(m, S, s, grads_of(v, s, in->slot[1]), slot_ptr(v, in->slot[0]),
+                                 v->work);
         break;
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
@@ -228,7 +231,8 @@ static int setup(vm *v)
             pp_stage_compute_copy(&p->model, S, s, v->params[s], v->compute[s]);
         }
     }
-    /* All activation memory the step needs, allocated once: the plan's slots. */
+    /* All activation memory the step needs, allocated once: the plan's slots
+     * and its workspace. */
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot[k] = aligned_alloc(64, (p->slot_bytes[k] + 63) / 64 * 64);
         v->allocated += p->slot_bytes[k];
@@ -236,6 +240,10 @@ static int setup(vm *v)
         if (!v->slot[k])
             return -1;
     }
+    v->work = aligned_alloc(64, (p->workspace_bytes + 64) / 64 * 64); /* never 0 bytes */
+    v->allocated += p->workspace_bytes;
+    if (!v->work)
+        return -1;
     /* Every rank has the same group table, so these collective splits match. */
     for (uint32_t g = 0; g < p->ngroups; g++) {
         int member = 0;
@@ -261,6 +269,7 @@ static void teardown(vm *v)
     }
     for (uint32_t k = 0; v->slot && k < p->nslots; k++)
         free(v->slot[k]);
+    free(v->work);
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         if (v->comm[g] != MPI_COMM_NULL)
             MPI_Comm_free(&v->comm[g]);

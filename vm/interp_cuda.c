@@ -215,7 +215,8 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
             v->allocated += cbytes;
         }
     }
-    /* All activation memory the step needs, allocated once: the plan's slots. */
+    /* All activation memory the step needs, allocated once: the plan's slots
+     * and its workspace. */
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot_dep[k].stream = -1;
         if (dev_alloc(&v->slot[k], p->slot_bytes[k], err, errlen) ||
@@ -223,6 +224,9 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
             return -1;
         v->allocated += p->slot_bytes[k];
     }
+    if (dev_alloc(&v->work, p->workspace_bytes, err, errlen))
+        return -1;
+    v->allocated += p->workspace_bytes;
     for (uint32_t i = 0; i < p->ninstr; i++) {
         int b = p->code[i].mb;
         if (p->code[i].op != PP_OP_LoadMicroBatch || v->tok_host[b])
@@ -262,6 +266,7 @@ static void teardown(cuda_vm *v)
         if (v->slot_dep[k].ev)
             cudaCheck(cudaEventDestroy(v->slot_dep[k].ev));
     }
+    cudaCheck(cudaFree(v->work));
     for (uint32_t b = 0; v->tok_host && b < p->B; b++) {
         if (v->tok_host[b])
             cudaCheck(cudaFreeHost(v->tok_host[b]));
@@ -378,7 +383,8 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const int32_t *tgt = use_slot(v, in->slot[3], d, &n);
         const void *w = use_weights(v, s, in->slot[4], d, &n);
         compute_begin(v, d, n);
-        pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, out, pp_loss_scale(m, (int)p->B));
+        pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, v->work, out,
+                              pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_Backward: {
@@ -388,23 +394,23 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const void *w = use_weights(v, s, in->slot[3], d, &n);
         float *g = use_grads(v, s, in->slot[4], d, &n);
         compute_begin(v, d, n);
-        pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, dout, din);
+        pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, v->work, dout, din);
         break;
     }
     case PP_OP_BackwardInput: {
-        const void *stash = use_slot(v, in->slot[0], d, &n);
+        void *stash = use_slot(v, in->slot[0], d, &n);
         const float *dout = use_slot(v, in->slot[1], d, &n);
         float *din = use_slot(v, in->slot[2], d, &n);
         const void *w = use_weights(v, s, in->slot[3], d, &n);
         compute_begin(v, d, n);
-        pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, dout, din);
+        pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, v->work, dout, din);
         break;
     }
     case PP_OP_BackwardWeight: {
         const void *stash = use_slot(v, in->slot[0], d, &n);
         float *g = use_grads(v, s, in->slot[1], d, &n);
         compute_begin(v, d, n);
-        pp_cuda_stage_backward_weight(v->cm, m, S, s, g, stash);
+        pp_cuda_stage_backward_weight(v->cm, m, S, s, g, stash, v->work);
         break;
     }
     case PP_OP_ZeroGrads: {

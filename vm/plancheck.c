@@ -1,6 +1,7 @@
 /* plancheck.c - what the VM checks in a plan beyond the format's own rules:
- * every slot is big enough for the role an instruction gives it, and every
- * stage an instruction touches is held by this rank. A plan that passes
+ * every slot is big enough for the role an instruction gives it, the
+ * workspace for every stage the rank runs, and every stage an instruction
+ * touches is held by this rank. A plan that passes
  * cannot make the interpreter read or write out of bounds. */
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +118,17 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
         }
         if (in->op == PP_OP_Forward && (in->slot[3] < 0) != (s != S - 1)) {
             snprintf(err, errlen, "instruction %u (Forward): only the last stage reads targets", k);
+            return -1;
+        }
+        int job = in->op == PP_OP_Forward || in->op == PP_OP_Backward ||
+                  in->op == PP_OP_BackwardInput || in->op == PP_OP_BackwardWeight;
+        uint64_t work = job ? pp_stage_workspace_bytes(&p->model, S, s) : 0;
+        if (work > p->workspace_bytes) {
+            snprintf(err, errlen,
+                     "instruction %u (%s): the workspace holds %llu bytes but stage %d needs %llu "
+                     "for this model",
+                     k, name, (unsigned long long)p->workspace_bytes, s,
+                     (unsigned long long)work);
             return -1;
         }
         if ((in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput) &&

@@ -27,10 +27,16 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
     float **state = calloc((size_t)S, sizeof *state); /* the optimizer's, NULL for SGD */
     void **compute = calloc((size_t)S, sizeof *compute); /* what F and B read */
     void **stash = calloc((size_t)S, sizeof *stash);
+    size_t work_bytes = 0; /* one workspace, for the largest stage */
+    for (int s = 0; s < S; s++)
+        if (pp_stage_workspace_bytes(m, S, s) > work_bytes)
+            work_bytes = pp_stage_workspace_bytes(m, S, s);
+    void *work = aligned_alloc(64, (work_bytes + 64) / 64 * 64);
     float *act[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     float *grad[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     int32_t *tokens = malloc(pp_tokens_bytes(m));
-    if (!params || !grads || !state || !compute || !stash || !act[0] || !act[1] || !grad[0] || !grad[1] || !tokens)
+    if (!params || !grads || !state || !compute || !stash || !work || !act[0] || !act[1] ||
+        !grad[0] || !grad[1] || !tokens)
         goto out;
     for (int s = 0; s < S; s++) {
         size_t n = pp_stage_param_count(m, S, s);
@@ -59,13 +65,14 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
             const void *x = tokens;
             for (int s = 0; s < S; s++) {
                 float *out = s < S - 1 ? act[s % 2] : NULL;
-                loss += pp_stage_forward(m, S, s, compute[s], x, tokens, stash[s], out);
+                loss += pp_stage_forward(m, S, s, compute[s], x, tokens, stash[s], work, out);
                 x = out;
             }
             const float *dout = NULL;
             for (int s = S - 1; s >= 0; s--) {
                 float *din = s > 0 ? grad[s % 2] : NULL;
-                pp_stage_backward(m, S, s, compute[s], grads[s], stash[s], dout, din, scale);
+                pp_stage_backward(m, S, s, compute[s], grads[s], stash[s], work, dout, din,
+                                  scale);
                 dout = din;
             }
         }
@@ -113,6 +120,7 @@ out:
     free(state);
     free(compute);
     free(stash);
+    free(work);
     free(act[0]);
     free(act[1]);
     free(grad[0]);

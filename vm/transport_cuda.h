@@ -53,10 +53,12 @@ typedef struct {
     cvm_dep *param_dep, *grad_dep; /* [S]; param_dep covers params[s] and compute[s] */
     void **slot;                /* [nslots] device, the plan's sizes exactly */
     cvm_dep *slot_dep;          /* [nslots] */
+    void *work;                 /* device, the plan's workspace: only the compute stream's jobs
+                                   touch it, one after another, so it needs no dep */
     int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
     cudaEvent_t *tok_ev;        /* [B] after the copy out of tok_host[b] */
     unsigned long long allocated; /* device bytes: owned weights, gradients, optimizer state and
-                                     compute copies, and the slots */
+                                     compute copies, the slots and the workspace */
 
     /* nccl transport */
     ncclComm_t world;

@@ -29,6 +29,7 @@ typedef struct {
     float *p[MAX_S], *g[MAX_S];
     void *w[MAX_S]; /* the compute copy F and B read: p[s] itself, or its bf16 copy */
     void *stash[MAX_S];
+    void *work; /* one workspace for every stage, as a rank has */
     float *act[MAX_S];  /* act[s]: output of F(s), s < S-1 */
     float *dact[MAX_S]; /* dact[s]: input gradient of B(s), s > 0 */
 } pipeline;
@@ -36,6 +37,10 @@ typedef struct {
 static void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
     pl->m = *m;
     pl->S = S;
+    size_t work = 0;
+    for (int s = 0; s < S; s++)
+        if (pp_stage_workspace_bytes(m, S, s) > work) work = pp_stage_workspace_bytes(m, S, s);
+    pl->work = malloc(work);
     for (int s = 0; s < S; s++) {
         pl->n[s] = pp_stage_param_count(m, S, s);
         pl->p[s] = malloc(pl->n[s] * sizeof(float));
@@ -67,13 +72,14 @@ static void pipe_free(pipeline *pl) {
         free(pl->act[s]);
         free(pl->dact[s]);
     }
+    free(pl->work);
 }
 
 static double pipe_forward(pipeline *pl, const int32_t *tokens) {
     double loss = 0.0;
     for (int s = 0; s < pl->S; s++) {
         const void *in = s == 0 ? (const void *)tokens : (const void *)pl->act[s - 1];
-        loss = pp_stage_forward(&pl->m, pl->S, s, pl->w[s], in, tokens, pl->stash[s],
+        loss = pp_stage_forward(&pl->m, pl->S, s, pl->w[s], in, tokens, pl->stash[s], pl->work,
                                 s < pl->S - 1 ? pl->act[s] : NULL);
     }
     return loss;
@@ -81,7 +87,7 @@ static double pipe_forward(pipeline *pl, const int32_t *tokens) {
 
 static void pipe_backward(pipeline *pl, float loss_scale) {
     for (int s = pl->S - 1; s >= 0; s--)
-        pp_stage_backward(&pl->m, pl->S, s, pl->w[s], pl->g[s], pl->stash[s],
+        pp_stage_backward(&pl->m, pl->S, s, pl->w[s], pl->g[s], pl->stash[s], pl->work,
                           s < pl->S - 1 ? pl->dact[s + 1] : NULL, s > 0 ? pl->dact[s] : NULL,
                           loss_scale);
 }
@@ -114,15 +120,22 @@ START_TEST(test_sizes) {
 
     /* The documented stash layout (model.c), every region 16-byte rounded:
      * per block x, u, mean, rstd, h, a; the head xh, z, meanf, rstdf, probs,
-     * targets and the logits scratch; the scratch dh, du, dx. */
+     * targets. */
     size_t x = r16(B * D * 4), h = r16(B * F * 4), row = r16(B * 4), probs = r16(B * V * 4);
-    size_t blocks = 2 * (2 * x + 2 * row + 2 * h), scratch = h + x + x;
-    size_t tokens = r16(B * 4 * 4), headst = 2 * x + 2 * row + probs + r16(B * 4) + probs;
-    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 0), tokens + blocks + scratch);
-    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 1), blocks + scratch);
-    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 2), blocks + headst + scratch);
-    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 1, 0), tokens + blocks + headst + scratch);
+    size_t blocks = 2 * (2 * x + 2 * row + 2 * h);
+    size_t tokens = r16(B * 4 * 4), headst = 2 * x + 2 * row + probs + r16(B * 4);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 0), tokens + blocks);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 1), blocks);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 2), blocks + headst);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 1, 0), tokens + blocks + headst);
     for (int s = 0; s < 3; s++) ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, s) % 16, 0);
+
+    /* The workspace: the head's logits, the blocks' dh, du, and dx. */
+    size_t scratch = h + x + x;
+    ck_assert_uint_eq(pp_stage_workspace_bytes(&tiny, 3, 0), scratch);
+    ck_assert_uint_eq(pp_stage_workspace_bytes(&tiny, 3, 1), scratch);
+    ck_assert_uint_eq(pp_stage_workspace_bytes(&tiny, 3, 2), probs + scratch);
+    ck_assert_uint_eq(pp_stage_workspace_bytes(&tiny, 1, 0), probs + scratch);
 
     /* The split region after it: per block dy, dh, du; the head's dlogits
      * and duf; the embedding's dx0. */
@@ -134,23 +147,30 @@ START_TEST(test_sizes) {
     ck_assert_uint_eq(pp_stage_stash_bytes_split(&tiny, 3, 2),
                       pp_stage_stash_bytes(&tiny, 3, 2) + wblocks + whead);
 
-    /* Without blocks: a middle stage keeps only dx; the last stage still
-     * needs du for its final layer norm. */
+    /* Without blocks: a middle stage keeps nothing (but its stash is never
+     * empty) and needs only dx; the last stage still needs du for its
+     * final layer norm. */
     pp_model nob = tiny;
     nob.blocks = 0;
-    ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 1), x);
-    ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 2), headst + x + x);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 1), 16);
+    ck_assert_uint_eq(pp_stage_stash_bytes_split(&nob, 3, 1), 16);
+    ck_assert_uint_eq(pp_stage_workspace_bytes(&nob, 3, 1), x);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 2), headst);
+    ck_assert_uint_eq(pp_stage_workspace_bytes(&nob, 3, 2), probs + x + x);
 
-    /* bf16: the compute copy is half the weights; the stash gains two
-     * scratch regions for rounded GEMM operands, [B][max(D, F, V)] floats. */
+    /* bf16: the compute copy is half the weights; the stash is fp32's; the
+     * workspace gains two regions for rounded GEMM operands,
+     * [B][max(D, F, V)] floats. */
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     for (int s = 0; s < 3; s++) {
         ck_assert_uint_eq(pp_stage_compute_bytes(&tiny, 3, s), 4 * pp_stage_param_count(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_compute_bytes(&bf, 3, s), 2 * pp_stage_param_count(&tiny, 3, s));
-        ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, s), pp_stage_stash_bytes(&tiny, 3, s) + 2 * probs);
+        ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, s), pp_stage_stash_bytes(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_stash_bytes_split(&bf, 3, s),
-                          pp_stage_stash_bytes_split(&tiny, 3, s) + 2 * probs);
+                          pp_stage_stash_bytes_split(&tiny, 3, s));
+        ck_assert_uint_eq(pp_stage_workspace_bytes(&bf, 3, s),
+                          pp_stage_workspace_bytes(&tiny, 3, s) + 2 * probs);
     }
 
     /* FLOPs: 2 GEMMs per block, the head's GEMM, backward twice forward. */
@@ -345,6 +365,48 @@ START_TEST(test_backward_repeatable) {
 }
 END_TEST
 
+/* The workspace carries nothing from one call to the next, which is what
+ * lets one per rank serve every stash it holds: filling it with NaNs
+ * between F and B (and between the stages) changes no bit of the
+ * gradients. Both precisions (bf16 rounds its operands there too). */
+static void workspace_is_scratch(const pp_model *m) {
+    int32_t tokens[3 * 4];
+    pipeline clean, dirty;
+    pipe_init(&clean, m, TINY_S, 5);
+    pipe_init(&dirty, m, TINY_S, 5);
+    size_t work = 0;
+    for (int s = 0; s < TINY_S; s++)
+        if (pp_stage_workspace_bytes(m, TINY_S, s) > work)
+            work = pp_stage_workspace_bytes(m, TINY_S, s);
+    load_windows(m, "pack my box with five dozen", 27, 2, 5, tokens);
+    pipe_forward(&clean, tokens);
+    pipe_backward(&clean, 0.25f);
+    for (int s = 0; s < TINY_S; s++) {
+        const void *in = s == 0 ? (const void *)tokens : (const void *)dirty.act[s - 1];
+        memset(dirty.work, 0xff, work); /* all NaN */
+        pp_stage_forward(m, TINY_S, s, dirty.w[s], in, tokens, dirty.stash[s], dirty.work,
+                         s < TINY_S - 1 ? dirty.act[s] : NULL);
+    }
+    for (int s = TINY_S - 1; s >= 0; s--) {
+        memset(dirty.work, 0xff, work);
+        pp_stage_backward(m, TINY_S, s, dirty.w[s], dirty.g[s], dirty.stash[s], dirty.work,
+                          s < TINY_S - 1 ? dirty.dact[s + 1] : NULL, s > 0 ? dirty.dact[s] : NULL,
+                          0.25f);
+    }
+    for (int s = 0; s < TINY_S; s++)
+        ck_assert_int_eq(memcmp(clean.g[s], dirty.g[s], clean.n[s] * sizeof(float)), 0);
+    pipe_free(&clean);
+    pipe_free(&dirty);
+}
+
+START_TEST(test_workspace_is_scratch) {
+    pp_model bf = tiny;
+    bf.precision = PP_PREC_BF16;
+    workspace_is_scratch(&tiny);
+    workspace_is_scratch(&bf);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Training                                                                  */
 
@@ -360,11 +422,11 @@ static void split_matches_fused(const pp_model *m, int S) {
     pipe_forward(&split, tokens);
     pipe_backward(&fused, 0.5f);
     for (int s = S - 1; s >= 0; s--) /* all B first, then the Ws in another order */
-        pp_stage_backward_input(&split.m, S, s, split.w[s], split.stash[s],
+        pp_stage_backward_input(&split.m, S, s, split.w[s], split.stash[s], split.work,
                                 s < S - 1 ? split.dact[s + 1] : NULL, s > 0 ? split.dact[s] : NULL,
                                 0.5f);
     for (int s = 0; s < S; s++)
-        pp_stage_backward_weight(&split.m, S, s, split.g[s], split.stash[s]);
+        pp_stage_backward_weight(&split.m, S, s, split.g[s], split.stash[s], split.work);
     for (int s = 0; s < S; s++) {
         ck_assert_int_eq(memcmp(fused.g[s], split.g[s], fused.n[s] * sizeof(float)), 0);
         if (s > 0)
@@ -503,6 +565,7 @@ START_TEST(test_bf16_block_matches_hand_written) {
     uint16_t *copy = malloc(n * sizeof *copy);
     float x[3 * 6], want[3 * 6], got[3 * 6], got32[3 * 6];
     void *stash = malloc(pp_stage_stash_bytes(&bf, S, 1));
+    void *work = malloc(pp_stage_workspace_bytes(&bf, S, 1));
     pp_stage_init(&bf, S, 1, 21, master);
     for (size_t i = 0; i < n; i++) master[i] *= 1.0f + 0.01f * (float)(i % 7); /* ragged bits */
     pp_stage_compute_copy(&bf, S, 1, master, copy);
@@ -510,8 +573,8 @@ START_TEST(test_bf16_block_matches_hand_written) {
     for (int i = 0; i < B * D; i++) x[i] = sinf(0.7f * (float)i + 0.3f) * (1.0f + 0.1f * (float)i);
 
     bf16_block_by_hand(B, D, F, wide, x, want);
-    pp_stage_forward(&bf, S, 1, copy, x, NULL, stash, got);
-    pp_stage_forward(&fp, S, 1, wide, x, NULL, stash, got32);
+    pp_stage_forward(&bf, S, 1, copy, x, NULL, stash, work, got);
+    pp_stage_forward(&fp, S, 1, wide, x, NULL, stash, work, got32);
     float worst32 = 0.0f;
     for (int i = 0; i < B * D; i++) {
         ck_assert_msg(fabsf(got[i] - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])),
@@ -523,6 +586,7 @@ START_TEST(test_bf16_block_matches_hand_written) {
     free(wide);
     free(copy);
     free(stash);
+    free(work);
 }
 END_TEST
 
@@ -571,6 +635,7 @@ Suite *model_suite(void) {
     tcase_add_test(tc, test_gradient_check_single_stage);
     tcase_add_test(tc, test_gradient_check_no_blocks);
     tcase_add_test(tc, test_backward_repeatable);
+    tcase_add_test(tc, test_workspace_is_scratch);
     tcase_add_test(tc, test_split_backward_matches_fused);
     tcase_add_test(tc, test_training_reduces_loss);
     tcase_add_test(tc, test_training_reduces_loss_bf16);

@@ -204,7 +204,9 @@ static void expect_loss(const char *what, int s, double got, double want, double
 }
 
 /* One stage of an S-stage model: F, fused B, a repeated fused B and the
- * split B + W on the GPU, each against the CPU (and the GPU's fused). */
+ * split B + W on the GPU, each against the CPU (and the GPU's fused). The
+ * GPU's workspace is filled with NaNs before every call: it is scratch,
+ * and nothing may read what a call before left there. */
 static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStream_t st,
                         pp_cuda_model *cm) {
     const int first = s == 0, last = s == S - 1;
@@ -213,6 +215,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     const size_t na = abytes / sizeof(float);
     const size_t sbytes = pp_stage_stash_bytes(m, S, s);
     const size_t sbytes_split = pp_stage_stash_bytes_split(m, S, s);
+    const size_t kbytes = pp_stage_workspace_bytes(m, S, s);
     const size_t W = m->context + 1;
     const int bf16 = m->precision == PP_PREC_BF16;
     const tol tol_cpu = bf16 ? TOL_CPU_BF16 : TOL_CPU;
@@ -231,7 +234,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     float *out_cpu = malloc(abytes), *out_gpu = malloc(abytes);
     float *din_cpu = malloc(abytes), *din_gpu = malloc(abytes);
     int32_t *tokens = malloc(tbytes);
-    void *stash_cpu = malloc(sbytes_split);
+    void *stash_cpu = malloc(sbytes_split), *work_cpu = malloc(kbytes);
     rng_state = (uint32_t)(seed * 2654435761u + (uint64_t)s);
     pp_stage_init(m, S, s, seed, p);
     for (size_t i = 0; i < np; i++) p[i] += 0.1f * uniform();
@@ -247,6 +250,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     float *d_out = dev_alloc(abytes), *d_din = dev_alloc(abytes);
     int32_t *d_tok = dev_alloc(tbytes);
     void *d_stash = dev_alloc(sbytes), *d_stash_split = dev_alloc(sbytes_split);
+    void *d_work = dev_alloc(kbytes);
+#define POISON_WORK() CU(cudaMemsetAsync(d_work, POISON, kbytes, st))
     upload(st, d_x, x_in, abytes);
     upload(st, d_dout, dout, abytes);
     upload(st, d_tok, tokens, tbytes);
@@ -272,12 +277,13 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     const float *dout_cpu = last ? NULL : dout, *dout_gpu = last ? NULL : d_dout;
 
     /* CPU: F, then the fused B. */
-    double loss_cpu = pp_stage_forward(m, S, s, w, in_cpu, tokens, stash_cpu, out_cpu);
+    double loss_cpu = pp_stage_forward(m, S, s, w, in_cpu, tokens, stash_cpu, work_cpu, out_cpu);
     memcpy(g_cpu, g0, pbytes);
-    pp_stage_backward(m, S, s, w, g_cpu, stash_cpu, dout_cpu, din_cpu, LOSS_SCALE);
+    pp_stage_backward(m, S, s, w, g_cpu, stash_cpu, work_cpu, dout_cpu, din_cpu, LOSS_SCALE);
 
     /* GPU F. */
-    pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash, last ? NULL : d_out,
+    POISON_WORK();
+    pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash, d_work, last ? NULL : d_out,
                           LOSS_SCALE);
     double loss_gpu = pp_cuda_loss_take(cm);
     if (last) {
@@ -293,7 +299,9 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
 
     /* GPU fused B, onto the same initial grads. */
     upload(st, d_g, g0, pbytes);
-    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, dout_gpu, first ? NULL : d_din);
+    POISON_WORK();
+    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, d_work, dout_gpu,
+                           first ? NULL : d_din);
     download(st, g_gpu, d_g, pbytes);
     expect_close_added("fused grads", m, S, s, g_gpu, g_cpu, g0, tol_cpu);
     if (!first) {
@@ -304,7 +312,9 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     /* B again on the same stash: B left the saved activations alone. */
     float *g_again = malloc(pbytes + 4), *din_again = malloc(abytes);
     upload(st, d_g, g0, pbytes);
-    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, dout_gpu, first ? NULL : d_din);
+    POISON_WORK();
+    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, d_work, dout_gpu,
+                           first ? NULL : d_din);
     download(st, g_again, d_g, pbytes);
     expect_close_added("fused grads, repeated", m, S, s, g_again, g_gpu, g0, TOL_GPU);
     if (!first) {
@@ -315,11 +325,13 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     /* The split backward: F into a split-sized stash, B-input, then W. */
     CU(cudaMemsetAsync(d_din, POISON, abytes, st));
     upload(st, d_g, g0, pbytes);
-    pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash_split, last ? NULL : d_out,
-                          LOSS_SCALE);
+    POISON_WORK();
+    pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash_split, d_work,
+                          last ? NULL : d_out, LOSS_SCALE);
     double loss_split = pp_cuda_loss_take(cm);
     if (last) expect_loss("loss (split stash)", s, loss_split, loss_gpu, 1e-9); /* same work */
-    pp_cuda_stage_backward_input(cm, m, S, s, d_w, d_stash_split, dout_gpu,
+    POISON_WORK();
+    pp_cuda_stage_backward_input(cm, m, S, s, d_w, d_stash_split, d_work, dout_gpu,
                                  first ? NULL : d_din);
     if (!first) {
         download(st, din_again, d_din, abytes);
@@ -329,7 +341,9 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     /* B-input computes no weight gradient. */
     download(st, g_again, d_g, pbytes);
     ck_assert_msg(memcmp(g_again, g0, pbytes) == 0, "stage %d: B-input changed the grads", s);
-    pp_cuda_stage_backward_weight(cm, m, S, s, d_g, d_stash_split);
+    POISON_WORK();
+    pp_cuda_stage_backward_weight(cm, m, S, s, d_g, d_stash_split, d_work);
+#undef POISON_WORK
     download(st, g_again, d_g, pbytes);
     expect_close_added("split grads vs fused", m, S, s, g_again, g_gpu, g0, TOL_GPU);
     expect_close_added("split grads vs CPU", m, S, s, g_again, g_cpu, g0, tol_cpu);
@@ -337,16 +351,18 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     /* Nothing was written past any buffer, the stashes included. */
     check_guard(st, "stash", d_stash, sbytes);
     check_guard(st, "split stash", d_stash_split, sbytes_split);
+    check_guard(st, "workspace", d_work, kbytes);
     check_guard(st, "out", d_out, abytes);
     check_guard(st, "din", d_din, abytes);
     check_guard(st, "grads", d_g, pbytes);
     check_guard(st, "params", d_p, pbytes);
     check_guard(st, "compute copy", d_w, wbytes);
 
-    void *dev[] = {d_p, d_w, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split};
+    void *dev[] = {d_p, d_w, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split,
+                   d_work};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) CU(cudaFree(dev[i]));
     void *host[] = {p, p_dev_init, w, w_gpu, g0, g_cpu, g_gpu, x_in, dout, out_cpu, out_gpu,
-                    din_cpu, din_gpu, tokens, stash_cpu, g_again, din_again};
+                    din_cpu, din_gpu, tokens, stash_cpu, work_cpu, g_again, din_again};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
@@ -374,14 +390,15 @@ static void loss_accumulates(void) {
     const int S = 2, s = 1;
     size_t np = pp_stage_param_count(m, S, s), abytes = pp_act_bytes(m);
     size_t tbytes = pp_tokens_bytes(m), sbytes = pp_stage_stash_bytes(m, S, s);
+    size_t kbytes = pp_stage_workspace_bytes(m, S, s);
     float *p = malloc(np * sizeof(float)), *x = malloc(abytes);
     int32_t *tokens = malloc(tbytes);
-    void *stash = malloc(sbytes);
+    void *stash = malloc(sbytes), *work = malloc(kbytes);
     rng_state = 99;
     pp_stage_init(m, S, s, 3, p);
     fill(x, abytes / sizeof(float), 1.0f);
     for (size_t i = 0; i < tbytes / sizeof(int32_t); i++) tokens[i] = rand_byte();
-    double want = pp_stage_forward(m, S, s, p, x, tokens, stash, NULL);
+    double want = pp_stage_forward(m, S, s, p, x, tokens, stash, work, NULL);
 
     cudaStream_t st;
     pp_cuda_model *cm = NULL;
@@ -391,27 +408,29 @@ static void loss_accumulates(void) {
     ck_assert(pp_cuda_loss_take(cm) == 0.0); /* starts at zero */
     float *d_p = dev_alloc(np * sizeof(float)), *d_x = dev_alloc(abytes);
     int32_t *d_tok = dev_alloc(tbytes);
-    void *d_stash = dev_alloc(sbytes);
+    void *d_stash = dev_alloc(sbytes), *d_work = dev_alloc(kbytes);
     pp_cuda_stage_init(cm, m, S, s, 3, d_p);
     upload(st, d_x, x, abytes);
     upload(st, d_tok, tokens, tbytes);
     for (int i = 0; i < 3; i++)
-        pp_cuda_stage_forward(cm, m, S, s, d_p, d_x, d_tok, d_stash, NULL, 1.0f);
+        pp_cuda_stage_forward(cm, m, S, s, d_p, d_x, d_tok, d_stash, d_work, NULL, 1.0f);
     expect_loss("3 forwards", s, pp_cuda_loss_take(cm), 3.0 * want, 1e-5);
     ck_assert(pp_cuda_loss_take(cm) == 0.0);
-    pp_cuda_stage_forward(cm, m, S, s, d_p, d_x, d_tok, d_stash, NULL, 1.0f);
+    pp_cuda_stage_forward(cm, m, S, s, d_p, d_x, d_tok, d_stash, d_work, NULL, 1.0f);
     expect_loss("1 forward", s, pp_cuda_loss_take(cm), want, 1e-5);
 
     CU(cudaFree(d_p));
     CU(cudaFree(d_x));
     CU(cudaFree(d_tok));
     CU(cudaFree(d_stash));
+    CU(cudaFree(d_work));
     pp_cuda_model_destroy(cm);
     CU(cudaStreamDestroy(st));
     free(p);
     free(x);
     free(tokens);
     free(stash);
+    free(work);
 }
 #endif /* PP_HAVE_CUDA */
 

@@ -45,6 +45,7 @@ static void build_plan(pp_plan *p)
     p->nslots = 5;
     p->slot_bytes = malloc(sizeof slots);
     memcpy(p->slot_bytes, slots, sizeof slots);
+    p->workspace_bytes = 98304;
     p->ngroups = 2;
     p->groups = calloc(2, sizeof *p->groups);
     p->groups[0].n = 4;
@@ -184,6 +185,7 @@ static void assert_same_plan(const pp_plan *a, const pp_plan *b)
     ck_assert_uint_eq(a->nslots, b->nslots);
     for (uint32_t i = 0; i < a->nslots; i++)
         ck_assert_uint_eq(a->slot_bytes[i], b->slot_bytes[i]);
+    ck_assert_uint_eq(a->workspace_bytes, b->workspace_bytes);
     ck_assert_uint_eq(a->ngroups, b->ngroups);
     for (uint32_t g = 0; g < a->ngroups; g++) {
         ck_assert_uint_eq(a->groups[g].n, b->groups[g].n);
@@ -212,7 +214,7 @@ START_TEST(test_round_trip)
     build_plan(&a);
     ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
-    ck_assert_mem_eq(buf, "PPLN\x04\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
+    ck_assert_mem_eq(buf, "PPLN\x05\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
     ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
     assert_same_plan(&a, &b);
     ck_assert_int_eq(pp_plan_encode(&b, &buf2, &len2), PP_PLAN_OK);
@@ -294,7 +296,7 @@ START_TEST(test_unknown_version)
     put_le32(buf + 4, 7);
     fix_crc(buf, len);
     expect(buf, len, PP_PLAN_EVERSION,
-           "unsupported plan format version 7 (this reader knows version 4)");
+           "unsupported plan format version 7 (this reader knows version 5)");
     put_le32(buf + len - 4, 0xdeadbeef);
     expect(buf, len, PP_PLAN_EVERSION, "version 7");
     free(buf);
@@ -371,8 +373,12 @@ START_TEST(test_absurd_counts)
     put_le32(buf + 32 + 28 + 4, 0x7fffffffu); /* nslots, after header, model (7 u32), 4 roles */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the slot table");
     put_le32(buf + 32 + 28 + 4, 5);
-    put_le32(buf + 32 + 28 + 4 + 4 + 5 * 8, 0x40000000u); /* ngroups */
+    /* ngroups, after the 5 slots and the workspace size */
+    put_le32(buf + 32 + 28 + 4 + 4 + 5 * 8 + 8, 0x40000000u);
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the group table");
+    /* a file that ends inside the workspace size */
+    expect(buf, 32 + 28 + 4 + 4 + 5 * 8 + 3, PP_PLAN_ETRUNC,
+           "while reading the workspace size");
     put_le32(buf + 24, 0xfffffff0u); /* S: magic, version, plan id, rank, world */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the stage roles");
     free(buf);
@@ -476,7 +482,7 @@ START_TEST(test_validate_header)
     expect_valid(&p, PP_PLAN_EHEADER, "slot s3 has size 0");
     p.slot_bytes[3] = 64;
     p.version = PP_PLAN_VERSION + 1;
-    expect_valid(&p, PP_PLAN_EVERSION, "version 4");
+    expect_valid(&p, PP_PLAN_EVERSION, "version 5");
     p.version = PP_PLAN_VERSION;
     p.S = 0;
     expect_valid(&p, PP_PLAN_EHEADER, "S is 0");
@@ -603,13 +609,14 @@ START_TEST(test_disasm)
     pp_plan p;
     build_plan(&p);
     char *t = listing(&p);
-    assert_line(t, "; pp plan, format 4, plan id 0123456789abcdef");
+    assert_line(t, "; pp plan, format 5, plan id 0123456789abcdef");
     assert_line(t, "; rank 1 of 4, S=4 stages, B=2 microbatches");
     assert_line(t, "; model: context 8, embed 16 (width 128), ffn 256, blocks 1 per stage, batch 16; "
                    "optimizer adamw; precision bf16");
     assert_line(t, "; stages: 1 (compute+owner), 3 (owner)");
     assert_line(t, "; groups: g0 = {0,1,2,3}, g1 = {1,3}");
     assert_line(t, "; slots:  s0 4096 B, s1 8192 B, s2 4096 B, s3 4096 B, s4 512 B");
+    assert_line(t, "; workspace: 98304 B (scratch of every F and B here, one at a time)");
     assert_line(t, "addr  opcode          stage    mb  peer  grp  slots                             comment");
     assert_line(t, "----  --------------  -----  ----  ----  ---  --------------------------------  "
                    "-------------------------------");
