@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../isa/plan.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -328,6 +329,48 @@ START_TEST(truncated_rank_file)
 }
 END_TEST
 
+/* A plan that passes the format's checks but would make the VM read or
+ * write out of bounds: every rank exits with what is wrong. Rank 1's
+ * plan is edited and rewritten (with a fresh checksum). */
+static void vm_refuses(void (*edit)(pp_plan *), const char *message)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), path[1024], err[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/plan/rank1.bin", dir);
+    pp_plan p;
+    ck_assert_msg(pp_plan_read(path, &p, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    edit(&p);
+    ck_assert_msg(pp_plan_write(&p, path, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    pp_plan_free(&p);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1", PP_ROOT,
+             dir);
+    fails_with(cmd, message);
+    remove_dir(dir);
+}
+
+static void shrink_workspace(pp_plan *p) { p->workspace_bytes = 16; }
+
+static int first_forward(const pp_plan *p)
+{
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        if (p->code[i].op == PP_OP_Forward)
+            return (int)i;
+    ck_abort_msg("no Forward in the plan");
+    return -1;
+}
+
+static void shrink_stash(pp_plan *p) { p->slot_bytes[p->code[first_forward(p)].slot[1]] = 16; }
+
+static void foreign_stage(pp_plan *p) { p->code[first_forward(p)].stage = 3; }
+
+START_TEST(plans_the_vm_refuses)
+{
+    vm_refuses(shrink_workspace, "rank1.bin: instruction 1 (Forward): the workspace holds 16 "
+                                 "bytes but stage 1 needs 32768 for this model");
+    vm_refuses(shrink_stash, "holds 16 bytes but its role 'stash' needs");
+    vm_refuses(foreign_stage, "instruction 1 (Forward): stage 3 is not held by this rank");
+}
+END_TEST
+
 START_TEST(bad_flags)
 {
     char cmd[2048];
@@ -384,6 +427,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, world_size_mismatch);
     tcase_add_test(tc, mixed_plan_ids);
     tcase_add_test(tc, truncated_rank_file);
+    tcase_add_test(tc, plans_the_vm_refuses);
     tcase_add_test(tc, bad_flags);
     suite_add_tcase(s, tc);
     return s;
