@@ -131,8 +131,9 @@ bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
 
-bench: bin/sim_bench
+bench: bin/sim_bench all
 	./bin/sim_bench $(CURDIR)
+	bash tests/bench/predict_bench.sh
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).

@@ -23,6 +23,7 @@
 
 #include "../kernels/model.h"
 #include "check.h"
+#include "profile.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -328,13 +329,23 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         printf("\n");
     }
     free(mem);
+    pp_profile *prof = NULL;
+    if (opts->profile && !(prof = pp_profile_open(opts->profile, p, opts->steps, me))) {
+        teardown(&v);
+        return 1;
+    }
     double samples = (double)p->B * p->model.batch;
     for (v.step = 0; v.step < opts->steps; v.step++) {
         mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
         double t0 = MPI_Wtime();
         v.loss = 0;
-        for (uint32_t i = 0; i < p->ninstr; i++)
+        for (uint32_t i = 0; i < p->ninstr; i++) {
+            int dir = prof ? pp_profile_dir(&p->code[i]) : -1;
+            double j0 = dir >= 0 ? MPI_Wtime() : 0;
             exec(&v, &p->code[i]);
+            if (dir >= 0)
+                pp_profile_add(prof, v.step, dir, p->code[i].stage, MPI_Wtime() - j0);
+        }
         for (uint32_t k = 0; k < p->nslots; k++)
             if (v.req[k] != MPI_REQUEST_NULL)
                 mpiCheck(MPI_Wait(&v.req[k], MPI_STATUS_IGNORE));
@@ -353,6 +364,12 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         }
     }
     rc = 0;
+    if (prof) {
+        double latency = 0, bandwidth = 0;
+        int link = pp_profile_link_mpi(pp_profile_probe_bytes(p), &latency, &bandwidth);
+        if (pp_profile_finish(prof, link, latency, bandwidth))
+            rc = 1;
+    }
     if (opts->save && save_weights(&v))
         rc = 1;
     teardown(&v);

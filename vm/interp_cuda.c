@@ -10,7 +10,8 @@
  * does; nothing is allocated in the step loop. On the host it pins one
  * token buffer per microbatch it loads and, on the mpi transport, the
  * staging buffers (not device memory, not counted). All CUDA events are
- * created at start-up too.
+ * created at start-up too, --profile's timing events around each job
+ * included.
  *
  * Precision (kernels/model.h). Jobs compute with a stage's compute copy:
  * an owner's own (params itself with fp32; with bf16 a bf16 copy of the
@@ -81,6 +82,7 @@
 #include "../kernels/cuda_kernels.h"
 #include "../kernels/model.h"
 #include "check.h"
+#include "profile.h"
 #include "transport_cuda.h"
 #include "weights.h"
 
@@ -234,6 +236,15 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
         TRY(cudaHostAlloc((void **)&v->tok_host[b], pp_tokens_bytes(m), cudaHostAllocDefault));
         TRY(cudaEventCreateWithFlags(&v->tok_ev[b], cudaEventDisableTiming));
     }
+    if (v->opts->profile) { /* timing events, around the jobs only */
+        if (!(v->prof_ev = calloc(2 * (size_t)p->ninstr + 1, sizeof *v->prof_ev))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        for (uint32_t i = 0; i < p->ninstr; i++)
+            for (int k = 0; k < 2 && pp_profile_dir(&p->code[i]) >= 0; k++)
+                TRY(cudaEventCreateWithFlags(&v->prof_ev[2 * i + k], cudaEventDefault));
+    }
     return cvm_transport_setup(v, err, errlen);
 }
 
@@ -273,6 +284,10 @@ static void teardown(cuda_vm *v)
         if (v->tok_ev[b])
             cudaCheck(cudaEventDestroy(v->tok_ev[b]));
     }
+    for (uint32_t i = 0; v->prof_ev && i < 2 * p->ninstr; i++)
+        if (v->prof_ev[i])
+            cudaCheck(cudaEventDestroy(v->prof_ev[i]));
+    free(v->prof_ev);
     for (int i = 0; i < ST_COUNT; i++) {
         if (v->done[i])
             cudaCheck(cudaEventDestroy(v->done[i]));
@@ -355,6 +370,28 @@ static void compute_end(cuda_vm *v, cvm_dep **d, int n)
         cvm_record(v, d[i], ST_COMPUTE);
 }
 
+/* --profile: a timing event on the compute stream just before (end 0) or
+ * after (end 1) a job's kernels, after its waits for other streams. */
+static void prof_mark(cuda_vm *v, const pp_instr *in, int end)
+{
+    if (v->prof_ev)
+        cudaCheck(cudaEventRecord(v->prof_ev[2 * (in - v->p->code) + end], v->st[ST_COMPUTE]));
+}
+
+/* --profile, once the step's streams are idle: each job's time between its
+ * two events. */
+static void prof_collect(cuda_vm *v)
+{
+    for (uint32_t i = 0; v->prof && i < v->p->ninstr; i++) {
+        int dir = pp_profile_dir(&v->p->code[i]);
+        float ms = 0;
+        if (dir < 0)
+            continue;
+        cudaCheck(cudaEventElapsedTime(&ms, v->prof_ev[2 * i], v->prof_ev[2 * i + 1]));
+        pp_profile_add(v->prof, v->step, dir, v->p->code[i].stage, ms * 1e-3);
+    }
+}
+
 static void exec(cuda_vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
@@ -383,8 +420,10 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const int32_t *tgt = use_slot(v, in->slot[3], d, &n);
         const void *w = use_weights(v, s, in->slot[4], d, &n);
         compute_begin(v, d, n);
+        prof_mark(v, in, 0);
         pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, v->work, out,
                               pp_loss_scale(m, (int)p->B));
+        prof_mark(v, in, 1);
         break;
     }
     case PP_OP_Backward: {
@@ -394,7 +433,9 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const void *w = use_weights(v, s, in->slot[3], d, &n);
         float *g = use_grads(v, s, in->slot[4], d, &n);
         compute_begin(v, d, n);
+        prof_mark(v, in, 0);
         pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, v->work, dout, din);
+        prof_mark(v, in, 1);
         break;
     }
     case PP_OP_BackwardInput: {
@@ -403,14 +444,18 @@ static void exec(cuda_vm *v, const pp_instr *in)
         float *din = use_slot(v, in->slot[2], d, &n);
         const void *w = use_weights(v, s, in->slot[3], d, &n);
         compute_begin(v, d, n);
+        prof_mark(v, in, 0);
         pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, v->work, dout, din);
+        prof_mark(v, in, 1);
         break;
     }
     case PP_OP_BackwardWeight: {
         const void *stash = use_slot(v, in->slot[0], d, &n);
         float *g = use_grads(v, s, in->slot[1], d, &n);
         compute_begin(v, d, n);
+        prof_mark(v, in, 0);
         pp_cuda_stage_backward_weight(v->cm, m, S, s, g, stash, v->work);
+        prof_mark(v, in, 1);
         break;
     }
     case PP_OP_ZeroGrads: {
@@ -559,6 +604,7 @@ static void train(cuda_vm *v)
             exec(v, &p->code[i]);
         finish_step(v);
         cvm_transport_drain(v);
+        prof_collect(v);
         double mine_loss = pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
         double loss = 0, dt, mine = MPI_Wtime() - v->t0;
         mpiCheck(MPI_Reduce(&mine_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
@@ -641,8 +687,17 @@ int pp_run_plan_cuda(const pp_plan *p, const pp_dataset *ds, const pp_train_opts
     cvm_transport_connect(&v);
     init_weights(&v);
     print_memory(&v);
+    if (opts->profile && !(v.prof = pp_profile_open(opts->profile, p, opts->steps, v.me)))
+        goto out_teardown;
     train(&v);
     rc = 0;
+    if (v.prof) {
+        double latency = 0, bandwidth = 0;
+        int link = cvm_transport_link(&v, pp_profile_probe_bytes(p), &latency, &bandwidth);
+        if (pp_profile_finish(v.prof, link, latency, bandwidth))
+            rc = 1;
+        v.prof = NULL;
+    }
     if (opts->save && save_weights(&v))
         rc = 1;
 out_teardown:

@@ -73,7 +73,9 @@ static void usage(FILE *f)
             "  --timeout S   cuda: end the run when a step has not finished after S seconds\n"
             "                (default 300)\n"
             "  --epilogues E cuda: on (default) fuses bias, GELU and residual adds into the\n"
-            "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n",
+            "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
+            "  --profile FILE  write what this run measured (each stage's F, B and W, the\n"
+            "                link's latency and bandwidth, in seconds) as a ppc --costs file\n",
             PP_DEFAULT_DATA);
 }
 
@@ -129,7 +131,8 @@ static int parse_args(int argc, char **argv, options *o)
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
-                 !strcmp(a, "--timeout") || !strcmp(a, "--epilogues")) {
+                 !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
+                 !strcmp(a, "--profile")) {
             if (!has_value) {
                 if (first_process())
                     fprintf(stderr, "ppvm: %s needs a value\n", a);
@@ -140,6 +143,8 @@ static int parse_args(int argc, char **argv, options *o)
                 o->train.data = val;
             else if (!strcmp(a, "--save"))
                 o->train.save = val;
+            else if (!strcmp(a, "--profile"))
+                o->train.profile = val;
             else if (!strcmp(a, "--backend")) {
                 if (!strcmp(val, "cuda") || !strcmp(val, "cpu"))
                     o->backend = !strcmp(val, "cuda") ? BACKEND_CUDA : BACKEND_CPU;
@@ -207,6 +212,13 @@ static int parse_args(int argc, char **argv, options *o)
         if (first_process())
             fprintf(stderr, "ppvm: --backend cpu --transport nccl: the cpu backend has only the mpi "
                             "transport (use --backend cuda, or --transport mpi)\n");
+        return -1;
+    }
+    if (o->train.profile && (o->reference || o->compare)) {
+        if (first_process())
+            fprintf(stderr, "ppvm: --profile times the ranks of a plan's run; it does not go with "
+                            "--%s\n",
+                    o->reference ? "reference" : "compare");
         return -1;
     }
     int want = o->compare ? 2 : 1;

@@ -76,6 +76,10 @@ typedef struct {
     int *stage_has_params;     /* [S] stage_stg[s] holds compute[s] as it is now */
     MPI_Request *wsend;        /* SendWeights in flight from stage_stg */
     int nwsend, wsend_cap;     /* cap: the plan's SendWeights per step */
+
+    /* --profile */
+    struct pp_profile *prof;   /* NULL without --profile */
+    cudaEvent_t *prof_ev;      /* [2 * ninstr] timing events before and after each job */
 } cuda_vm;
 
 /* Make stream `st` wait for the buffer's last operation if it ran on
@@ -127,5 +131,9 @@ void cvm_transport_drain(cuda_vm *v);
 /* 1 with a message naming the communicator if NCCL reports an asynchronous
  * error on any of them, else 0 (always 0 on the mpi transport). */
 int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len);
+/* --profile, after training: the link between ranks 0 and 1 through this
+ * transport, device memory to device memory (profile.h). Collective; 0 with
+ * one rank, else 1 with *latency and *bandwidth set on rank 0. */
+int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth);
 
 #endif

@@ -20,6 +20,7 @@ typedef struct {
     int quiet;        /* no per-step lines */
     double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
+    const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
 } pp_train_opts;
 
 /* Checks a decoded plan against what the VM will do with it: each slot is

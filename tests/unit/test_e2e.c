@@ -329,6 +329,66 @@ START_TEST(truncated_rank_file)
 }
 END_TEST
 
+/* ppvm --profile writes each stage's measured F, B (and, with a split
+ * backward, W) and the link's latency and bandwidth, and ppc --costs
+ * takes the file as it is: the report then says which costs it used. */
+START_TEST(profile_feeds_the_simulator)
+{
+    char *dir = compile_plan("zb-h1.pp", "-D S=4 -D B=8"), cmd[4096], *out, *json;
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 2 --quiet --profile %s/c.json"
+                    " && cat %s/c.json",
+             PP_ROOT, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &json), 0);
+    double v[8];
+    ck_assert_int_eq(profile_values(json, "F", v, 8), 4);
+    ck_assert_int_eq(profile_values(json, "B", v, 8), 4);
+    ck_assert_int_eq(profile_values(json, "W", v, 8), 4);
+    ck_assert_int_eq(profile_values(json, "latency", v, 8), 1);
+    ck_assert_msg(v[0] < 0.1, "latency %g s", v[0]);
+    ck_assert_int_eq(profile_values(json, "bandwidth", v, 8), 1);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/zb-h1.pp -D S=4 -D B=8 -o %s/q -q --costs %s/c.json"
+             " && cat %s/q/report.txt",
+             PP_ROOT, PP_ROOT, dir, dir, dir);
+    ck_assert_msg(run_cmd(cmd, &out) == 0, "%s\n%s", json, out);
+    ck_assert_msg(strstr(out, "--costs ") && strstr(out, "c.json"), "%s", out);
+    free(out);
+    free(json);
+    /* one rank: nothing moves, so no link figures; no W without a split backward */
+    remove_dir(dir);
+    dir = compile_plan("gpipe.pp", "-D S=1 -D B=2");
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np 1 %s/bin/ppvm --backend cpu %s/plan --steps 1 --quiet --profile %s/c.json"
+                    " && cat %s/c.json && %s/bin/ppc %s/schedules/gpipe.pp -D S=1 -D B=2 -o %s/q -q"
+                    " --costs %s/c.json",
+             PP_ROOT, dir, dir, dir, PP_ROOT, PP_ROOT, dir, dir);
+    ck_assert_int_eq(run_cmd(cmd, &json), 0);
+    ck_assert_int_eq(profile_values(json, "F", v, 8), 1);
+    ck_assert_int_eq(profile_values(json, "B", v, 8), 1);
+    ck_assert_ptr_null(strstr(json, "\"W\""));
+    ck_assert_ptr_null(strstr(json, "latency"));
+    free(json);
+    remove_dir(dir);
+}
+END_TEST
+
+START_TEST(profile_errors)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np 4 %s/bin/ppvm --backend cpu %s/plan --steps 1 --profile /nonexistent/c.json",
+             PP_ROOT, dir);
+    fails_with(cmd, "ppvm: --profile /nonexistent/c.json: cannot write: No such file or directory");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --profile %s/c.json", PP_ROOT, dir,
+             dir);
+    fails_with(cmd, "--profile times the ranks of a plan's run; it does not go with --reference");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend cpu %s/plan --profile", PP_ROOT, dir);
+    fails_with(cmd, "--profile needs a value");
+    remove_dir(dir);
+}
+END_TEST
+
 /* A plan that passes the format's checks but would make the VM read or
  * write out of bounds: every rank exits with what is wrong. Rank 1's
  * plan is edited and rewritten (with a fresh checksum). */
@@ -428,6 +488,8 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, mixed_plan_ids);
     tcase_add_test(tc, truncated_rank_file);
     tcase_add_test(tc, plans_the_vm_refuses);
+    tcase_add_test(tc, profile_feeds_the_simulator);
+    tcase_add_test(tc, profile_errors);
     tcase_add_test(tc, bad_flags);
     suite_add_tcase(s, tc);
     return s;

@@ -297,6 +297,44 @@ START_TEST(nccl_refuses_shared_gpu)
 }
 END_TEST
 
+/* ppvm --profile on the cuda backend: the jobs timed by CUDA events, the
+ * link through the run's transport, a file ppc --costs takes as it is. */
+START_TEST(profile_on_the_gpu)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    static const char *transport[] = {"mpi", "nccl"};
+    for (int t = 0; t < 2; t++) {
+        int np = t == 0 ? 4 : 1; /* nccl: one rank per GPU */
+        if (t == 1 && gpu_count() >= 4)
+            np = 4;
+        char defs[64], cmd[4096], *json, *out;
+        snprintf(defs, sizeof defs, "-D S=%d -D B=8", np);
+        char *dir = compile_plan("zb-h1.pp", defs);
+        snprintf(cmd, sizeof cmd,
+                 MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --transport %s --steps 2 "
+                        "--quiet --timeout 120 --profile %s/c.json && cat %s/c.json",
+                 np, PP_ROOT, dir, transport[t], dir, dir);
+        int rc = run_cmd(cmd, &json);
+        ck_assert_msg(rc == 0, "%s failed (exit %d):\n%s", cmd, rc, json);
+        double v[8];
+        ck_assert_int_eq(profile_values(json, "F", v, 8), np);
+        ck_assert_int_eq(profile_values(json, "B", v, 8), np);
+        ck_assert_int_eq(profile_values(json, "W", v, 8), np);
+        ck_assert_int_eq(profile_values(json, "latency", v, 8), np > 1);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp %s -o %s/q -q --costs %s/c.json",
+                 PP_ROOT, PP_ROOT, defs, dir, dir);
+        rc = run_cmd(cmd, &out);
+        ck_assert_msg(rc == 0, "ppc --costs refused the profile:\n%s\n%s", json, out);
+        free(out);
+        free(json);
+        remove_dir(dir);
+    }
+}
+END_TEST
+
 Suite *gpu_e2e_suite(void)
 {
     Suite *s = suite_create("gpu_e2e");
@@ -308,6 +346,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_loop_test(tc, four_ranks_one_gpu_mpi, 0, 8);
     tcase_add_loop_test(tc, four_ranks_nccl, 0, 8);
     tcase_add_test(tc, adamw_four_ranks_mpi);
+    tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     suite_add_tcase(s, tc);
     return s;

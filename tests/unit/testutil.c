@@ -135,3 +135,28 @@ int have_gpu(void)
 #else
 int have_gpu(void) { return 0; }
 #endif
+
+/* The numbers of `key` in a --profile file: "key": [a, b, ...] or
+ * "key": a. Returns how many (at most max), all of which must be > 0. */
+int profile_values(const char *json, const char *key, double *v, int max)
+{
+    char want[32];
+    snprintf(want, sizeof want, "\"%s\": ", key);
+    const char *p = strstr(json, want);
+    if (!p)
+        return 0;
+    p += strlen(want);
+    int list = *p == '[', n = 0;
+    p += list;
+    while (n < max) {
+        char *end;
+        v[n] = strtod(p, &end);
+        ck_assert_msg(end != p && v[n] > 0, "%s: not a positive number at '%.20s'", key, p);
+        n++;
+        p = end;
+        if (!list || *p != ',')
+            break;
+        p += 2;
+    }
+    return n;
+}

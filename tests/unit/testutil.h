@@ -38,6 +38,9 @@ char *worker_order(const compiled *c, int w, char what);
 /* Runs cmd with sh -c, output (stdout+stderr) into *out (caller frees);
  * returns the exit status, 124 if `timeout` killed it. */
 int run_cmd(const char *cmd, char **out);
+/* The numbers of `key` in a ppvm --profile file: "key": [a, b, ...] or
+ * "key": a. Returns how many (at most max), all asserted > 0. */
+int profile_values(const char *json, const char *key, double *v, int max);
 /* A fresh temporary directory (caller frees the path). */
 char *temp_dir(void);
 /* Runs bin/ppc on schedules/<schedule> with extra arguments `args` into

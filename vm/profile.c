@@ -1,0 +1,236 @@
+/* profile.c - ppvm --profile FILE (profile.h): collects job durations per
+ * stage and direction on every rank, gathers them to rank 0 and writes the
+ * medians, with the link's latency and bandwidth, as a ppc --costs file. */
+#include "profile.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/model.h"
+#include "check.h"
+
+/* The durations of one (direction, stage): a growing array. */
+typedef struct {
+    double *v;
+    size_t n, cap;
+} samples;
+
+struct pp_profile {
+    FILE *out;        /* rank 0 only */
+    const char *path;
+    int S, steps, me;
+    samples *t;       /* [PP_PROF_DIRS * S] */
+};
+
+pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me)
+{
+    pp_profile *pr = calloc(1, sizeof *pr);
+    int ok = pr != NULL;
+    if (pr) {
+        pr->path = path;
+        pr->S = (int)p->S;
+        pr->steps = steps;
+        pr->me = me;
+        pr->t = calloc((size_t)PP_PROF_DIRS * p->S, sizeof *pr->t);
+        ok = pr->t != NULL;
+        if (!ok)
+            fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", me);
+    }
+    if (ok && me == 0 && !(pr->out = fopen(path, "w"))) {
+        fprintf(stderr, "ppvm: --profile %s: cannot write: %s\n", path, strerror(errno));
+        ok = 0;
+    }
+    int all;
+    mpiCheck(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (all)
+        return pr;
+    if (pr && pr->out)
+        fclose(pr->out);
+    if (pr)
+        free(pr->t);
+    free(pr);
+    return NULL;
+}
+
+int pp_profile_dir(const pp_instr *in)
+{
+    switch ((pp_opcode)in->op) {
+    case PP_OP_Forward:
+        return PP_PROF_F;
+    case PP_OP_Backward:
+    case PP_OP_BackwardInput:
+        return PP_PROF_B;
+    case PP_OP_BackwardWeight:
+        return PP_PROF_W;
+    default:
+        return -1;
+    }
+}
+
+void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
+{
+    if (step == 0 && pr->steps > 1)
+        return; /* the warm-up: first touches of every buffer, cold caches */
+    samples *x = &pr->t[dir * pr->S + s];
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        double *v = realloc(x->v, cap * sizeof *v);
+        if (!v) {
+            fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", pr->me);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        x->v = v;
+        x->cap = cap;
+    }
+    x->v[x->n++] = seconds;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double pp_median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+size_t pp_profile_probe_bytes(const pp_plan *p)
+{
+    size_t bytes = pp_act_bytes(&p->model);
+    for (uint32_t s = 0; s < p->S; s++) {
+        size_t w = pp_stage_compute_bytes(&p->model, (int)p->S, (int)s);
+        if (w > bytes)
+            bytes = w;
+    }
+    /* enough to see the bandwidth; an MPI count is an int */
+    return bytes < ((size_t)1 << 28) ? bytes : (size_t)1 << 28;
+}
+
+/* Rank 0 gets every rank's samples of one (direction, stage), concatenated
+ * into *all (malloc'd); returns how many (0 elsewhere). */
+static size_t gather(const samples *x, int me, int size, double **all)
+{
+    int n = (int)x->n, total = 0;
+    int *counts = me == 0 ? malloc((size_t)size * sizeof *counts) : NULL;
+    int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
+    mpiCheck(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (me == 0)
+        for (int r = 0; r < size; r++) {
+            displs[r] = total;
+            total += counts[r];
+        }
+    *all = me == 0 ? malloc(((size_t)total + 1) * sizeof **all) : NULL;
+    mpiCheck(MPI_Gatherv(x->v, n, MPI_DOUBLE, *all, counts, displs, MPI_DOUBLE, 0,
+                         MPI_COMM_WORLD));
+    free(counts);
+    free(displs);
+    return (size_t)total;
+}
+
+/* One key: a number per stage, or nothing when no stage has a sample. */
+static void write_key(FILE *f, const char *key, const double *med, const size_t *n, int S,
+                      int *first)
+{
+    int any = 0;
+    for (int s = 0; s < S; s++)
+        any |= n[s] > 0;
+    if (!any)
+        return;
+    fprintf(f, "%s\n  \"%s\": [", *first ? "" : ",", key);
+    for (int s = 0; s < S; s++)
+        fprintf(f, "%s%.9g", s ? ", " : "", med[s]);
+    fprintf(f, "]");
+    *first = 0;
+}
+
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth)
+{
+    int size, S = pr->S, rc = 0;
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    double *med = calloc((size_t)PP_PROF_DIRS * S, sizeof *med);
+    size_t *count = calloc((size_t)PP_PROF_DIRS * S, sizeof *count);
+    if (!med || !count) {
+        fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", pr->me);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int k = 0; k < PP_PROF_DIRS * S; k++) {
+        double *all = NULL;
+        count[k] = gather(&pr->t[k], pr->me, size, &all);
+        if (pr->me == 0 && !all) {
+            fprintf(stderr, "ppvm: out of memory for --profile\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        med[k] = pr->me == 0 ? pp_median(all, count[k]) : 0.0;
+        free(all);
+    }
+    if (pr->me == 0) {
+        static const char *key[PP_PROF_DIRS] = {"F", "B", "W"};
+        int first = 1;
+        fprintf(pr->out, "{");
+        for (int d = 0; d < PP_PROF_DIRS; d++)
+            write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
+        if (link)
+            fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
+        fprintf(pr->out, "\n}\n");
+        if (ferror(pr->out) | fclose(pr->out)) {
+            fprintf(stderr, "ppvm: --profile %s: write failed: %s\n", pr->path, strerror(errno));
+            rc = -1;
+        }
+    }
+    for (int k = 0; k < PP_PROF_DIRS * S; k++)
+        free(pr->t[k].v);
+    free(pr->t);
+    free(pr);
+    free(med);
+    free(count);
+    return rc;
+}
+
+/* Half the median round trip of `bytes` between ranks 0 and 1. */
+static double one_way_mpi(char *buf, size_t bytes, int me)
+{
+    enum { WARM = 3, REPS = 21 };
+    double t[REPS];
+    for (int i = 0; i < WARM + REPS; i++) {
+        double t0 = MPI_Wtime();
+        if (me == 0) {
+            mpiCheck(MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD));
+            mpiCheck(MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        } else {
+            mpiCheck(MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            mpiCheck(MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD));
+        }
+        if (i >= WARM)
+            t[i - WARM] = (MPI_Wtime() - t0) / 2;
+    }
+    return pp_median(t, REPS);
+}
+
+int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
+{
+    int me, size;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (size < 2)
+        return 0;
+    if (me <= 1) {
+        char *buf = calloc(bytes > 8 ? bytes : 8, 1);
+        if (!buf) {
+            fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", me);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        double small = one_way_mpi(buf, 8, me), big = one_way_mpi(buf, bytes, me);
+        *latency = small;
+        *bandwidth = big > small ? (double)bytes / (big - small) : 0.0;
+        free(buf);
+    }
+    mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+    return 1;
+}

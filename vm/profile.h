@@ -1,0 +1,57 @@
+/* profile.h - ppvm --profile FILE: what this run measured, written as a
+ * ppc --costs file (times in seconds), so that ppc's simulation and report
+ * describe this machine instead of unit costs.
+ *
+ *   F, B, W    per stage, the median duration of its jobs over every rank
+ *              that ran them and every step but the first (a warm-up, when
+ *              there are two steps or more); B is the input-gradient half
+ *              and W the weight-gradient half when the plan splits the
+ *              backward (W is written only then)
+ *   latency    half the median round trip of an 8-byte message between
+ *              ranks 0 and 1 through the run's transport
+ *   bandwidth  bytes per second of the plan's largest transfer between the
+ *              same two ranks, after that latency: n / (t(n) - latency)
+ * latency and bandwidth are left out with a single rank (nothing moves).
+ * Job times are the backend's: wall clock around each job on the cpu, CUDA
+ * events around its kernels on the compute stream on the cuda backend. */
+#ifndef PP_VM_PROFILE_H
+#define PP_VM_PROFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "../isa/plan.h"
+
+enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_DIRS };
+
+typedef struct pp_profile pp_profile;
+
+/* Collective: every rank calls it with the same path. Rank 0 opens `path`
+ * for writing now, so a path it cannot write ends the run before training
+ * (every rank returns NULL, rank 0 saying why). */
+pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me);
+
+/* The direction pp_profile_add takes for a job instruction, or -1. */
+int pp_profile_dir(const pp_instr *in);
+
+/* One job of stage s took `seconds` (ignored during the warm-up step). */
+void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds);
+
+/* The plan's largest transfer in bytes, at most 256 MiB (the bandwidth
+ * probe's size). */
+size_t pp_profile_probe_bytes(const pp_plan *p);
+
+/* Collective: gathers every rank's job times and writes the file (rank 0),
+ * with the link's latency and bandwidth when `link` (rank 0's values count).
+ * Frees pr. 0, or -1 on rank 0 when the file cannot be written. */
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth);
+
+/* The link through MPI between ranks 0 and 1, host memory to host memory
+ * (the cpu backend's transport); collective, a no-op returning 0 with one
+ * rank. Sets *latency and *bandwidth on rank 0 and returns 1. */
+int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth);
+
+/* The median of n values (sorts v). */
+double pp_median(double *v, size_t n);
+
+#endif
