@@ -14,8 +14,8 @@
 #include "json.h"
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_LATENCY, KEY_BANDWIDTH, NKEYS };
-static const char *const key_names[NKEYS] = {"F", "B", "W", "latency", "bandwidth"};
+enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, NKEYS };
+static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth"};
 
 typedef struct {
     const char *name; /* the file, for messages */
@@ -75,8 +75,10 @@ static int key_index(const pp_json *m)
     return -1;
 }
 
-/* One job cost: a finite positive number. `what` names it in messages. */
-static int read_cost(const ctx *x, const pp_json *v, const char *what, double *out)
+/* One cost: a finite number, positive for a job (F, B, W), >= 0 for an
+ * optimizer step (O: a stage without weights has next to nothing to do).
+ * `what` names it in messages. */
+static int read_cost(const ctx *x, const pp_json *v, const char *what, int zero_ok, double *out)
 {
     if (v->kind != PP_JSON_NUMBER)
         return bad(x, v->line, v->col, "expected a number for %s, found %s", what,
@@ -84,14 +86,14 @@ static int read_cost(const ctx *x, const pp_json *v, const char *what, double *o
     if (!isfinite(v->number))
         return bad(x, v->line, v->col,
                    "expected a finite number for %s, found one too large for a double", what);
-    if (!(v->number > 0))
-        return bad(x, v->line, v->col, "expected a positive cost for %s, found %g", what,
-                   v->number);
+    if (zero_ok ? !(v->number >= 0) : !(v->number > 0))
+        return bad(x, v->line, v->col, "expected a %s cost for %s, found %g",
+                   zero_ok ? "non-negative" : "positive", what, v->number);
     *out = v->number;
     return 0;
 }
 
-/* "F", "B" or "W": a number for every stage, or a non-empty array of them. */
+/* "F", "B", "W" or "O": a number for every stage, or a non-empty array of them. */
 static int read_dir(const ctx *x, pp_costs *c, int d, const pp_json *v)
 {
     char what[32];
@@ -100,7 +102,7 @@ static int read_dir(const ctx *x, pp_costs *c, int d, const pp_json *v)
             goto nomem;
         c->n[d] = 1;
         snprintf(what, sizeof what, "\"%s\"", key_names[d]);
-        return read_cost(x, v, what, &c->dir[d][0]);
+        return read_cost(x, v, what, d == KEY_O, &c->dir[d][0]);
     }
     if (v->kind != PP_JSON_ARRAY)
         return bad(x, v->line, v->col,
@@ -119,7 +121,7 @@ static int read_dir(const ctx *x, pp_costs *c, int d, const pp_json *v)
     c->n[d] = (int)v->n;
     for (size_t i = 0; i < v->n; i++) {
         snprintf(what, sizeof what, "\"%s\"[%zu]", key_names[d], i);
-        if (read_cost(x, &v->child[i], what, &c->dir[d][i]) != 0)
+        if (read_cost(x, &v->child[i], what, d == KEY_O, &c->dir[d][i]) != 0)
             return -1;
     }
     return 0;
@@ -168,7 +170,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         int k = key_index(m);
         if (k < 0) {
             bad(&x, m->key_line, m->key_col,
-                "unknown key %s: expected \"F\", \"B\", \"W\", \"latency\" or \"bandwidth\"",
+                "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\" or "
+                "\"bandwidth\"",
                 quote(m->key, m->key_len, q));
             goto out;
         }
@@ -218,7 +221,7 @@ int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen)
 
 void pp_costs_free(pp_costs *c)
 {
-    for (int d = 0; d < 3; d++)
+    for (int d = 0; d < 4; d++)
         free(c->dir[d]);
     memset(c, 0, sizeof *c);
 }

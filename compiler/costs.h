@@ -6,13 +6,16 @@
  *     "F": 1.5,                 one number for every stage, or
  *     "B": [3.0, 3.0, 3.1, 3.4] one per stage (exactly S of them),
  *     "W": 1.2,                 only meaningful with `split backward`
+ *     "O": [0.4, 0.4, 0.4, 0.9] the optimizer step of a stage, on each owner
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10       bytes per time unit; 0 means infinitely fast
  *   }
  *
  * Every key is optional; a key the file does not give keeps the schedule's
  * value. Times are in any one unit (ppvm writes seconds). Job costs must be
- * positive, latency and bandwidth non-negative, every number finite.
+ * positive; O, latency and bandwidth non-negative; every number finite.
+ * O, which the schedule has no line for, is 0 where the file does not give
+ * it.
  * Unknown keys, duplicate keys and anything that is not this shape are
  * errors that name the file, line and column and say what was expected. */
 #ifndef PP_COSTS_H
@@ -20,9 +23,12 @@
 
 #include <stddef.h>
 
+#define PP_COSTS_O 3 /* dir[PP_COSTS_O]: the optimizer step's cost per stage */
+
 typedef struct {
-    double *dir[3]; /* F, B, W: per-stage costs, or NULL when the file does not give it */
-    int n[3];       /* entries of dir[d]: 1 (every stage) or one per stage */
+    double *dir[4]; /* F, B, W, O (PP_COSTS_O): per-stage costs, or NULL when the file does not
+                       give it */
+    int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
     int has_latency, has_bandwidth;
     double latency, bandwidth;
 } pp_costs;

@@ -97,24 +97,19 @@ static double transfer_cost(const pp_schedule *sch, int c)
 static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
 {
     int bad = 0;
-    for (int d = 0; d < 3; d++) {
+    for (int d = 0; d < 4; d++) {
         if (!mc->dir[d])
             continue;
-        if (d >= ND) {
+        if (d == 2 && d >= ND) {
             diag_error_noloc(sch->diag, "--costs gives \"W\" but the schedule has no 'split backward'");
             bad++;
         } else if (mc->n[d] != 1 && mc->n[d] != sch->S) {
             diag_error_noloc(sch->diag, "--costs: \"%c\" has %d entries; expected 1 or one per stage (S = %lld)",
-                             "FBW"[d], mc->n[d], sch->S);
+                             "FBWO"[d], mc->n[d], sch->S);
             bad++;
         }
     }
     return bad;
-}
-
-static double transfer_time(const pp_jobtable *t, uint64_t bytes)
-{
-    return t->latency + (t->bandwidth > 0 ? (double)bytes / t->bandwidth : 0);
 }
 
 int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
@@ -131,8 +126,9 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->fetch = calloc((size_t)N, sizeof *t->fetch);
     t->wbytes = calloc((size_t)t->js.S, sizeof *t->wbytes);
     t->cbytes = calloc((size_t)t->js.S, sizeof *t->cbytes);
+    t->opt = calloc((size_t)t->js.S, sizeof *t->opt);
     if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch ||
-        !t->wbytes || !t->cbytes) {
+        !t->wbytes || !t->cbytes || !t->opt) {
         diag_error_noloc(sch->diag, "out of memory for %d jobs", N);
         return 1;
     }
@@ -143,6 +139,9 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     int before = sch->diag->errors;
     if (measured && check_measured(sch, measured, t->js.ND))
         return sch->diag->errors - before;
+    const double *o = measured ? measured->dir[PP_COSTS_O] : NULL;
+    for (int s = 0; o && s < t->js.S; s++)
+        t->opt[s] = o[measured->n[PP_COSTS_O] == 1 ? 0 : s];
     err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0};
     const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (int j = 0; j < N; j++) {
@@ -196,9 +195,9 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     for (int j = 0; j < N; j++) {
         int p = job_pred(&t->js, j);
         if (p >= 0 && t->worker[p] != t->worker[j])
-            t->xfer[j] = transfer_time(t, pp_job_input_bytes(t, &sch->model, j));
+            t->xfer[j] = pp_transfer_time(t, pp_job_input_bytes(t, &sch->model, j));
         if (pp_job_reads_remote_weights(t, j)) /* a fetch moves the compute copy */
-            t->fetch[j] = transfer_time(t, t->cbytes[job_s(&t->js, j)]);
+            t->fetch[j] = pp_transfer_time(t, t->cbytes[job_s(&t->js, j)]);
     }
     return sch->diag->errors - before;
 }
@@ -215,5 +214,6 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->kept);
     free(t->wbytes);
     free(t->cbytes);
+    free(t->opt);
     memset(t, 0, sizeof *t);
 }

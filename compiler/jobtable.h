@@ -38,6 +38,9 @@ typedef struct {
      * weights jobs read: wbytes with precision fp32, half of it with bf16.
      * A fetch moves this many and a fetched-weights slot holds this many. */
     uint64_t *cbytes;
+    /* [S] the optimizer step's cost for stage s on each of its owners
+     * (--costs "O"; 0 without: the schedule has no cost line for it). */
+    double *opt;
 } pp_jobtable;
 
 /* Evaluates every function at every job; reports placements outside
@@ -63,6 +66,11 @@ static inline int pp_job_reads_remote_weights(const pp_jobtable *t, int j)
 static inline int pp_job_fetches(const pp_jobtable *t, int j)
 {
     return pp_job_reads_remote_weights(t, j) && !(t->kept && t->kept[j]);
+}
+/* How long a transfer of `bytes` takes: latency + bytes / bandwidth. */
+static inline double pp_transfer_time(const pp_jobtable *t, uint64_t bytes)
+{
+    return t->latency + (t->bandwidth > 0 ? (double)bytes / t->bandwidth : 0);
 }
 /* Bytes of stage s's fp32 weights (as many as its gradients). */
 uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);

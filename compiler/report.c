@@ -156,6 +156,73 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
     return 0;
 }
 
+/* The step's end after each worker's last job, in the order the plan's
+ * epilogue runs it: a worker that computed weight gradients of a stage it
+ * does not own sends them to the owner after its last job; then each stage
+ * with R > 1 owners, in stage order, all-reduces its fp32 gradients once
+ * every replica is there (a ring: 2(R-1) transfers of 1/R of them); then
+ * each owner runs its stages' optimizer steps (--costs "O", else 0). With
+ * no transfer costs and no "O" this is the makespan. */
+static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim)
+{
+    const pp_jobspace *js = &t->js;
+    int W = t->W, S = js->S, N = job_count(js);
+    double *last = calloc((size_t)W, sizeof *last), *at = calloc((size_t)W, sizeof *at);
+    unsigned char *own = calloc((size_t)S * (size_t)W, 1); /* own[s * W + w] */
+    if (!last || !at || !own) {
+        free(last);
+        free(at);
+        free(own);
+        return -1;
+    }
+    for (int j = 0; j < N; j++) {
+        int w = t->worker[j];
+        if (sim->end[j] > last[w])
+            last[w] = sim->end[j];
+        own[(size_t)job_s(js, j) * W + t->owner[j]] = 1;
+    }
+    memcpy(at, last, (size_t)W * sizeof *at);
+    for (int j = 0; j < N; j++) { /* gradient returns */
+        int s = job_s(js, j), d = job_d(js, j), w = t->worker[j], o = t->owner[j];
+        int computes_dw = d == DIR_W || (d == DIR_B && js->ND == 2);
+        if (!computes_dw || w == o || t->wbytes[s] == 0)
+            continue;
+        double arrive = last[w] + pp_transfer_time(t, t->wbytes[s]);
+        if (arrive > at[o])
+            at[o] = arrive;
+        if (arrive > at[w])
+            at[w] = arrive;
+    }
+    for (int s = 0; s < S; s++) { /* all-reduces, in stage order */
+        int R = 0;
+        double start = 0;
+        for (int w = 0; w < W; w++)
+            if (own[(size_t)s * W + w]) {
+                R++;
+                start = at[w] > start ? at[w] : start;
+            }
+        if (R < 2)
+            continue;
+        double chunk = t->bandwidth > 0 ? (double)t->wbytes[s] / R / t->bandwidth : 0;
+        double end = start + 2.0 * (R - 1) * (t->latency + chunk);
+        for (int w = 0; w < W; w++)
+            if (own[(size_t)s * W + w])
+                at[w] = end;
+    }
+    r->step = 0;
+    for (int w = 0; w < W; w++) {
+        for (int s = 0; s < S; s++) /* optimizer steps */
+            if (own[(size_t)s * W + w])
+                at[w] += t->opt[s];
+        if (at[w] > r->step)
+            r->step = at[w];
+    }
+    free(last);
+    free(at);
+    free(own);
+    return 0;
+}
+
 int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
                     const pp_model *m)
 {
@@ -173,7 +240,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         r->w[t->worker[j]].jobs++;
         r->w[t->worker[j]].busy += t->cost[j];
     }
-    if (transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
+    if (step_time(r, t, sim) || transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
         stage_worker_pairs(r, t, m, 1) || stage_worker_pairs(r, t, m, 0))
         goto fail;
     r->optimizer = m->optimizer;

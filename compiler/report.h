@@ -61,6 +61,10 @@ typedef struct {
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */
+    /* The whole step: the makespan, then the step's end as the plan's
+     * epilogue runs it (report.c's step_time): gradient returns, the
+     * replicas' all-reduces, the owners' optimizer steps. */
+    double step;
     pp_worker_report *w;     /* [W] */
     pp_worker_report total;  /* sums over workers (peaks too: the sum of peaks) */
     pp_transfer *xfer;       /* every transfer, ordered by start time */

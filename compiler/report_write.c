@@ -68,6 +68,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
     fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n", r->makespan,
             100 * r->bubble, r->W);
+    fprintf(f, "step      %g (the makespan, then gradient returns, all-reduces and optimizer "
+               "steps)\n",
+            r->step);
     if (info->keep)
         fprintf(f, "kept      %lld jobs read weights fetched for an earlier job of their stage "
                    "(--keep-weights: %s)\n", r->total.weight_kept, info->keep);
@@ -142,7 +145,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s,\n", r->S, r->B, r->W,
             r->split ? "true" : "false");
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
-    fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n", r->makespan, r->bubble);
+    fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
+            r->bubble, r->step);
     for (int k = 0; k < F_COUNT; k++) {
         fprintf(f, "  \"%s\": [", field_name[k]);
         for (int w = 0; w < r->W; w++) {

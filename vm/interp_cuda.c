@@ -371,7 +371,8 @@ static void compute_end(cuda_vm *v, cvm_dep **d, int n)
 }
 
 /* --profile: a timing event on the compute stream just before (end 0) or
- * after (end 1) a job's kernels, after its waits for other streams. */
+ * after (end 1) a job's or an optimizer step's kernels, after its waits for
+ * other streams. */
 static void prof_mark(cuda_vm *v, const pp_instr *in, int end)
 {
     if (v->prof_ev)
@@ -480,12 +481,14 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const pp_optim *o = &v->opts->optim;
         size_t np = pp_stage_param_count(m, S, s);
         compute_begin(v, d, n);
+        prof_mark(v, in, 0);
         if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
             cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->step + 1,
                                        o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, cs));
         else
             cudaCheck(pp_cu_sgd_step(w, g, np, o->lr, cs));
         pp_cuda_stage_compute_copy(v->cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
+        prof_mark(v, in, 1);
         cvm_params_changed(v, s);
         break;
     }

@@ -64,6 +64,8 @@ int pp_profile_dir(const pp_instr *in)
         return PP_PROF_B;
     case PP_OP_BackwardWeight:
         return PP_PROF_W;
+    case PP_OP_OptimizerStep:
+        return PP_PROF_O;
     default:
         return -1;
     }
@@ -134,7 +136,9 @@ static size_t gather(const samples *x, int me, int size, double **all)
     return (size_t)total;
 }
 
-/* One key: a number per stage, or nothing when no stage has a sample. */
+/* One key: a number per stage, or nothing when no stage has a sample. A job
+ * faster than the clock resolves is written as 1 ns: ppc wants job costs
+ * positive (an optimizer step may be 0). */
 static void write_key(FILE *f, const char *key, const double *med, const size_t *n, int S,
                       int *first)
 {
@@ -145,7 +149,8 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
         return;
     fprintf(f, "%s\n  \"%s\": [", *first ? "" : ",", key);
     for (int s = 0; s < S; s++)
-        fprintf(f, "%s%.9g", s ? ", " : "", med[s]);
+        fprintf(f, "%s%.9g", s ? ", " : "",
+                strcmp(key, "O") && med[s] < 1e-9 ? 1e-9 : med[s]);
     fprintf(f, "]");
     *first = 0;
 }
@@ -171,7 +176,7 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         free(all);
     }
     if (pr->me == 0) {
-        static const char *key[PP_PROF_DIRS] = {"F", "B", "W"};
+        static const char *key[PP_PROF_DIRS] = {"F", "B", "W", "O"};
         int first = 1;
         fprintf(pr->out, "{");
         for (int d = 0; d < PP_PROF_DIRS; d++)

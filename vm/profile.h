@@ -7,13 +7,16 @@
  *              there are two steps or more); B is the input-gradient half
  *              and W the weight-gradient half when the plan splits the
  *              backward (W is written only then)
+ *   O          per stage, the median duration of its OptimizerStep, the same
+ *              way (on every owner)
  *   latency    half the median round trip of an 8-byte message between
  *              ranks 0 and 1 through the run's transport
  *   bandwidth  bytes per second of the plan's largest transfer between the
  *              same two ranks, after that latency: n / (t(n) - latency)
  * latency and bandwidth are left out with a single rank (nothing moves).
- * Job times are the backend's: wall clock around each job on the cpu, CUDA
- * events around its kernels on the compute stream on the cuda backend. */
+ * Times are the backend's: wall clock around each job or optimizer step on
+ * the cpu, CUDA events around its kernels on the compute stream on the cuda
+ * backend. */
 #ifndef PP_VM_PROFILE_H
 #define PP_VM_PROFILE_H
 
@@ -22,7 +25,7 @@
 
 #include "../isa/plan.h"
 
-enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_DIRS };
+enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_O, PP_PROF_DIRS };
 
 typedef struct pp_profile pp_profile;
 
@@ -31,7 +34,8 @@ typedef struct pp_profile pp_profile;
  * (every rank returns NULL, rank 0 saying why). */
 pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me);
 
-/* The direction pp_profile_add takes for a job instruction, or -1. */
+/* What pp_profile_add takes for a job or an OptimizerStep (PP_PROF_*), or
+ * -1 for any other instruction. */
 int pp_profile_dir(const pp_instr *in);
 
 /* One job of stage s took `seconds` (ignored during the warm-up step). */

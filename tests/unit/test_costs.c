@@ -176,7 +176,8 @@ END_TEST
 START_TEST(test_unknown_key)
 {
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
-    err_at("{\"f\": 1}", "1:2", "unknown key \"f\": expected \"F\", \"B\", \"W\"");
+    err_at("{\"f\": 1}", "1:2",
+           "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\" or \"bandwidth\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:2", "unknown key \"F\\x00\"");
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -203,6 +204,25 @@ START_TEST(test_non_positive_cost)
     err_at("{\"W\": -0}", "1:7", "expected a positive cost for \"W\", found -0");
     err_at("{\"B\": [1, 2, -3]}", "1:14", "expected a positive cost for \"B\"[2], found -3");
     err_at("{\"F\": 1e-400}", "1:7", "positive"); /* underflows to 0 */
+}
+END_TEST
+
+/* O, the optimizer step per stage: like F, but 0 is allowed (a stage
+ * without weights has next to nothing to update). */
+START_TEST(test_optimizer_cost)
+{
+    pp_costs c;
+    ok(&c, "{\"O\": [0, 0.25, 3]}");
+    ck_assert_int_eq(c.n[PP_COSTS_O], 3);
+    ck_assert_double_eq(c.dir[PP_COSTS_O][0], 0);
+    ck_assert_double_eq(c.dir[PP_COSTS_O][2], 3);
+    pp_costs_free(&c);
+    ok(&c, "{\"O\": 0.5}");
+    ck_assert_int_eq(c.n[PP_COSTS_O], 1);
+    pp_costs_free(&c);
+    err_at("{\"O\": -1}", "1:7", "expected a non-negative cost for \"O\", found -1");
+    err_at("{\"O\": [1, \"x\"]}", "1:11", "expected a number for \"O\"[1], found a string");
+    err_at("{\"O\": 1, \"O\": 2}", "1:10", "duplicate key \"O\"");
 }
 END_TEST
 
@@ -658,6 +678,7 @@ Suite *costs_suite(void)
     TCase *vals = tcase_create("values");
     tcase_add_test(vals, test_non_positive_cost);
     tcase_add_test(vals, test_negative_latency_bandwidth);
+    tcase_add_test(vals, test_optimizer_cost);
     tcase_add_test(vals, test_wrong_type);
     tcase_add_test(vals, test_not_finite);
     suite_add_tcase(s, vals);

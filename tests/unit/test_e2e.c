@@ -344,6 +344,7 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(profile_values(json, "F", v, 8), 4);
     ck_assert_int_eq(profile_values(json, "B", v, 8), 4);
     ck_assert_int_eq(profile_values(json, "W", v, 8), 4);
+    ck_assert_int_eq(profile_values(json, "O", v, 8), 4);
     ck_assert_int_eq(profile_values(json, "latency", v, 8), 1);
     ck_assert_msg(v[0] < 0.1, "latency %g s", v[0]);
     ck_assert_int_eq(profile_values(json, "bandwidth", v, 8), 1);
@@ -353,6 +354,9 @@ START_TEST(profile_feeds_the_simulator)
              PP_ROOT, PP_ROOT, dir, dir, dir);
     ck_assert_msg(run_cmd(cmd, &out) == 0, "%s\n%s", json, out);
     ck_assert_msg(strstr(out, "--costs ") && strstr(out, "c.json"), "%s", out);
+    /* its step: the makespan, then the optimizer steps at least */
+    double makespan = atof(strstr(out, "makespan  ") + 10), step = atof(strstr(out, "\nstep ") + 6);
+    ck_assert_msg(step > makespan, "step %g, makespan %g\n%s", step, makespan, out);
     free(out);
     free(json);
     /* one rank: nothing moves, so no link figures; no W without a split backward */
@@ -366,6 +370,7 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(run_cmd(cmd, &json), 0);
     ck_assert_int_eq(profile_values(json, "F", v, 8), 1);
     ck_assert_int_eq(profile_values(json, "B", v, 8), 1);
+    ck_assert_int_eq(profile_values(json, "O", v, 8), 1);
     ck_assert_ptr_null(strstr(json, "\"W\""));
     ck_assert_ptr_null(strstr(json, "latency"));
     free(json);

@@ -323,6 +323,7 @@ START_TEST(profile_on_the_gpu)
         ck_assert_int_eq(profile_values(json, "F", v, 8), np);
         ck_assert_int_eq(profile_values(json, "B", v, 8), np);
         ck_assert_int_eq(profile_values(json, "W", v, 8), np);
+        ck_assert_int_eq(profile_values(json, "O", v, 8), np);
         ck_assert_int_eq(profile_values(json, "latency", v, 8), np > 1);
         snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp %s -o %s/q -q --costs %s/c.json",
                  PP_ROOT, PP_ROOT, defs, dir, dir);

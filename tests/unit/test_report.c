@@ -266,6 +266,55 @@ START_TEST(bf16_fsdp_halves_weight_traffic)
 }
 END_TEST
 
+/* The report's step: the makespan, then the step's end. DDP with S=B=W=4
+ * and unit jobs ends its jobs at 8 on every worker; then each stage's ring
+ * all-reduce among the 4 replicas, in stage order, 2(R-1) = 6 transfers of
+ * a quarter of the stage's gradients (latency 1, 1000 bytes per unit);
+ * then each worker's 4 optimizer steps (O = 2). */
+START_TEST(step_adds_the_end_of_the_step)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 4}};
+    compiled c;
+    compile_library_with(&c, "ddp.pp", "cost latency = 1\ncost bandwidth = 1000\n", defs, 2);
+    for (int s = 0; s < 4; s++)
+        c.t.opt[s] = 2;
+    pp_report r;
+    build_report(&c, &r);
+    ck_assert_double_eq(r.makespan, 8);
+    double want = 8 + 4 * 2;
+    for (int s = 0; s < 4; s++)
+        want += 6 * (1 + (double)c.t.wbytes[s] / 4 / 1000);
+    ck_assert_double_eq_tol(r.step, want, 1e-9 * want);
+    pp_report_free(&r);
+    compiled_free(&c);
+
+    /* FSDP: every worker returns the gradients of the stages it does not
+     * own to their owners after its last job, which end the step later than
+     * the makespan by at least one return of the smallest stage */
+    defs[1].value = 4;
+    compile_library_with(&c, "fsdp.pp", "cost latency = 1\ncost bandwidth = 1000\n", defs, 2);
+    build_report(&c, &r);
+    uint64_t least = c.t.wbytes[0];
+    for (int s = 1; s < 4; s++)
+        least = c.t.wbytes[s] < least ? c.t.wbytes[s] : least;
+    ck_assert_double_ge(r.step, r.makespan + 1 + (double)least / 1000);
+    pp_report_free(&r);
+    compiled_free(&c);
+
+    /* with no transfer costs and no optimizer cost the step is the makespan */
+    static const char *const lib[] = {"gpipe.pp", "1f1b.pp", "zb-h1.pp", "fsdp.pp", "ddp.pp",
+                                      "lpp.pp", "fslpp.pp"};
+    for (size_t k = 0; k < sizeof lib / sizeof *lib; k++) {
+        compile_library(&c, lib[k], defs, 2);
+        build_report(&c, &r);
+        ck_assert_msg(r.step == r.makespan, "%s: step %g, makespan %g", lib[k], r.step,
+                      r.makespan);
+        pp_report_free(&r);
+        compiled_free(&c);
+    }
+}
+END_TEST
+
 /* bf16 under DDP: nothing moves but the all-reduce, so only memory changes:
  * every replica keeps the bf16 copy of every stage, half its fp32 weights,
  * and the plan's memory adds exactly that to the slots and fp32 state. */
@@ -809,6 +858,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, adamw_state_on_owners);
     tcase_add_test(tc, bf16_fsdp_halves_weight_traffic);
     tcase_add_test(tc, bf16_ddp_memory);
+    tcase_add_test(tc, step_adds_the_end_of_the_step);
     tcase_add_test(tc, fsdp_fetches_s_minus_1_per_pass);
     tcase_add_test(tc, fslpp_fetches_match_the_seed);
     tcase_add_test(tc, keep_weights_fetches_each_stage_once);
