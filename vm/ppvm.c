@@ -74,8 +74,9 @@ static void usage(FILE *f)
             "                (default 300)\n"
             "  --epilogues E cuda: on (default) fuses bias, GELU and residual adds into the\n"
             "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
-            "  --profile FILE  write what this run measured (each stage's F, B and W, the\n"
-            "                link's latency and bandwidth, in seconds) as a ppc --costs file\n",
+            "  --profile FILE  write what this run measured (each stage's F, B, W and\n"
+            "                optimizer step O, the link's latency and bandwidth, in seconds)\n"
+            "                as a ppc --costs file\n",
             PP_DEFAULT_DATA);
 }
 
