@@ -770,7 +770,8 @@ uint64_t pp_plan_memory(const pp_plan *p)
 /* --mem-limit: the first instruction at which the rank's memory (its own
  * stages' weights, gradients, optimizer state and bf16 copies, its
  * workspace, plus the slots allocated so far) exceeds the limit. Slots are
- * allocated at their first definition, in order. */
+ * counted at their first definition, in order, each at its final size (the
+ * largest buffer it holds, which may come later: slots can grow). */
 static int check_mem_limit(const lowering *L, const pp_plan *p, uint64_t limit)
 {
     const char *owned = L->m->precision == PP_PREC_BF16

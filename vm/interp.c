@@ -71,6 +71,15 @@ static void *slot_ptr(vm *v, int k)
     return v->slot[k];
 }
 
+/* Wait for any send still in flight from the instruction's slots, as
+ * slot_ptr would inside it: --profile times a job from after these waits,
+ * as the cuda backend times its kernels after their waits. */
+static void settle_slots(vm *v, const pp_instr *in)
+{
+    for (int k = 0; k < PP_MAX_SLOTS; k++)
+        (void)slot_ptr(v, in->slot[k]);
+}
+
 static const void *weights_of(vm *v, int s, int slot)
 {
     return slot >= 0 ? slot_ptr(v, slot) : v->compute[s];
@@ -341,6 +350,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         v.loss = 0;
         for (uint32_t i = 0; i < p->ninstr; i++) {
             int dir = prof ? pp_profile_dir(&p->code[i]) : -1;
+            if (dir >= 0)
+                settle_slots(&v, &p->code[i]);
             double j0 = dir >= 0 ? MPI_Wtime() : 0;
             exec(&v, &p->code[i]);
             if (dir >= 0)

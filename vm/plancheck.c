@@ -3,6 +3,7 @@
  * workspace for every stage the rank runs, and every stage an instruction
  * touches is held by this rank. A plan that passes
  * cannot make the interpreter read or write out of bounds. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,9 +77,25 @@ static int weights_slot(const pp_instr *in, int grads)
     }
 }
 
+/* The most one buffer may hold: the VM rounds each size up to 64 bytes,
+ * which must not wrap. (A size this machine cannot allocate still fails at
+ * start-up, as out of memory.) */
+#define MAX_BUFFER_BYTES ((uint64_t)SIZE_MAX - 64)
+
 int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
 {
     int S = (int)p->S;
+    for (uint32_t k = 0; k < p->nslots; k++)
+        if (p->slot_bytes[k] > MAX_BUFFER_BYTES) {
+            snprintf(err, errlen, "slot s%u is %llu bytes, more than one buffer can be (%llu)", k,
+                     (unsigned long long)p->slot_bytes[k], (unsigned long long)MAX_BUFFER_BYTES);
+            return -1;
+        }
+    if (p->workspace_bytes > MAX_BUFFER_BYTES) {
+        snprintf(err, errlen, "the workspace is %llu bytes, more than one buffer can be (%llu)",
+                 (unsigned long long)p->workspace_bytes, (unsigned long long)MAX_BUFFER_BYTES);
+        return -1;
+    }
     for (uint32_t k = 0; k < p->ninstr; k++) {
         const pp_instr *in = &p->code[k];
         const char *name = pp_op_name(in->op);

@@ -17,6 +17,15 @@ typedef struct {
     size_t n, cap;
 } samples;
 
+/* Ends every rank: --profile's collectives cannot go on without this one,
+ * and a rank that just returned would leave the others waiting. */
+static void out_of_memory(int me)
+{
+    fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", me);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
 struct pp_profile {
     FILE *out;        /* rank 0 only */
     const char *path;
@@ -79,10 +88,8 @@ void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 16;
         double *v = realloc(x->v, cap * sizeof *v);
-        if (!v) {
-            fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", pr->me);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        if (!v)
+            out_of_memory(pr->me);
         x->v = v;
         x->cap = cap;
     }
@@ -107,9 +114,10 @@ size_t pp_profile_probe_bytes(const pp_plan *p)
 {
     size_t bytes = pp_act_bytes(&p->model);
     for (uint32_t s = 0; s < p->S; s++) {
-        size_t w = pp_stage_compute_bytes(&p->model, (int)p->S, (int)s);
-        if (w > bytes)
-            bytes = w;
+        /* fp32 gradients (returns, all-reduces): at least the weights' copy */
+        size_t g = pp_stage_param_count(&p->model, (int)p->S, (int)s) * sizeof(float);
+        if (g > bytes)
+            bytes = g;
     }
     /* enough to see the bandwidth; an MPI count is an int */
     return bytes < ((size_t)1 << 28) ? bytes : (size_t)1 << 28;
@@ -122,6 +130,8 @@ static size_t gather(const samples *x, int me, int size, double **all)
     int n = (int)x->n, total = 0;
     int *counts = me == 0 ? malloc((size_t)size * sizeof *counts) : NULL;
     int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
+    if (me == 0 && (!counts || !displs))
+        out_of_memory(me);
     mpiCheck(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (me == 0)
         for (int r = 0; r < size; r++) {
@@ -129,6 +139,8 @@ static size_t gather(const samples *x, int me, int size, double **all)
             total += counts[r];
         }
     *all = me == 0 ? malloc(((size_t)total + 1) * sizeof **all) : NULL;
+    if (me == 0 && !*all)
+        out_of_memory(me);
     mpiCheck(MPI_Gatherv(x->v, n, MPI_DOUBLE, *all, counts, displs, MPI_DOUBLE, 0,
                          MPI_COMM_WORLD));
     free(counts);
@@ -161,17 +173,11 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
     double *med = calloc((size_t)PP_PROF_DIRS * S, sizeof *med);
     size_t *count = calloc((size_t)PP_PROF_DIRS * S, sizeof *count);
-    if (!med || !count) {
-        fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", pr->me);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    if (!med || !count)
+        out_of_memory(pr->me);
     for (int k = 0; k < PP_PROF_DIRS * S; k++) {
         double *all = NULL;
         count[k] = gather(&pr->t[k], pr->me, size, &all);
-        if (pr->me == 0 && !all) {
-            fprintf(stderr, "ppvm: out of memory for --profile\n");
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
         med[k] = pr->me == 0 ? pp_median(all, count[k]) : 0.0;
         free(all);
     }
@@ -227,10 +233,8 @@ int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
         return 0;
     if (me <= 1) {
         char *buf = calloc(bytes > 8 ? bytes : 8, 1);
-        if (!buf) {
-            fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", me);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        if (!buf)
+            out_of_memory(me);
         double small = one_way_mpi(buf, 8, me), big = one_way_mpi(buf, bytes, me);
         *latency = small;
         *bandwidth = big > small ? (double)bytes / (big - small) : 0.0;

@@ -11,8 +11,10 @@
  *              way (on every owner)
  *   latency    half the median round trip of an 8-byte message between
  *              ranks 0 and 1 through the run's transport
- *   bandwidth  bytes per second of the plan's largest transfer between the
- *              same two ranks, after that latency: n / (t(n) - latency)
+ *   bandwidth  bytes per second of a message of n bytes between the same two
+ *              ranks, after that latency: n / (t(n) - latency), where n is
+ *              an activation or the largest stage's fp32 gradients, whichever
+ *              is larger (pp_profile_probe_bytes)
  * latency and bandwidth are left out with a single rank (nothing moves).
  * Times are the backend's: wall clock around each job or optimizer step on
  * the cpu, CUDA events around its kernels on the compute stream on the cuda
@@ -41,8 +43,9 @@ int pp_profile_dir(const pp_instr *in);
 /* One job of stage s took `seconds` (ignored during the warm-up step). */
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds);
 
-/* The plan's largest transfer in bytes, at most 256 MiB (the bandwidth
- * probe's size). */
+/* The bandwidth probe's size: an activation or the largest stage's fp32
+ * gradients (as large as any weight fetch, gradient return or all-reduce),
+ * whichever is larger, at most 256 MiB. */
 size_t pp_profile_probe_bytes(const pp_plan *p);
 
 /* Collective: gathers every rank's job times and writes the file (rank 0),

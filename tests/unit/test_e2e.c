@@ -427,12 +427,20 @@ static void shrink_stash(pp_plan *p) { p->slot_bytes[p->code[first_forward(p)].s
 
 static void foreign_stage(pp_plan *p) { p->code[first_forward(p)].stage = 3; }
 
+static void huge_workspace(pp_plan *p) { p->workspace_bytes = 0xffffffffffffffe0ull; }
+
+static void huge_slot(pp_plan *p) { p->slot_bytes[0] = 0xfffffffffffffff0ull; }
+
 START_TEST(plans_the_vm_refuses)
 {
     vm_refuses(shrink_workspace, "rank1.bin: instruction 1 (Forward): the workspace holds 16 "
                                  "bytes but stage 1 needs 32768 for this model");
     vm_refuses(shrink_stash, "holds 16 bytes but its role 'stash' needs");
     vm_refuses(foreign_stage, "instruction 1 (Forward): stage 3 is not held by this rank");
+    /* sizes whose rounding up to 64 bytes would wrap to a tiny buffer */
+    vm_refuses(huge_workspace, "the workspace is 18446744073709551584 bytes, more than one "
+                               "buffer can be");
+    vm_refuses(huge_slot, "slot s0 is 18446744073709551600 bytes, more than one buffer can be");
 }
 END_TEST
 
