@@ -204,24 +204,45 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     return rc;
 }
 
-/* Half the median round trip of `bytes` between ranks 0 and 1. */
-static double one_way_mpi(char *buf, size_t bytes, int me)
+/* Half the median of 21 round trips, after 3 to warm up. */
+static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
 {
     enum { WARM = 3, REPS = 21 };
     double t[REPS];
     for (int i = 0; i < WARM + REPS; i++) {
-        double t0 = MPI_Wtime();
-        if (me == 0) {
-            mpiCheck(MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD));
-            mpiCheck(MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        } else {
-            mpiCheck(MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            mpiCheck(MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD));
-        }
+        double r = rt(ctx, bytes);
         if (i >= WARM)
-            t[i - WARM] = (MPI_Wtime() - t0) / 2;
+            t[i - WARM] = r / 2;
     }
     return pp_median(t, REPS);
+}
+
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
+                     double *bandwidth)
+{
+    double small = one_way(rt, ctx, 8), big = one_way(rt, ctx, bytes);
+    *latency = small;
+    *bandwidth = big > small ? (double)bytes / (big - small) : 0.0;
+}
+
+typedef struct {
+    char *buf;
+    int me;
+} mpi_probe;
+
+/* The cpu backend's round trip: MPI, host memory to host memory. */
+static double round_trip_mpi(void *ctx, size_t bytes)
+{
+    const mpi_probe *m = ctx;
+    double t0 = MPI_Wtime();
+    if (m->me == 0) {
+        mpiCheck(MPI_Send(m->buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD));
+        mpiCheck(MPI_Recv(m->buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    } else {
+        mpiCheck(MPI_Recv(m->buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        mpiCheck(MPI_Send(m->buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD));
+    }
+    return MPI_Wtime() - t0;
 }
 
 int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
@@ -232,13 +253,11 @@ int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
     if (size < 2)
         return 0;
     if (me <= 1) {
-        char *buf = calloc(bytes > 8 ? bytes : 8, 1);
-        if (!buf)
+        mpi_probe m = {calloc(bytes > 8 ? bytes : 8, 1), me};
+        if (!m.buf)
             out_of_memory(me);
-        double small = one_way_mpi(buf, 8, me), big = one_way_mpi(buf, bytes, me);
-        *latency = small;
-        *bandwidth = big > small ? (double)bytes / (big - small) : 0.0;
-        free(buf);
+        pp_profile_link(round_trip_mpi, &m, bytes, latency, bandwidth);
+        free(m.buf);
     }
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
     return 1;

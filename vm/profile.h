@@ -53,6 +53,16 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
  * Frees pr. 0, or -1 on rank 0 when the file cannot be written. */
 int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth);
 
+/* One round trip of `bytes` between ranks 0 and 1 through some transport
+ * (rank 0 sends first), in seconds; ctx is the transport's. */
+typedef double (*pp_round_trip)(void *ctx, size_t bytes);
+
+/* On ranks 0 and 1: latency (half the median round trip of 8 bytes) and
+ * bandwidth (bytes over the one-way time of `bytes`, less that latency; 0,
+ * which ppc reads as unlimited, when that is not positive). */
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
+                     double *bandwidth);
+
 /* The link through MPI between ranks 0 and 1, host memory to host memory
  * (the cpu backend's transport); collective, a no-op returning 0 with one
  * rank. Sets *latency and *bandwidth on rank 0 and returns 1. */

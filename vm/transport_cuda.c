@@ -475,12 +475,19 @@ int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len)
     return 0;
 }
 
+typedef struct {
+    cuda_vm *v;
+    void *dev, *host;
+} cuda_probe;
+
 /* --profile: one round trip of `bytes` between ranks 0 and 1 (rank 0 sends
  * first), device memory to device memory as this transport moves a slot:
  * NCCL send/recv on the world communicator, or a copy to pinned host
  * memory, MPI, and a copy back. Its wall time, in seconds. */
-static double round_trip(cuda_vm *v, void *dev, void *host, size_t bytes)
+static double round_trip(void *ctx, size_t bytes)
 {
+    const cuda_probe *c = ctx;
+    cuda_vm *v = c->v;
     int peer = 1 - v->me;
     cudaStream_t st = v->st[ST_UP];
     cudaEvent_t done = v->done[ST_UP];
@@ -489,38 +496,25 @@ static double round_trip(cuda_vm *v, void *dev, void *host, size_t bytes)
         int sending = (leg == 0) == (v->me == 0);
         if (v->transport == PP_TRANSPORT_NCCL) {
             if (sending)
-                ncclCheck(ncclSend(dev, bytes, ncclChar, peer, v->world, st));
+                ncclCheck(ncclSend(c->dev, bytes, ncclChar, peer, v->world, st));
             else
-                ncclCheck(ncclRecv(dev, bytes, ncclChar, peer, v->world, st));
+                ncclCheck(ncclRecv(c->dev, bytes, ncclChar, peer, v->world, st));
             cudaCheck(cudaEventRecord(done, st));
             cvm_host_wait(v, done, "the --profile link probe");
         } else if (sending) {
-            cudaCheck(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, st));
+            cudaCheck(cudaMemcpyAsync(c->host, c->dev, bytes, cudaMemcpyDeviceToHost, st));
             cudaCheck(cudaEventRecord(done, st));
             cvm_host_wait(v, done, "the --profile link probe");
-            mpiCheck(MPI_Send(host, (int)bytes, MPI_BYTE, peer, 0, MPI_COMM_WORLD));
+            mpiCheck(MPI_Send(c->host, (int)bytes, MPI_BYTE, peer, 0, MPI_COMM_WORLD));
         } else {
-            mpiCheck(MPI_Recv(host, (int)bytes, MPI_BYTE, peer, 0, MPI_COMM_WORLD,
+            mpiCheck(MPI_Recv(c->host, (int)bytes, MPI_BYTE, peer, 0, MPI_COMM_WORLD,
                               MPI_STATUS_IGNORE));
-            cudaCheck(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, st));
+            cudaCheck(cudaMemcpyAsync(c->dev, c->host, bytes, cudaMemcpyHostToDevice, st));
             cudaCheck(cudaEventRecord(done, st));
             cvm_host_wait(v, done, "the --profile link probe");
         }
     }
     return MPI_Wtime() - t0;
-}
-
-/* Half the median of 21 round trips, after 3 to warm up. */
-static double one_way(cuda_vm *v, void *dev, void *host, size_t bytes)
-{
-    enum { WARM = 3, REPS = 21 };
-    double t[REPS];
-    for (int i = 0; i < WARM + REPS; i++) {
-        double rt = round_trip(v, dev, host, bytes);
-        if (i >= WARM)
-            t[i - WARM] = rt / 2;
-    }
-    return pp_median(t, REPS);
 }
 
 int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth)
@@ -530,17 +524,15 @@ int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwi
     if (size < 2)
         return 0;
     if (v->me <= 1) {
-        void *dev = NULL, *host = NULL;
+        cuda_probe c = {v, NULL, NULL};
         v->t0 = MPI_Wtime(); /* the watchdog's clock, as for a step */
-        cudaCheck(cudaMalloc(&dev, bytes > 8 ? bytes : 8));
+        cudaCheck(cudaMalloc(&c.dev, bytes > 8 ? bytes : 8));
         if (v->transport != PP_TRANSPORT_NCCL)
-            cudaCheck(cudaHostAlloc(&host, bytes > 8 ? bytes : 8, cudaHostAllocDefault));
-        double small = one_way(v, dev, host, 8), big = one_way(v, dev, host, bytes);
-        *latency = small;
-        *bandwidth = big > small ? (double)bytes / (big - small) : 0.0;
-        cudaCheck(cudaFree(dev));
-        if (host)
-            cudaCheck(cudaFreeHost(host));
+            cudaCheck(cudaHostAlloc(&c.host, bytes > 8 ? bytes : 8, cudaHostAllocDefault));
+        pp_profile_link(round_trip, &c, bytes, latency, bandwidth);
+        cudaCheck(cudaFree(c.dev));
+        if (c.host)
+            cudaCheck(cudaFreeHost(c.host));
     }
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
     return 1;
