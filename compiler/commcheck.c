@@ -40,7 +40,6 @@
 
 enum { ST_RUN, ST_P2P, ST_COLL, ST_DONE };     /* where a rank stands */
 enum { DIR_SEND = 0, DIR_RECV = 1 };           /* which end of a transfer */
-enum { K_ACT, K_GRAD, K_WTS, K_WGRAD };        /* which kind of transfer */
 
 #define LINE_CAP 1024     /* one report line; long lists inside are cut first */
 #define MAX_LINES 16      /* blocked ranks described one by one */
@@ -93,31 +92,21 @@ static int sb_printf(sbuf *b, const char *fmt, ...)
 
 /* ------------------------------------------------------ the opcode table */
 
-/* Which transfer an op is and which end of it; returns 1 for a
- * point-to-point op, 0 for anything else. The one list of pairs. */
+/* Which transfer an op is and which end of it, from the opcode table:
+ * *kind is the sending side's opcode, so both ends of one transfer agree;
+ * returns 1 for a point-to-point op, 0 for anything else. */
 static int p2p_class(int op, int *kind, int *dir)
 {
-    int k = -1, d = -1;
-    switch (op) {
-    case PP_OP_SendActivation: k = K_ACT, d = DIR_SEND; break;
-    case PP_OP_RecvActivation: k = K_ACT, d = DIR_RECV; break;
-    case PP_OP_SendGrad: k = K_GRAD, d = DIR_SEND; break;
-    case PP_OP_RecvGrad: k = K_GRAD, d = DIR_RECV; break;
-    case PP_OP_SendWeights: k = K_WTS, d = DIR_SEND; break;
-    case PP_OP_FetchWeights: k = K_WTS, d = DIR_RECV; break;
-    case PP_OP_SendWeightGrad: k = K_WGRAD, d = DIR_SEND; break;
-    case PP_OP_RecvWeightGrad: k = K_WGRAD, d = DIR_RECV; break;
-    default: break;
-    }
+    const pp_op_info *o = pp_op(op);
+    int p2p = pp_op_is_transfer(op);
     if (kind)
-        *kind = k;
+        *kind = !p2p ? -1 : o->kind == PP_KIND_SEND ? op : o->pairs;
     if (dir)
-        *dir = d;
-    return k >= 0;
+        *dir = !p2p ? -1 : o->kind == PP_KIND_SEND ? DIR_SEND : DIR_RECV;
+    return p2p;
 }
 
-/* Collectives are the ops that name a group (today ReduceGrads). */
-static int is_collective(int op) { return (pp_op_uses(op) & PP_U_GROUP) != 0; }
+static int is_collective(int op) { return pp_op(op) && pp_op(op)->kind == PP_KIND_COLLECTIVE; }
 
 /* ---------------------------------------------------------------- state */
 

@@ -6,10 +6,9 @@
  *     issue order: the k-th send from a to b meets the k-th receive at b
  *     from a; an operation blocks its rank until its partner has been
  *     reached too (a rendezvous: no buffering at all);
- *       SendActivation(s,b) <-> RecvActivation(s,b)
- *       SendGrad(s,b)       <-> RecvGrad(s,b)
- *       SendWeights(s)      <-> FetchWeights(s)
- *       SendWeightGrad(s)   <-> RecvWeightGrad(s)
+ *     the pairs are the opcode table's (isa/opcodes.h: SendActivation with
+ *     RecvActivation, SendGrad with RecvGrad, SendWeights with FetchWeights,
+ *     SendWeightGrad with RecvWeightGrad),
  *     and a matched pair must agree on kind, stage and microbatch;
  *   - a collective on group g (ReduceGrads) completes when every member of
  *     plans[r].groups[g] has reached its next collective on g, and all of

@@ -22,6 +22,7 @@ typedef struct {
     uint64_t bytes;
     int def;      /* instruction that writes it */
     int last_use; /* last instruction that needs it */
+    int end;      /* last_use, or the end of the transfer group holding it (assign_slots) */
 } lbuf;
 
 /* One thing a rank does, before sorting into its stream. */
@@ -83,13 +84,13 @@ static int new_buf(lowering *L, uint64_t bytes)
     stream *st = &L->st;
     if (grow((void **)&st->buf, &st->bufcap, st->nbuf + 1, sizeof *st->buf))
         return -1;
-    st->buf[st->nbuf] = (lbuf){bytes, -1, -1};
+    st->buf[st->nbuf] = (lbuf){bytes, -1, -1, -1};
     return st->nbuf++;
 }
 
-/* Append an instruction; slot fields hold logical buffer ids here. */
-static int emit(lowering *L, int op, int s, int b, int peer, int group,
-                const int slots[PP_MAX_SLOTS])
+/* Append an instruction with no slot operands yet (slot() sets them by
+ * role); slot fields hold logical buffer ids until assign_slots. */
+static int emit(lowering *L, int op, int s, int b, int peer, int group)
 {
     stream *st = &L->st;
     if (grow((void **)&st->code, &st->cap, st->n + 1, sizeof *st->code))
@@ -101,8 +102,16 @@ static int emit(lowering *L, int op, int s, int b, int peer, int group,
     in->peer = peer;
     in->group = group;
     for (int i = 0; i < PP_MAX_SLOTS; i++)
-        in->slot[i] = slots ? slots[i] : -1;
+        in->slot[i] = -1;
     return st->n++;
+}
+
+/* Sets instruction `at`'s operand of role r to buffer buf; returns buf. */
+static int slot(lowering *L, int at, pp_role r, int buf)
+{
+    if (at >= 0)
+        pp_set_slot(&L->st.code[at], r, buf);
+    return buf;
 }
 
 static void use(lowering *L, int buf, int at)
@@ -122,8 +131,8 @@ static int tokens_for(lowering *L, int b)
 {
     if (L->tokens[b] < 0) {
         int buf = new_buf(L, pp_tokens_bytes(L->m));
-        int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-        int at = emit(L, PP_OP_LoadMicroBatch, -1, b, -1, -1, sl);
+        int at = emit(L, PP_OP_LoadMicroBatch, -1, b, -1, -1);
+        slot(L, at, PP_ROLE_TOKENS, buf);
         if (buf < 0 || at < 0)
             return -1;
         L->st.buf[buf].def = at;
@@ -136,8 +145,8 @@ static int tokens_for(lowering *L, int b)
 static int recv_into(lowering *L, int op, int s, int b, int peer, uint64_t bytes)
 {
     int buf = new_buf(L, bytes);
-    int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-    int at = emit(L, op, s, b, peer, -1, sl);
+    int at = emit(L, op, s, b, peer, -1);
+    slot(L, at, pp_op(op)->slot[0].role, buf); /* its one slot: dst, wts or tmp */
     if (buf < 0 || at < 0)
         return -1;
     L->st.buf[buf].def = at;
@@ -146,8 +155,8 @@ static int recv_into(lowering *L, int op, int s, int b, int peer, uint64_t bytes
 
 static int send_from(lowering *L, int op, int s, int b, int peer, int buf)
 {
-    int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-    int at = emit(L, op, s, b, peer, -1, sl);
+    int at = emit(L, op, s, b, peer, -1);
+    slot(L, at, pp_op(op)->slot[0].role, buf); /* its one slot: src or wgrad */
     if (at < 0)
         return -1;
     use(L, buf, at);
@@ -167,8 +176,8 @@ static int wgrad_for(lowering *L, int s)
         return -1;
     if (L->wgrad[s] < 0) { /* weight gradients are fp32 in every precision */
         int buf = new_buf(L, L->t->wbytes[s]);
-        int sl[PP_MAX_SLOTS] = {buf, -1, -1, -1, -1};
-        int at = emit(L, PP_OP_ZeroGrads, s, -1, -1, -1, sl);
+        int at = emit(L, PP_OP_ZeroGrads, s, -1, -1, -1);
+        slot(L, at, PP_ROLE_WGRAD, buf);
         if (buf < 0 || at < 0)
             return -2;
         L->st.buf[buf].def = at;
@@ -204,8 +213,12 @@ static int lower_forward(lowering *L, int j)
     if (s < S - 1)
         out = new_buf(L, pp_act_bytes(L->m));
     int wts = weights_buffer(L, j);
-    int sl[PP_MAX_SLOTS] = {in, stash, out, tgt, wts};
-    int at = emit(L, PP_OP_Forward, s, b, -1, -1, sl);
+    int at = emit(L, PP_OP_Forward, s, b, -1, -1);
+    slot(L, at, PP_ROLE_IN, in);
+    slot(L, at, PP_ROLE_STASH, stash);
+    slot(L, at, PP_ROLE_OUT, out);
+    slot(L, at, PP_ROLE_TGT, tgt);
+    slot(L, at, PP_ROLE_WTS, wts);
     if (in < 0 || stash < 0 || at < 0)
         return -1;
     use(L, in, at);
@@ -240,8 +253,12 @@ static int lower_backward(lowering *L, int j)
     int wgrad = split ? -1 : wgrad_for(L, s);
     if (wgrad == -2)
         return -1;
-    int sl[PP_MAX_SLOTS] = {stash, dout, din, wts, wgrad};
-    int at = emit(L, split ? PP_OP_BackwardInput : PP_OP_Backward, s, b, -1, -1, sl);
+    int at = emit(L, split ? PP_OP_BackwardInput : PP_OP_Backward, s, b, -1, -1);
+    slot(L, at, PP_ROLE_STASH, stash);
+    slot(L, at, PP_ROLE_DOUT, dout);
+    slot(L, at, PP_ROLE_DIN, din);
+    slot(L, at, PP_ROLE_WTS, wts);
+    slot(L, at, PP_ROLE_WGRAD, wgrad); /* BackwardInput has none: W accumulates */
     if (at < 0)
         return -1;
     use(L, stash, at);
@@ -270,8 +287,9 @@ static int lower_weight(lowering *L, int j)
     int stash = L->stash[sb(L, s, b)], wgrad = wgrad_for(L, s);
     if (wgrad == -2)
         return -1;
-    int sl[PP_MAX_SLOTS] = {stash, wgrad, -1, -1, -1};
-    int at = emit(L, PP_OP_BackwardWeight, s, b, -1, -1, sl);
+    int at = emit(L, PP_OP_BackwardWeight, s, b, -1, -1);
+    slot(L, at, PP_ROLE_STASH, stash);
+    slot(L, at, PP_ROLE_WGRAD, wgrad);
     if (at < 0)
         return -1;
     use(L, stash, at);
@@ -280,24 +298,27 @@ static int lower_weight(lowering *L, int j)
 }
 
 static const stream *sort_stream; /* qsort has no context argument */
-static int cmp_last_use(const void *a, const void *b)
+static int cmp_end(const void *a, const void *b)
 {
-    int x = sort_stream->buf[*(const int *)a].last_use, y = sort_stream->buf[*(const int *)b].last_use;
+    int x = sort_stream->buf[*(const int *)a].end, y = sort_stream->buf[*(const int *)b].end;
     return x != y ? (x < y ? -1 : 1) : *(const int *)a - *(const int *)b;
 }
 
-static void sort_by_last_use(const stream *st, int *idx)
+static void sort_by_end(const stream *st, int *idx)
 {
     for (int k = 0; k < st->nbuf; k++)
         idx[k] = k;
     sort_stream = st;
-    qsort(idx, (size_t)st->nbuf, sizeof *idx, cmp_last_use);
+    qsort(idx, (size_t)st->nbuf, sizeof *idx, cmp_end);
 }
 
 /* Linear-scan slot assignment by one policy: fills slot_of[buffer] and
  * sizes[slot], returns the number of slots. Slots freed before instruction
- * i are those whose buffer's last use is before i, so an instruction's
- * inputs and outputs never share.
+ * i are those whose buffer's end is before the start of i's transfer group
+ * (i itself when it is in none), so an instruction's inputs and outputs
+ * never share, and neither do the members of one group, which run
+ * concurrently (transfer_groups.h).
+ * run_first[i] is the first instruction of i's group, or i.
  *   exact: a buffer takes a free slot of exactly its size, or a new one;
  *   grow:  a buffer takes the free slot that grows least to hold it
  *          (ties: the one it wastes least of), or a new one if none is free.
@@ -305,14 +326,14 @@ static void sort_by_last_use(const stream *st, int *idx)
  * activations and stashes); growing lets different sizes share (a bf16
  * weight fetch, then the fp32 gradients of the same stage, twice its
  * size). `by_end` orders the buffers by last use; freelist is scratch. */
-static int scan_slots(const stream *st, const int *by_end, int grow, int *slot_of,
-                      uint64_t *sizes, int *freelist)
+static int scan_slots(const stream *st, const int *by_end, const int *run_first, int grow,
+                      int *slot_of, uint64_t *sizes, int *freelist)
 {
     int nfree = 0, nslots = 0, e = 0;
     for (int k = 0; k < st->nbuf; k++)
         slot_of[k] = -1;
     for (int i = 0; i < st->n; i++) {
-        while (e < st->nbuf && st->buf[by_end[e]].last_use < i) {
+        while (e < st->nbuf && st->buf[by_end[e]].end < run_first[i]) {
             if (slot_of[by_end[e]] >= 0)
                 freelist[nfree++] = slot_of[by_end[e]];
             e++;
@@ -361,7 +382,7 @@ static uint64_t total_bytes(const uint64_t *sizes, int n)
  * one that allocates fewer bytes (exact on a tie, so a stream of one size
  * per role keeps slots of exactly its roles' sizes). Rewrites the stream's
  * buffer operands into slot numbers. */
-static int assign_slots(stream *st, pp_plan *p)
+static int assign_slots(stream *st, uint32_t rank, pp_plan *p)
 {
     size_t n = (size_t)st->nbuf + 1;
     int *slot_of[2] = {malloc(n * sizeof(int)), malloc(n * sizeof(int))};
@@ -369,15 +390,23 @@ static int assign_slots(stream *st, pp_plan *p)
     int *freelist = malloc(n * sizeof *freelist);
     /* buffers ordered by last use, to free them as the scan passes */
     int *by_end = malloc(n * sizeof *by_end);
+    /* the transfer groups pp_group_transfers will make, by instruction */
+    int *run_first = malloc(((size_t)st->n + 1) * sizeof *run_first);
+    int *run_last = malloc(((size_t)st->n + 1) * sizeof *run_last);
     int nslots[2], rc = -1;
-    if (!slot_of[0] || !slot_of[1] || !sizes[0] || !sizes[1] || !freelist || !by_end)
+    if (!slot_of[0] || !slot_of[1] || !sizes[0] || !sizes[1] || !freelist || !by_end ||
+        !run_first || !run_last)
         goto out;
-    for (int k = 0; k < st->nbuf; k++)
+    pp_transfer_runs(st->code, (uint32_t)st->n, rank, run_first, run_last);
+    for (int k = 0; k < st->nbuf; k++) {
         if (st->buf[k].last_use < st->buf[k].def)
             st->buf[k].last_use = st->buf[k].def;
-    sort_by_last_use(st, by_end);
+        st->buf[k].end = run_last[st->buf[k].last_use];
+    }
+    sort_by_end(st, by_end);
     for (int grow = 0; grow < 2; grow++)
-        nslots[grow] = scan_slots(st, by_end, grow, slot_of[grow], sizes[grow], freelist);
+        nslots[grow] =
+            scan_slots(st, by_end, run_first, grow, slot_of[grow], sizes[grow], freelist);
     int pick = total_bytes(sizes[1], nslots[1]) < total_bytes(sizes[0], nslots[0]);
     for (int i = 0; i < st->n; i++)
         for (int k = 0; k < PP_MAX_SLOTS; k++)
@@ -390,6 +419,8 @@ static int assign_slots(stream *st, pp_plan *p)
     memcpy(p->slot_bytes, sizes[pick], (size_t)nslots[pick] * sizeof *p->slot_bytes);
     rc = 0;
 out:
+    free(run_last);
+    free(run_first);
     free(by_end);
     free(freelist);
     for (int k = 0; k < 2; k++) {
@@ -645,7 +676,7 @@ static int lower_item(lowering *L, const item *x)
         L->wts[x->job] = buf;
         return buf < 0 ? -1 : 0;
     case IT_SEND_WEIGHTS:
-        return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1, NULL) < 0 ? -1 : 0;
+        return emit(L, PP_OP_SendWeights, x->s, -1, x->dst, -1) < 0 ? -1 : 0;
     case IT_SEND_WGRAD:
         return send_from(L, PP_OP_SendWeightGrad, x->s, -1, x->dst, L->wgrad[x->s]);
     case IT_RECV_WGRAD: /* RecvWeightGrad adds the (fp32) temporary into the owner's gradients */
@@ -668,11 +699,11 @@ static int lower_epilogue(lowering *L)
     int S = t->js.S, me = L->rank;
     for (int s = 0; s < S; s++) {
         if (o->group_of[s] >= 0 && owns(o, s, me) &&
-            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s], NULL) < 0)
+            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s]) < 0)
             return -1;
     }
     for (int s = 0; s < S; s++)
-        if (owns(o, s, me) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1, NULL) < 0)
+        if (owns(o, s, me) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1) < 0)
             return -1;
     return 0;
 }
@@ -696,7 +727,7 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
             return rc;
     if (lower_epilogue(L))
         return -1;
-    if (assign_slots(&L->st, p))
+    if (assign_slots(&L->st, (uint32_t)w, p))
         return -1;
     p->ninstr = (uint32_t)L->st.n;
     p->code = L->st.code;
@@ -719,9 +750,11 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
     return copy_groups(L->own, p);
 }
 
-/* The plan id: a hash of everything every rank's file says except its rank,
- * so all ranks of one compile share it and any other compile differs. */
-static uint64_t plan_id(const pp_plan *plans, int W)
+/* The plan id: a hash of everything every rank's file says except its rank
+ * (every header field, the group table, every operand of every
+ * instruction), so all ranks of one compile share it and any other compile
+ * differs. */
+uint64_t pp_plans_id(const pp_plan *plans, int W)
 {
     uint64_t h = PP_FNV_OFFSET;
     for (int r = 0; r < W; r++) {
@@ -731,13 +764,19 @@ static uint64_t plan_id(const pp_plan *plans, int W)
         h = pp_fnv1a64(h, &p->B, sizeof p->B);
         h = pp_fnv1a64(h, &p->model, sizeof p->model);
         h = pp_fnv1a64(h, p->stage_role, p->S);
+        h = pp_fnv1a64(h, &p->nslots, sizeof p->nslots);
         h = pp_fnv1a64(h, p->slot_bytes, p->nslots * sizeof *p->slot_bytes);
         h = pp_fnv1a64(h, &p->workspace_bytes, sizeof p->workspace_bytes);
+        h = pp_fnv1a64(h, &p->ngroups, sizeof p->ngroups);
+        for (uint32_t g = 0; g < p->ngroups; g++) {
+            h = pp_fnv1a64(h, &p->groups[g].n, sizeof p->groups[g].n);
+            h = pp_fnv1a64(h, p->groups[g].member, p->groups[g].n * sizeof *p->groups[g].member);
+        }
+        h = pp_fnv1a64(h, &p->ninstr, sizeof p->ninstr);
         for (uint32_t i = 0; i < p->ninstr; i++) {
             const pp_instr *in = &p->code[i];
-            int32_t f[4 + PP_MAX_SLOTS] = {in->op, in->stage, in->mb, in->peer};
-            f[3] = in->group;
-            memcpy(f + 4, in->slot, sizeof in->slot);
+            int32_t f[5 + PP_MAX_SLOTS] = {in->op, in->stage, in->mb, in->peer, in->group};
+            memcpy(f + 5, in->slot, sizeof in->slot);
             h = pp_fnv1a64(h, f, sizeof f);
         }
     }
@@ -864,7 +903,7 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
         first = end;
     }
     if (!errors) {
-        uint64_t id = plan_id(plans, W);
+        uint64_t id = pp_plans_id(plans, W);
         for (int w = 0; w < W; w++)
             plans[w].plan_id = id;
     }

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bufcheck.h"
 #include "commcheck.h"
 #include "costs.h"
 #include "jobtable.h"
@@ -474,10 +475,14 @@ int main(int argc, char **argv)
     report_ctx x = {&rep, &info, &t, &sim};
     plans = calloc((size_t)t.W, sizeof *plans);
     int lowered = plans && pp_lower(&t, &sim, &sch.model, &lo, &d, plans) == 0;
-    if (lowered) { /* every plan this compiler writes is proven not to hang */
+    if (lowered) { /* every plan this compiler writes is proven not to hang nor to corrupt */
         char msg[8192];
         if (pp_comm_check(plans, t.W, msg, sizeof msg)) {
             diag_error_noloc(&d, "internal error: the emitted plans fail the communication "
+                                 "check (please report this):\n%s", msg);
+            lowered = 0;
+        } else if (pp_buffer_check(plans, t.W, msg, sizeof msg)) {
+            diag_error_noloc(&d, "internal error: the emitted plans fail the buffer-safety "
                                  "check (please report this):\n%s", msg);
             lowered = 0;
         }

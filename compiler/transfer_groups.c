@@ -26,20 +26,33 @@ static pp_instr marker(int op)
 }
 
 /* The length of the run of same-direction transfers that starts at i. */
-static uint32_t run_at(const pp_plan *p, uint32_t i)
+static uint32_t run_at(const pp_instr *code, uint32_t ninstr, uint32_t rank, uint32_t i)
 {
-    int dir = pp_group_direction(&p->code[i], p->rank);
+    int dir = pp_group_direction(&code[i], rank);
     uint32_t n = 0;
-    while (dir >= 0 && i + n < p->ninstr && pp_group_direction(&p->code[i + n], p->rank) == dir)
+    while (dir >= 0 && i + n < ninstr && pp_group_direction(&code[i + n], rank) == dir)
         n++;
     return n;
+}
+
+void pp_transfer_runs(const pp_instr *code, uint32_t ninstr, uint32_t rank, int *first, int *last)
+{
+    for (uint32_t i = 0, n; i < ninstr; i += n) {
+        n = run_at(code, ninstr, rank, i);
+        if (n < 2)
+            n = 1; /* a lone transfer is posted alone */
+        for (uint32_t k = i; k < i + n; k++) {
+            first[k] = (int)i;
+            last[k] = (int)(i + n - 1);
+        }
+    }
 }
 
 int pp_group_transfers(pp_plan *p)
 {
     uint32_t extra = 0;
     for (uint32_t i = 0, n; i < p->ninstr; i += n ? n : 1)
-        if ((n = run_at(p, i)) >= 2)
+        if ((n = run_at(p->code, p->ninstr, p->rank, i)) >= 2)
             extra += 2;
     if (!extra)
         return 0;
@@ -48,7 +61,7 @@ int pp_group_transfers(pp_plan *p)
         return -1;
     uint32_t out = 0;
     for (uint32_t i = 0; i < p->ninstr;) {
-        uint32_t n = run_at(p, i);
+        uint32_t n = run_at(p->code, p->ninstr, p->rank, i);
         if (n < 2) {
             code[out++] = p->code[i++];
             continue;

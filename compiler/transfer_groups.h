@@ -11,4 +11,11 @@
  * Returns 0, or -1 out of memory (p unchanged). */
 int pp_group_transfers(pp_plan *p);
 
+/* The runs pp_group_transfers brackets, before it does: for each
+ * instruction i of code[0..ninstr) on `rank`, first[i] and last[i] are the
+ * first and last instruction of its run (both i when it is not in a run of
+ * two or more). Slot allocation uses them: a group's members run
+ * concurrently, so the buffers they touch are live over the whole group. */
+void pp_transfer_runs(const pp_instr *code, uint32_t ninstr, uint32_t rank, int *first, int *last);
+
 #endif

@@ -132,20 +132,21 @@ static void print_header(const pp_plan *p, FILE *out)
 
 /* ------------------------------------------------------------ instructions */
 
-/* Slot operand k as "s4", or `absent` when it is -1. */
-static const char *slot_str(const pp_instr *in, int k, const char *absent, char buf[16])
+/* The slot operand of role r as "s4", or `absent` when there is none. */
+static const char *slot_str(const pp_instr *in, pp_role r, const char *absent, char buf[16])
 {
-    if (in->slot[k] == -1)
+    int32_t v = pp_slot(in, r);
+    if (v == -1)
         return absent;
-    snprintf(buf, 16, "s%" PRId32, in->slot[k]);
+    snprintf(buf, 16, "s%" PRId32, v);
     return buf;
 }
 
 static void comment_forward(text *t, const pp_instr *in)
 {
     char a[16], b[16], c[16], d[16];
-    const char *src = slot_str(in, 0, "?", a), *stash = slot_str(in, 1, "?", b);
-    const char *dst = slot_str(in, 2, NULL, c), *tgt = slot_str(in, 3, NULL, d);
+    const char *src = slot_str(in, PP_ROLE_IN, "?", a), *stash = slot_str(in, PP_ROLE_STASH, "?", b);
+    const char *dst = slot_str(in, PP_ROLE_OUT, NULL, c), *tgt = slot_str(in, PP_ROLE_TGT, NULL, d);
     add(t, "F(%" PRId32 ",%" PRId32 "): ", in->stage, in->mb);
     if (dst && tgt)
         add(t, "%s -> %s, loss vs targets %s", src, dst, tgt);
@@ -156,29 +157,31 @@ static void comment_forward(text *t, const pp_instr *in)
     else
         add(t, "%s, output discarded", src);
     add(t, " (stash %s)", stash);
-    if (in->slot[4] >= 0)
-        add(t, " with weights s%" PRId32, in->slot[4]);
+    if (pp_slot(in, PP_ROLE_WTS) >= 0)
+        add(t, " with weights s%" PRId32, pp_slot(in, PP_ROLE_WTS));
 }
 
 /* no_din: what the gradient feeds on the first stage, which has no input grad. */
 static void comment_backward(text *t, const pp_instr *in, const char *no_din)
 {
     char a[16], b[16], c[16];
-    const char *stash = slot_str(in, 0, "?", a);
-    const char *dout = slot_str(in, 1, "of loss", b), *din = slot_str(in, 2, no_din, c);
+    const char *stash = slot_str(in, PP_ROLE_STASH, "?", a);
+    const char *dout = slot_str(in, PP_ROLE_DOUT, "of loss", b);
+    const char *din = slot_str(in, PP_ROLE_DIN, no_din, c);
     add(t, "B(%" PRId32 ",%" PRId32 "): grad %s -> %s (stash %s)", in->stage, in->mb, dout, din,
         stash);
-    if (in->slot[3] >= 0)
-        add(t, " with weights s%" PRId32, in->slot[3]);
-    if (in->op == PP_OP_Backward && in->slot[4] >= 0)
-        add(t, ", weight grads into s%" PRId32, in->slot[4]);
+    if (pp_slot(in, PP_ROLE_WTS) >= 0)
+        add(t, " with weights s%" PRId32, pp_slot(in, PP_ROLE_WTS));
+    if (pp_slot(in, PP_ROLE_WGRAD) >= 0)
+        add(t, ", weight grads into s%" PRId32, pp_slot(in, PP_ROLE_WGRAD));
 }
 
 /* The comment column: what the instruction does, in words. */
 static void comment(text *t, const pp_plan *p, const pp_instr *in)
 {
     char a[16];
-    const char *s0 = slot_str(in, 0, "?", a);
+    /* the one slot of the instructions that have one */
+    const char *s0 = pp_op(in->op) ? slot_str(in, pp_op(in->op)->slot[0].role, "?", a) : "?";
     switch (in->op) {
     case PP_OP_LoadMicroBatch:
         add(t, "microbatch %" PRId32 " tokens into %s", in->mb, s0);
@@ -203,8 +206,8 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
         break;
     case PP_OP_BackwardWeight:
         add(t, "W(%" PRId32 ",%" PRId32 "): weight grads from stash %s", in->stage, in->mb, s0);
-        if (in->slot[1] >= 0)
-            add(t, " into s%" PRId32, in->slot[1]);
+        if (pp_slot(in, PP_ROLE_WGRAD) >= 0)
+            add(t, " into s%" PRId32, pp_slot(in, PP_ROLE_WGRAD));
         break;
     case PP_OP_SendGrad:
         add(t, "B(%" PRId32 ",%" PRId32 ") input grad %s to rank %" PRId32, in->stage, in->mb, s0,

@@ -1,16 +1,46 @@
-/* opcodes.h - the one table of pp's instructions.
+/* opcodes.h - the one table of pp's instructions: what each one is and does.
  *
- * Every other artifact (the enum, the names, the operand checks of the
- * decoder, the disassembler's columns and comments) is generated from this
- * list, so adding an instruction is one line here plus its case in the VM.
+ * Everything else that needs to know what an instruction is derives it from
+ * this list (X-macro): the enum, the names, the decoder's operand checks,
+ * the listing's operand names, which instructions are transfers and what
+ * pairs with what (the deadlock checker, compiler/commcheck.c), which way
+ * a transfer's data flows and so which stream carries it (grouping, the
+ * cuda backend), and which buffers an instruction reads and writes (the
+ * buffer-safety verifier, compiler/bufcheck.c; the VM's plan checks). So
+ * adding an instruction is one line here, plus its lowering and its VM case;
+ * tests/unit/test_plan.c walks the table and fails when a property is
+ * missing or inconsistent, and fails when an existing number moves.
  *
- * PP_OP(Name, uses, slots, synopsis)
- *   uses     which scalar operands the instruction reads: PP_U_STAGE,
- *            PP_U_MB (microbatch), PP_U_PEER (another rank), PP_U_GROUP
- *            (an entry of the plan's group table); unused ones are -1.
- *   slots    the roles of its buffer-slot operands, comma separated, at most
- *            PP_MAX_SLOTS; a role ending in '?' may be -1 (absent).
- *   synopsis one line for the listing's header and the README.
+ * PP_OP(Name, number, kind, pairs, lane, uses, params, grads, slots, synopsis)
+ *   number   the opcode's byte in the plan file: pinned, append-only; a new
+ *            instruction takes the next number and bumps PP_PLAN_VERSION.
+ *   kind     COMPUTE (a job: F, B, W), LOCAL (rank-local work), SEND, RECV
+ *            (point-to-point transfers), COLLECTIVE, MARKER (no work).
+ *   pairs    for a transfer, the opcode on the peer's side that it matches.
+ *   lane     where it runs: COMPUTE (the compute stream), FLOW (a transfer's
+ *            stream, chosen by which way its data flows: UP from a lower
+ *            rank to a higher one, DOWN otherwise; pp_op_flow), GROUPABLE
+ *            (a FLOW transfer that may stand inside GroupStart..GroupEnd),
+ *            NONE (markers).
+ *   uses     the scalar operands it reads: PP_U_STAGE, PP_U_MB
+ *            (microbatch), PP_U_PEER (another rank), PP_U_GROUP (an entry of
+ *            the plan's group table); unused ones are -1.
+ *   params   how it touches the rank's own copy of stage s's weights (and
+ *   grads    their bf16 compute copy) and its own gradients of stage s: NO,
+ *            RD (reads), WR (writes), UP (reads and writes: accumulates, or
+ *            updates in place). An instruction with a `wts` slot touches the
+ *            own weights only when that slot is absent (it then computes with
+ *            the rank's own stage); one with a `wgrad` slot, the own
+ *            gradients only when that slot is absent.
+ *   slots    its buffer-slot operands in file order, at most PP_MAX_SLOTS:
+ *            REQ(role, access, content, stage offset) or OPT(...) for one
+ *            that may be -1 (absent). The content is what the slot holds
+ *            when the instruction reads it or after it writes it, named by
+ *            the job that produced it: e.g. Forward's `in` is ACT at stage
+ *            s-1, F(s-1,b)'s output (ACT at stage -1 is the microbatch's
+ *            TOKENS). WTS, WGRAD and TMP are per stage, the others per
+ *            (stage, microbatch).
+ *   synopsis one line for the listing's header and isa/README.md.
  *
  * Stage/microbatch of a transfer name the job that PRODUCED the data:
  * SendActivation s b carries the output of F(s,b) to the rank running
@@ -20,14 +50,17 @@
  * Weights: a job computing away from its stage's owner reads the weights
  * from its `wts` slot (filled by FetchWeights) and accumulates weight
  * gradients into its `wgrad` slot, which SendWeightGrad returns to the owner
- * at the end of the step; with the slot absent (-1) the job uses the rank's
- * own copy of the stage.
+ * at the end of the step.
  *
- * GroupStart/GroupEnd bracket point-to-point transfers that the rank posts
- * one after another in the same direction (pp_group_direction): the cuda
+ * GroupStart/GroupEnd bracket GROUPABLE transfers that the rank posts one
+ * after another in the same direction (pp_group_direction): the cuda
  * backend gives each direction its own stream and NCCL communicator, and
  * posts a bracket as one ncclGroupStart/End, so its transfers progress
- * together instead of each waiting for the one before. */
+ * together instead of each waiting for the one before. Members of a group
+ * are concurrent: no two may touch one buffer unless both only read it
+ * (compiler/bufcheck.c proves it of every plan). RecvWeightGrad is FLOW but
+ * not GROUPABLE: it adds what arrives to the gradients, a computation that
+ * must wait for the data, so it cannot be deferred to a group's end. */
 #ifndef PP_OPCODES_H
 #define PP_OPCODES_H
 
@@ -36,45 +69,104 @@
 #define PP_U_PEER 4u
 #define PP_U_GROUP 8u
 
-#define PP_OPCODES(X)                                                                              \
-    X(LoadMicroBatch, PP_U_MB, "tokens", "read microbatch b's windows and targets into a slot")   \
-    X(Forward, PP_U_STAGE | PP_U_MB, "in,stash,out?,tgt?,wts?",                                    \
-      "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)")       \
-    X(SendActivation, PP_U_STAGE | PP_U_MB | PP_U_PEER, "src",                                     \
-      "send F(s,b)'s output to the rank that runs F(s+1,b)")                                       \
-    X(RecvActivation, PP_U_STAGE | PP_U_MB | PP_U_PEER, "dst",                                     \
-      "receive F(s,b)'s output from the rank that ran it")                                         \
-    X(Backward, PP_U_STAGE | PP_U_MB, "stash,dout?,din?,wts?,wgrad?",                              \
-      "run B(s,b): accumulate weight gradients, write the input gradient to din")                  \
-    X(BackwardInput, PP_U_STAGE | PP_U_MB, "stash,dout?,din?,wts?",                                \
-      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs")      \
-    X(BackwardWeight, PP_U_STAGE | PP_U_MB, "stash,wgrad?",                                        \
-      "split backward, W(s,b): accumulate stage s's weight gradients from the stash")             \
-    X(SendGrad, PP_U_STAGE | PP_U_MB | PP_U_PEER, "src",                                           \
-      "send B(s,b)'s input gradient to the rank that runs B(s-1,b)")                               \
-    X(RecvGrad, PP_U_STAGE | PP_U_MB | PP_U_PEER, "dst",                                           \
-      "receive B(s,b)'s input gradient from the rank that ran it")                                 \
-    X(FetchWeights, PP_U_STAGE | PP_U_PEER, "wts",                                                 \
-      "receive stage s's weights from their owner, for jobs that compute away from it")           \
-    X(SendWeights, PP_U_STAGE | PP_U_PEER, "",                                                     \
-      "send stage s's weights (this rank owns them) to a rank that fetches them")                 \
-    X(ZeroGrads, PP_U_STAGE, "wgrad",                                                             \
-      "clear a slot that will accumulate stage s's weight gradients on this non-owner rank")      \
-    X(SendWeightGrad, PP_U_STAGE | PP_U_PEER, "wgrad",                                             \
-      "send the stage s weight gradients accumulated here to the stage's owner")                  \
-    X(RecvWeightGrad, PP_U_STAGE | PP_U_PEER, "tmp",                                               \
-      "receive stage s weight gradients from a rank that computed with them; add them to ours")   \
-    X(ReduceGrads, PP_U_STAGE | PP_U_GROUP, "",                                                    \
-      "all-reduce stage s's weight gradients among the replicas in group g")                      \
-    X(OptimizerStep, PP_U_STAGE, "", "apply the optimizer to stage s's weights and clear its gradients") \
-    X(GroupStart, 0u, "", "post the transfers up to GroupEnd together (one NCCL group)")            \
-    X(GroupEnd, 0u, "", "end of a group of transfers")
+/* clang-format off */
+#define PP_OPCODES(X)                                                                                  \
+    X(LoadMicroBatch, 0, LOCAL, NONE, COMPUTE, PP_U_MB, NO, NO,                                        \
+      (REQ(TOKENS, WR, TOKENS, 0)),                                                                     \
+      "read microbatch b's windows and targets into a slot")                                           \
+    X(Forward, 1, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO,                                \
+      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0), OPT(OUT, WR, ACT, 0), OPT(TGT, RD, TOKENS, 0),  \
+       OPT(WTS, RD, WTS, 0)),                                                                           \
+      "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)")           \
+    X(SendActivation, 2, SEND, RecvActivation, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,    \
+      (REQ(SRC, RD, ACT, 0)),                                                                           \
+      "send F(s,b)'s output to the rank that runs F(s+1,b)")                                           \
+    X(RecvActivation, 3, RECV, SendActivation, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,    \
+      (REQ(DST, WR, ACT, 0)),                                                                           \
+      "receive F(s,b)'s output from the rank that ran it")                                             \
+    X(Backward, 4, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, UP,                               \
+      (REQ(STASH, RD, STASH, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),  \
+       OPT(WGRAD, UP, WGRAD, 0)),                                                                       \
+      "run B(s,b): accumulate weight gradients, write the input gradient to din")                      \
+    X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO,                          \
+      (REQ(STASH, UP, STASH, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0)), \
+      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs")          \
+    X(BackwardWeight, 6, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, UP,                         \
+      (REQ(STASH, RD, STASH, 0), OPT(WGRAD, UP, WGRAD, 0)),                                             \
+      "split backward, W(s,b): accumulate stage s's weight gradients from the stash")                 \
+    X(SendGrad, 7, SEND, RecvGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,                \
+      (REQ(SRC, RD, GRAD, 0)),                                                                          \
+      "send B(s,b)'s input gradient to the rank that runs B(s-1,b)")                                   \
+    X(RecvGrad, 8, RECV, SendGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,                \
+      (REQ(DST, WR, GRAD, 0)),                                                                          \
+      "receive B(s,b)'s input gradient from the rank that ran it")                                     \
+    X(FetchWeights, 9, RECV, SendWeights, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO,                   \
+      (REQ(WTS, WR, WTS, 0)),                                                                           \
+      "receive stage s's weights from their owner, for jobs that compute away from it")               \
+    X(SendWeights, 10, SEND, FetchWeights, GROUPABLE, PP_U_STAGE | PP_U_PEER, RD, NO,                  \
+      (),                                                                                               \
+      "send stage s's weights (this rank owns them) to a rank that fetches them")                     \
+    X(ZeroGrads, 11, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, NO,                                         \
+      (REQ(WGRAD, WR, WGRAD, 0)),                                                                       \
+      "clear a slot that will accumulate stage s's weight gradients on this non-owner rank")          \
+    X(SendWeightGrad, 12, SEND, RecvWeightGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO,             \
+      (REQ(WGRAD, RD, WGRAD, 0)),                                                                       \
+      "send the stage s weight gradients accumulated here to the stage's owner")                      \
+    X(RecvWeightGrad, 13, RECV, SendWeightGrad, FLOW, PP_U_STAGE | PP_U_PEER, NO, UP,                  \
+      (REQ(TMP, WR, TMP, 0)),                                                                           \
+      "receive stage s weight gradients from a rank that computed with them; add them to ours")       \
+    X(ReduceGrads, 14, COLLECTIVE, NONE, COMPUTE, PP_U_STAGE | PP_U_GROUP, NO, UP,                     \
+      (),                                                                                               \
+      "all-reduce stage s's weight gradients among the replicas in group g")                          \
+    X(OptimizerStep, 15, LOCAL, NONE, COMPUTE, PP_U_STAGE, UP, UP,                                     \
+      (),                                                                                               \
+      "apply the optimizer to stage s's weights and clear its gradients")                             \
+    X(GroupStart, 16, MARKER, NONE, NONE, 0u, NO, NO, (),                                              \
+      "post the transfers up to GroupEnd together (one NCCL group)")                                   \
+    X(GroupEnd, 17, MARKER, NONE, NONE, 0u, NO, NO, (),                                                \
+      "end of a group of transfers")
+/* clang-format on */
 
 typedef enum {
-#define PP_OP_ENUM(name, uses, slots, syn) PP_OP_##name,
+#define PP_OP_ENUM(name, num, kind, pairs, lane, uses, params, grads, slots, syn) PP_OP_##name = num,
     PP_OPCODES(PP_OP_ENUM)
 #undef PP_OP_ENUM
-        PP_OP_COUNT
+        PP_OP_COUNT /* the last number + 1: the table lists them in order */
 } pp_opcode;
+
+/* Numbers are dense, 0 .. PP_OP_COUNT-1, in table order. */
+#define PP_OP_ONE(name, ...) +1
+_Static_assert(PP_OP_COUNT == 0 PP_OPCODES(PP_OP_ONE), "opcode numbers must be 0, 1, 2, ... in order");
+#undef PP_OP_ONE
+
+typedef enum { PP_KIND_MARKER, PP_KIND_COMPUTE, PP_KIND_LOCAL, PP_KIND_SEND, PP_KIND_RECV,
+               PP_KIND_COLLECTIVE } pp_op_kind;
+typedef enum { PP_LANE_NONE, PP_LANE_COMPUTE, PP_LANE_FLOW, PP_LANE_GROUPABLE } pp_op_lane;
+/* Access bits: PP_ACC_UP = read and write. */
+typedef enum { PP_ACC_NO = 0, PP_ACC_RD = 1, PP_ACC_WR = 2, PP_ACC_UP = 3 } pp_access;
+
+/* Slot roles: an instruction's slot operands are read by role
+ * (pp_slot(in, PP_ROLE_IN)), never by position. */
+#define PP_ROLES(X) X(TOKENS, tokens) X(IN, in) X(STASH, stash) X(OUT, out) X(TGT, tgt) \
+    X(WTS, wts) X(DOUT, dout) X(DIN, din) X(WGRAD, wgrad) X(SRC, src) X(DST, dst) X(TMP, tmp)
+typedef enum {
+    PP_ROLE_NONE = 0,
+#define PP_ROLE_ENUM(R, name) PP_ROLE_##R,
+    PP_ROLES(PP_ROLE_ENUM)
+#undef PP_ROLE_ENUM
+        PP_ROLE_COUNT
+} pp_role;
+
+/* What a slot holds, named by the job that produced it. */
+#define PP_CONTENTS(X) X(TOKENS, "microbatch") X(ACT, "output of F") X(GRAD, "input gradient of B") \
+    X(STASH, "stash of F") X(WTS, "fetched weights") X(WGRAD, "weight gradients") \
+    X(TMP, "received weight gradients")
+typedef enum {
+    PP_CONTENT_NONE = 0,
+#define PP_CONTENT_ENUM(C, words) PP_CONTENT_##C,
+    PP_CONTENTS(PP_CONTENT_ENUM)
+#undef PP_CONTENT_ENUM
+        PP_CONTENT_COUNT
+} pp_content;
 
 #endif

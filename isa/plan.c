@@ -1,4 +1,4 @@
-/* plan.c - the plan file: opcode metadata, checksums, encoding, a decoder
+/* plan.c - the plan file: checksums, encoding, a decoder
  * that is safe on any input, file helpers and the operand/header checks.
  * (The listing lives in disasm.c.)
  *
@@ -41,90 +41,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-/* -------------------------------------------------------- opcode metadata */
-
-typedef struct {
-    const char *name;
-    unsigned uses;
-    const char *slots; /* "in,stash,out?,tgt?" as written in opcodes.h */
-    const char *synopsis;
-} op_info;
-
-static const op_info OPS[PP_OP_COUNT] = {
-#define PP_OP_INFO(name, uses, slots, syn) {#name, (uses), (slots), (syn)},
-    PP_OPCODES(PP_OP_INFO)
-#undef PP_OP_INFO
-};
-
-/* The slot strings are split once into NUL-terminated role names (the '?'
- * stripped), so pp_op_slot_role can hand out stable pointers. call_once keeps
- * this safe if several VM threads ask first at the same time. */
-#define ROLE_MAX 24
-typedef struct {
-    int n;
-    char role[PP_MAX_SLOTS][ROLE_MAX];
-    int optional[PP_MAX_SLOTS];
-} op_slots;
-
-static op_slots SLOTS[PP_OP_COUNT];
-static once_flag slots_once = ONCE_FLAG_INIT;
-
-/* Split one slots string; roles past PP_MAX_SLOTS or longer than ROLE_MAX-1
- * characters are cut (the table is ours, so this only guards typos). */
-static void parse_slots(const char *s, op_slots *out)
-{
-    memset(out, 0, sizeof *out);
-    while (*s && out->n < PP_MAX_SLOTS) {
-        size_t len = strcspn(s, ",");
-        size_t name_len = len;
-        int opt = name_len > 0 && s[name_len - 1] == '?';
-        if (opt)
-            name_len--;
-        if (name_len >= ROLE_MAX)
-            name_len = ROLE_MAX - 1;
-        memcpy(out->role[out->n], s, name_len);
-        out->role[out->n][name_len] = '\0';
-        out->optional[out->n] = opt;
-        out->n++;
-        s += len;
-        if (*s == ',')
-            s++;
-    }
-}
-
-static void init_slots(void)
-{
-    for (int op = 0; op < PP_OP_COUNT; op++)
-        parse_slots(OPS[op].slots, &SLOTS[op]);
-}
-
-static const op_slots *slots_of(int op)
-{
-    call_once(&slots_once, init_slots);
-    return &SLOTS[op];
-}
-
-static bool op_known(int op) { return op >= 0 && op < PP_OP_COUNT; }
-
-const char *pp_op_name(int op) { return op_known(op) ? OPS[op].name : "?"; }
-
-const char *pp_op_synopsis(int op) { return op_known(op) ? OPS[op].synopsis : "?"; }
-
-unsigned pp_op_uses(int op) { return op_known(op) ? OPS[op].uses : 0u; }
-
-int pp_op_nslots(int op) { return op_known(op) ? slots_of(op)->n : 0; }
-
-const char *pp_op_slot_role(int op, int i, int *optional)
-{
-    if (optional)
-        *optional = 0;
-    if (!op_known(op) || i < 0 || i >= slots_of(op)->n)
-        return NULL;
-    if (optional)
-        *optional = slots_of(op)->optional[i];
-    return slots_of(op)->role[i];
 }
 
 /* --------------------------------------------------------------- checksums */
@@ -771,23 +687,6 @@ static bool check_instr(const pp_plan *p, uint32_t i, char *err, size_t errlen)
         return false;
     }
     return check_slots(i, in, p->nslots, err, errlen);
-}
-
-int pp_group_direction(const pp_instr *in, uint32_t rank)
-{
-    switch ((pp_opcode)in->op) {
-    case PP_OP_SendActivation:
-    case PP_OP_SendGrad:
-    case PP_OP_SendWeights:
-    case PP_OP_SendWeightGrad:
-        return in->peer > (int32_t)rank;
-    case PP_OP_RecvActivation:
-    case PP_OP_RecvGrad:
-    case PP_OP_FetchWeights:
-        return in->peer < (int32_t)rank;
-    default:
-        return -1;
-    }
 }
 
 /* GroupStart .. GroupEnd: not nested, closed, and holding at least one

@@ -21,22 +21,15 @@
 #include <stdio.h>
 
 #include "model_desc.h"
-#include "opcodes.h"
+#include "ops.h"
 
 #define PP_PLAN_MAGIC "PPLN"
 #define PP_PLAN_VERSION 5u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
                               4: precision; 5: workspace */
-#define PP_MAX_SLOTS 5
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */
 #define PP_ROLE_OWNER 2u   /* this rank holds the stage's weights (source of truth or replica) */
-
-typedef struct {
-    uint8_t op; /* pp_opcode */
-    int32_t stage, mb, peer, group;
-    int32_t slot[PP_MAX_SLOTS];
-} pp_instr;
 
 typedef struct {
     uint32_t n;
@@ -73,21 +66,6 @@ typedef enum {
     PP_PLAN_EOPERAND,   /* an instruction operand is out of range */
     PP_PLAN_ENOMEM
 } pp_plan_status;
-
-/* Operand metadata generated from the opcode table. */
-const char *pp_op_name(int op);      /* "?" for an unknown opcode */
-const char *pp_op_synopsis(int op);
-unsigned pp_op_uses(int op);
-int pp_op_nslots(int op);
-const char *pp_op_slot_role(int op, int i, int *optional); /* role name of slot i */
-
-/* For an instruction that may stand inside GroupStart..GroupEnd, on
- * `rank`: 1 when its data moves from a lower rank to a higher one, 0 when
- * downward. -1 for every other instruction: all but the point-to-point
- * transfers, and RecvWeightGrad, which adds what arrives to the gradients
- * (a computation that must wait for the data, so it cannot be deferred to
- * the group's end). */
-int pp_group_direction(const pp_instr *in, uint32_t rank);
 
 /* Encode to a malloc'd buffer (the CRC is appended). Returns PP_PLAN_OK or ENOMEM. */
 pp_plan_status pp_plan_encode(const pp_plan *p, uint8_t **buf, size_t *len);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../compiler/bufcheck.h"
 #include "../../compiler/commcheck.h"
 #include "../../compiler/lower.h"
 #include "suites.h"
@@ -324,7 +325,7 @@ END_TEST
 
 /* Lowers a compiled schedule and runs the communication checker on the
  * plans: every plan the compiler emits must pass it. */
-static void lowers_and_passes_commcheck(const compiled *c, const char *what)
+static void lowers_and_passes_checks(const compiled *c, const char *what)
 {
     int W = c->t.W;
     pp_plan *plans = calloc((size_t)W, sizeof *plans);
@@ -336,6 +337,7 @@ static void lowers_and_passes_commcheck(const compiled *c, const char *what)
                   what);
     char msg[4096];
     ck_assert_msg(pp_comm_check(plans, W, msg, sizeof msg) == 0, "%s:\n%s", what, msg);
+    ck_assert_msg(pp_buffer_check(plans, W, msg, sizeof msg) == 0, "%s:\n%s", what, msg);
     for (int w = 0; w < W; w++)
         pp_plan_free(&plans[w]);
     free(plans);
@@ -343,7 +345,8 @@ static void lowers_and_passes_commcheck(const compiled *c, const char *what)
 }
 
 /* Every library schedule compiles, simulates without deadlock, lowers, and
- * passes the communication checker over the range its header documents. */
+ * passes both plan checkers (commcheck, bufcheck) over the range its
+ * header documents. */
 START_TEST(library_compiles_over_documented_ranges)
 {
     enum { PLAIN, LOOPED /* S = 8 a multiple of W */, MULTIPLE /* B a multiple of W */ };
@@ -371,7 +374,7 @@ START_TEST(library_compiles_over_documented_ranges)
                 snprintf(what, sizeof what, "%s %s=%d %s=%d", lib[i].file, lib[i].p1, a,
                          lib[i].p2 ? lib[i].p2 : "-", b);
                 ck_assert_msg(c.errors == 0 && !c.deadlock, "%s:\n%s", what, c.msgs);
-                lowers_and_passes_commcheck(&c, what);
+                lowers_and_passes_checks(&c, what);
                 compiled_free(&c);
             }
     /* LPP and FSLPP: W = G*R */
@@ -383,8 +386,8 @@ START_TEST(library_compiles_over_documented_ranges)
                 compile_library(&c, "lpp.pp", defs, 4);
                 compile_library(&f, "fslpp.pp", defs, 4);
                 ck_assert_int_eq(c.errors + f.errors + c.deadlock + f.deadlock, 0);
-                lowers_and_passes_commcheck(&c, "lpp.pp");
-                lowers_and_passes_commcheck(&f, "fslpp.pp");
+                lowers_and_passes_checks(&c, "lpp.pp");
+                lowers_and_passes_checks(&f, "fslpp.pp");
                 compiled_free(&c);
                 compiled_free(&f);
             }

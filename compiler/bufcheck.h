@@ -1,0 +1,39 @@
+/* bufcheck.h - proves that a plan cannot corrupt its buffers: the other
+ * half of the proof commcheck.h gives (that no plan hangs).
+ *
+ * The model is the most concurrent execution any backend allows:
+ *   - the members of one GroupStart..GroupEnd run concurrently (NCCL orders
+ *     a group's operations only per peer, and the cuda backend records the
+ *     members' events only at GroupEnd);
+ *   - every other pair of operations on one buffer runs in plan order (the
+ *     cuda backend chains them through the buffer's event, whatever stream
+ *     each runs on; the cpu backend runs them in order), and operations on
+ *     different buffers are not ordered at all, which cannot matter.
+ * A buffer is a slot, or the rank's own weights or gradients of a stage.
+ * What each instruction reads and writes, and what a slot must hold when
+ * read, come from the opcode table (isa/opcodes.h via pp_instr_touches).
+ * Two checks, both O(instructions):
+ *   1. no two members of one group touch one buffer unless both only read;
+ *   2. replaying the plan in order, every slot an instruction reads holds
+ *      what the table says it needs (F(s-1,b)'s output for Forward s b's
+ *      `in`, ...): nothing is read before it arrives, and nothing still
+ *      needed is overwritten first (a reused stash, a receive into a slot
+ *      whose data is yet to be sent). */
+#ifndef PP_BUFCHECK_H
+#define PP_BUFCHECK_H
+
+#include <stddef.h>
+
+#include "../isa/plan.h"
+
+/* Checks one rank's plan; returns 0 if safe, else -1 with a message in msg
+ * (msglen bytes, may be NULL or 0; "ok" on success, cut to fit) naming the
+ * rank, the instructions (plan addresses, as in the listing) and the slot:
+ * "hazard: ..." (a group's members conflict), "dataflow: ..." (a read of
+ * the wrong content) or "error: out of memory". */
+int pp_buffer_check_plan(const pp_plan *p, char *msg, size_t msglen);
+
+/* The same for plans[0..W), stopping at the first rank that fails. */
+int pp_buffer_check(const pp_plan *plans, int W, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,125 @@
+/* ops.c - the opcode table (opcodes.h) as data, and every property derived
+ * from it (ops.h). */
+#include "ops.h"
+
+#include <stddef.h>
+
+#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0}
+#define OPT(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1}
+#define SLOT_LIST(...) {__VA_ARGS__}
+enum { PP_OP_NONE = -1 };
+
+static const pp_op_info OPS[PP_OP_COUNT] = {
+#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, slots, syn)                  \
+    [num] = {#name, PP_KIND_##kind, PP_OP_##pairs, PP_LANE_##lane, (uses), PP_ACC_##params,       \
+             PP_ACC_##grads, SLOT_LIST slots, syn},
+    PP_OPCODES(PP_OP_INFO)
+#undef PP_OP_INFO
+};
+
+static const char *const ROLE_NAMES[PP_ROLE_COUNT] = {
+    [PP_ROLE_NONE] = "?",
+#define PP_ROLE_NAME(R, name) [PP_ROLE_##R] = #name,
+    PP_ROLES(PP_ROLE_NAME)
+#undef PP_ROLE_NAME
+};
+
+static const char *const CONTENT_WORDS[PP_CONTENT_COUNT] = {
+    [PP_CONTENT_NONE] = "nothing",
+#define PP_CONTENT_NAME(C, words) [PP_CONTENT_##C] = words,
+    PP_CONTENTS(PP_CONTENT_NAME)
+#undef PP_CONTENT_NAME
+};
+
+const pp_op_info *pp_op(int op) { return op >= 0 && op < PP_OP_COUNT ? &OPS[op] : NULL; }
+
+const char *pp_op_name(int op) { return pp_op(op) ? OPS[op].name : "?"; }
+
+const char *pp_op_synopsis(int op) { return pp_op(op) ? OPS[op].synopsis : "?"; }
+
+unsigned pp_op_uses(int op) { return pp_op(op) ? OPS[op].uses : 0u; }
+
+int pp_op_nslots(int op)
+{
+    int n = 0;
+    while (pp_op(op) && n < PP_MAX_SLOTS && OPS[op].slot[n].role != PP_ROLE_NONE)
+        n++;
+    return n;
+}
+
+const char *pp_role_name(pp_role r) { return r >= 0 && r < PP_ROLE_COUNT ? ROLE_NAMES[r] : "?"; }
+
+const char *pp_content_words(pp_content c)
+{
+    return c >= 0 && c < PP_CONTENT_COUNT ? CONTENT_WORDS[c] : "?";
+}
+
+const char *pp_op_slot_role(int op, int i, int *optional)
+{
+    if (optional)
+        *optional = 0;
+    if (i < 0 || i >= pp_op_nslots(op))
+        return NULL;
+    if (optional)
+        *optional = OPS[op].slot[i].optional;
+    return pp_role_name(OPS[op].slot[i].role);
+}
+
+int pp_op_is_transfer(int op)
+{
+    return pp_op(op) && (OPS[op].kind == PP_KIND_SEND || OPS[op].kind == PP_KIND_RECV);
+}
+
+int pp_slot_index(int op, pp_role r)
+{
+    for (int k = 0; pp_op(op) && k < PP_MAX_SLOTS && r != PP_ROLE_NONE; k++)
+        if (OPS[op].slot[k].role == r)
+            return k;
+    return -1;
+}
+
+int32_t pp_slot(const pp_instr *in, pp_role r)
+{
+    int k = pp_slot_index(in->op, r);
+    return k < 0 ? -1 : in->slot[k];
+}
+
+int pp_set_slot(pp_instr *in, pp_role r, int32_t v)
+{
+    int k = pp_slot_index(in->op, r);
+    if (k < 0)
+        return -1;
+    in->slot[k] = v;
+    return 0;
+}
+
+int pp_op_flow_up(const pp_instr *in, uint32_t rank)
+{
+    const pp_op_info *o = pp_op(in->op);
+    if (!o || (o->kind != PP_KIND_SEND && o->kind != PP_KIND_RECV))
+        return -1;
+    return o->kind == PP_KIND_SEND ? in->peer > (int32_t)rank : in->peer < (int32_t)rank;
+}
+
+int pp_group_direction(const pp_instr *in, uint32_t rank)
+{
+    const pp_op_info *o = pp_op(in->op);
+    return o && o->lane == PP_LANE_GROUPABLE ? pp_op_flow_up(in, rank) : -1;
+}
+
+int pp_instr_touches(const pp_instr *in, pp_touch out[PP_MAX_TOUCH])
+{
+    const pp_op_info *o = pp_op(in->op);
+    int n = 0;
+    if (!o)
+        return 0;
+    for (int k = 0; k < PP_MAX_SLOTS && o->slot[k].role != PP_ROLE_NONE; k++)
+        if (in->slot[k] >= 0)
+            out[n++] = (pp_touch){PP_BUF_SLOT, in->slot[k], o->slot[k].access, &o->slot[k]};
+    /* the rank's own stage, unless a wts (wgrad) slot stands in for it */
+    if (o->params && pp_slot(in, PP_ROLE_WTS) < 0)
+        out[n++] = (pp_touch){PP_BUF_PARAMS, in->stage, o->params, NULL};
+    if (o->grads && pp_slot(in, PP_ROLE_WGRAD) < 0)
+        out[n++] = (pp_touch){PP_BUF_GRADS, in->stage, o->grads, NULL};
+    return n;
+}
