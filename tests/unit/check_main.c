@@ -16,6 +16,7 @@ int main(void)
     srunner_add_suite(sr, eval_suite());
     srunner_add_suite(sr, sim_suite());
     srunner_add_suite(sr, commcheck_suite());
+    srunner_add_suite(sr, bufcheck_suite());
     srunner_add_suite(sr, costs_suite());
     srunner_add_suite(sr, report_suite());
     srunner_add_suite(sr, timeline_suite());

@@ -13,6 +13,7 @@ Suite *frontend_suite(void);
 Suite *eval_suite(void);
 Suite *sim_suite(void);
 Suite *commcheck_suite(void);
+Suite *bufcheck_suite(void);
 Suite *costs_suite(void);
 Suite *report_suite(void);
 Suite *timeline_suite(void);

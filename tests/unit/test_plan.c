@@ -123,6 +123,115 @@ static void expect_valid(const pp_plan *p, pp_plan_status status, const char *wa
 
 /* ------------------------------------------------------------- metadata */
 
+/* The opcode numbers of the plan file, pinned: a plan written by an older
+ * ppc must mean the same to a newer ppvm. New opcodes are appended here and
+ * to isa/opcodes.h with the next number, and bump PP_PLAN_VERSION (then
+ * update PINNED_VERSION). */
+#define PINNED_VERSION 5u
+static const char *const PINNED[] = {
+    "LoadMicroBatch", "Forward",  "SendActivation", "RecvActivation", "Backward",
+    "BackwardInput",  "BackwardWeight", "SendGrad", "RecvGrad",      "FetchWeights",
+    "SendWeights",    "ZeroGrads", "SendWeightGrad", "RecvWeightGrad", "ReduceGrads",
+    "OptimizerStep",  "GroupStart", "GroupEnd",
+};
+
+START_TEST(test_opcode_numbers_are_pinned)
+{
+    int n = (int)(sizeof PINNED / sizeof PINNED[0]);
+    for (int op = 0; op < n; op++)
+        ck_assert_msg(!strcmp(pp_op_name(op), PINNED[op]),
+                      "opcode %d is %s but plans of format %u call it %s: numbers never move", op,
+                      pp_op_name(op), PINNED_VERSION, PINNED[op]);
+    ck_assert_msg(PP_OP_COUNT == n && PP_PLAN_VERSION == PINNED_VERSION,
+                  "the opcode set changed (%d opcodes, format %u; pinned: %d, format %u): append "
+                  "the new ones to PINNED, bump PP_PLAN_VERSION and PINNED_VERSION",
+                  (int)PP_OP_COUNT, PP_PLAN_VERSION, n, PINNED_VERSION);
+}
+END_TEST
+
+/* Every property the compiler, the checkers and the VM derive from the
+ * table is there and consistent, for every opcode. */
+START_TEST(test_opcode_table_is_complete)
+{
+    for (int op = 0; op < PP_OP_COUNT; op++) {
+        const pp_op_info *o = pp_op(op);
+        const char *name = pp_op_name(op);
+        ck_assert_msg(o && name[0] && strcmp(name, "?") && o->synopsis[0], "opcode %d", op);
+        for (int q = 0; q < op; q++)
+            ck_assert_msg(strcmp(name, pp_op_name(q)), "%s named twice", name);
+        int transfer = o->kind == PP_KIND_SEND || o->kind == PP_KIND_RECV;
+        ck_assert_int_eq(pp_op_is_transfer(op), transfer);
+        if (transfer) {
+            const pp_op_info *q = pp_op(o->pairs);
+            ck_assert_msg(q && q->pairs == op && q->kind != o->kind &&
+                              (q->kind == PP_KIND_SEND || q->kind == PP_KIND_RECV),
+                          "%s: its pair must be a transfer of the other end pairing back", name);
+            ck_assert_msg(o->uses == q->uses && (o->uses & PP_U_PEER) && (o->uses & PP_U_STAGE),
+                          "%s: a transfer names a stage and a peer, as its pair does", name);
+            ck_assert_msg(o->lane == PP_LANE_FLOW || o->lane == PP_LANE_GROUPABLE,
+                          "%s: a transfer runs on the stream its data flows on", name);
+            pp_instr up = {.op = (uint8_t)op, .peer = o->kind == PP_KIND_SEND ? 2 : 0};
+            ck_assert_int_eq(pp_op_flow_up(&up, 1), 1);
+            ck_assert_int_eq(pp_group_direction(&up, 1), o->lane == PP_LANE_GROUPABLE ? 1 : -1);
+        } else {
+            ck_assert_msg(o->pairs == -1 && !(o->uses & PP_U_PEER) && o->lane != PP_LANE_FLOW &&
+                              o->lane != PP_LANE_GROUPABLE,
+                          "%s: only transfers pair, name peers and run on flow streams", name);
+        }
+        ck_assert_msg((o->kind == PP_KIND_MARKER) == (o->lane == PP_LANE_NONE), "%s: lane", name);
+        if (o->kind == PP_KIND_MARKER)
+            ck_assert_msg(!o->uses && !pp_op_nslots(op) && !o->params && !o->grads,
+                          "%s: a marker does no work", name);
+        else
+            ck_assert_msg(pp_op_nslots(op) || o->params || o->grads,
+                          "%s: touches no buffer", name);
+        ck_assert_msg(o->kind != PP_KIND_COLLECTIVE || (o->uses & PP_U_GROUP), "%s: group", name);
+        ck_assert_msg(o->kind != PP_KIND_COMPUTE || (o->uses & (PP_U_STAGE | PP_U_MB)) ==
+                                                        (PP_U_STAGE | PP_U_MB),
+                      "%s: a job names its stage and microbatch", name);
+        for (int k = 0; k < pp_op_nslots(op); k++) {
+            const pp_slot_spec *sp = &o->slot[k];
+            ck_assert_msg(sp->role > PP_ROLE_NONE && sp->role < PP_ROLE_COUNT && sp->access &&
+                              sp->content > PP_CONTENT_NONE && sp->content < PP_CONTENT_COUNT,
+                          "%s: slot %d lacks a role, access or content", name, k);
+            ck_assert_int_eq(pp_slot_index(op, sp->role), k); /* roles are unique */
+            ck_assert_str_ne(pp_role_name(sp->role), "?");
+        }
+        /* a wts (wgrad) slot stands in for the rank's own weights (gradients) */
+        int wts = pp_slot_index(op, PP_ROLE_WTS), wg = pp_slot_index(op, PP_ROLE_WGRAD);
+        if (wts >= 0 && o->slot[wts].optional)
+            ck_assert_msg(o->params, "%s: optional wts but no own-weights access", name);
+        if (wg >= 0 && o->slot[wg].optional)
+            ck_assert_msg(o->grads, "%s: optional wgrad but no own-gradients access", name);
+    }
+    ck_assert_ptr_null(pp_op(PP_OP_COUNT));
+    ck_assert_ptr_null(pp_op(-1));
+}
+END_TEST
+
+/* Slot operands by role: set and read back, and absent roles. */
+START_TEST(test_slots_by_role)
+{
+    pp_instr in = {PP_OP_Backward, 1, 2, -1, -1, {-1, -1, -1, -1, -1}};
+    ck_assert_int_eq(pp_set_slot(&in, PP_ROLE_DIN, 7), 0);
+    ck_assert_int_eq(pp_slot(&in, PP_ROLE_DIN), 7);
+    ck_assert_int_eq(pp_slot(&in, PP_ROLE_DOUT), -1);
+    ck_assert_int_eq(pp_set_slot(&in, PP_ROLE_TGT, 3), -1); /* Backward has no targets */
+    ck_assert_int_eq(pp_slot(&in, PP_ROLE_TGT), -1);
+    pp_touch t[PP_MAX_TOUCH];
+    /* no wts, no wgrad: B reads the own weights and accumulates the own grads */
+    ck_assert_int_eq(pp_instr_touches(&in, t), 3);
+    ck_assert_int_eq(t[1].kind, PP_BUF_PARAMS);
+    ck_assert_int_eq(t[2].kind, PP_BUF_GRADS);
+    ck_assert_int_eq(t[2].access, PP_ACC_UP);
+    pp_set_slot(&in, PP_ROLE_WTS, 4);
+    pp_set_slot(&in, PP_ROLE_WGRAD, 5);
+    ck_assert_int_eq(pp_instr_touches(&in, t), 3); /* din, wts, wgrad */
+    ck_assert_int_eq(t[2].spec->role, PP_ROLE_WGRAD);
+}
+END_TEST
+
+
 START_TEST(test_op_metadata)
 {
     int opt = -1;
@@ -776,6 +885,9 @@ Suite *plan_suite(void)
     Suite *s = suite_create("plan");
     TCase *meta = tcase_create("metadata");
     tcase_add_test(meta, test_op_metadata);
+    tcase_add_test(meta, test_opcode_numbers_are_pinned);
+    tcase_add_test(meta, test_opcode_table_is_complete);
+    tcase_add_test(meta, test_slots_by_role);
     tcase_add_test(meta, test_checksums);
     suite_add_tcase(s, meta);
 

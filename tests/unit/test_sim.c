@@ -344,6 +344,46 @@ static void lowers_and_passes_checks(const compiled *c, const char *what)
     fclose(devnull);
 }
 
+/* The plan id covers every operand and the group table: compiles that
+ * differ only in one peer, one group operand or one group member differ. */
+START_TEST(plan_id_covers_peers_and_groups)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 4}, {"G", 2}, {"R", 2}};
+    compiled c;
+    compile_library(&c, "lpp.pp", defs, 4);
+    ck_assert_int_eq(c.errors, 0);
+    int W = c.t.W;
+    pp_plan *plans = calloc((size_t)W, sizeof *plans);
+    pp_lower_opts lo = {1, 0};
+    ck_assert_int_eq(pp_lower(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, plans), 0);
+    uint64_t id = plans[0].plan_id;
+    ck_assert_uint_eq(pp_plans_id(plans, W), id);
+    int peer = -1, group = -1;
+    for (uint32_t i = 0; i < plans[1].ninstr; i++) {
+        pp_instr *in = &plans[1].code[i];
+        if (peer < 0 && (pp_op_uses(in->op) & PP_U_PEER))
+            peer = (int)i;
+        if (group < 0 && (pp_op_uses(in->op) & PP_U_GROUP))
+            group = (int)i;
+    }
+    ck_assert_msg(peer >= 0 && group >= 0 && plans[1].ngroups > 0, "LPP R=2 has transfers and groups");
+    plans[1].code[peer].peer ^= 2; /* another peer */
+    ck_assert_uint_ne(pp_plans_id(plans, W), id);
+    plans[1].code[peer].peer ^= 2;
+    plans[1].code[group].group += 1; /* another group */
+    ck_assert_uint_ne(pp_plans_id(plans, W), id);
+    plans[1].code[group].group -= 1;
+    plans[1].groups[0].member[0] += 1; /* another member */
+    ck_assert_uint_ne(pp_plans_id(plans, W), id);
+    plans[1].groups[0].member[0] -= 1;
+    ck_assert_uint_eq(pp_plans_id(plans, W), id);
+    for (int w = 0; w < W; w++)
+        pp_plan_free(&plans[w]);
+    free(plans);
+    compiled_free(&c);
+}
+END_TEST
+
 /* Every library schedule compiles, simulates without deadlock, lowers, and
  * passes both plan checkers (commcheck, bufcheck) over the range its
  * header documents. */
@@ -413,6 +453,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, interleaved_matches_megatron);
     tcase_add_test(tc, zb_h1_matches_published_order);
     tcase_add_test(tc, library_compiles_over_documented_ranges);
+    tcase_add_test(tc, plan_id_covers_peers_and_groups);
     suite_add_tcase(s, tc);
     return s;
 }
