@@ -3,6 +3,7 @@
 #include "ops.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0}
 #define OPT(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1}
@@ -122,4 +123,46 @@ int pp_instr_touches(const pp_instr *in, pp_touch out[PP_MAX_TOUCH])
     if (o->grads && pp_slot(in, PP_ROLE_WGRAD) < 0)
         out[n++] = (pp_touch){PP_BUF_GRADS, in->stage, o->grads, NULL};
     return n;
+}
+
+/* ---- the table as documentation (isa/README.md) ---------------------------- */
+
+static const char *access_word(pp_access a)
+{
+    static const char *const w[] = {"", "reads", "writes", "updates"};
+    return w[a & 3];
+}
+
+void pp_ops_markdown(FILE *out)
+{
+    static const char *const kind[] = {"marker", "compute", "local", "send", "receive",
+                                       "collective"};
+    static const char *const lane[] = {"-", "compute", "up/down", "up/down, groupable"};
+    fprintf(out, "| # | opcode | kind | pairs with | stream | operands | slots | own stage | "
+                 "what it does |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int op = 0; op < PP_OP_COUNT; op++) {
+        const pp_op_info *o = &OPS[op];
+        fprintf(out, "| %d | %s | %s | %s | %s | ", op, o->name, kind[o->kind],
+                o->pairs >= 0 ? OPS[o->pairs].name : "-", lane[o->lane]);
+        static const char *const use[] = {"stage", "mb", "peer", "group"};
+        int any = 0;
+        for (int u = 0; u < 4; u++)
+            if (o->uses & (1u << u))
+                fprintf(out, "%s%s", any++ ? " " : "", use[u]);
+        fprintf(out, "%s | ", any ? "" : "-");
+        int n = pp_op_nslots(op);
+        for (int k = 0; k < n; k++) {
+            const pp_slot_spec *sp = &o->slot[k];
+            fprintf(out, "%s`%s%s` %s %s", k ? "; " : "", pp_role_name(sp->role),
+                    sp->optional ? "?" : "", access_word(sp->access), pp_content_words(sp->content));
+            if (sp->dstage)
+                fprintf(out, " (stage s%+d)", sp->dstage);
+        }
+        fprintf(out, "%s | ", n ? "" : "-");
+        if (o->params)
+            fprintf(out, "%s weights", access_word(o->params));
+        if (o->grads)
+            fprintf(out, "%s%s gradients", o->params ? ", " : "", access_word(o->grads));
+        fprintf(out, "%s | %s |\n", o->params || o->grads ? "" : "-", o->synopsis);
+    }
 }

@@ -8,6 +8,7 @@
 #define PP_OPS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "opcodes.h"
 
@@ -77,5 +78,10 @@ typedef struct {
 } pp_touch;
 #define PP_MAX_TOUCH (PP_MAX_SLOTS + 2)
 int pp_instr_touches(const pp_instr *in, pp_touch out[PP_MAX_TOUCH]);
+
+
+/* The table as a Markdown table, as isa/README.md shows it (ppc --opcodes
+ * prints it; a test checks the README holds exactly this). */
+void pp_ops_markdown(FILE *out);
 
 #endif
