@@ -1,0 +1,78 @@
+/* plan_memory.c - what the VM allocates to run a plan (pp_plan_memory, the
+ * one computation the report's mem_bytes and ppvm's memory line both use)
+ * and the --mem-limit check on it. */
+#include "lower_internal.h"
+
+#include "../kernels/model.h"
+
+/* What an owner of stage s holds for it outside the slots: its fp32
+ * weights, their gradients and the optimizer's state, and with precision
+ * bf16 the bf16 compute copy its jobs read and its SendWeights send. */
+uint64_t lower_owned_stage_bytes(const pp_model *m, int S, int s)
+{
+    uint64_t bytes =
+        (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
+    if (m->precision == PP_PREC_BF16)
+        bytes += pp_stage_compute_bytes(m, S, s);
+    return bytes;
+}
+
+uint64_t pp_plan_memory(const pp_plan *p)
+{
+    uint64_t bytes = p->workspace_bytes;
+    for (uint32_t k = 0; k < p->nslots; k++)
+        bytes += p->slot_bytes[k];
+    for (uint32_t s = 0; s < p->S; s++)
+        if (p->stage_role[s] & PP_ROLE_OWNER)
+            bytes += lower_owned_stage_bytes(&p->model, (int)p->S, (int)s);
+    return bytes;
+}
+
+/* --mem-limit: the first instruction at which the rank's memory (its own
+ * stages' weights, gradients, optimizer state and bf16 copies, its
+ * workspace, plus the slots allocated so far) exceeds the limit. Slots are
+ * counted at their first definition, in order, each at its final size (the
+ * largest buffer it holds, which may come later: slots can grow). */
+int lower_check_mem_limit(const pp_plan *p, int rank, uint64_t limit, pp_diag *d)
+{
+    const char *owned = p->model.precision == PP_PREC_BF16
+                            ? "weights, gradients, optimizer state and bf16 copies"
+                            : "weights, gradients and optimizer state";
+    uint64_t own = 0, total;
+    for (uint32_t s = 0; s < p->S; s++)
+        if (p->stage_role[s] & PP_ROLE_OWNER)
+            own += lower_owned_stage_bytes(&p->model, (int)p->S, (int)s);
+    total = own + p->workspace_bytes;
+    uint32_t seen = 0; /* slots are numbered in order of first definition */
+    for (uint32_t i = 0; i < p->ninstr && total <= limit; i++)
+        for (int k = 0; k < PP_MAX_SLOTS; k++) {
+            int32_t sl = p->code[i].slot[k];
+            if (sl >= 0 && (uint32_t)sl == seen) {
+                total += p->slot_bytes[seen++];
+                if (total > limit) {
+                    const pp_instr *in = &p->code[i];
+                    diag_error_noloc(d,
+                                     "worker %d needs %llu bytes at instruction %u (%s, stage %d, "
+                                     "microbatch %d), over --mem-limit %llu: %llu for its own "
+                                     "stages' %s, %llu for its workspace, %llu in %u slot%s",
+                                     rank, (unsigned long long)total, i, pp_op_name(in->op),
+                                     in->stage, in->mb, (unsigned long long)limit,
+                                     (unsigned long long)own, owned,
+                                     (unsigned long long)p->workspace_bytes,
+                                     (unsigned long long)(total - own - p->workspace_bytes),
+                                     seen, seen == 1 ? "" : "s");
+                    return 1;
+                }
+            }
+        }
+    if (own + p->workspace_bytes > limit) {
+        diag_error_noloc(d,
+                         "worker %d needs %llu bytes before its first instruction, over "
+                         "--mem-limit %llu: %llu for its own stages' %s, %llu for its workspace",
+                         rank, (unsigned long long)(own + p->workspace_bytes),
+                         (unsigned long long)limit, (unsigned long long)own, owned,
+                         (unsigned long long)p->workspace_bytes);
+        return 1;
+    }
+    return 0;
+}
