@@ -178,24 +178,30 @@ START_TEST(bf16_trains_like_reference)
 }
 END_TEST
 
-/* bf16 changes the arithmetic, not the training: 30 steps of GPipe end
- * within 2% of fp32's loss, and not at exactly fp32's loss. */
+/* bf16 changes the arithmetic, not the training: over the last 10 of 30
+ * steps of GPipe, the mean loss is within 2% of fp32's, and not exactly
+ * fp32's. (One step's loss is no measure: each step sees other microbatches,
+ * and on some CPUs the two precisions' step-30 losses differ by 7% while
+ * their means agree to 0.05%.) */
 START_TEST(bf16_loss_tracks_fp32)
 {
-    double last[2] = {0, 0};
+    double mean[2] = {0, 0};
     for (int bf16 = 0; bf16 < 2; bf16++) {
         char *dir = compile_plan("gpipe.pp", bf16 ? "-D S=2 -D B=4 --precision bf16" : "-D S=2 -D B=4");
         char *out, cmd[2048];
         snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 30",
                  PP_ROOT, dir);
         ck_assert_int_eq(run_cmd(cmd, &out), 0);
+        int step = 0;
         for (char *p = out; (p = strstr(p, "loss ")); p += 5)
-            last[bf16] = atof(p + 5);
+            if (++step > 20)
+                mean[bf16] += atof(p + 5) / 10;
+        ck_assert_msg(step == 30, "expected 30 loss lines, found %d:\n%s", step, out);
         free(out);
         remove_dir(dir);
     }
-    ck_assert_msg(last[0] > 0 && fabs(last[1] - last[0]) <= 0.02 * last[0] && last[1] != last[0],
-                  "loss after 30 steps: fp32 %g, bf16 %g", last[0], last[1]);
+    ck_assert_msg(mean[0] > 0 && fabs(mean[1] - mean[0]) <= 0.02 * mean[0] && mean[1] != mean[0],
+                  "mean loss over steps 21-30: fp32 %g, bf16 %g", mean[0], mean[1]);
 }
 END_TEST
 
