@@ -1,8 +1,8 @@
 /* eval.c - evaluating checked schedule expressions for one job (s, b, d, w).
  *
- * Integer semantics (documented in the README): 64-bit integers; `/` is floor
- * division and `%` is the matching non-negative remainder for a positive
- * divisor (-1 / 2 = -1, -1 % 2 = 1), so `(b - 1) % W` wraps as a schedule
+ * Integer semantics (documented in schedules/README.md): 64-bit integers;
+ * `/` is floor division and `%` is the matching non-negative remainder for a
+ * positive divisor (-1 / 2 = -1, -1 % 2 = 1), so `(b - 1) % W` wraps as a schedule
  * author expects; comparisons and && || ! yield 0 or 1; && and || and ?:
  * evaluate only what they need. Division by zero and overflow are errors
  * reported with the job where they happened, never undefined behaviour.

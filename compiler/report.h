@@ -1,7 +1,7 @@
 /* report.h - what a simulated schedule costs, per worker: the seed's Table 1
  * computed mechanically for any schedule, plus the transfers it implies.
  *
- * Counting rules (documented in the README):
+ * Counting rules (documented in compiler/README.md):
  *  - act_recv: activations (into a forward) and gradients (into a backward)
  *    that arrive from another worker. Loading a microbatch is not a receive.
  *  - weight_recv: jobs that compute on a worker that does not hold their
@@ -86,7 +86,7 @@ typedef struct {
 } pp_report_info;
 
 /* DIR/report.txt: the summary, a per-worker table and the ASCII diagram.
- * DIR/report.json: the same numbers for tools (keys in the README), and
+ * DIR/report.json: the same numbers for tools (keys in compiler/README.md), and
  * every worker's jobs in execution order. Return 0, or -1 if writing failed. */
 int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                         const pp_jobtable *t, const pp_sim_result *sim);

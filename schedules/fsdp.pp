@@ -8,9 +8,10 @@
 # stages it does not own for each pass.
 #
 # Constraints: W = B.   Parameters: -D S=stages -D B=microbatches (default S).
-# Each fetch is a FetchWeights/SendWeights pair in the plans, and the
-# gradients go back to the owner at the end of the step (README, "Weights and
-# communication"); --keep-weights keeps fetched weights for later jobs.
+# Each fetch is a FetchWeights/SendWeights pair in the plans, and a worker's
+# gradients of a stage go back to its owner once its last job adding to them
+# ends (compiler/README.md, "Weights and communication"); --keep-weights
+# keeps fetched weights for later jobs.
 
 param S = 4
 param B = S

@@ -6,9 +6,10 @@
 # G = R no worker owns more than one stage's weights when S <= W.
 #
 # Constraints: W = G*R; S a multiple of R.   Parameters: -D S -D B -D G -D R.
-# Each fetch is a FetchWeights/SendWeights pair in the plans, and the
-# gradients go back to the owner at the end of the step (README, "Weights and
-# communication"); --keep-weights keeps fetched weights for later jobs.
+# Each fetch is a FetchWeights/SendWeights pair in the plans, and a worker's
+# gradients of a stage go back to its owner once its last job adding to them
+# ends (compiler/README.md, "Weights and communication"); --keep-weights
+# keeps fetched weights for later jobs.
 
 param S = 4
 param B = 8
