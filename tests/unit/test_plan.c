@@ -209,6 +209,32 @@ START_TEST(test_opcode_table_is_complete)
 }
 END_TEST
 
+/* isa/README.md's opcode table is the table's own Markdown, verbatim. */
+START_TEST(test_readme_opcode_table_is_generated)
+{
+    FILE *f = fopen(PP_ROOT "/isa/README.md", "r");
+    ck_assert_msg(f != NULL, "cannot open isa/README.md");
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *begin = strstr(text, "<!-- opcodes: begin");
+    ck_assert_msg(begin != NULL, "isa/README.md lacks the <!-- opcodes: begin --> marker");
+    begin = strchr(begin, '\n') + 1;
+    const char *end = strstr(begin, "<!-- opcodes: end -->");
+    ck_assert_msg(end != NULL, "isa/README.md lacks the <!-- opcodes: end --> marker");
+    char *gen = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&gen, &len);
+    pp_ops_markdown(m);
+    fclose(m);
+    ck_assert_msg(len == (size_t)(end - begin) && !memcmp(gen, begin, len),
+                  "isa/README.md's opcode table differs from the table in isa/opcodes.h: paste "
+                  "the output of bin/ppc --opcodes between its markers");
+    free(gen);
+}
+END_TEST
+
 /* Slot operands by role: set and read back, and absent roles. */
 START_TEST(test_slots_by_role)
 {
@@ -888,6 +914,7 @@ Suite *plan_suite(void)
     tcase_add_test(meta, test_opcode_numbers_are_pinned);
     tcase_add_test(meta, test_opcode_table_is_complete);
     tcase_add_test(meta, test_slots_by_role);
+    tcase_add_test(meta, test_readme_opcode_table_is_generated);
     tcase_add_test(meta, test_checksums);
     suite_add_tcase(s, meta);
 
