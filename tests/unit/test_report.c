@@ -670,6 +670,38 @@ START_TEST(ppc_writes_the_report)
 }
 END_TEST
 
+/* report.json's strings are escaped (by jansson), and one that is not
+ * UTF-8, as a path may be, still leaves the file valid JSON. */
+START_TEST(report_json_escapes_strings)
+{
+    pp_define defs[] = {{"S", 2}, {"B", 2}};
+    compiled c;
+    compile_library(&c, "gpipe.pp", defs, 2);
+    pp_report r;
+    build_report(&c, &r);
+    pp_report_info info = {"dir/\"q\"\\\n\xc3\xa9.pp", "S=2 B=2 W=2", "greedy",
+                           "--costs caf\xe9.json", NULL};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(pp_report_write_json(f, &r, &info, &c.t, &c.sim), 0);
+    fclose(f);
+    json_error_t err;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    ck_assert_msg(root, "report.json:%d:%d: %s\n%s", err.line, err.column, err.text, text);
+    ck_assert_str_eq(json_string_value(json_object_get(root, "schedule")),
+                     "dir/\"q\"\\\n\xc3\xa9.pp");
+    ck_assert_str_eq(json_string_value(json_object_get(root, "costs")), "--costs caf?.json");
+    ck_assert(json_is_null(json_object_get(root, "keep_weights")));
+    ck_assert_double_eq(json_number_value(json_object_get(root, "makespan")), r.makespan);
+    json_decref(root);
+    free(text);
+    pp_report_free(&r);
+    compiled_free(&c);
+}
+END_TEST
+
 /* --costs overrides the cost lines: GPipe with F = 1, B = 2 takes
  * 3(S-1) + 3B; bad files are refused with a message and exit code 3. */
 START_TEST(ppc_costs_file)
@@ -873,6 +905,7 @@ Suite *report_suite(void)
     tc = tcase_create("ppc");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, ppc_writes_the_report);
+    tcase_add_test(tc, report_json_escapes_strings);
     tcase_add_test(tc, ppc_costs_file);
     tcase_add_test(tc, ppc_table);
     tcase_add_test(tc, ppc_mem_limit);
