@@ -263,8 +263,7 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
     }
     const char *key;
     json_t *v;
-    json_object_foreach(root, key, v) /* in the file's order */
-    {
+    json_object_foreach(root, key, v) { /* in the file's order (jansson keeps it) */
         int k = 0;
         while (k < NKEYS && strcmp(key, key_names[k]) != 0)
             k++;
@@ -294,6 +293,7 @@ out:
         pp_costs_free(c);
     return rc;
 }
+
 int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen)
 {
     const char *failed = "read";
