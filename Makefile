@@ -13,6 +13,11 @@ YACC    := bison
 BLAS_LIBS := -lopenblas
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+# jansson reads the --costs file (compiler/costs.c); zlib's crc32 checksums
+# plans and weights (isa/plan.c). Plain -l flags when pkg-config cannot say.
+JSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+ZLIB_LIBS := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
+CFLAGS    += $(shell pkg-config --cflags jansson zlib 2>/dev/null)
 NVCC    := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
 # CUDA parts (kernels/*.cu, vm/*_cuda.c) are built whenever nvcc exists; then
@@ -35,13 +40,14 @@ DEMO_SCHEDULE ?= schedules/gpipe.pp
 DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
-DEB_PACKAGES := flex bison check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils
+DEB_PACKAGES := flex bison check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils \
+                libjansson-dev zlib1g-dev
 
 B := build
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c
 KERN_SRC := kernels/cpu_kernels.c kernels/model.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
-            compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c compiler/json.c \
+            compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
             compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
@@ -106,15 +112,15 @@ $(B)/%.o: %.c
 # ---- binaries --------------------------------------------------------------
 bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
 bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
-	$(MPICC) $(CFLAGS) $^ $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
+	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 bin/check_pp: $(TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # ---- the two commands --------------------------------------------------------
 test: deps
@@ -129,7 +135,7 @@ demo: deps
 # Benchmarks (not tests: printed tables, measured in one run).
 bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
 bench: bin/sim_bench all
 	./bin/sim_bench $(CURDIR)

@@ -1,36 +1,112 @@
-/* costs.c - measured costs from a JSON file (see costs.h), read with json.c
- * and checked against exactly the shape costs.h documents. */
+/* costs.c - measured costs from a JSON file (see costs.h). jansson parses
+ * it (syntax errors, duplicate keys and numbers too large for a double are
+ * its messages, with its line and column); this file checks the tree
+ * against exactly the shape costs.h documents. jansson keeps no positions
+ * in the tree, so for a value this file rejects, locate() walks the text,
+ * which jansson has already accepted, to the value's first character. */
 #include "costs.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
 #include "readfile.h"
 
 enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, NKEYS };
 static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth"};
 
+/* Every number a double (a large integer too); one value at the top, which
+ * must then be an object (said in this file's words, not jansson's). */
+#define LOAD_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL)
+
 typedef struct {
     const char *name; /* the file, for messages */
+    const char *text; /* what jansson parsed (after any byte order mark) */
+    size_t len;
     char *err;
     size_t errlen;
 } ctx;
 
-static int bad(const ctx *x, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* -------------------------------------------------------------- positions */
 
-/* "name:LINE:COL: <fmt>"; returns -1. */
-static int bad(const ctx *x, int line, int col, const char *fmt, ...)
+static size_t skip_ws(const ctx *x, size_t at)
+{
+    if (at > x->len)
+        return x->len;
+    while (at < x->len && (x->text[at] == ' ' || x->text[at] == '\t' || x->text[at] == '\r' ||
+                           x->text[at] == '\n'))
+        at++;
+    return at;
+}
+
+/* Past the value starting at `at` (jansson measures it), then past the
+ * whitespace after it. The text parsed already, so the value does too. */
+static size_t skip_value(const ctx *x, size_t at, json_t **value)
+{
+    json_error_t e;
+    json_t *v = json_loadb(x->text + at, x->len - at, LOAD_FLAGS | JSON_DISABLE_EOF_CHECK, &e);
+    if (value)
+        *value = v;
+    else
+        json_decref(v);
+    return skip_ws(x, at + (v ? (size_t)e.position : 0));
+}
+
+/* Where the top-level value starts (key NULL), or the key (key_only) or
+ * value of the member `key` of the top-level object, or element `index`
+ * (>= 0) of that value: a byte offset into x->text. The member and the
+ * element exist (the caller has them from jansson's tree); the bounds
+ * checks only make sure a mistake cannot read past the text. */
+static size_t locate(const ctx *x, const char *key, int key_only, long index)
+{
+    size_t at = skip_ws(x, 0);
+    if (!key)
+        return at;
+    at = skip_ws(x, at + 1); /* '{' */
+    for (;;) {
+        if (at >= x->len)
+            return x->len;
+        json_t *k;
+        size_t key_at = at;
+        at = skip_value(x, at, &k);
+        int found = json_is_string(k) && strcmp(json_string_value(k), key) == 0;
+        json_decref(k);
+        at = skip_ws(x, at + 1); /* ':' */
+        if (found && key_only)
+            return key_at;
+        if (found)
+            break;
+        at = skip_ws(x, skip_value(x, at, NULL) + 1); /* ',' */
+    }
+    if (index < 0)
+        return at;
+    at = skip_ws(x, at + 1); /* '[' */
+    for (long i = 0; i < index && at < x->len; i++)
+        at = skip_ws(x, skip_value(x, at, NULL) + 1); /* ',' */
+    return at;
+}
+
+/* "name:LINE:COL: <fmt>" for the value (or key) at `at`, columns counted in
+ * characters as jansson counts them; returns -1. */
+static int bad(const ctx *x, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(const ctx *x, size_t at, const char *fmt, ...)
 {
     if (x->errlen == 0)
         return -1;
+    int line = 1, col = 1;
+    for (size_t i = 0; i < at && i < x->len; i++) {
+        unsigned char c = (unsigned char)x->text[i];
+        if (c == '\n') {
+            line++;
+            col = 1;
+        } else if ((c & 0xC0) != 0x80) { /* not a UTF-8 continuation byte */
+            col++;
+        }
+    }
     int n = snprintf(x->err, x->errlen, "%s:%d:%d: ", x->name, line, col);
     if (n >= 0 && (size_t)n < x->errlen) {
         va_list ap;
@@ -41,11 +117,34 @@ static int bad(const ctx *x, int line, int col, const char *fmt, ...)
     return -1;
 }
 
+static int nomem(const ctx *x)
+{
+    if (x->errlen)
+        snprintf(x->err, x->errlen, "%s: out of memory", x->name);
+    return -1;
+}
+
+/* --------------------------------------------------------------- the shape */
+
+static const char *kind_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
 /* A key as a quoted C-like string for messages: printable ASCII as is,
  * anything else as \xNN, cut at 32 bytes. */
-static const char *quote(const char *s, size_t len, char out[160])
+static const char *quote(const char *s, char out[160])
 {
-    size_t o = 0;
+    size_t o = 0, len = strlen(s);
     out[o++] = '"';
     for (size_t i = 0; i < len && i < 32; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -67,135 +166,129 @@ static const char *quote(const char *s, size_t len, char out[160])
     return out;
 }
 
-static int key_index(const pp_json *m)
+/* One cost, element `index` of key d's array (-1: d's value itself): a
+ * number (jansson has rejected any too large for a double), positive for a
+ * job (F, B, W), >= 0 for an optimizer step (O: a stage without weights has
+ * next to nothing to do). */
+static int read_cost(const ctx *x, const json_t *v, int d, long index, double *out)
 {
-    for (int k = 0; k < NKEYS; k++)
-        if (m->key_len == strlen(key_names[k]) && memcmp(m->key, key_names[k], m->key_len) == 0)
-            return k;
-    return -1;
-}
-
-/* One cost: a finite number, positive for a job (F, B, W), >= 0 for an
- * optimizer step (O: a stage without weights has next to nothing to do).
- * `what` names it in messages. */
-static int read_cost(const ctx *x, const pp_json *v, const char *what, int zero_ok, double *out)
-{
-    if (v->kind != PP_JSON_NUMBER)
-        return bad(x, v->line, v->col, "expected a number for %s, found %s", what,
-                   pp_json_kind_name(v->kind));
-    if (!isfinite(v->number))
-        return bad(x, v->line, v->col,
-                   "expected a finite number for %s, found one too large for a double", what);
-    if (zero_ok ? !(v->number >= 0) : !(v->number > 0))
-        return bad(x, v->line, v->col, "expected a %s cost for %s, found %g",
-                   zero_ok ? "non-negative" : "positive", what, v->number);
-    *out = v->number;
+    char what[48];
+    if (index < 0)
+        snprintf(what, sizeof what, "\"%s\"", key_names[d]);
+    else
+        snprintf(what, sizeof what, "\"%s\"[%ld]", key_names[d], index);
+    if (!json_is_number(v))
+        return bad(x, locate(x, key_names[d], 0, index), "expected a number for %s, found %s", what,
+                   kind_name(v));
+    double c = json_number_value(v);
+    int zero_ok = d == KEY_O;
+    if (zero_ok ? !(c >= 0) : !(c > 0))
+        return bad(x, locate(x, key_names[d], 0, index), "expected a %s cost for %s, found %g",
+                   zero_ok ? "non-negative" : "positive", what, c);
+    *out = c;
     return 0;
 }
 
 /* "F", "B", "W" or "O": a number for every stage, or a non-empty array of them. */
-static int read_dir(const ctx *x, pp_costs *c, int d, const pp_json *v)
+static int read_dir(const ctx *x, pp_costs *c, int d, const json_t *v)
 {
-    char what[32];
-    if (v->kind == PP_JSON_NUMBER) {
+    if (json_is_number(v)) {
         if (!(c->dir[d] = malloc(sizeof *c->dir[d])))
-            goto nomem;
+            return nomem(x);
         c->n[d] = 1;
-        snprintf(what, sizeof what, "\"%s\"", key_names[d]);
-        return read_cost(x, v, what, d == KEY_O, &c->dir[d][0]);
+        return read_cost(x, v, d, -1, &c->dir[d][0]);
     }
-    if (v->kind != PP_JSON_ARRAY)
-        return bad(x, v->line, v->col,
+    if (!json_is_array(v))
+        return bad(x, locate(x, key_names[d], 0, -1),
                    "expected a number or an array of numbers for \"%s\", found %s", key_names[d],
-                   pp_json_kind_name(v->kind));
-    if (v->n == 0)
-        return bad(x, v->line, v->col,
+                   kind_name(v));
+    size_t n = json_array_size(v);
+    if (n == 0)
+        return bad(x, locate(x, key_names[d], 0, -1),
                    "expected a number or a non-empty array of numbers for \"%s\", found an empty "
                    "array",
                    key_names[d]);
-    if (v->n > INT_MAX)
-        return bad(x, v->line, v->col, "expected at most %d costs for \"%s\", found %zu", INT_MAX,
-                   key_names[d], v->n);
-    if (!(c->dir[d] = malloc(v->n * sizeof *c->dir[d])))
-        goto nomem;
-    c->n[d] = (int)v->n;
-    for (size_t i = 0; i < v->n; i++) {
-        snprintf(what, sizeof what, "\"%s\"[%zu]", key_names[d], i);
-        if (read_cost(x, &v->child[i], what, d == KEY_O, &c->dir[d][i]) != 0)
+    if (n > INT_MAX)
+        return bad(x, locate(x, key_names[d], 0, -1),
+                   "expected at most %d costs for \"%s\", found %zu", INT_MAX, key_names[d], n);
+    if (!(c->dir[d] = malloc(n * sizeof *c->dir[d])))
+        return nomem(x);
+    c->n[d] = (int)n;
+    for (size_t i = 0; i < n; i++)
+        if (read_cost(x, json_array_get(v, i), d, (long)i, &c->dir[d][i]) != 0)
             return -1;
-    }
     return 0;
-nomem:
-    if (x->errlen)
-        snprintf(x->err, x->errlen, "%s: out of memory", x->name);
-    return -1;
 }
 
-/* "latency" or "bandwidth": a finite number >= 0. */
-static int read_nonneg(const ctx *x, const char *key, const pp_json *v, double *out)
+/* "latency" or "bandwidth": a number >= 0. */
+static int read_nonneg(const ctx *x, int k, const json_t *v, double *out)
 {
-    if (v->kind != PP_JSON_NUMBER)
-        return bad(x, v->line, v->col, "expected a number for \"%s\", found %s", key,
-                   pp_json_kind_name(v->kind));
-    if (!isfinite(v->number))
-        return bad(x, v->line, v->col,
-                   "expected a finite number for \"%s\", found one too large for a double", key);
-    if (!(v->number >= 0))
-        return bad(x, v->line, v->col, "expected a number >= 0 for \"%s\", found %g", key,
-                   v->number);
-    *out = v->number;
+    if (!json_is_number(v))
+        return bad(x, locate(x, key_names[k], 0, -1), "expected a number for \"%s\", found %s",
+                   key_names[k], kind_name(v));
+    if (!(json_number_value(v) >= 0))
+        return bad(x, locate(x, key_names[k], 0, -1), "expected a number >= 0 for \"%s\", found %g",
+                   key_names[k], json_number_value(v));
+    *out = json_number_value(v);
     return 0;
 }
 
 int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, char *err,
                    size_t errlen)
 {
-    ctx x = {name ? name : "<costs>", err, errlen};
-    pp_json *root = NULL;
-    const pp_json *seen[NKEYS] = {NULL};
+    ctx x = {name ? name : "<costs>", text ? text : "", text ? len : 0, err, errlen};
     char q[160];
     int rc = -1;
     memset(c, 0, sizeof *c);
     if (errlen)
         err[0] = '\0';
-    if (pp_json_parse(&root, x.name, text, len, err, errlen) != PP_JSON_OK)
-        goto out;
-    if (root->kind != PP_JSON_OBJECT) {
-        bad(&x, root->line, root->col, "expected an object at the top level, found %s",
-            pp_json_kind_name(root->kind));
+    /* RFC 8259 lets a parser skip a UTF-8 byte order mark; jansson does not */
+    if (x.len >= 3 && memcmp(x.text, "\xef\xbb\xbf", 3) == 0) {
+        x.text += 3;
+        x.len -= 3;
+    }
+    json_error_t e;
+    json_t *root = json_loadb(x.text, x.len, LOAD_FLAGS, &e);
+    if (!root) {
+        if (errlen && json_error_code(&e) == json_error_out_of_memory)
+            nomem(&x);
+        else if (errlen)
+            snprintf(err, errlen, "%s:%d:%d: %s", x.name, e.line, e.column, e.text);
+        return -1;
+    }
+    if (!json_is_object(root)) {
+        bad(&x, locate(&x, NULL, 0, -1), "expected an object at the top level, found %s",
+            kind_name(root));
         goto out;
     }
-    for (size_t i = 0; i < root->n; i++) {
-        const pp_json *m = &root->child[i];
-        int k = key_index(m);
-        if (k < 0) {
-            bad(&x, m->key_line, m->key_col,
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) { /* in the file's order (jansson keeps it) */
+        int k = 0;
+        while (k < NKEYS && strcmp(key, key_names[k]) != 0)
+            k++;
+        if (k == NKEYS) {
+            bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\" or "
                 "\"bandwidth\"",
-                quote(m->key, m->key_len, q));
+                quote(key, q));
             goto out;
         }
-        if (seen[k]) {
-            bad(&x, m->key_line, m->key_col, "duplicate key \"%s\" (first given at %d:%d)",
-                key_names[k], seen[k]->key_line, seen[k]->key_col);
-            goto out;
-        }
-        seen[k] = m;
         if (k == KEY_LATENCY) {
-            if (read_nonneg(&x, key_names[k], m, &c->latency) != 0)
+            if (read_nonneg(&x, k, v, &c->latency) != 0)
                 goto out;
             c->has_latency = 1;
         } else if (k == KEY_BANDWIDTH) {
-            if (read_nonneg(&x, key_names[k], m, &c->bandwidth) != 0)
+            if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
-        } else if (read_dir(&x, c, k, m) != 0) {
+        } else if (read_dir(&x, c, k, v) != 0) {
             goto out;
         }
     }
     rc = 0;
 out:
-    pp_json_free(root);
+    json_decref(root);
     if (rc != 0)
         pp_costs_free(c);
     return rc;

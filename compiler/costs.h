@@ -17,7 +17,11 @@
  * O, which the schedule has no line for, is 0 where the file does not give
  * it.
  * Unknown keys, duplicate keys and anything that is not this shape are
- * errors that name the file, line and column and say what was expected. */
+ * errors that name the file, line and column and say what is wrong. The
+ * file is read with jansson: syntax errors, duplicate keys and numbers too
+ * large for a double are its messages, at its line and column (those of the
+ * last character it read); a value of the wrong shape is reported at its
+ * first character. A leading UTF-8 byte order mark is skipped. */
 #ifndef PP_COSTS_H
 #define PP_COSTS_H
 
@@ -35,7 +39,8 @@ typedef struct {
 
 /* Returns 0 on success; otherwise -1 with a message in err, such as
  * "costs.json:3:8: expected a number or an array of numbers for \"F\", found
- * a string" (or "PATH: cannot open: <strerror>"), and *c left all zero.
+ * a string" or "costs.json:2:9: duplicate object key near '\"F\"'" (or
+ * "PATH: cannot open: <strerror>"), and *c left all zero.
  * Whether an array has 1 or S entries is for the caller to check. */
 int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen);
 /* The same from text[0..len) already in memory (no NUL needed); `name` is

@@ -1,10 +1,13 @@
 /* report_write.c - report.txt (for people: a summary, a table per worker,
- * the ASCII pipeline diagram) and report.json (for tools) from a pp_report. */
+ * the ASCII pipeline diagram) and report.json (for tools) from a pp_report.
+ * report.json is written with fprintf, which lays it out for reading (a
+ * line per field, a line per job); jansson only escapes its strings. */
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
 #include "report.h"
 #include "timeline.h"
 
@@ -101,6 +104,25 @@ static const char *field_name[F_COUNT] = {
     "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes",
     "copy_store_bytes", "mem_bytes"};
 
+/* s as a JSON string literal, escaped by jansson. JSON text is UTF-8, so a
+ * string that is not (a path may hold any bytes) is written with its bytes
+ * above 0x7f as '?'. */
+static void json_str(FILE *f, const char *s)
+{
+    json_t *v = json_string(s);
+    char *ascii = NULL;
+    if (!v && (ascii = strdup(s))) {
+        for (char *p = ascii; *p; p++)
+            if ((unsigned char)*p > 0x7f)
+                *p = '?';
+        v = json_string(ascii);
+    }
+    if (!v || json_dumpf(v, f, JSON_ENCODE_ANY) != 0)
+        fputs("null", f); /* out of memory */
+    json_decref(v);
+    free(ascii);
+}
+
 static void json_field(FILE *f, const pp_worker_report *x, int k)
 {
     switch (k) {
@@ -126,20 +148,20 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
                          const pp_jobtable *t, const pp_sim_result *sim)
 {
     fprintf(f, "{\n  \"schedule\": ");
-    pp_json_write_string(f, info->schedule);
+    json_str(f, info->schedule);
     fprintf(f, ",\n  \"params\": ");
-    pp_json_write_string(f, info->params);
+    json_str(f, info->params);
     fprintf(f, ",\n  \"order\": ");
-    pp_json_write_string(f, info->order);
+    json_str(f, info->order);
     fprintf(f, ",\n  \"costs\": ");
-    pp_json_write_string(f, info->costs);
+    json_str(f, info->costs);
     fprintf(f, ",\n  \"optimizer\": ");
-    pp_json_write_string(f, pp_optimizer_name(r->optimizer));
+    json_str(f, pp_optimizer_name(r->optimizer));
     fprintf(f, ",\n  \"precision\": ");
-    pp_json_write_string(f, pp_precision_name(r->precision));
+    json_str(f, pp_precision_name(r->precision));
     fprintf(f, ",\n  \"keep_weights\": ");
     if (info->keep)
-        pp_json_write_string(f, info->keep);
+        json_str(f, info->keep);
     else
         fputs("null", f);
     fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s,\n", r->S, r->B, r->W,

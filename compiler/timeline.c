@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
-
 /* A job's times are drawable when finite, non-negative and ordered. */
 static int job_ok(const pp_sim_result *sim, int j)
 {
@@ -243,6 +241,10 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
  * times are multiplied by 1000 (unit costs then read as 1 ms slices). */
 #define TRACE_US_PER_UNIT 1000.0
 
+/* Every name in the trace is made here from ASCII words and numbers, with
+ * no '"', '\\' or control character, so it is written as it is: fprintf
+ * lays the file out an event per line, which jansson's dump would not. */
+
 /* The shortest decimal that reads back as the same double (JSON has no NaN
  * or infinity, so those print as 0). */
 static void json_num(FILE *f, double x)
@@ -262,10 +264,9 @@ static void trace_meta(FILE *f, const char *what, int tid, const char *key, cons
                        int sort)
 {
     fprintf(f, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"args\":{", tid, what);
-    if (name) {
-        fprintf(f, "\"%s\":", key);
-        pp_json_write_string(f, name);
-    } else
+    if (name)
+        fprintf(f, "\"%s\":\"%s\"", key, name);
+    else
         fprintf(f, "\"%s\":%d", key, sort);
     fputs("}}", f);
 }
@@ -279,11 +280,10 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
     static const char *kinds[] = {"act", "grad", "weights"};
 
     snprintf(name, sizeof name, "pp schedule S=%d B=%d W=%d", js->S, js->B, t->W);
-    fputs("{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\","
-          "\"args\":{\"name\":",
-          f);
-    pp_json_write_string(f, name);
-    fputs("}}", f);
+    fprintf(f,
+            "{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\","
+            "\"args\":{\"name\":\"%s\"}}",
+            name);
     for (int w = 0; w < t->W; w++) {
         snprintf(name, sizeof name, "worker %d", w);
         trace_meta(f, "thread_name", 2 * w, "name", name, 0);
@@ -314,9 +314,8 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         else
             snprintf(name, sizeof name, "%s", kind);
         double dur = x->end - x->start;
-        fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":", 2 * x->dst + 1);
-        pp_json_write_string(f, name);
-        fprintf(f, ",\"cat\":\"%s\",\"ts\":", kind);
+        fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"cat\":\"%s\",\"ts\":",
+                2 * x->dst + 1, name, kind);
         json_num(f, x->start * TRACE_US_PER_UNIT);
         fputs(",\"dur\":", f);
         json_num(f, (dur > 0 ? dur : 0) * TRACE_US_PER_UNIT);

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
+#include <zlib.h>
 
 /* ---------------------------------------------------------------- messages */
 
@@ -45,28 +46,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* --------------------------------------------------------------- checksums */
 
-static uint32_t crc_table[256];
-static once_flag crc_once = ONCE_FLAG_INIT;
-
-/* Reflected IEEE 802.3 polynomial, as zlib and PNG use it. */
-static void init_crc_table(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-uint32_t pp_crc32(const uint8_t *buf, size_t len)
-{
-    call_once(&crc_once, init_crc_table);
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < len; i++)
-        c = crc_table[(c ^ buf[i]) & 0xFFu] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
+/* zlib's CRC-32: the reflected IEEE 802.3 polynomial, as PNG and gzip use it. */
+uint32_t pp_crc32(const uint8_t *buf, size_t len) { return (uint32_t)crc32_z(0, buf, len); }
 
 uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len)
 {

@@ -82,6 +82,8 @@ void pp_plan_free(pp_plan *p);
 /* The fixed-column listing (rank<r>.txt). */
 void pp_plan_disasm(const pp_plan *p, FILE *out);
 
+/* CRC-32 (IEEE, as zlib, gzip and PNG compute it: zlib's crc32_z) of the
+ * plan and weight files. */
 uint32_t pp_crc32(const uint8_t *buf, size_t len);
 uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len);
 #define PP_FNV_OFFSET 14695981039346656037ull

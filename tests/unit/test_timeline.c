@@ -4,12 +4,12 @@
  * it promises; the ASCII diagram is asserted row by row for small cases (as
  * Lua's tests assert whole listings) and stays within its width for large
  * ones. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../compiler/json.h"
 #include "../../compiler/timeline.h"
 #include "suites.h"
 #include "testutil.h"
@@ -156,20 +156,17 @@ END_TEST
 
 /* ---- trace ---------------------------------------------------------------- */
 
-static const pp_json *member(const pp_json *o, const char *key)
+static const json_t *member(const json_t *o, const char *key)
 {
-    ck_assert_int_eq(o->kind, PP_JSON_OBJECT);
-    for (size_t i = 0; i < o->n; i++)
-        if (!strcmp(o->child[i].key, key))
-            return &o->child[i];
-    return NULL;
+    ck_assert(json_is_object(o));
+    return json_object_get(o, key);
 }
 
 START_TEST(trace_is_json_with_a_slice_per_job_and_transfer)
 {
     compiled c;
     compile_lib(&c, "gpipe.pp", 4, 4);
-    /* times that do not print exactly in binary, and a name to escape */
+    /* times that do not print exactly in binary */
     pp_transfer x[3] = {
         {XFER_ACT, 0, 1, job_id(&c.t.js, 1, 0, 0), 1, 1.1, 4096},
         {XFER_GRAD, 2, 1, job_id(&c.t.js, 1, 2, 1), 12, 12.3, 4096},
@@ -178,49 +175,49 @@ START_TEST(trace_is_json_with_a_slice_per_job_and_transfer)
     char *js = render(&c, TRACE, 0, x, 3);
     ck_assert_ptr_null(strcasestr(js, "nan"));
 
-    pp_json *root = NULL;
-    char err[256] = "";
-    ck_assert_msg(pp_json_parse(&root, "trace.json", js, strlen(js), err, sizeof err) ==
-                      PP_JSON_OK,
-                  "%s\n%s", err, js);
-    const pp_json *ev = member(root, "traceEvents"), *unit = member(root, "displayTimeUnit");
+    json_error_t err;
+    json_t *root = json_loads(js, JSON_REJECT_DUPLICATES, &err);
+    ck_assert_msg(root, "trace.json:%d:%d: %s\n%s", err.line, err.column, err.text, js);
+    const json_t *ev = member(root, "traceEvents"), *unit = member(root, "displayTimeUnit");
     ck_assert_ptr_nonnull(ev);
     ck_assert_ptr_nonnull(unit);
-    ck_assert_str_eq(unit->str, "ms");
-    ck_assert_int_eq(ev->kind, PP_JSON_ARRAY);
+    ck_assert_str_eq(json_string_value(unit), "ms");
+    ck_assert(json_is_array(ev));
 
     int meta = 0, jobs = 0, xfers = 0, named = 0;
-    for (size_t i = 0; i < ev->n; i++) {
-        const pp_json *e = &ev->child[i], *ph = member(e, "ph"), *name = member(e, "name");
-        const pp_json *tid = member(e, "tid"), *args = member(e, "args");
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        const json_t *e = json_array_get(ev, i), *ph = member(e, "ph"), *name = member(e, "name");
+        const json_t *tid = member(e, "tid"), *args = member(e, "args");
         ck_assert_ptr_nonnull(ph);
         ck_assert_ptr_nonnull(name);
-        if (!strcmp(ph->str, "M")) {
+        if (!strcmp(json_string_value(ph), "M")) {
             meta++;
-            const pp_json *n = member(args, "name");
-            if (n && (!strcmp(n->str, "worker 2") || !strcmp(n->str, "worker 2 recv"))) {
+            const json_t *n = member(args, "name");
+            const char *ns = n ? json_string_value(n) : NULL;
+            if (ns && (!strcmp(ns, "worker 2") || !strcmp(ns, "worker 2 recv"))) {
                 named++;
-                ck_assert_double_eq(tid->number, strstr(n->str, "recv") ? 5 : 4);
+                ck_assert_double_eq(json_number_value(tid), strstr(ns, "recv") ? 5 : 4);
             }
             continue;
         }
-        ck_assert_str_eq(ph->str, "X");
-        const pp_json *ts = member(e, "ts"), *dur = member(e, "dur");
+        ck_assert_str_eq(json_string_value(ph), "X");
+        const json_t *ts = member(e, "ts"), *dur = member(e, "dur");
         if (member(args, "s")) {
             jobs++;
-            if (!strcmp(name->str, "B(s=2,b=1)")) { /* 9 to 10 time units, 1 unit = 1 ms */
-                ck_assert_double_eq(ts->number, 9000);
-                ck_assert_double_eq(dur->number, 1000);
-                ck_assert_double_eq(tid->number, 4);
-                ck_assert_str_eq(member(args, "d")->str, "B");
+            /* 9 to 10 time units, 1 unit = 1 ms */
+            if (!strcmp(json_string_value(name), "B(s=2,b=1)")) {
+                ck_assert_double_eq(json_number_value(ts), 9000);
+                ck_assert_double_eq(json_number_value(dur), 1000);
+                ck_assert_double_eq(json_number_value(tid), 4);
+                ck_assert_str_eq(json_string_value(member(args, "d")), "B");
             }
         } else {
             xfers++;
             ck_assert_ptr_nonnull(member(args, "from"));
-            if (!strcmp(name->str, "weights F(s=0,b=3)")) {
-                ck_assert_double_eq(ts->number, 0.1 * 1000);
-                ck_assert_double_eq(member(args, "bytes")->number, 1099511627776.0);
-                ck_assert_double_eq(tid->number, 1);
+            if (!strcmp(json_string_value(name), "weights F(s=0,b=3)")) {
+                ck_assert_double_eq(json_number_value(ts), 0.1 * 1000);
+                ck_assert_double_eq(json_number_value(member(args, "bytes")), 1099511627776.0);
+                ck_assert_double_eq(json_number_value(tid), 1);
             }
         }
     }
@@ -230,7 +227,7 @@ START_TEST(trace_is_json_with_a_slice_per_job_and_transfer)
     ck_assert_int_eq(meta, 1 + 4 * c.t.W); /* process name; per worker 2 names, 2 sort indices */
     ck_assert_ptr_nonnull(strstr(js, "\"name\":\"act F(s=1,b=0)\""));
     ck_assert_ptr_nonnull(strstr(js, "\"name\":\"grad B(s=1,b=2)\""));
-    pp_json_free(root);
+    json_decref(root);
     free(js);
     compiled_free(&c);
 }
