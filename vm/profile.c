@@ -204,6 +204,18 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     return rc;
 }
 
+void pp_profile_discard(pp_profile *pr)
+{
+    if (!pr)
+        return;
+    if (pr->out)
+        fclose(pr->out);
+    for (int k = 0; k < PP_PROF_DIRS * pr->S; k++)
+        free(pr->t[k].v);
+    free(pr->t);
+    free(pr);
+}
+
 /* Half the median of 21 round trips, after 3 to warm up. */
 static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
 {

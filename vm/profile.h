@@ -53,6 +53,10 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
  * Frees pr. 0, or -1 on rank 0 when the file cannot be written. */
 int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth);
 
+/* Frees pr without writing the file (local: a run that stopped early);
+ * NULL is a no-op. */
+void pp_profile_discard(pp_profile *pr);
+
 /* One round trip of `bytes` between ranks 0 and 1 through some transport
  * (rank 0 sends first), in seconds; ctx is the transport's. */
 typedef double (*pp_round_trip)(void *ctx, size_t bytes);
