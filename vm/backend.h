@@ -58,7 +58,8 @@ struct pp_backend {
     unsigned long long (*allocated)(void *be);
     void (*exec)(void *be, const pp_instr *in);
     double (*end_step)(void *be);
-    /* 0 with one rank; else 1 with *latency and *bandwidth set on rank 0 */
+    /* 0 with one rank; else 1 with *latency and *bandwidth set on rank 0,
+     * or -1 on every rank when it could not measure (said) */
     int (*link)(void *be, size_t bytes, double *latency, double *bandwidth);
     /* out: pp_stage_param_count floats of an owned stage s */
     void (*weights)(void *be, int s, float *out);

@@ -146,7 +146,9 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (run.prof) {
         double latency = 0, bandwidth = 0;
         int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth);
-        if (pp_profile_finish(run.prof, link, latency, bandwidth)) /* frees it */
+        if (link < 0) /* every rank; said */
+            pp_profile_discard(run.prof);
+        if (link < 0 || pp_profile_finish(run.prof, link, latency, bandwidth)) /* frees it */
             rc = 1;
         run.prof = NULL;
     }

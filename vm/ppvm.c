@@ -112,6 +112,7 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
     return 0;
 }
 
+/* 0, 1 after --help (usage printed), or -1 on a bad command line (said). */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -130,7 +131,7 @@ static int parse_args(int argc, char **argv, options *o)
         int has_value = i + 1 < argc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            exit(0);
+            return 1;
         } else if (!strcmp(a, "--reference"))
             o->reference = 1;
         else if (!strcmp(a, "--compare"))
@@ -296,9 +297,9 @@ static int agree(const pp_plan *p, int ok, int me, int size)
 {
     handshake mine = {ok, ok ? p->rank : 0, ok ? p->world : 0, ok ? p->plan_id : 0};
     handshake *all = malloc((size_t)size * sizeof *all);
-    if (!all) { /* the gather below cannot go on without it */
-        pp_vm_error(me, "out of memory");
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (!pp_vm_all_ok(all != NULL, me, "out of memory")) { /* before the gather needs it */
+        free(all);
+        return 0;
     }
     mpiCheck(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE,
                            MPI_COMM_WORLD));
@@ -417,7 +418,10 @@ static int run_reference(const options *o)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o)) {
+    int parsed = parse_args(argc, argv, &o);
+    if (parsed > 0)
+        return 0; /* --help */
+    if (parsed < 0) {
         if (first_process())
             usage(stderr);
         return 2;
