@@ -16,18 +16,23 @@
  *
  * Precision: jobs read a stage's compute copy (kernels/model.h). With fp32
  * that is params itself; with bf16 an owner also keeps a bf16 copy, made at
- * start-up and after each update, and fetches move that copy. */
-#include <math.h>
+ * start-up and after each update, and fetches move that copy.
+ *
+ * This file is the cpu backend (vm/backend.h): vm/driver.c runs the step
+ * loop, the memory line, --profile and --save around it. --profile times
+ * each job and optimizer step by the wall clock, after its waits for sends
+ * in flight from its slots. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/model.h"
+#include "backend.h"
 #include "check.h"
 #include "profile.h"
 #include "vm.h"
-#include "weights.h"
 
 typedef struct {
+    pp_run *run;             /* the driver's: the step in progress, --profile */
     const pp_plan *p;
     const pp_dataset *ds;
     const pp_train_opts *opts;
@@ -40,9 +45,8 @@ typedef struct {
     MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
     MPI_Request *wsend;      /* weight sends in flight (SendWeights) */
     unsigned long long allocated; /* bytes of weights, gradients, slots, workspace: up front */
-    int nwsend, wsend_cap;
+    int nwsend, wsend_cap;   /* cap: the plan's SendWeights per step */
     double loss;             /* summed over this step's microbatches on this rank */
-    int step;
 } vm;
 
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
@@ -98,7 +102,7 @@ static void exec(vm *v, const pp_instr *in)
     size_t act = pp_act_bytes(m);
     switch ((pp_opcode)in->op) {
     case PP_OP_LoadMicroBatch:
-        pp_data_microbatch(v->ds, m, v->opts->seed, v->step, b, slot_ptr(v, in->slot[0]));
+        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, slot_ptr(v, in->slot[0]));
         break;
     case PP_OP_Forward: {
         const void *x = slot_ptr(v, in->slot[0]);
@@ -150,17 +154,7 @@ static void exec(vm *v, const pp_instr *in)
                           MPI_BYTE, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
                           MPI_STATUS_IGNORE));
         break;
-    case PP_OP_SendWeights:
-        if (v->nwsend == v->wsend_cap) {
-            int cap = v->wsend_cap ? 2 * v->wsend_cap : 16;
-            MPI_Request *r = realloc(v->wsend, (size_t)cap * sizeof *r);
-            if (!r) {
-                fprintf(stderr, "ppvm: out of memory for weight sends\n");
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-            v->wsend = r;
-            v->wsend_cap = cap;
-        }
+    case PP_OP_SendWeights: /* at most the plan's count in flight: wsend_cap */
         mpiCheck(MPI_Isend(v->compute[s], (int)pp_stage_compute_bytes(m, S, s), MPI_BYTE,
                            in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
                            &v->wsend[v->nwsend++]));
@@ -197,7 +191,7 @@ static void exec(vm *v, const pp_instr *in)
     case PP_OP_OptimizerStep:
         wait_weight_sends(v); /* the weights must not change under a send */
         pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],
-                          pp_stage_param_count(m, S, s), v->step + 1);
+                          pp_stage_param_count(m, S, s), v->run->step + 1);
         pp_stage_compute_copy(m, S, s, v->params[s], v->compute[s]);
         break;
     case PP_OP_COUNT:
@@ -205,11 +199,12 @@ static void exec(vm *v, const pp_instr *in)
     }
 }
 
+/* Everything a step needs, at the plan's sizes, and the initial weights;
+ * local. 0, or -1 when out of memory (teardown frees what was made). */
 static int setup(vm *v)
 {
     const pp_plan *p = v->p;
-    int S = (int)p->S, me;
-    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    int S = (int)p->S;
     v->params = calloc((size_t)S, sizeof *v->params);
     v->grads = calloc((size_t)S, sizeof *v->grads);
     v->state = calloc((size_t)S, sizeof *v->state);
@@ -217,7 +212,13 @@ static int setup(vm *v)
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->req = malloc((p->nslots + 1) * sizeof *v->req);
     v->comm = malloc((p->ngroups + 1) * sizeof *v->comm);
-    if (!v->params || !v->grads || !v->state || !v->compute || !v->slot || !v->req || !v->comm)
+    for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
+        v->comm[g] = MPI_COMM_NULL; /* until connect; teardown reads them */
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        v->wsend_cap += p->code[i].op == PP_OP_SendWeights;
+    v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
+    if (!v->params || !v->grads || !v->state || !v->compute || !v->slot || !v->req || !v->comm ||
+        !v->wsend)
         return -1;
     for (int s = 0; s < S; s++) {
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
@@ -254,13 +255,6 @@ static int setup(vm *v)
     v->allocated += p->workspace_bytes;
     if (!v->work)
         return -1;
-    /* Every rank has the same group table, so these collective splits match. */
-    for (uint32_t g = 0; g < p->ngroups; g++) {
-        int member = 0;
-        for (uint32_t i = 0; i < p->groups[g].n; i++)
-            member |= p->groups[g].member[i] == (uint32_t)me;
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, me, &v->comm[g]));
-    }
     return 0;
 }
 
@@ -282,7 +276,7 @@ static void teardown(vm *v)
     free(v->work);
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         if (v->comm[g] != MPI_COMM_NULL)
-            MPI_Comm_free(&v->comm[g]);
+            mpiCheck(MPI_Comm_free(&v->comm[g]));
     free(v->params);
     free(v->grads);
     free(v->state);
@@ -293,96 +287,102 @@ static void teardown(vm *v)
     free(v->wsend);
 }
 
-/* The lowest-ranked owner of each stage writes it, so a replicated stage is
- * saved once. */
-static int save_weights(vm *v)
+/* ---- the backend's interface (backend.h) ------------------------------------ */
+
+static void *cpu_create(pp_run *run, char *err, size_t errlen)
 {
-    const pp_plan *p = v->p;
-    int S = (int)p->S, me, rc = 0;
-    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
-    int *first = malloc((size_t)S * sizeof *first);
-    if (!first)
-        return -1;
-    for (int s = 0; s < S; s++)
-        first[s] = (p->stage_role[s] & PP_ROLE_OWNER) ? me : (int)p->world;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, first, S, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    char err[4200];
-    for (int s = 0; s < S; s++)
-        if (first[s] == me &&
-            pp_weights_save(v->opts->save, s, v->params[s],
-                            pp_stage_param_count(&p->model, S, s), err, sizeof err)) {
-            fprintf(stderr, "ppvm: rank %d: %s\n", me, err);
-            rc = -1;
-        }
-    free(first);
-    return rc;
+    vm *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory allocating weights and slots");
+        return NULL;
+    }
+    *v = (vm){.run = run, .p = run->p, .ds = run->ds, .opts = run->opts};
+    if (setup(v)) {
+        snprintf(err, errlen, "out of memory allocating weights and slots");
+        teardown(v);
+        free(v);
+        return NULL;
+    }
+    return v;
 }
 
-int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts)
+/* The replica groups' communicators: every rank has the same group table,
+ * so these collective splits match. */
+static void cpu_connect(void *be)
 {
-    vm v = {.p = p, .ds = ds, .opts = opts};
-    int me, rc = 1;
-    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
-    if (setup(&v)) {
-        fprintf(stderr, "ppvm: rank %d: out of memory allocating weights and slots\n", me);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    vm *v = be;
+    const pp_plan *p = v->p;
+    int me = v->run->me;
+    for (uint32_t g = 0; g < p->ngroups; g++) {
+        int member = 0;
+        for (uint32_t i = 0; i < p->groups[g].n; i++)
+            member |= p->groups[g].member[i] == (uint32_t)me;
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, me, &v->comm[g]));
     }
-    /* What each rank allocated; ppc's report states the same (plan memory). */
-    unsigned long long *mem = me == 0 ? malloc(p->world * sizeof *mem) : NULL;
-    mpiCheck(MPI_Gather(&v.allocated, 1, MPI_UNSIGNED_LONG_LONG, mem, 1, MPI_UNSIGNED_LONG_LONG, 0,
-                        MPI_COMM_WORLD));
-    if (me == 0 && mem && !opts->quiet) {
-        printf("memory allocated at start-up, bytes per rank:");
-        for (uint32_t r = 0; r < p->world; r++)
-            printf(" %llu", mem[r]);
-        printf("\n");
-    }
-    free(mem);
-    pp_profile *prof = NULL;
-    if (opts->profile && !(prof = pp_profile_open(opts->profile, p, opts->steps, me))) {
-        teardown(&v);
-        return 1;
-    }
-    double samples = (double)p->B * p->model.batch;
-    for (v.step = 0; v.step < opts->steps; v.step++) {
-        mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
-        double t0 = MPI_Wtime();
-        v.loss = 0;
-        for (uint32_t i = 0; i < p->ninstr; i++) {
-            int dir = prof ? pp_profile_dir(&p->code[i]) : -1;
-            if (dir >= 0)
-                settle_slots(&v, &p->code[i]);
-            double j0 = dir >= 0 ? MPI_Wtime() : 0;
-            exec(&v, &p->code[i]);
-            if (dir >= 0)
-                pp_profile_add(prof, v.step, dir, p->code[i].stage, MPI_Wtime() - j0);
-        }
-        for (uint32_t k = 0; k < p->nslots; k++)
-            if (v.req[k] != MPI_REQUEST_NULL)
-                mpiCheck(MPI_Wait(&v.req[k], MPI_STATUS_IGNORE));
-        wait_weight_sends(&v);
-        double loss = 0, dt, mine = MPI_Wtime() - t0;
-        mpiCheck(MPI_Reduce(&v.loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-        mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
-        if (me == 0 && !opts->quiet) {
-            printf("step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", v.step + 1,
-                   opts->steps, loss / samples, dt * 1e3, samples / dt);
-            fflush(stdout);
-        }
-        if (me == 0 && !isfinite(loss)) {
-            fprintf(stderr, "ppvm: loss is not finite at step %d (lower --lr?)\n", v.step + 1);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-    }
-    rc = 0;
-    if (prof) {
-        double latency = 0, bandwidth = 0;
-        int link = pp_profile_link_mpi(pp_profile_probe_bytes(p), &latency, &bandwidth);
-        if (pp_profile_finish(prof, link, latency, bandwidth))
-            rc = 1;
-    }
-    if (opts->save && save_weights(&v))
-        rc = 1;
-    teardown(&v);
-    return rc;
 }
+
+static unsigned long long cpu_allocated(void *be)
+{
+    return ((vm *)be)->allocated;
+}
+
+/* One instruction; with --profile a job or an optimizer step is timed from
+ * after its waits for sends still in flight from its slots (as slot_ptr
+ * would wait inside it), as the cuda backend times its kernels after their
+ * waits for other streams. */
+static void cpu_exec(void *be, const pp_instr *in)
+{
+    vm *v = be;
+    int dir = v->run->prof ? pp_profile_dir(in) : -1;
+    if (dir < 0) {
+        exec(v, in);
+        return;
+    }
+    settle_slots(v, in);
+    double t0 = MPI_Wtime();
+    exec(v, in);
+    pp_profile_add(v->run->prof, v->run->step, dir, in->stage, MPI_Wtime() - t0);
+}
+
+/* Every send of the step complete; the step's loss. */
+static double cpu_end_step(void *be)
+{
+    vm *v = be;
+    for (uint32_t k = 0; k < v->p->nslots; k++)
+        if (v->req[k] != MPI_REQUEST_NULL)
+            mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
+    wait_weight_sends(v);
+    double loss = v->loss;
+    v->loss = 0;
+    return loss;
+}
+
+static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth)
+{
+    (void)be;
+    return pp_profile_link_mpi(bytes, latency, bandwidth);
+}
+
+static void cpu_weights(void *be, int s, float *out)
+{
+    vm *v = be;
+    memcpy(out, v->params[s], pp_stage_param_count(&v->p->model, (int)v->p->S, s) * sizeof *out);
+}
+
+static void cpu_destroy(void *be)
+{
+    teardown(be);
+    free(be);
+}
+
+const pp_backend pp_backend_cpu = {
+    .name = "cpu",
+    .create = cpu_create,
+    .connect = cpu_connect,
+    .allocated = cpu_allocated,
+    .exec = cpu_exec,
+    .end_step = cpu_end_step,
+    .link = cpu_link,
+    .weights = cpu_weights,
+    .destroy = cpu_destroy,
+};

@@ -1,8 +1,9 @@
 /* interp_cuda.c - the interpreter on the cuda backend: one rank's
  * instruction stream on a GPU, with the nccl or the mpi transport (their
  * transfers are in vm/transport_cuda.c). The twin of vm/interp.c: the same
- * instructions, the same per-step lines, the same memory line, the same
- * --save files and the same abort on a loss that is not finite.
+ * instructions, under the same driver (vm/driver.c: the step loop, the
+ * memory line, --save, --profile; this file is the cuda implementation of
+ * vm/backend.h).
  *
  * Memory. At start-up the rank allocates on the device its owned stages'
  * params, grads, optimizer state and (bf16) compute copies, and the plan's
@@ -71,10 +72,10 @@
  * would hang a rank whose GPU stalled, and every rank with it, whatever
  * --timeout says. Then the loss is read (pp_cuda_loss_take): the step's one
  * host synchronisation. Set-up failures that are local (no GPU,
- * NCCL with more ranks than GPUs on a node, out of memory) are agreed on by
- * all ranks before anything collective: every rank returns 1, and the lowest
- * failing rank says why. */
-#include <math.h>
+ * NCCL with more ranks than GPUs on a node, out of memory) are the
+ * backend's create failing: the driver has all ranks agree on them before
+ * anything collective, every rank returns 1, and the lowest failing rank
+ * says why. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -84,7 +85,6 @@
 #include "check.h"
 #include "profile.h"
 #include "transport_cuda.h"
-#include "weights.h"
 
 /* The run in progress, for the fatal hook. */
 static cuda_vm *running;
@@ -95,19 +95,6 @@ static void abort_everything(void)
     if (!entered++ && running)
         cvm_transport_abort(running);
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-/* All ranks learn whether every rank is ok; the lowest failing rank prints
- * its message. Returns 1 when all are. */
-static int all_ok(int ok, int me, const char *msg)
-{
-    int size, first, mine;
-    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    mine = ok ? size : me;
-    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == me)
-        fprintf(stderr, "ppvm: rank %d: %s\n", me, msg);
-    return first == size;
 }
 
 /* ---- set-up and teardown ------------------------------------------------------ */
@@ -274,14 +261,14 @@ static void teardown(cuda_vm *v)
     }
     for (uint32_t k = 0; v->slot && k < p->nslots; k++) {
         cudaCheck(cudaFree(v->slot[k]));
-        if (v->slot_dep[k].ev)
+        if (v->slot_dep && v->slot_dep[k].ev) /* either table may be missing */
             cudaCheck(cudaEventDestroy(v->slot_dep[k].ev));
     }
     cudaCheck(cudaFree(v->work));
     for (uint32_t b = 0; v->tok_host && b < p->B; b++) {
         if (v->tok_host[b])
             cudaCheck(cudaFreeHost(v->tok_host[b]));
-        if (v->tok_ev[b])
+        if (v->tok_ev && v->tok_ev[b])
             cudaCheck(cudaEventDestroy(v->tok_ev[b]));
     }
     for (uint32_t i = 0; v->prof_ev && i < 2 * p->ninstr; i++)
@@ -383,13 +370,13 @@ static void prof_mark(cuda_vm *v, const pp_instr *in, int end)
  * two events. */
 static void prof_collect(cuda_vm *v)
 {
-    for (uint32_t i = 0; v->prof && i < v->p->ninstr; i++) {
+    for (uint32_t i = 0; v->run->prof && i < v->p->ninstr; i++) {
         int dir = pp_profile_dir(&v->p->code[i]);
         float ms = 0;
         if (dir < 0)
             continue;
         cudaCheck(cudaEventElapsedTime(&ms, v->prof_ev[2 * i], v->prof_ev[2 * i + 1]));
-        pp_profile_add(v->prof, v->step, dir, v->p->code[i].stage, ms * 1e-3);
+        pp_profile_add(v->run->prof, v->run->step, dir, v->p->code[i].stage, ms * 1e-3);
     }
 }
 
@@ -407,7 +394,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
         /* the last copy out of this pinned buffer (a step ago) is done;
          * polled, so even this wait meets the watchdog */
         cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
-        pp_data_microbatch(v->ds, m, v->opts->seed, v->step, b, v->tok_host[b]);
+        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, v->tok_host[b]);
         compute_begin(v, d, n);
         cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
                                   cudaMemcpyHostToDevice, cs));
@@ -483,7 +470,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
         compute_begin(v, d, n);
         prof_mark(v, in, 0);
         if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
-            cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->step + 1,
+            cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->run->step + 1,
                                        o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, cs));
         else
             cudaCheck(pp_cu_sgd_step(w, g, np, o->lr, cs));
@@ -523,14 +510,14 @@ static void watchdog(cuda_vm *v, const char *awaited)
     double timeout = v->opts->timeout > 0 ? v->opts->timeout : 300;
     char msg[256];
     if (cvm_transport_async_error(v, msg, sizeof msg)) {
-        fprintf(stderr, "ppvm: rank %d: step %d: %s\n", v->me, v->step + 1, msg);
+        pp_vm_error(v->me, "step %d: %s", v->run->step + 1, msg);
         pp_cuda_fatal();
     }
-    if (MPI_Wtime() - v->t0 > timeout) {
-        fprintf(stderr,
-                "ppvm: rank %d: step %d: not finished after %g s, see --timeout (%s; a peer may "
-                "have failed or stalled)\n",
-                v->me, v->step + 1, timeout, awaited);
+    if (MPI_Wtime() - v->run->t0 > timeout) {
+        pp_vm_error(v->me,
+                    "step %d: not finished after %g s, see --timeout (%s; a peer may have failed "
+                    "or stalled)",
+                    v->run->step + 1, timeout, awaited);
         pp_cuda_fatal();
     }
 }
@@ -595,118 +582,91 @@ static void finish_step(cuda_vm *v)
     }
 }
 
-static void train(cuda_vm *v)
-{
-    const pp_plan *p = v->p;
-    const pp_train_opts *opts = v->opts;
-    double samples = (double)p->B * p->model.batch;
-    for (v->step = 0; v->step < opts->steps; v->step++) {
-        mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
-        v->t0 = MPI_Wtime();
-        for (uint32_t i = 0; i < p->ninstr; i++)
-            exec(v, &p->code[i]);
-        finish_step(v);
-        cvm_transport_drain(v);
-        prof_collect(v);
-        double mine_loss = pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
-        double loss = 0, dt, mine = MPI_Wtime() - v->t0;
-        mpiCheck(MPI_Reduce(&mine_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-        mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
-        if (v->me == 0 && !opts->quiet) {
-            printf("step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", v->step + 1,
-                   opts->steps, loss / samples, dt * 1e3, samples / dt);
-            fflush(stdout);
-        }
-        if (v->me == 0 && !isfinite(loss)) {
-            fprintf(stderr, "ppvm: loss is not finite at step %d (lower --lr?)\n", v->step + 1);
-            pp_cuda_fatal();
-        }
-    }
-}
+/* ---- the backend's interface (backend.h) ------------------------------------ */
 
-/* What each rank allocated on its device; ppc's report states the same. */
-static void print_memory(cuda_vm *v)
+static void cuda_destroy(void *be)
 {
-    const pp_plan *p = v->p;
-    unsigned long long *mem = v->me == 0 ? malloc(p->world * sizeof *mem) : NULL;
-    mpiCheck(MPI_Gather(&v->allocated, 1, MPI_UNSIGNED_LONG_LONG, mem, 1, MPI_UNSIGNED_LONG_LONG,
-                        0, MPI_COMM_WORLD));
-    if (v->me == 0 && mem && !v->opts->quiet) {
-        printf("memory allocated at start-up, bytes per rank:");
-        for (uint32_t r = 0; r < p->world; r++)
-            printf(" %llu", mem[r]);
-        printf("\n");
-    }
-    free(mem);
-}
-
-/* As interp.c: the lowest-ranked owner of each stage writes it, after
- * copying it to the host. */
-static int save_weights(cuda_vm *v)
-{
-    const pp_plan *p = v->p;
-    int S = (int)p->S, rc = 0;
-    int *first = malloc((size_t)S * sizeof *first);
-    if (!first)
-        return -1;
-    for (int s = 0; s < S; s++)
-        first[s] = (p->stage_role[s] & PP_ROLE_OWNER) ? v->me : (int)p->world;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, first, S, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    char err[4200];
-    for (int s = 0; s < S; s++) {
-        if (first[s] != v->me)
-            continue;
-        size_t n = pp_stage_param_count(&p->model, S, s);
-        float *host = malloc(n * sizeof *host + 1);
-        if (!host) {
-            fprintf(stderr, "ppvm: rank %d: out of memory saving stage %d\n", v->me, s);
-            rc = -1;
-            continue;
-        }
-        cudaCheck(cudaMemcpy(host, v->params[s], n * sizeof *host, cudaMemcpyDeviceToHost));
-        if (pp_weights_save(v->opts->save, s, host, n, err, sizeof err)) {
-            fprintf(stderr, "ppvm: rank %d: %s\n", v->me, err);
-            rc = -1;
-        }
-        free(host);
-    }
-    free(first);
-    return rc;
-}
-
-int pp_run_plan_cuda(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
-                     int transport)
-{
-    cuda_vm v = {.p = p, .ds = ds, .opts = opts, .transport = transport};
-    char err[1024] = "";
-    int rc = 1;
-    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &v.me));
-    running = &v;
-    pp_cuda_fatal_hook = abort_everything;
-    if (!all_ok(pick_device(&v, err, sizeof err) == 0, v.me, err))
-        goto out;
-    if (!all_ok(setup(&v, err, sizeof err) == 0, v.me, err))
-        goto out_teardown;
-    cvm_transport_connect(&v);
-    init_weights(&v);
-    print_memory(&v);
-    if (opts->profile && !(v.prof = pp_profile_open(opts->profile, p, opts->steps, v.me)))
-        goto out_teardown;
-    train(&v);
-    rc = 0;
-    if (v.prof) {
-        double latency = 0, bandwidth = 0;
-        int link = cvm_transport_link(&v, pp_profile_probe_bytes(p), &latency, &bandwidth);
-        if (pp_profile_finish(v.prof, link, latency, bandwidth))
-            rc = 1;
-        v.prof = NULL;
-    }
-    if (opts->save && save_weights(&v))
-        rc = 1;
-out_teardown:
-    teardown(&v);
-out:
+    teardown(be);
+    free(be);
     running = NULL;
     pp_cuda_fatal_hook = NULL;
-    return rc;
 }
+
+/* The device, then everything local (setup); not collective but for
+ * pick_device's node split, which cannot fail. NULL with err. */
+static void *cuda_create(pp_run *run, char *err, size_t errlen)
+{
+    cuda_vm *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    *v = (cuda_vm){.run = run, .p = run->p, .ds = run->ds, .opts = run->opts,
+                   .transport = run->opts->transport, .me = run->me};
+    running = v;
+    pp_cuda_fatal_hook = abort_everything;
+    if (pick_device(v, err, errlen)) { /* no device to free anything on */
+        free(v);
+        running = NULL;
+        pp_cuda_fatal_hook = NULL;
+        return NULL;
+    }
+    if (setup(v, err, errlen)) {
+        cuda_destroy(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Communicators (collective), then the initial weights. */
+static void cuda_connect(void *be)
+{
+    cvm_transport_connect(be);
+    init_weights(be);
+}
+
+static unsigned long long cuda_allocated(void *be)
+{
+    return ((cuda_vm *)be)->allocated;
+}
+
+static void cuda_exec(void *be, const pp_instr *in)
+{
+    exec(be, in);
+}
+
+/* Every stream idle (polled under the watchdog), every send complete, the
+ * step's job times collected; the loss, read without a wait. */
+static double cuda_end_step(void *be)
+{
+    cuda_vm *v = be;
+    finish_step(v);
+    cvm_transport_drain(v);
+    prof_collect(v);
+    return pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
+}
+
+static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth)
+{
+    return cvm_transport_link(be, bytes, latency, bandwidth);
+}
+
+/* The fp32 master, copied to the host. */
+static void cuda_weights(void *be, int s, float *out)
+{
+    cuda_vm *v = be;
+    size_t n = pp_stage_param_count(&v->p->model, (int)v->p->S, s);
+    cudaCheck(cudaMemcpy(out, v->params[s], n * sizeof *out, cudaMemcpyDeviceToHost));
+}
+
+const pp_backend pp_backend_cuda = {
+    .name = "cuda",
+    .create = cuda_create,
+    .connect = cuda_connect,
+    .allocated = cuda_allocated,
+    .exec = cuda_exec,
+    .end_step = cuda_end_step,
+    .link = cuda_link,
+    .weights = cuda_weights,
+    .destroy = cuda_destroy,
+};

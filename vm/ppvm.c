@@ -6,9 +6,17 @@
  *   ppvm --compare DIR_A DIR_B              compare two saved weight sets
  *
  * --backend picks cuda (vm/interp_cuda.c, when built with CUDA) or cpu
- * (vm/interp.c); --transport picks nccl or mpi for the cuda backend (the
- * cpu backend has only mpi). All ranks settle the backend together, so a
- * rank without a GPU ends every rank with a message, not a hang.
+ * (vm/interp.c), the two implementations of vm/backend.h that the one
+ * driver (vm/driver.c, pp_run_plan) runs; --transport picks nccl or mpi for
+ * the cuda backend (the cpu backend has only mpi). All ranks settle the
+ * backend together, so a rank without a GPU ends every rank with a
+ * message, not a hang.
+ *
+ * Exit status: 0 success; 1 the run failed (every rank, with a message:
+ * a plan, data or --profile file that cannot be used, a set-up failure, a
+ * loss that is not finite; a rank whose --save fails; --compare: weights
+ * that differ or cannot be read); 2 a bad command line. Only main returns
+ * it; a failed CUDA, NCCL or MPI call ends every rank with 1 (MPI_Abort).
  *
  * Before training, all ranks exchange what they loaded, and every rank
  * refuses to start (exit 1, with a message) unless all plans loaded, share
@@ -26,12 +34,13 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "backend.h"
 #include "check.h"
 #include "vm.h"
 #include "weights.h"
 
 enum { BACKEND_UNSET = -1, BACKEND_CPU, BACKEND_CUDA };
-enum { TRANSPORT_UNSET = -1, TRANSPORT_MPI, TRANSPORT_NCCL };
+enum { TRANSPORT_UNSET = -1 }; /* else a pp_transport */
 
 /* ppvm --lr, --weight-decay and --adam-eps, negative where not given. */
 typedef struct {
@@ -43,7 +52,7 @@ typedef struct {
     const char *plan;      /* directory or file */
     const char *cmp[2];    /* --compare */
     int reference, compare;
-    int backend, transport; /* BACKEND_*, TRANSPORT_* */
+    int backend, transport; /* BACKEND_*, TRANSPORT_UNSET or a pp_transport */
     optim_flags optim;      /* --lr, --weight-decay, --adam-eps; the plan's optimizer sets the rest */
     double atol, rtol;
 } options;
@@ -95,14 +104,15 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
     double v = integer ? (double)strtoll(s, &end, 10) : strtod(s, &end);
     if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
         if (first_process())
-            fprintf(stderr, "ppvm: %s %s: expected %s in [%g, %g]\n", flag, s,
-                    integer ? "an integer" : "a number", lo, hi);
+            pp_vm_error(-1, "%s %s: expected %s in [%g, %g]", flag, s,
+                        integer ? "an integer" : "a number", lo, hi);
         return -1;
     }
     *out = v;
     return 0;
 }
 
+/* 0, 1 after --help (usage printed), or -1 on a bad command line (said). */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -121,7 +131,7 @@ static int parse_args(int argc, char **argv, options *o)
         int has_value = i + 1 < argc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            exit(0);
+            return 1;
         } else if (!strcmp(a, "--reference"))
             o->reference = 1;
         else if (!strcmp(a, "--compare"))
@@ -136,7 +146,7 @@ static int parse_args(int argc, char **argv, options *o)
                  !strcmp(a, "--profile")) {
             if (!has_value) {
                 if (first_process())
-                    fprintf(stderr, "ppvm: %s needs a value\n", a);
+                    pp_vm_error(-1, "%s needs a value", a);
                 return -1;
             }
             const char *val = argv[++i];
@@ -151,15 +161,15 @@ static int parse_args(int argc, char **argv, options *o)
                     o->backend = !strcmp(val, "cuda") ? BACKEND_CUDA : BACKEND_CPU;
                 else {
                     if (first_process())
-                        fprintf(stderr, "ppvm: --backend %s: expected cuda or cpu\n", val);
+                        pp_vm_error(-1, "--backend %s: expected cuda or cpu", val);
                     return -1;
                 }
             } else if (!strcmp(a, "--transport")) {
                 if (!strcmp(val, "nccl") || !strcmp(val, "mpi"))
-                    o->transport = !strcmp(val, "nccl") ? TRANSPORT_NCCL : TRANSPORT_MPI;
+                    o->transport = !strcmp(val, "nccl") ? PP_TRANSPORT_NCCL : PP_TRANSPORT_MPI;
                 else {
                     if (first_process())
-                        fprintf(stderr, "ppvm: --transport %s: expected nccl or mpi\n", val);
+                        pp_vm_error(-1, "--transport %s: expected nccl or mpi", val);
                     return -1;
                 }
             } else if (!strcmp(a, "--epilogues")) {
@@ -167,7 +177,7 @@ static int parse_args(int argc, char **argv, options *o)
                     o->train.no_epilogues = !strcmp(val, "off");
                 else {
                     if (first_process())
-                        fprintf(stderr, "ppvm: --epilogues %s: expected on or off\n", val);
+                        pp_vm_error(-1, "--epilogues %s: expected on or off", val);
                     return -1;
                 }
             } else if (!strcmp(a, "--timeout")) {
@@ -199,34 +209,34 @@ static int parse_args(int argc, char **argv, options *o)
                             * which sent --atol to rtol and left atol at its default) */
         } else if (a[0] == '-' && a[1]) {
             if (first_process())
-                fprintf(stderr, "ppvm: unknown option '%s'\n", a);
+                pp_vm_error(-1, "unknown option '%s'", a);
             return -1;
         } else if (npos < 3)
             pos[npos++] = a;
         else {
             if (first_process())
-                fprintf(stderr, "ppvm: unexpected argument '%s'\n", a);
+                pp_vm_error(-1, "unexpected argument '%s'", a);
             return -1;
         }
     }
-    if (o->backend == BACKEND_CPU && o->transport == TRANSPORT_NCCL) {
+    if (o->backend == BACKEND_CPU && o->transport == PP_TRANSPORT_NCCL) {
         if (first_process())
-            fprintf(stderr, "ppvm: --backend cpu --transport nccl: the cpu backend has only the mpi "
-                            "transport (use --backend cuda, or --transport mpi)\n");
+            pp_vm_error(-1, "--backend cpu --transport nccl: the cpu backend has only the mpi "
+                            "transport (use --backend cuda, or --transport mpi)");
         return -1;
     }
     if (o->train.profile && (o->reference || o->compare)) {
         if (first_process())
-            fprintf(stderr, "ppvm: --profile times the ranks of a plan's run; it does not go with "
-                            "--%s\n",
-                    o->reference ? "reference" : "compare");
+            pp_vm_error(-1, "--profile times the ranks of a plan's run; it does not go with --%s",
+                        o->reference ? "reference" : "compare");
         return -1;
     }
     int want = o->compare ? 2 : 1;
     if (npos != want) {
         if (first_process())
-            fprintf(stderr, "ppvm: expected %s\n",
-                    o->compare ? "two weight directories after --compare" : "one plan (a directory or a rank file)");
+            pp_vm_error(-1, "expected %s",
+                        o->compare ? "two weight directories after --compare"
+                                   : "one plan (a directory or a rank file)");
         return -1;
     }
     if (o->compare) {
@@ -287,9 +297,9 @@ static int agree(const pp_plan *p, int ok, int me, int size)
 {
     handshake mine = {ok, ok ? p->rank : 0, ok ? p->world : 0, ok ? p->plan_id : 0};
     handshake *all = malloc((size_t)size * sizeof *all);
-    if (!all) {
-        fprintf(stderr, "ppvm: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (!pp_vm_all_ok(all != NULL, me, "out of memory")) { /* before the gather needs it */
+        free(all);
+        return 0;
     }
     mpiCheck(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE,
                            MPI_COMM_WORLD));
@@ -298,7 +308,7 @@ static int agree(const pp_plan *p, int ok, int me, int size)
         const handshake *h = &all[r];
         char why[256] = "";
         if (!h->ok)
-            snprintf(why, sizeof why, "rank %d could not load its plan (see its message)", r);
+            snprintf(why, sizeof why, "rank %d could not load its plan or its data (see its message)", r);
         else if ((int)h->world != size)
             snprintf(why, sizeof why,
                      "rank %d's plan was compiled for %u ranks but mpirun started %d (use mpirun -np %u)",
@@ -311,7 +321,7 @@ static int agree(const pp_plan *p, int ok, int me, int size)
                      r, (unsigned long long)h->plan_id, (unsigned long long)all[0].plan_id);
         if (why[0]) {
             if (me == 0)
-                fprintf(stderr, "ppvm: %s\n", why);
+                pp_vm_error(-1, "%s", why);
             good = 0;
         }
     }
@@ -359,26 +369,23 @@ static int gpu_per_rank(int me)
  * mpi (several ranks sharing a GPU); mpi on cpu. Returns 0, or -1 on every
  * rank when cuda is wanted and some rank sees no GPU (the lowest such says
  * so). */
-static int choose_backend(options *o, int me, int size)
+static int choose_backend(options *o, int me)
 {
     char why[256] = "";
-    int gpu = gpu_visible(why, sizeof why), all_gpu, first, mine;
+    int gpu = gpu_visible(why, sizeof why), all_gpu;
     const char *flag = o->backend == BACKEND_CUDA ? "--backend cuda" : "--transport nccl";
     mpiCheck(MPI_Allreduce(&gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (o->backend == BACKEND_UNSET)
-        o->backend = all_gpu || o->transport == TRANSPORT_NCCL ? BACKEND_CUDA : BACKEND_CPU;
+        o->backend = all_gpu || o->transport == PP_TRANSPORT_NCCL ? BACKEND_CUDA : BACKEND_CPU;
     if (o->transport == TRANSPORT_UNSET)
         o->transport = o->backend == BACKEND_CUDA && all_gpu && gpu_per_rank(me)
-                           ? TRANSPORT_NCCL
-                           : TRANSPORT_MPI;
+                           ? PP_TRANSPORT_NCCL
+                           : PP_TRANSPORT_MPI;
     if (o->backend == BACKEND_CPU || all_gpu)
         return 0;
-    mine = gpu ? size : me;
-    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == me && me == 0)
-        fprintf(stderr, "ppvm: %s: no GPU visible (%s)\n", flag, why);
-    else if (first == me)
-        fprintf(stderr, "ppvm: rank %d: %s: no GPU visible (%s)\n", me, flag, why);
+    char msg[320];
+    snprintf(msg, sizeof msg, "%s: no GPU visible (%s)", flag, why);
+    pp_vm_all_ok(gpu, me, msg);
     return -1;
 }
 
@@ -391,7 +398,7 @@ static int run_reference(const options *o)
     else
         snprintf(path, sizeof path, "%s", o->plan);
     if (pp_plan_read(path, &p, err, sizeof err)) {
-        fprintf(stderr, "ppvm: %s\n", err);
+        pp_vm_error(-1, "%s", err);
         return 1;
     }
     pp_dataset ds;
@@ -399,7 +406,7 @@ static int run_reference(const options *o)
     pp_train_opts train = o->train;
     train.optim = train_optim(p.model.optimizer, &o->optim);
     if (pp_data_load(&ds, o->train.data, &p.model, err, sizeof err))
-        fprintf(stderr, "ppvm: %s\n", err);
+        pp_vm_error(-1, "%s", err);
     else {
         rc = pp_run_reference(&p.model, (int)p.S, (int)p.B, &ds, &train);
         pp_data_free(&ds);
@@ -411,7 +418,10 @@ static int run_reference(const options *o)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o)) {
+    int parsed = parse_args(argc, argv, &o);
+    if (parsed > 0)
+        return 0; /* --help */
+    if (parsed < 0) {
         if (first_process())
             usage(stderr);
         return 2;
@@ -427,7 +437,7 @@ int main(int argc, char **argv)
     int me, size, tag_ub_ok = 1;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    if (choose_backend(&o, me, size)) {
+    if (choose_backend(&o, me)) {
         MPI_Finalize();
         return 1;
     }
@@ -436,9 +446,9 @@ int main(int argc, char **argv)
     char err[1024];
     int ok = load(o.plan, me, &p, err, sizeof err) == 0;
     if (!ok)
-        fprintf(stderr, "ppvm: rank %d: %s\n", me, err);
+        pp_vm_error(me, "%s", err);
     if (ok && pp_data_load(&ds, o.train.data, &p.model, err, sizeof err)) {
-        fprintf(stderr, "ppvm: rank %d: %s\n", me, err);
+        pp_vm_error(me, "%s", err);
         pp_plan_free(&p);
         ok = 0;
     }
@@ -446,29 +456,27 @@ int main(int argc, char **argv)
         int *ub, flag;
         mpiCheck(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
         if (flag && (long long)p.S * p.B * 4 > *ub) {
-            fprintf(stderr, "ppvm: rank %d: S*B*4 = %lld exceeds this MPI's largest tag %d\n", me,
-                    (long long)p.S * p.B * 4, *ub);
+            pp_vm_error(me, "S*B*4 = %lld exceeds this MPI's largest tag %d",
+                        (long long)p.S * p.B * 4, *ub);
             tag_ub_ok = 0;
         }
     }
     int rc = 1;
     if (agree(&p, ok && tag_ub_ok, me, size)) {
+        const pp_backend *be = &pp_backend_cpu;
+#ifdef PP_HAVE_CUDA
+        if (o.backend == BACKEND_CUDA)
+            be = &pp_backend_cuda;
+#endif
         o.train.optim = train_optim(p.model.optimizer, &o.optim);
+        o.train.transport = o.transport;
         if (me == 0 && !o.train.quiet)
             printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, %s lr %g, "
                    "data %s, backend %s, transport %s\n",
                    size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
                    pp_optimizer_name(p.model.optimizer), (double)o.train.optim.lr, o.train.data,
-                   o.backend == BACKEND_CUDA ? "cuda" : "cpu",
-                   o.transport == TRANSPORT_NCCL ? "nccl" : "mpi");
-#ifdef PP_HAVE_CUDA
-        if (o.backend == BACKEND_CUDA)
-            rc = pp_run_plan_cuda(&p, &ds, &o.train,
-                                  o.transport == TRANSPORT_NCCL ? PP_TRANSPORT_NCCL
-                                                                : PP_TRANSPORT_MPI);
-        else
-#endif
-            rc = pp_run_plan(&p, &ds, &o.train);
+                   be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi");
+        rc = pp_run_plan(&p, &ds, &o.train, be);
     }
     if (ok) {
         pp_plan_free(&p);

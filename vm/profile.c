@@ -10,6 +10,7 @@
 
 #include "../kernels/model.h"
 #include "check.h"
+#include "vm.h"
 
 /* The durations of one (direction, stage): a growing array. */
 typedef struct {
@@ -17,19 +18,11 @@ typedef struct {
     size_t n, cap;
 } samples;
 
-/* Ends every rank: --profile's collectives cannot go on without this one,
- * and a rank that just returned would leave the others waiting. */
-static void out_of_memory(int me)
-{
-    fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", me);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
 struct pp_profile {
     FILE *out;        /* rank 0 only */
     const char *path;
     int S, steps, me;
+    int oom;          /* a sample could not be kept: pp_profile_finish fails on every rank */
     samples *t;       /* [PP_PROF_DIRS * S] */
 };
 
@@ -37,7 +30,9 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
 {
     pp_profile *pr = calloc(1, sizeof *pr);
     int ok = pr != NULL;
-    if (pr) {
+    if (!pr)
+        pp_vm_error(me, "out of memory for --profile");
+    else {
         pr->path = path;
         pr->S = (int)p->S;
         pr->steps = steps;
@@ -45,10 +40,10 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         pr->t = calloc((size_t)PP_PROF_DIRS * p->S, sizeof *pr->t);
         ok = pr->t != NULL;
         if (!ok)
-            fprintf(stderr, "ppvm: rank %d: out of memory for --profile\n", me);
+            pp_vm_error(me, "out of memory for --profile");
     }
     if (ok && me == 0 && !(pr->out = fopen(path, "w"))) {
-        fprintf(stderr, "ppvm: --profile %s: cannot write: %s\n", path, strerror(errno));
+        pp_vm_error(-1, "--profile %s: cannot write: %s", path, strerror(errno));
         ok = 0;
     }
     int all;
@@ -82,14 +77,16 @@ int pp_profile_dir(const pp_instr *in)
 
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
 {
-    if (step == 0 && pr->steps > 1)
+    if ((step == 0 && pr->steps > 1) || pr->oom)
         return; /* the warm-up: first touches of every buffer, cold caches */
     samples *x = &pr->t[dir * pr->S + s];
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 16;
         double *v = realloc(x->v, cap * sizeof *v);
-        if (!v)
-            out_of_memory(pr->me);
+        if (!v) { /* said and failed at pp_profile_finish, where all ranks meet */
+            pr->oom = 1;
+            return;
+        }
         x->v = v;
         x->cap = cap;
     }
@@ -123,31 +120,6 @@ size_t pp_profile_probe_bytes(const pp_plan *p)
     return bytes < ((size_t)1 << 28) ? bytes : (size_t)1 << 28;
 }
 
-/* Rank 0 gets every rank's samples of one (direction, stage), concatenated
- * into *all (malloc'd); returns how many (0 elsewhere). */
-static size_t gather(const samples *x, int me, int size, double **all)
-{
-    int n = (int)x->n, total = 0;
-    int *counts = me == 0 ? malloc((size_t)size * sizeof *counts) : NULL;
-    int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
-    if (me == 0 && (!counts || !displs))
-        out_of_memory(me);
-    mpiCheck(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (me == 0)
-        for (int r = 0; r < size; r++) {
-            displs[r] = total;
-            total += counts[r];
-        }
-    *all = me == 0 ? malloc(((size_t)total + 1) * sizeof **all) : NULL;
-    if (me == 0 && !*all)
-        out_of_memory(me);
-    mpiCheck(MPI_Gatherv(x->v, n, MPI_DOUBLE, *all, counts, displs, MPI_DOUBLE, 0,
-                         MPI_COMM_WORLD));
-    free(counts);
-    free(displs);
-    return (size_t)total;
-}
-
 /* One key: a number per stage, or nothing when no stage has a sample. A job
  * faster than the clock resolves is written as 1 ns: ppc wants job costs
  * positive (an optimizer step may be 0). */
@@ -169,19 +141,47 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
 
 int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth)
 {
-    int size, S = pr->S, rc = 0;
+    int size, S = pr->S, K = PP_PROF_DIRS * S, me = pr->me, rc = -1;
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    double *med = calloc((size_t)PP_PROF_DIRS * S, sizeof *med);
-    size_t *count = calloc((size_t)PP_PROF_DIRS * S, sizeof *count);
-    if (!med || !count)
-        out_of_memory(pr->me);
-    for (int k = 0; k < PP_PROF_DIRS * S; k++) {
-        double *all = NULL;
-        count[k] = gather(&pr->t[k], pr->me, size, &all);
-        med[k] = pr->me == 0 ? pp_median(all, count[k]) : 0.0;
-        free(all);
+    /* Everything the gathers need first, agreed on by every rank: one that
+     * left the collectives below would leave the others waiting. */
+    int *n = malloc((size_t)K * sizeof *n);
+    int *counts = me == 0 ? malloc((size_t)size * K * sizeof *counts) : NULL; /* [rank][key] */
+    int *kc = me == 0 ? malloc((size_t)size * sizeof *kc) : NULL;  /* one key's counts */
+    int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
+    double *med = calloc((size_t)K, sizeof *med), *all = NULL;
+    size_t *count = calloc((size_t)K, sizeof *count), most = 0;
+    int ok = !pr->oom && n && med && count && (me != 0 || (counts && kc && displs));
+    if (!pp_vm_all_ok(ok, me, "out of memory for --profile"))
+        goto out;
+    for (int k = 0; k < K; k++)
+        n[k] = (int)pr->t[k].n;
+    mpiCheck(MPI_Gather(n, K, MPI_INT, counts, K, MPI_INT, 0, MPI_COMM_WORLD));
+    for (int k = 0; me == 0 && k < K; k++) {
+        for (int r = 0; r < size; r++)
+            count[k] += (size_t)counts[(size_t)r * K + k];
+        most = count[k] > most ? count[k] : most;
     }
-    if (pr->me == 0) {
+    all = me == 0 ? malloc((most + 1) * sizeof *all) : NULL;
+    ok = me != 0 || all;
+    mpiCheck(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!ok) {
+        if (me == 0)
+            pp_vm_error(me, "out of memory for --profile");
+        goto out;
+    }
+    for (int k = 0; k < K; k++) { /* rank 0 gets every rank's samples of key k */
+        for (int r = 0, at = 0; me == 0 && r < size; r++) {
+            kc[r] = counts[(size_t)r * K + k];
+            displs[r] = at;
+            at += kc[r];
+        }
+        mpiCheck(MPI_Gatherv(pr->t[k].v, n[k], MPI_DOUBLE, all, kc, displs, MPI_DOUBLE, 0,
+                             MPI_COMM_WORLD));
+        med[k] = me == 0 ? pp_median(all, count[k]) : 0.0;
+    }
+    rc = 0;
+    if (me == 0) {
         static const char *key[PP_PROF_DIRS] = {"F", "B", "W", "O"};
         int first = 1;
         fprintf(pr->out, "{");
@@ -190,18 +190,35 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
         fprintf(pr->out, "\n}\n");
-        if (ferror(pr->out) | fclose(pr->out)) {
-            fprintf(stderr, "ppvm: --profile %s: write failed: %s\n", pr->path, strerror(errno));
+        int failed = ferror(pr->out) | fclose(pr->out);
+        pr->out = NULL;
+        if (failed) {
+            pp_vm_error(-1, "--profile %s: write failed: %s", pr->path, strerror(errno));
             rc = -1;
         }
     }
-    for (int k = 0; k < PP_PROF_DIRS * S; k++)
+out:
+    pp_profile_discard(pr); /* closes the file if it is still open */
+    free(n);
+    free(counts);
+    free(kc);
+    free(displs);
+    free(med);
+    free(count);
+    free(all);
+    return rc;
+}
+
+void pp_profile_discard(pp_profile *pr)
+{
+    if (!pr)
+        return;
+    if (pr->out)
+        fclose(pr->out);
+    for (int k = 0; k < PP_PROF_DIRS * pr->S; k++)
         free(pr->t[k].v);
     free(pr->t);
     free(pr);
-    free(med);
-    free(count);
-    return rc;
 }
 
 /* Half the median of 21 round trips, after 3 to warm up. */
@@ -252,13 +269,14 @@ int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
     if (size < 2)
         return 0;
-    if (me <= 1) {
-        mpi_probe m = {calloc(bytes > 8 ? bytes : 8, 1), me};
-        if (!m.buf)
-            out_of_memory(me);
-        pp_profile_link(round_trip_mpi, &m, bytes, latency, bandwidth);
+    mpi_probe m = {me <= 1 ? calloc(bytes > 8 ? bytes : 8, 1) : NULL, me};
+    if (!pp_vm_all_ok(me > 1 || m.buf, me, "out of memory for --profile's link probe")) {
         free(m.buf);
+        return -1;
     }
+    if (me <= 1)
+        pp_profile_link(round_trip_mpi, &m, bytes, latency, bandwidth);
+    free(m.buf);
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
     return 1;
 }

@@ -50,8 +50,14 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
 
 /* Collective: gathers every rank's job times and writes the file (rank 0),
  * with the link's latency and bandwidth when `link` (rank 0's values count).
- * Frees pr. 0, or -1 on rank 0 when the file cannot be written. */
+ * Frees pr. 0, or -1 on rank 0 when the file cannot be written, or on every
+ * rank when some rank ran out of memory for its samples (the lowest such
+ * says so). */
 int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth);
+
+/* Frees pr without writing the file (local: a run that stopped early);
+ * NULL is a no-op. */
+void pp_profile_discard(pp_profile *pr);
 
 /* One round trip of `bytes` between ranks 0 and 1 through some transport
  * (rank 0 sends first), in seconds; ctx is the transport's. */
@@ -65,7 +71,8 @@ void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
 
 /* The link through MPI between ranks 0 and 1, host memory to host memory
  * (the cpu backend's transport); collective, a no-op returning 0 with one
- * rank. Sets *latency and *bandwidth on rank 0 and returns 1. */
+ * rank. Sets *latency and *bandwidth on rank 0 and returns 1; -1 on every
+ * rank when rank 0 or 1 has no memory for the probe (it says so). */
 int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth);
 
 /* The median of n values (sorts v). */

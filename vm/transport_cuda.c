@@ -95,12 +95,12 @@ int cvm_transport_setup(cuda_vm *v, char *err, size_t errlen)
     v->world = v->comm[ST_UP] = v->comm[ST_DOWN] = v->comm[ST_COMPUTE] = NULL;
     v->group_nccl = calloc(p->ngroups + 1, sizeof *v->group_nccl);
     v->group_mpi = malloc((p->ngroups + 1) * sizeof *v->group_mpi);
+    for (uint32_t g = 0; v->group_mpi && g < p->ngroups; g++)
+        v->group_mpi[g] = MPI_COMM_NULL; /* before any return: teardown reads them */
     if (!v->group_nccl || !v->group_mpi) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (uint32_t g = 0; g < p->ngroups; g++)
-        v->group_mpi[g] = MPI_COMM_NULL;
     if (v->transport != PP_TRANSPORT_MPI) {
         v->grouped = malloc((p->ninstr + 1) * sizeof *v->grouped);
         if (!v->grouped) {
@@ -305,10 +305,28 @@ void cvm_group(cuda_vm *v, int start)
         cvm_record(v, v->grouped[i], v->grouped_st);
 }
 
-static void send(cuda_vm *v, int peer, int tag, const void *dev, size_t bytes, cvm_dep *d,
+int cvm_stream_of(const cuda_vm *v, const pp_instr *in)
+{
+    switch ((pp_opcode)in->op) {
+    case PP_OP_SendActivation:
+    case PP_OP_SendGrad:
+    case PP_OP_SendWeights:
+    case PP_OP_SendWeightGrad:
+        return in->peer > v->me ? ST_UP : ST_DOWN;
+    case PP_OP_RecvActivation:
+    case PP_OP_RecvGrad:
+    case PP_OP_FetchWeights:
+    case PP_OP_RecvWeightGrad:
+        return in->peer < v->me ? ST_UP : ST_DOWN;
+    default:
+        return ST_COMPUTE;
+    }
+}
+
+/* A send on stream st (cvm_stream_of). */
+static void send(cuda_vm *v, int st, int peer, int tag, const void *dev, size_t bytes, cvm_dep *d,
                  cvm_staging *h)
 {
-    int st = peer > v->me ? ST_UP : ST_DOWN;
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, d, st);
         ncclCheck(ncclSend(dev, bytes, ncclInt8, peer, v->comm[st], v->st[st]));
@@ -320,10 +338,10 @@ static void send(cuda_vm *v, int peer, int tag, const void *dev, size_t bytes, c
     mpiCheck(MPI_Isend(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &h->req));
 }
 
-static void recv(cuda_vm *v, int peer, int tag, void *dev, size_t bytes, cvm_dep *d,
+/* A receive on stream st (cvm_stream_of). */
+static void recv(cuda_vm *v, int st, int peer, int tag, void *dev, size_t bytes, cvm_dep *d,
                  cvm_staging *h)
 {
-    int st = peer < v->me ? ST_UP : ST_DOWN;
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, d, st);
         ncclCheck(ncclRecv(dev, bytes, ncclInt8, peer, v->comm[st], v->st[st]));
@@ -340,9 +358,9 @@ static void recv(cuda_vm *v, int peer, int tag, void *dev, size_t bytes, cvm_dep
  * stream) waits for these sends through param_dep; on mpi they send a host
  * copy, made before the step, and the next claim of that buffer waits for
  * them. On mpi, one host copy serves every fetcher until the step. */
-static void send_weights(cuda_vm *v, int s, int peer)
+static void send_weights(cuda_vm *v, int st, int s, int peer)
 {
-    int st = peer > v->me ? ST_UP : ST_DOWN, tag = tag_of(v->p, s, -1, TAG_WEIGHTS);
+    int tag = tag_of(v->p, s, -1, TAG_WEIGHTS);
     size_t bytes = compute_bytes(v, s);
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
@@ -357,73 +375,73 @@ static void send_weights(cuda_vm *v, int s, int peer)
         v->stage_has_params[s] = 1;
     }
     if (v->nwsend >= v->wsend_cap) { /* cannot happen: the cap counts the plan's SendWeights */
-        fprintf(stderr, "ppvm: rank %d: more weight sends in flight than the plan has\n", v->me);
+        pp_vm_error(v->me, "more weight sends in flight than the plan has");
         pp_cuda_fatal();
     }
     mpiCheck(MPI_Isend(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
                        &v->wsend[v->nwsend++]));
 }
 
-static void reduce_grads(cuda_vm *v, int s, int g)
+static void reduce_grads(cuda_vm *v, int st, int s, int g)
 {
     size_t n = pp_stage_param_count(&v->p->model, (int)v->p->S, s);
     if (v->transport == PP_TRANSPORT_NCCL) {
         if (!v->group_nccl[g]) { /* cannot happen: the plan check makes this rank an owner */
-            fprintf(stderr, "ppvm: rank %d: ReduceGrads on group %d, which it is not in\n", v->me, g);
+            pp_vm_error(v->me, "ReduceGrads on group %d, which it is not in", g);
             pp_cuda_fatal();
         }
-        cvm_wait(v, &v->grad_dep[s], ST_COMPUTE);
+        cvm_wait(v, &v->grad_dep[s], st);
         ncclCheck(ncclAllReduce(v->grads[s], v->grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
-                                v->st[ST_COMPUTE]));
-        cvm_record(v, &v->grad_dep[s], ST_COMPUTE);
+                                v->st[st]));
+        cvm_record(v, &v->grad_dep[s], st);
         return;
     }
     cvm_staging *h = &v->stage_stg[s];
     staging_claim(v, h, 1);
     v->stage_has_params[s] = 0; /* the buffer is about to hold gradients */
-    copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], ST_COMPUTE);
+    copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM, v->group_mpi[g]));
-    copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], ST_COMPUTE);
+    copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
 }
 
 void cvm_transfer(cuda_vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
-    int s = in->stage, b = in->mb, k = in->slot[0];
+    int s = in->stage, b = in->mb, k = in->slot[0], st = cvm_stream_of(v, in);
     size_t act = pp_act_bytes(&p->model);
     void *dev = k >= 0 ? v->slot[k] : NULL;
     cvm_dep *d = k >= 0 ? &v->slot_dep[k] : NULL;
     cvm_staging *h = k >= 0 && v->slot_stg ? &v->slot_stg[k] : NULL;
     switch ((pp_opcode)in->op) {
     case PP_OP_SendActivation:
-        send(v, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
+        send(v, st, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
         break;
     case PP_OP_SendGrad:
-        send(v, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
+        send(v, st, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
         break;
     case PP_OP_RecvActivation:
-        recv(v, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
+        recv(v, st, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
         break;
     case PP_OP_RecvGrad:
-        recv(v, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
+        recv(v, st, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
         break;
     case PP_OP_FetchWeights:
-        recv(v, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, compute_bytes(v, s), d, h);
+        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, compute_bytes(v, s), d, h);
         break;
     case PP_OP_SendWeightGrad:
-        send(v, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
+        send(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
         break;
     case PP_OP_RecvWeightGrad:
-        recv(v, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
+        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
         break;
     case PP_OP_SendWeights:
-        send_weights(v, s, in->peer);
+        send_weights(v, st, s, in->peer);
         break;
     case PP_OP_ReduceGrads:
-        reduce_grads(v, s, in->group);
+        reduce_grads(v, st, s, in->group);
         break;
     default:
-        fprintf(stderr, "ppvm: rank %d: %s is not a transfer\n", v->me, pp_op_name(in->op));
+        pp_vm_error(v->me, "%s is not a transfer", pp_op_name(in->op));
         pp_cuda_fatal();
     }
 }
@@ -525,7 +543,7 @@ int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwi
         return 0;
     if (v->me <= 1) {
         cuda_probe c = {v, NULL, NULL};
-        v->t0 = MPI_Wtime(); /* the watchdog's clock, as for a step */
+        v->run->t0 = MPI_Wtime(); /* the watchdog's clock, as for a step */
         cudaCheck(cudaMalloc(&c.dev, bytes > 8 ? bytes : 8));
         if (v->transport != PP_TRANSPORT_NCCL)
             cudaCheck(cudaHostAlloc(&c.host, bytes > 8 ? bytes : 8, cudaHostAllocDefault));

@@ -12,6 +12,7 @@
 
 #include "../kernels/cuda_check.h"
 #include "../kernels/model_cuda.h"
+#include "backend.h"
 #include "vm.h"
 
 /* The three streams. UP carries every transfer whose data flows from a lower
@@ -37,12 +38,13 @@ typedef struct {
 } cvm_staging;
 
 typedef struct {
+    pp_run *run;   /* the driver's: the step in progress, its start (the watchdog's
+                      origin), --profile */
     const pp_plan *p;
     const pp_dataset *ds;
     const pp_train_opts *opts;
     int transport; /* pp_transport */
-    int me, step;
-    double t0;     /* MPI_Wtime() at the start of the step: the watchdog's origin */
+    int me;
     cudaStream_t st[ST_COUNT];
     cudaEvent_t done[ST_COUNT]; /* recorded at the end of each stream's step; the watchdog polls */
     pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
@@ -78,9 +80,15 @@ typedef struct {
     int nwsend, wsend_cap;     /* cap: the plan's SendWeights per step */
 
     /* --profile */
-    struct pp_profile *prof;   /* NULL without --profile */
     cudaEvent_t *prof_ev;      /* [2 * ninstr] timing events before and after each job */
 } cuda_vm;
+
+/* The stream an instruction's transfer runs on: a send to a higher rank or
+ * a receive from a lower one (data flowing up) on UP, the other transfers
+ * on DOWN, everything else (ReduceGrads included) on COMPUTE. The one place
+ * the backend chooses a stream for an instruction; the model's own work is
+ * on COMPUTE, where its cuBLAS handle is bound. */
+int cvm_stream_of(const cuda_vm *v, const pp_instr *in);
 
 /* Make stream `st` wait for the buffer's last operation if it ran on
  * another stream; record the buffer's event after an operation on `st`. */

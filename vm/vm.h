@@ -1,6 +1,6 @@
-/* vm.h - what the VM's parts share: training options, the plan runners (cpu
- * backend with the mpi transport; built with CUDA, the cuda backend with the
- * nccl or mpi transport) and the reference trainer. */
+/* vm.h - what the VM's parts share: training options, the driver that runs
+ * a rank's plan on a backend (vm/driver.c; the backends: vm/backend.h) and
+ * the reference trainer. */
 #ifndef PP_VM_H
 #define PP_VM_H
 
@@ -11,6 +11,11 @@
 #include "../kernels/model.h"
 #include "data.h"
 
+/* How the cuda backend moves data between ranks: NCCL (one GPU per rank), or
+ * MPI through pinned host memory (several ranks may share one GPU). The cpu
+ * backend has only MPI. */
+typedef enum { PP_TRANSPORT_MPI, PP_TRANSPORT_NCCL } pp_transport;
+
 typedef struct {
     int steps;
     uint64_t seed;
@@ -18,6 +23,7 @@ typedef struct {
     const char *data; /* path of the text file */
     const char *save; /* directory for the final weights, or NULL */
     int quiet;        /* no per-step lines */
+    int transport;    /* cuda backend: a pp_transport */
     double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
     const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
@@ -28,22 +34,30 @@ typedef struct {
  * instruction touches is one this rank holds. 0 or -1 with err. */
 int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen);
 
-/* Runs opts->steps training steps of this rank's plan under MPI (already
- * initialised, world size and plan ids already agreed). Returns 0 or 1. */
-int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts);
-
+/* The backends (vm/backend.h): cpu always, cuda when built with CUDA. */
+typedef struct pp_backend pp_backend;
+extern const pp_backend pp_backend_cpu;
 #ifdef PP_HAVE_CUDA
-/* How the cuda backend moves data between ranks: NCCL (one GPU per rank), or
- * MPI through pinned host memory (several ranks may share one GPU). */
-typedef enum { PP_TRANSPORT_MPI, PP_TRANSPORT_NCCL } pp_transport;
-
-/* pp_run_plan on the GPU (vm/interp_cuda.c): the same instructions, output
- * lines, memory line, --save files and exit status. transport is a
- * pp_transport. Returns 0 or 1 (1 on every rank when this rank cannot run,
- * e.g. NCCL with more ranks than GPUs on a node). */
-int pp_run_plan_cuda(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
-                     int transport);
+extern const pp_backend pp_backend_cuda;
 #endif
+
+/* Runs opts->steps training steps of this rank's plan on backend `be`
+ * under MPI (already initialised, world size and plan ids already agreed):
+ * rank 0 prints the memory line and a line per step; --profile and --save
+ * as ppvm documents them. Returns 0, or 1 (on every rank when the run
+ * could not start or a loss was not finite; on a rank whose --save file
+ * could not be written). */
+int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
+                const pp_backend *be);
+
+/* ppvm's one message style on stderr: "ppvm: rank R: ..." for what one
+ * rank found (rank >= 0), "ppvm: ..." for what concerns the whole run
+ * (rank < 0). */
+void pp_vm_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Collective: every rank learns whether every rank is ok; the lowest rank
+ * that is not prints msg (pp_vm_error). Returns 1 when all are. */
+int pp_vm_all_ok(int ok, int me, const char *msg);
 
 /* Trains the same model in this one process, sequentially over the same
  * microbatches: the oracle every schedule must match. Returns 0 or 1. */

@@ -300,6 +300,41 @@ static void fails_with(const char *cmd, const char *message)
     free(out);
 }
 
+/* The same with ppvm's exact exit status (README's ppvm section). */
+static void exits_with(const char *cmd, int want, const char *message)
+{
+    char *out;
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == want, "expected exit %d, got %d: %s\n%s", want, rc, cmd, out);
+    ck_assert_msg(strstr(out, message) != NULL, "expected '%s' in the output of %s:\n%s", message,
+                  cmd, out);
+    free(out);
+}
+
+/* A loss that is not finite stops every rank at that step with exit 1 (no
+ * MPI_Abort) and writes no weights; a data file that cannot be read is 1
+ * too, a bad flag 2. */
+START_TEST(exit_statuses)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --steps 20 --lr 1000 --quiet --save "
+                    "%s/w; rc=$?; test -e %s/w && echo 'weights saved'; exit $rc",
+             PP_ROOT, dir, dir, dir);
+    exits_with(cmd, 1, "ppvm: loss is not finite at step ");
+    char *out;
+    run_cmd(cmd, &out);
+    ck_assert_msg(!strstr(out, "weights saved") && !strstr(out, "MPI_ABORT"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cpu %s/plan --data /nonexistent",
+             PP_ROOT, dir);
+    exits_with(cmd, 1, "ppvm: rank 1: cannot open data file '/nonexistent'");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --steps -1 %s/plan", PP_ROOT, dir);
+    exits_with(cmd, 2, "ppvm: --steps -1: expected an integer");
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(world_size_mismatch)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
@@ -503,6 +538,7 @@ Suite *e2e_suite(void)
     tcase_add_test(tc, prefetch_windows_train_alike);
     tcase_add_test(tc, vm_allocates_what_the_report_says);
     tcase_add_test(tc, loss_falls);
+    tcase_add_test(tc, exit_statuses);
     tcase_add_test(tc, world_size_mismatch);
     tcase_add_test(tc, mixed_plan_ids);
     tcase_add_test(tc, truncated_rank_file);

@@ -167,7 +167,7 @@ START_TEST(cuda_without_gpu_fails_fast)
     time_t t0 = time(NULL);
     snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ppvm --backend cuda %s/plan/rank0.bin", PP_ROOT,
              one);
-    fails_with(cmd, 1, "ppvm: --backend cuda: no GPU visible (");
+    fails_with(cmd, 1, "ppvm: rank 0: --backend cuda: no GPU visible (");
     snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cuda %s/plan", PP_ROOT, dir);
     fails_with(cmd, 1, "--backend cuda: no GPU visible (");
     snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --transport nccl %s/plan", PP_ROOT, dir);
