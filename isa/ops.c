@@ -94,6 +94,11 @@ int pp_set_slot(pp_instr *in, pp_role r, int32_t v)
     return 0;
 }
 
+int32_t pp_transfer_slot(const pp_instr *in)
+{
+    return pp_op_is_transfer(in->op) && pp_op_nslots(in->op) == 1 ? in->slot[0] : -1;
+}
+
 int pp_op_flow_up(const pp_instr *in, uint32_t rank)
 {
     const pp_op_info *o = pp_op(in->op);

@@ -59,6 +59,11 @@ int32_t pp_slot(const pp_instr *in, pp_role r);
 /* Sets the operand of role r; returns -1 (nothing set) if the op has none. */
 int pp_set_slot(pp_instr *in, pp_role r, int32_t v);
 
+/* The slot a transfer moves its data through (its one slot operand: src,
+ * dst, wts, wgrad or tmp), or -1: no transfer, or one without a slot
+ * (SendWeights sends the rank's own weights). */
+int32_t pp_transfer_slot(const pp_instr *in);
+
 /* Which way a transfer's data flows on `rank`: 1 from a lower rank to a
  * higher one (the UP stream), 0 downward (DOWN), -1 for no transfer. */
 int pp_op_flow_up(const pp_instr *in, uint32_t rank);

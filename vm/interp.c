@@ -102,40 +102,41 @@ static void exec(vm *v, const pp_instr *in)
     size_t act = pp_act_bytes(m);
     switch ((pp_opcode)in->op) {
     case PP_OP_LoadMicroBatch:
-        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, slot_ptr(v, in->slot[0]));
+        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, slot_ptr(v, pp_slot(in, PP_ROLE_TOKENS)));
         break;
     case PP_OP_Forward: {
-        const void *x = slot_ptr(v, in->slot[0]);
-        void *stash = slot_ptr(v, in->slot[1]);
-        float *out = slot_ptr(v, in->slot[2]);
-        const int32_t *tgt = slot_ptr(v, in->slot[3]);
-        v->loss += pp_stage_forward(m, S, s, weights_of(v, s, in->slot[4]), x, tgt, stash, v->work,
+        const void *x = slot_ptr(v, pp_slot(in, PP_ROLE_IN));
+        void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
+        float *out = slot_ptr(v, pp_slot(in, PP_ROLE_OUT));
+        const int32_t *tgt = slot_ptr(v, pp_slot(in, PP_ROLE_TGT));
+        v->loss += pp_stage_forward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), x, tgt, stash, v->work,
                                     out);
         break;
     }
     case PP_OP_Backward: {
-        const void *stash = slot_ptr(v, in->slot[0]);
-        const float *dout = slot_ptr(v, in->slot[1]);
-        float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward(m, S, s, weights_of(v, s, in->slot[3]), grads_of(v, s, in->slot[4]),
+        const void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
+        const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
+        float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
+        pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)),
+                          grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD)),
                           stash, v->work, dout, din, pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardInput: {
-        void *stash = slot_ptr(v, in->slot[0]);
-        const float *dout = slot_ptr(v, in->slot[1]);
-        float *din = slot_ptr(v, in->slot[2]);
-        pp_stage_backward_input(m, S, s, weights_of(v, s, in->slot[3]), stash, v->work, dout,
+        void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
+        const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
+        float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
+        pp_stage_backward_input(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), stash, v->work, dout,
                                 din, pp_loss_scale(m, (int)p->B));
         break;
     }
     case PP_OP_BackwardWeight:
-        pp_stage_backward_weight(m, S, s, grads_of(v, s, in->slot[1]), slot_ptr(v, in->slot[0]),
-                                 v->work);
+        pp_stage_backward_weight(m, S, s, grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD)),
+                                 slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), v->work);
         break;
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
-        int k = in->slot[0];
+        int k = pp_slot(in, PP_ROLE_SRC);
         int kind = in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD;
         slot_ptr(v, k); /* at most one send in flight per slot */
         mpiCheck(MPI_Isend(v->slot[k], (int)act, MPI_BYTE, in->peer, tag_of(p, s, b, kind),
@@ -145,12 +146,12 @@ static void exec(vm *v, const pp_instr *in)
     case PP_OP_RecvActivation:
     case PP_OP_RecvGrad: {
         int kind = in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD;
-        mpiCheck(MPI_Recv(slot_ptr(v, in->slot[0]), (int)act, MPI_BYTE, in->peer,
+        mpiCheck(MPI_Recv(slot_ptr(v, pp_slot(in, PP_ROLE_DST)), (int)act, MPI_BYTE, in->peer,
                           tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         break;
     }
     case PP_OP_FetchWeights:
-        mpiCheck(MPI_Recv(slot_ptr(v, in->slot[0]), (int)pp_stage_compute_bytes(m, S, s),
+        mpiCheck(MPI_Recv(slot_ptr(v, pp_slot(in, PP_ROLE_WTS)), (int)pp_stage_compute_bytes(m, S, s),
                           MPI_BYTE, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
                           MPI_STATUS_IGNORE));
         break;
@@ -160,10 +161,10 @@ static void exec(vm *v, const pp_instr *in)
                            &v->wsend[v->nwsend++]));
         break;
     case PP_OP_ZeroGrads:
-        memset(slot_ptr(v, in->slot[0]), 0, pp_stage_param_count(m, S, s) * sizeof(float));
+        memset(slot_ptr(v, pp_slot(in, PP_ROLE_WGRAD)), 0, pp_stage_param_count(m, S, s) * sizeof(float));
         break;
     case PP_OP_SendWeightGrad: {
-        int k = in->slot[0];
+        int k = pp_slot(in, PP_ROLE_WGRAD);
         slot_ptr(v, k);
         mpiCheck(MPI_Isend(v->slot[k], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
                            tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
@@ -171,7 +172,7 @@ static void exec(vm *v, const pp_instr *in)
     }
     case PP_OP_RecvWeightGrad: {
         size_t n = pp_stage_param_count(m, S, s);
-        float *tmp = slot_ptr(v, in->slot[0]), *g = v->grads[s];
+        float *tmp = slot_ptr(v, pp_slot(in, PP_ROLE_TMP)), *g = v->grads[s];
         mpiCheck(MPI_Recv(tmp, (int)n, MPI_FLOAT, in->peer, tag_of(p, s, -1, TAG_WGRAD),
                           MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         for (size_t i = 0; i < n; i++)

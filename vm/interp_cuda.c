@@ -390,7 +390,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
     switch ((pp_opcode)in->op) {
     case PP_OP_LoadMicroBatch: {
         int b = in->mb;
-        void *tokens = use_slot(v, in->slot[0], d, &n);
+        void *tokens = use_slot(v, pp_slot(in, PP_ROLE_TOKENS), d, &n);
         /* the last copy out of this pinned buffer (a step ago) is done;
          * polled, so even this wait meets the watchdog */
         cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
@@ -402,11 +402,11 @@ static void exec(cuda_vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_Forward: {
-        const void *x = use_slot(v, in->slot[0], d, &n);
-        void *stash = use_slot(v, in->slot[1], d, &n);
-        float *out = use_slot(v, in->slot[2], d, &n);
-        const int32_t *tgt = use_slot(v, in->slot[3], d, &n);
-        const void *w = use_weights(v, s, in->slot[4], d, &n);
+        const void *x = use_slot(v, pp_slot(in, PP_ROLE_IN), d, &n);
+        void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
+        float *out = use_slot(v, pp_slot(in, PP_ROLE_OUT), d, &n);
+        const int32_t *tgt = use_slot(v, pp_slot(in, PP_ROLE_TGT), d, &n);
+        const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
         compute_begin(v, d, n);
         prof_mark(v, in, 0);
         pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, v->work, out,
@@ -415,11 +415,11 @@ static void exec(cuda_vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_Backward: {
-        const void *stash = use_slot(v, in->slot[0], d, &n);
-        const float *dout = use_slot(v, in->slot[1], d, &n);
-        float *din = use_slot(v, in->slot[2], d, &n);
-        const void *w = use_weights(v, s, in->slot[3], d, &n);
-        float *g = use_grads(v, s, in->slot[4], d, &n);
+        const void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
+        const float *dout = use_slot(v, pp_slot(in, PP_ROLE_DOUT), d, &n);
+        float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
+        const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
+        float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
         compute_begin(v, d, n);
         prof_mark(v, in, 0);
         pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, v->work, dout, din);
@@ -427,10 +427,10 @@ static void exec(cuda_vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_BackwardInput: {
-        void *stash = use_slot(v, in->slot[0], d, &n);
-        const float *dout = use_slot(v, in->slot[1], d, &n);
-        float *din = use_slot(v, in->slot[2], d, &n);
-        const void *w = use_weights(v, s, in->slot[3], d, &n);
+        void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
+        const float *dout = use_slot(v, pp_slot(in, PP_ROLE_DOUT), d, &n);
+        float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
+        const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
         compute_begin(v, d, n);
         prof_mark(v, in, 0);
         pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, v->work, dout, din);
@@ -438,8 +438,8 @@ static void exec(cuda_vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_BackwardWeight: {
-        const void *stash = use_slot(v, in->slot[0], d, &n);
-        float *g = use_grads(v, s, in->slot[1], d, &n);
+        const void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
+        float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
         compute_begin(v, d, n);
         prof_mark(v, in, 0);
         pp_cuda_stage_backward_weight(v->cm, m, S, s, g, stash, v->work);
@@ -447,14 +447,14 @@ static void exec(cuda_vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_ZeroGrads: {
-        void *g = use_slot(v, in->slot[0], d, &n);
+        void *g = use_slot(v, pp_slot(in, PP_ROLE_WGRAD), d, &n);
         compute_begin(v, d, n);
         cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(m, S, s) * sizeof(float), cs));
         break;
     }
     case PP_OP_RecvWeightGrad: {
         cvm_transfer(v, in); /* into the tmp slot, on the up or down stream */
-        const float *tmp = use_slot(v, in->slot[0], d, &n);
+        const float *tmp = use_slot(v, pp_slot(in, PP_ROLE_TMP), d, &n);
         float *g = use_grads(v, s, -1, d, &n);
         compute_begin(v, d, n);
         cudaCheck(pp_cu_add(g, tmp, pp_stage_param_count(m, S, s), cs));

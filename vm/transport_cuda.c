@@ -39,13 +39,6 @@ static int tag_of(const pp_plan *p, int s, int b, int kind)
     return (int)(((int64_t)s * p->B + (b < 0 ? 0 : b)) * TAG_KINDS + kind);
 }
 
-static int is_transfer(int op)
-{
-    return op == PP_OP_SendActivation || op == PP_OP_RecvActivation || op == PP_OP_SendGrad ||
-           op == PP_OP_RecvGrad || op == PP_OP_FetchWeights || op == PP_OP_SendWeightGrad ||
-           op == PP_OP_RecvWeightGrad;
-}
-
 /* A stage's fp32 gradients (and master weights). */
 static size_t stage_bytes(const cuda_vm *v, int s)
 {
@@ -122,8 +115,8 @@ int cvm_transport_setup(cuda_vm *v, char *err, size_t errlen)
         v->stage_stg[s].req = MPI_REQUEST_NULL;
     for (uint32_t i = 0; i < p->ninstr; i++) {
         const pp_instr *in = &p->code[i];
-        int k = in->slot[0];
-        if (is_transfer(in->op) && !v->slot_stg[k].host &&
+        int k = pp_transfer_slot(in);
+        if (k >= 0 && !v->slot_stg[k].host &&
             staging_alloc(&v->slot_stg[k], p->slot_bytes[k], err, errlen))
             return -1;
         if ((in->op == PP_OP_SendWeights || in->op == PP_OP_ReduceGrads) &&
@@ -307,20 +300,9 @@ void cvm_group(cuda_vm *v, int start)
 
 int cvm_stream_of(const cuda_vm *v, const pp_instr *in)
 {
-    switch ((pp_opcode)in->op) {
-    case PP_OP_SendActivation:
-    case PP_OP_SendGrad:
-    case PP_OP_SendWeights:
-    case PP_OP_SendWeightGrad:
-        return in->peer > v->me ? ST_UP : ST_DOWN;
-    case PP_OP_RecvActivation:
-    case PP_OP_RecvGrad:
-    case PP_OP_FetchWeights:
-    case PP_OP_RecvWeightGrad:
-        return in->peer < v->me ? ST_UP : ST_DOWN;
-    default:
-        return ST_COMPUTE;
-    }
+    /* the opcode table: a transfer runs on the stream its data flows on */
+    int up = pp_op_flow_up(in, (uint32_t)v->me);
+    return up < 0 ? ST_COMPUTE : up ? ST_UP : ST_DOWN;
 }
 
 /* A send on stream st (cvm_stream_of). */
@@ -407,7 +389,7 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
 void cvm_transfer(cuda_vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
-    int s = in->stage, b = in->mb, k = in->slot[0], st = cvm_stream_of(v, in);
+    int s = in->stage, b = in->mb, k = pp_transfer_slot(in), st = cvm_stream_of(v, in);
     size_t act = pp_act_bytes(&p->model);
     void *dev = k >= 0 ? v->slot[k] : NULL;
     cvm_dep *d = k >= 0 ? &v->slot_dep[k] : NULL;
