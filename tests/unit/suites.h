@@ -15,6 +15,7 @@ Suite *sim_suite(void);
 Suite *commcheck_suite(void);
 Suite *costs_suite(void);
 Suite *report_suite(void);
+Suite *compile_suite(void);
 Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);
