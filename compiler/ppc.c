@@ -28,6 +28,15 @@
 
 enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_NOMEM = 4, EXIT_INTERNAL = 5 };
 
+/* A file ppc could not create or write: says so and returns the exit
+ * code, 3, or 4 when the reason was memory (errno ENOMEM). */
+static int io_failed(const char *what, const char *path)
+{
+    int e = errno;
+    fprintf(stderr, "ppc: cannot %s '%s': %s\n", what, path, strerror(e));
+    return e == ENOMEM ? EXIT_NOMEM : EXIT_IO;
+}
+
 /* The exit code of a compile's status. */
 static int exit_code(pp_compile_status st)
 {
@@ -222,26 +231,24 @@ static int mkdir_p(const char *dir)
 static int write_plans(const options *o, pp_plan *plans, int W)
 {
     if (mkdir_p(o->outdir)) {
-        fprintf(stderr, "ppc: cannot create directory '%s': %s\n", o->outdir, strerror(errno));
-        return EXIT_IO;
+        return io_failed("create directory", o->outdir);
     }
     char path[PATH_MAX], err[512];
     for (int r = 0; r < W; r++) { /* pp_compile has validated and verified them */
         snprintf(path, sizeof path, "%s/rank%d.bin", o->outdir, r);
-        if (pp_plan_write(&plans[r], path, err, sizeof err)) {
+        pp_plan_status st = pp_plan_write(&plans[r], path, err, sizeof err);
+        if (st != PP_PLAN_OK) {
             fprintf(stderr, "ppc: %s\n", err);
-            return EXIT_IO;
+            return st == PP_PLAN_ENOMEM ? EXIT_NOMEM : EXIT_IO;
         }
         snprintf(path, sizeof path, "%s/rank%d.txt", o->outdir, r);
         FILE *f = fopen(path, "w");
         if (!f) {
-            fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-            return EXIT_IO;
+            return io_failed("write", path);
         }
         pp_plan_disasm(&plans[r], f);
         if (fclose(f)) {
-            fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-            return EXIT_IO;
+            return io_failed("write", path);
         }
     }
     /* Rank files of an earlier, wider compile would mix plans: remove them. */
@@ -255,7 +262,7 @@ static int write_plans(const options *o, pp_plan *plans, int W)
     return 0;
 }
 
-/* Writes DIR/name through fn; 0, or EXIT_IO with a message. */
+/* Writes DIR/name through fn; 0, or io_failed's exit code with a message. */
 typedef int (*writer)(FILE *f, const void *ctx);
 static int write_file(const char *dir, const char *name, writer fn, const void *ctx)
 {
@@ -263,13 +270,11 @@ static int write_file(const char *dir, const char *name, writer fn, const void *
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_IO;
+        return io_failed("write", path);
     }
     int bad = fn(f, ctx) != 0;
     if (fclose(f) || bad) {
-        fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_IO;
+        return io_failed("write", path);
     }
     return 0;
 }
@@ -305,8 +310,7 @@ static int w_trace(FILE *f, const void *c)
 static int write_report(const options *o, const report_ctx *x)
 {
     if (mkdir_p(o->outdir)) {
-        fprintf(stderr, "ppc: cannot create directory '%s': %s\n", o->outdir, strerror(errno));
-        return EXIT_IO;
+        return io_failed("create directory", o->outdir);
     }
     int rc = write_file(o->outdir, "report.txt", w_txt, x);
     if (!rc)
