@@ -408,14 +408,14 @@ int main(int argc, char **argv)
 {
     options o;
     int args = parse_args(argc, argv, &o), rc = 0;
-    if (args == -2)
+    if (args == -2) {
         fprintf(stderr, "ppc: out of memory reading the command line\n");
-    else if (args < 0)
+        rc = EXIT_NOMEM;
+    } else if (args < 0) {
         usage(stderr);
-    else if (args > 0)
+        rc = EXIT_USAGE;
+    } else if (args > 0) /* --help */
         usage(stdout);
-    if (args != 0)
-        rc = args == -2 ? EXIT_NOMEM : args < 0 ? EXIT_USAGE : 0;
     else if (o.table)
         rc = run_table(&o);
     else {
