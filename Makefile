@@ -49,7 +49,8 @@ KERN_SRC := kernels/cpu_kernels.c kernels/model.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
-            compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c
+            compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c \
+            compiler/compile.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 

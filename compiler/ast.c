@@ -1,22 +1,25 @@
 /* ast.c - constructors and destructors for the schedule syntax tree. */
 #include "ast.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
-static void *xcalloc(size_t n, size_t size)
+/* A new node owning name, a, b and c; out of memory, frees them and
+ * returns NULL (the parser then stops: see parser.y). */
+static pp_expr *node(pp_expr_kind kind, pp_loc loc, char *name, pp_expr *a, pp_expr *b,
+                     pp_expr *c)
 {
-    void *p = calloc(n, size);
-    if (!p) {
-        fprintf(stderr, "ppc: out of memory\n");
-        exit(3);
+    pp_expr *e = calloc(1, sizeof *e);
+    if (!e) {
+        free(name);
+        ast_free_expr(a);
+        ast_free_expr(b);
+        ast_free_expr(c);
+        return NULL;
     }
-    return p;
-}
-
-static pp_expr *node(pp_expr_kind kind, pp_loc loc)
-{
-    pp_expr *e = xcalloc(1, sizeof *e);
+    e->name = name;
+    e->a = a;
+    e->b = b;
+    e->c = c;
     e->kind = kind;
     e->loc = loc;
     e->depth = 1;
@@ -25,6 +28,8 @@ static pp_expr *node(pp_expr_kind kind, pp_loc loc)
 
 static void set_depth(pp_expr *e)
 {
+    if (!e)
+        return;
     const pp_expr *kids[3] = {e->a, e->b, e->c};
     for (int i = 0; i < 3; i++)
         if (kids[i] && kids[i]->depth >= e->depth)
@@ -33,61 +38,56 @@ static void set_depth(pp_expr *e)
 
 pp_expr *ast_int(long long v, pp_loc loc)
 {
-    pp_expr *e = node(EX_INT, loc);
-    e->value = v;
+    pp_expr *e = node(EX_INT, loc, NULL, NULL, NULL, NULL);
+    if (e)
+        e->value = v;
     return e;
 }
 
 pp_expr *ast_name(char *name, pp_loc loc)
 {
-    pp_expr *e = node(EX_NAME, loc);
-    e->name = name;
-    return e;
+    return node(EX_NAME, loc, name, NULL, NULL, NULL);
 }
 
 pp_expr *ast_unary(int op, pp_expr *a, pp_loc loc)
 {
-    pp_expr *e = node(EX_UNARY, loc);
-    e->op = op;
-    e->a = a;
+    pp_expr *e = node(EX_UNARY, loc, NULL, a, NULL, NULL);
+    if (e)
+        e->op = op;
     set_depth(e);
     return e;
 }
 
 pp_expr *ast_binary(int op, pp_expr *a, pp_expr *b, pp_loc loc)
 {
-    pp_expr *e = node(EX_BINARY, loc);
-    e->op = op;
-    e->a = a;
-    e->b = b;
+    pp_expr *e = node(EX_BINARY, loc, NULL, a, b, NULL);
+    if (e)
+        e->op = op;
     set_depth(e);
     return e;
 }
 
 pp_expr *ast_cond(pp_expr *a, pp_expr *b, pp_expr *c, pp_loc loc)
 {
-    pp_expr *e = node(EX_COND, loc);
-    e->a = a;
-    e->b = b;
-    e->c = c;
+    pp_expr *e = node(EX_COND, loc, NULL, a, b, c);
     set_depth(e);
     return e;
 }
 
 pp_expr *ast_call(char *name, pp_expr *a, pp_expr *b, int nargs, pp_loc loc)
 {
-    pp_expr *e = node(EX_CALL, loc);
-    e->name = name;
-    e->a = a;
-    e->b = b;
-    e->nargs = nargs;
+    pp_expr *e = node(EX_CALL, loc, name, a, b, NULL);
+    if (e)
+        e->nargs = nargs;
     set_depth(e);
     return e;
 }
 
 pp_stmt *ast_stmt(pp_stmt_kind kind, pp_loc loc)
 {
-    pp_stmt *s = xcalloc(1, sizeof *s);
+    pp_stmt *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
     s->kind = kind;
     s->loc = loc;
     s->name_loc = loc;

@@ -75,6 +75,8 @@ struct pp_stmt {
     pp_stmt *next;
 };
 
+/* Constructors own what they are given: out of memory, they free it and
+ * return NULL (ast_stmt just returns NULL). */
 pp_expr *ast_int(long long v, pp_loc loc);
 pp_expr *ast_name(char *name, pp_loc loc);
 pp_expr *ast_unary(int op, pp_expr *a, pp_loc loc);

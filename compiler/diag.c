@@ -10,6 +10,7 @@ void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *
     d->src = src;
     d->len = len;
     d->errors = 0;
+    d->nomem = 0;
     d->out = out ? out : stderr;
 }
 
@@ -75,4 +76,16 @@ void diag_error_noloc(pp_diag *d, const char *fmt, ...)
     fputc('\n', d->out);
     va_end(ap);
     d->errors++;
+}
+
+void diag_nomem(pp_diag *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(d->out, "%s: error: out of memory ", d->file);
+    vfprintf(d->out, fmt, ap);
+    fputc('\n', d->out);
+    va_end(ap);
+    d->errors++;
+    d->nomem = 1;
 }

@@ -14,6 +14,7 @@ typedef struct {
     const char *src;  /* the whole source text (NUL-terminated) */
     size_t len;
     int errors;
+    int nomem; /* one of the errors was running out of memory (not the schedule's fault) */
     FILE *out; /* where messages go (stderr, or a memstream in tests) */
 } pp_diag;
 
@@ -23,5 +24,8 @@ void diag_error(pp_diag *d, pp_loc loc, const char *fmt, ...)
 void diag_note(pp_diag *d, pp_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* An error with no source position (a -D flag, a whole-schedule property). */
 void diag_error_noloc(pp_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "file: error: out of memory <what>": an error that is the machine's, not
+ * the schedule's; sets d->nomem so that the caller can say so (ppc exits 4). */
+void diag_nomem(pp_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -129,7 +129,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->opt = calloc((size_t)t->js.S, sizeof *t->opt);
     if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch ||
         !t->wbytes || !t->cbytes || !t->opt) {
-        diag_error_noloc(sch->diag, "out of memory for %d jobs", N);
+        diag_nomem(sch->diag, "for %d jobs", N);
         return 1;
     }
     for (int s = 0; s < t->js.S; s++) {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile.h"
+
 /* gap[j]: for a job reading fetched weights, how many positions back in its
  * worker's order the previous job reading the same stage's fetched weights
  * ran (0 if none: the job must fetch); 0 for every other job. Caller frees. */
@@ -83,26 +85,26 @@ out:
 }
 
 /* Whether keeping with `window` fits: every worker's plan memory within the
- * limit. -1 out of memory or a lowering error (reported through d). */
+ * limit. -1 out of memory or a lowering error (reported through d). The
+ * candidate plans are lowered and verified as every plan is
+ * (pp_compile_plans), without the limit, which this measures instead. */
 static int fits(pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
                 const pp_lower_opts *opts, pp_diag *d, int window)
 {
     pp_sim_result replay = {0};
     pp_lower_opts lo = {opts->prefetch, 0};
-    pp_plan *plans = calloc((size_t)t->W, sizeof *plans);
+    pp_plan *plans = NULL;
     int rc = -1;
-    if (!plans || pp_keep_mark(t, sim, window) < 0 || pp_keep_retime(t, sim, &replay))
+    if (pp_keep_mark(t, sim, window) < 0 || pp_keep_retime(t, sim, &replay))
         goto out;
-    if (pp_lower(t, &replay, m, &lo, d, plans))
+    if (pp_compile_plans(t, &replay, m, &lo, d, &plans) != PP_COMPILE_OK)
         goto out;
     rc = 1;
     for (int w = 0; w < t->W; w++)
         if (pp_plan_memory(&plans[w]) > opts->mem_limit)
             rc = 0;
 out:
-    for (int w = 0; plans && w < t->W; w++)
-        pp_plan_free(&plans[w]);
-    free(plans);
+    pp_plans_free(plans, t->W);
     pp_sim_free(&replay);
     return rc;
 }
@@ -148,6 +150,6 @@ int pp_keep_weights(pp_jobtable *t, pp_sim_result *sim, const pp_model *m,
     return d->errors - before;
 oom:
     if (d->errors == before)
-        diag_error_noloc(d, "out of memory while choosing which fetched weights to keep");
+        diag_nomem(d, "while choosing which fetched weights to keep");
     return d->errors - before;
 }

@@ -419,7 +419,7 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     ranked_item *items = ret_rc ? NULL : lower_build_items(t, sim, prefetch, &g, &nitems);
     if (own_rc || ret_rc || !items || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
         !L.wgrad || !L.held) {
-        diag_error_noloc(d, "out of memory while lowering");
+        diag_nomem(d, "while lowering");
         errors = 1;
         goto out;
     }
@@ -439,7 +439,7 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
         free(L.st.code);
         free(L.st.buf);
         if (rc < 0)
-            diag_error_noloc(d, "out of memory while lowering rank %d", w);
+            diag_nomem(d, "while lowering rank %d", w);
         if (!rc && opts->mem_limit && lower_check_mem_limit(p, w, opts->mem_limit, d))
             rc = 1;
         if (rc)

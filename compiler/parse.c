@@ -1,21 +1,49 @@
 /* parse.c - runs the reentrant scanner and the pure parser over a source text. */
 #include "parse.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "parser.h"
 #include "lexer.h"
+
+/* The scan and parse, to which flex's fatal errors (out of memory for its
+ * buffer state) return: -1 then, 0 otherwise. Nothing this frame changes
+ * after setjmp is read after the longjmp. The text is scanned in place from
+ * buf (the source and flex's two end-of-buffer NULs), which pp_parse owns;
+ * only a failure between flex's two allocations in yy_scan_buffer can leak
+ * its buffer state (a few dozen bytes, once, on the way out of memory). */
+static int scan_and_parse(pp_parse_ctx *ctx, yyscan_t scanner, char *buf, size_t size)
+{
+    jmp_buf fatal;
+    ctx->fatal = &fatal;
+    if (setjmp(fatal))
+        return -1;
+    YY_BUFFER_STATE b = yy_scan_buffer(buf, size, scanner);
+    yyparse(scanner, ctx);
+    yy_delete_buffer(b, scanner);
+    return 0;
+}
 
 pp_stmt *pp_parse(pp_diag *d)
 {
     pp_parse_ctx ctx = {.diag = d};
     yyscan_t scanner;
     if (yylex_init_extra(&ctx, &scanner) != 0) {
-        diag_error_noloc(d, "cannot initialise the scanner");
+        diag_nomem(d, "initialising the scanner");
         return NULL;
     }
-    YY_BUFFER_STATE buf = yy_scan_bytes(d->src, (int)d->len, scanner);
-    yyparse(scanner, &ctx);
-    yy_delete_buffer(buf, scanner);
+    char *buf = malloc(d->len + 2);
+    if (!buf)
+        diag_nomem(d, "for the scanner's copy of the source");
+    else {
+        memcpy(buf, d->src, d->len);
+        buf[d->len] = buf[d->len + 1] = '\0';
+        if (scan_and_parse(&ctx, scanner, buf, d->len + 2))
+            diag_nomem(d, "in the scanner (%s)", ctx.fatal_msg);
+    }
     yylex_destroy(scanner);
+    free(buf);
     ast_free_stmts(ctx.model_head); /* fields of an unfinished model block */
     return ctx.head;
 }

@@ -33,6 +33,8 @@ static pp_stmt *func_stmt(pp_parse_ctx *ctx, int func, YYLTYPE loc, char *a, YYL
                           char *b, YYLTYPE lb, char *d, YYLTYPE ld, pp_expr *e);
 static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *word,
                           YYLTYPE wloc);
+static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *name,
+                           YYLTYPE nloc, pp_expr *e);
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
 
 /* A tree deeper than PP_MAX_EXPR_DEPTH is reported, freed, and the parser
@@ -41,6 +43,23 @@ static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
     do {                       \
         if (too_deep(ctx, e))  \
             YYERROR;           \
+    } while (0)
+
+/* Out of memory stops the parse: the node's constructor has freed what it
+ * was given, and bison does not destroy the symbols of the rule whose
+ * action aborts, so nothing is freed twice. */
+#define NEED(x)                                          \
+    do {                                                 \
+        if (!(x)) {                                      \
+            diag_nomem(ctx->diag, "while parsing");      \
+            YYABORT;                                     \
+        }                                                \
+    } while (0)
+/* The same after a helper that reports it itself. */
+#define STOP_IF_NOMEM()             \
+    do {                            \
+        if (ctx->diag->nomem)       \
+            YYABORT;                \
     } while (0)
 }
 
@@ -83,57 +102,60 @@ file: %empty
     | file error      { }
     ;
 
-stmt: PARAM IDENT '=' expr  { $$ = ast_stmt(ST_PARAM, @1); $$->name = $2; $$->name_loc = @2; $$->expr = $4; }
-    | LET IDENT '=' expr    { $$ = ast_stmt(ST_LET, @1); $$->name = $2; $$->name_loc = @2; $$->expr = $4; }
+stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); STOP_IF_NOMEM(); }
+    | LET IDENT '=' expr    { $$ = named_stmt(ctx, ST_LET, @1, $2, @2, $4); STOP_IF_NOMEM(); }
     | COMPUTE '(' IDENT ',' IDENT ',' IDENT ')' '=' expr
-                            { $$ = func_stmt(ctx, FN_COMPUTE, @1, $3, @3, $5, @5, $7, @7, $10); }
+                            { $$ = func_stmt(ctx, FN_COMPUTE, @1, $3, @3, $5, @5, $7, @7, $10);
+                              STOP_IF_NOMEM(); }
     | WEIGHTS '(' IDENT ',' IDENT ',' IDENT ')' '=' expr
-                            { $$ = func_stmt(ctx, FN_WEIGHTS, @1, $3, @3, $5, @5, $7, @7, $10); }
+                            { $$ = func_stmt(ctx, FN_WEIGHTS, @1, $3, @3, $5, @5, $7, @7, $10);
+                              STOP_IF_NOMEM(); }
     | PRIORITY '(' IDENT ',' IDENT ',' IDENT ')' '=' expr
-                            { $$ = func_stmt(ctx, FN_PRIORITY, @1, $3, @3, $5, @5, $7, @7, $10); }
-    | ORDER IDENT           { $$ = word_stmt(ctx, ST_ORDER, @1, $2, @2); }
-    | SPLIT IDENT           { $$ = word_stmt(ctx, ST_SPLIT, @1, $2, @2); }
-    | OPTIMIZER IDENT       { $$ = word_stmt(ctx, ST_OPTIMIZER, @1, $2, @2); }
-    | PRECISION IDENT       { $$ = word_stmt(ctx, ST_PRECISION, @1, $2, @2); }
+                            { $$ = func_stmt(ctx, FN_PRIORITY, @1, $3, @3, $5, @5, $7, @7, $10);
+                              STOP_IF_NOMEM(); }
+    | ORDER IDENT           { $$ = word_stmt(ctx, ST_ORDER, @1, $2, @2); STOP_IF_NOMEM(); }
+    | SPLIT IDENT           { $$ = word_stmt(ctx, ST_SPLIT, @1, $2, @2); STOP_IF_NOMEM(); }
+    | OPTIMIZER IDENT       { $$ = word_stmt(ctx, ST_OPTIMIZER, @1, $2, @2); STOP_IF_NOMEM(); }
+    | PRECISION IDENT       { $$ = word_stmt(ctx, ST_PRECISION, @1, $2, @2); STOP_IF_NOMEM(); }
     | LIMIT IDENT '=' expr  { $$ = word_stmt(ctx, ST_LIMIT, @1, $2, @2);
-                              if ($$) $$->expr = $4; else ast_free_expr($4); }
+                              if ($$) $$->expr = $4; else ast_free_expr($4); STOP_IF_NOMEM(); }
     | COST IDENT '=' expr   { $$ = word_stmt(ctx, ST_COST, @1, $2, @2);
-                              if ($$) $$->expr = $4; else ast_free_expr($4); }
-    | MODEL '{' fields '}'  { $$ = ast_stmt(ST_MODEL, @1); $$->body = ctx->model_head;
+                              if ($$) $$->expr = $4; else ast_free_expr($4); STOP_IF_NOMEM(); }
+    | MODEL '{' fields '}'  { $$ = ast_stmt(ST_MODEL, @1); NEED($$); $$->body = ctx->model_head;
                               ctx->model_head = ctx->model_tail = NULL; }
     ;
 
 fields: %empty
       | fields IDENT '=' expr {
-            pp_stmt *f = ast_stmt(ST_LET, @2);
-            f->name = $2; f->name_loc = @2; f->expr = $4;
+            pp_stmt *f = named_stmt(ctx, ST_LET, @2, $2, @2, $4);
+            STOP_IF_NOMEM();
             if (ctx->model_tail) ctx->model_tail->next = f; else ctx->model_head = f;
             ctx->model_tail = f;
         }
       | fields ';'
       ;
 
-expr: INT                     { $$ = ast_int($1, @1); }
-    | IDENT                   { $$ = ast_name($1, @1); }
-    | IDENT '(' expr ')'      { $$ = ast_call($1, $3, NULL, 1, @$); CHECK_DEPTH($$); }
-    | IDENT '(' expr ',' expr ')' { $$ = ast_call($1, $3, $5, 2, @$); CHECK_DEPTH($$); }
+expr: INT                     { $$ = ast_int($1, @1); NEED($$); }
+    | IDENT                   { $$ = ast_name($1, @1); NEED($$); }
+    | IDENT '(' expr ')'      { $$ = ast_call($1, $3, NULL, 1, @$); NEED($$); CHECK_DEPTH($$); }
+    | IDENT '(' expr ',' expr ')' { $$ = ast_call($1, $3, $5, 2, @$); NEED($$); CHECK_DEPTH($$); }
     | '(' expr ')'            { $$ = $2; }
-    | '-' expr %prec UNARY    { $$ = ast_unary('-', $2, @$); CHECK_DEPTH($$); }
-    | '!' expr %prec UNARY    { $$ = ast_unary('!', $2, @$); CHECK_DEPTH($$); }
-    | expr '+' expr           { $$ = ast_binary('+', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '-' expr           { $$ = ast_binary('-', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '*' expr           { $$ = ast_binary('*', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '/' expr           { $$ = ast_binary('/', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '%' expr           { $$ = ast_binary('%', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '<' expr           { $$ = ast_binary('<', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '>' expr           { $$ = ast_binary('>', $1, $3, @2); CHECK_DEPTH($$); }
-    | expr LE expr            { $$ = ast_binary(OP_LE, $1, $3, @2); CHECK_DEPTH($$); }
-    | expr GE expr            { $$ = ast_binary(OP_GE, $1, $3, @2); CHECK_DEPTH($$); }
-    | expr EQ expr            { $$ = ast_binary(OP_EQ, $1, $3, @2); CHECK_DEPTH($$); }
-    | expr NE expr            { $$ = ast_binary(OP_NE, $1, $3, @2); CHECK_DEPTH($$); }
-    | expr AND expr           { $$ = ast_binary(OP_AND, $1, $3, @2); CHECK_DEPTH($$); }
-    | expr OR expr            { $$ = ast_binary(OP_OR, $1, $3, @2); CHECK_DEPTH($$); }
-    | expr '?' expr ':' expr  { $$ = ast_cond($1, $3, $5, @2); CHECK_DEPTH($$); }
+    | '-' expr %prec UNARY    { $$ = ast_unary('-', $2, @$); NEED($$); CHECK_DEPTH($$); }
+    | '!' expr %prec UNARY    { $$ = ast_unary('!', $2, @$); NEED($$); CHECK_DEPTH($$); }
+    | expr '+' expr           { $$ = ast_binary('+', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '-' expr           { $$ = ast_binary('-', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '*' expr           { $$ = ast_binary('*', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '/' expr           { $$ = ast_binary('/', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '%' expr           { $$ = ast_binary('%', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '<' expr           { $$ = ast_binary('<', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '>' expr           { $$ = ast_binary('>', $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr LE expr            { $$ = ast_binary(OP_LE, $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr GE expr            { $$ = ast_binary(OP_GE, $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr EQ expr            { $$ = ast_binary(OP_EQ, $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr NE expr            { $$ = ast_binary(OP_NE, $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr AND expr           { $$ = ast_binary(OP_AND, $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr OR expr            { $$ = ast_binary(OP_OR, $1, $3, @2); NEED($$); CHECK_DEPTH($$); }
+    | expr '?' expr ':' expr  { $$ = ast_cond($1, $3, $5, @2); NEED($$); CHECK_DEPTH($$); }
     ;
 
 %%
@@ -141,7 +163,8 @@ expr: INT                     { $$ = ast_int($1, @1); }
 static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *msg)
 {
     (void)scanner;
-    diag_error(ctx->diag, *loc, "%s", msg);
+    if (!ctx->diag->nomem) /* out of memory ends the input: no "unexpected end of file" */
+        diag_error(ctx->diag, *loc, "%s", msg);
 }
 
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e)
@@ -182,6 +205,11 @@ static pp_stmt *func_stmt(pp_parse_ctx *ctx, int func, YYLTYPE loc, char *a, YYL
     free(b);
     free(d);
     pp_stmt *s = ast_stmt(ST_FUNC, L(loc));
+    if (!s) {
+        ast_free_expr(e);
+        diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
     s->func = func;
     s->expr = e;
     return s;
@@ -192,6 +220,11 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
                           YYLTYPE wloc)
 {
     pp_stmt *s = ast_stmt(kind, L(loc));
+    if (!s) {
+        free(word);
+        diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
     s->name_loc = L(wloc);
     int ok = 1;
     switch (kind) {
@@ -258,5 +291,23 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
         free(s);
         return NULL;
     }
+    return s;
+}
+
+/* `kind NAME = expr` (param, let, a model field); NULL out of memory, with
+ * name and e freed. */
+static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *name,
+                           YYLTYPE nloc, pp_expr *e)
+{
+    pp_stmt *s = ast_stmt(kind, L(loc));
+    if (!s) {
+        free(name);
+        ast_free_expr(e);
+        diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
+    s->name = name;
+    s->name_loc = L(nloc);
+    s->expr = e;
     return s;
 }

@@ -3,15 +3,17 @@
  *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
  *
- * Parses and checks the schedule, evaluates its functions at every job,
- * simulates it, writes what it costs (DIR/report.txt, report.json,
- * timeline.svg, trace.json), lowers it to one instruction stream per worker
- * and writes DIR/rank<r>.bin (the plan the VM runs) and DIR/rank<r>.txt (its
- * listing). Every set of plans passes the communication checker
- * (commcheck.h) before it is written. The report is written even when
- * lowering fails, so a schedule the lowering rejects still shows its cost.
+ * Compiles the schedule (compile.h: parse, check, evaluate, simulate, keep
+ * weights, report, lower, verify), writes what it costs (DIR/report.txt,
+ * report.json, timeline.svg, trace.json) and DIR/rank<r>.bin (the plan the
+ * VM runs) and DIR/rank<r>.txt (its listing). Every set of plans has passed
+ * the compiler's verification (the communication checker, commcheck.h)
+ * before it is written. The report is written even when lowering fails, so
+ * a schedule the lowering rejects still shows its cost.
  * Exit codes: 0 success; 1 the schedule has errors (all are printed);
- * 2 bad command line; 3 a file could not be read or written. */
+ * 2 bad command line; 3 a file could not be read or written; 4 out of
+ * memory; 5 internal error (plans that fail the compiler's own checks).
+ * Only main exits; everything below returns. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -20,21 +22,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bufcheck.h"
-#include "commcheck.h"
-#include "costs.h"
-#include "jobtable.h"
-#include "keep.h"
-#include "lower.h"
-#include "parse.h"
-#include "readfile.h"
-#include "report.h"
-#include "schedule.h"
-#include "sim.h"
+#include "compile.h"
 #include "table.h"
 #include "timeline.h"
 
-enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
+enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_NOMEM = 4, EXIT_INTERNAL = 5 };
+
+/* A file ppc could not create or write: says so and returns the exit
+ * code, 3, or 4 when the reason was memory (errno ENOMEM). */
+static int io_failed(const char *what, const char *path)
+{
+    int e = errno;
+    fprintf(stderr, "ppc: cannot %s '%s': %s\n", what, path, strerror(e));
+    return e == ENOMEM ? EXIT_NOMEM : EXIT_IO;
+}
+
+/* The exit code of a compile's status. */
+static int exit_code(pp_compile_status st)
+{
+    switch (st) {
+    case PP_COMPILE_OK:
+        return 0;
+    case PP_COMPILE_IO:
+        return EXIT_IO;
+    case PP_COMPILE_NOMEM:
+        return EXIT_NOMEM;
+    case PP_COMPILE_INTERNAL:
+        return EXIT_INTERNAL;
+    case PP_COMPILE_ERRORS:
+        break;
+    }
+    return EXIT_SCHEDULE;
+}
 
 typedef struct {
     const char *file, *outdir, *costs, *library;
@@ -92,9 +111,10 @@ static int parse_define(const char *arg, pp_define *def)
     }
     def->name = strndup(arg, (size_t)(eq - arg));
     def->value = v;
-    return 0;
+    return def->name ? 0 : -2;
 }
 
+/* 0, 1 for --help, -1 a bad command line (said why), -2 out of memory. */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -103,12 +123,14 @@ static int parse_args(int argc, char **argv, options *o)
     o->optimizer = -1;
     o->precision = -1;
     o->defs = calloc((size_t)argc, sizeof *o->defs);
+    if (!o->defs)
+        return -2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "-q"))
+        int rc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return 1;
+        else if (!strcmp(a, "-q"))
             o->quiet = 1;
         else if (!strcmp(a, "--table"))
             o->table = 1;
@@ -158,11 +180,11 @@ static int parse_args(int argc, char **argv, options *o)
                 o->costs = argv[++i];
             else if (!strcmp(a, "--library"))
                 o->library = argv[++i];
-            else if (parse_define(argv[++i], &o->defs[o->ndefs++]))
-                return -1;
+            else if ((rc = parse_define(argv[++i], &o->defs[o->ndefs++])) != 0)
+                return rc;
         } else if (!strncmp(a, "-D", 2) && a[2]) {
-            if (parse_define(a + 2, &o->defs[o->ndefs++]))
-                return -1;
+            if ((rc = parse_define(a + 2, &o->defs[o->ndefs++])) != 0)
+                return rc;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ppc: unknown option '%s'\n", a);
             return -1;
@@ -209,30 +231,24 @@ static int mkdir_p(const char *dir)
 static int write_plans(const options *o, pp_plan *plans, int W)
 {
     if (mkdir_p(o->outdir)) {
-        fprintf(stderr, "ppc: cannot create directory '%s': %s\n", o->outdir, strerror(errno));
-        return EXIT_IO;
+        return io_failed("create directory", o->outdir);
     }
     char path[PATH_MAX], err[512];
-    for (int r = 0; r < W; r++) {
-        if (pp_plan_validate(&plans[r], err, sizeof err)) {
-            fprintf(stderr, "ppc: internal error: rank %d's plan is invalid: %s\n", r, err);
-            return EXIT_IO;
-        }
+    for (int r = 0; r < W; r++) { /* pp_compile has validated and verified them */
         snprintf(path, sizeof path, "%s/rank%d.bin", o->outdir, r);
-        if (pp_plan_write(&plans[r], path, err, sizeof err)) {
+        pp_plan_status st = pp_plan_write(&plans[r], path, err, sizeof err);
+        if (st != PP_PLAN_OK) {
             fprintf(stderr, "ppc: %s\n", err);
-            return EXIT_IO;
+            return st == PP_PLAN_ENOMEM ? EXIT_NOMEM : EXIT_IO;
         }
         snprintf(path, sizeof path, "%s/rank%d.txt", o->outdir, r);
         FILE *f = fopen(path, "w");
         if (!f) {
-            fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-            return EXIT_IO;
+            return io_failed("write", path);
         }
         pp_plan_disasm(&plans[r], f);
         if (fclose(f)) {
-            fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-            return EXIT_IO;
+            return io_failed("write", path);
         }
     }
     /* Rank files of an earlier, wider compile would mix plans: remove them. */
@@ -246,27 +262,7 @@ static int write_plans(const options *o, pp_plan *plans, int W)
     return 0;
 }
 
-static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_result *sim,
-                            int strict)
-{
-    diag_error_noloc(d, "the %s order deadlocks; each worker's blocked job:",
-                     strict ? "strict" : "greedy (with its inflight limit)");
-    for (int w = 0; w < t->W; w++) {
-        int j = sim->blocked[w];
-        if (j < 0)
-            continue;
-        int p = job_pred(&t->js, j);
-        fprintf(d->out, "  worker %d waits at %c(%d,%d)", w, dir_char(job_d(&t->js, j)),
-                job_s(&t->js, j), job_b(&t->js, j));
-        if (strict && p >= 0)
-            fprintf(d->out, ", which needs %c(%d,%d) from worker %d\n", dir_char(job_d(&t->js, p)),
-                    job_s(&t->js, p), job_b(&t->js, p), t->worker[p]);
-        else
-            fprintf(d->out, ": at its inflight limit with no backward left to run\n");
-    }
-}
-
-/* Writes DIR/name through fn; 0, or EXIT_IO with a message. */
+/* Writes DIR/name through fn; 0, or io_failed's exit code with a message. */
 typedef int (*writer)(FILE *f, const void *ctx);
 static int write_file(const char *dir, const char *name, writer fn, const void *ctx)
 {
@@ -274,13 +270,11 @@ static int write_file(const char *dir, const char *name, writer fn, const void *
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_IO;
+        return io_failed("write", path);
     }
     int bad = fn(f, ctx) != 0;
     if (fclose(f) || bad) {
-        fprintf(stderr, "ppc: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_IO;
+        return io_failed("write", path);
     }
     return 0;
 }
@@ -316,8 +310,7 @@ static int w_trace(FILE *f, const void *c)
 static int write_report(const options *o, const report_ctx *x)
 {
     if (mkdir_p(o->outdir)) {
-        fprintf(stderr, "ppc: cannot create directory '%s': %s\n", o->outdir, strerror(errno));
-        return EXIT_IO;
+        return io_failed("create directory", o->outdir);
     }
     int rc = write_file(o->outdir, "report.txt", w_txt, x);
     if (!rc)
@@ -393,128 +386,67 @@ static int run_table(const options *o)
     }
     char buf[PATH_MAX];
     const char *lib = o->library ? o->library : default_library(buf, sizeof buf);
-    return pp_print_table(stdout, lib, v[0], v[1], v[2], v[3]) ? EXIT_SCHEDULE : 0;
+    return exit_code(pp_print_table(stdout, lib, v[0], v[1], v[2], v[3]));
+}
+
+/* What report.txt and report.json say about where they came from, and
+ * write them (and the pictures). */
+static int write_reports(const options *o, const pp_compiled *c)
+{
+    char params[256], costs_from[PATH_MAX + 32];
+    snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", c->sch.S, c->sch.B, c->sch.W);
+    snprintf(costs_from, sizeof costs_from, "%s%s",
+             o->costs ? "--costs " : "cost lines of the schedule (1 where none)",
+             o->costs ? o->costs : "");
+    pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
+                           o->keep ? c->keep_note : NULL};
+    report_ctx x = {&c->rep, &info, &c->t, &c->sim};
+    return write_report(o, &x);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o)) {
+    int args = parse_args(argc, argv, &o), rc = 0;
+    if (args == -2) {
+        fprintf(stderr, "ppc: out of memory reading the command line\n");
+        rc = EXIT_NOMEM;
+    } else if (args < 0) {
         usage(stderr);
-        return EXIT_USAGE;
-    }
-    if (o.table) {
-        int rc = run_table(&o);
-        free(o.defs);
-        return rc;
-    }
-    size_t len = 0;
-    char *src = pp_read_file(o.file, &len, NULL);
-    if (!src) {
-        fprintf(stderr, "ppc: cannot read '%s': %s\n", o.file, strerror(errno));
-        return EXIT_IO;
-    }
-    pp_diag d;
-    diag_init(&d, o.file, src, len, stderr);
-    pp_schedule sch = {0};
-    pp_jobtable t = {0};
-    pp_sim_result sim = {0};
-    pp_report rep = {0};
-    pp_costs costs = {0};
-    pp_plan *plans = NULL;
-    int rc = EXIT_SCHEDULE;
-    pp_stmt *stmts = pp_parse(&d);
-    if (o.costs) {
-        char err[512];
-        if (pp_costs_load(&costs, o.costs, err, sizeof err)) {
-            fprintf(stderr, "ppc: --costs: %s\n", err);
-            rc = EXIT_IO;
-            goto out;
+        rc = EXIT_USAGE;
+    } else if (args > 0) /* --help */
+        usage(stdout);
+    else if (o.table)
+        rc = run_table(&o);
+    else {
+        pp_compile_opts co = pp_compile_defaults();
+        co.path = o.file;
+        co.defs = o.defs;
+        co.ndefs = o.ndefs;
+        co.costs = o.costs;
+        co.optimizer = o.optimizer;
+        co.precision = o.precision;
+        co.prefetch = o.prefetch;
+        co.mem_limit = (uint64_t)o.mem_limit;
+        co.keep_weights = o.keep;
+        pp_compiled c;
+        rc = exit_code(pp_compile(&co, &c));
+        /* The report is written even when lowering failed: the cost is still news. */
+        if (c.reached >= PP_STAGE_REPORT) {
+            int wrc = write_reports(&o, &c);
+            if (wrc)
+                rc = wrc;
         }
+        if (rc == 0)
+            rc = write_plans(&o, c.plans, c.t.W);
+        if (rc == 0 && !o.quiet)
+            summary(&o, &c.sch, &c.rep, c.plans);
+        if (c.status == PP_COMPILE_ERRORS)
+            fprintf(stderr, "%s: %d error%s\n", o.file, c.errors, c.errors == 1 ? "" : "s");
+        pp_compiled_free(&c);
     }
-    if (pp_schedule_check(&sch, &d, stmts, o.defs, o.ndefs) || d.errors)
-        goto out;
-    if (o.optimizer >= 0)
-        sch.model.optimizer = (uint32_t)o.optimizer;
-    if (o.precision >= 0)
-        sch.model.precision = (uint32_t)o.precision;
-    if (pp_jobtable_build(&t, &sch, o.costs ? &costs : NULL))
-        goto out;
-    pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);
-    int srun = pp_simulate(&in, &sim);
-    if (srun < 0) {
-        diag_error_noloc(&d, "out of memory in the simulator");
-        goto out;
-    }
-    if (srun > 0) {
-        report_deadlock(&d, &t, &sim, sch.strict);
-        goto out;
-    }
-    pp_lower_opts lo = {o.prefetch, (uint64_t)o.mem_limit};
-    pp_keep_choice kc = {0, 0};
-    char keep[160];
-    if (o.keep && pp_keep_weights(&t, &sim, &sch.model, &lo, &d, &kc))
-        goto out;
-    if (kc.widest == 0)
-        snprintf(keep, sizeof keep, "nothing to keep, no worker reads a stage's fetched weights twice");
-    else if (kc.window == 0)
-        snprintf(keep, sizeof keep, "nothing kept, any window would cross --mem-limit");
-    else
-        snprintf(keep, sizeof keep, "window %d of %d jobs%s", kc.window, kc.widest,
-                 kc.window < kc.widest ? ", the largest under --mem-limit" : ", every reuse");
-    if (pp_report_build(&rep, &t, &sim, &sch.model)) {
-        diag_error_noloc(&d, "out of memory for the report");
-        goto out;
-    }
-    char params[256], costs_from[PATH_MAX + 32];
-    snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", sch.S, sch.B, sch.W);
-    snprintf(costs_from, sizeof costs_from, "%s%s", o.costs ? "--costs " : "cost lines of the schedule (1 where none)",
-             o.costs ? o.costs : "");
-    pp_report_info info = {o.file, params, sch.strict ? "strict" : "greedy", costs_from,
-                           o.keep ? keep : NULL};
-    report_ctx x = {&rep, &info, &t, &sim};
-    plans = calloc((size_t)t.W, sizeof *plans);
-    int lowered = plans && pp_lower(&t, &sim, &sch.model, &lo, &d, plans) == 0;
-    if (lowered) { /* every plan this compiler writes is proven not to hang nor to corrupt */
-        char msg[8192];
-        if (pp_comm_check(plans, t.W, msg, sizeof msg)) {
-            diag_error_noloc(&d, "internal error: the emitted plans fail the communication "
-                                 "check (please report this):\n%s", msg);
-            lowered = 0;
-        } else if (pp_buffer_check(plans, t.W, msg, sizeof msg)) {
-            diag_error_noloc(&d, "internal error: the emitted plans fail the buffer-safety "
-                                 "check (please report this):\n%s", msg);
-            lowered = 0;
-        }
-    }
-    for (int w = 0; lowered && w < t.W; w++)
-        rep.w[w].mem_bytes = pp_plan_memory(&plans[w]);
-    for (int w = 0; lowered && w < t.W; w++)
-        rep.total.mem_bytes += rep.w[w].mem_bytes;
-    /* The report is written even when lowering failed: the cost is still news. */
-    if ((rc = write_report(&o, &x)) != 0)
-        goto out;
-    rc = EXIT_SCHEDULE;
-    if (!lowered)
-        goto out;
-    rc = write_plans(&o, plans, t.W);
-    if (rc == 0 && !o.quiet)
-        summary(&o, &sch, &rep, plans);
-out:
-    if (d.errors)
-        fprintf(stderr, "%s: %d error%s\n", o.file, d.errors, d.errors == 1 ? "" : "s");
-    for (int w = 0; plans && w < t.W; w++)
-        pp_plan_free(&plans[w]);
-    free(plans);
-    pp_costs_free(&costs);
-    pp_report_free(&rep);
-    pp_sim_free(&sim);
-    pp_jobtable_free(&t);
-    pp_schedule_free(&sch);
-    ast_free_stmts(stmts);
     for (int i = 0; i < o.ndefs; i++)
         free((char *)o.defs[i].name);
     free(o.defs);
-    free(src);
     return rc;
 }

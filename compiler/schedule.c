@@ -351,7 +351,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         sch->memo->let = calloc((size_t)n + 1, sizeof *sch->memo->let);
     sch->model = (pp_model){.context = 8, .embed = 16, .ffn = 128, .blocks = 1, .batch = 16};
     if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let) {
-        diag_error_noloc(d, "out of memory");
+        diag_nomem(d, "while checking the schedule");
         return d->errors;
     }
 

@@ -11,12 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobtable.h"
-#include "parse.h"
-#include "readfile.h"
-#include "report.h"
-#include "schedule.h"
-#include "sim.h"
+#include "compile.h"
 
 typedef struct {
     const char *name, *file, *constraint;
@@ -46,44 +41,20 @@ static void seed_entries(row *r, const params *p, long long B)
     }
 }
 
-/* Compile, simulate and report one library schedule. Returns 0 or prints why not. */
-static int measure(const char *path, const pp_define *defs, int ndefs, pp_report *rep,
-                   long long *W)
+/* Compile one library schedule as far as its report (unit costs: the
+ * library's cost lines are 1 or absent). */
+static pp_compile_status measure(const char *path, const pp_define *defs, int ndefs,
+                                 pp_compiled *c)
 {
-    char *src = pp_read_file(path, NULL, NULL);
-    if (!src) {
-        fprintf(stderr, "ppc --table: cannot read '%s' (the schedule library; see --library)\n",
-                path);
-        return -1;
-    }
-    pp_diag d;
-    diag_init(&d, path, src, strlen(src), stderr);
-    pp_schedule sch = {0};
-    pp_jobtable t = {0};
-    pp_sim_result sim = {0};
-    int rc = -1;
-    pp_stmt *stmts = pp_parse(&d);
-    if (pp_schedule_check(&sch, &d, stmts, defs, ndefs) || d.errors ||
-        pp_jobtable_build(&t, &sch, NULL))
-        goto out;
-    pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);
-    if (pp_simulate(&in, &sim)) {
-        fprintf(stderr, "ppc --table: %s deadlocks or ran out of memory\n", path);
-        goto out;
-    }
-    if (pp_report_build(rep, &t, &sim, &sch.model)) {
-        fprintf(stderr, "ppc --table: out of memory\n");
-        goto out;
-    }
-    *W = sch.W;
-    rc = 0;
-out:
-    pp_sim_free(&sim);
-    pp_jobtable_free(&t);
-    pp_schedule_free(&sch);
-    ast_free_stmts(stmts);
-    free(src);
-    return rc;
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = path;
+    o.defs = defs;
+    o.ndefs = ndefs;
+    o.stop_after = PP_STAGE_REPORT;
+    pp_compile_status st = pp_compile(&o, c);
+    if (st == PP_COMPILE_IO)
+        fprintf(stderr, "ppc --table: '%s' is in the schedule library; see --library\n", path);
+    return st;
 }
 
 /* "min..max" of a per-worker count, or one number when they agree. */
@@ -103,7 +74,8 @@ static void range_cell(char *buf, size_t n, const pp_report *r, size_t field, do
         snprintf(buf, n, "%g..%g", lo, hi);
 }
 
-int pp_print_table(FILE *f, const char *libdir, long long S, long long B, long long G, long long R)
+pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long long B,
+                                 long long G, long long R)
 {
     params p = {S, B, G, R};
     row rows[] = {
@@ -123,7 +95,7 @@ int pp_print_table(FILE *f, const char *libdir, long long S, long long B, long l
     fprintf(f, "%-6s %-12s %-4s %5s %5s | %-14s %-14s %-14s %-14s %-14s\n", "scheme",
             "constraint", "ok", "B", "W", "latency", "act transfers", "weight fetches",
             "act storage", "weight storage");
-    int failed = 0;
+    pp_compile_status failed = PP_COMPILE_OK;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         row *r = &rows[i];
         long long b = r->regime2 ? G * R : B;
@@ -133,12 +105,16 @@ int pp_print_table(FILE *f, const char *libdir, long long S, long long B, long l
         int ndefs = looped ? 4 : 2;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", libdir, r->file);
-        pp_report rep;
-        long long gotW = 0;
-        if (measure(path, defs, ndefs, &rep, &gotW)) {
-            failed++;
+        pp_compiled comp;
+        pp_compile_status st = measure(path, defs, ndefs, &comp);
+        if (st != PP_COMPILE_OK) {
+            if (failed == PP_COMPILE_OK)
+                failed = st;
+            pp_compiled_free(&comp);
             continue;
         }
+        const pp_report rep = comp.rep;
+        long long gotW = comp.sch.W;
         int ok;
         if (!strcmp(r->constraint, "W=B"))
             ok = gotW == b;
@@ -160,10 +136,10 @@ int pp_print_table(FILE *f, const char *libdir, long long S, long long B, long l
         snprintf(c[4], 64, "%s / %lld", m, r->wst);
         fprintf(f, "%-6s %-12s %-4s %5lld %5lld | %-14s %-14s %-14s %-14s %-14s\n", r->name,
                 r->constraint, ok ? "yes" : "no", b, gotW, c[0], c[1], c[2], c[3], c[4]);
-        pp_report_free(&rep);
+        pp_compiled_free(&comp);
     }
     fprintf(f, "\n'ok' says whether the row's constraint holds at these parameters; where it\n"
                "does not, the seed's entry need not apply. Storage is in stages (weights) and\n"
                "microbatch-stages (activations); report.txt gives the bytes.\n");
-    return failed ? -1 : 0;
+    return failed;
 }

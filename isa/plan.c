@@ -433,8 +433,8 @@ pp_plan_status pp_plan_write(const pp_plan *p, const char *path, char *err, size
     pp_plan_status st = PP_PLAN_OK;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
+        st = errno == ENOMEM ? PP_PLAN_ENOMEM : PP_PLAN_EIO;
         set_err(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        st = PP_PLAN_EIO;
     } else {
         bool ok = fwrite(buf, 1, len, f) == len;
         int saved = errno;

@@ -9,21 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "../../compiler/jobtable.h"
-#include "../../compiler/parse.h"
-#include "../../compiler/readfile.h"
-#include "../../compiler/report.h"
-#include "../../compiler/schedule.h"
-#include "../../compiler/sim.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "../../compiler/compile.h"
 
 typedef struct {
     const char *file;
@@ -31,51 +18,30 @@ typedef struct {
     int ndefs;
 } bench_case;
 
+/* Compiles one case as far as its report (pp_compile times each stage). */
 static int run(const char *root, const bench_case *bc)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/schedules/%s", root, bc->file);
-    char *src = pp_read_file(path, NULL, NULL);
-    if (!src) {
-        fprintf(stderr, "sim_bench: cannot read %s\n", path);
-        return -1;
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = path;
+    o.defs = bc->defs;
+    o.ndefs = bc->ndefs;
+    o.stop_after = PP_STAGE_REPORT;
+    pp_compiled c;
+    int rc = pp_compile(&o, &c) == PP_COMPILE_OK ? 0 : -1;
+    if (rc == 0) {
+        double table = c.seconds[PP_STAGE_JOBS], sim = c.seconds[PP_STAGE_SIMULATE],
+               report = c.seconds[PP_STAGE_REPORT];
+        char params[96] = "";
+        for (int i = 0; i < bc->ndefs; i++)
+            snprintf(params + strlen(params), sizeof params - strlen(params), "%s%s=%lld",
+                     i ? " " : "", bc->defs[i].name, bc->defs[i].value);
+        printf("%-20s %-24s %6s %9d %6lld %9.3f %9.3f %9.3f %9.2f %8.2fx\n", bc->file, params,
+               c.sch.strict ? "strict" : "greedy", job_count(&c.t.js), c.sch.W, table, sim,
+               report, job_count(&c.t.js) / sim / 1e6, 1.0 / sim);
     }
-    pp_diag d;
-    diag_init(&d, path, src, strlen(src), stderr);
-    pp_schedule sch = {0};
-    pp_jobtable t = {0};
-    pp_sim_result sim = {0};
-    pp_report rep = {0};
-    int rc = -1;
-    pp_stmt *stmts = pp_parse(&d);
-    if (pp_schedule_check(&sch, &d, stmts, bc->defs, bc->ndefs) || d.errors)
-        goto out;
-    double t0 = now();
-    if (pp_jobtable_build(&t, &sch, NULL))
-        goto out;
-    double t1 = now();
-    pp_sim_input in = pp_jobtable_sim_input(&t, sch.strict);
-    if (pp_simulate(&in, &sim))
-        goto out;
-    double t2 = now();
-    if (pp_report_build(&rep, &t, &sim, &sch.model))
-        goto out;
-    double t3 = now();
-    char params[96] = "";
-    for (int i = 0; i < bc->ndefs; i++)
-        snprintf(params + strlen(params), sizeof params - strlen(params), "%s%s=%lld",
-                 i ? " " : "", bc->defs[i].name, bc->defs[i].value);
-    printf("%-20s %-24s %6s %9d %6lld %9.3f %9.3f %9.3f %9.2f %8.2fx\n", bc->file, params,
-           sch.strict ? "strict" : "greedy", job_count(&t.js), sch.W, t1 - t0, t2 - t1, t3 - t2,
-           job_count(&t.js) / (t2 - t1) / 1e6, 1.0 / (t2 - t1));
-    rc = 0;
-out:
-    pp_report_free(&rep);
-    pp_sim_free(&sim);
-    pp_jobtable_free(&t);
-    pp_schedule_free(&sch);
-    ast_free_stmts(stmts);
-    free(src);
+    pp_compiled_free(&c);
     return rc;
 }
 

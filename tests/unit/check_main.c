@@ -19,6 +19,7 @@ int main(void)
     srunner_add_suite(sr, bufcheck_suite());
     srunner_add_suite(sr, costs_suite());
     srunner_add_suite(sr, report_suite());
+    srunner_add_suite(sr, compile_suite());
     srunner_add_suite(sr, timeline_suite());
     srunner_add_suite(sr, golden_suite());
     srunner_add_suite(sr, e2e_suite());

@@ -16,6 +16,7 @@ Suite *commcheck_suite(void);
 Suite *bufcheck_suite(void);
 Suite *costs_suite(void);
 Suite *report_suite(void);
+Suite *compile_suite(void);
 Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);

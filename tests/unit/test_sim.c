@@ -1,11 +1,10 @@
 /* test_sim.c - the simulator: makespans, per-worker job orders (asserted as
  * exact sequences, as Lua's tests assert instruction sequences), bubbles,
  * peak activations and deadlock detection. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../compiler/bufcheck.h"
-#include "../../compiler/commcheck.h"
 #include "../../compiler/lower.h"
 #include "suites.h"
 #include "testutil.h"
@@ -323,25 +322,23 @@ START_TEST(zb_h1_matches_published_order)
 }
 END_TEST
 
-/* Lowers a compiled schedule and runs the communication checker on the
- * plans: every plan the compiler emits must pass it. */
+/* Lowers a compiled schedule and verifies the plans (pp_compile_plans: the
+ * communication checker and the buffer-safety verifier among them): every plan the compiler emits must
+ * pass. */
 static void lowers_and_passes_checks(const compiled *c, const char *what)
 {
-    int W = c->t.W;
-    pp_plan *plans = calloc((size_t)W, sizeof *plans);
+    pp_plan *plans;
     pp_lower_opts lo = {1, 0};
-    FILE *devnull = fopen("/dev/null", "w");
+    char *msgs = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&msgs, &len);
     pp_diag d = c->diag;
-    d.out = devnull;
-    ck_assert_msg(pp_lower(&c->t, &c->sim, &c->sch.model, &lo, &d, plans) == 0, "%s: lowering failed",
-                  what);
-    char msg[4096];
-    ck_assert_msg(pp_comm_check(plans, W, msg, sizeof msg) == 0, "%s:\n%s", what, msg);
-    ck_assert_msg(pp_buffer_check(plans, W, msg, sizeof msg) == 0, "%s:\n%s", what, msg);
-    for (int w = 0; w < W; w++)
-        pp_plan_free(&plans[w]);
-    free(plans);
-    fclose(devnull);
+    d.out = out;
+    pp_compile_status st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, &d, &plans);
+    fclose(out);
+    ck_assert_msg(st == PP_COMPILE_OK, "%s:\n%s", what, msgs);
+    pp_plans_free(plans, c->t.W);
+    free(msgs);
 }
 
 /* The plan id covers every operand and the group table: compiles that

@@ -8,48 +8,36 @@
 
 #include <check.h>
 
-#include "../../compiler/readfile.h"
+
+/* The tests' compile: as far as the simulation, diagnostics collected. */
+static void compile_to_sim(compiled *c, const char *path, const char *text,
+                           const pp_define *defs, int ndefs)
+{
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = path;
+    o.text = text;
+    o.len = text ? strlen(text) : 0;
+    o.defs = defs;
+    o.ndefs = ndefs;
+    o.stop_after = PP_STAGE_SIMULATE;
+    o.capture = 1;
+    pp_compile(&o, c);
+}
 
 void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs)
 {
-    memset(c, 0, sizeof *c);
-    c->src = strdup(src);
-    c->msgf = open_memstream(&c->msgs, &c->msglen);
-    diag_init(&c->diag, "t.pp", c->src, strlen(c->src), c->msgf);
-    c->stmts = pp_parse(&c->diag);
-    if (pp_schedule_check(&c->sch, &c->diag, c->stmts, defs, ndefs) == 0 && !c->diag.errors &&
-        pp_jobtable_build(&c->t, &c->sch, NULL) == 0) {
-        pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);
-        c->deadlock = pp_simulate(&in, &c->sim) != 0;
-    }
-    fflush(c->msgf);
-    c->errors = c->diag.errors;
+    compile_to_sim(c, "t.pp", src, defs, ndefs);
 }
 
 void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs)
 {
     char path[1024];
-    size_t len;
     snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
-    char *src = pp_read_file(path, &len, NULL);
-    if (!src) {
-        fprintf(stderr, "cannot read %s\n", path);
-        abort();
-    }
-    compile_src(c, src, defs, ndefs);
-    free(src);
+    compile_to_sim(c, path, NULL, defs, ndefs);
+    ck_assert_msg(c->status != PP_COMPILE_IO, "%s", c->msgs);
 }
 
-void compiled_free(compiled *c)
-{
-    pp_sim_free(&c->sim);
-    pp_jobtable_free(&c->t);
-    pp_schedule_free(&c->sch);
-    ast_free_stmts(c->stmts);
-    fclose(c->msgf);
-    free(c->msgs);
-    free(c->src);
-}
+void compiled_free(compiled *c) { pp_compiled_free(c); }
 
 char *worker_order(const compiled *c, int w, char what)
 {

@@ -3,29 +3,18 @@
 #ifndef PP_TESTUTIL_H
 #define PP_TESTUTIL_H
 
-#include "../../compiler/jobtable.h"
-#include "../../compiler/parse.h"
-#include "../../compiler/schedule.h"
-#include "../../compiler/sim.h"
+#include "../../compiler/compile.h"
 
 #ifndef PP_ROOT
 #define PP_ROOT "."
 #endif
 
-typedef struct {
-    char *src;
-    pp_diag diag;
-    char *msgs; /* diagnostics printed */
-    size_t msglen;
-    FILE *msgf;
-    pp_stmt *stmts;
-    pp_schedule sch;
-    pp_jobtable t;
-    pp_sim_result sim;
-    int errors, deadlock;
-} compiled;
+/* A compile as far as its simulation (compile.h): c.sch, c.t, c.sim, and
+ * c.errors, c.deadlock and c.msgs (every diagnostic) for the tests. */
+typedef pp_compiled compiled;
 
-/* Parse, check, evaluate and simulate src with the given -D defines. */
+/* Parse, check, evaluate and simulate src ("t.pp" in messages) with the
+ * given -D defines, through pp_compile. */
 void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs);
 /* Same for a file of schedules/ (name like "gpipe.pp"). */
 void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs);

@@ -1,0 +1,300 @@
+/* compile.c - the compile driver (see compile.h). */
+#include "compile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bufcheck.h"
+#include "commcheck.h"
+#include "parse.h"
+#include "readfile.h"
+
+pp_compile_opts pp_compile_defaults(void)
+{
+    return (pp_compile_opts){.optimizer = -1, .precision = -1, .prefetch = 1,
+                             .stop_after = PP_STAGE_PLANS};
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ==== Plan verification ====================================================
+ * Every set of plans the compiler produces passes here before anyone sees
+ * it: pp_compile's, --keep-weights' candidates, the tests'. Each check reads
+ * the plans only and reports through d.
+ *   1. every rank's plan is one the VM accepts (pp_plan_validate);
+ *   2. the plans cannot hang under NCCL's rules (commcheck.h);
+ *   3. no plan can corrupt a buffer (bufcheck.h).
+ * Further verifiers go at the end of this function. */
+static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
+{
+    char msg[8192];
+    for (int r = 0; r < W; r++)
+        if (pp_plan_validate(&plans[r], msg, sizeof msg) != PP_PLAN_OK) {
+            diag_error_noloc(d, "internal error: rank %d's plan is invalid (please report this): %s",
+                             r, msg);
+            return PP_COMPILE_INTERNAL;
+        }
+    if (pp_comm_check(plans, W, msg, sizeof msg)) {
+        if (!strncmp(msg, "error:", 6)) { /* the checker ran out of memory */
+            diag_nomem(d, "in the communication checker");
+            return PP_COMPILE_NOMEM;
+        }
+        diag_error_noloc(d, "internal error: the emitted plans fail the communication check "
+                            "(please report this):\n%s", msg);
+        return PP_COMPILE_INTERNAL;
+    }
+    if (pp_buffer_check(plans, W, msg, sizeof msg)) {
+        if (!strncmp(msg, "error:", 6)) {
+            diag_nomem(d, "in the buffer-safety verifier");
+            return PP_COMPILE_NOMEM;
+        }
+        diag_error_noloc(d, "internal error: the emitted plans fail the buffer-safety check "
+                            "(please report this):\n%s", msg);
+        return PP_COMPILE_INTERNAL;
+    }
+    return PP_COMPILE_OK;
+}
+
+void pp_plans_free(pp_plan *plans, int W)
+{
+    for (int w = 0; plans && w < W; w++)
+        pp_plan_free(&plans[w]);
+    free(plans);
+}
+
+/* What errors reported through d mean: out of memory, or the schedule's. */
+static pp_compile_status failed(const pp_diag *d)
+{
+    return d->nomem ? PP_COMPILE_NOMEM : PP_COMPILE_ERRORS;
+}
+
+pp_compile_status pp_compile_plans(const pp_jobtable *t, const pp_sim_result *sim,
+                                   const pp_model *m, const pp_lower_opts *opts, pp_diag *d,
+                                   pp_plan **out)
+{
+    *out = NULL;
+    pp_plan *plans = calloc((size_t)t->W, sizeof *plans);
+    if (!plans) {
+        diag_nomem(d, "for %d plans", t->W);
+        return PP_COMPILE_NOMEM;
+    }
+    int before = d->errors;
+    if (pp_lower(t, sim, m, opts, d, plans)) {
+        pp_plans_free(plans, t->W);
+        if (d->errors == before)
+            diag_error_noloc(d, "internal error: lowering failed without saying why");
+        return failed(d);
+    }
+    pp_compile_status st = verify_plans(plans, t->W, d);
+    if (st != PP_COMPILE_OK) {
+        pp_plans_free(plans, t->W);
+        return st;
+    }
+    *out = plans;
+    return PP_COMPILE_OK;
+}
+
+/* A deadlocked simulation: each worker's blocked job, and for a strict
+ * order the job it waits for. */
+static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_result *sim,
+                            int strict)
+{
+    diag_error_noloc(d, "the %s order deadlocks; each worker's blocked job:",
+                     strict ? "strict" : "greedy (with its inflight limit)");
+    for (int w = 0; w < t->W; w++) {
+        int j = sim->blocked[w];
+        if (j < 0)
+            continue;
+        int p = job_pred(&t->js, j);
+        fprintf(d->out, "  worker %d waits at %c(%d,%d)", w, dir_char(job_d(&t->js, j)),
+                job_s(&t->js, j), job_b(&t->js, j));
+        if (strict && p >= 0)
+            fprintf(d->out, ", which needs %c(%d,%d) from worker %d\n", dir_char(job_d(&t->js, p)),
+                    job_s(&t->js, p), job_b(&t->js, p), t->worker[p]);
+        else
+            fprintf(d->out, ": at its inflight limit with no backward left to run\n");
+    }
+}
+
+/* The source into c->src: the text given, or the file. */
+static pp_compile_status read_source(const pp_compile_opts *o, pp_compiled *c)
+{
+    if (o->text) {
+        c->src = malloc(o->len + 1);
+        if (!c->src) {
+            diag_nomem(&c->diag, "for the source (%zu bytes)", o->len);
+            return PP_COMPILE_NOMEM;
+        }
+        memcpy(c->src, o->text, o->len);
+        c->src[o->len] = '\0';
+        c->len = o->len;
+        return PP_COMPILE_OK;
+    }
+    const char *step = "open";
+    c->src = pp_read_file(o->path, &c->len, &step);
+    if (c->src)
+        return PP_COMPILE_OK;
+    if (errno == ENOMEM) {
+        diag_nomem(&c->diag, "reading '%s'", o->path);
+        return PP_COMPILE_NOMEM;
+    }
+    diag_error_noloc(&c->diag, "cannot read '%s': %s", o->path, strerror(errno));
+    return PP_COMPILE_IO;
+}
+
+/* The report's line on what --keep-weights chose. */
+static void keep_note(pp_compiled *c)
+{
+    const pp_keep_choice *k = &c->keep;
+    if (k->widest == 0)
+        snprintf(c->keep_note, sizeof c->keep_note,
+                 "nothing to keep, no worker reads a stage's fetched weights twice");
+    else if (k->window == 0)
+        snprintf(c->keep_note, sizeof c->keep_note,
+                 "nothing kept, any window would cross --mem-limit");
+    else
+        snprintf(c->keep_note, sizeof c->keep_note, "window %d of %d jobs%s", k->window, k->widest,
+                 k->window < k->widest ? ", the largest under --mem-limit" : ", every reuse");
+}
+
+/* The steps, in order; returns at the first that fails or at stop_after. */
+static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
+{
+    pp_stage last = o->stop_after ? o->stop_after : PP_STAGE_PLANS;
+    pp_diag *d = &c->diag;
+    double t0 = now();
+#define DONE(stage)                                 \
+    do {                                            \
+        double t1_ = now();                         \
+        c->seconds[stage] = t1_ - t0;               \
+        t0 = t1_;                                   \
+        c->reached = (stage);                       \
+        if (last <= (stage))                        \
+            return d->errors ? failed(d) : PP_COMPILE_OK; \
+    } while (0)
+
+    pp_compile_status st = read_source(o, c);
+    if (st != PP_COMPILE_OK)
+        return st;
+    d->src = c->src;
+    d->len = c->len;
+
+    /* parse and check: every error of the file is printed, so the check
+     * runs after syntax errors too */
+    c->stmts = pp_parse(d);
+    if (d->nomem)
+        return PP_COMPILE_NOMEM;
+    DONE(PP_STAGE_PARSE);
+    if (o->costs) {
+        char err[512];
+        if (pp_costs_load(&c->costs, o->costs, err, sizeof err)) {
+            diag_error_noloc(d, "--costs: %s", err);
+            return PP_COMPILE_IO;
+        }
+    }
+    if (pp_schedule_check(&c->sch, d, c->stmts, o->defs, o->ndefs) || d->errors)
+        return failed(d);
+    if (o->optimizer >= 0)
+        c->sch.model.optimizer = (uint32_t)o->optimizer;
+    if (o->precision >= 0)
+        c->sch.model.precision = (uint32_t)o->precision;
+    long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);
+    if (o->max_jobs && jobs > o->max_jobs) {
+        diag_error_noloc(d, "the schedule has %lld jobs, more than this compile allows (%lld)",
+                         jobs, o->max_jobs);
+        return PP_COMPILE_ERRORS;
+    }
+    if (o->max_workers && c->sch.W > o->max_workers) {
+        diag_error_noloc(d, "the schedule has %lld workers, more than this compile allows (%lld)",
+                         c->sch.W, o->max_workers);
+        return PP_COMPILE_ERRORS;
+    }
+    DONE(PP_STAGE_CHECK);
+
+    if (pp_jobtable_build(&c->t, &c->sch, o->costs ? &c->costs : NULL))
+        return failed(d);
+    DONE(PP_STAGE_JOBS);
+
+    pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);
+    int srun = pp_simulate(&in, &c->sim);
+    if (srun < 0) {
+        diag_nomem(d, "in the simulator");
+        return PP_COMPILE_NOMEM;
+    }
+    if (srun > 0) {
+        c->deadlock = 1;
+        report_deadlock(d, &c->t, &c->sim, c->sch.strict);
+        return PP_COMPILE_ERRORS;
+    }
+    DONE(PP_STAGE_SIMULATE);
+
+    pp_lower_opts lo = {o->prefetch, o->mem_limit};
+    if (o->keep_weights) {
+        if (pp_keep_weights(&c->t, &c->sim, &c->sch.model, &lo, d, &c->keep))
+            return failed(d);
+        keep_note(c);
+    }
+    if (pp_report_build(&c->rep, &c->t, &c->sim, &c->sch.model)) {
+        diag_nomem(d, "for the report");
+        return PP_COMPILE_NOMEM;
+    }
+    DONE(PP_STAGE_REPORT);
+
+    /* lowering and plan verification: pp_compile_plans */
+    st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, d, &c->plans);
+    if (st != PP_COMPILE_OK)
+        return st;
+    for (int w = 0; w < c->t.W; w++) {
+        c->rep.w[w].mem_bytes = pp_plan_memory(&c->plans[w]);
+        c->rep.total.mem_bytes += c->rep.w[w].mem_bytes;
+    }
+    DONE(PP_STAGE_PLANS);
+    return PP_COMPILE_OK;
+#undef DONE
+}
+
+pp_compile_status pp_compile(const pp_compile_opts *o, pp_compiled *c)
+{
+    memset(c, 0, sizeof *c);
+    FILE *out = o->diag_out;
+    if (o->capture) {
+        c->msgf = open_memstream(&c->msgs, &c->msglen);
+        if (c->msgf)
+            out = c->msgf;
+    }
+    c->name = strdup(o->path ? o->path : "<text>");
+    diag_init(&c->diag, c->name ? c->name : "<text>", NULL, 0, out);
+    if (!c->name || (o->capture && !c->msgf)) {
+        diag_nomem(&c->diag, "for the diagnostics");
+        c->status = PP_COMPILE_NOMEM;
+    } else
+        c->status = run(o, c);
+    c->errors = c->diag.errors;
+    if (c->msgf)
+        fflush(c->msgf);
+    return c->status;
+}
+
+void pp_compiled_free(pp_compiled *c)
+{
+    pp_plans_free(c->plans, c->t.W);
+    pp_report_free(&c->rep);
+    pp_sim_free(&c->sim);
+    pp_jobtable_free(&c->t);
+    pp_costs_free(&c->costs);
+    pp_schedule_free(&c->sch);
+    ast_free_stmts(c->stmts);
+    if (c->msgf)
+        fclose(c->msgf);
+    free(c->msgs);
+    free(c->src);
+    free(c->name);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,124 @@
+/* compile.h - the compile driver: the one place where ppc's steps are
+ * sequenced.
+ *
+ *   read -> parse -> (--costs) -> check -> job table -> simulate
+ *        -> keep weights -> report -> lower -> VERIFY -> plans
+ *
+ * ppc, ppc --table, --keep-weights' bisection, the tests and the benches all
+ * compile through here, so every plan any of them produces has passed the
+ * plan verification in pp_compile_plans (today: pp_plan_validate on every
+ * rank and the communication checker, commcheck.h).
+ *
+ * Diagnostics go through the diag machinery (diag.h) of the result, to
+ * opts->diag_out (stderr by default) or, with opts->capture, into
+ * result->msgs. A status other than PP_COMPILE_OK always comes with at least
+ * one error printed. No function here exits: the caller turns the status
+ * into an exit code (ppc.c). */
+#ifndef PP_COMPILE_H
+#define PP_COMPILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../isa/plan.h"
+#include "costs.h"
+#include "diag.h"
+#include "jobtable.h"
+#include "keep.h"
+#include "lower.h"
+#include "report.h"
+#include "schedule.h"
+#include "sim.h"
+
+typedef enum {
+    PP_COMPILE_OK = 0,
+    PP_COMPILE_ERRORS,   /* the schedule has errors (or deadlocks, or crosses --mem-limit) */
+    PP_COMPILE_IO,       /* the source or the --costs file could not be read, or is not JSON */
+    PP_COMPILE_NOMEM,    /* out of memory */
+    PP_COMPILE_INTERNAL, /* the plans fail the compiler's own verification: a bug */
+} pp_compile_status;
+
+/* How far a compile goes (pp_compile_opts.stop_after); the result says how
+ * far it got (pp_compiled.reached). Each stage includes those before it. */
+typedef enum {
+    PP_STAGE_NONE = 0,
+    PP_STAGE_PARSE,    /* stmts */
+    PP_STAGE_CHECK,    /* sch, with --optimizer / --precision applied */
+    PP_STAGE_JOBS,     /* costs, t: every function evaluated at every job */
+    PP_STAGE_SIMULATE, /* sim (deadlock-free) */
+    PP_STAGE_REPORT,   /* --keep-weights chosen (t.kept, sim replayed), rep */
+    PP_STAGE_PLANS,    /* plans lowered and verified; rep's mem_bytes filled */
+    PP_STAGE_COUNT
+} pp_stage;
+
+typedef struct {
+    /* The source: text[0..len) when text is not NULL, else the file at path.
+     * path names the schedule in messages either way ("<text>" if NULL). */
+    const char *path;
+    const char *text;
+    size_t len;
+    const pp_define *defs; /* -D NAME=VALUE */
+    int ndefs;
+    const char *costs;     /* --costs FILE, or NULL for the schedule's cost lines */
+    int optimizer;         /* a pp_optimizer, or -1 for the schedule's line */
+    int precision;         /* a pp_precision, or -1 for the schedule's line */
+    int prefetch;          /* --prefetch N */
+    uint64_t mem_limit;    /* --mem-limit BYTES, 0 = none */
+    int keep_weights;      /* --keep-weights */
+    pp_stage stop_after;   /* PP_STAGE_PLANS (everything) unless less is wanted */
+    /* Bounds for callers that must stay small (the fuzzer): more jobs or
+     * workers than this is an error after the check. 0 = no bound. */
+    long long max_jobs;
+    long long max_workers;
+    FILE *diag_out;        /* where diagnostics go; NULL = stderr */
+    int capture;           /* instead, collect them in the result's msgs */
+} pp_compile_opts;
+
+/* ppc's defaults: everything, prefetch 1, the schedule's optimizer and
+ * precision, no limit, diagnostics to stderr. */
+pp_compile_opts pp_compile_defaults(void);
+
+/* Everything one compile made, as far as it got. Free with pp_compiled_free
+ * whatever the status. */
+typedef struct {
+    pp_compile_status status;
+    pp_stage reached;    /* the last stage completed */
+    char *name;          /* opts.path (copied), what messages call the schedule */
+    char *src;           /* the source text (owned) */
+    size_t len;
+    pp_diag diag;        /* errors counted in diag.errors (and in errors below) */
+    char *msgs;          /* with opts.capture: every diagnostic printed, NUL-terminated */
+    size_t msglen;
+    FILE *msgf;
+    pp_stmt *stmts;
+    pp_schedule sch;
+    pp_costs costs;      /* --costs, as loaded */
+    pp_jobtable t;
+    pp_sim_result sim;   /* on a deadlock: sim.blocked says where */
+    int errors;          /* diag.errors when pp_compile returned */
+    int deadlock;        /* the simulation deadlocked */
+    pp_keep_choice keep; /* with keep_weights: the window chosen */
+    char keep_note[160]; /* with keep_weights: what report.txt says about it, else "" */
+    pp_report rep;       /* from PP_STAGE_REPORT on, even when lowering then fails */
+    pp_plan *plans;      /* [t.W] from PP_STAGE_PLANS on, else NULL */
+    double seconds[PP_STAGE_COUNT]; /* wall time spent in each stage (the benches print it) */
+} pp_compiled;
+
+/* Compiles as far as opts->stop_after; returns (and sets c->status)
+ * PP_COMPILE_OK or why it stopped, with the errors printed. c must stay
+ * where it is until pp_compiled_free (c->sch refers to c->diag). */
+pp_compile_status pp_compile(const pp_compile_opts *opts, pp_compiled *c);
+void pp_compiled_free(pp_compiled *c);
+
+/* The lowering step on its own, for callers that lower one simulation more
+ * than once (--keep-weights' bisection, tests): lowers sim with opts into
+ * *plans (an array of t->W it allocates) and verifies them. Returns
+ * PP_COMPILE_OK, or a status with the errors reported through d and *plans
+ * NULL. pp_compile lowers through this too. */
+pp_compile_status pp_compile_plans(const pp_jobtable *t, const pp_sim_result *sim,
+                                   const pp_model *m, const pp_lower_opts *opts, pp_diag *d,
+                                   pp_plan **plans);
+/* Frees plans[0..W) and the array (NULL is fine). */
+void pp_plans_free(pp_plan *plans, int W);
+
+#endif
