@@ -39,6 +39,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <vector>
@@ -1062,14 +1063,30 @@ static std::vector<float> product(const void *A, cudaDataType_t at, int ta, int 
 {
     std::vector<float> a = widen(A, at, ta, m, k, lda), b = widen(B, bt, tb, k, n, ldb);
     std::vector<float> acc((size_t)m * (size_t)n, 0.0f);
+    static int order = -1; /* PP_STANDIN_GEMM_SUM: forward (0), reverse (1), double (2) */
+    if (order < 0) {
+        const char *e = getenv("PP_STANDIN_GEMM_SUM");
+        order = e && !strcmp(e, "reverse") ? 1 : e && !strcmp(e, "double") ? 2 : 0;
+    }
+    std::vector<double> dacc(order == 2 ? (size_t)m : 0);
     for (int j = 0; j < n; j++) {
         float *c = &acc[(size_t)j * (size_t)m];
-        for (int l = 0; l < k; l++) {
+        if (order == 2)
+            std::fill(dacc.begin(), dacc.end(), 0.0);
+        for (int ll = 0; ll < k; ll++) {
+            int l = order == 1 ? k - 1 - ll : ll;
             float bv = b[(size_t)l + (size_t)j * (size_t)k];
             const float *ac = &a[(size_t)l * (size_t)m];
-            for (int i = 0; i < m; i++)
-                c[i] += ac[i] * bv;
+            if (order == 2)
+                for (int i = 0; i < m; i++)
+                    dacc[(size_t)i] += (double)ac[i] * (double)bv;
+            else
+                for (int i = 0; i < m; i++)
+                    c[i] += ac[i] * bv;
         }
+        if (order == 2)
+            for (int i = 0; i < m; i++)
+                c[i] = (float)dacc[(size_t)i];
     }
     return acc;
 }
