@@ -35,7 +35,7 @@ DEMO_SCHEDULE ?= schedules/gpipe.pp
 DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
-DEB_PACKAGES := flex bison check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils
+DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils
 
 B := build
 ISA_SRC  := isa/plan.c isa/disasm.c
