@@ -1514,6 +1514,10 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspace: %s", why);
     int ta = op->ta == CUBLAS_OP_T, tb = op->tb == CUBLAS_OP_T;
     cudaDataType_t at = a->type;
+    /* PP_STANDIN_LT_PERTURB=x: add x to D's first element of every matmul
+     * with an epilogue, to show that the tests would notice a wrong one */
+    const char *pe = getenv("PP_STANDIN_LT_PERTURB");
+    float perturb = pe && epi != CUBLASLT_EPILOGUE_DEFAULT ? strtof(pe, NULL) : 0.0f;
     int lda = (int)a->ld, ldb = (int)b->ld, ldc = (int)c->ld, ldd = (int)d->ld;
     enqueue_now(st, fn, acc.data(), (int)acc.size(), [=] {
         std::vector<float> p = product(A, at, ta, lda, B, at, tb, ldb, (int)m, (int)n, (int)k);
@@ -1539,6 +1543,7 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
                 }
                 Df[(size_t)i + (size_t)j * (size_t)ldd] = t;
             }
+        Df[0] += perturb;
     });
     return CUBLAS_STATUS_SUCCESS;
 }
