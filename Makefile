@@ -190,8 +190,8 @@ standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin
 # ---- the two commands --------------------------------------------------------
 test: deps
 	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 ./bin/check_pp
-	$(MAKE) standin-test
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 ./bin/check_pp; \
+	  rc=$$?; $(MAKE) --no-print-directory standin-test || rc=1; exit $$rc
 
 demo: deps
 	$(MAKE) all
