@@ -21,6 +21,12 @@
 #include "suites.h"
 #include "testutil.h"
 
+/* The ppvm under test: bin/ppvm, or bin/ppvm-standin in the stand-in
+ * build (tests/README.md). */
+#ifndef PPVM
+#define PPVM "ppvm"
+#endif
+
 #define MPIRUN "timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none"
 
 static int gpu_count(void)
@@ -77,12 +83,12 @@ static void gpu_trains_like_cpu_with(const char *schedule, const char *defs, int
                                      const char *transport, const char *vmflags)
 {
     char *dir = compile_plan(schedule, defs), *cpu, *gpu, *out, cmd[4096];
-    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cpu --steps 3 %s", np,
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/" PPVM " %s/plan --backend cpu --steps 3 %s", np,
              PP_ROOT, dir, vmflags);
     int rc = run_cmd(cmd, &cpu);
     ck_assert_msg(rc == 0, "%s failed (exit %d):\n%s", cmd, rc, cpu);
     snprintf(cmd, sizeof cmd,
-             MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --transport %s --steps 3 "
+             MPIRUN " -np %d %s/bin/" PPVM " %s/plan --backend cuda --transport %s --steps 3 "
                     "--timeout 120 --save %s/gpu %s",
              np, PP_ROOT, dir, transport, dir, vmflags);
     rc = run_cmd(cmd, &gpu);
@@ -104,8 +110,8 @@ static void gpu_trains_like_cpu_with(const char *schedule, const char *defs, int
                       transport, i + 1, lg[i], lc[i]);
 
     snprintf(cmd, sizeof cmd,
-             "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet %s && "
-             "%s/bin/ppvm --compare %s/gpu %s/ref --atol 1e-4 --rtol 1e-3",
+             "%s/bin/" PPVM " --reference %s/plan --steps 3 --save %s/ref --quiet %s && "
+             "%s/bin/" PPVM " --compare %s/gpu %s/ref --atol 1e-4 --rtol 1e-3",
              PP_ROOT, dir, dir, vmflags, PP_ROOT, dir, dir);
     rc = run_cmd(cmd, &out);
     ck_assert_msg(rc == 0, "%s %s (%s): weights differ from the reference (exit %d):\n%s", schedule,
@@ -128,23 +134,23 @@ static void gpu_trains_like_cpu(const char *schedule, const char *defs, int np,
 START_TEST(backend_flag_errors)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend foo x", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --backend foo x", PP_ROOT);
     fails_with(cmd, 2, "--backend foo: expected cuda or cpu");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --transport foo x", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --transport foo x", PP_ROOT);
     fails_with(cmd, 2, "--transport foo: expected nccl or mpi");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend cpu --transport nccl x", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --backend cpu --transport nccl x", PP_ROOT);
     fails_with(cmd, 2, "--backend cpu --transport nccl");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --transport nccl --backend cpu x", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --transport nccl --backend cpu x", PP_ROOT);
     fails_with(cmd, 2, "--backend cpu --transport nccl");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --backend", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --backend", PP_ROOT);
     fails_with(cmd, 2, "--backend needs a value");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --epilogues maybe x", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --epilogues maybe x", PP_ROOT);
     fails_with(cmd, 2, "--epilogues maybe: expected on or off");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --epilogues", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --epilogues", PP_ROOT);
     fails_with(cmd, 2, "--epilogues needs a value");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --timeout 0 x", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --timeout 0 x", PP_ROOT);
     fails_with(cmd, 2, "--timeout 0: expected a number");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --help", PP_ROOT);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --help", PP_ROOT);
     char *out;
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "--backend B"));
@@ -165,16 +171,16 @@ START_TEST(cuda_without_gpu_fails_fast)
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), *one = compile_plan("gpipe.pp", "-D S=1 -D B=2");
     char cmd[2048];
     time_t t0 = time(NULL);
-    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/ppvm --backend cuda %s/plan/rank0.bin", PP_ROOT,
+    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/" PPVM " --backend cuda %s/plan/rank0.bin", PP_ROOT,
              one);
     fails_with(cmd, 1, "ppvm: rank 0: --backend cuda: no GPU visible (");
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --backend cuda %s/plan", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/" PPVM " --backend cuda %s/plan", PP_ROOT, dir);
     fails_with(cmd, 1, "--backend cuda: no GPU visible (");
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm --transport nccl %s/plan", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/" PPVM " --transport nccl %s/plan", PP_ROOT, dir);
     fails_with(cmd, 1, "--transport nccl: no GPU visible (");
     ck_assert_msg(time(NULL) - t0 < 60, "failing took %lds", (long)(time(NULL) - t0));
     /* and the default is the cpu backend */
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/ppvm %s/plan --steps 1", PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s/bin/" PPVM " %s/plan --steps 1", PP_ROOT, dir);
     char *out;
     ck_assert_int_eq(run_cmd(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "backend cpu, transport mpi"));
@@ -289,7 +295,7 @@ START_TEST(nccl_refuses_shared_gpu)
     snprintf(defs, sizeof defs, "-D S=%d -D B=2", n);
     char *dir = compile_plan("gpipe.pp", defs);
     time_t t0 = time(NULL);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --transport nccl --steps 1", n,
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d %s/bin/" PPVM " %s/plan --backend cuda --transport nccl --steps 1", n,
              PP_ROOT, dir);
     fails_with(cmd, -1, "use --transport mpi");
     ck_assert_msg(time(NULL) - t0 < 120, "failing took %lds", (long)(time(NULL) - t0));
@@ -314,7 +320,7 @@ START_TEST(profile_on_the_gpu)
         snprintf(defs, sizeof defs, "-D S=%d -D B=8", np);
         char *dir = compile_plan("zb-h1.pp", defs);
         snprintf(cmd, sizeof cmd,
-                 MPIRUN " -np %d %s/bin/ppvm %s/plan --backend cuda --transport %s --steps 2 "
+                 MPIRUN " -np %d %s/bin/" PPVM " %s/plan --backend cuda --transport %s --steps 2 "
                         "--quiet --timeout 120 --profile %s/c.json && cat %s/c.json",
                  np, PP_ROOT, dir, transport[t], dir, dir);
         int rc = run_cmd(cmd, &json);

@@ -1,0 +1,36 @@
+/* standin.h - internals shared by the stand-in runtime (runtime.cpp) and the
+ * stand-in NCCL (nccl.cpp). See tests/README.md. */
+#ifndef PP_STANDIN_INTERNAL_H
+#define PP_STANDIN_INTERNAL_H
+
+#include <stddef.h>
+
+#include <functional>
+
+#include "include/cuda_runtime_api.h"
+
+/* One byte range an operation reads or writes. */
+struct pp_si_access {
+    const void *p;
+    size_t bytes;
+    int write;
+};
+
+/* Where p .. p+bytes lies in one device (or pinned host) allocation: 1, or
+ * 0 with why (a static string). */
+int pp_si_device_range(const void *p, size_t bytes, const char **why);
+
+/* Enqueues an operation on st (NULL: the legacy default stream) after
+ * checking its accesses against every other stream's unordered ones (a
+ * hazard ends the process with a message). At its turn, start() runs, then
+ * done() is polled until it returns 1. */
+void pp_si_enqueue(cudaStream_t st, const char *what, const pp_si_access *acc, int nacc,
+                   std::function<void()> start, std::function<int()> done);
+
+/* The device cudaSetDevice chose. */
+extern "C" int pp_si_current_device(void);
+
+/* Prints "pp stand-in: ..." and aborts. */
+[[noreturn]] void pp_si_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,242 @@
+/* test_standin.c - the `standin` suite: the host stand-ins (tests/standin)
+ * are strict where the issue asks them to be. A stream reading what another
+ * wrote without an event between them ends the process with a message; a
+ * cuBLAS or cuBLASLt call with a bad leading dimension, shape or pointer is
+ * refused; a buffer hazard inside an NCCL group gives wrong numbers under
+ * the reversed member order (and right ones as posted). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "../../kernels/cuda_kernels.h"
+#include "../unit/suites.h"
+#include "../unit/testutil.h"
+
+/* Runs fn in a child with stderr captured; returns its wait status and
+ * the captured text in *err (caller frees). */
+static int in_child(void (*fn)(void), char **err)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn();
+        fflush(NULL);
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    ssize_t got;
+    while ((got = read(fd[0], buf + n, cap - n - 1)) > 0)
+        n += (size_t)got;
+    buf[n] = '\0';
+    close(fd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    *err = buf;
+    return st;
+}
+
+/* Stream a writes x (a kernel), stream b adds x into y (a kernel) - with
+ * or without an event between them. */
+static int with_event;
+static void two_streams(void)
+{
+    cudaStream_t a, b;
+    cudaEvent_t ev;
+    float *x, *y, *z;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    cudaMalloc((void **)&x, 1000 * sizeof(float));
+    cudaMalloc((void **)&y, 1000 * sizeof(float));
+    cudaMalloc((void **)&z, 1000 * sizeof(float));
+    cudaMemsetAsync(y, 0, 1000 * sizeof(float), b);
+    cudaMemsetAsync(x, 0, 1000 * sizeof(float), a);
+    cudaMemsetAsync(z, 0, 1000 * sizeof(float), a);
+    pp_cu_add(x, z, 1000, a); /* writes x on a */
+    if (with_event) {
+        cudaEventRecord(ev, a);
+        cudaStreamWaitEvent(b, ev, 0);
+    }
+    pp_cu_add(y, x, 1000, b); /* reads x on b */
+    cudaDeviceSynchronize();
+    fprintf(stderr, "finished\n");
+}
+
+START_TEST(missing_event_is_reported)
+{
+    char *err;
+    with_event = 1;
+    int st = in_child(two_streams, &err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(err, "finished"),
+                  "with the event the program must run:\n%s", err);
+    free(err);
+    with_event = 0;
+    st = in_child(two_streams, &err);
+    ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the hazard was not reported:\n%s",
+                  err);
+    ck_assert_msg(strstr(err, "stream-ordering hazard: add_kernel on stream 2 reads") &&
+                      strstr(err, "on stream 1 (its operation") && strstr(err, "writes, and no event"),
+                  "unexpected message:\n%s", err);
+    ck_assert_ptr_null(strstr(err, "finished"));
+    free(err);
+}
+END_TEST
+
+/* A host read after a copy on a stream the host never waited for. */
+static void unsynchronised_copy(void)
+{
+    cudaStream_t a;
+    float *x, *host;
+    cudaStreamCreate(&a);
+    cudaMalloc((void **)&x, 64);
+    cudaHostAlloc((void **)&host, 64, cudaHostAllocDefault);
+    cudaMemsetAsync(x, 0, 64, a);
+    cudaMemcpyAsync(host, x, 64, cudaMemcpyDeviceToHost, a);
+    fprintf(stderr, "before the wait: %s\n", host[0] == 0.0f ? "zero" : "not yet");
+    cudaStreamSynchronize(a);
+    fprintf(stderr, "after the wait: %s\n", host[0] == 0.0f ? "zero" : "not yet");
+}
+
+START_TEST(execution_is_lazy)
+{
+    char *err;
+    int st = in_child(unsynchronised_copy, &err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+    ck_assert_msg(strstr(err, "before the wait: not yet") && strstr(err, "after the wait: zero"),
+                  "%s", err);
+    free(err);
+}
+END_TEST
+
+START_TEST(cublas_checks_arguments)
+{
+    cublasHandle_t h;
+    float *a, *b, *c, one = 1.0f, zero = 0.0f;
+    ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    cudaMalloc((void **)&a, 6 * 4 * sizeof(float));
+    cudaMalloc((void **)&b, 4 * 5 * sizeof(float));
+    cudaMalloc((void **)&c, 64 * sizeof(float));
+    /* C (6x5) = A (6x4) B (4x5), column-major */
+    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, c, 6),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 5, b, 4, &zero, c, 6),
+                     CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
+    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 6, 5, 4, &one, a, 3, b, 4, &zero, c, 6),
+                     CUBLAS_STATUS_INVALID_VALUE); /* lda < k with A transposed */
+    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, c, 5),
+                     CUBLAS_STATUS_INVALID_VALUE); /* ldc < m */
+    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 7, b, 4, &zero, c, 6),
+                     CUBLAS_STATUS_INVALID_VALUE); /* A's extent past its allocation */
+    float host[30];
+    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, host, 6),
+                     CUBLAS_STATUS_INVALID_VALUE); /* C in host memory */
+    ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, CUDA_R_16BF, 6, b,
+                                  CUDA_R_32F, 4, &zero, c, CUDA_R_32F, 6, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_NOT_SUPPORTED); /* mixed operand types */
+    ck_assert_int_eq(cublasSscal(h, 65, &one, c, 1), CUBLAS_STATUS_INVALID_VALUE);
+
+    /* cuBLASLt: a layout whose ld is below its rows; GELU's aux ld not a
+     * multiple of 8 gets no algorithm */
+    cublasLtHandle_t lt;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulPreference_t pref;
+    ck_assert_int_eq(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 6, 4, 5), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 6, 4, 6), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 4, 5, 4), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 6, 5, 6), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &n),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(n, 1);
+    /* shapes that disagree (B as 5x4) */
+    cublasLtMatrixLayout_t bad;
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, 5, 4, 5), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, op, la, bad, lc, lc, pref, 1, &res, &n),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DGELU;
+    float *aux;
+    cudaMalloc((void **)&aux, 16 * 5 * sizeof(float));
+    int64_t ld = 12;
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                    sizeof aux), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                    sizeof ld), CUBLAS_STATUS_SUCCESS);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &n);
+    ck_assert_msg(s != CUBLAS_STATUS_SUCCESS || n == 0, "aux ld 12 offered an algorithm");
+    ld = 8;
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                    sizeof ld), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &n),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(n, 1);
+    float one_ = 1.0f, zero_ = 0.0f;
+    ck_assert_int_eq(cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c, lc, &res.algo,
+                                    NULL, 0, NULL), CUBLAS_STATUS_SUCCESS);
+    /* the algorithm assumed 256-byte alignment; D one float in is not */
+    ck_assert_int_eq(cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c + 1, lc, &res.algo,
+                                    NULL, 0, NULL), CUBLAS_STATUS_INVALID_VALUE);
+    cudaDeviceSynchronize();
+}
+END_TEST
+
+/* Two ranks swap a buffer in place inside one NCCL group (send x, receive
+ * into x: a hazard), and, apart, into a second buffer (no hazard). */
+static int group_run(const char *order, char **out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "PP_STANDIN_NCCL_ORDER=%s timeout 120 mpirun --oversubscribe --allow-run-as-root "
+             "--bind-to none -np 2 -x PP_STANDIN_GPUS=2 -x PP_STANDIN_NCCL_ORDER %s/bin/standin-group-hazard",
+             order, PP_ROOT);
+    return run_cmd(cmd, out);
+}
+
+START_TEST(group_hazard_gives_wrong_numbers)
+{
+    char *out;
+    ck_assert_msg(group_run("posted", &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "rank 0: in place right, apart right") &&
+                      strstr(out, "rank 1: in place right, apart right"), "posted:\n%s", out);
+    free(out);
+    ck_assert_msg(group_run("reversed", &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "rank 0: in place WRONG, apart right") &&
+                      strstr(out, "rank 1: in place WRONG, apart right"), "reversed:\n%s", out);
+    free(out);
+    ck_assert_msg(group_run("interleaved", &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "apart right") && !strstr(out, "apart WRONG"), "interleaved:\n%s", out);
+    free(out);
+}
+END_TEST
+
+Suite *standin_suite(void)
+{
+    Suite *s = suite_create("standin");
+    TCase *tc = tcase_create("strict");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, missing_event_is_reported);
+    tcase_add_test(tc, execution_is_lazy);
+    tcase_add_test(tc, cublas_checks_arguments);
+    tcase_add_test(tc, group_hazard_gives_wrong_numbers);
+    suite_add_tcase(s, tc);
+    return s;
+}
