@@ -169,11 +169,11 @@ $(SI)/tests/%.o: tests/%.c
 
 bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
 	@mkdir -p bin
-	$(MPICC) $(CFLAGS) $^ $(BLAS_LIBS) -lstdc++ -lm -o $@
+	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
 bin/check_pp-standin: $(SI_TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
+	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
 bin/standin-group-hazard: $(SI)/tests/standin/group_hazard.o $(SI)/runtime.o $(SI)/nccl.o
 	@mkdir -p bin
@@ -184,13 +184,11 @@ $(SI)/tests/standin/group_hazard.o: tests/standin/group_hazard.c
 	$(MPICC) $(CFLAGS) $(SI_CFLAGS) -c $< -o $@
 
 # The GPU suites on the stand-ins (a test of the backend's logic, not of a GPU):
-# four stand-in GPUs, so the four-rank nccl cases run. NCCL group members
-# take effect as posted here, not in the stand-in's default reversed order:
-# reversed, FSDP S=4 over nccl trains to NaN, because rank 2's plan sends
-# slot s1 (stage 3's weight gradients) and fetches stage 0's weights into
-# s1 in one transfer group, a buffer hazard in the plan (tests/README.md).
-# Run `make standin-test SI_NCCL_ORDER=reversed` to see it.
-SI_NCCL_ORDER ?= posted
+# four stand-in GPUs, so the four-rank nccl cases run, and NCCL group members
+# taking effect in reverse (the adversarial order that once turned FSDP's
+# send-and-fetch-into-one-slot group into NaNs; SI_NCCL_ORDER=posted or
+# interleaved picks another).
+SI_NCCL_ORDER ?= reversed
 standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
 	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) ./bin/check_pp-standin
 
