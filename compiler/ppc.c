@@ -2,6 +2,7 @@
  *
  *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
+ *   ppc --opcodes
  *
  * Compiles the schedule (compile.h: parse, check, evaluate, simulate, keep
  * weights, report, lower, verify), writes what it costs (DIR/report.txt,
@@ -72,6 +73,7 @@ static void usage(FILE *f)
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
                "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
+               "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
                "  -D NAME=VALUE   override the default of 'param NAME' (an integer)\n"
@@ -91,6 +93,8 @@ static void usage(FILE *f)
                "  -q              print nothing on success\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
+               "  --opcodes       print the instruction set, generated from isa/opcodes.h,\n"
+               "                  as the Markdown table isa/README.md shows\n"
                "  --library DIR   where --table finds the schedules (default: ../schedules\n"
                "                  beside the ppc binary)\n");
 }
@@ -114,7 +118,8 @@ static int parse_define(const char *arg, pp_define *def)
     return def->name ? 0 : -2;
 }
 
-/* 0, 1 for --help, -1 a bad command line (said why), -2 out of memory. */
+/* 0, 1 for --help, 2 for --opcodes, -1 a bad command line (said why), -2
+ * out of memory. */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -130,6 +135,8 @@ static int parse_args(int argc, char **argv, options *o)
         int rc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
+        else if (!strcmp(a, "--opcodes"))
+            return 2;
         else if (!strcmp(a, "-q"))
             o->quiet = 1;
         else if (!strcmp(a, "--table"))
@@ -414,7 +421,9 @@ int main(int argc, char **argv)
     } else if (args < 0) {
         usage(stderr);
         rc = EXIT_USAGE;
-    } else if (args > 0) /* --help */
+    } else if (args == 2) /* --opcodes: the table isa/README.md shows */
+        pp_ops_markdown(stdout);
+    else if (args > 0) /* --help */
         usage(stdout);
     else if (o.table)
         rc = run_table(&o);

@@ -137,7 +137,7 @@ START_TEST(keep_weights)
 }
 END_TEST
 
-/* ppc's exit codes: 0 help, 1 schedule errors, 2 command line, 3 a file
+/* ppc's exit codes: 0 help (and --opcodes), 1 schedule errors, 2 command line, 3 a file
  * that cannot be read, 4 out of memory (a job table too large for the
  * address space ulimit allows). */
 START_TEST(ppc_exit_codes)
@@ -148,6 +148,7 @@ START_TEST(ppc_exit_codes)
         const char *says;
     } cases[] = {
         {"--help", 0, "usage: ppc"},
+        {"--opcodes", 0, "| 9 | FetchWeights | receive | SendWeights |"},
         {"schedules/gpipe.pp -o %s -D S=0", 1, "S = 0 is out of range"},
         {"schedules/gpipe.pp -o %s --prefetch", 2, "usage: ppc"},
         {"/nonexistent/x.pp -o %s", 3, "cannot read '/nonexistent/x.pp'"},
