@@ -332,6 +332,8 @@ static const void *use_weights(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
 {
     if (k >= 0)
         return use_slot(v, k, d, n);
+    if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
+        return NULL; /* a stage without weights (plancheck.c): nothing to order */
     d[(*n)++] = &v->param_dep[s];
     return v->compute[s];
 }
@@ -341,6 +343,8 @@ static float *use_grads(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
 {
     if (k >= 0)
         return use_slot(v, k, d, n);
+    if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
+        return NULL; /* a stage without weights: no gradients either */
     d[(*n)++] = &v->grad_dep[s];
     return v->grads[s];
 }

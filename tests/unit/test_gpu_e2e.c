@@ -282,6 +282,26 @@ START_TEST(adamw_four_ranks_mpi)
 }
 END_TEST
 
+/* FSDP with a middle stage of `blocks = 0`: its jobs on non-owners have no
+ * wts or wgrad slot and no weights to order against (the cuda backend once
+ * recorded an event that did not exist there). Over nccl where there are
+ * four GPUs, else over mpi on one. */
+START_TEST(weightless_stage_four_ranks)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    char *src = temp_dir(), path[1024], cmd[2048];
+    snprintf(path, sizeof path, "%s/fsdp.pp", src);
+    snprintf(cmd, sizeof cmd, "sed 's/blocks *= *[0-9]*/blocks = 0/' %s/schedules/fsdp.pp > %s",
+             PP_ROOT, path);
+    ck_assert_int_eq(run_cmd(cmd, NULL), 0);
+    gpu_trains_like_cpu(path, "-D S=4 -D B=4", 4, gpu_count() >= 4 ? "nccl" : "mpi");
+    remove_dir(src);
+}
+END_TEST
+
 /* nccl cannot put two ranks on one GPU: every rank exits 1, telling the
  * user to use --transport mpi, and nothing hangs. */
 START_TEST(nccl_refuses_shared_gpu)
@@ -353,6 +373,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_loop_test(tc, four_ranks_one_gpu_mpi, 0, 8);
     tcase_add_loop_test(tc, four_ranks_nccl, 0, 8);
     tcase_add_test(tc, adamw_four_ranks_mpi);
+    tcase_add_test(tc, weightless_stage_four_ranks);
     tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     suite_add_tcase(s, tc);
