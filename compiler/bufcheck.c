@@ -134,6 +134,9 @@ static const char *fmt_content(const content *c, char buf[64])
     case PP_CONTENT_STASH:
         snprintf(buf, 64, "F(%d,%d)'s stash", (int)c->s, (int)c->b);
         break;
+    case PP_CONTENT_STASHW:
+        snprintf(buf, 64, "the stash B(%d,%d) left for W", (int)c->s, (int)c->b);
+        break;
     default:
         snprintf(buf, 64, "stage %d's %s", (int)c->s, pp_content_words(c->c));
         break;
@@ -146,12 +149,34 @@ static int same(const content *a, const content *b)
     return a->c == b->c && a->s == b->s && a->b == b->b;
 }
 
+/* Two operands of one instruction in one slot, one of them written: the
+ * kernel would read what it is overwriting. */
+static int check_aliases(const pp_plan *p, uint32_t i, const pp_touch *t, int n, char *msg,
+                         size_t len)
+{
+    for (int k = 0; k < n; k++)
+        for (int j = k + 1; j < n; j++)
+            if (t[k].kind == PP_BUF_SLOT && t[j].kind == PP_BUF_SLOT && t[k].index == t[j].index &&
+                ((t[k].access | t[j].access) & PP_ACC_WR)) {
+                char a[96];
+                say(msg, len,
+                    "alias: rank %u: %s has its %s and its %s both in slot s%d, and writes one "
+                    "(expected different slots)",
+                    p->rank, fmt_instr(p, i, a), pp_role_name(t[k].spec->role),
+                    pp_role_name(t[j].spec->role), (int)t[k].index);
+                return -1;
+            }
+    return 0;
+}
+
 static int check_dataflow(const pp_plan *p, content *slots, char *msg, size_t len)
 {
     for (uint32_t i = 0; i < p->ninstr; i++) {
         const pp_instr *in = &p->code[i];
         pp_touch t[PP_MAX_TOUCH];
         int n = pp_instr_touches(in, t);
+        if (check_aliases(p, i, t, n, msg, len))
+            return -1;
         for (int k = 0; k < n; k++) {
             if (t[k].kind != PP_BUF_SLOT)
                 continue; /* the rank's own stages always hold their weights */
@@ -171,6 +196,8 @@ static int check_dataflow(const pp_plan *p, content *slots, char *msg, size_t le
         for (int k = 0; k < n; k++)
             if (t[k].kind == PP_BUF_SLOT && (t[k].access & PP_ACC_WR)) {
                 content c = expected(in, &t[k]);
+                if (t[k].spec->becomes) /* an UPD slot: BackwardInput's stash */
+                    c.c = t[k].spec->becomes;
                 c.writer = i;
                 slots[t[k].index] = c;
             }

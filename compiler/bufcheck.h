@@ -14,11 +14,17 @@
  * read, come from the opcode table (isa/opcodes.h via pp_instr_touches).
  * Two checks, both O(instructions):
  *   1. no two members of one group touch one buffer unless both only read;
- *   2. replaying the plan in order, every slot an instruction reads holds
+ *   2. no instruction has two operands in one slot unless both only read;
+ *   3. replaying the plan in order, every slot an instruction reads holds
  *      what the table says it needs (F(s-1,b)'s output for Forward s b's
- *      `in`, ...): nothing is read before it arrives, and nothing still
- *      needed is overwritten first (a reused stash, a receive into a slot
- *      whose data is yet to be sent). */
+ *      `in`, the stash B(s,b) left for BackwardWeight s b, ...): nothing is
+ *      read before it arrives or out of order, and nothing still needed is
+ *      overwritten first (a reused stash, a receive into a slot whose data
+ *      is yet to be sent).
+ * Out of scope: the order of updates to a rank's own weights and gradients
+ * and to a wgrad slot (e.g. an accumulation after the SendWeightGrad that
+ * returns it): those follow from the job order the simulator proves, and
+ * the replay tracks what slots hold, not how often they were added to. */
 #ifndef PP_BUFCHECK_H
 #define PP_BUFCHECK_H
 
@@ -29,8 +35,9 @@
 /* Checks one rank's plan; returns 0 if safe, else -1 with a message in msg
  * (msglen bytes, may be NULL or 0; "ok" on success, cut to fit) naming the
  * rank, the instructions (plan addresses, as in the listing) and the slot:
- * "hazard: ..." (a group's members conflict), "dataflow: ..." (a read of
- * the wrong content) or "error: out of memory". */
+ * "hazard: ..." (a group's members conflict), "alias: ..." (one
+ * instruction's operands share a slot it writes), "dataflow: ..." (a read
+ * of the wrong content) or "error: out of memory". */
 int pp_buffer_check_plan(const pp_plan *p, char *msg, size_t msglen);
 
 /* The same for plans[0..W), stopping at the first rank that fails. */

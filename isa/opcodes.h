@@ -34,7 +34,9 @@
  *            gradients only when that slot is absent.
  *   slots    its buffer-slot operands in file order, at most PP_MAX_SLOTS:
  *            REQ(role, access, content, stage offset) or OPT(...) for one
- *            that may be -1 (absent). The content is what the slot holds
+ *            that may be -1 (absent); UPD(role, content, becomes, offset)
+ *            reads content and leaves `becomes` (BackwardInput turns F's
+ *            stash into one only W may read). The content is what the slot holds
  *            when the instruction reads it or after it writes it, named by
  *            the job that produced it: e.g. Forward's `in` is ACT at stage
  *            s-1, F(s-1,b)'s output (ACT at stage -1 is the microbatch's
@@ -89,10 +91,11 @@
        OPT(WGRAD, UP, WGRAD, 0)),                                                                       \
       "run B(s,b): accumulate weight gradients, write the input gradient to din")                      \
     X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO,                          \
-      (REQ(STASH, UP, STASH, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0)), \
+      (UPD(STASH, STASH, STASHW, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0),                   \
+       OPT(WTS, RD, WTS, 0)),                                                                           \
       "split backward, B(s,b): write the input gradient to din, keep in stash what W needs")          \
     X(BackwardWeight, 6, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, UP,                         \
-      (REQ(STASH, RD, STASH, 0), OPT(WGRAD, UP, WGRAD, 0)),                                             \
+      (REQ(STASH, RD, STASHW, 0), OPT(WGRAD, UP, WGRAD, 0)),                                            \
       "split backward, W(s,b): accumulate stage s's weight gradients from the stash")                 \
     X(SendGrad, 7, SEND, RecvGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,                \
       (REQ(SRC, RD, GRAD, 0)),                                                                          \
@@ -159,7 +162,7 @@ typedef enum {
 
 /* What a slot holds, named by the job that produced it. */
 #define PP_CONTENTS(X) X(TOKENS, "microbatch") X(ACT, "output of F") X(GRAD, "input gradient of B") \
-    X(STASH, "stash of F") X(WTS, "fetched weights") X(WGRAD, "weight gradients") \
+    X(STASH, "stash of F") X(STASHW, "stash B left for W") X(WTS, "fetched weights") X(WGRAD, "weight gradients") \
     X(TMP, "received weight gradients")
 typedef enum {
     PP_CONTENT_NONE = 0,

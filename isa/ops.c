@@ -5,8 +5,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0}
-#define OPT(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1}
+#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0}
+#define OPT(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0}
+#define UPD(role, content, becomes, ds)                                                            \
+    {PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes}
 #define SLOT_LIST(...) {__VA_ARGS__}
 enum { PP_OP_NONE = -1 };
 
@@ -162,6 +164,8 @@ void pp_ops_markdown(FILE *out)
                     sp->optional ? "?" : "", access_word(sp->access), pp_content_words(sp->content));
             if (sp->dstage)
                 fprintf(out, " (stage s%+d)", sp->dstage);
+            if (sp->becomes)
+                fprintf(out, ", leaving %s", pp_content_words(sp->becomes));
         }
         fprintf(out, "%s | ", n ? "" : "-");
         if (o->params)

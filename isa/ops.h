@@ -26,6 +26,7 @@ typedef struct {
     pp_content content; /* what the slot holds when read, or after the write */
     int dstage;         /* the content's stage is the instruction's stage + dstage */
     int optional;       /* may be -1 (absent) */
+    pp_content becomes; /* what an UPD slot holds after the instruction; NONE: content */
 } pp_slot_spec;
 
 typedef struct {

@@ -10,25 +10,25 @@
 #include "../kernels/model.h"
 #include "vm.h"
 
-/* Bytes slot operand i of an instruction needs, by what the table says the
- * slot holds (isa/opcodes.h). Jobs read the compute copy (bf16 with
- * precision bf16) and accumulate fp32 gradients; a split backward's stash
- * also keeps what W needs. */
-static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
+/* Bytes a slot holding content c of instruction in's stage needs
+ * (isa/opcodes.h). Jobs read the compute copy (bf16 with precision bf16)
+ * and accumulate fp32 gradients; the stash a split backward's B leaves
+ * for W is larger than F's. */
+static uint64_t content_bytes(const pp_plan *p, const pp_instr *in, pp_content c, int dstage)
 {
     const pp_model *m = &p->model;
-    const pp_slot_spec *sp = &pp_op(in->op)->slot[i];
     int S = (int)p->S, s = in->stage;
-    int split = in->op == PP_OP_BackwardInput || in->op == PP_OP_BackwardWeight;
-    switch (sp->content) {
+    switch (c) {
     case PP_CONTENT_TOKENS:
         return pp_tokens_bytes(m);
     case PP_CONTENT_ACT: /* the output of F(-1,b) is the microbatch */
-        return s + sp->dstage < 0 ? pp_tokens_bytes(m) : pp_act_bytes(m);
+        return s + dstage < 0 ? pp_tokens_bytes(m) : pp_act_bytes(m);
     case PP_CONTENT_GRAD:
         return pp_act_bytes(m);
     case PP_CONTENT_STASH:
-        return split ? pp_stage_stash_bytes_split(m, S, s) : pp_stage_stash_bytes(m, S, s);
+        return pp_stage_stash_bytes(m, S, s);
+    case PP_CONTENT_STASHW:
+        return pp_stage_stash_bytes_split(m, S, s);
     case PP_CONTENT_WTS:
         return pp_stage_compute_bytes(m, S, s);
     case PP_CONTENT_WGRAD:
@@ -39,6 +39,16 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
         break;
     }
     return 0;
+}
+
+/* Bytes slot operand i of an instruction needs: what it holds before and,
+ * for an UPD slot, after. */
+static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
+{
+    const pp_slot_spec *sp = &pp_op(in->op)->slot[i];
+    uint64_t before = content_bytes(p, in, sp->content, sp->dstage);
+    uint64_t after = sp->becomes ? content_bytes(p, in, sp->becomes, sp->dstage) : 0;
+    return before > after ? before : after;
 }
 
 /* The most one buffer may hold: the VM rounds each size up to 64 bytes,

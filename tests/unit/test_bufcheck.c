@@ -2,7 +2,9 @@
  * hand-made streams: FSDP's weight-gradient return and a weight fetch
  * sharing a slot inside one group (what ppc once emitted), a receive into
  * a slot a send in the same group reads, a reused stash, a read of a slot
- * nothing has written, a job reading another microbatch's activation; and
+ * nothing has written, a job reading another microbatch's activation, an
+ * instruction whose operands share a slot it writes, a split backward's W
+ * before its B; and
  * the streams that are safe: concurrent reads, a pipeline rank's steady
  * state, weights kept for a later job. Every library schedule over its
  * documented range passes it in the sim suite. */
@@ -154,6 +156,39 @@ START_TEST(wrong_microbatch_and_wrong_kind)
 }
 END_TEST
 
+START_TEST(operands_sharing_a_written_slot)
+{
+    plan_b b;
+    plan_init(&b, 0, 2);
+    put(&b, PP_OP_LoadMicroBatch, -1, 0, -1, PP_ROLE_TOKENS, 0, END);
+    put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 0, END);
+    expect(&b, "alias: rank 0: @1 Forward(s=0,b=0) has its in and its out both in slot s0, and "
+               "writes one");
+}
+END_TEST
+
+/* A split backward's W reads what B left in the stash, never F's stash. */
+START_TEST(weight_half_before_input_half)
+{
+    plan_b b;
+    plan_init(&b, 0, 2);
+    put(&b, PP_OP_LoadMicroBatch, -1, 0, -1, PP_ROLE_TOKENS, 0, END);
+    put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 2, END);
+    put(&b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 3, END);
+    put(&b, PP_OP_BackwardWeight, 0, 0, -1, PP_ROLE_STASH, 1, END);
+    put(&b, PP_OP_BackwardInput, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 3, END);
+    expect(&b, "@3 BackwardWeight(s=0,b=0) reads slot s1 as its stash, which should hold the "
+               "stash B(0,0) left for W but holds F(0,0)'s stash, written by @1");
+    plan_init(&b, 0, 2); /* in order: fine */
+    put(&b, PP_OP_LoadMicroBatch, -1, 0, -1, PP_ROLE_TOKENS, 0, END);
+    put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 2, END);
+    put(&b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 3, END);
+    put(&b, PP_OP_BackwardInput, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 3, END);
+    put(&b, PP_OP_BackwardWeight, 0, 0, -1, PP_ROLE_STASH, 1, END);
+    expect(&b, NULL);
+}
+END_TEST
+
 START_TEST(safe_streams_pass)
 {
     plan_b b; /* a middle pipeline rank: receive, compute, send, with kept weights */
@@ -205,6 +240,8 @@ Suite *bufcheck_suite(void)
     tcase_add_test(tc, reused_stash);
     tcase_add_test(tc, read_before_anything_arrived);
     tcase_add_test(tc, wrong_microbatch_and_wrong_kind);
+    tcase_add_test(tc, operands_sharing_a_written_slot);
+    tcase_add_test(tc, weight_half_before_input_half);
     tcase_add_test(tc, safe_streams_pass);
     tcase_add_test(tc, messages_fit_any_buffer);
     suite_add_tcase(s, tc);
