@@ -1,6 +1,8 @@
 # pp - build, test and demo.
 #   make          build bin/ppc and bin/ppvm (and the CUDA objects when nvcc exists)
+#   make check    build and run the fast suites (all but e2e and the GPU ones)
 #   make test     build and run every test; ends with Check's summary line
+#                 (one suite: make test SUITE=e2e; see tests/README.md)
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
 #   make deps     install what is missing from Debian's packages (idempotent)
 
@@ -54,7 +56,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps test demo clean golden bench gpu-bench
+.PHONY: all deps check test demo clean golden bench gpu-bench
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -116,10 +118,17 @@ bin/check_pp: $(TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
-# ---- the two commands --------------------------------------------------------
+# ---- the test commands -------------------------------------------------------
+# check_pp runs its jobs in parallel (-j: processes at once, default twice
+# the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
+TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+check: deps
+	$(MAKE) all bin/check_pp
+	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
+
 test: deps
 	$(MAKE) all bin/check_pp
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 ./bin/check_pp
+	$(TEST_ENV) ./bin/check_pp $(SUITE)
 
 demo: deps
 	$(MAKE) all
