@@ -57,6 +57,7 @@ static const struct suite_entry {
     {"report", report_suite, FAST, 1, NULL},
     {"timeline", timeline_suite, FAST, 1, NULL},
     {"golden", golden_suite, FAST, 1, NULL},
+    {"harness", harness_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
 };
@@ -181,23 +182,39 @@ static void end_job(job *j, int st)
 }
 
 /* A job's output, less Check's per-run lines (the totals are printed at
- * the end). */
+ * the end), a line repeated back to back printed once with its count
+ * ("skipped: no GPU" from 35 tests). */
 static void print_job(const job *j)
 {
     FILE *f = fopen(j->out, "r");
-    char line[8192];
-    int header = 0;
-    while (f && fgets(line, sizeof line, f)) {
+    static char line[8192], prev[8192];
+    int header = 0, repeats = 0;
+    prev[0] = '\0';
+    for (;;) {
+        int more = f && fgets(line, sizeof line, f);
         int pct;
         char c;
-        if (!strncmp(line, "Running suite(s):", 17) ||
-            sscanf(line, "%d%%: Checks: %*d, Failures: %*d, Errors: %*d%c", &pct, &c) == 2)
+        if (more && (!strncmp(line, "Running suite(s):", 17) ||
+                     sscanf(line, "%d%%: Checks: %*d, Failures: %*d, Errors: %*d%c", &pct, &c) == 2))
             continue;
+        if (more && !strcmp(line, prev)) {
+            repeats++;
+            continue;
+        }
+        if (prev[0]) {
+            if (repeats)
+                printf("%.*s (%d times)\n", (int)strcspn(prev, "\n"), prev, repeats + 1);
+            else
+                fputs(prev, stdout);
+        }
+        if (!more)
+            break;
         if (!header && j->tcase) {
             printf("[%s:%s]\n", j->suite->name, j->tcase);
             header = 1;
         }
-        fputs(line, stdout);
+        snprintf(prev, sizeof prev, "%s", line);
+        repeats = 0;
     }
     if (f)
         fclose(f);
@@ -252,32 +269,30 @@ int main(int argc, char **argv)
     if (run_case && !*run_case)
         run_case = NULL;
 
-    /* which suites, and which of a suite's TCases, from the arguments */
-    int want[NSUITES];
-    const char *want_case[NSUITES];
-    for (int i = 0; i < NSUITES; i++) {
-        want[i] = !npicks && (!fast || suites[i].kind == FAST) &&
-                  (!run_suite || !strcmp(run_suite, suites[i].name));
-        want_case[i] = run_case;
-    }
+    /* which suites (whole) and which TCases (SUITE:TCASE), from the arguments */
+    int whole[NSUITES];
+    for (int i = 0; i < NSUITES; i++)
+        whole[i] = !npicks && (!fast || suites[i].kind == FAST) &&
+                   (!run_suite || !strcmp(run_suite, suites[i].name));
+    int pick_suite[64];
     for (int p = 0; p < npicks; p++) {
         const char *colon = strchr(picks[p], ':');
         size_t len = colon ? (size_t)(colon - picks[p]) : strlen(picks[p]);
-        int found = 0;
+        pick_suite[p] = -1;
         for (int i = 0; i < NSUITES; i++)
-            if (strlen(suites[i].name) == len && !strncmp(suites[i].name, picks[p], len)) {
-                want[i] = found = 1;
-                if (colon)
-                    want_case[i] = colon + 1;
-            }
-        if (!found) {
+            if (strlen(suites[i].name) == len && !strncmp(suites[i].name, picks[p], len))
+                pick_suite[p] = i;
+        if (pick_suite[p] < 0) {
             fprintf(stderr, "check_pp: no suite '%.*s'\n", (int)len, picks[p]);
             usage(stderr);
             return 2;
         }
+        if (!colon)
+            whole[pick_suite[p]] = 1;
+        picks[p] = colon ? colon + 1 : NULL; /* now the TCase, if any */
     }
 
-    /* jobs: split TCases first (they are the long ones), then whole suites */
+    /* jobs: a split suite's TCases each, other suites whole or per TCase */
     job *jobs = calloc(256, sizeof *jobs);
     int njobs = 0, suite_first[NSUITES], suite_end[NSUITES];
     char dir[] = "/tmp/check_pp-XXXXXX";
@@ -287,12 +302,21 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < NSUITES; i++) {
         suite_first[i] = njobs;
-        if (want[i] && suites[i].split) {
-            for (const pp_tcase_info *t = suites[i].split; t->tcase && njobs < 256; t++)
-                if (!want_case[i] || !strcmp(want_case[i], t->tcase))
+        if (suites[i].split) {
+            for (const pp_tcase_info *t = suites[i].split; t->tcase && njobs < 256; t++) {
+                int in = whole[i] && (!run_case || !strcmp(run_case, t->tcase));
+                for (int p = 0; p < npicks; p++)
+                    in |= pick_suite[p] == i && picks[p] && !strcmp(picks[p], t->tcase);
+                if (in)
                     jobs[njobs++] = (job){.suite = &suites[i], .tcase = t->tcase, .procs = t->procs};
-        } else if (want[i] && njobs < 256)
-            jobs[njobs++] = (job){.suite = &suites[i], .tcase = want_case[i], .procs = suites[i].procs};
+            }
+        } else {
+            if (whole[i] && njobs < 256)
+                jobs[njobs++] = (job){.suite = &suites[i], .tcase = run_case, .procs = suites[i].procs};
+            for (int p = 0; p < npicks; p++)
+                if (pick_suite[p] == i && picks[p] && njobs < 256)
+                    jobs[njobs++] = (job){.suite = &suites[i], .tcase = picks[p], .procs = suites[i].procs};
+        }
         suite_end[i] = njobs;
     }
     for (int k = 0; k < njobs; k++) {

@@ -5,8 +5,11 @@
  * with a message and a non-zero exit within seconds, never a hang. Every run
  * here pins --backend cpu: this is the CPU twin's suite (test_gpu_e2e.c
  * runs the same schedules on a GPU). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -496,6 +499,104 @@ START_TEST(bad_flags)
 }
 END_TEST
 
+/* The harness never lies about what failed (testutil.c's mpi_run): with a
+ * stand-in mpirun (PP_TEST_MPIRUN) that runs the real one and then exits 1
+ * as Open MPI sometimes does at exit, a run is repeated once and passes;
+ * failing at exit twice is said to be that, not a test failure; a rank's
+ * own failure names the rank and its status; a hung launcher is killed at
+ * its limit and said to be. */
+static void fake_mpirun(const char *dir, int fails, const char *before)
+{
+    char path[1024], env[1100];
+    snprintf(path, sizeof path, "%s/mpirun.sh", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "#!/bin/sh\n%s\nmpirun --oversubscribe --allow-run-as-root --bind-to none \"$@\"\n"
+            "rc=$?\nn=$(cat %s/count 2>/dev/null || echo 0)\necho $((n + 1)) > %s/count\n"
+            "if [ $n -lt %d ]; then echo 'fake: ORTE failed at exit'; exit 1; fi\nexit $rc\n",
+            before, dir, dir, fails);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, 0755), 0);
+    snprintf(env, sizeof env, "%s/count", dir);
+    unlink(env);
+    setenv("PP_TEST_MPIRUN", path, 1);
+}
+
+static int runs_of(const char *dir)
+{
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "cat %s/count", dir);
+    out = run_expect(cmd, 0);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+START_TEST(launcher_failures_told_apart)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1", dir);
+    /* fails at exit once: run again, passes, and says so on stdout (here
+     * into a file, to be read back) */
+    fake_mpirun(dir, 1, "");
+    char note[1024];
+    snprintf(note, sizeof note, "%s/note", dir);
+    fflush(stdout);
+    int saved = dup(1), fd = open(note, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, 1);
+    close(fd);
+    int rc = mpi_run(2, args, &out, &why);
+    ck_assert_msg(rc == 0, "a launcher failure after success was not run again: %s", rc ? why : "");
+    ck_assert_int_eq(runs_of(dir), 2);
+    free(out);
+    /* twice: a failure, told as Open MPI's at exit, never as the test's */
+    fake_mpirun(dir, 2, "");
+    rc = mpi_run(2, args, &out, &why);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_int_eq(runs_of(dir), 2);
+    ck_assert_msg(strstr(why, "mpirun exited with status 1 although every rank had exited 0") &&
+                      strstr(why, "Open MPI failing at exit twice") &&
+                      strstr(why, "fake: ORTE failed at exit"),
+                  "%s", why);
+    free(out);
+    free(why);
+    snprintf(args, sizeof args, "cat %s", note);
+    out = run_expect(args, 0);
+    ck_assert_msg(strstr(out, "note: mpirun exited with status 1 although every rank exited 0 "
+                              "(Open MPI failing at exit, not the test); running it once more") &&
+                      strstr(out, "fake: ORTE failed at exit"),
+                  "%s", out);
+    free(out);
+    /* a rank that fails is not run again, and is named */
+    fake_mpirun(dir, 0, "");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1 --data /nonexistent", dir);
+    ck_assert_int_ne(mpi_run(2, args, &out, &why), 0);
+    ck_assert_int_eq(runs_of(dir), 1);
+    ck_assert_msg(strstr(why, "rank 0 exited with status 1") &&
+                      strstr(why, "rank 1 exited with status 1") &&
+                      strstr(why, "mpirun exited with status 1") &&
+                      strstr(why, "cannot open data file '/nonexistent'"),
+                  "%s", why);
+    free(out);
+    free(why);
+    /* a launcher that hangs is killed at the limit, and said to be */
+    fake_mpirun(dir, 0, "sleep 60");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1", dir);
+    ck_assert_int_eq(mpi_run_within(2, args, 2, &out, &why), 124);
+    ck_assert_msg(strstr(why, "did not finish within") && strstr(why, "ranks 0, 1 never reported"),
+                  "%s", why);
+    free(out);
+    free(why);
+    unsetenv("PP_TEST_MPIRUN");
+    remove_dir(dir);
+}
+END_TEST
+
 /* Every test, with the most ranks it runs at once. Each is a TCase of its
  * own, named after it, so that check_pp can run several at a time
  * (check_main.c); the list is roughly longest first, which is the order
@@ -527,6 +628,7 @@ END_TEST
     X(truncated_rank_file, 4)                                                                      \
     X(mixed_plan_ids, 4)                                                                           \
     X(loss_falls, 2)                                                                               \
+    X(launcher_failures_told_apart, 2)                                                            \
     X(compare_tolerances, 1)
 
 #define E2E_INFO(test, ranks) {#test, ranks},

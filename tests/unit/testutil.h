@@ -96,6 +96,11 @@ char *run_expect_at(const char *file, int line, const char *cmd, int want);
  * or timeout, and the last lines of the output. *out: the output of the
  * last attempt (caller frees), markers included. */
 int mpi_run(int np, const char *args, char **out, char **why);
+/* (PP_TEST_MPIRUN, when set, replaces "mpirun --oversubscribe ..." there:
+ * the e2e suite's harness test uses it to fake Open MPI's failures.) */
+/* What each of np ranks reported: st[r] = its exit status (128 + N: signal
+ * N), -1 if it never reported. */
+void rank_statuses(const char *out, int np, int *st);
 /* mpi_run with a limit of its own (seconds, before scaling). */
 int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **why);
 /* mpi_run, failing the test (with *why) unless it succeeds. Returns the output. */
