@@ -322,7 +322,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < njobs; k++) {
         snprintf(jobs[k].out, sizeof jobs[k].out, "%s/job%d.out", dir, k);
         snprintf(jobs[k].res, sizeof jobs[k].res, "%s/job%d.res", dir, k);
-        snprintf(jobs[k].tag, sizeof jobs[k].tag, "%ld.%d", (long)getpid(), k);
+        /* "pid.k.": kill_tagged matches prefixes, and job 1's must not match job 12's */
+        snprintf(jobs[k].tag, sizeof jobs[k].tag, "%ld.%d.", (long)getpid(), k);
     }
     int order[256], norder = 0;
     for (int pass = 0; pass < 2; pass++)

@@ -136,7 +136,8 @@ int run_proc(const char *cmd, int timeout_s, proc_result *r)
     memset(r, 0, sizeof *r);
     r->timeout = (int)(timeout_s * time_scale() + 0.5);
     char tag[64];
-    snprintf(tag, sizeof tag, "%ld.%d", (long)getpid(), ++serial);
+    /* "pid.serial.": the trailing dot keeps 1.1. from being a prefix of 1.12. */
+    snprintf(tag, sizeof tag, "%ld.%d.", (long)getpid(), ++serial);
     size_t cap = 4096, n = 0;
     r->out = malloc(cap);
     r->out[0] = '\0';

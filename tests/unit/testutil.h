@@ -68,7 +68,8 @@ char *proc_story(const proc_result *r, int lines);
 /* The last `lines` lines of text (a pointer into it). */
 const char *last_lines(const char *text, int lines);
 /* Sends sig to every other process whose environment has var=<value
- * starting with prefix>; returns how many. */
+ * starting with prefix>; returns how many. Tags end with '.', so that a
+ * whole tag is never the prefix of another ("7.1." and "7.12."). */
 int kill_tagged(const char *var, const char *prefix, int sig);
 
 /* Runs cmd (CMD_TIMEOUT), output (stdout+stderr) into *out (caller frees)
