@@ -119,7 +119,7 @@ bin/check_pp: $(TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # ---- the test commands -------------------------------------------------------
-# check_pp runs its jobs in parallel (-j: processes at once, default twice
+# check_pp runs its jobs in parallel (-j: processes at once, default 4 times
 # the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
 TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 check: deps

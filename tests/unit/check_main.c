@@ -7,8 +7,8 @@
  * the same time (e2e: one TCase per test, each running its own mpirun), one
  * TCase. Jobs start in a fixed order (the split TCases first, longest
  * first, then the suites) while the processes they run at once (each job
- * says how many: its MPI ranks) fit in N (-j, else PP_TEST_JOBS, else twice
- * the online CPUs); one job always runs, however large. Jobs that use the
+ * says how many: its MPI ranks) fit in N (-j, else PP_TEST_JOBS, else four
+ * times the online CPUs: ranks spend much of a run waiting on each other); one job always runs, however large. Jobs that use the
  * GPU run one at a time. Each worker runs its job with Check (CK_FORK: a
  * crash fails its test, not the run) and its output goes to a file of its
  * own, which is printed, suite by suite in the order below, once every job
@@ -88,7 +88,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [SUITE | SUITE:TCASE]...\n"
                "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
-               "           (default: PP_TEST_JOBS, else twice the online CPUs)\n"
+               "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
                "  --fast   every suite but e2e and the GPU suites (make check)\n"
                "  --list   print the suites (and the TCases that run as jobs)\n"
                "suites:");
@@ -261,7 +261,7 @@ int main(int argc, char **argv)
     if (!budget) {
         const char *v = getenv("PP_TEST_JOBS");
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        budget = v && atol(v) > 0 ? atol(v) : 2 * (cpus > 0 ? cpus : 1);
+        budget = v && atol(v) > 0 ? atol(v) : 4 * (cpus > 0 ? cpus : 1);
     }
     const char *run_suite = getenv("CK_RUN_SUITE"), *run_case = getenv("CK_RUN_CASE");
     if (run_suite && !*run_suite)
