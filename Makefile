@@ -1,6 +1,8 @@
 # pp - build, test and demo.
 #   make          build bin/ppc and bin/ppvm (and the CUDA objects when nvcc exists)
+#   make check    build and run the fast suites (all but e2e and the GPU ones)
 #   make test     build and run every test; ends with Check's summary line
+#                 (one suite: make test SUITE=e2e; see tests/README.md)
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
 #   make deps     install what is missing from Debian's packages (idempotent)
 
@@ -61,7 +63,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps test demo clean golden bench gpu-bench standin-test
+.PHONY: all deps check test demo clean golden bench gpu-bench standin-test
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -192,11 +194,18 @@ SI_NCCL_ORDER ?= reversed
 standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
 	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) ./bin/check_pp-standin
 
-# ---- the two commands --------------------------------------------------------
+# ---- the test commands -------------------------------------------------------
+# check_pp runs its jobs in parallel (-j: processes at once, default 4 times
+# the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
+TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+check: deps
+	$(MAKE) all bin/check_pp
+	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
+
 test: deps
 	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 ./bin/check_pp; \
-	  rc=$$?; $(MAKE) --no-print-directory standin-test || rc=1; exit $$rc
+	$(TEST_ENV) ./bin/check_pp $(SUITE); rc=$$?; \
+	  if [ -z "$(SUITE)" ]; then $(MAKE) --no-print-directory standin-test || rc=1; fi; exit $$rc
 
 demo: deps
 	$(MAKE) all

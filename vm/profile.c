@@ -221,25 +221,39 @@ void pp_profile_discard(pp_profile *pr)
     free(pr);
 }
 
-/* Half the median of 21 round trips, after 3 to warm up. */
-static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
+/* Half a round trip of `bytes`, over 21 after 3 to warm up: the median
+ * (*typical) and the fastest (*fastest). */
+static void one_way(pp_round_trip rt, void *ctx, size_t bytes, double *typical, double *fastest)
 {
     enum { WARM = 3, REPS = 21 };
     double t[REPS];
+    *fastest = 0;
     for (int i = 0; i < WARM + REPS; i++) {
         double r = rt(ctx, bytes);
-        if (i >= WARM)
+        if (i >= WARM) {
             t[i - WARM] = r / 2;
+            if (i == WARM || r / 2 < *fastest)
+                *fastest = r / 2;
+        }
     }
-    return pp_median(t, REPS);
+    *typical = pp_median(t, REPS);
 }
 
+/* The latency is the typical small trip. The bandwidth comes from the
+ * fastest trips: time taken from a rank by others sharing its core only
+ * ever adds to a trip, and on a loaded machine the medians of the two
+ * sizes differed by less than that noise (even by a negative amount, which
+ * gave a bandwidth of 0); the fastest trips differ by the bytes' cost. The
+ * same number of trips on both ranks whatever they measure: no rank may
+ * decide alone to measure again. */
 void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
                      double *bandwidth)
 {
-    double small = one_way(rt, ctx, 8), big = one_way(rt, ctx, bytes);
+    double small, small_fast, big, big_fast;
+    one_way(rt, ctx, 8, &small, &small_fast);
+    one_way(rt, ctx, bytes, &big, &big_fast);
     *latency = small;
-    *bandwidth = big > small ? (double)bytes / (big - small) : 0.0;
+    *bandwidth = big_fast > small_fast ? (double)bytes / (big_fast - small_fast) : 0.0;
 }
 
 typedef struct {

@@ -64,7 +64,8 @@ void pp_profile_discard(pp_profile *pr);
 typedef double (*pp_round_trip)(void *ctx, size_t bytes);
 
 /* On ranks 0 and 1: latency (half the median round trip of 8 bytes) and
- * bandwidth (bytes over the one-way time of `bytes`, less that latency; 0,
+ * bandwidth (bytes over the fastest one-way time of `bytes` less the
+ * fastest of 8 bytes: noise from other processes only adds to a trip; 0,
  * which ppc reads as unlimited, when that is not positive). */
 void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
                      double *bandwidth);

@@ -21,5 +21,16 @@ Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);
 Suite *gpu_e2e_suite(void);
+Suite *harness_suite(void);
+
+/* A suite whose TCases check_pp may run at the same time, each in a worker
+ * of its own: each TCase's name and the most processes (MPI ranks) it runs
+ * at once. Ends with {NULL, 0}. */
+typedef struct {
+    const char *tcase;
+    int procs;
+} pp_tcase_info;
+
+extern const pp_tcase_info e2e_tcases[];
 
 #endif
