@@ -332,9 +332,12 @@ START_TEST(exit_statuses)
              dir, dir);
     char *out, *why;
     int rc = mpi_run(2, args, &out, &why);
+    /* every rank that reported exited 1 (mpirun may end a rank before it
+     * reports, once another has exited 1), and at least one did */
     int st[2];
     rank_statuses(out, 2, st);
-    ck_assert_msg(rc != 0 && st[0] == 1 && st[1] == 1 && strstr(out, "ppvm: loss is not finite at step ") &&
+    ck_assert_msg(rc != 0 && (st[0] == 1 || st[1] == 1) && st[0] != 0 && st[1] != 0 &&
+                      st[0] <= 1 && st[1] <= 1 && strstr(out, "ppvm: loss is not finite at step ") &&
                       !strstr(out, "MPI_ABORT"),
                   "expected every rank to exit 1 saying the loss is not finite: %s\n%s",
                   rc ? why : "every rank exited 0", out);
