@@ -67,25 +67,28 @@ void diag_note(pp_diag *d, pp_loc loc, const char *fmt, ...)
     va_end(ap);
 }
 
+/* "file: error: <prefix><message>", counted as an error. */
+static void error_noloc(pp_diag *d, const char *prefix, const char *fmt, va_list ap)
+{
+    fprintf(d->out, "%s: error: %s", d->file, prefix);
+    vfprintf(d->out, fmt, ap);
+    fputc('\n', d->out);
+    d->errors++;
+}
+
 void diag_error_noloc(pp_diag *d, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(d->out, "%s: error: ", d->file);
-    vfprintf(d->out, fmt, ap);
-    fputc('\n', d->out);
+    error_noloc(d, "", fmt, ap);
     va_end(ap);
-    d->errors++;
 }
 
 void diag_nomem(pp_diag *d, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(d->out, "%s: error: out of memory ", d->file);
-    vfprintf(d->out, fmt, ap);
-    fputc('\n', d->out);
+    error_noloc(d, "out of memory ", fmt, ap);
     va_end(ap);
-    d->errors++;
     d->nomem = 1;
 }
