@@ -56,7 +56,7 @@ typedef enum {
     ST_SPLIT,    /* split backward */
     ST_LIMIT,    /* limit inflight = expr */
     ST_COST,     /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
-    ST_MODEL,    /* model { name = expr ... }: fields in body */
+    ST_MODEL,    /* model [kind] { name = expr ... }: fields in body, flag = the pp_model_kind */
     ST_OPTIMIZER, /* optimizer sgd|adamw: flag = the pp_optimizer */
     ST_PRECISION  /* precision fp32|bf16: flag = the pp_precision */
 } pp_stmt_kind;

@@ -378,7 +378,10 @@ uint64_t pp_plans_id(const pp_plan *plans, int W)
         h = pp_fnv1a64(h, &p->world, sizeof p->world);
         h = pp_fnv1a64(h, &p->S, sizeof p->S);
         h = pp_fnv1a64(h, &p->B, sizeof p->B);
-        h = pp_fnv1a64(h, &p->model, sizeof p->model);
+        pp_model mh = p->model; /* every field but the layer table's address, then the table */
+        mh.layers = NULL;
+        h = pp_fnv1a64(h, &mh, sizeof mh);
+        h = pp_fnv1a64(h, p->model.layers, p->S * sizeof *p->model.layers);
         h = pp_fnv1a64(h, p->stage_role, p->S);
         h = pp_fnv1a64(h, &p->nslots, sizeof p->nslots);
         h = pp_fnv1a64(h, p->slot_bytes, p->nslots * sizeof *p->slot_bytes);
@@ -433,9 +436,8 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
         p->world = (uint32_t)W;
         p->S = (uint32_t)S;
         p->B = (uint32_t)B;
-        p->model = *m;
         L.rank = w;
-        int rc = lower_rank(&L, items + first, end - first, p);
+        int rc = pp_plan_set_model(p, m) ? -1 : lower_rank(&L, items + first, end - first, p);
         free(L.st.code);
         free(L.st.buf);
         if (rc < 0)

@@ -5,7 +5,7 @@
  *           | ("compute"|"weights"|"priority") "(" s "," b "," d ")" "=" expr
  *           | "order" ("greedy"|"strict") | "split" "backward"
  *           | "limit" "inflight" "=" expr | "cost" (F|B|W|latency|bandwidth) "=" expr
- *           | "model" "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
+ *           | "model" ["mlp"|"gpt"] "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
  *           | "precision" ("fp32"|"bf16")
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
@@ -122,7 +122,11 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
     | COST IDENT '=' expr   { $$ = word_stmt(ctx, ST_COST, @1, $2, @2);
                               if ($$) $$->expr = $4; else ast_free_expr($4); STOP_IF_NOMEM(); }
     | MODEL '{' fields '}'  { $$ = ast_stmt(ST_MODEL, @1); NEED($$); $$->body = ctx->model_head;
-                              ctx->model_head = ctx->model_tail = NULL; }
+                              $$->flag = PP_MODEL_MLP; ctx->model_head = ctx->model_tail = NULL; }
+    | MODEL IDENT '{' fields '}'
+                            { $$ = word_stmt(ctx, ST_MODEL, @1, $2, @2);
+                              if ($$) $$->body = ctx->model_head; else ast_free_stmts(ctx->model_head);
+                              ctx->model_head = ctx->model_tail = NULL; STOP_IF_NOMEM(); }
     ;
 
 fields: %empty
@@ -251,6 +255,13 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
         if (s->flag < 0) {
             diag_error(ctx->diag, L(wloc), "unknown precision '%s': expected 'fp32' or 'bf16'",
                        word);
+            ok = 0;
+        }
+        break;
+    case ST_MODEL:
+        s->flag = pp_model_kind_parse(word);
+        if (s->flag < 0) {
+            diag_error(ctx->diag, L(wloc), "unknown model '%s': expected 'mlp' or 'gpt'", word);
             ok = 0;
         }
         break;

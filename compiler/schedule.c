@@ -13,6 +13,7 @@ typedef struct {
     int job;     /* s, b, d visible */
     int worker;  /* w visible */
     const char *what; /* "a param", "the model block"... for messages */
+    int stage;   /* s alone visible (a model's per-stage layer count) */
 } scope;
 
 static int find_param(const pp_schedule *sch, const char *name, int limit)
@@ -67,9 +68,12 @@ static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
     const char *n = e->name;
     int i;
     if (is_job_var(n)) {
-        int ok = n[0] == 'w' ? sc->worker : sc->job;
+        int ok = n[0] == 'w' ? sc->worker : sc->job || (sc->stage && n[0] == 's');
         if (!ok) {
-            if (n[0] == 'w')
+            if (sc->stage)
+                diag_error(sch->diag, e->loc, "'%s' cannot be used in %s: only s (the stage) can",
+                           n, sc->what);
+            else if (n[0] == 'w')
                 diag_error(sch->diag, e->loc, "'w' (the worker) is only defined in 'limit inflight'");
             else
                 diag_error(sch->diag, e->loc, "'%s' is a job variable and cannot be used in %s", n,
@@ -213,7 +217,7 @@ static void define_param(pp_schedule *sch, pp_stmt *st)
                    st->name);
         return;
     }
-    scope sc = {sch->nparams, 0, 0, 0, "a param"};
+    scope sc = {sch->nparams, 0, 0, 0, "a param", 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
     pp_param *p = &sch->params[sch->nparams++];
@@ -238,7 +242,7 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
                    st->name);
         return;
     }
-    scope sc = {sch->nparams, sch->nlets, 1, 0, "a let"};
+    scope sc = {sch->nparams, sch->nlets, 1, 0, "a let", 0};
     resolve(sch, st->expr, &sc);
     pp_let *l = &sch->lets[sch->nlets++];
     l->name = st->name;
@@ -255,46 +259,136 @@ static void set_once(pp_schedule *sch, pp_stmt *st, int *seen, const char *what)
     *seen = 1;
 }
 
-static const struct {
+/* The model block's fields, by kind. `blocks` (mlp) and `layers` (gpt) may
+ * use s: they are evaluated per stage once S is known (model_layers). */
+typedef struct {
     const char *name;
     size_t offset;
     long long min, max;
-} model_fields[] = {
-    {"context", offsetof(pp_model, context), 1, 4096},
-    {"embed", offsetof(pp_model, embed), 1, 65536},
-    {"ffn", offsetof(pp_model, ffn), 1, 1 << 20},
-    {"blocks", offsetof(pp_model, blocks), 0, 1024},
-    {"batch", offsetof(pp_model, batch), 1, 1 << 20},
+    int per_stage;
+} model_field;
+
+static const model_field mlp_fields[] = {
+    {"context", offsetof(pp_model, context), 1, 4096, 0},
+    {"embed", offsetof(pp_model, embed), 1, 65536, 0},
+    {"ffn", offsetof(pp_model, ffn), 1, 1 << 20, 0},
+    {"blocks", offsetof(pp_model, blocks), 0, PP_MAX_LAYERS, 1},
+    {"batch", offsetof(pp_model, batch), 1, 1 << 20, 0},
 };
+
+static const model_field gpt_fields[] = {
+    {"vocab", offsetof(pp_model, vocab), 2, PP_MAX_VOCAB, 0},
+    {"context", offsetof(pp_model, context), 1, 4096, 0},
+    {"embed", offsetof(pp_model, embed), 1, 65536, 0},
+    {"heads", offsetof(pp_model, heads), 1, 4096, 0},
+    {"ffn", offsetof(pp_model, ffn), 1, 1 << 20, 0},
+    {"layers", offsetof(pp_model, blocks), 0, PP_MAX_LAYERS, 1},
+    {"batch", offsetof(pp_model, batch), 1, 1 << 20, 0},
+};
+
+#define NFIELDS(a) ((int)(sizeof a / sizeof a[0]))
+
+/* Each kind's sizes when the block leaves them out. gpt's ffn defaults to
+ * 4 * embed, GPT-2's ratio (check_model sets it once embed is known). */
+static pp_model model_defaults(uint32_t kind)
+{
+    if (kind == PP_MODEL_GPT)
+        return (pp_model){.kind = PP_MODEL_GPT, .vocab = 256, .context = 32, .embed = 64,
+                          .heads = 4, .blocks = 1, .batch = 8};
+    return (pp_model){.kind = PP_MODEL_MLP, .vocab = PP_VOCAB, .context = 8, .embed = 16,
+                      .ffn = 128, .blocks = 1, .batch = 16};
+}
 
 static void check_model(pp_schedule *sch, pp_stmt *st)
 {
-    int nf = (int)(sizeof model_fields / sizeof model_fields[0]);
+    uint32_t kind = (uint32_t)st->flag;
+    const model_field *fields = kind == PP_MODEL_GPT ? gpt_fields : mlp_fields;
+    int nf = kind == PP_MODEL_GPT ? NFIELDS(gpt_fields) : NFIELDS(mlp_fields);
+    const char *list = kind == PP_MODEL_GPT
+                           ? "vocab, context, embed, heads, ffn, layers, batch"
+                           : "context, embed, ffn, blocks, batch";
     int seen[8] = {0};
+    pp_expr *heads_expr = NULL;
+    sch->model = model_defaults(kind);
     for (pp_stmt *f = st->body; f; f = f->next) {
         int k = 0;
-        while (k < nf && strcmp(model_fields[k].name, f->name) != 0)
+        while (k < nf && strcmp(fields[k].name, f->name) != 0)
             k++;
         if (k == nf) {
-            diag_error(sch->diag, f->name_loc,
-                       "unknown model field '%s' (fields are context, embed, ffn, blocks, batch)",
-                       f->name);
+            diag_error(sch->diag, f->name_loc, "unknown %s model field '%s' (fields are %s)",
+                       pp_model_kind_name(kind), f->name, list);
             continue;
         }
         if (seen[k]++)
             diag_error(sch->diag, f->name_loc, "model field '%s' is given more than once", f->name);
-        scope sc = {sch->nparams, 0, 0, 0, "the model block"};
+        scope sc = {sch->nparams, 0, 0, 0, "the model block", fields[k].per_stage};
+        if (fields[k].per_stage)
+            sc.what = kind == PP_MODEL_GPT ? "the model's layers" : "the model's blocks";
         int before = sch->diag->errors;
         resolve(sch, f->expr, &sc);
-        long long v;
-        if (sch->diag->errors != before || !eval_const(sch, f->expr, &v))
+        if (sch->diag->errors != before)
             continue;
-        if (v < model_fields[k].min || v > model_fields[k].max) {
-            diag_error(sch->diag, f->expr->loc, "model %s = %lld is out of range [%lld, %lld]",
-                       f->name, v, model_fields[k].min, model_fields[k].max);
+        if (fields[k].per_stage && uses_job(sch, f->expr)) {
+            sch->layers_expr = f->expr; /* evaluated per stage by model_layers */
             continue;
         }
-        *(uint32_t *)((char *)&sch->model + model_fields[k].offset) = (uint32_t)v;
+        long long v;
+        if (!eval_const(sch, f->expr, &v))
+            continue;
+        if (v < fields[k].min || v > fields[k].max) {
+            diag_error(sch->diag, f->expr->loc, "model %s = %lld is out of range [%lld, %lld]",
+                       f->name, v, fields[k].min, fields[k].max);
+            continue;
+        }
+        if (!strcmp(f->name, "heads"))
+            heads_expr = f->expr;
+        *(uint32_t *)((char *)&sch->model + fields[k].offset) = (uint32_t)v;
+    }
+    if (kind != PP_MODEL_GPT)
+        return;
+    if (!seen[4]) /* ffn */
+        sch->model.ffn = 4 * sch->model.embed;
+    if (sch->model.embed % sch->model.heads != 0) {
+        if (heads_expr)
+            diag_error(sch->diag, heads_expr->loc,
+                       "model heads = %u does not divide embed = %u (each head is embed/heads wide)",
+                       sch->model.heads, sch->model.embed);
+        else
+            diag_error(sch->diag, st->loc,
+                       "model gpt: embed = %u is not a multiple of the default 4 heads (give heads)",
+                       sch->model.embed);
+    }
+}
+
+/* A per-stage `layers` (or `blocks`) expression, evaluated for every stage
+ * s of S into the model's table. */
+static void model_layers(pp_schedule *sch)
+{
+    if (!sch->layers_expr || sch->S < 1)
+        return;
+    sch->model.layers = malloc((size_t)sch->S * sizeof *sch->model.layers);
+    if (!sch->model.layers) {
+        diag_nomem(sch->diag, "while evaluating the model's layers for %lld stages", sch->S);
+        return;
+    }
+    const char *name = sch->model.kind == PP_MODEL_GPT ? "layers" : "blocks";
+    for (long long st = 0; st < sch->S; st++) {
+        pp_env env = {st, 0, 0, 0};
+        const pp_expr *where = sch->layers_expr;
+        long long v;
+        pp_eval_status rc = pp_eval(sch, sch->layers_expr, &env, &v, &where);
+        if (rc != EVAL_OK || v < 0 || v > PP_MAX_LAYERS) {
+            if (rc == EVAL_DIV0)
+                diag_error(sch->diag, where->loc, "division by zero (at s = %lld)", st);
+            else if (rc)
+                diag_error(sch->diag, where->loc, "integer overflow (at s = %lld)", st);
+            else
+                diag_error(sch->diag, sch->layers_expr->loc,
+                           "model %s = %lld at s = %lld is out of range [0, %u]", name, v, st,
+                           PP_MAX_LAYERS);
+            return;
+        }
+        sch->model.layers[st] = (uint32_t)v;
     }
 }
 
@@ -349,7 +443,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->memo = calloc(1, sizeof *sch->memo);
     if (sch->memo)
         sch->memo->let = calloc((size_t)n + 1, sizeof *sch->memo->let);
-    sch->model = (pp_model){.context = 8, .embed = 16, .ffn = 128, .blocks = 1, .batch = 16};
+    sch->model = model_defaults(PP_MODEL_MLP);
     if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let) {
         diag_nomem(d, "while checking the schedule");
         return d->errors;
@@ -375,7 +469,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
                                              "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
-        scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function"};
+        scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0};
         switch (st->kind) {
         case ST_PARAM:
             break;
@@ -443,6 +537,8 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->S = count_param(sch, "S", "the number of stages", 1 << 20, !parse_errors);
     sch->B = count_param(sch, "B", "the number of microbatches", 1 << 20, !parse_errors);
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
+    if (!d->errors)
+        model_layers(sch);
     long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
     if (!d->errors && jobs > 50000000)
         diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",
@@ -452,6 +548,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
 
 void pp_schedule_free(pp_schedule *sch)
 {
+    free(sch->model.layers);
     free(sch->params);
     free(sch->lets);
     if (sch->memo)

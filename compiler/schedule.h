@@ -66,7 +66,8 @@ typedef struct {
      * only; NULL = 0: transfers take no time, the seed's assumption) */
     pp_expr *cost[COST_COUNT];
     long long S, B, W;
-    pp_model model;
+    pp_model model; /* model.layers: [S] when layers_expr is set, else NULL; owned */
+    pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
 } pp_schedule;
 

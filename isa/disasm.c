@@ -65,6 +65,24 @@ static void add_members(text *t, const pp_plan *p, int64_t g)
     add(t, "}");
 }
 
+/* Each stage's blocks (mlp) or layers (gpt), runs of equal counts merged:
+ * "; layers per stage: s0 1, s1-s2 2, s3 1". */
+static void print_layers(const pp_plan *p, FILE *out)
+{
+    fprintf(out, "; %s per stage:", p->model.kind == PP_MODEL_GPT ? "layers" : "blocks");
+    for (uint32_t s = 0; s < p->S;) {
+        uint32_t n = pp_model_layers(&p->model, (int)s), e = s;
+        while (e + 1 < p->S && pp_model_layers(&p->model, (int)(e + 1)) == n)
+            e++;
+        fprintf(out, "%s s%" PRIu32, s ? "," : "", s);
+        if (e > s)
+            fprintf(out, "-s%" PRIu32, e);
+        fprintf(out, " %" PRIu32, n);
+        s = e + 1;
+    }
+    fprintf(out, "\n");
+}
+
 static void print_stages(const pp_plan *p, FILE *out)
 {
     int listed = 0;
@@ -114,11 +132,20 @@ static void print_header(const pp_plan *p, FILE *out)
     fprintf(out,
             "; rank %" PRIu32 " of %" PRIu32 ", S=%" PRIu32 " stages, B=%" PRIu32 " microbatches\n",
             p->rank, p->world, p->S, p->B);
-    fprintf(out,
-            "; model: context %" PRIu32 ", embed %" PRIu32 " (width %" PRIu64 "), ffn %" PRIu32
-            ", blocks %" PRIu32 " per stage, batch %" PRIu32 "; optimizer %s; precision %s\n",
-            m->context, m->embed, (uint64_t)m->context * m->embed, m->ffn, m->blocks, m->batch,
-            pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
+    if (m->kind == PP_MODEL_GPT)
+        fprintf(out,
+                "; model: gpt, vocab %" PRIu32 ", context %" PRIu32 ", embed %" PRIu32
+                ", heads %" PRIu32 ", ffn %" PRIu32 ", batch %" PRIu32 "; optimizer %s; precision %s\n",
+                m->vocab, m->context, m->embed, m->heads, m->ffn, m->batch,
+                pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
+    else
+        fprintf(out,
+                "; model: %s, context %" PRIu32 ", embed %" PRIu32 " (width %" PRIu64 "), ffn %" PRIu32
+                ", batch %" PRIu32 "; optimizer %s; precision %s\n",
+                pp_model_kind_name(m->kind), m->context, m->embed,
+                (uint64_t)m->context * m->embed, m->ffn, m->batch,
+                pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
+    print_layers(p, out);
     print_stages(p, out);
     print_groups(p, out);
     print_slots(p, out);

@@ -1,13 +1,23 @@
 /* model_desc.h - the model description carried in every plan file.
  *
- * The demo model is a character-level language model: a window of `context`
- * bytes is embedded (each byte to `embed` floats, concatenated, so the hidden
- * width is D = context * embed), passed through `blocks` pre-LN residual MLP
- * blocks per stage (y = x + W2 gelu(W1 LN(x) + b1) + b2, inner width `ffn`,
- * LN a layer norm over D with its own gamma and beta), and the last stage
- * applies a final layer norm, projects to 256 logits and computes softmax
- * cross-entropy against the byte that follows the window. Stage 0 also holds
- * the embedding table.
+ * Two kinds of model (`kind`), each a language model over `vocab` tokens:
+ *
+ * mlp (the demo model, `model { ... }`): a window of `context` bytes is
+ * embedded (each byte to `embed` floats, concatenated, so the hidden width
+ * is D = context * embed), passed through pre-LN residual MLP blocks
+ * (y = x + W2 gelu(W1 LN(x) + b1) + b2, inner width `ffn`), and the last
+ * stage applies a final layer norm, projects to 256 logits and computes
+ * softmax cross-entropy against the byte that follows the window. vocab is
+ * always 256. One prediction per sample.
+ *
+ * gpt (`model gpt { ... }`): GPT-2 as llm.c writes it. Token and learned
+ * position embeddings on stage 0; pre-LN transformer layers (causal
+ * multi-head self-attention with `heads` heads, then an MLP of width `ffn`);
+ * on the last stage a final layer norm and an untied vocabulary head.
+ * `context` predictions per sample (every position's next token).
+ *
+ * Either way a stage's number of blocks (mlp) or layers (gpt) is
+ * pp_model_layers(m, s): the schedule may make it depend on s.
  * Every rank and the compiler derive all shapes and byte counts from this. */
 #ifndef PP_MODEL_DESC_H
 #define PP_MODEL_DESC_H
@@ -15,19 +25,64 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PP_VOCAB 256
+#define PP_VOCAB 256 /* the mlp model's vocabulary: bytes */
+#define PP_MAX_VOCAB (1u << 20) /* gpt: GPT-2's 50257 and more; tokens fit an int32 */
+#define PP_MAX_LAYERS 1024u     /* blocks or layers of one stage */
+
+typedef enum { PP_MODEL_MLP = 0, PP_MODEL_GPT = 1, PP_MODEL_COUNT } pp_model_kind;
 
 typedef struct {
-    uint32_t context; /* bytes of context per sample */
-    uint32_t embed;   /* embedding width per byte; hidden width D = context*embed */
-    uint32_t ffn;     /* inner width of each residual MLP block */
-    uint32_t blocks;  /* pre-LN residual MLP blocks per stage */
+    uint32_t kind;    /* pp_model_kind */
+    uint32_t vocab;   /* tokens; 256 (bytes) for mlp */
+    uint32_t context; /* tokens of context per sample */
+    uint32_t embed;   /* mlp: width per byte (D = context*embed); gpt: the model width */
+    uint32_t heads;   /* gpt: attention heads (embed % heads == 0); mlp: 0 */
+    uint32_t ffn;     /* inner width of each MLP */
+    uint32_t blocks;  /* blocks (mlp) or layers (gpt) of every stage, when layers is NULL */
     uint32_t batch;   /* samples per microbatch */
     uint32_t optimizer; /* pp_optimizer: what OptimizerStep runs, and the state owners keep */
     uint32_t precision; /* pp_precision: the arithmetic of the GEMMs and the weights jobs read */
+    /* [S] blocks or layers of each stage, or NULL: every stage has `blocks`.
+     * Owned by whoever filled it (a pp_plan, a pp_schedule); copies of a
+     * pp_model share it. */
+    uint32_t *layers;
 } pp_model;
 
+/* Blocks (mlp) or transformer layers (gpt) of stage s. */
+static inline uint32_t pp_model_layers(const pp_model *m, int s)
+{
+    return m->layers ? m->layers[s] : m->blocks;
+}
+
+/* Floats per sample of the activations between stages: context*embed for
+ * both kinds (mlp: the concatenated window; gpt: [context][embed]). */
 static inline uint32_t pp_model_width(const pp_model *m) { return m->context * m->embed; }
+
+/* The vocabulary: 256 for mlp (its vocab field is not read), else vocab. */
+static inline uint32_t pp_model_vocab(const pp_model *m)
+{
+    return m->kind == PP_MODEL_MLP ? PP_VOCAB : m->vocab;
+}
+
+/* Next-token predictions per sample, over which the loss is averaged. */
+static inline uint32_t pp_model_predictions(const pp_model *m)
+{
+    return m->kind == PP_MODEL_GPT ? m->context : 1;
+}
+
+static inline const char *pp_model_kind_name(uint32_t kind)
+{
+    return kind == PP_MODEL_MLP ? "mlp" : kind == PP_MODEL_GPT ? "gpt" : "unknown";
+}
+
+/* The pp_model_kind a name (as in `model gpt { ... }`) stands for, or -1. */
+static inline int pp_model_kind_parse(const char *name)
+{
+    for (int k = 0; k < PP_MODEL_COUNT; k++)
+        if (!strcmp(name, pp_model_kind_name((uint32_t)k)))
+            return k;
+    return -1;
+}
 
 /* The optimizer is part of the plan because its state is memory the owners
  * of a stage hold, which the compiler accounts for. */

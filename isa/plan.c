@@ -62,7 +62,7 @@ uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len)
 /* ---------------------------------------------------------------- encoding */
 
 #define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */
-#define MODEL_BYTES (7 * 4)
+#define MODEL_BYTES (10 * 4)
 #define INSTR_BYTES (1 + 4 * 4 + 4 * PP_MAX_SLOTS)
 
 /* Byte writers: explicit little-endian stores, so the file is the same on
@@ -89,7 +89,7 @@ static void put_i32(writer *w, int32_t v) { put_u32(w, (uint32_t)v); }
 
 static size_t encoded_size(const pp_plan *p)
 {
-    size_t n = HEADER_BYTES + MODEL_BYTES + p->S + 4 + (size_t)p->nslots * 8 + 8 + 4;
+    size_t n = HEADER_BYTES + MODEL_BYTES + p->S + (size_t)p->S * 4 + 4 + (size_t)p->nslots * 8 + 8 + 4;
     for (uint32_t g = 0; g < p->ngroups; g++)
         n += 4 + (size_t)(p->groups ? p->groups[g].n : 0) * 4;
     return n + 4 + (size_t)p->ninstr * INSTR_BYTES + 4;
@@ -97,8 +97,11 @@ static size_t encoded_size(const pp_plan *p)
 
 static void put_model(writer *w, const pp_model *m)
 {
+    put_u32(w, m->kind);
+    put_u32(w, m->vocab);
     put_u32(w, m->context);
     put_u32(w, m->embed);
+    put_u32(w, m->heads);
     put_u32(w, m->ffn);
     put_u32(w, m->blocks);
     put_u32(w, m->batch);
@@ -123,6 +126,8 @@ static void put_tables(writer *w, const pp_plan *p)
 {
     for (uint32_t s = 0; s < p->S; s++)
         put_u8(w, p->stage_role ? p->stage_role[s] : 0);
+    for (uint32_t s = 0; s < p->S; s++)
+        put_u32(w, pp_model_layers(&p->model, (int)s));
     put_u32(w, p->nslots);
     for (uint32_t i = 0; i < p->nslots; i++)
         put_u64(w, p->slot_bytes ? p->slot_bytes[i] : 0);
@@ -290,8 +295,11 @@ static void read_header(reader *r, pp_plan *p)
     p->world = rd_u32(r, "the header");
     p->S = rd_u32(r, "the header");
     p->B = rd_u32(r, "the header");
+    p->model.kind = rd_u32(r, "the model description");
+    p->model.vocab = rd_u32(r, "the model description");
     p->model.context = rd_u32(r, "the model description");
     p->model.embed = rd_u32(r, "the model description");
+    p->model.heads = rd_u32(r, "the model description");
     p->model.ffn = rd_u32(r, "the model description");
     p->model.blocks = rd_u32(r, "the model description");
     p->model.batch = rd_u32(r, "the model description");
@@ -306,6 +314,15 @@ static void read_stage_roles(reader *r, pp_plan *p)
     p->stage_role = rd_alloc(r, p->S, 1, "the stage roles");
     for (uint32_t s = 0; s < p->S && rd_ok(r); s++)
         p->stage_role[s] = rd_u8(r, "the stage roles");
+}
+
+static void read_stage_layers(reader *r, pp_plan *p)
+{
+    if (!rd_need(r, (uint64_t)p->S * 4, "the stages' layer counts"))
+        return;
+    p->model.layers = rd_alloc(r, p->S, sizeof *p->model.layers, "the stages' layer counts");
+    for (uint32_t s = 0; s < p->S && rd_ok(r); s++)
+        p->model.layers[s] = rd_u32(r, "the stages' layer counts");
 }
 
 static void read_slots(reader *r, pp_plan *p)
@@ -395,6 +412,7 @@ pp_plan_status pp_plan_decode(const uint8_t *buf, size_t len, pp_plan *p, char *
     if (check_magic(&r) && check_version(&r, &q)) {
         read_header(&r, &q);
         read_stage_roles(&r, &q);
+        read_stage_layers(&r, &q);
         read_slots(&r, &q);
         read_groups(&r, &q);
         read_code(&r, &q);
@@ -536,8 +554,25 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
             p->rank, p->world, p->world);
     REQUIRE(p->S >= 1, "header: S is 0 (expected at least 1 stage)");
     REQUIRE(p->B >= 1, "header: B is 0 (expected at least 1 microbatch)");
-    REQUIRE(p->model.context >= 1, "model: context is 0 (expected at least 1 byte)");
+    REQUIRE(p->model.kind < PP_MODEL_COUNT,
+            "model: kind %" PRIu32 " is unknown (expected 0 for mlp or 1 for gpt)", p->model.kind);
+    REQUIRE(p->model.context >= 1, "model: context is 0 (expected at least 1 token)");
     REQUIRE(p->model.embed >= 1, "model: embed is 0 (expected at least 1)");
+    if (p->model.kind == PP_MODEL_MLP) {
+        REQUIRE(p->model.vocab == PP_VOCAB,
+                "model: mlp vocab is %" PRIu32 " (expected %u: the mlp model reads bytes)",
+                p->model.vocab, PP_VOCAB);
+        REQUIRE(p->model.heads == 0, "model: mlp heads is %" PRIu32 " (expected 0)",
+                p->model.heads);
+    } else {
+        REQUIRE(p->model.vocab >= 2 && p->model.vocab <= PP_MAX_VOCAB,
+                "model: gpt vocab is %" PRIu32 " (expected 2 to %u)", p->model.vocab,
+                PP_MAX_VOCAB);
+        REQUIRE(p->model.heads >= 1 && p->model.embed % p->model.heads == 0,
+                "model: gpt heads is %" PRIu32 " (expected at least 1, dividing embed %" PRIu32
+                ")",
+                p->model.heads, p->model.embed);
+    }
     REQUIRE(p->model.ffn >= 1, "model: ffn is 0 (expected at least 1)");
     REQUIRE(p->model.batch >= 1, "model: batch is 0 (expected at least 1 sample)");
     REQUIRE(p->model.optimizer < PP_OPT_COUNT,
@@ -547,6 +582,12 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
             "model: precision %" PRIu32 " is unknown (expected 0 for fp32 or 1 for bf16)",
             p->model.precision);
     REQUIRE(p->stage_role, "header: stage role table missing (expected %" PRIu32 " entries)", p->S);
+    /* model.layers NULL (a plan built in memory) means `blocks` everywhere;
+     * the decoder always fills it in. */
+    for (uint32_t s = 0; s < p->S; s++)
+        REQUIRE(pp_model_layers(&p->model, (int)s) <= PP_MAX_LAYERS,
+                "model: stage %" PRIu32 " has %" PRIu32 " layers (expected at most %u)", s,
+                pp_model_layers(&p->model, (int)s), PP_MAX_LAYERS);
     REQUIRE(p->nslots == 0 || p->slot_bytes,
             "header: slot table missing (expected %" PRIu32 " entries)", p->nslots);
     REQUIRE(p->ngroups == 0 || p->groups,
@@ -744,8 +785,21 @@ void pp_plan_free(pp_plan *p)
         for (uint32_t g = 0; g < p->ngroups; g++)
             free(p->groups[g].member);
     free(p->stage_role);
+    free(p->model.layers);
     free(p->slot_bytes);
     free(p->groups);
     free(p->code);
     memset(p, 0, sizeof *p);
+}
+
+int pp_plan_set_model(pp_plan *p, const pp_model *m)
+{
+    uint32_t *layers = malloc((p->S ? p->S : 1) * sizeof *layers);
+    if (!layers)
+        return -1;
+    for (uint32_t s = 0; s < p->S; s++)
+        layers[s] = pp_model_layers(m, (int)s);
+    p->model = *m;
+    p->model.layers = layers;
+    return 0;
 }

@@ -3,9 +3,10 @@
  *
  * Layout (all integers little-endian):
  *   "PPLN"  u32 version  u64 plan_id  u32 rank  u32 world  u32 S  u32 B
- *   model: u32 context, embed, ffn, blocks, batch, optimizer (pp_optimizer),
- *          precision (pp_precision)
+ *   model: u32 kind (pp_model_kind), vocab, context, embed, heads, ffn, blocks,
+ *          batch, optimizer (pp_optimizer), precision (pp_precision)
  *   u8 stage_role[S]                      (PP_ROLE_* bits for this rank)
+ *   u32 stage_layers[S]                   (pp_model_layers of each stage)
  *   u32 nslots, u64 slot_bytes[nslots], u64 workspace_bytes
  *   u32 ngroups, per group: u32 n, u32 member[n]   (ranks, ascending)
  *   u32 ninstr, per instruction: u8 opcode, i32 stage, mb, peer, group,
@@ -24,8 +25,9 @@
 #include "ops.h"
 
 #define PP_PLAN_MAGIC "PPLN"
-#define PP_PLAN_VERSION 5u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
-                              4: precision; 5: workspace */
+#define PP_PLAN_VERSION 6u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
+                              4: precision; 5: workspace; 6: model kind, vocab, heads,
+                              per-stage layers */
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */
@@ -78,6 +80,9 @@ pp_plan_status pp_plan_read(const char *path, pp_plan *p, char *err, size_t errl
  * before writing). */
 pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen);
 void pp_plan_free(pp_plan *p);
+/* p->model = *m, with a layer count table of its own (p->S entries, which
+ * pp_plan_free frees). Returns 0, or -1 out of memory. */
+int pp_plan_set_model(pp_plan *p, const pp_model *m);
 
 /* The fixed-column listing (rank<r>.txt). */
 void pp_plan_disasm(const pp_plan *p, FILE *out);

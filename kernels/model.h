@@ -1,21 +1,19 @@
-/* model.h - the demo model's stages on the CPU: shapes, initialisation,
- * forward and backward. Used by the VM's cpu backend and by the reference
- * trainer (ppvm --reference), so both run exactly the same arithmetic.
+/* model.h - a model's pipeline stages on the CPU: shapes, sizes,
+ * initialisation, forward and backward, behind one table of functions per
+ * model kind (pp_model_impl), implemented by mlp.c (the demo model) and
+ * gpt.c (GPT-2). Used by the compiler (sizes, FLOPs), the VM's cpu backend
+ * and the reference trainer (ppvm --reference), so all run exactly the same
+ * arithmetic. A third model is one new file pair and one line in model.c.
  *
- * Each block is pre-LN: y = x + W2 gelu(W1 LN(x) + b1) + b2; the last stage
- * applies a final layer norm before its head (model.c's header).
- *
- * Stage s of S holds, in this order, in one float array:
- *   s == 0:     embedding table E [256][embed]
- *   each block: layer norm g [D] (init 1), beta [D] (init 0),
- *               W1 [ffn][D], b1 [ffn], W2 [D][ffn], b2 [D]
- *   s == S-1:   final layer norm gf [D] (init 1), betaf [D] (init 0),
- *               head Wh [256][D], bh [256]
- * where D = context * embed (pp_model_width).
- *
- * Tokens (a microbatch as loaded): int32 [batch][context + 1]; the first
- * `context` entries are the window, the last is the target byte.
- * Activations between stages: float [batch][D].
+ * Every model's stages share these conventions:
+ * Tokens (a microbatch as loaded): int32 [batch][context + 1]; a sample's
+ * inputs are its first `context` tokens, its targets the tokens after them
+ * (mlp: the last one only; gpt: each position's next token).
+ * Activations between stages: float [batch][pp_model_width] (gpt:
+ * [batch][context][embed]).
+ * Parameters: one float array per stage (pp_stage_param_count), laid out as
+ * the model's file header says; gradients share the layout. The weight
+ * files ppvm --save writes are these arrays (vm/README.md).
  * The stash is what F(s,b) leaves for B(s,b): opaque bytes, sized by
  * pp_stage_stash_bytes. The workspace is F's and B's scratch, sized by
  * pp_stage_workspace_bytes: its contents mean nothing between calls, so one
@@ -27,6 +25,34 @@
 #include <stdint.h>
 
 #include "../isa/model_desc.h"
+
+/* One model kind's stages. Every function takes (m, S, s): the model, the
+ * number of stages and the stage. The pp_stage_* functions below dispatch
+ * to m->kind's table and are what everyone calls. */
+typedef struct {
+    const char *name;
+    size_t (*param_count)(const pp_model *m, int S, int s);
+    size_t (*stash_bytes)(const pp_model *m, int S, int s);
+    size_t (*stash_bytes_split)(const pp_model *m, int S, int s);
+    size_t (*workspace_bytes)(const pp_model *m, int S, int s);
+    double (*flops)(const pp_model *m, int S, int s, int backward);
+    void (*init)(const pp_model *m, int S, int s, uint64_t seed, float *params);
+    double (*forward)(const pp_model *m, int S, int s, const void *weights, const void *in,
+                      const int32_t *tgt, void *stash, void *work, float *out);
+    void (*backward)(const pp_model *m, int S, int s, const void *weights, float *grads,
+                     const void *stash, void *work, const float *dout, float *din,
+                     float loss_scale);
+    void (*backward_input)(const pp_model *m, int S, int s, const void *weights, void *stash,
+                           void *work, const float *dout, float *din, float loss_scale);
+    void (*backward_weight)(const pp_model *m, int S, int s, float *grads, const void *stash,
+                            void *work);
+} pp_model_impl;
+
+extern const pp_model_impl pp_model_mlp; /* mlp.c */
+extern const pp_model_impl pp_model_gpt; /* gpt.c */
+
+/* m->kind's table (the plan reader and the compiler accept no other kind). */
+const pp_model_impl *pp_model_impl_of(const pp_model *m);
 
 size_t pp_stage_param_count(const pp_model *m, int S, int s); /* floats */
 
@@ -40,7 +66,7 @@ size_t pp_stage_compute_bytes(const pp_model *m, int S, int s);
 void pp_stage_compute_copy(const pp_model *m, int S, int s, const float *master, void *copy);
 size_t pp_stage_stash_bytes(const pp_model *m, int S, int s);
 size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s);
-size_t pp_act_bytes(const pp_model *m);    /* batch * D * 4 */
+size_t pp_act_bytes(const pp_model *m);    /* batch * width * 4 */
 size_t pp_tokens_bytes(const pp_model *m); /* batch * (context+1) * 4 */
 /* FLOPs of one F(s,b) and one B(s,b) on a microbatch (2 per multiply-add). */
 double pp_stage_flops(const pp_model *m, int S, int s, int backward);
@@ -52,13 +78,13 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
 /* F(s,b). in: tokens (s == 0) or float activations. tgt: tokens holding the
  * targets (read only when s == S-1). out: float activations (s < S-1), else
  * unused (may be NULL). Returns the summed (not averaged) cross-entropy over
- * the microbatch when s == S-1, else 0. */
+ * the microbatch's predictions when s == S-1, else 0. */
 double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, void *work, float *out);
 
 /* B(s,b). dout: gradient w.r.t. the stage's output (s < S-1; NULL on the last
  * stage, where the loss gradient is computed from the stash and multiplied by
- * loss_scale, e.g. 1/(B*batch) for a mean over the step). Accumulates (+=)
+ * loss_scale, pp_loss_scale for a mean over the step). Accumulates (+=)
  * weight gradients into grads (same layout as params). din: gradient w.r.t.
  * the stage's input (s > 0), else unused (may be NULL). */
 void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
@@ -77,10 +103,15 @@ void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, con
                               void *work);
 
 /* The loss_scale of a step of B microbatches: the loss is the mean over its
- * B * batch samples. One definition, so the VM and the reference agree. */
+ * B * batch samples' predictions (pp_model_predictions each). One
+ * definition, so the VM and the reference agree. */
+static inline double pp_loss_count(const pp_model *m, int B)
+{
+    return (double)B * (double)m->batch * (double)pp_model_predictions(m);
+}
 static inline float pp_loss_scale(const pp_model *m, int B)
 {
-    return 1.0f / ((float)B * (float)m->batch);
+    return 1.0f / ((float)B * (float)m->batch * (float)pp_model_predictions(m));
 }
 
 /* Plain SGD: p -= lr * g; then g = 0. */

@@ -24,7 +24,7 @@
  * math mode (no TF32).
  *
  * Stash: the same regions at the same offsets as model.c's stash (one
- * layout, model_layout.h), so it fits pp_stage_stash_bytes (and
+ * layout, mlp_layout.h), so it fits pp_stage_stash_bytes (and
  * pp_stage_stash_bytes_split) by construction.
  * Two regions of the last stage hold something else on the GPU, because
  * its forward computes the loss gradient in the same pass as the loss:
@@ -55,7 +55,7 @@
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "gemm_lt.h"
-#include "model_layout.h"
+#include "mlp_layout.h"
 
 extern "C" {
 #include "model.h"
@@ -70,7 +70,7 @@ struct pp_cuda_model {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Layouts: model.c's (model_layout.h); on the last stage the stash's probs
+/* Layouts: model.c's (mlp_layout.h); on the last stage the stash's probs
  * region holds dlogits and its targets region the rows' loss (file header). */
 
 typedef struct {

@@ -65,7 +65,7 @@ static int train(pp_run *run, const pp_backend *be, void *st)
 {
     const pp_plan *p = run->p;
     const pp_train_opts *opts = run->opts;
-    double samples = (double)p->B * p->model.batch;
+    double samples = (double)p->B * p->model.batch, predictions = pp_loss_count(&p->model, (int)p->B);
     for (run->step = 0; run->step < opts->steps; run->step++) {
         mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
         run->t0 = MPI_Wtime();
@@ -77,7 +77,7 @@ static int train(pp_run *run, const pp_backend *be, void *st)
         mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
         if (run->me == 0 && !opts->quiet) {
             printf("step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", run->step + 1,
-                   opts->steps, loss / samples, dt * 1e3, samples / dt);
+                   opts->steps, loss / predictions, dt * 1e3, samples / dt);
             fflush(stdout);
         }
         /* rank 0's sum, so that every rank stops at the same step */

@@ -56,7 +56,7 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
             pp_stage_compute_copy(m, S, s, params[s], compute[s]);
         }
     }
-    double samples = (double)B * m->batch;
+    double samples = (double)B * m->batch, predictions = pp_loss_count(m, B);
     float scale = pp_loss_scale(m, B);
     for (int t = 0; t < opts->steps; t++) {
         double t0 = now(), loss = 0;
@@ -84,7 +84,7 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
         double dt = now() - t0;
         if (!opts->quiet) {
             printf("reference step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", t + 1,
-                   opts->steps, loss / samples, dt * 1e3, samples / dt);
+                   opts->steps, loss / predictions, dt * 1e3, samples / dt);
             fflush(stdout);
         }
         if (!isfinite(loss)) {

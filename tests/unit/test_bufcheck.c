@@ -34,7 +34,7 @@ static void plan_init(plan_b *b, uint32_t rank, uint32_t S)
     b->p.slot_bytes = calloc(8, sizeof *b->p.slot_bytes);
     ck_assert(b->p.stage_role && b->p.slot_bytes);
     memset(b->p.stage_role, PP_ROLE_COMPUTE | PP_ROLE_OWNER, S);
-    b->p.model = (pp_model){8, 16, 256, 1, 16, PP_OPT_SGD, PP_PREC_FP32};
+    b->p.model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
     for (int k = 0; k < 8; k++)
         b->p.slot_bytes[k] = 64;
 }

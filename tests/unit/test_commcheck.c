@@ -53,7 +53,7 @@ static void world_init(world *w, int W)
         p->plan_id = 42;
         p->rank = (uint32_t)r;
         p->world = (uint32_t)W;
-        p->model = (pp_model){8, 16, 256, 1, 16, PP_OPT_SGD, PP_PREC_FP32};
+        p->model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
     }
 }
 

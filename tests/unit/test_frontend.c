@@ -411,7 +411,7 @@ START_TEST(test_model_fields)
                            "  ffn = S * 1000000\n  blocks = 0\n  blocks = 2\n}\n",
                       NULL, 0, &text);
     ck_diag(text,
-            "t.pp:6:3: error: unknown model field 'widht' (fields are context, embed, ffn, "
+            "t.pp:6:3: error: unknown mlp model field 'widht' (fields are context, embed, ffn, "
             "blocks, batch)",
             "    6 |   widht = 3", "      |   ^~~~~");
     ck_diag(text, "t.pp:7:11: error: model embed = 0 is out of range [1, 65536]",

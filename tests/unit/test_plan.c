@@ -39,7 +39,7 @@ static void build_plan(pp_plan *p)
     p->world = 4;
     p->S = 4;
     p->B = 2;
-    p->model = (pp_model){8, 16, 256, 1, 16, PP_OPT_ADAMW, PP_PREC_BF16};
+    p->model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16, .optimizer = PP_OPT_ADAMW, .precision = PP_PREC_BF16};
     p->stage_role = malloc(sizeof roles);
     memcpy(p->stage_role, roles, sizeof roles);
     p->nslots = 5;
@@ -127,7 +127,7 @@ static void expect_valid(const pp_plan *p, pp_plan_status status, const char *wa
  * ppc must mean the same to a newer ppvm. New opcodes are appended here and
  * to isa/opcodes.h with the next number, and bump PP_PLAN_VERSION (then
  * update PINNED_VERSION). */
-#define PINNED_VERSION 5u
+#define PINNED_VERSION 6u
 static const char *const PINNED[] = {
     "LoadMicroBatch", "Forward",  "SendActivation", "RecvActivation", "Backward",
     "BackwardInput",  "BackwardWeight", "SendGrad", "RecvGrad",      "FetchWeights",
@@ -349,7 +349,7 @@ START_TEST(test_round_trip)
     build_plan(&a);
     ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
-    ck_assert_mem_eq(buf, "PPLN\x05\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
+    ck_assert_mem_eq(buf, "PPLN\x06\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
     ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
     assert_same_plan(&a, &b);
     ck_assert_int_eq(pp_plan_encode(&b, &buf2, &len2), PP_PLAN_OK);
@@ -370,7 +370,7 @@ START_TEST(test_round_trip_empty_tables)
     memset(&a, 0, sizeof a);
     a.version = PP_PLAN_VERSION;
     a.world = a.S = a.B = 1;
-    a.model = (pp_model){1, 1, 1, 0, 1, PP_OPT_SGD, PP_PREC_FP32};
+    a.model = (pp_model){.vocab = 256, .context = 1, .embed = 1, .ffn = 1, .blocks = 0, .batch = 1};
     a.stage_role = role;
     uint8_t *buf;
     size_t len;
@@ -431,7 +431,7 @@ START_TEST(test_unknown_version)
     put_le32(buf + 4, 7);
     fix_crc(buf, len);
     expect(buf, len, PP_PLAN_EVERSION,
-           "unsupported plan format version 7 (this reader knows version 5)");
+           "unsupported plan format version 7 (this reader knows version 6)");
     put_le32(buf + len - 4, 0xdeadbeef);
     expect(buf, len, PP_PLAN_EVERSION, "version 7");
     free(buf);
@@ -505,14 +505,16 @@ START_TEST(test_absurd_counts)
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the instruction table");
     free(buf);
     encode_sample(&buf, &len);
-    put_le32(buf + 32 + 28 + 4, 0x7fffffffu); /* nslots, after header, model (7 u32), 4 roles */
+    /* nslots, after header, model (10 u32), 4 roles, 4 layer counts */
+    enum { SLOTS = 32 + 40 + 4 + 16 };
+    put_le32(buf + SLOTS, 0x7fffffffu);
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the slot table");
-    put_le32(buf + 32 + 28 + 4, 5);
+    put_le32(buf + SLOTS, 5);
     /* ngroups, after the 5 slots and the workspace size */
-    put_le32(buf + 32 + 28 + 4 + 4 + 5 * 8 + 8, 0x40000000u);
+    put_le32(buf + SLOTS + 4 + 5 * 8 + 8, 0x40000000u);
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the group table");
     /* a file that ends inside the workspace size */
-    expect(buf, 32 + 28 + 4 + 4 + 5 * 8 + 3, PP_PLAN_ETRUNC,
+    expect(buf, SLOTS + 4 + 5 * 8 + 3, PP_PLAN_ETRUNC,
            "while reading the workspace size");
     put_le32(buf + 24, 0xfffffff0u); /* S: magic, version, plan id, rank, world */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the stage roles");
@@ -617,7 +619,7 @@ START_TEST(test_validate_header)
     expect_valid(&p, PP_PLAN_EHEADER, "slot s3 has size 0");
     p.slot_bytes[3] = 64;
     p.version = PP_PLAN_VERSION + 1;
-    expect_valid(&p, PP_PLAN_EVERSION, "version 5");
+    expect_valid(&p, PP_PLAN_EVERSION, "version 6");
     p.version = PP_PLAN_VERSION;
     p.S = 0;
     expect_valid(&p, PP_PLAN_EHEADER, "S is 0");
@@ -744,10 +746,11 @@ START_TEST(test_disasm)
     pp_plan p;
     build_plan(&p);
     char *t = listing(&p);
-    assert_line(t, "; pp plan, format 5, plan id 0123456789abcdef");
+    assert_line(t, "; pp plan, format 6, plan id 0123456789abcdef");
     assert_line(t, "; rank 1 of 4, S=4 stages, B=2 microbatches");
-    assert_line(t, "; model: context 8, embed 16 (width 128), ffn 256, blocks 1 per stage, batch 16; "
+    assert_line(t, "; model: mlp, context 8, embed 16 (width 128), ffn 256, batch 16; "
                    "optimizer adamw; precision bf16");
+    assert_line(t, "; blocks per stage: s0-s3 1");
     assert_line(t, "; stages: 1 (compute+owner), 3 (owner)");
     assert_line(t, "; groups: g0 = {0,1,2,3}, g1 = {1,3}");
     assert_line(t, "; slots:  s0 4096 B, s1 8192 B, s2 4096 B, s3 4096 B, s4 512 B");

@@ -1,4 +1,4 @@
-/* model_layout.h - where everything of a stage lives: the shapes, the
+/* mlp_layout.h - where everything of an mlp stage lives: the shapes, the
  * parameter layout and the stash layout of kernels/model.c, shared by the
  * CPU model and its GPU twin (model_cuda.cu) so the two cannot drift, and
  * the sizes the compiler allocates (pp_stage_param_count, _stash_bytes,
@@ -26,7 +26,7 @@ static inline shape shape_of(const pp_model *m, int S, int s) {
     sh.E = (int)m->embed;
     sh.D = (int)pp_model_width(m);
     sh.F = (int)m->ffn;
-    sh.nb = (int)m->blocks;
+    sh.nb = (int)pp_model_layers(m, s);
     sh.first = s == 0;
     sh.last = s == S - 1;
     sh.bf16 = m->precision == PP_PREC_BF16;
