@@ -112,6 +112,51 @@ static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
     return bad;
 }
 
+/* Does the model ask for FLOPs-proportional default costs? A uniform mlp
+ * keeps the seed's unit costs (every job 1: the library's headers and
+ * ppc --table reason in them); a gpt, or any model whose stages' layer
+ * counts differ, has stages of visibly different weight, which unit costs
+ * would hide. */
+int pp_jobtable_flops_costs(const pp_model *m, long long S)
+{
+    if (m->kind != PP_MODEL_MLP)
+        return 1;
+    for (long long s = 1; s < S; s++)
+        if (pp_model_layers(m, (int)s) != pp_model_layers(m, 0))
+            return 1;
+    return 0;
+}
+
+/* cost[d][s]: the FLOPs-proportional default cost of direction d at stage s,
+ * in units of the mean forward over the stages (so an average F costs 1, as
+ * with unit costs). A split backward's B and W each take half the fused
+ * backward's FLOPs (pp_stage_flops counts them together). NULL where the
+ * schedule or --costs gives the direction's cost, or unit costs apply. */
+static int default_costs(const pp_schedule *sch, const pp_costs *measured, int ND,
+                         double *cost[3])
+{
+    const pp_model *m = &sch->model;
+    int S = (int)sch->S;
+    if (!pp_jobtable_flops_costs(m, S))
+        return 0;
+    double unit = 0;
+    for (int s = 0; s < S; s++)
+        unit += pp_stage_flops(m, S, s, 0) / S;
+    for (int d = 0; d < ND; d++) {
+        if (sch->cost[d] || (measured && measured->dir[d]))
+            continue;
+        if (!(cost[d] = malloc((size_t)S * sizeof *cost[d])))
+            return -1;
+        for (int s = 0; s < S; s++) {
+            double f = pp_stage_flops(m, S, s, d != 0) * (d != 0 && ND == 3 ? 0.5 : 1.0);
+            /* a stage without FLOPs (no layers, no embedding GEMM) still
+             * takes time: a small floor keeps every job positive */
+            cost[d][s] = unit > 0 && f > 0 ? f / unit : 1e-3;
+        }
+    }
+    return 0;
+}
+
 int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
 {
     memset(t, 0, sizeof *t);
@@ -142,6 +187,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     const double *o = measured ? measured->dir[PP_COSTS_O] : NULL;
     for (int s = 0; o && s < t->js.S; s++)
         t->opt[s] = o[measured->n[PP_COSTS_O] == 1 ? 0 : s];
+    double *flops_cost[3] = {NULL, NULL, NULL};
+    if (default_costs(sch, measured, t->js.ND, flops_cost)) {
+        for (int d = 0; d < 3; d++)
+            free(flops_cost[d]);
+        diag_nomem(sch->diag, "for the stages' default costs");
+        return 1;
+    }
     err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0};
     const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (int j = 0; j < N; j++) {
@@ -169,9 +221,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
                        "FBW"[env.d], v, job);
         }
         t->cost[j] = (double)(v > 0 ? v : 1);
+        if (flops_cost[env.d])
+            t->cost[j] = flops_cost[env.d][env.s];
         if (measured && measured->dir[env.d])
             t->cost[j] = measured->dir[env.d][measured->n[env.d] == 1 ? 0 : env.s];
     }
+    for (int d = 0; d < 3; d++)
+        free(flops_cost[d]);
     for (int f = 0; f < FN_COUNT; f++)
         tally_note(sch, &te[f], what[f]);
     tally_note(sch, &trange[0], "the range check of compute");

@@ -48,6 +48,11 @@ typedef struct {
  * happened. `measured` (ppc --costs; may be NULL) overrides the schedule's
  * cost lines. Returns the number of errors. */
 int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured);
+/* Whether a direction the schedule gives no cost for (and --costs does not
+ * measure) costs FLOPs-proportionally (each stage's pp_stage_flops, in units
+ * of the mean forward) rather than 1: for a gpt, and for any model whose
+ * stages' layer counts differ. A uniform mlp keeps the seed's unit costs. */
+int pp_jobtable_flops_costs(const pp_model *m, long long S);
 
 /* Bytes that flow into job j from its predecessor: an activation into F, a
  * gradient into B (the stash, if B(S-1,b) runs elsewhere than its F), the

@@ -403,7 +403,10 @@ static int write_reports(const options *o, const pp_compiled *c)
     char params[256], costs_from[PATH_MAX + 32];
     snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", c->sch.S, c->sch.B, c->sch.W);
     snprintf(costs_from, sizeof costs_from, "%s%s",
-             o->costs ? "--costs " : "cost lines of the schedule (1 where none)",
+             o->costs ? "--costs "
+             : pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
+                 ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean forward)"
+                 : "cost lines of the schedule (1 where none)",
              o->costs ? o->costs : "");
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
                            o->keep ? c->keep_note : NULL};

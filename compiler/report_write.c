@@ -49,12 +49,40 @@ static void worker_row(FILE *f, const char *name, const pp_worker_report *x, dou
             pp_human_bytes(x->mem_bytes, hb[3]));
 }
 
+/* Each direction's cost per stage (microbatch 0's), runs of equal costs
+ * merged, when they are not all 1: "F s0 0.41, s1-s2 1.2, s3 1.19". */
+static void print_stage_costs(FILE *f, const pp_jobtable *t)
+{
+    const pp_jobspace *js = &t->js;
+    int uniform = 1;
+    for (int j = 0; j < job_count(js) && uniform; j++)
+        uniform = t->cost[j] == 1.0;
+    if (uniform)
+        return;
+    for (int d = 0; d < js->ND; d++) {
+        fprintf(f, "          %c", dir_char(d));
+        for (int s = 0; s < js->S;) {
+            double c = t->cost[job_id(js, s, 0, d)];
+            int e = s;
+            while (e + 1 < js->S && t->cost[job_id(js, e + 1, 0, d)] == c)
+                e++;
+            fprintf(f, "%s s%d", s ? "," : "", s);
+            if (e > s)
+                fprintf(f, "-s%d", e);
+            fprintf(f, " %.3g", c);
+            s = e + 1;
+        }
+        fprintf(f, "\n");
+    }
+}
+
 int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                         const pp_jobtable *t, const pp_sim_result *sim)
 {
     fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order,
             r->split ? ", split backward" : "");
     fprintf(f, "costs     %s\n", info->costs);
+    print_stage_costs(f, t);
     fprintf(f, "optimizer %s (%s)\n", pp_optimizer_name(r->optimizer),
             r->optimizer == PP_OPT_ADAMW ? "two moments per weight, held by the owners"
                                          : "no state");

@@ -433,6 +433,105 @@ START_TEST(test_model_fields)
 }
 END_TEST
 
+/* model gpt { ... }: its own fields and defaults, and the errors a user
+ * meets first (an unknown kind, heads that do not divide embed, a field of
+ * the other kind). */
+START_TEST(test_model_gpt)
+{
+    fe_run r;
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\n"
+                                       "model gpt { vocab = 50257; context = 64; embed = 96;\n"
+                                       "  heads = 3; layers = 2; batch = 4 }\n",
+                              NULL, 0),
+                     0);
+    ck_assert_int_eq(r.sch.model.kind, PP_MODEL_GPT);
+    ck_assert_int_eq(r.sch.model.vocab, 50257);
+    ck_assert_int_eq(r.sch.model.heads, 3);
+    ck_assert_int_eq(r.sch.model.ffn, 4 * 96); /* GPT-2's ratio when not given */
+    ck_assert_int_eq(r.sch.model.blocks, 2);
+    ck_assert_ptr_null(r.sch.model.layers);
+    fe_free(&r);
+
+    char *text;
+    int n = check_src(HEAD "compute(s,b,d) = 0\nmodel gtp { layers = 1 }\n", NULL, 0, &text);
+    ck_assert_int_ge(n, 1);
+    ck_diag(text, "t.pp:5:7: error: unknown model 'gtp': expected 'mlp' or 'gpt'",
+            "    5 | model gtp { layers = 1 }", "      |       ^~~");
+    free(text);
+
+    n = check_src(HEAD "compute(s,b,d) = 0\nmodel gpt {\n  embed = 10\n  heads = 4\n"
+                       "  blocks = 2\n}\n",
+                  NULL, 0, &text);
+    ck_assert_int_eq(n, 2);
+    ck_diag(text,
+            "t.pp:8:3: error: unknown gpt model field 'blocks' (fields are vocab, context, "
+            "embed, heads, ffn, layers, batch)",
+            "    8 |   blocks = 2", "      |   ^~~~~~");
+    ck_diag(text,
+            "t.pp:7:11: error: model heads = 4 does not divide embed = 10 (each head is "
+            "embed/heads wide)",
+            "    7 |   heads = 4", "      |           ^");
+    free(text);
+
+    n = check_src(HEAD "compute(s,b,d) = 0\nmodel { layers = 2 }\n", NULL, 0, &text);
+    ck_assert_int_eq(n, 1);
+    ck_has(text, "t.pp:5:9: error: unknown mlp model field 'layers' (fields are context, "
+                 "embed, ffn, blocks, batch)\n");
+    free(text);
+}
+END_TEST
+
+/* `layers` (gpt) and `blocks` (mlp) may use s, and only s: each stage gets
+ * its own count, checked stage by stage. */
+START_TEST(test_model_layers_per_stage)
+{
+    fe_run r;
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = s\n"
+                                       "model gpt { layers = s == 0 || s == S - 1 ? 1 : 2 }\n",
+                              NULL, 0),
+                     0);
+    ck_assert_ptr_nonnull(r.sch.model.layers);
+    ck_assert_int_eq(pp_model_layers(&r.sch.model, 0), 1);
+    ck_assert_int_eq(pp_model_layers(&r.sch.model, 1), 2);
+    ck_assert_int_eq(pp_model_layers(&r.sch.model, 2), 2);
+    ck_assert_int_eq(pp_model_layers(&r.sch.model, 3), 1);
+    fe_free(&r);
+
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = s\nmodel { blocks = s % 2 }\n", NULL, 0),
+                     0);
+    ck_assert_int_eq(pp_model_layers(&r.sch.model, 0), 0);
+    ck_assert_int_eq(pp_model_layers(&r.sch.model, 3), 1);
+    fe_free(&r);
+
+    char *text;
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel { blocks = b + 1 }\n", NULL, 0,
+                               &text),
+                     1);
+    ck_diag(text, "t.pp:5:18: error: 'b' cannot be used in the model's blocks: only s (the "
+                  "stage) can",
+            "    5 | model { blocks = b + 1 }", "      |                  ^");
+    free(text);
+
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel { ffn = s + 1 }\n", NULL, 0,
+                               &text),
+                     1);
+    ck_has(text, "t.pp:5:15: error: 's' is a job variable and cannot be used in the model block\n");
+    free(text);
+
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel gpt { layers = 3 - s * 2 }\n",
+                               NULL, 0, &text),
+                     1);
+    ck_has(text, "t.pp:5:24: error: model layers = -1 at s = 2 is out of range [0, 1024]\n");
+    free(text);
+
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel gpt { layers = 6 + 6 / (s - 1) }\n",
+                               NULL, 0, &text),
+                     1);
+    ck_has(text, "error: division by zero (at s = 1)\n");
+    free(text);
+}
+END_TEST
+
 START_TEST(test_worker_variable)
 {
     char *text;
@@ -915,6 +1014,8 @@ Suite *frontend_suite(void)
     tcase_add_test(check, test_used_before_definition);
     tcase_add_test(check, test_redefinition);
     tcase_add_test(check, test_model_fields);
+    tcase_add_test(check, test_model_gpt);
+    tcase_add_test(check, test_model_layers_per_stage);
     tcase_add_test(check, test_worker_variable);
     tcase_add_test(check, test_job_variable_in_param);
     tcase_add_test(check, test_missing_compute);

@@ -362,6 +362,52 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+/* A gpt plan with per-stage layer counts round-trips, and each model field
+ * out of range is named. */
+START_TEST(test_model_gpt_header)
+{
+    pp_plan a, b;
+    uint8_t *buf;
+    size_t len;
+    char err[256];
+    build_plan(&a);
+    a.model.kind = PP_MODEL_GPT;
+    a.model.vocab = 1000;
+    a.model.heads = 4;
+    a.model.layers = malloc(4 * sizeof *a.model.layers);
+    uint32_t layers[4] = {1, 2, 0, 1};
+    memcpy(a.model.layers, layers, sizeof layers);
+    ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
+    ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
+    ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
+    ck_assert_uint_eq(b.model.kind, PP_MODEL_GPT);
+    ck_assert_uint_eq(b.model.vocab, 1000);
+    ck_assert_uint_eq(b.model.heads, 4);
+    for (int s = 0; s < 4; s++)
+        ck_assert_uint_eq(pp_model_layers(&b.model, s), layers[s]);
+    free(buf);
+    pp_plan_free(&b);
+
+    a.model.kind = PP_MODEL_COUNT;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: kind 2 is unknown (expected 0 for mlp or 1 for gpt)");
+    a.model.kind = PP_MODEL_GPT;
+    a.model.heads = 3;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: gpt heads is 3 (expected at least 1, dividing embed 16)");
+    a.model.heads = 4;
+    a.model.vocab = 1;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: gpt vocab is 1 (expected 2 to 1048576)");
+    a.model.vocab = 1000;
+    a.model.layers[2] = PP_MAX_LAYERS + 1;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: stage 2 has 1025 layers (expected at most 1024)");
+    a.model.layers[2] = 0;
+    a.model.kind = PP_MODEL_MLP;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: mlp vocab is 1000 (expected 256: the mlp model reads bytes)");
+    pp_plan_free(&a);
+}
+END_TEST
+
 /* A plan with no slots, groups or instructions is legal and round-trips. */
 START_TEST(test_round_trip_empty_tables)
 {
@@ -923,6 +969,7 @@ Suite *plan_suite(void)
 
     TCase *io = tcase_create("encode");
     tcase_add_test(io, test_round_trip);
+    tcase_add_test(io, test_model_gpt_header);
     tcase_add_test(io, test_round_trip_empty_tables);
     tcase_add_test(io, test_file_round_trip);
     suite_add_tcase(s, io);

@@ -514,6 +514,43 @@ START_TEST(one_f_one_b_peaks_and_bubble)
 }
 END_TEST
 
+/* Costs default to 1 for a uniform mlp (the seed's unit model) and to the
+ * stages' FLOPs, in units of the mean forward, when the stages differ:
+ * with blocks 1, 2, 2, 1 and an mlp whose block and head GEMMs weigh the
+ * same (ffn = D = 128, V = 256: 4*batch*128*128 = 2*batch*256*128 FLOPs),
+ * the stages weigh 1, 2, 2, 2 (the last adds its head) and B is twice F. A
+ * cost line still wins for its direction. */
+START_TEST(flops_proportional_default_costs)
+{
+    static const char *src =
+        "param S = 4\nparam B = 2\nparam W = 4\ncompute(s,b,d) = s\n"
+        "model { context = 8; embed = 16; ffn = 128; blocks = s == 0 || s == S - 1 ? 1 : 2 }\n";
+    compiled c;
+    compile_src(&c, src, NULL, 0);
+    ck_assert_msg(c.errors == 0, "%s", c.msgs);
+    const double mean = (1 + 2 + 2 + 2) / 4.0, w[4] = {1, 2, 2, 2};
+    for (int s = 0; s < 4; s++) {
+        ck_assert_double_eq_tol(c.t.cost[job_id(&c.t.js, s, 1, 0)], w[s] / mean, 1e-12);
+        ck_assert_double_eq_tol(c.t.cost[job_id(&c.t.js, s, 0, 1)], 2 * w[s] / mean, 1e-12);
+    }
+    compiled_free(&c);
+
+    char *withcost = malloc(strlen(src) + 32);
+    sprintf(withcost, "%scost B = 3\n", src);
+    compile_src(&c, withcost, NULL, 0);
+    ck_assert_double_eq_tol(c.t.cost[job_id(&c.t.js, 0, 0, 0)], 1 / mean, 1e-12);
+    ck_assert_double_eq(c.t.cost[job_id(&c.t.js, 0, 0, 1)], 3);
+    compiled_free(&c);
+    free(withcost);
+
+    compile_src(&c, "param S = 4\nparam B = 2\nparam W = 4\ncompute(s,b,d) = s\n"
+                    "model { blocks = 2 }\n", NULL, 0);
+    for (int j = 0; j < job_count(&c.t.js); j++)
+        ck_assert_double_eq(c.t.cost[j], 1);
+    compiled_free(&c);
+}
+END_TEST
+
 /* The seed's interpolation: LPP's makespan falls from GPipe's (R = W) to
  * DDP's (R = 1) as R shrinks, with S = W = B = 8. */
 START_TEST(lpp_interpolates_gpipe_to_ddp)
@@ -875,6 +912,7 @@ Suite *report_suite(void)
     Suite *s = suite_create("report");
     TCase *tc = tcase_create("counts");
     tcase_add_test(tc, gpipe_counts);
+    tcase_add_test(tc, flops_proportional_default_costs);
     tcase_add_test(tc, ddp_counts);
     tcase_add_test(tc, adamw_state_on_owners);
     tcase_add_test(tc, bf16_fsdp_halves_weight_traffic);
