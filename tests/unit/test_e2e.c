@@ -54,6 +54,91 @@ static void trains_like_reference(const char *schedule, const char *defs, int np
     trains_like_reference_within(schedule, defs, np, "");
 }
 
+/* A library schedule with its model block replaced by `model` (say, a
+ * `model gpt { ... }`), written to a temporary file whose path is returned
+ * (free it with remove_schedule). */
+static char *with_model(const char *schedule, const char *model)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, schedule);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    static char src[1 << 16];
+    size_t n = fread(src, 1, sizeof src - 1, f);
+    fclose(f);
+    src[n] = 0;
+    char *start = strstr(src, "\nmodel {"), *end = start ? strstr(start, "\n}") : NULL;
+    ck_assert_msg(start && end, "%s has no model block to replace", path);
+    char *dir = temp_dir(), *out = malloc(strlen(dir) + 32);
+    sprintf(out, "%s/schedule.pp", dir);
+    free(dir);
+    f = fopen(out, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", out);
+    fprintf(f, "%.*s\n%s%s", (int)(start - src), src, model, end + 2);
+    fclose(f);
+    return out;
+}
+
+static void remove_schedule(char *path)
+{
+    *strrchr(path, '/') = 0;
+    remove_dir(path);
+}
+
+/* Per-stage blocks (`blocks` using s): lighter first and last stages, a
+ * middle stage of none, with a fused and with a split backward. */
+START_TEST(blocks_per_stage_train_alike)
+{
+    static const char *model =
+        "model { context = 8; embed = 16; ffn = 64; batch = 8\n"
+        "        blocks = s == 0 || s == S - 1 ? 1 : s == 2 ? 0 : 3 }";
+    char *gpipe = with_model("gpipe.pp", model), *zb = with_model("zb-h1.pp", model);
+    trains_like_reference(gpipe, "-D S=4 -D B=4", 4);
+    trains_like_reference(zb, "-D S=4 -D B=8", 4);
+    remove_schedule(gpipe);
+    remove_schedule(zb);
+}
+END_TEST
+
+/* Every library schedule trains a small GPT (with lighter end stages) to
+ * the reference's weights, in three groups that run as separate jobs. */
+static const char *gpt_model =
+    "model gpt { vocab = 256; context = 16; embed = 32; heads = 4; ffn = 64; batch = 4\n"
+    "            layers = s == 0 || s == S - 1 ? 1 : 2 }";
+
+static void gpt_trains_like_reference(const char *schedule, const char *defs)
+{
+    char *path = with_model(schedule, gpt_model);
+    trains_like_reference(path, defs, 4);
+    remove_schedule(path);
+}
+
+START_TEST(gpt_pipelines_4_ranks)
+{
+    gpt_trains_like_reference("gpipe.pp", "-D S=4 -D B=4");
+    gpt_trains_like_reference("1f1b.pp", "-D S=4 -D B=8");
+    gpt_trains_like_reference("1f1b-greedy.pp", "-D S=4 -D B=8");
+    gpt_trains_like_reference("zb-h1.pp", "-D S=4 -D B=8");
+}
+END_TEST
+
+START_TEST(gpt_looped_4_ranks)
+{
+    gpt_trains_like_reference("interleaved-1f1b.pp", "-D W=4 -D V=2 -D B=8");
+    gpt_trains_like_reference("breadth-first.pp", "-D W=4 -D S=8 -D B=4");
+    gpt_trains_like_reference("depth-first.pp", "-D W=4 -D S=8 -D B=4");
+}
+END_TEST
+
+START_TEST(gpt_data_parallel_4_ranks)
+{
+    gpt_trains_like_reference("ddp.pp", "-D S=4 -D B=4");
+    gpt_trains_like_reference("fsdp.pp", "-D S=4 -D B=4");
+    gpt_trains_like_reference("lpp.pp", "-D S=4 -D B=4 -D G=2 -D R=2");
+    gpt_trains_like_reference("fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2");
+}
+END_TEST
+
 /* --compare's tolerances: weights one step apart differ, so they pass only
  * with a loose --atol and fail with none (each flag sets its own bound). */
 START_TEST(compare_tolerances)
@@ -635,6 +720,10 @@ END_TEST
  * (check_main.c); the list is roughly longest first, which is the order
  * they start in. */
 #define E2E_TESTS(X)                                                                               \
+    X(gpt_pipelines_4_ranks, 4)                                                                    \
+    X(gpt_looped_4_ranks, 4)                                                                       \
+    X(gpt_data_parallel_4_ranks, 4)                                                                \
+    X(blocks_per_stage_train_alike, 4)                                                             \
     X(bf16_trains_like_reference, 4)                                                               \
     X(adamw_trains_like_reference, 4)                                                              \
     X(vm_allocates_what_the_report_says, 4)                                                        \
