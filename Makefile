@@ -38,7 +38,14 @@ endif
 
 # Demo settings (override on the command line: make demo STEPS=50)
 STEPS ?= 200
+# make demo MODEL=gpt trains a small GPT-2 (schedules/1f1b-gpt.pp) instead of
+# the mlp demo model.
+MODEL ?= mlp
+ifeq ($(MODEL),gpt)
+DEMO_SCHEDULE ?= schedules/1f1b-gpt.pp
+else
 DEMO_SCHEDULE ?= schedules/gpipe.pp
+endif
 DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
@@ -217,8 +224,14 @@ bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-bench: bin/sim_bench all
+bin/model_bench: $(B)/tests/bench/model_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+bench: bin/sim_bench bin/model_bench all
 	./bin/sim_bench $(CURDIR)
+	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
+	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
