@@ -27,6 +27,7 @@ compute(s,b,d)  = s
 weights(s,b,d)  = s
 priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : warm + 1 + 2 * b
 order strict
+optimizer adamw   # SGD at the mlp demo's 0.3 diverges on a transformer
 
 model gpt {
     vocab   = 256   # bytes
