@@ -114,10 +114,24 @@ def mlp_layout(m, s):
     return t
 
 
+def gpt_layout(m, s):
+    """kernels/gpt_layout.h, gpt_param_layout_of (kernels/README.md, "The GPT model")."""
+    S, V, T, C, Fw = m["S"], m["vocab"], m["context"], m["embed"], m["ffn"]
+    t = []
+    if s == 0:
+        t += [("wte", (V, C)), ("wpe", (T, C))]
+    for k in range(m["layers"][s]):
+        t += [("l%d.%s" % (k, n), shape) for n, shape in (
+            ("ln1w", (C,)), ("ln1b", (C,)), ("qkvw", (3 * C, C)), ("qkvb", (3 * C,)),
+            ("attprojw", (C, C)), ("attprojb", (C,)), ("ln2w", (C,)), ("ln2b", (C,)),
+            ("fcw", (Fw, C)), ("fcb", (Fw,)), ("fcprojw", (C, Fw)), ("fcprojb", (C,)))]
+    if s == S - 1:
+        t += [("lnfw", (C,)), ("lnfb", (C,)), ("wlm", (V, C))]
+    return t
+
+
 def layout(m, s):
-    if m["kind"] == "mlp":
-        return mlp_layout(m, s)
-    raise SystemExit("torch_oracle: the %s model's layout is not written here yet" % m["kind"])
+    return mlp_layout(m, s) if m["kind"] == "mlp" else gpt_layout(m, s)
 
 
 def views(flat, lay):
@@ -153,10 +167,32 @@ def mlp_stage(m, s, p, x, tok):
     return F.cross_entropy(logits, tok[:, C], reduction="sum")
 
 
+def gpt_stage(m, s, p, x, tok):
+    """kernels/gpt.c (GPT-2 as llm.c writes it): F of stage s on x [B][T][C];
+    the last stage returns the loss summed over every position."""
+    B, T, C, NH = m["batch"], m["context"], m["embed"], m["heads"]
+    hs = C // NH
+    if s == 0:
+        x = p["wte"][tok[:, :T]] + p["wpe"]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for k in range(m["layers"][s]):
+        w = lambda n: p["l%d.%s" % (k, n)]
+        qkv = F.linear(ln(x, w("ln1w"), w("ln1b")), w("qkvw"), w("qkvb"))
+        q, kk, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(C, dim=2))
+        att = (q @ kk.transpose(-2, -1)) * (1.0 / hs ** 0.5)
+        att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + F.linear(y, w("attprojw"), w("attprojb"))
+        a = F.gelu(F.linear(ln(x, w("ln2w"), w("ln2b")), w("fcw"), w("fcb")), approximate="tanh")
+        x = x + F.linear(a, w("fcprojw"), w("fcprojb"))
+    if s < m["S"] - 1:
+        return x
+    logits = F.linear(ln(x, p["lnfw"], p["lnfb"]), p["wlm"])  # no bias, untied
+    return F.cross_entropy(logits.reshape(B * T, -1), tok[:, 1:].reshape(-1), reduction="sum")
+
+
 def stage_forward(m, s, p, x, tok):
-    if m["kind"] == "mlp":
-        return mlp_stage(m, s, p, x, tok)
-    raise SystemExit("torch_oracle: the %s model's forward is not written here yet" % m["kind"])
+    return (mlp_stage if m["kind"] == "mlp" else gpt_stage)(m, s, p, x, tok)
 
 
 # ---- data: vm/data.c again ---------------------------------------------------
@@ -259,26 +295,26 @@ def rel_weights(pp, ref, lay):
     return worst, name
 
 
-def check(args, opt, tmp):
-    plan = os.path.join(tmp, "plan-" + opt)
-    run(["bin/ppc", args.schedule, "-D", "S=%d" % args.S, "-D", "B=%d" % args.B,
+def check(args, opt, tmp, schedule, data):
+    plan = os.path.join(tmp, "plan-%s-%s" % (os.path.basename(schedule)[:-3], opt))
+    run(["bin/ppc", schedule, "-D", "S=%d" % args.S, "-D", "B=%d" % args.B,
          "--optimizer", opt, "-o", plan, "-q"])
     m = read_model(plan)
     if m["precision"] != "fp32":
         raise SystemExit("torch_oracle: the plan is %s; the oracle compares fp32" % m["precision"])
-    flags = ["--seed", str(args.seed), "--data", args.data]
+    flags = ["--seed", str(args.seed), "--data", data]
     if opt == "sgd":
         flags += ["--lr", repr(args.lr_sgd)]
     else:
         flags += ["--lr", repr(args.lr_adamw), "--weight-decay", repr(args.weight_decay),
                   "--adam-eps", repr(args.adam_eps)]
-    init, refw, mpiw = (os.path.join(tmp, "%s-%s" % (n, opt)) for n in ("init", "ref", "mpi"))
+    init, refw, mpiw = (plan + "-" + n for n in ("init", "ref", "mpi"))
     run(["bin/ppvm", "--reference", plan, "--steps", "0", "--save", init] + flags)
     steps = ["--steps", str(args.steps), "--loss-digits", "9"]
     ref_out = run(["bin/ppvm", "--reference", plan, "--save", refw] + steps + flags)
     mpi_out = run(MPIRUN + ["-np", str(args.S), "bin/ppvm", "--backend", "cpu", plan,
                             "--save", mpiw] + steps + flags)
-    tok = load_tokens(args.data, m)
+    tok = load_tokens(data, m)
     torch_w, torch_l = train_torch(m, init, tok, args, opt, torch.float32)
     # not checked: how far fp32 arithmetic itself is from exact, torch in fp32 against fp64
     exact_w, _ = train_torch(m, init, tok, args, opt, torch.float64)
@@ -286,13 +322,14 @@ def check(args, opt, tmp):
     assert len(ref_l) == len(mpi_l) == args.steps, (ref_out, mpi_out)
 
     sched = os.path.basename(args.schedule)
+    where = "data %s%s" % (os.path.basename(data), " (llm.c shard)" if data.endswith(".bin") else "")
     desc = ", ".join("%s %d" % (k, m[k]) for k in ("vocab", "context", "embed", "heads", "ffn",
                                                    "batch") if k in m)
     hp = ("lr %g" % args.lr_sgd if opt == "sgd" else "lr %g, weight decay %g, betas 0.9 0.999, "
           "eps %g" % (args.lr_adamw, args.weight_decay, args.adam_eps))
-    print("\n== %s model (%s, layers per stage %s), %s, %s; %s S=%d B=%d on %d ranks; seed %d, "
-          "%d steps" % (m["kind"], desc, m["layers"], opt, hp, sched, m["S"], m["B"], args.S,
-                        args.seed, args.steps))
+    print("\n== %s model (%s, layers per stage %s), %s, %s; %s S=%d B=%d on %d ranks; %s, "
+          "seed %d, %d steps" % (m["kind"], desc, m["layers"], opt, hp, sched, m["S"], m["B"],
+                                 args.S, where, args.seed, args.steps))
     print("%5s  %14s  %14s  %14s  %10s  %10s" % ("step", "loss torch", "loss reference",
                                                  "loss " + sched[:-3], "rel ref", "rel " + sched[:-3]))
     for t in range(args.steps):
@@ -301,7 +338,7 @@ def check(args, opt, tmp):
             abs(mpi_l[t] - torch_l[t]) / abs(torch_l[t])))
     figures = [rel_loss(ref_l, torch_l), rel_loss(mpi_l, torch_l)]
     print("final weights, max|pp - torch| / max|torch| per tensor, the stage's worst tensor:")
-    print("%5s  %8s  %26s  %26s  %26s" % ("stage", "weights", "reference vs torch",
+    print("%5s  %8s  %-25s  %-25s  %-25s" % ("stage", "weights", "reference vs torch",
                                           sched[:-3] + " vs torch", "(torch vs torch fp64)"))
     for s in range(m["S"]):
         lay = layout(m, s)
@@ -309,7 +346,7 @@ def check(args, opt, tmp):
         p = rel_weights(read_weights(mpiw, s), torch_w[s], lay)
         x = rel_weights(torch_w[s], exact_w[s], lay)
         figures += [r[0], p[0]]
-        print("%5d  %8d  %14.2e %-11s  %14.2e %-11s  %14.2e %-11s" % (
+        print("%5d  %8d  %8.2e %-16s  %8.2e %-16s  %8.2e %-16s" % (
             s, torch_w[s].size, r[0], "(" + r[1] + ")", p[0], "(" + p[1] + ")", x[0],
             "(" + x[1] + ")"))
     worst = max(figures)
@@ -317,6 +354,32 @@ def check(args, opt, tmp):
         opt, worst, max(figures[:2]), max(figures[2:]), args.tol,
         "ok" if worst <= args.tol else "EXCEEDED"))
     return worst <= args.tol
+
+
+def gpt_schedule(args, tmp):
+    """args.schedule with its model block replaced by `model gpt { ... }`."""
+    text = re.sub(r"^model\b[^{]*\{.*?^\}\n", "", open(os.path.join(ROOT, args.schedule)).read(),
+                  flags=re.M | re.S)
+    sizes = dict(kv.split("=") for kv in args.gpt.split(","))
+    text += "model gpt {\n%s}\n" % "".join("    %s = %s\n" % kv for kv in sizes.items())
+    path = os.path.join(tmp, "gpt-" + os.path.basename(args.schedule))
+    open(path, "w").write(text)
+    return path, int(sizes["vocab"])
+
+
+def make_shard(args, tmp, vocab):
+    """An llm.c shard of the text with a vocabulary of 512: token i is byte i,
+    plus 256 when byte i-1 is odd (tokens above 255, from real text)."""
+    b = np.frombuffer(open(args.data, "rb").read(), dtype=np.uint8).astype(np.uint16)
+    tok = b.copy()
+    if vocab >= 512:
+        tok[1:] += 256 * (b[:-1] % 2)
+    head = np.zeros(256, dtype="<i4")
+    head[:3] = (SHARD_MAGIC, 1, len(tok))
+    path = os.path.join(tmp, "tokens.bin")
+    with open(path, "wb") as f:
+        f.write(head.tobytes() + tok.astype("<u2").tobytes())
+    return path
 
 
 def main():
@@ -328,6 +391,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--optimizers", default="sgd,adamw")
+    ap.add_argument("--models", default="mlp,gpt",
+                    help="mlp: the schedule's own model block; gpt: that block replaced by "
+                    "model gpt { --gpt }, trained on an llm.c shard made from --data (mlp,gpt)")
+    ap.add_argument("--gpt", default="vocab=512,context=16,embed=32,heads=4,ffn=128,layers=2,batch=4",
+                    help="the gpt model's sizes (layers per stage)")
     ap.add_argument("--lr-sgd", type=float, default=0.3)
     ap.add_argument("--lr-adamw", type=float, default=4e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
@@ -338,8 +406,13 @@ def main():
     torch.manual_seed(0)
     ok = True
     with tempfile.TemporaryDirectory(prefix="pp-oracle-") as tmp:
-        for opt in args.optimizers.split(","):
-            ok &= check(args, opt, tmp)
+        for model in args.models.split(","):
+            schedule, data = args.schedule, args.data
+            if model == "gpt":
+                schedule, vocab = gpt_schedule(args, tmp)
+                data = make_shard(args, tmp, vocab)
+            for opt in args.optimizers.split(","):
+                ok &= check(args, opt, tmp, schedule, data)
     sys.exit(0 if ok else 1)
 
 
