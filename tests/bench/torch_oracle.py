@@ -349,6 +349,9 @@ def check(args, opt, tmp, schedule, data):
         print("%5d  %8d  %8.2e %-16s  %8.2e %-16s  %8.2e %-16s" % (
             s, torch_w[s].size, r[0], "(" + r[1] + ")", p[0], "(" + p[1] + ")", x[0],
             "(" + x[1] + ")"))
+    same = max(float(np.abs(read_weights(refw, s) - read_weights(mpiw, s)).max())
+               for s in range(m["S"]))
+    print("reference vs %s: max |difference| of any weight %.3g" % (sched[:-3], same))
     worst = max(figures)
     print("%s: worst relative difference %.2e (losses %.2e, weights %.2e; tolerance %g): %s" % (
         opt, worst, max(figures[:2]), max(figures[2:]), args.tol,
