@@ -349,6 +349,23 @@ static void fails_with(const char *cmd, const char *message)
     proc_free(&r);
 }
 
+/* --steps 0 --save writes the initial weights (what tests/bench/torch_oracle.py
+ * starts PyTorch from): under mpirun and in the reference, the same bits. */
+START_TEST(initial_weights_saved)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 0 --save %s/w", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 0 --save %s/r && "
+             "%s/bin/ppvm --compare %s/w %s/r --atol 0 --rtol 0",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "stage 1:") && strstr(out, "max |diff| 0 "), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* An llm.c token shard holding the same tokens as a text file trains to the
  * same losses and weights as the text itself (the tokens, not the format,
  * are what is sampled), on 2 ranks and in the reference; a bad shard ends
@@ -746,6 +763,7 @@ END_TEST
     X(mixed_plan_ids, 4)                                                                           \
     X(loss_falls, 2)                                                                               \
     X(token_shards, 2)                                                                             \
+    X(initial_weights_saved, 2)                                                                    \
     X(launcher_failures_told_apart, 2)                                                            \
     X(compare_tolerances, 1)
 
