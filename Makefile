@@ -5,6 +5,7 @@
 #                 (one suite: make test SUITE=e2e; see tests/README.md)
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
 #   make deps     install what is missing from Debian's packages (idempotent)
+#   make oracle   train the model in PyTorch too and compare (not part of make test)
 
 CC      ?= cc
 MPICC   ?= mpicc
@@ -70,7 +71,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden bench gpu-bench standin-test
+.PHONY: all deps check test demo clean golden bench gpu-bench standin-test oracle
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -128,7 +129,8 @@ bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
-bin/check_pp: $(TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+# vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
@@ -242,6 +244,26 @@ bin/gemm_bench: tests/bench/gemm_bench.cu kernels/cuda_check.h
 
 gpu-bench: all bin/gemm_bench
 	bash tests/bench/gpu_bench.sh
+
+# The outside oracle (tests/bench/torch_oracle.py, tests/README.md): the same
+# model in PyTorch, from pp's initial weights, on the same microbatches, with
+# SGD and AdamW, against ppvm --reference and a 4-rank 1F1B run. Not part of
+# make test. A venv in build/oracle-venv (made once; python3-venv through the
+# deps mechanism), torch and numpy installed into it once. torch comes from
+# PyPI's default index: its Linux wheel is the CUDA build (about 5 GB with
+# its nvidia-* packages, of which the oracle uses only the CPU part); where
+# PyTorch's own CPU index is reachable, make oracle
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs the small CPU
+# wheel instead. ORACLE_ARGS go to the script (e.g. --steps 20).
+ORACLE_VENV := $(B)/oracle-venv
+TORCH_INDEX ?=
+ORACLE_ARGS ?=
+oracle: all
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) python3-venv"
+	@test -x $(ORACLE_VENV)/bin/pip || python3 -m venv $(ORACLE_VENV)
+	@$(ORACLE_VENV)/bin/python -c 'import torch, numpy' 2>/dev/null || \
+	  $(ORACLE_VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch numpy
+	$(TEST_ENV) $(ORACLE_VENV)/bin/python tests/bench/torch_oracle.py $(ORACLE_ARGS)
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 # Each entry is name:schedule:S:B, then optionally :precision (--precision).

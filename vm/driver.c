@@ -76,8 +76,8 @@ static int train(pp_run *run, const pp_backend *be, void *st)
         mpiCheck(MPI_Reduce(&mine_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
         mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
         if (run->me == 0 && !opts->quiet) {
-            printf("step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", run->step + 1,
-                   opts->steps, loss / predictions, dt * 1e3, samples / dt);
+            printf("step %4d/%d  loss %.*f  time %8.2f ms  samples/s %10.0f\n", run->step + 1,
+                   opts->steps, opts->loss_digits, loss / predictions, dt * 1e3, samples / dt);
             fflush(stdout);
         }
         /* rank 0's sum, so that every rank stops at the same step */

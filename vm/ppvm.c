@@ -66,14 +66,18 @@ static void usage(FILE *f)
             "       ppvm --compare DIR_A DIR_B [--atol X] [--rtol X]\n"
             "options:\n"
             "  --steps N     training steps (default 10)\n"
-            "  --data FILE   training text (default %s)\n"
+            "  --data FILE   training data (default %s):\n"
+            "                an llm.c token shard (int32 header 20240520, 1, count, 253 more;\n"
+            "                then count uint16 tokens), else raw bytes, one token each\n"
             "  --seed N      seed of the initial weights and the microbatches (default 1)\n"
             "  --lr X        learning rate (default 0.3 for the plan's optimizer sgd,\n"
             "                4e-3 for adamw)\n"
             "  --weight-decay X  AdamW's decoupled weight decay (default 0.01)\n"
             "  --adam-eps X  AdamW's epsilon (default 1e-8)\n"
-            "  --save DIR    write the final weights to DIR/stage<s>.w\n"
+            "  --save DIR    write the final weights to DIR/stage<s>.w (--steps 0: the\n"
+            "                initial weights)\n"
             "  --quiet       no per-step lines\n"
+            "  --loss-digits N  decimals of the per-step loss (default 4)\n"
             "  --backend B   cuda or cpu (default: cuda when this ppvm has CUDA and every rank\n"
             "                sees a GPU, else cpu; --reference always trains on the cpu)\n"
             "  --transport T the cuda backend's transfers: nccl (default when every rank has a\n"
@@ -117,7 +121,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     o->train = (pp_train_opts){
-        .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300};
+        .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300, .loss_digits = 4};
     o->optim = (optim_flags){-1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
@@ -143,7 +147,7 @@ static int parse_args(int argc, char **argv, options *o)
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
                  !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
-                 !strcmp(a, "--profile")) {
+                 !strcmp(a, "--profile") || !strcmp(a, "--loss-digits")) {
             if (!has_value) {
                 if (first_process())
                     pp_vm_error(-1, "%s needs a value", a);
@@ -188,6 +192,10 @@ static int parse_args(int argc, char **argv, options *o)
                 if (parse_num(a, val, 0, 1e9, 1, &v))
                     return -1;
                 o->train.steps = (int)v;
+            } else if (!strcmp(a, "--loss-digits")) {
+                if (parse_num(a, val, 0, 12, 1, &v))
+                    return -1;
+                o->train.loss_digits = (int)v;
             } else if (!strcmp(a, "--seed")) {
                 if (parse_num(a, val, 0, 9e15, 1, &v))
                     return -1;

@@ -83,8 +83,8 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
         }
         double dt = now() - t0;
         if (!opts->quiet) {
-            printf("reference step %4d/%d  loss %.4f  time %8.2f ms  samples/s %10.0f\n", t + 1,
-                   opts->steps, loss / predictions, dt * 1e3, samples / dt);
+            printf("reference step %4d/%d  loss %.*f  time %8.2f ms  samples/s %10.0f\n", t + 1,
+                   opts->steps, opts->loss_digits, loss / predictions, dt * 1e3, samples / dt);
             fflush(stdout);
         }
         if (!isfinite(loss)) {

@@ -23,6 +23,7 @@ typedef struct {
     const char *data; /* path of the text file */
     const char *save; /* directory for the final weights, or NULL */
     int quiet;        /* no per-step lines */
+    int loss_digits;  /* decimals of the per-step loss (ppvm --loss-digits, default 4) */
     int transport;    /* cuda backend: a pp_transport */
     double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */

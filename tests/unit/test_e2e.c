@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../../isa/plan.h"
+#include "../../vm/data.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -422,6 +423,78 @@ static void fails_with(const char *cmd, const char *message)
     proc_free(&r);
 }
 
+/* --steps 0 --save writes the initial weights (what tests/bench/torch_oracle.py
+ * starts PyTorch from): under mpirun and in the reference, the same bits. */
+START_TEST(initial_weights_saved)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 0 --save %s/w", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 0 --save %s/r && "
+             "%s/bin/ppvm --compare %s/w %s/r --atol 0 --rtol 0",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "stage 1:") && strstr(out, "max |diff| 0 "), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* An llm.c token shard holding the same tokens as a text file trains to the
+ * same losses and weights as the text itself (the tokens, not the format,
+ * are what is sampled), on 2 ranks and in the reference; a bad shard ends
+ * every rank with exit 1 and a message naming the file. */
+START_TEST(token_shards)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], cmd[4096], path[2048];
+    FILE *in = fopen(PP_DEFAULT_DATA, "rb");
+    ck_assert_ptr_nonnull(in);
+    static uint8_t text[1 << 16];
+    size_t n = fread(text, 1, sizeof text, in);
+    fclose(in);
+    ck_assert_uint_gt(n, 1000);
+    snprintf(path, sizeof path, "%s/text.txt", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_uint_eq(fwrite(text, 1, n, f), n);
+    fclose(f);
+    int32_t head[256] = {20240520, 1, (int32_t)n};
+    for (int version = 1; version <= 2; version++) {
+        head[1] = version;
+        snprintf(path, sizeof path, "%s/v%d.bin", dir, version);
+        f = fopen(path, "wb");
+        ck_assert_uint_eq(fwrite(head, 4, 256, f), 256);
+        for (size_t i = 0; i < n; i++) {
+            uint16_t t = text[i];
+            ck_assert_uint_eq(fwrite(&t, 2, 1, f), 1);
+        }
+        fclose(f);
+    }
+    const char *flags = "--backend cpu --steps 3 --loss-digits 9";
+    snprintf(args, sizeof args, "%s %s/plan --data %s/text.txt --save %s/wt", flags, dir, dir, dir);
+    char *text_out = mpi_ok(2, args);
+    snprintf(args, sizeof args, "%s %s/plan --data %s/v1.bin --save %s/ws", flags, dir, dir, dir);
+    char *shard_out = mpi_ok(2, args);
+    const char *a = strstr(text_out, "step "), *b = strstr(shard_out, "step ");
+    ck_assert_msg(a && b && !strncmp(a, b, 30), "the shard's first loss differs from the text's:\n%s\n%s",
+                  text_out, shard_out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/wt %s/ws --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --data %s/v1.bin --quiet "
+             "--save %s/wr", PP_ROOT, dir, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/ws %s/wr", PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --data %s/v2.bin", dir, dir);
+    snprintf(path, sizeof path, "data file '%s/v2.bin' is an llm.c token shard of version 2; "
+             "expected version 1", dir);
+    mpi_fails_with(2, args, path);
+    free(text_out);
+    free(shard_out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* A loss that is not finite stops every rank at that step with exit 1 (no
  * MPI_Abort) and writes no weights; a data file that cannot be read is 1
  * too, a bad flag 2. */
@@ -767,6 +840,8 @@ END_TEST
     X(truncated_rank_file, 4)                                                                      \
     X(mixed_plan_ids, 4)                                                                           \
     X(loss_falls, 2)                                                                               \
+    X(token_shards, 2)                                                                             \
+    X(initial_weights_saved, 2)                                                                    \
     X(launcher_failures_told_apart, 2)                                                            \
     X(compare_tolerances, 1)
 
