@@ -102,10 +102,10 @@ pp_optim pp_optim_defaults(uint32_t optimizer) {
 void pp_optimizer_step(uint32_t optimizer, const pp_optim *o, float *p, float *g, float *state,
                        size_t n, int t) {
     if (optimizer == PP_OPT_ADAMW)
-        pp_adamw_step(p, g, state, state + n, n, t, o->lr, o->beta1, o->beta2, o->eps,
+        pp_adamw_step(p, g, state, state + n, n, t, pp_optim_lr(o, t), o->beta1, o->beta2, o->eps,
                       o->weight_decay);
     else
-        pp_sgd_step(p, g, n, o->lr);
+        pp_sgd_step(p, g, n, pp_optim_lr(o, t));
 }
 
 void pp_sgd_step(float *p, float *g, size_t n, float lr) {

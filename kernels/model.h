@@ -121,7 +121,15 @@ void pp_sgd_step(float *p, float *g, size_t n, float lr);
  * eps are PyTorch's defaults, 0.9, 0.999 and 1e-8. */
 typedef struct {
     float lr, weight_decay, beta1, beta2, eps;
+    int warmup; /* steps of linear learning-rate warmup (ppvm --warmup; 0: none) */
 } pp_optim;
+
+/* The learning rate of step t (t >= 1): lr * t / warmup for t < warmup,
+ * then lr. One definition for every backend and the reference. */
+static inline float pp_optim_lr(const pp_optim *o, int t)
+{
+    return o->warmup > 0 && t < o->warmup ? o->lr * (float)t / (float)o->warmup : o->lr;
+}
 
 /* ppvm's defaults for the plan's optimizer (a pp_optimizer): lr 0.3 for SGD,
  * 4e-3 and weight decay 0.01 for AdamW (SGD ignores weight_decay). */

@@ -475,9 +475,10 @@ static void exec(cuda_vm *v, const pp_instr *in)
         prof_mark(v, in, 0);
         if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
             cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->run->step + 1,
-                                       o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, cs));
+                                       pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2,
+                                       o->eps, o->weight_decay, cs));
         else
-            cudaCheck(pp_cu_sgd_step(w, g, np, o->lr, cs));
+            cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), cs));
         pp_cuda_stage_compute_copy(v->cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
         prof_mark(v, in, 1);
         cvm_params_changed(v, s);

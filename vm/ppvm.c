@@ -42,9 +42,9 @@
 enum { BACKEND_UNSET = -1, BACKEND_CPU, BACKEND_CUDA };
 enum { TRANSPORT_UNSET = -1 }; /* else a pp_transport */
 
-/* ppvm --lr, --weight-decay and --adam-eps, negative where not given. */
+/* ppvm --lr, --weight-decay, --adam-eps and --warmup, negative where not given. */
 typedef struct {
-    double lr, weight_decay, eps;
+    double lr, weight_decay, eps, warmup;
 } optim_flags;
 
 typedef struct {
@@ -74,6 +74,8 @@ static void usage(FILE *f)
             "                4e-3 for adamw)\n"
             "  --weight-decay X  AdamW's decoupled weight decay (default 0.01)\n"
             "  --adam-eps X  AdamW's epsilon (default 1e-8)\n"
+            "  --warmup N    raise the learning rate linearly over the first N steps\n"
+            "                (step t < N uses lr * t / N; default 0: no warmup)\n"
             "  --save DIR    write the final weights to DIR/stage<s>.w (--steps 0: the\n"
             "                initial weights)\n"
             "  --quiet       no per-step lines\n"
@@ -122,7 +124,7 @@ static int parse_args(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->train = (pp_train_opts){
         .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300, .loss_digits = 4};
-    o->optim = (optim_flags){-1, -1, -1};
+    o->optim = (optim_flags){-1, -1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
     o->atol = 1e-5;
@@ -144,6 +146,7 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.quiet = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
+                 !strcmp(a, "--warmup") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
                  !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
@@ -208,6 +211,10 @@ static int parse_args(int argc, char **argv, options *o)
                 if (parse_num(a, val, 0, 1e3, 0, &v))
                     return -1;
                 o->optim.weight_decay = v;
+            } else if (!strcmp(a, "--warmup")) {
+                if (parse_num(a, val, 0, 1e9, 1, &v))
+                    return -1;
+                o->optim.warmup = v;
             } else if (!strcmp(a, "--adam-eps")) {
                 if (parse_num(a, val, 1e-30, 1, 0, &v))
                     return -1;
@@ -266,6 +273,8 @@ static pp_optim train_optim(uint32_t optimizer, const optim_flags *f)
         o.weight_decay = (float)f->weight_decay;
     if (f->eps >= 0)
         o.eps = (float)f->eps;
+    if (f->warmup >= 0)
+        o.warmup = (int)f->warmup;
     return o;
 }
 

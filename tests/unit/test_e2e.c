@@ -687,6 +687,8 @@ START_TEST(bad_flags)
     fails_with(cmd, "--weight-decay -0.5: expected a number in [0, 1000]");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --adam-eps 0 x", PP_ROOT);
     fails_with(cmd, "--adam-eps 0: expected a number in [1e-30, 1]");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --warmup 2.5 x", PP_ROOT);
+    fails_with(cmd, "--warmup 2.5: expected");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x -D S", PP_ROOT, PP_ROOT, x);
     fails_with(cmd, "expected NAME=VALUE");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x -D Q=1", PP_ROOT, PP_ROOT, x);

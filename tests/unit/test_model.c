@@ -603,6 +603,25 @@ static double rel_diff(const float *a, const float *b, size_t n) {
  * loss within 1%, every stage's gradients within 2% (relative 2-norm; 0.3
  * to 0.5% seen). bf16 keeps 8 significant bits, so per-value errors of
  * ~0.4% are expected. */
+/* ppvm --warmup: step t < warmup takes lr * t / warmup, then lr; the
+ * optimizers take that rate (SGD's step is exactly lr_t * g). */
+START_TEST(test_lr_warmup) {
+    pp_optim o = pp_optim_defaults(PP_OPT_SGD);
+    o.lr = 0.5f;
+    ck_assert_float_eq(pp_optim_lr(&o, 1), 0.5f); /* no warmup */
+    o.warmup = 4;
+    ck_assert_float_eq(pp_optim_lr(&o, 1), 0.125f);
+    ck_assert_float_eq(pp_optim_lr(&o, 3), 0.375f);
+    ck_assert_float_eq(pp_optim_lr(&o, 4), 0.5f);
+    ck_assert_float_eq(pp_optim_lr(&o, 100), 0.5f);
+    float p[2] = {1.0f, 2.0f}, g[2] = {1.0f, -2.0f};
+    pp_optimizer_step(PP_OPT_SGD, &o, p, g, NULL, 2, 2);
+    ck_assert_float_eq(p[0], 1.0f - 0.25f);
+    ck_assert_float_eq(p[1], 2.0f + 0.5f);
+    ck_assert_float_eq(g[0], 0.0f);
+}
+END_TEST
+
 START_TEST(test_bf16_near_fp32) {
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
@@ -642,6 +661,7 @@ Suite *model_suite(void) {
     tcase_add_test(tc, test_bf16_compute_copy);
     tcase_add_test(tc, test_bf16_block_matches_hand_written);
     tcase_add_test(tc, test_bf16_near_fp32);
+    tcase_add_test(tc, test_lr_warmup);
     suite_add_tcase(s, tc);
     return s;
 }
