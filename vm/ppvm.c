@@ -42,9 +42,10 @@
 enum { BACKEND_UNSET = -1, BACKEND_CPU, BACKEND_CUDA };
 enum { TRANSPORT_UNSET = -1 }; /* else a pp_transport */
 
-/* ppvm --lr, --weight-decay, --adam-eps and --warmup, negative where not given. */
+/* ppvm --lr, --weight-decay, --adam-eps, --adam-beta2 and --warmup,
+ * negative where not given. */
 typedef struct {
-    double lr, weight_decay, eps, warmup;
+    double lr, weight_decay, eps, warmup, beta2;
 } optim_flags;
 
 typedef struct {
@@ -74,6 +75,7 @@ static void usage(FILE *f)
             "                4e-3 for adamw)\n"
             "  --weight-decay X  AdamW's decoupled weight decay (default 0.01)\n"
             "  --adam-eps X  AdamW's epsilon (default 1e-8)\n"
+            "  --adam-beta2 X  AdamW's second-moment decay (default 0.999; GPTs often 0.95)\n"
             "  --warmup N    raise the learning rate linearly over the first N steps\n"
             "                (step t < N uses lr * t / N; default 0: no warmup)\n"
             "  --save DIR    write the final weights to DIR/stage<s>.w (--steps 0: the\n"
@@ -124,7 +126,7 @@ static int parse_args(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->train = (pp_train_opts){
         .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300, .loss_digits = 4};
-    o->optim = (optim_flags){-1, -1, -1, -1};
+    o->optim = (optim_flags){-1, -1, -1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
     o->atol = 1e-5;
@@ -146,7 +148,7 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.quiet = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
-                 !strcmp(a, "--warmup") ||
+                 !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
                  !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
@@ -215,6 +217,10 @@ static int parse_args(int argc, char **argv, options *o)
                 if (parse_num(a, val, 0, 1e9, 1, &v))
                     return -1;
                 o->optim.warmup = v;
+            } else if (!strcmp(a, "--adam-beta2")) {
+                if (parse_num(a, val, 0, 0.999999, 0, &v))
+                    return -1;
+                o->optim.beta2 = v;
             } else if (!strcmp(a, "--adam-eps")) {
                 if (parse_num(a, val, 1e-30, 1, 0, &v))
                     return -1;
@@ -275,6 +281,8 @@ static pp_optim train_optim(uint32_t optimizer, const optim_flags *f)
         o.eps = (float)f->eps;
     if (f->warmup >= 0)
         o.warmup = (int)f->warmup;
+    if (f->beta2 >= 0)
+        o.beta2 = (float)f->beta2;
     return o;
 }
 
