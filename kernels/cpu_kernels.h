@@ -83,4 +83,55 @@ void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
  * holds (the bf16 path's CPU GEMMs round their operands so). dst may be src. */
 void pp_round_bf16(const float *src, float *dst, size_t n);
 
+/* ------------------------------------------------------------------------ */
+/* The gpt model's kernels (gpt.c; the layouts are gpt_layout.h's)           */
+
+/* pp_gemm with explicit leading dimensions (row-major: the length of a
+ * stored row of A, B and C), for operands that are column slices of wider
+ * rows, such as one head's q, k or v inside a [T][3C] qkv row. */
+void pp_gemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc);
+
+/* x0[b][t][:] = wte[tokens[b][t]][:] + wpe[t][:], tokens int32 [B][T+1] as
+ * loaded (the last column, a target, is not read); out float [B][T][C].
+ * Token values must lie in 0..V-1. */
+void pp_embedding_pos_forward(const int32_t *tokens, int B, int T, const float *wte,
+                              const float *wpe, int C, float *out);
+/* dwte[tokens[b][t]] += dout[b][t]; dwpe[t] += dout[b][t] (b in order). */
+void pp_embedding_pos_backward(const int32_t *tokens, int B, int T, const float *dout, int C,
+                               float *dwte, float *dwpe);
+
+/* Causal multi-head self-attention, flash-attention style on the CPU: per
+ * (sample b, head h) and per block of R query rows (R = `rows`, any value
+ * >= 1), only that block's scores against keys 0..(its last row) exist, in
+ * `scratch`; never the whole T x T matrix.
+ * qkv: float [B][T][3C], each row [q | k | v], head h's hs = C/NH columns at
+ * h*hs of each third. out: float [B][T][C], head h at columns h*hs.
+ * lse: float [B][NH][T], per query row the log of the sum of exp of its
+ * scaled scores (scale 1/sqrt(hs)); the backward recomputes P from it.
+ * Forward: out = softmax(q k^T * scale + causal mask) v.
+ * scratch: at least R * T floats (forward), 2 * R * T + R (backward);
+ * gpt_att_scratch_floats(T, R) serves both.
+ * bf16 != 0: the precision rule of a bf16 run. The caller passes qkv (and
+ * in the backward dout) already rounded to bf16 (pp_round_bf16: the values
+ * a bf16 GEMM operand holds); the kernel rounds the block's P before P v
+ * (and P^T dout), and dS before dS k and dS^T q. Scores, softmax, lse and
+ * D_i stay fp32, and every GEMM accumulates in fp32. */
+void pp_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int NH,
+                          int rows, float *scratch, int bf16);
+/* The backward: dqkv (float [B][T][3C], overwritten) from dout (float
+ * [B][T][C], the gradient at out) and the forward's qkv, out and lse. Per
+ * block: P = exp(q k^T * scale - lse) (causal), dP = dout v^T,
+ * D_i = rowsum(dout_i o out_i) (out and dout as given), dS = P o (dP - D_i),
+ * dq = dS k * scale, dk += dS^T q * scale, dv += P^T dout. */
+void pp_attention_backward(const float *qkv, const float *out, const float *dout,
+                           const float *lse, float *dqkv, int B, int T, int C, int NH, int rows,
+                           float *scratch, int bf16);
+/* The obviously correct version: the full T x T score matrix per (b, h),
+ * accumulated in double, fp32 only (the tests' yardstick). lse may be NULL. */
+void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, int T, int C,
+                              int NH);
+void pp_attention_backward_ref(const float *qkv, const float *dout, float *dqkv, int B, int T,
+                               int C, int NH);
+
 #endif
