@@ -4,7 +4,9 @@
  * GPT-2 and llm.c) and softmax cross-entropy; then the CPU twins of the
  * CUDA kernels (cuda_kernels.h) that the model does not use on the CPU:
  * fused bias + GELU, residual add, layer norm, fused softmax cross-entropy,
- * AdamW and bf16 conversion.
+ * AdamW and bf16 conversion; last the gpt model's kernels: a GEMM with
+ * leading dimensions, token plus position embeddings, and causal attention
+ * (row-blocked, flash-attention style) with its naive reference.
  *
  * Token layout: the embedding kernels read a microbatch exactly as it is
  * loaded, int32 [batch][context + 1] (the window followed by the target), so
@@ -14,6 +16,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -353,4 +356,227 @@ void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
         uint32_t b = (uint32_t)src[i] << 16;
         memcpy(&dst[i], &b, sizeof b);
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The gpt model's kernels                                                   */
+
+void pp_gemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        for (int i = 0; i < M; i++) {
+            float *c = C + (size_t)i * ldc;
+            for (int j = 0; j < N; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void pp_embedding_pos_forward(const int32_t *tokens, int B, int T, const float *wte,
+                              const float *wpe, int C, float *out) {
+    size_t c = (size_t)C;
+    for (int b = 0; b < B; b++) {
+        const int32_t *win = tokens + (size_t)b * (T + 1);
+        for (int t = 0; t < T; t++) {
+            const float *e = wte + (size_t)win[t] * c, *p = wpe + (size_t)t * c;
+            float *o = out + ((size_t)b * T + t) * c;
+            for (size_t i = 0; i < c; i++) o[i] = e[i] + p[i];
+        }
+    }
+}
+
+void pp_embedding_pos_backward(const int32_t *tokens, int B, int T, const float *dout, int C,
+                               float *dwte, float *dwpe) {
+    size_t c = (size_t)C;
+    for (int b = 0; b < B; b++) {
+        const int32_t *win = tokens + (size_t)b * (T + 1);
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * c;
+            float *e = dwte + (size_t)win[t] * c, *p = dwpe + (size_t)t * c;
+            for (size_t i = 0; i < c; i++) e[i] += d[i];
+            for (size_t i = 0; i < c; i++) p[i] += d[i];
+        }
+    }
+}
+
+/* Attention. For sample b, head h: q, k, v are the [T][hs] slices of qkv
+ * with row stride 3C at columns h*hs, C + h*hs and 2C + h*hs; out's slice
+ * has row stride C. A block is query rows r0..r1-1; its keys are 0..r1-1
+ * (causal: row i sees keys 0..i, the rest of the block's columns masked). */
+
+void pp_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C, int NH,
+                          int rows, float *scratch, int bf16) {
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C, *v = q + 2 * C;
+            float *o = out + (size_t)b * T * C + (size_t)h * hs;
+            float *l = lse + ((size_t)b * NH + h) * T;
+            for (int r0 = 0; r0 < T; r0 += rows) {
+                int r1 = r0 + rows < T ? r0 + rows : T, R = r1 - r0, nk = r1;
+                float *S = scratch; /* [R][nk] */
+                pp_gemm_ld(0, 1, R, nk, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, S, nk);
+                for (int i = 0; i < R; i++) {
+                    float *s = S + (size_t)i * nk;
+                    int n = r0 + i + 1; /* keys 0..r0+i */
+                    float max = s[0];
+                    for (int j = 1; j < n; j++)
+                        if (s[j] > max) max = s[j];
+                    double sum = 0.0;
+                    for (int j = 0; j < n; j++) {
+                        float e = expf(s[j] - max);
+                        s[j] = e;
+                        sum += e;
+                    }
+                    float inv = (float)(1.0 / sum);
+                    for (int j = 0; j < n; j++) s[j] *= inv;
+                    for (int j = n; j < nk; j++) s[j] = 0.0f;
+                    l[r0 + i] = max + (float)log(sum);
+                }
+                if (bf16) pp_round_bf16(S, S, (size_t)R * nk);
+                pp_gemm_ld(0, 0, R, hs, nk, 1.0f, S, nk, v, C3, 0.0f, o + (size_t)r0 * C, C);
+            }
+        }
+}
+
+void pp_attention_backward(const float *qkv, const float *out, const float *dout,
+                           const float *lse, float *dqkv, int B, int T, int C, int NH, int rows,
+                           float *scratch, int bf16) {
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    memset(dqkv, 0, (size_t)B * T * C3 * sizeof *dqkv);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qoff = (size_t)b * T * C3 + (size_t)h * hs;
+            size_t ooff = (size_t)b * T * C + (size_t)h * hs;
+            const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
+            float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;
+            const float *o = out + ooff, *dO = dout + ooff;
+            const float *l = lse + ((size_t)b * NH + h) * T;
+            for (int r0 = 0; r0 < T; r0 += rows) {
+                int r1 = r0 + rows < T ? r0 + rows : T, R = r1 - r0, nk = r1;
+                float *P = scratch, *dP = scratch + (size_t)R * nk;
+                float *D = dP + (size_t)R * nk;
+                /* P, recomputed from the forward's lse */
+                pp_gemm_ld(0, 1, R, nk, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, P, nk);
+                for (int i = 0; i < R; i++) {
+                    float *p = P + (size_t)i * nk;
+                    int n = r0 + i + 1;
+                    float li = l[r0 + i];
+                    for (int j = 0; j < n; j++) p[j] = expf(p[j] - li);
+                    for (int j = n; j < nk; j++) p[j] = 0.0f;
+                    const float *oi = o + (size_t)(r0 + i) * C, *di = dO + (size_t)(r0 + i) * C;
+                    double d = 0.0;
+                    for (int c = 0; c < hs; c++) d += (double)oi[c] * di[c];
+                    D[i] = (float)d;
+                }
+                /* dP = dout v^T */
+                pp_gemm_ld(0, 1, R, nk, hs, 1.0f, dO + (size_t)r0 * C, C, v, C3, 0.0f, dP, nk);
+                if (bf16) pp_round_bf16(P, P, (size_t)R * nk);
+                /* dv += P^T dout (before P becomes dS) */
+                pp_gemm_ld(1, 0, nk, hs, R, 1.0f, P, nk, dO + (size_t)r0 * C, C, 1.0f, dv, C3);
+                /* dS = P o (dP - D_i), into dP */
+                for (int i = 0; i < R; i++) {
+                    const float *p = P + (size_t)i * nk;
+                    float *ds = dP + (size_t)i * nk;
+                    for (int j = 0; j < nk; j++) ds[j] = p[j] * (ds[j] - D[i]);
+                }
+                if (bf16) pp_round_bf16(dP, dP, (size_t)R * nk);
+                /* dq = dS k * scale (the block's rows, written once) */
+                pp_gemm_ld(0, 0, R, hs, nk, scale, dP, nk, k, C3, 0.0f, dq + (size_t)r0 * C3,
+                           C3);
+                /* dk += dS^T q * scale */
+                pp_gemm_ld(1, 0, nk, hs, R, scale, dP, nk, q + (size_t)r0 * C3, C3, 1.0f, dk,
+                           C3);
+            }
+        }
+}
+
+void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, int T, int C,
+                              int NH) {
+    int hs = C / NH, C3 = 3 * C;
+    double scale = 1.0 / sqrt((double)hs);
+    double *s = malloc((size_t)T * sizeof *s);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const float *qi = qkv + ((size_t)b * T + i) * C3 + h * hs;
+                double max = -INFINITY, sum = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    const float *kj = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
+                    double d = 0.0;
+                    for (int c = 0; c < hs; c++) d += (double)qi[c] * kj[c];
+                    s[j] = d * scale;
+                    if (s[j] > max) max = s[j];
+                }
+                for (int j = 0; j <= i; j++) sum += exp(s[j] - max);
+                if (lse) lse[((size_t)b * NH + h) * T + i] = (float)(max + log(sum));
+                float *oi = out + ((size_t)b * T + i) * C + h * hs;
+                for (int c = 0; c < hs; c++) {
+                    double acc = 0.0;
+                    for (int j = 0; j <= i; j++)
+                        acc += exp(s[j] - max) / sum *
+                               qkv[((size_t)b * T + j) * C3 + 2 * C + h * hs + c];
+                    oi[c] = (float)acc;
+                }
+            }
+    free(s);
+}
+
+/* Straight from the definition: P = softmax(S), dv_j = sum_i P_ij do_i,
+ * dP_ij = do_i . v_j, dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
+ * dq_i = scale sum_j dS_ij k_j, dk_j = scale sum_i dS_ij q_i. */
+void pp_attention_backward_ref(const float *qkv, const float *dout, float *dqkv, int B, int T,
+                               int C, int NH) {
+    int hs = C / NH, C3 = 3 * C;
+    double scale = 1.0 / sqrt((double)hs);
+    double *P = malloc((size_t)T * T * sizeof *P), *dS = malloc((size_t)T * T * sizeof *dS);
+    memset(dqkv, 0, (size_t)B * T * C3 * sizeof *dqkv);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *base = qkv + (size_t)b * T * C3 + h * hs;
+            float *dbase = dqkv + (size_t)b * T * C3 + h * hs;
+            const float *dO = dout + (size_t)b * T * C + h * hs;
+            for (int i = 0; i < T; i++) {
+                double max = -INFINITY, sum = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    double d = 0.0;
+                    for (int c = 0; c < hs; c++)
+                        d += (double)base[(size_t)i * C3 + c] * base[(size_t)j * C3 + C + c];
+                    P[(size_t)i * T + j] = d * scale;
+                    if (d * scale > max) max = d * scale;
+                }
+                for (int j = 0; j <= i; j++) sum += exp(P[(size_t)i * T + j] - max);
+                double dot = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    double p = exp(P[(size_t)i * T + j] - max) / sum, dp = 0.0;
+                    P[(size_t)i * T + j] = p;
+                    for (int c = 0; c < hs; c++)
+                        dp += (double)dO[(size_t)i * C + c] * base[(size_t)j * C3 + 2 * C + c];
+                    dS[(size_t)i * T + j] = dp;
+                    dot += p * dp;
+                }
+                for (int j = 0; j <= i; j++)
+                    dS[(size_t)i * T + j] = P[(size_t)i * T + j] * (dS[(size_t)i * T + j] - dot);
+            }
+            for (int i = 0; i < T; i++)
+                for (int c = 0; c < hs; c++) {
+                    double dq = 0.0, dk = 0.0, dv = 0.0;
+                    for (int j = 0; j <= i; j++) dq += dS[(size_t)i * T + j] * base[(size_t)j * C3 + C + c];
+                    for (int j = i; j < T; j++) { /* i as a key */
+                        dk += dS[(size_t)j * T + i] * base[(size_t)j * C3 + c];
+                        dv += P[(size_t)j * T + i] * dO[(size_t)j * C + c];
+                    }
+                    dbase[(size_t)i * C3 + c] = (float)(dq * scale);
+                    dbase[(size_t)i * C3 + C + c] = (float)(dk * scale);
+                    dbase[(size_t)i * C3 + 2 * C + c] = (float)dv;
+                }
+        }
+    free(P);
+    free(dS);
 }

@@ -48,6 +48,7 @@ static const struct suite_entry {
     {"kernels", kernels_suite, FAST, 1, NULL},
     {"cuda_kernels", cuda_kernels_suite, GPU, 1, NULL},
     {"model", model_suite, FAST, 1, NULL},
+    {"gpt", gpt_suite, FAST, 1, NULL},
     {"model_cuda", model_cuda_suite, GPU, 1, NULL},
     {"frontend", frontend_suite, FAST, 1, NULL},
     {"eval", eval_suite, FAST, 1, NULL},

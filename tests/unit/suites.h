@@ -8,6 +8,7 @@ Suite *plan_suite(void);
 Suite *kernels_suite(void);
 Suite *cuda_kernels_suite(void);
 Suite *model_suite(void);
+Suite *gpt_suite(void);
 Suite *model_cuda_suite(void);
 Suite *frontend_suite(void);
 Suite *eval_suite(void);

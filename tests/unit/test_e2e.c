@@ -250,6 +250,32 @@ START_TEST(weightless_stages_train_alike)
 }
 END_TEST
 
+/* The gpt model (model gpt { ... } in place of the schedule's model block)
+ * trains alike under mpirun and in the reference: fp32 with 1F1B; a split
+ * backward (ZB-H1) with per-stage layers, one stage without any; bf16 with
+ * AdamW. vocab 256: the data is raw bytes. */
+START_TEST(gpt_trains_like_reference)
+{
+    static const char *cases[][4] = {
+        {"1f1b.pp", "2", "-D S=4 -D B=4", ""},
+        {"zb-h1.pp", "s == 1 ? 0 : 2", "-D S=4 -D B=4", ""},
+        {"1f1b.pp", "1", "-D S=4 -D B=4 --precision bf16 --optimizer adamw", ""},
+    };
+    for (int i = 0; i < 3; i++) {
+        char *src = temp_dir(), path[1024], cmd[4096];
+        snprintf(path, sizeof path, "%s/gpt-%s", src, cases[i][0]);
+        snprintf(cmd, sizeof cmd,
+                 "sed '/^model {/,/^}/d' %s/schedules/%s > %s && printf 'model gpt {\n"
+                 "vocab = 256\ncontext = 16\nembed = 16\nheads = 2\nffn = 32\n"
+                 "layers = %s\nbatch = 2\n}\n' >> %s",
+                 PP_ROOT, cases[i][0], path, cases[i][1], path);
+        free(run_expect(cmd, 0));
+        trains_like_reference_within(path, cases[i][2], 4, cases[i][3]);
+        remove_dir(src);
+    }
+}
+END_TEST
+
 /* Static memory: what each ppvm rank allocates at start-up is what the
  * report says the plan needs (report.json's mem_bytes). */
 START_TEST(vm_allocates_what_the_report_says)
@@ -643,6 +669,7 @@ END_TEST
     X(bad_flags, 2)                                                                                \
     X(exit_statuses, 2)                                                                            \
     X(weightless_stages_train_alike, 4)                                                            \
+    X(gpt_trains_like_reference, 4)                                                                \
     X(world_size_mismatch, 5)                                                                      \
     X(prefetch_windows_train_alike, 4)                                                             \
     X(bf16_loss_tracks_fp32, 2)                                                                    \
