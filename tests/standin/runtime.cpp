@@ -1193,9 +1193,11 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
  * beta C_i with X_i = X + i * strideX elements. Every leading dimension and
  * shape is checked as gemm() checks one product, and every pointer's extent
  * over the whole batch ((batch - 1) * stride plus one matrix) must lie in
- * one device allocation. Strides must be >= 0, and C's must keep the
- * outputs apart (stride at least one C's extent, when batch > 1): cuBLAS
- * leaves overlapping outputs undefined, so they are refused here. */
+ * one device allocation. Strides must be >= 0, and no element of C may be
+ * written by two of the products (checked element by element, so products
+ * that interleave, such as attention heads at a column stride inside wider
+ * rows, are fine): cuBLAS leaves overlapping outputs undefined, so they are
+ * refused here. */
 static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOperation_t ta,
                                    cublasOperation_t tb, int m, int n, int k,
                                    const float *alpha, const void *A, cudaDataType_t at, int lda,
@@ -1221,10 +1223,20 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
     size_t ea = extent(ar, ac, lda, type_size(at)), eb = extent(br, bc, ldb, type_size(bt)),
            ec = extent(m, n, ldc, 4);
-    if (batch > 1 && (size_t)sc * 4 < ec)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
-                      "strideC %lld floats is less than one C (%zu bytes): outputs overlap", sc,
-                      ec);
+    if (batch > 1) { /* no element of C written by two products */
+        size_t span = (size_t)(batch - 1) * (size_t)sc + ec / 4;
+        std::vector<char> seen(span, 0);
+        for (int bi = 0; bi < batch; bi++)
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++) {
+                    size_t e = (size_t)bi * (size_t)sc + (size_t)i + (size_t)j * (size_t)ldc;
+                    if (seen[e]++)
+                        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
+                                      "strideC %lld, ldc %d: products %d and an earlier one "
+                                      "write the same element of C",
+                                      sc, ldc, bi);
+                }
+    }
     cublasStatus_t s;
     /* One matrix's leading dimension and alignment, then the whole batch's
      * extent as one matrix of `batch` strides. */
