@@ -5,7 +5,7 @@
  * and returns the launch's cudaError_t (cudaSuccess or the error; it never
  * synchronises). A call with nothing to do (a zero size) launches nothing
  * and returns cudaSuccess. GEMMs are not here: they go to cuBLAS
- * (model_cuda.cu). */
+ * (cuda_stage.h, attention_cuda.h). */
 #ifndef PP_CUDA_KERNELS_H
 #define PP_CUDA_KERNELS_H
 
@@ -152,8 +152,8 @@ cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stri
 #ifdef __cplusplus
 }
 
-/* For C++ callers (model_cuda.cu, whose stage code is a template over the
- * weights' type): the _bf16w launchers as overloads of the plain names, so
+/* For C++ callers (mlp_cuda.cu, gpt_cuda.cu: stage code that is a template
+ * over the weights' type): the _bf16w launchers as overloads of the plain names, so
  * one call site serves both precisions. A literal NULL gamma is ambiguous
  * between the two; pass a typed null pointer. */
 static inline cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,

@@ -1,16 +1,16 @@
-/* mlp_cuda.cu - the mlp model's pipeline stages on a GPU (see
- * model_cuda.h; model_cuda.cu dispatches here for PP_MODEL_MLP): the twin of model.c, step for step, with the GEMMs on
- * cuBLAS and everything else in the kernels of cuda_kernels.h. The notation
- * is model.c's: B = batch, C = context, D = C * embed, F = ffn, V = 256,
+/* mlp_cuda.cu - the mlp model's pipeline stages on a GPU (see model_cuda.h;
+ * model_cuda.cu dispatches here for PP_MODEL_MLP): the twin of mlp.c, step
+ * for step, with the GEMMs on cuBLAS (cuda_stage.h) and everything else in
+ * the kernels of cuda_kernels.h. The notation is mlp.c's: B = batch, C = context, D = C * embed, F = ffn, V = 256,
  * nb = blocks per stage.
  *
- * Parameters: exactly model.c's layout (a params or grads array may be
+ * Parameters: exactly mlp.c's layout (a params or grads array may be
  * copied between the CPU and the GPU as it is). F and B read the stage's
  * compute copy (model.h): the fp32 weights, or with bf16 a bf16 copy at the
  * same element offsets. The stage code is a template over the weights'
  * type W (float or uint16_t), instantiated once per precision.
  *
- * Precision bf16 (model.c's arithmetic): every GEMM takes bf16 operands
+ * Precision bf16 (mlp.c's arithmetic): every GEMM takes bf16 operands
  * and accumulates and writes fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F). A
  * weight operand is the compute copy itself; an activation operand (u, a,
  * z, dy, dh, dlogits, and both operands of a weight-gradient GEMM) is first
@@ -23,7 +23,7 @@
  * fp32 runs exactly the fp32 code as before: cublasSgemm in the default
  * math mode (no TF32).
  *
- * Stash: the same regions at the same offsets as model.c's stash (one
+ * Stash: the same regions at the same offsets as mlp.c's stash (one
  * layout, mlp_layout.h), so it fits pp_stage_stash_bytes (and
  * pp_stage_stash_bytes_split) by construction.
  * Two regions of the last stage hold something else on the GPU, because
@@ -34,10 +34,10 @@
  *                          scratch: the targets are read straight from the
  *                          tokens, so B needs no copy of them)
  * and the split region's dlogits [B][V] is unused (W reads dlogits where F
- * left them). Everything else has model.c's meaning: tokens; per block x_k,
+ * left them). Everything else has mlp.c's meaning: tokens; per block x_k,
  * u_k, mean_k, rstd_k, h_k, a_k; the head's xh, z, meanf, rstdf; and the
  * split region's dy_k, dh_k, du_k, duf and dx0.
- * Workspace: model.c's (logits, dh, du, dx; with bf16 ca and cb, bf16
+ * Workspace: mlp.c's (logits, dh, du, dx; with bf16 ca and cb, bf16
  * here), so pp_stage_workspace_bytes bounds it; logits is F's only (B
  * starts from the dlogits F stashed).
  * As on the CPU, B writes only the workspace and the split tail of the
@@ -68,7 +68,7 @@ extern "C" {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Layouts: model.c's (mlp_layout.h); on the last stage the stash's probs
+/* Layouts: mlp.c's (mlp_layout.h); on the last stage the stash's probs
  * region holds dlogits and its targets region the rows' loss (file header). */
 
 typedef struct {
@@ -97,7 +97,7 @@ static run run_for(pp_cuda_model *cm, const shape *sh, const work_layout *Wk, vo
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* Block k's activations in the stash (model.c's layout): written by F,
+/* Block k's activations in the stash (mlp.c's layout): written by F,
  * only read by B and W (hence the cast from const). */
 typedef struct {
     float *x, *u, *mean, *rstd, *h, *a;
@@ -226,7 +226,7 @@ static const float *saved(const void *stash, size_t off)
     return (const float *)((const char *)stash + off);
 }
 
-/* The reverse of block_forward, in model.c's parts: dh = (dy W2) *
+/* The reverse of block_forward, in mlp.c's parts: dh = (dy W2) *
  * gelu'(h); du = dh W1; the weight gradients from dy, dh and du; dx = dy +
  * LN_backward(du). dx may be dy's buffer (dy is consumed by then); du must
  * be a buffer of its own (the layer norm's backward reads du after
