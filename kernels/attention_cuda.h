@@ -14,12 +14,14 @@
  * and never synchronises; a CUDA or cuBLAS error ends the process
  * (cuda_check.h). All pointers are device pointers.
  *
- * bf16 (the CPU's rule): the caller passes qkv (and dout) already rounded
- * to bf16 values; P is rounded before P v and P^T dout, dS before dS k and
- * dS^T q. The GEMMs here run cublasSgemmStridedBatched on those rounded
- * fp32 values: products of bf16 values are exact in fp32, so this is the
- * arithmetic of bf16 operands with fp32 accumulation, without bf16
- * storage (and without tensor cores: a GPU speed matter only). */
+ * bf16 (the CPU's rule, which takes qkv and dout already rounded): here
+ * qkv and dout are given as bf16 (uint16_t, the caller's rounding of them
+ * to nearest even); P is rounded before P v and P^T dout, dS before dS k
+ * and dS^T q, and every GEMM takes bf16 operands (qkv's slices, dout, and
+ * the P and dS blocks, packed to bf16 in place in the scratch) with fp32
+ * accumulation: cublasGemmStridedBatchedEx. Scores, softmax, lse and D_i
+ * (from out and dout's bf16 values) stay fp32. Without bf16, qkv and dout
+ * are fp32 and the GEMMs cublasSgemmStridedBatched. */
 #ifndef PP_ATTENTION_CUDA_H
 #define PP_ATTENTION_CUDA_H
 
@@ -30,11 +32,13 @@
 extern "C" {
 #endif
 
-void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const float *qkv, float *out,
+/* qkv: [B][T][3C] fp32, or bf16 with bf16. out, lse, dqkv: fp32. dout:
+ * [B][T][C] fp32, or bf16 with bf16. */
+void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *qkv, float *out,
                              float *lse, int B, int T, int C, int NH, int rows, float *scratch,
                              int bf16);
-void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const float *qkv,
-                              const float *out, const float *dout, const float *lse,
+void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *qkv,
+                              const float *out, const void *dout, const float *lse,
                               float *dqkv, int B, int T, int C, int NH, int rows,
                               float *scratch, int bf16);
 

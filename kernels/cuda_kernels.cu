@@ -763,10 +763,11 @@ extern "C" cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, in
  * rowsum(dout_i o out_i) over the head's hs columns (out and dout rows of
  * length ld_o, head hh at hh * hs, row i at i * ld_o), summed in double,
  * into D[hh * rows + i]. */
+template <typename Dt>
 static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int r0, int nk,
                                          const float *lse, int lse_stride, const float *out,
-                                         const float *dout, int ld_o, int hs, float *D,
-                                         int rows, int bf16) {
+                                         const Dt *dout, int ld_o, int hs, float *D, int rows,
+                                         int bf16) {
     __shared__ double dbuf[33];
     int i = blockIdx.x, hh = blockIdx.y, n = r0 + i + 1;
     float *s = S + (size_t)hh * (size_t)stride + (size_t)i * ld;
@@ -776,9 +777,10 @@ static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int
         s[j] = bf16 ? round_bf16_dev(p) : p;
     }
     const float *o = out + (size_t)i * ld_o + (size_t)hh * hs;
-    const float *d = dout + (size_t)i * ld_o + (size_t)hh * hs;
+    size_t d0 = (size_t)i * ld_o + (size_t)hh * hs;
     double acc = 0.0;
-    for (int c = threadIdx.x; c < hs; c += blockDim.x) acc += (double)o[c] * d[c];
+    for (int c = threadIdx.x; c < hs; c += blockDim.x)
+        acc += (double)o[c] * param(dout, d0 + (size_t)c);
     acc = block_reduce(acc, SumOp(), 0.0, dbuf);
     if (threadIdx.x == 0) D[(size_t)hh * rows + i] = (float)acc;
 }
@@ -790,6 +792,45 @@ extern "C" cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int 
     if (rows <= 0 || heads <= 0) return cudaSuccess;
     attn_probs_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
         S, ld, stride, r0, r0 + rows, lse, lse_stride, out, dout, ld_o, hs, D, rows, bf16);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows,
+                                              int heads, int r0, const float *lse,
+                                              int lse_stride, const float *out,
+                                              const uint16_t *dout, int ld_o, int hs, float *D,
+                                              cudaStream_t st) {
+    if (rows <= 0 || heads <= 0) return cudaSuccess;
+    attn_probs_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
+        S, ld, stride, r0, r0 + rows, lse, lse_stride, out, dout, ld_o, hs, D, rows, 1);
+    return cudaGetLastError();
+}
+
+/* Each row's first nk floats as bf16, in place at the start of the row
+ * (bf16 element j of row i at byte 4 * i * ld + 2 * j: a row of bf16 with
+ * leading dimension 2 * ld elements). A block per (row, head) walks its row
+ * in chunks of blockDim: every thread reads its float, a barrier, then
+ * writes its bf16, whose bytes lie within floats the chunk (or an earlier
+ * one) already read; later chunks read floats no write has reached. Blocks
+ * touch only their own row. */
+static __global__ void attn_pack_bf16_kernel(float *X, int ld, long long stride, int nk) {
+    int i = blockIdx.x, hh = blockIdx.y;
+    float *x = X + (size_t)hh * (size_t)stride + (size_t)i * ld;
+    uint16_t *y = (uint16_t *)x;
+    for (int base = 0; base < nk; base += blockDim.x) {
+        int j = base + (int)threadIdx.x;
+        float v = j < nk ? x[j] : 0.0f;
+        __syncthreads();
+        if (j < nk) y[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        __syncthreads();
+    }
+}
+
+extern "C" cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows,
+                                            int heads, int nk, cudaStream_t st) {
+    if (rows <= 0 || heads <= 0 || nk <= 0) return cudaSuccess;
+    attn_pack_bf16_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(X, ld,
+                                                                                   stride, nk);
     return cudaGetLastError();
 }
 

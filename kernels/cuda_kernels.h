@@ -145,6 +145,18 @@ cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int rows, int h
                              const float *lse, int lse_stride, const float *out,
                              const float *dout, int ld_o, int hs, float *D, int bf16,
                              cudaStream_t st);
+/* pp_cu_attn_probs with bf16 (P rounded) and dout given as bf16 values
+ * (uint16_t, widened exactly). */
+cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows, int heads,
+                                   int r0, const float *lse, int lse_stride, const float *out,
+                                   const uint16_t *dout, int ld_o, int hs, float *D,
+                                   cudaStream_t st);
+/* Each of the block's rows (first nk floats) converted in place to bf16 at
+ * the start of the row: afterwards the block is, per head, a bf16 matrix of
+ * leading dimension 2 * ld at the same address (for a bf16 GEMM). The
+ * values are rounded to nearest even (exact for values already rounded). */
+cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows, int heads,
+                                 int nk, cudaStream_t st);
 /* dS = P o (dP - D_i) into dP (rounded to bf16 when bf16). */
 cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stride, int rows,
                                int heads, int r0, const float *D, int bf16, cudaStream_t st);

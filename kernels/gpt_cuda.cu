@@ -42,8 +42,8 @@
  * operands (the compute copy, and the activation rounded into the
  * workspace's ca region) and accumulates in fp32; both operands of a
  * weight-gradient GEMM are rounded (ca, cb); the attention gets qkv rounded
- * into ca and, in the backward, its dout (datt) rounded into cb, as fp32
- * values of bf16 (attention_cuda.h), and rounds P and dS itself. Layer
+ * to bf16 into ca and, in the backward, its dout (datt) into cb, and rounds
+ * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
  * norms, GELU, the softmax, the loss and every gradient stay fp32.
  *
  * Fused cuBLASLt epilogues are not used here (the mlp model's are): each
@@ -92,13 +92,13 @@ static float *at(const void *base, size_t off)
     return (float *)(const_cast<char *>(static_cast<const char *>(base)) + off);
 }
 
-/* The attention's operand as gpt.c passes it: as it is, or with bf16 its
- * values rounded to bf16 (fp32 storage) into dst (ca or cb). */
-static const float *att_operand(const run *r, const float *x, size_t n, uint16_t *dst)
+/* The attention's operand: x itself (fp32), or with bf16 x rounded to bf16
+ * into dst (ca or cb), the values gpt.c rounds it to (pp_round_bf16), as
+ * the bf16 the attention's GEMMs take (attention_cuda.h). */
+static const void *att_operand(const run *r, const float *x, size_t n, uint16_t *dst)
 {
     if (!r->ca) return x;
-    cudaCheck(pp_cu_round_bf16(x, (float *)dst, n, r->st));
-    return (const float *)dst;
+    return rounded(r, x, n, dst);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -140,7 +140,7 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
                                       a->ln1_mean, a->ln1_rstd, r->st));
     gemm_w(r, 0, 1, BT, 3 * C, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
     cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * C, r->st));
-    const float *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
     pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
                             gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
     gemm_w(r, 0, 1, BT, C, C, a->atty, p + P->attprojw, 0.0f, a->res);
@@ -300,8 +300,8 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
                                        BT, C, d->dres, NULL, NULL, r->st));
     /* datt = dres attprojw; dqkv = the attention's backward */
     gemm_w(r, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, datt);
-    const float *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
-    const float *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
+    const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
     pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
                              sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
     /* dln1 = dqkv qkvw */

@@ -92,12 +92,16 @@ static void stream_done(cudaStream_t st) {
 /* |got - want| <= atol + rtol |want| everywhere (NaN fails). */
 static void expect_close(const char *what, const float *got, const float *want, size_t n,
                          double atol, double rtol) {
+    double worst = 0.0; /* of |diff| / (atol + rtol |cpu|), PP_TEST_VERBOSE=1 prints it */
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
+        worst = fmax(worst, d / (atol + rtol * fabs((double)want[i])));
         ck_assert_msg(d <= atol + rtol * fabs((double)want[i]),
                       "%s[%zu]: gpu %.9g, cpu %.9g: |diff| %.3g > %.3g + %.3g |cpu|", what, i,
                       (double)got[i], (double)want[i], d, atol, rtol);
     }
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "  %-48s n=%-7zu worst |diff| / tolerance %.3g\n", what, n, worst);
 }
 
 /* The same bits. */
@@ -1094,7 +1098,8 @@ static void run_embedding_pos(void) {
  * group), T = 1, and T > 64 with gpt_att_rows' 64. The GPU's scratch is
  * exactly gpt_att_scratch_floats(T, rows) floats, which the stand-ins'
  * extent checks hold it to. bf16: qkv and dout rounded first, as the
- * caller does. */
+ * caller does, and given to the GPU as bf16 (its GEMMs then bf16
+ * strided-batched, with P and dS packed to bf16 in the scratch). */
 static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16) {
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     size_t nsc = gpt_att_scratch_floats(T, rows);
@@ -1109,7 +1114,12 @@ static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16) 
     pp_attention_forward(qkv, out, lse, B, T, C, NH, rows, scratch, bf16);
     pp_attention_backward(qkv, out, dout, lse, dqkv, B, T, C, NH, rows, scratch, bf16);
 
-    float *d_qkv = dev_from(qkv, nq * 4), *d_dout = dev_from(dout, no * 4);
+    /* the GPU takes bf16 qkv and dout with bf16 (exact: already rounded) */
+    uint16_t *q16 = malloc(nq * 2), *o16 = malloc(no * 2);
+    pp_f32_to_bf16(qkv, q16, nq);
+    pp_f32_to_bf16(dout, o16, no);
+    void *d_qkv = bf16 ? dev_from(q16, nq * 2) : dev_from(qkv, nq * 4);
+    void *d_dout = bf16 ? dev_from(o16, no * 2) : dev_from(dout, no * 4);
     float *d_out = dev_alloc(no * 4), *d_lse = dev_alloc(nl * 4), *d_dqkv = dev_alloc(nq * 4);
     float *d_sc = dev_alloc(nsc * 4);
     cudaStream_t st = stream_new();
@@ -1128,19 +1138,22 @@ static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16) 
     host_from(glse, d_lse, nl * 4);
     host_from(gdqkv, d_dqkv, nq * 4);
     char what[96];
-    /* bf16: P or dS elements on a rounding boundary may round apart (one
-     * bf16 ulp, 2^-8 relative, of one term) */
-    double atol = bf16 ? 2e-2 : 2e-5, rtol = bf16 ? 2e-2 : 2e-4;
+    /* bf16: a P or dS element on a rounding boundary may round apart on the
+     * two sides (one bf16 step, 2^-8 of it, in one term: at most ~6e-3 here,
+     * |P| <= 1, |v| < 1.5); on the stand-ins the worst measured was 1e-4
+     * (GEMMs summed forward, reversed or in double), and P off by 1% (in
+     * the packing) reached 1.35 times this tolerance */
+    double atol = bf16 ? 5e-3 : 2e-5, rtol = bf16 ? 5e-3 : 2e-4;
     snprintf(what, sizeof what, "out B%d T%d C%d NH%d rows%d bf16 %d", B, T, C, NH, rows, bf16);
     expect_close(what, gout, out, no, atol, rtol);
     snprintf(what, sizeof what, "lse B%d T%d C%d NH%d rows%d bf16 %d", B, T, C, NH, rows, bf16);
     expect_close(what, glse, lse, nl, 2e-5, 2e-5);
     snprintf(what, sizeof what, "dqkv B%d T%d C%d NH%d rows%d bf16 %d", B, T, C, NH, rows, bf16);
-    expect_close(what, gdqkv, dqkv, nq, bf16 ? 3e-2 : 2e-5, rtol);
+    expect_close(what, gdqkv, dqkv, nq, atol, rtol);
 
     void *dev[] = {d_qkv, d_dout, d_out, d_lse, d_dqkv, d_sc, d_cout, d_clse};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
-    void *host[] = {qkv, dout, out, lse, dqkv, gout, glse, gdqkv, scratch};
+    void *host[] = {qkv, dout, out, lse, dqkv, gout, glse, gdqkv, scratch, q16, o16};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
