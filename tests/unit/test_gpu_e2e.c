@@ -336,21 +336,24 @@ END_TEST
 /* The gpt model (model gpt { ... } in place of the schedule's model block,
  * as e2e's gpt_trains_like_reference), 4 ranks: 1F1B in fp32 over mpi on
  * one GPU; ZB-H1's split backward with per-stage layers, a stage without
- * any, over nccl where there are four GPUs (else mpi); 1F1B in bf16 over
- * mpi. vocab 256: the data is raw bytes. SGD, held to the tolerances of the
- * mlp cases. */
+ * any, and FSDP (weight fetches) in bf16 with AdamW, over nccl where there
+ * are four GPUs (else mpi); 1F1B in bf16 over mpi. vocab 256: the data is
+ * raw bytes. Held to the tolerances of the mlp cases; AdamW with
+ * adamw_four_ranks_mpi's eps and bf16 learning rate (see there). */
 START_TEST(gpt_four_ranks)
 {
     if (!have_gpu()) {
         printf("skipped: no GPU\n");
         return;
     }
-    static const char *cases[][4] = {
-        {"1f1b.pp", "2", "-D S=4 -D B=4", "mpi"},
-        {"zb-h1.pp", "s == 1 ? 0 : 2", "-D S=4 -D B=4", "nccl"},
-        {"1f1b.pp", "1", "-D S=4 -D B=4 --precision bf16", "mpi"},
+    static const char *cases[][5] = {
+        {"1f1b.pp", "2", "-D S=4 -D B=4", "mpi", ""},
+        {"zb-h1.pp", "s == 1 ? 0 : 2", "-D S=4 -D B=4", "nccl", ""},
+        {"1f1b.pp", "1", "-D S=4 -D B=4 --precision bf16", "mpi", ""},
+        {"fsdp.pp", "1", "-D S=4 --precision bf16 --optimizer adamw", "nccl",
+         "--adam-eps 1e-3 --lr 1e-3"},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char *src = temp_dir(), path[1024], cmd[4096];
         snprintf(path, sizeof path, "%s/gpt-%s", src, cases[i][0]);
         snprintf(cmd, sizeof cmd,
@@ -360,7 +363,7 @@ START_TEST(gpt_four_ranks)
                  PP_ROOT, cases[i][0], path, cases[i][1], path);
         free(run_expect(cmd, 0));
         int nccl = !strcmp(cases[i][3], "nccl") && gpu_count() >= 4;
-        gpu_trains_like_cpu(path, cases[i][2], 4, nccl ? "nccl" : "mpi");
+        gpu_trains_like_cpu_with(path, cases[i][2], 4, nccl ? "nccl" : "mpi", cases[i][4]);
         remove_dir(src);
     }
 }
