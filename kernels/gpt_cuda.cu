@@ -46,8 +46,15 @@
  * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
  * norms, GELU, the softmax, the loss and every gradient stay fp32.
  *
- * Fused cuBLASLt epilogues are not used here (the mlp model's are): each
- * GEMM is followed by its kernel.
+ * Fused epilogues (gemm_lt.h; ppvm --epilogues, on by default), as in
+ * mlp_cuda.cu: where cuBLASLt's heuristic offers an algorithm, qkv's GEMM
+ * takes its bias (BIAS), the two residual projections their residual and
+ * bias (C = x or res with beta 1, then BIAS: the order of
+ * pp_cu_residual_bias_add), fc its bias and GELU (GELU_AUX_BIAS, aux =
+ * fch), and the backward's dy fcprojw GELU's derivative (DGELU, aux =
+ * fch); otherwise, and with the epilogues off, the GEMM and its kernel. In
+ * bf16 only DGELU (the bias epilogues take fp32 biases); the GELU ones
+ * need F a multiple of 8. The head has no bias: a plain GEMM.
  *
  * Every call only enqueues work on the context's stream. */
 #include <stdint.h>
@@ -135,22 +142,44 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
 {
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
-    int BT = (int)y->BT, C = sh->C, F = sh->F;
+    int BT = (int)y->BT, C = sh->C, F = sh->F, bf16 = is_bf16(p);
     cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1,
                                       a->ln1_mean, a->ln1_rstd, r->st));
-    gemm_w(r, 0, 1, BT, 3 * C, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
-    cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * C, r->st));
+    /* qkv = ln1 qkvw^T + qkvb: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
+    const void *ln1 = operand(r, a->ln1, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 1, BT, 3 * C, C, ln1, p + P->qkvw, bf16, epi_bias(p + P->qkvb, NULL),
+                    a->qkv)) {
+        gemm(r, 0, 1, BT, 3 * C, C, 1.0f, ln1, p + P->qkvw, bf16, 0.0f, a->qkv);
+        cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * C, r->st));
+    }
     const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
     pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
                             gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
-    gemm_w(r, 0, 1, BT, C, C, a->atty, p + P->attprojw, 0.0f, a->res);
-    cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
+    /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
+     * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
+    const void *atty = operand(r, a->atty, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 1, BT, C, C, atty, p + P->attprojw, bf16,
+                    epi_bias(p + P->attprojb, a->x), a->res)) {
+        gemm(r, 0, 1, BT, C, C, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
+        cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
+    }
     cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2,
                                       a->ln2_mean, a->ln2_rstd, r->st));
-    gemm_w(r, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
-    cudaCheck(pp_cu_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F, r->st));
-    gemm_w(r, 0, 1, BT, C, F, a->fcg, p + P->fcprojw, 0.0f, out);
-    cudaCheck(pp_cu_residual_bias_add(out, a->res, p + P->fcprojb, BT, C, r->st));
+    /* fch = ln2 fcw^T + fcb, fcg = gelu(fch): a GELU_AUX_BIAS epilogue (D =
+     * fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward */
+    const void *ln2 = operand(r, a->ln2, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 1, BT, F, C, ln2, p + P->fcw, bf16,
+                    epi_gelu_aux_bias(p + P->fcb, a->fch), a->fcg)) {
+        gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, bf16, 0.0f, a->fch);
+        cudaCheck(pp_cu_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F, r->st));
+    }
+    /* y = (fcg fcprojw^T + res) + fcprojb, as res */
+    const void *fcg = operand(r, a->fcg, y->BT * (size_t)F, p);
+    if (!gemm_fused(r, 0, 1, BT, C, F, fcg, p + P->fcprojw, bf16,
+                    epi_bias(p + P->fcprojb, a->res), out)) {
+        gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
+        cudaCheck(pp_cu_residual_bias_add(out, a->res, p + P->fcprojb, BT, C, r->st));
+    }
 }
 
 /* Where layer l's input lives: the stash for layers and the head's input;
@@ -288,9 +317,14 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *datt = at(work, y->Wk.datt);
     if (!g) copy_d2d(r, d->dy, dy, xbytes);
-    /* dh = (dy fcprojw) * gelu'(fch) */
-    gemm_w(r, 0, 0, BT, F, C, dy, p + P->fcprojw, 0.0f, d->dh);
-    cudaCheck(pp_cu_gelu_backward(a->fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
+    /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
+     * GEMM and pp_cu_gelu_backward */
+    const void *dyo = operand(r, dy, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(a->fch),
+                    d->dh)) {
+        gemm(r, 0, 0, BT, F, C, 1.0f, dyo, p + P->fcprojw, is_bf16(p), 0.0f, d->dh);
+        cudaCheck(pp_cu_gelu_backward(a->fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
+    }
     /* dln2 = dh fcw */
     gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
     if (g) grads_mlp(r, y, g, a, dy, d->dh, d->dln2);

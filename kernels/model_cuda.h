@@ -49,13 +49,12 @@ typedef struct pp_cuda_model pp_cuda_model;
  * handle and workspace, and the loss accumulator. Returns 0, or -1 with a message in err. */
 int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t errlen);
 void pp_cuda_model_destroy(pp_cuda_model *cm);
-/* Fused epilogues (on by default; the mlp model's only, gpt fuses none):
- * with on, a GEMM and the kernel after it run as one cuBLASLt matmul
- * wherever cuBLASLt's heuristic offers an algorithm for that problem
- * (mlp_cuda.cu says which: bias + GELU after
- * W1, bias + residual after W2, the head's bias, GELU's backward after
- * dy W2); elsewhere, and with off, the GEMM and the kernel. The cuBLASLt
- * workspace (32 MiB) is allocated by pp_cuda_model_create either way. */
+/* Fused epilogues (on by default): with on, a GEMM and the kernel after it
+ * run as one cuBLASLt matmul wherever cuBLASLt's heuristic offers an
+ * algorithm for that problem (mlp_cuda.cu and gpt_cuda.cu say which: bias
+ * + GELU, bias + residual, a bias, GELU's backward); elsewhere, and with
+ * off, the GEMM and the kernel. The cuBLASLt workspace (32 MiB) is
+ * allocated by pp_cuda_model_create either way. */
 void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on);
 cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm);
 
