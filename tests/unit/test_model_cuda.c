@@ -10,7 +10,7 @@
  * operands, so the same comparisons hold, with TOL_CPU_BF16 (below).
  * Every device buffer is poisoned with NaN bytes and followed by a guard, so
  * a read of something the stage never wrote shows up as NaN and a write past
- * the stash sizes model.c computes shows up in the guard.
+ * the stash sizes the CPU model computes shows up in the guard.
  *
  * Every model runs twice, with the fused cuBLASLt epilogues on and off
  * (pp_cuda_model_set_epilogues), against the same CPU results.
