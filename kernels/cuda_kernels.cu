@@ -611,3 +611,247 @@ extern "C" cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t
     bf16_to_f32_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
     return cudaGetLastError();
 }
+
+/* bf16 rounding in fp32 storage: the value a bf16 GEMM operand holds. */
+static __global__ void round_bf16_kernel(const float *src, float *dst, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride())
+        dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+}
+
+extern "C" cudaError_t pp_cu_round_bf16(const float *src, float *dst, size_t n,
+                                        cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    round_bf16_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The gpt model: token + position embeddings, targets, attention pieces     */
+
+/* out is [B][T][C]; element i is position r = i / C (sample r / T, position
+ * t = r % T), component c. Tokens rows have T + 1 entries. */
+template <typename P>
+static __global__ void embedding_pos_forward_kernel(const int32_t *tokens, int T, const P *wte,
+                                                    const P *wpe, int C, float *out, size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        size_t r = i / C, c = i % C, b = r / T, t = r % T;
+        int32_t tok = tokens[b * (T + 1) + t];
+        out[i] = param(wte, (size_t)tok * C + c) + param(wpe, t * C + c);
+    }
+}
+
+template <typename P>
+static cudaError_t embedding_pos_forward(const int32_t *tokens, int B, int T, const P *wte,
+                                         const P *wpe, int C, float *out, cudaStream_t st) {
+    size_t n = (size_t)B * T * C;
+    if (n == 0) return cudaSuccess;
+    embedding_pos_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, T, wte, wpe, C, out,
+                                                                  n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T,
+                                                   const float *wte, const float *wpe, int C,
+                                                   float *out, cudaStream_t st) {
+    return embedding_pos_forward(tokens, B, T, wte, wpe, C, out, st);
+}
+
+extern "C" cudaError_t pp_cu_embedding_pos_forward_bf16w(const int32_t *tokens, int B, int T,
+                                                         const uint16_t *wte,
+                                                         const uint16_t *wpe, int C, float *out,
+                                                         cudaStream_t st) {
+    return embedding_pos_forward(tokens, B, T, wte, wpe, C, out, st);
+}
+
+/* dwte: scatter-add with atomics (a token at several positions sums in the
+ * atomics' order). dwpe: one thread per (t, c) sums the samples in order b
+ * = 0.. as the CPU does, then adds once: no atomics. */
+static __global__ void embedding_pos_backward_wte_kernel(const int32_t *tokens, int T,
+                                                         const float *dout, int C, float *dwte,
+                                                         size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        size_t r = i / C, c = i % C, b = r / T, t = r % T;
+        int32_t tok = tokens[b * (T + 1) + t];
+        atomicAdd(&dwte[(size_t)tok * C + c], dout[i]);
+    }
+}
+
+static __global__ void embedding_pos_backward_wpe_kernel(int B, int T, const float *dout, int C,
+                                                         float *dwpe) {
+    size_t n = (size_t)T * C;
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        float s = dwpe[i];
+        for (int b = 0; b < B; b++) s += dout[(size_t)b * n + i];
+        dwpe[i] = s;
+    }
+}
+
+extern "C" cudaError_t pp_cu_embedding_pos_backward(const int32_t *tokens, int B, int T,
+                                                    const float *dout, int C, float *dwte,
+                                                    float *dwpe, cudaStream_t st) {
+    size_t n = (size_t)B * T * C;
+    if (n == 0) return cudaSuccess;
+    embedding_pos_backward_wte_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, T, dout, C, dwte,
+                                                                       n);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    embedding_pos_backward_wpe_kernel<<<grid_for((size_t)T * C), THREADS, 0, st>>>(B, T, dout, C,
+                                                                                  dwpe);
+    return cudaGetLastError();
+}
+
+static __global__ void gpt_targets_kernel(const int32_t *tokens, int T, int32_t *targets,
+                                          size_t n) {
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        size_t b = i / T, t = i % T;
+        targets[i] = tokens[b * (T + 1) + t + 1];
+    }
+}
+
+extern "C" cudaError_t pp_cu_gpt_targets(const int32_t *tokens, int B, int T, int32_t *targets,
+                                         cudaStream_t st) {
+    size_t n = (size_t)B * T;
+    if (n == 0) return cudaSuccess;
+    gpt_targets_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, T, targets, n);
+    return cudaGetLastError();
+}
+
+/* The attention's row blocks (attention_cuda.cu). A block of scores is, per
+ * head hh of the batch of heads, rows [rows][ld] at S + hh * stride; row i
+ * is query r0 + i and sees keys 0..r0+i of the block's nk = r0 + rows
+ * columns. One CUDA block per (row, head): blockIdx.x the row, blockIdx.y
+ * the head. lse of (head hh, row i) is at lse[hh * lse_stride + i]. */
+
+static __device__ __forceinline__ float round_bf16_dev(float x) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+/* P = softmax over the causal row (scores already scaled), in place; zeros
+ * beyond the row's last key; lse = max + log(sum); P rounded to bf16 when
+ * bf16. The sum in double, as the CPU. */
+static __global__ void attn_softmax_kernel(float *S, int ld, long long stride, int r0, int nk,
+                                           float *lse, int lse_stride, int bf16) {
+    __shared__ float fbuf[33];
+    __shared__ double dbuf[33];
+    int i = blockIdx.x, hh = blockIdx.y, n = r0 + i + 1;
+    float *s = S + (size_t)hh * (size_t)stride + (size_t)i * ld;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, s[j]);
+    mx = block_reduce(mx, MaxOp(), -INFINITY, fbuf);
+    double sum = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) sum += (double)expf(s[j] - mx);
+    sum = block_reduce(sum, SumOp(), 0.0, dbuf);
+    float inv = (float)(1.0 / sum);
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        float p = j < n ? expf(s[j] - mx) * inv : 0.0f;
+        s[j] = bf16 ? round_bf16_dev(p) : p;
+    }
+    if (threadIdx.x == 0) lse[(size_t)hh * lse_stride + i] = mx + (float)log(sum);
+}
+
+extern "C" cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, int rows,
+                                          int heads, int r0, float *lse, int lse_stride,
+                                          int bf16, cudaStream_t st) {
+    if (rows <= 0 || heads <= 0) return cudaSuccess;
+    attn_softmax_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
+        S, ld, stride, r0, r0 + rows, lse, lse_stride, bf16);
+    return cudaGetLastError();
+}
+
+/* The backward's first pass over a block: P = exp(S - lse) (causal, zeros
+ * beyond the row's keys), rounded to bf16 when bf16, in place; and D_i =
+ * rowsum(dout_i o out_i) over the head's hs columns (out and dout rows of
+ * length ld_o, head hh at hh * hs, row i at i * ld_o), summed in double,
+ * into D[hh * rows + i]. */
+template <typename Dt>
+static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int r0, int nk,
+                                         const float *lse, int lse_stride, const float *out,
+                                         const Dt *dout, int ld_o, int hs, float *D, int rows,
+                                         int bf16) {
+    __shared__ double dbuf[33];
+    int i = blockIdx.x, hh = blockIdx.y, n = r0 + i + 1;
+    float *s = S + (size_t)hh * (size_t)stride + (size_t)i * ld;
+    float l = lse[(size_t)hh * lse_stride + i];
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        float p = j < n ? expf(s[j] - l) : 0.0f;
+        s[j] = bf16 ? round_bf16_dev(p) : p;
+    }
+    const float *o = out + (size_t)i * ld_o + (size_t)hh * hs;
+    size_t d0 = (size_t)i * ld_o + (size_t)hh * hs;
+    double acc = 0.0;
+    for (int c = threadIdx.x; c < hs; c += blockDim.x)
+        acc += (double)o[c] * param(dout, d0 + (size_t)c);
+    acc = block_reduce(acc, SumOp(), 0.0, dbuf);
+    if (threadIdx.x == 0) D[(size_t)hh * rows + i] = (float)acc;
+}
+
+extern "C" cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int rows, int heads,
+                                        int r0, const float *lse, int lse_stride,
+                                        const float *out, const float *dout, int ld_o, int hs,
+                                        float *D, int bf16, cudaStream_t st) {
+    if (rows <= 0 || heads <= 0) return cudaSuccess;
+    attn_probs_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
+        S, ld, stride, r0, r0 + rows, lse, lse_stride, out, dout, ld_o, hs, D, rows, bf16);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows,
+                                              int heads, int r0, const float *lse,
+                                              int lse_stride, const float *out,
+                                              const uint16_t *dout, int ld_o, int hs, float *D,
+                                              cudaStream_t st) {
+    if (rows <= 0 || heads <= 0) return cudaSuccess;
+    attn_probs_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
+        S, ld, stride, r0, r0 + rows, lse, lse_stride, out, dout, ld_o, hs, D, rows, 1);
+    return cudaGetLastError();
+}
+
+/* Each row's first nk floats as bf16, in place at the start of the row
+ * (bf16 element j of row i at byte 4 * i * ld + 2 * j: a row of bf16 with
+ * leading dimension 2 * ld elements). A block per (row, head) walks its row
+ * in chunks of blockDim: every thread reads its float, a barrier, then
+ * writes its bf16, whose bytes lie within floats the chunk (or an earlier
+ * one) already read; later chunks read floats no write has reached. Blocks
+ * touch only their own row. */
+static __global__ void attn_pack_bf16_kernel(float *X, int ld, long long stride, int nk) {
+    int i = blockIdx.x, hh = blockIdx.y;
+    float *x = X + (size_t)hh * (size_t)stride + (size_t)i * ld;
+    uint16_t *y = (uint16_t *)x;
+    for (int base = 0; base < nk; base += blockDim.x) {
+        int j = base + (int)threadIdx.x;
+        float v = j < nk ? x[j] : 0.0f;
+        __syncthreads();
+        if (j < nk) y[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        __syncthreads();
+    }
+}
+
+extern "C" cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows,
+                                            int heads, int nk, cudaStream_t st) {
+    if (rows <= 0 || heads <= 0 || nk <= 0) return cudaSuccess;
+    attn_pack_bf16_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(X, ld,
+                                                                                   stride, nk);
+    return cudaGetLastError();
+}
+
+/* dS = P o (dP - D_i), into dP, rounded to bf16 when bf16 (all nk columns;
+ * P is 0 beyond a row's keys, so dS is too). */
+static __global__ void attn_dscores_kernel(const float *P, float *dP, int ld, long long stride,
+                                           int nk, const float *D, int rows, int bf16) {
+    int i = blockIdx.x, hh = blockIdx.y;
+    size_t off = (size_t)hh * (size_t)stride + (size_t)i * ld;
+    float di = D[(size_t)hh * rows + i];
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        float ds = P[off + j] * (dP[off + j] - di);
+        dP[off + j] = bf16 ? round_bf16_dev(ds) : ds;
+    }
+}
+
+extern "C" cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stride,
+                                          int rows, int heads, int r0, const float *D, int bf16,
+                                          cudaStream_t st) {
+    if (rows <= 0 || heads <= 0) return cudaSuccess;
+    attn_dscores_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
+        P, dP, ld, stride, r0 + rows, D, rows, bf16);
+    return cudaGetLastError();
+}

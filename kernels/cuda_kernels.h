@@ -5,7 +5,7 @@
  * and returns the launch's cudaError_t (cudaSuccess or the error; it never
  * synchronises). A call with nothing to do (a zero size) launches nothing
  * and returns cudaSuccess. GEMMs are not here: they go to cuBLAS
- * (model_cuda.cu). */
+ * (cuda_stage.h, attention_cuda.h). */
 #ifndef PP_CUDA_KERNELS_H
 #define PP_CUDA_KERNELS_H
 
@@ -107,11 +107,65 @@ cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma
                                            const float *dy, int rows, int cols, float *dx,
                                            float *dgamma, float *dbeta, cudaStream_t st);
 
+/* ---- the gpt model's kernels (gpt_cuda.cu, attention_cuda.cu) ---- */
+
+/* dst = src rounded to bf16, kept as fp32 (pp_round_bf16); dst may be src. */
+cudaError_t pp_cu_round_bf16(const float *src, float *dst, size_t n, cudaStream_t st);
+/* pp_embedding_pos_forward: out[b][t] = wte[tokens[b][t]] + wpe[t]. */
+cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T, const float *wte,
+                                        const float *wpe, int C, float *out, cudaStream_t st);
+cudaError_t pp_cu_embedding_pos_forward_bf16w(const int32_t *tokens, int B, int T,
+                                              const uint16_t *wte, const uint16_t *wpe, int C,
+                                              float *out, cudaStream_t st);
+/* pp_embedding_pos_backward: dwte[tokens[b][t]] += dout[b][t] (atomics, in
+ * their order); dwpe[t] += sum over b of dout[b][t] (b in order). */
+cudaError_t pp_cu_embedding_pos_backward(const int32_t *tokens, int B, int T, const float *dout,
+                                         int C, float *dwte, float *dwpe, cudaStream_t st);
+/* targets[b*T + t] = tokens[b][t + 1] (tokens rows of T + 1): each
+ * position's next token, for pp_cu_softmax_xent_fused with stride 1. */
+cudaError_t pp_cu_gpt_targets(const int32_t *tokens, int B, int T, int32_t *targets,
+                              cudaStream_t st);
+
+/* The attention's row-block kernels (attention_cuda.h composes them with
+ * cuBLAS strided-batched GEMMs into pp_attention_forward/_backward's
+ * twins). A block of scores: per head hh < heads, `rows` rows of length
+ * ld at S + hh * stride; row i is query r0 + i, whose keys are 0..r0+i of
+ * the block's r0 + rows columns (the rest are masked).
+ * pp_cu_attn_softmax: the scaled scores to P = softmax over each row's keys
+ * in place (0 beyond them; rounded to bf16 when bf16), and lse[hh *
+ * lse_stride + i] = max + log(sum of exp), the sum in double, as
+ * pp_attention_forward's rows. */
+cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, int rows, int heads, int r0,
+                               float *lse, int lse_stride, int bf16, cudaStream_t st);
+/* The backward's P = exp(S - lse) in place (causal; rounded to bf16 when
+ * bf16), and D[hh * rows + i] = rowsum(dout_i o out_i) over head hh's hs
+ * columns (out and dout: rows i of length ld_o from the block's first
+ * query, head hh at column hh * hs), summed in double. */
+cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int rows, int heads, int r0,
+                             const float *lse, int lse_stride, const float *out,
+                             const float *dout, int ld_o, int hs, float *D, int bf16,
+                             cudaStream_t st);
+/* pp_cu_attn_probs with bf16 (P rounded) and dout given as bf16 values
+ * (uint16_t, widened exactly). */
+cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows, int heads,
+                                   int r0, const float *lse, int lse_stride, const float *out,
+                                   const uint16_t *dout, int ld_o, int hs, float *D,
+                                   cudaStream_t st);
+/* Each of the block's rows (first nk floats) converted in place to bf16 at
+ * the start of the row: afterwards the block is, per head, a bf16 matrix of
+ * leading dimension 2 * ld at the same address (for a bf16 GEMM). The
+ * values are rounded to nearest even (exact for values already rounded). */
+cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows, int heads,
+                                 int nk, cudaStream_t st);
+/* dS = P o (dP - D_i) into dP (rounded to bf16 when bf16). */
+cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stride, int rows,
+                               int heads, int r0, const float *D, int bf16, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 
-/* For C++ callers (model_cuda.cu, whose stage code is a template over the
- * weights' type): the _bf16w launchers as overloads of the plain names, so
+/* For C++ callers (mlp_cuda.cu, gpt_cuda.cu: stage code that is a template
+ * over the weights' type): the _bf16w launchers as overloads of the plain names, so
  * one call site serves both precisions. A literal NULL gamma is ambiguous
  * between the two; pass a typed null pointer. */
 static inline cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
@@ -144,6 +198,11 @@ static inline cudaError_t pp_cu_layernorm_backward(const float *x, const uint16_
                                                    cudaStream_t st) {
     return pp_cu_layernorm_backward_bf16w(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma,
                                           dbeta, st);
+}
+static inline cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T,
+                                                      const uint16_t *wte, const uint16_t *wpe,
+                                                      int C, float *out, cudaStream_t st) {
+    return pp_cu_embedding_pos_forward_bf16w(tokens, B, T, wte, wpe, C, out, st);
 }
 #endif
 

@@ -1,6 +1,6 @@
 /* gemm_lt.cu - fused-epilogue GEMMs on cuBLASLt (see gemm_lt.h).
  *
- * The row-major trick of model_cuda.cu's gemm(): a row-major [R][S] matrix
+ * The row-major trick of cuda_stage.h's gemm(): a row-major [R][S] matrix
  * read column-major is its transpose, so we ask for D^T = op(B)^T op(A)^T,
  * an N x M column-major product with ld N. cuBLASLt's first operand is our
  * B (stored N x K with ld N when !tb, K x N with ld K and transposed when

@@ -1,5 +1,5 @@
-/* gemm_lt.h - GEMMs with a fused epilogue on cuBLASLt, for model_cuda.cu:
- * the row-major contract of model_cuda.cu's gemm() (C[M][N] = op(A) op(B),
+/* gemm_lt.h - GEMMs with a fused epilogue on cuBLASLt, for mlp_cuda.cu:
+ * the row-major contract of cuda_stage.h's gemm() (C[M][N] = op(A) op(B),
  * fp32 or bf16 operands, fp32 output, fp32 accumulation), followed by one of
  *   PP_LT_BIAS           D = op(A) op(B) + c + bias  (c optional, beta 1)
  *   PP_LT_GELU_AUX_BIAS  aux = op(A) op(B) + bias; D = gelu(aux)

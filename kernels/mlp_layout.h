@@ -1,6 +1,6 @@
 /* mlp_layout.h - where everything of an mlp stage lives: the shapes, the
  * parameter layout and the stash layout of kernels/model.c, shared by the
- * CPU model and its GPU twin (model_cuda.cu) so the two cannot drift, and
+ * CPU model and its GPU twin (mlp_cuda.cu) so the two cannot drift, and
  * the sizes the compiler allocates (pp_stage_param_count, _stash_bytes,
  * _workspace_bytes) are the ones both use. The layouts themselves are described in model.c's
  * file header. Header-only: included from C and from CUDA C++. */

@@ -1,8 +1,11 @@
-/* model_cuda.h - the demo model's stages on a GPU: the twin of model.h with
- * the same parameter layout, the same stash size (pp_stage_stash_bytes and
- * _split bound what a stage may use) and the same arithmetic up to
- * floating-point order. GEMMs go to cuBLAS (or, fused with the kernel after
- * them, to cuBLASLt: gemm_lt.h), the rest to cuda_kernels.h.
+/* model_cuda.h - the models' stages on a GPU: the twin of model.h, for
+ * every model kind (model_cuda.cu dispatches on m->kind: mlp_cuda.cu for
+ * the demo model, gpt_cuda.cu for GPT-2), each with its CPU model's
+ * parameter layout, the same stash size (pp_stage_stash_bytes and _split
+ * bound what a stage may use) and the same arithmetic up to floating-point
+ * order. GEMMs go to cuBLAS (for mlp, fused with the kernel after them, to
+ * cuBLASLt: gemm_lt.h; for gpt's attention, strided-batched:
+ * attention_cuda.h), the rest to cuda_kernels.h.
  *
  * Every pointer is a device pointer; every call enqueues on the context's
  * stream and never synchronises the host. The only value the host needs
@@ -14,19 +17,19 @@
  * the loss (softmax cross-entropy fused with its backward), so it takes the
  * step's loss_scale; its backward starts from what the forward stashed.
  *
- * The GPU stash keeps model.c's regions at model.c's offsets (two of the
- * last stage's hold other things: model_cuda.cu's header says which), so
- * pp_stage_stash_bytes and _split bound it; a GPU stash is not
- * interchangeable with a CPU one, a params or grads array is. The
- * workspace (`work`, pp_stage_workspace_bytes) is model.c's too: scratch
- * that one rank's jobs share, as they run one after another on the
+ * The GPU stash keeps the CPU model's regions at its offsets (two of the
+ * last stage's hold other things: mlp_cuda.cu's and gpt_cuda.cu's headers
+ * say which), so pp_stage_stash_bytes and _split bound it; a GPU stash is
+ * not interchangeable with a CPU one, a params or grads array is. The
+ * workspace (`work`, pp_stage_workspace_bytes) is the CPU model's too:
+ * scratch that one rank's jobs share, as they run one after another on the
  * context's stream.
  *
  * `weights` below is the stage's compute copy (model.h): the fp32 weights,
  * or with m->precision bf16 their bf16 copy, which pp_cuda_stage_compute_copy
  * makes on the device. With bf16 the GEMMs take bf16 operands (the copy, and
- * activations rounded into the workspace) and accumulate in fp32, as
- * model.c does; gradients and everything else stay fp32. */
+ * activations rounded into the workspace) and accumulate in fp32, as the
+ * CPU model does; gradients and everything else stay fp32. */
 #ifndef PP_MODEL_CUDA_H
 #define PP_MODEL_CUDA_H
 
@@ -48,10 +51,10 @@ int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t
 void pp_cuda_model_destroy(pp_cuda_model *cm);
 /* Fused epilogues (on by default): with on, a GEMM and the kernel after it
  * run as one cuBLASLt matmul wherever cuBLASLt's heuristic offers an
- * algorithm for that problem (model_cuda.cu says which: bias + GELU after
- * W1, bias + residual after W2, the head's bias, GELU's backward after
- * dy W2); elsewhere, and with off, the GEMM and the kernel. The cuBLASLt
- * workspace (32 MiB) is allocated by pp_cuda_model_create either way. */
+ * algorithm for that problem (mlp_cuda.cu and gpt_cuda.cu say which: bias
+ * + GELU, bias + residual, a bias, GELU's backward); elsewhere, and with
+ * off, the GEMM and the kernel. The cuBLASLt workspace (32 MiB) is
+ * allocated by pp_cuda_model_create either way. */
 void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on);
 cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm);
 

@@ -1189,6 +1189,124 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
                 (const float *)beta, (float *)C, ldc);
 }
 
+/* The strided-batched GEMMs: batch products C_i = alpha op(A_i) op(B_i) +
+ * beta C_i with X_i = X + i * strideX elements. Every leading dimension and
+ * shape is checked as gemm() checks one product, and every pointer's extent
+ * over the whole batch ((batch - 1) * stride plus one matrix) must lie in
+ * one device allocation. Strides must be >= 0, and no element of C may be
+ * written by two of the products (checked element by element, so products
+ * that interleave, such as attention heads at a column stride inside wider
+ * rows, are fine): cuBLAS leaves overlapping outputs undefined, so they are
+ * refused here. */
+static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOperation_t ta,
+                                   cublasOperation_t tb, int m, int n, int k,
+                                   const float *alpha, const void *A, cudaDataType_t at, int lda,
+                                   long long sa, const void *B, cudaDataType_t bt, int ldb,
+                                   long long sb, const float *beta, float *C, int ldc,
+                                   long long sc, int batch)
+{
+    if (!h)
+        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "no handle");
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "an operation other than N or T");
+    if (m < 0 || n < 0 || k < 0 || batch < 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "m %d, n %d, k %d, batch %d", m, n, k,
+                      batch);
+    if (k == 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "k = 0 (this stand-in does not take it)");
+    if (!alpha || !beta)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta NULL");
+    if (sa < 0 || sb < 0 || sc < 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a negative stride (%lld, %lld, %lld)",
+                      sa, sb, sc);
+    int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+    int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+    size_t ea = extent(ar, ac, lda, type_size(at)), eb = extent(br, bc, ldb, type_size(bt)),
+           ec = extent(m, n, ldc, 4);
+    if (batch > 1) { /* no element of C written by two products */
+        size_t span = (size_t)(batch - 1) * (size_t)sc + ec / 4;
+        std::vector<char> seen(span, 0);
+        for (int bi = 0; bi < batch; bi++)
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++) {
+                    size_t e = (size_t)bi * (size_t)sc + (size_t)i + (size_t)j * (size_t)ldc;
+                    if (seen[e]++)
+                        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
+                                      "strideC %lld, ldc %d: products %d and an earlier one "
+                                      "write the same element of C",
+                                      sc, ldc, bi);
+                }
+    }
+    cublasStatus_t s;
+    /* One matrix's leading dimension and alignment, then the whole batch's
+     * extent as one matrix of `batch` strides. */
+    if ((s = check_matrix(fn, "a", A, ar, ac, lda, type_size(at))) ||
+        (s = check_matrix(fn, "b", B, br, bc, ldb, type_size(bt))) ||
+        (s = check_matrix(fn, "c", C, m, n, ldc, 4)))
+        return s;
+    if (m == 0 || n == 0 || batch == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    size_t ba = (size_t)(batch - 1) * (size_t)sa * type_size(at) + ea,
+           bb = (size_t)(batch - 1) * (size_t)sb * type_size(bt) + eb,
+           bc_ = (size_t)(batch - 1) * (size_t)sc * 4 + ec;
+    const char *why;
+    if (!pp_si_device_range(A, ba, &why))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a over %d batches (stride %lld): %s",
+                      batch, sa, why);
+    if (!pp_si_device_range(B, bb, &why))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "b over %d batches (stride %lld): %s",
+                      batch, sb, why);
+    if (!pp_si_device_range(C, bc_, &why))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "c over %d batches (stride %lld): %s",
+                      batch, sc, why);
+    float al = *alpha, be = *beta;
+    pp_si_access acc[3] = {{A, ba, 0}, {B, bb, 0}, {C, bc_, 1}};
+    enqueue_now(h->st, fn, acc, 3, [=] {
+        for (int bi = 0; bi < batch; bi++) {
+            const char *Ai = (const char *)A + (size_t)bi * (size_t)sa * type_size(at);
+            const char *Bi = (const char *)B + (size_t)bi * (size_t)sb * type_size(bt);
+            float *Ci = C + (size_t)bi * (size_t)sc;
+            std::vector<float> p = product(Ai, at, ta == CUBLAS_OP_T, lda, Bi, bt,
+                                           tb == CUBLAS_OP_T, ldb, m, n, k);
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++) {
+                    float *c = &Ci[(size_t)i + (size_t)j * (size_t)ldc];
+                    float v = al * p[(size_t)i + (size_t)j * (size_t)m];
+                    *c = be == 0.0f ? v : v + be * *c; /* beta 0 does not read C */
+                }
+        }
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasSgemmStridedBatched(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const float *alpha, const float *A, int lda, long long sa, const float *B, int ldb,
+    long long sb, const float *beta, float *C, int ldc, long long sc, int batch)
+{
+    return gemm_batched("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F,
+                        lda, sa, B, CUDA_R_32F, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType_t at, int lda, long long sa, const void *B,
+    cudaDataType_t bt, int ldb, long long sb, const void *beta, void *C, cudaDataType_t ct,
+    int ldc, long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    const char *fn = "cublasGemmStridedBatchedEx";
+    if (compute != CUBLAS_COMPUTE_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d (only 32F here)",
+                      (int)compute);
+    if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "types A %d, B %d, C %d", (int)at,
+                      (int)bt, (int)ct);
+    if (algo != CUBLAS_GEMM_DEFAULT)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo %d", (int)algo);
+    return gemm_batched(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, sa, B, bt,
+                        ldb, sb, (const float *)beta, (float *)C, ldc, sc, batch);
+}
+
 extern "C" cublasStatus_t cublasSscal(cublasHandle_t h, int n, const float *alpha, float *x,
                                       int incx)
 {

@@ -199,6 +199,69 @@ START_TEST(cublas_checks_arguments)
 }
 END_TEST
 
+/* The strided-batched GEMMs: two products interleaved as row slices of one
+ * column-major C (stride 2 rows, ldc 4: disjoint elements) are taken and
+ * computed; a stride that makes the products write the same element, a
+ * negative stride, a batch running past its allocation and an ld below the
+ * rows are refused; bf16 operands with fp32 C are taken, mixed types are
+ * not. */
+START_TEST(cublas_batched_checks_arguments)
+{
+    cublasHandle_t h;
+    float *a, *b, *c, one = 1.0f, zero = 0.0f;
+    ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    cudaMalloc((void **)&a, 4 * 3 * sizeof(float)); /* 4x3, ld 4: A_i = rows 2i, 2i+1 */
+    cudaMalloc((void **)&b, 2 * 3 * 2 * sizeof(float)); /* two 3x2, ld 3, stride 6 */
+    cudaMalloc((void **)&c, 4 * 2 * sizeof(float)); /* 4x2, ld 4: C_i = rows 2i, 2i+1 */
+    float ha[12], hb[12], hc[8], want[8];
+    for (int i = 0; i < 12; i++) {
+        ha[i] = (float)(i + 1);
+        hb[i] = (float)(i % 5) - 2.0f;
+    }
+    for (int bi = 0; bi < 2; bi++)
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 2; j++) {
+                float acc = 0.0f;
+                for (int l = 0; l < 3; l++) acc += ha[2 * bi + r + 4 * l] * hb[6 * bi + l + 3 * j];
+                want[2 * bi + r + 4 * j] = acc;
+            }
+    cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice);
+    cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice);
+    ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 4, 2,
+                                               b, 3, 6, &zero, c, 4, 2, 2),
+                     CUBLAS_STATUS_SUCCESS);
+    cudaMemcpy(hc, c, sizeof hc, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 8; i++) ck_assert_float_eq(hc[i], want[i]);
+    ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 4, 1,
+                                               b, 3, 6, &zero, c, 4, 1, 2),
+                     CUBLAS_STATUS_INVALID_VALUE); /* C_0 and C_1 share row 1 */
+    ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 4, -2,
+                                               b, 3, 6, &zero, c, 4, 2, 2),
+                     CUBLAS_STATUS_INVALID_VALUE); /* a negative stride */
+    ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 4, 2,
+                                               b, 3, 7, &zero, c, 4, 2, 2),
+                     CUBLAS_STATUS_INVALID_VALUE); /* B_1 past b's allocation */
+    ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 4, 2,
+                                               b, 2, 6, &zero, c, 4, 2, 2),
+                     CUBLAS_STATUS_INVALID_VALUE); /* ldb 2 < k = 3 */
+    ck_assert_int_eq(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a,
+                                                CUDA_R_16BF, 4, 2, b, CUDA_R_32F, 3, 6, &zero, c,
+                                                CUDA_R_32F, 4, 2, 2, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_NOT_SUPPORTED); /* mixed operand types */
+    ck_assert_int_eq(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a,
+                                                CUDA_R_16BF, 4, 2, b, CUDA_R_16BF, 3, 6, &zero, c,
+                                                CUDA_R_32F, 4, 2, 2, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    cudaDeviceSynchronize();
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    cublasDestroy(h);
+}
+END_TEST
+
 /* Two ranks swap a buffer in place inside one NCCL group (send x, receive
  * into x: a hazard), and, apart, into a second buffer (no hazard). */
 static int group_run(const char *order, char **out)
@@ -236,6 +299,7 @@ Suite *standin_suite(void)
     tcase_add_test(tc, missing_event_is_reported);
     tcase_add_test(tc, execution_is_lazy);
     tcase_add_test(tc, cublas_checks_arguments);
+    tcase_add_test(tc, cublas_batched_checks_arguments);
     tcase_add_test(tc, group_hazard_gives_wrong_numbers);
     suite_add_tcase(s, tc);
     return s;

@@ -26,6 +26,8 @@
 #ifdef PP_HAVE_CUDA
 #include "../../kernels/cuda_check.h"
 #include "../../kernels/cuda_kernels.h"
+#include "../../kernels/attention_cuda.h"
+#include "../../kernels/gpt_layout.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
@@ -90,12 +92,16 @@ static void stream_done(cudaStream_t st) {
 /* |got - want| <= atol + rtol |want| everywhere (NaN fails). */
 static void expect_close(const char *what, const float *got, const float *want, size_t n,
                          double atol, double rtol) {
+    double worst = 0.0; /* of |diff| / (atol + rtol |cpu|), PP_TEST_VERBOSE=1 prints it */
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
+        worst = fmax(worst, d / (atol + rtol * fabs((double)want[i])));
         ck_assert_msg(d <= atol + rtol * fabs((double)want[i]),
                       "%s[%zu]: gpu %.9g, cpu %.9g: |diff| %.3g > %.3g + %.3g |cpu|", what, i,
                       (double)got[i], (double)want[i], d, atol, rtol);
     }
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "  %-48s n=%-7zu worst |diff| / tolerance %.3g\n", what, n, worst);
 }
 
 /* The same bits. */
@@ -1015,6 +1021,162 @@ static void run_layernorm_backward_bf16w(void) {
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The gpt model's kernels                                                   */
+
+/* Rounding to bf16 in fp32 storage: the same bits as pp_round_bf16. */
+static void run_round_bf16(void) {
+    size_t n = 37001;
+    float *x = rand_floats(n, 91, 3.0f), *want = malloc(n * sizeof *want),
+          *got = malloc(n * sizeof *got);
+    pp_round_bf16(x, want, n);
+    float *d_x = dev_from(x, n * sizeof *x), *d_y = dev_alloc(n * sizeof *x);
+    cudaStream_t st = stream_new();
+    cudaCheck(pp_cu_round_bf16(d_x, d_y, n, st));
+    stream_done(st);
+    host_from(got, d_y, n * sizeof *got);
+    expect_same("round_bf16", got, want, n);
+    cudaCheck(cudaFree(d_x));
+    cudaCheck(cudaFree(d_y));
+    free(x), free(want), free(got);
+}
+
+/* Token + position embeddings: B 3, T 7, C 13, V 50 (a copy and an add:
+ * exact); the backward's dwte sums in the atomics' order (close), dwpe in
+ * the CPU's order (exact); bf16w against the CPU on the widened tables. */
+static void run_embedding_pos(void) {
+    enum { B = 3, T = 7, C = 13, V = 50 };
+    size_t nt = (size_t)B * (T + 1), n = (size_t)B * T * C;
+    int32_t *tok = rand_tokens(nt, 17, 5); /* few distinct tokens: repeats */
+    for (size_t i = 0; i < nt; i++) tok[i] += 40; /* rows 40..44 of 50 */
+    float *wte = rand_floats((size_t)V * C, 3, 1.0f), *wpe = rand_floats((size_t)T * C, 4, 1.0f);
+    float *dout = rand_floats(n, 5, 1.0f);
+    float *out = malloc(n * sizeof *out), *got = malloc(n * sizeof *got);
+    float *dwte = rand_floats((size_t)V * C, 6, 0.5f), *dwpe = rand_floats((size_t)T * C, 7, 0.5f);
+    float *gwte = malloc((size_t)V * C * sizeof *gwte), *gwpe = malloc((size_t)T * C * sizeof *gwpe);
+    int32_t *d_tok = dev_from(tok, nt * sizeof *tok);
+    float *d_wte = dev_from(wte, (size_t)V * C * 4), *d_wpe = dev_from(wpe, (size_t)T * C * 4);
+    float *d_out = dev_alloc(n * 4), *d_dout = dev_from(dout, n * 4);
+    float *d_dwte = dev_from(dwte, (size_t)V * C * 4), *d_dwpe = dev_from(dwpe, (size_t)T * C * 4);
+    cudaStream_t st = stream_new();
+    cudaCheck(pp_cu_embedding_pos_forward(d_tok, B, T, d_wte, d_wpe, C, d_out, st));
+    cudaCheck(pp_cu_embedding_pos_backward(d_tok, B, T, d_dout, C, d_dwte, d_dwpe, st));
+    stream_done(st);
+    host_from(got, d_out, n * 4);
+    host_from(gwte, d_dwte, (size_t)V * C * 4);
+    host_from(gwpe, d_dwpe, (size_t)T * C * 4);
+    pp_embedding_pos_forward(tok, B, T, wte, wpe, C, out);
+    pp_embedding_pos_backward(tok, B, T, dout, C, dwte, dwpe);
+    expect_same("embedding_pos_forward", got, out, n);
+    expect_close("dwte", gwte, dwte, (size_t)V * C, 1e-6, 1e-6);
+    expect_same("dwpe", gwpe, dwpe, (size_t)T * C);
+
+    /* bf16 tables */
+    uint16_t *te16 = malloc((size_t)V * C * 2), *pe16 = malloc((size_t)T * C * 2);
+    pp_f32_to_bf16(wte, te16, (size_t)V * C);
+    pp_f32_to_bf16(wpe, pe16, (size_t)T * C);
+    pp_bf16_to_f32(te16, wte, (size_t)V * C);
+    pp_bf16_to_f32(pe16, wpe, (size_t)T * C);
+    uint16_t *d_te16 = dev_from(te16, (size_t)V * C * 2), *d_pe16 = dev_from(pe16, (size_t)T * C * 2);
+    st = stream_new();
+    cudaCheck(pp_cu_embedding_pos_forward_bf16w(d_tok, B, T, d_te16, d_pe16, C, d_out, st));
+    stream_done(st);
+    host_from(got, d_out, n * 4);
+    pp_embedding_pos_forward(tok, B, T, wte, wpe, C, out);
+    expect_same("embedding_pos_forward_bf16w", got, out, n);
+
+    void *dev[] = {d_tok, d_wte, d_wpe, d_out, d_dout, d_dwte, d_dwpe, d_te16, d_pe16};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+    void *host[] = {tok, wte, wpe, dout, out, got, dwte, dwpe, gwte, gwpe, te16, pe16};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+/* Attention, forward and backward, against pp_attention_forward and
+ * _backward with the same rows per block and precision, on odd shapes:
+ * (B, T, C, NH, rows) with several blocks, a last short block, more heads
+ * than rows (the GPU's head groups: hb = min(NH, rows), and a last partial
+ * group), T = 1, and T > 64 with gpt_att_rows' 64. The GPU's scratch is
+ * exactly gpt_att_scratch_floats(T, rows) floats, which the stand-ins'
+ * extent checks hold it to. bf16: qkv and dout rounded first, as the
+ * caller does, and given to the GPU as bf16 (its GEMMs then bf16
+ * strided-batched, with P and dS packed to bf16 in the scratch). */
+static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16) {
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    size_t nsc = gpt_att_scratch_floats(T, rows);
+    float *qkv = rand_floats(nq, 100 + T, 1.5f), *dout = rand_floats(no, 200 + T, 1.0f);
+    if (bf16) {
+        pp_round_bf16(qkv, qkv, nq);
+        pp_round_bf16(dout, dout, no);
+    }
+    float *out = malloc(no * 4), *lse = malloc(nl * 4), *dqkv = malloc(nq * 4);
+    float *gout = malloc(no * 4), *glse = malloc(nl * 4), *gdqkv = malloc(nq * 4);
+    float *scratch = malloc(nsc * 4);
+    pp_attention_forward(qkv, out, lse, B, T, C, NH, rows, scratch, bf16);
+    pp_attention_backward(qkv, out, dout, lse, dqkv, B, T, C, NH, rows, scratch, bf16);
+
+    /* the GPU takes bf16 qkv and dout with bf16 (exact: already rounded) */
+    uint16_t *q16 = malloc(nq * 2), *o16 = malloc(no * 2);
+    pp_f32_to_bf16(qkv, q16, nq);
+    pp_f32_to_bf16(dout, o16, no);
+    void *d_qkv = bf16 ? dev_from(q16, nq * 2) : dev_from(qkv, nq * 4);
+    void *d_dout = bf16 ? dev_from(o16, no * 2) : dev_from(dout, no * 4);
+    float *d_out = dev_alloc(no * 4), *d_lse = dev_alloc(nl * 4), *d_dqkv = dev_alloc(nq * 4);
+    float *d_sc = dev_alloc(nsc * 4);
+    cudaStream_t st = stream_new();
+    cublasHandle_t blas;
+    cublasCheck(cublasCreate(&blas));
+    cublasCheck(cublasSetStream(blas, st));
+    pp_cu_attention_forward(blas, st, d_qkv, d_out, d_lse, B, T, C, NH, rows, d_sc, bf16);
+    /* the backward from the CPU's out and lse, so it is compared alone */
+    float *d_cout = dev_from(out, no * 4), *d_clse = dev_from(lse, nl * 4);
+    pp_cu_attention_backward(blas, st, d_qkv, d_cout, d_dout, d_clse, d_dqkv, B, T, C, NH, rows,
+                             d_sc, bf16);
+    cudaCheck(cudaStreamSynchronize(st));
+    cublasCheck(cublasDestroy(blas));
+    stream_done(st);
+    host_from(gout, d_out, no * 4);
+    host_from(glse, d_lse, nl * 4);
+    host_from(gdqkv, d_dqkv, nq * 4);
+    char what[96];
+    /* bf16: a P or dS element on a rounding boundary may round apart on the
+     * two sides (one bf16 step, 2^-8 of it, in one term: at most ~6e-3 here,
+     * |P| <= 1, |v| < 1.5); on the stand-ins the worst measured was 1e-4
+     * (GEMMs summed forward, reversed or in double), and P off by 1% (in
+     * the packing) reached 1.35 times this tolerance */
+    double atol = bf16 ? 5e-3 : 2e-5, rtol = bf16 ? 5e-3 : 2e-4;
+    snprintf(what, sizeof what, "out B%d T%d C%d NH%d rows%d bf16 %d", B, T, C, NH, rows, bf16);
+    expect_close(what, gout, out, no, atol, rtol);
+    snprintf(what, sizeof what, "lse B%d T%d C%d NH%d rows%d bf16 %d", B, T, C, NH, rows, bf16);
+    expect_close(what, glse, lse, nl, 2e-5, 2e-5);
+    snprintf(what, sizeof what, "dqkv B%d T%d C%d NH%d rows%d bf16 %d", B, T, C, NH, rows, bf16);
+    expect_close(what, gdqkv, dqkv, nq, atol, rtol);
+
+    void *dev[] = {d_qkv, d_dout, d_out, d_lse, d_dqkv, d_sc, d_cout, d_clse};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+    void *host[] = {qkv, dout, out, lse, dqkv, gout, glse, gdqkv, scratch, q16, o16};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+static const int att_shapes[][5] = {
+    {2, 7, 12, 3, 3}, /* blocks of 3 rows: 3, 3, 1; one group of 3 heads */
+    {1, 5, 10, 5, 2}, /* 5 heads, 2 rows: groups of 2 heads, 1 row, the last of 1 head */
+    {3, 1, 4, 2, 1},  /* T = 1 */
+    {1, 70, 8, 2, 64}, /* gpt_att_rows's 64: blocks of 32 rows over 2 heads */
+    {2, 9, 9, 1, 9},  /* one head, one block */
+};
+
+static void run_attention(void) {
+    for (size_t i = 0; i < sizeof att_shapes / sizeof *att_shapes; i++)
+        run_attention_case(att_shapes[i][0], att_shapes[i][1], att_shapes[i][2],
+                           att_shapes[i][3], att_shapes[i][4], 0);
+}
+
+static void run_attention_bf16(void) {
+    for (size_t i = 0; i < sizeof att_shapes / sizeof *att_shapes; i++)
+        run_attention_case(att_shapes[i][0], att_shapes[i][1], att_shapes[i][2],
+                           att_shapes[i][3], att_shapes[i][4], 1);
+}
+
 /* A test per kernel: skipped without a GPU. */
 #define GPU_TEST(name)                                                                       \
     START_TEST(test_cu_##name) {                                                             \
@@ -1057,6 +1219,10 @@ GPU_TEST(bias_gelu_forward_bf16w)
 GPU_TEST(residual_bias_add_bf16w)
 GPU_TEST(layernorm_forward_bf16w)
 GPU_TEST(layernorm_backward_bf16w)
+GPU_TEST(round_bf16)
+GPU_TEST(embedding_pos)
+GPU_TEST(attention)
+GPU_TEST(attention_bf16)
 
 Suite *cuda_kernels_suite(void) {
     Suite *s = suite_create("cuda_kernels");
@@ -1084,6 +1250,10 @@ Suite *cuda_kernels_suite(void) {
     tcase_add_test(tc, test_cu_residual_bias_add_bf16w);
     tcase_add_test(tc, test_cu_layernorm_forward_bf16w);
     tcase_add_test(tc, test_cu_layernorm_backward_bf16w);
+    tcase_add_test(tc, test_cu_round_bf16);
+    tcase_add_test(tc, test_cu_embedding_pos);
+    tcase_add_test(tc, test_cu_attention);
+    tcase_add_test(tc, test_cu_attention_bf16);
     suite_add_tcase(s, tc);
     return s;
 }

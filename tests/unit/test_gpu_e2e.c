@@ -7,7 +7,7 @@
  * --backend cuda failing fast with a message on every rank. With a GPU: one
  * rank on both transports, four ranks on one GPU with --transport mpi, and
  * four ranks with nccl where there are four GPUs (else a message telling to
- * use --transport mpi); the same in bf16 mixed precision. Tests that need a
+ * use --transport mpi); the same in bf16 mixed precision; the gpt model. Tests that need a
  * GPU print "skipped: no GPU" and pass without one. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +333,42 @@ START_TEST(weightless_stage_four_ranks)
 }
 END_TEST
 
+/* The gpt model (model gpt { ... } in place of the schedule's model block,
+ * as e2e's gpt_trains_like_reference), 4 ranks: 1F1B in fp32 over mpi on
+ * one GPU; ZB-H1's split backward with per-stage layers, a stage without
+ * any, and FSDP (weight fetches) in bf16 with AdamW, over nccl where there
+ * are four GPUs (else mpi); 1F1B in bf16 over mpi. vocab 256: the data is
+ * raw bytes. Held to the tolerances of the mlp cases; AdamW with
+ * adamw_four_ranks_mpi's eps and bf16 learning rate (see there). */
+START_TEST(gpt_four_ranks)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    static const char *cases[][5] = {
+        {"1f1b.pp", "2", "-D S=4 -D B=4", "mpi", ""},
+        {"zb-h1.pp", "s == 1 ? 0 : 2", "-D S=4 -D B=4", "nccl", ""},
+        {"1f1b.pp", "1", "-D S=4 -D B=4 --precision bf16", "mpi", ""},
+        {"fsdp.pp", "1", "-D S=4 --precision bf16 --optimizer adamw", "nccl",
+         "--adam-eps 1e-3 --lr 1e-3"},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        char *src = temp_dir(), path[1024], cmd[4096];
+        snprintf(path, sizeof path, "%s/gpt-%s", src, cases[i][0]);
+        snprintf(cmd, sizeof cmd,
+                 "sed '/^model {/,/^}/d' %s/schedules/%s > %s && printf 'model gpt {\n"
+                 "vocab = 256\ncontext = 16\nembed = 16\nheads = 2\nffn = 32\n"
+                 "layers = %s\nbatch = 2\n}\n' >> %s",
+                 PP_ROOT, cases[i][0], path, cases[i][1], path);
+        free(run_expect(cmd, 0));
+        int nccl = !strcmp(cases[i][3], "nccl") && gpu_count() >= 4;
+        gpu_trains_like_cpu_with(path, cases[i][2], 4, nccl ? "nccl" : "mpi", cases[i][4]);
+        remove_dir(src);
+    }
+}
+END_TEST
+
 /* nccl cannot put two ranks on one GPU: every rank exits 1, telling the
  * user to use --transport mpi, and nothing hangs. */
 START_TEST(nccl_refuses_shared_gpu)
@@ -404,6 +440,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_loop_test(tc, four_ranks_nccl, 0, 8);
     tcase_add_test(tc, adamw_four_ranks_mpi);
     tcase_add_test(tc, weightless_stage_four_ranks);
+    tcase_add_test(tc, gpt_four_ranks);
     tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     suite_add_tcase(s, tc);

@@ -1,5 +1,6 @@
-/* test_model_cuda.c - the demo model's stages on a GPU (kernels/model_cuda.cu)
- * against the CPU's (kernels/model.c), stage by stage: from the same
+/* test_model_cuda.c - the models' stages on a GPU (kernels/model_cuda.cu:
+ * mlp_cuda.cu and gpt_cuda.cu) against the CPU's (kernels/mlp.c, gpt.c),
+ * stage by stage: from the same
  * parameters, inputs and output gradients, the GPU's forward output, loss,
  * fused backward (input and weight gradients) and split backward must match
  * the CPU's to ~1e-4 relative, and the split must match the fused on the GPU.
@@ -9,7 +10,7 @@
  * operands, so the same comparisons hold, with TOL_CPU_BF16 (below).
  * Every device buffer is poisoned with NaN bytes and followed by a guard, so
  * a read of something the stage never wrote shows up as NaN and a write past
- * the stash sizes model.c computes shows up in the guard.
+ * the stash sizes the CPU model computes shows up in the guard.
  *
  * Every model runs twice, with the fused cuBLASLt epilogues on and off
  * (pp_cuda_model_set_epilogues), against the same CPU results.
@@ -52,6 +53,35 @@ static const pp_model odd_no_blocks_bf16 = {.context = 7, .embed = 5, .ffn = 45,
                                             .batch = 5, .precision = PP_PREC_BF16};
 static const pp_model wide_bf16 = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1,
                                    .batch = 33, .precision = PP_PREC_BF16};
+
+/* GPT-2 (gpt_cuda.cu against gpt.c): odd sizes (C 12 in 3 heads of 4, F
+ * 20, V 37, T 7, batch 2) with per-stage layer counts: 4 stages of 2, 1, 0
+ * and 1 layers (a first, two middles, one of them the identity, a last),
+ * and one stage of 2 layers (embedding, layers and head together); a
+ * context of 67 > GPT_ATT_ROWS, so the attention runs several row blocks
+ * (and the GPU its head groups), with 2 heads of 4, a vocabulary of 19 and
+ * F 16, a multiple of 8, so cuBLASLt's GELU epilogues can fuse;
+ * and 5 heads of 1 over T 9 in 2 stages of 1 and 0 layers (a last stage of
+ * only the head). The same in bf16. */
+static uint32_t gpt_layers4[] = {2, 1, 0, 1}, gpt_layers1[] = {2}, gpt_layers_long[] = {1, 1},
+                gpt_layers_heads[] = {1, 0};
+#define GPT_ODD(prec)                                                                           \
+    {.kind = PP_MODEL_GPT, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,      \
+     .blocks = 1, .batch = 2, .precision = prec, .layers = gpt_layers4}
+#define GPT_ONE(prec)                                                                           \
+    {.kind = PP_MODEL_GPT, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,      \
+     .blocks = 2, .batch = 2, .precision = prec, .layers = gpt_layers1}
+#define GPT_LONG(prec)                                                                          \
+    {.kind = PP_MODEL_GPT, .vocab = 19, .context = 67, .embed = 8, .heads = 2, .ffn = 16,      \
+     .blocks = 1, .batch = 1, .precision = prec, .layers = gpt_layers_long}
+#define GPT_HEADS(prec)                                                                         \
+    {.kind = PP_MODEL_GPT, .vocab = 23, .context = 9, .embed = 5, .heads = 5, .ffn = 7,        \
+     .blocks = 1, .batch = 3, .precision = prec, .layers = gpt_layers_heads}
+static const pp_model gpt_odd = GPT_ODD(PP_PREC_FP32), gpt_odd_bf16 = GPT_ODD(PP_PREC_BF16);
+static const pp_model gpt_one = GPT_ONE(PP_PREC_FP32), gpt_one_bf16 = GPT_ONE(PP_PREC_BF16);
+static const pp_model gpt_long = GPT_LONG(PP_PREC_FP32), gpt_long_bf16 = GPT_LONG(PP_PREC_BF16);
+static const pp_model gpt_heads = GPT_HEADS(PP_PREC_FP32),
+                      gpt_heads_bf16 = GPT_HEADS(PP_PREC_BF16);
 
 enum { GUARD = 256 };   /* bytes after every device buffer */
 #define POISON 0xFF     /* every byte 0xFF: a NaN as float */
@@ -177,8 +207,35 @@ static void expect_close_added(const char *what, const pp_model *m, int S, int s
         w[i] = want[i] - base[i];
     }
 #define TENSOR(label, k, count) at += compare_tensor(what, label, k, s, g + at, w + at, count, t)
+    if (m->kind == PP_MODEL_GPT) { /* gpt_layout.h's order */
+        const size_t C = m->embed, GV = m->vocab, T = m->context;
+        if (s == 0) {
+            TENSOR("wte", -1, GV * C);
+            TENSOR("wpe", -1, T * C);
+        }
+        for (int k = 0; k < (int)pp_model_layers(m, s); k++) {
+            TENSOR("ln1w", k, C);
+            TENSOR("ln1b", k, C);
+            TENSOR("qkvw", k, 3 * C * C);
+            TENSOR("qkvb", k, 3 * C);
+            TENSOR("attprojw", k, C * C);
+            TENSOR("attprojb", k, C);
+            TENSOR("ln2w", k, C);
+            TENSOR("ln2b", k, C);
+            TENSOR("fcw", k, F * C);
+            TENSOR("fcb", k, F);
+            TENSOR("fcprojw", k, C * F);
+            TENSOR("fcprojb", k, C);
+        }
+        if (s == S - 1) {
+            TENSOR("lnfw", -1, C);
+            TENSOR("lnfb", -1, C);
+            TENSOR("wlm", -1, GV * C);
+        }
+        goto done;
+    }
     if (s == 0) TENSOR("E", -1, V * m->embed);
-    for (int k = 0; k < (int)m->blocks; k++) {
+    for (int k = 0; k < (int)pp_model_layers(m, s); k++) {
         TENSOR("g", k, D);
         TENSOR("beta", k, D);
         TENSOR("W1", k, F * D);
@@ -192,6 +249,7 @@ static void expect_close_added(const char *what, const pp_model *m, int S, int s
         TENSOR("Wh", -1, V * D);
         TENSOR("bh", -1, V);
     }
+done:
 #undef TENSOR
     ck_assert_uint_eq(at, n);
     free(g);
@@ -241,7 +299,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     fill(g0, np, 0.01f);
     fill(x_in, na, 1.0f);
     fill(dout, na, 0.1f);
-    for (size_t i = 0; i < m->batch * W; i++) tokens[i] = rand_byte();
+    for (size_t i = 0; i < m->batch * W; i++)
+        tokens[i] = rand_byte() % (int32_t)pp_model_vocab(m);
 
     /* Device buffers. */
     float *d_p = dev_alloc(pbytes), *d_g = dev_alloc(pbytes);
@@ -471,6 +530,25 @@ START_TEST(test_cuda_model_matches_cpu)
 }
 END_TEST
 
+/* GPT-2: the models above (first, middle, identity middle and last stages;
+ * a single stage; several attention row blocks; more heads than a group,
+ * a head-only last stage). _i < 4: fp32, else the same in bf16. */
+static const struct {
+    const pp_model *m[2];
+    int S;
+    uint64_t seed;
+} gpt_cases[4] = {{{&gpt_odd, &gpt_odd_bf16}, 4, 11},
+                  {{&gpt_one, &gpt_one_bf16}, 1, 12},
+                  {{&gpt_long, &gpt_long_bf16}, 2, 13},
+                  {{&gpt_heads, &gpt_heads_bf16}, 2, 14}};
+
+START_TEST(test_cuda_gpt_matches_cpu)
+{
+    GPU_ONLY(check_model(gpt_cases[_i % 4].m[_i / 4], gpt_cases[_i % 4].S,
+                         gpt_cases[_i % 4].seed));
+}
+END_TEST
+
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
@@ -479,6 +557,7 @@ Suite *model_cuda_suite(void) {
     TCase *tc = tcase_create("model_cuda");
     tcase_set_timeout(tc, 120); /* the first CUDA call of a process is slow */
     tcase_add_loop_test(tc, test_cuda_model_matches_cpu, 0, 10);
+    tcase_add_loop_test(tc, test_cuda_gpt_matches_cpu, 0, 8);
     tcase_add_test(tc, test_cuda_loss_accumulates);
     suite_add_tcase(s, tc);
     return s;

@@ -49,6 +49,20 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             int lda, const void *B, cudaDataType_t Btype, int ldb,
                             const void *beta, void *C, cudaDataType_t Ctype, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C, int ldc,
+                                         long long strideC, int batchCount);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType_t Atype,
+                                          int lda, long long strideA, const void *B,
+                                          cudaDataType_t Btype, int ldb, long long strideB,
+                                          const void *beta, void *C, cudaDataType_t Ctype,
+                                          int ldc, long long strideC, int batchCount,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
 cublasStatus_t cublasSscal(cublasHandle_t h, int n, const float *alpha, float *x, int incx);
 #ifdef __cplusplus
 }

@@ -1,0 +1,455 @@
+/* gpt_cuda.cu - GPT-2's pipeline stages on a GPU (see model_cuda.h;
+ * model_cuda.cu dispatches here for PP_MODEL_GPT): the twin of gpt.c,
+ * layer for layer, with the GEMMs on cuBLAS (cuda_stage.h's gemm_w and
+ * gemm_grad), the attention on attention_cuda.h (cuBLAS strided-batched
+ * GEMMs over heads and the row-block kernels) and everything else in the
+ * kernels of cuda_kernels.h. The notation is gpt_layout.h's: B = batch,
+ * T = context, C = embed, NH = heads, hs = C / NH, F = ffn, V = vocab,
+ * L = this stage's layers, BT = B * T rows.
+ *
+ * Layouts: gpt_layout.h's, the CPU's own, for the parameters (a params or
+ * grads array may be copied between the CPU and the GPU as it is), the
+ * stash and the workspace, so pp_stage_stash_bytes (_split) and
+ * pp_stage_workspace_bytes bound what a stage uses by construction. The
+ * attention's row blocks use the workspace's att region, no more
+ * (attention_cuda.h).
+ * Two regions of the last stage's stash hold something else on the GPU, as
+ * on mlp_cuda.cu, because its forward computes the loss gradient in the
+ * same pass as the loss (pp_cu_softmax_xent_fused):
+ *   CPU probs [BT][V] -> dlogits [BT][V] = (softmax - onehot) * loss_scale,
+ *                        written by F, read by B and W (never modified)
+ *   targets   [BT]    -> the targets too (each position's next token,
+ *                        gathered from the tokens), F's only
+ * and the split region's wdlogits is unused (W reads dlogits where F left
+ * them). The rows' cross-entropy [BT] is F's scratch in the workspace's dx
+ * region. Everything else has gpt_layout.h's meaning.
+ *
+ * Layer l (llm.c's order), forward:
+ *   ln1 = LN1(x); qkv = ln1 qkvw^T + qkvb; atty = attention(qkv) (lse kept);
+ *   res = (atty attprojw^T + x) + attprojb; ln2 = LN2(res);
+ *   fch = ln2 fcw^T + fcb, fcg = gelu(fch); y = (fcg fcprojw^T + res) + fcprojb.
+ * Backward from dy: dh = (dy fcprojw) * gelu'(fch); dln2 = dh fcw;
+ *   dres = dy + LN2'(dln2); datt = dres attprojw; dqkv = attention'(datt);
+ *   dln1 = dqkv qkvw; dx = dres + LN1'(dln1); the weight gradients from
+ *   dy, dh, dln2, dres, dqkv and dln1 (fused: as soon as each exists; a
+ *   split backward's B saves those six in the stash's split region and W
+ *   computes the same gradients in the same order).
+ * The head: lnf = LNf(xf); logits = lnf wlm^T (no bias); the loss. Its
+ *   backward: dlnf = dlogits wlm; dwlm += dlogits^T lnf; dxf = LNf'(dlnf).
+ * The first stage: x0 = wte[token] + wpe[t]; its backward scatters dx0.
+ *
+ * Precision bf16 (gpt.c's rule): every GEMM with a weight takes bf16
+ * operands (the compute copy, and the activation rounded into the
+ * workspace's ca region) and accumulates in fp32; both operands of a
+ * weight-gradient GEMM are rounded (ca, cb); the attention gets qkv rounded
+ * to bf16 into ca and, in the backward, its dout (datt) into cb, and rounds
+ * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
+ * norms, GELU, the softmax, the loss and every gradient stay fp32.
+ *
+ * Fused epilogues (gemm_lt.h; ppvm --epilogues, on by default), as in
+ * mlp_cuda.cu: where cuBLASLt's heuristic offers an algorithm, qkv's GEMM
+ * takes its bias (BIAS), the two residual projections their residual and
+ * bias (C = x or res with beta 1, then BIAS: the order of
+ * pp_cu_residual_bias_add), fc its bias and GELU (GELU_AUX_BIAS, aux =
+ * fch), and the backward's dy fcprojw GELU's derivative (DGELU, aux =
+ * fch); otherwise, and with the epilogues off, the GEMM and its kernel. In
+ * bf16 only DGELU (the bias epilogues take fp32 biases); the GELU ones
+ * need F a multiple of 8. The head has no bias: a plain GEMM.
+ *
+ * Every call only enqueues work on the context's stream. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_cuda.h"
+#include "cuda_stage.h"
+#include "gpt_layout.h"
+
+extern "C" {
+#include "model.h"
+}
+
+typedef struct {
+    gpt_shape sh;
+    gpt_param_layout P;
+    gpt_stash_layout L;
+    gpt_work_layout Wk;
+    size_t BT;
+} layouts;
+
+static layouts layouts_of(const pp_model *m, int S, int s)
+{
+    layouts y;
+    y.sh = gpt_shape_of(m, S, s);
+    y.P = gpt_param_layout_of(&y.sh);
+    y.L = gpt_stash_layout_of(&y.sh);
+    y.Wk = gpt_work_layout_of(&y.sh);
+    y.BT = (size_t)y.sh.B * (size_t)y.sh.T;
+    return y;
+}
+
+static run run_for(pp_cuda_model *cm, const layouts *y, void *work)
+{
+    return run_of(cm, y->sh.bf16, (char *)work + y->Wk.ca, (char *)work + y->Wk.cb);
+}
+
+static float *at(const void *base, size_t off)
+{
+    return (float *)(const_cast<char *>(static_cast<const char *>(base)) + off);
+}
+
+/* The attention's operand: x itself (fp32), or with bf16 x rounded to bf16
+ * into dst (ca or cb), the values gpt.c rounds it to (pp_round_bf16), as
+ * the bf16 the attention's GEMMs take (attention_cuda.h). */
+static const void *att_operand(const run *r, const float *x, size_t n, uint16_t *dst)
+{
+    if (!r->ca) return x;
+    return rounded(r, x, n, dst);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward                                                                   */
+
+/* Layer l's activations in the stash: written by F, read by B and W. */
+typedef struct {
+    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd,
+        *fch, *fcg;
+} layer_acts;
+
+static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
+{
+    size_t o = L->layers + (size_t)l * L->layer_stride;
+    layer_acts a = {at(stash, o),
+                    at(stash, o + L->ln1),
+                    at(stash, o + L->ln1_mean),
+                    at(stash, o + L->ln1_rstd),
+                    at(stash, o + L->qkv),
+                    at(stash, o + L->atty),
+                    at(stash, o + L->lse),
+                    at(stash, o + L->res),
+                    at(stash, o + L->ln2),
+                    at(stash, o + L->ln2_mean),
+                    at(stash, o + L->ln2_rstd),
+                    at(stash, o + L->fch),
+                    at(stash, o + L->fcg)};
+    return a;
+}
+
+template <typename W>
+static void layer_forward(const run *r, const layouts *y, const W *p, const layer_acts *a,
+                          void *work, float *out)
+{
+    const gpt_shape *sh = &y->sh;
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = sh->C, F = sh->F, bf16 = is_bf16(p);
+    cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1,
+                                      a->ln1_mean, a->ln1_rstd, r->st));
+    /* qkv = ln1 qkvw^T + qkvb: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
+    const void *ln1 = operand(r, a->ln1, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 1, BT, 3 * C, C, ln1, p + P->qkvw, bf16, epi_bias(p + P->qkvb, NULL),
+                    a->qkv)) {
+        gemm(r, 0, 1, BT, 3 * C, C, 1.0f, ln1, p + P->qkvw, bf16, 0.0f, a->qkv);
+        cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * C, r->st));
+    }
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
+    pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+                            gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
+    /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
+     * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
+    const void *atty = operand(r, a->atty, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 1, BT, C, C, atty, p + P->attprojw, bf16,
+                    epi_bias(p + P->attprojb, a->x), a->res)) {
+        gemm(r, 0, 1, BT, C, C, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
+        cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
+    }
+    cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2,
+                                      a->ln2_mean, a->ln2_rstd, r->st));
+    /* fch = ln2 fcw^T + fcb, fcg = gelu(fch): a GELU_AUX_BIAS epilogue (D =
+     * fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward */
+    const void *ln2 = operand(r, a->ln2, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 1, BT, F, C, ln2, p + P->fcw, bf16,
+                    epi_gelu_aux_bias(p + P->fcb, a->fch), a->fcg)) {
+        gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, bf16, 0.0f, a->fch);
+        cudaCheck(pp_cu_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F, r->st));
+    }
+    /* y = (fcg fcprojw^T + res) + fcprojb, as res */
+    const void *fcg = operand(r, a->fcg, y->BT * (size_t)F, p);
+    if (!gemm_fused(r, 0, 1, BT, C, F, fcg, p + P->fcprojw, bf16,
+                    epi_bias(p + P->fcprojb, a->res), out)) {
+        gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
+        cudaCheck(pp_cu_residual_bias_add(out, a->res, p + P->fcprojb, BT, C, r->st));
+    }
+}
+
+/* Where layer l's input lives: the stash for layers and the head's input;
+ * the caller's `out` for the output of a non-final stage. */
+static float *x_slot(const layouts *y, void *stash, float *out, int l)
+{
+    if (l < y->sh.L) return at(stash, y->L.layers + (size_t)l * y->L.layer_stride);
+    return y->sh.last ? at(stash, y->L.xf) : out;
+}
+
+template <typename W>
+static void head_forward(const run *r, const layouts *y, const W *params, const int32_t *tgt,
+                         void *stash, void *work, float loss_scale)
+{
+    const gpt_shape *sh = &y->sh;
+    const gpt_param_layout *P = &y->P;
+    const gpt_stash_layout *L = &y->L;
+    int BT = (int)y->BT, C = sh->C, V = sh->V;
+    float *lnf = at(stash, L->lnf), *logits = at(work, y->Wk.logits);
+    int32_t *targets = (int32_t *)at(stash, L->targets);
+    float *loss = at(work, y->Wk.dx); /* [BT] scratch */
+    cudaCheck(pp_cu_layernorm_forward(at(stash, L->xf), params + P->lnfw, params + P->lnfb, BT,
+                                      C, lnf, at(stash, L->lnf_mean), at(stash, L->lnf_rstd),
+                                      r->st));
+    gemm_w(r, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
+    cudaCheck(pp_cu_gpt_targets(tgt, sh->B, sh->T, targets, r->st));
+    cudaCheck(pp_cu_softmax_xent_fused(logits, targets, 1, BT, V, loss_scale,
+                                       at(stash, L->probs), loss, r->st));
+    cudaCheck(pp_cu_sum_into(loss, BT, r->cm->d_loss, r->st));
+}
+
+template <typename W>
+static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
+                    const void *in, const int32_t *tgt, void *stash, void *work, float *out,
+                    float loss_scale)
+{
+    layouts y = layouts_of(m, S, s);
+    const gpt_shape *sh = &y.sh;
+    const run rr = run_for(cm, &y, work), *r = &rr;
+    float *x0 = x_slot(&y, stash, out, 0);
+    if (sh->first) {
+        int32_t *tokens = (int32_t *)at(stash, y.L.tokens);
+        copy_d2d(r, tokens, in, pp_tokens_bytes(m));
+        cudaCheck(pp_cu_embedding_pos_forward(tokens, sh->B, sh->T, params + y.P.wte,
+                                              params + y.P.wpe, sh->C, x0, r->st));
+    } else {
+        copy_d2d(r, x0, in, pp_act_bytes(m)); /* nothing when in is out (L == 0) */
+    }
+    for (int l = 0; l < sh->L; l++) {
+        layer_acts a = layer_acts_of(&y.L, stash, l);
+        layer_forward(r, &y, params + y.P.layers + (size_t)l * y.P.layer_stride, &a, work,
+                      x_slot(&y, stash, out, l + 1));
+    }
+    if (sh->last) head_forward(r, &y, params, tgt, stash, work, loss_scale);
+}
+
+static void gpt_forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                        const void *in, const int32_t *tgt, void *stash, void *work, float *out,
+                        float loss_scale)
+{
+    if (m->precision == PP_PREC_BF16)
+        forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, work, out, loss_scale);
+    else
+        forward(cm, m, S, s, (const float *)weights, in, tgt, stash, work, out, loss_scale);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backward                                                                  */
+
+/* The gradients a layer's weight gradients are computed from: in the
+ * workspace (fused backward) or in the stash's split region (B of a split
+ * backward, for W). dln2 and dln1 share the workspace's dln. */
+typedef struct {
+    float *dy, *dh, *dln2, *dres, *dqkv, *dln1;
+} layer_grads;
+
+static layer_grads layer_grads_split(const gpt_stash_layout *L, const void *stash, int l)
+{
+    size_t o = L->wlayers + (size_t)l * L->wlayer_stride;
+    layer_grads g = {at(stash, o),           at(stash, o + L->wdh),   at(stash, o + L->wdln2),
+                     at(stash, o + L->wdres), at(stash, o + L->wdqkv), at(stash, o + L->wdln1)};
+    return g;
+}
+
+static layer_grads layer_grads_work(const gpt_work_layout *Wk, void *work, const float *dy)
+{
+    layer_grads g = {const_cast<float *>(dy), at(work, Wk->dh),   at(work, Wk->dln),
+                     at(work, Wk->dres),      at(work, Wk->dqkv), at(work, Wk->dln)};
+    return g;
+}
+
+/* Layer weight gradients (grads g at the layer's start): the MLP's from dy
+ * and dh, ln2's from dln2, the attention projection's from dres, qkv's
+ * from dqkv, ln1's from dln1. The layer-norm halves need dln2 and dln1
+ * distinct only in a split W; the fused walk calls the parts as each
+ * gradient exists (dln is reused). */
+static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts *a,
+                      const float *dy, const float *dh, const float *dln2)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
+    gemm_grad(r, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
+    cudaCheck(pp_cu_bias_grad(dy, BT, C, g + P->fcprojb, r->st));
+    gemm_grad(r, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
+    cudaCheck(pp_cu_bias_grad(dh, BT, F, g + P->fcb, r->st));
+    cudaCheck(pp_cu_layernorm_backward(a->res, (const float *)NULL, a->ln2_mean, a->ln2_rstd,
+                                       dln2, BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
+}
+
+static void grads_att(const run *r, const layouts *y, float *g, const layer_acts *a,
+                      const float *dres, const float *dqkv, const float *dln1)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C;
+    gemm_grad(r, 1, 0, C, C, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
+    cudaCheck(pp_cu_bias_grad(dres, BT, C, g + P->attprojb, r->st));
+    gemm_grad(r, 1, 0, 3 * C, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
+    cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * C, g + P->qkvb, r->st));
+    cudaCheck(pp_cu_layernorm_backward(a->x, (const float *)NULL, a->ln1_mean, a->ln1_rstd, dln1,
+                                       BT, C, NULL, g + P->ln1w, g + P->ln1b, r->st));
+}
+
+/* The reverse of layer_forward from dy = d(layer output), into dst (which
+ * may be dy's buffer: dy is consumed before dst is written). g: the
+ * layer's weight gradients (fused), or NULL (split: d holds the stash's
+ * regions, and dy is saved there first). */
+template <typename W>
+static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
+                           const layer_acts *a, const layer_grads *d, const float *dy,
+                           void *work, float *dst)
+{
+    const gpt_shape *sh = &y->sh;
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = sh->C, F = sh->F;
+    size_t xbytes = y->BT * (size_t)C * sizeof(float);
+    float *datt = at(work, y->Wk.datt);
+    if (!g) copy_d2d(r, d->dy, dy, xbytes);
+    /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
+     * GEMM and pp_cu_gelu_backward */
+    const void *dyo = operand(r, dy, y->BT * (size_t)C, p);
+    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(a->fch),
+                    d->dh)) {
+        gemm(r, 0, 0, BT, F, C, 1.0f, dyo, p + P->fcprojw, is_bf16(p), 0.0f, d->dh);
+        cudaCheck(pp_cu_gelu_backward(a->fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
+    }
+    /* dln2 = dh fcw */
+    gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
+    if (g) grads_mlp(r, y, g, a, dy, d->dh, d->dln2);
+    /* dres = dy + LN2'(dln2) */
+    copy_d2d(r, d->dres, dy, xbytes);
+    cudaCheck(pp_cu_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2,
+                                       BT, C, d->dres, NULL, NULL, r->st));
+    /* datt = dres attprojw; dqkv = the attention's backward */
+    gemm_w(r, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, datt);
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
+    const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
+    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
+                             sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
+    /* dln1 = dqkv qkvw */
+    gemm_w(r, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    if (g) grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
+    /* dx = dres + LN1'(dln1) */
+    copy_d2d(r, dst, d->dres, xbytes);
+    cudaCheck(pp_cu_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT,
+                                       C, dst, NULL, NULL, r->st));
+}
+
+static void head_weight_grads(const run *r, const layouts *y, float *grads, const void *stash,
+                              const float *dlnf)
+{
+    const gpt_param_layout *P = &y->P;
+    const gpt_stash_layout *L = &y->L;
+    int BT = (int)y->BT, C = y->sh.C, V = y->sh.V;
+    gemm_grad(r, 1, 0, V, C, BT, at(stash, L->probs), at(stash, L->lnf), grads + P->wlm);
+    cudaCheck(pp_cu_layernorm_backward(at(stash, L->xf), (const float *)NULL,
+                                       at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf, BT,
+                                       C, NULL, grads + P->lnfw, grads + P->lnfb, r->st));
+}
+
+/* The backward walk, fused (grads non-NULL) or the input half of a split
+ * backward (grads NULL: what W needs goes to the stash's split region). */
+template <typename W>
+static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
+                          float *grads, const void *stash, void *work, const float *dout,
+                          float *din)
+{
+    layouts y = layouts_of(m, S, s);
+    const gpt_shape *sh = &y.sh;
+    const gpt_param_layout *P = &y.P;
+    const gpt_stash_layout *L = &y.L;
+    const run rr = run_for(cm, &y, work), *r = &rr;
+    int BT = (int)y.BT, C = sh->C, V = sh->V;
+    float *dx = at(work, y.Wk.dx);
+
+    const float *dy = dout;
+    if (sh->last) {
+        float *dst = (sh->L == 0 && !sh->first) ? din : dx;
+        float *dlnf = grads ? at(work, y.Wk.dln) : at(stash, L->wdlnf);
+        gemm_w(r, 0, 0, BT, C, V, at(stash, L->probs), params + P->wlm, 0.0f, dlnf);
+        if (grads) head_weight_grads(r, &y, grads, stash, dlnf);
+        cudaCheck(cudaMemsetAsync(dst, 0, y.BT * (size_t)C * sizeof(float), r->st));
+        cudaCheck(pp_cu_layernorm_backward(at(stash, L->xf), params + P->lnfw,
+                                           at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf,
+                                           BT, C, dst, NULL, NULL, r->st));
+        dy = dst;
+    }
+    for (int l = sh->L - 1; l >= 0; l--) {
+        layer_acts a = layer_acts_of(L, stash, l);
+        size_t pl = P->layers + (size_t)l * P->layer_stride;
+        float *dst = (l == 0 && !sh->first) ? din : dx;
+        layer_grads d = grads ? layer_grads_work(&y.Wk, work, dy) : layer_grads_split(L, stash, l);
+        layer_backward(r, &y, params + pl, grads ? grads + pl : NULL, &a, &d, dy, work, dst);
+        dy = dst;
+    }
+    if (sh->first) {
+        const int32_t *tokens = (const int32_t *)at(stash, L->tokens);
+        if (grads)
+            cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, dy, C, grads + P->wte,
+                                                   grads + P->wpe, r->st));
+        else
+            copy_d2d(r, at(stash, L->wdx0), dy, y.BT * (size_t)C * sizeof(float));
+    } else {
+        copy_d2d(r, din, dy, pp_act_bytes(m)); /* a middle stage without layers */
+    }
+}
+
+static void gpt_backward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                         float *grads, const void *stash, void *work, const float *dout,
+                         float *din)
+{
+    if (m->precision == PP_PREC_BF16)
+        backward_walk(cm, m, S, s, (const uint16_t *)weights, grads, stash, work, dout, din);
+    else
+        backward_walk(cm, m, S, s, (const float *)weights, grads, stash, work, dout, din);
+}
+
+static void gpt_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                               const void *weights, void *stash, void *work, const float *dout,
+                               float *din)
+{
+    if (m->precision == PP_PREC_BF16)
+        backward_walk(cm, m, S, s, (const uint16_t *)weights, NULL, stash, work, dout, din);
+    else
+        backward_walk(cm, m, S, s, (const float *)weights, NULL, stash, work, dout, din);
+}
+
+/* Exactly the weight-gradient work of the fused walk, in its order, from
+ * what B saved (with bf16 rounding the same operands again). */
+static void gpt_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
+                                float *grads, const void *stash, void *work)
+{
+    layouts y = layouts_of(m, S, s);
+    const gpt_shape *sh = &y.sh;
+    const gpt_param_layout *P = &y.P;
+    const gpt_stash_layout *L = &y.L;
+    const run rr = run_for(cm, &y, work), *r = &rr;
+    if (sh->last) head_weight_grads(r, &y, grads, stash, at(stash, L->wdlnf));
+    for (int l = sh->L - 1; l >= 0; l--) {
+        layer_acts a = layer_acts_of(L, stash, l);
+        layer_grads d = layer_grads_split(L, stash, l);
+        float *g = grads + P->layers + (size_t)l * P->layer_stride;
+        grads_mlp(r, &y, g, &a, d.dy, d.dh, d.dln2);
+        grads_att(r, &y, g, &a, d.dres, d.dqkv, d.dln1);
+    }
+    if (sh->first) {
+        const int32_t *tokens = (const int32_t *)at(stash, L->tokens);
+        cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, at(stash, L->wdx0), sh->C,
+                                               grads + P->wte, grads + P->wpe, r->st));
+    }
+}
+
+extern const pp_cuda_model_impl pp_cuda_model_gpt = {gpt_forward, gpt_backward,
+                                                     gpt_backward_input, gpt_backward_weight};
