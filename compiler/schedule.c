@@ -309,7 +309,12 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
                            : "context, embed, ffn, blocks, batch";
     int seen[8] = {0};
     pp_expr *heads_expr = NULL;
-    sch->model = model_defaults(kind);
+    /* The sizes start from the kind's defaults; the optimizer and precision
+     * lines are statements of their own, which may come before this one. */
+    pp_model m = model_defaults(kind);
+    m.optimizer = sch->model.optimizer;
+    m.precision = sch->model.precision;
+    sch->model = m;
     for (pp_stmt *f = st->body; f; f = f->next) {
         int k = 0;
         while (k < nf && strcmp(fields[k].name, f->name) != 0)

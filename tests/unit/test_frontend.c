@@ -452,6 +452,20 @@ START_TEST(test_model_gpt)
     ck_assert_ptr_null(r.sch.model.layers);
     fe_free(&r);
 
+    /* optimizer and precision lines before the model block still count */
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\noptimizer adamw\nprecision bf16\n"
+                                       "model gpt { layers = 2 }\n",
+                              NULL, 0),
+                     0);
+    ck_assert_int_eq(r.sch.model.optimizer, PP_OPT_ADAMW);
+    ck_assert_int_eq(r.sch.model.precision, PP_PREC_BF16);
+    fe_free(&r);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\noptimizer adamw\nmodel { blocks = 2 }\n",
+                              NULL, 0),
+                     0);
+    ck_assert_int_eq(r.sch.model.optimizer, PP_OPT_ADAMW);
+    fe_free(&r);
+
     char *text;
     int n = check_src(HEAD "compute(s,b,d) = 0\nmodel gtp { layers = 1 }\n", NULL, 0, &text);
     ck_assert_int_ge(n, 1);
