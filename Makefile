@@ -38,14 +38,17 @@ CUDA_SRC    := $(wildcard kernels/*.cu)
 endif
 
 # Demo settings (override on the command line: make demo STEPS=50)
-STEPS ?= 200
 # make demo MODEL=gpt trains a small GPT-2 (schedules/1f1b-gpt.pp) instead of
-# the mlp demo model.
+# the mlp demo model, with a GPT recipe's AdamW (a short warmup, beta2 0.95).
 MODEL ?= mlp
 ifeq ($(MODEL),gpt)
 DEMO_SCHEDULE ?= schedules/1f1b-gpt.pp
+DEMO_FLAGS ?= --lr 6e-3 --adam-beta2 0.95 --warmup 20
+STEPS ?= 400
 else
 DEMO_SCHEDULE ?= schedules/gpipe.pp
+DEMO_FLAGS ?=
+STEPS ?= 200
 endif
 DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
@@ -219,7 +222,7 @@ test: deps
 demo: deps
 	$(MAKE) all
 	./bin/ppc $(DEMO_SCHEDULE) -o out/demo
-	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS)
+	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS) $(DEMO_FLAGS)
 
 # Benchmarks (not tests: printed tables, measured in one run).
 bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)

@@ -15,13 +15,17 @@ trap 'rm -rf "$out"' EXIT
 export OPENBLAS_NUM_THREADS=1
 printf '%-16s %5s %6s %10s %12s %12s %10s\n' schedule ranks steps "last loss" samples/s \
   "step ms" GFLOP/s
-for file in gpipe.pp 1f1b-gpt.pp; do
+# Each demo with the flags make demo gives it (the Makefile's DEMO_FLAGS).
+for case in "gpipe.pp|" "1f1b-gpt.pp|--lr 6e-3 --adam-beta2 0.95 --warmup 20"; do
+  IFS='|' read -r file flags <<< "$case"
   "$root/bin/ppc" "$root/schedules/$file" -o "$out/plan" -q --no-pictures
   np=$(ls "$out"/plan/rank*.bin | wc -l)
   B=$(sed -n 's/^; rank 0 of [0-9]*, S=[0-9]* stages, B=\([0-9]*\) microbatches/\1/p' \
         "$out/plan/rank0.txt")
   flops=$("$root/bin/model_bench" --flops "$root/schedules/$file")
-  $mpirun -np "$np" "$root/bin/ppvm" --backend cpu "$out/plan" --steps "$steps" > "$out/run.txt"
+  # shellcheck disable=SC2086 # flags is a list of flags
+  $mpirun -np "$np" "$root/bin/ppvm" --backend cpu "$out/plan" --steps "$steps" $flags \
+    > "$out/run.txt"
   loss=$(awk '/^step/ { l = $4 } END { print l }' "$out/run.txt")
   read -r ms sps < <(awk '/^step/ { for (i = 1; i <= NF; i++) { if ($i == "time") t = $(i + 1);
                                       if ($i == "samples/s") s = $(i + 1) } print t, s }' \
