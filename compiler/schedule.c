@@ -269,21 +269,21 @@ typedef struct {
 } model_field;
 
 static const model_field mlp_fields[] = {
-    {"context", offsetof(pp_model, context), 1, 4096, 0},
-    {"embed", offsetof(pp_model, embed), 1, 65536, 0},
-    {"ffn", offsetof(pp_model, ffn), 1, 1 << 20, 0},
+    {"context", offsetof(pp_model, context), 1, PP_MAX_CONTEXT, 0},
+    {"embed", offsetof(pp_model, embed), 1, PP_MAX_EMBED, 0},
+    {"ffn", offsetof(pp_model, ffn), 1, PP_MAX_FFN, 0},
     {"blocks", offsetof(pp_model, blocks), 0, PP_MAX_LAYERS, 1},
-    {"batch", offsetof(pp_model, batch), 1, 1 << 20, 0},
+    {"batch", offsetof(pp_model, batch), 1, PP_MAX_BATCH, 0},
 };
 
 static const model_field gpt_fields[] = {
     {"vocab", offsetof(pp_model, vocab), 2, PP_MAX_VOCAB, 0},
-    {"context", offsetof(pp_model, context), 1, 4096, 0},
-    {"embed", offsetof(pp_model, embed), 1, 65536, 0},
-    {"heads", offsetof(pp_model, heads), 1, 4096, 0},
-    {"ffn", offsetof(pp_model, ffn), 1, 1 << 20, 0},
+    {"context", offsetof(pp_model, context), 1, PP_MAX_CONTEXT, 0},
+    {"embed", offsetof(pp_model, embed), 1, PP_MAX_EMBED, 0},
+    {"heads", offsetof(pp_model, heads), 1, PP_MAX_HEADS, 0},
+    {"ffn", offsetof(pp_model, ffn), 1, PP_MAX_FFN, 0},
     {"layers", offsetof(pp_model, blocks), 0, PP_MAX_LAYERS, 1},
-    {"batch", offsetof(pp_model, batch), 1, 1 << 20, 0},
+    {"batch", offsetof(pp_model, batch), 1, PP_MAX_BATCH, 0},
 };
 
 #define NFIELDS(a) ((int)(sizeof a / sizeof a[0]))
@@ -349,10 +349,18 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
             heads_expr = f->expr;
         *(uint32_t *)((char *)&sch->model + fields[k].offset) = (uint32_t)v;
     }
+    if (kind == PP_MODEL_GPT && !seen[4]) /* ffn */
+        sch->model.ffn = 4 * sch->model.embed;
+    if (pp_model_widest_elems(&sch->model) > PP_MAX_TENSOR_ELEMS)
+        diag_error(sch->diag, st->loc,
+                   "model %s: its widest activation tensor (%s) would have %llu elements, more "
+                   "than the kernels can index (%llu): make batch, context or the widths smaller",
+                   pp_model_kind_name(kind),
+                   kind == PP_MODEL_GPT ? "batch * context rows of max(3 * embed, ffn, vocab)"
+                                        : "batch rows of max(context * embed, ffn, 256)",
+                   (unsigned long long)pp_model_widest_elems(&sch->model), PP_MAX_TENSOR_ELEMS);
     if (kind != PP_MODEL_GPT)
         return;
-    if (!seen[4]) /* ffn */
-        sch->model.ffn = 4 * sch->model.embed;
     if (sch->model.embed % sch->model.heads != 0) {
         if (heads_expr)
             diag_error(sch->diag, heads_expr->loc,

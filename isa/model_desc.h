@@ -28,6 +28,18 @@
 #define PP_VOCAB 256 /* the mlp model's vocabulary: bytes */
 #define PP_MAX_VOCAB (1u << 20) /* gpt: GPT-2's 50257 and more; tokens fit an int32 */
 #define PP_MAX_LAYERS 1024u     /* blocks or layers of one stage */
+/* The other fields' ranges, which ppc enforces and the plan reader checks
+ * again (a plan file is input like any other): within them every size the
+ * model layouts compute fits a size_t with room to spare. */
+#define PP_MAX_CONTEXT 4096u
+#define PP_MAX_EMBED 65536u
+#define PP_MAX_HEADS 4096u
+#define PP_MAX_FFN (1u << 20)
+#define PP_MAX_BATCH (1u << 20)
+/* The kernels count the elements of one activation tensor in an int (and
+ * pass its rows to the GEMMs as an int), so the widest one must stay below
+ * 2^31: see pp_model_widest_elems. */
+#define PP_MAX_TENSOR_ELEMS 2147483647ull
 
 typedef enum { PP_MODEL_MLP = 0, PP_MODEL_GPT = 1, PP_MODEL_COUNT } pp_model_kind;
 
@@ -68,6 +80,32 @@ static inline uint32_t pp_model_vocab(const pp_model *m)
 static inline uint32_t pp_model_predictions(const pp_model *m)
 {
     return m->kind == PP_MODEL_GPT ? m->context : 1;
+}
+
+/* Elements of the model's widest activation tensor of one microbatch:
+ * gpt: batch*context rows of max(3*embed, ffn, vocab) (qkv, the MLP's
+ * hidden layer, the logits); mlp: batch rows of max(context*embed, ffn,
+ * 256). At most PP_MAX_TENSOR_ELEMS for a model to be run. Fields within
+ * the PP_MAX_* ranges cannot overflow the uint64 arithmetic. */
+static inline uint64_t pp_model_widest_elems(const pp_model *m)
+{
+    uint64_t rows, w;
+    if (m->kind == PP_MODEL_GPT) {
+        rows = (uint64_t)m->batch * m->context;
+        w = 3 * (uint64_t)m->embed;
+        if (w < m->ffn)
+            w = m->ffn;
+        if (w < m->vocab)
+            w = m->vocab;
+    } else {
+        rows = m->batch;
+        w = (uint64_t)m->context * m->embed;
+        if (w < m->ffn)
+            w = m->ffn;
+        if (w < PP_VOCAB)
+            w = PP_VOCAB;
+    }
+    return rows * w;
 }
 
 static inline const char *pp_model_kind_name(uint32_t kind)

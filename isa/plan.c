@@ -556,8 +556,11 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
     REQUIRE(p->B >= 1, "header: B is 0 (expected at least 1 microbatch)");
     REQUIRE(p->model.kind < PP_MODEL_COUNT,
             "model: kind %" PRIu32 " is unknown (expected 0 for mlp or 1 for gpt)", p->model.kind);
-    REQUIRE(p->model.context >= 1, "model: context is 0 (expected at least 1 token)");
-    REQUIRE(p->model.embed >= 1, "model: embed is 0 (expected at least 1)");
+    REQUIRE(p->model.context >= 1 && p->model.context <= PP_MAX_CONTEXT,
+            "model: context is %" PRIu32 " (expected 1 to %u tokens)", p->model.context,
+            PP_MAX_CONTEXT);
+    REQUIRE(p->model.embed >= 1 && p->model.embed <= PP_MAX_EMBED,
+            "model: embed is %" PRIu32 " (expected 1 to %u)", p->model.embed, PP_MAX_EMBED);
     if (p->model.kind == PP_MODEL_MLP) {
         REQUIRE(p->model.vocab == PP_VOCAB,
                 "model: mlp vocab is %" PRIu32 " (expected %u: the mlp model reads bytes)",
@@ -568,13 +571,20 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
         REQUIRE(p->model.vocab >= 2 && p->model.vocab <= PP_MAX_VOCAB,
                 "model: gpt vocab is %" PRIu32 " (expected 2 to %u)", p->model.vocab,
                 PP_MAX_VOCAB);
-        REQUIRE(p->model.heads >= 1 && p->model.embed % p->model.heads == 0,
-                "model: gpt heads is %" PRIu32 " (expected at least 1, dividing embed %" PRIu32
-                ")",
-                p->model.heads, p->model.embed);
+        REQUIRE(p->model.heads >= 1 && p->model.heads <= PP_MAX_HEADS &&
+                    p->model.embed % p->model.heads == 0,
+                "model: gpt heads is %" PRIu32 " (expected 1 to %u, dividing embed %" PRIu32 ")",
+                p->model.heads, PP_MAX_HEADS, p->model.embed);
     }
-    REQUIRE(p->model.ffn >= 1, "model: ffn is 0 (expected at least 1)");
-    REQUIRE(p->model.batch >= 1, "model: batch is 0 (expected at least 1 sample)");
+    REQUIRE(p->model.ffn >= 1 && p->model.ffn <= PP_MAX_FFN,
+            "model: ffn is %" PRIu32 " (expected 1 to %u)", p->model.ffn, PP_MAX_FFN);
+    REQUIRE(p->model.batch >= 1 && p->model.batch <= PP_MAX_BATCH,
+            "model: batch is %" PRIu32 " (expected 1 to %u samples)", p->model.batch,
+            PP_MAX_BATCH);
+    REQUIRE(pp_model_widest_elems(&p->model) <= PP_MAX_TENSOR_ELEMS,
+            "model: its widest activation tensor has %" PRIu64
+            " elements (expected at most %llu: the kernels index with int)",
+            pp_model_widest_elems(&p->model), PP_MAX_TENSOR_ELEMS);
     REQUIRE(p->model.optimizer < PP_OPT_COUNT,
             "model: optimizer %" PRIu32 " is unknown (expected 0 for sgd or 1 for adamw)",
             p->model.optimizer);

@@ -492,6 +492,17 @@ START_TEST(test_model_gpt)
     ck_has(text, "t.pp:5:9: error: unknown mlp model field 'layers' (fields are context, "
                  "embed, ffn, blocks, batch)\n");
     free(text);
+
+    /* Every field in range, but the widest tensor past the kernels' int
+     * (the plan reader refuses such a plan too). */
+    n = check_src(HEAD "compute(s,b,d) = 0\nmodel gpt { vocab = 1048576; context = 4096; "
+                       "batch = 1048576 }\n",
+                  NULL, 0, &text);
+    ck_assert_int_eq(n, 1);
+    ck_has(text, "t.pp:5:1: error: model gpt: its widest activation tensor (batch * context rows "
+                 "of max(3 * embed, ffn, vocab)) would have 4503599627370496 elements, more than "
+                 "the kernels can index (2147483647): make batch, context or the widths smaller\n");
+    free(text);
 }
 END_TEST
 

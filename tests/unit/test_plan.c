@@ -393,7 +393,7 @@ START_TEST(test_model_gpt_header)
     a.model.kind = PP_MODEL_GPT;
     a.model.heads = 3;
     expect_valid(&a, PP_PLAN_EHEADER,
-                 "model: gpt heads is 3 (expected at least 1, dividing embed 16)");
+                 "model: gpt heads is 3 (expected 1 to 4096, dividing embed 16)");
     a.model.heads = 4;
     a.model.vocab = 1;
     expect_valid(&a, PP_PLAN_EHEADER, "model: gpt vocab is 1 (expected 2 to 1048576)");
@@ -404,6 +404,57 @@ START_TEST(test_model_gpt_header)
     a.model.kind = PP_MODEL_MLP;
     expect_valid(&a, PP_PLAN_EHEADER,
                  "model: mlp vocab is 1000 (expected 256: the mlp model reads bytes)");
+    pp_plan_free(&a);
+}
+END_TEST
+
+/* A hostile plan's model sizes are refused before anything is sized with
+ * them: each field has ppc's range (beyond it the layouts' size_t
+ * arithmetic and the shapes' int casts wrap: context 2^32-1 made
+ * context + 1 zero and gpt's T negative, and the reference then failed
+ * silently), and the widest activation tensor must fit the kernels' int. */
+START_TEST(test_model_size_bounds)
+{
+    pp_plan a;
+    build_plan(&a);
+    a.model.context = UINT32_MAX;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: context is 4294967295 (expected 1 to 4096 tokens)");
+    a.model.context = 8;
+    a.model.embed = 65537;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: embed is 65537 (expected 1 to 65536)");
+    a.model.embed = 16;
+    a.model.ffn = (1u << 20) + 1;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: ffn is 1048577 (expected 1 to 1048576)");
+    a.model.ffn = 256;
+    a.model.batch = UINT32_MAX;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: batch is 4294967295 (expected 1 to 1048576 samples)");
+    /* mlp: 2^20 samples of 4096 * 16 floats */
+    a.model.batch = 1u << 20;
+    a.model.context = 4096;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: its widest activation tensor has 68719476736 elements (expected at most "
+                 "2147483647: the kernels index with int)");
+    a.model.batch = 16;
+    a.model.context = 8;
+    a.model.kind = PP_MODEL_GPT;
+    a.model.vocab = 1000;
+    a.model.heads = 8192;
+    a.model.embed = 8192;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: gpt heads is 8192 (expected 1 to 4096, dividing embed 8192)");
+    /* gpt: 2^20 * 4096 rows */
+    a.model.heads = 4;
+    a.model.embed = 16;
+    a.model.batch = 1u << 20;
+    a.model.context = 4096;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: its widest activation tensor has 4294967296000 elements (expected at "
+                 "most 2147483647: the kernels index with int)");
+    a.model.batch = 16;
+    a.model.context = 8;
+    char err[256];
+    ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     pp_plan_free(&a);
 }
 END_TEST
@@ -993,6 +1044,7 @@ Suite *plan_suite(void)
     tcase_add_test(val, test_validate_header);
     tcase_add_test(val, test_validate_groups);
     tcase_add_test(val, test_validate_transfer_groups);
+    tcase_add_test(val, test_model_size_bounds);
     tcase_add_test(val, test_validate_optional_slots);
     suite_add_tcase(s, val);
 
