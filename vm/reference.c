@@ -36,8 +36,13 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
     float *grad[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     int32_t *tokens = malloc(pp_tokens_bytes(m));
     if (!params || !grads || !state || !compute || !stash || !work || !act[0] || !act[1] ||
-        !grad[0] || !grad[1] || !tokens)
+        !grad[0] || !grad[1] || !tokens) {
+        fprintf(stderr,
+                "ppvm: out of memory allocating the reference's buffers (workspace %zu bytes, "
+                "activations %zu bytes each)\n",
+                work_bytes, pp_act_bytes(m));
         goto out;
+    }
     for (int s = 0; s < S; s++) {
         size_t n = pp_stage_param_count(m, S, s);
         params[s] = malloc(n * sizeof(float));
@@ -45,14 +50,21 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
         stash[s] = aligned_alloc(64, (pp_stage_stash_bytes(m, S, s) + 63) / 64 * 64);
         size_t nstate = pp_optimizer_state_floats(m->optimizer) * n;
         state[s] = nstate ? calloc(nstate, sizeof(float)) : NULL;
-        if (!params[s] || !grads[s] || !stash[s] || (nstate && !state[s]))
+        if (!params[s] || !grads[s] || !stash[s] || (nstate && !state[s])) {
+            fprintf(stderr,
+                    "ppvm: out of memory allocating stage %d of the reference (%zu weights, "
+                    "stash %zu bytes)\n",
+                    s, n, pp_stage_stash_bytes(m, S, s));
             goto out;
+        }
         pp_stage_init(m, S, s, opts->seed, params[s]);
         compute[s] = params[s];
         if (m->precision != PP_PREC_FP32) {
             compute[s] = malloc(pp_stage_compute_bytes(m, S, s) + 1);
-            if (!compute[s])
+            if (!compute[s]) {
+                fprintf(stderr, "ppvm: out of memory allocating stage %d's compute copy\n", s);
                 goto out;
+            }
             pp_stage_compute_copy(m, S, s, params[s], compute[s]);
         }
     }
@@ -101,8 +113,6 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
             rc = 1;
         }
 out:
-    if (rc && !params)
-        fprintf(stderr, "ppvm: out of memory\n");
     for (int s = 0; s < S; s++) {
         if (compute && params && compute[s] != params[s])
             free(compute[s]);

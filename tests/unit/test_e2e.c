@@ -175,6 +175,32 @@ START_TEST(compare_tolerances)
 }
 END_TEST
 
+/* The reference says when it cannot allocate (it exited 1 with no word
+ * when a stage's buffers or its workspace did not fit): a GPT whose
+ * embedding table alone is 4 GiB, under a 2 GiB address space limit. */
+START_TEST(reference_out_of_memory)
+{
+    char *dir = temp_dir(), path[4096], cmd[8192];
+    snprintf(path, sizeof path, "%s/big.pp", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("param S = 1\nparam B = 1\nparam W = 1\ncompute(s,b,d) = s\nweights(s,b,d) = s\n"
+          "priority(s,b,d) = b\nmodel gpt { vocab = 1048576; context = 16; embed = 1024;\n"
+          "  heads = 1; ffn = 16; layers = 0; batch = 1 }\n",
+          f);
+    fclose(f);
+    char *plan = compile_plan(path, "");
+    snprintf(cmd, sizeof cmd, "ulimit -v 2000000; %s/bin/ppvm --reference %s/plan --steps 1",
+             PP_ROOT, plan);
+    char *out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "ppvm: out of memory allocating stage 0 of the reference"),
+                  "%s: exit 1 but no word of the memory:\n%s", cmd, out);
+    free(out);
+    remove_dir(plan);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(gpipe_4_ranks)
 {
     trains_like_reference("gpipe.pp", "-D S=4 -D B=4", 4);
@@ -845,7 +871,8 @@ END_TEST
     X(token_shards, 2)                                                                             \
     X(initial_weights_saved, 2)                                                                    \
     X(launcher_failures_told_apart, 2)                                                            \
-    X(compare_tolerances, 1)
+    X(compare_tolerances, 1)                                                                       \
+    X(reference_out_of_memory, 1)
 
 #define E2E_INFO(test, ranks) {#test, ranks},
 const pp_tcase_info e2e_tcases[] = {E2E_TESTS(E2E_INFO){NULL, 0}};
