@@ -594,10 +594,17 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
     REQUIRE(p->stage_role, "header: stage role table missing (expected %" PRIu32 " entries)", p->S);
     /* model.layers NULL (a plan built in memory) means `blocks` everywhere;
      * the decoder always fills it in. */
-    for (uint32_t s = 0; s < p->S; s++)
+    uint64_t layers = 0;
+    for (uint32_t s = 0; s < p->S; s++) {
         REQUIRE(pp_model_layers(&p->model, (int)s) <= PP_MAX_LAYERS,
                 "model: stage %" PRIu32 " has %" PRIu32 " layers (expected at most %u)", s,
                 pp_model_layers(&p->model, (int)s), PP_MAX_LAYERS);
+        layers += pp_model_layers(&p->model, (int)s);
+    }
+    /* gpt_shape_of sums them in an int (the residual projections' init) */
+    REQUIRE(layers <= PP_MAX_TOTAL_LAYERS,
+            "model: the stages have %" PRIu64 " layers in all (expected at most %llu)", layers,
+            (unsigned long long)PP_MAX_TOTAL_LAYERS);
     REQUIRE(p->nslots == 0 || p->slot_bytes,
             "header: slot table missing (expected %" PRIu32 " entries)", p->nslots);
     REQUIRE(p->ngroups == 0 || p->groups,

@@ -456,6 +456,25 @@ START_TEST(test_model_size_bounds)
     char err[256];
     ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     pp_plan_free(&a);
+
+    /* 2^21 + 1 stages of 1024 layers: more than gpt_shape_of's int sum
+     * holds (the file would be about 10 MB: a hostile plan can be). */
+    build_plan(&a);
+    uint32_t S = (1u << 21) + 1;
+    uint8_t *role = calloc(S, 1);
+    a.model.layers = malloc(S * sizeof *a.model.layers);
+    for (uint32_t s = 0; s < S; s++)
+        a.model.layers[s] = PP_MAX_LAYERS;
+    uint8_t *role0 = a.stage_role;
+    a.stage_role = role;
+    uint32_t S0 = a.S;
+    a.S = S;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: the stages have 2147484672 layers in all (expected at most 1073741824)");
+    a.S = S0;
+    a.stage_role = role0;
+    free(role);
+    pp_plan_free(&a);
 }
 END_TEST
 
