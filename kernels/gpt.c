@@ -93,7 +93,9 @@ static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *para
     uint64_t key = pp_init_stage_key(seed, s);
     size_t C = (size_t)sh.C, F = (size_t)sh.F, V = (size_t)sh.V, T = (size_t)sh.T;
     float a = 0.02f * sqrtf(3.0f); /* uniform [-a, a): std 0.02 */
-    float ares = a / sqrtf(2.0f * (float)(sh.Ltotal > 0 ? sh.Ltotal : 1));
+    int Ltotal = 0; /* layers over all stages (the plan reader bounds the sum) */
+    for (int i = 0; i < S; i++) Ltotal += (int)pp_model_layers(m, i);
+    float ares = a / sqrtf(2.0f * (float)(Ltotal > 0 ? Ltotal : 1));
 
     memset(params, 0, P.total * sizeof *params);
     if (sh.first) {

@@ -28,7 +28,6 @@ typedef struct {
     int B, T, C, NH, hs, F, V, L;
     int first, last;
     int bf16;   /* precision bf16: weights are the bf16 copy, GEMM operands bf16 */
-    int Ltotal; /* layers over all stages (the residual projections' init) */
 } gpt_shape;
 
 static inline gpt_shape gpt_shape_of(const pp_model *m, int S, int s) {
@@ -44,8 +43,8 @@ static inline gpt_shape gpt_shape_of(const pp_model *m, int S, int s) {
     sh.first = s == 0;
     sh.last = s == S - 1;
     sh.bf16 = m->precision == PP_PREC_BF16;
-    sh.Ltotal = 0;
-    for (int i = 0; i < S; i++) sh.Ltotal += (int)pp_model_layers(m, i);
+    /* (not the layers of all stages: only gpt_init needs them, and summing
+     * them here made every size query O(S), ppc and the VM O(S^2)) */
     return sh;
 }
 

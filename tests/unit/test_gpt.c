@@ -127,6 +127,29 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Sizes and initialisation                                                  */
 
+/* Sizing a stage costs the same whatever S is: gpt_shape_of once summed
+ * every stage's layers (for the init scale only), so sizing all S stages
+ * was O(S^2), a trillion steps at ppc's S = 2^20 (ppc took twice as long
+ * as for the mlp at S = 16000). Here 2^20 stages are sized in well under
+ * the test's limit; before, it would run for hours. */
+START_TEST(test_gpt_sizes_linear_in_stages)
+{
+    int S = 1 << 20;
+    uint32_t *layers = malloc((size_t)S * sizeof *layers);
+    ck_assert_ptr_nonnull(layers);
+    for (int s = 0; s < S; s++)
+        layers[s] = (uint32_t)(s % 3);
+    pp_model m = {.kind = PP_MODEL_GPT, .vocab = 64, .context = 4, .embed = 8, .heads = 2,
+                  .ffn = 8, .blocks = 1, .batch = 1, .layers = layers};
+    size_t total = 0;
+    for (int s = 0; s < S; s++)
+        total += pp_stage_param_count(&m, S, s) + pp_stage_stash_bytes(&m, S, s) +
+                 pp_stage_workspace_bytes(&m, S, s);
+    ck_assert_uint_gt(total, 0);
+    free(layers);
+}
+END_TEST
+
 START_TEST(test_gpt_sizes) {
     const size_t B = 2, T = 5, C = 8, F = 12, V = 11, NH = 2, BT = B * T;
     const size_t layer = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
@@ -650,6 +673,7 @@ Suite *gpt_suite(void) {
     tcase_add_test(tc, test_attention_matches_reference);
     tcase_add_test(tc, test_attention_rows_agree);
     tcase_add_test(tc, test_gpt_sizes);
+    tcase_add_test(tc, test_gpt_sizes_linear_in_stages);
     tcase_add_test(tc, test_gpt_init);
     tcase_add_test(tc, test_gpt_stage_gradients);
     tcase_add_test(tc, test_gpt_stage_gradients_long_context);
