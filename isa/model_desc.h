@@ -29,7 +29,7 @@
 #define PP_MAX_VOCAB (1u << 20) /* gpt: GPT-2's 50257 and more; tokens fit an int32 */
 #define PP_MAX_LAYERS 1024u     /* blocks or layers of one stage */
 /* ... and of all stages together: ppc's most stages (2^20) times
- * PP_MAX_LAYERS, which an int holds (gpt_shape_of's Ltotal). */
+ * PP_MAX_LAYERS, which an int holds (gpt_init's Ltotal). */
 #define PP_MAX_TOTAL_LAYERS ((uint64_t)PP_MAX_LAYERS << 20)
 /* The other fields' ranges, which ppc enforces and the plan reader checks
  * again (a plan file is input like any other): within them every size the

@@ -601,7 +601,7 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
                 pp_model_layers(&p->model, (int)s), PP_MAX_LAYERS);
         layers += pp_model_layers(&p->model, (int)s);
     }
-    /* gpt_shape_of sums them in an int (the residual projections' init) */
+    /* gpt_init sums them in an int (the residual projections' init scale) */
     REQUIRE(layers <= PP_MAX_TOTAL_LAYERS,
             "model: the stages have %" PRIu64 " layers in all (expected at most %llu)", layers,
             (unsigned long long)PP_MAX_TOTAL_LAYERS);
