@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "stage_gemm.h"
 #include "gpt_layout.h"
 #include "init.h"
 
@@ -124,60 +125,10 @@ static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *para
  * attention's GEMMs, all activation x activation, see qkv rounded into ca
  * and dout rounded into cb, and round their P and dS blocks themselves
  * (pp_attention_forward). Accumulation is fp32 throughout. */
-typedef struct {
-    int bf16;
-    float *ca, *cb; /* bf16 only */
-} gemms;
+typedef pp_stage_gemms gemms;
 
 static gemms gemms_of(const gpt_shape *sh, const gpt_work_layout *W, void *work) {
-    char *wk = work;
-    gemms g = {sh->bf16, NULL, NULL};
-    if (sh->bf16) {
-        g.ca = (float *)(wk + W->ca);
-        g.cb = (float *)(wk + W->cb);
-    }
-    return g;
-}
-
-/* C = op(A) op(W) + beta C, A an activation, W a weight matrix. */
-static void gemm_aw(const gemms *g, int ta, int tb, int M, int N, int K, const float *A,
-                    const float *W, float beta, float *C) {
-    if (g->bf16) {
-        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
-        A = g->ca;
-    }
-    pp_gemm(ta, tb, M, N, K, 1.0f, A, W, beta, C);
-}
-
-/* C += op(A) op(B), both activations: a weight gradient. */
-static void gemm_aa(const gemms *g, int ta, int tb, int M, int N, int K, const float *A,
-                    const float *B, float *C) {
-    if (g->bf16) {
-        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
-        pp_round_bf16(B, g->cb, (size_t)K * (size_t)N);
-        A = g->ca;
-        B = g->cb;
-    }
-    pp_gemm(ta, tb, M, N, K, 1.0f, A, B, 1.0f, C);
-}
-
-/* The weights as fp32: the compute copy itself, or with bf16 a widened
- * (exact) copy, malloc'd for the call and freed by release_params. */
-static const float *params_of(const gpt_shape *sh, const gpt_param_layout *P, int s,
-                              const void *weights) {
-    if (!sh->bf16 || P->total == 0) return weights;
-    float *w = malloc(P->total * sizeof *w);
-    if (!w) {
-        fprintf(stderr, "ppvm: out of memory widening stage %d's bf16 weights (%zu floats)\n", s,
-                P->total);
-        exit(1);
-    }
-    pp_bf16_to_f32(weights, w, P->total);
-    return w;
-}
-
-static void release_params(const float *params, const void *weights) {
-    if ((const void *)params != weights) free((void *)(uintptr_t)params);
+    return pp_stage_gemms_of(sh->bf16, work, W->ca, W->cb);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -220,20 +171,20 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
     size_t xn = (size_t)BT * C;
     pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean,
                          a->ln1_rstd);
-    gemm_aw(g, 0, 1, BT, 3 * C, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
+    pp_gemm_aw(g, 0, 1, BT, 3 * C, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
     pp_bias_add(a->qkv, p + P->qkvb, BT, 3 * C);
     pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, C, sh->NH,
                          gpt_att_rows(sh), att_scratch, sh->bf16);
     memcpy(a->res, a->x, xn * sizeof *a->res);
-    gemm_aw(g, 0, 1, BT, C, C, a->atty, p + P->attprojw, 1.0f, a->res);
+    pp_gemm_aw(g, 0, 1, BT, C, C, a->atty, p + P->attprojw, 1.0f, a->res);
     pp_bias_add(a->res, p + P->attprojb, BT, C);
     pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean,
                          a->ln2_rstd);
-    gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
+    pp_gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
     pp_bias_add(a->fch, p + P->fcb, BT, F);
     pp_gelu_forward(a->fch, a->fcg, (size_t)BT * F);
     memcpy(y, a->res, xn * sizeof *y);
-    gemm_aw(g, 0, 1, BT, C, F, a->fcg, p + P->fcprojw, 1.0f, y);
+    pp_gemm_aw(g, 0, 1, BT, C, F, a->fcg, p + P->fcprojw, 1.0f, y);
     pp_bias_add(y, p + P->fcprojb, BT, C);
 }
 
@@ -254,7 +205,7 @@ static double head_forward(const gpt_shape *sh, const gemms *g, const gpt_param_
         for (int t = 0; t < T; t++) targets[b * T + t] = tgt[(size_t)b * (T + 1) + t + 1];
     pp_layernorm_forward((const float *)(st + L->xf), params + P->lnfw, params + P->lnfb, BT, C,
                          lnf, (float *)(st + L->lnf_mean), (float *)(st + L->lnf_rstd));
-    gemm_aw(g, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
+    pp_gemm_aw(g, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
     return pp_softmax_xent_forward(logits, targets, 1, BT, V, (float *)(st + L->probs));
 }
 
@@ -265,7 +216,7 @@ static double gpt_forward(const pp_model *m, int S, int s, const void *weights, 
     gpt_stash_layout L = gpt_stash_layout_of(&sh);
     gpt_work_layout W = gpt_work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = params_of(&sh, &P, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
     char *st = stash, *wk = work;
 
     float *x0 = x_slot(&sh, &L, st, out, 0);
@@ -284,7 +235,7 @@ static double gpt_forward(const pp_model *m, int S, int s, const void *weights, 
     double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
                                          (float *)(wk + W.logits))
                           : 0.0;
-    release_params(params, weights);
+    pp_stage_params_release(params, weights);
     return loss;
 }
 
@@ -306,9 +257,9 @@ static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
                              float *g, const layer_acts *a, const float *dy, const float *dh,
                              const float *dln2) {
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
-    gemm_aa(mm, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
+    pp_gemm_aa(mm, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
     pp_bias_grad(dy, BT, C, g + P->fcprojb);
-    gemm_aa(mm, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
+    pp_gemm_aa(mm, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
     pp_bias_grad(dh, BT, F, g + P->fcb);
     pp_layernorm_backward(a->res, NULL, a->ln2_mean, a->ln2_rstd, dln2, BT, C, NULL, g + P->ln2w,
                           g + P->ln2b);
@@ -319,9 +270,9 @@ static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
                              float *g, const layer_acts *a, const float *dres, const float *dqkv,
                              const float *dln1) {
     int BT = sh->B * sh->T, C = sh->C;
-    gemm_aa(mm, 1, 0, C, C, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
+    pp_gemm_aa(mm, 1, 0, C, C, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
     pp_bias_grad(dres, BT, C, g + P->attprojb);
-    gemm_aa(mm, 1, 0, 3 * C, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
+    pp_gemm_aa(mm, 1, 0, 3 * C, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
     pp_bias_grad(dqkv, BT, 3 * C, g + P->qkvb);
     pp_layernorm_backward(a->x, NULL, a->ln1_mean, a->ln1_rstd, dln1, BT, C, NULL, g + P->ln1w,
                           g + P->ln1b);
@@ -338,15 +289,15 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
     size_t xn = (size_t)BT * C;
     /* MLP: dh = (dy fcprojw) * gelu'(fch); dln2 = dh fcw; dres = dy + LN2'. */
-    gemm_aw(g, 0, 0, BT, F, C, dy, p + P->fcprojw, 0.0f, d->dh);
+    pp_gemm_aw(g, 0, 0, BT, F, C, dy, p + P->fcprojw, 0.0f, d->dh);
     pp_gelu_backward(a->fch, d->dh, d->dh, (size_t)BT * F);
-    gemm_aw(g, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
+    pp_gemm_aw(g, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
     if (grads) mlp_weight_grads(sh, g, P, grads, a, dy, d->dh, d->dln2);
     memcpy(d->dres, dy, xn * sizeof *d->dres);
     pp_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT, C,
                           d->dres, NULL, NULL);
     /* Attention: datt = dres attprojw; dqkv; dln1 = dqkv qkvw; dx = dres + LN1'. */
-    gemm_aw(g, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, d->datt);
+    pp_gemm_aw(g, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, d->datt);
     {
         const float *qkv = att_qkv(sh, g, a->qkv), *dout = d->datt;
         if (g->bf16) {
@@ -356,7 +307,7 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
         pp_attention_backward(qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, C, sh->NH,
                               gpt_att_rows(sh), att_scratch, sh->bf16);
     }
-    gemm_aw(g, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    pp_gemm_aw(g, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
     if (grads) att_weight_grads(sh, g, P, grads, a, d->dres, d->dqkv, d->dln1);
     memcpy(dx, d->dres, xn * sizeof *dx);
     pp_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT, C, dx, NULL,
@@ -367,7 +318,7 @@ static void head_weight_grads(const gpt_shape *sh, const gemms *g, const gpt_par
                               const gpt_stash_layout *L, float *grads, const void *stash,
                               const float *dlogits, const float *dlnf) {
     int BT = sh->B * sh->T, C = sh->C;
-    gemm_aa(g, 1, 0, sh->V, C, BT, dlogits, saved(stash, L->lnf), grads + P->wlm);
+    pp_gemm_aa(g, 1, 0, sh->V, C, BT, dlogits, saved(stash, L->lnf), grads + P->wlm);
     pp_layernorm_backward(saved(stash, L->xf), NULL, saved(stash, L->lnf_mean),
                           saved(stash, L->lnf_rstd), dlnf, BT, C, NULL, grads + P->lnfw,
                           grads + P->lnfb);
@@ -383,7 +334,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
     gpt_stash_layout L = gpt_stash_layout_of(&sh);
     gpt_work_layout W = gpt_work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = params_of(&sh, &P, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
     char *st = (char *)(uintptr_t)stash, *wk = work; /* the split tail is writable */
     float *dx = (float *)(wk + W.dx);
     int BT = sh.B * sh.T, C = sh.C;
@@ -397,7 +348,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
         float *dst = (sh.L == 0 && !sh.first) ? din : dx;
         pp_softmax_xent_backward(saved(stash, L.probs), targets, 1, BT, sh.V, loss_scale,
                                  dlogits);
-        gemm_aw(&g, 0, 0, BT, C, sh.V, dlogits, params + P.wlm, 0.0f, dlnf); /* dlnf = dlogits wlm */
+        pp_gemm_aw(&g, 0, 0, BT, C, sh.V, dlogits, params + P.wlm, 0.0f, dlnf); /* dlnf = dlogits wlm */
         if (grads) head_weight_grads(&sh, &g, &P, &L, grads, stash, dlogits, dlnf);
         memset(dst, 0, xbytes);
         pp_layernorm_backward(saved(stash, L.xf), params + P.lnfw, saved(stash, L.lnf_mean),
@@ -438,7 +389,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
     } else if (dy != din) {
         memmove(din, dy, pp_act_bytes(m)); /* a middle stage without layers */
     }
-    release_params(params, weights);
+    pp_stage_params_release(params, weights);
 }
 
 static void gpt_backward(const pp_model *m, int S, int s, const void *weights, float *grads,

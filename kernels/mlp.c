@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "stage_gemm.h"
 #include "init.h"
 #include "mlp_layout.h"
 
@@ -137,62 +138,10 @@ static void mlp_init(const pp_model *m, int S, int s, uint64_t seed, float *para
  * the workspace's ca (first operand) and cb (second) regions. A product of two
  * bf16 values is exact in fp32, so the GPU differs only in summation order,
  * as with fp32. */
-typedef struct {
-    int bf16;
-    float *ca, *cb; /* bf16 only */
-} gemms;
+typedef pp_stage_gemms gemms;
 
 static gemms gemms_of(const shape *sh, const work_layout *W, void *work) {
-    char *wk = work;
-    gemms g = {sh->bf16, NULL, NULL};
-    if (sh->bf16) {
-        g.ca = (float *)(wk + W->ca);
-        g.cb = (float *)(wk + W->cb);
-    }
-    return g;
-}
-
-/* C = op(A) op(W) + beta C, A an activation, W a weight matrix. */
-static void gemm_aw(const gemms *g, int ta, int tb, int M, int N, int K, const float *A,
-                    const float *W, float beta, float *C) {
-    if (g->bf16) {
-        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
-        A = g->ca;
-    }
-    pp_gemm(ta, tb, M, N, K, 1.0f, A, W, beta, C);
-}
-
-/* C += op(A) op(B), both activations: a weight gradient. */
-static void gemm_aa(const gemms *g, int ta, int tb, int M, int N, int K, const float *A,
-                    const float *B, float *C) {
-    if (g->bf16) {
-        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
-        pp_round_bf16(B, g->cb, (size_t)K * (size_t)N);
-        A = g->ca;
-        B = g->cb;
-    }
-    pp_gemm(ta, tb, M, N, K, 1.0f, A, B, 1.0f, C);
-}
-
-/* The weights as fp32: the compute copy itself, or with bf16 a widened
- * (exact) copy of it, malloc'd for the call and freed by release_params.
- * Everything that reads a parameter then reads the bf16 value. The CPU
- * backend is the reference, not the fast path; the GPU reads bf16 as is. */
-static const float *params_of(const shape *sh, const param_layout *P, int s,
-                              const void *weights) {
-    if (!sh->bf16 || P->total == 0) return weights;
-    float *w = malloc(P->total * sizeof *w);
-    if (!w) {
-        fprintf(stderr, "ppvm: out of memory widening stage %d's bf16 weights (%zu floats)\n", s,
-                P->total);
-        exit(1);
-    }
-    pp_bf16_to_f32(weights, w, P->total);
-    return w;
-}
-
-static void release_params(const float *params, const void *weights) {
-    if ((const void *)params != weights) free((void *)(uintptr_t)params);
+    return pp_stage_gemms_of(sh->bf16, work, W->ca, W->cb);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -217,11 +166,11 @@ static void block_forward(const shape *sh, const gemms *g, const param_layout *P
                           const block_acts *s, float *y) {
     int B = sh->B, D = sh->D, F = sh->F;
     pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
-    gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
+    pp_gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
     pp_bias_add(s->h, p + P->b1, B, F);
     pp_gelu_forward(s->h, s->a, (size_t)B * F);
     memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
-    gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
+    pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
     pp_bias_add(y, p + P->b2, B, D);
 }
 
@@ -242,7 +191,7 @@ static double head_forward(const shape *sh, const gemms *g, const param_layout *
     for (int r = 0; r < B; r++) targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
     pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D,
                          z, (float *)(st + L->meanf), (float *)(st + L->rstdf));
-    gemm_aw(g, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
+    pp_gemm_aw(g, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
     pp_bias_add(logits, params + P->bh, B, PP_VOCAB);
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
 }
@@ -254,7 +203,7 @@ static double mlp_forward(const pp_model *m, int S, int s, const void *weights, 
     stash_layout L = stash_layout_of(&sh);
     work_layout W = work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = params_of(&sh, &P, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
     char *st = stash;
 
     float *x0 = x_slot(&sh, &L, st, out, 0);
@@ -273,7 +222,7 @@ static double mlp_forward(const pp_model *m, int S, int s, const void *weights, 
     double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
                                          (float *)((char *)work + W.logits))
                           : 0.0;
-    release_params(params, weights);
+    pp_stage_params_release(params, weights);
     return loss;
 }
 
@@ -293,14 +242,14 @@ static const float *saved(const void *stash, size_t off) {
 static void block_dh(const shape *sh, const gemms *g, const param_layout *P, const float *p,
                      const float *h, const float *dy, float *dh) {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm_aw(g, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh);  /* da = dy W2 */
+    pp_gemm_aw(g, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh);  /* da = dy W2 */
     pp_gelu_backward(h, dh, dh, (size_t)B * F);           /* dh = da * gelu'(h) */
 }
 
 static void block_du(const shape *sh, const gemms *g, const param_layout *P, const float *p,
                      const float *dh, float *du) {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm_aw(g, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
+    pp_gemm_aw(g, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
 }
 
 /* dgamma, dbeta need no gamma: the layer norm's parameter pass reads only
@@ -309,9 +258,9 @@ static void block_weight_grads(const shape *sh, const gemms *mm, const param_lay
                                const block_acts *s, const float *dy, const float *dh,
                                const float *du) {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm_aa(mm, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
+    pp_gemm_aa(mm, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
     pp_bias_grad(dy, B, D, g + P->b2);
-    gemm_aa(mm, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
+    pp_gemm_aa(mm, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
     pp_bias_grad(dh, B, F, g + P->b1);
     pp_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL, g + P->ln_g,
                           g + P->ln_b);
@@ -336,7 +285,7 @@ static void head_weight_grads(const shape *sh, const gemms *g, const param_layou
                               const stash_layout *L, float *grads, const void *stash,
                               const float *dlogits, const float *duf) {
     int B = sh->B, D = sh->D;
-    gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
+    pp_gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
     pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
     pp_layernorm_backward(saved(stash, L->xh), NULL, saved(stash, L->meanf),
                           saved(stash, L->rstdf), duf, B, D, NULL, grads + P->lnf_g,
@@ -365,7 +314,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
     stash_layout L = stash_layout_of(&sh);
     work_layout W = work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = params_of(&sh, &P, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
     /* The split tail of the stash is writable by contract. */
     char *st = (char *)(uintptr_t)stash, *wk = work;
     float *dx = (float *)(wk + W.dx);
@@ -379,7 +328,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
         float *duf = (float *)(grads ? wk + W.du : st + L.wduf);
         float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
         head_dlogits(&sh, &L, stash, loss_scale, dlogits);
-        gemm_aw(&g, 0, 0, sh.B, sh.D, PP_VOCAB, dlogits, params + P.Wh, 0.0f,
+        pp_gemm_aw(&g, 0, 0, sh.B, sh.D, PP_VOCAB, dlogits, params + P.Wh, 0.0f,
                 duf); /* duf = dlogits Wh */
         if (grads) head_weight_grads(&sh, &g, &P, &L, grads, stash, dlogits, duf);
         head_dx(&sh, &P, &L, params, stash, duf, dst);
@@ -411,7 +360,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
         /* A middle stage without blocks is the identity. */
         memmove(din, dy, pp_act_bytes(m));
     }
-    release_params(params, weights);
+    pp_stage_params_release(params, weights);
 }
 
 static void mlp_backward(const pp_model *m, int S, int s, const void *weights, float *grads,

@@ -1,0 +1,54 @@
+/* stage_gemm.c - the precision rule every model's stages share (see
+ * stage_gemm.h). */
+#include "stage_gemm.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_kernels.h"
+
+pp_stage_gemms pp_stage_gemms_of(int bf16, void *work, size_t ca, size_t cb) {
+    pp_stage_gemms g = {bf16, NULL, NULL};
+    if (bf16) {
+        g.ca = (float *)((char *)work + ca);
+        g.cb = (float *)((char *)work + cb);
+    }
+    return g;
+}
+
+void pp_gemm_aw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                const float *W, float beta, float *C) {
+    if (g->bf16) {
+        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
+        A = g->ca;
+    }
+    pp_gemm(ta, tb, M, N, K, 1.0f, A, W, beta, C);
+}
+
+void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                const float *B, float *C) {
+    if (g->bf16) {
+        pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
+        pp_round_bf16(B, g->cb, (size_t)K * (size_t)N);
+        A = g->ca;
+        B = g->cb;
+    }
+    pp_gemm(ta, tb, M, N, K, 1.0f, A, B, 1.0f, C);
+}
+
+const float *pp_stage_params_of(int bf16, size_t total, int s, const void *weights) {
+    if (!bf16 || total == 0) return weights;
+    float *w = malloc(total * sizeof *w);
+    if (!w) {
+        fprintf(stderr, "ppvm: out of memory widening stage %d's bf16 weights (%zu floats)\n", s,
+                total);
+        exit(1);
+    }
+    pp_bf16_to_f32(weights, w, total);
+    return w;
+}
+
+void pp_stage_params_release(const float *params, const void *weights) {
+    if ((const void *)params != weights) free((void *)(uintptr_t)params);
+}

@@ -1,0 +1,42 @@
+/* stage_gemm.h - the precision rule every model's stages share (mlp.c,
+ * gpt.c): a stage's GEMMs and the weights it reads.
+ *
+ * With fp32 a GEMM is pp_gemm. With bf16 (model_desc.h) its operands are
+ * bf16 values and it accumulates in fp32, which is cuBLAS's bf16 GEMM with
+ * fp32 compute on the GPU: the weights already are bf16 values (the widened
+ * compute copy, pp_stage_params_of), and the operands that are activations
+ * are rounded into two workspace regions, ca (first operand) and cb
+ * (second), which each model's workspace layout reserves. A product of two
+ * bf16 values is exact in fp32, so the GPU differs only in summation order,
+ * as with fp32. */
+#ifndef PP_STAGE_GEMM_H
+#define PP_STAGE_GEMM_H
+
+#include <stddef.h>
+
+typedef struct {
+    int bf16;
+    float *ca, *cb; /* bf16 only: the workspace regions operands are rounded into */
+} pp_stage_gemms;
+
+/* ca and cb are byte offsets into work (read only with bf16). */
+pp_stage_gemms pp_stage_gemms_of(int bf16, void *work, size_t ca, size_t cb);
+
+/* C = op(A) op(W) + beta C, A an activation, W a weight matrix. */
+void pp_gemm_aw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                const float *W, float beta, float *C);
+
+/* C += op(A) op(B), both activations: a weight gradient. */
+void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                const float *B, float *C);
+
+/* The weights as fp32: the compute copy itself, or with bf16 a widened
+ * (exact) copy of its `total` values, malloc'd for the call and freed by
+ * pp_stage_params_release, so everything that reads a parameter reads the
+ * bf16 value. The CPU backend is the reference, not the fast path; the GPU
+ * reads bf16 as is. Out of memory ends the process with a message naming
+ * stage s (vm/README.md lists it among the known limits). */
+const float *pp_stage_params_of(int bf16, size_t total, int s, const void *weights);
+void pp_stage_params_release(const float *params, const void *weights);
+
+#endif
