@@ -36,7 +36,7 @@ for case in "gpipe.pp|-D S=4 -D B=8" "1f1b.pp|-D S=4 -D B=8" "zb-h1.pp|-D S=4 -D
              awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
   awk -v n="${file%.pp} $defs" -v np="$np" -v p="$predicted" -v m="$measured" -v b="$bubble" \
     -v k="$makespan" 'BEGIN { printf "%-24s %5d %12.3f %14.3f %14.3f %8.2f %7.1f%%\n", n, np,
-                              k * 1e3, p * 1e3, m, p * 1e3 / m, b > 0 ? 100 * b : 0 }'
+                              k * 1e3, p * 1e3, m, p * 1e3 / m, (b > 0 ? 100 * b : 0) }'
 done
 echo "(predicted: ppc's step with ppvm --profile's costs; measured: ppvm's median step;"
 echo " backend $backend, $(nproc) cores, $steps steps)"
