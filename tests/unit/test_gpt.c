@@ -15,6 +15,7 @@
 #include "../../kernels/cpu_kernels.h"
 #include "../../kernels/gpt_layout.h"
 #include "../../kernels/model.h"
+#include "pipeline.h"
 #include "suites.h"
 
 /* B 2, T 5, C 8, 2 heads of 4, F 12, V 11, 2 layers a stage. */
@@ -235,69 +236,14 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* A pipeline on one thread                                                  */
 
-typedef struct {
-    pp_model m;
-    int S;
-    size_t n[MAX_S];
-    float *p[MAX_S], *g[MAX_S];
-    void *w[MAX_S];
-    void *stash[MAX_S];
-    void *work;
-    size_t work_bytes;
-    float *act[MAX_S], *dact[MAX_S];
-} pipeline;
-
-static void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed, float noise) {
-    memset(pl, 0, sizeof *pl);
-    pl->m = *m;
-    pl->S = S;
-    for (int s = 0; s < S; s++)
-        if (pp_stage_workspace_bytes(m, S, s) > pl->work_bytes)
-            pl->work_bytes = pp_stage_workspace_bytes(m, S, s);
-    pl->work = malloc(pl->work_bytes);
+/* pipe_init, then noise on every parameter, so no tensor is checked only
+ * at its special initial value (layer norm weights 1, biases 0). */
+static void pipe_init_noisy(pipeline *pl, const pp_model *m, int S, uint64_t seed, float noise) {
+    pipe_init(pl, m, S, seed);
     uint32_t st = (uint32_t)seed * 7919u + 1u;
-    for (int s = 0; s < S; s++) {
-        pl->n[s] = pp_stage_param_count(m, S, s);
-        pl->p[s] = malloc(pl->n[s] * sizeof(float) + 4);
-        pl->g[s] = calloc(pl->n[s] + 1, sizeof(float));
-        pl->stash[s] = malloc(pp_stage_stash_bytes_split(m, S, s));
-        pl->act[s] = malloc(pp_act_bytes(m));
-        pl->dact[s] = malloc(pp_act_bytes(m));
-        pp_stage_init(m, S, s, seed, pl->p[s]);
-        /* Noise everywhere, so no tensor is checked only at its special
-         * initial value (layer norm weights 1, biases 0). */
+    for (int s = 0; s < S; s++)
         for (size_t i = 0; i < pl->n[s]; i++) pl->p[s][i] += noise * urand(&st);
-        pl->w[s] = pl->p[s];
-        if (m->precision == PP_PREC_BF16) {
-            pl->w[s] = malloc(pp_stage_compute_bytes(m, S, s) + 2);
-            pp_stage_compute_copy(m, S, s, pl->p[s], pl->w[s]);
-        }
-    }
-}
-
-static void pipe_free(pipeline *pl) {
-    for (int s = 0; s < pl->S; s++) {
-        if (pl->w[s] != pl->p[s]) free(pl->w[s]);
-        free(pl->p[s]), free(pl->g[s]), free(pl->stash[s]), free(pl->act[s]), free(pl->dact[s]);
-    }
-    free(pl->work);
-}
-
-static double pipe_forward(pipeline *pl, const int32_t *tokens) {
-    double loss = 0.0;
-    for (int s = 0; s < pl->S; s++) {
-        const void *in = s == 0 ? (const void *)tokens : (const void *)pl->act[s - 1];
-        loss = pp_stage_forward(&pl->m, pl->S, s, pl->w[s], in, tokens, pl->stash[s], pl->work,
-                                s < pl->S - 1 ? pl->act[s] : NULL);
-    }
-    return loss;
-}
-
-static void pipe_backward(pipeline *pl, float loss_scale) {
-    for (int s = pl->S - 1; s >= 0; s--)
-        pp_stage_backward(&pl->m, pl->S, s, pl->w[s], pl->g[s], pl->stash[s], pl->work,
-                          s < pl->S - 1 ? pl->dact[s + 1] : NULL, s > 0 ? pl->dact[s] : NULL,
-                          loss_scale);
+    pipe_refresh(pl);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -482,7 +428,7 @@ static double pipe_objective(void *vc) {
 static void pipeline_gradient_check(const pp_model *m, int S, uint64_t seed, size_t budget) {
     int32_t *tokens = malloc(pp_tokens_bytes(m));
     pipeline pl;
-    pipe_init(&pl, m, S, seed, 0.2f);
+    pipe_init_noisy(&pl, m, S, seed, 0.2f);
     rand_tokens(m, tokens, (uint32_t)seed * 3u);
     pipe_ctx c = {&pl, tokens};
     pipe_forward(&pl, tokens);
@@ -542,8 +488,8 @@ END_TEST
 static void split_and_scratch(const pp_model *m, int S) {
     int32_t *tokens = malloc(pp_tokens_bytes(m));
     pipeline fused, split;
-    pipe_init(&fused, m, S, 11, 0.05f);
-    pipe_init(&split, m, S, 11, 0.05f);
+    pipe_init_noisy(&fused, m, S, 11, 0.05f);
+    pipe_init_noisy(&split, m, S, 11, 0.05f);
     rand_tokens(m, tokens, 77);
     pipe_forward(&fused, tokens);
     pipe_backward(&fused, 0.5f);
@@ -612,8 +558,8 @@ START_TEST(test_gpt_bf16_near_fp32) {
     int32_t *tokens = malloc(pp_tokens_bytes(&f));
     rand_tokens(&f, tokens, 5);
     pipeline p16, p32;
-    pipe_init(&p16, &b, 3, 13, 0.05f);
-    pipe_init(&p32, &f, 3, 13, 0.05f);
+    pipe_init_noisy(&p16, &b, 3, 13, 0.05f);
+    pipe_init_noisy(&p32, &f, 3, 13, 0.05f);
     double l16 = pipe_forward(&p16, tokens), l32 = pipe_forward(&p32, tokens);
     pipe_backward(&p16, 0.5f);
     pipe_backward(&p32, 0.5f);
@@ -643,7 +589,7 @@ START_TEST(test_gpt_loss_at_init_and_training) {
         for (uint32_t t = 0; t <= m.context; t++)
             tokens[b * (m.context + 1) + t] = (unsigned char)text[b * 11 + t];
     pipeline pl;
-    pipe_init(&pl, &m, S, 1, 0.0f);
+    pipe_init_noisy(&pl, &m, S, 1, 0.0f);
     double n = (double)m.batch * m.context;
     double l0 = pipe_forward(&pl, tokens) / n;
     if (verbose()) fprintf(stderr, "gpt loss at init %.4f (ln 256 = %.4f)\n", l0, log(256.0));

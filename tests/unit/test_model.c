@@ -12,6 +12,7 @@
 
 #include "../../kernels/cpu_kernels.h"
 #include "../../kernels/model.h"
+#include "pipeline.h"
 #include "suites.h"
 
 /* The tiny model: D = 6, and three stages so that the first, a middle and
@@ -22,75 +23,6 @@ enum { TINY_S = 3, MAX_S = 4 };
 /* ------------------------------------------------------------------------ */
 /* A pipeline run on one thread: F(0..S-1), then B(S-1..0).                  */
 
-typedef struct {
-    pp_model m;
-    int S;
-    size_t n[MAX_S];
-    float *p[MAX_S], *g[MAX_S];
-    void *w[MAX_S]; /* the compute copy F and B read: p[s] itself, or its bf16 copy */
-    void *stash[MAX_S];
-    void *work; /* one workspace for every stage, as a rank has */
-    float *act[MAX_S];  /* act[s]: output of F(s), s < S-1 */
-    float *dact[MAX_S]; /* dact[s]: input gradient of B(s), s > 0 */
-} pipeline;
-
-static void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
-    pl->m = *m;
-    pl->S = S;
-    size_t work = 0;
-    for (int s = 0; s < S; s++)
-        if (pp_stage_workspace_bytes(m, S, s) > work) work = pp_stage_workspace_bytes(m, S, s);
-    pl->work = malloc(work);
-    for (int s = 0; s < S; s++) {
-        pl->n[s] = pp_stage_param_count(m, S, s);
-        pl->p[s] = malloc(pl->n[s] * sizeof(float));
-        pl->g[s] = calloc(pl->n[s], sizeof(float));
-        pl->stash[s] = malloc(pp_stage_stash_bytes_split(m, S, s)); /* fits both */
-        pl->act[s] = malloc(pp_act_bytes(m));
-        pl->dact[s] = malloc(pp_act_bytes(m));
-        pp_stage_init(m, S, s, seed, pl->p[s]);
-        pl->w[s] = pl->p[s];
-        if (m->precision == PP_PREC_BF16) {
-            pl->w[s] = malloc(pp_stage_compute_bytes(m, S, s) + 1);
-            pp_stage_compute_copy(m, S, s, pl->p[s], pl->w[s]);
-        }
-    }
-}
-
-/* After an update of the master weights p. */
-static void pipe_refresh(pipeline *pl) {
-    for (int s = 0; s < pl->S; s++)
-        pp_stage_compute_copy(&pl->m, pl->S, s, pl->p[s], pl->w[s]);
-}
-
-static void pipe_free(pipeline *pl) {
-    for (int s = 0; s < pl->S; s++) {
-        if (pl->w[s] != pl->p[s]) free(pl->w[s]);
-        free(pl->p[s]);
-        free(pl->g[s]);
-        free(pl->stash[s]);
-        free(pl->act[s]);
-        free(pl->dact[s]);
-    }
-    free(pl->work);
-}
-
-static double pipe_forward(pipeline *pl, const int32_t *tokens) {
-    double loss = 0.0;
-    for (int s = 0; s < pl->S; s++) {
-        const void *in = s == 0 ? (const void *)tokens : (const void *)pl->act[s - 1];
-        loss = pp_stage_forward(&pl->m, pl->S, s, pl->w[s], in, tokens, pl->stash[s], pl->work,
-                                s < pl->S - 1 ? pl->act[s] : NULL);
-    }
-    return loss;
-}
-
-static void pipe_backward(pipeline *pl, float loss_scale) {
-    for (int s = pl->S - 1; s >= 0; s--)
-        pp_stage_backward(&pl->m, pl->S, s, pl->w[s], pl->g[s], pl->stash[s], pl->work,
-                          s < pl->S - 1 ? pl->dact[s + 1] : NULL, s > 0 ? pl->dact[s] : NULL,
-                          loss_scale);
-}
 
 /* Windows of context+1 bytes of text starting at start, start+step, ... */
 static void load_windows(const pp_model *m, const char *text, size_t len, size_t start,
