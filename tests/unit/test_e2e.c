@@ -134,6 +134,7 @@ START_TEST(gpt_pipelines_4_ranks)
     gpt_schedule_trains_alike("1f1b.pp", "-D S=4 -D B=8");
     gpt_schedule_trains_alike("1f1b-greedy.pp", "-D S=4 -D B=8");
     gpt_schedule_trains_alike("zb-h1.pp", "-D S=4 -D B=8");
+    trains_like_reference("1f1b-gpt.pp", "-D S=4 -D B=4", 4); /* the GPT demo's own */
 }
 END_TEST
 
