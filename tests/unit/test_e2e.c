@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../compiler/readfile.h"
 #include "../../isa/plan.h"
 #include "../../vm/data.h"
 #include "suites.h"
@@ -62,21 +63,18 @@ static char *with_model(const char *schedule, const char *model)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, schedule);
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    static char src[1 << 16];
-    size_t n = fread(src, 1, sizeof src - 1, f);
-    fclose(f);
-    src[n] = 0;
+    char *src = pp_read_file(path, NULL, NULL);
+    ck_assert_msg(src != NULL, "cannot read %s", path);
     char *start = strstr(src, "\nmodel {"), *end = start ? strstr(start, "\n}") : NULL;
     ck_assert_msg(start && end, "%s has no model block to replace", path);
     char *dir = temp_dir(), *out = malloc(strlen(dir) + 32);
     sprintf(out, "%s/schedule.pp", dir);
     free(dir);
-    f = fopen(out, "w");
+    FILE *f = fopen(out, "w");
     ck_assert_msg(f != NULL, "cannot write %s", out);
     fprintf(f, "%.*s\n%s%s", (int)(start - src), src, model, end + 2);
     fclose(f);
+    free(src);
     return out;
 }
 
