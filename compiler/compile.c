@@ -24,6 +24,20 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A checker's failure, through d: a message starting "error:" is the
+ * checker running out of memory, any other the plans failing it. */
+static pp_compile_status check_failed(pp_diag *d, const char *msg, const char *checker,
+                                      const char *check)
+{
+    if (!strncmp(msg, "error:", 6)) {
+        diag_nomem(d, "in the %s", checker);
+        return PP_COMPILE_NOMEM;
+    }
+    diag_error_noloc(d, "internal error: the emitted plans fail the %s check "
+                        "(please report this):\n%s", check, msg);
+    return PP_COMPILE_INTERNAL;
+}
+
 /* ==== Plan verification ====================================================
  * Every set of plans the compiler produces passes here before anyone sees
  * it: pp_compile's, --keep-weights' candidates, the tests'. Each check reads
@@ -41,24 +55,10 @@ static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
                              r, msg);
             return PP_COMPILE_INTERNAL;
         }
-    if (pp_comm_check(plans, W, msg, sizeof msg)) {
-        if (!strncmp(msg, "error:", 6)) { /* the checker ran out of memory */
-            diag_nomem(d, "in the communication checker");
-            return PP_COMPILE_NOMEM;
-        }
-        diag_error_noloc(d, "internal error: the emitted plans fail the communication check "
-                            "(please report this):\n%s", msg);
-        return PP_COMPILE_INTERNAL;
-    }
-    if (pp_buffer_check(plans, W, msg, sizeof msg)) {
-        if (!strncmp(msg, "error:", 6)) {
-            diag_nomem(d, "in the buffer-safety verifier");
-            return PP_COMPILE_NOMEM;
-        }
-        diag_error_noloc(d, "internal error: the emitted plans fail the buffer-safety check "
-                            "(please report this):\n%s", msg);
-        return PP_COMPILE_INTERNAL;
-    }
+    if (pp_comm_check(plans, W, msg, sizeof msg))
+        return check_failed(d, msg, "communication checker", "communication");
+    if (pp_buffer_check(plans, W, msg, sizeof msg))
+        return check_failed(d, msg, "buffer-safety verifier", "buffer-safety");
     return PP_COMPILE_OK;
 }
 
