@@ -122,8 +122,6 @@ static pp_plan *lower_all(compiled *c)
     return plans;
 }
 
-static void free_plans(pp_plan *plans, int W) { pp_plans_free(plans, W); }
-
 /* What a plan's weight-related slots must hold, role by role (the rule the
  * VM checks; a slot may be larger, shared with a larger buffer at another
  * time): fetched weights (wts) the stage's compute copy, the weight
@@ -247,8 +245,8 @@ START_TEST(bf16_fsdp_halves_weight_traffic)
             ck_assert_uint_eq(pp_plan_memory(&p16[w]), expected_memory(&p16[w]));
             ck_assert_uint_eq(pp_plan_memory(&p32[w]), expected_memory(&p32[w]));
         }
-        free_plans(p32, 4);
-        free_plans(p16, 4);
+        pp_plans_free(p32, 4);
+        pp_plans_free(p16, 4);
     }
     pp_report_free(&r32);
     pp_report_free(&r16);
@@ -338,7 +336,7 @@ START_TEST(bf16_ddp_memory)
         ck_assert_uint_eq(check_weight_slots(&plans[w], &fetched), 0);
         ck_assert_uint_eq(fetched, 0);
     }
-    free_plans(plans, 4);
+    pp_plans_free(plans, 4);
     pp_report_free(&r);
     compiled_free(&c);
 }
