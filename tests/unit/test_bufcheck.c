@@ -167,22 +167,26 @@ START_TEST(operands_sharing_a_written_slot)
 }
 END_TEST
 
+/* Rank 0 of 2 up to its split backward of microbatch 0: F(0,0) with its
+ * stash in s1, then the gradient from rank 1 into s3. */
+static void forward_then_grad(plan_b *b)
+{
+    plan_init(b, 0, 2);
+    put(b, PP_OP_LoadMicroBatch, -1, 0, -1, PP_ROLE_TOKENS, 0, END);
+    put(b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 2, END);
+    put(b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 3, END);
+}
+
 /* A split backward's W reads what B left in the stash, never F's stash. */
 START_TEST(weight_half_before_input_half)
 {
     plan_b b;
-    plan_init(&b, 0, 2);
-    put(&b, PP_OP_LoadMicroBatch, -1, 0, -1, PP_ROLE_TOKENS, 0, END);
-    put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 2, END);
-    put(&b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 3, END);
+    forward_then_grad(&b);
     put(&b, PP_OP_BackwardWeight, 0, 0, -1, PP_ROLE_STASH, 1, END);
     put(&b, PP_OP_BackwardInput, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 3, END);
     expect(&b, "@3 BackwardWeight(s=0,b=0) reads slot s1 as its stash, which should hold the "
                "stash B(0,0) left for W but holds F(0,0)'s stash, written by @1");
-    plan_init(&b, 0, 2); /* in order: fine */
-    put(&b, PP_OP_LoadMicroBatch, -1, 0, -1, PP_ROLE_TOKENS, 0, END);
-    put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 2, END);
-    put(&b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 3, END);
+    forward_then_grad(&b); /* in order: fine */
     put(&b, PP_OP_BackwardInput, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 3, END);
     put(&b, PP_OP_BackwardWeight, 0, 0, -1, PP_ROLE_STASH, 1, END);
     expect(&b, NULL);
