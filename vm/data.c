@@ -45,8 +45,8 @@ static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen
     int bad = ferror(f);
     fclose(f);
     if (!buf || bad) {
-        free(buf);
         snprintf(err, errlen, "cannot read data file '%s'%s", path, buf ? "" : ": out of memory");
+        free(buf);
         return NULL;
     }
     *len = n;
