@@ -304,9 +304,10 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
     uint32_t kind = (uint32_t)st->flag;
     const model_field *fields = kind == PP_MODEL_GPT ? gpt_fields : mlp_fields;
     int nf = kind == PP_MODEL_GPT ? NFIELDS(gpt_fields) : NFIELDS(mlp_fields);
-    const char *list = kind == PP_MODEL_GPT
-                           ? "vocab, context, embed, heads, ffn, layers, batch"
-                           : "context, embed, ffn, blocks, batch";
+    char list[96] = ""; /* the field names, for "unknown model field" */
+    for (int k = 0; k < nf; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
+                 fields[k].name);
     int seen[8] = {0};
     pp_expr *heads_expr = NULL;
     /* The sizes start from the kind's defaults; the optimizer and precision
