@@ -289,7 +289,8 @@ static const model_field gpt_fields[] = {
 #define NFIELDS(a) ((int)(sizeof a / sizeof a[0]))
 
 /* Each kind's sizes when the block leaves them out. gpt's ffn defaults to
- * 4 * embed, GPT-2's ratio (check_model sets it once embed is known). */
+ * 4 * embed, GPT-2's ratio: 0 here, and check_model sets it once embed
+ * is known. */
 static pp_model model_defaults(uint32_t kind)
 {
     if (kind == PP_MODEL_GPT)
@@ -350,7 +351,7 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
             heads_expr = f->expr;
         *(uint32_t *)((char *)&sch->model + fields[k].offset) = (uint32_t)v;
     }
-    if (kind == PP_MODEL_GPT && !seen[4]) /* ffn */
+    if (sch->model.ffn == 0) /* gpt's default (a given ffn is at least 1) */
         sch->model.ffn = 4 * sch->model.embed;
     if (pp_model_widest_elems(&sch->model) > PP_MAX_TENSOR_ELEMS)
         diag_error(sch->diag, st->loc,
