@@ -25,27 +25,24 @@
 /* K == 0 (an empty inner dimension) leaves C = beta * C; handled here so the
  * BLAS never sees a leading dimension of 0, which it rejects. BLAS semantics
  * for beta == 0: C is overwritten, not read (it may hold garbage or NaN). */
-static void scale_c(int M, int N, float beta, float *C) {
-    size_t n = (size_t)M * (size_t)N;
-    if (beta == 0.0f) {
-        memset(C, 0, n * sizeof *C);
+void pp_gemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        for (int i = 0; i < M; i++) {
+            float *c = C + (size_t)i * ldc;
+            for (int j = 0; j < N; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+        }
         return;
     }
-    for (size_t i = 0; i < n; i++) C[i] *= beta;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void pp_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B,
              float beta, float *C) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        scale_c(M, N, beta, C);
-        return;
-    }
     /* Row-major: the leading dimension is the length of a stored row. */
-    int lda = ta ? M : K;
-    int ldb = tb ? K : N;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+    pp_gemm_ld(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
 void pp_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A,
@@ -360,20 +357,6 @@ void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
 
 /* ------------------------------------------------------------------------ */
 /* The gpt model's kernels                                                   */
-
-void pp_gemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        for (int i = 0; i < M; i++) {
-            float *c = C + (size_t)i * ldc;
-            for (int j = 0; j < N; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
-        }
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
 
 void pp_embedding_pos_forward(const int32_t *tokens, int B, int T, const float *wte,
                               const float *wpe, int C, float *out) {

@@ -1167,14 +1167,13 @@ extern "C" cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
                 ldb, beta, C, ldc);
 }
 
-extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
-                                       cublasOperation_t tb, int m, int n, int k,
-                                       const void *alpha, const void *A, cudaDataType_t at,
-                                       int lda, const void *B, cudaDataType_t bt, int ldb,
-                                       const void *beta, void *C, cudaDataType_t ct, int ldc,
-                                       cublasComputeType_t compute, cublasGemmAlgo_t algo)
+/* The ...Ex GEMMs' types, compute type and algorithm that this stand-in
+ * takes: fp32 compute, A and B both fp32 or both bf16, C fp32, the default
+ * algorithm. CUBLAS_STATUS_SUCCESS when fn may go on. */
+static cublasStatus_t check_ex(const char *fn, cudaDataType_t at, cudaDataType_t bt,
+                               cudaDataType_t ct, cublasComputeType_t compute,
+                               cublasGemmAlgo_t algo)
 {
-    const char *fn = "cublasGemmEx";
     if (compute != CUBLAS_COMPUTE_32F)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d (only 32F here)",
                       (int)compute);
@@ -1183,6 +1182,20 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
                       (int)bt, (int)ct);
     if (algo != CUBLAS_GEMM_DEFAULT)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo %d", (int)algo);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
+                                       cublasOperation_t tb, int m, int n, int k,
+                                       const void *alpha, const void *A, cudaDataType_t at,
+                                       int lda, const void *B, cudaDataType_t bt, int ldb,
+                                       const void *beta, void *C, cudaDataType_t ct, int ldc,
+                                       cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    const char *fn = "cublasGemmEx";
+    cublasStatus_t e = check_ex(fn, at, bt, ct, compute, algo);
+    if (e != CUBLAS_STATUS_SUCCESS)
+        return e;
     if (k == 0)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "k = 0 (this stand-in does not take it)");
     return gemm(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, B, bt, ldb,
@@ -1295,14 +1308,9 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
     int ldc, long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
     const char *fn = "cublasGemmStridedBatchedEx";
-    if (compute != CUBLAS_COMPUTE_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d (only 32F here)",
-                      (int)compute);
-    if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "types A %d, B %d, C %d", (int)at,
-                      (int)bt, (int)ct);
-    if (algo != CUBLAS_GEMM_DEFAULT)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo %d", (int)algo);
+    cublasStatus_t e = check_ex(fn, at, bt, ct, compute, algo);
+    if (e != CUBLAS_STATUS_SUCCESS)
+        return e;
     return gemm_batched(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, sa, B, bt,
                         ldb, sb, (const float *)beta, (float *)C, ldc, sc, batch);
 }

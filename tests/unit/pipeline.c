@@ -2,6 +2,7 @@
  * pipeline.h). */
 #include "pipeline.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
@@ -58,4 +59,13 @@ void pipe_backward(pipeline *pl, float loss_scale) {
         pp_stage_backward(&pl->m, pl->S, s, pl->w[s], pl->g[s], pl->stash[s], pl->work,
                           s < pl->S - 1 ? pl->dact[s + 1] : NULL, s > 0 ? pl->dact[s] : NULL,
                           loss_scale);
+}
+
+double pipe_rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0.0, r = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return sqrt(d / (r > 0 ? r : 1));
 }

@@ -35,5 +35,8 @@ void pipe_free(pipeline *pl);
 double pipe_forward(pipeline *pl, const int32_t *tokens);
 /* B of every stage, last to first, accumulating into g. */
 void pipe_backward(pipeline *pl, float loss_scale);
+/* |a - b| / |b| in the 2-norm (|a - b| when b is 0): how far a pipeline's
+ * gradients a are from another's b. */
+double pipe_rel_diff(const float *a, const float *b, size_t n);
 
 #endif

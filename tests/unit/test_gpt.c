@@ -540,15 +540,6 @@ START_TEST(test_gpt_split_matches_fused) {
 }
 END_TEST
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double d = 0.0, r = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return sqrt(d / (r > 0 ? r : 1));
-}
-
 /* bf16 runs and stays near fp32 from the same master weights. */
 START_TEST(test_gpt_bf16_near_fp32) {
     pp_model f = {.kind = PP_MODEL_GPT, .vocab = 64, .context = 16, .embed = 32, .heads = 4,
@@ -567,7 +558,7 @@ START_TEST(test_gpt_bf16_near_fp32) {
     ck_assert_msg(fabs(l16 - l32) <= 0.01 * fabs(l32), "loss bf16 %g, fp32 %g", l16, l32);
     ck_assert_msg(l16 != l32, "bf16 loss equals fp32's bit for bit");
     for (int s = 0; s < 3; s++) {
-        double r = rel_diff(p16.g[s], p32.g[s], p16.n[s]);
+        double r = pipe_rel_diff(p16.g[s], p32.g[s], p16.n[s]);
         if (verbose()) fprintf(stderr, "gpt bf16 stage %d grads: rel %.3g\n", s, r);
         ck_assert_msg(r < 0.05, "stage %d gradients differ by %g (relative)", s, r);
     }

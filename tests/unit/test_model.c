@@ -522,19 +522,6 @@ START_TEST(test_bf16_block_matches_hand_written) {
 }
 END_TEST
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double d = 0.0, r = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return sqrt(d / (r > 0 ? r : 1));
-}
-
-/* The whole pipeline in bf16 stays close to fp32 from the same weights: the
- * loss within 1%, every stage's gradients within 2% (relative 2-norm; 0.3
- * to 0.5% seen). bf16 keeps 8 significant bits, so per-value errors of
- * ~0.4% are expected. */
 /* ppvm --warmup: step t < warmup takes lr * t / warmup, then lr; the
  * optimizers take that rate (SGD's step is exactly lr_t * g). */
 START_TEST(test_lr_warmup) {
@@ -554,6 +541,10 @@ START_TEST(test_lr_warmup) {
 }
 END_TEST
 
+/* The whole pipeline in bf16 stays close to fp32 from the same weights: the
+ * loss within 1%, every stage's gradients within 2% (relative 2-norm; 0.3
+ * to 0.5% seen). bf16 keeps 8 significant bits, so per-value errors of
+ * ~0.4% are expected. */
 START_TEST(test_bf16_near_fp32) {
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
@@ -568,7 +559,7 @@ START_TEST(test_bf16_near_fp32) {
     ck_assert_msg(fabs(l16 - l32) <= 0.01 * fabs(l32), "loss bf16 %g, fp32 %g", l16, l32);
     ck_assert_msg(l16 != l32, "bf16 loss equals fp32's bit for bit");
     for (int s = 0; s < TINY_S; s++) {
-        double r = rel_diff(b16.g[s], f32.g[s], b16.n[s]);
+        double r = pipe_rel_diff(b16.g[s], f32.g[s], b16.n[s]);
         if (getenv("PP_TEST_VERBOSE")) fprintf(stderr, "bf16 stage %d grads: rel %.3g\n", s, r);
         ck_assert_msg(r < 0.02, "stage %d gradients differ by %g (relative)", s, r);
     }
