@@ -24,6 +24,11 @@
  *   link       --profile, after the last step: the link between ranks 0
  *              and 1 through this backend's transport (profile.h)
  *   weights    --save: stage s's fp32 master weights into host memory
+ *   stage_get  a checkpoint (vm/checkpoint.c), between steps: an owned
+ *              stage's fp32 weights, optimizer state and compute copy into
+ *              host memory
+ *   stage_set  --resume, after connect and before the first step: the same
+ *              three restored from host memory
  *   destroy    frees everything create and connect made
  *
  * Errors. A backend's calls return what they return; none exits, except
@@ -47,6 +52,7 @@ typedef struct {
     const pp_train_opts *opts;
     int me;            /* this rank */
     int step;          /* the step in progress, from 0 */
+    int done;          /* steps trained so far: --resume's step, then each step's end */
     double t0;         /* MPI_Wtime() at its start: the cuda watchdog's origin */
     pp_profile *prof;  /* --profile, or NULL */
 } pp_run;
@@ -63,6 +69,17 @@ struct pp_backend {
     int (*link)(void *be, size_t bytes, double *latency, double *bandwidth);
     /* out: pp_stage_param_count floats of an owned stage s */
     void (*weights)(void *be, int s, float *out);
+    /* An owned stage s's whole state, between steps: params, the
+     * pp_stage_param_count fp32 weights; state, the optimizer's
+     * pp_optimizer_state_floats * count floats (NULL when that is 0);
+     * compute, the pp_stage_compute_bytes of the compute copy with a
+     * precision other than fp32 (else NULL: the copy is params). Gradients
+     * are zero between steps and are not part of it. stage_get copies them
+     * out; stage_set copies them in, so that the next step runs as it would
+     * have in the run that stage_get was called in. */
+    void (*stage_get)(void *be, int s, float *params, float *state, void *compute);
+    void (*stage_set)(void *be, int s, const float *params, const float *state,
+                      const void *compute);
     void (*destroy)(void *be);
 };
 

@@ -4,8 +4,10 @@
  * step loop (a barrier, the plan's instructions in order, the backend's end
  * of step, the step's line on rank 0: summed loss, slowest rank's time);
  * stops every rank together at a loss that is not finite; and does
- * --profile's and --save's collective work around the backend's hooks. Its
- * functions return status; failed MPI calls end every rank (mpiCheck). */
+ * --profile's and --save's collective work around the backend's hooks, and
+ * calls vm/checkpoint.c for --resume (before the first step) and
+ * --checkpoint-every (after every N-th). Its functions return status;
+ * failed MPI calls end every rank (mpiCheck). */
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "checkpoint.h"
 #include "profile.h"
 #include "vm.h"
 #include "weights.h"
@@ -59,14 +62,16 @@ static void print_memory(const pp_run *run, unsigned long long allocated)
     free(mem);
 }
 
-/* The step loop. 0, or -1 on every rank when a step's loss is not finite
- * (rank 0 says so). */
+/* The step loop, from the step --resume restored (run->done). 0, or -1 on
+ * every rank when a step's loss is not finite (rank 0 says so) or a
+ * checkpoint could not be written (said). */
 static int train(pp_run *run, const pp_backend *be, void *st)
 {
     const pp_plan *p = run->p;
     const pp_train_opts *opts = run->opts;
     double samples = (double)p->B * p->model.batch, predictions = pp_loss_count(&p->model, (int)p->B);
-    for (run->step = 0; run->step < opts->steps; run->step++) {
+    for (run->step = run->done; run->step < opts->steps; run->step++) {
+        pp_checkpoint_test_kill(run, "step", run->step + 1);
         mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
         run->t0 = MPI_Wtime();
         for (uint32_t i = 0; i < p->ninstr; i++)
@@ -87,6 +92,10 @@ static int train(pp_run *run, const pp_backend *be, void *st)
                 pp_vm_error(-1, "loss is not finite at step %d (lower --lr?)", run->step + 1);
             return -1;
         }
+        run->done = run->step + 1;
+        if (opts->checkpoint_every && run->done % opts->checkpoint_every == 0 &&
+            pp_checkpoint_write(run, be, st))
+            return -1;
     }
     return 0;
 }
@@ -112,13 +121,34 @@ static int save_weights(const pp_run *run, const pp_backend *be, void *st)
             continue;
         }
         be->weights(st, s, host);
-        if (pp_weights_save(run->opts->save, s, host, n, err, sizeof err)) {
+        if (pp_weights_save(run->opts->save, s, p->plan_id, run->done, host, n, err, sizeof err)) {
             pp_vm_error(me, "%s", err);
             rc = -1;
         }
         free(host);
     }
     return rc;
+}
+
+/* --save, before the first step: the directory exists (or is made) and is
+ * writable on every rank that will write a stage (its lowest-ranked
+ * owner), so that a bad path fails now rather than after the last step.
+ * Collective; 0, or -1 on every rank (the lowest failing rank says why). */
+static int check_save_dir(const pp_run *run)
+{
+    const pp_plan *p = run->p;
+    int writes = 0, ok = 1;
+    char err[4400] = "";
+    for (uint32_t s = 0; s < p->S; s++) {
+        int mine = (p->stage_role[s] & PP_ROLE_OWNER) ? run->me : (int)p->world, first;
+        mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        writes |= first == run->me;
+    }
+    if (writes && pp_dir_writable(run->opts->save, run->me, err, sizeof err))
+        ok = 0;
+    char msg[4500];
+    snprintf(msg, sizeof msg, "--save: %s", err);
+    return pp_vm_all_ok(ok, run->me, msg) ? 0 : -1;
 }
 
 int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
@@ -135,6 +165,10 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         return 1;
     }
     be->connect(st);
+    if ((opts->save && check_save_dir(&run)) ||
+        (opts->checkpoint_every && pp_checkpoint_prepare(&run)) ||
+        (opts->resume && pp_checkpoint_resume(&run, be, st)))
+        goto out;
     print_memory(&run, be->allocated(st));
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))
         goto out;

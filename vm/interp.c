@@ -370,6 +370,35 @@ static void cpu_weights(void *be, int s, float *out)
     memcpy(out, v->params[s], pp_stage_param_count(&v->p->model, (int)v->p->S, s) * sizeof *out);
 }
 
+/* A checkpoint's copy of stage s (backend.h); between steps no send is in
+ * flight, so the buffers are at rest. */
+static void cpu_stage_get(void *be, int s, float *params, float *state, void *compute)
+{
+    vm *v = be;
+    const pp_model *m = &v->p->model;
+    int S = (int)v->p->S;
+    size_t n = pp_stage_param_count(m, S, s);
+    memcpy(params, v->params[s], n * sizeof *params);
+    if (state)
+        memcpy(state, v->state[s], pp_optimizer_state_floats(m->optimizer) * n * sizeof *state);
+    if (compute)
+        memcpy(compute, v->compute[s], pp_stage_compute_bytes(m, S, s));
+}
+
+static void cpu_stage_set(void *be, int s, const float *params, const float *state,
+                          const void *compute)
+{
+    vm *v = be;
+    const pp_model *m = &v->p->model;
+    int S = (int)v->p->S;
+    size_t n = pp_stage_param_count(m, S, s);
+    memcpy(v->params[s], params, n * sizeof *params);
+    if (state)
+        memcpy(v->state[s], state, pp_optimizer_state_floats(m->optimizer) * n * sizeof *state);
+    if (compute)
+        memcpy(v->compute[s], compute, pp_stage_compute_bytes(m, S, s));
+}
+
 static void cpu_destroy(void *be)
 {
     teardown(be);
@@ -385,5 +414,7 @@ const pp_backend pp_backend_cpu = {
     .end_step = cpu_end_step,
     .link = cpu_link,
     .weights = cpu_weights,
+    .stage_get = cpu_stage_get,
+    .stage_set = cpu_stage_set,
     .destroy = cpu_destroy,
 };

@@ -664,6 +664,45 @@ static void cuda_weights(void *be, int s, float *out)
     cudaCheck(cudaMemcpy(out, v->params[s], n * sizeof *out, cudaMemcpyDeviceToHost));
 }
 
+/* A checkpoint's copy of stage s (backend.h), after end_step: every stream
+ * is idle, so blocking copies see the step's results. */
+static void cuda_stage_get(void *be, int s, float *params, float *state, void *compute)
+{
+    cuda_vm *v = be;
+    const pp_model *m = &v->p->model;
+    int S = (int)v->p->S;
+    size_t n = pp_stage_param_count(m, S, s);
+    cudaCheck(cudaMemcpy(params, v->params[s], n * sizeof *params, cudaMemcpyDeviceToHost));
+    if (state)
+        cudaCheck(cudaMemcpy(state, v->state[s],
+                             pp_optimizer_state_floats(m->optimizer) * n * sizeof *state,
+                             cudaMemcpyDeviceToHost));
+    if (compute)
+        cudaCheck(cudaMemcpy(compute, v->compute[s], pp_stage_compute_bytes(m, S, s),
+                             cudaMemcpyDeviceToHost));
+}
+
+/* --resume, before the first step: the copies then a device-wide
+ * synchronisation, since the streams are non-blocking and do not wait for
+ * the default stream's copies. */
+static void cuda_stage_set(void *be, int s, const float *params, const float *state,
+                           const void *compute)
+{
+    cuda_vm *v = be;
+    const pp_model *m = &v->p->model;
+    int S = (int)v->p->S;
+    size_t n = pp_stage_param_count(m, S, s);
+    cudaCheck(cudaMemcpy(v->params[s], params, n * sizeof *params, cudaMemcpyHostToDevice));
+    if (state)
+        cudaCheck(cudaMemcpy(v->state[s], state,
+                             pp_optimizer_state_floats(m->optimizer) * n * sizeof *state,
+                             cudaMemcpyHostToDevice));
+    if (compute)
+        cudaCheck(cudaMemcpy(v->compute[s], compute, pp_stage_compute_bytes(m, S, s),
+                             cudaMemcpyHostToDevice));
+    cudaCheck(cudaDeviceSynchronize()); /* start-up only */
+}
+
 const pp_backend pp_backend_cuda = {
     .name = "cuda",
     .create = cuda_create,
@@ -673,5 +712,7 @@ const pp_backend pp_backend_cuda = {
     .end_step = cuda_end_step,
     .link = cuda_link,
     .weights = cuda_weights,
+    .stage_get = cuda_stage_get,
+    .stage_set = cuda_stage_set,
     .destroy = cuda_destroy,
 };

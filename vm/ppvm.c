@@ -93,7 +93,17 @@ static void usage(FILE *f)
             "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
             "  --profile FILE  write what this run measured (each stage's F, B, W and\n"
             "                optimizer step O, the link's latency and bandwidth, in seconds)\n"
-            "                as a ppc --costs file\n",
+            "                as a ppc --costs file\n"
+            "  --checkpoint-dir DIR  with --checkpoint-every: where checkpoints go\n"
+            "                (DIR/step-NNNNNN/: each stage's weights, optimizer state and\n"
+            "                bf16 copy, then a manifest; default: --resume's DIR)\n"
+            "  --checkpoint-every N  write a checkpoint after every N-th step\n"
+            "  --checkpoint-keep K   keep the K newest checkpoints (default 2)\n"
+            "  --resume DIR  continue from the newest complete checkpoint in DIR that this\n"
+            "                plan can use (older ones are tried when one is not); --steps\n"
+            "                is the total, counted from step 0\n"
+            "  --reshard     with --resume: accept a checkpoint of another plan (another\n"
+            "                schedule) of the same model\n",
             PP_DEFAULT_DATA);
 }
 
@@ -120,6 +130,36 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
     return 0;
 }
 
+/* The checkpoint flags go together: --checkpoint-every needs a directory
+ * (--checkpoint-dir, else --resume's), --checkpoint-dir needs
+ * --checkpoint-every, --reshard needs --resume, and none goes with
+ * --reference or --compare. 0, or -1 (said). */
+static int check_checkpoint_flags(options *o)
+{
+    pp_train_opts *t = &o->train;
+    const char *why = NULL;
+    if ((t->checkpoint_dir || t->checkpoint_every || t->resume || t->reshard) &&
+        (o->reference || o->compare))
+        why = o->reference ? "checkpoints and --resume are for a plan's run under mpirun; they do "
+                             "not go with --reference"
+                           : "checkpoints and --resume do not go with --compare";
+    else if (t->checkpoint_dir && !t->checkpoint_every)
+        why = "--checkpoint-dir needs --checkpoint-every N (how often to write)";
+    else if (t->checkpoint_every && !t->checkpoint_dir && !t->resume)
+        why = "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR, which it then "
+              "writes to)";
+    else if (t->reshard && !t->resume)
+        why = "--reshard needs --resume DIR";
+    if (why) {
+        if (first_process())
+            pp_vm_error(-1, "%s", why);
+        return -1;
+    }
+    if (t->checkpoint_every && !t->checkpoint_dir)
+        t->checkpoint_dir = t->resume;
+    return 0;
+}
+
 /* 0, 1 after --help (usage printed), or -1 on a bad command line (said). */
 static int parse_args(int argc, char **argv, options *o)
 {
@@ -129,6 +169,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->optim = (optim_flags){-1, -1, -1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
+    o->train.checkpoint_keep = 2;
     o->atol = 1e-5;
     o->rtol = 1e-4;
     int npos = 0;
@@ -146,13 +187,17 @@ static int parse_args(int argc, char **argv, options *o)
             o->compare = 1;
         else if (!strcmp(a, "--quiet"))
             o->train.quiet = 1;
+        else if (!strcmp(a, "--reshard"))
+            o->train.reshard = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
                  !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
                  !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
                  !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
-                 !strcmp(a, "--profile") || !strcmp(a, "--loss-digits")) {
+                 !strcmp(a, "--profile") || !strcmp(a, "--loss-digits") ||
+                 !strcmp(a, "--checkpoint-dir") || !strcmp(a, "--checkpoint-every") ||
+                 !strcmp(a, "--checkpoint-keep") || !strcmp(a, "--resume")) {
             if (!has_value) {
                 if (first_process())
                     pp_vm_error(-1, "%s needs a value", a);
@@ -165,6 +210,18 @@ static int parse_args(int argc, char **argv, options *o)
                 o->train.save = val;
             else if (!strcmp(a, "--profile"))
                 o->train.profile = val;
+            else if (!strcmp(a, "--checkpoint-dir"))
+                o->train.checkpoint_dir = val;
+            else if (!strcmp(a, "--resume"))
+                o->train.resume = val;
+            else if (!strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-keep")) {
+                if (parse_num(a, val, 1, 1e9, 1, &v))
+                    return -1;
+                if (!strcmp(a, "--checkpoint-every"))
+                    o->train.checkpoint_every = (int)v;
+                else
+                    o->train.checkpoint_keep = (int)v;
+            }
             else if (!strcmp(a, "--backend")) {
                 if (!strcmp(val, "cuda") || !strcmp(val, "cpu"))
                     o->backend = !strcmp(val, "cuda") ? BACKEND_CUDA : BACKEND_CPU;
@@ -252,6 +309,8 @@ static int parse_args(int argc, char **argv, options *o)
                         o->reference ? "reference" : "compare");
         return -1;
     }
+    if (check_checkpoint_flags(o))
+        return -1;
     int want = o->compare ? 2 : 1;
     if (npos != want) {
         if (first_process())
@@ -433,7 +492,7 @@ static int run_reference(const options *o)
     if (pp_data_load(&ds, o->train.data, &p.model, err, sizeof err))
         pp_vm_error(-1, "%s", err);
     else {
-        rc = pp_run_reference(&p.model, (int)p.S, (int)p.B, &ds, &train);
+        rc = pp_run_reference(&p.model, (int)p.S, (int)p.B, p.plan_id, &ds, &train);
         pp_data_free(&ds);
     }
     pp_plan_free(&p);

@@ -19,10 +19,15 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
+int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp_dataset *ds,
                      const pp_train_opts *opts)
 {
     int rc = 1;
+    char err[4200];
+    if (opts->save && pp_dir_writable(opts->save, 0, err, sizeof err)) { /* before training */
+        fprintf(stderr, "ppvm: --save: %s\n", err);
+        return 1;
+    }
     float **params = calloc((size_t)S, sizeof *params), **grads = calloc((size_t)S, sizeof *grads);
     float **state = calloc((size_t)S, sizeof *state); /* the optimizer's, NULL for SGD */
     void **compute = calloc((size_t)S, sizeof *compute); /* what F and B read */
@@ -105,10 +110,9 @@ int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
         }
     }
     rc = 0;
-    char err[4200];
     for (int s = 0; opts->save && s < S; s++)
-        if (pp_weights_save(opts->save, s, params[s], pp_stage_param_count(m, S, s), err,
-                            sizeof err)) {
+        if (pp_weights_save(opts->save, s, plan_id, opts->steps, params[s],
+                            pp_stage_param_count(m, S, s), err, sizeof err)) {
             fprintf(stderr, "ppvm: %s\n", err);
             rc = 1;
         }

@@ -28,6 +28,12 @@ typedef struct {
     double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
     const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
+    /* checkpoints (vm/checkpoint.h) */
+    const char *checkpoint_dir; /* --checkpoint-dir (or --resume's DIR), or NULL */
+    int checkpoint_every;       /* --checkpoint-every N: after every N-th step; 0: never */
+    int checkpoint_keep;        /* --checkpoint-keep K (2) */
+    const char *resume;         /* --resume DIR, or NULL */
+    int reshard;                /* --reshard: a checkpoint of another plan of the same model */
 } pp_train_opts;
 
 /* Checks a decoded plan against what the VM will do with it: each slot is
@@ -61,8 +67,9 @@ void pp_vm_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2
 int pp_vm_all_ok(int ok, int me, const char *msg);
 
 /* Trains the same model in this one process, sequentially over the same
- * microbatches: the oracle every schedule must match. Returns 0 or 1. */
-int pp_run_reference(const pp_model *m, int S, int B, const pp_dataset *ds,
+ * microbatches: the oracle every schedule must match. Its --save files
+ * carry plan_id, the plan it read. Returns 0 or 1. */
+int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp_dataset *ds,
                      const pp_train_opts *opts);
 
 #endif
