@@ -1,0 +1,380 @@
+/* test_ckpt.c - checkpoints, --resume and the stage files' header, end to
+ * end under mpirun (the ckpt suite; vm/README.md, "Checkpoints"). A run
+ * killed (SIGKILL, through ppvm's PPVM_TEST_KILL hook) after a checkpoint
+ * must make mpirun fail, and --resume must then end with the very weights
+ * (atol 0, rtol 0) of the run that was never interrupted: for a pipeline
+ * with AdamW in bf16, FSDP, and an LPP with replicas; and under another
+ * schedule of the same model (--reshard). A corrupt, missing or mismatched
+ * file, a checkpoint cut short, or one of another plan is refused with a
+ * message naming the file, and the older checkpoint is used. --save checks
+ * its directory before step 1, and --compare names truncated, padded and
+ * mixed files. Every run pins --backend cpu and stays tiny (2 cores). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "suites.h"
+#include "testutil.h"
+
+/* mpirun of ppvm with PPVM_TEST_KILL=kill (NULL: none); returns its status,
+ * *out its output (caller frees). */
+static int run_killed(int np, const char *kill, const char *args, char **out)
+{
+    char *why = NULL;
+    if (kill)
+        setenv("PPVM_TEST_KILL", kill, 1);
+    int rc = mpi_run(np, args, out, &why);
+    unsetenv("PPVM_TEST_KILL");
+    free(why);
+    return rc;
+}
+
+static void compare_exact(const char *a, const char *b)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s %s --atol 0 --rtol 0", PP_ROOT, a, b);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "max |diff| 0 ") && !strstr(out, "beyond"), "%s", out);
+    free(out);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The plan of `schedule defs` trains `steps` steps uninterrupted
+ * (checkpointing every step, keeping 2); then again, checkpointing every
+ * 2 steps, with rank `victim` killed before step `steps`; mpirun must
+ * fail; --resume then finishes the run, from the checkpoint of step
+ * steps-1 rounded down to even, with the same weights, bit for bit. */
+static void resumes_bit_identical(const char *schedule, const char *defs, int np, int victim,
+                                  int steps)
+{
+    char *dir = compile_plan(schedule, defs), args[4096], kill[64], path[2048], *out;
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps %d --checkpoint-dir %s/all --checkpoint-every 1 "
+             "--save %s/full --quiet", dir, steps, dir, dir);
+    free(mpi_ok(np, args));
+    for (int s = 1; s <= steps; s++) { /* --checkpoint-keep 2: the newest two only */
+        snprintf(path, sizeof path, "%s/all/step-%06d/manifest", dir, s);
+        ck_assert_msg(exists(path) == (s >= steps - 1), "%s %s: %s %s", schedule, defs, path,
+                      exists(path) ? "kept" : "missing");
+    }
+    snprintf(kill, sizeof kill, "%d:%d:step", victim, steps);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps %d --checkpoint-dir %s/ck --checkpoint-every 2 --quiet",
+             dir, steps, dir);
+    int rc = run_killed(np, kill, args, &out);
+    int st[np];
+    rank_statuses(out, np, st);
+    ck_assert_msg(rc != 0 && st[victim] == 128 + 9,
+                  "%s %s: rank %d was to be killed before step %d: mpirun %d, rank status %d\n%s",
+                  schedule, defs, victim, steps, rc, st[victim], last_lines(out, 20));
+    free(out);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --resume %s/ck --save %s/res",
+             dir, steps, dir, dir);
+    out = mpi_ok(np, args);
+    int from = (steps - 1) / 2 * 2;
+    snprintf(path, sizeof path, "resuming from '%s/ck/step-%06d'", dir, from);
+    ck_assert_msg(strstr(out, path) != NULL, "expected \"%s\" in\n%s", path, out);
+    snprintf(path, sizeof path, "step %4d/%d", from + 1, steps);
+    ck_assert_msg(strstr(out, path) && !strstr(out, "step    1/"), "resumed at the wrong step:\n%s",
+                  out);
+    free(out);
+    snprintf(args, sizeof args, "%s/full", dir);
+    snprintf(path, sizeof path, "%s/res", dir);
+    compare_exact(path, args);
+    remove_dir(dir);
+}
+
+START_TEST(pipeline_adamw_bf16_resumes_bit_identical)
+{
+    resumes_bit_identical("1f1b.pp", "-D S=4 -D B=4 --optimizer adamw --precision bf16", 4, 2, 5);
+}
+END_TEST
+
+START_TEST(fsdp_resumes_bit_identical)
+{
+    resumes_bit_identical("fsdp.pp", "-D S=4 -D B=4 --optimizer adamw", 4, 3, 4);
+}
+END_TEST
+
+START_TEST(lpp_replicas_resume_bit_identical)
+{
+    resumes_bit_identical("lpp.pp", "-D S=4 -D B=4 -D G=2 -D R=2", 4, 1, 4);
+}
+END_TEST
+
+/* A GPipe checkpoint resumes under 1F1B of the same model only with
+ * --reshard, and then ends with the weights of 1F1B uninterrupted. */
+START_TEST(reshard_gpipe_to_1f1b)
+{
+    char *gp = compile_plan("gpipe.pp", "-D S=2 -D B=4 --optimizer adamw");
+    char *ob = compile_plan("1f1b.pp", "-D S=2 -D B=4 --optimizer adamw"), args[4096], msg[2048];
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck --checkpoint-every 2 --quiet",
+             gp, gp);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --quiet", ob, gp);
+    snprintf(msg, sizeof msg, "'%s/ck/step-000002/manifest' is a checkpoint of plan ", gp);
+    mpi_fails_with(2, args, msg);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 4 --resume %s/ck --reshard --save %s/res --quiet", ob,
+             gp, ob);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --save %s/full --quiet", ob, ob);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "%s/res", ob);
+    snprintf(msg, sizeof msg, "%s/full", ob);
+    compare_exact(args, msg);
+    /* another model (here: SGD, not AdamW) is refused even with --reshard */
+    char *sgd = compile_plan("1f1b.pp", "-D S=2 -D B=4");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --reshard --quiet",
+             sgd, gp);
+    mpi_fails_with(2, args, "is a checkpoint of the model 'kind=mlp");
+    remove_dir(sgd);
+    remove_dir(gp);
+    remove_dir(ob);
+}
+END_TEST
+
+/* Writes `len` bytes of `what` at `off` in path (off < 0: from the end). */
+static void poke(const char *path, long off, const char *what, size_t len)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, off, off < 0 ? SEEK_END : SEEK_SET);
+    ck_assert(fwrite(what, 1, len, f) == len);
+    fclose(f);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cp %s %s", from, to);
+    free(run_expect(cmd, 0));
+}
+
+/* Four checkpoints, each spoilt another way, newest first: a corrupt
+ * shard, a missing one, one the manifest does not vouch for; the oldest
+ * is used, and the run ends as if never interrupted. A leftover temp file
+ * does not matter. With every manifest gone, nothing is resumed. */
+START_TEST(bad_checkpoints_fall_back_to_older)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], p[2048], q[2048], *out;
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck --checkpoint-every 1 "
+             "--checkpoint-keep 4 --save %s/full --quiet", dir, dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(p, sizeof p, "%s/ck/step-000004/stage1.w", dir);
+    poke(p, 100, "\x55\xaa", 2);
+    snprintf(p, sizeof p, "%s/ck/step-000003/stage0.w", dir);
+    ck_assert(unlink(p) == 0);
+    snprintf(p, sizeof p, "%s/ck/step-000001/stage1.w", dir);
+    snprintf(q, sizeof q, "%s/ck/step-000002/stage1.w", dir);
+    copy_file(p, q);
+    snprintf(p, sizeof p, "%s/ck/step-000001/stage0.w.tmp", dir);
+    write_text(p, "junk");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --save %s/res",
+             dir, dir, dir);
+    out = mpi_ok(2, args);
+    const char *want[] = {
+        "step-000004/stage1.w': checksum mismatch",
+        "trying the older checkpoint '", /* then the path */
+        "cannot open '",                 /* step-000003/stage0.w */
+        "step-000002/stage1.w' does not match its manifest",
+        "resuming from '",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(out, want[i]) != NULL, "expected \"%s\" in\n%s", want[i], out);
+    snprintf(p, sizeof p, "step-000003/stage0.w': No such file");
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    snprintf(p, sizeof p, "resuming from '%s/ck/step-000001' (step 1", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
+    snprintf(p, sizeof p, "%s/res", dir);
+    snprintf(q, sizeof q, "%s/full", dir);
+    compare_exact(p, q);
+    for (int s = 1; s <= 4; s++) {
+        snprintf(p, sizeof p, "%s/ck/step-%06d/manifest", dir, s);
+        unlink(p);
+    }
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck", dir, dir);
+    mpi_fails_with(2, args, "no complete checkpoint this run can resume from");
+    snprintf(p, sizeof p, "'%s/ck/step-000001/manifest': No such file", dir);
+    mpi_fails_with(2, args, p);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A rank killed while a checkpoint is being written (its stage files
+ * written, the manifest not) leaves that step's directory incomplete: the
+ * previous checkpoint is resumed, to the uninterrupted run's weights. */
+START_TEST(crash_while_writing_keeps_previous)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], p[2048], q[2048], *out;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --save %s/full --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck --checkpoint-every 2 --quiet",
+             dir, dir);
+    int rc = run_killed(2, "1:4:checkpoint", args, &out);
+    ck_assert_msg(rc != 0, "the killed run succeeded:\n%s", out);
+    free(out);
+    snprintf(p, sizeof p, "%s/ck/step-000004/stage1.w", dir);
+    snprintf(q, sizeof q, "%s/ck/step-000004/manifest", dir);
+    ck_assert_msg(exists(p) && !exists(q), "step 4: expected stage files and no manifest");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --save %s/res",
+             dir, dir, dir);
+    out = mpi_ok(2, args);
+    snprintf(p, sizeof p, "'%s/ck/step-000004/manifest': No such file", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    snprintf(p, sizeof p, "resuming from '%s/ck/step-000002'", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
+    snprintf(p, sizeof p, "%s/res", dir);
+    snprintf(q, sizeof q, "%s/full", dir);
+    compare_exact(p, q);
+    remove_dir(dir);
+}
+END_TEST
+
+/* --save to a path that cannot be a directory fails before step 1, on
+ * every rank and in the reference. */
+START_TEST(save_checks_its_directory_first)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], cmd[4096], path[2048];
+    snprintf(path, sizeof path, "%s/file", dir);
+    write_text(path, "");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/w", dir, path);
+    char *out, *why;
+    ck_assert(mpi_run(2, args, &out, &why) != 0);
+    ck_assert_msg(strstr(out, "--save: cannot create directory '") && strstr(out, "Not a directory"),
+                  "%s", out);
+    ck_assert_msg(!strstr(out, "step    1/"), "trained before failing:\n%s", out);
+    free(out);
+    free(why);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 2 --save %s/w", PP_ROOT,
+             dir, path);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "ppvm: --save: cannot create directory '") &&
+                      !strstr(out, "reference step"), "%s", out);
+    free(out);
+    /* --checkpoint-dir likewise */
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck --checkpoint-every 1", dir,
+             path);
+    mpi_fails_with(2, args, "--checkpoint-dir: cannot create directory '");
+    remove_dir(dir);
+}
+END_TEST
+
+/* --compare names a truncated, a padded and a mixed-in file. */
+START_TEST(compare_rejects_bad_files)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[4096], p[2048], q[2048], *out;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/ppvm --reference plan --steps 1 --save one --quiet && "
+             "%s/bin/ppvm --reference plan --steps 2 --save two --quiet && cp -r one bad",
+             dir, PP_ROOT, PP_ROOT);
+    free(run_expect(cmd, 0));
+    snprintf(p, sizeof p, "%s/bad/stage1.w", dir);
+    ck_assert(truncate(p, 1000) == 0);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/bad", PP_ROOT, dir, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "bad/stage1.w' is truncated: its header says "), "%s", out);
+    free(out);
+    snprintf(q, sizeof q, "%s/one/stage1.w", dir);
+    copy_file(q, p);
+    snprintf(cmd, sizeof cmd, "printf 'xx' >> %s && %s/bin/ppvm --compare %s/one %s/bad", p,
+             PP_ROOT, dir, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "bad/stage1.w' is padded: ") && strstr(out, " but it has "), "%s",
+                  out);
+    free(out);
+    snprintf(q, sizeof q, "%s/two/stage1.w", dir);
+    copy_file(q, p);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/bad", PP_ROOT, dir, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "bad/stage1.w' is from plan ") &&
+                      strstr(out, "after step 2 but '") &&
+                      strstr(out, "the directory mixes files of different runs"),
+                  "%s", out);
+    free(out);
+    /* files of one run in each directory may differ between them: 1 vs 2 steps */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two", PP_ROOT, dir, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "beyond atol"), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* The checkpoint flags' errors: exit 2 (usage) or, for what only a run can
+ * find, 1 on every rank. */
+START_TEST(checkpoint_flag_errors)
+{
+    static const struct {
+        const char *args, *message;
+    } bad[] = {
+        {"--checkpoint-every 2 p", "--checkpoint-every needs --checkpoint-dir DIR"},
+        {"--checkpoint-dir d p", "--checkpoint-dir needs --checkpoint-every N"},
+        {"--reshard p", "--reshard needs --resume DIR"},
+        {"--reference --resume d p", "they do not go with --reference"},
+        {"--checkpoint-every 0 --checkpoint-dir d p", "--checkpoint-every 0: expected an integer in [1, "},
+        {"--checkpoint-keep x --checkpoint-every 1 --checkpoint-dir d p", "--checkpoint-keep x: expected"},
+    };
+    char cmd[4096];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm %s", PP_ROOT, bad[i].args);
+        char *out = run_expect(cmd, 2);
+        ck_assert_msg(strstr(out, bad[i].message), "%s: expected '%s' in\n%s", cmd,
+                      bad[i].message, out);
+        free(out);
+    }
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], msg[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --resume %s/none", dir, dir);
+    snprintf(msg, sizeof msg, "--resume: cannot open checkpoint directory '%s/none'", dir);
+    mpi_fails_with(2, args, msg);
+    remove_dir(dir);
+}
+END_TEST
+
+#define CKPT_TESTS(X)                                                                              \
+    X(pipeline_adamw_bf16_resumes_bit_identical, 4)                                               \
+    X(fsdp_resumes_bit_identical, 4)                                                              \
+    X(lpp_replicas_resume_bit_identical, 4)                                                       \
+    X(reshard_gpipe_to_1f1b, 2)                                                                   \
+    X(bad_checkpoints_fall_back_to_older, 2)                                                      \
+    X(crash_while_writing_keeps_previous, 2)                                                      \
+    X(save_checks_its_directory_first, 2)                                                         \
+    X(compare_rejects_bad_files, 1)                                                               \
+    X(checkpoint_flag_errors, 2)
+
+#define CKPT_INFO(test, ranks) {#test, ranks},
+const pp_tcase_info ckpt_tcases[] = {CKPT_TESTS(CKPT_INFO){NULL, 0}};
+
+Suite *ckpt_suite(void)
+{
+    Suite *s = suite_create("ckpt");
+    TCase *tc;
+#define CKPT_ADD(test, ranks)                                                                      \
+    tc = tcase_create(#test);                                                                      \
+    tcase_set_timeout(tc, 600);                                                                    \
+    tcase_add_test(tc, test);                                                                      \
+    suite_add_tcase(s, tc);
+    CKPT_TESTS(CKPT_ADD)
+    return s;
+}
