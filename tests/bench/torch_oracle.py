@@ -231,12 +231,14 @@ def microbatch(tok, m, seed, step, b):
 def read_weights(d, s):
     path = os.path.join(d, "stage%d.w" % s)
     raw = open(path, "rb").read()
-    magic, version, stage, count = struct.unpack_from("<4sIIQ", raw)
-    assert magic == b"PPWT" and version == 1 and stage == s, path
-    assert len(raw) == 20 + 4 * count + 4, path
-    (crc,) = struct.unpack_from("<I", raw, 20 + 4 * count)
-    assert crc == zlib.crc32(raw[:20 + 4 * count]), path + ": bad checksum"
-    return np.frombuffer(raw, dtype="<f4", offset=20, count=count).copy()
+    # version 2: magic, version, plan id, stage, step, count, element bytes (vm/weights.h)
+    magic, version, _plan, stage, _step, count, elem = struct.unpack_from("<4sIQIIQI", raw)
+    assert magic == b"PPWT" and version == 2 and stage == s and elem == 4, path
+    head = 36
+    assert len(raw) == head + 4 * count + 4, path
+    (crc,) = struct.unpack_from("<I", raw, head + 4 * count)
+    assert crc == zlib.crc32(raw[:head + 4 * count]), path + ": bad checksum"
+    return np.frombuffer(raw, dtype="<f4", offset=head, count=count).copy()
 
 
 # ---- training in torch ----------------------------------------------------------
