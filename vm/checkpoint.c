@@ -554,7 +554,7 @@ static int try_step(pp_run *run, const pp_backend *be, void *st, int step, int o
                 be->stage_set(st, s, l.data[s * K_COUNT + K_WEIGHTS],
                               l.data[s * K_COUNT + K_OPT], l.data[s * K_COUNT + K_BF16]);
         run->done = mf.step;
-        if (run->me == 0 && !run->opts->quiet)
+        if (run->me == 0) /* even with --quiet: where the run goes on from */
             printf("ppvm: resuming from '%s' (step %d; plan %016" PRIx64 "%s)\n", sub, mf.step,
                    mf.plan_id, mf.plan_id != p->plan_id ? ", resharded" : "");
     }
