@@ -428,6 +428,50 @@ START_TEST(profile_on_the_gpu)
 }
 END_TEST
 
+/* Checkpoints on the cuda backend (its stage_get and stage_set): 1F1B with
+ * AdamW in bf16 on four ranks, a rank killed before step 4 after the
+ * checkpoint of step 2, --resume: the weights of the run never
+ * interrupted, bit for bit (the same GPU, the same order of operations). */
+START_TEST(checkpoint_resume_cuda)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    const char *transport = gpu_count() >= 4 ? "nccl" : "mpi";
+    char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4 --optimizer adamw --precision bf16");
+    char args[4096], a[2048], b[2048], *out, *why;
+    snprintf(args, sizeof args,
+             "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --save %s/full --quiet",
+             transport, dir, dir);
+    ck_assert_msg(!mpi_run_within(4, args, GPU_MPIRUN_TIMEOUT, &out, &why), "%s", why);
+    free(out);
+    snprintf(args, sizeof args,
+             "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --checkpoint-dir "
+             "%s/ck --checkpoint-every 2 --quiet", transport, dir, dir);
+    setenv("PPVM_TEST_KILL", "2:4:step", 1);
+    int rc = mpi_run_within(4, args, GPU_MPIRUN_TIMEOUT, &out, &why);
+    unsetenv("PPVM_TEST_KILL");
+    ck_assert_msg(rc != 0, "the run whose rank 2 was killed succeeded:\n%s", out);
+    free(out);
+    free(why);
+    snprintf(args, sizeof args,
+             "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --resume %s/ck "
+             "--save %s/res --quiet", transport, dir, dir, dir);
+    ck_assert_msg(!mpi_run_within(4, args, GPU_MPIRUN_TIMEOUT, &out, &why), "%s", why);
+    snprintf(a, sizeof a, "resuming from '%s/ck/step-000002'", dir);
+    ck_assert_msg(strstr(out, a) != NULL, "expected \"%s\" in\n%s", a, out);
+    free(out);
+    snprintf(a, sizeof a, "%s/bin/" PPVM " --compare %s/res %s/full --atol 0 --rtol 0", PP_ROOT,
+             dir, dir);
+    out = run_expect(a, 0);
+    snprintf(b, sizeof b, "stage 3: ");
+    ck_assert_msg(strstr(out, b) && !strstr(out, "beyond"), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *gpu_e2e_suite(void)
 {
     Suite *s = suite_create("gpu_e2e");
@@ -443,6 +487,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, gpt_four_ranks);
     tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
+    tcase_add_test(tc, checkpoint_resume_cuda);
     suite_add_tcase(s, tc);
     return s;
 }
