@@ -19,7 +19,9 @@
  * rank says why). */
 int pp_checkpoint_prepare(const pp_run *run);
 
-/* Collective, between steps: writes the state after run->done steps to
+/* Collective, between steps (the driver calls it after every N-th step;
+ * anything that stops all ranks at a step boundary may call it too, with
+ * run->done the steps completed): writes the state after run->done steps to
  * opts->checkpoint_dir, then removes the checkpoints beyond
  * opts->checkpoint_keep. 0, or -1 on every rank (the lowest failing rank
  * says why; the previous checkpoints are then untouched). */

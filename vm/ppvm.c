@@ -13,9 +13,14 @@
  * message, not a hang.
  *
  * Exit status: 0 success; 1 the run failed (every rank, with a message:
- * a plan, data or --profile file that cannot be used, a set-up failure, a
- * loss that is not finite; a rank whose --save fails; --compare: weights
- * that differ or cannot be read); 2 a bad command line. Only main returns
+ * a plan, data or --profile file that cannot be used, a --save or
+ * --checkpoint-dir directory that cannot be written, a checkpoint that
+ * cannot be written, --resume without a usable checkpoint, a set-up
+ * failure, a loss that is not finite; a rank whose --save fails; --compare:
+ * weights that differ or cannot be read); 2 a bad command line.
+ *
+ * --checkpoint-dir/--checkpoint-every/--checkpoint-keep, --resume and
+ * --reshard are vm/checkpoint.c's (checked together here). Only main returns
  * it; a failed CUDA, NCCL or MPI call ends every rank with 1 (MPI_Abort).
  *
  * Before training, all ranks exchange what they loaded, and every rank
