@@ -247,6 +247,48 @@ START_TEST(crash_while_writing_keeps_previous)
     snprintf(p, sizeof p, "%s/res", dir);
     snprintf(q, sizeof q, "%s/full", dir);
     compare_exact(p, q);
+    /* a manifest cut short (no 'end') is refused like a missing one */
+    snprintf(args, sizeof args, "head -n -1 %s/ck/step-000002/manifest > %s/ck/step-000004/manifest",
+             dir, dir);
+    free(run_expect(args, 0));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --quiet", dir, dir);
+    snprintf(p, sizeof p, "'%s/ck/step-000004/manifest' is not a complete checkpoint manifest", dir);
+    out = mpi_ok(2, args);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
+    /* another seed, other data: refused, naming the manifest */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --seed 2", dir, dir);
+    mpi_fails_with(2, args, "step-000002/manifest' was written by a run with --seed 1, this one has 2");
+    snprintf(p, sizeof p, "%s/other-data", dir);
+    write_text(p, "a few bytes of other training data, enough for a window");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --data %s", dir,
+             dir, p);
+    mpi_fails_with(2, args, "step-000002/manifest' was written by a run on other data");
+    remove_dir(dir);
+}
+END_TEST
+
+/* A checkpoint that cannot be written ends every rank with exit 1, the
+ * writer naming the file: a step directory that is a file, a stage file's
+ * temporary name taken by a directory. */
+START_TEST(unwritable_checkpoint_fails_every_rank)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], p[2048];
+    snprintf(p, sizeof p, "%s/ck", dir);
+    ck_assert(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/ck/step-000002", dir);
+    write_text(p, "");
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck --checkpoint-every 2", dir, dir);
+    snprintf(p, sizeof p, "ppvm: rank 0: cannot prepare '%s/ck/step-000002': Not a directory", dir);
+    mpi_fails_with(2, args, p);
+    snprintf(p, sizeof p, "%s/ck/step-000002", dir);
+    ck_assert(unlink(p) == 0 && mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/ck/step-000002/stage1.w.tmp", dir);
+    ck_assert(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "ppvm: rank 1: cannot create '%s/ck/step-000002/stage1.w.tmp': Is a directory",
+             dir);
+    mpi_fails_with(2, args, p);
     remove_dir(dir);
 }
 END_TEST
@@ -359,6 +401,7 @@ END_TEST
     X(reshard_gpipe_to_1f1b, 2)                                                                   \
     X(bad_checkpoints_fall_back_to_older, 2)                                                      \
     X(crash_while_writing_keeps_previous, 2)                                                      \
+    X(unwritable_checkpoint_fails_every_rank, 2)                                                  \
     X(save_checks_its_directory_first, 2)                                                         \
     X(compare_rejects_bad_files, 1)                                                               \
     X(checkpoint_flag_errors, 2)
