@@ -270,7 +270,8 @@ END_TEST
 
 /* A checkpoint that cannot be written ends every rank with exit 1, the
  * writer naming the file: a step directory that is a file, a stage file's
- * temporary name taken by a directory. */
+ * temporary name taken by a directory. An old one that cannot be removed
+ * is only said. */
 START_TEST(unwritable_checkpoint_fails_every_rank)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], p[2048];
@@ -289,6 +290,21 @@ START_TEST(unwritable_checkpoint_fails_every_rank)
     snprintf(p, sizeof p, "ppvm: rank 1: cannot create '%s/ck/step-000002/stage1.w.tmp': Is a directory",
              dir);
     mpi_fails_with(2, args, p);
+    /* an old checkpoint that cannot be removed is said, and the run goes on */
+    snprintf(p, sizeof p, "%s/ck2", dir);
+    ck_assert(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/ck2/step-000001", dir);
+    ck_assert(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/ck2/step-000001/in-the-way", dir);
+    ck_assert(mkdir(p, 0777) == 0);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck2 --checkpoint-every 2 "
+             "--checkpoint-keep 1 --quiet", dir, dir);
+    char *out = mpi_ok(2, args);
+    snprintf(p, sizeof p, "cannot remove old checkpoint '%s/ck2/step-000001': Directory not empty",
+             dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
     remove_dir(dir);
 }
 END_TEST
