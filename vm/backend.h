@@ -26,6 +26,21 @@
  *   weights    --save: stage s's fp32 master weights into host memory
  *   destroy    frees everything create and connect made
  *
+ * and, where the backend has them (NULL otherwise):
+ *
+ *   nonfinite  after end_step: the first number of the step that was not
+ *              finite on this rank (a microbatch's loss, an input gradient,
+ *              a stage's summed weight gradients before its OptimizerStep),
+ *              in the order the driver ranks findings (pp_nonfinite).
+ *              Without it the driver checks only this rank's summed loss.
+ *   commit     after the ranks agreed on the step (--skip-nonfinite): apply
+ *              the step's optimizer updates (apply 1), or drop them and
+ *              zero the gradients (apply 0), so that a skipped step leaves
+ *              weights and optimizer state as they were. A backend with
+ *              commit defers its OptimizerSteps to it when
+ *              opts->skip_nonfinite is set; without it --skip-nonfinite is
+ *              refused.
+ *
  * Errors. A backend's calls return what they return; none exits, except
  * that a failed CUDA, cuBLAS, NCCL or MPI call (cudaCheck, cublasCheck,
  * ncclCheck, mpiCheck) or a GPU stall past --timeout ends every rank (that
@@ -51,6 +66,25 @@ typedef struct {
     pp_profile *prof;  /* --profile, or NULL */
 } pp_run;
 
+/* A number that was not finite, as a backend found it inside a step. */
+typedef enum { PP_NF_NONE, PP_NF_LOSS, PP_NF_INPUT_GRAD, PP_NF_WEIGHT_GRAD } pp_nf_kind;
+typedef struct {
+    pp_nf_kind kind; /* PP_NF_NONE: every number checked was finite */
+    int stage, mb;   /* mb -1 for weight gradients (every microbatch summed) */
+    double value;    /* the loss, or the first gradient that was not finite */
+} pp_nonfinite;
+
+/* The order findings are reported in, when a rank or the ranks together
+ * found several (smaller first): a microbatch's loss before any gradient (a
+ * NaN made anywhere in a forward reaches its microbatch's loss first), the
+ * input gradients from the last stage down (the order backward runs in),
+ * then the weight gradients, the lower microbatch first. */
+static inline double pp_nonfinite_order(const pp_nonfinite *f, int S, int B)
+{
+    double stage = f->kind == PP_NF_LOSS || f->stage < 0 ? 0 : S - 1 - f->stage;
+    return (((double)f->kind - 1) * S + stage) * (B + 1.0) + (f->mb + 1);
+}
+
 struct pp_backend {
     const char *name; /* "cpu", "cuda": ppvm's start-up line */
     void *(*create)(pp_run *run, char *err, size_t errlen);
@@ -64,6 +98,8 @@ struct pp_backend {
     /* out: pp_stage_param_count floats of an owned stage s */
     void (*weights)(void *be, int s, float *out);
     void (*destroy)(void *be);
+    void (*nonfinite)(void *be, pp_nonfinite *first); /* or NULL */
+    void (*commit)(void *be, int apply);              /* or NULL */
 };
 
 #endif
