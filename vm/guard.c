@@ -134,8 +134,12 @@ static void timeout_line(char *line, size_t len, double waited)
     case PP_AT_STARTUP:
         snprintf(when, sizeof when, "start-up");
         snprintf(what, sizeof what,
-                 "loading this rank's plan and data, or exchanging plans, communicators and the "
-                 "first weights with the other ranks; %s", lost);
+                 "exchanging plans, communicators and the first weights with the other ranks; %s",
+                 lost);
+        break;
+    case PP_AT_LOAD:
+        snprintf(when, sizeof when, "start-up");
+        snprintf(what, sizeof what, "reading this rank's plan and data");
         break;
     case PP_AT_BARRIER:
         snprintf(what, sizeof what, "the barrier that starts the step; %s", lost);

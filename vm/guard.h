@@ -27,6 +27,7 @@
 
 typedef enum {
     PP_AT_STARTUP,  /* MPI_Init done, until the first step: the hand-shake, connect */
+    PP_AT_LOAD,     /* start-up, reading this rank's plan and data (local) */
     PP_AT_BARRIER,  /* the barrier that starts a step */
     PP_AT_STEP,     /* the step's instructions (pp_guard_instr says which) */
     PP_AT_STEP_END, /* sends completing, the end-of-step agreement */

@@ -499,6 +499,7 @@ int main(int argc, char **argv)
     pp_plan p;
     pp_dataset ds = {0};
     char err[1024];
+    pp_guard_phase(PP_AT_LOAD, 0); /* local: a stall here is this rank's own */
     int ok = load(o.plan, me, &p, err, sizeof err) == 0;
     if (!ok)
         pp_vm_error(me, "%s", err);
@@ -517,6 +518,7 @@ int main(int argc, char **argv)
         }
     }
     int rc = 1;
+    pp_guard_phase(PP_AT_STARTUP, 0);
     if (agree(&p, ok && tag_ub_ok, me, size)) {
         const pp_backend *be = &pp_backend_cpu;
 #ifdef PP_HAVE_CUDA
