@@ -131,6 +131,16 @@ static void find_nonfinite(const pp_backend *be, void *st, double loss, pp_nonfi
         *f = (pp_nonfinite){.kind = PP_NF_LOSS, .stage = -1, .mb = -1, .value = loss};
 }
 
+/* Every rank, once they agreed on stop signal `sig` after run->step steps:
+ * rank 0 says so. Returns sig. */
+static int stopped(const pp_run *run, int sig)
+{
+    if (run->me == 0)
+        pp_vm_error(-1, "stopped by %s after step %d of %d (exit status %d)",
+                    pp_guard_signal_name(sig), run->step, run->opts->steps, 128 + sig);
+    return sig;
+}
+
 /* The step loop. 0; -1 on every rank when a step's loss or a gradient was
  * not finite (without --skip-nonfinite; the rank that found it and rank 0
  * say so); or the stop signal's number on every rank when one was received
@@ -142,7 +152,13 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
     double samples = (double)p->B * p->model.batch, predictions = pp_loss_count(&p->model, (int)p->B);
     for (run->step = 0; run->step < opts->steps; run->step++) {
         pp_guard_phase(PP_AT_BARRIER, run->step);
-        mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
+        /* the barrier that times steps from a common start, as an allreduce
+         * of the stop signal, so that a signal between steps (or before
+         * the first) stops every rank before the next one */
+        int sig = pp_guard_signal(), any;
+        mpiCheck(MPI_Allreduce(&sig, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        if (any)
+            return stopped(run, any);
         pp_guard_phase(PP_AT_STEP, run->step);
         run->t0 = MPI_Wtime();
         for (uint32_t i = 0; i < p->ninstr; i++) {
@@ -181,12 +197,8 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         if (opts->skip_nonfinite)
             be->commit(st, !bad);
         if (all[AG_SIGNAL] > 0) {
-            int sig = (int)all[AG_SIGNAL];
-            if (run->me == 0)
-                pp_vm_error(-1, "stopped by %s after step %d of %d (exit status %d)",
-                            pp_guard_signal_name(sig), run->step + 1, opts->steps, 128 + sig);
             run->step++; /* the steps done */
-            return sig;
+            return stopped(run, (int)all[AG_SIGNAL]);
         }
     }
     return 0;

@@ -22,27 +22,31 @@
 #include <string.h>
 
 #include "../../isa/plan.h"
+#include "../../vm/data.h"
 #include "suites.h"
 #include "testutil.h"
 
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root --bind-to none"
 
-/* Runs 2 ranks of `ppvm ARGS` in the background (each rank's ppvm pid in
- * DIR/pid.R, its exit status as "pp-test: rank R exited S"), waits for rank
- * 0's first step line (or for `wait_for`, a fixed string, in the output),
+/* Runs 2 ranks of `ppvm ARGS` (rank 1 with RANK1_ARGS after them, no
+ * single quotes; NULL: none) in the background (each rank's ppvm pid in
+ * DIR/pid.R, its exit status as "pp-test: rank R exited S"), waits for
+ * `wait_for` (a grep pattern, "^step " for rank 0's first step line; NULL:
+ * nothing) in the output and for both pids,
  * runs the shell `action` ($P0 and $P1: the two ppvm pids), then waits for
  * mpirun and prints "mpirun exited RC after T s" (T from the action's end),
  * then "left behind: PID" for each ppvm still alive 10 s after that, then
  * the run's output. */
-static void run_and_act(const char *dir, const char *args, const char *wait_for,
-                        const char *action, proc_result *r)
+static void run_and_act(const char *dir, const char *args, const char *rank1_args,
+                        const char *wait_for, const char *action, proc_result *r)
 {
     char *cmd;
     if (asprintf(&cmd,
-                 "d=%s; " MPIRUN " -np 2 sh -c '\"$0\" \"$@\" & echo $! > %s/pid.$OMPI_COMM_WORLD_RANK; "
+                 "d=%s; " MPIRUN " -np 2 sh -c '\"$0\" \"$@\" $([ $OMPI_COMM_WORLD_RANK = 1 ] && "
+                 "echo %s) & echo $! > %s/pid.$OMPI_COMM_WORLD_RANK; "
                  "wait $!; rc=$?; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' "
                  "%s/bin/" PPVM " %s > $d/out 2>&1 & m=$!; "
-                 "i=0; until grep -q '%s' $d/out && [ -s $d/pid.0 ] && [ -s $d/pid.1 ]; do "
+                 "i=0; until %s%s%s [ -s $d/pid.0 ] && [ -s $d/pid.1 ]; do "
                  "sleep 0.1; i=$((i+1)); [ $i -gt 900 ] && break; done; "
                  "P0=$(cat $d/pid.0); P1=$(cat $d/pid.1); %s; t0=$(date +%%s.%%N); "
                  "wait $m; rc=$?; echo \"mpirun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
@@ -50,7 +54,8 @@ static void run_and_act(const char *dir, const char *args, const char *wait_for,
                  "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" != Z ]; }; "
                  "for i in $(seq 50); do alive $P0 || alive $P1 || break; sleep 0.2; done; "
                  "for p in $P0 $P1; do alive $p && echo \"left behind: $p\"; done; cat $d/out",
-                 dir, dir, PP_ROOT, args, wait_for, action) < 0)
+                 dir, rank1_args ? rank1_args : "", dir, PP_ROOT, args, wait_for ? "grep -q '" : "", wait_for ? wait_for : "",
+                 wait_for ? "' $d/out &&" : "", action) < 0)
         abort();
     run_proc(cmd, MPIRUN_TIMEOUT, r);
     free(cmd);
@@ -80,7 +85,7 @@ START_TEST(stopped_rank_times_out)
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 3", dir);
     proc_result r;
-    run_and_act(dir, args, "^step ", "kill -STOP $P1", &r);
+    run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1", &r);
     double t;
     int rc = mpirun_ended(&r, &t);
     ck_assert_msg(rc != 0 && t < 3 + 15, "mpirun exited %d %g s after rank 1 was stopped:\n%s",
@@ -142,7 +147,7 @@ START_TEST(killed_rank_ends_the_job)
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=4"), args[2048];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 3", dir);
     proc_result r;
-    run_and_act(dir, args, "^step ", "kill -KILL $P1", &r);
+    run_and_act(dir, args, NULL, "^step ", "kill -KILL $P1", &r);
     double t;
     int rc = mpirun_ended(&r, &t);
     ck_assert_msg(rc != 0 && t < 15, "mpirun exited %d %g s after rank 1 was killed:\n%s", rc, t,
@@ -162,7 +167,7 @@ START_TEST(sigterm_stops_every_rank)
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --save %s/w", dir, dir);
     proc_result r;
-    run_and_act(dir, args, "^step ", "kill -TERM $P0 $P1", &r);
+    run_and_act(dir, args, NULL, "^step ", "kill -TERM $P0 $P1", &r);
     double t;
     int rc = mpirun_ended(&r, &t), st[2], steps = 0;
     rank_statuses(r.out, 2, st);
@@ -183,6 +188,34 @@ START_TEST(sigterm_stops_every_rank)
 }
 END_TEST
 
+/* SIGTERM to both ranks during start-up (rank 1 held reading its data from
+ * a FIFO until after the signals): they stop at the first step's barrier,
+ * before it runs. */
+START_TEST(sigterm_before_the_first_step)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], cmd[1024], action[1024];
+    snprintf(cmd, sizeof cmd, "mkfifo %s/fifo", dir);
+    free(run_expect(cmd, 0));
+    char fifo[1024];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5", dir);
+    snprintf(fifo, sizeof fifo, "--data %s/fifo", dir);
+    snprintf(action, sizeof action, "sleep 1; kill -TERM $P0 $P1; cat %s > %s/fifo", PP_DEFAULT_DATA,
+             dir);
+    proc_result r;
+    run_and_act(dir, args, fifo, NULL, action, &r);
+    double t;
+    int rc = mpirun_ended(&r, &t), st[2];
+    rank_statuses(r.out, 2, st);
+    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143 &&
+                      strstr(r.out, "ppvm: stopped by SIGTERM after step 0 of 5 (exit status 143)") &&
+                      !strstr(r.out, "step    1/5"),
+                  "mpirun exited %d after %g s, ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
 /* A signalled rank whose step cannot end (its peer stopped) exits at
  * --grace; a second signal ends it at once; both with 143 and a line. */
 START_TEST(signal_grace_and_second_signal)
@@ -190,7 +223,7 @@ START_TEST(signal_grace_and_second_signal)
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 100 --grace 2", dir);
     proc_result r;
-    run_and_act(dir, args, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0", &r);
+    run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0", &r);
     double t;
     int rc = mpirun_ended(&r, &t), st[2];
     rank_statuses(r.out, 2, st);
@@ -204,7 +237,7 @@ START_TEST(signal_grace_and_second_signal)
     /* --grace 100: only the second signal can end rank 0 this soon */
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 100 --grace 100",
              dir);
-    run_and_act(dir, args, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0; sleep 0.2; "
+    run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0; sleep 0.2; "
                 "kill -TERM $P0", &r);
     rc = mpirun_ended(&r, &t);
     rank_statuses(r.out, 2, st);
@@ -366,6 +399,7 @@ END_TEST
 #define ROBUST_TESTS(X)                                                                            \
     X(sigterm_stops_every_rank, 2)                                                                 \
     X(signal_grace_and_second_signal, 2)                                                           \
+    X(sigterm_before_the_first_step, 2)                                                            \
     X(stopped_rank_times_out, 2)                                                                   \
     X(stalled_start_up_times_out, 2)                                                               \
     X(killed_rank_ends_the_job, 2)                                                                 \
