@@ -45,7 +45,9 @@
  * that a failed CUDA, cuBLAS, NCCL or MPI call (cudaCheck, cublasCheck,
  * ncclCheck, mpiCheck) or a GPU stall past --timeout ends every rank (that
  * rank's NCCL communicators aborted, then MPI_Abort): inside a step a rank
- * that returned would leave its peers waiting for ever. */
+ * that returned would leave its peers waiting for ever. Beside them, on
+ * every backend, the watchdog thread (vm/guard.h) ends a rank whose phase
+ * (start-up, a step, ...) runs past --timeout, with _exit(1). */
 #ifndef PP_VM_BACKEND_H
 #define PP_VM_BACKEND_H
 
