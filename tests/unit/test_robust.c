@@ -14,7 +14,8 @@
  *   weight gradient: every rank exits 1 naming the step, stage and
  *   microbatch; with --skip-nonfinite the step is skipped on every rank (the
  *   weights of N steps whose last was skipped equal those of N - 1 steps,
- *   bit for bit, with SGD and AdamW) and training goes on.
+ *   bit for bit, with SGD and AdamW; with a step skipped mid-run, those of
+ *   the reference that leaves that step out) and training goes on.
  * - Bad input: a malformed PP_INJECT_NAN, --grace out of range, a plan
  *   whose OptimizerStep --skip-nonfinite cannot defer. */
 #include <stdio.h>
@@ -328,12 +329,25 @@ START_TEST(nonfinite_steps_skipped)
 {
     skipped_last_step("-D S=2 -D B=2", "3:1:0");
     skipped_last_step("-D S=2 -D B=2 --optimizer adamw", "3:0:1:wgrad");
-    /* a skip mid-run: training goes on, with finite losses after it */
-    char *dir = compile_plan("zb-h1.pp", "-D S=2 -D B=4"), args[2048];
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --skip-nonfinite", dir);
+    /* a skip mid-run (AdamW): training goes on, with finite losses after
+     * it, to the weights of the reference with that step left out */
+    char *dir = compile_plan("zb-h1.pp", "-D S=2 -D B=4 --optimizer adamw"), args[2048], cmd[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --skip-nonfinite --save %s/w", dir,
+             dir);
     setenv("PP_INJECT_NAN", "2:1:2:din", 1);
     char *out = mpi_ok(2, args);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --skip-nonfinite --save "
+             "%s/r", PP_ROOT, dir, dir);
+    char *ref = run_expect(cmd, 0);
     unsetenv("PP_INJECT_NAN");
+    ck_assert_msg(strstr(ref, "reference step    2/4  left out"), "%s", ref);
+    free(ref);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/r", PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    /* and the reference that takes every step differs: the skip mattered */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --quiet --save %s/all && "
+             "%s/bin/ppvm --compare %s/w %s/all", PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 1));
     ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
                               "not finite (nan); step 2 skipped on every rank"), "%s", out);
     const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
