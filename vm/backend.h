@@ -31,11 +31,28 @@
  *              three restored from host memory
  *   destroy    frees everything create and connect made
  *
+ * and, where the backend has them (NULL otherwise):
+ *
+ *   nonfinite  after end_step: the first number of the step that was not
+ *              finite on this rank (a microbatch's loss, an input gradient,
+ *              a stage's summed weight gradients before its OptimizerStep),
+ *              in the order the driver ranks findings (pp_nonfinite).
+ *              Without it the driver checks only this rank's summed loss.
+ *   commit     after the ranks agreed on the step (--skip-nonfinite): apply
+ *              the step's optimizer updates (apply 1), or drop them and
+ *              zero the gradients (apply 0), so that a skipped step leaves
+ *              weights and optimizer state as they were. A backend with
+ *              commit defers its OptimizerSteps to it when
+ *              opts->skip_nonfinite is set; without it --skip-nonfinite is
+ *              refused.
+ *
  * Errors. A backend's calls return what they return; none exits, except
  * that a failed CUDA, cuBLAS, NCCL or MPI call (cudaCheck, cublasCheck,
  * ncclCheck, mpiCheck) or a GPU stall past --timeout ends every rank (that
  * rank's NCCL communicators aborted, then MPI_Abort): inside a step a rank
- * that returned would leave its peers waiting for ever. */
+ * that returned would leave its peers waiting for ever. Beside them, on
+ * every backend, the watchdog thread (vm/guard.h) ends a rank whose phase
+ * (start-up, a step, ...) runs past --timeout, with _exit(1). */
 #ifndef PP_VM_BACKEND_H
 #define PP_VM_BACKEND_H
 
@@ -56,6 +73,25 @@ typedef struct {
     double t0;         /* MPI_Wtime() at its start: the cuda watchdog's origin */
     pp_profile *prof;  /* --profile, or NULL */
 } pp_run;
+
+/* A number that was not finite, as a backend found it inside a step. */
+typedef enum { PP_NF_NONE, PP_NF_LOSS, PP_NF_INPUT_GRAD, PP_NF_WEIGHT_GRAD } pp_nf_kind;
+typedef struct {
+    pp_nf_kind kind; /* PP_NF_NONE: every number checked was finite */
+    int stage, mb;   /* mb -1 for weight gradients (every microbatch summed) */
+    double value;    /* the loss, or the first gradient that was not finite */
+} pp_nonfinite;
+
+/* The order findings are reported in, when a rank or the ranks together
+ * found several (smaller first): a microbatch's loss before any gradient (a
+ * NaN made anywhere in a forward reaches its microbatch's loss first), the
+ * input gradients from the last stage down (the order backward runs in),
+ * then the weight gradients, the lower microbatch first. */
+static inline double pp_nonfinite_order(const pp_nonfinite *f, int S, int B)
+{
+    double stage = f->kind == PP_NF_LOSS || f->stage < 0 ? 0 : S - 1 - f->stage;
+    return (((double)f->kind - 1) * S + stage) * (B + 1.0) + (f->mb + 1);
+}
 
 struct pp_backend {
     const char *name; /* "cpu", "cuda": ppvm's start-up line */
@@ -81,6 +117,8 @@ struct pp_backend {
     void (*stage_set)(void *be, int s, const float *params, const float *state,
                       const void *compute);
     void (*destroy)(void *be);
+    void (*nonfinite)(void *be, pp_nonfinite *first); /* or NULL */
+    void (*commit)(void *be, int apply);              /* or NULL */
 };
 
 #endif

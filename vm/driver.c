@@ -3,11 +3,15 @@
  * the ranks agree that every rank could; prints the memory line; runs the
  * step loop (a barrier, the plan's instructions in order, the backend's end
  * of step, the step's line on rank 0: summed loss, slowest rank's time);
- * stops every rank together at a loss that is not finite; and does
- * --profile's and --save's collective work around the backend's hooks, and
- * calls vm/checkpoint.c for --resume (before the first step) and
- * --checkpoint-every (after every N-th). Its functions return status;
- * failed MPI calls end every rank (mpiCheck). */
+ * stops every rank together at a loss or gradient that is not finite, or
+ * skips that step on every rank (--skip-nonfinite), or stops every rank
+ * after the step in which one was sent SIGTERM or SIGINT; keeps the
+ * watchdog's progress record (vm/guard.h); does --profile's and --save's
+ * collective work around the backend's hooks; and calls vm/checkpoint.c
+ * for --resume (before the first step) and --checkpoint-every (after every
+ * N-th step, and when a signal stops the run). Its functions return
+ * status; failed MPI calls end every rank (mpiCheck). */
+#include <float.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -17,6 +21,7 @@
 #include "backend.h"
 #include "check.h"
 #include "checkpoint.h"
+#include "guard.h"
 #include "profile.h"
 #include "vm.h"
 #include "weights.h"
@@ -62,40 +67,167 @@ static void print_memory(const pp_run *run, unsigned long long allocated)
     free(mem);
 }
 
-/* The step loop, from the step --resume restored (run->done). 0, or -1 on
- * every rank when a step's loss is not finite (rank 0 says so) or a
- * checkpoint could not be written (said). */
-static int train(pp_run *run, const pp_backend *be, void *st)
+/* ---- the end-of-step agreement ------------------------------------------------
+ * One allreduce of four doubles per step (it replaced the loss's reduce and
+ * broadcast and the time's reduce): the step's loss (summed), this rank's
+ * time (the slowest), a stop signal received (the largest number), and the
+ * first non-finite number found (the smallest key, finding_key). Every rank
+ * learns all four, so every rank stops, skips or goes on alike; no rank
+ * calls a collective inside a step, where a peer may be inside a transfer.
+ * A contiguous type of four, so that MPI never hands the operation part of
+ * one. */
+enum { AG_LOSS, AG_TIME, AG_SIGNAL, AG_BAD, AG_N };
+#define NO_FINDING DBL_MAX
+
+static void agree_op(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const double *a = in;
+    double *b = inout;
+    for (int i = 0; i < *len; i++, a += AG_N, b += AG_N) {
+        b[AG_LOSS] += a[AG_LOSS];
+        b[AG_TIME] = fmax(a[AG_TIME], b[AG_TIME]);
+        b[AG_SIGNAL] = fmax(a[AG_SIGNAL], b[AG_SIGNAL]);
+        b[AG_BAD] = fmin(a[AG_BAD], b[AG_BAD]);
+    }
+}
+
+/* Which finding is reported when several ranks found one: the first in
+ * pp_nonfinite_order, then the lower rank. Exact in a double for any plan
+ * ppc makes. */
+static double finding_key(const pp_plan *p, const pp_nonfinite *f, int me)
+{
+    if (f->kind == PP_NF_NONE)
+        return NO_FINDING;
+    return pp_nonfinite_order(f, (int)p->S, (int)p->B) * p->world + me;
+}
+
+/* The finding in words, for the rank that made it: "step 3, stage 1,
+ * microbatch 2: the loss is not finite (nan)". */
+static void say_finding(const pp_run *run, const pp_nonfinite *f, const char *then)
+{
+    const pp_plan *p = run->p;
+    int step = run->step + 1;
+    if (f->kind == PP_NF_LOSS && f->stage < 0)
+        pp_vm_error(run->me, "step %d: this rank's loss is not finite (%g; this backend checks "
+                    "only its summed loss); %s", step, f->value, then);
+    else if (f->kind == PP_NF_LOSS)
+        pp_vm_error(run->me, "step %d, stage %d, microbatch %d: the loss is not finite (%g); %s",
+                    step, f->stage, f->mb, f->value, then);
+    else if (f->kind == PP_NF_INPUT_GRAD)
+        pp_vm_error(run->me, "step %d, stage %d, microbatch %d: the input gradient is not finite "
+                    "(%g); %s", step, f->stage, f->mb, f->value, then);
+    else
+        pp_vm_error(run->me, "step %d, stage %d: the weight gradients (summed over microbatches "
+                    "0 to %u) are not finite (%g) before its OptimizerStep; %s",
+                    step, f->stage, p->B - 1, f->value, then);
+}
+
+/* What this rank found in the step: the backend's first finding, or
+ * without that hook its summed loss. */
+static void find_nonfinite(const pp_backend *be, void *st, double loss, pp_nonfinite *f)
+{
+    *f = (pp_nonfinite){.kind = PP_NF_NONE, .stage = -1, .mb = -1};
+    if (be->nonfinite)
+        be->nonfinite(st, f);
+    else if (!isfinite(loss))
+        *f = (pp_nonfinite){.kind = PP_NF_LOSS, .stage = -1, .mb = -1, .value = loss};
+}
+
+/* Every rank, once they agreed on stop signal `sig` after run->step steps:
+ * rank 0 says so. Returns sig. */
+static int stopped(const pp_run *run, int sig)
+{
+    if (run->me == 0)
+        pp_vm_error(-1, "stopped by %s after step %d of %d (exit status %d)",
+                    pp_guard_signal_name(sig), run->step, run->opts->steps, 128 + sig);
+    return sig;
+}
+
+/* A stop signal `sig`, agreed by every rank after run->done steps: with
+ * checkpoints on, first a checkpoint of those steps unless the last one
+ * written (`*saved`) holds them, so that a scheduler's end of allocation
+ * loses no step (--grace bounds the time that may take: vm/guard.c). The
+ * signal's number, or -1 on every rank when the checkpoint failed (said). */
+static int stop(pp_run *run, const pp_backend *be, void *st, int sig, int *saved)
+{
+    if (run->opts->checkpoint_every && run->done > *saved) {
+        if (pp_checkpoint_write(run, be, st))
+            return -1;
+        *saved = run->done;
+    }
+    return stopped(run, sig);
+}
+
+/* The step loop, from the step --resume restored (run->done). 0; -1 on
+ * every rank when a step's loss or a gradient was not finite (without
+ * --skip-nonfinite; the rank that found it and rank 0 say so) or a
+ * checkpoint could not be written (said); or the stop signal's number on
+ * every rank when one was received (rank 0 says so) and the step it ended
+ * in is done. */
+static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agreement, MPI_Op agree)
 {
     const pp_plan *p = run->p;
     const pp_train_opts *opts = run->opts;
     double samples = (double)p->B * p->model.batch, predictions = pp_loss_count(&p->model, (int)p->B);
+    int saved = run->done; /* the steps the newest checkpoint holds */
     for (run->step = run->done; run->step < opts->steps; run->step++) {
         pp_checkpoint_test_kill(run, "step", run->step + 1);
-        mpiCheck(MPI_Barrier(MPI_COMM_WORLD)); /* time steps from a common start */
+        pp_guard_phase(PP_AT_BARRIER, run->step);
+        /* the barrier that times steps from a common start, as an allreduce
+         * of the stop signal, so that a signal between steps (or before
+         * the first) stops every rank before the next one */
+        int sig = pp_guard_signal(), any;
+        mpiCheck(MPI_Allreduce(&sig, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        if (any)
+            return stop(run, be, st, any, &saved);
+        pp_guard_phase(PP_AT_STEP, run->step);
         run->t0 = MPI_Wtime();
-        for (uint32_t i = 0; i < p->ninstr; i++)
+        for (uint32_t i = 0; i < p->ninstr; i++) {
+            pp_guard_instr(i, &p->code[i]);
             be->exec(st, &p->code[i]);
+        }
+        pp_guard_phase(PP_AT_STEP_END, run->step);
         double mine_loss = be->end_step(st);
-        double loss = 0, dt, mine = MPI_Wtime() - run->t0;
-        mpiCheck(MPI_Reduce(&mine_loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-        mpiCheck(MPI_Reduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+        pp_nonfinite found;
+        find_nonfinite(be, st, mine_loss, &found);
+        double mine[AG_N] = {mine_loss, MPI_Wtime() - run->t0, pp_guard_signal(),
+                             finding_key(p, &found, run->me)};
+        double all[AG_N];
+        mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
+        double loss = all[AG_LOSS], dt = all[AG_TIME];
         if (run->me == 0 && !opts->quiet) {
             printf("step %4d/%d  loss %.*f  time %8.2f ms  samples/s %10.0f\n", run->step + 1,
                    opts->steps, opts->loss_digits, loss / predictions, dt * 1e3, samples / dt);
             fflush(stdout);
         }
-        /* rank 0's sum, so that every rank stops at the same step */
-        mpiCheck(MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-        if (!isfinite(loss)) {
+        int bad = all[AG_BAD] != NO_FINDING;
+        if (bad && all[AG_BAD] == mine[AG_BAD]) {
+            char then[96];
+            snprintf(then, sizeof then, opts->skip_nonfinite
+                         ? "step %d skipped on every rank (weights and optimizer state as before it)"
+                         : "every rank stops", run->step + 1);
+            say_finding(run, &found, then);
+            fflush(stderr);
+        }
+        if (bad && !opts->skip_nonfinite) {
             if (run->me == 0)
-                pp_vm_error(-1, "loss is not finite at step %d (lower --lr?)", run->step + 1);
+                pp_vm_error(-1, "%s not finite at step %d (lower --lr?, or --skip-nonfinite)",
+                            isfinite(loss) ? "a gradient is" : "loss is", run->step + 1);
             return -1;
         }
+        if (opts->skip_nonfinite)
+            be->commit(st, !bad);
         run->done = run->step + 1;
-        if (opts->checkpoint_every && run->done % opts->checkpoint_every == 0 &&
-            pp_checkpoint_write(run, be, st))
-            return -1;
+        if (opts->checkpoint_every && run->done % opts->checkpoint_every == 0) {
+            if (pp_checkpoint_write(run, be, st))
+                return -1;
+            saved = run->done;
+        }
+        if (all[AG_SIGNAL] > 0) {
+            run->step++; /* the steps done */
+            return stop(run, be, st, (int)all[AG_SIGNAL], &saved);
+        }
     }
     return 0;
 }
@@ -151,19 +283,45 @@ static int check_save_dir(const pp_run *run)
     return pp_vm_all_ok(ok, run->me, msg) ? 0 : -1;
 }
 
+/* Whether this backend can do what the options ask of it; NULL, or why
+ * not. */
+static const char *unsupported(const pp_train_opts *opts, const pp_backend *be)
+{
+    static char why[160];
+    if (opts->skip_nonfinite && !be->commit) {
+        snprintf(why, sizeof why, "--skip-nonfinite: the %s backend cannot undo a step's optimizer "
+                 "updates (use --backend cpu)", be->name);
+        return why;
+    }
+    if (getenv("PP_INJECT_NAN") && !be->nonfinite) {
+        snprintf(why, sizeof why, "PP_INJECT_NAN: the %s backend has no such test hook (use "
+                 "--backend cpu)", be->name);
+        return why;
+    }
+    return NULL;
+}
+
 int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
                 const pp_backend *be)
 {
     pp_run run = {.p = p, .ds = ds, .opts = opts};
     char err[1024] = "";
-    int rc = 1;
+    int rc = 1, trained;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &run.me));
+    const char *why = unsupported(opts, be);
+    if (!pp_vm_all_ok(why == NULL, run.me, why ? why : ""))
+        return 1;
     void *st = be->create(&run, err, sizeof err);
     if (!pp_vm_all_ok(st != NULL, run.me, err)) {
         if (st)
             be->destroy(st);
         return 1;
     }
+    MPI_Datatype agreement;
+    MPI_Op agree;
+    mpiCheck(MPI_Type_contiguous(AG_N, MPI_DOUBLE, &agreement));
+    mpiCheck(MPI_Type_commit(&agreement));
+    mpiCheck(MPI_Op_create(agree_op, 1, &agree));
     be->connect(st);
     if ((opts->save && check_save_dir(&run)) ||
         (opts->checkpoint_every && pp_checkpoint_prepare(&run)) ||
@@ -172,11 +330,18 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     print_memory(&run, be->allocated(st));
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))
         goto out;
-    if (train(&run, be, st)) {
+    trained = train(&run, be, st, agreement, agree);
+    pp_guard_phase(PP_AT_FINISH, run.step);
+    if (trained < 0) {
         pp_profile_discard(run.prof);
         goto out;
     }
     rc = 0;
+    if (trained > 0) { /* stopped by signal `trained` after run.step steps */
+        rc = 128 + trained;
+        pp_profile_discard(run.prof); /* it covers fewer steps than it was opened for */
+        run.prof = NULL; /* (its checkpoint, if any, train's stop wrote) */
+    }
     if (run.prof) {
         double latency = 0, bandwidth = 0;
         int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth);
@@ -186,10 +351,13 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
             rc = 1;
         run.prof = NULL;
     }
+    /* --save writes the weights of the steps done, a signal's stop too */
     if (opts->save && save_weights(&run, be, st))
         rc = 1;
 out:
     run.prof = NULL;
+    MPI_Op_free(&agree);
+    MPI_Type_free(&agreement);
     be->destroy(st);
     return rc;
 }

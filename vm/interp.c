@@ -21,7 +21,25 @@
  * This file is the cpu backend (vm/backend.h): vm/driver.c runs the step
  * loop, the memory line, --profile and --save around it. --profile times
  * each job and optimizer step by the wall clock, after its waits for sends
- * in flight from its slots. */
+ * in flight from its slots.
+ *
+ * Bad numbers (issue 16): each microbatch's loss (the last stage's
+ * Forward), each input gradient a Backward or BackwardInput writes, and a
+ * stage's summed weight gradients before its OptimizerStep are checked;
+ * the first that is not finite is kept for the driver (nonfinite), which
+ * has the ranks agree at the end of the step. With --skip-nonfinite the
+ * OptimizerSteps wait for that agreement (commit): every plan ppc makes
+ * puts a stage's OptimizerStep after every use of its weights and
+ * gradients in the step (cpu_create refuses a plan that does not), so
+ * running them at the end of the step computes the same bits, and a
+ * skipped step costs no copy of the weights or optimizer state.
+ * PP_INJECT_NAN=STEP:STAGE:MB[:WHERE] (a test hook) puts a NaN into job
+ * (STAGE, MB) at step STEP (from 1): WHERE out (the default) into its
+ * Forward's loss on the last stage, else its output's first element; din
+ * into the input gradient its Backward or BackwardInput writes; wgrad into
+ * the weight gradients its Backward or BackwardWeight adds to. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +65,42 @@ typedef struct {
     unsigned long long allocated; /* bytes of weights, gradients, slots, workspace: up front */
     int nwsend, wsend_cap;   /* cap: the plan's SendWeights per step */
     double loss;             /* summed over this step's microbatches on this rank */
+    pp_nonfinite first;      /* the step's first non-finite number (pp_nonfinite_order) */
+    int inject_step, inject_stage, inject_mb; /* PP_INJECT_NAN; inject_step 0: none */
+    int inject_where;        /* INJECT_* */
+    const pp_instr **deferred; /* --skip-nonfinite: the step's OptimizerSteps, until commit */
+    int ndeferred;
 } vm;
+
+enum { INJECT_OUT, INJECT_DIN, INJECT_WGRAD };
+
+/* Whether PP_INJECT_NAN names this instruction's job at this step, there. */
+static int inject_here(const vm *v, const pp_instr *in, int where)
+{
+    return v->run->step + 1 == v->inject_step && in->stage == v->inject_stage &&
+           in->mb == v->inject_mb && v->inject_where == where;
+}
+
+/* Keep f if it comes before what the step found so far. */
+static void note(vm *v, pp_nf_kind kind, int s, int b, double value)
+{
+    pp_nonfinite f = {.kind = kind, .stage = s, .mb = b, .value = value};
+    int S = (int)v->p->S, B = (int)v->p->B;
+    if (v->first.kind == PP_NF_NONE ||
+        pp_nonfinite_order(&f, S, B) < pp_nonfinite_order(&v->first, S, B))
+        v->first = f;
+}
+
+/* The first of n floats that is not finite, noted as `kind`; x may be NULL
+ * (a first stage's input gradient). */
+static void check_finite(vm *v, const float *x, size_t n, pp_nf_kind kind, int s, int b)
+{
+    for (size_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i])) {
+            note(v, kind, s, b, x[i]);
+            return;
+        }
+}
 
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
 
@@ -94,6 +147,28 @@ static float *grads_of(vm *v, int s, int slot)
     return slot >= 0 ? slot_ptr(v, slot) : v->grads[s];
 }
 
+/* Stage s's update from its summed gradients (which it zeroes). */
+static void optimizer_step(vm *v, int s)
+{
+    const pp_model *m = &v->p->model;
+    int S = (int)v->p->S;
+    wait_weight_sends(v); /* the weights must not change under a send */
+    pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],
+                      pp_stage_param_count(m, S, s), v->run->step + 1);
+    pp_stage_compute_copy(m, S, s, v->params[s], v->compute[s]);
+}
+
+/* PP_INJECT_NAN's din and wgrad: a backward job's input gradient or the
+ * weight gradients it added to (either may be NULL: not written here). */
+static void inject_grads(vm *v, const pp_instr *in, float *din, float *g)
+{
+    if (din && inject_here(v, in, INJECT_DIN))
+        din[0] = NAN;
+    if (g && pp_stage_param_count(&v->p->model, (int)v->p->S, in->stage) &&
+        inject_here(v, in, INJECT_WGRAD))
+        g[0] = NAN;
+}
+
 static void exec(vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
@@ -109,17 +184,28 @@ static void exec(vm *v, const pp_instr *in)
         void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
         float *out = slot_ptr(v, pp_slot(in, PP_ROLE_OUT));
         const int32_t *tgt = slot_ptr(v, pp_slot(in, PP_ROLE_TGT));
-        v->loss += pp_stage_forward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), x, tgt, stash, v->work,
-                                    out);
+        double loss = pp_stage_forward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), x, tgt,
+                                       stash, v->work, out);
+        if (inject_here(v, in, INJECT_OUT)) {
+            if (s == S - 1)
+                loss = NAN;
+            else
+                out[0] = NAN;
+        }
+        if (!isfinite(loss))
+            note(v, PP_NF_LOSS, s, b, loss);
+        v->loss += loss;
         break;
     }
     case PP_OP_Backward: {
         const void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
-        pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)),
-                          grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD)),
-                          stash, v->work, dout, din, pp_loss_scale(m, (int)p->B));
+        float *g = grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD));
+        pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), g, stash, v->work,
+                          dout, din, pp_loss_scale(m, (int)p->B));
+        inject_grads(v, in, din, g);
+        check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
         break;
     }
     case PP_OP_BackwardInput: {
@@ -128,12 +214,16 @@ static void exec(vm *v, const pp_instr *in)
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
         pp_stage_backward_input(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), stash, v->work, dout,
                                 din, pp_loss_scale(m, (int)p->B));
+        inject_grads(v, in, din, NULL);
+        check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
         break;
     }
-    case PP_OP_BackwardWeight:
-        pp_stage_backward_weight(m, S, s, grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD)),
-                                 slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), v->work);
+    case PP_OP_BackwardWeight: {
+        float *g = grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD));
+        pp_stage_backward_weight(m, S, s, g, slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), v->work);
+        inject_grads(v, in, NULL, g);
         break;
+    }
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
         int k = pp_slot(in, PP_ROLE_SRC);
@@ -190,10 +280,11 @@ static void exec(vm *v, const pp_instr *in)
          * executions the group allows, so MPI needs no bracket. */
         break;
     case PP_OP_OptimizerStep:
-        wait_weight_sends(v); /* the weights must not change under a send */
-        pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],
-                          pp_stage_param_count(m, S, s), v->run->step + 1);
-        pp_stage_compute_copy(m, S, s, v->params[s], v->compute[s]);
+        check_finite(v, v->grads[s], pp_stage_param_count(m, S, s), PP_NF_WEIGHT_GRAD, s, -1);
+        if (v->opts->skip_nonfinite)
+            v->deferred[v->ndeferred++] = in; /* until the ranks agree: commit */
+        else
+            optimizer_step(v, s);
         break;
     case PP_OP_COUNT:
         break;
@@ -218,8 +309,9 @@ static int setup(vm *v)
     for (uint32_t i = 0; i < p->ninstr; i++)
         v->wsend_cap += p->code[i].op == PP_OP_SendWeights;
     v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
+    v->deferred = malloc((p->ninstr + 1) * sizeof *v->deferred);
     if (!v->params || !v->grads || !v->state || !v->compute || !v->slot || !v->req || !v->comm ||
-        !v->wsend)
+        !v->wsend || !v->deferred)
         return -1;
     for (int s = 0; s < S; s++) {
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
@@ -286,6 +378,57 @@ static void teardown(vm *v)
     free(v->req);
     free(v->comm);
     free(v->wsend);
+    free(v->deferred);
+}
+
+/* PP_INJECT_NAN=STEP:STAGE:MB, when set; 0, or -1 with err. */
+static int parse_inject(vm *v, char *err, size_t errlen)
+{
+    static const char *where[] = {"out", "din", "wgrad"};
+    const char *env = getenv("PP_INJECT_NAN");
+    int step, stage, mb, end = 0, w = -1;
+    if (!env)
+        return 0;
+    int n = sscanf(env, "%d:%d:%d%n", &step, &stage, &mb, &end);
+    if (n == 3 && !env[end])
+        w = INJECT_OUT;
+    for (int i = 0; n == 3 && env[end] == ':' && i < 3; i++)
+        if (!strcmp(env + end + 1, where[i]))
+            w = i;
+    if (w < 0 || step < 1 || stage < 0 || stage >= (int)v->p->S || mb < 0 || mb >= (int)v->p->B) {
+        snprintf(err, errlen, "PP_INJECT_NAN=%.40s: expected STEP:STAGE:MB[:out|din|wgrad], a "
+                 "step from 1, a stage in [0, %u) and a microbatch in [0, %u)", env, v->p->S,
+                 v->p->B);
+        return -1;
+    }
+    v->inject_where = w;
+    v->inject_step = step;
+    v->inject_stage = stage;
+    v->inject_mb = mb;
+    return 0;
+}
+
+/* --skip-nonfinite runs a stage's OptimizerStep at the end of the step,
+ * which computes the same bits only if nothing later in the step uses the
+ * stage's weights or gradients. 0, or -1 with err naming the instruction. */
+static int check_deferrable(const pp_plan *p, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        if (p->code[i].op != PP_OP_OptimizerStep)
+            continue;
+        for (uint32_t j = i + 1; j < p->ninstr; j++) {
+            const pp_op_info *info = pp_op(p->code[j].op);
+            if (p->code[j].stage == p->code[i].stage && info &&
+                (info->params != PP_ACC_NO || info->grads != PP_ACC_NO)) {
+                snprintf(err, errlen, "--skip-nonfinite: instruction %u (%s) uses stage %d's "
+                         "weights or gradients after its OptimizerStep (instruction %u), so the "
+                         "update cannot wait for the end of the step", j, info->name,
+                         p->code[j].stage, i);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* ---- the backend's interface (backend.h) ------------------------------------ */
@@ -300,11 +443,16 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
     *v = (vm){.run = run, .p = run->p, .ds = run->ds, .opts = run->opts};
     if (setup(v)) {
         snprintf(err, errlen, "out of memory allocating weights and slots");
-        teardown(v);
-        free(v);
-        return NULL;
+        goto fail;
     }
+    if (parse_inject(v, err, errlen) ||
+        (run->opts->skip_nonfinite && check_deferrable(run->p, err, errlen)))
+        goto fail;
     return v;
+fail:
+    teardown(v);
+    free(v);
+    return NULL;
 }
 
 /* The replica groups' communicators: every rank has the same group table,
@@ -335,7 +483,7 @@ static void cpu_exec(void *be, const pp_instr *in)
 {
     vm *v = be;
     int dir = v->run->prof ? pp_profile_dir(in) : -1;
-    if (dir < 0) {
+    if (dir < 0 || (in->op == PP_OP_OptimizerStep && v->opts->skip_nonfinite)) { /* commit times it */
         exec(v, in);
         return;
     }
@@ -356,6 +504,35 @@ static double cpu_end_step(void *be)
     double loss = v->loss;
     v->loss = 0;
     return loss;
+}
+
+static void cpu_nonfinite(void *be, pp_nonfinite *first)
+{
+    vm *v = be;
+    *first = v->first;
+    v->first = (pp_nonfinite){.kind = PP_NF_NONE, .stage = -1, .mb = -1};
+}
+
+/* --skip-nonfinite, once the ranks agreed: the step's deferred
+ * OptimizerSteps run (timed for --profile as cpu_exec would), or are
+ * dropped with their gradients, which the update would have zeroed. */
+static void cpu_commit(void *be, int apply)
+{
+    vm *v = be;
+    const pp_plan *p = v->p;
+    for (int i = 0; i < v->ndeferred; i++) {
+        int s = v->deferred[i]->stage;
+        if (!apply) {
+            memset(v->grads[s], 0, pp_stage_param_count(&p->model, (int)p->S, s) * sizeof(float));
+            continue;
+        }
+        double t0 = MPI_Wtime();
+        optimizer_step(v, s);
+        if (v->run->prof)
+            pp_profile_add(v->run->prof, v->run->step, pp_profile_dir(v->deferred[i]), s,
+                           MPI_Wtime() - t0);
+    }
+    v->ndeferred = 0;
 }
 
 static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth)
@@ -417,4 +594,6 @@ const pp_backend pp_backend_cpu = {
     .stage_get = cpu_stage_get,
     .stage_set = cpu_stage_set,
     .destroy = cpu_destroy,
+    .nonfinite = cpu_nonfinite,
+    .commit = cpu_commit,
 };

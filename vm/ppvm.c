@@ -16,12 +16,16 @@
  * a plan, data or --profile file that cannot be used, a --save or
  * --checkpoint-dir directory that cannot be written, a checkpoint that
  * cannot be written, --resume without a usable checkpoint, a set-up
- * failure, a loss that is not finite; a rank whose --save fails; --compare:
- * weights that differ or cannot be read); 2 a bad command line.
+ * failure, a loss or gradient that is not finite; a rank whose --save
+ * fails; --compare: weights that differ or cannot be read); 2 a bad
+ * command line; 128 + N (143 for SIGTERM, 130 for SIGINT) when signal N
+ * stopped the run after a step, every rank. Only main returns these; a
+ * failed CUDA, NCCL or MPI call ends every rank with 1 (MPI_Abort), and
+ * the watchdog (--timeout) ends its rank with 1, a second signal or
+ * --grace with 128 + N (_exit, vm/guard.c).
  *
  * --checkpoint-dir/--checkpoint-every/--checkpoint-keep, --resume and
- * --reshard are vm/checkpoint.c's (checked together here). Only main returns
- * it; a failed CUDA, NCCL or MPI call ends every rank with 1 (MPI_Abort).
+ * --reshard are vm/checkpoint.c's (checked together here).
  *
  * Before training, all ranks exchange what they loaded, and every rank
  * refuses to start (exit 1, with a message) unless all plans loaded, share
@@ -41,6 +45,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "guard.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -92,8 +97,17 @@ static void usage(FILE *f)
             "  --transport T the cuda backend's transfers: nccl (default when every rank has a\n"
             "                GPU of its own) or mpi (staged through host memory; the default\n"
             "                when ranks share a GPU). The cpu backend has only mpi.\n"
-            "  --timeout S   cuda: end the run when a step has not finished after S seconds\n"
-            "                (default 300)\n"
+            "  --timeout S   end the run when a step (or the start-up, or what follows the\n"
+            "                last step) has not finished after S seconds, naming the\n"
+            "                instruction and the peer this rank waits on (default 300)\n"
+            "  --grace S     after a SIGTERM or SIGINT, finish the step, stop every rank\n"
+            "                together (exit 128 + the signal's number), write a checkpoint\n"
+            "                (with --checkpoint-every) and --save; a second\n"
+            "                signal, or S seconds without the step ending, exits at once\n"
+            "                (default 30)\n"
+            "  --skip-nonfinite  skip a step whose loss or gradients are not finite (every\n"
+            "                rank keeps its weights and optimizer state) instead of stopping\n"
+            "                with exit 1 (cpu backend only)\n"
             "  --epilogues E cuda: on (default) fuses bias, GELU and residual adds into the\n"
             "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
             "  --profile FILE  write what this run measured (each stage's F, B, W and\n"
@@ -170,7 +184,8 @@ static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     o->train = (pp_train_opts){
-        .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300, .loss_digits = 4};
+        .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300, .loss_digits = 4,
+        .grace = 30};
     o->optim = (optim_flags){-1, -1, -1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
@@ -194,6 +209,17 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.quiet = 1;
         else if (!strcmp(a, "--reshard"))
             o->train.reshard = 1;
+        else if (!strcmp(a, "--skip-nonfinite"))
+            o->train.skip_nonfinite = 1;
+        else if (!strcmp(a, "--grace")) {
+            if (!has_value) {
+                if (first_process())
+                    pp_vm_error(-1, "%s needs a value", a);
+                return -1;
+            }
+            if (parse_num(a, argv[++i], 1e-3, 1e9, 0, &o->train.grace))
+                return -1;
+        }
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
@@ -526,6 +552,11 @@ int main(int argc, char **argv)
     int me, size, tag_ub_ok = 1;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    /* from here nothing waits on a lost peer for ever (vm/guard.h) */
+    if (pp_guard_start(me, size, o.train.timeout, o.train.grace)) {
+        MPI_Finalize();
+        return 1;
+    }
     if (choose_backend(&o, me)) {
         MPI_Finalize();
         return 1;
@@ -533,6 +564,7 @@ int main(int argc, char **argv)
     pp_plan p;
     pp_dataset ds = {0};
     char err[1024];
+    pp_guard_phase(PP_AT_LOAD, 0); /* local: a stall here is this rank's own */
     int ok = load(o.plan, me, &p, err, sizeof err) == 0;
     if (!ok)
         pp_vm_error(me, "%s", err);
@@ -551,6 +583,7 @@ int main(int argc, char **argv)
         }
     }
     int rc = 1;
+    pp_guard_phase(PP_AT_STARTUP, 0);
     if (agree(&p, ok && tag_ub_ok, me, size)) {
         const pp_backend *be = &pp_backend_cpu;
 #ifdef PP_HAVE_CUDA

@@ -2,7 +2,12 @@
  * same microbatches, stage by stage, microbatch by microbatch, with no
  * schedule at all. Every plan must end its steps with these weights. With
  * precision bf16 it keeps the same fp32 master weights and bf16 compute
- * copies as the VM's owners (kernels/model.h). */
+ * copies as the VM's owners (kernels/model.h).
+ *
+ * The oracle of a run that skipped a step (--skip-nonfinite with the test
+ * hook PP_INJECT_NAN=STEP:..., vm/README.md): with both, the reference
+ * leaves step STEP out, no forward, backward or update (the later steps
+ * keep their numbers, as in the run), without injecting anything. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,15 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The step (from 1) --skip-nonfinite and PP_INJECT_NAN make the run skip,
+ * or 0. */
+static int left_out(const pp_train_opts *opts)
+{
+    const char *env = getenv("PP_INJECT_NAN");
+    int step;
+    return opts->skip_nonfinite && env && sscanf(env, "%d:", &step) == 1 ? step : 0;
 }
 
 int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp_dataset *ds,
@@ -77,6 +91,12 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
     float scale = pp_loss_scale(m, B);
     for (int t = 0; t < opts->steps; t++) {
         double t0 = now(), loss = 0;
+        if (t + 1 == left_out(opts)) {
+            if (!opts->quiet)
+                printf("reference step %4d/%d  left out (PP_INJECT_NAN, --skip-nonfinite)\n",
+                       t + 1, opts->steps);
+            continue;
+        }
         for (int b = 0; b < B; b++) {
             pp_data_microbatch(ds, m, opts->seed, t, b, tokens);
             const void *x = tokens;

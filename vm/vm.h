@@ -25,7 +25,7 @@ typedef struct {
     int quiet;        /* no per-step lines */
     int loss_digits;  /* decimals of the per-step loss (ppvm --loss-digits, default 4) */
     int transport;    /* cuda backend: a pp_transport */
-    double timeout;   /* cuda backend: seconds a step may take before the watchdog ends the run */
+    double timeout;   /* seconds a step (or start-up) may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
     const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
     /* checkpoints (vm/checkpoint.h) */
@@ -34,6 +34,9 @@ typedef struct {
     int checkpoint_keep;        /* --checkpoint-keep K (2) */
     const char *resume;         /* --resume DIR, or NULL */
     int reshard;                /* --reshard: a checkpoint of another plan of the same model */
+    /* issue 16: a lost rank, signals, bad numbers (vm/guard.h, vm/driver.c) */
+    double grace;        /* seconds a signalled rank waits for its step to end (--grace) */
+    int skip_nonfinite;  /* skip a step with a non-finite loss or gradient, not stop */
 } pp_train_opts;
 
 /* Checks a decoded plan against what the VM will do with it: each slot is
@@ -52,8 +55,9 @@ extern const pp_backend pp_backend_cuda;
  * under MPI (already initialised, world size and plan ids already agreed):
  * rank 0 prints the memory line and a line per step; --profile and --save
  * as ppvm documents them. Returns 0, or 1 (on every rank when the run
- * could not start or a loss was not finite; on a rank whose --save file
- * could not be written). */
+ * could not start or a loss or gradient was not finite; on a rank whose
+ * --save file could not be written), or 128 + the signal's number on every
+ * rank when a SIGTERM or SIGINT stopped the run after a step. */
 int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
                 const pp_backend *be);
 

@@ -25,6 +25,7 @@ Suite *e2e_suite(void);
 Suite *ckpt_suite(void);
 Suite *gpu_e2e_suite(void);
 Suite *harness_suite(void);
+Suite *robust_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -36,5 +37,6 @@ typedef struct {
 
 extern const pp_tcase_info e2e_tcases[];
 extern const pp_tcase_info ckpt_tcases[];
+extern const pp_tcase_info robust_tcases[];
 
 #endif

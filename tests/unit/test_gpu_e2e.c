@@ -389,6 +389,31 @@ START_TEST(nccl_refuses_shared_gpu)
 }
 END_TEST
 
+/* Bad numbers on the cuda backend (issue 16): it checks its summed loss
+ * only, stopping every rank with exit 1, and refuses --skip-nonfinite and
+ * the PP_INJECT_NAN hook, which only the cpu backend has. */
+START_TEST(cuda_bad_numbers)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --steps 30 --lr 1000 --quiet", dir);
+    ranks_fail_with(2, cmd, 1, "this rank's loss is not finite (");
+    ranks_fail_with(2, cmd, 1, "ppvm: loss is not finite at step ");
+    snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --steps 1 --skip-nonfinite", dir);
+    ranks_fail_with(2, cmd, 1, "ppvm: rank 0: --skip-nonfinite: the cuda backend cannot undo a "
+                    "step's optimizer updates (use --backend cpu)");
+    snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --steps 1", dir);
+    setenv("PP_INJECT_NAN", "1:1:1", 1);
+    ranks_fail_with(2, cmd, 1, "ppvm: rank 0: PP_INJECT_NAN: the cuda backend has no such test "
+                    "hook (use --backend cpu)");
+    unsetenv("PP_INJECT_NAN");
+    remove_dir(dir);
+}
+END_TEST
+
 /* ppvm --profile on the cuda backend: the jobs timed by CUDA events, the
  * link through the run's transport, a file ppc --costs takes as it is. */
 START_TEST(profile_on_the_gpu)
@@ -488,6 +513,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     tcase_add_test(tc, checkpoint_resume_cuda);
+    tcase_add_test(tc, cuda_bad_numbers);
     suite_add_tcase(s, tc);
     return s;
 }

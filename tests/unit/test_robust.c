@@ -1,0 +1,477 @@
+/* test_robust.c - the robust suite (issue 16): a lost rank, signals and bad
+ * numbers, under mpirun on the cpu backend, 2 ranks each.
+ *
+ * - A rank stopped (SIGSTOP) mid-run or stalled at start-up: the others'
+ *   watchdog (--timeout) ends the run non-zero within a bound, naming the
+ *   lost rank and the instruction; no process is left behind.
+ * - A rank killed (SIGKILL): mpirun ends non-zero within a bound, nothing
+ *   left behind.
+ * - SIGTERM to every rank: every rank exits 143 after the step with "stopped
+ *   by SIGTERM after step N", and --save holds the weights of exactly N
+ *   steps; a rank that cannot finish its step exits at --grace, or at a
+ *   second signal, with 143.
+ * - A NaN injected (PP_INJECT_NAN) into a loss, an input gradient or a
+ *   weight gradient: every rank exits 1 naming the step, stage and
+ *   microbatch; with --skip-nonfinite the step is skipped on every rank (the
+ *   weights of N steps whose last was skipped equal those of N - 1 steps,
+ *   bit for bit, with SGD and AdamW; with a step skipped mid-run, those of
+ *   the reference that leaves that step out) and training goes on.
+ * - Bad input: a malformed PP_INJECT_NAN, --grace out of range, a plan
+ *   whose OptimizerStep --skip-nonfinite cannot defer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../isa/plan.h"
+#include "../../vm/data.h"
+#include "suites.h"
+#include "testutil.h"
+
+#define MPIRUN "mpirun --oversubscribe --allow-run-as-root --bind-to none"
+
+/* Runs 2 ranks of `ppvm ARGS` (rank 1 with RANK1_ARGS after them, no
+ * single quotes; NULL: none) in the background (each rank's ppvm pid in
+ * DIR/pid.R, its exit status as "pp-test: rank R exited S"), waits for
+ * `wait_for` (a grep pattern, "^step " for rank 0's first step line; NULL:
+ * nothing) in the output and for both pids,
+ * runs the shell `action` ($P0 and $P1: the two ppvm pids), then waits for
+ * mpirun and prints "mpirun exited RC after T s" (T from the action's end),
+ * then "left behind: PID" for each ppvm still alive 10 s after that, then
+ * the run's output. */
+static void run_and_act(const char *dir, const char *args, const char *rank1_args,
+                        const char *wait_for, const char *action, proc_result *r)
+{
+    char *cmd;
+    if (asprintf(&cmd,
+                 "d=%s; " MPIRUN " -np 2 sh -c '\"$0\" \"$@\" $([ $OMPI_COMM_WORLD_RANK = 1 ] && "
+                 "echo %s) & echo $! > %s/pid.$OMPI_COMM_WORLD_RANK; "
+                 "wait $!; rc=$?; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' "
+                 "%s/bin/" PPVM " %s > $d/out 2>&1 & m=$!; "
+                 "i=0; until %s%s%s [ -s $d/pid.0 ] && [ -s $d/pid.1 ]; do "
+                 "sleep 0.1; i=$((i+1)); [ $i -gt 900 ] && break; done; "
+                 "P0=$(cat $d/pid.0); P1=$(cat $d/pid.1); %s; t0=$(date +%%s.%%N); "
+                 "wait $m; rc=$?; echo \"mpirun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
+                 "awk '{print $1 - $2}') s\"; "
+                 "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" != Z ]; }; "
+                 "for i in $(seq 50); do alive $P0 || alive $P1 || break; sleep 0.2; done; "
+                 "for p in $P0 $P1; do alive $p && echo \"left behind: $p\"; done; cat $d/out",
+                 dir, rank1_args ? rank1_args : "", dir, PP_ROOT, args, wait_for ? "grep -q '" : "", wait_for ? wait_for : "",
+                 wait_for ? "' $d/out &&" : "", action) < 0)
+        abort();
+    run_proc(cmd, MPIRUN_TIMEOUT, r);
+    free(cmd);
+}
+
+/* mpirun's status and the seconds it took after the action. */
+static int mpirun_ended(const proc_result *r, double *seconds)
+{
+    int rc = -1;
+    const char *p = strstr(r->out, "mpirun exited ");
+    ck_assert_msg(p && sscanf(p, "mpirun exited %d after %lf s", &rc, seconds) == 2,
+                  "the test's script did not finish: %s", r->out);
+    return rc;
+}
+
+static void nothing_left_behind(const proc_result *r)
+{
+    ck_assert_msg(!strstr(r->out, "left behind: ") && !r->lingered,
+                  "ranks were left running after mpirun ended:\n%s", r->out);
+}
+
+/* A rank stopped mid-run (SIGSTOP): its peer's watchdog ends the run within
+ * --timeout and a few seconds, naming the stopped rank and the instruction
+ * it waits at; mpirun exits non-zero and ends the stopped rank too. */
+START_TEST(stopped_rank_times_out)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 3", dir);
+    proc_result r;
+    run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1", &r);
+    double t;
+    int rc = mpirun_ended(&r, &t);
+    ck_assert_msg(rc != 0 && t < 3 + 15, "mpirun exited %d %g s after rank 1 was stopped:\n%s",
+                  rc, t, r.out);
+    ck_assert_msg(strstr(r.out, "ppvm: rank 0: step ") &&
+                      strstr(r.out, ": not finished after 3 s, see --timeout (") &&
+                      strstr(r.out, "rank 1 is lost or stalled)"),
+                  "rank 0 did not name the stopped rank:\n%s", r.out);
+    ck_assert_msg(!strstr(r.out, "rank 0 is lost"), "the stopped rank blamed its peer:\n%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A rank stalled before the first step (its data file a FIFO nobody
+ * writes): the other rank's watchdog covers the start-up exchange. */
+START_TEST(stalled_start_up_times_out)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], cmd[1024];
+    snprintf(cmd, sizeof cmd, "mkfifo %s/fifo", dir);
+    free(run_expect(cmd, 0));
+    /* rank 1 reads the FIFO; rank 0 the default data */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --timeout 3 "
+             "$( [ $OMPI_COMM_WORLD_RANK = 1 ] && echo --data %s/fifo)", dir, dir);
+    char *full;
+    if (asprintf(&full, "%s/bin/" PPVM " %s", PP_ROOT, args) < 0)
+        abort();
+    proc_result r;
+    char *mpi;
+    if (asprintf(&mpi, MPIRUN " -np 2 sh -c '%s; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $?\"'; "
+                 "echo \"mpirun exited $?\"", full) < 0)
+        abort();
+    run_proc(mpi, MPIRUN_TIMEOUT, &r);
+    ck_assert_msg(!r.timed_out && r.seconds < 3 + 30 && strstr(r.out, "mpirun exited ") &&
+                      !strstr(r.out, "mpirun exited 0"),
+                  "expected mpirun to end non-zero within 33 s; it %s", proc_story(&r, 20));
+    ck_assert_msg(strstr(r.out, "ppvm: rank 0: start-up: not finished after 3 s, see --timeout (") &&
+                      strstr(r.out, "rank 1 is lost or stalled)"),
+                  "rank 0 did not say the start-up stalled on rank 1:\n%s", r.out);
+    /* the stalled rank blames nobody else: its own phase is local */
+    ck_assert_msg(!strstr(r.out, "ppvm: rank 1: start-up:") ||
+                      strstr(r.out, "ppvm: rank 1: start-up: not finished after 3 s, see --timeout "
+                                    "(reading this rank's plan and data)"),
+                  "%s", r.out);
+    ck_assert_msg(!r.lingered, "ranks were left running:\n%s", r.out);
+    free(full);
+    free(mpi);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* kill -9 of one rank mid-run: Open MPI ends the job itself; the bound and
+ * that no rank is left running are what ppvm must not spoil (its SIGTERM
+ * handler must not keep a rank alive that mpirun ends). */
+START_TEST(killed_rank_ends_the_job)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=4"), args[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 3", dir);
+    proc_result r;
+    run_and_act(dir, args, NULL, "^step ", "kill -KILL $P1", &r);
+    double t;
+    int rc = mpirun_ended(&r, &t);
+    ck_assert_msg(rc != 0 && t < 15, "mpirun exited %d %g s after rank 1 was killed:\n%s", rc, t,
+                  r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* SIGTERM to every rank mid-run, as a scheduler sends: every rank exits 143
+ * after the step, rank 0 says after which, and --save holds exactly that
+ * many steps' weights (equal, bit for bit, to an uninterrupted run of as
+ * many steps). */
+START_TEST(sigterm_stops_every_rank)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --save %s/w", dir, dir);
+    proc_result r;
+    run_and_act(dir, args, NULL, "^step ", "kill -TERM $P0 $P1", &r);
+    double t;
+    int rc = mpirun_ended(&r, &t), st[2], steps = 0;
+    rank_statuses(r.out, 2, st);
+    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143,
+                  "expected every rank to exit 143 soon after SIGTERM; mpirun exited %d after %g s, "
+                  "ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    const char *p = strstr(r.out, "ppvm: stopped by SIGTERM after step ");
+    ck_assert_msg(p && sscanf(p, "ppvm: stopped by SIGTERM after step %d of 1000000 (exit status 143)",
+                              &steps) == 1 && steps >= 1, "no stop message:\n%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --save %s/n --quiet", dir, steps,
+             dir);
+    free(mpi_ok(2, args));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+}
+END_TEST
+
+/* SIGTERM with checkpoints on: the stopped run writes a checkpoint of the
+ * steps it did (though not a multiple of --checkpoint-every), and --resume
+ * from it ends, 3 steps later, with the weights of an uninterrupted run. */
+START_TEST(sigterm_writes_a_checkpoint)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 1000000 --checkpoint-dir %s/ck --checkpoint-every 100000",
+             dir, dir);
+    proc_result r;
+    run_and_act(dir, args, NULL, "^step ", "kill -TERM $P0 $P1", &r);
+    double t;
+    int rc = mpirun_ended(&r, &t), st[2], steps = 0;
+    rank_statuses(r.out, 2, st);
+    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143,
+                  "expected every rank to exit 143 soon after SIGTERM; mpirun exited %d after %g s, "
+                  "ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    const char *p = strstr(r.out, "ppvm: stopped by SIGTERM after step ");
+    ck_assert_msg(p && sscanf(p, "ppvm: stopped by SIGTERM after step %d of 1000000", &steps) == 1 &&
+                      steps >= 1, "no stop message:\n%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/ck/step-%06d/manifest", dir, steps);
+    ck_assert_msg(access(cmd, R_OK) == 0, "the stopped run after step %d wrote no %s", steps, cmd);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --resume %s/ck --save %s/w --quiet",
+             dir, steps + 3, dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --save %s/n --quiet", dir,
+             steps + 3, dir);
+    free(mpi_ok(2, args));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+}
+END_TEST
+
+/* SIGTERM to both ranks during start-up (rank 1 held reading its data from
+ * a FIFO until after the signals): they stop at the first step's barrier,
+ * before it runs. */
+START_TEST(sigterm_before_the_first_step)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], cmd[1024], action[1024];
+    snprintf(cmd, sizeof cmd, "mkfifo %s/fifo", dir);
+    free(run_expect(cmd, 0));
+    char fifo[1024];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5", dir);
+    snprintf(fifo, sizeof fifo, "--data %s/fifo", dir);
+    snprintf(action, sizeof action, "sleep 1; kill -TERM $P0 $P1; cat %s > %s/fifo", PP_DEFAULT_DATA,
+             dir);
+    proc_result r;
+    run_and_act(dir, args, fifo, NULL, action, &r);
+    double t;
+    int rc = mpirun_ended(&r, &t), st[2];
+    rank_statuses(r.out, 2, st);
+    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143 &&
+                      strstr(r.out, "ppvm: stopped by SIGTERM after step 0 of 5 (exit status 143)") &&
+                      !strstr(r.out, "step    1/5"),
+                  "mpirun exited %d after %g s, ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A signalled rank whose step cannot end (its peer stopped) exits at
+ * --grace; a second signal ends it at once; both with 143 and a line. */
+START_TEST(signal_grace_and_second_signal)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 100 --grace 2", dir);
+    proc_result r;
+    run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0", &r);
+    double t;
+    int rc = mpirun_ended(&r, &t), st[2];
+    rank_statuses(r.out, 2, st);
+    ck_assert_msg(rc != 0 && t < 2 + 15 && st[0] == 143, "mpirun exited %d after %g s, rank 0 %d:\n%s",
+                  rc, t, st[0], r.out);
+    ck_assert_msg(strstr(r.out, "ppvm: rank 0: SIGTERM: the step did not end within --grace 2 s; "
+                                "exiting at once with status 143"), "%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+
+    /* --grace 100: only the second signal can end rank 0 this soon */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 100 --grace 100",
+             dir);
+    run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0; sleep 0.2; "
+                "kill -TERM $P0", &r);
+    rc = mpirun_ended(&r, &t);
+    rank_statuses(r.out, 2, st);
+    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143, "mpirun exited %d after %g s, rank 0 %d:\n%s",
+                  rc, t, st[0], r.out);
+    ck_assert_msg(strstr(r.out, "ppvm: rank 0: a second stop signal: exiting at once"), "%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Runs 2 ranks with PP_INJECT_NAN=inject and expects every rank to exit 1
+ * with `found` (the finding rank's line) and `stop` (rank 0's). */
+static void nan_stops(const char *dir, const char *plan, const char *inject, const char *found,
+                      const char *stop)
+{
+    char args[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/%s --steps 4 --quiet --save %s/w", dir, plan, dir);
+    setenv("PP_INJECT_NAN", inject, 1);
+    int rc = mpi_run(2, args, &out, &why);
+    unsetenv("PP_INJECT_NAN");
+    int st[2];
+    rank_statuses(out, 2, st);
+    ck_assert_msg(rc != 0 && st[0] != 0 && st[1] != 0 && st[0] <= 1 && st[1] <= 1 &&
+                      (st[0] == 1 || st[1] == 1) && !strstr(out, "MPI_ABORT"),
+                  "PP_INJECT_NAN=%s: expected every rank to exit 1: %s\n%s", inject,
+                  rc ? why : "every rank exited 0", out);
+    ck_assert_msg(strstr(out, found) && strstr(out, stop), "PP_INJECT_NAN=%s: expected '%s' and '%s':\n%s",
+                  inject, found, stop, out);
+    char cmd[1024];
+    /* --save's directory is made before the first step; no stage file in it */
+    snprintf(cmd, sizeof cmd, "ls %s/w/stage* 2>/dev/null | grep -q .", dir);
+    ck_assert_msg(run_cmd(cmd, NULL) != 0, "weights were saved from a run stopped by a NaN");
+    free(out);
+    free(why);
+}
+
+/* A NaN in a loss, an input gradient or a weight gradient stops every rank
+ * with exit 1, naming the step, stage and microbatch; one made in a first
+ * stage's forward is named where it is checked: its microbatch's loss. */
+START_TEST(nonfinite_stops_every_rank)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), cmd[1024];
+    nan_stops(dir, "plan", "3:1:1", "ppvm: rank 1: step 3, stage 1, microbatch 1: the loss is not "
+              "finite (nan); every rank stops", "ppvm: loss is not finite at step 3");
+    nan_stops(dir, "plan", "2:0:0", "ppvm: rank 1: step 2, stage 1, microbatch 0: the loss is not "
+              "finite", "ppvm: loss is not finite at step 2");
+    nan_stops(dir, "plan", "2:1:0:din", "ppvm: rank 1: step 2, stage 1, microbatch 0: the input "
+              "gradient is not finite (nan); every rank stops", "ppvm: a gradient is not finite at step 2");
+    nan_stops(dir, "plan", "2:0:1:wgrad", "ppvm: rank 0: step 2, stage 0: the weight gradients "
+              "(summed over microbatches 0 to 1) are not finite (nan) before its OptimizerStep; "
+              "every rank stops", "ppvm: a gradient is not finite at step 2");
+    /* split backward (B then W): the hook reaches BackwardInput and BackwardWeight */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp -D S=2 -D B=4 -o %s/zb -q", PP_ROOT,
+             PP_ROOT, dir);
+    free(run_expect(cmd, 0));
+    nan_stops(dir, "zb", "1:1:3:din", "ppvm: rank 1: step 1, stage 1, microbatch 3: the input "
+              "gradient is not finite", "ppvm: a gradient is not finite at step 1");
+    nan_stops(dir, "zb", "1:1:2:wgrad", "ppvm: rank 1: step 1, stage 1: the weight gradients",
+              "ppvm: a gradient is not finite at step 1");
+    remove_dir(dir);
+}
+END_TEST
+
+/* --skip-nonfinite with the NaN in the last of N steps: the run succeeds,
+ * says so once, and its weights are those of N - 1 steps, bit for bit. */
+static void skipped_last_step(const char *optimizer, const char *inject)
+{
+    char *dir = compile_plan("1f1b.pp", optimizer), args[2048], cmd[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --skip-nonfinite --save %s/w", dir,
+             dir);
+    setenv("PP_INJECT_NAN", inject, 1);
+    char *out = mpi_ok(2, args);
+    unsetenv("PP_INJECT_NAN");
+    const char *line = strstr(out, "step 3 skipped on every rank (weights and optimizer state as "
+                                   "before it)");
+    ck_assert_msg(line && !strstr(line + 10, "skipped on every rank"),
+                  "expected one line saying step 3 was skipped:\n%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/n --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+}
+
+START_TEST(nonfinite_steps_skipped)
+{
+    skipped_last_step("-D S=2 -D B=2", "3:1:0");
+    skipped_last_step("-D S=2 -D B=2 --optimizer adamw", "3:0:1:wgrad");
+    /* a skip mid-run (AdamW): training goes on, with finite losses after
+     * it, to the weights of the reference with that step left out */
+    char *dir = compile_plan("zb-h1.pp", "-D S=2 -D B=4 --optimizer adamw"), args[2048], cmd[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --skip-nonfinite --save %s/w", dir,
+             dir);
+    setenv("PP_INJECT_NAN", "2:1:2:din", 1);
+    char *out = mpi_ok(2, args);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --skip-nonfinite --save "
+             "%s/r", PP_ROOT, dir, dir);
+    char *ref = run_expect(cmd, 0);
+    unsetenv("PP_INJECT_NAN");
+    ck_assert_msg(strstr(ref, "reference step    2/4  left out"), "%s", ref);
+    free(ref);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/r", PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    /* and the reference that takes every step differs: the skip mattered */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --quiet --save %s/all && "
+             "%s/bin/ppvm --compare %s/w %s/all", PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 1));
+    ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
+                              "not finite (nan); step 2 skipped on every rank"), "%s", out);
+    const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
+    ck_assert_msg(s3 && s4 && atof(s3 + 18) > 0 && atof(s4 + 18) > 0, "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Rank 0's OptimizerStep moved before its stage's last backward job: a
+ * plan whose update --skip-nonfinite cannot defer. */
+static void update_before_backward(const char *path)
+{
+    char err[512];
+    pp_plan p;
+    ck_assert_msg(pp_plan_read(path, &p, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    int opt = -1, back = -1;
+    for (uint32_t i = 0; i < p.ninstr; i++) {
+        if (p.code[i].op == PP_OP_OptimizerStep)
+            opt = (int)i;
+        if (p.code[i].op == PP_OP_Backward && opt < 0)
+            back = (int)i;
+    }
+    ck_assert(opt > back && back >= 0);
+    pp_instr t = p.code[opt];
+    p.code[opt] = p.code[back];
+    p.code[back] = t;
+    ck_assert_msg(pp_plan_write(&p, path, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    pp_plan_free(&p);
+}
+
+START_TEST(robust_bad_input)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
+    static const char *bad[] = {"x", "0:1:1", "1:2:0", "1:1:2", "1:1:1:", "1:1:1:grad", "1:1"};
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2", dir);
+    for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        char msg[256];
+        setenv("PP_INJECT_NAN", bad[i], 1);
+        snprintf(msg, sizeof msg, "ppvm: rank 0: PP_INJECT_NAN=%s: expected STEP:STAGE:MB[:out|din|"
+                 "wgrad], a step from 1, a stage in [0, 2) and a microbatch in [0, 2)", bad[i]);
+        mpi_fails_with(2, args, msg);
+    }
+    unsetenv("PP_INJECT_NAN");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --grace 0 %s/plan", PP_ROOT, dir);
+    char *out = run_expect(cmd, 2);
+    ck_assert_msg(strstr(out, "ppvm: --grace 0: expected a number in [0.001, 1e+09]"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm %s/plan --grace", PP_ROOT, dir);
+    out = run_expect(cmd, 2);
+    ck_assert_msg(strstr(out, "ppvm: --grace needs a value"), "%s", out);
+    free(out);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/plan/rank0.bin", dir);
+    update_before_backward(path);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --skip-nonfinite", dir);
+    mpi_fails_with(2, args, "uses stage 0's weights or gradients after its OptimizerStep "
+                   "(instruction ");
+    remove_dir(dir);
+}
+END_TEST
+
+#define ROBUST_TESTS(X)                                                                            \
+    X(sigterm_stops_every_rank, 2)                                                                 \
+    X(sigterm_writes_a_checkpoint, 2)                                                              \
+    X(signal_grace_and_second_signal, 2)                                                           \
+    X(sigterm_before_the_first_step, 2)                                                            \
+    X(stopped_rank_times_out, 2)                                                                   \
+    X(stalled_start_up_times_out, 2)                                                               \
+    X(killed_rank_ends_the_job, 2)                                                                 \
+    X(nonfinite_stops_every_rank, 2)                                                               \
+    X(nonfinite_steps_skipped, 2)                                                                  \
+    X(robust_bad_input, 2)
+
+#define ROBUST_INFO(test, ranks) {#test, ranks},
+const pp_tcase_info robust_tcases[] = {ROBUST_TESTS(ROBUST_INFO){NULL, 0}};
+
+Suite *robust_suite(void)
+{
+    Suite *s = suite_create("robust");
+    TCase *tc;
+#define ROBUST_ADD(test, ranks)                                                                    \
+    tc = tcase_create(#test);                                                                      \
+    tcase_set_timeout(tc, 600);                                                                    \
+    tcase_add_test(tc, test);                                                                      \
+    suite_add_tcase(s, tc);
+    ROBUST_TESTS(ROBUST_ADD)
+    return s;
+}

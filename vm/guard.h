@@ -1,0 +1,57 @@
+/* guard.h - what keeps a rank from hanging or dying uncleanly: the
+ * watchdog thread behind --timeout, on every backend, and the stop signals
+ * (SIGTERM, SIGINT) behind --grace. vm/guard.c implements it; vm/README.md
+ * ("A lost rank, signals") says what each message means.
+ *
+ * The watchdog watches a progress record that the driver updates: the
+ * phase (start-up, the barrier before a step, the step's instructions, the
+ * end of the step, after training), the step, and inside a step the
+ * instruction in progress (its index, opcode, stage, microbatch and peer).
+ * A phase not finished --timeout seconds after it began (a step counts as
+ * one phase from its barrier to its end-of-step collective) makes the
+ * thread print one line naming this rank, the step, the instruction and,
+ * for a transfer, the peer it waits on, and end the process with _exit(1):
+ * the thread never calls MPI, since the main thread is blocked inside it,
+ * and Open MPI's mpirun then ends the job non-zero.
+ *
+ * The first SIGTERM or SIGINT only sets a flag (pp_guard_signal); the
+ * driver has the ranks agree on it at the end of the step and stop together.
+ * A second one, or --grace seconds without the step ending, ends the
+ * process at once with status 128 + the signal's number. */
+#ifndef PP_VM_GUARD_H
+#define PP_VM_GUARD_H
+
+#include <stdint.h>
+
+#include "../isa/ops.h"
+
+typedef enum {
+    PP_AT_STARTUP,  /* MPI_Init done, until the first step: the hand-shake, connect */
+    PP_AT_LOAD,     /* start-up, reading this rank's plan and data (local) */
+    PP_AT_BARRIER,  /* the barrier that starts a step */
+    PP_AT_STEP,     /* the step's instructions (pp_guard_instr says which) */
+    PP_AT_STEP_END, /* sends completing, the end-of-step agreement */
+    PP_AT_FINISH,   /* after the last step: --profile's probe, --save, MPI_Finalize */
+} pp_phase;
+
+/* Installs the SIGTERM and SIGINT handlers and starts the watchdog thread,
+ * in phase PP_AT_STARTUP. timeout, grace: seconds (> 0). Returns 0, or -1
+ * when the thread cannot be started (said on stderr). */
+int pp_guard_start(int me, int world, double timeout, double grace);
+
+/* Enter phase `ph` of step `step` (from 0; ignored at start-up and
+ * finish). Every phase but PP_AT_STEP_END restarts the clock: a step's
+ * time runs from the end of its barrier to the end of its agreement, as
+ * the cuda backend's own watchdog counts it (vm/interp_cuda.c). */
+void pp_guard_phase(pp_phase ph, int step);
+
+/* Inside a step: instruction `index` of the plan, `in`, is in progress. */
+void pp_guard_instr(uint32_t index, const pp_instr *in);
+
+/* The first stop signal received (SIGTERM or SIGINT), or 0. */
+int pp_guard_signal(void);
+
+/* Name of a stop signal: "SIGTERM", "SIGINT". */
+const char *pp_guard_signal_name(int sig);
+
+#endif
