@@ -28,6 +28,7 @@
 #include "../kernels/model.h"
 #include "backend.h"
 #include "check.h"
+#include "determ.h"
 #include "profile.h"
 #include "vm.h"
 
@@ -47,6 +48,8 @@ typedef struct {
     unsigned long long allocated; /* bytes of weights, gradients, slots, workspace: up front */
     int nwsend, wsend_cap;   /* cap: the plan's SendWeights per step */
     double loss;             /* summed over this step's microbatches on this rank */
+    pp_determ *det;          /* --deterministic (vm/determ.h), else NULL */
+    unsigned long long det_bytes; /* its per-microbatch gradients: part of allocated */
 } vm;
 
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
@@ -94,6 +97,22 @@ static float *grads_of(vm *v, int s, int slot)
     return slot >= 0 ? slot_ptr(v, slot) : v->grads[s];
 }
 
+/* Where job W(s,b) accumulates its weight gradients: its wgrad slot or the
+ * owner's gradients; under --deterministic, a zeroed buffer of its own. */
+static float *wjob_grads(vm *v, int s, int b, int slot)
+{
+    if (v->det && pp_determ_tracks(v->det, s))
+        return pp_determ_job(v->det, s, b);
+    return grads_of(v, s, slot);
+}
+
+/* W(s,b) is done: --deterministic adds what is next in order. */
+static void wjob_done(vm *v, int s, int b)
+{
+    if (v->det && pp_determ_tracks(v->det, s))
+        pp_determ_done(v->det, s, b, v->grads[s]);
+}
+
 static void exec(vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
@@ -118,8 +137,9 @@ static void exec(vm *v, const pp_instr *in)
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
         pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)),
-                          grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD)),
+                          wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD)),
                           stash, v->work, dout, din, pp_loss_scale(m, (int)p->B));
+        wjob_done(v, s, b);
         break;
     }
     case PP_OP_BackwardInput: {
@@ -131,8 +151,9 @@ static void exec(vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_BackwardWeight:
-        pp_stage_backward_weight(m, S, s, grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD)),
+        pp_stage_backward_weight(m, S, s, wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD)),
                                  slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), v->work);
+        wjob_done(v, s, b);
         break;
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
@@ -165,6 +186,10 @@ static void exec(vm *v, const pp_instr *in)
         break;
     case PP_OP_SendWeightGrad: {
         int k = pp_slot(in, PP_ROLE_WGRAD);
+        if (v->det && pp_determ_tracks(v->det, s)) {
+            pp_determ_send(v->det, s, in->peer);
+            break;
+        }
         slot_ptr(v, k);
         mpiCheck(MPI_Isend(v->slot[k], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
                            tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
@@ -173,6 +198,10 @@ static void exec(vm *v, const pp_instr *in)
     case PP_OP_RecvWeightGrad: {
         size_t n = pp_stage_param_count(m, S, s);
         float *tmp = slot_ptr(v, pp_slot(in, PP_ROLE_TMP)), *g = v->grads[s];
+        if (v->det && pp_determ_tracks(v->det, s)) {
+            pp_determ_recv(v->det, s, in->peer, g);
+            break;
+        }
         mpiCheck(MPI_Recv(tmp, (int)n, MPI_FLOAT, in->peer, tag_of(p, s, -1, TAG_WGRAD),
                           MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         for (size_t i = 0; i < n; i++)
@@ -180,6 +209,10 @@ static void exec(vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_ReduceGrads:
+        if (v->det && pp_determ_tracks(v->det, s)) {
+            pp_determ_reduce(v->det, s, v->comm[in->group], v->grads[s]);
+            break;
+        }
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
                                MPI_FLOAT, MPI_SUM, v->comm[in->group]));
         break;
@@ -191,6 +224,8 @@ static void exec(vm *v, const pp_instr *in)
         break;
     case PP_OP_OptimizerStep:
         wait_weight_sends(v); /* the weights must not change under a send */
+        if (v->det && pp_determ_tracks(v->det, s))
+            pp_determ_finish(v->det, s);
         pp_optimizer_step(m->optimizer, &v->opts->optim, v->params[s], v->grads[s], v->state[s],
                           pp_stage_param_count(m, S, s), v->run->step + 1);
         pp_stage_compute_copy(m, S, s, v->params[s], v->compute[s]);
@@ -256,6 +291,12 @@ static int setup(vm *v)
     v->allocated += p->workspace_bytes;
     if (!v->work)
         return -1;
+    if (v->opts->deterministic) {
+        v->det = pp_determ_create(p, &v->det_bytes);
+        v->allocated += v->det_bytes;
+        if (!v->det)
+            return -1;
+    }
     return 0;
 }
 
@@ -275,6 +316,7 @@ static void teardown(vm *v)
     for (uint32_t k = 0; v->slot && k < p->nslots; k++)
         free(v->slot[k]);
     free(v->work);
+    pp_determ_free(v->det);
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         if (v->comm[g] != MPI_COMM_NULL)
             mpiCheck(MPI_Comm_free(&v->comm[g]));
@@ -307,6 +349,26 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
     return v;
 }
 
+/* --deterministic: its communicator, and a note (before the memory line,
+ * which includes them) of what its per-microbatch gradients take on each
+ * rank. Collective. */
+static void determ_connect(vm *v)
+{
+    const pp_plan *p = v->p;
+    unsigned long long *all = v->run->me == 0 ? malloc(p->world * sizeof *all) : NULL;
+    pp_determ_connect(v->det);
+    mpiCheck(MPI_Gather(&v->det_bytes, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, 0,
+                        MPI_COMM_WORLD));
+    if (all && !v->opts->quiet) {
+        printf("deterministic: per-microbatch weight gradients, bytes per rank (in the memory "
+               "below):");
+        for (uint32_t r = 0; r < p->world; r++)
+            printf(" %llu", all[r]);
+        printf("\n");
+    }
+    free(all);
+}
+
 /* The replica groups' communicators: every rank has the same group table,
  * so these collective splits match. */
 static void cpu_connect(void *be)
@@ -320,6 +382,8 @@ static void cpu_connect(void *be)
             member |= p->groups[g].member[i] == (uint32_t)me;
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, me, &v->comm[g]));
     }
+    if (v->det)
+        determ_connect(v);
 }
 
 static unsigned long long cpu_allocated(void *be)
@@ -353,6 +417,8 @@ static double cpu_end_step(void *be)
         if (v->req[k] != MPI_REQUEST_NULL)
             mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
     wait_weight_sends(v);
+    if (v->det)
+        pp_determ_end_step(v->det);
     double loss = v->loss;
     v->loss = 0;
     return loss;

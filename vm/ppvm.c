@@ -93,7 +93,12 @@ static void usage(FILE *f)
             "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
             "  --profile FILE  write what this run measured (each stage's F, B, W and\n"
             "                optimizer step O, the link's latency and bandwidth, in seconds)\n"
-            "                as a ppc --costs file\n",
+            "                as a ppc --costs file\n"
+            "  --deterministic  sum each stage's weight gradients in one fixed order, the\n"
+            "                reference's (microbatch 0, 1, ..., B-1, each computed on its own),\n"
+            "                whatever the schedule, so that a run and --reference\n"
+            "                --deterministic end with the same bits (--atol 0 --rtol 0);\n"
+            "                costs memory and time (vm/README.md); cpu backend only\n",
             PP_DEFAULT_DATA);
 }
 
@@ -117,6 +122,29 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
         return -1;
     }
     *out = v;
+    return 0;
+}
+
+/* --deterministic runs on the cpu backend (the cuda backend still sums
+ * partial sums: vm/README.md) and the reference, so it picks the cpu
+ * backend where none is asked for and refuses cuda and nccl; it means
+ * nothing to --compare. 0, or -1 (said). */
+static int deterministic_conflict(options *o)
+{
+    const char *why = NULL;
+    if (!o->train.deterministic)
+        return 0;
+    if (o->compare)
+        why = "--deterministic changes how a run sums its gradients; it does not go with --compare";
+    else if (o->backend == BACKEND_CUDA || o->transport == PP_TRANSPORT_NCCL)
+        why = "--deterministic is implemented on the cpu backend only; drop --backend cuda and "
+              "--transport nccl (or use --backend cpu)";
+    if (why) {
+        if (first_process())
+            pp_vm_error(-1, "%s", why);
+        return -1;
+    }
+    o->backend = BACKEND_CPU;
     return 0;
 }
 
@@ -146,6 +174,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->compare = 1;
         else if (!strcmp(a, "--quiet"))
             o->train.quiet = 1;
+        else if (!strcmp(a, "--deterministic"))
+            o->train.deterministic = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
@@ -252,6 +282,8 @@ static int parse_args(int argc, char **argv, options *o)
                         o->reference ? "reference" : "compare");
         return -1;
     }
+    if (deterministic_conflict(o))
+        return -1;
     int want = o->compare ? 2 : 1;
     if (npos != want) {
         if (first_process())
@@ -497,10 +529,11 @@ int main(int argc, char **argv)
         o.train.transport = o.transport;
         if (me == 0 && !o.train.quiet)
             printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, %s lr %g, "
-                   "data %s, backend %s, transport %s\n",
+                   "data %s, backend %s, transport %s%s\n",
                    size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
                    pp_optimizer_name(p.model.optimizer), (double)o.train.optim.lr, o.train.data,
-                   be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi");
+                   be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi",
+                   o.train.deterministic ? ", deterministic" : "");
         rc = pp_run_plan(&p, &ds, &o.train, be);
     }
     if (ok) {
