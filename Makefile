@@ -238,6 +238,7 @@ bench: bin/sim_bench bin/model_bench all
 	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
+	bash tests/bench/determ_bench.sh
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).

@@ -63,6 +63,7 @@ static const struct suite_entry {
     {"golden", golden_suite, FAST, 1, NULL},
     {"harness", harness_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
+    {"determ", determ_suite, MPI, 4, determ_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))

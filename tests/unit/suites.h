@@ -22,6 +22,7 @@ Suite *compile_suite(void);
 Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);
+Suite *determ_suite(void);
 Suite *gpu_e2e_suite(void);
 Suite *harness_suite(void);
 
@@ -34,5 +35,6 @@ typedef struct {
 } pp_tcase_info;
 
 extern const pp_tcase_info e2e_tcases[];
+extern const pp_tcase_info determ_tcases[];
 
 #endif
