@@ -160,10 +160,13 @@ int pp_determ_tracks(const pp_determ *d, int s)
     return d->n[s] > 0;
 }
 
+/* (pp_determ_create found every job of the plan, so W(s,b) has a buffer.) */
 float *pp_determ_job(pp_determ *d, int s, int b)
 {
-    if (d->idx[s * d->B + b] < 0)
-        give_up(d, "a job the plan's scan did not find", s, b);
+    /* held, or already added in order: a second W(s,b) would overwrite or
+     * double a gradient, or overflow the sends counted for the plan */
+    if (d->held[s * d->B + b] || (d->owner[s] && !d->group[s] && b < d->next[s]))
+        give_up(d, "its weight gradient is computed twice in one step", s, b);
     float *g = entry(d, s, b);
     memset(g, 0, d->n[s] * sizeof *g);
     return g;
@@ -191,8 +194,8 @@ void pp_determ_done(pp_determ *d, int s, int b, float *g)
 void pp_determ_send(pp_determ *d, int s, int peer)
 {
     int *list = d->pend + (size_t)s * d->B + d->sent[s], k = d->npend[s] - d->sent[s];
-    if (d->nreq + 1 + k > d->req_cap)
-        give_up(d, "more weight-gradient sends than the plan lists", s, -1);
+    /* req_cap: one list per SendWeightGrad of the plan and one message per
+     * job, each job at most once (pp_determ_job) */
     /* the list first: MPI keeps one sender's messages of a tag in order, and
      * the receiver reads the list before it knows the gradients' tags */
     mpiCheck(MPI_Isend(list, k, MPI_INT, peer, tag_of(d, s, d->B), d->comm, &d->req[d->nreq++]));
@@ -210,8 +213,8 @@ void pp_determ_recv(pp_determ *d, int s, int peer, float *g)
     mpiCheck(MPI_Get_count(&st, MPI_INT, &k));
     for (int i = 0; i < k; i++) {
         int b = d->ids[i];
-        if (b < 0 || b >= d->B || d->held[s * d->B + b] || b < d->next[s])
-            give_up(d, "a weight gradient received twice or out of range", s, b);
+        if (b < 0 || b >= d->B || d->held[s * d->B + b] || (!d->group[s] && b < d->next[s]))
+            give_up(d, "its weight gradient arrives from a second rank", s, b);
         mpiCheck(MPI_Recv(entry(d, s, b), (int)d->n[s], MPI_FLOAT, peer, tag_of(d, s, b), d->comm,
                           MPI_STATUS_IGNORE));
         d->held[s * d->B + b] = 1;

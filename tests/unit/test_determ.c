@@ -225,20 +225,64 @@ static void fails_with(const char *cmd, int status, const char *message)
     proc_free(&r);
 }
 
-/* Rank 1 of GPipe (stage 1) runs B(1,2) twice and never B(1,3): a plan
- * the format and the VM's checks accept, which the default mode would run
- * (summing microbatch 2 twice), but whose gradient cannot be the ordered
- * sum: the optimizer step says so and every rank ends. */
-static void twice_b2(pp_plan *p)
+/* A plan that passes the format's and the VM's checks, and that the
+ * default mode would run, but whose gradients cannot be the ordered sum:
+ * `schedule` with rank 1's plan edited and rewritten (a fresh checksum);
+ * under --deterministic every rank must end, one saying `message`. */
+static void determ_refuses(const char *schedule, const char *defs, void (*edit)(pp_plan *),
+                           const char *message)
+{
+    char *dir = compile_plan(schedule, defs), path[1024], err[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/plan/rank1.bin", dir);
+    pp_plan p;
+    ck_assert_msg(pp_plan_read(path, &p, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    edit(&p);
+    ck_assert_msg(pp_plan_write(&p, path, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    pp_plan_free(&p);
+    snprintf(cmd, sizeof cmd, "--deterministic %s/plan --steps 1", dir);
+    mpi_fails_with(4, cmd, message);
+    remove_dir(dir);
+}
+
+static int find(const pp_plan *p, int op, int stage, int mb)
 {
     for (uint32_t i = 0; i < p->ninstr; i++)
-        if (p->code[i].op == PP_OP_Backward && p->code[i].mb == 3)
-            p->code[i].mb = 2;
+        if (p->code[i].op == op && (stage < 0 || (int)p->code[i].stage == stage) &&
+            (mb < 0 || (int)p->code[i].mb == mb))
+            return (int)i;
+    ck_abort_msg("no instruction %d of stage %d, microbatch %d in the plan", op, stage, mb);
+    return -1;
 }
+
+/* Instruction `from` moved to position `to` (< from), the ones between
+ * moved down one. */
+static void move_up(pp_plan *p, int from, int to)
+{
+    pp_instr x = p->code[from];
+    memmove(&p->code[to + 1], &p->code[to], (size_t)(from - to) * sizeof x);
+    p->code[to] = x;
+}
+
+/* GPipe's rank 1 (stage 1) runs B(1,2) twice and never B(1,3). */
+static void twice_b2(pp_plan *p) { p->code[find(p, PP_OP_Backward, 1, 3)].mb = 2; }
+
+/* GPipe's rank 1 updates stage 1 before B(1,3). */
+static void early_update(pp_plan *p)
+{
+    move_up(p, find(p, PP_OP_OptimizerStep, 1, -1), find(p, PP_OP_Backward, 1, 3));
+}
+
+/* DDP's rank 1 all-reduces stage 0 before it has computed microbatch 1's
+ * gradient (the replicas' collectives stay in one order). */
+static void early_reduce(pp_plan *p) { move_up(p, find(p, PP_OP_ReduceGrads, 0, -1), 0); }
+
+/* FSDP's rank 1 computes stage 0's gradient of microbatch 0, which stage
+ * 0's owner, rank 0, computes too, and sends it to rank 0. */
+static void second_b0(pp_plan *p) { p->code[find(p, PP_OP_Backward, 0, 1)].mb = 0; }
 
 START_TEST(determ_refusals)
 {
-    char cmd[2048], *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), path[1024], err[512];
+    char cmd[2048], *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --deterministic --backend cuda %s/plan", PP_ROOT, dir);
     fails_with(cmd, 2, "ppvm: --deterministic is implemented on the cpu backend only; drop "
                        "--backend cuda and --transport nccl (or use --backend cpu)");
@@ -247,16 +291,19 @@ START_TEST(determ_refusals)
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --deterministic", PP_ROOT, dir, dir);
     fails_with(cmd, 2, "ppvm: --deterministic changes how a run sums its gradients; it does not "
                        "go with --compare");
-    snprintf(path, sizeof path, "%s/plan/rank1.bin", dir);
-    pp_plan p;
-    ck_assert_msg(pp_plan_read(path, &p, err, sizeof err) == PP_PLAN_OK, "%s", err);
-    twice_b2(&p);
-    ck_assert_msg(pp_plan_write(&p, path, err, sizeof err) == PP_PLAN_OK, "%s", err);
-    pp_plan_free(&p);
-    snprintf(cmd, sizeof cmd, "--deterministic %s/plan --steps 1", dir);
-    mpi_fails_with(4, cmd, "ppvm: rank 1: --deterministic: stage 1, microbatch 3: the optimizer "
-                           "step came before this microbatch's weight gradient");
     remove_dir(dir);
+    determ_refuses("gpipe.pp", "-D S=4 -D B=4", twice_b2,
+                   "ppvm: rank 1: --deterministic: stage 1, microbatch 2: its weight gradient is "
+                   "computed twice in one step");
+    determ_refuses("gpipe.pp", "-D S=4 -D B=4", early_update,
+                   "ppvm: rank 1: --deterministic: stage 1, microbatch 3: the optimizer step came "
+                   "before this microbatch's weight gradient");
+    determ_refuses("ddp.pp", "-D S=4 -D B=4", early_reduce,
+                   "--deterministic: stage 0, microbatch 1: no replica holds this microbatch's "
+                   "weight gradient");
+    determ_refuses("fsdp.pp", "-D S=4 -D B=4", second_b0,
+                   "ppvm: rank 0: --deterministic: stage 0, microbatch 0: its weight gradient "
+                   "arrives from a second rank");
 }
 END_TEST
 
