@@ -14,6 +14,11 @@
  * posts this rank's own compute copy, which stays unchanged until the
  * OptimizerStep, which first waits for those sends.
  *
+ * --deterministic (vm/determ.h): a job's weight gradients go to a zeroed
+ * buffer of its own, which SendWeightGrad, RecvWeightGrad and ReduceGrads
+ * move and the owner sums in microbatch order, the reference's; the wgrad
+ * slots are then unused.
+ *
  * Precision: jobs read a stage's compute copy (kernels/model.h). With fp32
  * that is params itself; with bf16 an owner also keeps a bf16 copy, made at
  * start-up and after each update, and fetches move that copy.

@@ -129,7 +129,7 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
  * partial sums: vm/README.md) and the reference, so it picks the cpu
  * backend where none is asked for and refuses cuda and nccl; it means
  * nothing to --compare. 0, or -1 (said). */
-static int deterministic_conflict(options *o)
+static int settle_deterministic(options *o)
 {
     const char *why = NULL;
     if (!o->train.deterministic)
@@ -282,7 +282,7 @@ static int parse_args(int argc, char **argv, options *o)
                         o->reference ? "reference" : "compare");
         return -1;
     }
-    if (deterministic_conflict(o))
+    if (settle_deterministic(o))
         return -1;
     int want = o->compare ? 2 : 1;
     if (npos != want) {

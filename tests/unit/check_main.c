@@ -15,7 +15,7 @@
  * before it has ended: the output is the same whatever order the jobs end
  * in, and each test's messages stay together.
  *
- * --fast: every suite but e2e and the GPU ones (make check). Check's
+ * --fast: every suite but e2e, determ and the GPU ones (make check). Check's
  * CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
  * CK_FORK and the CK_*_LOG_FILE_NAME variables work (each job writes its
  * log to the name plus ".SUITE" or ".SUITE.TCASE"). CK_DEFAULT_TIMEOUT is
@@ -94,7 +94,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [SUITE | SUITE:TCASE]...\n"
                "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
                "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
-               "  --fast   every suite but e2e and the GPU suites (make check)\n"
+               "  --fast   every suite but e2e, determ and the GPU suites (make check)\n"
                "  --list   print the suites (and the TCases that run as jobs)\n"
                "suites:");
     for (int i = 0; i < NSUITES; i++)
