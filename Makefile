@@ -1,6 +1,6 @@
 # pp - build, test and demo.
 #   make          build bin/ppc and bin/ppvm (and the CUDA objects when nvcc exists)
-#   make check    build and run the fast suites (all but e2e and the GPU ones)
+#   make check    build and run the fast suites (all but e2e, determ and the GPU ones)
 #   make test     build and run every test; ends with Check's summary line
 #                 (one suite: make test SUITE=e2e; see tests/README.md)
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
@@ -239,6 +239,7 @@ bench: bin/sim_bench bin/model_bench all
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
 	bash tests/bench/soak.sh $(CURDIR)
+	bash tests/bench/determ_bench.sh
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).

@@ -14,6 +14,11 @@
  * posts this rank's own compute copy, which stays unchanged until the
  * OptimizerStep, which first waits for those sends.
  *
+ * --deterministic (vm/determ.h): a job's weight gradients go to a zeroed
+ * buffer of its own, which SendWeightGrad, RecvWeightGrad and ReduceGrads
+ * move and the owner sums in microbatch order, the reference's; the wgrad
+ * slots are then unused.
+ *
  * Precision: jobs read a stage's compute copy (kernels/model.h). With fp32
  * that is params itself; with bf16 an owner also keeps a bf16 copy, made at
  * start-up and after each update, and fetches move that copy.
@@ -46,6 +51,7 @@
 #include "../kernels/model.h"
 #include "backend.h"
 #include "check.h"
+#include "determ.h"
 #include "profile.h"
 #include "vm.h"
 
@@ -70,6 +76,8 @@ typedef struct {
     int inject_where;        /* INJECT_* */
     const pp_instr **deferred; /* --skip-nonfinite: the step's OptimizerSteps, until commit */
     int ndeferred;
+    pp_determ *det;          /* --deterministic (vm/determ.h), else NULL */
+    unsigned long long det_bytes; /* its per-microbatch gradients: part of allocated */
 } vm;
 
 enum { INJECT_OUT, INJECT_DIN, INJECT_WGRAD };
@@ -169,6 +177,22 @@ static void inject_grads(vm *v, const pp_instr *in, float *din, float *g)
         g[0] = NAN;
 }
 
+/* Where job W(s,b) accumulates its weight gradients: its wgrad slot or the
+ * owner's gradients; under --deterministic, a zeroed buffer of its own. */
+static float *wjob_grads(vm *v, int s, int b, int slot)
+{
+    if (v->det && pp_determ_tracks(v->det, s))
+        return pp_determ_job(v->det, s, b);
+    return grads_of(v, s, slot);
+}
+
+/* W(s,b) is done: --deterministic adds what is next in order. */
+static void wjob_done(vm *v, int s, int b)
+{
+    if (v->det && pp_determ_tracks(v->det, s))
+        pp_determ_done(v->det, s, b, v->grads[s]);
+}
+
 static void exec(vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
@@ -201,11 +225,12 @@ static void exec(vm *v, const pp_instr *in)
         const void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
-        float *g = grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD));
+        float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
         pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), g, stash, v->work,
                           dout, din, pp_loss_scale(m, (int)p->B));
         inject_grads(v, in, din, g);
         check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
+        wjob_done(v, s, b);
         break;
     }
     case PP_OP_BackwardInput: {
@@ -219,9 +244,10 @@ static void exec(vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_BackwardWeight: {
-        float *g = grads_of(v, s, pp_slot(in, PP_ROLE_WGRAD));
+        float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
         pp_stage_backward_weight(m, S, s, g, slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), v->work);
         inject_grads(v, in, NULL, g);
+        wjob_done(v, s, b);
         break;
     }
     case PP_OP_SendActivation:
@@ -255,6 +281,10 @@ static void exec(vm *v, const pp_instr *in)
         break;
     case PP_OP_SendWeightGrad: {
         int k = pp_slot(in, PP_ROLE_WGRAD);
+        if (v->det && pp_determ_tracks(v->det, s)) {
+            pp_determ_send(v->det, s, in->peer);
+            break;
+        }
         slot_ptr(v, k);
         mpiCheck(MPI_Isend(v->slot[k], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
                            tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
@@ -263,6 +293,10 @@ static void exec(vm *v, const pp_instr *in)
     case PP_OP_RecvWeightGrad: {
         size_t n = pp_stage_param_count(m, S, s);
         float *tmp = slot_ptr(v, pp_slot(in, PP_ROLE_TMP)), *g = v->grads[s];
+        if (v->det && pp_determ_tracks(v->det, s)) {
+            pp_determ_recv(v->det, s, in->peer, g);
+            break;
+        }
         mpiCheck(MPI_Recv(tmp, (int)n, MPI_FLOAT, in->peer, tag_of(p, s, -1, TAG_WGRAD),
                           MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         for (size_t i = 0; i < n; i++)
@@ -270,6 +304,10 @@ static void exec(vm *v, const pp_instr *in)
         break;
     }
     case PP_OP_ReduceGrads:
+        if (v->det && pp_determ_tracks(v->det, s)) {
+            pp_determ_reduce(v->det, s, v->comm[in->group], v->grads[s]);
+            break;
+        }
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
                                MPI_FLOAT, MPI_SUM, v->comm[in->group]));
         break;
@@ -280,6 +318,8 @@ static void exec(vm *v, const pp_instr *in)
          * executions the group allows, so MPI needs no bracket. */
         break;
     case PP_OP_OptimizerStep:
+        if (v->det && pp_determ_tracks(v->det, s))
+            pp_determ_finish(v->det, s); /* the gradients summed in microbatch order */
         check_finite(v, v->grads[s], pp_stage_param_count(m, S, s), PP_NF_WEIGHT_GRAD, s, -1);
         if (v->opts->skip_nonfinite)
             v->deferred[v->ndeferred++] = in; /* until the ranks agree: commit */
@@ -348,6 +388,12 @@ static int setup(vm *v)
     v->allocated += p->workspace_bytes;
     if (!v->work)
         return -1;
+    if (v->opts->deterministic) {
+        v->det = pp_determ_create(p, &v->det_bytes);
+        v->allocated += v->det_bytes;
+        if (!v->det)
+            return -1;
+    }
     return 0;
 }
 
@@ -367,6 +413,7 @@ static void teardown(vm *v)
     for (uint32_t k = 0; v->slot && k < p->nslots; k++)
         free(v->slot[k]);
     free(v->work);
+    pp_determ_free(v->det);
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         if (v->comm[g] != MPI_COMM_NULL)
             mpiCheck(MPI_Comm_free(&v->comm[g]));
@@ -455,6 +502,26 @@ fail:
     return NULL;
 }
 
+/* --deterministic: its communicator, and a note (before the memory line,
+ * which includes them) of what its per-microbatch gradients take on each
+ * rank. Collective. */
+static void determ_connect(vm *v)
+{
+    const pp_plan *p = v->p;
+    unsigned long long *all = v->run->me == 0 ? malloc(p->world * sizeof *all) : NULL;
+    pp_determ_connect(v->det);
+    mpiCheck(MPI_Gather(&v->det_bytes, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, 0,
+                        MPI_COMM_WORLD));
+    if (all && !v->opts->quiet) {
+        printf("deterministic: per-microbatch weight gradients, bytes per rank (in the memory "
+               "below):");
+        for (uint32_t r = 0; r < p->world; r++)
+            printf(" %llu", all[r]);
+        printf("\n");
+    }
+    free(all);
+}
+
 /* The replica groups' communicators: every rank has the same group table,
  * so these collective splits match. */
 static void cpu_connect(void *be)
@@ -468,6 +535,8 @@ static void cpu_connect(void *be)
             member |= p->groups[g].member[i] == (uint32_t)me;
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, me, &v->comm[g]));
     }
+    if (v->det)
+        determ_connect(v);
 }
 
 static unsigned long long cpu_allocated(void *be)
@@ -501,6 +570,8 @@ static double cpu_end_step(void *be)
         if (v->req[k] != MPI_REQUEST_NULL)
             mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
     wait_weight_sends(v);
+    if (v->det)
+        pp_determ_end_step(v->det);
     double loss = v->loss;
     v->loss = 0;
     return loss;

@@ -122,7 +122,12 @@ static void usage(FILE *f)
             "                plan can use (older ones are tried when one is not); --steps\n"
             "                is the total, counted from step 0\n"
             "  --reshard     with --resume: accept a checkpoint of another plan (another\n"
-            "                schedule) of the same model\n",
+            "                schedule) of the same model\n"
+            "  --deterministic  sum each stage's weight gradients in one fixed order, the\n"
+            "                reference's (microbatch 0, 1, ..., B-1, each computed on its own),\n"
+            "                whatever the schedule, so that a run and --reference\n"
+            "                --deterministic end with the same bits (--atol 0 --rtol 0);\n"
+            "                costs memory and time (vm/README.md); cpu backend only\n",
             PP_DEFAULT_DATA);
 }
 
@@ -179,6 +184,29 @@ static int check_checkpoint_flags(options *o)
     return 0;
 }
 
+/* --deterministic runs on the cpu backend (the cuda backend still sums
+ * partial sums: vm/README.md) and the reference, so it picks the cpu
+ * backend where none is asked for and refuses cuda and nccl; it means
+ * nothing to --compare. 0, or -1 (said). */
+static int settle_deterministic(options *o)
+{
+    const char *why = NULL;
+    if (!o->train.deterministic)
+        return 0;
+    if (o->compare)
+        why = "--deterministic changes how a run sums its gradients; it does not go with --compare";
+    else if (o->backend == BACKEND_CUDA || o->transport == PP_TRANSPORT_NCCL)
+        why = "--deterministic is implemented on the cpu backend only; drop --backend cuda and "
+              "--transport nccl (or use --backend cpu)";
+    if (why) {
+        if (first_process())
+            pp_vm_error(-1, "%s", why);
+        return -1;
+    }
+    o->backend = BACKEND_CPU;
+    return 0;
+}
+
 /* 0, 1 after --help (usage printed), or -1 on a bad command line (said). */
 static int parse_args(int argc, char **argv, options *o)
 {
@@ -220,6 +248,8 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_num(a, argv[++i], 1e-3, 1e9, 0, &o->train.grace))
                 return -1;
         }
+        else if (!strcmp(a, "--deterministic"))
+            o->train.deterministic = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
@@ -340,7 +370,7 @@ static int parse_args(int argc, char **argv, options *o)
                         o->reference ? "reference" : "compare");
         return -1;
     }
-    if (check_checkpoint_flags(o))
+    if (check_checkpoint_flags(o) || settle_deterministic(o))
         return -1;
     int want = o->compare ? 2 : 1;
     if (npos != want) {
@@ -594,10 +624,11 @@ int main(int argc, char **argv)
         o.train.transport = o.transport;
         if (me == 0 && !o.train.quiet)
             printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, %s lr %g, "
-                   "data %s, backend %s, transport %s\n",
+                   "data %s, backend %s, transport %s%s\n",
                    size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
                    pp_optimizer_name(p.model.optimizer), (double)o.train.optim.lr, o.train.data,
-                   be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi");
+                   be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi",
+                   o.train.deterministic ? ", deterministic" : "");
         rc = pp_run_plan(&p, &ds, &o.train, be);
     }
     if (ok) {

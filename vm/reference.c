@@ -7,13 +7,20 @@
  * The oracle of a run that skipped a step (--skip-nonfinite with the test
  * hook PP_INJECT_NAN=STEP:..., vm/README.md): with both, the reference
  * leaves step STEP out, no forward, backward or update (the later steps
- * keep their numbers, as in the run), without injecting anything. */
+ * keep their numbers, as in the run), without injecting anything.
+ *
+ * --deterministic: each B(s,b) computes microbatch b's weight gradient into
+ * a zeroed buffer, added to the stage's gradient in microbatch order with
+ * pp_determ_add (vm/determ.h), the sum every schedule's deterministic run
+ * computes. Without it B accumulates into the gradient (GEMM beta = 1). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../kernels/model.h"
+#include "determ.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -46,16 +53,21 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
     float **state = calloc((size_t)S, sizeof *state); /* the optimizer's, NULL for SGD */
     void **compute = calloc((size_t)S, sizeof *compute); /* what F and B read */
     void **stash = calloc((size_t)S, sizeof *stash);
-    size_t work_bytes = 0; /* one workspace, for the largest stage */
-    for (int s = 0; s < S; s++)
+    size_t work_bytes = 0, nmax = 0; /* one workspace, for the largest stage */
+    for (int s = 0; s < S; s++) {
         if (pp_stage_workspace_bytes(m, S, s) > work_bytes)
             work_bytes = pp_stage_workspace_bytes(m, S, s);
+        if (pp_stage_param_count(m, S, s) > nmax)
+            nmax = pp_stage_param_count(m, S, s);
+    }
+    /* --deterministic: one microbatch's weight gradient, of any stage */
+    float *gb = opts->deterministic ? malloc(nmax * sizeof(float) + 1) : NULL;
     void *work = aligned_alloc(64, (work_bytes + 64) / 64 * 64);
     float *act[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     float *grad[2] = {malloc(pp_act_bytes(m)), malloc(pp_act_bytes(m))};
     int32_t *tokens = malloc(pp_tokens_bytes(m));
     if (!params || !grads || !state || !compute || !stash || !work || !act[0] || !act[1] ||
-        !grad[0] || !grad[1] || !tokens) {
+        !grad[0] || !grad[1] || !tokens || (opts->deterministic && !gb)) {
         fprintf(stderr,
                 "ppvm: out of memory allocating the reference's buffers (workspace %zu bytes, "
                 "activations %zu bytes each)\n",
@@ -108,8 +120,13 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
             const float *dout = NULL;
             for (int s = S - 1; s >= 0; s--) {
                 float *din = s > 0 ? grad[s % 2] : NULL;
-                pp_stage_backward(m, S, s, compute[s], grads[s], stash[s], work, dout, din,
-                                  scale);
+                size_t n = pp_stage_param_count(m, S, s);
+                if (gb)
+                    memset(gb, 0, n * sizeof *gb);
+                pp_stage_backward(m, S, s, compute[s], gb ? gb : grads[s], stash[s], work, dout,
+                                  din, scale);
+                if (gb)
+                    pp_determ_add(grads[s], gb, n, b == 0);
                 dout = din;
             }
         }
@@ -160,5 +177,6 @@ out:
     free(grad[0]);
     free(grad[1]);
     free(tokens);
+    free(gb);
     return rc;
 }

@@ -27,6 +27,8 @@ typedef struct {
     int transport;    /* cuda backend: a pp_transport */
     double timeout;   /* seconds a step (or start-up) may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
+    int deterministic; /* ppvm --deterministic: weight gradients summed in microbatch order
+                        * (vm/determ.h); the cpu backend and the reference */
     const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
     /* checkpoints (vm/checkpoint.h) */
     const char *checkpoint_dir; /* --checkpoint-dir (or --resume's DIR), or NULL */

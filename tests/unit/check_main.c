@@ -15,7 +15,8 @@
  * before it has ended: the output is the same whatever order the jobs end
  * in, and each test's messages stay together.
  *
- * --fast: every suite but the mpirun ones (e2e, ckpt, robust) and the GPU ones (make check). Check's
+ * --fast: every suite but the mpirun ones (e2e, ckpt, robust, determ) and the GPU ones (make
+ * check). Check's
  * CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
  * CK_FORK and the CK_*_LOG_FILE_NAME variables work (each job writes its
  * log to the name plus ".SUITE" or ".SUITE.TCASE"). CK_DEFAULT_TIMEOUT is
@@ -65,6 +66,7 @@ static const struct suite_entry {
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"ckpt", ckpt_suite, MPI, 4, ckpt_tcases},
     {"robust", robust_suite, MPI, 2, robust_tcases},
+    {"determ", determ_suite, MPI, 4, determ_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
@@ -95,7 +97,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [SUITE | SUITE:TCASE]...\n"
                "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
                "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
-               "  --fast   every suite but e2e, ckpt and the GPU suites (make check)\n"
+               "  --fast   every suite but e2e, ckpt, robust, determ and the GPU suites (make check)\n"
                "  --list   print the suites (and the TCases that run as jobs)\n"
                "suites:");
     for (int i = 0; i < NSUITES; i++)

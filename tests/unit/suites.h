@@ -23,6 +23,7 @@ Suite *timeline_suite(void);
 Suite *golden_suite(void);
 Suite *e2e_suite(void);
 Suite *ckpt_suite(void);
+Suite *determ_suite(void);
 Suite *gpu_e2e_suite(void);
 Suite *harness_suite(void);
 Suite *robust_suite(void);
@@ -38,5 +39,6 @@ typedef struct {
 extern const pp_tcase_info e2e_tcases[];
 extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
+extern const pp_tcase_info determ_tcases[];
 
 #endif

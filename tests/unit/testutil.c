@@ -1,5 +1,6 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
+#include "../../compiler/readfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -464,6 +465,31 @@ void remove_dir(char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run_cmd(cmd, NULL);
     free(dir);
+}
+
+char *with_model(const char *schedule, const char *model)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, schedule);
+    char *src = pp_read_file(path, NULL, NULL);
+    ck_assert_msg(src != NULL, "cannot read %s", path);
+    char *start = strstr(src, "\nmodel {"), *end = start ? strstr(start, "\n}") : NULL;
+    ck_assert_msg(start && end, "%s has no model block to replace", path);
+    char *dir = temp_dir(), *out = malloc(strlen(dir) + 32);
+    sprintf(out, "%s/schedule.pp", dir);
+    free(dir);
+    FILE *f = fopen(out, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", out);
+    fprintf(f, "%.*s\n%s%s", (int)(start - src), src, model, end + 2);
+    fclose(f);
+    free(src);
+    return out;
+}
+
+void remove_schedule(char *path)
+{
+    *strrchr(path, '/') = 0;
+    remove_dir(path);
 }
 
 #ifdef PP_HAVE_CUDA

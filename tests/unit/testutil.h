@@ -116,6 +116,11 @@ char *temp_dir(void);
 char *compile_plan(const char *schedule, const char *args);
 /* rm -rf dir, then free(dir). */
 void remove_dir(char *dir);
+/* A library schedule with its model block replaced by `model` (say, a
+ * `model gpt { ... }`), written to a temporary file whose path is returned
+ * (free it with remove_schedule, which removes its directory). */
+char *with_model(const char *schedule, const char *model);
+void remove_schedule(char *path);
 
 /* Whether a CUDA GPU is visible to this process (0 when built without CUDA).
  * Call it inside a test, never before the runner forks: CUDA does not
