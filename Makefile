@@ -128,12 +128,15 @@ bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+# ppvm verifies plans with the compiler's own checkers (vm/verify.c).
+VERIFY_OBJ := $(B)/compiler/bufcheck.o $(B)/compiler/commcheck.o
+
+bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
-bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(B)/vm/verify.o $(B)/vm/plancheck.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
@@ -181,7 +184,7 @@ $(SI)/tests/%.o: tests/%.c
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(SI_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' \
 	  -DPPVM='"ppvm-standin"' -MMD -MP -c $< -o $@
 
-bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
+bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
