@@ -240,7 +240,7 @@ FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_frontend: tests/bench/fuzz_frontend.c $(COMP_SRC) $(FUZZ_BASE) vm/verify.c vm/plancheck.c \
                           $(B)/gen/parser.c $(B)/gen/lexer.c
 	@mkdir -p $(dir $@)
-	$(CC_FUZZ) $(FUZZ_SAN) -Icompiler -I$(B)/gen $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC_FUZZ) $(FUZZ_SAN) -Icompiler -I$(B)/gen $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
 build/fuzz/fuzz_plan: tests/bench/fuzz_plan.c $(FUZZ_BASE) vm/verify.c vm/plancheck.c \
                       compiler/bufcheck.c compiler/commcheck.c

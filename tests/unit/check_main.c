@@ -65,6 +65,7 @@ static const struct suite_entry {
     {"verify", verify_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
+    {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

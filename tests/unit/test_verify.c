@@ -2,7 +2,10 @@
  * (vm/verify.c). Every library schedule's plans pass it; the issue's
  * formerly-bad edits (each with its CRC fixed, and again with the plan id
  * forged over all ranks so the content hash cannot be what refuses them)
- * are refused with a message naming what was expected. */
+ * are refused with a message naming what was expected; ppc leaves no stale
+ * rank files beside a failed compile's report. The verify_e2e suite runs
+ * such edited plans through mpirun -np 4 ppvm: every rank exits 1 with the
+ * message, none hangs. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +225,130 @@ START_TEST(plan_id_is_a_content_hash)
 }
 END_TEST
 
+/* ---- through ppc and ppvm ------------------------------------------------- */
+
+/* After a compile that fails in lowering (here --mem-limit), the new report
+ * stands alone: no rank file of the earlier compile is left for ppvm. */
+START_TEST(ppc_failure_leaves_no_stale_plans)
+{
+    char *dir = temp_dir(), cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p -q && ls %s/p",
+             PP_ROOT, PP_ROOT, dir, dir);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "rank3.bin"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 700000; ls %s/p",
+             PP_ROOT, PP_ROOT, dir, dir);
+    run_cmd(cmd, &out);
+    ck_assert_msg(strstr(out, "over --mem-limit 700000") && strstr(out, "report.txt") &&
+                      !strstr(out, "rank0.bin") && !strstr(out, "rank3.txt"),
+                  "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Rewrites DIR/rank<r>.bin after edit(plan), the CRC recomputed (and with
+ * forge, every rank's plan id recomputed over all of them). */
+static void edit_plan(const char *dir, int W, int r, void (*edit)(pp_plan *), int forge)
+{
+    planset s = {calloc((size_t)W, sizeof(pp_plan)), W};
+    char path[1024], err[512];
+    for (int k = 0; k < W; k++) {
+        snprintf(path, sizeof path, "%s/rank%d.bin", dir, k);
+        ck_assert_msg(pp_plan_read(path, &s.p[k], err, sizeof err) == PP_PLAN_OK, "%s", err);
+    }
+    edit(&s.p[r]);
+    if (forge)
+        forge_id(&s);
+    for (int k = 0; k < W; k++) {
+        snprintf(path, sizeof path, "%s/rank%d.bin", dir, k);
+        ck_assert_msg(pp_plan_write(&s.p[k], path, err, sizeof err) == PP_PLAN_OK, "%s", err);
+    }
+    free_set(&s);
+}
+
+/* mpirun -np 4 ppvm on DIR: every rank that reports exits 1, none hangs
+ * or exits otherwise, and the output says `message`. */
+static void all_ranks_refuse(const char *dir, const char *message)
+{
+    char args[1024], *out, *why;
+    snprintf(args, sizeof args, "%s --backend cpu --steps 2", dir);
+    int rc = mpi_run_within(4, args, 60, &out, &why);
+    ck_assert_msg(rc != 0 && rc != 124, "expected a refusal: %s", why ? why : out);
+    int st[4];
+    rank_statuses(out, 4, st);
+    /* mpirun ends the others once one rank exits 1, so some never report */
+    int ones = 0;
+    for (int r = 0; r < 4; r++) {
+        ck_assert_msg(st[r] == 1 || st[r] < 0, "rank %d: status %d, expected 1: %s", r, st[r], why);
+        ones += st[r] == 1;
+    }
+    ck_assert_msg(ones > 0, "no rank exited 1: %s", why);
+    ck_assert_msg(strstr(out, message), "expected '%s' in:\n%s", message, out);
+    free(out);
+    free(why);
+}
+
+static void set_b5(pp_plan *p) { p->B = 5; }
+static void targets_from_in(pp_plan *p)
+{
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        if (p->code[i].op == PP_OP_Forward)
+            pp_set_slot(&p->code[i], PP_ROLE_TGT, pp_slot(&p->code[i], PP_ROLE_IN));
+}
+static void bigger_slot(pp_plan *p) { p->slot_bytes[0] += 64; }
+
+/* Once 109 of 355 such runs hung: now every rank says no before training. */
+START_TEST(ppvm_changed_b_on_one_rank)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4");
+    char plan[1024];
+    snprintf(plan, sizeof plan, "%s/plan", dir);
+    edit_plan(plan, 4, 2, set_b5, 0);
+    all_ranks_refuse(plan, "ppvm: rank 2's plan has B 5 but rank 0's has 4");
+    remove_dir(dir);
+}
+END_TEST
+
+/* Once a segfault with no message. */
+START_TEST(ppvm_forward_targets_from_wrong_slot)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4");
+    char plan[1024];
+    snprintf(plan, sizeof plan, "%s/plan", dir);
+    edit_plan(plan, 4, 3, targets_from_in, 1);
+    all_ranks_refuse(plan, "reads slot");
+    all_ranks_refuse(plan, "as its tgt, which should hold microbatch 0 but holds F(2,0)'s output");
+    remove_dir(dir);
+}
+END_TEST
+
+/* An edit every meaning check accepts still changes the content hash. */
+START_TEST(ppvm_edited_file_changes_the_hash)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4");
+    char plan[1024];
+    snprintf(plan, sizeof plan, "%s/plan", dir);
+    edit_plan(plan, 4, 1, bigger_slot, 0);
+    all_ranks_refuse(plan, "but the plans' contents hash to");
+    remove_dir(dir);
+}
+END_TEST
+
+Suite *verify_e2e_suite(void)
+{
+    Suite *s = suite_create("verify_e2e");
+    TCase *tc = tcase_create("ppvm");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, ppvm_changed_b_on_one_rank);
+    tcase_add_test(tc, ppvm_forward_targets_from_wrong_slot);
+    tcase_add_test(tc, ppvm_edited_file_changes_the_hash);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
 Suite *verify_suite(void)
 {
     Suite *s = suite_create("verify");
@@ -237,6 +364,7 @@ Suite *verify_suite(void)
     tcase_add_test(tc, owner_role_dropped);
     tcase_add_test(tc, optimizer_before_gradients);
     tcase_add_test(tc, plan_id_is_a_content_hash);
+    tcase_add_test(tc, ppc_failure_leaves_no_stale_plans);
     suite_add_tcase(s, tc);
     return s;
 }
