@@ -218,7 +218,7 @@ START_TEST(plan_id_is_a_content_hash)
     s.p[1].slot_bytes[0] += 64;
     char err[1024];
     ck_assert_int_eq(verify_set(&s, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "hash to"), "%s", err);
+    ck_assert_msg(strstr(err, "not to their plan id"), "%s", err);
     forge_id(&s);
     ck_assert_msg(verify_set(&s, err, sizeof err) == 0, "%s", err);
     free_set(&s);
@@ -332,7 +332,7 @@ START_TEST(ppvm_edited_file_changes_the_hash)
     char plan[1024];
     snprintf(plan, sizeof plan, "%s/plan", dir);
     edit_plan(plan, 4, 1, bigger_slot, 0);
-    all_ranks_refuse(plan, "but the plans' contents hash to");
+    all_ranks_refuse(plan, "ppvm: the plans' contents hash to");
     remove_dir(dir);
 }
 END_TEST
