@@ -12,10 +12,13 @@
 # content hash cannot be what refuses it and the meaning checks must).
 #
 #   tests/bench/mutate.sh [N]    N mutations per schedule and mode (default 40)
+#   MUTATE_ONLY="gpipe.pp -D S=2" MUTATE_SEED=7 tests/bench/mutate.sh 10
+#                                one schedule (ppc arguments), another seed
 #
 # Positions: half among the header and table bytes (before the instruction
 # table), half among the instruction bytes, seeded so a run is repeatable;
 # values: the byte's bits flipped by one of 0x01, 0x02, 0x80, 0xff, or 0.
+# Every run is logged, with ppvm's first message, in build/mutate/runs.log.
 # Exit status: 0 when no run crashed, hung or went silently wrong.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +35,8 @@ SCHEDULES=("1f1b.pp -D S=4 -D B=4"
            "fsdp.pp -D S=4 -D B=2"
            "ddp.pp -D S=4 -D B=2 --optimizer adamw --precision bf16"
            "lpp.pp")
-RANDOM=16
+[ -n "${MUTATE_ONLY:-}" ] && SCHEDULES=("$MUTATE_ONLY") # one schedule, e.g. "gpipe.pp -D S=2"
+RANDOM=${MUTATE_SEED:-16}
 bad=0
 printf '%-48s %-5s %5s %8s %8s %5s %7s %6s\n' schedule mode runs refused crashed hung benign WRONG
 for sched in "${SCHEDULES[@]}"; do
@@ -68,6 +72,7 @@ for sched in "${SCHEDULES[@]}"; do
                 if bin/ppvm --compare "$base/w0" "$OUT/w" --atol 0 --rtol 0 >/dev/null 2>&1; then what=benign; else what=WRONG; fi
             fi
             n[$what]=$((n[$what] + 1))
+            echo "$sched | $mode | rank $r byte $at: $old -> $v | $what | $(grep -m1 '^ppvm' "$OUT/run.log")" >>"$OUT/runs.log"
             if [ "$what" != refused ] && [ "$what" != benign ]; then
                 bad=1
                 keep=$OUT/found-$name-$mode-$k && cp -r "$m" "$keep" && cp "$OUT/run.log" "$keep/"
