@@ -252,10 +252,12 @@ fuzz: all
 	FUZZ_TARGET=fuzz_plan bash tests/bench/fuzz.sh $(FUZZ_SECONDS)
 
 # Every harness builds (make test builds them, so none rots): the bench tools,
-# and the fuzz targets where clang is.
-HARNESSES := bin/sim_bench bin/model_bench bin/plan_mutate \
-             $(if $(shell command -v $(CC_FUZZ) 2>/dev/null),build/fuzz/fuzz_frontend build/fuzz/fuzz_plan)
-harnesses: $(HARNESSES)
+# and the fuzz targets where clang links libFuzzer (fuzz.sh installs it).
+harnesses: bin/sim_bench bin/model_bench bin/plan_mutate
+	@if echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }' | \
+	    $(CC_FUZZ) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then \
+	  $(MAKE) --no-print-directory build/fuzz/fuzz_frontend build/fuzz/fuzz_plan; \
+	else echo "make harnesses: $(CC_FUZZ) cannot link libFuzzer here; the fuzz targets are not built"; fi
 
 # Benchmarks (not tests: printed tables, measured in one run).
 bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
