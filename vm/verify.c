@@ -360,49 +360,70 @@ static int check_header(const pp_plan *a, const pp_plan *b, int r, char *err, si
     return 0;
 }
 
-/* The owners of each stage, and their gradient all-reduce. */
+/* The owners of each stage, and their gradient all-reduce: one pass over
+ * the instructions, each group checked against a stage's owners once. */
 static int check_owners(const pp_plan *plans, int W, char *err, size_t len)
 {
     uint32_t S = plans[0].S;
+    uint32_t *owners = calloc(S, sizeof *owners);
+    int32_t *group_ok = malloc(S * sizeof *group_ok); /* the group proven to be s's owners */
+    int32_t *seen = malloc(S * sizeof *seen);          /* the last rank that reduced s */
+    int rc = -1;
+    if (!owners || !group_ok || !seen) {
+        say(err, len, "out of memory verifying the plans");
+        goto out;
+    }
     for (uint32_t s = 0; s < S; s++) {
-        uint32_t owners = 0;
+        group_ok[s] = seen[s] = -1;
         for (int r = 0; r < W; r++)
-            owners += (plans[r].stage_role[s] & PP_ROLE_OWNER) != 0;
-        if (!owners) {
+            owners[s] += (plans[r].stage_role[s] & PP_ROLE_OWNER) != 0;
+        if (!owners[s]) {
             say(err, len, "stage %u has no owner on any rank (expected at least one)", s);
-            return -1;
-        }
-        for (int r = 0; r < W; r++) {
-            const pp_plan *p = &plans[r];
-            int own = (p->stage_role[s] & PP_ROLE_OWNER) != 0, reduces = 0;
-            for (uint32_t i = 0; i < p->ninstr; i++) {
-                const pp_instr *in = &p->code[i];
-                if (in->op != PP_OP_ReduceGrads || (uint32_t)in->stage != s)
-                    continue;
-                const pp_group *g = &p->groups[in->group];
-                int match = own && owners > 1 && g->n == owners;
-                for (uint32_t k = 0; match && k < g->n; k++)
-                    match = (plans[g->member[k]].stage_role[s] & PP_ROLE_OWNER) != 0;
-                if (!match) {
-                    say(err, len,
-                        "rank %d: instruction %u (ReduceGrads): all-reduces stage %u over group "
-                        "g%d, but stage %u has %u owner(s)%s (expected a group of exactly its "
-                        "owners, and no all-reduce for a single owner)",
-                        r, i, s, in->group, s, owners, own ? "" : ", not this rank");
-                    return -1;
-                }
-                reduces++;
-            }
-            if (own && owners > 1 && reduces != 1) {
-                say(err, len,
-                    "rank %d owns stage %u with %u other owner(s) but all-reduces its gradients "
-                    "%d times (expected once)",
-                    r, s, owners - 1, reduces);
-                return -1;
-            }
+            goto out;
         }
     }
-    return 0;
+    for (int r = 0; r < W; r++) {
+        const pp_plan *p = &plans[r];
+        for (uint32_t i = 0; i < p->ninstr; i++) {
+            const pp_instr *in = &p->code[i];
+            if (in->op != PP_OP_ReduceGrads)
+                continue;
+            uint32_t s = (uint32_t)in->stage;
+            const pp_group *g = &p->groups[in->group];
+            int own = (p->stage_role[s] & PP_ROLE_OWNER) != 0;
+            int match = own && owners[s] > 1 && seen[s] != r;
+            if (match && group_ok[s] != in->group) {
+                match = g->n == owners[s];
+                for (uint32_t k = 0; match && k < g->n; k++)
+                    match = (plans[g->member[k]].stage_role[s] & PP_ROLE_OWNER) != 0;
+                if (match)
+                    group_ok[s] = in->group;
+            }
+            if (!match) {
+                say(err, len,
+                    "rank %d: instruction %u (ReduceGrads): all-reduces stage %u over group g%d, "
+                    "but stage %u has %u owner(s)%s (expected one all-reduce over a group of "
+                    "exactly its owners, on each owner, and none for a single owner)",
+                    r, i, s, in->group, s, owners[s], own ? "" : ", not this rank");
+                goto out;
+            }
+            seen[s] = r;
+        }
+        for (uint32_t s = 0; s < S; s++)
+            if ((p->stage_role[s] & PP_ROLE_OWNER) && owners[s] > 1 && seen[s] != r) {
+                say(err, len,
+                    "rank %d owns stage %u with %u other owner(s) but never all-reduces its "
+                    "gradients (expected one ReduceGrads)",
+                    r, s, owners[s] - 1);
+                goto out;
+            }
+    }
+    rc = 0;
+out:
+    free(seen);
+    free(group_ok);
+    free(owners);
+    return rc;
 }
 
 /* Every job exactly once over all ranks: F, and B or else BI and W. */

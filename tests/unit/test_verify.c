@@ -197,6 +197,22 @@ START_TEST(owner_role_dropped)
 }
 END_TEST
 
+/* LPP's replicas {0,2} and {1,3}: rank 0 all-reducing over the other pair */
+START_TEST(reduce_over_wrong_group)
+{
+    planset s = compile_set("lpp.pp", "", -1, -1);
+    pp_instr *in = find(&s, 0, PP_OP_ReduceGrads, -1);
+    in->group = 1 - in->group;
+    refused(&s, "instruction");
+    char err[1024];
+    ck_assert_int_eq(pp_verify_world(s.p, s.W, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "(ReduceGrads): all-reduces stage") &&
+                      strstr(err, "expected one all-reduce over a group of exactly its owners"),
+                  "%s", err);
+    free_set(&s);
+}
+END_TEST
+
 START_TEST(optimizer_before_gradients)
 {
     planset s = compile_set("gpipe.pp", "S=4 B=4", -1, -1);
@@ -363,6 +379,7 @@ Suite *verify_suite(void)
     tcase_add_test(tc, send_to_wrong_peer);
     tcase_add_test(tc, owner_role_dropped);
     tcase_add_test(tc, optimizer_before_gradients);
+    tcase_add_test(tc, reduce_over_wrong_group);
     tcase_add_test(tc, plan_id_is_a_content_hash);
     tcase_add_test(tc, ppc_failure_leaves_no_stale_plans);
     suite_add_tcase(s, tc);
