@@ -423,7 +423,7 @@ static int agree(const pp_plan *p, int ok, int me, int size)
                      r, h->world, size, h->world);
         else if ((int)h->rank != r)
             snprintf(why, sizeof why, "rank %d was given the plan of rank %u", r, h->rank);
-        else if (h->plan_id != all[0].plan_id)
+        else if (all[0].ok && h->plan_id != all[0].plan_id) /* rank 0's failure is said */
             snprintf(why, sizeof why,
                      "rank %d's plan id %016llx differs from rank 0's %016llx: the directory mixes plans of different compiles",
                      r, (unsigned long long)h->plan_id, (unsigned long long)all[0].plan_id);

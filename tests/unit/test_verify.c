@@ -182,8 +182,8 @@ END_TEST
 START_TEST(send_to_wrong_peer)
 {
     planset s = compile_set("gpipe.pp", "S=4 B=4", -1, -1);
-    find(&s, 0, PP_OP_SendActivation, 0)->peer = 2;
-    refused(&s, "");
+    find(&s, 0, PP_OP_SendActivation, 0)->peer = 2; /* once a hang on every rank */
+    refused(&s, "deadlock: 4 of 4 ranks cannot finish");
     free_set(&s);
 }
 END_TEST
