@@ -74,7 +74,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden bench gpu-bench standin-test oracle
+.PHONY: all deps check test demo clean golden bench gpu-bench standin-test oracle fuzz harnesses
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -128,12 +128,15 @@ bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+# ppvm verifies plans with the compiler's own checkers (vm/verify.c).
+VERIFY_OBJ := $(B)/compiler/bufcheck.o $(B)/compiler/commcheck.o
+
+bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
-bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(B)/vm/verify.o $(B)/vm/plancheck.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
@@ -181,7 +184,7 @@ $(SI)/tests/%.o: tests/%.c
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(SI_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' \
 	  -DPPVM='"ppvm-standin"' -MMD -MP -c $< -o $@
 
-bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
+bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
@@ -215,7 +218,7 @@ check: deps
 	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
 
 test: deps
-	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
+	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses
 	$(TEST_ENV) ./bin/check_pp $(SUITE); rc=$$?; \
 	  if [ -z "$(SUITE)" ]; then $(MAKE) --no-print-directory standin-test || rc=1; fi; exit $$rc
 
@@ -223,6 +226,38 @@ demo: deps
 	$(MAKE) all
 	./bin/ppc $(DEMO_SCHEDULE) -o out/demo
 	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS) $(DEMO_FLAGS)
+
+# ---- fuzz targets and harnesses -------------------------------------------------
+# libFuzzer targets (clang -fsanitize=fuzzer), built from the same source lists
+# as the binaries so none rots: fuzz_frontend (the whole compiler, .pp text in)
+# and fuzz_plan (the plan loader and ppvm's one-rank verifier, plan bytes in
+# with the CRC fixed). make fuzz runs each for FUZZ_SECONDS (tests/bench/fuzz.sh).
+CC_FUZZ   ?= clang
+FUZZ_SAN  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+             -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-function -Wno-sign-compare
+FUZZ_BASE := $(ISA_SRC) $(KERN_SRC)
+FUZZ_SECONDS ?= 60
+build/fuzz/fuzz_frontend: tests/bench/fuzz_frontend.c $(COMP_SRC) $(FUZZ_BASE) vm/verify.c vm/plancheck.c \
+                          $(B)/gen/parser.c $(B)/gen/lexer.c
+	@mkdir -p $(dir $@)
+	$(CC_FUZZ) $(FUZZ_SAN) -Icompiler -I$(B)/gen $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+build/fuzz/fuzz_plan: tests/bench/fuzz_plan.c $(FUZZ_BASE) vm/verify.c vm/plancheck.c \
+                      compiler/bufcheck.c compiler/commcheck.c
+	@mkdir -p $(dir $@)
+	$(CC_FUZZ) $(FUZZ_SAN) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+fuzz: all
+	FUZZ_TARGET=fuzz_frontend bash tests/bench/fuzz.sh $(FUZZ_SECONDS)
+	FUZZ_TARGET=fuzz_plan bash tests/bench/fuzz.sh $(FUZZ_SECONDS)
+
+# Every harness builds (make test builds them, so none rots): the bench tools,
+# and the fuzz targets where clang links libFuzzer (fuzz.sh installs it).
+harnesses: bin/sim_bench bin/model_bench bin/plan_mutate
+	@if echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }' | \
+	    $(CC_FUZZ) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then \
+	  $(MAKE) --no-print-directory build/fuzz/fuzz_frontend build/fuzz/fuzz_plan; \
+	else echo "make harnesses: $(CC_FUZZ) cannot link libFuzzer here; the fuzz targets are not built"; fi
 
 # Benchmarks (not tests: printed tables, measured in one run).
 bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
@@ -233,13 +268,19 @@ bin/model_bench: $(B)/tests/bench/model_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OB
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-bench: bin/sim_bench bin/model_bench all
+# The mutation campaign's tool (tests/bench/mutate.sh).
+bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	./bin/sim_bench $(CURDIR)
 	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
 	bash tests/bench/soak.sh $(CURDIR)
 	bash tests/bench/determ_bench.sh
+	bash tests/bench/mutate.sh
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).

@@ -366,41 +366,6 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
     return lower_copy_groups(L->own, p);
 }
 
-/* The plan id: a hash of everything every rank's file says except its rank
- * (every header field, the group table, every operand of every
- * instruction), so all ranks of one compile share it and any other compile
- * differs. */
-uint64_t pp_plans_id(const pp_plan *plans, int W)
-{
-    uint64_t h = PP_FNV_OFFSET;
-    for (int r = 0; r < W; r++) {
-        const pp_plan *p = &plans[r];
-        h = pp_fnv1a64(h, &p->world, sizeof p->world);
-        h = pp_fnv1a64(h, &p->S, sizeof p->S);
-        h = pp_fnv1a64(h, &p->B, sizeof p->B);
-        pp_model mh = p->model; /* every field but the layer table's address, then the table */
-        mh.layers = NULL;
-        h = pp_fnv1a64(h, &mh, sizeof mh);
-        h = pp_fnv1a64(h, p->model.layers, p->S * sizeof *p->model.layers);
-        h = pp_fnv1a64(h, p->stage_role, p->S);
-        h = pp_fnv1a64(h, &p->nslots, sizeof p->nslots);
-        h = pp_fnv1a64(h, p->slot_bytes, p->nslots * sizeof *p->slot_bytes);
-        h = pp_fnv1a64(h, &p->workspace_bytes, sizeof p->workspace_bytes);
-        h = pp_fnv1a64(h, &p->ngroups, sizeof p->ngroups);
-        for (uint32_t g = 0; g < p->ngroups; g++) {
-            h = pp_fnv1a64(h, &p->groups[g].n, sizeof p->groups[g].n);
-            h = pp_fnv1a64(h, p->groups[g].member, p->groups[g].n * sizeof *p->groups[g].member);
-        }
-        h = pp_fnv1a64(h, &p->ninstr, sizeof p->ninstr);
-        for (uint32_t i = 0; i < p->ninstr; i++) {
-            const pp_instr *in = &p->code[i];
-            int32_t f[5 + PP_MAX_SLOTS] = {in->op, in->stage, in->mb, in->peer, in->group};
-            memcpy(f + 5, in->slot, sizeof in->slot);
-            h = pp_fnv1a64(h, f, sizeof f);
-        }
-    }
-    return h;
-}
 
 int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
              const pp_lower_opts *opts, pp_diag *d, pp_plan *plans)

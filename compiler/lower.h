@@ -33,9 +33,7 @@ typedef struct {
 int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
              const pp_lower_opts *opts, pp_diag *d, pp_plan *plans);
 
-/* The plan id of plans[0..W): a hash of everything each rank's plan says
- * but its rank (header, group table, every operand). pp_lower stamps it. */
-uint64_t pp_plans_id(const pp_plan *plans, int W);
+/* pp_lower stamps every plan with pp_plans_id (isa/plan.h). */
 
 /* What the VM allocates to run a plan, all at start-up: every slot, the
  * workspace, and the weights, gradients and optimizer state of the stages

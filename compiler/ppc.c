@@ -235,6 +235,21 @@ static int mkdir_p(const char *dir)
     return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
 }
 
+/* Removes DIR/rank<r>.bin and .txt for r = first, first+1, ... up to the
+ * first rank without a .bin: those of an earlier compile, which ppvm would
+ * otherwise run beside this compile's report. */
+static void remove_rank_files(const char *dir, int first)
+{
+    char path[PATH_MAX];
+    for (int r = first;; r++) {
+        snprintf(path, sizeof path, "%s/rank%d.bin", dir, r);
+        if (unlink(path))
+            break;
+        snprintf(path, sizeof path, "%s/rank%d.txt", dir, r);
+        unlink(path);
+    }
+}
+
 static int write_plans(const options *o, pp_plan *plans, int W)
 {
     if (mkdir_p(o->outdir)) {
@@ -259,13 +274,7 @@ static int write_plans(const options *o, pp_plan *plans, int W)
         }
     }
     /* Rank files of an earlier, wider compile would mix plans: remove them. */
-    for (int r = W;; r++) {
-        snprintf(path, sizeof path, "%s/rank%d.bin", o->outdir, r);
-        if (unlink(path))
-            break;
-        snprintf(path, sizeof path, "%s/rank%d.txt", o->outdir, r);
-        unlink(path);
-    }
+    remove_rank_files(o->outdir, W);
     return 0;
 }
 
@@ -451,6 +460,11 @@ int main(int argc, char **argv)
         }
         if (rc == 0)
             rc = write_plans(&o, c.plans, c.t.W);
+        /* A failure after the report was written (lowering, --mem-limit, a
+         * plan that could not be written) leaves no rank file of an older
+         * compile beside the new report for ppvm to run. */
+        if (rc != 0 && c.reached >= PP_STAGE_REPORT)
+            remove_rank_files(o.outdir, 0);
         if (rc == 0 && !o.quiet)
             summary(&o, &c.sch, &c.rep, c.plans);
         if (c.status == PP_COMPILE_ERRORS)

@@ -59,6 +59,43 @@ uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len)
     return h;
 }
 
+/* The plan id: a hash of every rank's content (the compiler stamps it, the
+ * VM recomputes it at start-up over the plans all ranks loaded). */
+uint64_t pp_plans_id(const pp_plan *plans, int W)
+{
+    uint64_t h = PP_FNV_OFFSET;
+    for (int r = 0; r < W; r++) {
+        const pp_plan *p = &plans[r];
+        h = pp_fnv1a64(h, &p->world, sizeof p->world);
+        h = pp_fnv1a64(h, &p->S, sizeof p->S);
+        h = pp_fnv1a64(h, &p->B, sizeof p->B);
+        pp_model mh = p->model; /* every field but the layer table's address, then the table */
+        mh.layers = NULL;
+        h = pp_fnv1a64(h, &mh, sizeof mh);
+        for (uint32_t s = 0; s < p->S; s++) { /* the layer table, also where it is NULL */
+            uint32_t l = pp_model_layers(&p->model, (int)s);
+            h = pp_fnv1a64(h, &l, sizeof l);
+        }
+        h = pp_fnv1a64(h, p->stage_role, p->S);
+        h = pp_fnv1a64(h, &p->nslots, sizeof p->nslots);
+        h = pp_fnv1a64(h, p->slot_bytes, p->nslots * sizeof *p->slot_bytes);
+        h = pp_fnv1a64(h, &p->workspace_bytes, sizeof p->workspace_bytes);
+        h = pp_fnv1a64(h, &p->ngroups, sizeof p->ngroups);
+        for (uint32_t g = 0; g < p->ngroups; g++) {
+            h = pp_fnv1a64(h, &p->groups[g].n, sizeof p->groups[g].n);
+            h = pp_fnv1a64(h, p->groups[g].member, p->groups[g].n * sizeof *p->groups[g].member);
+        }
+        h = pp_fnv1a64(h, &p->ninstr, sizeof p->ninstr);
+        for (uint32_t i = 0; i < p->ninstr; i++) {
+            const pp_instr *in = &p->code[i];
+            int32_t f[5 + PP_MAX_SLOTS] = {in->op, in->stage, in->mb, in->peer, in->group};
+            memcpy(f + 5, in->slot, sizeof in->slot);
+            h = pp_fnv1a64(h, f, sizeof f);
+        }
+    }
+    return h;
+}
+
 /* ---------------------------------------------------------------- encoding */
 
 #define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */

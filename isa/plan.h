@@ -90,6 +90,12 @@ void pp_plan_disasm(const pp_plan *p, FILE *out);
 /* CRC-32 (IEEE, as zlib, gzip and PNG compute it: zlib's crc32_z) of the
  * plan and weight files. */
 uint32_t pp_crc32(const uint8_t *buf, size_t len);
+/* The plan id of plans[0..W): a hash of everything each rank's plan says
+ * but its rank and plan id (header, model and layer table, stage roles,
+ * slot table, group table, every operand). ppc stamps it into every rank's
+ * file; ppvm recomputes it at start-up from the plans all ranks loaded, so
+ * an edit to any one file (its CRC fixed or not) changes it. */
+uint64_t pp_plans_id(const pp_plan *plans, int W);
 uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len);
 #define PP_FNV_OFFSET 14695981039346656037ull
 

@@ -29,7 +29,10 @@
  *
  * Before training, all ranks exchange what they loaded, and every rank
  * refuses to start (exit 1, with a message) unless all plans loaded, share
- * one plan id, and were compiled for this world size and this rank. */
+ * one plan id, and were compiled for this world size and this rank; then
+ * rank 0 gathers every plan and verifies them together (vm/verify.c: the
+ * headers agree, every transfer meets its partner, every job runs once,
+ * the plan id is the hash of the contents). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -46,6 +49,7 @@
 #include "backend.h"
 #include "check.h"
 #include "guard.h"
+#include "verify.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -423,7 +427,7 @@ static int load(const char *plan, int rank, pp_plan *p, char *err, size_t errlen
     if (pp_plan_read(path, p, err, errlen))
         return -1;
     char why[768];
-    if (pp_vm_check_plan(p, why, sizeof why)) {
+    if (pp_verify_rank(p, why, sizeof why)) {
         snprintf(err, errlen, "%.200s: %s", path, why);
         pp_plan_free(p);
         return -1;
@@ -431,16 +435,95 @@ static int load(const char *plan, int rank, pp_plan *p, char *err, size_t errlen
     return 0;
 }
 
-/* What each rank tells the others before any training starts. */
+/* What each rank tells the others before any training starts: whether it
+ * loaded a plan, whose, and how many bytes its encoding has (for the
+ * gather of every plan to rank 0, verify_world). */
 typedef struct {
     int32_t ok;
     uint32_t rank, world;
-    uint64_t plan_id;
+    uint64_t plan_id, bytes;
 } handshake;
+
+/* The most bytes one rank's plan may have for the start-up gather (MPI
+ * counts are int). */
+#define MAX_GATHER_BYTES ((uint64_t)INT_MAX)
+
+/* Rank 0 decodes every rank's plan and runs pp_verify_world on them; the
+ * verdict is a message, "" when the plans are good. */
+static void judge(const uint8_t *all, const int *counts, const int *displs, int size, char *why,
+                  size_t len)
+{
+    pp_plan *plans = calloc((size_t)size, sizeof *plans);
+    int decoded = 0;
+    if (!plans)
+        snprintf(why, len, "rank 0 ran out of memory verifying the plans");
+    for (; plans && decoded < size; decoded++) {
+        char err[512];
+        if (pp_plan_decode(all + displs[decoded], (size_t)counts[decoded], &plans[decoded], err,
+                           sizeof err)) {
+            snprintf(why, len, "rank %d's plan as rank 0 received it: %s", decoded, err);
+            break;
+        }
+    }
+    if (plans && decoded == size && pp_verify_world(plans, size, why, len) == 0)
+        why[0] = '\0';
+    for (int r = 0; plans && r < decoded; r++)
+        pp_plan_free(&plans[r]);
+    free(plans);
+}
+
+/* Layer 2 of the verifier (vm/verify.c), collective: every rank's encoded
+ * plan goes to rank 0 (sizes are already known to all from the handshake,
+ * so every rank takes part in the same calls whatever its plan says), rank 0
+ * judges them, and every rank learns the verdict. Returns 1 when good. */
+static int verify_world(const pp_plan *p, const handshake *hs, int me, int size)
+{
+    uint8_t *mine = NULL;
+    size_t mylen = 0;
+    int enc_ok = pp_plan_encode(p, &mine, &mylen) == PP_PLAN_OK && mylen == hs[me].bytes;
+    int *counts = malloc((size_t)size * sizeof *counts), *displs = malloc((size_t)size * sizeof *displs);
+    uint64_t total = 0;
+    for (int r = 0; r < size; r++)
+        total += hs[r].bytes;
+    uint8_t *all = me == 0 && total <= (uint64_t)INT_MAX ? malloc(total ? total : 1) : NULL;
+    int ready = enc_ok && counts && displs && (me != 0 || all);
+    char why[1024] = "";
+    if (!pp_vm_all_ok(ready, me, total > (uint64_t)INT_MAX
+                                     ? "the plans together are too large to verify at start-up"
+                                     : "out of memory verifying the plans"))
+        goto out;
+    for (int r = 0, at = 0; r < size; r++) {
+        counts[r] = (int)hs[r].bytes;
+        displs[r] = at;
+        at += counts[r];
+    }
+    mpiCheck(MPI_Gatherv(mine, (int)mylen, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
+                         MPI_COMM_WORLD));
+    if (me == 0)
+        judge(all, counts, displs, size, why, sizeof why);
+    mpiCheck(MPI_Bcast(why, sizeof why, MPI_CHAR, 0, MPI_COMM_WORLD));
+    why[sizeof why - 1] = '\0';
+    if (why[0] && me == 0)
+        pp_vm_error(-1, "%s", why);
+    ready = !why[0];
+out:
+    free(all);
+    free(displs);
+    free(counts);
+    free(mine);
+    return ready;
+}
 
 static int agree(const pp_plan *p, int ok, int me, int size)
 {
-    handshake mine = {ok, ok ? p->rank : 0, ok ? p->world : 0, ok ? p->plan_id : 0};
+    uint8_t *enc = NULL;
+    size_t enclen = 0;
+    if (ok && pp_plan_encode(p, &enc, &enclen) != PP_PLAN_OK) {
+        pp_vm_error(me, "out of memory encoding the plan for the start-up check");
+        ok = 0;
+    }
+    free(enc);
+    handshake mine = {ok, ok ? p->rank : 0, ok ? p->world : 0, ok ? p->plan_id : 0, enclen};
     handshake *all = malloc((size_t)size * sizeof *all);
     if (!pp_vm_all_ok(all != NULL, me, "out of memory")) { /* before the gather needs it */
         free(all);
@@ -460,16 +543,24 @@ static int agree(const pp_plan *p, int ok, int me, int size)
                      r, h->world, size, h->world);
         else if ((int)h->rank != r)
             snprintf(why, sizeof why, "rank %d was given the plan of rank %u", r, h->rank);
-        else if (h->plan_id != all[0].plan_id)
+        else if (all[0].ok && h->plan_id != all[0].plan_id) /* rank 0's failure is said */
             snprintf(why, sizeof why,
                      "rank %d's plan id %016llx differs from rank 0's %016llx: the directory mixes plans of different compiles",
                      r, (unsigned long long)h->plan_id, (unsigned long long)all[0].plan_id);
+        else if (h->bytes > MAX_GATHER_BYTES)
+            snprintf(why, sizeof why, "rank %d's plan has %llu bytes, more than the start-up "
+                     "check can gather (%llu)", r, (unsigned long long)h->bytes,
+                     (unsigned long long)MAX_GATHER_BYTES);
         if (why[0]) {
             if (me == 0)
                 pp_vm_error(-1, "%s", why);
             good = 0;
         }
     }
+    /* every rank computed `good` from the same gathered handshakes, so all
+     * of them go on to the gather, or none does */
+    if (good)
+        good = verify_world(p, all, me, size);
     free(all);
     return good;
 }

@@ -4,13 +4,20 @@
 # behaviour on any input.
 #
 #   tests/bench/fuzz.sh [SECONDS]      (default 60)
+#   FUZZ_TARGET=fuzz_plan tests/bench/fuzz.sh [SECONDS]
+#                                      the plan loader and ppvm's one-rank
+#                                      verifier instead (tests/bench/fuzz_plan.c:
+#                                      plan bytes, CRC fixed; seeds: compiled
+#                                      plans; corpus build/fuzz/corpus-plan)
+#   make fuzz FUZZ_SECONDS=N           both, N seconds each
 #
 # What it does:
 #   1. installs clang and libclang-rt-14-dev (the libFuzzer runtime) with
 #      apt-get if they are missing, and runs `make all` so build/gen holds the
 #      flex/bison front end;
 #   2. builds tests/bench/fuzz_frontend.c with the compiler sources under
-#      -fsanitize=fuzzer,address,undefined into build/fuzz/fuzz_frontend;
+#      -fsanitize=fuzzer,address,undefined into build/fuzz/fuzz_frontend
+#      (make build/fuzz/fuzz_frontend: the Makefile's source lists);
 #   3. seeds build/fuzz/seeds from schedules/*.pp plus hand-written edge cases
 #      (empty file, unterminated model block, huge numbers, deep nesting...)
 #      and writes a dictionary of the language's words and operators to
@@ -59,17 +66,49 @@ if ! make -s all; then
 fi
 
 # ---- build ------------------------------------------------------------------
+# The Makefile builds both targets from its own source lists (so a new
+# source file cannot leave this script behind, as pp_group_transfers once did).
+TARGET=${FUZZ_TARGET:-fuzz_frontend}
+case $TARGET in fuzz_frontend | fuzz_plan) ;; *) echo "fuzz.sh: FUZZ_TARGET=$TARGET: expected fuzz_frontend or fuzz_plan" >&2; exit 2 ;; esac
 mkdir -p "$OUT/artifacts" "$OUT/corpus"
-SAN="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-# every compiler source but ppc's main (pp_compile reaches all of them)
-COMP_SRC=$(ls compiler/*.c | grep -v '^compiler/ppc\.c$')
-echo "fuzz.sh: building $OUT/fuzz_frontend"
-# shellcheck disable=SC2086
-$CC_FUZZ -g -O1 $SAN -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-function -Wno-sign-compare \
-    -Icompiler -Ibuild/gen \
-    tests/bench/fuzz_frontend.c $COMP_SRC build/gen/parser.c build/gen/lexer.c \
-    isa/plan.c isa/disasm.c kernels/model.c kernels/cpu_kernels.c \
-    -lopenblas -lm -o "$OUT/fuzz_frontend"
+echo "fuzz.sh: building $OUT/$TARGET"
+make -s CC_FUZZ="$CC_FUZZ" "$OUT/$TARGET"
+
+if [ "$TARGET" = fuzz_plan ]; then
+    # seeds: the plans of a few small compiles; no dictionary
+    CORPUS=$OUT/corpus-plan
+    SEEDS=$OUT/seeds-plan
+    rm -rf "$SEEDS" && mkdir -p "$SEEDS" "$CORPUS" "$OUT/artifacts-plan"
+    for s in "gpipe.pp -D S=2 -D B=2" "zb-h1.pp -D S=2 -D B=2" "fsdp.pp -D S=2 -D B=2" \
+             "ddp.pp -D S=2 -D B=2 --optimizer adamw --precision bf16" "gpipe.pp -D S=1 -D B=2" \
+             "1f1b-gpt.pp -D S=2 -D B=2"; do
+        d=$OUT/plan-seed && rm -rf "$d"
+        # shellcheck disable=SC2086 # one word per argument
+        bin/ppc schedules/$s -o "$d" -q
+        for f in "$d"/rank*.bin; do cp "$f" "$SEEDS/$(echo "$s" | tr ' =' '__')-$(basename "$f")"; done
+    done
+    LOG=$OUT/fuzz-plan.log
+    echo "fuzz.sh: fuzzing $TARGET for ${DURATION}s (log: $LOG)"
+    before=$(ls "$OUT/artifacts-plan")
+    set +e
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
+        "$OUT/fuzz_plan" "$CORPUS" "$SEEDS" -max_len=65536 -timeout=5 -max_total_time="$DURATION" \
+        -artifact_prefix="$OUT/artifacts-plan/" -print_final_stats=1 >"$LOG" 2>&1
+    rc=$?
+    set -e
+    grep -E '^#[0-9]+[[:space:]]+[A-Z]+[[:space:]]+cov:' "$LOG" | tail -1 || true
+    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$LOG" || true
+    new=$(comm -13 <(echo "$before" | sort) <(ls "$OUT/artifacts-plan" | sort))
+    if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
+        echo "fuzz.sh: libFuzzer stopped with status $rc; the end of $LOG:" >&2
+        grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$LOG" | head -20 >&2 || true
+        for f in $new; do echo "fuzz.sh: reproducer: $OUT/artifacts-plan/$f (run $OUT/fuzz_plan on it)" >&2; done
+        exit $((rc ? rc : 1))
+    fi
+    echo "fuzz.sh: no crash, hang, leak or UB in ${DURATION}s"
+    exit 0
+fi
 
 # ---- seeds ------------------------------------------------------------------
 SEEDS=$OUT/seeds

@@ -12,7 +12,9 @@
  * itself treats as internal errors: a compile that fails must say why (at
  * least one error), its plans must pass the compiler's own verification
  * (PP_COMPILE_INTERNAL otherwise), must encode, must decode, and must
- * re-encode to the same bytes.
+ * re-encode to the same bytes, and ppvm's verifier (vm/verify.c) must
+ * accept every rank's plan and the plans together: a refusal there would
+ * be a false alarm on a plan ppc wrote.
  *
  * Bound per input: a checked schedule with more than MAX_JOBS jobs
  * (S*B*(split?3:2)) or more than MAX_W workers stops there (pp_compile's
@@ -28,6 +30,7 @@
 #include <string.h>
 
 #include "compile.h"
+#include "../../vm/verify.h"
 
 enum { MAX_JOBS = 20000, MAX_W = 64 };
 
@@ -56,6 +59,8 @@ static void check_plan(const pp_plan *p, int rank)
         internal_error("pp_plan_encode of the decoded plan failed", rank, NULL);
     if (len != len2 || memcmp(buf, buf2, len) != 0)
         internal_error("encode(decode(encode(plan))) differs from encode(plan)", rank, NULL);
+    if (pp_verify_rank(&q, err, sizeof err))
+        internal_error("ppvm's verifier refuses a compiled plan", rank, err);
     pp_plan_free(&q);
     free(buf);
     free(buf2);
@@ -88,6 +93,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         internal_error("the lowered plans fail the compiler's verification", -1, NULL);
     for (int r = 0; st == PP_COMPILE_OK && r < c.t.W; r++)
         check_plan(&c.plans[r], r);
+    char err[1024];
+    if (st == PP_COMPILE_OK && pp_verify_world(c.plans, c.t.W, err, sizeof err))
+        internal_error("ppvm's verifier refuses the compiled plans together", -1, err);
     pp_compiled_free(&c);
     return 0;
 }

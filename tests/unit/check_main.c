@@ -15,9 +15,8 @@
  * before it has ended: the output is the same whatever order the jobs end
  * in, and each test's messages stay together.
  *
- * --fast: every suite but the mpirun ones (e2e, ckpt, robust, determ) and the GPU ones (make
- * check). Check's
- * CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
+ * --fast: every suite but the mpirun ones (e2e, ckpt, robust, determ,
+ * verify_e2e) and the GPU ones (make check). Check's CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
  * CK_FORK and the CK_*_LOG_FILE_NAME variables work (each job writes its
  * log to the name plus ".SUITE" or ".SUITE.TCASE"). CK_DEFAULT_TIMEOUT is
  * 60 s unless set (Check's 4 s is too tight on a loaded machine), and
@@ -63,11 +62,13 @@ static const struct suite_entry {
     {"timeline", timeline_suite, FAST, 1, NULL},
     {"golden", golden_suite, FAST, 1, NULL},
     {"harness", harness_suite, FAST, 1, NULL},
+    {"verify", verify_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"ckpt", ckpt_suite, MPI, 4, ckpt_tcases},
     {"robust", robust_suite, MPI, 2, robust_tcases},
     {"determ", determ_suite, MPI, 4, determ_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
+    {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 
@@ -97,7 +98,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [SUITE | SUITE:TCASE]...\n"
                "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
                "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
-               "  --fast   every suite but e2e, ckpt, robust, determ and the GPU suites (make check)\n"
+               "  --fast   every suite but the mpirun ones and the GPU suites (make check)\n"
                "  --list   print the suites (and the TCases that run as jobs)\n"
                "suites:");
     for (int i = 0; i < NSUITES; i++)

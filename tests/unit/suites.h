@@ -27,6 +27,8 @@ Suite *determ_suite(void);
 Suite *gpu_e2e_suite(void);
 Suite *harness_suite(void);
 Suite *robust_suite(void);
+Suite *verify_suite(void);
+Suite *verify_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs

@@ -1,0 +1,29 @@
+/* verify.h - what the VM proves of a plan before it trains (vm/verify.c):
+ * that a plan whose checksum is right still means what a compile could have
+ * produced, per rank and over all ranks. Plain C, no MPI: ppvm's start-up
+ * exchange (vm/ppvm.c) gathers the plans to rank 0 and calls
+ * pp_verify_world there; the fuzz target and the tests call both. */
+#ifndef PP_VERIFY_H
+#define PP_VERIFY_H
+
+#include <stddef.h>
+
+#include "../isa/plan.h"
+
+/* One rank's plan (decoded and validated by pp_plan_decode): sizes and
+ * stages (pp_vm_check_plan), the buffer dataflow (compiler/bufcheck.c),
+ * each job at most once, wgrad accumulations zeroed, sent once and never
+ * lost, each owned stage optimized once after everything else that touches
+ * it, stage roles as the instructions use them. 0, or -1 with one line in
+ * err naming the instruction (index and opcode) and what was expected. */
+int pp_verify_rank(const pp_plan *p, char *err, size_t errlen);
+
+/* All ranks' plans (plans[r] is rank r's, each passed pp_verify_rank):
+ * headers and group tables alike, every stage owned, replicas all-reduced
+ * over exactly their owners, every job exactly once over all ranks, every
+ * transfer matched on its peer and nothing hangs (compiler/commcheck.c),
+ * and the plan id equal to pp_plans_id of the plans. 0, or -1 with one line
+ * in err naming the rank. */
+int pp_verify_world(const pp_plan *plans, int W, char *err, size_t errlen);
+
+#endif
