@@ -498,7 +498,8 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
             const mfile *e = manifest_file(mf, name);
             pp_wfile_head h;
             uint64_t size;
-            uint32_t crc, elem, want = (uint32_t)kind_count(m, S, s, k, &elem);
+            uint32_t crc, elem;
+            uint64_t want = kind_count(m, S, s, k, &elem); /* AdamW's 2n passes 2^32 early */
             if (!e) {
                 snprintf(err, errlen, "'%s/manifest' lists no %s", sub, name);
                 return -1;
@@ -518,7 +519,7 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
                 snprintf(err, errlen,
                          "'%s' holds stage %u after step %u of plan %016" PRIx64 " (%" PRIu64
                          " elements); its manifest expects stage %d after step %d of plan %016" PRIx64
-                         " (%u elements)",
+                         " (%" PRIu64 " elements)",
                          path, h.stage, h.step, h.plan_id, h.count, s, mf->step, mf->plan_id,
                          want);
                 return -1;
