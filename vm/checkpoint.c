@@ -591,6 +591,17 @@ int pp_checkpoint_resume(pp_run *run, const pp_backend *be, void *st)
     if (rc && run->me == 0)
         pp_vm_error(-1, "--resume '%s': no complete checkpoint this run can resume from%s", dir,
                     n ? "" : " (it holds no step-N directory)");
+    /* Past --steps the run would train nothing and --save (and the exit
+     * status) would claim the checkpoint's weights for --steps; falling
+     * back to an older one instead would let its first checkpoint prune
+     * the newer ones. Every rank read the same manifest: agreed. */
+    if (!rc && run->done > run->opts->steps) {
+        if (run->me == 0)
+            pp_vm_error(-1, "--resume '%s': its newest usable checkpoint holds %d steps, more than "
+                        "--steps %d (the total, counted from step 0); give --steps %d or more",
+                        dir, run->done, run->opts->steps, run->done);
+        rc = -1;
+    }
     free(steps);
     return rc;
 }

@@ -406,6 +406,17 @@ START_TEST(checkpoint_flag_errors)
     snprintf(args, sizeof args, "--backend cpu %s/plan --resume %s/none", dir, dir);
     snprintf(msg, sizeof msg, "--resume: cannot open checkpoint directory '%s/none'", dir);
     mpi_fails_with(2, args, msg);
+    /* a checkpoint past --steps: refused, not a run of 0 steps saving its weights */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1 --resume %s/ck --save %s/w", dir,
+             dir, dir);
+    snprintf(msg, sizeof msg, "ppvm: --resume '%s/ck': its newest usable checkpoint holds 2 steps, "
+             "more than --steps 1 (the total, counted from step 0); give --steps 2 or more", dir);
+    mpi_fails_with(2, args, msg);
+    snprintf(msg, sizeof msg, "%s/w/stage0.w", dir);
+    ck_assert_msg(!exists(msg), "weights saved by a run refused at start-up");
     remove_dir(dir);
 }
 END_TEST
