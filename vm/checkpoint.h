@@ -39,7 +39,9 @@ int pp_checkpoint_resume(pp_run *run, const pp_backend *be, void *st);
 /* Test hook: PPVM_TEST_KILL="RANK:STEP:WHERE" makes rank RANK kill itself
  * (SIGKILL) at WHERE = "step" (before step STEP, counted from 1, runs) or
  * "checkpoint" (while writing the checkpoint after STEP steps: its stage
- * files written, its manifest not). Does nothing without the variable. */
+ * files written, its manifest not). WHERE "step-stall" or "checkpoint-stall"
+ * makes it hang there instead (pause, for ever: the watchdog's to end).
+ * Does nothing without the variable. */
 void pp_checkpoint_test_kill(const pp_run *run, const char *where, int step);
 
 #endif

@@ -157,6 +157,17 @@ static void timeout_line(char *line, size_t len, double waited)
         snprintf(what, sizeof what,
                  "the end of the step: completing its sends, agreeing on its loss; %s", lost);
         break;
+    case PP_AT_CHECKPOINT:
+        snprintf(what, sizeof what,
+                 "writing the checkpoint of this step or agreeing on it with the other ranks; "
+                 "a slow disk, or %s", lost);
+        break;
+    case PP_AT_RESUME:
+        snprintf(when, sizeof when, "start-up");
+        snprintf(what, sizeof what,
+                 "reading --resume's checkpoint or agreeing on it with the other ranks; a slow "
+                 "disk, or %s", lost);
+        break;
     case PP_AT_FINISH:
     default:
         snprintf(when, sizeof when, "after the last step");

@@ -3,7 +3,8 @@
  *
  * - A rank stopped (SIGSTOP) mid-run or stalled at start-up: the others'
  *   watchdog (--timeout) ends the run non-zero within a bound, naming the
- *   lost rank and the instruction; no process is left behind.
+ *   lost rank and the instruction; no process is left behind. A rank stalled
+ *   in a checkpoint: the line names the checkpoint.
  * - A rank killed (SIGKILL): mpirun ends non-zero within a bound, nothing
  *   left behind.
  * - SIGTERM to every rank: every rank exits 143 after the step with "stopped
@@ -137,6 +138,35 @@ START_TEST(stalled_start_up_times_out)
     free(full);
     free(mpi);
     proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A rank that hangs while writing a checkpoint (PPVM_TEST_KILL's
+ * checkpoint-stall, its stage files written): the watchdog's line names
+ * the checkpoint, not the step's sends and loss, and the checkpoint has a
+ * --timeout of its own, not what is left of the step's. */
+START_TEST(stalled_checkpoint_times_out)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --timeout 3 --quiet", dir, dir);
+    setenv("PPVM_TEST_KILL", "1:2:checkpoint-stall", 1);
+    int rc = mpi_run(2, args, &out, &why);
+    unsetenv("PPVM_TEST_KILL");
+    ck_assert_msg(rc != 0 && rc != 124, "expected the watchdog to end the run: %s\n%s",
+                  rc ? why : "it succeeded", out);
+    ck_assert_msg(strstr(out, "ppvm: rank 0: step 2: not finished after 3 s, see --timeout "
+                              "(writing the checkpoint of this step or agreeing on it with the "
+                              "other ranks; a slow disk, or rank 1 is lost or stalled)"),
+                  "rank 0 did not name the checkpoint:\n%s", out);
+    ck_assert_msg(!strstr(out, "agreeing on its loss"), "blamed the step's end:\n%s", out);
+    char path[2048];
+    snprintf(path, sizeof path, "test -e %s/ck/step-000002/stage0.w && ! test -e "
+             "%s/ck/step-000002/manifest", dir, dir);
+    ck_assert_msg(run_cmd(path, NULL) == 0, "expected step 2's stage files and no manifest");
+    free(out);
+    free(why);
     remove_dir(dir);
 }
 END_TEST
@@ -455,6 +485,7 @@ END_TEST
     X(sigterm_before_the_first_step, 2)                                                            \
     X(stopped_rank_times_out, 2)                                                                   \
     X(stalled_start_up_times_out, 2)                                                               \
+    X(stalled_checkpoint_times_out, 2)                                                             \
     X(killed_rank_ends_the_job, 2)                                                                 \
     X(nonfinite_stops_every_rank, 2)                                                               \
     X(nonfinite_steps_skipped, 2)                                                                  \
