@@ -267,8 +267,15 @@ START_TEST(sigterm_before_the_first_step)
     char fifo[1024];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5", dir);
     snprintf(fifo, sizeof fifo, "--data %s/fifo", dir);
-    snprintf(action, sizeof action, "sleep 1; kill -TERM $P0 $P1; cat %s > %s/fifo", PP_DEFAULT_DATA,
-             dir);
+    /* not a fixed sleep: on a loaded machine MPI_Init can outlast it, and a
+     * SIGTERM before ppvm's handler is installed kills the rank outright
+     * (143, but no stop line). Wait for SIGTERM in both ranks' SigCgt. */
+    snprintf(action, sizeof action,
+             "caught() { cg=$(awk '/^SigCgt/ {print $2}' /proc/$1/status); "
+             "[ -n \"$cg\" ] && [ $(( 0x$cg & 0x4000 )) -ne 0 ]; }; "
+             "j=0; until caught $P0 && caught $P1; do sleep 0.1; j=$((j+1)); "
+             "[ $j -gt 600 ] && break; done; sleep 0.2; kill -TERM $P0 $P1; cat %s > %s/fifo",
+             PP_DEFAULT_DATA, dir);
     proc_result r;
     run_and_act(dir, args, fifo, NULL, action, &r);
     double t;
