@@ -138,7 +138,7 @@ static int manifest_read(const char *path, manifest *mf, char *err, size_t errle
                  sscanf(line, "data_crc %" SCNx32, &mf->data_crc) == 1)
             ;
         else if (!strncmp(line, "model ", 6))
-            snprintf(mf->model, sizeof mf->model, "%.1000s", line + 6);
+            snprintf(mf->model, sizeof mf->model, "%.1023s", line + 6); /* as fingerprint cuts it */
         else if (sscanf(line, "file %63s %llu %llx", name, &a, &b) == 3) {
             if (mf->nfiles == cap) {
                 mfile *more = realloc(mf->files, (size_t)(cap = 2 * cap + 8) * sizeof *more);
@@ -318,7 +318,9 @@ int pp_checkpoint_prepare(const pp_run *run)
     char err[PATHLEN] = "";
     int ok = pp_dir_writable(run->opts->checkpoint_dir, run->me, err, sizeof err) == 0;
     char msg[PATHLEN + 32];
-    snprintf(msg, sizeof msg, "--checkpoint-dir: %s", err);
+    /* the directory is --resume's when no --checkpoint-dir was given */
+    snprintf(msg, sizeof msg, "%s: %s",
+             run->opts->checkpoint_dir == run->opts->resume ? "--resume" : "--checkpoint-dir", err);
     return pp_vm_all_ok(ok, run->me, msg) ? 0 : -1;
 }
 

@@ -331,16 +331,17 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     mpiCheck(MPI_Type_commit(&agreement));
     mpiCheck(MPI_Op_create(agree_op, 1, &agree));
     be->connect(st);
-    if ((opts->save && check_save_dir(&run)) ||
-        (opts->checkpoint_every && pp_checkpoint_prepare(&run)))
+    if (opts->save && check_save_dir(&run))
         goto out;
-    if (opts->resume) {
+    if (opts->resume) { /* before the checkpoint directory is made: it may be this one */
         pp_guard_phase(PP_AT_RESUME, 0); /* its reads have a --timeout of their own */
         int resumed = pp_checkpoint_resume(&run, be, st);
         pp_guard_phase(PP_AT_STARTUP, 0);
         if (resumed)
             goto out;
     }
+    if (opts->checkpoint_every && pp_checkpoint_prepare(&run))
+        goto out;
     print_memory(&run, be->allocated(st));
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))
         goto out;

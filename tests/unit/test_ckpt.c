@@ -406,6 +406,13 @@ START_TEST(checkpoint_flag_errors)
     snprintf(args, sizeof args, "--backend cpu %s/plan --resume %s/none", dir, dir);
     snprintf(msg, sizeof msg, "--resume: cannot open checkpoint directory '%s/none'", dir);
     mpi_fails_with(2, args, msg);
+    /* --resume of a missing DIR that it would also write to: named as
+     * --resume's, and not made (an empty DIR would hide the typo) */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --resume %s/none --checkpoint-every 1", dir,
+             dir);
+    mpi_fails_with(2, args, msg);
+    snprintf(msg, sizeof msg, "%s/none", dir);
+    ck_assert_msg(!exists(msg), "--resume made its missing directory");
     /* a checkpoint past --steps: refused, not a run of 0 steps saving its weights */
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
              "--checkpoint-every 2 --quiet", dir, dir);
