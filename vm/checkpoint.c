@@ -313,11 +313,41 @@ static void prune(const pp_run *run)
 
 /* ---- writing ------------------------------------------------------------------- */
 
+/* Rank 0: whether DIR holds a complete checkpoint past run->done that this
+ * run did not resume from DIR: prune() would remove it (as newer) at this
+ * run's first checkpoint, an earlier run's progress lost to a forgotten
+ * --resume. Resuming from DIR itself passed over its newer ones as
+ * unusable, so they may go. 0, or -1 with err. */
+static int foreign_newer(const pp_run *run, char *err, size_t errlen)
+{
+    const char *dir = run->opts->checkpoint_dir, *res = run->opts->resume;
+    struct stat a, b;
+    if (res && !stat(dir, &a) && !stat(res, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return 0;
+    int *steps, n = list_steps(dir, &steps, err, errlen), rc = 0;
+    for (int i = 0; i < n && steps[i] > run->done && !rc; i++) {
+        char sub[PATHLEN], man[PATHLEN + 16];
+        struct stat st;
+        step_dir(sub, sizeof sub, dir, steps[i]);
+        snprintf(man, sizeof man, "%s/manifest", sub);
+        if (!stat(man, &st)) {
+            snprintf(err, errlen, "'%s' already holds the checkpoint '%s' of a run this one does "
+                     "not resume (this run's first checkpoint would remove it): --resume %s to "
+                     "continue that run, or another directory", dir, sub, dir);
+            rc = -1;
+        }
+    }
+    free(steps);
+    return n < 0 ? -1 : rc;
+}
+
 int pp_checkpoint_prepare(const pp_run *run)
 {
-    char err[PATHLEN] = "";
+    char err[3 * PATHLEN + 400] = "";
     int ok = pp_dir_writable(run->opts->checkpoint_dir, run->me, err, sizeof err) == 0;
-    char msg[PATHLEN + 32];
+    if (ok && run->me == 0 && foreign_newer(run, err, sizeof err))
+        ok = 0;
+    char msg[sizeof err + 32];
     /* the directory is --resume's when no --checkpoint-dir was given */
     snprintf(msg, sizeof msg, "%s: %s",
              run->opts->checkpoint_dir == run->opts->resume ? "--resume" : "--checkpoint-dir", err);

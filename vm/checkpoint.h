@@ -14,8 +14,10 @@
 
 #include "backend.h"
 
-/* Collective, before the first step: the checkpoint directory exists and
- * is writable on every rank. 0, or -1 on every rank (the lowest failing
+/* Collective, before the first step (after --resume): the checkpoint
+ * directory exists and is writable on every rank, and holds no complete
+ * checkpoint past run->done unless the run resumed from it (its first
+ * checkpoint would prune that). 0, or -1 on every rank (the lowest failing
  * rank says why). */
 int pp_checkpoint_prepare(const pp_run *run);
 
