@@ -138,7 +138,7 @@ static int manifest_read(const char *path, manifest *mf, char *err, size_t errle
                  sscanf(line, "data_crc %" SCNx32, &mf->data_crc) == 1)
             ;
         else if (!strncmp(line, "model ", 6))
-            snprintf(mf->model, sizeof mf->model, "%.1000s", line + 6);
+            snprintf(mf->model, sizeof mf->model, "%.1023s", line + 6); /* as fingerprint cuts it */
         else if (sscanf(line, "file %63s %llu %llx", name, &a, &b) == 3) {
             if (mf->nfiles == cap) {
                 mfile *more = realloc(mf->files, (size_t)(cap = 2 * cap + 8) * sizeof *more);
@@ -313,12 +313,44 @@ static void prune(const pp_run *run)
 
 /* ---- writing ------------------------------------------------------------------- */
 
+/* Rank 0: whether DIR holds a complete checkpoint past run->done that this
+ * run did not resume from DIR: prune() would remove it (as newer) at this
+ * run's first checkpoint, an earlier run's progress lost to a forgotten
+ * --resume. Resuming from DIR itself passed over its newer ones as
+ * unusable, so they may go. 0, or -1 with err. */
+static int foreign_newer(const pp_run *run, char *err, size_t errlen)
+{
+    const char *dir = run->opts->checkpoint_dir, *res = run->opts->resume;
+    struct stat a, b;
+    if (res && !stat(dir, &a) && !stat(res, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return 0;
+    int *steps, n = list_steps(dir, &steps, err, errlen), rc = 0;
+    for (int i = 0; i < n && steps[i] > run->done && !rc; i++) {
+        char sub[PATHLEN], man[PATHLEN + 16];
+        struct stat st;
+        step_dir(sub, sizeof sub, dir, steps[i]);
+        snprintf(man, sizeof man, "%s/manifest", sub);
+        if (!stat(man, &st)) {
+            snprintf(err, errlen, "'%s' already holds the checkpoint '%s' of a run this one does "
+                     "not resume (this run's first checkpoint would remove it): --resume %s to "
+                     "continue that run, or another directory", dir, sub, dir);
+            rc = -1;
+        }
+    }
+    free(steps);
+    return n < 0 ? -1 : rc;
+}
+
 int pp_checkpoint_prepare(const pp_run *run)
 {
-    char err[PATHLEN] = "";
+    char err[3 * PATHLEN + 400] = "";
     int ok = pp_dir_writable(run->opts->checkpoint_dir, run->me, err, sizeof err) == 0;
-    char msg[PATHLEN + 32];
-    snprintf(msg, sizeof msg, "--checkpoint-dir: %s", err);
+    if (ok && run->me == 0 && foreign_newer(run, err, sizeof err))
+        ok = 0;
+    char msg[sizeof err + 32];
+    /* the directory is --resume's when no --checkpoint-dir was given */
+    snprintf(msg, sizeof msg, "%s: %s",
+             run->opts->checkpoint_dir == run->opts->resume ? "--resume" : "--checkpoint-dir", err);
     return pp_vm_all_ok(ok, run->me, msg) ? 0 : -1;
 }
 
@@ -498,7 +530,8 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
             const mfile *e = manifest_file(mf, name);
             pp_wfile_head h;
             uint64_t size;
-            uint32_t crc, elem, want = (uint32_t)kind_count(m, S, s, k, &elem);
+            uint32_t crc, elem;
+            uint64_t want = kind_count(m, S, s, k, &elem); /* AdamW's 2n passes 2^32 early */
             if (!e) {
                 snprintf(err, errlen, "'%s/manifest' lists no %s", sub, name);
                 return -1;
@@ -518,7 +551,7 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
                 snprintf(err, errlen,
                          "'%s' holds stage %u after step %u of plan %016" PRIx64 " (%" PRIu64
                          " elements); its manifest expects stage %d after step %d of plan %016" PRIx64
-                         " (%u elements)",
+                         " (%" PRIu64 " elements)",
                          path, h.stage, h.step, h.plan_id, h.count, s, mf->step, mf->plan_id,
                          want);
                 return -1;
@@ -590,6 +623,17 @@ int pp_checkpoint_resume(pp_run *run, const pp_backend *be, void *st)
     if (rc && run->me == 0)
         pp_vm_error(-1, "--resume '%s': no complete checkpoint this run can resume from%s", dir,
                     n ? "" : " (it holds no step-N directory)");
+    /* Past --steps the run would train nothing and --save (and the exit
+     * status) would claim the checkpoint's weights for --steps; falling
+     * back to an older one instead would let its first checkpoint prune
+     * the newer ones. Every rank read the same manifest: agreed. */
+    if (!rc && run->done > run->opts->steps) {
+        if (run->me == 0)
+            pp_vm_error(-1, "--resume '%s': its newest usable checkpoint holds %d steps, more than "
+                        "--steps %d (the total, counted from step 0); give --steps %d or more",
+                        dir, run->done, run->opts->steps, run->done);
+        rc = -1;
+    }
     free(steps);
     return rc;
 }
@@ -600,8 +644,12 @@ void pp_checkpoint_test_kill(const pp_run *run, const char *where, int step)
     int rank, at;
     char what[32];
     if (spec && sscanf(spec, "%d:%d:%31s", &rank, &at, what) == 3 && rank == run->me &&
-        at == step && !strcmp(what, where)) {
+        at == step && !strncmp(what, where, strlen(where))) {
         fflush(stdout);
-        raise(SIGKILL);
+        if (!strcmp(what + strlen(where), "-stall"))
+            for (;;) /* a rank that hangs here: the watchdog's to end */
+                pause();
+        if (!what[strlen(where)])
+            raise(SIGKILL);
     }
 }

@@ -14,8 +14,10 @@
 
 #include "backend.h"
 
-/* Collective, before the first step: the checkpoint directory exists and
- * is writable on every rank. 0, or -1 on every rank (the lowest failing
+/* Collective, before the first step (after --resume): the checkpoint
+ * directory exists and is writable on every rank, and holds no complete
+ * checkpoint past run->done unless the run resumed from it (its first
+ * checkpoint would prune that). 0, or -1 on every rank (the lowest failing
  * rank says why). */
 int pp_checkpoint_prepare(const pp_run *run);
 
@@ -39,7 +41,9 @@ int pp_checkpoint_resume(pp_run *run, const pp_backend *be, void *st);
 /* Test hook: PPVM_TEST_KILL="RANK:STEP:WHERE" makes rank RANK kill itself
  * (SIGKILL) at WHERE = "step" (before step STEP, counted from 1, runs) or
  * "checkpoint" (while writing the checkpoint after STEP steps: its stage
- * files written, its manifest not). Does nothing without the variable. */
+ * files written, its manifest not). WHERE "step-stall" or "checkpoint-stall"
+ * makes it hang there instead (pause, for ever: the watchdog's to end).
+ * Does nothing without the variable. */
 void pp_checkpoint_test_kill(const pp_run *run, const char *where, int step);
 
 #endif

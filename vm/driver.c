@@ -149,10 +149,18 @@ static int stopped(const pp_run *run, int sig)
  * written (`*saved`) holds them, so that a scheduler's end of allocation
  * loses no step (--grace bounds the time that may take: vm/guard.c). The
  * signal's number, or -1 on every rank when the checkpoint failed (said). */
+/* pp_checkpoint_write of run->done steps (>= 1) under the watchdog's own
+ * phase for it. */
+static int checkpoint(const pp_run *run, const pp_backend *be, void *st)
+{
+    pp_guard_phase(PP_AT_CHECKPOINT, run->done - 1);
+    return pp_checkpoint_write(run, be, st);
+}
+
 static int stop(pp_run *run, const pp_backend *be, void *st, int sig, int *saved)
 {
     if (run->opts->checkpoint_every && run->done > *saved) {
-        if (pp_checkpoint_write(run, be, st))
+        if (checkpoint(run, be, st))
             return -1;
         *saved = run->done;
     }
@@ -220,7 +228,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
             be->commit(st, !bad);
         run->done = run->step + 1;
         if (opts->checkpoint_every && run->done % opts->checkpoint_every == 0) {
-            if (pp_checkpoint_write(run, be, st))
+            if (checkpoint(run, be, st))
                 return -1;
             saved = run->done;
         }
@@ -323,9 +331,16 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     mpiCheck(MPI_Type_commit(&agreement));
     mpiCheck(MPI_Op_create(agree_op, 1, &agree));
     be->connect(st);
-    if ((opts->save && check_save_dir(&run)) ||
-        (opts->checkpoint_every && pp_checkpoint_prepare(&run)) ||
-        (opts->resume && pp_checkpoint_resume(&run, be, st)))
+    if (opts->save && check_save_dir(&run))
+        goto out;
+    if (opts->resume) { /* before the checkpoint directory is made: it may be this one */
+        pp_guard_phase(PP_AT_RESUME, 0); /* its reads have a --timeout of their own */
+        int resumed = pp_checkpoint_resume(&run, be, st);
+        pp_guard_phase(PP_AT_STARTUP, 0);
+        if (resumed)
+            goto out;
+    }
+    if (opts->checkpoint_every && pp_checkpoint_prepare(&run))
         goto out;
     print_memory(&run, be->allocated(st));
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))

@@ -30,7 +30,13 @@ static struct {
     char second[96];           /* the second signal's line, made before any signal */
 } g;
 
-static volatile sig_atomic_t stop_signal; /* the first SIGTERM/SIGINT, or 0 */
+/* The first SIGTERM/SIGINT, or 0. A lock-free atomic, not a volatile
+ * sig_atomic_t: the handler may run on any thread that has the signals
+ * unblocked (Open MPI's own threads too), and the main thread and the
+ * watchdog read it, which only an atomic makes well-defined across threads
+ * (C11 7.14.1.1 allows lock-free atomics in a handler). */
+static _Atomic int stop_signal;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler needs a lock-free atomic int");
 
 static long long now_ns(void)
 {
@@ -46,19 +52,19 @@ const char *pp_guard_signal_name(int sig)
 
 int pp_guard_signal(void)
 {
-    return stop_signal;
+    return atomic_load(&stop_signal);
 }
 
 /* Async-signal-safe: the first signal is only noted; a second one ends the
  * process at once with the line made at start-up. */
 static void on_signal(int sig)
 {
-    if (stop_signal) {
+    if (atomic_load(&stop_signal)) {
         ssize_t w = write(2, g.second, strlen(g.second));
         (void)w;
         _exit(128 + sig);
     }
-    stop_signal = sig;
+    atomic_store(&stop_signal, sig);
 }
 
 void pp_guard_phase(pp_phase ph, int step)
@@ -151,6 +157,17 @@ static void timeout_line(char *line, size_t len, double waited)
         snprintf(what, sizeof what,
                  "the end of the step: completing its sends, agreeing on its loss; %s", lost);
         break;
+    case PP_AT_CHECKPOINT:
+        snprintf(what, sizeof what,
+                 "writing the checkpoint of this step or agreeing on it with the other ranks; "
+                 "a slow disk, or %s", lost);
+        break;
+    case PP_AT_RESUME:
+        snprintf(when, sizeof when, "start-up");
+        snprintf(what, sizeof what,
+                 "reading --resume's checkpoint or agreeing on it with the other ranks; a slow "
+                 "disk, or %s", lost);
+        break;
     case PP_AT_FINISH:
     default:
         snprintf(when, sizeof when, "after the last step");
@@ -187,7 +204,7 @@ static void *watch(void *arg)
             if (signalled_at)
                 signalled_at += gap;
         }
-        int sig = stop_signal;
+        int sig = atomic_load(&stop_signal);
         if (sig && !signalled_at)
             signalled_at = now;
         if (sig && (now - signalled_at) / 1e9 > g.grace) {

@@ -31,6 +31,8 @@ typedef enum {
     PP_AT_BARRIER,  /* the barrier that starts a step */
     PP_AT_STEP,     /* the step's instructions (pp_guard_instr says which) */
     PP_AT_STEP_END, /* sends completing, the end-of-step agreement */
+    PP_AT_CHECKPOINT, /* writing the checkpoint of steps 0 .. step (its own clock) */
+    PP_AT_RESUME,   /* start-up: reading and agreeing on --resume's checkpoint */
     PP_AT_FINISH,   /* after the last step: --profile's probe, --save, MPI_Finalize */
 } pp_phase;
 
@@ -39,10 +41,12 @@ typedef enum {
  * when the thread cannot be started (said on stderr). */
 int pp_guard_start(int me, int world, double timeout, double grace);
 
-/* Enter phase `ph` of step `step` (from 0; ignored at start-up and
- * finish). Every phase but PP_AT_STEP_END restarts the clock: a step's
+/* Enter phase `ph` of step `step` (from 0; ignored at start-up, resume
+ * and finish). Every phase but PP_AT_STEP_END restarts the clock: a step's
  * time runs from the end of its barrier to the end of its agreement, as
- * the cuda backend's own watchdog counts it (vm/interp_cuda.c). */
+ * the cuda backend's own watchdog counts it (vm/interp_cuda.c); a
+ * checkpoint's writes and fsyncs, which grow with the model and the disk,
+ * are not a step's and get a --timeout of their own. */
 void pp_guard_phase(pp_phase ph, int step);
 
 /* Inside a step: instruction `index` of the plan, `in`, is in progress. */

@@ -124,7 +124,7 @@ static void usage(FILE *f)
             "  --checkpoint-keep K   keep the K newest checkpoints (default 2)\n"
             "  --resume DIR  continue from the newest complete checkpoint in DIR that this\n"
             "                plan can use (older ones are tried when one is not); --steps\n"
-            "                is the total, counted from step 0\n"
+            "                is the total, counted from step 0 (a checkpoint past it is refused)\n"
             "  --reshard     with --resume: accept a checkpoint of another plan (another\n"
             "                schedule) of the same model\n"
             "  --deterministic  sum each stage's weight gradients in one fixed order, the\n"

@@ -406,6 +406,41 @@ START_TEST(checkpoint_flag_errors)
     snprintf(args, sizeof args, "--backend cpu %s/plan --resume %s/none", dir, dir);
     snprintf(msg, sizeof msg, "--resume: cannot open checkpoint directory '%s/none'", dir);
     mpi_fails_with(2, args, msg);
+    /* --resume of a missing DIR that it would also write to: named as
+     * --resume's, and not made (an empty DIR would hide the typo) */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --resume %s/none --checkpoint-every 1", dir,
+             dir);
+    mpi_fails_with(2, args, msg);
+    snprintf(msg, sizeof msg, "%s/none", dir);
+    ck_assert_msg(!exists(msg), "--resume made its missing directory");
+    /* a checkpoint past --steps: refused, not a run of 0 steps saving its weights */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1 --resume %s/ck --save %s/w", dir,
+             dir, dir);
+    snprintf(msg, sizeof msg, "ppvm: --resume '%s/ck': its newest usable checkpoint holds 2 steps, "
+             "more than --steps 1 (the total, counted from step 0); give --steps 2 or more", dir);
+    mpi_fails_with(2, args, msg);
+    snprintf(msg, sizeof msg, "%s/w/stage0.w", dir);
+    ck_assert_msg(!exists(msg), "weights saved by a run refused at start-up");
+    /* a run that does not resume ck, checkpointing into it: refused before
+     * its first checkpoint would prune ck's newer step 2 */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1 --checkpoint-dir %s/ck "
+             "--checkpoint-every 1", dir, dir);
+    snprintf(msg, sizeof msg, "ppvm: rank 0: --checkpoint-dir: '%s/ck' already holds the checkpoint "
+             "'%s/ck/step-000002' of a run this one does not resume (this run's first checkpoint "
+             "would remove it): --resume %s/ck to continue that run, or another directory", dir,
+             dir, dir);
+    mpi_fails_with(2, args, msg);
+    snprintf(msg, sizeof msg, "%s/ck/step-000002/manifest", dir);
+    ck_assert_msg(exists(msg), "the refused run removed the checkpoint it was refused for");
+    /* resuming it (named another way) writes on into it */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --resume %s/./ck --checkpoint-dir "
+             "%s/ck --checkpoint-every 1 --quiet", dir, dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(msg, sizeof msg, "%s/ck/step-000003/manifest", dir);
+    ck_assert_msg(exists(msg), "the resumed run wrote no checkpoint of step 3");
     remove_dir(dir);
 }
 END_TEST

@@ -3,7 +3,8 @@
  *
  * - A rank stopped (SIGSTOP) mid-run or stalled at start-up: the others'
  *   watchdog (--timeout) ends the run non-zero within a bound, naming the
- *   lost rank and the instruction; no process is left behind.
+ *   lost rank and the instruction; no process is left behind. A rank stalled
+ *   in a checkpoint: the line names the checkpoint.
  * - A rank killed (SIGKILL): mpirun ends non-zero within a bound, nothing
  *   left behind.
  * - SIGTERM to every rank: every rank exits 143 after the step with "stopped
@@ -141,6 +142,40 @@ START_TEST(stalled_start_up_times_out)
 }
 END_TEST
 
+/* A rank that hangs while writing a checkpoint (PPVM_TEST_KILL's
+ * checkpoint-stall, its stage files written): the watchdog's line names
+ * the checkpoint, not the step's sends and loss, and the checkpoint has a
+ * --timeout of its own, not what is left of the step's. */
+START_TEST(stalled_checkpoint_times_out)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --timeout 3 --quiet", dir, dir);
+    setenv("PPVM_TEST_KILL", "1:2:checkpoint-stall", 1);
+    int rc = mpi_run(2, args, &out, &why);
+    unsetenv("PPVM_TEST_KILL");
+    ck_assert_msg(rc != 0 && rc != 124, "expected the watchdog to end the run: %s\n%s",
+                  rc ? why : "it succeeded", out);
+    /* both ranks' clocks run out together: either line may come first and
+     * mpirun end the other rank before it prints */
+    ck_assert_msg(strstr(out, "ppvm: rank 0: step 2: not finished after 3 s, see --timeout "
+                              "(writing the checkpoint of this step or agreeing on it with the "
+                              "other ranks; a slow disk, or rank 1 is lost or stalled)") ||
+                      strstr(out, "ppvm: rank 1: step 2: not finished after 3 s, see --timeout "
+                                  "(writing the checkpoint of this step or agreeing on it with "
+                                  "the other ranks; a slow disk, or rank 0 is lost or stalled)"),
+                  "no rank named the checkpoint:\n%s", out);
+    ck_assert_msg(!strstr(out, "agreeing on its loss"), "blamed the step's end:\n%s", out);
+    char path[2048];
+    snprintf(path, sizeof path, "test -e %s/ck/step-000002/stage0.w && ! test -e "
+             "%s/ck/step-000002/manifest", dir, dir);
+    ck_assert_msg(run_cmd(path, NULL) == 0, "expected step 2's stage files and no manifest");
+    free(out);
+    free(why);
+    remove_dir(dir);
+}
+END_TEST
+
 /* kill -9 of one rank mid-run: Open MPI ends the job itself; the bound and
  * that no rank is left running are what ppvm must not spoil (its SIGTERM
  * handler must not keep a rank alive that mpirun ends). */
@@ -237,8 +272,15 @@ START_TEST(sigterm_before_the_first_step)
     char fifo[1024];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5", dir);
     snprintf(fifo, sizeof fifo, "--data %s/fifo", dir);
-    snprintf(action, sizeof action, "sleep 1; kill -TERM $P0 $P1; cat %s > %s/fifo", PP_DEFAULT_DATA,
-             dir);
+    /* not a fixed sleep: on a loaded machine MPI_Init can outlast it, and a
+     * SIGTERM before ppvm's handler is installed kills the rank outright
+     * (143, but no stop line). Wait for SIGTERM in both ranks' SigCgt. */
+    snprintf(action, sizeof action,
+             "caught() { cg=$(awk '/^SigCgt/ {print $2}' /proc/$1/status); "
+             "[ -n \"$cg\" ] && [ $(( 0x$cg & 0x4000 )) -ne 0 ]; }; "
+             "j=0; until caught $P0 && caught $P1; do sleep 0.1; j=$((j+1)); "
+             "[ $j -gt 600 ] && break; done; sleep 0.2; kill -TERM $P0 $P1; cat %s > %s/fifo",
+             PP_DEFAULT_DATA, dir);
     proc_result r;
     run_and_act(dir, args, fifo, NULL, action, &r);
     double t;
@@ -455,6 +497,7 @@ END_TEST
     X(sigterm_before_the_first_step, 2)                                                            \
     X(stopped_rank_times_out, 2)                                                                   \
     X(stalled_start_up_times_out, 2)                                                               \
+    X(stalled_checkpoint_times_out, 2)                                                             \
     X(killed_rank_ends_the_job, 2)                                                                 \
     X(nonfinite_stops_every_rank, 2)                                                               \
     X(nonfinite_steps_skipped, 2)                                                                  \
