@@ -229,10 +229,11 @@ static void fails_with(const char *cmd, int status, const char *message)
     proc_free(&r);
 }
 
-/* A plan that passes the format's and the VM's checks, and that the
- * default mode would run, but whose gradients cannot be the ordered sum:
- * `schedule` with rank 1's plan edited and rewritten (a fresh checksum);
- * under --deterministic every rank must end, one saying `message`. */
+/* A plan whose gradients cannot be the ordered sum: `schedule` with rank
+ * 1's plan edited and rewritten (a fresh checksum); under --deterministic
+ * every rank must end, one saying `message`. determ.c refused these edits
+ * mid-step before ppvm verified plans at start-up; now the verifier names
+ * what is wrong first. */
 static void determ_refuses(const char *schedule, const char *defs, void (*edit)(pp_plan *),
                            const char *message)
 {
@@ -296,18 +297,22 @@ START_TEST(determ_refusals)
     fails_with(cmd, 2, "ppvm: --deterministic changes how a run sums its gradients; it does not "
                        "go with --compare");
     remove_dir(dir);
+    /* Each edit is a plan no compile produces, so the start-up verifier
+     * (vm/verify.c) refuses it on every rank before determ.c's own checks,
+     * which stay as a second line, could run. */
     determ_refuses("gpipe.pp", "-D S=4 -D B=4", twice_b2,
-                   "ppvm: rank 1: --deterministic: stage 1, microbatch 2: its weight gradient is "
-                   "computed twice in one step");
+                   "rank1.bin: dataflow: rank 1: @34 Backward(s=1,b=2) reads slot s5 as its "
+                   "stash, which should hold F(1,2)'s stash but holds F(1,3)'s stash");
     determ_refuses("gpipe.pp", "-D S=4 -D B=4", early_update,
-                   "ppvm: rank 1: --deterministic: stage 1, microbatch 3: the optimizer step came "
-                   "before this microbatch's weight gradient");
+                   "rank1.bin: instruction 35 (Backward): touches stage 1's own weights after "
+                   "its OptimizerStep at 34 (expected every use of a stage before its optimizer "
+                   "step)");
     determ_refuses("ddp.pp", "-D S=4 -D B=4", early_reduce,
-                   "--deterministic: stage 0, microbatch 1: no replica holds this microbatch's "
-                   "weight gradient");
+                   "rank1.bin: instruction 9 (Backward): adds to stage 0's gradients after its "
+                   "ReduceGrads at 0 (expected every gradient in before the all-reduce)");
     determ_refuses("fsdp.pp", "-D S=4 -D B=4", second_b0,
-                   "ppvm: rank 0: --deterministic: stage 0, microbatch 0: its weight gradient "
-                   "arrives from a second rank");
+                   "rank1.bin: dataflow: rank 1: @31 Backward(s=0,b=0) reads slot s2 as its "
+                   "stash, which should hold F(0,0)'s stash but holds F(0,1)'s stash");
 }
 END_TEST
 
