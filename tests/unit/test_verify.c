@@ -227,6 +227,25 @@ START_TEST(optimizer_before_gradients)
 }
 END_TEST
 
+/* A split backward's BackwardInput turned into a fused Backward: over all
+ * ranks B(s,b) then runs as a Backward beside a BackwardWeight, and the
+ * all-rank check says each count (it once said "runs 0 times"). */
+START_TEST(split_backward_counted)
+{
+    planset s = compile_set("zb-h1.pp", "S=4 B=8", -1, -1);
+    pp_instr *bi = find(&s, 2, PP_OP_BackwardInput, 2);
+    char err[1024], want[256];
+    snprintf(want, sizeof want,
+             "job B(2,%d) runs as 1 Backward, 0 BackwardInput and 1 BackwardWeight over all "
+             "ranks (expected one Backward, or one BackwardInput and one BackwardWeight)",
+             bi->mb);
+    bi->op = PP_OP_Backward;
+    ck_assert_int_eq(pp_verify_world(s.p, s.W, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, want), "expected '%s' in: %s", want, err);
+    free_set(&s);
+}
+END_TEST
+
 START_TEST(plan_id_is_a_content_hash)
 {
     planset s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
@@ -380,6 +399,7 @@ Suite *verify_suite(void)
     tcase_add_test(tc, owner_role_dropped);
     tcase_add_test(tc, optimizer_before_gradients);
     tcase_add_test(tc, reduce_over_wrong_group);
+    tcase_add_test(tc, split_backward_counted);
     tcase_add_test(tc, plan_id_is_a_content_hash);
     tcase_add_test(tc, ppc_failure_leaves_no_stale_plans);
     suite_add_tcase(s, tc);
