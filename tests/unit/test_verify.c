@@ -21,10 +21,16 @@ typedef struct {
     int W;
 } planset;
 
-static planset compile_set(const char *name, const char *defs, int optimizer, int precision)
+/* name: a library schedule, or an absolute path; keep, prefetch: ppc's
+ * --keep-weights and --prefetch (prefetch < 0: the default). */
+static planset compile_set_with(const char *name, const char *defs, int optimizer, int precision,
+                                int keep, int prefetch)
 {
     char path[1024], text[256];
-    snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
+    if (name[0] == '/')
+        snprintf(path, sizeof path, "%s", name);
+    else
+        snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
     pp_define d[4];
     int nd = 0;
     snprintf(text, sizeof text, "%s", defs);
@@ -41,6 +47,9 @@ static planset compile_set(const char *name, const char *defs, int optimizer, in
     o.optimizer = optimizer;
     o.precision = precision;
     o.capture = 1;
+    o.keep_weights = keep;
+    if (prefetch >= 0)
+        o.prefetch = prefetch;
     pp_compiled c;
     pp_compile(&o, &c);
     ck_assert_msg(c.status == PP_COMPILE_OK, "%s: %s", name, c.msgs ? c.msgs : "");
@@ -55,6 +64,11 @@ static planset compile_set(const char *name, const char *defs, int optimizer, in
     }
     pp_compiled_free(&c);
     return s;
+}
+
+static planset compile_set(const char *name, const char *defs, int optimizer, int precision)
+{
+    return compile_set_with(name, defs, optimizer, precision, 0, -1);
 }
 
 static void free_set(planset *s)
@@ -102,6 +116,35 @@ START_TEST(library_plans_verify)
         ck_assert_msg(verify_set(&s, err, sizeof err) == 0, "%s: %s", library[i].name, err);
         free_set(&s);
     }
+}
+END_TEST
+
+/* ppc's other paths pass too, the plan id ppc wrote included (the
+ * content hash recomputed over the decoded plans): kept weights, prefetch
+ * windows, per-stage blocks with a stage of none, a GPT in bf16. */
+START_TEST(compile_variants_verify)
+{
+    char *blocks = with_model("zb-h1.pp", "model { context = 8; embed = 16; ffn = 64; batch = 8\n"
+                                          "        blocks = s == 0 || s == S - 1 ? 1 : s == 2 ? 0 : 3 }");
+    const struct {
+        const char *name, *defs;
+        int optimizer, precision, keep, prefetch;
+    } v[] = {
+        {"fsdp.pp", "S=8 B=4", -1, -1, 1, 3},
+        {"fslpp.pp", "S=4 B=8 G=2 R=2", PP_OPT_ADAMW, PP_PREC_BF16, 1, -1},
+        {"1f1b.pp", "S=4 B=8", -1, -1, 0, 0},
+        {"1f1b-gpt.pp", "", PP_OPT_ADAMW, PP_PREC_BF16, 0, 2},
+        {blocks, "S=4 B=8", -1, -1, 0, -1},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        planset s = compile_set_with(v[i].name, v[i].defs, v[i].optimizer, v[i].precision,
+                                     v[i].keep, v[i].prefetch);
+        char err[1024];
+        ck_assert_msg(verify_set(&s, err, sizeof err) == 0, "%s %s: %s", v[i].name, v[i].defs,
+                      err);
+        free_set(&s);
+    }
+    remove_schedule(blocks);
 }
 END_TEST
 
@@ -399,6 +442,7 @@ Suite *verify_suite(void)
     tcase_add_test(tc, owner_role_dropped);
     tcase_add_test(tc, optimizer_before_gradients);
     tcase_add_test(tc, reduce_over_wrong_group);
+    tcase_add_test(tc, compile_variants_verify);
     tcase_add_test(tc, split_backward_counted);
     tcase_add_test(tc, plan_id_is_a_content_hash);
     tcase_add_test(tc, ppc_failure_leaves_no_stale_plans);
