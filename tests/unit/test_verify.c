@@ -347,19 +347,19 @@ static void edit_plan(const char *dir, int W, int r, void (*edit)(pp_plan *), in
     free_set(&s);
 }
 
-/* mpirun -np 4 ppvm on DIR: every rank that reports exits 1, none hangs
+/* mpirun -np NP ppvm on DIR: every rank that reports exits 1, none hangs
  * or exits otherwise, and the output says `message`. */
-static void all_ranks_refuse(const char *dir, const char *message)
+static void np_ranks_refuse(int np, const char *dir, const char *message)
 {
     char args[1024], *out, *why;
     snprintf(args, sizeof args, "%s --backend cpu --steps 2", dir);
-    int rc = mpi_run_within(4, args, 60, &out, &why);
+    int rc = mpi_run_within(np, args, 60, &out, &why);
     ck_assert_msg(rc != 0 && rc != 124, "expected a refusal: %s", why ? why : out);
-    int st[4];
-    rank_statuses(out, 4, st);
+    int st[np];
+    rank_statuses(out, np, st);
     /* mpirun ends the others once one rank exits 1, so some never report */
     int ones = 0;
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < np; r++) {
         ck_assert_msg(st[r] == 1 || st[r] < 0, "rank %d: status %d, expected 1: %s", r, st[r], why);
         ones += st[r] == 1;
     }
@@ -367,6 +367,11 @@ static void all_ranks_refuse(const char *dir, const char *message)
     ck_assert_msg(strstr(out, message), "expected '%s' in:\n%s", message, out);
     free(out);
     free(why);
+}
+
+static void all_ranks_refuse(const char *dir, const char *message)
+{
+    np_ranks_refuse(4, dir, message);
 }
 
 static void set_b5(pp_plan *p) { p->B = 5; }
@@ -415,6 +420,43 @@ START_TEST(ppvm_edited_file_changes_the_hash)
 }
 END_TEST
 
+static void first_send_to_rank2(pp_plan *p)
+{
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        if (p->code[i].op == PP_OP_SendActivation) {
+            p->code[i].peer = 2;
+            return;
+        }
+    ck_abort_msg("rank %u sends no activation", p->rank);
+}
+
+/* A deadlock's report, a line per rank and then the cycle, comes out whole:
+ * ppvm once cut the verdict at 1 KB, where the checker keeps the cycle and
+ * drops the last ranks' lines, from 6 ranks on (6 ranks that never train:
+ * only their start-up runs). */
+START_TEST(ppvm_deadlock_report_whole)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=6 -D B=2");
+    char plan[1024], path[1100], err[1 << 14];
+    snprintf(plan, sizeof plan, "%s/plan", dir);
+    edit_plan(plan, 6, 0, first_send_to_rank2, 0);
+    planset s = {calloc(6, sizeof(pp_plan)), 6};
+    for (int k = 0; k < 6; k++) {
+        snprintf(path, sizeof path, "%s/rank%d.bin", plan, k);
+        ck_assert_msg(pp_plan_read(path, &s.p[k], err, sizeof err) == PP_PLAN_OK, "%s", err);
+    }
+    ck_assert_int_eq(pp_verify_world(s.p, s.W, err, sizeof err), -1);
+    free_set(&s);
+    char *cycle = strstr(err, "\n  cycle: "), *last = strstr(err, "\n  rank 5 @");
+    ck_assert_msg(strlen(err) > 1024 && cycle && last && last < cycle,
+                  "expected a report over 1 KB with rank 5's line, then the cycle: %s", err);
+    np_ranks_refuse(6, plan, cycle + 1);
+    *cycle = '\0'; /* rank 5's line alone */
+    np_ranks_refuse(6, plan, last + 1);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *verify_e2e_suite(void)
 {
     Suite *s = suite_create("verify_e2e");
@@ -423,6 +465,7 @@ Suite *verify_e2e_suite(void)
     tcase_add_test(tc, ppvm_changed_b_on_one_rank);
     tcase_add_test(tc, ppvm_forward_targets_from_wrong_slot);
     tcase_add_test(tc, ppvm_edited_file_changes_the_hash);
+    tcase_add_test(tc, ppvm_deadlock_report_whole);
     suite_add_tcase(s, tc);
     return s;
 }
