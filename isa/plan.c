@@ -59,38 +59,61 @@ uint64_t pp_fnv1a64(uint64_t h, const void *data, size_t len)
     return h;
 }
 
+/* The hash of an integer's little-endian bytes: the plan id must not
+ * depend on the host's endianness or struct layout, as the file does not. */
+static uint64_t fnv_le(uint64_t h, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++) {
+        h ^= (uint8_t)(v >> (8 * i));
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
 /* The plan id: a hash of every rank's content (the compiler stamps it, the
- * VM recomputes it at start-up over the plans all ranks loaded). */
+ * VM recomputes it at start-up over the plans all ranks loaded). Every
+ * field goes in as its little-endian bytes, 4 for a 32-bit one, 8 for a
+ * 64-bit one; the model as its ten 32-bit fields and then 8 zero bytes
+ * (where the first version hashed the struct with its layer table's
+ * pointer set to NULL: on a little-endian 64-bit host the same bytes, so
+ * the same ids as before). */
 uint64_t pp_plans_id(const pp_plan *plans, int W)
 {
     uint64_t h = PP_FNV_OFFSET;
     for (int r = 0; r < W; r++) {
         const pp_plan *p = &plans[r];
-        h = pp_fnv1a64(h, &p->world, sizeof p->world);
-        h = pp_fnv1a64(h, &p->S, sizeof p->S);
-        h = pp_fnv1a64(h, &p->B, sizeof p->B);
-        pp_model mh = p->model; /* every field but the layer table's address, then the table */
-        mh.layers = NULL;
-        h = pp_fnv1a64(h, &mh, sizeof mh);
-        for (uint32_t s = 0; s < p->S; s++) { /* the layer table, also where it is NULL */
-            uint32_t l = pp_model_layers(&p->model, (int)s);
-            h = pp_fnv1a64(h, &l, sizeof l);
-        }
+        const pp_model *m = &p->model;
+        h = fnv_le(h, p->world, 4);
+        h = fnv_le(h, p->S, 4);
+        h = fnv_le(h, p->B, 4);
+        const uint32_t mf[] = {m->kind,   m->vocab, m->context,   m->embed,     m->heads,
+                               m->ffn,    m->blocks, m->batch,    m->optimizer, m->precision};
+        for (size_t k = 0; k < sizeof mf / sizeof *mf; k++)
+            h = fnv_le(h, mf[k], 4);
+        h = fnv_le(h, 0, 8);
+        for (uint32_t s = 0; s < p->S; s++) /* the layer table, also where it is NULL */
+            h = fnv_le(h, pp_model_layers(m, (int)s), 4);
         h = pp_fnv1a64(h, p->stage_role, p->S);
-        h = pp_fnv1a64(h, &p->nslots, sizeof p->nslots);
-        h = pp_fnv1a64(h, p->slot_bytes, p->nslots * sizeof *p->slot_bytes);
-        h = pp_fnv1a64(h, &p->workspace_bytes, sizeof p->workspace_bytes);
-        h = pp_fnv1a64(h, &p->ngroups, sizeof p->ngroups);
+        h = fnv_le(h, p->nslots, 4);
+        for (uint32_t k = 0; k < p->nslots; k++)
+            h = fnv_le(h, p->slot_bytes[k], 8);
+        h = fnv_le(h, p->workspace_bytes, 8);
+        h = fnv_le(h, p->ngroups, 4);
         for (uint32_t g = 0; g < p->ngroups; g++) {
-            h = pp_fnv1a64(h, &p->groups[g].n, sizeof p->groups[g].n);
-            h = pp_fnv1a64(h, p->groups[g].member, p->groups[g].n * sizeof *p->groups[g].member);
+            h = fnv_le(h, p->groups[g].n, 4);
+            for (uint32_t k = 0; k < p->groups[g].n; k++)
+                h = fnv_le(h, p->groups[g].member[k], 4);
         }
-        h = pp_fnv1a64(h, &p->ninstr, sizeof p->ninstr);
+        h = fnv_le(h, p->ninstr, 4);
         for (uint32_t i = 0; i < p->ninstr; i++) {
             const pp_instr *in = &p->code[i];
-            int32_t f[5 + PP_MAX_SLOTS] = {in->op, in->stage, in->mb, in->peer, in->group};
-            memcpy(f + 5, in->slot, sizeof in->slot);
-            h = pp_fnv1a64(h, f, sizeof f);
+            h = fnv_le(h, in->op, 4);
+            h = fnv_le(h, (uint32_t)in->stage, 4);
+            h = fnv_le(h, (uint32_t)in->mb, 4);
+            h = fnv_le(h, (uint32_t)in->peer, 4);
+            h = fnv_le(h, (uint32_t)in->group, 4);
+            for (int k = 0; k < PP_MAX_SLOTS; k++)
+                h = fnv_le(h, (uint32_t)in->slot[k], 4);
         }
     }
     return h;

@@ -453,20 +453,26 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
                 rank[list[k].kind] = list[k].rank;
             }
             int split = count[JOB_BI] || count[JOB_W];
-            const char *what = NULL;
-            int bad = -1;
-            if (count[JOB_F] != 1)
-                what = "F", bad = count[JOB_F];
-            else if (!split && count[JOB_B] != 1)
-                what = "B", bad = count[JOB_B];
-            else if (split && (count[JOB_B] || count[JOB_BI] != 1 || count[JOB_W] != 1))
-                what = "B (BackwardInput, then BackwardWeight)", bad = count[JOB_BI];
-            else if (split && rank[JOB_BI] != rank[JOB_W])
-                what = "W on the rank of its B", bad = 0;
-            if (what) {
+            if (count[JOB_F] != 1) {
                 say(err, len,
-                    "job %s(%u,%u) runs %d times over all ranks (expected exactly once)", what, s,
-                    b, bad);
+                    "job F(%u,%u) runs %d times over all ranks (expected exactly once)", s, b,
+                    count[JOB_F]);
+                rc = -1;
+            } else if (split ? count[JOB_B] || count[JOB_BI] != 1 || count[JOB_W] != 1
+                             : count[JOB_B] != 1) {
+                /* say every count: "B runs 1 times" would be no reason when
+                 * the fault is a BackwardWeight beside it */
+                say(err, len,
+                    "job B(%u,%u) runs as %d Backward, %d BackwardInput and %d BackwardWeight "
+                    "over all ranks (expected one Backward, or one BackwardInput and one "
+                    "BackwardWeight)",
+                    s, b, count[JOB_B], count[JOB_BI], count[JOB_W]);
+                rc = -1;
+            } else if (split && rank[JOB_BI] != rank[JOB_W]) {
+                say(err, len,
+                    "job W(%u,%u) runs on rank %u but its BackwardInput on rank %u (expected "
+                    "both on one rank, which holds the stash)",
+                    s, b, rank[JOB_W], rank[JOB_BI]);
                 rc = -1;
             }
         }

@@ -299,17 +299,18 @@ START_TEST(determ_refusals)
                        "go with --compare");
     remove_dir(dir);
     determ_refuses("gpipe.pp", "-D S=4 -D B=4", twice_b2,
-                   "/plan/rank1.bin: dataflow: rank 1: @34 Backward(s=1,b=2) reads "
-                   "slot s5 as its stash, which should hold F(1,2)'s stash but holds F(1,3)'s stash");
+                   "rank1.bin: dataflow: rank 1: @34 Backward(s=1,b=2) reads slot s5 as its "
+                   "stash, which should hold F(1,2)'s stash but holds F(1,3)'s stash");
     determ_refuses("gpipe.pp", "-D S=4 -D B=4", early_update,
-                   "instruction 35 (Backward): touches stage 1's own weights after its "
-                   "OptimizerStep at 34");
+                   "rank1.bin: instruction 35 (Backward): touches stage 1's own weights after "
+                   "its OptimizerStep at 34 (expected every use of a stage before its optimizer "
+                   "step)");
     determ_refuses("ddp.pp", "-D S=4 -D B=4", early_reduce,
-                   "instruction 9 (Backward): adds to stage 0's gradients after its ReduceGrads "
-                   "at 0 (expected every gradient in before the all-reduce)");
+                   "rank1.bin: instruction 9 (Backward): adds to stage 0's gradients after its "
+                   "ReduceGrads at 0 (expected every gradient in before the all-reduce)");
     determ_refuses("fsdp.pp", "-D S=4 -D B=4", second_b0,
-                   "@31 Backward(s=0,b=0) reads slot s2 as its stash, which should hold F(0,0)'s "
-                   "stash but holds F(0,1)'s stash");
+                   "rank1.bin: dataflow: rank 1: @31 Backward(s=0,b=0) reads slot s2 as its "
+                   "stash, which should hold F(0,0)'s stash but holds F(0,1)'s stash");
 }
 END_TEST
 

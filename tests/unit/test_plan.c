@@ -340,6 +340,24 @@ static void assert_same_plan(const pp_plan *a, const pp_plan *b)
     }
 }
 
+/* The plan id's value is pinned: it is the hash of the contents as they
+ * would be written little-endian with 64-bit counts, whatever the host's
+ * endianness or pointer width, so plans (and the weights and checkpoints
+ * that name their id) move between hosts; and a change to what it covers
+ * shows here. The same plan with per-stage layers hashes otherwise. */
+START_TEST(test_plan_id_is_pinned)
+{
+    pp_plan p;
+    build_plan(&p);
+    ck_assert_uint_eq(pp_plans_id(&p, 1), 0x5bd60df9ccac9d01ull);
+    uint32_t layers[] = {1, 2, 0, 1};
+    p.model.layers = layers;
+    ck_assert_uint_eq(pp_plans_id(&p, 1), 0x6946977e963915afull);
+    p.model.layers = NULL;
+    pp_plan_free(&p);
+}
+END_TEST
+
 START_TEST(test_round_trip)
 {
     pp_plan a, b;
@@ -1039,6 +1057,7 @@ Suite *plan_suite(void)
 
     TCase *io = tcase_create("encode");
     tcase_add_test(io, test_round_trip);
+    tcase_add_test(io, test_plan_id_is_pinned);
     tcase_add_test(io, test_model_gpt_header);
     tcase_add_test(io, test_round_trip_empty_tables);
     tcase_add_test(io, test_file_round_trip);

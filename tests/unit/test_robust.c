@@ -484,10 +484,11 @@ START_TEST(robust_bad_input)
     snprintf(path, sizeof path, "%s/plan/rank0.bin", dir);
     update_before_backward(path);
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --skip-nonfinite", dir);
-    /* refused by the start-up verifier (vm/verify.c) before --skip-nonfinite's
-     * own check of the same fault (check_deferrable) could see it */
-    mpi_fails_with(2, args, "(Backward): touches stage 0's own weights after its OptimizerStep "
-                   "at ");
+    /* the start-up verifier refuses it before --skip-nonfinite's own check
+     * (interp.c check_deferrable) could */
+    mpi_fails_with(2, args, "rank0.bin: instruction 10 (Backward): touches stage 0's own weights "
+                   "after its OptimizerStep at 9 (expected every use of a stage before its "
+                   "optimizer step)");
     remove_dir(dir);
 }
 END_TEST
