@@ -631,6 +631,45 @@ static int choose_backend(options *o, int me)
     return -1;
 }
 
+/* --reference trains the model rank 0's plan names, so that header must be
+ * the one compiled: the plan id is a hash of every rank's plan
+ * (pp_plans_id), read here from the directory of `path` (rank<r>.bin for
+ * each r < world). 0, or -1 with err. */
+static int reference_plan_untouched(const char *path, const pp_plan *p, char *err, size_t errlen)
+{
+    char dir[PATH_MAX], file[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    pp_plan *all = calloc(p->world, sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory reading the plans beside '%.200s'", path);
+        return -1;
+    }
+    uint32_t n = 0;
+    int rc = -1;
+    for (; n < p->world; n++) {
+        snprintf(file, sizeof file, "%s/rank%u.bin", dir, n);
+        if (pp_plan_read(file, &all[n], err, errlen))
+            goto out;
+    }
+    if (pp_plans_id(all, (int)p->world) != p->plan_id)
+        snprintf(err, errlen,
+                 "the %u plans in '%.200s' do not hash to their plan id %016llx: a plan was edited "
+                 "or the directory mixes compiles, so rank 0's model is not known to be the one "
+                 "compiled", p->world, dir, (unsigned long long)p->plan_id);
+    else
+        rc = 0;
+out:
+    for (uint32_t r = 0; r < n; r++)
+        pp_plan_free(&all[r]);
+    free(all);
+    return rc;
+}
+
 static int run_reference(const options *o)
 {
     char err[1024], path[PATH_MAX];
@@ -641,6 +680,11 @@ static int run_reference(const options *o)
         snprintf(path, sizeof path, "%s", o->plan);
     if (pp_plan_read(path, &p, err, sizeof err)) {
         pp_vm_error(-1, "%s", err);
+        return 1;
+    }
+    if (reference_plan_untouched(path, &p, err, sizeof err)) {
+        pp_vm_error(-1, "--reference: %s", err);
+        pp_plan_free(&p);
         return 1;
     }
     pp_dataset ds;

@@ -420,6 +420,31 @@ START_TEST(ppvm_edited_file_changes_the_hash)
 }
 END_TEST
 
+static void rank0_to_adamw(pp_plan *p) { p->model.optimizer = PP_OPT_ADAMW; }
+
+/* ppvm --reference trains the model rank 0's header names: an edited
+ * header (the CRC fixed) is refused, as the file and as its directory,
+ * rather than silently training another model as the oracle. */
+START_TEST(reference_refuses_an_edited_plan)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), plan[1024], cmd[2048];
+    snprintf(plan, sizeof plan, "%s/plan", dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s --steps 1 --quiet", PP_ROOT, plan);
+    free(run_expect(cmd, 0));
+    edit_plan(plan, 4, 0, rank0_to_adamw, 0);
+    for (int file = 0; file < 2; file++) {
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s%s --steps 1 --quiet", PP_ROOT, plan,
+                 file ? "/rank0.bin" : "");
+        char *out = run_expect(cmd, 1);
+        ck_assert_msg(strstr(out, "ppvm: --reference: the 4 plans in ") &&
+                          strstr(out, "do not hash to their plan id"),
+                      "%s: %s", cmd, out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 static void first_send_to_rank2(pp_plan *p)
 {
     for (uint32_t i = 0; i < p->ninstr; i++)
@@ -466,6 +491,7 @@ Suite *verify_e2e_suite(void)
     tcase_add_test(tc, ppvm_forward_targets_from_wrong_slot);
     tcase_add_test(tc, ppvm_edited_file_changes_the_hash);
     tcase_add_test(tc, ppvm_deadlock_report_whole);
+    tcase_add_test(tc, reference_refuses_an_edited_plan);
     suite_add_tcase(s, tc);
     return s;
 }
