@@ -120,6 +120,29 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
     return 0;
 }
 
+/* The value flags seen so far, with their values: a flag given twice is
+ * refused (the later one would silently win). */
+typedef struct {
+    const char *flag[64], *val[64];
+    int n;
+} seen_flags;
+
+static int given_twice(seen_flags *seen, const char *flag, const char *val)
+{
+    for (int k = 0; k < seen->n; k++)
+        if (!strcmp(seen->flag[k], flag)) {
+            if (first_process())
+                pp_vm_error(-1, "%s given twice ('%s' and '%s'); give it once", flag, seen->val[k],
+                            val);
+            return 1;
+        }
+    if (seen->n < 64) {
+        seen->flag[seen->n] = flag;
+        seen->val[seen->n++] = val;
+    }
+    return 0;
+}
+
 /* 0, 1 after --help (usage printed), or -1 on a bad command line (said). */
 static int parse_args(int argc, char **argv, options *o)
 {
@@ -133,6 +156,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->rtol = 1e-4;
     int npos = 0;
     const char *pos[3];
+    seen_flags seen = {.n = 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         double v;
@@ -158,7 +182,15 @@ static int parse_args(int argc, char **argv, options *o)
                     pp_vm_error(-1, "%s needs a value", a);
                 return -1;
             }
+            if (given_twice(&seen, a, argv[i + 1]))
+                return -1;
             const char *val = argv[++i];
+            if (!val[0] && (!strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--profile"))) {
+                if (first_process())
+                    pp_vm_error(-1, "%s: expected a %s, found an empty string", a,
+                                !strcmp(a, "--save") ? "directory" : "file");
+                return -1;
+            }
             if (!strcmp(a, "--data"))
                 o->train.data = val;
             else if (!strcmp(a, "--save"))
@@ -292,15 +324,33 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Reads rank's plan: PLAN/rank<rank>.bin when PLAN is a directory, else
+ * the file PLAN itself. 0, or -1 with err (a directory without the rank's
+ * file said as such, not as a missing file). */
+static int read_plan(const char *plan, int rank, pp_plan *p, char *path, size_t pathlen,
+                     char *err, size_t errlen)
+{
+    struct stat st;
+    if (is_dir(plan)) {
+        snprintf(path, pathlen, "%s/rank%d.bin", plan, rank);
+        if (stat(path, &st) && errno == ENOENT) {
+            memset(p, 0, sizeof *p);
+            snprintf(err, errlen,
+                     "%.200s: the directory holds no rank%d.bin (expected a directory that "
+                     "ppc -o wrote, with a plan for each rank)",
+                     plan, rank);
+            return -1;
+        }
+    } else
+        snprintf(path, pathlen, "%s", plan);
+    return pp_plan_read(path, p, err, errlen) ? -1 : 0;
+}
+
 /* Load this rank's plan and check it; 0 or -1 with err. */
 static int load(const char *plan, int rank, pp_plan *p, char *err, size_t errlen)
 {
     char path[PATH_MAX];
-    if (is_dir(plan))
-        snprintf(path, sizeof path, "%s/rank%d.bin", plan, rank);
-    else
-        snprintf(path, sizeof path, "%s", plan);
-    if (pp_plan_read(path, p, err, errlen))
+    if (read_plan(plan, rank, p, path, sizeof path, err, errlen))
         return -1;
     char why[768];
     if (pp_vm_check_plan(p, why, sizeof why)) {
@@ -418,11 +468,7 @@ static int run_reference(const options *o)
 {
     char err[1024], path[PATH_MAX];
     pp_plan p;
-    if (is_dir(o->plan))
-        snprintf(path, sizeof path, "%s/rank0.bin", o->plan);
-    else
-        snprintf(path, sizeof path, "%s", o->plan);
-    if (pp_plan_read(path, &p, err, sizeof err)) {
+    if (read_plan(o->plan, 0, &p, path, sizeof path, err, sizeof err)) {
         pp_vm_error(-1, "%s", err);
         return 1;
     }
@@ -446,9 +492,9 @@ int main(int argc, char **argv)
     int parsed = parse_args(argc, argv, &o);
     if (parsed > 0)
         return 0; /* --help */
-    if (parsed < 0) {
+    if (parsed < 0) { /* what is wrong is said; the usage would bury it */
         if (first_process())
-            usage(stderr);
+            fprintf(stderr, "ppvm: see ppvm --help for the options\n");
         return 2;
     }
     if (o.compare) {

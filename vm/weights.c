@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../isa/openfile.h"
 #include "../isa/plan.h"
 
 static void path_of(char *buf, size_t n, const char *dir, int stage)
@@ -56,9 +57,14 @@ int pp_weights_load(const char *dir, int stage, float **w, size_t *n, char *err,
 {
     char path[4096];
     path_of(path, sizeof path, dir, stage);
-    FILE *f = fopen(path, "rb");
+    const char *kind;
+    long long size = 0;
+    FILE *f = pp_open_regular(path, &kind, &size); /* never blocks on a FIFO */
     if (!f) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        if (kind)
+            snprintf(err, errlen, "'%s' is %s, not a weights file", path, kind);
+        else
+            snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
     uint8_t head[20];
@@ -66,8 +72,11 @@ int pp_weights_load(const char *dir, int stage, float **w, size_t *n, char *err,
     uint64_t count;
     int rc = -1;
     uint8_t *buf = NULL;
-    if (fread(head, 1, 20, f) != 20 || memcmp(head, "PPWT", 4)) {
-        snprintf(err, errlen, "'%s' is not a weights file (bad magic or too short)", path);
+    if (size < 24 || fread(head, 1, 20, f) != 20 || memcmp(head, "PPWT", 4)) {
+        snprintf(err, errlen,
+                 "'%s' is not a weights file (%lld bytes; expected the magic PPWT and at least "
+                 "24 bytes)",
+                 path, size);
         goto out;
     }
     memcpy(&version, head + 4, 4);
@@ -76,6 +85,15 @@ int pp_weights_load(const char *dir, int stage, float **w, size_t *n, char *err,
     if (version != 1 || st != (uint32_t)stage || count > (1ull << 34)) {
         snprintf(err, errlen, "'%s': version %u stage %u count %llu (expected version 1, stage %d)",
                  path, version, st, (unsigned long long)count, stage);
+        goto out;
+    }
+    if ((unsigned long long)size != 24 + count * 4) { /* truncated, or bytes after the checksum */
+        snprintf(err, errlen,
+                 "'%s' has %lld bytes, but its header says %llu weights: expected 20 + 4*%llu + 4 "
+                 "= %llu (the file is %s)",
+                 path, size, (unsigned long long)count, (unsigned long long)count,
+                 24 + (unsigned long long)count * 4,
+                 (unsigned long long)size < 24 + count * 4 ? "truncated" : "padded or corrupt");
         goto out;
     }
     buf = malloc(20 + count * 4 + 4);
@@ -108,6 +126,31 @@ out:
     return rc;
 }
 
+/* Whether dir can be compared: a directory that holds stage0.w. 0, or -1
+ * having said what is wrong. */
+static int check_weights_dir(const char *dir)
+{
+    struct stat st;
+    char path[4096];
+    if (stat(dir, &st)) {
+        fprintf(stderr, "ppvm: --compare: cannot use '%s': %s (expected a directory that --save "
+                        "wrote)\n", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ppvm: --compare: '%s' is %s, not a directory (expected a directory "
+                        "that --save wrote)\n", dir, pp_file_kind(st.st_mode));
+        return -1;
+    }
+    path_of(path, sizeof path, dir, 0);
+    if (stat(path, &st)) {
+        fprintf(stderr, "ppvm: --compare: '%s' holds no stage0.w (expected a directory that "
+                        "--save wrote)\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
 static int count_stages(const char *dir)
 {
     char path[4096];
@@ -124,6 +167,8 @@ int pp_weights_compare(const char *a, const char *b, int S, double atol, double 
 {
     int result = 0;
     char err[4200];
+    if (check_weights_dir(a) || check_weights_dir(b))
+        return -1;
     if (S <= 0) { /* compare every stage the directories hold */
         int na = count_stages(a), nb = count_stages(b);
         if (na != nb || na == 0) {

@@ -150,7 +150,9 @@ START_TEST(ppc_exit_codes)
         {"--help", 0, "usage: ppc"},
         {"--opcodes", 0, "| 9 | FetchWeights | receive | SendWeights |"},
         {"schedules/gpipe.pp -o %s -D S=0", 1, "S = 0 is out of range"},
-        {"schedules/gpipe.pp -o %s --prefetch", 2, "usage: ppc"},
+        {"schedules/gpipe.pp -o %s --prefetch", 2,
+         "ppc: --prefetch expects a number of jobs from 0 to 1000000, found nothing\n"
+         "ppc: see ppc --help"},
         {"/nonexistent/x.pp -o %s", 3, "cannot read '/nonexistent/x.pp'"},
         {"schedules/gpipe.pp -o %s -D S=1000 -D B=20000", 4,
          "error: out of memory for 40000000 jobs"},

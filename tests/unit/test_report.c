@@ -873,7 +873,9 @@ START_TEST(ppc_precision)
         snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/p %s", PP_ROOT, PP_ROOT,
                  dir, bad[i][0]);
         out = run_expect(cmd, 2);
-        ck_assert_msg(strstr(out, bad[i][1]) && strstr(out, "usage: ppc"), "%s", out);
+        ck_assert_msg(strstr(out, bad[i][1]) && strstr(out, "ppc: see ppc --help") &&
+                          !strstr(out, "usage: ppc"),
+                      "%s", out);
         free(out);
     }
     remove_dir(dir);
