@@ -147,7 +147,10 @@ static pp_compile_status read_source(const pp_compile_opts *o, pp_compiled *c)
         diag_nomem(&c->diag, "reading '%s'", o->path);
         return PP_COMPILE_NOMEM;
     }
-    diag_error_noloc(&c->diag, "cannot read '%s': %s", o->path, strerror(errno));
+    if (errno == 0) /* not a regular file: step says what it is */
+        diag_error_noloc(&c->diag, "cannot read '%s': it is %s, not a schedule file", o->path, step);
+    else
+        diag_error_noloc(&c->diag, "cannot read '%s': %s", o->path, strerror(errno));
     return PP_COMPILE_IO;
 }
 

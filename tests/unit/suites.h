@@ -24,6 +24,7 @@ Suite *golden_suite(void);
 Suite *e2e_suite(void);
 Suite *gpu_e2e_suite(void);
 Suite *harness_suite(void);
+Suite *cli_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
