@@ -161,8 +161,9 @@ START_TEST(ppc_exit_codes)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], cmd[2048], *out;
         snprintf(args, sizeof args, cases[i].args, dir);
-        snprintf(cmd, sizeof cmd, "cd %s && ulimit -v 400000 && OPENBLAS_NUM_THREADS=1 ./bin/ppc %s",
-                 PP_ROOT, args);
+        char lim[128];
+        snprintf(cmd, sizeof cmd, "cd %s && %s OPENBLAS_NUM_THREADS=1 ./bin/ppc %s", PP_ROOT,
+                 mem_limit(400000, lim, sizeof lim), args);
         int rc = run_cmd(cmd, &out);
         ck_assert_msg(rc == cases[i].rc && strstr(out, cases[i].says),
                       "ppc %s: exit %d, expected %d saying '%s':\n%s", args, rc, cases[i].rc,

@@ -145,6 +145,8 @@ static uint64_t check_weight_slots(const pp_plan *p, uint64_t *fetched)
         case PP_OP_ZeroGrads: case PP_OP_SendWeightGrad: case PP_OP_RecvWeightGrad: wgrad = 0; break;
         default: break;
         }
+        if (wts < 0 && wgrad < 0) /* no weights: its stage may be none (-1) */
+            continue;
         uint64_t wbytes = pp_stage_compute_bytes(m, S, s);
         uint64_t gbytes = pp_stage_param_count(m, S, s) * sizeof(float);
         if (wts >= 0 && in->slot[wts] >= 0) {
