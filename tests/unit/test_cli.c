@@ -131,7 +131,7 @@ static const cli_row ppvm_rows[] = {
     {"$PPVM --reference empty --steps 1", 1, "ppvm: empty: the file is empty (expected a plan that ppc wrote)"},
     {"$PPVM --reference emptydir --steps 1", 1,
      "ppvm: emptydir: the directory holds no rank0.bin (expected a directory that ppc -o wrote"},
-    {"$PPVM --reference short --steps 1", 1, "ppvm: short: "},
+    {"$PPVM --reference short --steps 1", 1, "ppvm: short: bad magic: expected \"PPLN\""},
     {"$MPIRUN -np 2 $PPVM emptydir --steps 1", 1, "emptydir: the directory holds no rank1.bin"},
     /* the data */
     {REF " --data missing", 1, "ppvm: cannot open data file 'missing': No such file or directory"},
