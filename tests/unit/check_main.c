@@ -62,7 +62,7 @@ static const struct suite_entry {
     {"timeline", timeline_suite, FAST, 1, NULL},
     {"golden", golden_suite, FAST, 1, NULL},
     {"harness", harness_suite, FAST, 1, NULL},
-    {"cli", cli_suite, FAST, 1, NULL},
+    {"cli", cli_suite, FAST, 1, cli_tcases},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
 };

@@ -35,5 +35,6 @@ typedef struct {
 } pp_tcase_info;
 
 extern const pp_tcase_info e2e_tcases[];
+extern const pp_tcase_info cli_tcases[];
 
 #endif

@@ -325,14 +325,21 @@ START_TEST(numeric_flags)
 }
 END_TEST
 
+/* Each TCase runs as a job of its own (check_main.c), so the three run at
+ * once: most of their time is starting ppvm (about 0.15 s, its CUDA and
+ * MPI libraries), one command after another. ppvm's runs one mpirun of 2
+ * ranks. */
+const pp_tcase_info cli_tcases[] = {{"ppc", 1}, {"ppvm", 2}, {"numeric", 1}, {NULL, 0}};
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("rows");
-    tcase_add_test(tc, ppc_bad_input);
-    tcase_add_test(tc, ppvm_bad_input);
-    tcase_add_test(tc, numeric_flags);
-    tcase_set_timeout(tc, 300);
-    suite_add_tcase(s, tc);
+    const TTest *const tests[] = {ppc_bad_input, ppvm_bad_input, numeric_flags};
+    for (int i = 0; cli_tcases[i].tcase; i++) {
+        TCase *tc = tcase_create(cli_tcases[i].tcase);
+        tcase_add_test(tc, tests[i]);
+        tcase_set_timeout(tc, 300);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }
