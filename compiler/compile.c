@@ -148,7 +148,8 @@ static pp_compile_status read_source(const pp_compile_opts *o, pp_compiled *c)
         return PP_COMPILE_NOMEM;
     }
     if (errno == 0) /* not a regular file: step says what it is */
-        diag_error_noloc(&c->diag, "cannot read '%s': it is %s, not a schedule file", o->path, step);
+        diag_error_noloc(&c->diag, "cannot read '%s': it is %s, not a schedule file", o->path,
+                         step);
     else
         diag_error_noloc(&c->diag, "cannot read '%s': %s", o->path, strerror(errno));
     return PP_COMPILE_IO;
@@ -204,7 +205,8 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
                          "the costs (%s%s) span too wide a range for the simulator's clock: jobs, "
                          "transfers and optimizer steps add up to %g, %s%.3g times the cheapest "
                          "job's %g; expected at most %g times",
-                         from, costs ? costs : "", total, isfinite(total / least) ? "" : "more than ",
+                         from, costs ? costs : "", total,
+                         isfinite(total / least) ? "" : "more than ",
                          isfinite(total / least) ? total / least : DBL_MAX, least, PP_COST_SPAN);
     return -1;
 }

@@ -112,7 +112,9 @@ static int parse_define(const char *arg, pp_define *defs, int *n)
     errno = 0;
     long long v = strtoll(eq + 1, &end, 10);
     if (eq[1] == '\0' || *end != '\0' || errno == ERANGE) {
-        fprintf(stderr, "ppc: -D %s: the value '%s' is not an integer (expected NAME=INTEGER, e.g. -D S=8)\n",
+        fprintf(stderr,
+                "ppc: -D %s: the value '%s' is not an integer "
+                "(expected NAME=INTEGER, e.g. -D S=8)\n",
                 arg, eq + 1);
         return -1;
     }

@@ -513,8 +513,9 @@ pp_plan_status pp_plan_read(const char *path, pp_plan *p, char *err, size_t errl
     FILE *f = pp_open_regular(path, &kind, &size); /* never blocks on a FIFO */
     if (!f) {
         if (kind)
-            set_err(err, errlen, "%s: is %s, not a plan file (expected a rank<r>.bin that ppc wrote)",
-                    path, kind);
+            set_err(err, errlen,
+                    "%s: is %s, not a plan file (expected a rank<r>.bin that ppc wrote)", path,
+                    kind);
         else
             set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return PP_PLAN_EIO;

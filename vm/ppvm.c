@@ -185,7 +185,8 @@ static int parse_args(int argc, char **argv, options *o)
             if (given_twice(&seen, a, argv[i + 1]))
                 return -1;
             const char *val = argv[++i];
-            if (!val[0] && (!strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--profile"))) {
+            if (!val[0] &&
+                (!strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--profile"))) {
                 if (first_process())
                     pp_vm_error(-1, "%s: expected a %s, found an empty string", a,
                                 !strcmp(a, "--save") ? "directory" : "file");
