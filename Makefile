@@ -7,6 +7,14 @@
 #   make deps     install what is missing from Debian's packages (idempotent)
 #   make oracle   train the model in PyTorch too and compare (not part of make test)
 
+# make SANITIZE=1 GOAL (test, check, all...): GOAL built and run with
+# AddressSanitizer and UBSan in a tree of its own (tests/sanitize/outer.mk);
+# everything from here to the matching endif at the end is the ordinary build,
+# which that tree runs too.
+ifeq ($(SANITIZE)$(PP_SAN_INNER),1)
+include tests/sanitize/outer.mk
+else
+
 CC      ?= cc
 MPICC   ?= mpicc
 CFLAGS  ?= -O2 -g
@@ -330,3 +338,27 @@ clean:
 	rm -rf $(B) bin out
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+# ---- sanitizers (inside the tree tests/sanitize/outer.mk makes) -------------
+# Every C, C++ and MPI object and binary gets ASan and UBSan (UB is an error:
+# no recovery); CUDA is left out (NVCC= on the inner command line: the
+# stand-ins test the cuda backend's logic, sanitized). Leak detection is on,
+# with suppressions only for the libraries named in tests/sanitize/lsan.supp.
+# fast_unwind_on_malloc=0: the frame-pointer unwinder stops inside libc
+# (built without frame pointers), so a block Open MPI allocates through
+# vasprintf would have no library to suppress by. allocator_may_return_null:
+# an allocation ASan refuses returns NULL, as malloc would, for the tests of
+# running out of memory. Sanitized code runs 2 to 5 times slower: every
+# time limit is scaled by 4 (CK_TIMEOUT_MULTIPLIER, unless given).
+ifeq ($(SANITIZE),1)
+SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS      += $(SAN_FLAGS)
+SI_CXXFLAGS += $(SAN_FLAGS)
+SAN_ENV     := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1:fast_unwind_on_malloc=0 \
+               LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/lsan.supp:print_suppressions=0 \
+               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+               CK_TIMEOUT_MULTIPLIER=$(or $(CK_TIMEOUT_MULTIPLIER),4)
+TEST_ENV    += $(SAN_ENV)
+SI_ENV      += $(SAN_ENV)
+endif
+endif

@@ -47,6 +47,9 @@ struct pp_expr {
  * (resolving, evaluating, freeing) recurses, and bison's stack limit bounds
  * only right nesting, not a left-associative chain like 0+0+...+0. */
 #define PP_MAX_EXPR_DEPTH 10000
+/* The most symbols the parser keeps pending (bison's YYMAXDEPTH): what
+ * bounds right nesting such as 10000 '(' or unary '-' in a row. */
+#define PP_PARSER_MAX_DEPTH 10000
 
 typedef enum {
     ST_PARAM,    /* param name = expr */

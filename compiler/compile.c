@@ -2,6 +2,8 @@
 #include "compile.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -145,7 +147,11 @@ static pp_compile_status read_source(const pp_compile_opts *o, pp_compiled *c)
         diag_nomem(&c->diag, "reading '%s'", o->path);
         return PP_COMPILE_NOMEM;
     }
-    diag_error_noloc(&c->diag, "cannot read '%s': %s", o->path, strerror(errno));
+    if (errno == 0) /* not a regular file: step says what it is */
+        diag_error_noloc(&c->diag, "cannot read '%s': it is %s, not a schedule file", o->path,
+                         step);
+    else
+        diag_error_noloc(&c->diag, "cannot read '%s': %s", o->path, strerror(errno));
     return PP_COMPILE_IO;
 }
 
@@ -162,6 +168,47 @@ static void keep_note(pp_compiled *c)
     else
         snprintf(c->keep_note, sizeof c->keep_note, "window %d of %d jobs%s", k->window, k->widest,
                  k->window < k->widest ? ", the largest under --mem-limit" : ", every reuse");
+}
+
+/* The simulator keeps time in doubles: a job's end is its start plus its
+ * cost. Once the clock is more than about 2^52 times a job's cost, adding
+ * that cost no longer moves it, the job ends where it starts, and
+ * lowering, which orders instructions by those times, builds plans its own
+ * checks reject (an internal error). So every cost (jobs, transfers,
+ * weight fetches and optimizer steps, from cost lines or --costs) must add
+ * up to a finite total at most PP_COST_SPAN times the cheapest job, which
+ * leaves each job's cost resolved to a thousandth. A transfer too small to
+ * move the clock is harmless: it is as good as one that takes no time. */
+#define PP_COST_SPAN 1e12
+static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
+{
+    long long N = (long long)t->js.S * t->js.B * t->js.ND;
+    double total = 0, least = INFINITY;
+    for (long long j = 0; j < N; j++) {
+        total += t->cost[j] + (t->xfer ? t->xfer[j] : 0) + (t->fetch ? t->fetch[j] : 0);
+        if (t->cost[j] < least)
+            least = t->cost[j];
+    }
+    for (int s = 0; t->opt && s < t->js.S; s++)
+        total += t->opt[s];
+    if (N == 0 || (isfinite(total) && total <= PP_COST_SPAN * least))
+        return 0;
+    const char *from = costs ? "--costs " : "the schedule's cost lines";
+    if (!isfinite(total))
+        diag_error_noloc(d,
+                         "the costs (%s%s) add up to more than a double holds (%g); expected "
+                         "jobs, transfers and optimizer steps that add up to at most %g times "
+                         "the cheapest job",
+                         from, costs ? costs : "", DBL_MAX, PP_COST_SPAN);
+    else
+        diag_error_noloc(d,
+                         "the costs (%s%s) span too wide a range for the simulator's clock: jobs, "
+                         "transfers and optimizer steps add up to %g, %s%.3g times the cheapest "
+                         "job's %g; expected at most %g times",
+                         from, costs ? costs : "", total,
+                         isfinite(total / least) ? "" : "more than ",
+                         isfinite(total / least) ? total / least : DBL_MAX, least, PP_COST_SPAN);
+    return -1;
 }
 
 /* The steps, in order; returns at the first that fails or at stop_after. */
@@ -220,6 +267,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
 
     if (pp_jobtable_build(&c->t, &c->sch, o->costs ? &c->costs : NULL))
         return failed(d);
+    if (check_cost_span(d, &c->t, o->costs))
+        return PP_COMPILE_ERRORS;
     DONE(PP_STAGE_JOBS);
 
     pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);

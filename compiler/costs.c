@@ -303,7 +303,9 @@ int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen)
         err[0] = '\0';
     char *buf = pp_read_file(path, &len, &failed);
     if (!buf) {
-        if (errlen)
+        if (errlen && errno == 0) /* not a regular file: failed says what it is */
+            snprintf(err, errlen, "%s: cannot read: it is %s, not a costs file", path, failed);
+        else if (errlen)
             snprintf(err, errlen, "%s: cannot %s: %s", path, failed, strerror(errno));
         return -1;
     }

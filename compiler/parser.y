@@ -37,6 +37,11 @@ static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, ch
                            YYLTYPE nloc, pp_expr *e);
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
 
+/* Bison's stack of pending symbols: a file nesting deeper (a long run of
+ * '(' or unary '-', each waiting for its operand) overflows it, and bison
+ * then reports its own "memory exhausted"; yyerror says it in our words. */
+#define YYMAXDEPTH PP_PARSER_MAX_DEPTH
+
 /* A tree deeper than PP_MAX_EXPR_DEPTH is reported, freed, and the parser
  * recovers at the next statement, so no later pass recurses deeper. */
 #define CHECK_DEPTH(e)         \
@@ -167,7 +172,14 @@ expr: INT                     { $$ = ast_int($1, @1); NEED($$); }
 static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *msg)
 {
     (void)scanner;
-    if (!ctx->diag->nomem) /* out of memory ends the input: no "unexpected end of file" */
+    if (ctx->diag->nomem) /* out of memory ends the input: no "unexpected end of file" */
+        return;
+    if (!strcmp(msg, YY_("memory exhausted"))) /* the stack reached YYMAXDEPTH */
+        diag_error(ctx->diag, *loc,
+                   "nested too deeply: the parser holds at most %d pending symbols (parentheses, "
+                   "operators and operands still open); split the expression with 'let'",
+                   PP_PARSER_MAX_DEPTH);
+    else
         diag_error(ctx->diag, *loc, "%s", msg);
 }
 

@@ -99,7 +99,9 @@ static void usage(FILE *f)
                "                  beside the ppc binary)\n");
 }
 
-static int parse_define(const char *arg, pp_define *def)
+/* -D NAME=VALUE into defs[*n]; a name given twice is refused (the second
+ * would silently win). 0, -1 a bad definition (said why), -2 out of memory. */
+static int parse_define(const char *arg, pp_define *defs, int *n)
 {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) {
@@ -110,12 +112,42 @@ static int parse_define(const char *arg, pp_define *def)
     errno = 0;
     long long v = strtoll(eq + 1, &end, 10);
     if (eq[1] == '\0' || *end != '\0' || errno == ERANGE) {
-        fprintf(stderr, "ppc: -D %s: the value '%s' is not an integer\n", arg, eq + 1);
+        fprintf(stderr,
+                "ppc: -D %s: the value '%s' is not an integer "
+                "(expected NAME=INTEGER, e.g. -D S=8)\n",
+                arg, eq + 1);
         return -1;
     }
-    def->name = strndup(arg, (size_t)(eq - arg));
-    def->value = v;
-    return def->name ? 0 : -2;
+    size_t len = (size_t)(eq - arg);
+    for (int i = 0; i < *n; i++)
+        if (strlen(defs[i].name) == len && !strncmp(defs[i].name, arg, len)) {
+            fprintf(stderr, "ppc: -D %s: %s is already given (-D %s=%lld); give each name once\n",
+                    arg, defs[i].name, defs[i].name, defs[i].value);
+            return -1;
+        }
+    defs[*n].name = strndup(arg, len);
+    defs[*n].value = v;
+    if (!defs[*n].name)
+        return -2;
+    (*n)++;
+    return 0;
+}
+
+/* A flag whose value is a string (-o, --costs, --library): refused when
+ * empty or given twice. 0 or -1 (said why). */
+static int set_string(const char *flag, const char *val, const char **dst)
+{
+    if (*dst) {
+        fprintf(stderr, "ppc: %s given twice ('%s' and '%s'); give it once\n", flag, *dst, val);
+        return -1;
+    }
+    if (!val[0]) {
+        fprintf(stderr, "ppc: %s: expected %s, found an empty string\n", flag,
+                !strcmp(flag, "-o") || !strcmp(flag, "--library") ? "a directory" : "a file");
+        return -1;
+    }
+    *dst = val;
+    return 0;
 }
 
 /* 0, 1 for --help, 2 for --opcodes, -1 a bad command line (said why), -2
@@ -130,6 +162,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->defs = calloc((size_t)argc, sizeof *o->defs);
     if (!o->defs)
         return -2;
+    int seen[2] = {0, 0}; /* --mem-limit, --prefetch */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc;
@@ -151,10 +184,15 @@ static int parse_args(int argc, char **argv, options *o)
             long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : -1;
             if (i + 1 >= argc || argv[i + 1][0] == '\0' || *end || errno || v < 0 ||
                 (a[2] == 'p' && v > 1000000)) {
-                fprintf(stderr, "ppc: %s expects %s, found '%s'\n", a,
+                fprintf(stderr, "ppc: %s expects %s, found %s%s%s\n", a,
                         a[2] == 'p' ? "a number of jobs from 0 to 1000000"
                                     : "a number of bytes (a non-negative integer)",
-                        i + 1 < argc ? argv[i + 1] : "nothing");
+                        i + 1 < argc ? "'" : "", i + 1 < argc ? argv[i + 1] : "nothing",
+                        i + 1 < argc ? "'" : "");
+                return -1;
+            }
+            if (seen[a[2] == 'p']++) {
+                fprintf(stderr, "ppc: %s given twice; give it once\n", a);
                 return -1;
             }
             i++;
@@ -169,34 +207,41 @@ static int parse_args(int argc, char **argv, options *o)
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
                 return -1;
             }
-            if (!strcmp(a, "--optimizer")) {
-                o->optimizer = pp_optimizer_parse(argv[++i]);
-                if (o->optimizer < 0) {
-                    fprintf(stderr, "ppc: --optimizer %s: expected sgd or adamw\n", argv[i]);
+            if (!strcmp(a, "--optimizer") || !strcmp(a, "--precision")) {
+                int opt = a[2] == 'o';
+                int v = opt ? pp_optimizer_parse(argv[++i]) : pp_precision_parse(argv[++i]);
+                if (v < 0) {
+                    fprintf(stderr, "ppc: %s %s: expected %s\n", a, argv[i],
+                            opt ? "sgd or adamw" : "fp32 or bf16");
                     return -1;
                 }
-            } else if (!strcmp(a, "--precision")) {
-                o->precision = pp_precision_parse(argv[++i]);
-                if (o->precision < 0) {
-                    fprintf(stderr, "ppc: --precision %s: expected fp32 or bf16\n", argv[i]);
+                if ((opt ? o->optimizer : o->precision) >= 0) {
+                    fprintf(stderr, "ppc: %s given twice; give it once\n", a);
                     return -1;
                 }
-            } else if (!strcmp(a, "-o"))
-                o->outdir = argv[++i];
-            else if (!strcmp(a, "--costs"))
-                o->costs = argv[++i];
-            else if (!strcmp(a, "--library"))
-                o->library = argv[++i];
-            else if ((rc = parse_define(argv[++i], &o->defs[o->ndefs++])) != 0)
+                *(opt ? &o->optimizer : &o->precision) = v;
+            } else if (!strcmp(a, "-o")) {
+                if (set_string(a, argv[++i], &o->outdir))
+                    return -1;
+            } else if (!strcmp(a, "--costs")) {
+                if (set_string(a, argv[++i], &o->costs))
+                    return -1;
+            } else if (!strcmp(a, "--library")) {
+                if (set_string(a, argv[++i], &o->library))
+                    return -1;
+            } else if ((rc = parse_define(argv[++i], o->defs, &o->ndefs)) != 0)
                 return rc;
         } else if (!strncmp(a, "-D", 2) && a[2]) {
-            if ((rc = parse_define(a + 2, &o->defs[o->ndefs++])) != 0)
+            if ((rc = parse_define(a + 2, o->defs, &o->ndefs)) != 0)
                 return rc;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ppc: unknown option '%s'\n", a);
             return -1;
         } else if (o->file) {
             fprintf(stderr, "ppc: more than one schedule file ('%s' and '%s')\n", o->file, a);
+            return -1;
+        } else if (!a[0]) {
+            fprintf(stderr, "ppc: expected a schedule file, found an empty string\n");
             return -1;
         } else
             o->file = a;
@@ -430,8 +475,8 @@ int main(int argc, char **argv)
     if (args == -2) {
         fprintf(stderr, "ppc: out of memory reading the command line\n");
         rc = EXIT_NOMEM;
-    } else if (args < 0) {
-        usage(stderr);
+    } else if (args < 0) { /* what is wrong is said; the usage would bury it */
+        fprintf(stderr, "ppc: see ppc --help for the options\n");
         rc = EXIT_USAGE;
     } else if (args == 2) /* --opcodes: the table isa/README.md shows */
         pp_ops_markdown(stdout);

@@ -5,14 +5,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../isa/openfile.h"
+
 char *pp_read_file(const char *path, size_t *len, const char **failed)
 {
     const char *step = "open";
     char *buf = NULL;
     size_t n = 0, cap = 0, got;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    const char *kind;
+    long long size;
+    FILE *f = pp_open_regular(path, &kind, &size); /* never blocks on a FIFO */
+    if (!f) {
+        if (kind) { /* a directory, a FIFO, a device: said by what it is */
+            step = kind;
+            errno = 0;
+        }
         goto fail;
+    }
     do {
         if (n + 1 >= cap) {
             char *b = realloc(buf, cap = cap ? 2 * cap : 4096);

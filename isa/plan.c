@@ -29,6 +29,8 @@
 #include <threads.h>
 #include <zlib.h>
 
+#include "openfile.h"
+
 /* ---------------------------------------------------------------- messages */
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -566,9 +568,21 @@ static pp_plan_status slurp(FILE *f, uint8_t **out, size_t *outlen)
 pp_plan_status pp_plan_read(const char *path, pp_plan *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    FILE *f = fopen(path, "rb");
+    const char *kind;
+    long long size = 0;
+    FILE *f = pp_open_regular(path, &kind, &size); /* never blocks on a FIFO */
     if (!f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (kind)
+            set_err(err, errlen,
+                    "%s: is %s, not a plan file (expected a rank<r>.bin that ppc wrote)", path,
+                    kind);
+        else
+            set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return PP_PLAN_EIO;
+    }
+    if (size == 0) {
+        fclose(f);
+        set_err(err, errlen, "%s: the file is empty (expected a plan that ppc wrote)", path);
         return PP_PLAN_EIO;
     }
     uint8_t *buf = NULL;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../isa/openfile.h"
+
 static uint64_t splitmix64(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
@@ -25,9 +27,23 @@ static int32_t le_i32(const uint8_t *p)
 /* The whole file into a malloc'd buffer; NULL with err. */
 static uint8_t *read_all(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    const char *kind;
+    long long size = 0;
+    FILE *f = pp_open_regular(path, &kind, &size); /* never blocks on a FIFO */
     if (!f) {
-        snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno));
+        if (kind)
+            snprintf(err, errlen,
+                     "data file '%s' is %s (expected a regular file: raw bytes or an llm.c token "
+                     "shard)",
+                     path, kind);
+        else
+            snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (size == 0) {
+        fclose(f);
+        snprintf(err, errlen,
+                 "data file '%s' is empty (expected raw bytes or an llm.c token shard)", path);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0, got;

@@ -211,6 +211,29 @@ static int settle_deterministic(options *o)
     return 0;
 }
 
+/* The value flags seen so far, with their values: a flag given twice is
+ * refused (the later one would silently win). */
+typedef struct {
+    const char *flag[64], *val[64];
+    int n;
+} seen_flags;
+
+static int given_twice(seen_flags *seen, const char *flag, const char *val)
+{
+    for (int k = 0; k < seen->n; k++)
+        if (!strcmp(seen->flag[k], flag)) {
+            if (first_process())
+                pp_vm_error(-1, "%s given twice ('%s' and '%s'); give it once", flag, seen->val[k],
+                            val);
+            return 1;
+        }
+    if (seen->n < 64) {
+        seen->flag[seen->n] = flag;
+        seen->val[seen->n++] = val;
+    }
+    return 0;
+}
+
 /* 0, 1 after --help (usage printed), or -1 on a bad command line (said). */
 static int parse_args(int argc, char **argv, options *o)
 {
@@ -226,6 +249,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->rtol = 1e-4;
     int npos = 0;
     const char *pos[3];
+    seen_flags seen = {.n = 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         double v;
@@ -243,15 +267,6 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.reshard = 1;
         else if (!strcmp(a, "--skip-nonfinite"))
             o->train.skip_nonfinite = 1;
-        else if (!strcmp(a, "--grace")) {
-            if (!has_value) {
-                if (first_process())
-                    pp_vm_error(-1, "%s needs a value", a);
-                return -1;
-            }
-            if (parse_num(a, argv[++i], 1e-3, 1e9, 0, &o->train.grace))
-                return -1;
-        }
         else if (!strcmp(a, "--deterministic"))
             o->train.deterministic = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
@@ -262,13 +277,24 @@ static int parse_args(int argc, char **argv, options *o)
                  !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
                  !strcmp(a, "--profile") || !strcmp(a, "--loss-digits") ||
                  !strcmp(a, "--checkpoint-dir") || !strcmp(a, "--checkpoint-every") ||
-                 !strcmp(a, "--checkpoint-keep") || !strcmp(a, "--resume")) {
+                 !strcmp(a, "--checkpoint-keep") || !strcmp(a, "--resume") ||
+                 !strcmp(a, "--grace")) {
             if (!has_value) {
                 if (first_process())
                     pp_vm_error(-1, "%s needs a value", a);
                 return -1;
             }
+            if (given_twice(&seen, a, argv[i + 1]))
+                return -1;
             const char *val = argv[++i];
+            int is_dir_flag = !strcmp(a, "--save") || !strcmp(a, "--checkpoint-dir") ||
+                              !strcmp(a, "--resume");
+            if (!val[0] && (is_dir_flag || !strcmp(a, "--data") || !strcmp(a, "--profile"))) {
+                if (first_process())
+                    pp_vm_error(-1, "%s: expected a %s, found an empty string", a,
+                                is_dir_flag ? "directory" : "file");
+                return -1;
+            }
             if (!strcmp(a, "--data"))
                 o->train.data = val;
             else if (!strcmp(a, "--save"))
@@ -311,6 +337,10 @@ static int parse_args(int argc, char **argv, options *o)
                         pp_vm_error(-1, "--epilogues %s: expected on or off", val);
                     return -1;
                 }
+            } else if (!strcmp(a, "--grace")) {
+                if (parse_num(a, val, 1e-3, 1e9, 0, &v))
+                    return -1;
+                o->train.grace = v;
             } else if (!strcmp(a, "--timeout")) {
                 if (parse_num(a, val, 1e-3, 1e9, 0, &v))
                     return -1;
@@ -416,15 +446,33 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Reads rank's plan: PLAN/rank<rank>.bin when PLAN is a directory, else
+ * the file PLAN itself. 0, or -1 with err (a directory without the rank's
+ * file said as such, not as a missing file). */
+static int read_plan(const char *plan, int rank, pp_plan *p, char *path, size_t pathlen,
+                     char *err, size_t errlen)
+{
+    struct stat st;
+    if (is_dir(plan)) {
+        snprintf(path, pathlen, "%s/rank%d.bin", plan, rank);
+        if (stat(path, &st) && errno == ENOENT) {
+            memset(p, 0, sizeof *p);
+            snprintf(err, errlen,
+                     "%.200s: the directory holds no rank%d.bin (expected a directory that "
+                     "ppc -o wrote, with a plan for each rank)",
+                     plan, rank);
+            return -1;
+        }
+    } else
+        snprintf(path, pathlen, "%s", plan);
+    return pp_plan_read(path, p, err, errlen) ? -1 : 0;
+}
+
 /* Load this rank's plan and check it; 0 or -1 with err. */
 static int load(const char *plan, int rank, pp_plan *p, char *err, size_t errlen)
 {
     char path[PATH_MAX];
-    if (is_dir(plan))
-        snprintf(path, sizeof path, "%s/rank%d.bin", plan, rank);
-    else
-        snprintf(path, sizeof path, "%s", plan);
-    if (pp_plan_read(path, p, err, errlen))
+    if (read_plan(plan, rank, p, path, sizeof path, err, errlen))
         return -1;
     char why[768];
     if (pp_verify_rank(p, why, sizeof why)) {
@@ -674,11 +722,7 @@ static int run_reference(const options *o)
 {
     char err[1024], path[PATH_MAX];
     pp_plan p;
-    if (is_dir(o->plan))
-        snprintf(path, sizeof path, "%s/rank0.bin", o->plan);
-    else
-        snprintf(path, sizeof path, "%s", o->plan);
-    if (pp_plan_read(path, &p, err, sizeof err)) {
+    if (read_plan(o->plan, 0, &p, path, sizeof path, err, sizeof err)) {
         pp_vm_error(-1, "%s", err);
         return 1;
     }
@@ -707,9 +751,9 @@ int main(int argc, char **argv)
     int parsed = parse_args(argc, argv, &o);
     if (parsed > 0)
         return 0; /* --help */
-    if (parsed < 0) {
+    if (parsed < 0) { /* what is wrong is said; the usage would bury it */
         if (first_process())
-            usage(stderr);
+            fprintf(stderr, "ppvm: see ppvm --help for the options\n");
         return 2;
     }
     if (o.compare) {

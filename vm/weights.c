@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../isa/openfile.h"
 #include "../isa/plan.h"
 
 static void path_of(char *buf, size_t n, const char *dir, int stage)
@@ -138,9 +139,14 @@ int pp_wfile_read(const char *path, const char magic[4], pp_wfile_head *h, void 
     struct stat st;
     int rc = -1;
     *data = NULL;
-    FILE *f = fopen(path, "rb");
+    const char *kind;
+    long long fsize = 0;
+    FILE *f = pp_open_regular(path, &kind, &fsize); /* never blocks on a FIFO */
     if (!f) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        if (kind)
+            snprintf(err, errlen, "'%s' is %s, not a weights file", path, kind);
+        else
+            snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fileno(f), &st) || fread(head, 1, sizeof head, f) != sizeof head ||
@@ -242,6 +248,31 @@ int pp_weights_load(const char *dir, int stage, float **w, size_t *n, pp_wfile_h
     return 0;
 }
 
+/* Whether dir can be compared: a directory that holds stage0.w. 0, or -1
+ * having said what is wrong. */
+static int check_weights_dir(const char *dir)
+{
+    struct stat st;
+    char path[4096];
+    if (stat(dir, &st)) {
+        fprintf(stderr, "ppvm: --compare: cannot use '%s': %s (expected a directory that --save "
+                        "wrote)\n", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ppvm: --compare: '%s' is %s, not a directory (expected a directory "
+                        "that --save wrote)\n", dir, pp_file_kind(st.st_mode));
+        return -1;
+    }
+    path_of(path, sizeof path, dir, 0);
+    if (stat(path, &st)) {
+        fprintf(stderr, "ppvm: --compare: '%s' holds no stage0.w (expected a directory that "
+                        "--save wrote)\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
 static int count_stages(const char *dir)
 {
     char path[4096];
@@ -275,6 +306,8 @@ int pp_weights_compare(const char *a, const char *b, int S, double atol, double 
     int result = 0;
     char err[4200];
     pp_wfile_head first_a = {0}, first_b = {0};
+    if (check_weights_dir(a) || check_weights_dir(b))
+        return -1;
     if (S <= 0) { /* compare every stage the directories hold */
         int na = count_stages(a), nb = count_stages(b);
         if (na != nb || na == 0) {

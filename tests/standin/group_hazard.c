@@ -58,6 +58,9 @@ int main(int argc, char **argv)
     printf("rank %d: in place %s, apart %s\n", me, ok[0] ? "right" : "WRONG", ok[1] ? "right" : "WRONG");
     fflush(stdout);
     ncclCommDestroy(c);
+    cudaFree(y);
+    cudaFree(x);
+    cudaStreamDestroy(st);
     MPI_Finalize();
     return 0;
 }

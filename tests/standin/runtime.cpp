@@ -699,6 +699,17 @@ struct Fiber {
 };
 #define FIBER_STACK (64 * 1024)
 static std::vector<Fiber> g_fib;
+/* The fibers' stacks are kept from one launch to the next; at exit, before
+ * g_fib itself goes (statics are destroyed in reverse order), they are
+ * freed, so a leak check at exit (make test SANITIZE=1) finds none. */
+static struct FiberStacks {
+    ~FiberStacks()
+    {
+        for (Fiber &f : g_fib)
+            free(f.stack);
+        g_fib.clear();
+    }
+} g_fiber_stacks;
 static void fiber_main(void);
 
 /* Switching fibers: on x86-64 a few instructions saving the callee-saved

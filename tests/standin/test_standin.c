@@ -196,6 +196,19 @@ START_TEST(cublas_checks_arguments)
     ck_assert_int_eq(cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c + 1, lc, &res.algo,
                                     NULL, 0, NULL), CUBLAS_STATUS_INVALID_VALUE);
     cudaDeviceSynchronize();
+    /* everything created is destroyed (make test SANITIZE=1 checks for leaks) */
+    cublasLtMatrixLayoutDestroy(bad);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
+    cublasDestroy(h);
+    cudaFree(aux);
+    cudaFree(c);
+    cudaFree(b);
+    cudaFree(a);
 }
 END_TEST
 

@@ -150,7 +150,9 @@ START_TEST(ppc_exit_codes)
         {"--help", 0, "usage: ppc"},
         {"--opcodes", 0, "| 9 | FetchWeights | receive | SendWeights |"},
         {"schedules/gpipe.pp -o %s -D S=0", 1, "S = 0 is out of range"},
-        {"schedules/gpipe.pp -o %s --prefetch", 2, "usage: ppc"},
+        {"schedules/gpipe.pp -o %s --prefetch", 2,
+         "ppc: --prefetch expects a number of jobs from 0 to 1000000, found nothing\n"
+         "ppc: see ppc --help"},
         {"/nonexistent/x.pp -o %s", 3, "cannot read '/nonexistent/x.pp'"},
         {"schedules/gpipe.pp -o %s -D S=1000 -D B=20000", 4,
          "error: out of memory for 40000000 jobs"},
@@ -159,8 +161,9 @@ START_TEST(ppc_exit_codes)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512], cmd[2048], *out;
         snprintf(args, sizeof args, cases[i].args, dir);
-        snprintf(cmd, sizeof cmd, "cd %s && ulimit -v 400000 && OPENBLAS_NUM_THREADS=1 ./bin/ppc %s",
-                 PP_ROOT, args);
+        char lim[128];
+        snprintf(cmd, sizeof cmd, "cd %s && %s OPENBLAS_NUM_THREADS=1 ./bin/ppc %s", PP_ROOT,
+                 mem_limit(400000, lim, sizeof lim), args);
         int rc = run_cmd(cmd, &out);
         ck_assert_msg(rc == cases[i].rc && strstr(out, cases[i].says),
                       "ppc %s: exit %d, expected %d saying '%s':\n%s", args, rc, cases[i].rc,

@@ -459,9 +459,9 @@ START_TEST(test_load_files)
     ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "message \"%s\"", err);
     ck_assert(costs_is_empty(&c));
 
-    /* a directory opens but cannot be read */
+    /* a directory (or a FIFO) is refused without being read */
     ck_assert_int_eq(pp_costs_load(&c, dir, err, sizeof err), -1);
-    snprintf(want, sizeof want, "%s: cannot read: Is a directory", dir);
+    snprintf(want, sizeof want, "%s: cannot read: it is a directory, not a costs file", dir);
     ck_assert_str_eq(err, want);
 
     unlink(path);

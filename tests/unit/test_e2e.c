@@ -176,8 +176,9 @@ START_TEST(reference_out_of_memory)
           f);
     fclose(f);
     char *plan = compile_plan(path, "");
-    snprintf(cmd, sizeof cmd, "ulimit -v 2000000; %s/bin/ppvm --reference %s/plan --steps 1",
-             PP_ROOT, plan);
+    char lim[128];
+    snprintf(cmd, sizeof cmd, "%s %s/bin/ppvm --reference %s/plan --steps 1",
+             mem_limit(2000000, lim, sizeof lim), PP_ROOT, plan);
     char *out = run_expect(cmd, 1);
     ck_assert_msg(strstr(out, "ppvm: out of memory allocating stage 0 of the reference"),
                   "%s: exit 1 but no word of the memory:\n%s", cmd, out);

@@ -513,6 +513,7 @@ static void loss_accumulates(void) {
  * project); larger GEMMs (cuBLAS picks other kernels), batch 33; ffn a
  * multiple of 8, so every fusion cuBLASLt offers runs, first and last
  * stage. _i < 5: fp32, else the same in bf16. */
+#ifdef PP_HAVE_CUDA /* the models are defined only there */
 static const struct {
     const pp_model *m[2]; /* fp32, bf16 */
     int S;
@@ -522,6 +523,7 @@ static const struct {
                     {{&odd_no_blocks, &odd_no_blocks_bf16}, 3, 7},
                     {{&wide, &wide_bf16}, 2, 8},
                     {{&wide8, &wide8_bf16}, 2, 9}};
+#endif
 
 START_TEST(test_cuda_model_matches_cpu)
 {
@@ -533,6 +535,7 @@ END_TEST
 /* GPT-2: the models above (first, middle, identity middle and last stages;
  * a single stage; several attention row blocks; more heads than a group,
  * a head-only last stage). _i < 4: fp32, else the same in bf16. */
+#ifdef PP_HAVE_CUDA
 static const struct {
     const pp_model *m[2];
     int S;
@@ -541,6 +544,7 @@ static const struct {
                   {{&gpt_one, &gpt_one_bf16}, 1, 12},
                   {{&gpt_long, &gpt_long_bf16}, 2, 13},
                   {{&gpt_heads, &gpt_heads_bf16}, 2, 14}};
+#endif
 
 START_TEST(test_cuda_gpt_matches_cpu)
 {

@@ -3,6 +3,8 @@
 #ifndef PP_TESTUTIL_H
 #define PP_TESTUTIL_H
 
+#include <stdio.h>
+
 #include "../../compiler/compile.h"
 
 #ifndef PP_ROOT
@@ -126,5 +128,22 @@ void remove_schedule(char *path);
  * Call it inside a test, never before the runner forks: CUDA does not
  * survive fork. GPU tests print "skipped: no GPU" and pass when it is 0. */
 int have_gpu(void);
+
+/* A shell prefix that limits a command's memory to about `kb` KiB, for the
+ * tests of running out of it: "ulimit -v KB;". AddressSanitizer (make test
+ * SANITIZE=1) reserves terabytes of address space for its shadow memory,
+ * so under ulimit -v a sanitized program cannot start; there the prefix
+ * is the closest it offers, ASan refusing (returning NULL for) any one
+ * allocation above a quarter of kb. */
+static inline const char *mem_limit(long kb, char *buf, size_t n)
+{
+#ifdef __SANITIZE_ADDRESS__
+    snprintf(buf, n, "export ASAN_OPTIONS=\"$ASAN_OPTIONS:max_allocation_size_mb=%ld\";",
+             kb / 4096);
+#else
+    snprintf(buf, n, "ulimit -v %ld;", kb);
+#endif
+    return buf;
+}
 
 #endif
