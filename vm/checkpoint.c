@@ -35,6 +35,7 @@
 
 #include "../kernels/model.h"
 #include "check.h"
+#include "guard.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -647,8 +648,8 @@ void pp_checkpoint_test_kill(const pp_run *run, const char *where, int step)
         at == step && !strncmp(what, where, strlen(where))) {
         fflush(stdout);
         if (!strcmp(what + strlen(where), "-stall"))
-            for (;;) /* a rank that hangs here: the watchdog's to end */
-                pause();
+            while (!pp_guard_signal()) /* a rank that hangs here: the watchdog's to end, or */
+                usleep(10000);         /* a stop signal's to release */
         if (!what[strlen(where)])
             raise(SIGKILL);
     }

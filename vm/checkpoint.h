@@ -42,8 +42,9 @@ int pp_checkpoint_resume(pp_run *run, const pp_backend *be, void *st);
  * (SIGKILL) at WHERE = "step" (before step STEP, counted from 1, runs) or
  * "checkpoint" (while writing the checkpoint after STEP steps: its stage
  * files written, its manifest not). WHERE "step-stall" or "checkpoint-stall"
- * makes it hang there instead (pause, for ever: the watchdog's to end).
- * Does nothing without the variable. */
+ * makes it hang there instead, and "load-stall" (STEP 0) while it reads its
+ * plan and data at start-up: until the watchdog ends it, or a SIGTERM or
+ * SIGINT lets it go on. Does nothing without the variable. */
 void pp_checkpoint_test_kill(const pp_run *run, const char *where, int step);
 
 #endif

@@ -48,6 +48,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "checkpoint.h"
 #include "guard.h"
 #include "verify.h"
 #include "vm.h"
@@ -780,6 +781,7 @@ int main(int argc, char **argv)
     pp_dataset ds = {0};
     char err[1024];
     pp_guard_phase(PP_AT_LOAD, 0); /* local: a stall here is this rank's own */
+    pp_checkpoint_test_kill(&(pp_run){.me = me}, "load", 0);
     int ok = load(o.plan, me, &p, err, sizeof err) == 0;
     if (!ok)
         pp_vm_error(me, "%s", err);

@@ -104,22 +104,19 @@ START_TEST(stopped_rank_times_out)
 }
 END_TEST
 
-/* A rank stalled before the first step (its data file a FIFO nobody
- * writes): the other rank's watchdog covers the start-up exchange. */
+/* A rank stalled before the first step (PPVM_TEST_KILL=1:0:load-stall:
+ * rank 1 hangs while it reads its plan and data): the other rank's watchdog
+ * covers the start-up exchange. */
 START_TEST(stalled_start_up_times_out)
 {
-    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], cmd[1024];
-    snprintf(cmd, sizeof cmd, "mkfifo %s/fifo", dir);
-    free(run_expect(cmd, 0));
-    /* rank 1 reads the FIFO; rank 0 the default data */
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --timeout 3 "
-             "$( [ $OMPI_COMM_WORLD_RANK = 1 ] && echo --data %s/fifo)", dir, dir);
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --timeout 3", dir);
     char *full;
     if (asprintf(&full, "%s/bin/" PPVM " %s", PP_ROOT, args) < 0)
         abort();
     proc_result r;
     char *mpi;
-    if (asprintf(&mpi, MPIRUN " -np 2 sh -c '%s; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $?\"'; "
+    if (asprintf(&mpi, "PPVM_TEST_KILL=1:0:load-stall " MPIRUN " -np 2 sh -c '%s; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $?\"'; "
                  "echo \"mpirun exited $?\"", full) < 0)
         abort();
     run_proc(mpi, MPIRUN_TIMEOUT, &r);
@@ -261,17 +258,13 @@ START_TEST(sigterm_writes_a_checkpoint)
 }
 END_TEST
 
-/* SIGTERM to both ranks during start-up (rank 1 held reading its data from
- * a FIFO until after the signals): they stop at the first step's barrier,
- * before it runs. */
+/* SIGTERM to both ranks during start-up (rank 1 held reading its plan and
+ * data, PPVM_TEST_KILL=1:0:load-stall, until the signal): they stop at the
+ * first step's barrier, before it runs. */
 START_TEST(sigterm_before_the_first_step)
 {
-    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], cmd[1024], action[1024];
-    snprintf(cmd, sizeof cmd, "mkfifo %s/fifo", dir);
-    free(run_expect(cmd, 0));
-    char fifo[1024];
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], action[1024];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5", dir);
-    snprintf(fifo, sizeof fifo, "--data %s/fifo", dir);
     /* not a fixed sleep: on a loaded machine MPI_Init can outlast it, and a
      * SIGTERM before ppvm's handler is installed kills the rank outright
      * (143, but no stop line). Wait for SIGTERM in both ranks' SigCgt. */
@@ -279,10 +272,12 @@ START_TEST(sigterm_before_the_first_step)
              "caught() { cg=$(awk '/^SigCgt/ {print $2}' /proc/$1/status); "
              "[ -n \"$cg\" ] && [ $(( 0x$cg & 0x4000 )) -ne 0 ]; }; "
              "j=0; until caught $P0 && caught $P1; do sleep 0.1; j=$((j+1)); "
-             "[ $j -gt 600 ] && break; done; sleep 0.2; kill -TERM $P0 $P1; cat %s > %s/fifo",
-             PP_DEFAULT_DATA, dir);
+             "[ $j -gt 600 ] && break; done; sleep 0.2; kill -TERM $P0 $P1");
+    /* rank 1 held reading its plan and data until the signal lets it go */
+    setenv("PPVM_TEST_KILL", "1:0:load-stall", 1);
     proc_result r;
-    run_and_act(dir, args, fifo, NULL, action, &r);
+    run_and_act(dir, args, NULL, NULL, action, &r);
+    unsetenv("PPVM_TEST_KILL");
     double t;
     int rc = mpirun_ended(&r, &t), st[2];
     rank_statuses(r.out, 2, st);
