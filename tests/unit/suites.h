@@ -39,6 +39,23 @@ typedef struct {
     int procs;
 } pp_tcase_info;
 
+/* A suite of such TCases, one test each (the mpirun suites): TESTS(X)
+ * lists X(test, procs). PP_JOB_SUITE(e2e, E2E_TESTS) defines e2e_tcases
+ * and e2e_suite(), each TCase limited to 600 s (each mpirun in it is
+ * limited to MPIRUN_TIMEOUT, scaled, and retried at most once: a test's
+ * own limit is above the sum of its runs). */
+void pp_add_job_tcase(Suite *s, const char *name, const TTest *test);
+#define PP_JOB_TCASE_INFO(test, procs) {#test, procs},
+#define PP_JOB_TCASE_ADD(test, procs) pp_add_job_tcase(s, #test, test);
+#define PP_JOB_SUITE(name, TESTS)                                                                  \
+    const pp_tcase_info name##_tcases[] = {TESTS(PP_JOB_TCASE_INFO){NULL, 0}};                     \
+    Suite *name##_suite(void)                                                                      \
+    {                                                                                              \
+        Suite *s = suite_create(#name);                                                            \
+        TESTS(PP_JOB_TCASE_ADD)                                                                    \
+        return s;                                                                                  \
+    }
+
 extern const pp_tcase_info e2e_tcases[];
 extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];

@@ -457,18 +457,4 @@ END_TEST
     X(compare_rejects_bad_files, 1)                                                               \
     X(checkpoint_flag_errors, 2)
 
-#define CKPT_INFO(test, ranks) {#test, ranks},
-const pp_tcase_info ckpt_tcases[] = {CKPT_TESTS(CKPT_INFO){NULL, 0}};
-
-Suite *ckpt_suite(void)
-{
-    Suite *s = suite_create("ckpt");
-    TCase *tc;
-#define CKPT_ADD(test, ranks)                                                                      \
-    tc = tcase_create(#test);                                                                      \
-    tcase_set_timeout(tc, 600);                                                                    \
-    tcase_add_test(tc, test);                                                                      \
-    suite_add_tcase(s, tc);
-    CKPT_TESTS(CKPT_ADD)
-    return s;
-}
+PP_JOB_SUITE(ckpt, CKPT_TESTS)

@@ -323,18 +323,4 @@ END_TEST
     X(determ_memory, 4)                                                                            \
     X(determ_refusals, 4)
 
-#define DETERM_INFO(test, ranks) {#test, ranks},
-const pp_tcase_info determ_tcases[] = {DETERM_TESTS(DETERM_INFO){NULL, 0}};
-
-Suite *determ_suite(void)
-{
-    Suite *s = suite_create("determ");
-    TCase *tc;
-#define DETERM_ADD(test, ranks)                                                                    \
-    tc = tcase_create(#test);                                                                      \
-    tcase_set_timeout(tc, 600);                                                                    \
-    tcase_add_test(tc, test);                                                                      \
-    suite_add_tcase(s, tc);
-    DETERM_TESTS(DETERM_ADD)
-    return s;
-}
+PP_JOB_SUITE(determ, DETERM_TESTS)

@@ -864,20 +864,4 @@ END_TEST
     X(compare_tolerances, 1)                                                                       \
     X(reference_out_of_memory, 1)
 
-#define E2E_INFO(test, ranks) {#test, ranks},
-const pp_tcase_info e2e_tcases[] = {E2E_TESTS(E2E_INFO){NULL, 0}};
-
-Suite *e2e_suite(void)
-{
-    Suite *s = suite_create("e2e");
-    TCase *tc;
-    /* each mpirun is limited to MPIRUN_TIMEOUT (scaled) and retried at most
-     * once: a test's own limit is above the sum of its runs */
-#define E2E_ADD(test, ranks)                                                                       \
-    tc = tcase_create(#test);                                                                      \
-    tcase_set_timeout(tc, 600);                                                                    \
-    tcase_add_test(tc, test);                                                                      \
-    suite_add_tcase(s, tc);
-    E2E_TESTS(E2E_ADD)
-    return s;
-}
+PP_JOB_SUITE(e2e, E2E_TESTS)

@@ -501,18 +501,4 @@ END_TEST
     X(nonfinite_steps_skipped, 2)                                                                  \
     X(robust_bad_input, 2)
 
-#define ROBUST_INFO(test, ranks) {#test, ranks},
-const pp_tcase_info robust_tcases[] = {ROBUST_TESTS(ROBUST_INFO){NULL, 0}};
-
-Suite *robust_suite(void)
-{
-    Suite *s = suite_create("robust");
-    TCase *tc;
-#define ROBUST_ADD(test, ranks)                                                                    \
-    tc = tcase_create(#test);                                                                      \
-    tcase_set_timeout(tc, 600);                                                                    \
-    tcase_add_test(tc, test);                                                                      \
-    suite_add_tcase(s, tc);
-    ROBUST_TESTS(ROBUST_ADD)
-    return s;
-}
+PP_JOB_SUITE(robust, ROBUST_TESTS)

@@ -1,6 +1,7 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
 #include "../../compiler/readfile.h"
+#include "suites.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -526,4 +527,12 @@ int profile_values(const char *json, const char *key, double *v, int max)
         p += 2;
     }
     return n;
+}
+
+void pp_add_job_tcase(Suite *s, const char *name, const TTest *test)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test);
+    suite_add_tcase(s, tc);
 }
