@@ -255,7 +255,8 @@ static int list_steps(const char *dir, int **steps, char *err, size_t errlen)
         (*steps)[n++] = step;
     }
     closedir(d);
-    qsort(*steps, (size_t)n, sizeof **steps, desc);
+    if (n) /* qsort's base may not be NULL, even for no elements */
+        qsort(*steps, (size_t)n, sizeof **steps, desc);
     return n;
 }
 
