@@ -56,13 +56,10 @@ static void bit_identical(const char *schedule, const char *defs, int np)
                   schedule, defs, said);
 }
 
-static const char *gpt_model =
-    "model gpt { vocab = 256; context = 16; embed = 32; heads = 4; ffn = 64; batch = 4\n"
-    "            layers = s == 0 || s == S - 1 ? 1 : 2 }";
 
 static void gpt_bit_identical(const char *schedule, const char *defs)
 {
-    char *path = with_model(schedule, gpt_model);
+    char *path = with_model(schedule, test_gpt_model);
     bit_identical(path, defs, 4);
     remove_schedule(path);
 }
@@ -122,7 +119,7 @@ START_TEST(determ_adamw_bf16)
     bit_identical("fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2 --precision bf16 --optimizer adamw", 4);
     bit_identical("lpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2 --precision bf16", 4);
     bit_identical("zb-h1.pp", "-D S=4 -D B=8 --precision bf16", 4);
-    char *gpt = with_model("1f1b.pp", gpt_model);
+    char *gpt = with_model("1f1b.pp", test_gpt_model);
     bit_identical(gpt, "-D S=4 -D B=4 --precision bf16 --optimizer adamw", 4);
     remove_schedule(gpt);
 }

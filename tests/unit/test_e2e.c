@@ -88,13 +88,9 @@ END_TEST
 
 /* Every library schedule trains a small GPT (with lighter end stages) to
  * the reference's weights, in three groups that run as separate jobs. */
-static const char *gpt_model =
-    "model gpt { vocab = 256; context = 16; embed = 32; heads = 4; ffn = 64; batch = 4\n"
-    "            layers = s == 0 || s == S - 1 ? 1 : 2 }";
-
 static void gpt_schedule_trains_alike(const char *schedule, const char *defs)
 {
-    char *path = with_model(schedule, gpt_model);
+    char *path = with_model(schedule, test_gpt_model);
     trains_like_reference(path, defs, 4);
     remove_schedule(path);
 }
@@ -107,7 +103,7 @@ START_TEST(gpt_variants_4_ranks)
                                       "            layers = s == 1 ? 0 : 2; batch = 2 }");
     trains_like_reference(zb, "-D S=4 -D B=4", 4);
     remove_schedule(zb);
-    char *mixed = with_model("1f1b.pp", gpt_model);
+    char *mixed = with_model("1f1b.pp", test_gpt_model);
     trains_like_reference(mixed, "-D S=4 -D B=4 --precision bf16 --optimizer adamw", 4);
     remove_schedule(mixed);
 }

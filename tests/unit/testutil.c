@@ -474,6 +474,10 @@ void remove_dir(char *dir)
     free(dir);
 }
 
+const char *const test_gpt_model =
+    "model gpt { vocab = 256; context = 16; embed = 32; heads = 4; ffn = 64; batch = 4\n"
+    "            layers = s == 0 || s == S - 1 ? 1 : 2 }";
+
 char *with_model(const char *schedule, const char *model)
 {
     char path[1024];

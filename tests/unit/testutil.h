@@ -122,6 +122,8 @@ void remove_dir(char *dir);
  * `model gpt { ... }`), written to a temporary file whose path is returned
  * (free it with remove_schedule, which removes its directory). */
 char *with_model(const char *schedule, const char *model);
+/* The small GPT the e2e and determ suites train (lighter end stages). */
+extern const char *const test_gpt_model;
 void remove_schedule(char *path);
 
 /* Whether a CUDA GPU is visible to this process (0 when built without CUDA).
