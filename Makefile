@@ -227,8 +227,12 @@ check: deps
 
 test: deps
 	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses
-	$(TEST_ENV) ./bin/check_pp $(SUITE); rc=$$?; \
-	  if [ -z "$(SUITE)" ]; then $(MAKE) --no-print-directory standin-test || rc=1; fi; exit $$rc
+	@mkdir -p build
+	$(TEST_ENV) ./bin/check_pp --failures build/test-failures.txt $(SUITE); rc=$$?; \
+	  if [ -z "$(SUITE)" ]; then $(MAKE) --no-print-directory standin-test || rc=1; fi; \
+	  if [ -s build/test-failures.txt ]; then \
+	    echo "==== make test: the failed checks again (their output is above too) ===="; \
+	    cat build/test-failures.txt; fi; exit $$rc
 
 demo: deps
 	$(MAKE) all

@@ -96,11 +96,13 @@ static double now_s(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [SUITE | SUITE:TCASE]...\n"
+    fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [--failures FILE] [SUITE | SUITE:TCASE]...\n"
                "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
                "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
                "  --fast   every suite but the mpirun ones and the GPU suites (make check)\n"
                "  --list   print the suites (and the TCases that run as jobs)\n"
+               "  --failures FILE  also write the output of every failed job to FILE\n"
+               "           (make test prints it again at the very end, after the stand-ins)\n"
                "suites:");
     for (int i = 0; i < NSUITES; i++)
         fprintf(f, " %s", suites[i].name);
@@ -194,7 +196,7 @@ static void end_job(job *j, int st)
 /* A job's output, less Check's per-run lines (the totals are printed at
  * the end), a line repeated back to back printed once with its count
  * ("skipped: no GPU" from 35 tests). */
-static void print_job(const job *j)
+static void print_job(const job *j, FILE *to)
 {
     FILE *f = fopen(j->out, "r");
     static char line[8192], prev[8192];
@@ -213,14 +215,14 @@ static void print_job(const job *j)
         }
         if (prev[0]) {
             if (repeats)
-                printf("%.*s (%d times)\n", (int)strcspn(prev, "\n"), prev, repeats + 1);
+                fprintf(to, "%.*s (%d times)\n", (int)strcspn(prev, "\n"), prev, repeats + 1);
             else
-                fputs(prev, stdout);
+                fputs(prev, to);
         }
         if (!more)
             break;
         if (!header && j->tcase) {
-            printf("[%s:%s]\n", j->suite->name, j->tcase);
+            fprintf(to, "[%s:%s]\n", j->suite->name, j->tcase);
             header = 1;
         }
         snprintf(prev, sizeof prev, "%s", line);
@@ -229,6 +231,10 @@ static void print_job(const job *j)
     if (f)
         fclose(f);
 }
+
+/* --failures: where failed jobs' output goes a second time, so that a log
+ * whose tail is all that survives (CI) still shows what failed. */
+static FILE *failed_to;
 
 int main(int argc, char **argv)
 {
@@ -241,6 +247,16 @@ int main(int argc, char **argv)
             fast = 1;
         else if (!strcmp(argv[i], "--list"))
             list = 1;
+        else if (!strcmp(argv[i], "--failures")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "check_pp: --failures: expected a file name\n");
+                return 2;
+            }
+            if (!(failed_to = fopen(argv[++i], "w"))) {
+                fprintf(stderr, "check_pp: --failures %s: %s\n", argv[i], strerror(errno));
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -377,7 +393,9 @@ int main(int argc, char **argv)
                 int c = 0, f = 0, e = 0;
                 double first = 1e300, last = 0, sum = 0;
                 for (int k = suite_first[i]; k < suite_end[i]; k++) {
-                    print_job(&jobs[k]);
+                    print_job(&jobs[k], stdout);
+                    if (failed_to && jobs[k].failures + jobs[k].errors)
+                        print_job(&jobs[k], failed_to);
                     c += jobs[k].checks;
                     f += jobs[k].failures;
                     e += jobs[k].errors;
@@ -436,6 +454,8 @@ int main(int argc, char **argv)
     }
     rmdir(dir);
     free(jobs);
+    if (failed_to)
+        fclose(failed_to);
     printf("check_pp: %.1f s\n", now_s() - t0);
     /* Check's own summary line, for the totals */
     int pct = failures + errors == 0 ? 100
