@@ -237,9 +237,11 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
 
 /* ---- Chrome trace --------------------------------------------------------- */
 
-/* One time unit is taken as 1 ms: trace timestamps are in microseconds, so
- * times are multiplied by 1000 (unit costs then read as 1 ms slices). */
-#define TRACE_US_PER_UNIT 1000.0
+/* Trace timestamps are microseconds. Times in a known unit (--costs:
+ * seconds unless its "unit" says otherwise) are converted exactly; the
+ * schedule's own costs have no unit, and one of its time units is shown as
+ * 1 ms, so that unit costs read as 1 ms slices. */
+#define TRACE_US_PER_SCHEDULE_UNIT 1000.0
 
 /* Every name in the trace is made here from ASCII words and numbers, with
  * no '"', '\\' or control character, so it is written as it is: fprintf
@@ -272,10 +274,15 @@ static void trace_meta(FILE *f, const char *what, int tid, const char *key, cons
 }
 
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
-                      const pp_transfer *xfer, int nxfer)
+                      const pp_transfer *xfer, int nxfer, const char *unit)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js);
+    double us = pp_costs_unit_us(unit);
+    if (!(us > 0)) {
+        unit = NULL;
+        us = TRACE_US_PER_SCHEDULE_UNIT;
+    }
     char name[96];
     static const char *kinds[] = {"act", "grad", "weights"};
 
@@ -298,9 +305,9 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%c(s=%d,b=%d)\",\"cat\":\"%c\",\"ts\":",
                 2 * t->worker[j], dir_char(d), s, b, dir_char(d));
-        json_num(f, sim->start[j] * TRACE_US_PER_UNIT);
+        json_num(f, sim->start[j] * us);
         fputs(",\"dur\":", f);
-        json_num(f, (sim->end[j] - sim->start[j]) * TRACE_US_PER_UNIT);
+        json_num(f, (sim->end[j] - sim->start[j]) * us);
         fprintf(f, ",\"args\":{\"s\":%d,\"b\":%d,\"d\":\"%c\"}}", s, b, dir_char(d));
     }
     for (int i = 0; i < nxfer; i++) {
@@ -316,12 +323,19 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         double dur = x->end - x->start;
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"cat\":\"%s\",\"ts\":",
                 2 * x->dst + 1, name, kind);
-        json_num(f, x->start * TRACE_US_PER_UNIT);
+        json_num(f, x->start * us);
         fputs(",\"dur\":", f);
-        json_num(f, (dur > 0 ? dur : 0) * TRACE_US_PER_UNIT);
+        json_num(f, (dur > 0 ? dur : 0) * us);
         fprintf(f, ",\"args\":{\"from\":%d,\"bytes\":%llu}}", x->src, (unsigned long long)x->bytes);
     }
-    fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
+    /* What a microsecond here is, for people and tools reading the file. */
+    fputs("\n],\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ts_unit\":\"us\",\"source_unit\":\"", f);
+    fputs(unit ? unit : "schedule time unit", f);
+    fputs("\",\"us_per_source_unit\":", f);
+    json_num(f, us);
+    fprintf(f, ",\"note\":\"ts and dur are microseconds: %s\"}}\n",
+            unit ? "the --costs times converted from their unit"
+                 : "the schedule's costs have no unit, 1 of them is shown as 1 ms");
     return fflush(f) || ferror(f) ? -1 : 0;
 }
 

@@ -5,7 +5,8 @@
  * right, one cell per job, and idle time left empty. The SVG labels a cell
  * with its direction and stage and colours it by microbatch; text has no
  * colour, so the ASCII cell shows direction and microbatch instead. Times
- * are the simulator's (any positive reals); the trace takes 1 unit = 1 ms. */
+ * are the simulator's (any positive reals); the trace converts them to
+ * microseconds from their unit. */
 #ifndef PP_TIMELINE_H
 #define PP_TIMELINE_H
 
@@ -19,9 +20,12 @@
 int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
 /* DIR/trace.json (Chrome trace event format): a track per worker with a
  * slice per job, and a slice per transfer on the receiving worker's
- * transfer track. Returns 0, or -1 if writing failed. */
+ * transfer track. Timestamps are microseconds: `unit` is what the times are
+ * in ("s", "ms", "us", "ns": pp_costs.unit of --costs), or NULL for the
+ * schedule's unitless costs, shown as 1 ms a unit. The file's "otherData"
+ * says which. Returns 0, or -1 if writing failed. */
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
-                      const pp_transfer *xfer, int nxfer);
+                      const pp_transfer *xfer, int nxfer, const char *unit);
 /* The diagram in text, at most `width` columns wide (time is scaled down
  * to fit; widths under about 10 cannot hold a row's "wN |" and legend and
  * are exceeded); for report.txt, terminals and code review. When every job

@@ -16,8 +16,9 @@
 
 typedef enum { SVG, TRACE, ASCII } kind;
 
-/* Renders into a string (caller frees). */
-static char *render(const compiled *c, kind k, int width, const pp_transfer *x, int nx)
+/* Renders into a string (caller frees); `unit` is the trace's time unit. */
+static char *render_unit(const compiled *c, kind k, int width, const pp_transfer *x, int nx,
+                         const char *unit)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -26,11 +27,16 @@ static char *render(const compiled *c, kind k, int width, const pp_transfer *x, 
     if (k == SVG)
         ck_assert_int_eq(pp_timeline_svg(f, &c->t, &c->sim), 0);
     else if (k == TRACE)
-        ck_assert_int_eq(pp_timeline_trace(f, &c->t, &c->sim, x, nx), 0);
+        ck_assert_int_eq(pp_timeline_trace(f, &c->t, &c->sim, x, nx, unit), 0);
     else
         pp_timeline_ascii(f, &c->t, &c->sim, width);
     ck_assert_int_eq(fclose(f), 0);
     return buf;
+}
+
+static char *render(const compiled *c, kind k, int width, const pp_transfer *x, int nx)
+{
+    return render_unit(c, k, width, x, nx, NULL);
 }
 
 static int count(const char *hay, const char *needle)
@@ -227,9 +233,93 @@ START_TEST(trace_is_json_with_a_slice_per_job_and_transfer)
     ck_assert_int_eq(meta, 1 + 4 * c.t.W); /* process name; per worker 2 names, 2 sort indices */
     ck_assert_ptr_nonnull(strstr(js, "\"name\":\"act F(s=1,b=0)\""));
     ck_assert_ptr_nonnull(strstr(js, "\"name\":\"grad B(s=1,b=2)\""));
+    /* the schedule's costs have no unit: the file says 1 is shown as 1 ms */
+    const json_t *other = member(root, "otherData");
+    ck_assert_str_eq(json_string_value(member(other, "ts_unit")), "us");
+    ck_assert_str_eq(json_string_value(member(other, "source_unit")), "schedule time unit");
+    ck_assert_double_eq(json_number_value(member(other, "us_per_source_unit")), 1000);
     json_decref(root);
     free(js);
     compiled_free(&c);
+}
+END_TEST
+
+/* The trace's slice for a job named like "F(s=0,b=0)" on worker `tid`/2. */
+static const json_t *trace_slice(const json_t *root, const char *name)
+{
+    const json_t *ev = member(root, "traceEvents");
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        const json_t *e = json_array_get(ev, i);
+        if (!strcmp(json_string_value(member(e, "ph")), "X") &&
+            !strcmp(json_string_value(member(e, "name")), name))
+            return e;
+    }
+    ck_abort_msg("no slice %s", name);
+    return NULL;
+}
+
+/* ppc with a --costs file in seconds (no "unit": what ppvm --profile
+ * writes) at S=16 B=64: a 0.5 s forward is a 500000 us slice, every slice
+ * ends by the makespan in us, and the file says what unit it converted
+ * from; "unit": "ms" makes the same numbers 1000 times smaller. */
+START_TEST(trace_in_the_costs_unit_at_s16_b64)
+{
+    char *dir = temp_dir(), cmd[4096], path[512];
+    static const char *files[] = {"{\"F\": 0.5, \"B\": 1.0}", "{\"F\": 0.5, \"B\": 1.0, \"unit\": \"ms\"}"};
+    static const double us[] = {1e6, 1e3};
+    static const char *unit[] = {"s", "ms"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && printf '%%s' '%s' > %s/c%d.json && ./bin/ppc schedules/1f1b.pp -D S=16 "
+                 "-D B=64 --costs %s/c%d.json -o %s/p%d -q",
+                 PP_ROOT, files[i], dir, i, dir, i, dir, i);
+        free(run_expect(cmd, 0));
+        json_error_t err;
+        snprintf(path, sizeof path, "%s/p%d/trace.json", dir, i);
+        json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+        ck_assert_msg(root, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+        snprintf(path, sizeof path, "%s/p%d/report.json", dir, i);
+        json_t *rep = json_load_file(path, 0, &err);
+        ck_assert_msg(rep, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+        double makespan = json_number_value(member(rep, "makespan"));
+        ck_assert_double_eq(makespan, (64 + 16 - 1) * (0.5 + 1.0)); /* 1F1B: (B+S-1)(F+B) */
+
+        const json_t *f = trace_slice(root, "F(s=0,b=0)");
+        ck_assert_double_eq(json_number_value(member(f, "ts")), 0);
+        ck_assert_double_eq(json_number_value(member(f, "dur")), 0.5 * us[i]);
+        /* the last stage's first backward: after 16 forwards of 0.5 */
+        const json_t *b = trace_slice(root, "B(s=15,b=0)");
+        ck_assert_double_eq(json_number_value(member(b, "ts")), 8 * us[i]);
+        ck_assert_double_eq(json_number_value(member(b, "dur")), 1 * us[i]);
+        ck_assert_double_eq(json_number_value(member(b, "tid")), 30);
+
+        double last = 0;
+        const json_t *ev = member(root, "traceEvents");
+        for (size_t k = 0; k < json_array_size(ev); k++) {
+            const json_t *e = json_array_get(ev, k);
+            if (!strcmp(json_string_value(member(e, "ph")), "X"))
+                last = fmax(last, json_number_value(member(e, "ts")) +
+                                      json_number_value(member(e, "dur")));
+        }
+        ck_assert_double_eq_tol(last, makespan * us[i], 1e-6 * makespan * us[i]);
+
+        const json_t *other = member(root, "otherData");
+        ck_assert_str_eq(json_string_value(member(other, "ts_unit")), "us");
+        ck_assert_str_eq(json_string_value(member(other, "source_unit")), unit[i]);
+        ck_assert_double_eq(json_number_value(member(other, "us_per_source_unit")), us[i]);
+
+        /* report.txt names the unit with the costs file */
+        snprintf(cmd, sizeof cmd, "grep '^costs ' %s/p%d/report.txt", dir, i);
+        char *line = run_expect(cmd, 0), want[64];
+        snprintf(want, sizeof want, "c%d.json (times in %s)", i, unit[i]);
+        ck_assert_msg(strstr(line, want), "%s", line);
+        free(line);
+        json_decref(rep);
+        json_decref(root);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    free(run_expect(cmd, 0));
+    free(dir);
 }
 END_TEST
 
@@ -377,6 +467,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, svg_gpipe_large_stays_bounded);
     tcase_add_test(tc, svg_split_backward);
     tcase_add_test(tc, trace_is_json_with_a_slice_per_job_and_transfer);
+    tcase_add_test(tc, trace_in_the_costs_unit_at_s16_b64);
     tcase_add_test(tc, ascii_gpipe_s4_b4_exact);
     tcase_add_test(tc, ascii_1f1b_two_digit_microbatches);
     tcase_add_test(tc, ascii_non_unit_costs_exact);
