@@ -1,6 +1,6 @@
 /* timeline.c - pictures of a simulated schedule (see timeline.h): the
- * seed's pipeline diagram as SVG (cells coloured by microbatch, labelled
- * with direction and stage), the same diagram as fixed-width text for
+ * seed's pipeline diagram as SVG (cells labelled with direction, stage and
+ * microbatch where they fit, a tooltip on each, coloured by microbatch), the same diagram as fixed-width text for
  * report.txt, and a Chrome trace event file with a track per worker for its
  * jobs and one for the transfers it receives.
  *
@@ -77,14 +77,30 @@ static double tick_step(double makespan, double scale, double gap, double char_u
 enum {
     SVG_ROW = 14,      /* px per worker row */
     SVG_CELL_H = 12,   /* the 2 px left over separate the rows */
-    SVG_TOP = 40,      /* title and legend */
+    SVG_TOP = 56,      /* title and two lines of legend */
     SVG_AXIS = 28,     /* time axis below the rows */
     SVG_PALETTE = 16,  /* hues; microbatch b gets hue b mod 16 */
 };
-#define SVG_UNIT_PX 26.0  /* px for the shortest job, room for "F12" */
-#define SVG_MAX_PLOT 2400.0 /* plot width cap, so 64 x 256 stays a few thousand px */
+/* A plot wide enough for the shortest job's label, up to this: 1F1B at
+ * S=16 B=64 (158 units of "F15.63") takes about 6000 px and is labelled
+ * throughout; 64 x 256 would take 28000 and is scaled down to this, its
+ * cells then named by their tooltips only. */
+#define SVG_MAX_PLOT 16000.0
 #define SVG_MIN_PLOT 320.0
 #define SVG_CHAR_PX 5.6   /* width of one glyph of the 9px label font, generously */
+#define SVG_LABEL_PAD 4.0 /* px a label leaves free in its cell */
+
+/* A cell's label: direction, stage, '.', microbatch ("F3.17"); returns its length. */
+static int svg_label(char *buf, size_t n, const pp_jobspace *js, int j)
+{
+    return snprintf(buf, n, "%c%d.%d", dir_char(job_d(js, j)), job_s(js, j), job_b(js, j));
+}
+
+/* Whether a label of `len` glyphs fits a cell `cw` px wide. */
+static int svg_fits(int len, double cw)
+{
+    return cw >= len * SVG_CHAR_PX + SVG_LABEL_PAD;
+}
 
 static void xml_text(FILE *f, const char *s)
 {
@@ -121,9 +137,12 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     int N = job_count(js), W = t->W;
     double M = safe_makespan(sim);
     double unit = min_cost(t, sim);
-    /* px per time unit: the shortest job gets room for its label unless that
-     * makes the plot too wide; then everything is scaled down together. */
-    double scale = M > 0 ? fmin(SVG_UNIT_PX / unit, SVG_MAX_PLOT / M) : 1;
+    /* px per time unit: the shortest job gets room for the longest label
+     * unless that makes the plot too wide; then everything is scaled down
+     * together and the labels that no longer fit are left to the tooltips. */
+    int longest = 2 + digits(js->S > 0 ? js->S - 1 : 0) + digits(js->B > 0 ? js->B - 1 : 0);
+    double need = longest * SVG_CHAR_PX + SVG_LABEL_PAD;
+    double scale = M > 0 ? fmin(need / unit, SVG_MAX_PLOT / M) : 1;
     if (M > 0 && M * scale < SVG_MIN_PLOT)
         scale = SVG_MIN_PLOT / M;
     double left = 14 + 7.0 * (1 + digits(W > 0 ? W - 1 : 0));
@@ -167,9 +186,23 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     fputs("<text x=\"8\" y=\"15\">", f);
     xml_text(f, line);
     fputs("</text>\n<text x=\"8\" y=\"31\">", f);
+    /* Whether any cell is labelled, so the legend can say when none is. */
+    int labelled = 0;
+    for (int j = 0; j < N && !labelled; j++) {
+        char lab[40];
+        labelled = job_ok(sim, j) &&
+                   svg_fits(svg_label(lab, sizeof lab, js, j), (sim->end[j] - sim->start[j]) * scale);
+    }
     snprintf(line, sizeof line,
-             "colour: microbatch (%d hues, cycling); shade: F light, B darker%s; "
-             "label: direction and stage; white: idle",
+             "label F3.17: forward of stage 3, microbatch 17 (B backward%s); %s",
+             js->ND == 3 ? ", W weight gradient" : "",
+             labelled ? "cells too narrow for theirs: hover for the job and its times"
+                      : "no cell is wide enough for one at this scale: hover for the job and its "
+                        "times");
+    xml_text(f, line);
+    fputs("</text>\n<text x=\"8\" y=\"47\">", f);
+    snprintf(line, sizeof line,
+             "colour: microbatch (%d hues, cycling); shade: F light, B darker%s; white: idle",
              SVG_PALETTE, js->ND == 3 ? ", W darkest" : "");
     xml_text(f, line);
     fputs("</text>\n", f);
@@ -178,7 +211,8 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
         fprintf(f, "<text class=\"wl\" x=\"%d\" y=\"%d\">w%d</text>\n", (int)left - 5,
                 SVG_TOP + w * SVG_ROW + 10, w);
 
-    /* One rect per job; its label only when it fits inside the cell. */
+    /* One rect per job with its tooltip; its label only when it fits inside
+     * the cell. */
     for (int j = 0; j < N; j++) {
         if (!job_ok(sim, j))
             continue;
@@ -191,9 +225,8 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
         px(f, cw);
         fprintf(f, "\" height=\"%d\"><title>%c(s=%d,b=%d) on w%d: %g to %g</title></rect>\n",
                 SVG_CELL_H, dir_char(d), s, b, w, sim->start[j], sim->end[j]);
-        char lab[16];
-        int n = snprintf(lab, sizeof lab, "%c%d", dir_char(d), s);
-        if (cw >= n * SVG_CHAR_PX + 3) {
+        char lab[40];
+        if (svg_fits(svg_label(lab, sizeof lab, js, j), cw)) {
             /* the darkest (W) cells take white text */
             fputs(d == 2 ? "<text class=\"c cw\" x=\"" : "<text class=\"c\" x=\"", f);
             px(f, x + cw / 2);

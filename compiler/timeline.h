@@ -3,8 +3,9 @@
  *
  * All three draw the same thing: a row (track) per worker, time to the
  * right, one cell per job, and idle time left empty. The SVG labels a cell
- * with its direction and stage and colours it by microbatch; text has no
- * colour, so the ASCII cell shows direction and microbatch instead. Times
+ * with its direction, stage and microbatch ("F3.17") where that fits, gives
+ * every cell a tooltip, and colours it by microbatch; the ASCII cell shows
+ * direction and microbatch. Times
  * are the simulator's (any positive reals); the trace converts them to
  * microseconds from their unit. */
 #ifndef PP_TIMELINE_H
@@ -16,7 +17,9 @@
 #include "report.h"
 #include "sim.h"
 
-/* DIR/timeline.svg: cells coloured by microbatch. Returns 0, or -1 if writing failed. */
+/* DIR/timeline.svg: cells labelled "F3.17" (direction, stage, microbatch)
+ * where the label fits, each with a <title> tooltip, coloured by
+ * microbatch. Returns 0, or -1 if writing failed. */
 int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
 /* DIR/trace.json (Chrome trace event format): a track per worker with a
  * slice per job, and a slice per transfer on the receiving worker's

@@ -118,9 +118,12 @@ START_TEST(svg_gpipe_small)
     compile_lib(&c, "gpipe.pp", 4, 4);
     char *svg = render(&c, SVG, 0, NULL, 0);
     assert_svg(&c, svg);
-    /* unit cells are wide enough for their labels, stage shown: F3 on w3 */
+    /* unit cells are wide enough for their labels: direction, stage and
+     * microbatch, F3.2 on w3 */
     ck_assert_int_eq(count(svg, "<text class=\"c\""), 32);
-    ck_assert_ptr_nonnull(strstr(svg, ">F3</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">F3.2</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">B0.3</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "label F3.17: forward of stage 3, microbatch 17"));
     ck_assert_ptr_nonnull(strstr(svg, "<title>B(s=2,b=1) on w2: 9 to 10</title>"));
     ck_assert_ptr_nonnull(strstr(svg, ">w3</text>"));
     free(svg);
@@ -134,13 +137,57 @@ START_TEST(svg_gpipe_large_stays_bounded)
     compile_lib(&c, "gpipe.pp", 64, 256);
     char *svg = render(&c, SVG, 0, NULL, 0);
     assert_svg(&c, svg);
-    /* a few thousand px wide and tall, whatever the makespan */
+    /* at most 16000 px of plot and a thousand or so tall, whatever the
+     * makespan; cells too narrow for a label keep their tooltips */
     double w = 0, h = 0;
     const char *p = strstr(svg, "<svg ");
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(sscanf(strstr(p, "width=\""), "width=\"%lf", &w), 1);
     ck_assert_int_eq(sscanf(strstr(p, "height=\""), "height=\"%lf", &h), 1);
-    ck_assert_msg(w > 1000 && w <= 3000 && h <= 1200, "%g x %g", w, h);
+    ck_assert_msg(w > 1000 && w <= 16100 && h <= 1200, "%g x %g", w, h);
+    ck_assert_int_eq(count(svg, "<text class=\"c"), 0);
+    ck_assert_ptr_nonnull(strstr(svg, "no cell is wide enough for one at this scale: hover"));
+    free(svg);
+    compiled_free(&c);
+}
+END_TEST
+
+/* 1F1B at S=16 B=64, as the issue tried it: every cell carries its tooltip
+ * and, right after it, a label naming the same job (direction, stage,
+ * microbatch) that fits its width, centred in it; so the microbatch no
+ * longer rests on 16 cycling colours. */
+START_TEST(svg_1f1b_s16_b64_every_cell_labelled)
+{
+    compiled c;
+    compile_lib(&c, "1f1b.pp", 16, 64);
+    char *svg = render(&c, SVG, 0, NULL, 0);
+    assert_svg(&c, svg);
+    int N = job_count(&c.t.js), cells = 0;
+    char *seen = calloc((size_t)N, 1);
+    ck_assert_ptr_nonnull(seen);
+    for (const char *p = svg; (p = strstr(p, "<rect class=\"j ")); cells++) {
+        double x, w, tx;
+        char d, want[32], got[32];
+        int s, b;
+        ck_assert_int_eq(sscanf(strstr(p, " x=\""), " x=\"%lf", &x), 1);
+        ck_assert_int_eq(sscanf(strstr(p, "width=\""), "width=\"%lf", &w), 1);
+        ck_assert_int_eq(sscanf(strstr(p, "<title>"), "<title>%c(s=%d,b=%d)", &d, &s, &b), 3);
+        int j = job_id(&c.t.js, s, b, d == 'F' ? 0 : 1);
+        ck_assert_int_eq(seen[j]++, 0);
+        p = strstr(p, "</rect>\n") + 8;
+        ck_assert_int_eq(strncmp(p, "<text class=\"c\" x=\"", 19), 0);
+        ck_assert_int_eq(sscanf(p + 19, "%lf\" y=\"%*d\">%31[^<]", &tx, got), 2);
+        snprintf(want, sizeof want, "%c%d.%d", d, s, b);
+        ck_assert_str_eq(got, want);
+        /* centred, and at least 5 px a glyph of the 9 px font */
+        ck_assert_double_eq_tol(tx, x + w / 2, 0.01);
+        ck_assert_msg(w >= 5.0 * (double)strlen(got), "%s in %g px", got, w);
+    }
+    ck_assert_int_eq(cells, N);
+    ck_assert_int_eq(count(svg, "<text class=\"c\""), N);
+    ck_assert_ptr_nonnull(strstr(svg, ">F15.63</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "cells too narrow for theirs: hover"));
+    free(seen);
     free(svg);
     compiled_free(&c);
 }
@@ -466,6 +513,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, svg_gpipe_small);
     tcase_add_test(tc, svg_gpipe_large_stays_bounded);
     tcase_add_test(tc, svg_split_backward);
+    tcase_add_test(tc, svg_1f1b_s16_b64_every_cell_labelled);
     tcase_add_test(tc, trace_is_json_with_a_slice_per_job_and_transfer);
     tcase_add_test(tc, trace_in_the_costs_unit_at_s16_b64);
     tcase_add_test(tc, ascii_gpipe_s4_b4_exact);
