@@ -1,7 +1,9 @@
 /* timeline.c - pictures of a simulated schedule (see timeline.h): the
  * seed's pipeline diagram as SVG (cells labelled with direction, stage and
- * microbatch where they fit, a tooltip on each, coloured by microbatch), the same diagram as fixed-width text for
- * report.txt, and a Chrome trace event file with a track per worker for its
+ * microbatch where they fit, a tooltip on each, coloured by microbatch),
+ * the same diagram as fixed-width text for report.txt (faithful at any
+ * size: exact, or scaled with symbols for shared columns, in bands), and a
+ * Chrome trace event file in microseconds with a track per worker for its
  * jobs and one for the transfers it receives.
  *
  * Times are doubles in the simulator's unit (1 per job by default, but any

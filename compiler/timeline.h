@@ -29,12 +29,16 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
  * says which. Returns 0, or -1 if writing failed. */
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
                       const pp_transfer *xfer, int nxfer, const char *unit);
-/* The diagram in text, at most `width` columns wide (time is scaled down
- * to fit; widths under about 10 cannot hold a row's "wN |" and legend and
- * are exceeded); for report.txt, terminals and code review. When every job
- * is a whole multiple of the shortest one and the rows fit, the shortest
- * job gets one cell ("F3 ") and the picture is exact; otherwise each
- * column shows the job covering most of it. Deterministic. */
+/* The diagram in text, at most `width` columns wide (widths under about
+ * 10 cannot hold a row's "wN |" and are exceeded); for report.txt,
+ * terminals and code review. It never squashes time: the first of these
+ * that fits in a few bands (the rows again for the next stretch of time,
+ * under the one before) is drawn: labelled cells, the shortest job getting
+ * "F3 "; a column per grain, the widest column that splits no job; time
+ * scaled by a round factor, where a column shared by jobs says so ('f',
+ * '*', ':') rather than showing one of them. A first line states the scale
+ * unless it is one band of labelled cells. compiler/README.md has the
+ * details. Deterministic. */
 void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, int width);
 
 #endif

@@ -355,6 +355,11 @@ START_TEST(trace_in_the_costs_unit_at_s16_b64)
         ck_assert_str_eq(json_string_value(member(other, "source_unit")), unit[i]);
         ck_assert_double_eq(json_number_value(member(other, "us_per_source_unit")), us[i]);
 
+        /* report.txt's diagram: a column per shortest job (0.5), 237 of
+         * them in 3 bands of report.txt's 100 columns */
+        snprintf(cmd, sizeof cmd, "grep -c '^1 column = 0.5 time units; time runs on through 3 "
+                 "bands' %s/p%d/report.txt", dir, i);
+        free(run_expect(cmd, 0));
         /* report.txt names the unit with the costs file */
         snprintf(cmd, sizeof cmd, "grep '^costs ' %s/p%d/report.txt", dir, i);
         char *line = run_expect(cmd, 0), want[64];
@@ -715,6 +720,52 @@ START_TEST(ascii_scaled_never_misrepresents)
 }
 END_TEST
 
+START_TEST(ascii_measured_costs_to_within_a_column)
+{
+    /* Costs that are no whole multiple of one another (F 123, B 271, as
+     * measured ones are): every column width of up to the shortest job
+     * splits some job, so time is scaled to half the shortest job, rounded
+     * down to 50, and a column shows what
+     * covers most of it. Every job still shows (its letter, once), at its
+     * start to within a column. */
+    static const char *src = "param S = 4\nparam B = 8\nparam W = S\n"
+                             "let warm = S - 1 - s\n"
+                             "compute(s,b,d) = s\nweights(s,b,d) = s\n"
+                             "priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm)"
+                             " : warm + 1 + 2 * b\norder strict\n"
+                             "cost F = 123\ncost B = 271\n";
+    compiled c;
+    compile_src(&c, src, NULL, 0);
+    ck_assert_int_eq(c.errors, 0);
+    char *a = render(&c, ASCII, 100, NULL, 0);
+    assert_width(a, 100);
+    assert_line(a, 0, "1 column = 50 time units");
+    ck_assert_ptr_nonnull(strstr(a, "a column shows what covers most of"));
+    diagram g;
+    diagram_read(&g, a, 4);
+    const pp_jobspace *js = &c.t.js;
+    for (int w = 0; w < 4; w++) {
+        int letters = 0;
+        for (const char *p = g.row[w]; *p; p++)
+            letters += *p == 'F' || *p == 'B';
+        ck_assert_int_eq(letters, 2 * 8);
+        for (int j = 0; j < job_count(js); j++) {
+            if (c.t.worker[j] != w)
+                continue;
+            double at = c.sim.start[j] / g.k;
+            int found = 0;
+            for (int col = (int)floor(at) - 1; col <= (int)ceil(at) + 1; col++)
+                found |= col >= 0 && g.row[w][col] == "FB"[job_d(js, j)];
+            ck_assert_msg(found, "w%d: job %d at %g not near its start column in %s", w, j, at,
+                          g.row[w]);
+        }
+    }
+    diagram_free(&g);
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
 START_TEST(ascii_large_stays_within_width)
 {
     compiled c;
@@ -747,6 +798,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, ascii_1f1b_s16_b64_warmup_steady_cooldown);
     tcase_add_test(tc, ascii_1f1b_s16_b64_widths_proportional);
     tcase_add_test(tc, ascii_scaled_never_misrepresents);
+    tcase_add_test(tc, ascii_measured_costs_to_within_a_column);
     tcase_add_test(tc, ascii_large_stays_within_width);
     suite_add_tcase(s, tc);
     return s;
