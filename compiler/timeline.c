@@ -475,10 +475,13 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
     if (avail >= L->cell && exact_at(t, sim, u / L->cell)) {
         L->mode = ASCII_LABELS;
         L->cpu = L->cell / u;
-        L->ncols = (int)nearbyint(snap(M * L->cpu));
         L->band = avail / L->cell * L->cell; /* bands break between cells */
-        if ((L->nbands = bands_of(L->ncols, L->band)) <= mb)
+        double cols = nearbyint(snap(M * L->cpu));
+        if (cols <= (double)mb * L->band) { /* before it is an int */
+            L->ncols = (int)cols;
+            L->nbands = bands_of(L->ncols, L->band);
             return;
+        }
     }
     for (int m = 1; m <= 10 && !grain; m++)
         if (exact_at(t, sim, u / m))
@@ -487,9 +490,12 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
     if (grain > 0) {
         L->mode = ASCII_LETTERS;
         L->cpu = 1 / grain;
-        L->ncols = (int)nearbyint(snap(M * L->cpu));
-        if ((L->nbands = bands_of(L->ncols, L->band)) <= mb)
+        double cols = nearbyint(snap(M * L->cpu));
+        if (cols <= (double)mb * L->band) {
+            L->ncols = (int)cols;
+            L->nbands = bands_of(L->ncols, L->band);
             return;
+        }
     }
     /* Scaled: from a grain (or half the shortest job, so that every job
      * still fills a whole column) up, until the bands hold it. */
@@ -502,9 +508,8 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
             break;
     }
     L->cpu = 1 / k;
-    L->ncols = M > 0 ? (int)ceil(snap(M * L->cpu)) : 0;
-    if (L->ncols > mb * avail)
-        L->ncols = mb * avail;
+    double cols = M > 0 ? ceil(snap(M * L->cpu)) : 0;
+    L->ncols = cols < (double)mb * avail ? (int)cols : mb * avail;
     L->nbands = bands_of(L->ncols, L->band);
     L->fine = grain > 0 ? k == grain : k <= u / 2 * (1 + 1e-9);
 }
