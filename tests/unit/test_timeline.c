@@ -369,6 +369,18 @@ START_TEST(trace_in_the_costs_unit_at_s16_b64)
         json_decref(rep);
         json_decref(root);
     }
+    /* a unit ppc does not know is refused: exit 3, the file, line and column */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"unit\": \"sec\"}' > %s/bad.json && ./bin/ppc schedules/1f1b.pp "
+             "--costs %s/bad.json -o %s/q",
+             PP_ROOT, dir, dir, dir);
+    char *out = run_expect(cmd, 3), want[600];
+    snprintf(want, sizeof want,
+             "schedules/1f1b.pp: error: --costs: %s/bad.json:1:10: expected \"s\", \"ms\", \"us\" "
+             "or \"ns\" for \"unit\", found \"sec\"",
+             dir);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     free(run_expect(cmd, 0));
     free(dir);
