@@ -458,15 +458,15 @@ static int write_reports(const options *o, const pp_compiled *c)
 {
     char params[256], costs_from[PATH_MAX + 64];
     snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", c->sch.S, c->sch.B, c->sch.W);
-    snprintf(costs_from, sizeof costs_from, "%s%s%s%s",
-             o->costs ? "--costs "
-             : pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
-                 ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean forward)"
-                 : "cost lines of the schedule (1 where none)",
-             o->costs ? o->costs : "", o->costs ? " (times in " : "",
-             o->costs ? c->costs.unit : "");
-    if (o->costs) /* the unit the trace converts from */
-        strncat(costs_from, ")", sizeof costs_from - strlen(costs_from) - 1);
+    if (o->costs) /* with the unit the trace converts from */
+        snprintf(costs_from, sizeof costs_from, "--costs %s (times in %s)", o->costs,
+                 c->costs.unit);
+    else
+        snprintf(costs_from, sizeof costs_from, "%s",
+                 pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
+                     ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean "
+                       "forward)"
+                     : "cost lines of the schedule (1 where none)");
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
                            o->keep ? c->keep_note : NULL};
     report_ctx x = {&c->rep, &info, &c->t, &c->sim, o->costs ? c->costs.unit : NULL};
