@@ -149,7 +149,7 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
         scale = SVG_MIN_PLOT / M;
     double left = 14 + 7.0 * (1 + digits(W > 0 ? W - 1 : 0));
     double plot = M * scale;
-    double width = fmax(left + plot + 24, 640);
+    double width = fmax(left + plot + 24, 820); /* room for the legend */
     double height = SVG_TOP + (double)W * SVG_ROW + SVG_AXIS;
 
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
