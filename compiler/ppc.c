@@ -78,7 +78,8 @@ static void usage(FILE *f)
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
                "  -D NAME=VALUE   override the default of 'param NAME' (an integer)\n"
                "  --costs FILE    job and transfer costs measured (JSON), overriding the\n"
-               "                  schedule's cost lines\n"
+               "                  schedule's cost lines; in seconds unless its \"unit\" is\n"
+               "                  \"ms\", \"us\" or \"ns\" (trace.json converts to microseconds)\n"
                "  --no-pictures   skip timeline.svg and trace.json (large for huge schedules)\n"
                "  --prefetch N    post receives and weight fetches N jobs before their\n"
                "                  consumer, never before their producer ends (default 1)\n"
@@ -345,6 +346,7 @@ typedef struct {
     const pp_report_info *info;
     const pp_jobtable *t;
     const pp_sim_result *sim;
+    const char *unit; /* --costs' time unit, NULL for the schedule's unitless costs */
 } report_ctx;
 
 static int w_txt(FILE *f, const void *c)
@@ -365,7 +367,7 @@ static int w_svg(FILE *f, const void *c)
 static int w_trace(FILE *f, const void *c)
 {
     const report_ctx *x = c;
-    return pp_timeline_trace(f, x->t, x->sim, x->rep->xfer, x->rep->nxfer);
+    return pp_timeline_trace(f, x->t, x->sim, x->rep->xfer, x->rep->nxfer, x->unit);
 }
 
 static int write_report(const options *o, const report_ctx *x)
@@ -454,17 +456,20 @@ static int run_table(const options *o)
  * write them (and the pictures). */
 static int write_reports(const options *o, const pp_compiled *c)
 {
-    char params[256], costs_from[PATH_MAX + 32];
+    char params[256], costs_from[PATH_MAX + 64];
     snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", c->sch.S, c->sch.B, c->sch.W);
-    snprintf(costs_from, sizeof costs_from, "%s%s",
-             o->costs ? "--costs "
-             : pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
-                 ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean forward)"
-                 : "cost lines of the schedule (1 where none)",
-             o->costs ? o->costs : "");
+    if (o->costs) /* with the unit the trace converts from */
+        snprintf(costs_from, sizeof costs_from, "--costs %s (times in %s)", o->costs,
+                 c->costs.unit);
+    else
+        snprintf(costs_from, sizeof costs_from, "%s",
+                 pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
+                     ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean "
+                       "forward)"
+                     : "cost lines of the schedule (1 where none)");
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
                            o->keep ? c->keep_note : NULL};
-    report_ctx x = {&c->rep, &info, &c->t, &c->sim};
+    report_ctx x = {&c->rep, &info, &c->t, &c->sim, o->costs ? c->costs.unit : NULL};
     return write_report(o, &x);
 }
 
