@@ -12,7 +12,8 @@ by hand, from the repository root after `make`:
 
 For each schedule (default 1f1b, zb-h1 and interleaved-1f1b, and zb-v when
 schedules/zb-v.pp exists) on -S 4 ranks (stages: 4, or 8 for the two with
-two stages per rank) and -B 8 microbatches:
+two stages per rank) and -B 8 microbatches, and for tests/bench/torch_csv_v.pp
+(a V-shaped placement: worker 0 holds the first and last stages; --pp):
   1. bin/ppc schedules/<name>.pp -D S=.. -D B=.. --emit torch-csv TMP; the
      ranks (rows) and the stage of each rank are read from the CSV.
   2. W processes on one gloo process group (CPU), each holding its stages of a
@@ -21,7 +22,7 @@ two stages per rank) and -B 8 microbatches:
      _PipelineScheduleRuntime(stages, n_microbatches=B), _load_csv(the CSV)
      and run --steps steps of SGD (lr 0.1) on 2 samples per microbatch.
   3. The same W processes then run the PyTorch class that implements the
-     schedule natively (Schedule1F1B, ScheduleInterleavedZeroBubble,
+     schedule natively (none for --pp files) (Schedule1F1B, ScheduleInterleavedZeroBubble,
      ScheduleInterleaved1F1B, ScheduleZBVZeroBubble) from the same initial
      weights on the same data.
   4. The same model without pipelining, in one process: per step, the mean of
@@ -68,6 +69,8 @@ NATIVE = {
     "zb-v": ("ScheduleZBVZeroBubble", 2),
     "interleaved-1f1b": ("ScheduleInterleaved1F1B", 2),  # V = 2 chunks per rank
 }
+# Schedules outside the library, run without a native class to compare with.
+EXTRA = [os.path.join("tests", "bench", "torch_csv_v.pp")]
 
 
 def build_model(n_stages):
@@ -260,58 +263,76 @@ def max_diff(a, b):
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 
-def compile_csv(name, n_stages, n_mb, outdir):
-    cmd = [os.path.join(ROOT, "bin", "ppc"), os.path.join(ROOT, "schedules", name + ".pp"),
-           "-D", f"S={n_stages}", "-D", f"B={n_mb}", "--emit", "torch-csv", outdir, "-q"]
+def compile_csv(source, defs, outdir):
+    """ppc SOURCE -D ... --emit torch-csv OUTDIR; the CSV's path."""
+    cmd = [os.path.join(ROOT, "bin", "ppc"), source] + [a for d in defs for a in ("-D", d)] + [
+        "--emit", "torch-csv", outdir, "-q"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"torch_csv_run: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr}")
-    return os.path.join(outdir, name + ".csv")
+    base = os.path.basename(source)
+    return os.path.join(outdir, (base[:-3] if base.endswith(".pp") else base) + ".csv")
 
 
 def check(args):
     names = args.schedules or ["1f1b", "zb-h1", "interleaved-1f1b"] + (
         ["zb-v"] if os.path.exists(os.path.join(ROOT, "schedules", "zb-v.pp")) else [])
+    extra = EXTRA if args.pp is None else args.pp
+    cases = []  # (label, source, -D definitions, native class or None)
+    for name in names:
+        if name not in NATIVE:
+            sys.exit(f"torch_csv_run: no native PyTorch class known for '{name}'; expected one of "
+                     f"{', '.join(NATIVE)}")
+        cls, per_rank = NATIVE[name]
+        cases.append((f"{name}.pp", os.path.join(ROOT, "schedules", name + ".pp"),
+                      [f"S={args.S * per_rank}", f"B={args.B}"], cls))
+    for src in extra:
+        cases.append((os.path.basename(src), os.path.join(ROOT, src), [f"B={args.B}"], None))
     rows_out, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            if name not in NATIVE:
-                sys.exit(f"torch_csv_run: no native PyTorch class known for '{name}'; expected one of "
-                         f"{', '.join(NATIVE)}")
-            cls, per_rank = NATIVE[name]
-            n_stages = args.S * per_rank
-            path = compile_csv(name, n_stages, args.B, tmp)
+        for label, source, defs, cls in cases:
+            path = compile_csv(source, defs, tmp)
             rows = read_csv(path)
             W, smap = len(rows), stage_map(rows)
+            n_stages = len(smap)
             job = {"S": n_stages, "B": args.B, "steps": args.steps, "stage_rank": smap}
-            res = spawn(W, {"csv": dict(job, make=FromCSV(path, args.B)),
-                            "native": dict(job, make=Native(cls, args.B))})
+            jobs = {"csv": dict(job, make=FromCSV(path, args.B))}
+            if cls:
+                jobs["native"] = dict(job, make=Native(cls, args.B))
+            res = spawn(W, jobs)
             ref = reference(n_stages, args.B, args.steps)
-            pp_run, nat = merged(res["csv"]), merged(res["native"])
+            pp_run = merged(res["csv"])
             order_ok = all(res["csv"][r]["order"] == rows[r] for r in range(W))
             loss_ref = max(abs(a - b) for a, b in zip(pp_run["losses"], ref["losses"]))
             if len(pp_run["losses"]) != args.steps:
                 loss_ref = float("inf")
             g_ref = max_diff(pp_run["grads0"], ref["grads0"])
             w_ref = max_diff(pp_run["params"], ref["params"])
-            w_nat = max_diff(pp_run["params"], nat["params"])
-            l_nat = max(abs(a - b) for a, b in zip(pp_run["losses"], nat["losses"]))
-            same_order = all(res["csv"][r]["order"] == res["native"][r]["order"] for r in range(W))
-            ok = order_ok and max(loss_ref, g_ref, w_ref, w_nat, l_nat) <= args.tol
+            figures = [loss_ref, g_ref, w_ref]
+            w_nat_s, same_s = "-", "-"
+            if cls:
+                nat = merged(res["native"])
+                w_nat = max_diff(pp_run["params"], nat["params"])
+                l_nat = max(abs(a - b) for a, b in zip(pp_run["losses"], nat["losses"]))
+                figures += [w_nat, l_nat]
+                w_nat_s = f"{w_nat:.1e}"
+                same = all(res["csv"][r]["order"] == res["native"][r]["order"] for r in range(W))
+                same_s = "same" if same else "differs"
+            ok = order_ok and max(figures) <= args.tol
             failed |= not ok
-            rows_out.append((f"{name}.pp", W, n_stages, args.B, args.steps, "yes" if order_ok else "NO",
-                             f"{loss_ref:.1e}", f"{g_ref:.1e}", f"{w_ref:.1e}", f"{w_nat:.1e}",
-                             "same" if same_order else "differs",
+            rows_out.append((label, W, n_stages, args.B, args.steps, "yes" if order_ok else "NO",
+                             f"{loss_ref:.1e}", f"{g_ref:.1e}", f"{w_ref:.1e}", w_nat_s, same_s,
                              f"{max(r['seconds'] for r in res['csv']):.2f}",
                              "ok" if ok else "FAIL"))
-            print(f"{name}: losses (pp CSV) {' '.join(f'{l:.6f}' for l in pp_run['losses'])}")
+            print(f"{label}: losses (pp CSV) {' '.join(f'{l:.6f}' for l in pp_run['losses'])}")
     head = ("schedule", "ranks", "stages", "B", "steps", "ran CSV order", "loss vs ref", "grad vs ref",
             "weights vs ref", "weights vs native", "native order", "CSV run s", "")
     widths = [max(len(str(r[i])) for r in rows_out + [head]) for i in range(len(head))]
     for r in [head] + rows_out:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
     print(f"ref: the same float64 model without pipelining; native: PyTorch's own class "
-          f"({', '.join(NATIVE[n][0] for n in names)}); tolerance {args.tol:g}")
+          f"({', '.join(NATIVE[n][0] for n in names)}; - where there is none); "
+          f"tolerance {args.tol:g}")
     return 1 if failed else 0
 
 
@@ -342,6 +363,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--schedules", nargs="*",
                     help="library schedules (default: 1f1b zb-h1 interleaved-1f1b [zb-v])")
+    ap.add_argument("--pp", nargs="*", metavar="FILE",
+                    help="schedule files outside the library, relative to the repository root, "
+                         "run without a native class (default: tests/bench/torch_csv_v.pp)")
     ap.add_argument("-S", type=int, default=4, help="stages (ranks for 1f1b and zb-h1)")
     ap.add_argument("-B", type=int, default=8, help="microbatches")
     ap.add_argument("--steps", type=int, default=3)
