@@ -419,8 +419,21 @@ START_TEST(bad_command_lines_exit_2)
                "ppc: --emit given twice; give it once");
     ppc_expect(dir, "--table --emit torch-csv a", 2,
                "ppc: --table takes only -D S/B/G/R and --library, not --emit");
-    /* A directory that cannot be made: exit 3, as other unwritable outputs. */
-    ppc_expect(dir, "1f1b.pp --emit torch-csv 1f1b.pp/sub", 3, "ppc: cannot create directory '1f1b.pp/sub'");
+    remove_dir(dir);
+}
+END_TEST
+
+/* Outputs that cannot be written exit 3, as ppc's others do. */
+START_TEST(unwritable_outputs_exit_3)
+{
+    char *dir = temp_dir(), cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp %s/schedules/1f1b.pp %s/ && mkdir -p %s/taken/1f1b.csv", PP_ROOT,
+             dir, dir);
+    free(run_expect(cmd, 0));
+    ppc_expect(dir, "1f1b.pp --emit torch-csv 1f1b.pp/sub", 3,
+               "ppc: cannot create directory '1f1b.pp/sub': Not a directory");
+    ppc_expect(dir, "1f1b.pp --emit torch-csv taken", 3,
+               "ppc: cannot write 'taken/1f1b.csv': Is a directory");
     remove_dir(dir);
 }
 END_TEST
@@ -467,6 +480,7 @@ Suite *torch_csv_suite(void)
     tcase_add_test(tc, action_names);
     tcase_add_test(tc, refusals_exit_1_and_write_nothing);
     tcase_add_test(tc, bad_command_lines_exit_2);
+    tcase_add_test(tc, unwritable_outputs_exit_3);
     tcase_add_test(tc, with_and_without_o);
     suite_add_tcase(s, tc);
     return s;
