@@ -223,8 +223,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--emit")) {
             if ((rc = parse_emit(argc, argv, &i, o)) != 0)
                 return rc;
-        }
-        else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
+        } else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
             char *end;
             errno = 0;
             long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : -1;
