@@ -16,8 +16,9 @@
 
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, NKEYS };
-static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth"};
+enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_OVERLAP, NKEYS };
+static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth",
+                                             "overlap"};
 
 /* Every number a double (a large integer too); one value at the top, which
  * must then be an object (said in this file's words, not jansson's). */
@@ -269,8 +270,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             k++;
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
-                "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\" or "
-                "\"bandwidth\"",
+                "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
+                "\"bandwidth\" or \"overlap\"",
                 quote(key, q));
             goto out;
         }
@@ -282,6 +283,15 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
+        } else if (k == KEY_OVERLAP) {
+            if (read_nonneg(&x, k, v, &c->overlap) != 0)
+                goto out;
+            if (c->overlap > 1) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected a fraction in [0, 1] for \"overlap\", found %g", c->overlap);
+                goto out;
+            }
+            c->has_overlap = 1;
         } else if (read_dir(&x, c, k, v) != 0) {
             goto out;
         }
