@@ -112,6 +112,38 @@ START_TEST(statement_errors)
 }
 END_TEST
 
+/* Pairs that wait on each other deadlock the strict order, named as pairs:
+ * with `b >= warm` worker s pairs F(s,b+warm) with B(s,b), whose B(s+1,b)
+ * is in worker s+1's pair with F(s+1,b+warm-1), ...; the last worker pairs
+ * B(3,0) with F(3,1), which needs F(2,1), in worker 2's pair with B(2,0). */
+START_TEST(pairs_that_deadlock)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedules/1f1b-overlap.pp", PP_ROOT);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char src[8192];
+    size_t n = fread(src, 1, sizeof src - 1, f);
+    fclose(f);
+    src[n] = '\0';
+    char *at = strstr(src, "overlap F with B when b > warm");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "overlap F with B when b >=warm", 30);
+    pp_compiled c;
+    compile_text(&c, src, NULL, PP_STAGE_SIMULATE, NULL, 0);
+    ck_assert_int_eq(c.status, PP_COMPILE_ERRORS);
+    ck_assert(c.deadlock);
+    ck_assert_msg(strstr(c.msgs, "t.pp: error: the strict order deadlocks; each worker's blocked job:\n"
+                                 "  worker 0 waits at B(0,0) (overlapped with F(0,3)), which needs "
+                                 "B(1,0) from worker 1\n"),
+                  "%s", c.msgs);
+    ck_assert_msg(strstr(c.msgs, "  worker 3 waits at F(3,1) (overlapped with B(3,0)), which needs "
+                                 "F(2,1) from worker 2\n"),
+                  "%s", c.msgs);
+    pp_compiled_free(&c);
+}
+END_TEST
+
 /* ppc's exit status and message for a schedule error and a bad --costs. */
 START_TEST(ppc_exit_status)
 {
@@ -471,6 +503,7 @@ Suite *overlap_suite(void)
     tcase_add_test(tc, ppc_exit_status);
     tcase_add_test(tc, costs_file_overlap);
     tcase_add_test(tc, pair_timing_hand_worked);
+    tcase_add_test(tc, pairs_that_deadlock);
     tcase_add_test(tc, costs_override_and_report);
     tcase_add_test(tc, report_without_pairs);
     tcase_add_test(tc, lowered_sequence);
