@@ -4,8 +4,8 @@
  * timing on a hand-worked schedule; the lowered sequence (Overlap, then the
  * pair's two jobs) and its second workspace; the plan reader's checks of
  * Overlap; bufcheck on a pair that shares a buffer one of them writes. The
- * overlap_e2e suite trains schedules/1f1b-overlap.pp under mpirun on the
- * cpu backend to the reference's weights (the cuda backend's run is the
+ * overlap_e2e suite trains schedules/1f1b-overlap.pp and dualpipe-v.pp under
+ * mpirun on the cpu backend to the reference's weights (the cuda backend's run is the
  * gpu_e2e suite's `overlap` TCase, on a GPU or the stand-ins). */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -515,13 +515,13 @@ Suite *overlap_suite(void)
 
 /* ---- under mpirun ------------------------------------------------------------ */
 
-/* schedules/1f1b-overlap.pp on 4 ranks, cpu backend: the same weights as
+/* An overlapping library schedule on 4 ranks, cpu backend: the same weights as
  * the reference, bit for bit (a pair runs in turn, in plan order, and each
  * job's arithmetic is the reference's), and the memory ppvm allocates is
  * the report's mem_bytes, both workspaces included. */
-START_TEST(trains_like_reference_cpu)
+static void trains_like_reference_cpu(const char *schedule, const char *defs)
 {
-    char *dir = compile_plan("1f1b-overlap.pp", "-D S=4 -D B=4"), cmd[4096], *out, *json;
+    char *dir = compile_plan(schedule, defs), cmd[4096], *out, *json;
     snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w", dir, dir);
     out = mpi_ok(4, cmd);
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
@@ -545,10 +545,23 @@ START_TEST(trains_like_reference_cpu)
         vm = e1;
         rep = e2 + 1;
     }
-    ck_assert_msg(strstr(json, "\"pairs\": [") != NULL, "%s", json);
+    ck_assert_msg(strstr(json, "\"pairs\": [\n    {\"worker\"") != NULL, "%s: no pairs:\n%s",
+                  schedule, json);
     free(json);
     free(out);
     remove_dir(dir);
+}
+
+START_TEST(one_way_pairs_train)
+{
+    trains_like_reference_cpu("1f1b-overlap.pp", "-D S=4 -D B=4");
+}
+END_TEST
+
+/* S = 8 stages in a V on 4 ranks, 8 microbatches: 4 pairs per worker */
+START_TEST(v_pairs_train)
+{
+    trains_like_reference_cpu("dualpipe-v.pp", "-D W=4 -D B=8");
 }
 END_TEST
 
@@ -557,7 +570,8 @@ Suite *overlap_e2e_suite(void)
     Suite *s = suite_create("overlap_e2e");
     TCase *tc = tcase_create("mpirun");
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, trains_like_reference_cpu);
+    tcase_add_test(tc, one_way_pairs_train);
+    tcase_add_test(tc, v_pairs_train);
     suite_add_tcase(s, tc);
     return s;
 }
