@@ -345,6 +345,21 @@ START_TEST(lowered_sequence)
                           2 * pp_stage_weight_bytes(&c.sch.model, 2, 0));
     pp_compiled_free(&c);
 
+    /* weights owned by the other worker: each backward's first use of a
+     * stage's gradient accumulator (ZeroGrads) goes before the marker too
+     * (it once landed between the two jobs: an internal error) */
+    char fetched[2048];
+    snprintf(fetched, sizeof fetched, "%sweights(s,b,d) = 1 - s\n", SMALL);
+    compile_text(&c, fetched, NULL, PP_STAGE_PLANS, NULL, 0);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    for (int r = 0; r < 2; r++) {
+        int markers = 0;
+        for (uint32_t i = 0; i < c.plans[r].ninstr; i++)
+            markers += c.plans[r].code[i].op == PP_OP_Overlap;
+        ck_assert_int_eq(markers, r == 0 ? 1 : 2);
+    }
+    pp_compiled_free(&c);
+
     /* no pair: one workspace, no marker */
     const pp_define none[] = {{"P", 100}};
     compile_text(&c, "param S = 2\nparam B = 3\nparam W = 2\nparam P = 1\ncompute(s,b,d) = s\n"
@@ -558,6 +573,24 @@ START_TEST(one_way_pairs_train)
 }
 END_TEST
 
+/* dualpipe-v.pp with every stage's weights on the next worker, so jobs
+ * fetch weights and return gradients around their pairs, with
+ * --keep-weights and in bf16 */
+START_TEST(v_pairs_fetching_weights_train)
+{
+    char path[1024], *dir = temp_dir(), cmd[4096];
+    snprintf(path, sizeof path, "%s/v.pp", dir);
+    snprintf(cmd, sizeof cmd,
+             "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/dualpipe-v.pp "
+             "> %s && grep -q '(v + 1) %% W' %s",
+             PP_ROOT, path, path);
+    free(run_expect(cmd, 0));
+    trains_like_reference_cpu(path, "-D W=4 -D B=8 --keep-weights");
+    trains_like_reference_cpu(path, "-D W=4 -D B=8 --precision bf16 --prefetch 3");
+    remove_dir(dir);
+}
+END_TEST
+
 /* S = 8 stages in a V on 4 ranks, 8 microbatches: 4 pairs per worker */
 START_TEST(v_pairs_train)
 {
@@ -572,6 +605,7 @@ Suite *overlap_e2e_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, one_way_pairs_train);
     tcase_add_test(tc, v_pairs_train);
+    tcase_add_test(tc, v_pairs_fetching_weights_train);
     suite_add_tcase(s, tc);
     return s;
 }
