@@ -112,20 +112,26 @@ START_TEST(statement_errors)
 }
 END_TEST
 
+/* schedules/<name> into src (NUL-terminated). */
+static void read_library(const char *name, char *src, size_t len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s", path);
+    size_t n = fread(src, 1, len - 1, f);
+    fclose(f);
+    src[n] = '\0';
+}
+
 /* Pairs that wait on each other deadlock the strict order, named as pairs:
  * with `b >= warm` worker s pairs F(s,b+warm) with B(s,b), whose B(s+1,b)
  * is in worker s+1's pair with F(s+1,b+warm-1), ...; the last worker pairs
  * B(3,0) with F(3,1), which needs F(2,1), in worker 2's pair with B(2,0). */
 START_TEST(pairs_that_deadlock)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/schedules/1f1b-overlap.pp", PP_ROOT);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
     char src[8192];
-    size_t n = fread(src, 1, sizeof src - 1, f);
-    fclose(f);
-    src[n] = '\0';
+    read_library("1f1b-overlap.pp", src, sizeof src);
     char *at = strstr(src, "overlap F with B when b > warm");
     ck_assert_ptr_nonnull(at);
     memcpy(at, "overlap F with B when b >=warm", 30);
@@ -358,6 +364,22 @@ START_TEST(lowered_sequence)
             markers += c.plans[r].code[i].op == PP_OP_Overlap;
         ck_assert_int_eq(markers, r == 0 ? 1 : 2);
     }
+    pp_compiled_free(&c);
+
+    /* a split backward: the input-gradient half pairs (BackwardInput),
+     * ZB-H1 with 1F1B's steady-state condition */
+    char zb[8192];
+    read_library("zb-h1.pp", zb, sizeof zb - 64);
+    strcat(zb, "\noverlap F with B when b > S - 1 - s\n");
+    compile_text(&c, zb, NULL, PP_STAGE_PLANS, NULL, 0);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    ck_assert_int_eq(c.sim.npairs, 18);
+    int bwi = 0;
+    for (uint32_t i = 0; i + 2 < c.plans[1].ninstr; i++)
+        if (c.plans[1].code[i].op == PP_OP_Overlap)
+            bwi += c.plans[1].code[i + 1].op == PP_OP_BackwardInput ||
+                   c.plans[1].code[i + 2].op == PP_OP_BackwardInput;
+    ck_assert_int_eq(bwi, 5);
     pp_compiled_free(&c);
 
     /* no pair: one workspace, no marker */
