@@ -106,15 +106,21 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
         fprintf(f, "overlap   %d pairs of a forward and a backward run at once; a pair takes "
                    "max(tF, tB) + %g * min(tF, tB)\n",
                 sim->npairs, t->overlap);
+        /* the first PAIR_LINES pairs; report.json lists every one */
+        enum { PAIR_LINES = 32 };
+        int listed = 0;
         for (int w = 0; w < r->W; w++)
-            for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
+            for (int k = sim->off[w]; k < sim->off[w + 1] && listed < PAIR_LINES; k++) {
                 int j = sim->order[k], q = sim->partner ? sim->partner[j] : -1;
                 if (q < 0 || job_d(&t->js, j) != DIR_F)
                     continue;
                 fprintf(f, "  worker %d: F(%d,%d) with B(%d,%d) at %g-%g\n", w,
                         job_s(&t->js, j), job_b(&t->js, j), job_s(&t->js, q), job_b(&t->js, q),
                         sim->start[j], sim->end[j]);
+                listed++;
             }
+        if (sim->npairs > listed)
+            fprintf(f, "  ... and %d more (report.json lists every pair)\n", sim->npairs - listed);
     }
     if (info->keep)
         fprintf(f, "kept      %lld jobs read weights fetched for an earlier job of their stage "

@@ -270,10 +270,35 @@ START_TEST(costs_override_and_report)
     ck_assert_msg(strstr(json, "\"overlap\": 0,\n  \"pairs\": [\n    {\"worker\": 0, \"F\": [0, 2], "
                                "\"B\": [0, 0], \"start\": 4, \"end\": 6},"),
                   "%s", json);
+    ck_assert_msg(!strstr(txt, "more (report.json"), "%s", txt);
     free(txt);
     free(json);
     pp_compiled_free(&c);
     remove_dir(dir);
+
+    /* a long list stops at 32 pairs in report.txt, not in report.json */
+    const pp_define many[] = {{"B", 40}};
+    compile_text(&c, SMALL, NULL, PP_STAGE_REPORT, many, 1);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    ck_assert_int_eq(c.sim.npairs, 38 + 39); /* worker 0: F2..F39, worker 1: F1..F39 */
+    txt = json = NULL;
+    ft = open_memstream(&txt, &nt);
+    fj = open_memstream(&json, &nj);
+    ck_assert_int_eq(pp_report_write_txt(ft, &c.rep, &info, &c.t, &c.sim), 0);
+    ck_assert_int_eq(pp_report_write_json(fj, &c.rep, &info, &c.t, &c.sim), 0);
+    fclose(ft);
+    fclose(fj);
+    ck_assert_msg(strstr(txt, "  worker 0: F(0,33) with B(0,31) at ") &&
+                      !strstr(txt, "F(0,34) with") &&
+                      strstr(txt, "  ... and 45 more (report.json lists every pair)\n"),
+                  "%s", txt);
+    int listed = 0;
+    for (const char *q = json; (q = strstr(q, "{\"worker\": ")); q++)
+        listed++;
+    ck_assert_int_eq(listed, 77);
+    free(txt);
+    free(json);
+    pp_compiled_free(&c);
 }
 END_TEST
 
