@@ -343,7 +343,8 @@ torch-csv-check: bin/ppc
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 # Each entry is name:schedule:S:B, then optionally :precision (--precision).
 GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8 \
-          fsdp-S4-B4:fsdp.pp:4:4 fsdp-bf16-S4-B4:fsdp.pp:4:4:bf16
+          fsdp-S4-B4:fsdp.pp:4:4 fsdp-bf16-S4-B4:fsdp.pp:4:4:bf16 \
+          1f1b-overlap-S4-B4:1f1b-overlap.pp:4:4
 golden: bin/ppc
 	@for g in $(GOLDEN); do IFS=: read name file S Bm prec <<< "$$g"; \
 	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm \

@@ -71,6 +71,8 @@ static const struct suite_entry {
     {"determ", determ_suite, MPI, 4, determ_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
     {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
+    {"overlap", overlap_suite, FAST, 1, NULL},
+    {"overlap_e2e", overlap_e2e_suite, MPI, 4, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

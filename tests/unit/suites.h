@@ -31,6 +31,8 @@ Suite *verify_suite(void);
 Suite *verify_e2e_suite(void);
 Suite *cli_suite(void);
 Suite *torch_csv_suite(void);
+Suite *overlap_suite(void);
+Suite *overlap_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
