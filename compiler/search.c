@@ -1,0 +1,987 @@
+/* search.c - `ppc --search` (see search.h): every library family over its
+ * `# search:` line, compiled in process, and the Pareto front of predicted
+ * step time against peak plan memory per worker. */
+#include "search.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "compile.h"
+#include "readfile.h"
+
+#define MAX_ASSIGN 16     /* assignments on one search line */
+#define MAX_VALUES 1024   /* values one assignment may take */
+#define MAX_COMBOS 4096   /* combinations of one file */
+#define VALUE_BOUND 1000000000LL
+
+/* The --prefetch values tried, the default first: among candidates that
+ * tie, the first generated stands for them, so the shortest command wins. */
+static const int prefetches[] = {1, 0, 2};
+#define NPREFETCH ((int)(sizeof prefetches / sizeof prefetches[0]))
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ==== The search line ======================================================
+ *   # search: NAME=VALUES [NAME=VALUES]... [# comment]
+ *   VALUES := ITEM ("," ITEM)*      ITEM := EXPR | EXPR ".." EXPR
+ *   EXPR   := integers, W, B and names assigned earlier on the line, with
+ *             + - * / and parentheses; / must divide exactly (a value whose
+ *             division does not is skipped, as is a range whose bounds do
+ *             not) */
+
+typedef struct {
+    char *name;
+    char *values; /* the text after '=' */
+    int col;      /* 1-based column of the values in the file's line */
+} assign;
+
+typedef struct {
+    const char *path; /* for messages */
+    const char *line; /* the whole source line (not NUL-terminated) */
+    int line_len, lineno;
+    assign a[MAX_ASSIGN];
+    int n;
+    int found; /* the file has a search line */
+} search_line;
+
+/* One evaluation of an assignment's values: a cursor over its text and
+ * the names bound so far. */
+typedef struct {
+    const char *text, *p;
+    const char *names[MAX_ASSIGN + 2];
+    long long vals[MAX_ASSIGN + 2];
+    int nn;
+    int inexact;         /* a division was not exact (or by zero): skip the item */
+    const char *err_at;  /* set on a syntax error */
+    char err[200];
+} evaluator;
+
+static void ev_fail(evaluator *e, const char *at, const char *what)
+{
+    if (e->err_at)
+        return;
+    e->err_at = at;
+    if (*at)
+        snprintf(e->err, sizeof e->err, "%s, found '%c'", what, *at);
+    else
+        snprintf(e->err, sizeof e->err, "%s, found the end of the values", what);
+}
+
+static long long ev_expr(evaluator *e);
+
+static long long bounded(evaluator *e, const char *at, long long v)
+{
+    if (v > VALUE_BOUND || v < -VALUE_BOUND)
+        ev_fail(e, at, "expected values within +-1000000000");
+    return v;
+}
+
+static long long ev_factor(evaluator *e)
+{
+    const char *at = e->p;
+    if (*e->p == '-') {
+        e->p++;
+        return -ev_factor(e);
+    }
+    if (*e->p == '(') {
+        e->p++;
+        long long v = ev_expr(e);
+        if (*e->p != ')')
+            ev_fail(e, e->p, "expected ')'");
+        else
+            e->p++;
+        return v;
+    }
+    if (isdigit((unsigned char)*e->p)) {
+        long long v = 0;
+        while (isdigit((unsigned char)*e->p) && !e->err_at) {
+            v = bounded(e, at, v * 10 + (*e->p - '0'));
+            e->p++;
+        }
+        return v;
+    }
+    if (isalpha((unsigned char)*e->p) || *e->p == '_') {
+        const char *s = e->p;
+        while (isalnum((unsigned char)*e->p) || *e->p == '_')
+            e->p++;
+        size_t len = (size_t)(e->p - s);
+        for (int i = 0; i < e->nn; i++)
+            if (strlen(e->names[i]) == len && !strncmp(e->names[i], s, len))
+                return e->vals[i];
+        e->err_at = s;
+        snprintf(e->err, sizeof e->err,
+                 "unknown name '%.*s': expected W, B or a name assigned earlier on the line",
+                 (int)len, s);
+        return 0;
+    }
+    ev_fail(e, at, "expected a number, a name or '('");
+    return 0;
+}
+
+static long long ev_term(evaluator *e)
+{
+    long long v = ev_factor(e);
+    while ((*e->p == '*' || *e->p == '/') && !e->err_at) {
+        const char *at = e->p;
+        char op = *e->p++;
+        long long r = ev_factor(e);
+        if (op == '*')
+            v = bounded(e, at, v * r); /* both within 1e9: no overflow */
+        else if (r == 0 || v % r != 0) {
+            e->inexact = 1;
+            v = 0;
+        } else
+            v /= r;
+    }
+    return v;
+}
+
+static long long ev_expr(evaluator *e)
+{
+    long long v = ev_term(e);
+    while ((*e->p == '+' || *e->p == '-') && !e->err_at) {
+        const char *at = e->p;
+        char op = *e->p++;
+        long long r = ev_term(e);
+        v = bounded(e, at, op == '+' ? v + r : v - r);
+    }
+    return v;
+}
+
+/* The values of one assignment under the names bound so far, into
+ * out[0..*n). Returns 0, or -1 with e->err_at/err set. */
+static int eval_values(evaluator *e, long long *out, int *n)
+{
+    *n = 0;
+    e->p = e->text;
+    for (;;) {
+        e->inexact = 0;
+        long long lo = ev_expr(e), hi = lo;
+        if (!e->err_at && e->p[0] == '.' && e->p[1] == '.') {
+            e->p += 2;
+            hi = ev_expr(e);
+        }
+        if (e->err_at)
+            return -1;
+        if (*e->p && *e->p != ',') {
+            ev_fail(e, e->p, "expected ',', '..' or the end of the values");
+            return -1;
+        }
+        if (!e->inexact && hi - lo >= MAX_VALUES - *n) {
+            ev_fail(e, e->text, "expected at most 1024 values for one name");
+            snprintf(e->err, sizeof e->err, "%lld..%lld gives more than %d values for one name",
+                     lo, hi, MAX_VALUES);
+            return -1;
+        }
+        for (long long v = lo; !e->inexact && v <= hi; v++)
+            out[(*n)++] = v;
+        if (!*e->p)
+            return 0;
+        e->p++; /* ',' */
+    }
+}
+
+/* "PATH:LINE:COL: error: search line: MSG", the line and a caret. */
+static void line_error(FILE *err, const search_line *l, int col, const char *msg)
+{
+    fprintf(err, "%s:%d:%d: error: search line: %s\n", l->path, l->lineno, col, msg);
+    fprintf(err, "%5d | %.*s\n      | %*s^\n", l->lineno, l->line_len, l->line, col - 1, "");
+}
+
+/* Finds "# search:" (a comment line: '#' or "//", then "search:") in src
+ * and splits it into assignments. Returns 0 (l->found says whether there
+ * was one), -1 malformed (said why), -2 out of memory. */
+static int parse_search_line(const char *src, search_line *l, FILE *err)
+{
+    const char *line = src;
+    for (int lineno = 1; *line; lineno++) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        const char *p = line;
+        while (p < line + len && (*p == ' ' || *p == '\t'))
+            p++;
+        int comment = p < line + len && (*p == '#' || (p[0] == '/' && p + 1 < line + len && p[1] == '/'));
+        if (comment) {
+            p += *p == '#' ? 1 : 2;
+            while (p < line + len && (*p == ' ' || *p == '\t'))
+                p++;
+        }
+        if (comment && line + len - p >= 7 && !strncmp(p, "search:", 7)) {
+            l->found = 1;
+            l->line = line;
+            l->line_len = len;
+            l->lineno = lineno;
+            p += 7;
+            while (p < line + len) {
+                while (p < line + len && (*p == ' ' || *p == '\t'))
+                    p++;
+                if (p >= line + len || *p == '#') /* the rest is a comment */
+                    break;
+                const char *tok = p;
+                while (p < line + len && *p != ' ' && *p != '\t')
+                    p++;
+                const char *eq = memchr(tok, '=', (size_t)(p - tok));
+                int col = (int)(tok - line) + 1;
+                if (!eq || eq == tok) {
+                    line_error(err, l, col, "expected NAME=VALUES, e.g. S=W or V=1..4");
+                    return -1;
+                }
+                for (const char *c = tok; c < eq; c++)
+                    if (!(isalpha((unsigned char)*c) || *c == '_' ||
+                          (c > tok && isdigit((unsigned char)*c)))) {
+                        line_error(err, l, (int)(c - line) + 1,
+                                   "expected a name (letters, digits, '_') before '='");
+                        return -1;
+                    }
+                if ((eq - tok == 1 && (*tok == 'W' || *tok == 'B'))) {
+                    line_error(err, l, col, "W and B are the search's own (-D W, -D B), not "
+                                            "the line's to assign");
+                    return -1;
+                }
+                for (int i = 0; i < l->n; i++)
+                    if ((int)strlen(l->a[i].name) == eq - tok &&
+                        !strncmp(l->a[i].name, tok, (size_t)(eq - tok))) {
+                        line_error(err, l, col, "a name assigned twice on the line");
+                        return -1;
+                    }
+                if (l->n == MAX_ASSIGN) {
+                    line_error(err, l, col, "more than 16 assignments on the line");
+                    return -1;
+                }
+                if (eq + 1 == p) {
+                    line_error(err, l, (int)(eq - line) + 2, "expected values after '='");
+                    return -1;
+                }
+                assign *a = &l->a[l->n];
+                a->name = strndup(tok, (size_t)(eq - tok));
+                a->values = strndup(eq + 1, (size_t)(p - eq - 1));
+                a->col = (int)(eq - line) + 2;
+                if (!a->name || !a->values) {
+                    free(a->name);
+                    free(a->values);
+                    return -2;
+                }
+                l->n++;
+            }
+            if (!l->n) {
+                line_error(err, l, len + 1, "expected NAME=VALUES after 'search:'");
+                return -1;
+            }
+            return 0;
+        }
+        if (!end)
+            break;
+        line = end + 1;
+    }
+    return 0;
+}
+
+static void search_line_free(search_line *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        free(l->a[i].name);
+        free(l->a[i].values);
+    }
+    l->n = 0;
+}
+
+/* ==== Candidates ========================================================== */
+
+typedef struct {
+    const pp_search_opts *o;
+    pp_search_result *r;
+    FILE *err;
+    const char *path;     /* the file, as commands print it */
+    char **params;        /* the file's param names */
+    int nparams;
+    char **seen;          /* resolved params of the combinations compiled */
+    int nseen, capseen;
+    int combos;
+    pp_search_status fatal;
+} family;
+
+static pp_search_cand *new_cand(family *f)
+{
+    pp_search_result *r = f->r;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        pp_search_cand *c = realloc(r->c, (size_t)cap * sizeof *c);
+        if (!c)
+            return NULL;
+        r->c = c;
+        r->cap = cap;
+    }
+    pp_search_cand *c = &r->c[r->n++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+/* A word for the shell: as is when it is plain, else single-quoted. */
+static int shell_word(FILE *f, const char *s)
+{
+    int plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("_./-=+,:@%", *p))
+            plain = 0;
+    if (plain)
+        return fputs(s, f);
+    fputc('\'', f);
+    for (const char *p = s; *p; p++)
+        if (*p == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*p, f);
+    return fputc('\'', f);
+}
+
+/* The flags after the file that reproduce a candidate (without -o). */
+static char *cand_args(const family *f, const pp_define *defs, int nd, int prefetch, int keep)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return NULL;
+    for (int i = 0; i < nd; i++)
+        fprintf(m, "%s-D %s=%lld", i ? " " : "", defs[i].name, defs[i].value);
+    if (f->o->costs) {
+        fputs(" --costs ", m);
+        shell_word(m, f->o->costs);
+    }
+    if (f->o->optimizer >= 0)
+        fprintf(m, " --optimizer %s", f->o->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd");
+    if (f->o->precision >= 0)
+        fprintf(m, " --precision %s", f->o->precision == PP_PREC_BF16 ? "bf16" : "fp32");
+    if (prefetch != 1)
+        fprintf(m, " --prefetch %d", prefetch);
+    if (keep)
+        fputs(" --keep-weights", m);
+    if (f->o->mem_limit)
+        fprintf(m, " --mem-limit %llu", (unsigned long long)f->o->mem_limit);
+    if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The model in words: what two candidates must share to be compared. */
+static char *model_words(const pp_model *m, long long S)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    if (m->kind == PP_MODEL_GPT)
+        fprintf(f, "gpt vocab %u context %u embed %u heads %u ffn %u batch %u", m->vocab,
+                m->context, m->embed, m->heads, m->ffn, m->batch);
+    else
+        fprintf(f, "mlp context %u embed %u ffn %u batch %u", m->context, m->embed, m->ffn,
+                m->batch);
+    /* The stages are part of the model: a stage's blocks, and without cost
+     * lines its unit cost, are per stage, so 16 stages of one block are
+     * twice the model of 8. */
+    fprintf(f, ", %lld stages of ", S);
+    if (m->layers) {
+        for (long long s = 0; s < S; s++)
+            fprintf(f, "%s%u", s ? "," : "", m->layers[s]);
+        fputs(m->kind == PP_MODEL_GPT ? " layers" : " blocks", f);
+    } else
+        fprintf(f, "%u %s", m->blocks,
+                m->kind == PP_MODEL_GPT ? (m->blocks == 1 ? "layer" : "layers")
+                                        : (m->blocks == 1 ? "block" : "blocks"));
+    fprintf(f, ", %s, %s", m->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd",
+            m->precision == PP_PREC_BF16 ? "bf16" : "fp32");
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Every param of the checked schedule, "S=8 B=32 W=8 V=1": two
+ * combinations that resolve alike are one candidate. */
+static char *resolved(const pp_schedule *sch)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < sch->nparams; i++)
+        fprintf(f, "%s=%lld ", sch->params[i].name, sch->params[i].value);
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static pp_compile_status compile_cand(const family *f, const pp_define *defs, int nd,
+                                      int prefetch, int keep, pp_compiled *c)
+{
+    pp_compile_opts co = pp_compile_defaults();
+    co.path = f->path;
+    co.defs = defs;
+    co.ndefs = nd;
+    co.costs = f->o->costs;
+    co.optimizer = f->o->optimizer;
+    co.precision = f->o->precision;
+    co.prefetch = prefetch;
+    co.keep_weights = keep;
+    /* Without --keep-weights the limit is checked here, so that a plan over
+     * it still has its memory known; with it, the limit picks the window. */
+    co.mem_limit = keep ? f->o->mem_limit : 0;
+    co.capture = 1;
+    return pp_compile(&co, c);
+}
+
+/* A status the search cannot go on after: says so. */
+static pp_search_status fatal(family *f, pp_compile_status st, const pp_compiled *c,
+                              const char *args)
+{
+    if (st == PP_COMPILE_NOMEM) {
+        fprintf(f->err, "ppc --search: out of memory compiling %s %s\n", f->path, args);
+        return PP_SEARCH_NOMEM;
+    }
+    fprintf(f->err, "ppc --search: compiling %s %s failed:\n%s", f->path, args,
+            c->msgs ? c->msgs : "");
+    return st == PP_COMPILE_IO ? PP_SEARCH_IO : PP_SEARCH_INTERNAL;
+}
+
+static uint64_t peak_memory(const pp_plan *plans, int W)
+{
+    uint64_t m = 0;
+    for (int w = 0; w < W; w++) {
+        uint64_t x = pp_plan_memory(&plans[w]);
+        if (x > m)
+            m = x;
+    }
+    return m;
+}
+
+/* Fills a compiled candidate's figures, or refuses it when it is not a
+ * plan for the search's W and B that uses every worker. */
+static void judge(const family *f, const pp_compiled *c, uint64_t mem, pp_search_cand *k)
+{
+    k->S = c->sch.S;
+    k->time = c->rep.step;
+    k->bubble = c->rep.bubble;
+    k->mem = mem;
+    int idle = 0;
+    for (int w = 0; w < c->rep.W; w++)
+        idle |= c->rep.w[w].jobs == 0;
+    if (c->sch.W != f->o->W || c->sch.B != f->o->B || idle)
+        k->state = PP_CAND_REFUSED;
+    else if (f->o->mem_limit && mem > f->o->mem_limit)
+        k->state = PP_CAND_OVER;
+    else
+        k->state = PP_CAND_OK;
+}
+
+/* Records one candidate. Returns it, or NULL out of memory. */
+static pp_search_cand *record(family *f, const pp_define *defs, int nd, int prefetch, int keep)
+{
+    pp_search_cand *k = new_cand(f);
+    if (!k)
+        return NULL;
+    k->file = strdup(f->path);
+    k->args = cand_args(f, defs, nd, prefetch, keep);
+    if (!k->file || !k->args)
+        return NULL;
+    return k;
+}
+
+/* Marks a combination's resolved params seen; 1 if they were already. */
+static int seen_before(family *f, char *key)
+{
+    for (int i = 0; i < f->nseen; i++)
+        if (!strcmp(f->seen[i], key)) {
+            free(key);
+            return 1;
+        }
+    if (f->nseen == f->capseen) {
+        int cap = f->capseen ? 2 * f->capseen : 16;
+        char **s = realloc(f->seen, (size_t)cap * sizeof *s);
+        if (!s) {
+            free(key);
+            return -1;
+        }
+        f->seen = s;
+        f->capseen = cap;
+    }
+    f->seen[f->nseen++] = key;
+    return 0;
+}
+
+/* One combination: the base compile (--prefetch 1), the other prefetches
+ * lowered from the same simulation, and with --keep-weights where the plan
+ * fetches weights. Returns 0, or -1 with f->fatal set. */
+static int try_combination(family *f, const pp_define *defs, int nd)
+{
+    pp_compiled c;
+    pp_compile_status st = compile_cand(f, defs, nd, prefetches[0], 0, &c);
+    int rc = 0;
+    if (c.reached >= PP_STAGE_CHECK) {
+        char *key = resolved(&c.sch);
+        int seen = key ? seen_before(f, key) : -1;
+        if (seen) {
+            pp_compiled_free(&c);
+            if (seen < 0)
+                f->fatal = PP_SEARCH_NOMEM;
+            return seen < 0 ? -1 : 0;
+        }
+    }
+    pp_search_cand *base = record(f, defs, nd, prefetches[0], 0);
+    if (!base) {
+        f->fatal = PP_SEARCH_NOMEM;
+        pp_compiled_free(&c);
+        return -1;
+    }
+    if (st == PP_COMPILE_ERRORS) {
+        base->state = PP_CAND_REFUSED;
+        pp_compiled_free(&c);
+        return 0;
+    }
+    if (st != PP_COMPILE_OK) {
+        f->fatal = fatal(f, st, &c, base->args);
+        pp_compiled_free(&c);
+        return -1;
+    }
+    base->model = model_words(&c.sch.model, c.sch.S);
+    if (!base->model) {
+        f->fatal = PP_SEARCH_NOMEM;
+        pp_compiled_free(&c);
+        return -1;
+    }
+    judge(f, &c, peak_memory(c.plans, c.t.W), base);
+    int usable = base->state != PP_CAND_REFUSED;
+    int fetches = c.rep.total.weight_recv > 0;
+    /* The other prefetches change only the lowering: same simulation. */
+    for (int i = 1; usable && i < NPREFETCH && !rc; i++) {
+        pp_lower_opts lo = {prefetches[i], 0};
+        pp_plan *plans = NULL;
+        pp_compile_status ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
+        pp_search_cand *k = record(f, defs, nd, prefetches[i], 0);
+        if (!k || !(k->model = strdup(base->model))) {
+            f->fatal = PP_SEARCH_NOMEM;
+            rc = -1;
+        } else if (ls == PP_COMPILE_ERRORS) {
+            k->state = PP_CAND_REFUSED;
+        } else if (ls != PP_COMPILE_OK) {
+            fflush(c.msgf);
+            f->fatal = fatal(f, ls, &c, k->args);
+            rc = -1;
+        } else
+            judge(f, &c, peak_memory(plans, c.t.W), k);
+        pp_plans_free(plans, c.t.W);
+    }
+    pp_compiled_free(&c);
+    /* Keeping fetched weights: only where something is fetched. */
+    for (int i = 0; usable && fetches && i < NPREFETCH && !rc; i++) {
+        st = compile_cand(f, defs, nd, prefetches[i], 1, &c);
+        pp_search_cand *k = record(f, defs, nd, prefetches[i], 1);
+        if (!k) {
+            f->fatal = PP_SEARCH_NOMEM;
+            rc = -1;
+        } else if (st == PP_COMPILE_OK) {
+            k->model = model_words(&c.sch.model, c.sch.S);
+            if (!k->model) {
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            } else
+                judge(f, &c, peak_memory(c.plans, c.t.W), k);
+        } else if (st == PP_COMPILE_ERRORS) {
+            /* The same plan without kept weights compiled: what fails now
+             * is the window under --mem-limit, which keeping only adds to. */
+            k->state = f->o->mem_limit ? PP_CAND_OVER : PP_CAND_REFUSED;
+            k->model = strdup(base->model);
+            k->mem = base->mem;
+            if (!k->model) {
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            }
+        } else {
+            f->fatal = fatal(f, st, &c, k->args);
+            rc = -1;
+        }
+        pp_compiled_free(&c);
+    }
+    return rc;
+}
+
+/* Assigns l->a[i..) in turn over their values, then compiles. */
+static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_define *defs,
+                     int nd)
+{
+    if (i == l->n) {
+        if (++f->combos > MAX_COMBOS) {
+            fprintf(f->err, "%s:%d: error: search line: more than %d combinations; narrow its "
+                            "ranges\n", f->path, l->lineno, MAX_COMBOS);
+            f->fatal = PP_SEARCH_BAD_LINE;
+            return -1;
+        }
+        pp_define all[MAX_ASSIGN + 2];
+        memcpy(all, defs, (size_t)nd * sizeof *defs);
+        all[nd] = (pp_define){"B", f->o->B};
+        all[nd + 1] = (pp_define){"W", f->o->W};
+        return try_combination(f, all, nd + 2);
+    }
+    long long vals[MAX_VALUES];
+    int n;
+    e->text = l->a[i].values;
+    e->err_at = NULL;
+    if (eval_values(e, vals, &n)) {
+        line_error(f->err, l, l->a[i].col + (int)(e->err_at - e->text), e->err);
+        f->fatal = PP_SEARCH_BAD_LINE;
+        return -1;
+    }
+    int param = 0;
+    for (int p = 0; p < f->nparams; p++)
+        param |= !strcmp(f->params[p], l->a[i].name);
+    e->names[e->nn] = l->a[i].name;
+    e->nn++;
+    for (int k = 0; k < n; k++) {
+        e->vals[e->nn - 1] = vals[k];
+        if (param)
+            defs[nd] = (pp_define){l->a[i].name, vals[k]};
+        if (enumerate(f, l, i + 1, e, defs, nd + param))
+            return -1;
+    }
+    e->nn--;
+    return 0;
+}
+
+/* The param names of the file (from its parse), into f->params. Returns
+ * 0, 1 when the file does not parse (one refused candidate), -1 fatal. */
+static int file_params(family *f)
+{
+    pp_compile_opts co = pp_compile_defaults();
+    co.path = f->path;
+    co.stop_after = PP_STAGE_PARSE;
+    co.capture = 1;
+    pp_compiled c;
+    pp_compile_status st = pp_compile(&co, &c);
+    int rc = 0;
+    if (st == PP_COMPILE_NOMEM || st == PP_COMPILE_IO) {
+        f->fatal = fatal(f, st, &c, "");
+        rc = -1;
+    } else if (st != PP_COMPILE_OK)
+        rc = 1;
+    for (pp_stmt *s = c.stmts; !rc && s; s = s->next)
+        if (s->kind == ST_PARAM && s->name) {
+            char **p = realloc(f->params, (size_t)(f->nparams + 1) * sizeof *p);
+            if (!p || !(p[f->nparams] = strdup(s->name))) {
+                if (p)
+                    f->params = p;
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            } else {
+                f->params = p;
+                f->nparams++;
+            }
+        }
+    pp_compiled_free(&c);
+    return rc;
+}
+
+/* One library file: its search line (or the defaults: as written, and
+ * S=W), every combination. */
+static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r, FILE *err,
+                                    const char *path)
+{
+    family f = {.o = o, .r = r, .err = err, .path = path};
+    search_line l = {.path = path};
+    size_t len;
+    char *src = pp_read_file(path, &len, NULL);
+    if (!src) {
+        fprintf(err, "ppc --search: cannot read '%s': %s\n", path,
+                errno ? strerror(errno) : "not a regular file");
+        return errno == ENOMEM ? PP_SEARCH_NOMEM : PP_SEARCH_IO;
+    }
+    int prc = parse_search_line(src, &l, err);
+    if (prc) {
+        free(src);
+        search_line_free(&l);
+        return prc == -2 ? PP_SEARCH_NOMEM : PP_SEARCH_BAD_LINE;
+    }
+    int fp = file_params(&f);
+    if (fp > 0) { /* a file that does not parse: one candidate, refused */
+        pp_search_cand *k = record(&f, NULL, 0, 1, 0);
+        if (k)
+            k->state = PP_CAND_REFUSED;
+        else
+            f.fatal = PP_SEARCH_NOMEM;
+    } else if (fp == 0) {
+        evaluator e = {.names = {"W", "B"}, .vals = {o->W, o->B}, .nn = 2};
+        pp_define defs[MAX_ASSIGN + 2];
+        if (l.found)
+            enumerate(&f, &l, 0, &e, defs, 0);
+        else { /* as written, then with one stage per worker */
+            search_line dflt = {.path = path, .line = "S=W", .line_len = 3, .lineno = 0};
+            dflt.a[0] = (assign){"S", "W", 3};
+            if (!enumerate(&f, &dflt, 0, &e, defs, 0) && f.nparams) {
+                dflt.n = 1;
+                enumerate(&f, &dflt, 0, &e, defs, 0);
+            }
+        }
+    }
+    for (int i = 0; i < f.nseen; i++)
+        free(f.seen[i]);
+    free(f.seen);
+    for (int i = 0; i < f.nparams; i++)
+        free(f.params[i]);
+    free(f.params);
+    search_line_free(&l);
+    free(src);
+    return f.fatal;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The library's .pp files (regular files), sorted, as paths DIR/NAME. */
+static pp_search_status list_library(const char *dir, char ***out, int *n, FILE *err)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(err, "ppc --search: cannot read the library '%s': %s (expected a directory of "
+                     ".pp schedules, see --library)\n", dir, strerror(errno));
+        return errno == ENOMEM ? PP_SEARCH_NOMEM : PP_SEARCH_IO;
+    }
+    pp_search_status st = PP_SEARCH_OK;
+    struct dirent *de;
+    while (st == PP_SEARCH_OK && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 4 || strcmp(de->d_name + len - 3, ".pp"))
+            continue;
+        char *path = NULL;
+        struct stat sb;
+        if (asprintf(&path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+                     de->d_name) < 0) {
+            st = PP_SEARCH_NOMEM;
+            break;
+        }
+        if (stat(path, &sb) || !S_ISREG(sb.st_mode)) {
+            free(path);
+            continue;
+        }
+        char **p = realloc(*out, (size_t)(*n + 1) * sizeof *p);
+        if (!p) {
+            free(path);
+            st = PP_SEARCH_NOMEM;
+            break;
+        }
+        *out = p;
+        (*out)[(*n)++] = path;
+    }
+    closedir(d);
+    if (st == PP_SEARCH_OK && *n == 0) {
+        fprintf(err, "ppc --search: the library '%s' holds no .pp file (expected a directory "
+                     "of .pp schedules, see --library)\n", dir);
+        st = PP_SEARCH_IO;
+    }
+    if (st == PP_SEARCH_OK)
+        qsort(*out, (size_t)*n, sizeof **out, by_name);
+    return st;
+}
+
+/* ==== The front ============================================================ */
+
+static const pp_search_cand *sort_base;
+static int by_time_mem(const void *a, const void *b)
+{
+    const pp_search_cand *x = &sort_base[*(const int *)a], *y = &sort_base[*(const int *)b];
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    if (x->mem != y->mem)
+        return x->mem < y->mem ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+/* The search's model: the one most usable candidates train (the first of
+ * equals); the others' candidates become "other model". */
+static int pick_model(pp_search_result *r)
+{
+    int best = -1, bestn = 0;
+    for (int i = 0; i < r->n; i++) {
+        pp_search_cand *k = &r->c[i];
+        if (k->state != PP_CAND_OK && k->state != PP_CAND_OVER)
+            continue;
+        int n = 0;
+        for (int j = 0; j < r->n; j++)
+            n += (r->c[j].state == PP_CAND_OK || r->c[j].state == PP_CAND_OVER) &&
+                 !strcmp(r->c[j].model, k->model);
+        if (n > bestn) {
+            best = i;
+            bestn = n;
+        }
+    }
+    if (best < 0)
+        return 0;
+    r->model = strdup(r->c[best].model);
+    if (!r->model)
+        return -1;
+    for (int i = 0; i < r->n; i++)
+        if ((r->c[i].state == PP_CAND_OK || r->c[i].state == PP_CAND_OVER) &&
+            strcmp(r->c[i].model, r->model))
+            r->c[i].state = PP_CAND_OTHER_MODEL;
+    return 0;
+}
+
+static int build_front(pp_search_result *r)
+{
+    int *idx = malloc(((size_t)(unsigned)r->n + 1) * sizeof *idx);
+    if (!idx)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].state == PP_CAND_OK)
+            idx[n++] = i;
+    sort_base = r->c;
+    qsort(idx, (size_t)n, sizeof *idx, by_time_mem);
+    r->nfront = 0;
+    uint64_t least = 0;
+    for (int i = 0; i < n; i++) /* sorted by time: on the front iff smaller than all before */
+        if (r->nfront == 0 || r->c[idx[i]].mem < least) {
+            least = r->c[idx[i]].mem;
+            idx[r->nfront++] = idx[i];
+            r->c[idx[i]].front = r->nfront;
+        }
+    r->front = idx;
+    return 0;
+}
+
+pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FILE *err)
+{
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    if (o->costs) { /* once, so that a bad file is one message, not one per candidate */
+        pp_costs c;
+        char msg[512];
+        if (pp_costs_load(&c, o->costs, msg, sizeof msg)) {
+            fprintf(err, "ppc --search: --costs: %s\n", msg);
+            return PP_SEARCH_IO;
+        }
+        pp_costs_free(&c);
+    }
+    char **files;
+    pp_search_status st = list_library(o->library, &files, &r->files, err);
+    for (int i = 0; st == PP_SEARCH_OK && i < r->files; i++)
+        st = search_file(o, r, err, files[i]);
+    for (int i = 0; i < r->files; i++)
+        free(files[i]);
+    free(files);
+    if (st != PP_SEARCH_OK)
+        return st;
+    if (pick_model(r) || build_front(r))
+        return PP_SEARCH_NOMEM;
+    for (int i = 0; i < r->n; i++) {
+        r->ok += r->c[i].state == PP_CAND_OK;
+        r->refused += r->c[i].state == PP_CAND_REFUSED;
+        r->over += r->c[i].state == PP_CAND_OVER;
+        r->other_model += r->c[i].state == PP_CAND_OTHER_MODEL;
+    }
+    r->seconds = now() - t0;
+    if (r->ok)
+        return PP_SEARCH_OK;
+    if (r->over) {
+        const pp_search_cand *least = NULL;
+        for (int i = 0; i < r->n; i++)
+            if (r->c[i].state == PP_CAND_OVER && (!least || r->c[i].mem < least->mem))
+                least = &r->c[i];
+        fprintf(err, "ppc --search: no candidate fits under --mem-limit %llu: the smallest of "
+                     "the %d over it needs %llu bytes on a worker (ppc %s %s); expected a "
+                     "limit of at least that\n",
+                (unsigned long long)o->mem_limit, r->over, (unsigned long long)least->mem,
+                least->file, least->args);
+    } else
+        fprintf(err, "ppc --search: none of the %d candidates from %d files compiles with "
+                     "W=%lld B=%lld (%d refused, %d train another model)\n",
+                r->n, r->files, o->W, o->B, r->refused, r->other_model);
+    return PP_SEARCH_NONE;
+}
+
+/* ==== Output =============================================================== */
+
+static const char *human(uint64_t b, char *buf)
+{
+    if (b >= 1024ull * 1024 * 1024)
+        snprintf(buf, 16, "%.1f GiB", (double)b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024ull * 1024)
+        snprintf(buf, 16, "%.1f MiB", (double)b / (1024.0 * 1024));
+    else if (b >= 1024)
+        snprintf(buf, 16, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(buf, 16, "%llu B", (unsigned long long)b);
+    return buf;
+}
+
+/* The output directory of a row's command: out/<file's stem>. */
+static void out_dir(const char *file, char *buf, size_t n)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t len = strlen(base);
+    if (len > 3 && !strcmp(base + len - 3, ".pp"))
+        len -= 3;
+    snprintf(buf, n, "out/%.*s", (int)len, base);
+}
+
+void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top)
+{
+    fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s; --mem-limit ", o->W, o->B,
+            r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
+            o->costs ? o->costs : "");
+    if (o->mem_limit)
+        fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
+    else
+        fputs("none\n", f);
+    fprintf(f, "Pareto front of predicted step time against peak plan memory per worker, "
+               "fastest first:\n");
+    fprintf(f, "%4s  %12s  %7s  %12s  %10s  %s\n", "rank", "step time", "bubble", "memory (B)",
+            "memory", "command");
+    int rows = top > 0 && top < r->nfront ? top : r->nfront;
+    for (int i = 0; i < rows; i++) {
+        const pp_search_cand *k = &r->c[r->front[i]];
+        char hb[16], dir[256];
+        out_dir(k->file, dir, sizeof dir);
+        fprintf(f, "%4d  %12.6g  %6.1f%%  %12llu  %10s  ppc ", i + 1, k->time, 100.0 * k->bubble,
+                (unsigned long long)k->mem, human(k->mem, hb));
+        shell_word(f, k->file);
+        fprintf(f, " %s -o %s\n", k->args, dir);
+    }
+    if (rows < r->nfront)
+        fprintf(f, "(%d more on the front; --top shows more)\n", r->nfront - rows);
+    fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused, "
+               "%d over --mem-limit, %d another model\n",
+            r->n, r->files, r->seconds, r->ok, r->nfront, r->refused, r->over, r->other_model);
+}
+
+void pp_search_free(pp_search_result *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        free(r->c[i].file);
+        free(r->c[i].args);
+        free(r->c[i].model);
+    }
+    free(r->c);
+    free(r->front);
+    free(r->model);
+    memset(r, 0, sizeof *r);
+}
