@@ -543,12 +543,15 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             return seen < 0 ? -1 : 0;
         }
     }
+    /* Candidates are kept in an array that recording may move: the base
+     * is held by its index. */
     pp_search_cand *base = record(f, defs, nd, prefetches[0], 0);
     if (!base) {
         f->fatal = PP_SEARCH_NOMEM;
         pp_compiled_free(&c);
         return -1;
     }
+    int bi = (int)(base - f->r->c);
     if (st == PP_COMPILE_ERRORS) {
         base->state = PP_CAND_REFUSED;
         pp_compiled_free(&c);
@@ -574,7 +577,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         pp_plan *plans = NULL;
         pp_compile_status ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
         pp_search_cand *k = record(f, defs, nd, prefetches[i], 0);
-        if (!k || !(k->model = strdup(base->model))) {
+        if (!k || !(k->model = strdup(f->r->c[bi].model))) {
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
         } else if (ls == PP_COMPILE_ERRORS) {
@@ -606,8 +609,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             /* The same plan without kept weights compiled: what fails now
              * is the window under --mem-limit, which keeping only adds to. */
             k->state = f->o->mem_limit ? PP_CAND_OVER : PP_CAND_REFUSED;
-            k->model = strdup(base->model);
-            k->mem = base->mem;
+            k->model = strdup(f->r->c[bi].model);
+            k->mem = 0; /* not known: the window was never lowered */
             if (!k->model) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
@@ -903,7 +906,8 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
     if (r->over) {
         const pp_search_cand *least = NULL;
         for (int i = 0; i < r->n; i++)
-            if (r->c[i].state == PP_CAND_OVER && (!least || r->c[i].mem < least->mem))
+            if (r->c[i].state == PP_CAND_OVER && r->c[i].mem &&
+                (!least || r->c[i].mem < least->mem))
                 least = &r->c[i];
         fprintf(err, "ppc --search: no candidate fits under --mem-limit %llu: the smallest of "
                      "the %d over it needs %llu bytes on a worker (ppc %s %s); expected a "

@@ -108,7 +108,8 @@ static double json_max(const char *json, const char *key)
 static void run_candidate(const char *file, const char *args, double *time, double *mem)
 {
     char *dir = temp_dir(), cmd[4096], path[600];
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q", PP_ROOT, file, args, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q --no-pictures", PP_ROOT, file, args,
+             dir);
     free(run_expect(cmd, 0));
     snprintf(path, sizeof path, "%s/plan/report.json", dir);
     FILE *f = fopen(path, "r");
