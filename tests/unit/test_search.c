@@ -502,6 +502,59 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ---- 1f1b-limit.pp: the inflight family ------------------------------------------ */
+
+/* schedules/1f1b-limit.pp -D S=4 -D B=8 -D K=k, as far as its report. */
+static void compile_limit(pp_compiled *c, long long k)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 8}, {"K", k}};
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = LIB "/1f1b-limit.pp";
+    o.defs = defs;
+    o.ndefs = 3;
+    o.stop_after = PP_STAGE_REPORT;
+    o.capture = 1;
+    ck_assert_msg(pp_compile(&o, c) == PP_COMPILE_OK, "K=%lld: %s", k, c->msgs);
+}
+
+/* K = 0 is 1f1b-greedy.pp's order on every worker; K = 1 - S holds one
+ * microbatch everywhere, so the step is B whole passes, 2SB; and for
+ * every K no worker holds more than its limit max(1, min(S - w + K, B)). */
+START_TEST(test_limit_family)
+{
+    pp_compiled lim, greedy;
+    compile_limit(&lim, 0);
+    pp_define defs[] = {{"S", 4}, {"B", 8}};
+    compile_library(&greedy, "1f1b-greedy.pp", defs, 2);
+    for (int w = 0; w < 4; w++) {
+        char *x = worker_order(&lim, w, 'x'), *y = worker_order(&greedy, w, 'x');
+        ck_assert_msg(!strcmp(x, y), "worker %d: K=0 runs %s, 1f1b-greedy.pp %s", w, x, y);
+        free(x);
+        free(y);
+    }
+    compiled_free(&greedy);
+    pp_compiled_free(&lim);
+
+    compile_limit(&lim, -3);
+    ck_assert(same_time(lim.rep.makespan, 2 * 4 * 8));
+    for (int w = 0; w < 4; w++)
+        ck_assert_int_eq(lim.rep.w[w].peak_act, 1);
+    pp_compiled_free(&lim);
+
+    for (long long k = -5; k <= 8; k++) {
+        compile_limit(&lim, k);
+        for (long long w = 0; w < 4; w++) {
+            long long cap = 4 - w + k < 8 ? 4 - w + k : 8;
+            cap = cap < 1 ? 1 : cap;
+            ck_assert_msg(lim.rep.w[w].peak_act <= cap, "K=%lld: worker %lld holds %lld, over %lld",
+                          k, w, lim.rep.w[w].peak_act, cap);
+        }
+        ck_assert_msg(lim.rep.makespan >= 22 - 1e-9, "K=%lld beats 1F1B's 22", k);
+        pp_compiled_free(&lim);
+    }
+}
+END_TEST
+
 /* ---- speed ---------------------------------------------------------------------- */
 
 /* The issue's size, W=8 and B=32 over the whole library: a few seconds on
@@ -518,6 +571,79 @@ START_TEST(test_speed_w8_b32)
     pp_search_free(&r);
 }
 END_TEST
+
+/* ---- search_e2e: what the search picks trains ------------------------------------- */
+
+/* Compiles `ppc FILE ARGS`, trains 3 steps on W ranks under mpirun and in
+ * the reference, and compares the weights (the default tolerance: the
+ * data-parallel picks add gradients in another order, test_e2e.c says
+ * why). Returns the largest memory a rank says it allocated. */
+static unsigned long long trains_like_reference(const char *file, const char *args, int W)
+{
+    char *dir = temp_dir(), cmd[4096], *out, *why;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q --no-pictures", PP_ROOT, file, args,
+             dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w", dir, dir);
+    if (mpi_run(W, cmd, &out, &why))
+        ck_abort_msg("%s %s: training under mpirun failed: %s", file, args, why);
+    const char *mem = strstr(out, "memory allocated at start-up, bytes per rank:");
+    ck_assert_msg(mem != NULL, "%s %s: ppvm did not say what it allocated:\n%s", file, args, out);
+    mem += strlen("memory allocated at start-up, bytes per rank:");
+    unsigned long long most = 0;
+    for (int r = 0; r < W; r++) {
+        char *end;
+        unsigned long long v = strtoull(mem, &end, 10);
+        ck_assert_msg(end != mem, "%s %s: %d ranks' memory expected:\n%s", file, args, W, out);
+        most = v > most ? v : most;
+        mem = end;
+    }
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --compare %s/w %s/ref",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "within tolerance") && !strstr(out, "beyond"), "%s %s:\n%s", file,
+                  args, out);
+    free(out);
+    remove_dir(dir);
+    return most;
+}
+
+/* The inflight family at both ends: one microbatch held everywhere, and
+ * two more than 1F1B. */
+START_TEST(limit_family_trains)
+{
+    trains_like_reference(LIB "/1f1b-limit.pp", "-D S=4 -D B=8 -D K=-3", 4);
+    trains_like_reference(LIB "/1f1b-limit.pp", "-D S=4 -D B=8 -D K=2", 4);
+}
+END_TEST
+
+/* The fastest and the smallest row of W=4 B=8's front train like the
+ * reference, and each rank allocates at most the row's memory, the largest
+ * exactly it. */
+START_TEST(front_rows_train)
+{
+    pp_search_opts o = opts(LIB, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    int rows[2] = {r.front[0], r.front[r.nfront - 1]};
+    for (int i = 0; i < (r.nfront > 1 ? 2 : 1); i++) {
+        const pp_search_cand *k = &r.c[rows[i]];
+        unsigned long long most = trains_like_reference(k->file, k->args, 4);
+        ck_assert_msg(most == k->mem, "%s %s: ppvm allocated at most %llu bytes, the row says %llu",
+                      k->file, k->args, most, (unsigned long long)k->mem);
+    }
+    pp_search_free(&r);
+}
+END_TEST
+
+#define SEARCH_E2E_TESTS(X)                                                                        \
+    X(limit_family_trains, 4)                                                                      \
+    X(front_rows_train, 4)
+
+PP_JOB_SUITE(search_e2e, SEARCH_E2E_TESTS)
 
 Suite *search_suite(void)
 {
@@ -540,6 +666,7 @@ Suite *search_suite(void)
     tcase_add_test(line, test_no_search_line);
     tcase_add_test(line, test_keep_weights_and_models);
     tcase_add_test(line, test_speed_w8_b32);
+    tcase_add_test(line, test_limit_family);
     suite_add_tcase(s, line);
     return s;
 }
