@@ -69,6 +69,7 @@ typedef struct {
     int precision;        /* --precision NAME: a pp_precision, or -1 for the schedule's */
     int search;           /* --search */
     int top;              /* --top N: rows of --search's front, 0 = all */
+    int all;              /* --all: --search lists every candidate too */
     int seen_flags;       /* --prefetch, --keep-weights, -q or --no-pictures given (not for --search) */
 } options;
 
@@ -79,7 +80,8 @@ static void usage(FILE *f)
                "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
-               "           [--mem-limit BYTES] [--library DIR] [--top N] [--optimizer O] [--precision P]\n"
+               "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--optimizer O]\n"
+               "           [--precision P]\n"
                "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -110,7 +112,9 @@ static void usage(FILE *f)
                "                  step time against peak plan memory per worker, fastest first,\n"
                "                  each row a command that reproduces it; --mem-limit drops the\n"
                "                  candidates over it\n"
-               "  --top N         print only the first N rows of --search's front\n");
+               "  --top N         print only the first N rows of --search's front\n"
+               "  --all           with --search, then list every candidate: compiled, refused\n"
+               "                  (and why), over --mem-limit, or another model\n");
 }
 
 /* -D NAME=VALUE into defs[*n]; a name given twice is refused (the second
@@ -165,7 +169,7 @@ static int set_string(const char *flag, const char *val, const char **dst)
 }
 
 /* ==== --search's flags ====================================================
- * --search and --top N; 1 when argv[*i] was one of them, 0 when not, -1 a
+ * --search, --top N and --all; 1 when argv[*i] was one of them, 0 when not, -1 a
  * bad value (said why). */
 static int parse_search_flag(int argc, char **argv, int *i, options *o)
 {
@@ -176,6 +180,10 @@ static int parse_search_flag(int argc, char **argv, int *i, options *o)
             return -1;
         }
         o->search = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--all")) {
+        o->all = 1;
         return 1;
     }
     if (strcmp(a, "--top"))
@@ -204,7 +212,7 @@ static int check_search_args(const options *o)
 {
     static const char *const flags[] = {"-q", "--no-pictures", "--keep-weights", "--prefetch"};
     if (!o->search) {
-        fprintf(stderr, "ppc: --top is only for --search\n");
+        fprintf(stderr, "ppc: %s is only for --search\n", o->top ? "--top" : "--all");
         return -1;
     }
     if (o->file || o->outdir || o->table) {
@@ -344,7 +352,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else
             o->file = a;
     }
-    if (o->search || o->top)
+    if (o->search || o->top || o->all)
         return check_search_args(o);
     if (o->table) {
         if (o->file || o->outdir || o->costs) {
@@ -572,7 +580,7 @@ static int run_search(const options *o)
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
-        pp_search_print(stdout, &so, &r, o->top);
+        pp_search_print(stdout, &so, &r, o->top, o->all);
     pp_search_free(&r);
     switch (st) {
     case PP_SEARCH_OK:

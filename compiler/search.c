@@ -471,6 +471,23 @@ static uint64_t peak_memory(const pp_plan *plans, int W)
     return m;
 }
 
+/* Why a compile failed, for --all: its first error line. (Only words for
+ * people: out of memory here leaves it NULL, "(not known)".) */
+static void why_compile(pp_search_cand *k, pp_compiled *c)
+{
+    if (c->msgf)
+        fflush(c->msgf);
+    const char *e = c->msgs ? strstr(c->msgs, "error: ") : NULL;
+    if (!e) {
+        k->why = strdup("the compile failed");
+        return;
+    }
+    const char *start = e;
+    while (start > c->msgs && start[-1] != '\n')
+        start--;
+    k->why = strndup(start, strcspn(start, "\n"));
+}
+
 /* Fills a compiled candidate's figures, or refuses it when it is not a
  * plan for the search's W and B that uses every worker. */
 static void judge(const family *f, const pp_compiled *c, uint64_t mem, pp_search_cand *k)
@@ -479,12 +496,19 @@ static void judge(const family *f, const pp_compiled *c, uint64_t mem, pp_search
     k->time = c->rep.step;
     k->bubble = c->rep.bubble;
     k->mem = mem;
-    int idle = 0;
-    for (int w = 0; w < c->rep.W; w++)
-        idle |= c->rep.w[w].jobs == 0;
-    if (c->sch.W != f->o->W || c->sch.B != f->o->B || idle)
-        k->state = PP_CAND_REFUSED;
-    else if (f->o->mem_limit && mem > f->o->mem_limit)
+    int idle = -1;
+    for (int w = c->rep.W - 1; w >= 0; w--)
+        if (c->rep.w[w].jobs == 0)
+            idle = w;
+    k->state = PP_CAND_REFUSED;
+    if (c->sch.W != f->o->W || c->sch.B != f->o->B) {
+        if (asprintf(&k->why, "it has W=%lld B=%lld, not the search's W=%lld B=%lld", c->sch.W,
+                     c->sch.B, f->o->W, f->o->B) < 0)
+            k->why = NULL;
+    } else if (idle >= 0) {
+        if (asprintf(&k->why, "worker %d runs no job", idle) < 0)
+            k->why = NULL;
+    } else if (f->o->mem_limit && mem > f->o->mem_limit)
         k->state = PP_CAND_OVER;
     else
         k->state = PP_CAND_OK;
@@ -554,6 +578,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     int bi = (int)(base - f->r->c);
     if (st == PP_COMPILE_ERRORS) {
         base->state = PP_CAND_REFUSED;
+        why_compile(base, &c);
         pp_compiled_free(&c);
         return 0;
     }
@@ -582,6 +607,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             rc = -1;
         } else if (ls == PP_COMPILE_ERRORS) {
             k->state = PP_CAND_REFUSED;
+            why_compile(k, &c);
         } else if (ls != PP_COMPILE_OK) {
             fflush(c.msgf);
             f->fatal = fatal(f, ls, &c, k->args);
@@ -611,6 +637,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             k->state = f->o->mem_limit ? PP_CAND_OVER : PP_CAND_REFUSED;
             k->model = strdup(f->r->c[bi].model);
             k->mem = 0; /* not known: the window was never lowered */
+            why_compile(k, &c);
             if (!k->model) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
@@ -667,8 +694,9 @@ static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_de
 }
 
 /* The param names of the file (from its parse), into f->params. Returns
- * 0, 1 when the file does not parse (one refused candidate), -1 fatal. */
-static int file_params(family *f)
+ * 0, 1 when the file does not parse (one refused candidate, *why its first
+ * error), -1 fatal. */
+static int file_params(family *f, char **why)
 {
     pp_compile_opts co = pp_compile_defaults();
     co.path = f->path;
@@ -680,8 +708,12 @@ static int file_params(family *f)
     if (st == PP_COMPILE_NOMEM || st == PP_COMPILE_IO) {
         f->fatal = fatal(f, st, &c, "");
         rc = -1;
-    } else if (st != PP_COMPILE_OK)
+    } else if (st != PP_COMPILE_OK) {
+        pp_search_cand tmp = {0};
+        why_compile(&tmp, &c);
+        *why = tmp.why;
         rc = 1;
+    }
     for (pp_stmt *s = c.stmts; !rc && s; s = s->next)
         if (s->kind == ST_PARAM && s->name) {
             char **p = realloc(f->params, (size_t)(f->nparams + 1) * sizeof *p);
@@ -719,13 +751,17 @@ static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r
         search_line_free(&l);
         return prc == -2 ? PP_SEARCH_NOMEM : PP_SEARCH_BAD_LINE;
     }
-    int fp = file_params(&f);
+    char *why = NULL;
+    int fp = file_params(&f, &why);
     if (fp > 0) { /* a file that does not parse: one candidate, refused */
         pp_search_cand *k = record(&f, NULL, 0, 1, 0);
-        if (k)
+        if (k) {
             k->state = PP_CAND_REFUSED;
-        else
+            k->why = why;
+        } else {
+            free(why);
             f.fatal = PP_SEARCH_NOMEM;
+        }
     } else if (fp == 0) {
         evaluator e = {.names = {"W", "B"}, .vals = {o->W, o->B}, .nn = 2};
         pp_define defs[MAX_ASSIGN + 2];
@@ -914,10 +950,19 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
                      "limit of at least that\n",
                 (unsigned long long)o->mem_limit, r->over, (unsigned long long)least->mem,
                 least->file, least->args);
-    } else
+    } else {
+        const pp_search_cand *first = NULL;
+        for (int i = 0; i < r->n && !first; i++)
+            if (r->c[i].state == PP_CAND_REFUSED)
+                first = &r->c[i];
         fprintf(err, "ppc --search: none of the %d candidates from %d files compiles with "
-                     "W=%lld B=%lld (%d refused, %d train another model)\n",
+                     "W=%lld B=%lld (%d refused, %d train another model)",
                 r->n, r->files, o->W, o->B, r->refused, r->other_model);
+        if (first)
+            fprintf(err, "; the first refused, ppc %s %s: %s", first->file, first->args,
+                    first->why ? first->why : "(not known)");
+        fputc('\n', err);
+    }
     return PP_SEARCH_NONE;
 }
 
@@ -947,7 +992,50 @@ static void out_dir(const char *file, char *buf, size_t n)
     snprintf(buf, n, "out/%.*s", (int)len, base);
 }
 
-void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top)
+static const char *state_word(pp_cand_state st)
+{
+    switch (st) {
+    case PP_CAND_OK:
+        return "compiled";
+    case PP_CAND_REFUSED:
+        return "refused";
+    case PP_CAND_OVER:
+        return "over";
+    case PP_CAND_OTHER_MODEL:
+        return "model";
+    }
+    return "?";
+}
+
+/* --all: every candidate in the order generated. */
+static void print_all(FILE *f, const pp_search_result *r)
+{
+    fprintf(f, "every candidate (front: its rank; model: another model than the search's):\n");
+    fprintf(f, "%-8s  %5s  %12s  %12s  %s\n", "state", "front", "step time", "memory (B)",
+            "command");
+    for (int i = 0; i < r->n; i++) {
+        const pp_search_cand *k = &r->c[i];
+        int known = k->state != PP_CAND_REFUSED && k->mem;
+        char t[32] = "-", m[32] = "-", fr[16] = "-";
+        if (known) {
+            snprintf(t, sizeof t, "%.6g", k->time);
+            snprintf(m, sizeof m, "%llu", (unsigned long long)k->mem);
+        }
+        if (k->front)
+            snprintf(fr, sizeof fr, "%d", k->front);
+        fprintf(f, "%-8s  %5s  %12s  %12s  ppc ", state_word(k->state), fr, t, m);
+        shell_word(f, k->file);
+        fprintf(f, " %s", k->args);
+        if (k->state == PP_CAND_REFUSED || (k->state == PP_CAND_OVER && k->why))
+            fprintf(f, "   # %s", k->why ? k->why : "(not known)");
+        else if (k->state == PP_CAND_OTHER_MODEL)
+            fprintf(f, "   # %s", k->model);
+        fputc('\n', f);
+    }
+}
+
+void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
+                     int all)
 {
     fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s; --mem-limit ", o->W, o->B,
             r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
@@ -975,6 +1063,8 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
     fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused, "
                "%d over --mem-limit, %d another model\n",
             r->n, r->files, r->seconds, r->ok, r->nfront, r->refused, r->over, r->other_model);
+    if (all)
+        print_all(f, r);
 }
 
 void pp_search_free(pp_search_result *r)
@@ -983,6 +1073,7 @@ void pp_search_free(pp_search_result *r)
         free(r->c[i].file);
         free(r->c[i].args);
         free(r->c[i].model);
+        free(r->c[i].why);
     }
     free(r->c);
     free(r->front);

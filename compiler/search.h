@@ -62,6 +62,7 @@ typedef struct {
     uint64_t mem;        /* the most plan memory of any worker */
     long long S;
     char *model;         /* the model, in words (what "other model" compares) */
+    char *why;           /* refused or over: the compile's first error, or the search's reason */
     int front;           /* rank on the Pareto front (1 = fastest), 0 = not on it */
 } pp_search_cand;
 
@@ -90,8 +91,10 @@ typedef enum {
  * free it with pp_search_free whatever the status. */
 pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FILE *err);
 /* The front as a fixed-column table (at most top rows; 0 = all), then the
- * counts and the time taken. */
-void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top);
+ * counts and the time taken; with all, then every candidate, its state
+ * and, for one refused or over, why. */
+void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
+                     int all);
 void pp_search_free(pp_search_result *r);
 
 #endif

@@ -308,9 +308,16 @@ START_TEST(test_printed_commands_reproduce)
     int rows = check_printed_rows(flags);
     ck_assert_int_ge(rows, 1);
     ck_assert_int_le(rows, 3);
+    /* --optimizer and --precision reach every candidate and its command */
+    ck_assert_int_eq(check_printed_rows("--optimizer adamw --precision bf16 --top 2"), 2);
     remove_dir(dir);
 }
 END_TEST
+
+/* DDP's placement (compute = b), which needs W = B: with 4 workers for 8
+ * microbatches, job (0, 4) lands outside them. */
+#define DP_FILE                                                                                    \
+    "param S = 4\nparam B = 8\nparam W = B\ncompute(s,b,d) = b\n# search: S=W\n"
 
 /* The table's layout and the counts line, on a library of one file. */
 START_TEST(test_output_layout)
@@ -330,6 +337,23 @@ START_TEST(test_output_layout)
                               "0 another model\n"), "%s", out);
     ck_assert_msg(strstr(out, "model mlp context 8 embed 16 ffn 256 batch 16, 4 stages of 1 "
                               "block, sgd, fp32"), "%s", out);
+    free(out);
+
+    /* --all: every candidate, a refused one with its compile's first error */
+    write_file(dir, "ddp.pp", DP_FILE);
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library . --all", dir,
+             PP_ROOT);
+    out = run_expect(cmd, 0);
+    static const char *const lines[] = {
+        "state     front     step time    memory (B)  command\n",
+        "compiled      1            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4\n",
+        "compiled      -            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 --prefetch 2\n",
+        "refused       -             -             -  ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
+        "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
+        "4 candidates from 2 files in ",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg(strstr(out, lines[i]), "expected\n%sin\n%s", lines[i], out);
     free(out);
     remove_dir(dir);
 }
@@ -435,13 +459,16 @@ START_TEST(test_errors)
 {
     char *dir = temp_dir(), cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "mkdir %s/lib %s/empty %s/bad %s/ddp && cp %s/1f1b.pp %s/lib/ && cp %s/ddp.pp %s/ddp/",
-             dir, dir, dir, dir, LIB, dir, LIB, dir);
+             "mkdir %s/lib %s/empty %s/bad %s/ddp && cp %s/1f1b.pp %s/lib/", dir, dir, dir, dir,
+             LIB, dir);
     free(run_expect(cmd, 0));
     char bad[600];
     snprintf(bad, sizeof bad, "%s/bad", dir);
     write_file(bad, "a.pp", TINY_HEAD "# search: S=1..W V\n");
     write_file(dir, "c.json", "{\"F\": -1}\n");
+    char ddp[600];
+    snprintf(ddp, sizeof ddp, "%s/ddp", dir);
+    write_file(ddp, "ddp.pp", DP_FILE);
     const err_row rows[] = {
         {"--search", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES, e.g. ppc --search -D W=8 -D B=32\n"},
         {"--search -D W=4", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES"},
@@ -455,13 +482,14 @@ START_TEST(test_errors)
         {"--search -D W=4 -D B=8 --top 0", 2, "ppc: --top expects a number of rows from 1 to 1000000, found '0'\n"},
         {"--search -D W=4 -D B=8 --top", 2, "ppc: --top expects a number of rows from 1 to 1000000, found nothing\n"},
         {"lib/1f1b.pp -o out --top 3", 2, "ppc: --top is only for --search\n"},
+        {"lib/1f1b.pp -o out --all", 2, "ppc: --all is only for --search\n"},
         {"--search -D W=4 -D B=8 --library nowhere", 3, "ppc --search: cannot read the library 'nowhere': No such file or directory (expected a directory of .pp schedules, see --library)\n"},
         {"--search -D W=4 -D B=8 --library empty", 3, "ppc --search: the library 'empty' holds no .pp file"},
         {"--search -D W=4 -D B=8 --library lib --costs c.json", 3, "ppc --search: --costs: c.json:1:7: expected a positive cost"},
         {"--search -D W=4 -D B=8 --library lib --mem-limit 1000", 1, "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 3 over it needs 943424 bytes on a worker (ppc lib/1f1b.pp -D S=4 -D B=8 -D W=4 --mem-limit 1000); expected a limit of at least that\n"},
         {"--search -D W=4 -D B=5 --library bad", 1, "bad/a.pp:7:18: error: search line: expected NAME=VALUES, e.g. S=W or V=1..4\n    7 | # search: S=1..W V\n      |                  ^\n"},
-        /* DDP needs W = B: with 4 workers for 8 microbatches, compute = b is outside them */
-        {"--search -D W=4 -D B=8 --library ddp", 1, "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 train another model)\n"},
+        /* DDP's placement needs W = B (DP_FILE) */
+        {"--search -D W=4 -D B=8 --library ddp", 1, "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 train another model); the first refused, ppc ddp/ddp.pp -D S=4 -D B=8 -D W=4: ddp/ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s", dir, PP_ROOT, rows[i].args);
