@@ -70,6 +70,7 @@ typedef struct {
     int search;           /* --search */
     int top;              /* --top N: rows of --search's front, 0 = all */
     int all;              /* --all: --search lists every candidate too */
+    int json;             /* --json: --search prints JSON */
     int seen_flags;       /* --prefetch, --keep-weights, -q or --no-pictures given (not for --search) */
 } options;
 
@@ -80,8 +81,8 @@ static void usage(FILE *f)
                "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
-               "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--optimizer O]\n"
-               "           [--precision P]\n"
+               "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--json]\n"
+               "           [--optimizer O] [--precision P]\n"
                "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -114,7 +115,8 @@ static void usage(FILE *f)
                "                  candidates over it\n"
                "  --top N         print only the first N rows of --search's front\n"
                "  --all           with --search, then list every candidate: compiled, refused\n"
-               "                  (and why), over --mem-limit, or another model\n");
+               "                  (and why), over --mem-limit, or another model\n"
+               "  --json          with --search, print the front (and --all's list) as JSON\n");
 }
 
 /* -D NAME=VALUE into defs[*n]; a name given twice is refused (the second
@@ -169,7 +171,7 @@ static int set_string(const char *flag, const char *val, const char **dst)
 }
 
 /* ==== --search's flags ====================================================
- * --search, --top N and --all; 1 when argv[*i] was one of them, 0 when not, -1 a
+ * --search, --top N, --all and --json; 1 when argv[*i] was one of them, 0 when not, -1 a
  * bad value (said why). */
 static int parse_search_flag(int argc, char **argv, int *i, options *o)
 {
@@ -182,8 +184,8 @@ static int parse_search_flag(int argc, char **argv, int *i, options *o)
         o->search = 1;
         return 1;
     }
-    if (!strcmp(a, "--all")) {
-        o->all = 1;
+    if (!strcmp(a, "--all") || !strcmp(a, "--json")) {
+        *(a[2] == 'a' ? &o->all : &o->json) = 1;
         return 1;
     }
     if (strcmp(a, "--top"))
@@ -212,7 +214,8 @@ static int check_search_args(const options *o)
 {
     static const char *const flags[] = {"-q", "--no-pictures", "--keep-weights", "--prefetch"};
     if (!o->search) {
-        fprintf(stderr, "ppc: %s is only for --search\n", o->top ? "--top" : "--all");
+        fprintf(stderr, "ppc: %s is only for --search\n",
+                o->top ? "--top" : o->all ? "--all" : "--json");
         return -1;
     }
     if (o->file || o->outdir || o->table) {
@@ -352,7 +355,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else
             o->file = a;
     }
-    if (o->search || o->top || o->all)
+    if (o->search || o->top || o->all || o->json)
         return check_search_args(o);
     if (o->table) {
         if (o->file || o->outdir || o->costs) {
@@ -580,7 +583,7 @@ static int run_search(const options *o)
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
-        pp_search_print(stdout, &so, &r, o->top, o->all);
+        (o->json ? pp_search_print_json : pp_search_print)(stdout, &so, &r, o->top, o->all);
     pp_search_free(&r);
     switch (st) {
     case PP_SEARCH_OK:

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "compile.h"
 #include "readfile.h"
 
@@ -1079,4 +1081,101 @@ void pp_search_free(pp_search_result *r)
     free(r->front);
     free(r->model);
     memset(r, 0, sizeof *r);
+}
+
+/* s as a JSON string literal, escaped by jansson; bytes above 0x7f of a
+ * string that is not UTF-8 (a path may hold any) become '?', as in
+ * report.json. */
+static void json_str(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    json_t *v = json_string(s);
+    char *ascii = NULL;
+    if (!v && (ascii = strdup(s))) {
+        for (char *p = ascii; *p; p++)
+            if ((unsigned char)*p > 0x7f)
+                *p = '?';
+        v = json_string(ascii);
+    }
+    if (!v || json_dumpf(v, f, JSON_ENCODE_ANY) != 0)
+        fputs("null", f); /* out of memory */
+    json_decref(v);
+    free(ascii);
+}
+
+/* A candidate's whole command, as the table prints it (caller frees). */
+static char *command_line(const pp_search_cand *k)
+{
+    char *buf = NULL, dir[256];
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return NULL;
+    out_dir(k->file, dir, sizeof dir);
+    fputs("ppc ", m);
+    shell_word(m, k->file);
+    fprintf(m, " %s -o %s", k->args, dir);
+    if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static void json_cand(FILE *f, const pp_search_cand *k)
+{
+    int known = k->state != PP_CAND_REFUSED && k->mem;
+    fputs("{\"state\": ", f);
+    json_str(f, state_word(k->state));
+    fprintf(f, ", \"front\": %d, ", k->front);
+    if (known)
+        fprintf(f, "\"time\": %.17g, \"bubble\": %.17g, \"mem_bytes\": %llu, \"S\": %lld", k->time,
+                k->bubble, (unsigned long long)k->mem, k->S);
+    else
+        fputs("\"time\": null, \"bubble\": null, \"mem_bytes\": null, \"S\": null", f);
+    fputs(", \"file\": ", f);
+    json_str(f, k->file);
+    fputs(", \"args\": ", f);
+    json_str(f, k->args);
+    char *cmd = command_line(k);
+    fputs(", \"command\": ", f);
+    json_str(f, cmd);
+    free(cmd);
+    fputs(", \"model\": ", f);
+    json_str(f, k->model);
+    fputs(", \"why\": ", f);
+    json_str(f, k->why);
+    fputs("}", f);
+}
+
+void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
+                          int all)
+{
+    fprintf(f, "{\n  \"W\": %lld,\n  \"B\": %lld,\n  \"model\": ", o->W, o->B);
+    json_str(f, r->model);
+    fputs(",\n  \"costs\": ", f);
+    json_str(f, o->costs);
+    fprintf(f, ",\n  \"mem_limit\": %llu,\n", (unsigned long long)o->mem_limit);
+    fprintf(f, "  \"files\": %d,\n  \"candidates_count\": %d,\n  \"compiled\": %d,\n"
+               "  \"refused\": %d,\n  \"over\": %d,\n  \"other_model\": %d,\n"
+               "  \"seconds\": %.6f,\n  \"front\": [",
+            r->files, r->n, r->ok, r->refused, r->over, r->other_model, r->seconds);
+    int rows = top > 0 && top < r->nfront ? top : r->nfront;
+    for (int i = 0; i < rows; i++) {
+        fputs(i ? ",\n    " : "\n    ", f);
+        json_cand(f, &r->c[r->front[i]]);
+    }
+    fputs(rows ? "\n  ]" : "]", f);
+    if (all) {
+        fputs(",\n  \"candidates\": [", f);
+        for (int i = 0; i < r->n; i++) {
+            fputs(i ? ",\n    " : "\n    ", f);
+            json_cand(f, &r->c[i]);
+        }
+        fputs(r->n ? "\n  ]" : "]", f);
+    }
+    fputs("\n}\n", f);
 }

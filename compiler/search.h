@@ -95,6 +95,10 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
  * and, for one refused or over, why. */
 void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
                      int all);
+/* The same as JSON (keys in compiler/README.md): the front (top rows),
+ * and with all every candidate. */
+void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
+                          int all);
 void pp_search_free(pp_search_result *r);
 
 #endif

@@ -10,6 +10,7 @@
  * division, refusals counted, duplicates merged) and every error of the
  * command line and of a library have a test. */
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,6 +360,46 @@ START_TEST(test_output_layout)
 }
 END_TEST
 
+/* --json (with --all): jansson reads it, and it holds what the search in
+ * process finds, row for row, candidate for candidate. */
+START_TEST(test_json_output)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --json --all",
+             PP_ROOT, LIB);
+    char *out = run_expect(cmd, 0);
+    json_error_t e;
+    json_t *j = json_loads(out, 0, &e);
+    ck_assert_msg(j != NULL, "not JSON (%s at %d:%d):\n%s", e.text, e.line, e.column, out);
+    pp_search_opts o = opts(LIB, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    json_t *front = json_object_get(j, "front"), *all = json_object_get(j, "candidates");
+    ck_assert_int_eq((int)json_array_size(front), r.nfront);
+    ck_assert_int_eq((int)json_array_size(all), r.n);
+    ck_assert_int_eq((int)json_integer_value(json_object_get(j, "compiled")), r.ok);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), r.model);
+    for (int i = 0; i < r.nfront; i++) {
+        const pp_search_cand *k = &r.c[r.front[i]];
+        json_t *x = json_array_get(front, (size_t)i);
+        ck_assert_int_eq((int)json_integer_value(json_object_get(x, "front")), i + 1);
+        ck_assert(same_time(json_number_value(json_object_get(x, "time")), k->time));
+        ck_assert(json_number_value(json_object_get(x, "mem_bytes")) == (double)k->mem);
+        ck_assert_str_eq(json_string_value(json_object_get(x, "args")), k->args);
+        ck_assert(strstr(json_string_value(json_object_get(x, "command")), k->args));
+    }
+    for (int i = 0; i < r.n; i++) {
+        json_t *x = json_array_get(all, (size_t)i);
+        ck_assert_str_eq(json_string_value(json_object_get(x, "file")), r.c[i].file);
+        ck_assert_int_eq(json_is_null(json_object_get(x, "why")),
+                         r.c[i].state != PP_CAND_REFUSED);
+    }
+    pp_search_free(&r);
+    json_decref(j);
+    free(out);
+}
+END_TEST
+
 /* ---- the search line ---------------------------------------------------------- */
 
 #define TINY_HEAD                                                                                  \
@@ -483,6 +524,7 @@ START_TEST(test_errors)
         {"--search -D W=4 -D B=8 --top", 2, "ppc: --top expects a number of rows from 1 to 1000000, found nothing\n"},
         {"lib/1f1b.pp -o out --top 3", 2, "ppc: --top is only for --search\n"},
         {"lib/1f1b.pp -o out --all", 2, "ppc: --all is only for --search\n"},
+        {"lib/1f1b.pp -o out --json", 2, "ppc: --json is only for --search\n"},
         {"--search -D W=4 -D B=8 --library nowhere", 3, "ppc --search: cannot read the library 'nowhere': No such file or directory (expected a directory of .pp schedules, see --library)\n"},
         {"--search -D W=4 -D B=8 --library empty", 3, "ppc --search: the library 'empty' holds no .pp file"},
         {"--search -D W=4 -D B=8 --library lib --costs c.json", 3, "ppc --search: --costs: c.json:1:7: expected a positive cost"},
@@ -687,6 +729,7 @@ Suite *search_suite(void)
     tcase_add_test(cli, test_printed_commands_reproduce);
     tcase_add_test(cli, test_output_layout);
     tcase_add_test(cli, test_errors);
+    tcase_add_test(cli, test_json_output);
     suite_add_tcase(s, cli);
     TCase *line = tcase_create("line");
     tcase_set_timeout(line, 60);
