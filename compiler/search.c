@@ -556,6 +556,17 @@ static int seen_before(family *f, char *key)
  * fetches weights. Returns 0, or -1 with f->fatal set. */
 static int try_combination(family *f, const pp_define *defs, int nd)
 {
+    /* The same -D values twice (a name of the line that is no param
+     * varied) is one candidate; so are two that resolve to the same params
+     * (below). The flags' text starts with '-', a resolved list with a
+     * name, so both kinds of key share the seen list. */
+    char *flags = cand_args(f, defs, nd, prefetches[0], 0);
+    int dup = flags ? seen_before(f, flags) : -1;
+    if (dup) {
+        if (dup < 0)
+            f->fatal = PP_SEARCH_NOMEM;
+        return dup < 0 ? -1 : 0;
+    }
     pp_compiled c;
     pp_compile_status st = compile_cand(f, defs, nd, prefetches[0], 0, &c);
     int rc = 0;

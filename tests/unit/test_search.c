@@ -432,7 +432,15 @@ START_TEST(test_search_line_values)
     ck_assert_int_eq(r.n, 3); /* every combination resolves to S=4 */
     pp_search_free(&r);
 
-    /* W=B: a file that idles workers is refused (S=2 on 4 workers) */
+    /* the same -D values from several combinations are one candidate, also
+     * when it is refused before its params resolve */
+    write_file(dir, "a.pp", TINY_HEAD "# search: K=1..3 S=5\n");
+    search(&o, &r, PP_SEARCH_NONE);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.refused, 1);
+    pp_search_free(&r);
+
+    /* a file that idles workers is refused (S=2 on 4 workers) */
     write_file(dir, "a.pp", TINY_HEAD "# search: S=2\n");
     search(&o, &r, PP_SEARCH_NONE);
     ck_assert_int_eq(r.refused, 1);
