@@ -208,11 +208,23 @@ static int parse_search_flag(int argc, char **argv, int *i, options *o)
     return 1;
 }
 
+static const char *const search_conflicts[] = {"-q", "--no-pictures", "--keep-weights",
+                                               "--prefetch"};
+
+/* Notes a flag --search refuses (argv[i] is always a flag here: the values
+ * of flags are skipped by the loop). */
+static void note_search_conflict(const char *a, options *o)
+{
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(a, search_conflicts[k]))
+            o->seen_flags |= 1 << k;
+}
+
 /* What --search takes: -D W and -D B (nothing else), no schedule file, no
  * -o, and none of the flags it tries itself. 0 or -1 (said why). */
 static int check_search_args(const options *o)
 {
-    static const char *const flags[] = {"-q", "--no-pictures", "--keep-weights", "--prefetch"};
+    const char *const *flags = search_conflicts;
     if (!o->search) {
         fprintf(stderr, "ppc: %s is only for --search\n",
                 o->top ? "--top" : o->all ? "--all" : "--json");
@@ -271,18 +283,19 @@ static int parse_args(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc;
+        note_search_conflict(a, o);
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
         else if (!strcmp(a, "--opcodes"))
             return 2;
         else if (!strcmp(a, "-q"))
-            o->quiet = 1, o->seen_flags |= 1;
+            o->quiet = 1;
         else if (!strcmp(a, "--table"))
             o->table = 1;
         else if (!strcmp(a, "--no-pictures"))
-            o->pictures = 0, o->seen_flags |= 2;
+            o->pictures = 0;
         else if (!strcmp(a, "--keep-weights"))
-            o->keep = 1, o->seen_flags |= 4;
+            o->keep = 1;
         else if ((rc = parse_search_flag(argc, argv, &i, o)) != 0) {
             if (rc < 0)
                 return rc;
@@ -306,7 +319,7 @@ static int parse_args(int argc, char **argv, options *o)
             }
             i++;
             if (a[2] == 'p')
-                o->prefetch = (int)v, o->seen_flags |= 8;
+                o->prefetch = (int)v;
             else
                 o->mem_limit = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
