@@ -767,7 +767,8 @@ static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r
     char *why = NULL;
     int fp = file_params(&f, &why);
     if (fp > 0) { /* a file that does not parse: one candidate, refused */
-        pp_search_cand *k = record(&f, NULL, 0, 1, 0);
+        pp_define wb[] = {{"B", o->B}, {"W", o->W}};
+        pp_search_cand *k = record(&f, wb, 2, 1, 0);
         if (k) {
             k->state = PP_CAND_REFUSED;
             k->why = why;

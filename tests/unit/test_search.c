@@ -463,6 +463,14 @@ START_TEST(test_no_search_line)
     ck_assert_int_eq(r.ok, 3);
     ck_assert_str_eq(r.c[1].args, "-D S=2 -D B=4 -D W=2");
     pp_search_free(&r);
+
+    /* a file that does not parse is one refused candidate, with its error */
+    write_file(dir, "b.pp", "param S = \n");
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.refused, 2);
+    ck_assert_str_eq(r.c[r.n - 1].args, "-D B=4 -D W=2");
+    ck_assert_msg(strstr(r.c[r.n - 1].why, "b.pp:1:11: error: syntax error"), "%s", r.c[r.n - 1].why);
+    pp_search_free(&r);
     remove_dir(dir);
 }
 END_TEST
