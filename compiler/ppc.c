@@ -252,9 +252,10 @@ static int check_search_args(const options *o)
                             "the rest)\n", n);
             return -1;
         }
-        long long v = o->defs[i].value;
-        if (v < 1 || v > 65536) {
-            fprintf(stderr, "ppc: --search: -D %s=%lld: expected 1 to 65536\n", n, v);
+        /* W up to 1024 keeps every library line within its 4096 values */
+        long long v = o->defs[i].value, most = n[0] == 'W' ? 1024 : 65536;
+        if (v < 1 || v > most) {
+            fprintf(stderr, "ppc: --search: -D %s=%lld: expected 1 to %lld\n", n, v, most);
             return -1;
         }
         have[n[0] == 'B'] = 1;

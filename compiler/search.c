@@ -17,9 +17,13 @@
 #include "readfile.h"
 
 #define MAX_ASSIGN 16     /* assignments on one search line */
-#define MAX_VALUES 1024   /* values one assignment may take */
 #define MAX_COMBOS 4096   /* combinations of one file */
+#define MAX_VALUES MAX_COMBOS /* values of one name: more would be more combinations */
 #define VALUE_BOUND 1000000000LL
+/* The most jobs one candidate may have: a search compiles many, each three
+ * times lowered, and is meant to answer in seconds; a larger one is refused
+ * (its reason says so) rather than holding the search for minutes. */
+#define MAX_JOBS (1LL << 22)
 
 /* The --prefetch values tried, the default first: among candidates that
  * tie, the first generated stands for them, so the shortest command wins. */
@@ -180,7 +184,7 @@ static int eval_values(evaluator *e, long long *out, int *n)
             return -1;
         }
         if (!e->inexact && hi - lo >= MAX_VALUES - *n) {
-            ev_fail(e, e->text, "expected at most 1024 values for one name");
+            ev_fail(e, e->text, "too many values");
             snprintf(e->err, sizeof e->err, "%lld..%lld gives more than %d values for one name",
                      lo, hi, MAX_VALUES);
             return -1;
@@ -446,6 +450,7 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
      * it still has its memory known; with it, the limit picks the window. */
     co.mem_limit = keep ? f->o->mem_limit : 0;
     co.capture = 1;
+    co.max_jobs = MAX_JOBS;
     return pp_compile(&co, c);
 }
 
@@ -681,13 +686,18 @@ static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_de
         all[nd + 1] = (pp_define){"W", f->o->W};
         return try_combination(f, all, nd + 2);
     }
-    long long vals[MAX_VALUES];
+    long long *vals = malloc(MAX_VALUES * sizeof *vals);
     int n;
+    if (!vals) {
+        f->fatal = PP_SEARCH_NOMEM;
+        return -1;
+    }
     e->text = l->a[i].values;
     e->err_at = NULL;
     if (eval_values(e, vals, &n)) {
         line_error(f->err, l, l->a[i].col + (int)(e->err_at - e->text), e->err);
         f->fatal = PP_SEARCH_BAD_LINE;
+        free(vals);
         return -1;
     }
     int param = 0;
@@ -699,10 +709,13 @@ static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_de
         e->vals[e->nn - 1] = vals[k];
         if (param)
             defs[nd] = (pp_define){l->a[i].name, vals[k]};
-        if (enumerate(f, l, i + 1, e, defs, nd + param))
+        if (enumerate(f, l, i + 1, e, defs, nd + param)) {
+            free(vals);
             return -1;
+        }
     }
     e->nn--;
+    free(vals);
     return 0;
 }
 
