@@ -171,8 +171,8 @@ static int set_string(const char *flag, const char *val, const char **dst)
 }
 
 /* ==== --search's flags ====================================================
- * --search, --top N, --all and --json; 1 when argv[*i] was one of them, 0 when not, -1 a
- * bad value (said why). */
+ * --search, --top N, --all and --json; 1 when argv[*i] was one of them, 0
+ * when not, -1 a bad value (said why). */
 static int parse_search_flag(int argc, char **argv, int *i, options *o)
 {
     const char *a = argv[*i];
@@ -238,9 +238,12 @@ static int check_search_args(const options *o)
     }
     for (int k = 0; k < 4; k++)
         if (o->seen_flags & (1 << k)) {
-            fprintf(stderr, "ppc: --search tries %s itself; expected no %s\n",
-                    k < 2 ? "every candidate quietly" : "--prefetch 0, 1, 2 and --keep-weights",
-                    flags[k]);
+            if (k < 2)
+                fprintf(stderr, "ppc: --search prints a table and writes no report or plan; "
+                                "expected no %s\n", flags[k]);
+            else
+                fprintf(stderr, "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights "
+                                "itself; expected no %s\n", flags[k]);
             return -1;
         }
     int have[2] = {0, 0};
@@ -285,6 +288,10 @@ static int parse_args(int argc, char **argv, options *o)
         const char *a = argv[i];
         int rc;
         note_search_conflict(a, o);
+        if ((rc = parse_search_flag(argc, argv, &i, o)) < 0)
+            return rc;
+        if (rc > 0)
+            continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
         else if (!strcmp(a, "--opcodes"))
@@ -297,10 +304,6 @@ static int parse_args(int argc, char **argv, options *o)
             o->pictures = 0;
         else if (!strcmp(a, "--keep-weights"))
             o->keep = 1;
-        else if ((rc = parse_search_flag(argc, argv, &i, o)) != 0) {
-            if (rc < 0)
-                return rc;
-        }
         else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
             char *end;
             errno = 0;

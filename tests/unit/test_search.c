@@ -537,6 +537,8 @@ START_TEST(test_errors)
         {"--search -D W=4 -D B=8 -o out", 2, "expected no -o\n"},
         {"--search -D W=4 -D B=8 --keep-weights", 2, "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights itself; expected no --keep-weights\n"},
         {"--search -D W=4 -D B=8 --prefetch 2", 2, "expected no --prefetch\n"},
+        {"--search -D W=4 -D B=8 --no-pictures", 2, "ppc: --search prints a table and writes no report or plan; expected no --no-pictures\n"},
+        {"--search -q -D W=4 -D B=8", 2, "expected no -q\n"},
         {"--search --search -D W=4 -D B=8", 2, "ppc: --search given twice; give it once\n"},
         {"--search -D W=4 -D B=8 --top 0", 2, "ppc: --top expects a number of rows from 1 to 1000000, found '0'\n"},
         {"--search -D W=4 -D B=8 --top", 2, "ppc: --top expects a number of rows from 1 to 1000000, found nothing\n"},
