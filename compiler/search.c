@@ -15,6 +15,7 @@
 
 #include "compile.h"
 #include "readfile.h"
+#include "report.h"
 
 #define MAX_ASSIGN 16     /* assignments on one search line */
 #define MAX_COMBOS 4096   /* combinations of one file */
@@ -204,7 +205,7 @@ static void line_error(FILE *err, const search_line *l, int col, const char *msg
     fprintf(err, "%5d | %.*s\n      | %*s^\n", l->lineno, l->line_len, l->line, col - 1, "");
 }
 
-/* Finds "# search:" (a comment line: '#' or "//", then "search:") in src
+/* Finds the first "# search:" line (a comment: '#' or "//", then "search:") in src
  * and splits it into assignments. Returns 0 (l->found says whether there
  * was one), -1 malformed (said why), -2 out of memory. */
 static int parse_search_line(const char *src, search_line *l, FILE *err)
@@ -995,19 +996,6 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
 
 /* ==== Output =============================================================== */
 
-static const char *human(uint64_t b, char *buf)
-{
-    if (b >= 1024ull * 1024 * 1024)
-        snprintf(buf, 16, "%.1f GiB", (double)b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024ull * 1024)
-        snprintf(buf, 16, "%.1f MiB", (double)b / (1024.0 * 1024));
-    else if (b >= 1024)
-        snprintf(buf, 16, "%.1f KiB", (double)b / 1024.0);
-    else
-        snprintf(buf, 16, "%llu B", (unsigned long long)b);
-    return buf;
-}
-
 /* The output directory of a row's command: out/<file's stem>. */
 static void out_dir(const char *file, char *buf, size_t n)
 {
@@ -1081,7 +1069,7 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
         char hb[16], dir[256];
         out_dir(k->file, dir, sizeof dir);
         fprintf(f, "%4d  %12.6g  %6.1f%%  %12llu  %10s  ppc ", i + 1, k->time, 100.0 * k->bubble,
-                (unsigned long long)k->mem, human(k->mem, hb));
+                (unsigned long long)k->mem, pp_human_bytes(k->mem, hb));
         shell_word(f, k->file);
         fprintf(f, " %s -o %s\n", k->args, dir);
     }
