@@ -33,6 +33,8 @@ Suite *cli_suite(void);
 Suite *torch_csv_suite(void);
 Suite *overlap_suite(void);
 Suite *overlap_e2e_suite(void);
+Suite *search_suite(void);
+Suite *search_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -64,5 +66,6 @@ extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];
 extern const pp_tcase_info cli_tcases[];
+extern const pp_tcase_info search_e2e_tcases[];
 
 #endif
