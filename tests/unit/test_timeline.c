@@ -586,9 +586,10 @@ static void assert_exact(const compiled *c, const diagram *g)
 }
 
 /* A scaled diagram against the simulation, column by column: '.' only where
- * no job runs; a direction or '-' only where one job fills the column; 'f',
- * 'b', 'w' only where jobs of that one direction fill it; '*' where jobs
- * fill it; ':' where jobs and idle time share it. */
+ * no job runs, however little of the column a job takes; a direction or '-'
+ * only where one job fills the column; 'f', 'b', 'w' only where jobs of that
+ * one direction fill it; '*' where jobs fill it; ':' where jobs and idle
+ * time share it. */
 static void assert_scaled(const compiled *c, const diagram *g)
 {
     const pp_jobspace *js = &c->t.js;
@@ -614,7 +615,7 @@ static void assert_scaled(const compiled *c, const diagram *g)
             char ch = g->row[w][col];
             const char *where = "";
             if (ch == '.')
-                where = busy[col] < 1e-6 ? NULL : "a job runs in an idle column";
+                where = busy[col] < 1e-12 ? NULL : "a job runs in an idle column";
             else if (ch == 'F' || ch == 'B' || ch == 'W' || ch == '-')
                 where = most[col] > 1 - 1e-6 ? NULL : "no one job fills a job column";
             else if (ch == 'f' || ch == 'b' || ch == 'w')
@@ -624,7 +625,7 @@ static void assert_scaled(const compiled *c, const diagram *g)
             else if (ch == '*')
                 where = busy[col] > 1 - 1e-6 ? NULL : "idle time in a '*' column";
             else if (ch == ':')
-                where = busy[col] > 1e-6 && busy[col] < 1 - 1e-6 ? NULL : "':' not partly idle";
+                where = busy[col] > 0 && busy[col] < 1 - 1e-6 ? NULL : "':' not partly idle";
             else
                 where = "unknown symbol";
             ck_assert_msg(!where, "w%d column %d '%c': %s (busy %g)", w, col, ch, where, busy[col]);
@@ -732,6 +733,34 @@ START_TEST(ascii_scaled_never_misrepresents)
 }
 END_TEST
 
+START_TEST(ascii_scaled_keeps_jobs_far_shorter_than_a_column)
+{
+    /* Stage 1's forwards cost 1e9, every other job 1: a column is 2e7
+     * time units, so worker 0's four 1-unit forwards take 2e-7 of its first
+     * column. They ran, so that column is ':' (jobs and idle time), not '.'
+     * (idle); it drew every job of workers 0, 2 and 3 as idle time. */
+    static const char *src = "param S = 4\nparam B = 4\nparam W = S\n"
+                             "compute(s,b,d) = s\npriority(s,b,d) = d * B + b\n"
+                             "cost F = s == 1 ? 1000000000 : 1\ncost B = 1\n";
+    compiled c;
+    compile_src(&c, src, NULL, 0);
+    ck_assert_int_eq(c.errors, 0);
+    char *a = render(&c, ASCII, 100, NULL, 0);
+    assert_width(a, 100);
+    diagram g;
+    diagram_read(&g, a, 4);
+    ck_assert_double_eq(g.k, 2e7);
+    assert_scaled(&c, &g);
+    for (int w = 0; w < 4; w++)
+        ck_assert_msg(strchr(g.row[w], ':') || strchr(g.row[w], 'F'), "w%d shows no job: %s", w,
+                      g.row[w]);
+    ck_assert_int_eq(g.row[0][0], ':');
+    diagram_free(&g);
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
 START_TEST(ascii_measured_costs_to_within_a_column)
 {
     /* Costs that are no whole multiple of one another (F 123, B 271, as
@@ -810,6 +839,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, ascii_1f1b_s16_b64_warmup_steady_cooldown);
     tcase_add_test(tc, ascii_1f1b_s16_b64_widths_proportional);
     tcase_add_test(tc, ascii_scaled_never_misrepresents);
+    tcase_add_test(tc, ascii_scaled_keeps_jobs_far_shorter_than_a_column);
     tcase_add_test(tc, ascii_measured_costs_to_within_a_column);
     tcase_add_test(tc, ascii_large_stays_within_width);
     suite_add_tcase(s, tc);
