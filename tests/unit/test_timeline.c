@@ -387,6 +387,37 @@ START_TEST(trace_in_the_costs_unit_at_s16_b64)
 }
 END_TEST
 
+/* Costs so small that the pictures' scales overflowed (1e-310 s a
+ * forward: timeline.svg 0 px wide with every cell at x=0, report.txt's
+ * diagram "1 column = 0 time units" and all idle) are refused with the
+ * cheapest job and the least allowed; 1e-300 still draws. */
+START_TEST(tiny_costs_refused_not_drawn_blank)
+{
+    char *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1e-310, \"B\": 3e-310}' > %s/tiny.json && ./bin/ppc "
+             "schedules/1f1b.pp --costs %s/tiny.json -o %s/p",
+             PP_ROOT, dir, dir, dir);
+    char *out = run_expect(cmd, 1), want[600];
+    snprintf(want, sizeof want,
+             "schedules/1f1b.pp: error: the costs (--costs %s/tiny.json) make the cheapest job "
+             "1e-310, too small for the simulator's clock and the pictures' scales; expected at "
+             "least 1e-300",
+             dir);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1e-300, \"B\": 3e-300}' > %s/least.json && ./bin/ppc "
+             "schedules/1f1b.pp --costs %s/least.json -o %s/q -q && grep -c '^w0 |F0 F1 F2 F3' "
+             "%s/q/report.txt && grep -c 'svg[^>]* width=\"1213.6\"' %s/q/timeline.svg",
+             PP_ROOT, dir, dir, dir, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    free(run_expect(cmd, 0));
+    free(dir);
+}
+END_TEST
+
 /* ---- ASCII ---------------------------------------------------------------- */
 
 START_TEST(ascii_gpipe_s4_b4_exact)
@@ -831,6 +862,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, svg_1f1b_s16_b64_every_cell_labelled);
     tcase_add_test(tc, trace_is_json_with_a_slice_per_job_and_transfer);
     tcase_add_test(tc, trace_in_the_costs_unit_at_s16_b64);
+    tcase_add_test(tc, tiny_costs_refused_not_drawn_blank);
     tcase_add_test(tc, ascii_gpipe_s4_b4_exact);
     tcase_add_test(tc, ascii_1f1b_two_digit_microbatches);
     tcase_add_test(tc, ascii_non_unit_costs_exact);
