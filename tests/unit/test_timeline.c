@@ -391,7 +391,7 @@ END_TEST
  * forward: timeline.svg 0 px wide with every cell at x=0, report.txt's
  * diagram "1 column = 0 time units" and all idle) are refused with the
  * cheapest job and the least allowed; 1e-300 still draws. */
-START_TEST(tiny_costs_refused_not_drawn_blank)
+START_TEST(extreme_costs_refused_not_drawn_wrong)
 {
     char *dir = temp_dir(), cmd[4096];
     snprintf(cmd, sizeof cmd,
@@ -412,6 +412,20 @@ START_TEST(tiny_costs_refused_not_drawn_blank)
              "%s/q/report.txt && grep -c 'svg[^>]* width=\"1213.6\"' %s/q/timeline.svg",
              PP_ROOT, dir, dir, dir, dir, dir);
     free(run_expect(cmd, 0));
+    /* At the other end, 1e302 s forwards: trace.json's microseconds
+     * overflowed to infinity and were written as 0, 47 slices piled at the
+     * start; the total is refused above 1e302 (1e300 still compiles). */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1e302, \"B\": 1e302}' > %s/huge.json && ./bin/ppc "
+             "schedules/1f1b.pp --costs %s/huge.json -o %s/r",
+             PP_ROOT, dir, dir, dir);
+    out = run_expect(cmd, 1);
+    snprintf(want, sizeof want,
+             "schedules/1f1b.pp: error: the costs (--costs %s/huge.json) add up to 6.4e+303, too "
+             "large for trace.json's microseconds (1e6 a second); expected at most 1e+302",
+             dir);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     free(run_expect(cmd, 0));
     free(dir);
@@ -862,7 +876,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, svg_1f1b_s16_b64_every_cell_labelled);
     tcase_add_test(tc, trace_is_json_with_a_slice_per_job_and_transfer);
     tcase_add_test(tc, trace_in_the_costs_unit_at_s16_b64);
-    tcase_add_test(tc, tiny_costs_refused_not_drawn_blank);
+    tcase_add_test(tc, extreme_costs_refused_not_drawn_wrong);
     tcase_add_test(tc, ascii_gpipe_s4_b4_exact);
     tcase_add_test(tc, ascii_1f1b_two_digit_microbatches);
     tcase_add_test(tc, ascii_non_unit_costs_exact);
