@@ -783,26 +783,38 @@ START_TEST(ascii_scaled_keeps_jobs_far_shorter_than_a_column)
     /* Stage 1's forwards cost 1e9, every other job 1: a column is 2e7
      * time units, so worker 0's four 1-unit forwards take 2e-7 of its first
      * column. They ran, so that column is ':' (jobs and idle time), not '.'
-     * (idle); it drew every job of workers 0, 2 and 3 as idle time. */
-    static const char *src = "param S = 4\nparam B = 4\nparam W = S\n"
-                             "compute(s,b,d) = s\npriority(s,b,d) = d * B + b\n"
-                             "cost F = s == 1 ? 1000000000 : 1\ncost B = 1\n";
-    compiled c;
-    compile_src(&c, src, NULL, 0);
-    ck_assert_int_eq(c.errors, 0);
-    char *a = render(&c, ASCII, 100, NULL, 0);
-    assert_width(a, 100);
-    diagram g;
-    diagram_read(&g, a, 4);
-    ck_assert_double_eq(g.k, 2e7);
-    assert_scaled(&c, &g);
-    for (int w = 0; w < 4; w++)
-        ck_assert_msg(strchr(g.row[w], ':') || strchr(g.row[w], 'F'), "w%d shows no job: %s", w,
-                      g.row[w]);
-    ck_assert_int_eq(g.row[0][0], ':');
-    diagram_free(&g);
-    free(a);
-    compiled_free(&c);
+     * (idle); it drew every job of workers 0, 2 and 3 as idle time. At 4e11
+     * and B = 1 (2e9 a column) worker 0's one forward is 5e-10 of its
+     * column, under the scaled layout's snap, and still shows. */
+    static const struct {
+        const char *big;
+        int B;
+        double k;
+    } cases[] = {{"1000000000", 4, 2e7}, {"400000000000", 1, 2e9}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "param S = 4\nparam B = %d\nparam W = S\n"
+                 "compute(s,b,d) = s\npriority(s,b,d) = d * B + b\n"
+                 "cost F = s == 1 ? %s : 1\ncost B = 1\n",
+                 cases[i].B, cases[i].big);
+        compiled c;
+        compile_src(&c, src, NULL, 0);
+        ck_assert_int_eq(c.errors, 0);
+        char *a = render(&c, ASCII, 100, NULL, 0);
+        assert_width(a, 100);
+        diagram g;
+        diagram_read(&g, a, 4);
+        ck_assert_double_eq(g.k, cases[i].k);
+        assert_scaled(&c, &g);
+        for (int w = 0; w < 4; w++)
+            ck_assert_msg(strchr(g.row[w], ':') || strchr(g.row[w], 'F'), "w%d shows no job: %s",
+                          w, g.row[w]);
+        ck_assert_int_eq(g.row[0][0], ':');
+        diagram_free(&g);
+        free(a);
+        compiled_free(&c);
+    }
 }
 END_TEST
 
