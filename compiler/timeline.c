@@ -12,6 +12,7 @@
  * job appear twice, and skips jobs whose times are not finite. */
 #include "timeline.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,10 +392,16 @@ static double snap(double x)
     return snap_to(x, 1e-6);
 }
 
-/* The scaled layout's: only rounding noise (far below 1e-9 of a column at
- * a few hundred columns). Its columns span up to 1e12 shortest jobs, so
- * 1e-6 of one can be whole jobs, which snap() would move off the end. */
-#define SCALED_SNAP 1e-9
+/* The scaled layout's: only rounding noise. Its columns span up to 1e12
+ * shortest jobs, so 1e-6 of one can be whole jobs, which snap() would move
+ * off the end or out of their column. A simulated time is a chain of at
+ * most N additions, each off by half an ulp, so the noise in `cols`
+ * columns is at most N * DBL_EPSILON * cols (4e-11 for 1F1B S=16 B=64's
+ * 2048 jobs in 79 columns; 1e-9 is the least taken). */
+static double scaled_tol(int N, double cols)
+{
+    return fmax(1e-9, (double)N * DBL_EPSILON * cols);
+}
 
 /* Writes `text` word-wrapped to `width` columns (a legend must not break the
  * width promise either). */
@@ -514,16 +521,17 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
     /* Scaled: from a grain (or half the shortest job, so that every job
      * still fills a whole column) up, until the bands hold it. */
     L->mode = ASCII_SCALED;
-    L->tol = SCALED_SNAP;
+    int N = job_count(js);
     double base = grain > 0 ? grain : nice_down(u / 2), k = base;
     static const double m[3] = {1, 2, 5};
     for (int i = 0; i < 3 * 40; i++) {
         k = base * m[i % 3] * pow(10, i / 3);
-        if (ceil(snap_to(M / k, SCALED_SNAP)) <= (double)mb * avail)
+        if (ceil(snap_to(M / k, scaled_tol(N, M / k))) <= (double)mb * avail)
             break;
     }
     L->cpu = 1 / k;
-    double cols = M > 0 ? ceil(snap_to(M * L->cpu, SCALED_SNAP)) : 0;
+    L->tol = scaled_tol(N, M * L->cpu);
+    double cols = M > 0 ? ceil(snap_to(M * L->cpu, L->tol)) : 0;
     L->ncols = cols < (double)mb * avail ? (int)cols : mb * avail;
     L->nbands = bands_of(L->ncols, L->band);
     L->fine = grain > 0 ? k == grain : k <= u / 2 * (1 + 1e-9);

@@ -818,6 +818,36 @@ START_TEST(ascii_scaled_keeps_jobs_far_shorter_than_a_column)
 }
 END_TEST
 
+START_TEST(ascii_scaled_measured_seconds_match_units)
+{
+    /* 1F1B S=16 B=64 in 40 columns (2 units a column) and the same times in
+     * "seconds" (* 0.001, inexact in binary): the scaled layout's snap takes
+     * the rounding for what it is, so the rows are the same, with no ':' for
+     * a sliver of noise at a job's edge. */
+    compiled c;
+    compile_lib(&c, "1f1b.pp", 16, 64);
+    char *units = render(&c, ASCII, 40, NULL, 0);
+    for (int j = 0; j < job_count(&c.t.js); j++) {
+        c.sim.start[j] *= 0.001;
+        c.sim.end[j] *= 0.001;
+    }
+    c.sim.makespan *= 0.001;
+    char *secs = render(&c, ASCII, 40, NULL, 0);
+    diagram gu, gs;
+    diagram_read(&gu, units, 16);
+    diagram_read(&gs, secs, 16);
+    ck_assert_double_eq(gu.k, 2);
+    ck_assert_double_eq(gs.k, 0.002);
+    for (int w = 0; w < 16; w++)
+        ck_assert_str_eq(gs.row[w], gu.row[w]);
+    diagram_free(&gu);
+    diagram_free(&gs);
+    free(secs);
+    free(units);
+    compiled_free(&c);
+}
+END_TEST
+
 START_TEST(ascii_measured_costs_to_within_a_column)
 {
     /* Costs that are no whole multiple of one another (F 123, B 271, as
@@ -898,6 +928,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, ascii_1f1b_s16_b64_widths_proportional);
     tcase_add_test(tc, ascii_scaled_never_misrepresents);
     tcase_add_test(tc, ascii_scaled_keeps_jobs_far_shorter_than_a_column);
+    tcase_add_test(tc, ascii_scaled_measured_seconds_match_units);
     tcase_add_test(tc, ascii_measured_costs_to_within_a_column);
     tcase_add_test(tc, ascii_large_stays_within_width);
     suite_add_tcase(s, tc);
