@@ -172,7 +172,9 @@ static int lower_forward(lowering *L, int j)
     in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
     if (s == S - 1)
         tgt = tokens_for(L, b);
-    int split = t->js.ND == 3;
+    /* a split backward's B leaves more in the stash for W: sized per job,
+     * since with `split backward when` a stage may have both kinds */
+    int split = job_split(&t->js, s, b);
     int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
                                  : pp_stage_stash_bytes(L->m, S, s));
     if (s < S - 1)
@@ -213,7 +215,7 @@ static int lower_backward(lowering *L, int j)
         dout = L->din[sb(L, s + 1, b)];
     if (s > 0)
         din = new_buf(L, pp_act_bytes(L->m));
-    int split = t->js.ND == 3;
+    int split = job_split(&t->js, s, b); /* else a full backward, accumulating dW itself */
     int stash = L->stash[sb(L, s, b)], wts = weights_buffer(L, j);
     int wgrad = split ? -1 : wgrad_for(L, s);
     if (wgrad == -2)
