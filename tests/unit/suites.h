@@ -30,6 +30,8 @@ Suite *robust_suite(void);
 Suite *verify_suite(void);
 Suite *verify_e2e_suite(void);
 Suite *cli_suite(void);
+Suite *lang_suite(void);
+Suite *lang_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -61,5 +63,6 @@ extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];
 extern const pp_tcase_info cli_tcases[];
+extern const pp_tcase_info lang_e2e_tcases[];
 
 #endif

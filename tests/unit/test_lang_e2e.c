@@ -1,0 +1,90 @@
+/* test_lang_e2e.c - mixed backward (`split backward when`) end to end under
+ * mpirun: a ZB-H1 order whose even microbatches' backwards are split (B
+ * and W, BackwardInput/BackwardWeight) and odd ones are not (Backward),
+ * so every stage holds both kinds of stash, trains 3 steps on 4 ranks
+ * (cpu backend) to the weights of `ppvm --reference`: within the e2e
+ * suite's tolerance as it runs (a full backward adds its microbatch's
+ * weight gradient before an earlier microbatch's W does, so the sum's
+ * order differs), and bit for bit under --deterministic, which fixes that
+ * order. The mlp and the small GPT (tests/unit/testutil.c), whose split
+ * kernels differ. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+#include "testutil.h"
+
+#define MIXED_ZB                                                                                \
+    "param S = 4\nparam B = 8\nparam W = S\n"                                                   \
+    "require W == S\n"                                                                          \
+    "split backward when b % 2 == 0\n"                                                          \
+    "let k = min(S - 1 - s, B)\n"                                                               \
+    "compute(s,b,d) = s\nweights(s,b,d) = s\n"                                                  \
+    "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"           \
+    "order strict\n"
+
+#define MLP "model { context = 8  embed = 16  ffn = 256  blocks = 1  batch = 16 }\n"
+
+/* Writes src to a fresh directory's t.pp, compiles it with defs into
+ * <dir>/plan, trains 3 steps on np ranks with `flags` and the reference
+ * with the same flags, and compares with `tolerance`. */
+static void mixed_trains_like_reference(const char *src, const char *model, const char *defs,
+                                        const char *flags, const char *tolerance)
+{
+    char *dir = temp_dir(), path[1024], cmd[4096], *out, *why;
+    snprintf(path, sizeof path, "%s/t.pp", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s%s", src, model);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q", PP_ROOT, path, defs, dir);
+    free(run_expect(cmd, 0));
+    /* the plans hold both kinds of backward */
+    snprintf(cmd, sizeof cmd, "cat %s/plan/rank1.txt", dir);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, " Backward ") && strstr(out, " BackwardInput ") &&
+                      strstr(out, " BackwardWeight "),
+                  "rank 1's plan lacks a kind of backward:\n%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "--backend cpu %s %s/plan --steps 3 --save %s/w --quiet", flags, dir,
+             dir);
+    if (mpi_run(4, cmd, &out, &why))
+        ck_abort_msg("mixed %s %s: training under mpirun failed: %s", defs, flags, why);
+    free(out);
+    proc_result r;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s %s/plan --steps 3 --save %s/ref --quiet",
+             PP_ROOT, flags, dir, dir);
+    if (run_proc(cmd, CMD_TIMEOUT, &r))
+        ck_abort_msg("mixed: the reference run failed: %s\n  it %s", cmd, proc_story(&r, 20));
+    proc_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref %s", PP_ROOT, dir, dir, tolerance);
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance") &&
+                      !strstr(r.out, " beyond atol "),
+                  "mixed %s %s: weights differ from the reference (%s):\n%s", defs, flags, cmd,
+                  r.out);
+    proc_free(&r);
+    remove_dir(dir);
+}
+
+START_TEST(mixed_backward_trains_like_reference)
+{
+    mixed_trains_like_reference(MIXED_ZB, MLP, "", "", "");
+    mixed_trains_like_reference(MIXED_ZB, MLP, "", "--deterministic", "--atol 0 --rtol 0");
+}
+END_TEST
+
+START_TEST(mixed_backward_gpt)
+{
+    char model[512];
+    snprintf(model, sizeof model, "%s\n", test_gpt_model);
+    mixed_trains_like_reference(MIXED_ZB, model, "-D B=4", "--deterministic", "--atol 0 --rtol 0");
+}
+END_TEST
+
+#define LANG_E2E_TESTS(X)                                                                          \
+    X(mixed_backward_trains_like_reference, 4)                                                     \
+    X(mixed_backward_gpt, 4)
+
+PP_JOB_SUITE(lang_e2e, LANG_E2E_TESTS)
