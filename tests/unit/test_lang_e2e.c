@@ -7,7 +7,7 @@
  * weight gradient before an earlier microbatch's W does, so the sum's
  * order differs), and bit for bit under --deterministic, which fixes that
  * order. The mlp and the small GPT (tests/unit/testutil.c), whose split
- * kernels differ. */
+ * kernels differ; and what ppvm --profile writes for such a plan. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +83,46 @@ START_TEST(mixed_backward_gpt)
 }
 END_TEST
 
+/* ppvm --profile on a plan that splits the backwards of stages 0 and 1
+ * only: B and W of those stages are their split jobs' medians; stages 2
+ * and 3 have only full backwards, so each gets half of it as B and as W
+ * (B + W is what ppc charges them); and ppc takes the file as --costs. */
+START_TEST(mixed_backward_profile)
+{
+    char *dir = temp_dir(), path[1024], cmd[4096], *out, *why;
+    snprintf(path, sizeof path, "%s/t.pp", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "param S = 4\nparam B = 4\nparam W = S\ncompute(s,b,d) = s\n"
+               "split backward when s < 2\npriority(s,b,d) = d == F ? b : B + b\n%s", MLP);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/plan -q", PP_ROOT, path, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --quiet --profile %s/costs.json",
+             dir, dir);
+    if (mpi_run(4, cmd, &out, &why))
+        ck_abort_msg("mixed --profile: training under mpirun failed: %s", why);
+    free(out);
+    snprintf(cmd, sizeof cmd, "cat %s/costs.json", dir);
+    char *json = run_expect(cmd, 0);
+    double b[8], w[8], fw[8];
+    ck_assert_int_eq(profile_values(json, "F", fw, 8), 4);
+    ck_assert_int_eq(profile_values(json, "B", b, 8), 4);
+    ck_assert_int_eq(profile_values(json, "W", w, 8), 4);
+    for (int s = 2; s < 4; s++) /* the halves of one median: equal bits */
+        ck_assert_msg(b[s] == w[s], "stage %d: B %g and W %g of a full backward differ", s, b[s],
+                      w[s]);
+    free(json);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/measured --costs %s/costs.json", PP_ROOT, path,
+             dir, dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+}
+END_TEST
+
 #define LANG_E2E_TESTS(X)                                                                          \
     X(mixed_backward_trains_like_reference, 4)                                                     \
-    X(mixed_backward_gpt, 4)
+    X(mixed_backward_gpt, 4)                                                                       \
+    X(mixed_backward_profile, 4)
 
 PP_JOB_SUITE(lang_e2e, LANG_E2E_TESTS)
