@@ -90,7 +90,7 @@ static void usage(FILE *f)
                "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
                "                  (bf16: jobs compute with and fetches move a bf16 copy of\n"
                "                  the weights, which owners keep beside their fp32 ones)\n"
-               "  -q              print nothing on success\n"
+               "  -q              print nothing on success but the schedule's warnings\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
                "  --opcodes       print the instruction set, generated from isa/opcodes.h,\n"
