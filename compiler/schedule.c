@@ -271,8 +271,9 @@ static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var
         return e;
     }
     if (e->kind == EX_LET) {
-        if (seen[e->index]++ || !sch->lets[e->index].uses_job)
+        if (seen[e->index] || !sch->lets[e->index].uses_job)
             return NULL;
+        seen[e->index] = 1;
         const pp_expr *inner = NULL;
         if (!find_var(sch, sch->lets[e->index].expr, var, seen, &inner))
             return NULL;
@@ -292,13 +293,16 @@ static void params_used(const pp_schedule *sch, const pp_expr *e, unsigned char 
 {
     if (!e)
         return;
-    if (e->kind == EX_PARAM && !seen_param[e->index]++) {
+    if (e->kind == EX_PARAM && !seen_param[e->index]) {
+        seen_param[e->index] = 1;
         size_t k = strlen(buf);
         snprintf(buf + k, n - k, "%s%s=%lld", k ? ", " : " with ", sch->params[e->index].name,
                  sch->params[e->index].value);
     }
-    if (e->kind == EX_LET && !seen_let[e->index]++)
+    if (e->kind == EX_LET && !seen_let[e->index]) {
+        seen_let[e->index] = 1;
         params_used(sch, sch->lets[e->index].expr, seen_let, seen_param, buf, n);
+    }
     params_used(sch, e->a, seen_let, seen_param, buf, n);
     params_used(sch, e->b, seen_let, seen_param, buf, n);
     params_used(sch, e->c, seen_let, seen_param, buf, n);
@@ -313,6 +317,7 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
                 "a requirement (it may use params and lets of params)", 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
+    check_depth(sch, st->expr); /* bounds the walks below as it bounds evaluation */
     if (sch->diag->errors != before)
         return;
     unsigned char *seen_let = calloc((size_t)sch->nlets + 1, 1);
@@ -321,15 +326,14 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
         diag_nomem(sch->diag, "while checking a requirement");
         goto out;
     }
-    const pp_expr *via = NULL;
-    if (find_var(sch, st->expr, 0, seen_let, &via)) {
-        diag_error(sch->diag, via->loc,
+    /* s, b and d themselves failed to resolve above: only a let can bring them */
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 0, seen_let, &via);
+    if (at) {
+        diag_error(sch->diag, at->loc,
                    "'%s' uses s, b or d: a requirement may use params and lets of params only",
-                   sch->lets[via->index].name);
+                   via ? sch->lets[via->index].name : "it");
         goto out;
     }
-    if (check_depth(sch, st->expr) == 1 && sch->diag->errors != before)
-        goto out;
     long long v;
     if (!eval_const(sch, st->expr, &v) || v)
         goto out;
