@@ -7,7 +7,9 @@
  * weight gradient before an earlier microbatch's W does, so the sum's
  * order differs), and bit for bit under --deterministic, which fixes that
  * order. The mlp and the small GPT (tests/unit/testutil.c), whose split
- * kernels differ; and what ppvm --profile writes for such a plan. */
+ * kernels differ; FSDP's placement (fetched weights, gradients returned to
+ * the owners) with half its backwards split; and what ppvm --profile writes
+ * for such a plan. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,17 @@ START_TEST(mixed_backward_trains_like_reference)
 }
 END_TEST
 
+/* FSDP's placement, half its backwards split: full backwards fetch the
+ * weights and return weight gradients to the owners from the Backward,
+ * split ones from the BackwardWeight; with --keep-weights. */
+START_TEST(mixed_backward_fsdp)
+{
+    mixed_trains_like_reference("param S = 4\nparam B = S\nparam W = B\ncompute(s,b,d) = b\n"
+                                "weights(s,b,d) = s % W\nsplit backward when (s + b) % 2 == 0\n",
+                                MLP, "--keep-weights", "--deterministic", "--atol 0 --rtol 0");
+}
+END_TEST
+
 START_TEST(mixed_backward_gpt)
 {
     char model[512];
@@ -123,6 +136,7 @@ END_TEST
 #define LANG_E2E_TESTS(X)                                                                          \
     X(mixed_backward_trains_like_reference, 4)                                                     \
     X(mixed_backward_gpt, 4)                                                                       \
+    X(mixed_backward_fsdp, 4)                                                                      \
     X(mixed_backward_profile, 4)
 
 PP_JOB_SUITE(lang_e2e, LANG_E2E_TESTS)
