@@ -65,6 +65,7 @@ static const struct suite_entry {
     {"verify", verify_suite, FAST, 1, NULL},
     {"cli", cli_suite, FAST, 1, cli_tcases},
     {"lang", lang_suite, FAST, 1, NULL},
+    {"torch_csv", torch_csv_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"ckpt", ckpt_suite, MPI, 4, ckpt_tcases},
     {"robust", robust_suite, MPI, 2, robust_tcases},
@@ -72,6 +73,8 @@ static const struct suite_entry {
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
     {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
     {"lang_e2e", lang_e2e_suite, MPI, 4, lang_e2e_tcases},
+    {"overlap", overlap_suite, FAST, 1, NULL},
+    {"overlap_e2e", overlap_e2e_suite, MPI, 4, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

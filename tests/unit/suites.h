@@ -32,6 +32,9 @@ Suite *verify_e2e_suite(void);
 Suite *cli_suite(void);
 Suite *lang_suite(void);
 Suite *lang_e2e_suite(void);
+Suite *torch_csv_suite(void);
+Suite *overlap_suite(void);
+Suite *overlap_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs

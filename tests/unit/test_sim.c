@@ -395,7 +395,8 @@ START_TEST(library_compiles_over_documented_ranges)
         {"1f1b.pp", "S", "B", PLAIN},          {"1f1b-greedy.pp", "S", "B", PLAIN},
         {"fsdp.pp", "S", NULL, PLAIN},         {"breadth-first.pp", "W", "B", LOOPED},
         {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", MULTIPLE},
-        {"zb-h1.pp", "S", "B", PLAIN},
+        {"zb-h1.pp", "S", "B", PLAIN},         {"1f1b-overlap.pp", "S", "B", PLAIN},
+        {"dualpipe-v.pp", "W", "B", PLAIN},
     };
     int values[] = {1, 2, 3, 4, 8, 16};
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)
