@@ -280,11 +280,13 @@ static int lower_item(lowering *L, const item *x)
         if (q >= 0 && L->pair_next != x->job) {
             /* what the jobs would emit first goes before the marker, not
              * between the two: a forward's microbatch load (first and last
-             * stage), a backward's ZeroGrads (a stage it does not own) */
+             * stage), a full backward's ZeroGrads (a stage it does not
+             * own; with `split backward when` a backward that is not split
+             * is full too, and a split one's B accumulates nothing) */
             int f = d == DIR_F ? x->job : q, fs = job_s(&t->js, f), bk = f == q ? x->job : q;
             if ((fs == 0 || fs == t->js.S - 1) && tokens_for(L, job_b(&t->js, f)) < 0)
                 return -1;
-            if (t->js.ND == 2 && wgrad_for(L, job_s(&t->js, bk)) == -2)
+            if (job_makes_wgrad(&t->js, bk) && wgrad_for(L, job_s(&t->js, bk)) == -2)
                 return -1;
             if (emit(L, PP_OP_Overlap, -1, -1, -1, -1) < 0)
                 return -1;
