@@ -8,6 +8,10 @@
  *   - `split backward when EXPR` (mixed backward): which jobs exist and are
  *     split, their costs, the simulated order, and the instructions each
  *     kind lowers to, stash sizes included;
+ *   - mixed backward with `overlap F with B when`: a pair is a forward and
+ *     a full backward or a split backward's B, never a W; the lowered pairs
+ *     (a full backward's ZeroGrads before its Overlap); --emit torch-csv
+ *     names split backwards I and full ones B;
  *   - every library file's requirements fire on a bad -D (schedules/), and
  *     ppc's exit status and stderr for both.
  * Training a mixed schedule to the reference's weights is lang_e2e
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include "../../compiler/lower.h"
+#include "../../compiler/torch_csv.h"
 #include "../../kernels/model.h"
 #include "suites.h"
 #include "testutil.h"
@@ -508,6 +513,148 @@ START_TEST(mixed_report_and_greedy)
 }
 END_TEST
 
+/* ------------------------------------------- mixed backward with overlap */
+
+/* MIXED at B = 8 with its forwards paired: in ZB-H1's order each F(s,b+k)
+ * sits just before B(s,b), and the W between them exists only for even b.
+ * The last stage is left out: there F(3,b+1) follows B(3,b), and the pair
+ * would wait on F(2,b+1), itself paired with B(2,b), which waits on B(3,b). */
+#define MIXED_OVERLAP MIXED "overlap F with B when s < S - 1\n"
+
+/* Every pair is a forward and a backward (full where b is odd, a split
+ * one's input half where even) of different microbatches, never a W: 18
+ * pairs (5, 6 and 7 on workers 0 to 2), 10 with a split B, 8 with a full
+ * one; ends equal, as the simulator ends a pair's two jobs at once. */
+START_TEST(mixed_overlap_pairs)
+{
+    pp_define b8 = {"B", 8};
+    compiled c;
+    compile_src(&c, MIXED_OVERLAP, &b8, 1);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    ck_assert_ptr_nonnull(c.sim.partner);
+    ck_assert_int_eq(c.sim.npairs, 18);
+    const pp_jobspace *js = &c.t.js;
+    int split = 0, full = 0, per_worker[4] = {0};
+    for (int j = 0; j < job_count(js); j++) {
+        int q = c.sim.partner[j];
+        if (q < 0)
+            continue;
+        ck_assert_int_eq(c.sim.partner[q], j);
+        ck_assert_msg(job_exists(js, j) && job_exists(js, q), "a pair holds a W id that is no job");
+        ck_assert_msg(job_d(js, j) != DIR_W, "W(%d,%d) is paired", job_s(js, j), job_b(js, j));
+        if (job_d(js, j) != DIR_F)
+            continue;
+        ck_assert_int_eq(job_d(js, q), DIR_B);
+        ck_assert_int_ne(job_b(js, j), job_b(js, q));
+        ck_assert_int_eq(c.t.worker[j], c.t.worker[q]);
+        ck_assert(c.sim.start[j] == c.sim.start[q] && c.sim.end[j] == c.sim.end[q]);
+        int bs = job_s(js, q), bb = job_b(js, q);
+        ck_assert_int_eq(job_split(js, bs, bb), bb % 2 == 0);
+        split += job_split(js, bs, bb);
+        full += !job_split(js, bs, bb);
+        per_worker[c.t.worker[j]]++;
+    }
+    ck_assert_int_eq(split, 10);
+    ck_assert_int_eq(full, 8);
+    ck_assert_int_eq(per_worker[0], 5);
+    ck_assert_int_eq(per_worker[1], 6);
+    ck_assert_int_eq(per_worker[2], 7);
+    ck_assert_int_eq(per_worker[3], 0);
+    compiled_free(&c);
+}
+END_TEST
+
+/* The Overlap instructions, one per pair: each followed by the pair's two
+ * jobs, a Forward and (its microbatch even) a BackwardInput or (odd) a
+ * Backward; no BackwardWeight inside a pair. */
+START_TEST(mixed_overlap_lowers)
+{
+    pp_define b8 = {"B", 8};
+    compiled c;
+    compile_src(&c, MIXED_OVERLAP, &b8, 1);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    pp_plan *plans = lower(&c);
+    int pairs = 0, with_input = 0, with_full = 0;
+    for (int r = 0; r < 4; r++) {
+        const pp_plan *p = &plans[r];
+        for (uint32_t i = 0; i < p->ninstr; i++) {
+            if (p->code[i].op != PP_OP_Overlap)
+                continue;
+            ck_assert_uint_lt(i + 2, p->ninstr);
+            const pp_instr *x = &p->code[i + 1], *y = &p->code[i + 2];
+            const pp_instr *f = x->op == PP_OP_Forward ? x : y, *bk = f == x ? y : x;
+            ck_assert_msg(f->op == PP_OP_Forward, "rank %d @%u: no Forward in the pair", r, i);
+            ck_assert_msg(bk->op == (bk->mb % 2 == 0 ? PP_OP_BackwardInput : PP_OP_Backward),
+                          "rank %d @%u: microbatch %d's backward in the pair is %s", r, i, bk->mb,
+                          pp_op_name(bk->op));
+            with_input += bk->op == PP_OP_BackwardInput;
+            with_full += bk->op == PP_OP_Backward;
+            pairs++;
+        }
+        ck_assert_int_eq(pp_plan_workspaces(p), r < 3 ? 2 : 1);
+    }
+    ck_assert_int_eq(pairs, 18);
+    ck_assert_int_eq(with_input, 10);
+    ck_assert_int_eq(with_full, 8);
+    pp_plans_free(plans, 4);
+    compiled_free(&c);
+}
+END_TEST
+
+/* Weights away from the compute (stage s on worker s + 1): a rank's first
+ * weight gradient of the stage it computes clears an accumulator
+ * (ZeroGrads). On rank 1 that is B(1,1), a full backward in a pair, so the
+ * ZeroGrads goes before the Overlap, not between it and the pair; the
+ * lowering used to do so only when no backward was split, and the plan
+ * reader then refused the pair (an internal error). */
+START_TEST(mixed_overlap_zerograds_before_pair)
+{
+    pp_define b8 = {"B", 8};
+    compiled c;
+    compile_src(&c, MIXED_OVERLAP "weights(s,b,d) = (s + 1) % W\n", &b8, 1);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    pp_plan *plans = lower(&c); /* asserts the plans validate */
+    int before = 0;
+    for (int r = 0; r < 3; r++) {
+        const pp_plan *p = &plans[r];
+        for (uint32_t i = 1; i + 2 < p->ninstr; i++)
+            if (p->code[i].op == PP_OP_Overlap && p->code[i - 1].op == PP_OP_ZeroGrads) {
+                const pp_instr *bk =
+                    p->code[i + 1].op == PP_OP_Forward ? &p->code[i + 2] : &p->code[i + 1];
+                ck_assert_int_eq(bk->op, PP_OP_Backward);
+                ck_assert_int_eq(bk->stage, p->code[i - 1].stage);
+                before++;
+            }
+    }
+    ck_assert_msg(before >= 1, "no pair's full backward is a stage's first weight gradient");
+    pp_plans_free(plans, 4);
+    compiled_free(&c);
+}
+END_TEST
+
+/* --emit torch-csv: a split backward's B is PyTorch's I and its W a W; a
+ * full one is B. Worker by worker, in ZB-H1's mixed order. */
+START_TEST(mixed_torch_csv)
+{
+    compiled c;
+    compile_src(&c, MIXED, NULL, 0);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    char why[512];
+    ck_assert_int_eq(pp_torch_csv_check(&c.t, why, sizeof why), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_int_eq(pp_torch_csv_write(f, &c.t, &c.sim), 0);
+    fclose(f);
+    ck_assert_str_eq(text, "0F0,0F1,0F2,0F3,0I0,0W0,0B1,0I2,0W2,0B3\n"
+                           "1F0,1F1,1F2,1I0,1F3,1B1,1W0,1I2,1B3,1W2\n"
+                           "2F0,2F1,2I0,2F2,2B1,2F3,2I2,2W0,2B3,2W2\n"
+                           "3F0,3I0,3F1,3B1,3F2,3I2,3F3,3B3,3W0,3W2\n");
+    free(text);
+    compiled_free(&c);
+}
+END_TEST
+
 /* ---------------------------------------------------- library requirements */
 
 /* Each library file that states requirements fails, at its require line,
@@ -584,5 +731,11 @@ Suite *lang_suite(void)
     tcase_add_test(mixed, mixed_when_all_or_none_is_plain);
     tcase_add_test(mixed, mixed_report_and_greedy);
     suite_add_tcase(s, mixed);
+    TCase *ov = tcase_create("mixed_overlap");
+    tcase_add_test(ov, mixed_overlap_pairs);
+    tcase_add_test(ov, mixed_overlap_lowers);
+    tcase_add_test(ov, mixed_overlap_zerograds_before_pair);
+    tcase_add_test(ov, mixed_torch_csv);
+    suite_add_tcase(s, ov);
     return s;
 }

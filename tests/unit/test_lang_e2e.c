@@ -30,9 +30,11 @@
 
 /* Writes src to a fresh directory's t.pp, compiles it with defs into
  * <dir>/plan, trains 3 steps on np ranks with `flags` and the reference
- * with the same flags, and compares with `tolerance`. */
-static void mixed_trains_like_reference(const char *src, const char *model, const char *defs,
-                                        const char *flags, const char *tolerance)
+ * with the same flags, and compares with `tolerance`; rank 1's listing must
+ * hold every kind of backward and, unless NULL, `also`. */
+static void mixed_plan_trains_like_reference(const char *src, const char *model, const char *defs,
+                                             const char *flags, const char *tolerance,
+                                             const char *also)
 {
     char *dir = temp_dir(), path[1024], cmd[4096], *out, *why;
     snprintf(path, sizeof path, "%s/t.pp", dir);
@@ -46,8 +48,8 @@ static void mixed_trains_like_reference(const char *src, const char *model, cons
     snprintf(cmd, sizeof cmd, "cat %s/plan/rank1.txt", dir);
     out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, " Backward ") && strstr(out, " BackwardInput ") &&
-                      strstr(out, " BackwardWeight "),
-                  "rank 1's plan lacks a kind of backward:\n%s", out);
+                      strstr(out, " BackwardWeight ") && (!also || strstr(out, also)),
+                  "rank 1's plan lacks a kind of backward or '%s':\n%s", also ? also : "", out);
     free(out);
     snprintf(cmd, sizeof cmd, "--backend cpu %s %s/plan --steps 3 --save %s/w --quiet", flags, dir,
              dir);
@@ -68,6 +70,12 @@ static void mixed_trains_like_reference(const char *src, const char *model, cons
                   r.out);
     proc_free(&r);
     remove_dir(dir);
+}
+
+static void mixed_trains_like_reference(const char *src, const char *model, const char *defs,
+                                        const char *flags, const char *tolerance)
+{
+    mixed_plan_trains_like_reference(src, model, defs, flags, tolerance, NULL);
 }
 
 START_TEST(mixed_backward_trains_like_reference)
@@ -133,8 +141,28 @@ START_TEST(mixed_backward_profile)
 }
 END_TEST
 
+/* Mixed backward with overlapped pairs (test_lang.c's MIXED_OVERLAP):
+ * each paired forward runs beside a full backward or a split one's B, on
+ * the cpu backend one after the other; bit for bit like the reference
+ * under --deterministic. Then with each stage's weights on the next
+ * worker: fetched weights, and a full backward in a pair clearing the
+ * accumulator it returns to the owner (ZeroGrads before the Overlap). */
+START_TEST(mixed_backward_overlap)
+{
+    mixed_plan_trains_like_reference(MIXED_ZB "overlap F with B when s < S - 1\n", MLP, "",
+                                     "--deterministic", "--atol 0 --rtol 0", " Overlap ");
+    mixed_plan_trains_like_reference(
+        "param S = 4\nparam B = 8\nparam W = S\nsplit backward when b % 2 == 0\n"
+        "let k = min(S - 1 - s, B)\ncompute(s,b,d) = s\nweights(s,b,d) = (s + 1) % W\n"
+        "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"
+        "order strict\noverlap F with B when s < S - 1\n",
+        MLP, "", "--deterministic", "--atol 0 --rtol 0", " ZeroGrads ");
+}
+END_TEST
+
 #define LANG_E2E_TESTS(X)                                                                          \
     X(mixed_backward_trains_like_reference, 4)                                                     \
+    X(mixed_backward_overlap, 4)                                                                   \
     X(mixed_backward_gpt, 4)                                                                       \
     X(mixed_backward_fsdp, 4)                                                                      \
     X(mixed_backward_profile, 4)
