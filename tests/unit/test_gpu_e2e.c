@@ -500,8 +500,9 @@ END_TEST
 
 /* Mixed backward (`split backward when`, issue 17): a ZB-H1 order whose even
  * microbatches' backwards are split (BackwardInput, BackwardWeight) and odd
- * ones' full (Backward), so every rank's stage holds both stash sizes; on
- * four ranks with mpi, and with nccl where there are four GPUs. */
+ * ones' full (Backward), so every rank's stage holds both stash sizes; then
+ * the same with overlapped pairs and fetched weights; on four ranks with
+ * mpi, and with nccl where there are four GPUs. */
 START_TEST(mixed_backward_four_ranks)
 {
     if (!have_gpu()) {
@@ -516,6 +517,23 @@ START_TEST(mixed_backward_four_ranks)
           "let k = min(S - 1 - s, B)\ncompute(s,b,d) = s\n"
           "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"
           "order strict\nmodel { context = 8  embed = 16  ffn = 256  blocks = 1  batch = 16 }\n",
+          f);
+    fclose(f);
+    gpu_trains_like_cpu(path, "", 4, "mpi");
+    if (gpu_count() >= 4)
+        gpu_trains_like_cpu(path, "", 4, "nccl");
+    /* the same order with its forwards overlapped with a full backward or a
+     * split one's B (the pair's second job on the second compute stream),
+     * and each stage's weights on the next worker: fetched weights, and a
+     * full backward in a pair accumulating what it returns to the owner */
+    snprintf(path, sizeof path, "%s/mixed-overlap.pp", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("param S = 4\nparam B = 8\nparam W = S\nsplit backward when b % 2 == 0\n"
+          "let k = min(S - 1 - s, B)\ncompute(s,b,d) = s\nweights(s,b,d) = (s + 1) % W\n"
+          "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"
+          "order strict\noverlap F with B when s < S - 1\n"
+          "model { context = 8  embed = 16  ffn = 256  blocks = 1  batch = 16 }\n",
           f);
     fclose(f);
     gpu_trains_like_cpu(path, "", 4, "mpi");
