@@ -389,6 +389,10 @@ static void warn_no_effect(pp_schedule *sch)
             diag_warning(sch->diag, st->loc,
                          "'cost W' has no effect: the schedule has no 'split backward', so it has "
                          "no W jobs");
+        if (st->kind == ST_COST && st->dir == COST_OVERLAP && !sch->overlap)
+            diag_warning(sch->diag, st->loc,
+                         "'cost overlap' has no effect: the schedule has no 'overlap F with B "
+                         "when', so no jobs run as pairs");
     }
 }
 

@@ -210,6 +210,24 @@ START_TEST(warn_cost_w_without_split)
 }
 END_TEST
 
+/* `cost overlap` prices overlapped pairs: without an `overlap` line there
+ * are none. */
+START_TEST(warn_cost_overlap_without_overlap)
+{
+    compiled c;
+    compile_src(&c, HEAD BODY "order strict\ncost overlap = 50\n", NULL, 0);
+    ck_assert_int_eq(c.errors, 0);
+    ck_assert_int_eq(c.diag.warnings, 1);
+    ck_has(msgs(&c), "t.pp:6:1: warning: 'cost overlap' has no effect: the schedule has no "
+                     "'overlap F with B when', so no jobs run as pairs\n");
+    compiled_free(&c);
+    compile_src(&c, HEAD BODY "order strict\ncost overlap = 50\noverlap F with B when b > 0\n",
+                NULL, 0);
+    ck_assert_int_eq(c.diag.warnings, 0);
+    compiled_free(&c);
+}
+END_TEST
+
 /* `split backward when` false everywhere: a warning, and the jobs are
  * those of no split at all (ND = 2). */
 START_TEST(warn_split_when_nowhere)
@@ -720,6 +738,7 @@ Suite *lang_suite(void)
     TCase *warn = tcase_create("warnings");
     tcase_add_test(warn, warn_inflight_under_strict);
     tcase_add_test(warn, warn_cost_w_without_split);
+    tcase_add_test(warn, warn_cost_overlap_without_overlap);
     tcase_add_test(warn, warn_split_when_nowhere);
     tcase_add_test(warn, ppc_require_and_warning_exit_status);
     suite_add_tcase(s, warn);
