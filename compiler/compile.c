@@ -240,6 +240,31 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
     return -1;
 }
 
+/* --layers L (compile.h): L/S blocks (layers) on every stage, in place of
+ * the model block's, and costs per block (jobtable.c). The override is
+ * applied after the check so that S is known with every -D applied. */
+static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
+{
+    const char *what = sch->model.kind == PP_MODEL_GPT ? "layers" : "blocks";
+    if (L % sch->S != 0) {
+        diag_error_noloc(d, "--layers %lld: S = %lld does not divide it (S does not divide "
+                            "--layers); expected a multiple of the %lld stages", L, sch->S,
+                         sch->S);
+        return 1;
+    }
+    if (L / sch->S > PP_MAX_LAYERS) {
+        diag_error_noloc(d, "--layers %lld: %lld %s on each of S = %lld stages is more than a "
+                            "stage may have (%u); expected at most %lld", L, L / sch->S, what,
+                         sch->S, PP_MAX_LAYERS, (long long)PP_MAX_LAYERS * sch->S);
+        return 1;
+    }
+    free(sch->model.layers); /* a per-stage `blocks = f(s)` gives way too */
+    sch->model.layers = NULL;
+    sch->model.blocks = (uint32_t)(L / sch->S);
+    sch->per_block = 1;
+    return 0;
+}
+
 /* The steps, in order; returns at the first that fails or at stop_after. */
 static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
 {
@@ -281,6 +306,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         c->sch.model.optimizer = (uint32_t)o->optimizer;
     if (o->precision >= 0)
         c->sch.model.precision = (uint32_t)o->precision;
+    if (o->layers && apply_layers(d, &c->sch, o->layers))
+        return PP_COMPILE_ERRORS;
     long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);
     if (o->max_jobs && jobs > o->max_jobs) {
         diag_error_noloc(d, "the schedule has %lld jobs, more than this compile allows (%lld)",

@@ -65,6 +65,11 @@ typedef struct {
     int prefetch;          /* --prefetch N */
     uint64_t mem_limit;    /* --mem-limit BYTES, 0 = none */
     int keep_weights;      /* --keep-weights */
+    /* --layers L: the model has L blocks (mlp) or layers (gpt) in total,
+     * L/S on every stage whatever the model block says (S must divide L),
+     * and job costs are per block, scaled by the stage's blocks
+     * (pp_schedule.per_block). 0 = the model block as written. */
+    long long layers;
     pp_stage stop_after;   /* PP_STAGE_PLANS (everything) unless less is wanted */
     /* Bounds for callers that must stay small (the fuzzer): more jobs or
      * workers than this is an error after the check. 0 = no bound. */

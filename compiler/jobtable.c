@@ -183,6 +183,17 @@ static int default_costs(const pp_schedule *sch, const pp_costs *measured, int N
     double unit = 0;
     for (int s = 0; s < S; s++)
         unit += pp_stage_flops(m, S, s, 0) / S;
+    if (sch->per_block) {
+        /* --layers: in units of one block's forward, the same for every S
+         * (a stage's forward costs its blocks, plus the head on the last),
+         * so that candidates with different S compare. The difference of a
+         * one-block and a no-block stage 0 leaves the head out. */
+        pp_model one = *m, none = *m;
+        one.layers = none.layers = NULL;
+        one.blocks = 1;
+        none.blocks = 0;
+        unit = pp_stage_flops(&one, S, 0, 0) - pp_stage_flops(&none, S, 0, 0);
+    }
     for (int d = 0; d < ND; d++) {
         if (sch->cost[d] || (measured && measured->dir[d]))
             continue;
@@ -239,7 +250,8 @@ static int build_split(pp_jobtable *t, const pp_schedule *sch)
 }
 
 /* What a job costs, from (last wins) the cost line or 1, the FLOPs
- * default, --costs. */
+ * default, --costs; with --layers (per_block) times the stage's blocks,
+ * except FLOPs costs, which count them already. */
 static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double *flops_cost[3],
                        const pp_env *env, err_tally *tcost, err_tally *tneg)
 {
@@ -252,10 +264,18 @@ static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double 
                    "FBW"[env->d], v, job);
     }
     double cost = (double)(v > 0 ? v : 1);
-    if (flops_cost[env->d])
+    int scaled = 0; /* FLOPs costs already count the stage's blocks */
+    if (flops_cost[env->d]) {
         cost = flops_cost[env->d][env->s];
-    if (measured && measured->dir[env->d])
+        scaled = 1;
+    }
+    if (measured && measured->dir[env->d]) {
         cost = measured->dir[env->d][measured->n[env->d] == 1 ? 0 : env->s];
+        scaled = 0;
+    }
+    /* --layers: a cost line, the unit cost and --costs are one block's */
+    if (sch->per_block && !scaled)
+        cost *= pp_model_layers(&sch->model, (int)env->s);
     return cost;
 }
 
@@ -294,7 +314,8 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         return sch->diag->errors - before;
     const double *o = measured ? measured->dir[PP_COSTS_O] : NULL;
     for (int s = 0; o && s < t->js.S; s++)
-        t->opt[s] = o[measured->n[PP_COSTS_O] == 1 ? 0 : s];
+        t->opt[s] = o[measured->n[PP_COSTS_O] == 1 ? 0 : s] *
+                    (sch->per_block ? pp_model_layers(&sch->model, s) : 1);
     double *flops_cost[3] = {NULL, NULL, NULL};
     if (default_costs(sch, measured, t->js.ND, flops_cost)) {
         for (int d = 0; d < 3; d++)

@@ -1,9 +1,9 @@
 /* ppc.c - the schedule compiler's command line.
  *
- *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]
+ *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--layers L] [--no-pictures] [-q]
  *   ppc FILE.pp --emit torch-csv DIR [-o DIR] ...
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
- *   ppc --search -D W=.. -D B=.. [--costs FILE] [--mem-limit BYTES] [--library DIR] [--top N]
+ *   ppc --search -D W=.. -D B=.. [--costs FILE] [--mem-limit BYTES] [--library DIR] [--top N] [--layers L]
  *   ppc --opcodes
  *
  * Compiles the schedule (compile.h: parse, check, evaluate, simulate, keep
@@ -76,6 +76,7 @@ typedef struct {
     int top;              /* --top N: rows of --search's front, 0 = all */
     int all;              /* --all: --search lists every candidate too */
     int json;             /* --json: --search prints JSON */
+    long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
     int seen_flags;       /* --prefetch, --keep-weights, -q or --no-pictures given (not for --search) */
 } options;
 
@@ -83,12 +84,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
-               "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
+               "           [--precision fp32|bf16] [--layers L] [--no-pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
                "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--json]\n"
-               "           [--optimizer O] [--precision P]\n"
+               "           [--optimizer O] [--precision P] [--layers L]\n"
                "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -107,6 +108,11 @@ static void usage(FILE *f)
                "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
                "                  (bf16: jobs compute with and fetches move a bf16 copy of\n"
                "                  the weights, which owners keep beside their fp32 ones)\n"
+               "  --layers L      the model has L blocks (mlp) or layers (gpt) in total: L/S\n"
+               "                  on every stage, whatever the model block says (S must\n"
+               "                  divide L); job costs (cost lines, 1, --costs) are then one\n"
+               "                  block's, times the stage's blocks; with --search, every\n"
+               "                  family trains the same model, whatever its S\n"
                "  --emit torch-csv DIR\n"
                "                  also (or, without -o, only) write DIR/<name>.csv for FILE\n"
                "                  <name>.pp: one row per rank of the actions PyTorch's\n"
@@ -314,6 +320,35 @@ static int check_search_args(const options *o)
     return 0;
 }
 
+/* ==== --layers L ===========================================================
+ * The model's blocks (layers) in total, for a plain compile and --search
+ * (compile.h). 1 when argv[*i] was it, 0 when not, -1 a bad value (said
+ * why). The bound is the plan format's total (PP_MAX_TOTAL_LAYERS); the
+ * compile then refuses more than PP_MAX_LAYERS on one stage. */
+static int parse_layers(int argc, char **argv, int *i, options *o)
+{
+    if (strcmp(argv[*i], "--layers"))
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = *i + 1 < argc ? strtoll(argv[*i + 1], &end, 10) : -1;
+    if (*i + 1 >= argc || !argv[*i + 1][0] || *end || errno || v < 1 ||
+        (uint64_t)v > PP_MAX_TOTAL_LAYERS) {
+        fprintf(stderr, "ppc: --layers expects the model's blocks (layers) in total, from 1 to "
+                        "%llu, found %s%s%s\n", (unsigned long long)PP_MAX_TOTAL_LAYERS,
+                *i + 1 < argc ? "'" : "", *i + 1 < argc ? argv[*i + 1] : "nothing",
+                *i + 1 < argc ? "'" : "");
+        return -1;
+    }
+    if (o->layers) {
+        fprintf(stderr, "ppc: --layers given twice; give it once\n");
+        return -1;
+    }
+    o->layers = v;
+    (*i)++;
+    return 1;
+}
+
 /* 0, 1 for --help, 2 for --opcodes, -1 a bad command line (said why), -2
  * out of memory. */
 static int parse_args(int argc, char **argv, options *o)
@@ -332,6 +367,10 @@ static int parse_args(int argc, char **argv, options *o)
         int rc;
         note_search_conflict(a, o);
         if ((rc = parse_search_flag(argc, argv, &i, o)) < 0)
+            return rc;
+        if (rc > 0)
+            continue;
+        if ((rc = parse_layers(argc, argv, &i, o)) < 0)
             return rc;
         if (rc > 0)
             continue;
@@ -421,9 +460,10 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->search || o->top || o->all || o->json)
         return check_search_args(o);
     if (o->table) {
-        if (o->file || o->outdir || o->costs || o->emit_dir) {
+        if (o->file || o->outdir || o->costs || o->emit_dir || o->layers) {
             fprintf(stderr, "ppc: --table takes only -D S/B/G/R and --library, not %s\n",
-                    o->file ? "a schedule file" : o->outdir ? "-o" : o->costs ? "--costs" : "--emit");
+                    o->file ? "a schedule file" : o->outdir ? "-o" : o->costs ? "--costs"
+                    : o->emit_dir ? "--emit" : "--layers");
             return -1;
         }
         return 0;
@@ -643,7 +683,8 @@ static int run_search(const options *o)
     long long W = 0, B = 0;
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
-    pp_search_opts so = {lib, W, B, o->costs, (uint64_t)o->mem_limit, o->optimizer, o->precision};
+    pp_search_opts so = {lib,          W,           B,           o->costs, (uint64_t)o->mem_limit,
+                         o->optimizer, o->precision, o->layers};
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
@@ -765,6 +806,7 @@ int main(int argc, char **argv)
         co.prefetch = o.prefetch;
         co.mem_limit = (uint64_t)o.mem_limit;
         co.keep_weights = o.keep;
+        co.layers = o.layers;
         pp_compiled c;
         rc = exit_code(pp_compile(&co, &c));
         /* --emit torch-csv of a schedule PyTorch cannot run writes nothing. */

@@ -80,6 +80,9 @@ typedef struct {
     long long S, B, W;
     pp_model model; /* model.layers: [S] when layers_expr is set, else NULL; owned */
     pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */
+    /* Set by the compile driver for --layers (compile.h): costs are those of
+     * one block, scaled by each stage's blocks (jobtable.c). 0 = as today. */
+    int per_block;
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
 } pp_schedule;
 

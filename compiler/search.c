@@ -375,6 +375,8 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fputs(" --keep-weights", m);
     if (f->o->mem_limit)
         fprintf(m, " --mem-limit %llu", (unsigned long long)f->o->mem_limit);
+    if (f->o->layers)
+        fprintf(m, " --layers %lld", f->o->layers);
     if (fclose(m)) {
         free(buf);
         return NULL;
@@ -382,8 +384,10 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
     return buf;
 }
 
-/* The model in words: what two candidates must share to be compared. */
-static char *model_words(const pp_model *m, long long S)
+/* The model in words: what two candidates must share to be compared.
+ * With --layers (layers > 0) the blocks in total, not the stages: a
+ * candidate of 8 stages of 1 block and one of 4 of 2 train one model. */
+static char *model_words(const pp_model *m, long long S, long long layers)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -396,18 +400,24 @@ static char *model_words(const pp_model *m, long long S)
     else
         fprintf(f, "mlp context %u embed %u ffn %u batch %u", m->context, m->embed, m->ffn,
                 m->batch);
-    /* The stages are part of the model: a stage's blocks, and without cost
-     * lines its unit cost, are per stage, so 16 stages of one block are
-     * twice the model of 8. */
-    fprintf(f, ", %lld stages of ", S);
-    if (m->layers) {
-        for (long long s = 0; s < S; s++)
-            fprintf(f, "%s%u", s ? "," : "", m->layers[s]);
-        fputs(m->kind == PP_MODEL_GPT ? " layers" : " blocks", f);
-    } else
-        fprintf(f, "%u %s", m->blocks,
-                m->kind == PP_MODEL_GPT ? (m->blocks == 1 ? "layer" : "layers")
-                                        : (m->blocks == 1 ? "block" : "blocks"));
+    /* Without --layers the stages are part of the model: a stage's blocks,
+     * and without cost lines its unit cost, are per stage, so 16 stages of
+     * one block are twice the model of 8. */
+    if (layers)
+        fprintf(f, ", %lld %s in total", layers,
+                m->kind == PP_MODEL_GPT ? (layers == 1 ? "layer" : "layers")
+                                        : (layers == 1 ? "block" : "blocks"));
+    else {
+        fprintf(f, ", %lld stages of ", S);
+        if (m->layers) {
+            for (long long s = 0; s < S; s++)
+                fprintf(f, "%s%u", s ? "," : "", m->layers[s]);
+            fputs(m->kind == PP_MODEL_GPT ? " layers" : " blocks", f);
+        } else
+            fprintf(f, "%u %s", m->blocks,
+                    m->kind == PP_MODEL_GPT ? (m->blocks == 1 ? "layer" : "layers")
+                                            : (m->blocks == 1 ? "block" : "blocks"));
+    }
     fprintf(f, ", %s, %s", m->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd",
             m->precision == PP_PREC_BF16 ? "bf16" : "fp32");
     if (fclose(f)) {
@@ -452,6 +462,7 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.mem_limit = keep ? f->o->mem_limit : 0;
     co.capture = 1;
     co.max_jobs = MAX_JOBS;
+    co.layers = f->o->layers;
     return pp_compile(&co, c);
 }
 
@@ -597,6 +608,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     int bi = (int)(base - f->r->c);
     if (st == PP_COMPILE_ERRORS) {
         base->state = PP_CAND_REFUSED;
+        /* the check found S; the --layers override then refused it */
+        base->indivisible = f->o->layers && c.sch.S > 0 && f->o->layers % c.sch.S != 0;
         why_compile(base, &c);
         pp_compiled_free(&c);
         return 0;
@@ -606,7 +619,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         pp_compiled_free(&c);
         return -1;
     }
-    base->model = model_words(&c.sch.model, c.sch.S);
+    base->model = model_words(&c.sch.model, c.sch.S, f->o->layers);
     if (!base->model) {
         f->fatal = PP_SEARCH_NOMEM;
         pp_compiled_free(&c);
@@ -644,7 +657,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
         } else if (st == PP_COMPILE_OK) {
-            k->model = model_words(&c.sch.model, c.sch.S);
+            k->model = model_words(&c.sch.model, c.sch.S, f->o->layers);
             if (!k->model) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
@@ -961,6 +974,7 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
     for (int i = 0; i < r->n; i++) {
         r->ok += r->c[i].state == PP_CAND_OK;
         r->refused += r->c[i].state == PP_CAND_REFUSED;
+        r->indivisible += r->c[i].state == PP_CAND_REFUSED && r->c[i].indivisible;
         r->over += r->c[i].state == PP_CAND_OVER;
         r->other_model += r->c[i].state == PP_CAND_OTHER_MODEL;
     }
@@ -1052,9 +1066,10 @@ static void print_all(FILE *f, const pp_search_result *r)
 void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
                      int all)
 {
-    fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s; --mem-limit ", o->W, o->B,
+    fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s%s; --mem-limit ", o->W, o->B,
             r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
-            o->costs ? o->costs : "");
+            o->costs ? o->costs : "",
+            o->layers ? ", per block, times each stage's blocks" : "");
     if (o->mem_limit)
         fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
     else
@@ -1075,9 +1090,16 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
     }
     if (rows < r->nfront)
         fprintf(f, "(%d more on the front; --top shows more)\n", r->nfront - rows);
-    fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused, "
-               "%d over --mem-limit, %d another model\n",
-            r->n, r->files, r->seconds, r->ok, r->nfront, r->refused, r->over, r->other_model);
+    fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused",
+            r->n, r->files, r->seconds, r->ok, r->nfront, r->refused);
+    if (o->layers)
+        fprintf(f, " (%d: S does not divide --layers)", r->indivisible);
+    fprintf(f, ", %d over --mem-limit, %d another model", r->over, r->other_model);
+    /* Without --layers each file trains its own model block: the deeper
+     * models of V > 1 stages per worker compare only with one model size. */
+    if (r->other_model && !o->layers)
+        fputs(": give --layers L to compare them", f);
+    fputc('\n', f);
     if (all)
         print_all(f, r);
 }
@@ -1172,10 +1194,15 @@ void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_resu
     fputs(",\n  \"costs\": ", f);
     json_str(f, o->costs);
     fprintf(f, ",\n  \"mem_limit\": %llu,\n", (unsigned long long)o->mem_limit);
+    if (o->layers)
+        fprintf(f, "  \"layers\": %lld,\n", o->layers);
+    else
+        fputs("  \"layers\": null,\n", f);
     fprintf(f, "  \"files\": %d,\n  \"candidates_count\": %d,\n  \"compiled\": %d,\n"
-               "  \"refused\": %d,\n  \"over\": %d,\n  \"other_model\": %d,\n"
-               "  \"seconds\": %.6f,\n  \"front\": [",
-            r->files, r->n, r->ok, r->refused, r->over, r->other_model, r->seconds);
+               "  \"refused\": %d,\n  \"indivisible\": %d,\n  \"over\": %d,\n"
+               "  \"other_model\": %d,\n  \"seconds\": %.6f,\n  \"front\": [",
+            r->files, r->n, r->ok, r->refused, r->indivisible, r->over, r->other_model,
+            r->seconds);
     int rows = top > 0 && top < r->nfront ? top : r->nfront;
     for (int i = 0; i < rows; i++) {
         fputs(i ? ",\n    " : "\n    ", f);

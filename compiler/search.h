@@ -44,6 +44,11 @@ typedef struct {
     uint64_t mem_limit;   /* bytes per worker, 0 = none */
     int optimizer;        /* a pp_optimizer, or -1 for each file's line */
     int precision;        /* a pp_precision, or -1 */
+    /* --layers L: every candidate trains one model of L blocks (layers),
+     * L/S per stage, with costs per block (compile.h); a candidate whose S
+     * does not divide L is refused (counted in indivisible). 0 = each
+     * file's model block, and candidates of another are set aside. */
+    long long layers;
 } pp_search_opts;
 
 typedef enum {
@@ -64,6 +69,7 @@ typedef struct {
     char *model;         /* the model, in words (what "other model" compares) */
     char *why;           /* refused or over: the compile's first error, or the search's reason */
     int front;           /* rank on the Pareto front (1 = fastest), 0 = not on it */
+    int indivisible;     /* refused: its S does not divide --layers */
 } pp_search_cand;
 
 typedef struct {
@@ -71,6 +77,7 @@ typedef struct {
     int n, cap;
     int files;           /* .pp files in the library */
     int ok, refused, over, other_model;
+    int indivisible;     /* of the refused: S does not divide --layers */
     int *front;          /* indices into c, fastest first */
     int nfront;
     char *model;         /* the search's model */
