@@ -645,6 +645,217 @@ START_TEST(test_limit_family)
 }
 END_TEST
 
+/* ---- --layers: one model for every S ----------------------------------------- */
+
+/* W=4 B=8 --layers 8 with unit costs (per block): 1F1B has S = 4 stages of
+ * 2 blocks, each job costing 2, so (B + S - 1)(F + B) = 11 * 4 = 44;
+ * interleaved V=2 has S = 8 stages of 1 block on 4 workers, each worker
+ * computes 2BV = 32 and waits (W - 1)(F + B) = 6: 38. Both are compiled
+ * (one model now), V=2 leads the front, its row's command (with --layers)
+ * reproduces its time and memory, and V=3, V=4 (S = 12, 16) are refused
+ * and counted. Without --layers the V > 1 candidates are another model,
+ * and the summary says how to compare them. */
+START_TEST(test_layers_v2_beats_1f1b)
+{
+    char *dir = temp_dir();
+    copy_schedule(dir, "1f1b.pp", NULL);
+    copy_schedule(dir, "interleaved-1f1b.pp", NULL);
+    pp_search_opts o = opts(dir, 4, 8);
+    o.layers = 8;
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    double onef = INFINITY, v2 = INFINITY;
+    for (int i = 0; i < r.n; i++) {
+        const pp_search_cand *k = &r.c[i];
+        ck_assert_msg(strstr(k->args, " --layers 8"), "%s", k->args);
+        if (k->state == PP_CAND_REFUSED) {
+            ck_assert_msg(k->S == 0 && (strstr(k->args, "-D V=3 ") || strstr(k->args, "-D V=4 ")),
+                          "%s %s refused: %s", k->file, k->args, k->why);
+            ck_assert_msg(strstr(k->why, "(S does not divide --layers)"), "%s", k->why);
+            continue;
+        }
+        ck_assert_int_eq(k->state, PP_CAND_OK);
+        if (ends_with(k->file, "/1f1b.pp")) {
+            ck_assert_int_eq(k->S, 4);
+            onef = fmin(onef, k->time);
+        } else if (strstr(k->args, "-D V=2 ")) {
+            ck_assert_int_eq(k->S, 8);
+            v2 = fmin(v2, k->time);
+        }
+    }
+    ck_assert_msg(same_time(onef, 44) && same_time(v2, 38), "1F1B %g (expected 44), V=2 %g "
+                  "(expected 38)", onef, v2);
+    ck_assert_int_eq(r.refused, 2);
+    ck_assert_int_eq(r.indivisible, 2);
+    ck_assert_int_eq(r.other_model, 0);
+    ck_assert_msg(strstr(r.model, ", 8 blocks in total, "), "%s", r.model);
+    check_pareto(&r);
+    const pp_search_cand *best = &r.c[r.front[0]];
+    ck_assert_msg(ends_with(best->file, "/interleaved-1f1b.pp") && strstr(best->args, "-D V=2 "),
+                  "front starts with %s %s", best->file, best->args);
+    double t, m;
+    run_candidate(best->file, best->args, &t, &m);
+    ck_assert_msg(same_time(t, best->time) && m == (double)best->mem,
+                  "%s %s: the search says %g and %llu bytes, ppc %g and %.0f", best->file,
+                  best->args, best->time, (unsigned long long)best->mem, t, m);
+    pp_search_free(&r);
+
+    /* the printed summary and the JSON count the refusals */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8", PP_ROOT,
+             dir);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "costs: each file's cost lines, per block, times each stage's "
+                              "blocks;") && strstr(out, " refused (2: S does not divide --layers)"
+                                                        ", 0 over --mem-limit, 0 another model\n"),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8 --json",
+             PP_ROOT, dir);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "\"layers\": 8,") && strstr(out, "\"indivisible\": 2,"), "%s", out);
+    free(out);
+
+    /* without --layers: each file's own model, V > 1 set aside */
+    o.layers = 0;
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_gt(r.other_model, 0);
+    ck_assert_int_eq(r.indivisible, 0);
+    pp_search_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s", PP_ROOT, dir);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, " another model: give --layers L to compare them\n") &&
+                      !strstr(out, "does not divide"), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Runs `bin/ppc ARGS_A -o a` and `bin/ppc ARGS_B -o b` in dir and asserts
+ * their plans (every rank's .bin and listing, plan id included) are the
+ * same bytes. */
+static void same_plans(const char *dir, const char *a, const char *b, int W)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s -o a -q --no-pictures && "
+             "%s/bin/ppc %s -o b -q --no-pictures", dir, PP_ROOT, a, PP_ROOT, b);
+    free(run_expect(cmd, 0));
+    for (int r = 0; r < W; r++) {
+        snprintf(cmd, sizeof cmd, "cd %s && cmp a/rank%d.bin b/rank%d.bin && "
+                 "cmp a/rank%d.txt b/rank%d.txt && grep -c 'plan id' a/rank%d.txt", dir, r, r, r,
+                 r, r);
+        char *out = run_expect(cmd, 0);
+        ck_assert_msg(!strcmp(out, "1\n"), "ppc %s / ppc %s rank %d: %s", a, b, r, out);
+        free(out);
+    }
+}
+
+/* ppc FILE --layers L compiles the plan of FILE with blocks (layers) = L/S
+ * written in its model block: for mlp, and for gpt over a per-stage
+ * `layers = f(s)` that --layers replaces. */
+START_TEST(test_layers_same_plan_as_file)
+{
+    char *dir = temp_dir(), cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && sed 's/^\\( *blocks *=\\).*/\\1 2/' %s/1f1b.pp > mlp2.pp && "
+             "sed 's/^\\( *layers *=\\).*/\\1 3/' %s/1f1b-gpt.pp > gpt3.pp && "
+             "grep -c '^ *blocks *= 2$' mlp2.pp && grep -c '^ *layers *= 3$' gpt3.pp",
+             dir, LIB, LIB);
+    char *out = run_expect(cmd, 0);
+    ck_assert_str_eq(out, "1\n1\n");
+    free(out);
+    same_plans(dir, LIB "/1f1b.pp -D S=4 -D B=8 --layers 8", "mlp2.pp -D S=4 -D B=8", 4);
+    same_plans(dir, LIB "/1f1b-gpt.pp -D S=2 -D B=4 --layers 6", "gpt3.pp -D S=2 -D B=4", 2);
+    remove_dir(dir);
+}
+END_TEST
+
+/* The costs per block: unit costs (mlp) times the stage's blocks, FLOPs
+ * costs (gpt) in units of one layer's forward, --costs' F/B read as one
+ * block's (and O, the optimizer step, scaled too); latency unchanged. */
+START_TEST(test_layers_costs_per_block)
+{
+    static const struct {
+        const char *file;
+        long long S, layers;
+        const char *costs; /* NULL: the defaults */
+        double f1, b1;     /* F and B of stage 1 (not the last: no head) */
+    } rows[] = {
+        {"1f1b.pp", 4, 8, NULL, 2, 2},       /* unit costs, 2 blocks */
+        {"1f1b.pp", 2, 8, NULL, 4, 4},       /* 4 blocks */
+        {"1f1b-gpt.pp", 4, 8, NULL, 2, 4},   /* FLOPs: 2 layers, backward twice */
+        {"1f1b-gpt.pp", 4, 12, NULL, 3, 6},
+        {"1f1b.pp", 4, 8, "{\"F\": 0.5, \"B\": 1.5, \"O\": 0.25, \"latency\": 0.125}", 1, 3},
+    };
+    char *dir = temp_dir(), path[600];
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (rows[i].costs)
+            write_file(dir, "c.json", rows[i].costs);
+        char lib[600];
+        snprintf(lib, sizeof lib, "%s/%s", LIB, rows[i].file);
+        pp_define defs[] = {{"S", rows[i].S}, {"B", 4}};
+        pp_compile_opts o = pp_compile_defaults();
+        o.path = lib;
+        o.defs = defs;
+        o.ndefs = 2;
+        o.layers = rows[i].layers;
+        o.costs = rows[i].costs ? path : NULL;
+        o.stop_after = PP_STAGE_JOBS;
+        o.capture = 1;
+        pp_compiled c;
+        ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s: %s", rows[i].file, c.msgs);
+        const pp_jobtable *t = &c.t;
+        double f = t->cost[job_id(&t->js, 1, 0, 0)], b = t->cost[job_id(&t->js, 1, 0, 1)];
+        ck_assert_msg(f == rows[i].f1 && b == rows[i].b1, "%s S=%lld --layers %lld: F %g B %g, "
+                      "expected %g %g", rows[i].file, rows[i].S, rows[i].layers, f, b,
+                      rows[i].f1, rows[i].b1);
+        if (rows[i].costs) {
+            ck_assert(t->opt[1] == 0.25 * 2);
+            ck_assert(c.t.latency == 0.125);
+        }
+        pp_compiled_free(&c);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
+/* --layers' errors: a bad value is one line and exit 2; S not dividing
+ * L, or more blocks on a stage than a plan holds, is the schedule's error
+ * (exit 1); --table refuses it. */
+START_TEST(test_layers_errors)
+{
+    char *dir = temp_dir(), cmd[2048];
+    static const err_row rows[] = {
+        {"--search -D W=4 -D B=8 --layers 0", 2, "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found '0'\n"},
+        {"--search -D W=4 -D B=8 --layers eight", 2, "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found 'eight'\n"},
+        {"--search -D W=4 -D B=8 --layers 1073741825", 2, "found '1073741825'\n"},
+        {"--search -D W=4 -D B=8 --layers 99999999999999999999", 2, "found '99999999999999999999'\n"},
+        {"--search -D W=4 -D B=8 --layers", 2, "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found nothing\n"},
+        {"--search -D W=4 -D B=8 --layers 8 --layers 8", 2, "ppc: --layers given twice; give it once\n"},
+        {"SCHED -D S=4 -o out --layers 6", 1, "1f1b.pp: error: --layers 6: S = 4 does not divide it (S does not divide --layers); expected a multiple of the 4 stages\n"},
+        {"SCHED -D S=4 -o out --layers 8192", 1, "1f1b.pp: error: --layers 8192: 2048 blocks on each of S = 4 stages is more than a stage may have (1024); expected at most 4096\n"},
+        {"--table --layers 8", 2, "ppc: --table takes only -D S/B/G/R and --library, not --layers\n"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *a = rows[i].args;
+        int sched = !strncmp(a, "SCHED", 5);
+        snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s%s%s", dir, PP_ROOT, sched ? LIB : "",
+                 sched ? "/1f1b.pp" : "", sched ? a + 5 : a);
+        char *out = run_expect(cmd, rows[i].status);
+        ck_assert_msg(strstr(out, rows[i].says), "ppc %s\nsaid:\n%s\nexpected:\n%s", a, out,
+                      rows[i].says);
+        free(out);
+    }
+    /* nothing was written for the refused compiles */
+    snprintf(cmd, sizeof cmd, "ls %s/out/rank0.bin 2>/dev/null | wc -l", dir);
+    char *out = run_expect(cmd, 0);
+    ck_assert_str_eq(out, "0\n");
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* ---- speed ---------------------------------------------------------------------- */
 
 /* The issue's size, W=8 and B=32 over the whole library: a few seconds on
@@ -701,6 +912,14 @@ static unsigned long long trains_like_reference(const char *file, const char *ar
     return most;
 }
 
+/* --layers 8 on 1f1b.pp at S = 4: stages of 2 blocks (the file says 1),
+ * which the reference builds from the plan's model, trains alike. */
+START_TEST(layers_plan_trains)
+{
+    trains_like_reference(LIB "/1f1b.pp", "-D S=4 -D B=8 --layers 8", 4);
+}
+END_TEST
+
 /* The inflight family at both ends: one microbatch held everywhere, and
  * two more than 1F1B. */
 START_TEST(limit_family_trains)
@@ -731,7 +950,8 @@ END_TEST
 
 #define SEARCH_E2E_TESTS(X)                                                                        \
     X(limit_family_trains, 4)                                                                      \
-    X(front_rows_train, 4)
+    X(front_rows_train, 4)                                                                         \
+    X(layers_plan_trains, 4)
 
 PP_JOB_SUITE(search_e2e, SEARCH_E2E_TESTS)
 
@@ -759,5 +979,12 @@ Suite *search_suite(void)
     tcase_add_test(line, test_speed_w8_b32);
     tcase_add_test(line, test_limit_family);
     suite_add_tcase(s, line);
+    TCase *layers = tcase_create("layers");
+    tcase_set_timeout(layers, 120);
+    tcase_add_test(layers, test_layers_v2_beats_1f1b);
+    tcase_add_test(layers, test_layers_same_plan_as_file);
+    tcase_add_test(layers, test_layers_costs_per_block);
+    tcase_add_test(layers, test_layers_errors);
+    suite_add_tcase(s, layers);
     return s;
 }
