@@ -717,10 +717,19 @@ static int write_reports(const options *o, const pp_compiled *c)
                  c->costs.unit);
     else
         snprintf(costs_from, sizeof costs_from, "%s",
-                 pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
-                     ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean "
-                       "forward)"
-                     : "cost lines of the schedule (1 where none)");
+                 !pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
+                     ? "cost lines of the schedule (1 where none)"
+                 : o->layers ? "cost lines of the schedule (FLOPs-proportional where none, 1 = "
+                               "one block's forward)"
+                             : "cost lines of the schedule (FLOPs-proportional where none, 1 = "
+                               "the mean forward)");
+    if (o->layers) { /* jobtable.c: cost lines, 1 and --costs are one block's */
+        size_t n = strlen(costs_from);
+        snprintf(costs_from + n, sizeof costs_from - n,
+                 "; --layers %lld (%u %s a stage): per block, times the stage's %s", o->layers,
+                 c->sch.model.blocks, c->sch.model.kind == PP_MODEL_GPT ? "layers" : "blocks",
+                 c->sch.model.kind == PP_MODEL_GPT ? "layers" : "blocks");
+    }
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
                            o->keep ? c->keep_note : NULL};
     report_ctx x = {&c->rep, &info, &c->t, &c->sim, o->costs ? c->costs.unit : NULL};

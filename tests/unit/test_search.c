@@ -766,6 +766,15 @@ START_TEST(test_layers_same_plan_as_file)
     free(out);
     same_plans(dir, LIB "/1f1b.pp -D S=4 -D B=8 --layers 8", "mlp2.pp -D S=4 -D B=8", 4);
     same_plans(dir, LIB "/1f1b-gpt.pp -D S=2 -D B=4 --layers 6", "gpt3.pp -D S=2 -D B=4", 2);
+    /* the report says what its costs are (b/ without --layers, as before) */
+    snprintf(cmd, sizeof cmd, "cd %s && grep '^costs' a/report.txt b/report.txt", dir);
+    out = run_expect(cmd, 0);
+    ck_assert_str_eq(out, "a/report.txt:costs     cost lines of the schedule (FLOPs-proportional "
+                          "where none, 1 = one block's forward); --layers 6 (3 layers a stage): "
+                          "per block, times the stage's layers\n"
+                          "b/report.txt:costs     cost lines of the schedule (FLOPs-proportional "
+                          "where none, 1 = the mean forward)\n");
+    free(out);
     remove_dir(dir);
 }
 END_TEST
