@@ -241,6 +241,48 @@ START_TEST(zb_h1_4_ranks)
 }
 END_TEST
 
+/* The state-of-the-art library (issue 17), each at a small shape (S <= 4):
+ * the V-shaped and interleaved zero bubble orders (split backward on two
+ * chunks per worker), PyTorch's looped BFS, Megatron's interleaved 1F1B with
+ * B not a multiple of W, and the 2-D schedules: PP x DP (replicas of each
+ * stage all-reduced across pipelines) and a pipeline of FSDP groups (shards
+ * fetched inside each group, gradients returned to their owners). */
+START_TEST(zb_v_2_ranks)
+{
+    trains_like_reference("zb-v.pp", "-D W=2 -D B=4", 2);
+}
+END_TEST
+
+START_TEST(interleaved_zb_2_ranks)
+{
+    trains_like_reference("interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2);
+}
+END_TEST
+
+START_TEST(looped_bfs_2_ranks)
+{
+    trains_like_reference("looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2);
+}
+END_TEST
+
+START_TEST(interleaved_any_b_2_ranks)
+{
+    trains_like_reference("interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2);
+}
+END_TEST
+
+START_TEST(pp_dp_4_ranks)
+{
+    trains_like_reference("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4);
+}
+END_TEST
+
+START_TEST(pp_fsdp_4_ranks)
+{
+    trains_like_reference("pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4);
+}
+END_TEST
+
 /* Weight ownership: FSDP and FSLPP fetch weights from their owners and send
  * weight gradients back (LPP with G=2 R=2, above, has replicas). */
 START_TEST(fsdp_4_ranks)
@@ -840,6 +882,12 @@ END_TEST
     X(bf16_loss_tracks_fp32, 2)                                                                    \
     X(interleaved_4_ranks, 4)                                                                      \
     X(zb_h1_4_ranks, 4)                                                                            \
+    X(pp_dp_4_ranks, 4)                                                                            \
+    X(pp_fsdp_4_ranks, 4)                                                                          \
+    X(zb_v_2_ranks, 2)                                                                             \
+    X(interleaved_zb_2_ranks, 2)                                                                   \
+    X(looped_bfs_2_ranks, 2)                                                                       \
+    X(interleaved_any_b_2_ranks, 2)                                                                \
     X(fsdp_4_ranks, 4)                                                                             \
     X(breadth_first_4_ranks, 4)                                                                    \
     X(depth_first_4_ranks, 4)                                                                      \
