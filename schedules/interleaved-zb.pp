@@ -17,9 +17,11 @@
 #   W(i) at warm + 3(i + r) + 2.
 # With V = 1 this is zb-h1.pp.
 #
-# Closed forms (unit costs, T_F = T_B = T_W = 1, G dividing B): worker r
-# holds at most warm + 1 microbatch-chunks between F and B (1F1B's
-# interleaved warm-up with a factor 1 instead of 2) and r pending W's.
+# Closed forms (unit costs, T_F = T_B = T_W = 1, B >= W): makespan
+# 3VB + W - 1 (each worker idles W-1: the W's fill the rest of 1F1B's
+# bubble); worker r holds at most warm + 1 microbatch-chunks between F and B
+# (1F1B's interleaved warm-up with a factor 1 instead of 2) and r pending
+# W's. The sim suite checks both.
 #
 # Constraints: S = W * V; B a multiple of max(1, B / W) (PyTorch refuses
 # other B, e.g. W = 4, B = 9).

@@ -16,11 +16,14 @@
 # Each job's priority below is its position in that sequence (positions of
 # a step's missing F0 stay empty), so the strict order is PyTorch's.
 #
-# Closed forms (unit costs, T_F = T_B = T_W): worker r holds at most 2W
-# chunk-activations between F and B, the same memory as 1F1B's W
-# full-model microbatches on worker 0 (the paper's "ZB-V keeps 1F1B's
-# memory"); the sim suite checks the peak and that the makespan with B = 8,
-# W = 4 is below interleaved-zb's at the same memory.
+# Closed forms (unit costs, T_F = T_B = T_W = 1, B >= 2W-1): makespan
+# 6B + W - 1, so each worker idles W-1 (the fill of the V; the W's fill
+# everything else), the same as interleaved-zb.pp at V = 2; every worker
+# holds at most 2W chunk-activations between F and B (worker 0 of 1F1B
+# holds W full-model microbatches, 2W chunks: ZB-V keeps 1F1B's memory and
+# balances it over the workers). The sim suite checks both. For B < 2W-1
+# PyTorch keeps the order of the larger plan, and the bubble grows (W = 4,
+# B = 4: makespan 30 for 24 of work).
 #
 # Constraints: S = 2W, W >= 1, B >= 1.   Parameters: -D W=workers -D B=microbatches.
 
