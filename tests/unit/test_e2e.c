@@ -136,6 +136,28 @@ START_TEST(gpt_data_parallel_4_ranks)
 }
 END_TEST
 
+/* Issue 17's schedules train the small GPT too (S <= 4, on 2 or 4 ranks). */
+START_TEST(gpt_state_of_the_art)
+{
+    static const struct {
+        const char *schedule, *defs;
+        int np;
+    } runs[] = {
+        {"zb-v.pp", "-D W=2 -D B=4", 2},
+        {"interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2},
+        {"looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2},
+        {"interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2},
+        {"pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4},
+        {"pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char *path = with_model(runs[i].schedule, test_gpt_model);
+        trains_like_reference(path, runs[i].defs, runs[i].np);
+        remove_schedule(path);
+    }
+}
+END_TEST
+
 /* --compare's tolerances: weights one step apart differ, so they pass only
  * with a loose --atol and fail with none (each flag sets its own bound). */
 START_TEST(compare_tolerances)
@@ -866,6 +888,7 @@ END_TEST
 #define E2E_TESTS(X)                                                                               \
     X(gpt_pipelines_4_ranks, 4)                                                                    \
     X(gpt_looped_4_ranks, 4)                                                                       \
+    X(gpt_state_of_the_art, 4)                                                                     \
     X(gpt_data_parallel_4_ranks, 4)                                                                \
     X(blocks_per_stage_train_alike, 4)                                                             \
     X(gpt_variants_4_ranks, 4)                                                                     \
