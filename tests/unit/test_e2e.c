@@ -144,6 +144,7 @@ START_TEST(gpt_state_of_the_art)
         int np;
     } runs[] = {
         {"zb-v.pp", "-D W=2 -D B=4", 2},
+        {"zb-h2.pp", "-D S=3 -D B=5", 3},
         {"interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2},
         {"looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2},
         {"interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2},
@@ -272,6 +273,12 @@ END_TEST
 START_TEST(zb_v_2_ranks)
 {
     trains_like_reference("zb-v.pp", "-D W=2 -D B=4", 2);
+}
+END_TEST
+
+START_TEST(zb_h2_3_ranks)
+{
+    trains_like_reference("zb-h2.pp", "-D S=3 -D B=5", 3);
 }
 END_TEST
 
@@ -908,6 +915,7 @@ END_TEST
     X(pp_dp_4_ranks, 4)                                                                            \
     X(pp_fsdp_4_ranks, 4)                                                                          \
     X(zb_v_2_ranks, 2)                                                                             \
+    X(zb_h2_3_ranks, 3)                                                                            \
     X(interleaved_zb_2_ranks, 2)                                                                   \
     X(looped_bfs_2_ranks, 2)                                                                       \
     X(interleaved_any_b_2_ranks, 2)                                                                \

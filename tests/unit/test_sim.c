@@ -416,6 +416,52 @@ START_TEST(state_of_the_art_closed_forms)
 }
 END_TEST
 
+/* ZB-H2 (zb-h2.pp): for B >= 2S-1 and T_B <= T_F + T_W its only idle time is the start skew,
+ * makespan B(T_F+T_B+T_W) + (S-1)T_F, below ZB-H1's B(T_F+T_B+T_W) +
+ * (S-1)(T_F+T_B-T_W) when T_B > T_W and equal when T_B = T_W; worker r holds
+ * 2(S-r)-1 microbatches (ZB-H1: S-r). */
+START_TEST(zb_h2_closed_forms)
+{
+    static const struct {
+        int S, B;
+        double f, b, w;
+    } cases[] = {{4, 8, 1, 1, 1}, {4, 8, 1, 2, 1}, {4, 8, 2, 2, 1}, {3, 5, 1, 2, 1},
+                 {4, 12, 2, 3, 2}, {2, 4, 1, 1, 1}};
+    for (int i = 0; i < 6; i++) {
+        int S = cases[i].S, B = cases[i].B;
+        double f = cases[i].f, b = cases[i].b, w = cases[i].w;
+        char src[4096], *h2 = NULL, *h1 = NULL;
+        size_t n;
+        for (int k = 0; k < 2; k++) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, k ? "zb-h1.pp" : "zb-h2.pp");
+            FILE *fp = fopen(path, "r");
+            ck_assert_ptr_nonnull(fp);
+            n = fread(src, 1, sizeof src - 200, fp);
+            fclose(fp);
+            snprintf(src + n, 200, "\ncost F = %g\ncost B = %g\ncost W = %g\n", f, b, w);
+            *(k ? &h1 : &h2) = strdup(src);
+        }
+        pp_define defs[] = {{"S", S}, {"B", B}};
+        compiled c2, c1;
+        compile_src(&c2, h2, defs, 2);
+        compile_src(&c1, h1, defs, 2);
+        ck_assert_msg(c2.errors + c2.deadlock + c1.errors + c1.deadlock == 0, "%s%s", c2.msgs,
+                      c1.msgs);
+        double work = B * (f + b + w);
+        ck_assert_msg(c2.sim.makespan == work + (S - 1) * f, "ZB-H2 S=%d B=%d F=%g B=%g W=%g: %g",
+                      S, B, f, b, w, c2.sim.makespan);
+        ck_assert_double_eq(c1.sim.makespan, work + (S - 1) * (f + b - w));
+        for (int r = 0; r < S; r++)
+            ck_assert_int_eq(peak_inflight(&c2, r), 2 * (S - r) - 1);
+        compiled_free(&c2);
+        compiled_free(&c1);
+        free(h2);
+        free(h1);
+    }
+}
+END_TEST
+
 /* Lowers a compiled schedule and verifies the plans (pp_compile_plans: the
  * communication checker and the buffer-safety verifier among them): every plan the compiler emits must
  * pass. */
@@ -496,6 +542,7 @@ START_TEST(library_compiles_over_documented_ranges)
         {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", PLAIN},
         {"zb-h1.pp", "S", "B", PLAIN},         {"zb-v.pp", "W", "B", PLAIN},
         {"looped-bfs.pp", "W", "B", PLAIN},    {"interleaved-zb.pp", "W", "B", ROUNDS},
+        {"zb-h2.pp", "S", "B", PLAIN},
     };
     int values[] = {1, 2, 3, 4, 8, 16};
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)
@@ -568,6 +615,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, interleaved_matches_megatron);
     tcase_add_test(tc, zb_h1_matches_published_order);
     tcase_add_test(tc, state_of_the_art_closed_forms);
+    tcase_add_test(tc, zb_h2_closed_forms);
     tcase_add_test(tc, library_compiles_over_documented_ranges);
     tcase_add_test(tc, plan_id_covers_peers_and_groups);
     suite_add_tcase(s, tc);
