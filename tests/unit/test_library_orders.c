@@ -21,6 +21,20 @@
 
 #define GOLDEN_DIR PP_ROOT "/tests/golden/torch-orders"
 
+/* Whether worker w's order holds W(s,b): then its B(s,b) is split (a W
+ * runs on its B's worker), whether the whole schedule splits its backwards
+ * or only some (`split backward when`). */
+static int has_weight_job(const compiled *c, int w, int s, int b)
+{
+    const pp_jobspace *js = &c->t.js;
+    for (int k = c->sim.off[w]; k < c->sim.off[w + 1]; k++) {
+        int j = c->sim.order[k];
+        if (job_d(js, j) == 2 && job_s(js, j) == s && job_b(js, j) == b)
+            return 1;
+    }
+    return 0;
+}
+
 /* ppc's order of worker w in the golden files' notation. */
 static char *ppc_order(const compiled *c, int w)
 {
@@ -30,7 +44,10 @@ static char *ppc_order(const compiled *c, int w)
     out[0] = '\0';
     for (int k = c->sim.off[w]; k < c->sim.off[w + 1]; k++) {
         int j = c->sim.order[k], d = job_d(js, j);
-        char a = d == 0 ? 'F' : d == 2 ? 'W' : js->ND == 3 ? 'I' : 'B';
+        char a = d == 0   ? 'F'
+                 : d == 2 ? 'W'
+                 : has_weight_job(c, w, job_s(js, j), job_b(js, j)) ? 'I'
+                                                                    : 'B';
         n += (size_t)snprintf(out + n, cap - n, "%s%c(%d,%d)", n ? " " : "", a, job_s(js, j),
                               job_b(js, j));
     }
