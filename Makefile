@@ -71,7 +71,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
             compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c \
-            compiler/compile.c
+            compiler/compile.c compiler/torch_csv.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
@@ -82,7 +82,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden torch-orders bench gpu-bench standin-test oracle fuzz harnesses
+.PHONY: all deps check test demo clean golden torch-orders bench gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -323,16 +323,33 @@ oracle: all
 	  $(ORACLE_VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch numpy
 	$(TEST_ENV) $(ORACLE_VENV)/bin/python tests/bench/torch_oracle.py $(ORACLE_ARGS)
 
+# PyTorch runs pp-made schedules (tests/bench/torch_csv_run.py, tests/README.md):
+# ppc --emit torch-csv for 1F1B, ZB-H1, interleaved 1F1B (and ZB-V when
+# schedules/zb-v.pp exists), loaded into torch.distributed.pipelining's
+# _PipelineScheduleRuntime on 4 gloo processes, trained against the same model
+# unpipelined and PyTorch's own schedule class. Not part of make test. PyTorch
+# from the oracle's venv (set up as `make oracle` does), or TORCH_PYTHON=path
+# to a python that has torch. TORCH_CSV_ARGS go to the script.
+TORCH_PYTHON ?=
+TORCH_CSV_ARGS ?=
+torch-csv-check: bin/ppc
+	@if [ -z "$(TORCH_PYTHON)" ]; then \
+	  $(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) python3-venv" && \
+	  { test -x $(ORACLE_VENV)/bin/pip || python3 -m venv $(ORACLE_VENV); } && \
+	  { $(ORACLE_VENV)/bin/python -c 'import torch' 2>/dev/null || \
+	    $(ORACLE_VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch numpy; }; fi
+	$(TEST_ENV) $(or $(TORCH_PYTHON),$(ORACLE_VENV)/bin/python) tests/bench/torch_csv_run.py $(TORCH_CSV_ARGS)
+
 # The reference implementations' per-rank orders (tests/bench/torch_orders.py):
 # rewrites tests/golden/torch-orders/, which the orders suite compares the
-# library with. Needs a python with torch (TORCH_PYTHON; default the shared
-# CPU venv, else make oracle's); not part of make test, whose tests read only
-# the committed files.
-TORCH_PYTHON ?= $(firstword $(wildcard /work/venv/torchenv/bin/python $(ORACLE_VENV)/bin/python))
+# library with. Needs a python with torch: TORCH_PYTHON (as above) if set, else
+# the shared CPU venv /work/venv/torchenv, else make oracle's venv; not part
+# of make test, whose tests read only the committed files.
+ORDERS_PYTHON = $(or $(TORCH_PYTHON),$(firstword $(wildcard /work/venv/torchenv/bin/python $(ORACLE_VENV)/bin/python)))
 torch-orders:
-	@test -n "$(TORCH_PYTHON)" || { echo "make torch-orders: no python with torch; set TORCH_PYTHON or run make oracle once" >&2; exit 1; }
+	@test -n "$(ORDERS_PYTHON)" || { echo "make torch-orders: no python with torch; set TORCH_PYTHON or run make oracle once" >&2; exit 1; }
 	rm -f tests/golden/torch-orders/*.txt
-	OPENBLAS_NUM_THREADS=1 $(TORCH_PYTHON) tests/bench/torch_orders.py
+	OPENBLAS_NUM_THREADS=1 $(ORDERS_PYTHON) tests/bench/torch_orders.py
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 # Each entry is name:schedule:S:B, then optionally :precision (--precision).

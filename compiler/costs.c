@@ -16,8 +16,22 @@
 
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, NKEYS };
-static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth"};
+enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, NKEYS };
+static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth", "unit"};
+
+/* The units "unit" may name, and microseconds in each (trace.json's). */
+static const struct {
+    const char *name;
+    double us;
+} units[] = {{"s", 1e6}, {"ms", 1e3}, {"us", 1}, {"ns", 1e-3}};
+
+double pp_costs_unit_us(const char *unit)
+{
+    for (size_t i = 0; unit && i < sizeof units / sizeof *units; i++)
+        if (!strcmp(unit, units[i].name))
+            return units[i].us;
+    return 0;
+}
 
 /* Every number a double (a large integer too); one value at the top, which
  * must then be an object (said in this file's words, not jansson's). */
@@ -220,6 +234,23 @@ static int read_dir(const ctx *x, pp_costs *c, int d, const json_t *v)
     return 0;
 }
 
+/* "unit": one of units[] (the name kept is the table's, a static string). */
+static int read_unit(const ctx *x, const json_t *v, const char **out)
+{
+    char q[160];
+    if (!json_is_string(v))
+        return bad(x, locate(x, key_names[KEY_UNIT], 0, -1),
+                   "expected \"s\", \"ms\", \"us\" or \"ns\" for \"unit\", found %s", kind_name(v));
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcmp(json_string_value(v), units[i].name)) {
+            *out = units[i].name;
+            return 0;
+        }
+    return bad(x, locate(x, key_names[KEY_UNIT], 0, -1),
+               "expected \"s\", \"ms\", \"us\" or \"ns\" for \"unit\", found %s",
+               quote(json_string_value(v), q));
+}
+
 /* "latency" or "bandwidth": a number >= 0. */
 static int read_nonneg(const ctx *x, int k, const json_t *v, double *out)
 {
@@ -269,12 +300,15 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             k++;
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
-                "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\" or "
-                "\"bandwidth\"",
+                "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
+                "\"bandwidth\" or \"unit\"",
                 quote(key, q));
             goto out;
         }
-        if (k == KEY_LATENCY) {
+        if (k == KEY_UNIT) {
+            if (read_unit(&x, v, &c->unit) != 0)
+                goto out;
+        } else if (k == KEY_LATENCY) {
             if (read_nonneg(&x, k, v, &c->latency) != 0)
                 goto out;
             c->has_latency = 1;
@@ -286,6 +320,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             goto out;
         }
     }
+    if (!c->unit)
+        c->unit = "s"; /* what ppvm --profile writes */
     rc = 0;
 out:
     json_decref(root);

@@ -8,11 +8,14 @@
  *     "W": 1.2,                 only meaningful with `split backward`
  *     "O": [0.4, 0.4, 0.4, 0.9] the optimizer step of a stage, on each owner
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
- *     "bandwidth": 2.5e10       bytes per time unit; 0 means infinitely fast
+ *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
+ *     "unit": "s"               what the times are in: "s", "ms", "us" or "ns"
  *   }
  *
  * Every key is optional; a key the file does not give keeps the schedule's
- * value. Times are in any one unit (ppvm writes seconds). Job costs must be
+ * value. Times are in seconds, as ppvm --profile writes them, unless "unit"
+ * says otherwise; the simulator only adds them up, so the unit matters to
+ * what is shown in a time unit: trace.json's microseconds. Job costs must be
  * positive; O, latency and bandwidth non-negative; every number finite.
  * O, which the schedule has no line for, is 0 where the file does not give
  * it.
@@ -35,7 +38,12 @@ typedef struct {
     int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
     int has_latency, has_bandwidth;
     double latency, bandwidth;
+    const char *unit; /* "s" (no "unit" key), "ms", "us" or "ns"; NULL when nothing was loaded */
 } pp_costs;
+
+/* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for
+ * NULL or anything else. */
+double pp_costs_unit_us(const char *unit);
 
 /* Returns 0 on success; otherwise -1 with a message in err, such as
  * "costs.json:3:8: expected a number or an array of numbers for \"F\", found

@@ -1,6 +1,7 @@
 /* ppc.c - the schedule compiler's command line.
  *
  *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]
+ *   ppc FILE.pp --emit torch-csv DIR [-o DIR] ...
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
  *   ppc --opcodes
  *
@@ -10,7 +11,9 @@
  * VM runs) and DIR/rank<r>.txt (its listing). Every set of plans has passed
  * the compiler's verification (the communication checker, commcheck.h)
  * before it is written. The report is written even when lowering fails, so
- * a schedule the lowering rejects still shows its cost.
+ * a schedule the lowering rejects still shows its cost. --emit torch-csv
+ * writes DIR/<name>.csv, the per-rank action lists PyTorch's pipeline
+ * runtime loads (torch_csv.h), for a schedule that compiled.
  * Exit codes: 0 success; 1 the schedule has errors (all are printed);
  * 2 bad command line; 3 a file could not be read or written; 4 out of
  * memory; 5 internal error (plans that fail the compiler's own checks).
@@ -26,6 +29,7 @@
 #include "compile.h"
 #include "table.h"
 #include "timeline.h"
+#include "torch_csv.h"
 
 enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_NOMEM = 4, EXIT_INTERNAL = 5 };
 
@@ -65,6 +69,7 @@ typedef struct {
     long long mem_limit;  /* --mem-limit BYTES, 0 = none */
     int optimizer;        /* --optimizer NAME: a pp_optimizer, or -1 for the schedule's */
     int precision;        /* --precision NAME: a pp_precision, or -1 for the schedule's */
+    const char *emit_dir; /* --emit torch-csv DIR, or NULL */
 } options;
 
 static void usage(FILE *f)
@@ -72,13 +77,15 @@ static void usage(FILE *f)
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
                "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
+               "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
                "  -D NAME=VALUE   override the default of 'param NAME' (an integer)\n"
                "  --costs FILE    job and transfer costs measured (JSON), overriding the\n"
-               "                  schedule's cost lines\n"
+               "                  schedule's cost lines; in seconds unless its \"unit\" is\n"
+               "                  \"ms\", \"us\" or \"ns\" (trace.json converts to microseconds)\n"
                "  --no-pictures   skip timeline.svg and trace.json (large for huge schedules)\n"
                "  --prefetch N    post receives and weight fetches N jobs before their\n"
                "                  consumer, never before their producer ends (default 1)\n"
@@ -90,6 +97,12 @@ static void usage(FILE *f)
                "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
                "                  (bf16: jobs compute with and fetches move a bf16 copy of\n"
                "                  the weights, which owners keep beside their fp32 ones)\n"
+               "  --emit torch-csv DIR\n"
+               "                  also (or, without -o, only) write DIR/<name>.csv for FILE\n"
+               "                  <name>.pp: one row per rank of the actions PyTorch's\n"
+               "                  pipeline runtime loads (_PipelineScheduleRuntime._load_csv,\n"
+               "                  compute_only; torchtitan's pipeline_parallel_schedule_csv);\n"
+               "                  a schedule PyTorch cannot express is an error\n"
                "  -q              print nothing on success\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
@@ -150,6 +163,36 @@ static int set_string(const char *flag, const char *val, const char **dst)
     return 0;
 }
 
+/* --emit FORMAT DIR at argv[*i]; moves *i past DIR. torch-csv is the one
+ * format. 0 or -1 (said why). */
+static int parse_emit(int argc, char **argv, int *i, options *o)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "ppc: --emit needs a format and a directory, e.g. --emit torch-csv out/csv\n");
+        return -1;
+    }
+    const char *fmt = argv[*i + 1];
+    if (strcmp(fmt, "torch-csv")) {
+        fprintf(stderr, "ppc: --emit '%s': unknown format; expected torch-csv\n", fmt);
+        return -1;
+    }
+    if (*i + 2 >= argc) {
+        fprintf(stderr, "ppc: --emit torch-csv needs a directory, e.g. --emit torch-csv out/csv\n");
+        return -1;
+    }
+    if (o->emit_dir) {
+        fprintf(stderr, "ppc: --emit given twice; give it once\n");
+        return -1;
+    }
+    if (!argv[*i + 2][0]) {
+        fprintf(stderr, "ppc: --emit torch-csv: expected a directory, found an empty string\n");
+        return -1;
+    }
+    o->emit_dir = argv[*i + 2];
+    *i += 2;
+    return 0;
+}
+
 /* 0, 1 for --help, 2 for --opcodes, -1 a bad command line (said why), -2
  * out of memory. */
 static int parse_args(int argc, char **argv, options *o)
@@ -178,7 +221,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->pictures = 0;
         else if (!strcmp(a, "--keep-weights"))
             o->keep = 1;
-        else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
+        else if (!strcmp(a, "--emit")) {
+            if ((rc = parse_emit(argc, argv, &i, o)) != 0)
+                return rc;
+        } else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
             char *end;
             errno = 0;
             long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : -1;
@@ -247,9 +293,9 @@ static int parse_args(int argc, char **argv, options *o)
             o->file = a;
     }
     if (o->table) {
-        if (o->file || o->outdir || o->costs) {
+        if (o->file || o->outdir || o->costs || o->emit_dir) {
             fprintf(stderr, "ppc: --table takes only -D S/B/G/R and --library, not %s\n",
-                    o->file ? "a schedule file" : o->outdir ? "-o" : "--costs");
+                    o->file ? "a schedule file" : o->outdir ? "-o" : o->costs ? "--costs" : "--emit");
             return -1;
         }
         return 0;
@@ -258,7 +304,7 @@ static int parse_args(int argc, char **argv, options *o)
         fprintf(stderr, "ppc: --library is only for --table\n");
         return -1;
     }
-    if (!o->file || !o->outdir) {
+    if (!o->file || (!o->outdir && !o->emit_dir)) {
         fprintf(stderr, "ppc: %s\n", !o->file ? "no schedule file given" : "no output directory (-o DIR)");
         return -1;
     }
@@ -345,6 +391,7 @@ typedef struct {
     const pp_report_info *info;
     const pp_jobtable *t;
     const pp_sim_result *sim;
+    const char *unit; /* --costs' time unit, NULL for the schedule's unitless costs */
 } report_ctx;
 
 static int w_txt(FILE *f, const void *c)
@@ -365,7 +412,7 @@ static int w_svg(FILE *f, const void *c)
 static int w_trace(FILE *f, const void *c)
 {
     const report_ctx *x = c;
-    return pp_timeline_trace(f, x->t, x->sim, x->rep->xfer, x->rep->nxfer);
+    return pp_timeline_trace(f, x->t, x->sim, x->rep->xfer, x->rep->nxfer, x->unit);
 }
 
 static int write_report(const options *o, const report_ctx *x)
@@ -454,18 +501,71 @@ static int run_table(const options *o)
  * write them (and the pictures). */
 static int write_reports(const options *o, const pp_compiled *c)
 {
-    char params[256], costs_from[PATH_MAX + 32];
+    char params[256], costs_from[PATH_MAX + 64];
     snprintf(params, sizeof params, "S=%lld B=%lld W=%lld", c->sch.S, c->sch.B, c->sch.W);
-    snprintf(costs_from, sizeof costs_from, "%s%s",
-             o->costs ? "--costs "
-             : pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
-                 ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean forward)"
-                 : "cost lines of the schedule (1 where none)",
-             o->costs ? o->costs : "");
+    if (o->costs) /* with the unit the trace converts from */
+        snprintf(costs_from, sizeof costs_from, "--costs %s (times in %s)", o->costs,
+                 c->costs.unit);
+    else
+        snprintf(costs_from, sizeof costs_from, "%s",
+                 pp_jobtable_flops_costs(&c->sch.model, c->sch.S)
+                     ? "cost lines of the schedule (FLOPs-proportional where none, 1 = the mean "
+                       "forward)"
+                     : "cost lines of the schedule (1 where none)");
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
                            o->keep ? c->keep_note : NULL};
-    report_ctx x = {&c->rep, &info, &c->t, &c->sim};
+    report_ctx x = {&c->rep, &info, &c->t, &c->sim, o->costs ? c->costs.unit : NULL};
     return write_report(o, &x);
+}
+
+/* --emit torch-csv, before anything is written: whether PyTorch's runtime
+ * can run this schedule. 0, or the exit code with the reason printed (one
+ * line, as the schedule's other errors: exit 1). */
+static int torch_csv_refused(const options *o, const pp_compiled *c)
+{
+    char why[512];
+    int st = pp_torch_csv_check(&c->t, why, sizeof why);
+    if (st < 0) {
+        fprintf(stderr, "ppc: out of memory checking the schedule for --emit torch-csv\n");
+        return EXIT_NOMEM;
+    }
+    if (st > 0) {
+        fprintf(stderr, "%s: error: cannot emit torch-csv: %s\n", o->file, why);
+        return EXIT_SCHEDULE;
+    }
+    return 0;
+}
+
+/* The CSV's name: the schedule file's, without its directory and ".pp". */
+static void torch_csv_name(const char *file, char *buf, size_t n)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t len = strlen(base);
+    if (len > 3 && !strcmp(base + len - 3, ".pp"))
+        len -= 3;
+    snprintf(buf, n, "%.*s.csv", (int)len, base);
+}
+
+static int w_torch_csv(FILE *f, const void *ctx)
+{
+    const pp_compiled *c = ctx;
+    return pp_torch_csv_write(f, &c->t, &c->sim);
+}
+
+/* Writes DIR/<name>.csv and says so unless -q. */
+static int write_torch_csv(const options *o, const pp_compiled *c)
+{
+    char name[PATH_MAX];
+    torch_csv_name(o->file, name, sizeof name);
+    if (mkdir_p(o->emit_dir))
+        return io_failed("create directory", o->emit_dir);
+    int rc = write_file(o->emit_dir, name, w_torch_csv, c);
+    if (!rc && !o->quiet)
+        printf("wrote %s/%s: torch.distributed.pipelining actions (compute_only), %lld rows for "
+               "%lld ranks, %d actions\n",
+               o->emit_dir, name, c->sch.W, c->sch.W, job_count(&c->t.js));
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -497,21 +597,27 @@ int main(int argc, char **argv)
         co.keep_weights = o.keep;
         pp_compiled c;
         rc = exit_code(pp_compile(&co, &c));
+        /* --emit torch-csv of a schedule PyTorch cannot run writes nothing. */
+        int refused = rc == 0 && o.emit_dir ? torch_csv_refused(&o, &c) : 0;
+        if (refused)
+            rc = refused;
         /* The report is written even when lowering failed: the cost is still news. */
-        if (c.reached >= PP_STAGE_REPORT) {
+        if (o.outdir && !refused && c.reached >= PP_STAGE_REPORT) {
             int wrc = write_reports(&o, &c);
             if (wrc)
                 rc = wrc;
         }
-        if (rc == 0)
+        if (o.outdir && rc == 0)
             rc = write_plans(&o, c.plans, c.t.W);
         /* A failure after the report was written (lowering, --mem-limit, a
          * plan that could not be written) leaves no rank file of an older
          * compile beside the new report for ppvm to run. */
-        if (rc != 0 && c.reached >= PP_STAGE_REPORT)
+        if (o.outdir && !refused && rc != 0 && c.reached >= PP_STAGE_REPORT)
             remove_rank_files(o.outdir, 0);
-        if (rc == 0 && !o.quiet)
+        if (o.outdir && rc == 0 && !o.quiet)
             summary(&o, &c.sch, &c.rep, c.plans);
+        if (o.emit_dir && rc == 0)
+            rc = write_torch_csv(&o, &c);
         if (c.status == PP_COMPILE_ERRORS)
             fprintf(stderr, "%s: %d error%s\n", o.file, c.errors, c.errors == 1 ? "" : "s");
         pp_compiled_free(&c);

@@ -1,7 +1,9 @@
 /* timeline.c - pictures of a simulated schedule (see timeline.h): the
- * seed's pipeline diagram as SVG (cells coloured by microbatch, labelled
- * with direction and stage), the same diagram as fixed-width text for
- * report.txt, and a Chrome trace event file with a track per worker for its
+ * seed's pipeline diagram as SVG (cells labelled with direction, stage and
+ * microbatch where they fit, a tooltip on each, coloured by microbatch),
+ * the same diagram as fixed-width text for report.txt (faithful at any
+ * size: exact, or scaled with symbols for shared columns, in bands), and a
+ * Chrome trace event file in microseconds with a track per worker for its
  * jobs and one for the transfers it receives.
  *
  * Times are doubles in the simulator's unit (1 per job by default, but any
@@ -77,14 +79,30 @@ static double tick_step(double makespan, double scale, double gap, double char_u
 enum {
     SVG_ROW = 14,      /* px per worker row */
     SVG_CELL_H = 12,   /* the 2 px left over separate the rows */
-    SVG_TOP = 40,      /* title and legend */
+    SVG_TOP = 56,      /* title and two lines of legend */
     SVG_AXIS = 28,     /* time axis below the rows */
     SVG_PALETTE = 16,  /* hues; microbatch b gets hue b mod 16 */
 };
-#define SVG_UNIT_PX 26.0  /* px for the shortest job, room for "F12" */
-#define SVG_MAX_PLOT 2400.0 /* plot width cap, so 64 x 256 stays a few thousand px */
+/* A plot wide enough for the shortest job's label, up to this: 1F1B at
+ * S=16 B=64 (158 units of "F15.63") takes about 6000 px and is labelled
+ * throughout; 64 x 256 would take 28000 and is scaled down to this, its
+ * cells then named by their tooltips only. */
+#define SVG_MAX_PLOT 16000.0
 #define SVG_MIN_PLOT 320.0
 #define SVG_CHAR_PX 5.6   /* width of one glyph of the 9px label font, generously */
+#define SVG_LABEL_PAD 4.0 /* px a label leaves free in its cell */
+
+/* A cell's label: direction, stage, '.', microbatch ("F3.17"); returns its length. */
+static int svg_label(char *buf, size_t n, const pp_jobspace *js, int j)
+{
+    return snprintf(buf, n, "%c%d.%d", dir_char(job_d(js, j)), job_s(js, j), job_b(js, j));
+}
+
+/* Whether a label of `len` glyphs fits a cell `cw` px wide. */
+static int svg_fits(int len, double cw)
+{
+    return cw >= len * SVG_CHAR_PX + SVG_LABEL_PAD;
+}
 
 static void xml_text(FILE *f, const char *s)
 {
@@ -121,14 +139,17 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     int N = job_count(js), W = t->W;
     double M = safe_makespan(sim);
     double unit = min_cost(t, sim);
-    /* px per time unit: the shortest job gets room for its label unless that
-     * makes the plot too wide; then everything is scaled down together. */
-    double scale = M > 0 ? fmin(SVG_UNIT_PX / unit, SVG_MAX_PLOT / M) : 1;
+    /* px per time unit: the shortest job gets room for the longest label
+     * unless that makes the plot too wide; then everything is scaled down
+     * together and the labels that no longer fit are left to the tooltips. */
+    int longest = 2 + digits(js->S > 0 ? js->S - 1 : 0) + digits(js->B > 0 ? js->B - 1 : 0);
+    double need = longest * SVG_CHAR_PX + SVG_LABEL_PAD;
+    double scale = M > 0 ? fmin(need / unit, SVG_MAX_PLOT / M) : 1;
     if (M > 0 && M * scale < SVG_MIN_PLOT)
         scale = SVG_MIN_PLOT / M;
     double left = 14 + 7.0 * (1 + digits(W > 0 ? W - 1 : 0));
     double plot = M * scale;
-    double width = fmax(left + plot + 24, 640);
+    double width = fmax(left + plot + 24, 820); /* room for the legend */
     double height = SVG_TOP + (double)W * SVG_ROW + SVG_AXIS;
 
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
@@ -167,9 +188,23 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     fputs("<text x=\"8\" y=\"15\">", f);
     xml_text(f, line);
     fputs("</text>\n<text x=\"8\" y=\"31\">", f);
+    /* Whether any cell is labelled, so the legend can say when none is. */
+    int labelled = 0;
+    for (int j = 0; j < N && !labelled; j++) {
+        char lab[40];
+        labelled = job_ok(sim, j) &&
+                   svg_fits(svg_label(lab, sizeof lab, js, j), (sim->end[j] - sim->start[j]) * scale);
+    }
     snprintf(line, sizeof line,
-             "colour: microbatch (%d hues, cycling); shade: F light, B darker%s; "
-             "label: direction and stage; white: idle",
+             "label F3.17: forward of stage 3, microbatch 17 (B backward%s); %s",
+             js->ND == 3 ? ", W weight gradient" : "",
+             labelled ? "cells too narrow for theirs: hover for the job and its times"
+                      : "no cell is wide enough for one at this scale: hover for the job and its "
+                        "times");
+    xml_text(f, line);
+    fputs("</text>\n<text x=\"8\" y=\"47\">", f);
+    snprintf(line, sizeof line,
+             "colour: microbatch (%d hues, cycling); shade: F light, B darker%s; white: idle",
              SVG_PALETTE, js->ND == 3 ? ", W darkest" : "");
     xml_text(f, line);
     fputs("</text>\n", f);
@@ -178,7 +213,8 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
         fprintf(f, "<text class=\"wl\" x=\"%d\" y=\"%d\">w%d</text>\n", (int)left - 5,
                 SVG_TOP + w * SVG_ROW + 10, w);
 
-    /* One rect per job; its label only when it fits inside the cell. */
+    /* One rect per job with its tooltip; its label only when it fits inside
+     * the cell. */
     for (int j = 0; j < N; j++) {
         if (!job_ok(sim, j))
             continue;
@@ -191,9 +227,8 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
         px(f, cw);
         fprintf(f, "\" height=\"%d\"><title>%c(s=%d,b=%d) on w%d: %g to %g</title></rect>\n",
                 SVG_CELL_H, dir_char(d), s, b, w, sim->start[j], sim->end[j]);
-        char lab[16];
-        int n = snprintf(lab, sizeof lab, "%c%d", dir_char(d), s);
-        if (cw >= n * SVG_CHAR_PX + 3) {
+        char lab[40];
+        if (svg_fits(svg_label(lab, sizeof lab, js, j), cw)) {
             /* the darkest (W) cells take white text */
             fputs(d == 2 ? "<text class=\"c cw\" x=\"" : "<text class=\"c\" x=\"", f);
             px(f, x + cw / 2);
@@ -237,9 +272,11 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
 
 /* ---- Chrome trace --------------------------------------------------------- */
 
-/* One time unit is taken as 1 ms: trace timestamps are in microseconds, so
- * times are multiplied by 1000 (unit costs then read as 1 ms slices). */
-#define TRACE_US_PER_UNIT 1000.0
+/* Trace timestamps are microseconds. Times in a known unit (--costs:
+ * seconds unless its "unit" says otherwise) are converted exactly; the
+ * schedule's own costs have no unit, and one of its time units is shown as
+ * 1 ms, so that unit costs read as 1 ms slices. */
+#define TRACE_US_PER_SCHEDULE_UNIT 1000.0
 
 /* Every name in the trace is made here from ASCII words and numbers, with
  * no '"', '\\' or control character, so it is written as it is: fprintf
@@ -272,10 +309,15 @@ static void trace_meta(FILE *f, const char *what, int tid, const char *key, cons
 }
 
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
-                      const pp_transfer *xfer, int nxfer)
+                      const pp_transfer *xfer, int nxfer, const char *unit)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js);
+    double us = pp_costs_unit_us(unit);
+    if (!(us > 0)) {
+        unit = NULL;
+        us = TRACE_US_PER_SCHEDULE_UNIT;
+    }
     char name[96];
     static const char *kinds[] = {"act", "grad", "weights"};
 
@@ -298,9 +340,9 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%c(s=%d,b=%d)\",\"cat\":\"%c\",\"ts\":",
                 2 * t->worker[j], dir_char(d), s, b, dir_char(d));
-        json_num(f, sim->start[j] * TRACE_US_PER_UNIT);
+        json_num(f, sim->start[j] * us);
         fputs(",\"dur\":", f);
-        json_num(f, (sim->end[j] - sim->start[j]) * TRACE_US_PER_UNIT);
+        json_num(f, (sim->end[j] - sim->start[j]) * us);
         fprintf(f, ",\"args\":{\"s\":%d,\"b\":%d,\"d\":\"%c\"}}", s, b, dir_char(d));
     }
     for (int i = 0; i < nxfer; i++) {
@@ -316,12 +358,19 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         double dur = x->end - x->start;
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"cat\":\"%s\",\"ts\":",
                 2 * x->dst + 1, name, kind);
-        json_num(f, x->start * TRACE_US_PER_UNIT);
+        json_num(f, x->start * us);
         fputs(",\"dur\":", f);
-        json_num(f, (dur > 0 ? dur : 0) * TRACE_US_PER_UNIT);
+        json_num(f, (dur > 0 ? dur : 0) * us);
         fprintf(f, ",\"args\":{\"from\":%d,\"bytes\":%llu}}", x->src, (unsigned long long)x->bytes);
     }
-    fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
+    /* What a microsecond here is, for people and tools reading the file. */
+    fputs("\n],\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ts_unit\":\"us\",\"source_unit\":\"", f);
+    fputs(unit ? unit : "schedule time unit", f);
+    fputs("\",\"us_per_source_unit\":", f);
+    json_num(f, us);
+    fprintf(f, ",\"note\":\"ts and dur are microseconds: %s\"}}\n",
+            unit ? "the --costs times converted from their unit"
+                 : "the schedule's costs have no unit, 1 of them is shown as 1 ms");
     return fflush(f) || ferror(f) ? -1 : 0;
 }
 
@@ -358,6 +407,183 @@ static void wrap(FILE *f, const char *text, int width)
     fputc('\n', f);
 }
 
+/* How the diagram spends its columns (choose_layout). */
+enum { ASCII_LABELS, ASCII_LETTERS, ASCII_SCALED };
+
+typedef struct {
+    int mode;   /* ASCII_* */
+    double cpu; /* columns per time unit */
+    int ncols;  /* columns for the whole makespan */
+    int band;   /* columns per band: the rows run on through bands, one under another */
+    int nbands;
+    int fine;   /* every job spans at least two columns: a shared column shows its majority */
+    int cell;   /* ASCII_LABELS: columns of the shortest job, its label and a space */
+} ascii_layout;
+
+/* Column symbols other than a job id. */
+enum { SYM_IDLE = -1, SYM_MIXED = -2, SYM_PART = -3, SYM_SEVERAL = -4 /* - direction */ };
+
+/* Whether every drawable job starts and ends on a whole number of columns
+ * of `k` time units (within 1e-6 of one, so that measured seconds like
+ * 0.003 * n count), so that no column splits a job. */
+static int exact_at(const pp_jobtable *t, const pp_sim_result *sim, double k)
+{
+    for (int j = 0; j < job_count(&t->js); j++) {
+        if (!job_ok(sim, j))
+            continue;
+        double a = sim->start[j] / k, b = sim->end[j] / k;
+        if (fabs(a - nearbyint(a)) > 1e-6 || fabs(b - nearbyint(b)) > 1e-6)
+            return 0;
+    }
+    return 1;
+}
+
+/* 1, 2 or 5 times a power of ten: the largest not above x. */
+static double nice_down(double x)
+{
+    double p = pow(10, floor(log10(x)));
+    return x >= 5 * p ? 5 * p : x >= 2 * p ? 2 * p : p;
+}
+
+/* The bands a diagram of W rows may take: more rows, fewer bands, so that
+ * report.txt of a 65536-worker DDP stays one row per worker. */
+static int max_bands(int W)
+{
+    return W <= 64 ? 4 : W <= 128 ? 2 : 1;
+}
+
+static int bands_of(int ncols, int band)
+{
+    return ncols > 0 && band > 0 ? (ncols + band - 1) / band : 1;
+}
+
+/* The most faithful picture that fits in max_bands bands of `avail`
+ * columns: exact with labels (the shortest job gets "F3 "); else exact with
+ * a column per grain, the widest column that splits no job (the shortest
+ * job, or a tenth of it at the least: F 3 and B 5 take columns of 1); else
+ * time scaled by 1, 2 or 5 times a power of ten (times the grain, so that
+ * column edges stay on job edges where they can). */
+static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_result *sim,
+                          int avail, double M)
+{
+    const pp_jobspace *js = &t->js;
+    double u = min_cost(t, sim), grain = 0;
+    int mb = max_bands(t->W);
+    memset(L, 0, sizeof *L);
+    L->cell = 2 + digits(js->B > 0 ? js->B - 1 : 0);
+    L->fine = 1;
+    if (avail >= L->cell && exact_at(t, sim, u / L->cell)) {
+        L->mode = ASCII_LABELS;
+        L->cpu = L->cell / u;
+        L->band = avail / L->cell * L->cell; /* bands break between cells */
+        double cols = nearbyint(snap(M * L->cpu));
+        if (cols <= (double)mb * L->band) { /* before it is an int */
+            L->ncols = (int)cols;
+            L->nbands = bands_of(L->ncols, L->band);
+            return;
+        }
+    }
+    for (int m = 1; m <= 10 && !grain; m++)
+        if (exact_at(t, sim, u / m))
+            grain = u / m;
+    L->band = avail;
+    if (grain > 0) {
+        L->mode = ASCII_LETTERS;
+        L->cpu = 1 / grain;
+        double cols = nearbyint(snap(M * L->cpu));
+        if (cols <= (double)mb * L->band) {
+            L->ncols = (int)cols;
+            L->nbands = bands_of(L->ncols, L->band);
+            return;
+        }
+    }
+    /* Scaled: from a grain (or half the shortest job, so that every job
+     * still fills a whole column) up, until the bands hold it. */
+    L->mode = ASCII_SCALED;
+    double base = grain > 0 ? grain : nice_down(u / 2), k = base;
+    static const double m[3] = {1, 2, 5};
+    for (int i = 0; i < 3 * 40; i++) {
+        k = base * m[i % 3] * pow(10, i / 3);
+        if (ceil(snap(M / k)) <= (double)mb * avail)
+            break;
+    }
+    L->cpu = 1 / k;
+    double cols = M > 0 ? ceil(snap(M * L->cpu)) : 0;
+    L->ncols = cols < (double)mb * avail ? (int)cols : mb * avail;
+    L->nbands = bands_of(L->ncols, L->band);
+    L->fine = grain > 0 ? k == grain : k <= u / 2 * (1 + 1e-9);
+}
+
+/* A job's run of columns [c, c+n) in a band, as labelled cells: its label
+ * and '-' over what runs past one cell, then a space; a run cut at the
+ * band's end continues with '-' in the next band. Too narrow for the
+ * label, its direction letter in every column. */
+static void draw_labelled(char *p, int n, const char *l, int ln, char dir, int starts, int ends,
+                          int cell)
+{
+    if (!starts) {
+        memset(p, '-', (size_t)n);
+        if (ends && n > 1)
+            p[n - 1] = ' ';
+    } else if (n >= ln + ends) {
+        memset(p, ' ', (size_t)n);
+        memcpy(p, l, (size_t)ln);
+        if (!ends)
+            memset(p + ln, '-', (size_t)(n - ln));
+        else if (n > cell)
+            memset(p + ln, '-', (size_t)(n - ln - 1));
+    } else
+        memset(p, dir, (size_t)n);
+}
+
+/* Idle run of the labelled picture: ".. .. ", so that a bubble can be
+ * counted in shortest jobs; a run that is not a whole number of cells gives
+ * its extra columns to its last chunk. Each chunk ends in a space, which
+ * separates the run from the label that follows. */
+static void draw_idle_cells(char *p, int n, int cell)
+{
+    memset(p, '.', (size_t)n);
+    if (n >= cell) {
+        for (int i = cell - 1; i < n - cell; i += cell)
+            p[i] = ' ';
+        p[n - 1] = ' ';
+    } else if (n > 1)
+        p[n - 1] = ' ';
+}
+
+/* The time ruler over columns [c0, c0 + len): tick labels start at the
+ * first column of their time. */
+static void ruler(FILE *f, int prefix, int c0, int len, double M, double cpu)
+{
+    fprintf(f, "%*s", prefix, "");
+    if (M > 0 && len > 0) {
+        double step = tick_step(M, cpu, 2, 1);
+        char buf[4096];
+        if (len > (int)sizeof buf - 1)
+            len = (int)sizeof buf - 1;
+        memset(buf, ' ', (size_t)len);
+        int used = 0;
+        long k = (long)floor(c0 / cpu / step);
+        for (; k * step <= M * (1 + 1e-12) && k < 100000000L; k++) {
+            char num[40];
+            int n = snprintf(num, sizeof num, "%g", k * step);
+            int at = (int)nearbyint(snap(k * step * cpu)) - c0;
+            if (at >= len)
+                break;
+            if (at < used)
+                continue;
+            if (at + n > len)
+                break;
+            memcpy(buf + at, num, (size_t)n);
+            used = at + n + 1;
+        }
+        while (used > 0 && buf[used - 1] == ' ')
+            used--;
+        fwrite(buf, 1, (size_t)(used > len ? len : used), f);
+    }
+    fputc('\n', f);
+}
+
 void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, int width)
 {
     const pp_jobspace *js = &t->js;
@@ -368,27 +594,18 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
     int avail = width - prefix - 1;
     if (avail < 1)
         avail = 1;
-    /* A cell is its label (direction and microbatch) plus a separating
-     * space; the shortest job gets exactly one cell, so with integer
-     * multiples of it every job boundary falls on a column boundary and the
-     * picture is exact. Only when that is too wide is time scaled down. */
-    int lab = 1 + digits(js->B > 0 ? js->B - 1 : 0), cell = lab + 1;
-    double cpu = cell / min_cost(t, sim); /* columns per time unit */
-    int exact = 1;
-    if (M > 0 && M * cpu > avail + 1e-9) {
-        cpu = avail / M;
-        exact = 0;
-    }
-    int ncols = M > 0 ? (int)ceil(snap(M * cpu)) : 0;
-    if (ncols > avail)
-        ncols = avail;
+    ascii_layout L;
+    choose_layout(&L, t, sim, avail, M);
+    int ncols = L.ncols;
 
-    /* For each (worker, column) the job covering most of it. */
+    /* For each (worker, column): the job covering most of it, how much, how
+     * much is busy in all, and the directions of the jobs in it. */
     size_t ncell = (size_t)W * (size_t)(ncols > 0 ? ncols : 1);
-    int *best = malloc(ncell * sizeof *best);
+    int *best = malloc(ncell * sizeof *best), *sym = malloc(ncell * sizeof *sym);
     double *cover = calloc(ncell, sizeof *cover), *busy = calloc(ncell, sizeof *busy);
-    char *row = malloc((size_t)ncols + 2);
-    if (!best || !cover || !busy || !row) {
+    unsigned char *dirs = calloc(ncell, 1);
+    char *row = malloc((size_t)L.band + 2);
+    if (!best || !sym || !cover || !busy || !dirs || !row) {
         fputs("(timeline: out of memory)\n", f);
         goto out;
     }
@@ -397,7 +614,7 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
     for (int j = 0; j < N; j++) {
         if (!job_ok(sim, j))
             continue;
-        double a = snap(sim->start[j] * cpu), b = snap(sim->end[j] * cpu);
+        double a = snap(sim->start[j] * L.cpu), b = snap(sim->end[j] * L.cpu);
         int w = t->worker[j];
         for (int c = (int)floor(a); c < ncols && c < (int)ceil(b); c++) {
             if (c < 0)
@@ -405,105 +622,110 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
             double ov = fmin(b, c + 1.0) - fmax(a, (double)c);
             size_t k = (size_t)w * (size_t)ncols + (size_t)c;
             busy[k] += ov;
+            dirs[k] |= (unsigned char)(1u << job_d(js, j));
             if (ov > cover[k]) {
                 cover[k] = ov;
                 best[k] = j;
             }
         }
     }
-
-    /* Ruler: tick labels start at the first column of their time. */
-    memset(row, ' ', (size_t)ncols + 1);
-    row[ncols + 1] = '\0';
-    fprintf(f, "%*s", prefix, "");
-    if (M > 0) {
-        double step = tick_step(M, cpu, 2, 1);
-        char ruler[4096];
-        int len = width - prefix < (int)sizeof ruler - 1 ? width - prefix : (int)sizeof ruler - 1;
-        if (len < 0)
-            len = 0;
-        memset(ruler, ' ', (size_t)len);
-        int used = 0;
-        for (long k = 0; k * step <= M * (1 + 1e-12) && k < 100000; k++) {
-            char num[40];
-            int n = snprintf(num, sizeof num, "%g", k * step);
-            int at = (int)nearbyint(snap(k * step * cpu));
-            if (at < used || at + n > len)
-                continue;
-            memcpy(ruler + at, num, (size_t)n);
-            used = at + n + 1;
-        }
-        while (used > 0 && ruler[used - 1] == ' ')
-            used--;
-        fwrite(ruler, 1, (size_t)(used > len ? len : used), f);
-    }
-    fputc('\n', f);
-
-    for (int w = 0; w < W; w++) {
-        const int *bw = best + (size_t)w * (size_t)ncols;
-        const double *cw = cover + (size_t)w * (size_t)ncols, *uw = busy + (size_t)w * (size_t)ncols;
-        int c = 0;
-        while (c < ncols) {
-            /* a column is idle when idle time covers more of it than any job */
-            int j = bw[c] >= 0 && cw[c] >= 1 - uw[c] - 1e-9 ? bw[c] : -1, n = 1;
-            while (c + n < ncols) {
-                int k = c + n;
-                int jk = bw[k] >= 0 && cw[k] >= 1 - uw[k] - 1e-9 ? bw[k] : -1;
-                if (jk != j)
-                    break;
-                n++;
-            }
-            char *p = row + c;
-            if (j < 0) {
-                /* Idle. In exact mode it reads in cells, ".. .. ", so a
-                 * bubble can be counted in shortest jobs; a run that is not
-                 * a whole number of cells gives its extra columns to its
-                 * last chunk. Each chunk ends in a space, which separates
-                 * the run from the label that follows. */
-                memset(p, '.', (size_t)n);
-                if (exact && n >= cell) {
-                    for (int i = cell - 1; i < n - cell; i += cell)
-                        p[i] = ' ';
-                    p[n - 1] = ' ';
-                } else if (exact && n > 1)
-                    p[n - 1] = ' ';
-            } else {
-                /* A job: its label, '-' over whatever it runs past one cell
-                 * (scaled, past two: rounding makes equal jobs differ by a
-                 * column, which should not make some of them dashed), and a
-                 * separating space; too narrow for the label, its direction
-                 * letter in every column. */
-                char l[16];
-                int ln = snprintf(l, sizeof l, "%c%d", dir_char(job_d(js, j)), job_b(js, j));
-                if (n >= ln + 1) {
-                    memset(p, ' ', (size_t)n);
-                    memcpy(p, l, (size_t)ln);
-                    if (exact ? n > cell : n >= 2 * cell)
-                        memset(p + ln, '-', (size_t)(n - ln - 1));
-                } else
-                    memset(p, dir_char(job_d(js, j)), (size_t)n);
-            }
-            c += n;
-        }
-        row[ncols] = '\0';
-        fprintf(f, "w%-*d |%s|\n", wdig, w, row);
+    /* What each column shows: a job that fills it, or idle time that does;
+     * else (fine) whichever covers most of it; else (coarse) what shares it. */
+    const double eps = 1e-6;
+    for (size_t k = 0; k < (size_t)W * (size_t)ncols; k++) {
+        double idle = 1 - busy[k];
+        if (best[k] >= 0 && cover[k] >= 1 - eps)
+            sym[k] = best[k];
+        else if (busy[k] <= eps)
+            sym[k] = SYM_IDLE;
+        else if (L.fine)
+            sym[k] = cover[k] >= idle ? best[k] : SYM_IDLE;
+        else if (idle > eps)
+            sym[k] = SYM_PART;
+        else if (dirs[k] == 1 || dirs[k] == 2 || dirs[k] == 4)
+            sym[k] = SYM_SEVERAL - (dirs[k] == 1 ? 0 : dirs[k] == 2 ? 1 : 2);
+        else
+            sym[k] = SYM_MIXED;
     }
 
-    char legend[256];
-    if (exact)
-        snprintf(legend, sizeof legend,
+    char line[256];
+    if (L.mode != ASCII_LABELS || L.nbands > 1) {
+        double k = 1 / L.cpu;
+        if (L.mode == ASCII_LABELS)
+            snprintf(line, sizeof line, "%d columns = the shortest job (%g time unit%s)", L.cell,
+                     k * L.cell, k * L.cell == 1 ? "" : "s");
+        else
+            snprintf(line, sizeof line, "1 column = %g time unit%s", k, k == 1 ? "" : "s");
+        if (L.nbands > 1) {
+            size_t n = strlen(line);
+            snprintf(line + n, sizeof line - n, "; time runs on through %d bands, one under another",
+                     L.nbands);
+        }
+        wrap(f, line, width > 1 ? width : 1);
+    }
+    for (int band = 0; band < L.nbands; band++) {
+        int c0 = band * L.band, c1 = c0 + L.band < ncols ? c0 + L.band : ncols;
+        if (band > 0)
+            fputc('\n', f);
+        ruler(f, prefix, c0, width - prefix, M, L.cpu);
+        for (int w = 0; w < W; w++) {
+            const int *sw = sym + (size_t)w * (size_t)ncols;
+            int c = c0;
+            while (c < c1) {
+                int j = sw[c], n = 1;
+                while (c + n < c1 && sw[c + n] == j)
+                    n++;
+                char *p = row + (c - c0);
+                int starts = !(c == c0 && c0 > 0 && sw[c - 1] == j);
+                int ends = !(c + n == c1 && c1 < ncols && sw[c1] == j);
+                if (j >= 0) {
+                    char dir = dir_char(job_d(js, j));
+                    if (L.mode == ASCII_LABELS) {
+                        char l[16];
+                        int ln = snprintf(l, sizeof l, "%c%d", dir, job_b(js, j));
+                        draw_labelled(p, n, l, ln, dir, starts, ends, L.cell);
+                    } else {
+                        memset(p, '-', (size_t)n);
+                        if (starts)
+                            p[0] = dir;
+                    }
+                } else if (j == SYM_IDLE && L.mode == ASCII_LABELS)
+                    draw_idle_cells(p, n, L.cell);
+                else
+                    memset(p, j == SYM_IDLE    ? '.'
+                              : j == SYM_MIXED ? '*'
+                              : j == SYM_PART  ? ':'
+                                               : dir_char(SYM_SEVERAL - j) + ('a' - 'A'),
+                           (size_t)n);
+                c += n;
+            }
+            row[c1 - c0] = '\0';
+            fprintf(f, "w%-*d |%s|\n", wdig, w, row);
+        }
+    }
+
+    if (L.mode == ASCII_LABELS)
+        snprintf(line, sizeof line,
                  "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a "
                  "cell, '.' idle; columns per time unit: %g",
-                 cpu);
+                 L.cpu);
+    else if (L.fine)
+        snprintf(line, sizeof line,
+                 "cells: F/B/W is a job's first column, '-' its others, '.' idle; %s",
+                 L.mode == ASCII_LETTERS ? "every job and gap drawn to scale"
+                                         : "a column shows what covers most of it, so an edge "
+                                           "is off by at most one column");
     else
-        snprintf(legend, sizeof legend,
-                 "cells: F/B/W and microbatch where wide enough, else the direction of the job "
-                 "covering most of the column; '.' idle; 1 column = %.3g time units",
-                 1 / cpu);
-    wrap(f, legend, width > 1 ? width : 1);
+        snprintf(line, sizeof line,
+                 "cells: F/B/W is the first column a job fills, '-' its others; where jobs share "
+                 "a column, 'f'/'b'/'w' several of one direction, '*' of several directions, ':' "
+                 "jobs and idle time; '.' idle");
+    wrap(f, line, width > 1 ? width : 1);
 out:
     free(row);
+    free(dirs);
     free(busy);
     free(cover);
+    free(sym);
     free(best);
 }

@@ -3,9 +3,11 @@
  *
  * All three draw the same thing: a row (track) per worker, time to the
  * right, one cell per job, and idle time left empty. The SVG labels a cell
- * with its direction and stage and colours it by microbatch; text has no
- * colour, so the ASCII cell shows direction and microbatch instead. Times
- * are the simulator's (any positive reals); the trace takes 1 unit = 1 ms. */
+ * with its direction, stage and microbatch ("F3.17") where that fits, gives
+ * every cell a tooltip, and colours it by microbatch; the ASCII cell shows
+ * direction and microbatch. Times
+ * are the simulator's (any positive reals); the trace converts them to
+ * microseconds from their unit. */
 #ifndef PP_TIMELINE_H
 #define PP_TIMELINE_H
 
@@ -15,19 +17,28 @@
 #include "report.h"
 #include "sim.h"
 
-/* DIR/timeline.svg: cells coloured by microbatch. Returns 0, or -1 if writing failed. */
+/* DIR/timeline.svg: cells labelled "F3.17" (direction, stage, microbatch)
+ * where the label fits, each with a <title> tooltip, coloured by
+ * microbatch. Returns 0, or -1 if writing failed. */
 int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
 /* DIR/trace.json (Chrome trace event format): a track per worker with a
  * slice per job, and a slice per transfer on the receiving worker's
- * transfer track. Returns 0, or -1 if writing failed. */
+ * transfer track. Timestamps are microseconds: `unit` is what the times are
+ * in ("s", "ms", "us", "ns": pp_costs.unit of --costs), or NULL for the
+ * schedule's unitless costs, shown as 1 ms a unit. The file's "otherData"
+ * says which. Returns 0, or -1 if writing failed. */
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
-                      const pp_transfer *xfer, int nxfer);
-/* The diagram in text, at most `width` columns wide (time is scaled down
- * to fit; widths under about 10 cannot hold a row's "wN |" and legend and
- * are exceeded); for report.txt, terminals and code review. When every job
- * is a whole multiple of the shortest one and the rows fit, the shortest
- * job gets one cell ("F3 ") and the picture is exact; otherwise each
- * column shows the job covering most of it. Deterministic. */
+                      const pp_transfer *xfer, int nxfer, const char *unit);
+/* The diagram in text, at most `width` columns wide (widths under about
+ * 10 cannot hold a row's "wN |" and are exceeded); for report.txt,
+ * terminals and code review. It never squashes time: the first of these
+ * that fits in a few bands (the rows again for the next stretch of time,
+ * under the one before) is drawn: labelled cells, the shortest job getting
+ * "F3 "; a column per grain, the widest column that splits no job; time
+ * scaled by a round factor, where a column shared by jobs says so ('f',
+ * '*', ':') rather than showing one of them. A first line states the scale
+ * unless it is one band of labelled cells. compiler/README.md has the
+ * details. Deterministic. */
 void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, int width);
 
 #endif

@@ -65,6 +65,7 @@ static const struct suite_entry {
     {"harness", harness_suite, FAST, 1, NULL},
     {"verify", verify_suite, FAST, 1, NULL},
     {"cli", cli_suite, FAST, 1, cli_tcases},
+    {"torch_csv", torch_csv_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"ckpt", ckpt_suite, MPI, 4, ckpt_tcases},
     {"robust", robust_suite, MPI, 2, robust_tcases},

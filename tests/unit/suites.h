@@ -30,6 +30,7 @@ Suite *robust_suite(void);
 Suite *verify_suite(void);
 Suite *verify_e2e_suite(void);
 Suite *cli_suite(void);
+Suite *torch_csv_suite(void);
 Suite *orders_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker

@@ -149,7 +149,10 @@ static const cli_row ppvm_rows[] = {
     {REF " --data emptydir", 1, "ppvm: data file 'emptydir' is a directory (expected a regular file"},
     {REF " --data empty", 1, "ppvm: data file 'empty' is empty (expected raw bytes or an llm.c token shard)"},
     {REF " --data short", 1, "ppvm: data file 'short' has 3 bytes; the model's context of 8 needs at least 9"},
-    {"$AS_OTHER " REF " --data unreadable", 1, "ppvm: cannot open data file 'unreadable': Permission denied"},
+    /* as user 65534, ppvm copied into the fixture: the checkout's own path
+     * need not be open to that user (CI's is not) */
+    {"$AS_OTHER ./ppvm-copy --reference plan --steps 1 --quiet --data unreadable", 1,
+     "ppvm: cannot open data file 'unreadable': Permission denied"},
     /* --compare */
     {"$PPVM --compare missing w", 1,
      "ppvm: --compare: cannot use 'missing': No such file or directory (expected a directory that --save wrote)"},
@@ -242,6 +245,7 @@ static char *fixture(void)
              "$R/bin/" PPVM " --reference plan --steps 0 --save w --quiet\n"
              "mkfifo fifo; : > empty; mkdir emptydir; printf abc > short\n"
              "printf 'bytes enough for a window of context' > unreadable; chmod 000 unreadable\n"
+             "cp $R/bin/" PPVM " ppvm-copy; chmod 755 ppvm-copy\n"
              "cp -r w w_trunc; head -c 100 w/stage0.w > w_trunc/stage0.w\n"
              "cp -r w w_pad; printf x >> w_pad/stage0.w\n"
              "cp -r w w_stage; cp w/stage1.w w_stage/stage0.w\n"

@@ -122,6 +122,8 @@ START_TEST(test_missing_keys)
 {
     pp_costs c;
     ok(&c, "{}");
+    ck_assert_str_eq(c.unit, "s"); /* the default unit is all an empty file gives */
+    c.unit = NULL;
     ck_assert(costs_is_empty(&c));
     pp_costs_free(&c);
 
@@ -181,7 +183,8 @@ START_TEST(test_unknown_key)
 {
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
     err_at("{\"f\": 1}", "1:2",
-           "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\" or \"bandwidth\"");
+           "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\" or "
+           "\"unit\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -189,6 +192,38 @@ START_TEST(test_unknown_key)
     /* a long key is cut */
     err_at("{\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1}", "1:2",
            "unknown key \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\"");
+}
+END_TEST
+
+/* "unit" names what the times are in; without it they are seconds (what
+ * ppvm --profile writes). trace.json converts by pp_costs_unit_us. */
+START_TEST(test_unit)
+{
+    pp_costs c;
+    ok(&c, "{\"F\": 0.5}");
+    ck_assert_str_eq(c.unit, "s");
+    pp_costs_free(&c);
+    ck_assert_ptr_null(c.unit);
+    static const char *names[] = {"s", "ms", "us", "ns"};
+    static const double us[] = {1e6, 1e3, 1, 1e-3};
+    for (int i = 0; i < 4; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "{\"unit\": \"%s\", \"F\": 2}", names[i]);
+        ok(&c, text);
+        ck_assert_str_eq(c.unit, names[i]);
+        ck_assert_double_eq(c.dir[0][0], 2);
+        ck_assert_double_eq(pp_costs_unit_us(c.unit), us[i]);
+        pp_costs_free(&c);
+    }
+    ck_assert_double_eq(pp_costs_unit_us(NULL), 0);
+    ck_assert_double_eq(pp_costs_unit_us("min"), 0);
+    /* anything else is refused at the value, saying what would do */
+    err_at("{\"F\": 1,\n \"unit\": \"sec\"}", "2:10",
+           "expected \"s\", \"ms\", \"us\" or \"ns\" for \"unit\", found \"sec\"");
+    err_at("{\"unit\": 1e-6}", "1:10",
+           "expected \"s\", \"ms\", \"us\" or \"ns\" for \"unit\", found a number");
+    err_at("{\"unit\": \"S\"}", "1:10", "found \"S\""); /* case matters: S is not s */
+    err_at("{\"unit\": \"s\", \"unit\": \"ms\"}", "1:20", "duplicate object key");
 }
 END_TEST
 
@@ -570,6 +605,7 @@ Suite *costs_suite(void)
     TCase *keys = tcase_create("keys");
     tcase_add_test(keys, test_unknown_key);
     tcase_add_test(keys, test_duplicate_key);
+    tcase_add_test(keys, test_unit);
     suite_add_tcase(s, keys);
 
     TCase *vals = tcase_create("values");
