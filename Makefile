@@ -71,7 +71,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
             compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c \
-            compiler/compile.c compiler/torch_csv.c
+            compiler/compile.c compiler/torch_csv.c compiler/search.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
@@ -354,7 +354,8 @@ torch-orders:
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 # Each entry is name:schedule:S:B, then optionally :precision (--precision).
 GOLDEN := gpipe-S4-B4:gpipe.pp:4:4 ddp-S4-B4:ddp.pp:4:4 1f1b-S4-B8:1f1b.pp:4:8 zb-h1-S4-B8:zb-h1.pp:4:8 \
-          fsdp-S4-B4:fsdp.pp:4:4 fsdp-bf16-S4-B4:fsdp.pp:4:4:bf16
+          fsdp-S4-B4:fsdp.pp:4:4 fsdp-bf16-S4-B4:fsdp.pp:4:4:bf16 \
+          1f1b-overlap-S4-B4:1f1b-overlap.pp:4:4
 golden: bin/ppc
 	@for g in $(GOLDEN); do IFS=: read name file S Bm prec <<< "$$g"; \
 	  rm -rf tests/golden/$$name; ./bin/ppc schedules/$$file -D S=$$S -D B=$$Bm \

@@ -12,7 +12,9 @@ typedef struct {
 } pp_loc;
 
 /* What a `cost` line sets (pp_stmt.dir): F, B, W (0-2), then the transfer costs. */
-enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_COUNT = 5 };
+/* COST_OVERLAP: `cost overlap = P`, the percent of the shorter job of an overlapped
+ * pair that the pair still pays for (schedule.h). */
+enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_OVERLAP = 5, COST_COUNT = 6 };
 
 typedef enum {
     EX_INT,    /* value */
@@ -61,7 +63,8 @@ typedef enum {
     ST_COST,     /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
     ST_MODEL,    /* model [kind] { name = expr ... }: fields in body, flag = the pp_model_kind */
     ST_OPTIMIZER, /* optimizer sgd|adamw: flag = the pp_optimizer */
-    ST_PRECISION  /* precision fp32|bf16: flag = the pp_precision */
+    ST_PRECISION, /* precision fp32|bf16: flag = the pp_precision */
+    ST_OVERLAP    /* overlap F with B when expr: the condition, on the forward (schedule.h) */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

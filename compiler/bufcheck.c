@@ -93,6 +93,37 @@ static int check_groups(const pp_plan *p, stamp *stamps, char *msg, size_t len)
     return 0;
 }
 
+/* ---- 1b. an overlapped pair's two jobs are concurrent --------------------- */
+
+/* Overlap's two jobs run at once on the cuda backend (two streams, whose
+ * waits are all issued before either job records): like a group's
+ * members, they may share a buffer only if neither writes it. */
+static int check_pairs(const pp_plan *p, char *msg, size_t len)
+{
+    for (uint32_t i = 0; i + 2 < p->ninstr; i++) {
+        if (p->code[i].op != PP_OP_Overlap)
+            continue;
+        pp_touch a[PP_MAX_TOUCH], b[PP_MAX_TOUCH];
+        int na = pp_instr_touches(&p->code[i + 1], a), nb = pp_instr_touches(&p->code[i + 2], b);
+        for (int x = 0; x < na; x++)
+            for (int y = 0; y < nb; y++) {
+                if (a[x].kind != b[y].kind || a[x].index != b[y].index ||
+                    !((a[x].access | b[y].access) & PP_ACC_WR))
+                    continue;
+                char f[96], g[96], c[48];
+                say(msg, len,
+                    "hazard: rank %u: %s and %s, the overlapped pair after @%u, both touch %s "
+                    "and %s writes it, but a pair's jobs run concurrently (expected the two in "
+                    "different buffers)",
+                    p->rank, fmt_instr(p, i + 1, f), fmt_instr(p, i + 2, g), i, fmt_buf(&a[x], c),
+                    (a[x].access & PP_ACC_WR) ? pp_op_name(p->code[i + 1].op)
+                                              : pp_op_name(p->code[i + 2].op));
+                return -1;
+            }
+    }
+    return 0;
+}
+
 /* ---- 2. every read finds what it needs ------------------------------------ */
 
 typedef struct {
@@ -213,7 +244,8 @@ int pp_buffer_check_plan(const pp_plan *p, char *msg, size_t msglen)
     int rc = -1;
     if (!stamps || !slots)
         say(msg, msglen, "error: out of memory checking rank %u's buffers", p->rank);
-    else if (!check_groups(p, stamps, msg, msglen) && !check_dataflow(p, slots, msg, msglen)) {
+    else if (!check_groups(p, stamps, msg, msglen) && !check_pairs(p, msg, msglen) &&
+             !check_dataflow(p, slots, msg, msglen)) {
         say(msg, msglen, "ok");
         rc = 0;
     }

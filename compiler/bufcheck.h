@@ -5,6 +5,8 @@
  *   - the members of one GroupStart..GroupEnd run concurrently (NCCL orders
  *     a group's operations only per peer, and the cuda backend records the
  *     members' events only at GroupEnd);
+ *   - the two jobs after an Overlap marker run concurrently (the cuda
+ *     backend runs them on two streams);
  *   - every other pair of operations on one buffer runs in plan order (the
  *     cuda backend chains them through the buffer's event, whatever stream
  *     each runs on; the cpu backend runs them in order), and operations on
@@ -13,7 +15,8 @@
  * What each instruction reads and writes, and what a slot must hold when
  * read, come from the opcode table (isa/opcodes.h via pp_instr_touches).
  * Two checks, both O(instructions):
- *   1. no two members of one group touch one buffer unless both only read;
+ *   1. no two members of one group touch one buffer unless both only read,
+ *      nor do the two jobs of an overlapped pair;
  *   2. no instruction has two operands in one slot unless both only read;
  *   3. replaying the plan in order, every slot an instruction reads holds
  *      what the table says it needs (F(s-1,b)'s output for Forward s b's
@@ -35,7 +38,7 @@
 /* Checks one rank's plan; returns 0 if safe, else -1 with a message in msg
  * (msglen bytes, may be NULL or 0; "ok" on success, cut to fit) naming the
  * rank, the instructions (plan addresses, as in the listing) and the slot:
- * "hazard: ..." (a group's members conflict), "alias: ..." (one
+ * "hazard: ..." (a group's members, or a pair's jobs, conflict), "alias: ..." (one
  * instruction's operands share a slot it writes), "dataflow: ..." (a read
  * of the wrong content) or "error: out of memory". */
 int pp_buffer_check_plan(const pp_plan *p, char *msg, size_t msglen);

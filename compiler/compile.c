@@ -117,6 +117,10 @@ static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_resul
         int p = job_pred(&t->js, j);
         fprintf(d->out, "  worker %d waits at %c(%d,%d)", w, dir_char(job_d(&t->js, j)),
                 job_s(&t->js, j), job_b(&t->js, j));
+        int q = sim->partner ? sim->partner[j] : -1; /* an overlapped pair waits as one */
+        if (q >= 0)
+            fprintf(d->out, " (overlapped with %c(%d,%d))", dir_char(job_d(&t->js, q)),
+                    job_s(&t->js, q), job_b(&t->js, q));
         if (strict && p >= 0)
             fprintf(d->out, ", which needs %c(%d,%d) from worker %d\n", dir_char(job_d(&t->js, p)),
                     job_s(&t->js, p), job_b(&t->js, p), t->worker[p]);

@@ -16,8 +16,9 @@
 
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, NKEYS };
-static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth", "unit"};
+enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, KEY_OVERLAP, NKEYS };
+static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth", "unit",
+                                             "overlap"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -301,7 +302,7 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\" or \"unit\"",
+                "\"bandwidth\", \"unit\" or \"overlap\"",
                 quote(key, q));
             goto out;
         }
@@ -316,6 +317,15 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
+        } else if (k == KEY_OVERLAP) {
+            if (read_nonneg(&x, k, v, &c->overlap) != 0)
+                goto out;
+            if (c->overlap > 1) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected a fraction in [0, 1] for \"overlap\", found %g", c->overlap);
+                goto out;
+            }
+            c->has_overlap = 1;
         } else if (read_dir(&x, c, k, v) != 0) {
             goto out;
         }

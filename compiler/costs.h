@@ -9,8 +9,9 @@
  *     "O": [0.4, 0.4, 0.4, 0.9] the optimizer step of a stage, on each owner
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
- *     "unit": "s"               what the times are in: "s", "ms", "us" or "ns"
- *   }
+ *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
+ *     "overlap": 0.6            an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
+ *   }                           a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
  *
  * Every key is optional; a key the file does not give keeps the schedule's
  * value. Times are in seconds, as ppvm --profile writes them, unless "unit"
@@ -36,8 +37,8 @@ typedef struct {
     double *dir[4]; /* F, B, W, O (PP_COSTS_O): per-stage costs, or NULL when the file does not
                        give it */
     int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
-    int has_latency, has_bandwidth;
-    double latency, bandwidth;
+    int has_latency, has_bandwidth, has_overlap;
+    double latency, bandwidth, overlap;
     const char *unit; /* "s" (no "unit" key), "ms", "us" or "ns"; NULL when nothing was loaded */
 } pp_costs;
 

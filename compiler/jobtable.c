@@ -93,6 +93,45 @@ static double transfer_cost(const pp_schedule *sch, int c)
     return (double)v;
 }
 
+/* `cost overlap = P`: a percent in [0, 100], evaluated once; 100 without
+ * the line. */
+static double overlap_cost(const pp_schedule *sch)
+{
+    const pp_expr *e = sch->cost[COST_OVERLAP];
+    if (!e)
+        return 1;
+    pp_env env = {0, 0, 0, 0};
+    long long v = 100;
+    err_tally tally = {0};
+    if (eval_at(sch, e, &env, &v, "overlap", &tally, 0) && (v < 0 || v > 100)) {
+        diag_error(sch->diag, e->loc,
+                   "cost overlap = %lld: expected a percent in [0, 100] (100: a pair takes "
+                   "tF + tB, 0: max(tF, tB))",
+                   v);
+        v = 100;
+    }
+    return (double)v / 100;
+}
+
+/* pairable[j] for every forward: the overlap condition at (s, b, F). */
+static int eval_pairable(pp_jobtable *t, const pp_schedule *sch)
+{
+    int N = job_count(&t->js);
+    if (!(t->pairable = calloc((size_t)N, 1)))
+        return -1;
+    err_tally tally = {0};
+    for (int j = 0; j < N; j++) {
+        if (job_d(&t->js, j) != DIR_F)
+            continue;
+        pp_env env = {job_s(&t->js, j), job_b(&t->js, j), DIR_F, 0};
+        long long v = 0;
+        if (eval_at(sch, sch->overlap, &env, &v, "'overlap ... when'", &tally, 1))
+            t->pairable[j] = v != 0;
+    }
+    tally_note(sch, &tally, "'overlap ... when'");
+    return 0;
+}
+
 /* --costs: per-direction arrays must have one entry or one per stage. */
 static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
 {
@@ -245,6 +284,11 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
             t->inflight[w] = v;
         }
     }
+    t->overlap = measured && measured->has_overlap ? measured->overlap : overlap_cost(sch);
+    if (sch->overlap && eval_pairable(t, sch)) {
+        diag_nomem(sch->diag, "for the overlap condition of %d jobs", N);
+        return 1;
+    }
     t->latency = measured && measured->has_latency ? measured->latency : transfer_cost(sch, COST_LATENCY);
     t->bandwidth = measured && measured->has_bandwidth ? measured->bandwidth
                                                        : transfer_cost(sch, COST_BANDWIDTH);
@@ -271,5 +315,6 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->wbytes);
     free(t->cbytes);
     free(t->opt);
+    free(t->pairable);
     memset(t, 0, sizeof *t);
 }

@@ -41,6 +41,13 @@ typedef struct {
     /* [S] the optimizer step's cost for stage s on each of its owners
      * (--costs "O"; 0 without: the schedule has no cost line for it). */
     double *opt;
+    /* Overlapped jobs (`overlap F with B when expr`): pairable[j] for a
+     * forward j where expr holds ([N], NULL without an overlap line); the
+     * pair of a forward and a backward takes max + overlap * min of their
+     * costs (`cost overlap = P` as P/100, or --costs "overlap"; default 1:
+     * no gain). */
+    unsigned char *pairable;
+    double overlap;
 } pp_jobtable;
 
 /* Evaluates every function at every job; reports placements outside
@@ -84,7 +91,8 @@ uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
     return (pp_sim_input){t->js,       t->W,        t->worker, t->priority, t->cost,
-                          strict,      t->inflight, t->xfer,   t->fetch};
+                          strict,      t->inflight, t->xfer,   t->fetch,    t->pairable,
+                          t->overlap};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

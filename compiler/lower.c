@@ -27,6 +27,7 @@ typedef struct {
     int *wgrad;    /* [S] this rank's gradient accumulator for a stage it does not own */
     int prefetch;  /* hoist receives and fetches this many jobs ahead */
     const ownership *own;
+    int pair_next; /* the second job of the overlapped pair just opened, or -1 */
 } lowering;
 
 static int grow(void **p, int *cap, int need, size_t elem)
@@ -270,7 +271,24 @@ static int lower_item(lowering *L, const item *x)
     int buf;
     switch (x->what) {
     case IT_JOB: {
-        int d = job_d(&t->js, x->job);
+        int d = job_d(&t->js, x->job), q = L->sim->partner ? L->sim->partner[x->job] : -1;
+        /* An overlapped pair (sim.h) starts at one time, after every
+         * transfer it needs (transfers sort first at equal times), so its
+         * two jobs are neighbours here: Overlap goes before the first. */
+        if (q >= 0 && L->pair_next != x->job) {
+            /* what the jobs would emit first goes before the marker, not
+             * between the two: a forward's microbatch load (first and last
+             * stage), a backward's ZeroGrads (a stage it does not own) */
+            int f = d == DIR_F ? x->job : q, fs = job_s(&t->js, f), bk = f == q ? x->job : q;
+            if ((fs == 0 || fs == t->js.S - 1) && tokens_for(L, job_b(&t->js, f)) < 0)
+                return -1;
+            if (t->js.ND == 2 && wgrad_for(L, job_s(&t->js, bk)) == -2)
+                return -1;
+            if (emit(L, PP_OP_Overlap, -1, -1, -1, -1) < 0)
+                return -1;
+            L->pair_next = q;
+        } else if (q >= 0)
+            L->pair_next = -1;
         return d == DIR_F ? lower_forward(L, x->job)
              : d == DIR_B ? lower_backward(L, x->job)
                           : lower_weight(L, x->job);
@@ -338,6 +356,7 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
         L->wgrad[i] = L->held[i] = -1;
     for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
         L->wts[sim->order[k]] = -1;
+    L->pair_next = -1;
     for (int i = 0; i < nitems; i++)
         if ((rc = lower_item(L, &items[i].it)) != 0)
             return rc;
@@ -358,7 +377,8 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
     for (int s = 0; s < S; s++) {
         if (lower_owns(L->own, s, w))
             p->stage_role[s] |= PP_ROLE_OWNER;
-        /* one workspace, large enough for every stage the rank runs */
+        /* one workspace, large enough for every stage the rank runs (two
+         * of this size with an Overlap pair: pp_plan_workspaces) */
         uint64_t work = pp_stage_workspace_bytes(L->m, S, s);
         if ((p->stage_role[s] & PP_ROLE_COMPUTE) && work > p->workspace_bytes)
             p->workspace_bytes = work;

@@ -2,7 +2,8 @@
  * stream gets a slot of the plan's slot table by liveness (lower_internal.h),
  * so the table is all the VM ever allocates besides its own stages. The
  * members of a transfer group run concurrently, so a buffer they touch is
- * live over the whole group (transfer_groups.h). */
+ * live over the whole group (transfer_groups.h); so do the two jobs after
+ * an Overlap marker, which are treated as a group of their own. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,11 @@ int lower_assign_slots(stream *st, uint32_t rank, pp_plan *p)
         !run_first || !run_last)
         goto out;
     pp_transfer_runs(st->code, (uint32_t)st->n, rank, run_first, run_last);
+    for (int i = 0; i + 2 < st->n; i++) /* an overlapped pair: its two jobs, concurrent */
+        if (st->code[i].op == PP_OP_Overlap) {
+            run_first[i + 1] = run_first[i + 2] = i + 1;
+            run_last[i + 1] = run_last[i + 2] = i + 2;
+        }
     for (int k = 0; k < st->nbuf; k++) {
         if (st->buf[k].last_use < st->buf[k].def)
             st->buf[k].last_use = st->buf[k].def;

@@ -7,6 +7,7 @@
  *           | "limit" "inflight" "=" expr | "cost" (F|B|W|latency|bandwidth) "=" expr
  *           | "model" ["mlp"|"gpt"] "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
  *           | "precision" ("fp32"|"bf16")
+ *           | "overlap" "F" "with" "B" "when" expr | "cost" "overlap" "=" expr
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
 %define api.pure full
@@ -36,6 +37,8 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
 static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *name,
                            YYLTYPE nloc, pp_expr *e);
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
+static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
+                             pp_expr *e);
 
 /* Bison's stack of pending symbols: a file nesting deeper (a long run of
  * '(' or unary '-', each waiting for its operand) overflows it, and bison
@@ -80,10 +83,11 @@ static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
 %token PARAM "param" LET "let" COMPUTE "compute" WEIGHTS "weights" PRIORITY "priority"
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
 %token OPTIMIZER "optimizer" PRECISION "precision"
+%token OVERLAP "overlap"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 
 %type <expr> expr
-%type <stmt> stmt
+%type <stmt> stmt overlap_stmt
 %destructor { free($$); } <str>
 %destructor { ast_free_expr($$); } <expr>
 %destructor { ast_free_stmts($$); } <stmt>
@@ -132,6 +136,17 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
                             { $$ = word_stmt(ctx, ST_MODEL, @1, $2, @2);
                               if ($$) $$->body = ctx->model_head; else ast_free_stmts(ctx->model_head);
                               ctx->model_head = ctx->model_tail = NULL; STOP_IF_NOMEM(); }
+    | overlap_stmt          { $$ = $1; }
+    ;
+
+/* Overlapped jobs (schedule.h), kept in rules of their own. "with" and
+ * "when" are names, not keywords, so they stay free for params and lets. */
+overlap_stmt: OVERLAP IDENT IDENT IDENT IDENT expr
+                            { char *w[4] = {$2, $3, $4, $5};
+                              YYLTYPE wl[4] = {@2, @3, @4, @5};
+                              $$ = overlap_stmt(ctx, @1, w, wl, $6); STOP_IF_NOMEM(); }
+    | COST OVERLAP '=' expr { $$ = ast_stmt(ST_COST, @1); NEED($$); $$->name_loc = @2;
+                              $$->dir = COST_OVERLAP; $$->expr = $4; }
     ;
 
 fields: %empty
@@ -302,7 +317,7 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = COST_BANDWIDTH;
         else {
             diag_error(ctx->diag, L(wloc),
-                       "unknown cost '%s': expected F, B, W, latency or bandwidth", word);
+                       "unknown cost '%s': expected F, B, W, latency, bandwidth or overlap", word);
             ok = 0;
         }
         break;
@@ -314,6 +329,36 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
         free(s);
         return NULL;
     }
+    return s;
+}
+
+/* `overlap F with B when expr`: the four words must be exactly these; a
+ * wrong one is reported at its column, saying the whole form. */
+static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
+                             pp_expr *e)
+{
+    static const char *want[4] = {"F", "with", "B", "when"};
+    int ok = 1;
+    for (int i = 0; i < 4; i++)
+        if (ok && strcmp(w[i], want[i]) != 0) {
+            diag_error(ctx->diag, L(wl[i]),
+                       "expected 'overlap F with B when EXPR', found '%s' where '%s' goes", w[i],
+                       want[i]);
+            ok = 0;
+        }
+    for (int i = 0; i < 4; i++)
+        free(w[i]);
+    if (!ok) {
+        ast_free_expr(e);
+        return NULL;
+    }
+    pp_stmt *s = ast_stmt(ST_OVERLAP, L(loc));
+    if (!s) {
+        ast_free_expr(e);
+        diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
+    s->expr = e;
     return s;
 }
 

@@ -17,9 +17,15 @@ uint64_t lower_owned_stage_bytes(const pp_model *m, int S, int s)
     return bytes;
 }
 
+/* The workspace, twice with an Overlap pair (isa/plan.h). */
+static uint64_t workspace_total(const pp_plan *p)
+{
+    return pp_plan_workspaces(p) * p->workspace_bytes;
+}
+
 uint64_t pp_plan_memory(const pp_plan *p)
 {
-    uint64_t bytes = p->workspace_bytes;
+    uint64_t bytes = workspace_total(p);
     for (uint32_t k = 0; k < p->nslots; k++)
         bytes += p->slot_bytes[k];
     for (uint32_t s = 0; s < p->S; s++)
@@ -42,7 +48,9 @@ int lower_check_mem_limit(const pp_plan *p, int rank, uint64_t limit, pp_diag *d
     for (uint32_t s = 0; s < p->S; s++)
         if (p->stage_role[s] & PP_ROLE_OWNER)
             own += lower_owned_stage_bytes(&p->model, (int)p->S, (int)s);
-    total = own + p->workspace_bytes;
+    uint64_t work = workspace_total(p);
+    const char *works = pp_plan_workspaces(p) > 1 ? "its two workspaces" : "its workspace";
+    total = own + work;
     uint32_t seen = 0; /* slots are numbered in order of first definition */
     for (uint32_t i = 0; i < p->ninstr && total <= limit; i++)
         for (int k = 0; k < PP_MAX_SLOTS; k++) {
@@ -54,24 +62,23 @@ int lower_check_mem_limit(const pp_plan *p, int rank, uint64_t limit, pp_diag *d
                     diag_error_noloc(d,
                                      "worker %d needs %llu bytes at instruction %u (%s, stage %d, "
                                      "microbatch %d), over --mem-limit %llu: %llu for its own "
-                                     "stages' %s, %llu for its workspace, %llu in %u slot%s",
+                                     "stages' %s, %llu for %s, %llu in %u slot%s",
                                      rank, (unsigned long long)total, i, pp_op_name(in->op),
                                      in->stage, in->mb, (unsigned long long)limit,
                                      (unsigned long long)own, owned,
-                                     (unsigned long long)p->workspace_bytes,
-                                     (unsigned long long)(total - own - p->workspace_bytes),
+                                     (unsigned long long)work, works,
+                                     (unsigned long long)(total - own - work),
                                      seen, seen == 1 ? "" : "s");
                     return 1;
                 }
             }
         }
-    if (own + p->workspace_bytes > limit) {
+    if (own + work > limit) {
         diag_error_noloc(d,
                          "worker %d needs %llu bytes before its first instruction, over "
-                         "--mem-limit %llu: %llu for its own stages' %s, %llu for its workspace",
-                         rank, (unsigned long long)(own + p->workspace_bytes),
-                         (unsigned long long)limit, (unsigned long long)own, owned,
-                         (unsigned long long)p->workspace_bytes);
+                         "--mem-limit %llu: %llu for its own stages' %s, %llu for %s",
+                         rank, (unsigned long long)(own + work), (unsigned long long)limit,
+                         (unsigned long long)own, owned, (unsigned long long)work, works);
         return 1;
     }
     return 0;

@@ -3,6 +3,7 @@
  *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--no-pictures] [-q]
  *   ppc FILE.pp --emit torch-csv DIR [-o DIR] ...
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
+ *   ppc --search -D W=.. -D B=.. [--costs FILE] [--mem-limit BYTES] [--library DIR] [--top N]
  *   ppc --opcodes
  *
  * Compiles the schedule (compile.h: parse, check, evaluate, simulate, keep
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "compile.h"
+#include "search.h"
 #include "table.h"
 #include "timeline.h"
 #include "torch_csv.h"
@@ -70,6 +72,11 @@ typedef struct {
     int optimizer;        /* --optimizer NAME: a pp_optimizer, or -1 for the schedule's */
     int precision;        /* --precision NAME: a pp_precision, or -1 for the schedule's */
     const char *emit_dir; /* --emit torch-csv DIR, or NULL */
+    int search;           /* --search */
+    int top;              /* --top N: rows of --search's front, 0 = all */
+    int all;              /* --all: --search lists every candidate too */
+    int json;             /* --json: --search prints JSON */
+    int seen_flags;       /* --prefetch, --keep-weights, -q or --no-pictures given (not for --search) */
 } options;
 
 static void usage(FILE *f)
@@ -79,6 +86,9 @@ static void usage(FILE *f)
                "           [--precision fp32|bf16] [--no-pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
+               "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
+               "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--json]\n"
+               "           [--optimizer O] [--precision P]\n"
                "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -108,8 +118,18 @@ static void usage(FILE *f)
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
                "  --opcodes       print the instruction set, generated from isa/opcodes.h,\n"
                "                  as the Markdown table isa/README.md shows\n"
-               "  --library DIR   where --table finds the schedules (default: ../schedules\n"
-               "                  beside the ppc binary)\n");
+               "  --library DIR   where --table and --search find the schedules (default:\n"
+               "                  ../schedules beside the ppc binary)\n"
+               "  --search        compile every library schedule over its '# search:' line\n"
+               "                  (with --prefetch 0, 1, 2 and --keep-weights) for W workers\n"
+               "                  and B microbatches, and print the Pareto front of predicted\n"
+               "                  step time against peak plan memory per worker, fastest first,\n"
+               "                  each row a command that reproduces it; --mem-limit drops the\n"
+               "                  candidates over it\n"
+               "  --top N         print only the first N rows of --search's front\n"
+               "  --all           with --search, then list every candidate: compiled, refused\n"
+               "                  (and why), over --mem-limit, or another model\n"
+               "  --json          with --search, print the front (and --all's list) as JSON\n");
 }
 
 /* -D NAME=VALUE into defs[*n]; a name given twice is refused (the second
@@ -193,6 +213,107 @@ static int parse_emit(int argc, char **argv, int *i, options *o)
     return 0;
 }
 
+/* ==== --search's flags ====================================================
+ * --search, --top N, --all and --json; 1 when argv[*i] was one of them, 0
+ * when not, -1 a bad value (said why). */
+static int parse_search_flag(int argc, char **argv, int *i, options *o)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--search")) {
+        if (o->search) {
+            fprintf(stderr, "ppc: --search given twice; give it once\n");
+            return -1;
+        }
+        o->search = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--all") || !strcmp(a, "--json")) {
+        *(a[2] == 'a' ? &o->all : &o->json) = 1;
+        return 1;
+    }
+    if (strcmp(a, "--top"))
+        return 0;
+    char *end;
+    errno = 0;
+    long v = *i + 1 < argc ? strtol(argv[*i + 1], &end, 10) : -1;
+    if (*i + 1 >= argc || !argv[*i + 1][0] || *end || errno || v < 1 || v > 1000000) {
+        fprintf(stderr, "ppc: --top expects a number of rows from 1 to 1000000, found %s%s%s\n",
+                *i + 1 < argc ? "'" : "", *i + 1 < argc ? argv[*i + 1] : "nothing",
+                *i + 1 < argc ? "'" : "");
+        return -1;
+    }
+    if (o->top) {
+        fprintf(stderr, "ppc: --top given twice; give it once\n");
+        return -1;
+    }
+    o->top = (int)v;
+    (*i)++;
+    return 1;
+}
+
+static const char *const search_conflicts[] = {"-q", "--no-pictures", "--keep-weights",
+                                               "--prefetch"};
+
+/* Notes a flag --search refuses (argv[i] is always a flag here: the values
+ * of flags are skipped by the loop). */
+static void note_search_conflict(const char *a, options *o)
+{
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(a, search_conflicts[k]))
+            o->seen_flags |= 1 << k;
+}
+
+/* What --search takes: -D W and -D B (nothing else), no schedule file, no
+ * -o, and none of the flags it tries itself. 0 or -1 (said why). */
+static int check_search_args(const options *o)
+{
+    const char *const *flags = search_conflicts;
+    if (!o->search) {
+        fprintf(stderr, "ppc: %s is only for --search\n",
+                o->top ? "--top" : o->all ? "--all" : "--json");
+        return -1;
+    }
+    if (o->file || o->outdir || o->table) {
+        fprintf(stderr, "ppc: --search compiles the library's schedules and writes no plan: "
+                        "expected no %s\n",
+                o->file ? "schedule file" : o->outdir ? "-o" : "--table");
+        return -1;
+    }
+    for (int k = 0; k < 4; k++)
+        if (o->seen_flags & (1 << k)) {
+            if (k < 2)
+                fprintf(stderr, "ppc: --search prints a table and writes no report or plan; "
+                                "expected no %s\n", flags[k]);
+            else
+                fprintf(stderr, "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights "
+                                "itself; expected no %s\n", flags[k]);
+            return -1;
+        }
+    int have[2] = {0, 0};
+    for (int i = 0; i < o->ndefs; i++) {
+        const char *n = o->defs[i].name;
+        if (strcmp(n, "W") && strcmp(n, "B")) {
+            fprintf(stderr, "ppc: --search: -D %s: expected only -D W=WORKERS and "
+                            "-D B=MICROBATCHES (each library file's '# search:' line sets "
+                            "the rest)\n", n);
+            return -1;
+        }
+        /* W up to 1024 keeps every library line within its 4096 values */
+        long long v = o->defs[i].value, most = n[0] == 'W' ? 1024 : 65536;
+        if (v < 1 || v > most) {
+            fprintf(stderr, "ppc: --search: -D %s=%lld: expected 1 to %lld\n", n, v, most);
+            return -1;
+        }
+        have[n[0] == 'B'] = 1;
+    }
+    if (!have[0] || !have[1]) {
+        fprintf(stderr, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES, e.g. "
+                        "ppc --search -D W=8 -D B=32\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* 0, 1 for --help, 2 for --opcodes, -1 a bad command line (said why), -2
  * out of memory. */
 static int parse_args(int argc, char **argv, options *o)
@@ -209,6 +330,11 @@ static int parse_args(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int rc;
+        note_search_conflict(a, o);
+        if ((rc = parse_search_flag(argc, argv, &i, o)) < 0)
+            return rc;
+        if (rc > 0)
+            continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
         else if (!strcmp(a, "--opcodes"))
@@ -292,6 +418,8 @@ static int parse_args(int argc, char **argv, options *o)
         } else
             o->file = a;
     }
+    if (o->search || o->top || o->all || o->json)
+        return check_search_args(o);
     if (o->table) {
         if (o->file || o->outdir || o->costs || o->emit_dir) {
             fprintf(stderr, "ppc: --table takes only -D S/B/G/R and --library, not %s\n",
@@ -301,7 +429,7 @@ static int parse_args(int argc, char **argv, options *o)
         return 0;
     }
     if (o->library) {
-        fprintf(stderr, "ppc: --library is only for --table\n");
+        fprintf(stderr, "ppc: --library is only for --table and --search\n");
         return -1;
     }
     if (!o->file || (!o->outdir && !o->emit_dir)) {
@@ -497,6 +625,46 @@ static int run_table(const options *o)
     return exit_code(pp_print_table(stdout, lib, v[0], v[1], v[2], v[3]));
 }
 
+/* --search: the front on stdout; exit 0, 1 when nothing compiles or fits,
+ * 1 for a malformed search line, 3 an unreadable library or --costs, 4, 5. */
+static int run_search(const options *o)
+{
+    char buf[PATH_MAX], rel[PATH_MAX], cwd[PATH_MAX];
+    const char *lib = o->library;
+    if (!lib) { /* the default, relative to here when it is below here: shorter commands */
+        lib = default_library(buf, sizeof buf);
+        size_t n;
+        if (realpath(lib, rel) && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) &&
+            !strncmp(rel, cwd, n) && rel[n] == '/')
+            lib = rel + n + 1;
+        else if (realpath(lib, rel))
+            lib = rel;
+    }
+    long long W = 0, B = 0;
+    for (int i = 0; i < o->ndefs; i++)
+        *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
+    pp_search_opts so = {lib, W, B, o->costs, (uint64_t)o->mem_limit, o->optimizer, o->precision};
+    pp_search_result r;
+    pp_search_status st = pp_search_run(&so, &r, stderr);
+    if (st == PP_SEARCH_OK)
+        (o->json ? pp_search_print_json : pp_search_print)(stdout, &so, &r, o->top, o->all);
+    pp_search_free(&r);
+    switch (st) {
+    case PP_SEARCH_OK:
+        return 0;
+    case PP_SEARCH_IO:
+        return EXIT_IO;
+    case PP_SEARCH_NOMEM:
+        return EXIT_NOMEM;
+    case PP_SEARCH_INTERNAL:
+        return EXIT_INTERNAL;
+    case PP_SEARCH_NONE:
+    case PP_SEARCH_BAD_LINE:
+        break;
+    }
+    return EXIT_SCHEDULE;
+}
+
 /* What report.txt and report.json say about where they came from, and
  * write them (and the pictures). */
 static int write_reports(const options *o, const pp_compiled *c)
@@ -584,6 +752,8 @@ int main(int argc, char **argv)
         usage(stdout);
     else if (o.table)
         rc = run_table(&o);
+    else if (o.search)
+        rc = run_search(&o);
     else {
         pp_compile_opts co = pp_compile_defaults();
         co.path = o.file;

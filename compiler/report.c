@@ -238,7 +238,9 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         goto fail;
     for (int j = 0; j < job_count(js); j++) {
         r->w[t->worker[j]].jobs++;
-        r->w[t->worker[j]].busy += t->cost[j];
+        /* a pair occupies its worker once, for the pair's time (sim.h) */
+        int paired = sim->partner && sim->partner[j] >= 0;
+        r->w[t->worker[j]].busy += paired ? (sim->end[j] - sim->start[j]) / 2 : t->cost[j];
     }
     if (step_time(r, t, sim) || transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
         stage_worker_pairs(r, t, m, 1) || stage_worker_pairs(r, t, m, 0))

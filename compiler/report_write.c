@@ -102,6 +102,26 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     fprintf(f, "step      %g (the makespan, then gradient returns, all-reduces and optimizer "
                "steps)\n",
             r->step);
+    if (t->pairable) {
+        fprintf(f, "overlap   %d pairs of a forward and a backward run at once; a pair takes "
+                   "max(tF, tB) + %g * min(tF, tB)\n",
+                sim->npairs, t->overlap);
+        /* the first PAIR_LINES pairs; report.json lists every one */
+        enum { PAIR_LINES = 32 };
+        int listed = 0;
+        for (int w = 0; w < r->W; w++)
+            for (int k = sim->off[w]; k < sim->off[w + 1] && listed < PAIR_LINES; k++) {
+                int j = sim->order[k], q = sim->partner ? sim->partner[j] : -1;
+                if (q < 0 || job_d(&t->js, j) != DIR_F)
+                    continue;
+                fprintf(f, "  worker %d: F(%d,%d) with B(%d,%d) at %g-%g\n", w,
+                        job_s(&t->js, j), job_b(&t->js, j), job_s(&t->js, q), job_b(&t->js, q),
+                        sim->start[j], sim->end[j]);
+                listed++;
+            }
+        if (sim->npairs > listed)
+            fprintf(f, "  ... and %d more (report.json lists every pair)\n", sim->npairs - listed);
+    }
     if (info->keep)
         fprintf(f, "kept      %lld jobs read weights fetched for an earlier job of their stage "
                    "(--keep-weights: %s)\n", r->total.weight_kept, info->keep);
@@ -197,6 +217,24 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
             r->bubble, r->step);
+    /* overlapped pairs (sim.h): null without an overlap line */
+    if (t->pairable) {
+        fprintf(f, "  \"overlap\": %.17g,\n  \"pairs\": [", t->overlap);
+        int first = 1;
+        for (int w = 0; w < r->W; w++)
+            for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
+                int j = sim->order[k], q = sim->partner ? sim->partner[j] : -1;
+                if (q < 0 || job_d(&t->js, j) != DIR_F)
+                    continue;
+                fprintf(f, "%s\n    {\"worker\": %d, \"F\": [%d, %d], \"B\": [%d, %d], "
+                           "\"start\": %.17g, \"end\": %.17g}",
+                        first ? "" : ",", w, job_s(&t->js, j), job_b(&t->js, j),
+                        job_s(&t->js, q), job_b(&t->js, q), sim->start[j], sim->end[j]);
+                first = 0;
+            }
+        fputs(first ? "],\n" : "\n  ],\n", f);
+    } else
+        fputs("  \"overlap\": null,\n  \"pairs\": null,\n", f);
     for (int k = 0; k < F_COUNT; k++) {
         fprintf(f, "  \"%s\": [", field_name[k]);
         for (int w = 0; w < r->W; w++) {

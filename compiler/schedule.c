@@ -480,7 +480,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
         seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0,
-        seen_precision = 0;
+        seen_precision = 0, seen_overlap = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
                                              "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
@@ -519,8 +519,9 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             set_once(sch, st, &seen_cost[st->dir], "this cost");
             if (st->dir >= COST_LATENCY) {
                 fn_scope.job = 0;
-                fn_scope.what = st->dir == COST_LATENCY ? "'cost latency' (it may use params)"
-                                                        : "'cost bandwidth' (it may use params)";
+                fn_scope.what = st->dir == COST_LATENCY   ? "'cost latency' (it may use params)"
+                              : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
+                                                          : "'cost bandwidth' (it may use params)";
             }
             resolve(sch, st->expr, &fn_scope);
             check_depth(sch, st->expr);
@@ -538,6 +539,14 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             set_once(sch, st, &seen_precision, "precision");
             sch->model.precision = (uint32_t)st->flag;
             break;
+        case ST_OVERLAP:
+            set_once(sch, st, &seen_overlap, "overlap");
+            fn_scope.what = "'overlap ... when' (it may use s, b, d, params and lets)";
+            resolve(sch, st->expr, &fn_scope);
+            check_depth(sch, st->expr);
+            sch->overlap = st->expr;
+            sch->overlap_loc = st->loc;
+            break;
         }
     }
     if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE] && !parse_errors)
@@ -548,7 +557,13 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     for (int c = COST_LATENCY; c < COST_COUNT; c++)
         if (sch->cost[c] && uses_job(sch, sch->cost[c]))
             diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
-                       c == COST_LATENCY ? "latency" : "bandwidth");
+                       c == COST_LATENCY ? "latency" : c == COST_OVERLAP ? "overlap" : "bandwidth");
+    /* A pair is two neighbours in a worker's order, which only a strict
+     * order fixes before simulating; greedy picks the next job as it goes. */
+    if (seen_overlap && !sch->strict)
+        diag_error(d, sch->overlap_loc,
+                   "'overlap' needs 'order strict': pairs are neighbours in a worker's priority "
+                   "order, which the greedy order does not follow");
     sch->S = count_param(sch, "S", "the number of stages", 1 << 20, !parse_errors);
     sch->B = count_param(sch, "B", "the number of microbatches", 1 << 20, !parse_errors);
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);

@@ -65,6 +65,15 @@ typedef struct {
     /* cost F/B/W (may use s; NULL = 1); cost latency and bandwidth (params
      * only; NULL = 0: transfers take no time, the seed's assumption) */
     pp_expr *cost[COST_COUNT];
+    /* overlap F with B when expr (or NULL): in a worker's strict order, a
+     * forward and the backward next to it (either first) run as one pair
+     * when expr, evaluated at the forward's (s, b, d = F), is non-zero, and
+     * their microbatches differ. Strict order only. `cost overlap = P`
+     * (cost[COST_OVERLAP], params only, 0..100, default 100) is the percent
+     * of the shorter job the pair still pays: it takes
+     * max(tF, tB) + P/100 * min(tF, tB). */
+    pp_expr *overlap;
+    pp_loc overlap_loc;
     long long S, B, W;
     pp_model model; /* model.layers: [S] when layers_expr is set, else NULL; owned */
     pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */

@@ -345,12 +345,82 @@ static int qsort_key(const void *a, const void *b)
     return cmp_key(sort_ctx, *(const int *)a, *(const int *)b);
 }
 
+/* Pairs (sim.h): scanning each worker's order, a pairable forward and a
+ * backward of another microbatch next to it, either first. */
+static int find_pairs(const pp_sim_input *in, pp_sim_result *r)
+{
+    const pp_jobspace *js = &in->js;
+    int N = job_count(js);
+    if (!in->pairable)
+        return 0;
+    if (!(r->partner = malloc(((size_t)N + 1) * sizeof *r->partner)))
+        return -1;
+    for (int j = 0; j < N; j++)
+        r->partner[j] = -1;
+    for (int w = 0; w < in->W; w++)
+        for (int k = r->off[w]; k + 1 < r->off[w + 1]; k++) {
+            int x = r->order[k], y = r->order[k + 1];
+            int f = job_d(js, x) == 0 ? x : y, o = f == x ? y : x;
+            if (job_d(js, f) != 0 || job_d(js, o) != 1 || !in->pairable[f] ||
+                job_b(js, f) == job_b(js, o))
+                continue;
+            r->partner[x] = y;
+            r->partner[y] = x;
+            r->npairs++;
+            k++;
+        }
+    return 0;
+}
+
+/* Commits job j (and its partner q, or -1) on worker w at the earliest
+ * time both are ready; queues the workers whose next job this unblocks. */
+static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j, int q,
+                          double *free_at, char *done, int *next, int *queue, int *qt)
+{
+    const pp_jobspace *js = &in->js;
+    double t = free_at[w], dur = in->cost[j];
+    int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
+    for (int i = 0; i < n; i++) {
+        double ready = ready_time(in, r, jobs[i], job_pred(js, jobs[i]));
+        if (ready > t)
+            t = ready;
+    }
+    if (q >= 0) { /* max(tF, tB) + overlap * min(tF, tB) */
+        double a = in->cost[j], b = in->cost[q];
+        dur = (a > b ? a : b) + in->overlap * (a > b ? b : a);
+    }
+    free_at[w] = t + dur;
+    if (free_at[w] > r->makespan)
+        r->makespan = free_at[w];
+    for (int i = 0; i < n; i++) {
+        r->start[jobs[i]] = t;
+        r->end[jobs[i]] = t + dur;
+        done[jobs[i]] = 1;
+        next[w]++;
+    }
+    for (int i = 0; i < n; i++) {
+        int succ[2], ns = job_succ(js, jobs[i], succ);
+        for (int k = 0; k < ns; k++) {
+            int sw = in->worker[succ[k]];
+            if (sw != w && r->off[sw] + next[sw] < r->off[sw + 1] &&
+                r->order[r->off[sw] + next[sw]] == succ[k])
+                queue[(*qt)++] = sw;
+            /* the worker's next job may be the partner of the one unblocked */
+            else if (sw != w && r->partner && r->off[sw] + next[sw] + 1 < r->off[sw + 1] &&
+                     r->order[r->off[sw] + next[sw] + 1] == succ[k] &&
+                     r->partner[succ[k]] == r->order[r->off[sw] + next[sw]])
+                queue[(*qt)++] = sw;
+        }
+    }
+}
+
 static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
     int N = job_count(js), W = in->W, rc = -1;
     int *fill = calloc((size_t)W, sizeof *fill), *next = calloc((size_t)W, sizeof *next);
-    int *queue = malloc(((size_t)W + 2 * (size_t)N + 1) * sizeof *queue); /* each commit queues <= 2 */
+    /* each commit queues <= 2 workers per job */
+    int *queue = malloc(((size_t)W + 2 * (size_t)N + 1) * sizeof *queue);
     char *done = calloc((size_t)N, 1);
     double *free_at = calloc((size_t)W, sizeof *free_at);
     keyctx k = {in, NULL};
@@ -361,8 +431,10 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     sort_ctx = &k;
     for (int w = 0; w < W; w++)
         qsort(r->order + r->off[w], (size_t)(r->off[w + 1] - r->off[w]), sizeof(int), qsort_key);
-    /* Run each worker until its next job's predecessor is not done; a commit
-     * re-queues the worker of each successor. */
+    if (find_pairs(in, r))
+        goto out;
+    /* Run each worker until its next job's (or pair's) predecessors are not
+     * done; a commit re-queues the worker of each successor. */
     int qh = 0, qt = 0, committed = 0;
     for (int w = 0; w < W; w++)
         queue[qt++] = w;
@@ -370,30 +442,20 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
         int w = queue[qh++];
         while (r->off[w] + next[w] < r->off[w + 1]) {
             int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
-            if (p >= 0 && !done[p])
+            int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
+            if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
                 break;
-            double ready = ready_time(in, r, j, p);
-            double t = ready > free_at[w] ? ready : free_at[w];
-            r->start[j] = t;
-            r->end[j] = t + in->cost[j];
-            free_at[w] = r->end[j];
-            if (r->end[j] > r->makespan)
-                r->makespan = r->end[j];
-            done[j] = 1;
-            next[w]++;
-            committed++;
-            int succ[2], ns = job_succ(js, j, succ);
-            for (int i = 0; i < ns; i++) {
-                int sw = in->worker[succ[i]];
-                if (sw != w && r->off[sw] + next[sw] < r->off[sw + 1] &&
-                    r->order[r->off[sw] + next[sw]] == succ[i])
-                    queue[qt++] = sw;
-            }
+            commit_strict(in, r, w, j, q, free_at, done, next, queue, &qt);
+            committed += q >= 0 ? 2 : 1;
         }
     }
     if (committed < N) {
-        for (int w = 0; w < W; w++)
-            r->blocked[w] = r->off[w] + next[w] < r->off[w + 1] ? r->order[r->off[w] + next[w]] : -1;
+        for (int w = 0; w < W; w++) {
+            int j = r->off[w] + next[w] < r->off[w + 1] ? r->order[r->off[w] + next[w]] : -1;
+            int q = j >= 0 && r->partner ? r->partner[j] : -1, p = j >= 0 ? job_pred(js, j) : -1;
+            /* of a pair, name the job whose predecessor is missing */
+            r->blocked[w] = q >= 0 && (p < 0 || done[p]) ? q : j;
+        }
         r->deadlock = 1;
         rc = 1;
         goto out;
@@ -424,5 +486,6 @@ void pp_sim_free(pp_sim_result *r)
     free(r->order);
     free(r->off);
     free(r->blocked);
+    free(r->partner);
     memset(r, 0, sizeof *r);
 }

@@ -18,6 +18,17 @@
  * (its weights, fetched by the seed's prefetch thread, which sees the job
  * coming when its predecessor starts; from time 0 for a first forward).
  *
+ * Overlapped pairs (strict order only; `overlap F with B when EXPR`): in
+ * each worker's order, scanning from the front, a job and the one after it
+ * form a pair when one is a forward j with pairable[j], the other a B of
+ * another microbatch, and neither is already paired (so F1 B0 F2 pairs
+ * (F1,B0) and leaves F2 for the B after it). A pair starts when the worker
+ * is free and both jobs are ready, and both end together after
+ * max(tF, tB) + overlap * min(tF, tB): overlap 1 (the default) is no gain,
+ * two computes sharing one device one after the other; 0 hides the shorter
+ * job entirely. Transfers never occupy a worker in this model (they only
+ * delay their consumer), so they need no extra rule under a pair.
+ *
  * Greedy runs in O(N log N): per-worker heaps, and one global heap of each
  * worker's next candidate, refreshed only for the workers a commit changes. */
 #ifndef PP_SIM_H
@@ -34,6 +45,8 @@ typedef struct {
     int strict;
     const long long *inflight; /* [W] limit per worker, or NULL */
     const double *xfer, *fetch; /* [N] transfer times (see above), or NULL for none */
+    const unsigned char *pairable; /* [N] forwards that may pair (strict only), or NULL */
+    double overlap;                /* a pair's share of its shorter job, in [0, 1] */
 } pp_sim_input;
 
 typedef struct {
@@ -45,6 +58,8 @@ typedef struct {
      * blocked[w] = the job worker w waits at, or -1 if it finished */
     int deadlock;
     int *blocked; /* [W] */
+    int *partner; /* [N] the job's pair partner, or -1; NULL when nothing pairs */
+    int npairs;
 } pp_sim_result;
 
 /* Returns 0 on success, 1 on deadlock (result->blocked says where), -1 out of memory. */

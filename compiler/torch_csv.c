@@ -75,11 +75,22 @@ int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n)
 
 int pp_torch_csv_write(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
 {
-    char cell[64];
+    char cell[64], second[64];
     for (int w = 0; w < t->W; w++) {
         for (int i = sim->off[w]; i < sim->off[w + 1]; i++) {
-            pp_torch_csv_action(t, sim->order[i], cell, sizeof cell);
-            if (fprintf(f, "%s%s", i > sim->off[w] ? "," : "", cell) < 0)
+            int j = sim->order[i], mate = sim->partner ? sim->partner[j] : -1;
+            pp_torch_csv_action(t, j, cell, sizeof cell);
+            const char *sep = i > sim->off[w] ? "," : "";
+            int rc;
+            /* An overlapped pair is adjacent in its worker's order: one
+             * OVERLAP_F_B action whose sub-actions keep pp's order. */
+            if (mate >= 0 && i + 1 < sim->off[w + 1] && sim->order[i + 1] == mate) {
+                pp_torch_csv_action(t, mate, second, sizeof second);
+                rc = fprintf(f, "%s(%s;%s)OVERLAP_F_B", sep, cell, second);
+                i++;
+            } else
+                rc = fprintf(f, "%s%s", sep, cell);
+            if (rc < 0)
                 return -1;
         }
         if (fputc('\n', f) == EOF)

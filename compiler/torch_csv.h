@@ -10,7 +10,11 @@
  * F is a forward; B a full backward (no `split backward`); with `split
  * backward` pp's B is PyTorch's I (backward input) and pp's W its W
  * (backward weight). Stages and microbatches are pp's numbers, which are
- * PyTorch's global stage and microbatch indices.
+ * PyTorch's global stage and microbatch indices. An overlapped pair
+ * (`overlap F with B when ...`) is one cell in PyTorch's OVERLAP_F_B form,
+ * its two actions in pp's order:
+ *     cell := "(" ACTION ";" ACTION ")OVERLAP_F_B"            e.g. (7F1;7B0)OVERLAP_F_B
+ * PyTorch's runtime runs the two one after the other, as pp's cpu backend does.
  *
  * PyTorch's runtime places each stage on exactly one rank, which holds its
  * weights; schedules that do otherwise are refused (pp_torch_csv_check). */

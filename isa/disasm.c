@@ -121,8 +121,13 @@ static void print_slots(const pp_plan *p, FILE *out)
     for (uint32_t i = 0; p->slot_bytes && i < p->nslots; i++)
         fprintf(out, "%s s%" PRIu32 " %" PRIu64 " B", i ? "," : "", i, p->slot_bytes[i]);
     fprintf(out, "%s\n", p->nslots && p->slot_bytes ? "" : " none");
-    fprintf(out, "; workspace: %" PRIu64 " B (scratch of every F and B here, one at a time)\n",
-            p->workspace_bytes);
+    if (pp_plan_workspaces(p) > 1)
+        fprintf(out, "; workspaces: 2 x %" PRIu64 " B (scratch of every F and B here; an "
+                     "overlapped pair's second job uses the second)\n",
+                p->workspace_bytes);
+    else
+        fprintf(out, "; workspace: %" PRIu64 " B (scratch of every F and B here, one at a time)\n",
+                p->workspace_bytes);
 }
 
 static void print_header(const pp_plan *p, FILE *out)
@@ -275,6 +280,9 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
     }
     case PP_OP_GroupEnd:
         add(t, "end of the group");
+        break;
+    case PP_OP_Overlap:
+        add(t, "the next two jobs run as one pair (cuda: two streams; cpu: in turn)");
         break;
     case PP_OP_OptimizerStep:
         add(t, "update stage %" PRId32 " weights (%s)", in->stage,

@@ -62,7 +62,15 @@
  * are concurrent: no two may touch one buffer unless both only read it
  * (compiler/bufcheck.c proves it of every plan). RecvWeightGrad is FLOW but
  * not GROUPABLE: it adds what arrives to the gradients, a computation that
- * must wait for the data, so it cannot be deferred to a group's end. */
+ * must wait for the data, so it cannot be deferred to a group's end.
+ *
+ * Overlap marks the two instructions right after it, a Forward and a
+ * Backward or BackwardInput of another microbatch (either first), as one
+ * overlapped pair (`overlap F with B when ...`, compiler/sim.h): the cuda
+ * backend runs them at once on two compute streams, each with a workspace
+ * of its own; the cpu backend runs them one after the other. Like a
+ * group's members they are concurrent: neither may write a buffer the
+ * other touches (compiler/bufcheck.c). */
 #ifndef PP_OPCODES_H
 #define PP_OPCODES_H
 
@@ -127,7 +135,9 @@
     X(GroupStart, 16, MARKER, NONE, NONE, 0u, NO, NO, (),                                              \
       "post the transfers up to GroupEnd together (one NCCL group)")                                   \
     X(GroupEnd, 17, MARKER, NONE, NONE, 0u, NO, NO, (),                                                \
-      "end of a group of transfers")
+      "end of a group of transfers")                                                                   \
+    X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, (),                                                 \
+      "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair")
 /* clang-format on */
 
 typedef enum {

@@ -852,6 +852,50 @@ static bool check_transfer_groups(const pp_plan *p, char *err, size_t errlen)
     return true;
 }
 
+static bool is_pair_job(const pp_instr *in, int fwd)
+{
+    return fwd ? in->op == PP_OP_Forward
+               : in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput;
+}
+
+/* Overlap: the next two instructions are a Forward and a Backward (or
+ * BackwardInput) of different microbatches, in either order, outside any
+ * transfer group (a group holds only transfers anyway). */
+static bool check_overlaps(const pp_plan *p, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        if (p->code[i].op != PP_OP_Overlap)
+            continue;
+        const pp_instr *x = i + 2 < p->ninstr ? &p->code[i + 1] : NULL, *y = x ? x + 1 : NULL;
+        bool ok = x && ((is_pair_job(x, 1) && is_pair_job(y, 0)) ||
+                        (is_pair_job(x, 0) && is_pair_job(y, 1)));
+        if (!ok) {
+            set_err(err, errlen,
+                    "instruction %" PRIu32 " (Overlap): expected a Forward and a Backward or "
+                    "BackwardInput right after it, found %s",
+                    i, !x ? "the end of the plan" : "other instructions");
+            return false;
+        }
+        if (x->mb == y->mb) {
+            set_err(err, errlen,
+                    "instruction %" PRIu32 " (Overlap): its pair is of one microbatch (%" PRId32
+                    "), whose backward needs the forward (expected two microbatches)",
+                    i, x->mb);
+            return false;
+        }
+        i += 2;
+    }
+    return true;
+}
+
+uint32_t pp_plan_workspaces(const pp_plan *p)
+{
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        if (p->code[i].op == PP_OP_Overlap)
+            return 2;
+    return 1;
+}
+
 pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen)
 {
     pp_plan_status st = check_header(p, err, errlen);
@@ -862,7 +906,7 @@ pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen)
     for (uint32_t i = 0; i < p->ninstr; i++)
         if (!check_instr(p, i, err, errlen))
             return PP_PLAN_EOPERAND;
-    if (!check_transfer_groups(p, err, errlen))
+    if (!check_transfer_groups(p, err, errlen) || !check_overlaps(p, err, errlen))
         return PP_PLAN_EOPERAND;
     set_err(err, errlen, "ok");
     return PP_PLAN_OK;

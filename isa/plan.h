@@ -25,9 +25,9 @@
 #include "ops.h"
 
 #define PP_PLAN_MAGIC "PPLN"
-#define PP_PLAN_VERSION 6u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
+#define PP_PLAN_VERSION 7u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
                               4: precision; 5: workspace; 6: model kind, vocab, heads,
-                              per-stage layers */
+                              per-stage layers; 7: Overlap (a second workspace) */
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */
@@ -48,7 +48,9 @@ typedef struct {
     uint64_t *slot_bytes; /* [nslots] */
     /* One scratch buffer that every F and B of the rank uses in turn (the
      * stages' pp_stage_workspace_bytes, at least, for each stage it runs);
-     * allocated once, beside the slots. */
+     * allocated once, beside the slots. A plan with an Overlap pair has a
+     * second one of the same size (pp_plan_workspaces), for the pair's
+     * second job, which the cuda backend runs beside the first. */
     uint64_t workspace_bytes;
     uint32_t ngroups;
     pp_group *groups; /* [ngroups] */
@@ -83,6 +85,10 @@ void pp_plan_free(pp_plan *p);
 /* p->model = *m, with a layer count table of its own (p->S entries, which
  * pp_plan_free frees). Returns 0, or -1 out of memory. */
 int pp_plan_set_model(pp_plan *p, const pp_model *m);
+
+/* How many workspaces of workspace_bytes the plan needs: 2 when it holds
+ * an Overlap pair, else 1. */
+uint32_t pp_plan_workspaces(const pp_plan *p);
 
 /* The fixed-column listing (rank<r>.txt). */
 void pp_plan_disasm(const pp_plan *p, FILE *out);

@@ -40,3 +40,5 @@ model gpt {
     layers  = s == 0 || s == S - 1 ? 1 : 2
     batch   = 8
 }
+
+# search: S=W    # what ppc --search tries (compiler/README.md)

@@ -25,3 +25,5 @@ model {
     blocks  = 1
     batch   = 16
 }
+
+# search: V=1..4 S=W*V    # what ppc --search tries (compiler/README.md)

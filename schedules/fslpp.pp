@@ -29,3 +29,5 @@ model {
     blocks  = 1
     batch   = 16
 }
+
+# search: G=1..W R=W/G S=W    # what ppc --search tries (compiler/README.md)

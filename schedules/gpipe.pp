@@ -25,3 +25,5 @@ model {
     blocks  = 1     # residual MLP blocks per stage
     batch   = 16    # samples per microbatch
 }
+
+# search: S=W    # what ppc --search tries (compiler/README.md)

@@ -38,3 +38,5 @@ model {
     blocks  = 1
     batch   = 16
 }
+
+# search: S=W    # what ppc --search tries (compiler/README.md)

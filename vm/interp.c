@@ -23,6 +23,11 @@
  * that is params itself; with bf16 an owner also keeps a bf16 copy, made at
  * start-up and after each update, and fetches move that copy.
  *
+ * Overlapped pairs (Overlap, isa/opcodes.h): the cpu backend runs the two
+ * jobs one after the other, in plan order, as the simulator's overlap 1
+ * assumes; the second uses the plan's second workspace, as on the cuda
+ * backend, so both backends allocate the same (pp_plan_workspaces).
+ *
  * This file is the cpu backend (vm/backend.h): vm/driver.c runs the step
  * loop, the memory line, --profile and --save around it. --profile times
  * each job and optimizer step by the wall clock, after its waits for sends
@@ -64,7 +69,10 @@ typedef struct {
     float **state;           /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
     void **compute;          /* [S] the compute copy: params[s] (fp32) or its bf16 copy */
     void **slot;             /* [nslots] */
-    void *work;              /* the workspace every F and B uses in turn */
+    void *work;              /* the workspace every F and B uses in turn; with an Overlap
+                                pair, two of them, work_stride bytes apart */
+    size_t work_stride;
+    int pair_left;           /* jobs of the open Overlap pair not yet run (2, 1 or 0) */
     MPI_Request *req;        /* [nslots] a send in flight from the slot */
     MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
     MPI_Request *wsend;      /* weight sends in flight (SendWeights) */
@@ -199,6 +207,9 @@ static void exec(vm *v, const pp_instr *in)
     const pp_model *m = &p->model;
     int S = (int)p->S, s = in->stage, b = in->mb;
     size_t act = pp_act_bytes(m);
+    void *work = v->work;
+    if (pp_op(in->op)->kind == PP_KIND_COMPUTE && v->pair_left > 0 && --v->pair_left == 0)
+        work = (char *)v->work + v->work_stride; /* the pair's second job */
     switch ((pp_opcode)in->op) {
     case PP_OP_LoadMicroBatch:
         pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, slot_ptr(v, pp_slot(in, PP_ROLE_TOKENS)));
@@ -209,7 +220,7 @@ static void exec(vm *v, const pp_instr *in)
         float *out = slot_ptr(v, pp_slot(in, PP_ROLE_OUT));
         const int32_t *tgt = slot_ptr(v, pp_slot(in, PP_ROLE_TGT));
         double loss = pp_stage_forward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), x, tgt,
-                                       stash, v->work, out);
+                                       stash, work, out);
         if (inject_here(v, in, INJECT_OUT)) {
             if (s == S - 1)
                 loss = NAN;
@@ -226,7 +237,7 @@ static void exec(vm *v, const pp_instr *in)
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
         float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
-        pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), g, stash, v->work,
+        pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), g, stash, work,
                           dout, din, pp_loss_scale(m, (int)p->B));
         inject_grads(v, in, din, g);
         check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
@@ -237,7 +248,7 @@ static void exec(vm *v, const pp_instr *in)
         void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
-        pp_stage_backward_input(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), stash, v->work, dout,
+        pp_stage_backward_input(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), stash, work, dout,
                                 din, pp_loss_scale(m, (int)p->B));
         inject_grads(v, in, din, NULL);
         check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
@@ -245,7 +256,7 @@ static void exec(vm *v, const pp_instr *in)
     }
     case PP_OP_BackwardWeight: {
         float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
-        pp_stage_backward_weight(m, S, s, g, slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), v->work);
+        pp_stage_backward_weight(m, S, s, g, slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), work);
         inject_grads(v, in, NULL, g);
         wjob_done(v, s, b);
         break;
@@ -310,6 +321,9 @@ static void exec(vm *v, const pp_instr *in)
         }
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
                                MPI_FLOAT, MPI_SUM, v->comm[in->group]));
+        break;
+    case PP_OP_Overlap: /* run the pair's two jobs in turn (see the header) */
+        v->pair_left = 2;
         break;
     case PP_OP_GroupStart:
     case PP_OP_GroupEnd:
@@ -384,8 +398,9 @@ static int setup(vm *v)
         if (!v->slot[k])
             return -1;
     }
-    v->work = aligned_alloc(64, (p->workspace_bytes + 64) / 64 * 64); /* never 0 bytes */
-    v->allocated += p->workspace_bytes;
+    v->work_stride = (p->workspace_bytes + 63) / 64 * 64;
+    v->work = aligned_alloc(64, pp_plan_workspaces(p) * v->work_stride + 64); /* never 0 bytes */
+    v->allocated += pp_plan_workspaces(p) * p->workspace_bytes;
     if (!v->work)
         return -1;
     if (v->opts->deterministic) {

@@ -42,6 +42,18 @@
  * rewrites params and the compute copy, waits for the weight sends of the
  * compute copy before it, as every job reading the weights waits for it.
  *
+ * Overlapped pairs (Overlap, isa/opcodes.h). The pair's first job runs on
+ * COMPUTE, the second on COMPUTE2 with a cuBLAS context and a workspace of
+ * its own. Both wait for the events of the buffers they touch as they
+ * were before the pair (the first job's events are recorded only after
+ * the second's waits are issued), so neither waits for the other: the
+ * compiler's bufcheck proves they share no buffer that either writes.
+ * After the second job, COMPUTE waits for COMPUTE2 (pair_ev) and the
+ * buffers of both jobs are recorded on COMPUTE: everything after the pair
+ * follows both jobs, as the simulator's pair ends both at once. The loss
+ * a last-stage forward adds goes to the context that ran it; a step's
+ * loss is the sum of both.
+ *
  * Why it cannot hang. A NCCL send or receive blocks its stream until the
  * peer's matching operation runs, and NCCL requires that ranks issue their
  * operations on several communicators in the same relative order. Every
@@ -216,6 +228,14 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
     if (dev_alloc(&v->work, p->workspace_bytes, err, errlen))
         return -1;
     v->allocated += p->workspace_bytes;
+    if (pp_plan_workspaces(p) > 1) { /* overlapped pairs: the second stream's own */
+        if (pp_cuda_model_create(&v->cm2, v->st[ST_COMPUTE2], err, errlen) ||
+            dev_alloc(&v->work2, p->workspace_bytes, err, errlen))
+            return -1;
+        pp_cuda_model_set_epilogues(v->cm2, !v->opts->no_epilogues);
+        TRY(cudaEventCreateWithFlags(&v->pair_ev, cudaEventDisableTiming));
+        v->allocated += p->workspace_bytes;
+    }
     for (uint32_t i = 0; i < p->ninstr; i++) {
         int b = p->code[i].mb;
         if (p->code[i].op != PP_OP_LoadMicroBatch || v->tok_host[b])
@@ -245,6 +265,11 @@ static void teardown(cuda_vm *v)
     cvm_transport_teardown(v);
     if (v->cm)
         pp_cuda_model_destroy(v->cm);
+    if (v->cm2)
+        pp_cuda_model_destroy(v->cm2);
+    cudaCheck(cudaFree(v->work2));
+    if (v->pair_ev)
+        cudaCheck(cudaEventDestroy(v->pair_ev));
     for (uint32_t s = 0; s < p->S; s++) { /* any of the tables may be missing */
         if (v->compute && v->params && v->compute[s] != v->params[s])
             cudaCheck(cudaFree(v->compute[s]));
@@ -349,14 +374,29 @@ static float *use_grads(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
     return v->grads[s];
 }
 
-static void compute_begin(cuda_vm *v, cvm_dep **d, int n)
+static void compute_begin(cuda_vm *v, cvm_dep **d, int n, int lane)
 {
     for (int i = 0; i < n; i++)
-        cvm_wait(v, d[i], ST_COMPUTE);
+        cvm_wait(v, d[i], lane);
 }
 
-static void compute_end(cuda_vm *v, cvm_dep **d, int n)
+/* After an operation on the compute lane: record its buffers' events. The
+ * first job of a pair defers them until its partner has waited (see the
+ * header); after the partner, COMPUTE joins COMPUTE2 and records both. */
+static void compute_end(cuda_vm *v, cvm_dep **d, int n, int pair_pos)
 {
+    if (pair_pos == 1) {
+        for (int i = 0; i < n; i++)
+            v->pair_dep[v->npair_dep++] = d[i];
+        return;
+    }
+    if (pair_pos == 2) {
+        cudaCheck(cudaEventRecord(v->pair_ev, v->st[ST_COMPUTE2]));
+        cudaCheck(cudaStreamWaitEvent(v->st[ST_COMPUTE], v->pair_ev, 0));
+        for (int i = 0; i < v->npair_dep; i++)
+            cvm_record(v, v->pair_dep[i], ST_COMPUTE);
+        v->npair_dep = 0;
+    }
     for (int i = 0; i < n; i++)
         cvm_record(v, d[i], ST_COMPUTE);
 }
@@ -364,10 +404,10 @@ static void compute_end(cuda_vm *v, cvm_dep **d, int n)
 /* --profile: a timing event on the compute stream just before (end 0) or
  * after (end 1) a job's or an optimizer step's kernels, after its waits for
  * other streams. */
-static void prof_mark(cuda_vm *v, const pp_instr *in, int end)
+static void prof_mark(cuda_vm *v, const pp_instr *in, int end, int lane)
 {
     if (v->prof_ev)
-        cudaCheck(cudaEventRecord(v->prof_ev[2 * (in - v->p->code) + end], v->st[ST_COMPUTE]));
+        cudaCheck(cudaEventRecord(v->prof_ev[2 * (in - v->p->code) + end], v->st[lane]));
 }
 
 /* --profile, once the step's streams are idle: each job's time between its
@@ -389,7 +429,16 @@ static void exec(cuda_vm *v, const pp_instr *in)
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
     int S = (int)p->S, s = in->stage, n = 0;
-    cudaStream_t cs = v->st[ST_COMPUTE];
+    /* the lane: COMPUTE, or COMPUTE2 for the second job of a pair */
+    int lane = ST_COMPUTE, pair_pos = 0;
+    if (pp_op(in->op)->kind == PP_KIND_COMPUTE && v->pair_left > 0) {
+        pair_pos = 3 - v->pair_left--;
+        if (pair_pos == 2)
+            lane = ST_COMPUTE2;
+    }
+    cudaStream_t cs = v->st[lane];
+    pp_cuda_model *cm = lane == ST_COMPUTE2 ? v->cm2 : v->cm;
+    void *work = lane == ST_COMPUTE2 ? v->work2 : v->work;
     cvm_dep *d[PP_MAX_SLOTS + 2];
     switch ((pp_opcode)in->op) {
     case PP_OP_LoadMicroBatch: {
@@ -399,7 +448,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
          * polled, so even this wait meets the watchdog */
         cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
         pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, v->tok_host[b]);
-        compute_begin(v, d, n);
+        compute_begin(v, d, n, lane);
         cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
                                   cudaMemcpyHostToDevice, cs));
         cudaCheck(cudaEventRecord(v->tok_ev[b], cs));
@@ -411,11 +460,11 @@ static void exec(cuda_vm *v, const pp_instr *in)
         float *out = use_slot(v, pp_slot(in, PP_ROLE_OUT), d, &n);
         const int32_t *tgt = use_slot(v, pp_slot(in, PP_ROLE_TGT), d, &n);
         const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
-        compute_begin(v, d, n);
-        prof_mark(v, in, 0);
-        pp_cuda_stage_forward(v->cm, m, S, s, w, x, tgt, stash, v->work, out,
+        compute_begin(v, d, n, lane);
+        prof_mark(v, in, 0, lane);
+        pp_cuda_stage_forward(cm, m, S, s, w, x, tgt, stash, work, out,
                               pp_loss_scale(m, (int)p->B));
-        prof_mark(v, in, 1);
+        prof_mark(v, in, 1, lane);
         break;
     }
     case PP_OP_Backward: {
@@ -424,10 +473,10 @@ static void exec(cuda_vm *v, const pp_instr *in)
         float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
         const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
         float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
-        compute_begin(v, d, n);
-        prof_mark(v, in, 0);
-        pp_cuda_stage_backward(v->cm, m, S, s, w, g, stash, v->work, dout, din);
-        prof_mark(v, in, 1);
+        compute_begin(v, d, n, lane);
+        prof_mark(v, in, 0, lane);
+        pp_cuda_stage_backward(cm, m, S, s, w, g, stash, work, dout, din);
+        prof_mark(v, in, 1, lane);
         break;
     }
     case PP_OP_BackwardInput: {
@@ -435,24 +484,24 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const float *dout = use_slot(v, pp_slot(in, PP_ROLE_DOUT), d, &n);
         float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
         const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
-        compute_begin(v, d, n);
-        prof_mark(v, in, 0);
-        pp_cuda_stage_backward_input(v->cm, m, S, s, w, stash, v->work, dout, din);
-        prof_mark(v, in, 1);
+        compute_begin(v, d, n, lane);
+        prof_mark(v, in, 0, lane);
+        pp_cuda_stage_backward_input(cm, m, S, s, w, stash, work, dout, din);
+        prof_mark(v, in, 1, lane);
         break;
     }
     case PP_OP_BackwardWeight: {
         const void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
         float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
-        compute_begin(v, d, n);
-        prof_mark(v, in, 0);
-        pp_cuda_stage_backward_weight(v->cm, m, S, s, g, stash, v->work);
-        prof_mark(v, in, 1);
+        compute_begin(v, d, n, lane);
+        prof_mark(v, in, 0, lane);
+        pp_cuda_stage_backward_weight(cm, m, S, s, g, stash, work);
+        prof_mark(v, in, 1, lane);
         break;
     }
     case PP_OP_ZeroGrads: {
         void *g = use_slot(v, pp_slot(in, PP_ROLE_WGRAD), d, &n);
-        compute_begin(v, d, n);
+        compute_begin(v, d, n, lane);
         cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(m, S, s) * sizeof(float), cs));
         break;
     }
@@ -460,7 +509,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
         cvm_transfer(v, in); /* into the tmp slot, on the up or down stream */
         const float *tmp = use_slot(v, pp_slot(in, PP_ROLE_TMP), d, &n);
         float *g = use_grads(v, s, -1, d, &n);
-        compute_begin(v, d, n);
+        compute_begin(v, d, n, lane);
         cudaCheck(pp_cu_add(g, tmp, pp_stage_param_count(m, S, s), cs));
         break;
     }
@@ -471,16 +520,16 @@ static void exec(cuda_vm *v, const pp_instr *in)
         float *w = v->params[s], *g = use_grads(v, s, -1, d, &n);
         const pp_optim *o = &v->opts->optim;
         size_t np = pp_stage_param_count(m, S, s);
-        compute_begin(v, d, n);
-        prof_mark(v, in, 0);
+        compute_begin(v, d, n, lane);
+        prof_mark(v, in, 0, lane);
         if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
             cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->run->step + 1,
                                        pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2,
                                        o->eps, o->weight_decay, cs));
         else
             cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), cs));
-        pp_cuda_stage_compute_copy(v->cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
-        prof_mark(v, in, 1);
+        pp_cuda_stage_compute_copy(cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
+        prof_mark(v, in, 1, lane);
         cvm_params_changed(v, s);
         break;
     }
@@ -498,10 +547,13 @@ static void exec(cuda_vm *v, const pp_instr *in)
     case PP_OP_GroupEnd:
         cvm_group(v, in->op == PP_OP_GroupStart);
         break;
+    case PP_OP_Overlap: /* the next two jobs: see the header */
+        v->pair_left = 2;
+        break;
     case PP_OP_COUNT:
         break;
     }
-    compute_end(v, d, n);
+    compute_end(v, d, n, pair_pos);
 }
 
 /* ---- the step loop -------------------------------------------------------------- */
@@ -553,7 +605,7 @@ void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
  * --timeout ends the run with a message instead of a hang. */
 static void finish_step(cuda_vm *v)
 {
-    static const char *name[ST_COUNT] = {"compute", "up", "down"};
+    static const char *name[ST_COUNT] = {"compute", "up", "down", "compute2"};
     int busy[ST_COUNT], left;
     for (int i = 0; i < ST_COUNT; i++) {
         cudaCheck(cudaEventRecord(v->done[i], v->st[i]));
@@ -648,7 +700,8 @@ static double cuda_end_step(void *be)
     finish_step(v);
     cvm_transport_drain(v);
     prof_collect(v);
-    return pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
+    double loss = pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
+    return v->cm2 ? loss + pp_cuda_loss_take(v->cm2) : loss;
 }
 
 static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth)

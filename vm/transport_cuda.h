@@ -19,7 +19,9 @@
  * rank to a higher one (sends to a higher peer, receives from a lower one),
  * DOWN the others; COMPUTE runs the model, copies of microbatches, gradient
  * clearing, accumulation, the all-reduce and the optimizer. */
-enum { ST_COMPUTE, ST_UP, ST_DOWN, ST_COUNT };
+/* COMPUTE2 runs the second job of an overlapped pair (Overlap) beside the
+ * first, which runs on COMPUTE; nothing else. */
+enum { ST_COMPUTE, ST_UP, ST_DOWN, ST_COMPUTE2, ST_COUNT };
 
 /* The last operation that touched a device buffer: the event recorded after
  * it and the stream it ran on (-1: none yet). Ops on a buffer are thereby in
@@ -57,6 +59,17 @@ typedef struct {
     cvm_dep *slot_dep;          /* [nslots] */
     void *work;                 /* device, the plan's workspace: only the compute stream's jobs
                                    touch it, one after another, so it needs no dep */
+    /* Overlapped pairs (a plan with Overlap): the second compute stream's
+     * context and workspace (its jobs alone touch them, one after another),
+     * the first job's buffers, whose events are recorded only after the
+     * second job's waits, and the event that joins COMPUTE2 back into
+     * COMPUTE at the pair's end. NULL / 0 without pairs. */
+    pp_cuda_model *cm2;
+    void *work2;
+    int pair_left;              /* jobs of the open pair not yet issued: 2, 1 or 0 */
+    cvm_dep *pair_dep[2 * (PP_MAX_SLOTS + 2)];
+    int npair_dep;
+    cudaEvent_t pair_ev;
     int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
     cudaEvent_t *tok_ev;        /* [B] after the copy out of tok_host[b] */
     unsigned long long allocated; /* device bytes: owned weights, gradients, optimizer state and

@@ -31,6 +31,10 @@ Suite *verify_suite(void);
 Suite *verify_e2e_suite(void);
 Suite *cli_suite(void);
 Suite *torch_csv_suite(void);
+Suite *overlap_suite(void);
+Suite *overlap_e2e_suite(void);
+Suite *search_suite(void);
+Suite *search_e2e_suite(void);
 Suite *orders_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
@@ -63,5 +67,6 @@ extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];
 extern const pp_tcase_info cli_tcases[];
+extern const pp_tcase_info search_e2e_tcases[];
 
 #endif

@@ -187,6 +187,7 @@ typedef struct {
 static const num_flag num_flags[] = {
     {1, "--prefetch", "a number of jobs from 0 to 1000000", "2", "1000001"},
     {1, "--mem-limit", "a number of bytes (a non-negative integer)", "100000000", "-1"},
+    {1, "--top", "a number of rows from 1 to 1000000", "2", "0"},
     {0, "--steps", "an integer in [0, 1e+09]", "1", "1000000001"},
     {0, "--seed", "an integer in [0, 9e+15]", "2", "-1"},
     {0, "--lr", "a number in [1e-12, 1000]", "0.1", "0"},

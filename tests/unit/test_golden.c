@@ -21,6 +21,8 @@ static const struct {
     {"fsdp-S4-B4", "fsdp.pp", "-D S=4 -D B=4", 4}, /* weight fetches, grouped sends */
     /* bf16: fetched weights half the size, weight gradients still fp32 */
     {"fsdp-bf16-S4-B4", "fsdp.pp", "-D S=4 -D B=4 --precision bf16", 4},
+    /* overlapped pairs: Overlap markers, two workspaces */
+    {"1f1b-overlap-S4-B4", "1f1b-overlap.pp", "-D S=4 -D B=4", 4},
 };
 
 START_TEST(listing_matches)

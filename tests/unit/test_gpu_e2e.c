@@ -497,6 +497,31 @@ START_TEST(checkpoint_resume_cuda)
 }
 END_TEST
 
+/* Overlapped pairs (schedules/1f1b-overlap.pp, dualpipe-v.pp): each pair's second job on
+ * the second compute stream, with its own cuBLAS context and workspace.
+ * The weights must be the reference's, the memory line the cpu backend's
+ * (two workspaces on both), the losses the CPU's; on the stand-ins any
+ * missing wait between the two compute streams and the transfer streams
+ * is a stream-ordering hazard that ends the run. 4 ranks on one GPU with
+ * mpi, and with nccl where there are four GPUs; fp32 and bf16. */
+START_TEST(overlap_pairs_two_streams)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4", 4, "mpi");
+    gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4 --precision bf16", 4, "mpi");
+    gpu_trains_like_cpu("dualpipe-v.pp", "-D W=4 -D B=8", 4, "mpi");
+    if (gpu_count() < 4) {
+        printf("skipped nccl: %d GPU(s), nccl needs one per rank\n", gpu_count());
+        return;
+    }
+    gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4", 4, "nccl");
+    gpu_trains_like_cpu("dualpipe-v.pp", "-D W=4 -D B=8", 4, "nccl");
+}
+END_TEST
+
 Suite *gpu_e2e_suite(void)
 {
     Suite *s = suite_create("gpu_e2e");
@@ -515,5 +540,10 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, checkpoint_resume_cuda);
     tcase_add_test(tc, cuda_bad_numbers);
     suite_add_tcase(s, tc);
+    /* a TCase of its own, so CK_RUN_CASE=overlap runs it alone */
+    TCase *ov = tcase_create("overlap");
+    tcase_set_timeout(ov, 900);
+    tcase_add_test(ov, overlap_pairs_two_streams);
+    suite_add_tcase(s, ov);
     return s;
 }

@@ -127,12 +127,12 @@ static void expect_valid(const pp_plan *p, pp_plan_status status, const char *wa
  * ppc must mean the same to a newer ppvm. New opcodes are appended here and
  * to isa/opcodes.h with the next number, and bump PP_PLAN_VERSION (then
  * update PINNED_VERSION). */
-#define PINNED_VERSION 6u
+#define PINNED_VERSION 7u
 static const char *const PINNED[] = {
     "LoadMicroBatch", "Forward",  "SendActivation", "RecvActivation", "Backward",
     "BackwardInput",  "BackwardWeight", "SendGrad", "RecvGrad",      "FetchWeights",
     "SendWeights",    "ZeroGrads", "SendWeightGrad", "RecvWeightGrad", "ReduceGrads",
-    "OptimizerStep",  "GroupStart", "GroupEnd",
+    "OptimizerStep",  "GroupStart", "GroupEnd",       "Overlap",
 };
 
 START_TEST(test_opcode_numbers_are_pinned)
@@ -367,7 +367,7 @@ START_TEST(test_round_trip)
     build_plan(&a);
     ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
     ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
-    ck_assert_mem_eq(buf, "PPLN\x06\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
+    ck_assert_mem_eq(buf, "PPLN\x07\0\0\0\xef\xcd\xab\x89\x67\x45\x23\x01", 16);
     ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
     assert_same_plan(&a, &b);
     ck_assert_int_eq(pp_plan_encode(&b, &buf2, &len2), PP_PLAN_OK);
@@ -562,12 +562,12 @@ START_TEST(test_unknown_version)
     uint8_t *buf;
     size_t len;
     encode_sample(&buf, &len);
-    put_le32(buf + 4, 7);
+    put_le32(buf + 4, 8);
     fix_crc(buf, len);
     expect(buf, len, PP_PLAN_EVERSION,
-           "unsupported plan format version 7 (this reader knows version 6)");
+           "unsupported plan format version 8 (this reader knows version 7)");
     put_le32(buf + len - 4, 0xdeadbeef);
-    expect(buf, len, PP_PLAN_EVERSION, "version 7");
+    expect(buf, len, PP_PLAN_EVERSION, "version 8");
     free(buf);
 }
 END_TEST
@@ -753,7 +753,7 @@ START_TEST(test_validate_header)
     expect_valid(&p, PP_PLAN_EHEADER, "slot s3 has size 0");
     p.slot_bytes[3] = 64;
     p.version = PP_PLAN_VERSION + 1;
-    expect_valid(&p, PP_PLAN_EVERSION, "version 6");
+    expect_valid(&p, PP_PLAN_EVERSION, "version 7");
     p.version = PP_PLAN_VERSION;
     p.S = 0;
     expect_valid(&p, PP_PLAN_EHEADER, "S is 0");
@@ -880,7 +880,7 @@ START_TEST(test_disasm)
     pp_plan p;
     build_plan(&p);
     char *t = listing(&p);
-    assert_line(t, "; pp plan, format 6, plan id 0123456789abcdef");
+    assert_line(t, "; pp plan, format 7, plan id 0123456789abcdef");
     assert_line(t, "; rank 1 of 4, S=4 stages, B=2 microbatches");
     assert_line(t, "; model: mlp, context 8, embed 16 (width 128), ffn 256, batch 16; "
                    "optimizer adamw; precision bf16");

@@ -152,6 +152,37 @@ static const char *check_cell(const char *cell, int w, int S, int B, int split, 
     return NULL;
 }
 
+/* A cell, or an overlapped pair "(A;B)OVERLAP_F_B" (PyTorch's sub-action
+ * form): a forward and a backward (B or I) of different microbatches on
+ * this rank, each checked as a cell of its own, in the order written. */
+static const char *check_overlap_or_cell(const char *cell, int w, int S, int B, int split,
+                                         int *rank, int *seen, char *why, size_t n)
+{
+    static const char tail[] = ")OVERLAP_F_B";
+    size_t len = strlen(cell), tl = sizeof tail - 1;
+    if (cell[0] != '(')
+        return check_cell(cell, w, S, B, split, rank, seen, why, n);
+    char a[64], b[64];
+    const char *semi = strchr(cell, ';');
+    if (len <= tl + 4 || strcmp(cell + len - tl, tail) || !semi || semi - cell - 1 >= 64 ||
+        (size_t)(cell + len - tl - semi - 1) >= sizeof b) {
+        snprintf(why, n, "rank %d: '%s' is not (ACTION;ACTION)OVERLAP_F_B", w, cell);
+        return why;
+    }
+    snprintf(a, sizeof a, "%.*s", (int)(semi - cell - 1), cell + 1);
+    snprintf(b, sizeof b, "%.*s", (int)(cell + len - tl - semi - 1), semi + 1);
+    long sa, ba, sb, bb;
+    char ka, kb;
+    if (parse_cell(a, &sa, &ka, &ba) || parse_cell(b, &sb, &kb, &bb) ||
+        !((ka == 'F') ^ (kb == 'F')) || strchr("W", ka == 'F' ? kb : ka) || ba == bb) {
+        snprintf(why, n, "rank %d: '%s': expected a forward and a backward (B or I) of "
+                 "different microbatches", w, cell);
+        return why;
+    }
+    const char *bad = check_cell(a, w, S, B, split, rank, seen, why, n);
+    return bad ? bad : check_cell(b, w, S, B, split, rank, seen, why, n);
+}
+
 static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
 {
     static char why[512];
@@ -166,7 +197,7 @@ static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
     const char *bad = NULL;
     for (int w = 0; w < W && !bad; w++)
         for (int k = 0; k < r->ncells[w] && !bad; k++)
-            bad = check_cell(r->cells[w][k], w, S, B, split, rank, seen, why, sizeof why);
+            bad = check_overlap_or_cell(r->cells[w][k], w, S, B, split, rank, seen, why, sizeof why);
     int full = split ? 7 : 3;
     for (int i = 0; i < S * B && !bad; i++)
         if (seen[i] != full) {
@@ -238,7 +269,8 @@ static const struct {
 /* Library schedules it must accept (others added later are checked too). */
 static const char *const accepted[] = {"gpipe.pp",         "1f1b.pp",          "1f1b-greedy.pp",
                                        "interleaved-1f1b.pp", "breadth-first.pp", "depth-first.pp",
-                                       "zb-h1.pp",         "1f1b-gpt.pp"};
+                                       "zb-h1.pp",         "1f1b-gpt.pp",      "dualpipe-v.pp",
+                                       "1f1b-overlap.pp"};
 
 /* One library schedule at its defaults, or with -D B=4 (a second shape):
  * accepted ones write rows of good cells; refused ones say why. 1 if it
@@ -270,14 +302,25 @@ static int check_library_file(const char *file, const pp_define *defs, int ndefs
         csv_parse(text, rows);
         const char *bad = check_rows(rows, c.t.W, c.t.js.S, c.t.js.B, c.t.js.ND == 3);
         ck_assert_msg(bad == NULL, "%s: %s\n%s", file, bad, text);
-        /* Each row is its worker's jobs in the simulator's order. */
+        /* Each row is its worker's jobs in the simulator's order, an
+         * overlapped pair (adjacent there) one cell. */
         for (int w = 0; w < c.t.W; w++) {
-            ck_assert_int_eq(rows->ncells[w], c.sim.off[w + 1] - c.sim.off[w]);
-            for (int k = 0; k < rows->ncells[w]; k++) {
-                char cell[64];
-                pp_torch_csv_action(&c.t, c.sim.order[c.sim.off[w] + k], cell, sizeof cell);
+            int k = 0;
+            for (int i = c.sim.off[w]; i < c.sim.off[w + 1]; i++, k++) {
+                char cell[160], mate[64], pair[160];
+                int j = c.sim.order[i];
+                pp_torch_csv_action(&c.t, j, cell, 64);
+                if (c.sim.partner && c.sim.partner[j] >= 0) {
+                    ck_assert_msg(i + 1 < c.sim.off[w + 1] && c.sim.order[i + 1] == c.sim.partner[j],
+                                  "%s: a pair not adjacent in worker %d's order", file, w);
+                    pp_torch_csv_action(&c.t, c.sim.order[++i], mate, sizeof mate);
+                    snprintf(pair, sizeof pair, "(%.63s;%.63s)OVERLAP_F_B", cell, mate);
+                    memcpy(cell, pair, sizeof cell);
+                }
+                ck_assert_msg(k < rows->ncells[w], "%s: worker %d's row is short", file, w);
                 ck_assert_str_eq(rows->cells[w][k], cell);
             }
+            ck_assert_int_eq(rows->ncells[w], k);
         }
         csv_free(rows);
         free(rows);

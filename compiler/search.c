@@ -1,0 +1,1194 @@
+/* search.c - `ppc --search` (see search.h): every library family over its
+ * `# search:` line, compiled in process, and the Pareto front of predicted
+ * step time against peak plan memory per worker. */
+#include "search.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "compile.h"
+#include "readfile.h"
+#include "report.h"
+
+#define MAX_ASSIGN 16     /* assignments on one search line */
+#define MAX_COMBOS 4096   /* combinations of one file */
+#define MAX_VALUES MAX_COMBOS /* values of one name: more would be more combinations */
+#define VALUE_BOUND 1000000000LL
+/* The most jobs one candidate may have: a search compiles many, each three
+ * times lowered, and is meant to answer in seconds; a larger one is refused
+ * (its reason says so) rather than holding the search for minutes. */
+#define MAX_JOBS (1LL << 22)
+
+/* The --prefetch values tried, the default first: among candidates that
+ * tie, the first generated stands for them, so the shortest command wins. */
+static const int prefetches[] = {1, 0, 2};
+#define NPREFETCH ((int)(sizeof prefetches / sizeof prefetches[0]))
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ==== The search line ======================================================
+ *   # search: NAME=VALUES [NAME=VALUES]... [# comment]
+ *   VALUES := ITEM ("," ITEM)*      ITEM := EXPR | EXPR ".." EXPR
+ *   EXPR   := integers, W, B and names assigned earlier on the line, with
+ *             + - * / and parentheses; / must divide exactly (a value whose
+ *             division does not is skipped, as is a range whose bounds do
+ *             not) */
+
+typedef struct {
+    char *name;
+    char *values; /* the text after '=' */
+    int col;      /* 1-based column of the values in the file's line */
+} assign;
+
+typedef struct {
+    const char *path; /* for messages */
+    const char *line; /* the whole source line (not NUL-terminated) */
+    int line_len, lineno;
+    assign a[MAX_ASSIGN];
+    int n;
+    int found; /* the file has a search line */
+} search_line;
+
+/* One evaluation of an assignment's values: a cursor over its text and
+ * the names bound so far. */
+typedef struct {
+    const char *text, *p;
+    const char *names[MAX_ASSIGN + 2];
+    long long vals[MAX_ASSIGN + 2];
+    int nn;
+    int inexact;         /* a division was not exact (or by zero): skip the item */
+    const char *err_at;  /* set on a syntax error */
+    char err[200];
+} evaluator;
+
+static void ev_fail(evaluator *e, const char *at, const char *what)
+{
+    if (e->err_at)
+        return;
+    e->err_at = at;
+    if (*at)
+        snprintf(e->err, sizeof e->err, "%s, found '%c'", what, *at);
+    else
+        snprintf(e->err, sizeof e->err, "%s, found the end of the values", what);
+}
+
+static long long ev_expr(evaluator *e);
+
+static long long bounded(evaluator *e, const char *at, long long v)
+{
+    if (v > VALUE_BOUND || v < -VALUE_BOUND)
+        ev_fail(e, at, "expected values within +-1000000000");
+    return v;
+}
+
+static long long ev_factor(evaluator *e)
+{
+    const char *at = e->p;
+    if (*e->p == '-') {
+        e->p++;
+        return -ev_factor(e);
+    }
+    if (*e->p == '(') {
+        e->p++;
+        long long v = ev_expr(e);
+        if (*e->p != ')')
+            ev_fail(e, e->p, "expected ')'");
+        else
+            e->p++;
+        return v;
+    }
+    if (isdigit((unsigned char)*e->p)) {
+        long long v = 0;
+        while (isdigit((unsigned char)*e->p) && !e->err_at) {
+            v = bounded(e, at, v * 10 + (*e->p - '0'));
+            e->p++;
+        }
+        return v;
+    }
+    if (isalpha((unsigned char)*e->p) || *e->p == '_') {
+        const char *s = e->p;
+        while (isalnum((unsigned char)*e->p) || *e->p == '_')
+            e->p++;
+        size_t len = (size_t)(e->p - s);
+        for (int i = 0; i < e->nn; i++)
+            if (strlen(e->names[i]) == len && !strncmp(e->names[i], s, len))
+                return e->vals[i];
+        e->err_at = s;
+        snprintf(e->err, sizeof e->err,
+                 "unknown name '%.*s': expected W, B or a name assigned earlier on the line",
+                 (int)len, s);
+        return 0;
+    }
+    ev_fail(e, at, "expected a number, a name or '('");
+    return 0;
+}
+
+static long long ev_term(evaluator *e)
+{
+    long long v = ev_factor(e);
+    while ((*e->p == '*' || *e->p == '/') && !e->err_at) {
+        const char *at = e->p;
+        char op = *e->p++;
+        long long r = ev_factor(e);
+        if (op == '*')
+            v = bounded(e, at, v * r); /* both within 1e9: no overflow */
+        else if (r == 0 || v % r != 0) {
+            e->inexact = 1;
+            v = 0;
+        } else
+            v /= r;
+    }
+    return v;
+}
+
+static long long ev_expr(evaluator *e)
+{
+    long long v = ev_term(e);
+    while ((*e->p == '+' || *e->p == '-') && !e->err_at) {
+        const char *at = e->p;
+        char op = *e->p++;
+        long long r = ev_term(e);
+        v = bounded(e, at, op == '+' ? v + r : v - r);
+    }
+    return v;
+}
+
+/* The values of one assignment under the names bound so far, into
+ * out[0..*n). Returns 0, or -1 with e->err_at/err set. */
+static int eval_values(evaluator *e, long long *out, int *n)
+{
+    *n = 0;
+    e->p = e->text;
+    for (;;) {
+        e->inexact = 0;
+        long long lo = ev_expr(e), hi = lo;
+        if (!e->err_at && e->p[0] == '.' && e->p[1] == '.') {
+            e->p += 2;
+            hi = ev_expr(e);
+        }
+        if (e->err_at)
+            return -1;
+        if (*e->p && *e->p != ',') {
+            ev_fail(e, e->p, "expected ',', '..' or the end of the values");
+            return -1;
+        }
+        if (!e->inexact && hi - lo >= MAX_VALUES - *n) {
+            ev_fail(e, e->text, "too many values");
+            snprintf(e->err, sizeof e->err, "%lld..%lld gives more than %d values for one name",
+                     lo, hi, MAX_VALUES);
+            return -1;
+        }
+        for (long long v = lo; !e->inexact && v <= hi; v++)
+            out[(*n)++] = v;
+        if (!*e->p)
+            return 0;
+        e->p++; /* ',' */
+    }
+}
+
+/* "PATH:LINE:COL: error: search line: MSG", the line and a caret. */
+static void line_error(FILE *err, const search_line *l, int col, const char *msg)
+{
+    fprintf(err, "%s:%d:%d: error: search line: %s\n", l->path, l->lineno, col, msg);
+    fprintf(err, "%5d | %.*s\n      | %*s^\n", l->lineno, l->line_len, l->line, col - 1, "");
+}
+
+/* Finds the first "# search:" line (a comment: '#' or "//", then "search:") in src
+ * and splits it into assignments. Returns 0 (l->found says whether there
+ * was one), -1 malformed (said why), -2 out of memory. */
+static int parse_search_line(const char *src, search_line *l, FILE *err)
+{
+    const char *line = src;
+    for (int lineno = 1; *line; lineno++) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        const char *p = line;
+        while (p < line + len && (*p == ' ' || *p == '\t'))
+            p++;
+        int comment = p < line + len && (*p == '#' || (p[0] == '/' && p + 1 < line + len && p[1] == '/'));
+        if (comment) {
+            p += *p == '#' ? 1 : 2;
+            while (p < line + len && (*p == ' ' || *p == '\t'))
+                p++;
+        }
+        if (comment && line + len - p >= 7 && !strncmp(p, "search:", 7)) {
+            l->found = 1;
+            l->line = line;
+            l->line_len = len;
+            l->lineno = lineno;
+            p += 7;
+            while (p < line + len) {
+                while (p < line + len && (*p == ' ' || *p == '\t'))
+                    p++;
+                if (p >= line + len || *p == '#') /* the rest is a comment */
+                    break;
+                const char *tok = p;
+                while (p < line + len && *p != ' ' && *p != '\t')
+                    p++;
+                const char *eq = memchr(tok, '=', (size_t)(p - tok));
+                int col = (int)(tok - line) + 1;
+                if (!eq || eq == tok) {
+                    line_error(err, l, col, "expected NAME=VALUES, e.g. S=W or V=1..4");
+                    return -1;
+                }
+                for (const char *c = tok; c < eq; c++)
+                    if (!(isalpha((unsigned char)*c) || *c == '_' ||
+                          (c > tok && isdigit((unsigned char)*c)))) {
+                        line_error(err, l, (int)(c - line) + 1,
+                                   "expected a name (letters, digits, '_') before '='");
+                        return -1;
+                    }
+                if ((eq - tok == 1 && (*tok == 'W' || *tok == 'B'))) {
+                    line_error(err, l, col, "W and B are the search's own (-D W, -D B), not "
+                                            "the line's to assign");
+                    return -1;
+                }
+                for (int i = 0; i < l->n; i++)
+                    if ((int)strlen(l->a[i].name) == eq - tok &&
+                        !strncmp(l->a[i].name, tok, (size_t)(eq - tok))) {
+                        line_error(err, l, col, "a name assigned twice on the line");
+                        return -1;
+                    }
+                if (l->n == MAX_ASSIGN) {
+                    line_error(err, l, col, "more than 16 assignments on the line");
+                    return -1;
+                }
+                if (eq + 1 == p) {
+                    line_error(err, l, (int)(eq - line) + 2, "expected values after '='");
+                    return -1;
+                }
+                assign *a = &l->a[l->n];
+                a->name = strndup(tok, (size_t)(eq - tok));
+                a->values = strndup(eq + 1, (size_t)(p - eq - 1));
+                a->col = (int)(eq - line) + 2;
+                if (!a->name || !a->values) {
+                    free(a->name);
+                    free(a->values);
+                    return -2;
+                }
+                l->n++;
+            }
+            if (!l->n) {
+                line_error(err, l, len + 1, "expected NAME=VALUES after 'search:'");
+                return -1;
+            }
+            return 0;
+        }
+        if (!end)
+            break;
+        line = end + 1;
+    }
+    return 0;
+}
+
+static void search_line_free(search_line *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        free(l->a[i].name);
+        free(l->a[i].values);
+    }
+    l->n = 0;
+}
+
+/* ==== Candidates ========================================================== */
+
+typedef struct {
+    const pp_search_opts *o;
+    pp_search_result *r;
+    FILE *err;
+    const char *path;     /* the file, as commands print it */
+    char **params;        /* the file's param names */
+    int nparams;
+    char **seen;          /* resolved params of the combinations compiled */
+    int nseen, capseen;
+    int combos;
+    pp_search_status fatal;
+} family;
+
+static pp_search_cand *new_cand(family *f)
+{
+    pp_search_result *r = f->r;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        pp_search_cand *c = realloc(r->c, (size_t)cap * sizeof *c);
+        if (!c)
+            return NULL;
+        r->c = c;
+        r->cap = cap;
+    }
+    pp_search_cand *c = &r->c[r->n++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+/* A word for the shell: as is when it is plain, else single-quoted. */
+static int shell_word(FILE *f, const char *s)
+{
+    int plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("_./-=+,:@%", *p))
+            plain = 0;
+    if (plain)
+        return fputs(s, f);
+    fputc('\'', f);
+    for (const char *p = s; *p; p++)
+        if (*p == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*p, f);
+    return fputc('\'', f);
+}
+
+/* The flags after the file that reproduce a candidate (without -o). */
+static char *cand_args(const family *f, const pp_define *defs, int nd, int prefetch, int keep)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return NULL;
+    for (int i = 0; i < nd; i++)
+        fprintf(m, "%s-D %s=%lld", i ? " " : "", defs[i].name, defs[i].value);
+    if (f->o->costs) {
+        fputs(" --costs ", m);
+        shell_word(m, f->o->costs);
+    }
+    if (f->o->optimizer >= 0)
+        fprintf(m, " --optimizer %s", f->o->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd");
+    if (f->o->precision >= 0)
+        fprintf(m, " --precision %s", f->o->precision == PP_PREC_BF16 ? "bf16" : "fp32");
+    if (prefetch != 1)
+        fprintf(m, " --prefetch %d", prefetch);
+    if (keep)
+        fputs(" --keep-weights", m);
+    if (f->o->mem_limit)
+        fprintf(m, " --mem-limit %llu", (unsigned long long)f->o->mem_limit);
+    if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The model in words: what two candidates must share to be compared. */
+static char *model_words(const pp_model *m, long long S)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    if (m->kind == PP_MODEL_GPT)
+        fprintf(f, "gpt vocab %u context %u embed %u heads %u ffn %u batch %u", m->vocab,
+                m->context, m->embed, m->heads, m->ffn, m->batch);
+    else
+        fprintf(f, "mlp context %u embed %u ffn %u batch %u", m->context, m->embed, m->ffn,
+                m->batch);
+    /* The stages are part of the model: a stage's blocks, and without cost
+     * lines its unit cost, are per stage, so 16 stages of one block are
+     * twice the model of 8. */
+    fprintf(f, ", %lld stages of ", S);
+    if (m->layers) {
+        for (long long s = 0; s < S; s++)
+            fprintf(f, "%s%u", s ? "," : "", m->layers[s]);
+        fputs(m->kind == PP_MODEL_GPT ? " layers" : " blocks", f);
+    } else
+        fprintf(f, "%u %s", m->blocks,
+                m->kind == PP_MODEL_GPT ? (m->blocks == 1 ? "layer" : "layers")
+                                        : (m->blocks == 1 ? "block" : "blocks"));
+    fprintf(f, ", %s, %s", m->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd",
+            m->precision == PP_PREC_BF16 ? "bf16" : "fp32");
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Every param of the checked schedule, "S=8 B=32 W=8 V=1": two
+ * combinations that resolve alike are one candidate. */
+static char *resolved(const pp_schedule *sch)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < sch->nparams; i++)
+        fprintf(f, "%s=%lld ", sch->params[i].name, sch->params[i].value);
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static pp_compile_status compile_cand(const family *f, const pp_define *defs, int nd,
+                                      int prefetch, int keep, pp_compiled *c)
+{
+    pp_compile_opts co = pp_compile_defaults();
+    co.path = f->path;
+    co.defs = defs;
+    co.ndefs = nd;
+    co.costs = f->o->costs;
+    co.optimizer = f->o->optimizer;
+    co.precision = f->o->precision;
+    co.prefetch = prefetch;
+    co.keep_weights = keep;
+    /* Without --keep-weights the limit is checked here, so that a plan over
+     * it still has its memory known; with it, the limit picks the window. */
+    co.mem_limit = keep ? f->o->mem_limit : 0;
+    co.capture = 1;
+    co.max_jobs = MAX_JOBS;
+    return pp_compile(&co, c);
+}
+
+/* A status the search cannot go on after: says so. */
+static pp_search_status fatal(family *f, pp_compile_status st, const pp_compiled *c,
+                              const char *args)
+{
+    if (st == PP_COMPILE_NOMEM) {
+        fprintf(f->err, "ppc --search: out of memory compiling %s %s\n", f->path, args);
+        return PP_SEARCH_NOMEM;
+    }
+    fprintf(f->err, "ppc --search: compiling %s %s failed:\n%s", f->path, args,
+            c->msgs ? c->msgs : "");
+    return st == PP_COMPILE_IO ? PP_SEARCH_IO : PP_SEARCH_INTERNAL;
+}
+
+static uint64_t peak_memory(const pp_plan *plans, int W)
+{
+    uint64_t m = 0;
+    for (int w = 0; w < W; w++) {
+        uint64_t x = pp_plan_memory(&plans[w]);
+        if (x > m)
+            m = x;
+    }
+    return m;
+}
+
+/* Why a compile failed, for --all: its first error line. (Only words for
+ * people: out of memory here leaves it NULL, "(not known)".) */
+static void why_compile(pp_search_cand *k, pp_compiled *c)
+{
+    if (c->msgf)
+        fflush(c->msgf);
+    const char *e = c->msgs ? strstr(c->msgs, "error: ") : NULL;
+    if (!e) {
+        k->why = strdup("the compile failed");
+        return;
+    }
+    const char *start = e;
+    while (start > c->msgs && start[-1] != '\n')
+        start--;
+    k->why = strndup(start, strcspn(start, "\n"));
+}
+
+/* Fills a compiled candidate's figures, or refuses it when it is not a
+ * plan for the search's W and B that uses every worker. */
+static void judge(const family *f, const pp_compiled *c, uint64_t mem, pp_search_cand *k)
+{
+    k->S = c->sch.S;
+    k->time = c->rep.step;
+    k->bubble = c->rep.bubble;
+    k->mem = mem;
+    int idle = -1;
+    for (int w = c->rep.W - 1; w >= 0; w--)
+        if (c->rep.w[w].jobs == 0)
+            idle = w;
+    k->state = PP_CAND_REFUSED;
+    if (c->sch.W != f->o->W || c->sch.B != f->o->B) {
+        if (asprintf(&k->why, "it has W=%lld B=%lld, not the search's W=%lld B=%lld", c->sch.W,
+                     c->sch.B, f->o->W, f->o->B) < 0)
+            k->why = NULL;
+    } else if (idle >= 0) {
+        if (asprintf(&k->why, "worker %d runs no job", idle) < 0)
+            k->why = NULL;
+    } else if (f->o->mem_limit && mem > f->o->mem_limit)
+        k->state = PP_CAND_OVER;
+    else
+        k->state = PP_CAND_OK;
+}
+
+/* Records one candidate. Returns it, or NULL out of memory. */
+static pp_search_cand *record(family *f, const pp_define *defs, int nd, int prefetch, int keep)
+{
+    pp_search_cand *k = new_cand(f);
+    if (!k)
+        return NULL;
+    k->file = strdup(f->path);
+    k->args = cand_args(f, defs, nd, prefetch, keep);
+    if (!k->file || !k->args)
+        return NULL;
+    return k;
+}
+
+/* Marks a combination's resolved params seen; 1 if they were already. */
+static int seen_before(family *f, char *key)
+{
+    for (int i = 0; i < f->nseen; i++)
+        if (!strcmp(f->seen[i], key)) {
+            free(key);
+            return 1;
+        }
+    if (f->nseen == f->capseen) {
+        int cap = f->capseen ? 2 * f->capseen : 16;
+        char **s = realloc(f->seen, (size_t)cap * sizeof *s);
+        if (!s) {
+            free(key);
+            return -1;
+        }
+        f->seen = s;
+        f->capseen = cap;
+    }
+    f->seen[f->nseen++] = key;
+    return 0;
+}
+
+/* One combination: the base compile (--prefetch 1), the other prefetches
+ * lowered from the same simulation, and with --keep-weights where the plan
+ * fetches weights. Returns 0, or -1 with f->fatal set. */
+static int try_combination(family *f, const pp_define *defs, int nd)
+{
+    /* The same -D values twice (a name of the line that is no param
+     * varied) is one candidate; so are two that resolve to the same params
+     * (below). The flags' text starts with '-', a resolved list with a
+     * name, so both kinds of key share the seen list. */
+    char *flags = cand_args(f, defs, nd, prefetches[0], 0);
+    int dup = flags ? seen_before(f, flags) : -1;
+    if (dup) {
+        if (dup < 0)
+            f->fatal = PP_SEARCH_NOMEM;
+        return dup < 0 ? -1 : 0;
+    }
+    pp_compiled c;
+    pp_compile_status st = compile_cand(f, defs, nd, prefetches[0], 0, &c);
+    int rc = 0;
+    if (c.reached >= PP_STAGE_CHECK) {
+        char *key = resolved(&c.sch);
+        int seen = key ? seen_before(f, key) : -1;
+        if (seen) {
+            pp_compiled_free(&c);
+            if (seen < 0)
+                f->fatal = PP_SEARCH_NOMEM;
+            return seen < 0 ? -1 : 0;
+        }
+    }
+    /* Candidates are kept in an array that recording may move: the base
+     * is held by its index. */
+    pp_search_cand *base = record(f, defs, nd, prefetches[0], 0);
+    if (!base) {
+        f->fatal = PP_SEARCH_NOMEM;
+        pp_compiled_free(&c);
+        return -1;
+    }
+    int bi = (int)(base - f->r->c);
+    if (st == PP_COMPILE_ERRORS) {
+        base->state = PP_CAND_REFUSED;
+        why_compile(base, &c);
+        pp_compiled_free(&c);
+        return 0;
+    }
+    if (st != PP_COMPILE_OK) {
+        f->fatal = fatal(f, st, &c, base->args);
+        pp_compiled_free(&c);
+        return -1;
+    }
+    base->model = model_words(&c.sch.model, c.sch.S);
+    if (!base->model) {
+        f->fatal = PP_SEARCH_NOMEM;
+        pp_compiled_free(&c);
+        return -1;
+    }
+    judge(f, &c, peak_memory(c.plans, c.t.W), base);
+    int usable = base->state != PP_CAND_REFUSED;
+    int fetches = c.rep.total.weight_recv > 0;
+    /* The other prefetches change only the lowering: same simulation. */
+    for (int i = 1; usable && i < NPREFETCH && !rc; i++) {
+        pp_lower_opts lo = {prefetches[i], 0};
+        pp_plan *plans = NULL;
+        pp_compile_status ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
+        pp_search_cand *k = record(f, defs, nd, prefetches[i], 0);
+        if (!k || !(k->model = strdup(f->r->c[bi].model))) {
+            f->fatal = PP_SEARCH_NOMEM;
+            rc = -1;
+        } else if (ls == PP_COMPILE_ERRORS) {
+            k->state = PP_CAND_REFUSED;
+            why_compile(k, &c);
+        } else if (ls != PP_COMPILE_OK) {
+            fflush(c.msgf);
+            f->fatal = fatal(f, ls, &c, k->args);
+            rc = -1;
+        } else
+            judge(f, &c, peak_memory(plans, c.t.W), k);
+        pp_plans_free(plans, c.t.W);
+    }
+    pp_compiled_free(&c);
+    /* Keeping fetched weights: only where something is fetched. */
+    for (int i = 0; usable && fetches && i < NPREFETCH && !rc; i++) {
+        st = compile_cand(f, defs, nd, prefetches[i], 1, &c);
+        pp_search_cand *k = record(f, defs, nd, prefetches[i], 1);
+        if (!k) {
+            f->fatal = PP_SEARCH_NOMEM;
+            rc = -1;
+        } else if (st == PP_COMPILE_OK) {
+            k->model = model_words(&c.sch.model, c.sch.S);
+            if (!k->model) {
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            } else
+                judge(f, &c, peak_memory(c.plans, c.t.W), k);
+        } else if (st == PP_COMPILE_ERRORS) {
+            /* The same plan without kept weights compiled: what fails now
+             * is the window under --mem-limit, which keeping only adds to. */
+            k->state = f->o->mem_limit ? PP_CAND_OVER : PP_CAND_REFUSED;
+            k->model = strdup(f->r->c[bi].model);
+            k->mem = 0; /* not known: the window was never lowered */
+            why_compile(k, &c);
+            if (!k->model) {
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            }
+        } else {
+            f->fatal = fatal(f, st, &c, k->args);
+            rc = -1;
+        }
+        pp_compiled_free(&c);
+    }
+    return rc;
+}
+
+/* Assigns l->a[i..) in turn over their values, then compiles. */
+static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_define *defs,
+                     int nd)
+{
+    if (i == l->n) {
+        if (++f->combos > MAX_COMBOS) {
+            fprintf(f->err, "%s:%d: error: search line: more than %d combinations; narrow its "
+                            "ranges\n", f->path, l->lineno, MAX_COMBOS);
+            f->fatal = PP_SEARCH_BAD_LINE;
+            return -1;
+        }
+        pp_define all[MAX_ASSIGN + 2];
+        memcpy(all, defs, (size_t)nd * sizeof *defs);
+        all[nd] = (pp_define){"B", f->o->B};
+        all[nd + 1] = (pp_define){"W", f->o->W};
+        return try_combination(f, all, nd + 2);
+    }
+    long long *vals = malloc(MAX_VALUES * sizeof *vals);
+    int n;
+    if (!vals) {
+        f->fatal = PP_SEARCH_NOMEM;
+        return -1;
+    }
+    e->text = l->a[i].values;
+    e->err_at = NULL;
+    if (eval_values(e, vals, &n)) {
+        line_error(f->err, l, l->a[i].col + (int)(e->err_at - e->text), e->err);
+        f->fatal = PP_SEARCH_BAD_LINE;
+        free(vals);
+        return -1;
+    }
+    int param = 0;
+    for (int p = 0; p < f->nparams; p++)
+        param |= !strcmp(f->params[p], l->a[i].name);
+    e->names[e->nn] = l->a[i].name;
+    e->nn++;
+    for (int k = 0; k < n; k++) {
+        e->vals[e->nn - 1] = vals[k];
+        if (param)
+            defs[nd] = (pp_define){l->a[i].name, vals[k]};
+        if (enumerate(f, l, i + 1, e, defs, nd + param)) {
+            free(vals);
+            return -1;
+        }
+    }
+    e->nn--;
+    free(vals);
+    return 0;
+}
+
+/* The param names of the file (from its parse), into f->params. Returns
+ * 0, 1 when the file does not parse (one refused candidate, *why its first
+ * error), -1 fatal. */
+static int file_params(family *f, char **why)
+{
+    pp_compile_opts co = pp_compile_defaults();
+    co.path = f->path;
+    co.stop_after = PP_STAGE_PARSE;
+    co.capture = 1;
+    pp_compiled c;
+    pp_compile_status st = pp_compile(&co, &c);
+    int rc = 0;
+    if (st == PP_COMPILE_NOMEM || st == PP_COMPILE_IO) {
+        f->fatal = fatal(f, st, &c, "");
+        rc = -1;
+    } else if (st != PP_COMPILE_OK) {
+        pp_search_cand tmp = {0};
+        why_compile(&tmp, &c);
+        *why = tmp.why;
+        rc = 1;
+    }
+    for (pp_stmt *s = c.stmts; !rc && s; s = s->next)
+        if (s->kind == ST_PARAM && s->name) {
+            char **p = realloc(f->params, (size_t)(f->nparams + 1) * sizeof *p);
+            if (!p || !(p[f->nparams] = strdup(s->name))) {
+                if (p)
+                    f->params = p;
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            } else {
+                f->params = p;
+                f->nparams++;
+            }
+        }
+    pp_compiled_free(&c);
+    return rc;
+}
+
+/* One library file: its search line (or the defaults: as written, and
+ * S=W), every combination. */
+static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r, FILE *err,
+                                    const char *path)
+{
+    family f = {.o = o, .r = r, .err = err, .path = path};
+    search_line l = {.path = path};
+    size_t len;
+    char *src = pp_read_file(path, &len, NULL);
+    if (!src) {
+        fprintf(err, "ppc --search: cannot read '%s': %s\n", path,
+                errno ? strerror(errno) : "not a regular file");
+        return errno == ENOMEM ? PP_SEARCH_NOMEM : PP_SEARCH_IO;
+    }
+    int prc = parse_search_line(src, &l, err);
+    if (prc) {
+        free(src);
+        search_line_free(&l);
+        return prc == -2 ? PP_SEARCH_NOMEM : PP_SEARCH_BAD_LINE;
+    }
+    char *why = NULL;
+    int fp = file_params(&f, &why);
+    if (fp > 0) { /* a file that does not parse: one candidate, refused */
+        pp_define wb[] = {{"B", o->B}, {"W", o->W}};
+        pp_search_cand *k = record(&f, wb, 2, 1, 0);
+        if (k) {
+            k->state = PP_CAND_REFUSED;
+            k->why = why;
+        } else {
+            free(why);
+            f.fatal = PP_SEARCH_NOMEM;
+        }
+    } else if (fp == 0) {
+        evaluator e = {.names = {"W", "B"}, .vals = {o->W, o->B}, .nn = 2};
+        pp_define defs[MAX_ASSIGN + 2];
+        if (l.found)
+            enumerate(&f, &l, 0, &e, defs, 0);
+        else { /* as written, then with one stage per worker */
+            search_line dflt = {.path = path, .line = "S=W", .line_len = 3, .lineno = 0};
+            dflt.a[0] = (assign){"S", "W", 3};
+            if (!enumerate(&f, &dflt, 0, &e, defs, 0) && f.nparams) {
+                dflt.n = 1;
+                enumerate(&f, &dflt, 0, &e, defs, 0);
+            }
+        }
+    }
+    for (int i = 0; i < f.nseen; i++)
+        free(f.seen[i]);
+    free(f.seen);
+    for (int i = 0; i < f.nparams; i++)
+        free(f.params[i]);
+    free(f.params);
+    search_line_free(&l);
+    free(src);
+    return f.fatal;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The library's .pp files (regular files), sorted, as paths DIR/NAME. */
+static pp_search_status list_library(const char *dir, char ***out, int *n, FILE *err)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(err, "ppc --search: cannot read the library '%s': %s (expected a directory of "
+                     ".pp schedules, see --library)\n", dir, strerror(errno));
+        return errno == ENOMEM ? PP_SEARCH_NOMEM : PP_SEARCH_IO;
+    }
+    pp_search_status st = PP_SEARCH_OK;
+    struct dirent *de;
+    while (st == PP_SEARCH_OK && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 4 || strcmp(de->d_name + len - 3, ".pp"))
+            continue;
+        char *path = NULL;
+        struct stat sb;
+        if (asprintf(&path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+                     de->d_name) < 0) {
+            st = PP_SEARCH_NOMEM;
+            break;
+        }
+        if (stat(path, &sb) || !S_ISREG(sb.st_mode)) {
+            free(path);
+            continue;
+        }
+        char **p = realloc(*out, (size_t)(*n + 1) * sizeof *p);
+        if (!p) {
+            free(path);
+            st = PP_SEARCH_NOMEM;
+            break;
+        }
+        *out = p;
+        (*out)[(*n)++] = path;
+    }
+    closedir(d);
+    if (st == PP_SEARCH_OK && *n == 0) {
+        fprintf(err, "ppc --search: the library '%s' holds no .pp file (expected a directory "
+                     "of .pp schedules, see --library)\n", dir);
+        st = PP_SEARCH_IO;
+    }
+    if (st == PP_SEARCH_OK)
+        qsort(*out, (size_t)*n, sizeof **out, by_name);
+    return st;
+}
+
+/* ==== The front ============================================================ */
+
+static const pp_search_cand *sort_base;
+static int by_time_mem(const void *a, const void *b)
+{
+    const pp_search_cand *x = &sort_base[*(const int *)a], *y = &sort_base[*(const int *)b];
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    if (x->mem != y->mem)
+        return x->mem < y->mem ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+/* The search's model: the one most usable candidates train (the first of
+ * equals); the others' candidates become "other model". */
+static int pick_model(pp_search_result *r)
+{
+    int best = -1, bestn = 0;
+    for (int i = 0; i < r->n; i++) {
+        pp_search_cand *k = &r->c[i];
+        if (k->state != PP_CAND_OK && k->state != PP_CAND_OVER)
+            continue;
+        int n = 0;
+        for (int j = 0; j < r->n; j++)
+            n += (r->c[j].state == PP_CAND_OK || r->c[j].state == PP_CAND_OVER) &&
+                 !strcmp(r->c[j].model, k->model);
+        if (n > bestn) {
+            best = i;
+            bestn = n;
+        }
+    }
+    if (best < 0)
+        return 0;
+    r->model = strdup(r->c[best].model);
+    if (!r->model)
+        return -1;
+    for (int i = 0; i < r->n; i++)
+        if ((r->c[i].state == PP_CAND_OK || r->c[i].state == PP_CAND_OVER) &&
+            strcmp(r->c[i].model, r->model))
+            r->c[i].state = PP_CAND_OTHER_MODEL;
+    return 0;
+}
+
+static int build_front(pp_search_result *r)
+{
+    int *idx = malloc(((size_t)(unsigned)r->n + 1) * sizeof *idx);
+    if (!idx)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].state == PP_CAND_OK)
+            idx[n++] = i;
+    sort_base = r->c;
+    qsort(idx, (size_t)n, sizeof *idx, by_time_mem);
+    r->nfront = 0;
+    uint64_t least = 0;
+    for (int i = 0; i < n; i++) /* sorted by time: on the front iff smaller than all before */
+        if (r->nfront == 0 || r->c[idx[i]].mem < least) {
+            least = r->c[idx[i]].mem;
+            idx[r->nfront++] = idx[i];
+            r->c[idx[i]].front = r->nfront;
+        }
+    r->front = idx;
+    return 0;
+}
+
+pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FILE *err)
+{
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    if (o->costs) { /* once, so that a bad file is one message, not one per candidate */
+        pp_costs c;
+        char msg[512];
+        if (pp_costs_load(&c, o->costs, msg, sizeof msg)) {
+            fprintf(err, "ppc --search: --costs: %s\n", msg);
+            return PP_SEARCH_IO;
+        }
+        pp_costs_free(&c);
+    }
+    char **files;
+    pp_search_status st = list_library(o->library, &files, &r->files, err);
+    for (int i = 0; st == PP_SEARCH_OK && i < r->files; i++)
+        st = search_file(o, r, err, files[i]);
+    for (int i = 0; i < r->files; i++)
+        free(files[i]);
+    free(files);
+    if (st != PP_SEARCH_OK)
+        return st;
+    if (pick_model(r) || build_front(r))
+        return PP_SEARCH_NOMEM;
+    for (int i = 0; i < r->n; i++) {
+        r->ok += r->c[i].state == PP_CAND_OK;
+        r->refused += r->c[i].state == PP_CAND_REFUSED;
+        r->over += r->c[i].state == PP_CAND_OVER;
+        r->other_model += r->c[i].state == PP_CAND_OTHER_MODEL;
+    }
+    r->seconds = now() - t0;
+    if (r->ok)
+        return PP_SEARCH_OK;
+    if (r->over) {
+        const pp_search_cand *least = NULL;
+        for (int i = 0; i < r->n; i++)
+            if (r->c[i].state == PP_CAND_OVER && r->c[i].mem &&
+                (!least || r->c[i].mem < least->mem))
+                least = &r->c[i];
+        fprintf(err, "ppc --search: no candidate fits under --mem-limit %llu: the smallest of "
+                     "the %d over it needs %llu bytes on a worker (ppc %s %s); expected a "
+                     "limit of at least that\n",
+                (unsigned long long)o->mem_limit, r->over, (unsigned long long)least->mem,
+                least->file, least->args);
+    } else {
+        const pp_search_cand *first = NULL;
+        for (int i = 0; i < r->n && !first; i++)
+            if (r->c[i].state == PP_CAND_REFUSED)
+                first = &r->c[i];
+        fprintf(err, "ppc --search: none of the %d candidates from %d files compiles with "
+                     "W=%lld B=%lld (%d refused, %d train another model)",
+                r->n, r->files, o->W, o->B, r->refused, r->other_model);
+        if (first)
+            fprintf(err, "; the first refused, ppc %s %s: %s", first->file, first->args,
+                    first->why ? first->why : "(not known)");
+        fputc('\n', err);
+    }
+    return PP_SEARCH_NONE;
+}
+
+/* ==== Output =============================================================== */
+
+/* The output directory of a row's command: out/<file's stem>. */
+static void out_dir(const char *file, char *buf, size_t n)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t len = strlen(base);
+    if (len > 3 && !strcmp(base + len - 3, ".pp"))
+        len -= 3;
+    snprintf(buf, n, "out/%.*s", (int)len, base);
+}
+
+static const char *state_word(pp_cand_state st)
+{
+    switch (st) {
+    case PP_CAND_OK:
+        return "compiled";
+    case PP_CAND_REFUSED:
+        return "refused";
+    case PP_CAND_OVER:
+        return "over";
+    case PP_CAND_OTHER_MODEL:
+        return "model";
+    }
+    return "?";
+}
+
+/* --all: every candidate in the order generated. */
+static void print_all(FILE *f, const pp_search_result *r)
+{
+    fprintf(f, "every candidate (front: its rank; model: another model than the search's):\n");
+    fprintf(f, "%-8s  %5s  %12s  %12s  %s\n", "state", "front", "step time", "memory (B)",
+            "command");
+    for (int i = 0; i < r->n; i++) {
+        const pp_search_cand *k = &r->c[i];
+        int known = k->state != PP_CAND_REFUSED && k->mem;
+        char t[32] = "-", m[32] = "-", fr[16] = "-";
+        if (known) {
+            snprintf(t, sizeof t, "%.6g", k->time);
+            snprintf(m, sizeof m, "%llu", (unsigned long long)k->mem);
+        }
+        if (k->front)
+            snprintf(fr, sizeof fr, "%d", k->front);
+        fprintf(f, "%-8s  %5s  %12s  %12s  ppc ", state_word(k->state), fr, t, m);
+        shell_word(f, k->file);
+        fprintf(f, " %s", k->args);
+        if (k->state == PP_CAND_REFUSED || (k->state == PP_CAND_OVER && k->why))
+            fprintf(f, "   # %s", k->why ? k->why : "(not known)");
+        else if (k->state == PP_CAND_OTHER_MODEL)
+            fprintf(f, "   # %s", k->model);
+        fputc('\n', f);
+    }
+}
+
+void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
+                     int all)
+{
+    fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s; --mem-limit ", o->W, o->B,
+            r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
+            o->costs ? o->costs : "");
+    if (o->mem_limit)
+        fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
+    else
+        fputs("none\n", f);
+    fprintf(f, "Pareto front of predicted step time against peak plan memory per worker, "
+               "fastest first:\n");
+    fprintf(f, "%4s  %12s  %7s  %12s  %10s  %s\n", "rank", "step time", "bubble", "memory (B)",
+            "memory", "command");
+    int rows = top > 0 && top < r->nfront ? top : r->nfront;
+    for (int i = 0; i < rows; i++) {
+        const pp_search_cand *k = &r->c[r->front[i]];
+        char hb[16], dir[256];
+        out_dir(k->file, dir, sizeof dir);
+        fprintf(f, "%4d  %12.6g  %6.1f%%  %12llu  %10s  ppc ", i + 1, k->time, 100.0 * k->bubble,
+                (unsigned long long)k->mem, pp_human_bytes(k->mem, hb));
+        shell_word(f, k->file);
+        fprintf(f, " %s -o %s\n", k->args, dir);
+    }
+    if (rows < r->nfront)
+        fprintf(f, "(%d more on the front; --top shows more)\n", r->nfront - rows);
+    fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused, "
+               "%d over --mem-limit, %d another model\n",
+            r->n, r->files, r->seconds, r->ok, r->nfront, r->refused, r->over, r->other_model);
+    if (all)
+        print_all(f, r);
+}
+
+void pp_search_free(pp_search_result *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        free(r->c[i].file);
+        free(r->c[i].args);
+        free(r->c[i].model);
+        free(r->c[i].why);
+    }
+    free(r->c);
+    free(r->front);
+    free(r->model);
+    memset(r, 0, sizeof *r);
+}
+
+/* s as a JSON string literal, escaped by jansson; bytes above 0x7f of a
+ * string that is not UTF-8 (a path may hold any) become '?', as in
+ * report.json. */
+static void json_str(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    json_t *v = json_string(s);
+    char *ascii = NULL;
+    if (!v && (ascii = strdup(s))) {
+        for (char *p = ascii; *p; p++)
+            if ((unsigned char)*p > 0x7f)
+                *p = '?';
+        v = json_string(ascii);
+    }
+    if (!v || json_dumpf(v, f, JSON_ENCODE_ANY) != 0)
+        fputs("null", f); /* out of memory */
+    json_decref(v);
+    free(ascii);
+}
+
+/* A candidate's whole command, as the table prints it (caller frees). */
+static char *command_line(const pp_search_cand *k)
+{
+    char *buf = NULL, dir[256];
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return NULL;
+    out_dir(k->file, dir, sizeof dir);
+    fputs("ppc ", m);
+    shell_word(m, k->file);
+    fprintf(m, " %s -o %s", k->args, dir);
+    if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static void json_cand(FILE *f, const pp_search_cand *k)
+{
+    int known = k->state != PP_CAND_REFUSED && k->mem;
+    fputs("{\"state\": ", f);
+    json_str(f, state_word(k->state));
+    fprintf(f, ", \"front\": %d, ", k->front);
+    if (known)
+        fprintf(f, "\"time\": %.17g, \"bubble\": %.17g, \"mem_bytes\": %llu, \"S\": %lld", k->time,
+                k->bubble, (unsigned long long)k->mem, k->S);
+    else
+        fputs("\"time\": null, \"bubble\": null, \"mem_bytes\": null, \"S\": null", f);
+    fputs(", \"file\": ", f);
+    json_str(f, k->file);
+    fputs(", \"args\": ", f);
+    json_str(f, k->args);
+    char *cmd = command_line(k);
+    fputs(", \"command\": ", f);
+    json_str(f, cmd);
+    free(cmd);
+    fputs(", \"model\": ", f);
+    json_str(f, k->model);
+    fputs(", \"why\": ", f);
+    json_str(f, k->why);
+    fputs("}", f);
+}
+
+void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
+                          int all)
+{
+    fprintf(f, "{\n  \"W\": %lld,\n  \"B\": %lld,\n  \"model\": ", o->W, o->B);
+    json_str(f, r->model);
+    fputs(",\n  \"costs\": ", f);
+    json_str(f, o->costs);
+    fprintf(f, ",\n  \"mem_limit\": %llu,\n", (unsigned long long)o->mem_limit);
+    fprintf(f, "  \"files\": %d,\n  \"candidates_count\": %d,\n  \"compiled\": %d,\n"
+               "  \"refused\": %d,\n  \"over\": %d,\n  \"other_model\": %d,\n"
+               "  \"seconds\": %.6f,\n  \"front\": [",
+            r->files, r->n, r->ok, r->refused, r->over, r->other_model, r->seconds);
+    int rows = top > 0 && top < r->nfront ? top : r->nfront;
+    for (int i = 0; i < rows; i++) {
+        fputs(i ? ",\n    " : "\n    ", f);
+        json_cand(f, &r->c[r->front[i]]);
+    }
+    fputs(rows ? "\n  ]" : "]", f);
+    if (all) {
+        fputs(",\n  \"candidates\": [", f);
+        for (int i = 0; i < r->n; i++) {
+            fputs(i ? ",\n    " : "\n    ", f);
+            json_cand(f, &r->c[i]);
+        }
+        fputs(r->n ? "\n  ]" : "]", f);
+    }
+    fputs("\n}\n", f);
+}

@@ -1,0 +1,763 @@
+/* test_search.c - the search suite: `ppc --search` (compiler/search.c).
+ *
+ * Known optima: under a memory cap GPipe is over it and 1F1B on the front;
+ * with unit costs and a split backward (1F1B's whole backward costing B + W)
+ * ZB-H1 beats 1F1B, by the closed forms of both. On the real library the
+ * front's first row is the fastest of all candidates, measured by running
+ * every candidate's command line through bin/ppc and reading its
+ * report.json, and every row the command prints reproduces its time and
+ * memory the same way. The search line's semantics (ranges, exact
+ * division, refusals counted, duplicates merged) and every error of the
+ * command line and of a library have a test. */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/search.h"
+#include "suites.h"
+#include "testutil.h"
+
+#define LIB PP_ROOT "/schedules"
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* Copies schedules/<name> into dir, with `extra` appended (NULL: none). */
+static void copy_schedule(const char *dir, const char *name, const char *extra)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp %s/%s %s/%s", LIB, name, dir, name);
+    free(run_expect(cmd, 0));
+    if (extra) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        FILE *f = fopen(path, "a");
+        ck_assert_ptr_nonnull(f);
+        fputs(extra, f);
+        fclose(f);
+    }
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static pp_search_opts opts(const char *lib, long long W, long long B)
+{
+    return (pp_search_opts){lib, W, B, NULL, 0, -1, -1};
+}
+
+/* Runs the search in process, asserting its status. */
+static void search(const pp_search_opts *o, pp_search_result *r, pp_search_status want)
+{
+    char *msgs = NULL;
+    size_t len = 0;
+    FILE *err = open_memstream(&msgs, &len);
+    ck_assert_ptr_nonnull(err);
+    pp_search_status st = pp_search_run(o, r, err);
+    fclose(err);
+    ck_assert_msg(st == want, "search of %s W=%lld B=%lld: status %d, expected %d; it said:\n%s",
+                  o->library, o->W, o->B, st, want, msgs);
+    free(msgs);
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+/* The number after "key": in report.json. */
+static double json_number(const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    ck_assert_msg(p != NULL, "no %s in report.json", key);
+    return strtod(p + strlen(pat), NULL);
+}
+
+/* The largest number of the array "key": [...] in report.json. */
+static double json_max(const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": [", key);
+    const char *p = strstr(json, pat);
+    ck_assert_msg(p != NULL, "no %s array in report.json", key);
+    p += strlen(pat);
+    double m = 0;
+    for (char *end; *p && *p != ']'; p = end + (*end == ',')) {
+        double v = strtod(p, &end);
+        ck_assert_msg(end != p, "bad %s array in report.json", key);
+        m = v > m ? v : m;
+        while (*end == ' ')
+            end++;
+    }
+    return m;
+}
+
+/* Runs `bin/ppc FILE ARGS -o <tmp> -q` (the candidate's own command) and
+ * reads back the step time and the largest plan memory its report gives. */
+static void run_candidate(const char *file, const char *args, double *time, double *mem)
+{
+    char *dir = temp_dir(), cmd[4096], path[600];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q --no-pictures", PP_ROOT, file, args,
+             dir);
+    free(run_expect(cmd, 0));
+    snprintf(path, sizeof path, "%s/plan/report.json", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s wrote no report.json", cmd);
+    char *json = NULL;
+    size_t n = 0;
+    ck_assert(getdelim(&json, &n, '\0', f) > 0);
+    fclose(f);
+    *time = json_number(json, "step");
+    *mem = json_max(json, "mem_bytes");
+    free(json);
+    remove_dir(dir);
+}
+
+static int same_time(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * fmax(1, fabs(b));
+}
+
+/* ---- known optima ------------------------------------------------------------ */
+
+/* GPipe holds all B microbatches' stashes, 1F1B at most S - w: with the
+ * limit at 1F1B's smallest plan, every GPipe candidate is over it and 1F1B
+ * leads the front. */
+START_TEST(test_memory_cap_1f1b_beats_gpipe)
+{
+    char *dir = temp_dir();
+    copy_schedule(dir, "gpipe.pp", NULL);
+    copy_schedule(dir, "1f1b.pp", NULL);
+    pp_search_opts o = opts(dir, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    uint64_t gpipe = UINT64_MAX, onef = UINT64_MAX;
+    for (int i = 0; i < r.n; i++) {
+        ck_assert_int_eq(r.c[i].state, PP_CAND_OK);
+        uint64_t *m = ends_with(r.c[i].file, "/gpipe.pp") ? &gpipe : &onef;
+        *m = r.c[i].mem < *m ? r.c[i].mem : *m;
+    }
+    ck_assert_msg(onef < gpipe, "1F1B's smallest plan (%llu B) should be under GPipe's (%llu B)",
+                  (unsigned long long)onef, (unsigned long long)gpipe);
+    pp_search_free(&r);
+
+    o.mem_limit = onef;
+    search(&o, &r, PP_SEARCH_OK);
+    int over = 0;
+    for (int i = 0; i < r.n; i++)
+        if (ends_with(r.c[i].file, "/gpipe.pp")) {
+            ck_assert_msg(r.c[i].state == PP_CAND_OVER, "gpipe.pp %s: state %d, expected over",
+                          r.c[i].args, r.c[i].state);
+            over++;
+        }
+    ck_assert_int_gt(over, 0);
+    ck_assert_int_ge(r.over, over); /* 1F1B's larger prefetches too */
+    ck_assert_int_ge(r.nfront, 1);
+    const pp_search_cand *best = &r.c[r.front[0]];
+    ck_assert_msg(ends_with(best->file, "/1f1b.pp"), "front starts with %s", best->file);
+    ck_assert_uint_le(best->mem, onef);
+    ck_assert(same_time(best->time, 22)); /* (B + S - 1) * (F + B) */
+    ck_assert_msg(strstr(best->args, "--mem-limit ") != NULL, "%s", best->args);
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* 1F1B's backward is ZB-H1's B and W together (cost B = 2 against 1 + 1):
+ * 1F1B takes (B + S - 1)(F + B) = 11 * 3 = 33, ZB-H1 3B + (S - 1)(F + B - W)
+ * = 24 + 3 = 27, and ZB-H1 leads the front. */
+START_TEST(test_split_backward_zb_h1_beats_1f1b)
+{
+    char *dir = temp_dir();
+    copy_schedule(dir, "1f1b.pp", "cost B = 2   # the whole backward: ZB-H1's B + W\n");
+    copy_schedule(dir, "zb-h1.pp", NULL);
+    pp_search_opts o = opts(dir, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    double zb = INFINITY, onef = INFINITY;
+    for (int i = 0; i < r.n; i++) {
+        ck_assert_int_eq(r.c[i].state, PP_CAND_OK);
+        double *t = ends_with(r.c[i].file, "/zb-h1.pp") ? &zb : &onef;
+        *t = fmin(*t, r.c[i].time);
+    }
+    ck_assert_msg(same_time(onef, 33) && same_time(zb, 27), "1F1B %g (expected 33), ZB-H1 %g "
+                  "(expected 27)", onef, zb);
+    ck_assert(ends_with(r.c[r.front[0]].file, "/zb-h1.pp"));
+    ck_assert(same_time(r.c[r.front[0]].time, 27));
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* The front: none of its rows is beaten in both time and memory by any
+ * candidate, every other candidate is beaten or equalled by a row, and the
+ * rows go fastest first. */
+static void check_pareto(const pp_search_result *r)
+{
+    for (int f = 0; f < r->nfront; f++) {
+        const pp_search_cand *x = &r->c[r->front[f]];
+        ck_assert_int_eq(x->front, f + 1);
+        if (f)
+            ck_assert(r->c[r->front[f - 1]].time < x->time &&
+                      r->c[r->front[f - 1]].mem > x->mem);
+        for (int i = 0; i < r->n; i++) {
+            const pp_search_cand *y = &r->c[i];
+            if (y->state != PP_CAND_OK)
+                continue;
+            ck_assert_msg(!(y->time <= x->time && y->mem <= x->mem &&
+                            (y->time < x->time || y->mem < x->mem)),
+                          "%s %s beats front row %d", y->file, y->args, f + 1);
+        }
+    }
+    for (int i = 0; i < r->n; i++) {
+        const pp_search_cand *y = &r->c[i];
+        if (y->state != PP_CAND_OK || y->front)
+            continue;
+        int beaten = 0;
+        for (int f = 0; f < r->nfront; f++)
+            beaten |= r->c[r->front[f]].time <= y->time && r->c[r->front[f]].mem <= y->mem;
+        ck_assert_msg(beaten, "%s %s is on no row's wrong side", y->file, y->args);
+    }
+}
+
+/* The real library, no cap: every compiled candidate, compiled again by
+ * its own command line through bin/ppc, gives the search's time and
+ * memory, and the front's first row is the fastest of them. */
+START_TEST(test_front_first_is_fastest)
+{
+    pp_search_opts o = opts(LIB, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_gt(r.nfront, 0);
+    check_pareto(&r);
+    double fastest = INFINITY;
+    int checked = 0;
+    for (int i = 0; i < r.n; i++) {
+        const pp_search_cand *k = &r.c[i];
+        if (k->state != PP_CAND_OK)
+            continue;
+        double t, m;
+        run_candidate(k->file, k->args, &t, &m);
+        ck_assert_msg(same_time(t, k->time) && m == (double)k->mem,
+                      "%s %s: the search says %g and %llu bytes, ppc %g and %.0f", k->file,
+                      k->args, k->time, (unsigned long long)k->mem, t, m);
+        fastest = fmin(fastest, t);
+        checked++;
+    }
+    ck_assert_int_eq(checked, r.ok);
+    ck_assert(same_time(r.c[r.front[0]].time, fastest));
+    pp_search_free(&r);
+}
+END_TEST
+
+/* ---- the command line ------------------------------------------------------- */
+
+/* Every row ppc --search prints: its command, run as printed (ppc and -o
+ * swapped for bin/ppc and a temp dir), gives the row's time and memory. */
+static int check_printed_rows(const char *flags)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd %s && bin/ppc --search -D W=4 -D B=8 %s", PP_ROOT, flags);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "rank     step time   bubble    memory (B)      memory  command"),
+                  "%s", out);
+    int rows = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        int rank;
+        double time, bubble;
+        unsigned long long mem;
+        int at = 0;
+        if (sscanf(line, "%d %lf %lf%% %llu %*s %*s ppc %n", &rank, &time, &bubble, &mem, &at) != 4 ||
+            !at)
+            continue;
+        ck_assert_int_eq(rank, ++rows);
+        char *o = strstr(line + at, " -o out/");
+        ck_assert_msg(o != NULL, "row without -o: %s", line);
+        *o = '\0';
+        char *file = line + at, *sp = strchr(file, ' ');
+        ck_assert_ptr_nonnull(sp);
+        *sp = '\0';
+        double t, m;
+        run_candidate(file, sp + 1, &t, &m);
+        ck_assert_msg(fabs(t - time) <= 1e-5 * fmax(1, time) && m == (double)mem,
+                      "row %d (%s %s): printed %g and %llu bytes, ppc gives %g and %.0f", rank,
+                      file, sp + 1, time, mem, t, m);
+    }
+    free(out);
+    return rows;
+}
+
+START_TEST(test_printed_commands_reproduce)
+{
+    ck_assert_int_gt(check_printed_rows(""), 1);
+    /* measured-style costs, a limit that leaves the smaller plans, top 3 */
+    char *dir = temp_dir(), flags[1024];
+    write_file(dir, "c.json", "{\"F\": 1.5, \"B\": 2.5, \"latency\": 0.25, \"bandwidth\": 1e6}\n");
+    snprintf(flags, sizeof flags, "--costs %s/c.json --mem-limit 2000000 --top 3", dir);
+    int rows = check_printed_rows(flags);
+    ck_assert_int_ge(rows, 1);
+    ck_assert_int_le(rows, 3);
+    /* --optimizer and --precision reach every candidate and its command */
+    ck_assert_int_eq(check_printed_rows("--optimizer adamw --precision bf16 --top 2"), 2);
+    remove_dir(dir);
+}
+END_TEST
+
+/* DDP's placement (compute = b), which needs W = B: with 4 workers for 8
+ * microbatches, job (0, 4) lands outside them. */
+#define DP_FILE                                                                                    \
+    "param S = 4\nparam B = 8\nparam W = B\ncompute(s,b,d) = b\n# search: S=W\n"
+
+/* The table's layout and the counts line, on a library of one file. */
+START_TEST(test_output_layout)
+{
+    char *dir = temp_dir(), cmd[1024];
+    copy_schedule(dir, "1f1b.pp", NULL);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s", PP_ROOT, dir);
+    char *out = run_expect(cmd, 0);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "   1            22    27.3%%        943424   921.3 KiB  ppc %s/1f1b.pp -D S=4 "
+             "-D B=8 -D W=4 -o out/1f1b\n",
+             dir);
+    ck_assert_msg(strstr(out, want), "expected the row\n%sin\n%s", want, out);
+    ck_assert_msg(strstr(out, "3 candidates from 1 files in "), "%s", out);
+    ck_assert_msg(strstr(out, "3 compiled (1 on the front), 0 refused, 0 over --mem-limit, "
+                              "0 another model\n"), "%s", out);
+    ck_assert_msg(strstr(out, "model mlp context 8 embed 16 ffn 256 batch 16, 4 stages of 1 "
+                              "block, sgd, fp32"), "%s", out);
+    free(out);
+
+    /* --all: every candidate, a refused one with its compile's first error */
+    write_file(dir, "ddp.pp", DP_FILE);
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library . --all", dir,
+             PP_ROOT);
+    out = run_expect(cmd, 0);
+    static const char *const lines[] = {
+        "state     front     step time    memory (B)  command\n",
+        "compiled      1            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4\n",
+        "compiled      -            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 --prefetch 2\n",
+        "refused       -             -             -  ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
+        "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
+        "4 candidates from 2 files in ",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        ck_assert_msg(strstr(out, lines[i]), "expected\n%sin\n%s", lines[i], out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* --json (with --all): jansson reads it, and it holds what the search in
+ * process finds, row for row, candidate for candidate. */
+START_TEST(test_json_output)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --json --all",
+             PP_ROOT, LIB);
+    char *out = run_expect(cmd, 0);
+    json_error_t e;
+    json_t *j = json_loads(out, 0, &e);
+    ck_assert_msg(j != NULL, "not JSON (%s at %d:%d):\n%s", e.text, e.line, e.column, out);
+    pp_search_opts o = opts(LIB, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    json_t *front = json_object_get(j, "front"), *all = json_object_get(j, "candidates");
+    ck_assert_int_eq((int)json_array_size(front), r.nfront);
+    ck_assert_int_eq((int)json_array_size(all), r.n);
+    ck_assert_int_eq((int)json_integer_value(json_object_get(j, "compiled")), r.ok);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), r.model);
+    for (int i = 0; i < r.nfront; i++) {
+        const pp_search_cand *k = &r.c[r.front[i]];
+        json_t *x = json_array_get(front, (size_t)i);
+        ck_assert_int_eq((int)json_integer_value(json_object_get(x, "front")), i + 1);
+        ck_assert(same_time(json_number_value(json_object_get(x, "time")), k->time));
+        ck_assert(json_number_value(json_object_get(x, "mem_bytes")) == (double)k->mem);
+        ck_assert_str_eq(json_string_value(json_object_get(x, "args")), k->args);
+        ck_assert(strstr(json_string_value(json_object_get(x, "command")), k->args));
+    }
+    for (int i = 0; i < r.n; i++) {
+        json_t *x = json_array_get(all, (size_t)i);
+        ck_assert_str_eq(json_string_value(json_object_get(x, "file")), r.c[i].file);
+        ck_assert_int_eq(json_is_null(json_object_get(x, "why")),
+                         r.c[i].state != PP_CAND_REFUSED);
+    }
+    pp_search_free(&r);
+    json_decref(j);
+    free(out);
+}
+END_TEST
+
+/* ---- the search line ---------------------------------------------------------- */
+
+#define TINY_HEAD                                                                                  \
+    "param S = 4\nparam B = 8\nparam W = S\n"                                                      \
+    "compute(s,b,d) = s\nweights(s,b,d) = s\npriority(s,b,d) = d * B + b\n"
+
+/* A value the file refuses (S=5 on 4 workers puts a job outside them) is
+ * counted, not shown; W/3 with W = 4 is skipped, not a candidate; S=W and
+ * S=4 resolve alike and are one candidate. */
+START_TEST(test_search_line_values)
+{
+    char *dir = temp_dir();
+    write_file(dir, "a.pp", TINY_HEAD "# search: S=W,4,W/3,5,W*2-4  # and a comment\n");
+    pp_search_opts o = opts(dir, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    /* S=4 with prefetch 1, 0, 2; S=5 refused once; the rest duplicates */
+    ck_assert_int_eq(r.n, 4);
+    ck_assert_int_eq(r.ok, 3);
+    ck_assert_int_eq(r.refused, 1);
+    ck_assert_str_eq(r.c[0].args, "-D S=4 -D B=8 -D W=4");
+    ck_assert_str_eq(r.c[1].args, "-D S=4 -D B=8 -D W=4 --prefetch 0");
+    ck_assert_str_eq(r.c[3].args, "-D S=5 -D B=8 -D W=4");
+    pp_search_free(&r);
+
+    /* names of the line that are no param of the file only feed others;
+     * ranges use earlier names */
+    write_file(dir, "a.pp", TINY_HEAD "# search: K=1..2 S=W*K/K G=K..2\n");
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.n, 3); /* every combination resolves to S=4 */
+    pp_search_free(&r);
+
+    /* the same -D values from several combinations are one candidate, also
+     * when it is refused before its params resolve */
+    write_file(dir, "a.pp", TINY_HEAD "# search: K=1..3 S=5\n");
+    search(&o, &r, PP_SEARCH_NONE);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.refused, 1);
+    pp_search_free(&r);
+
+    /* a file that idles workers is refused (S=2 on 4 workers) */
+    write_file(dir, "a.pp", TINY_HEAD "# search: S=2\n");
+    search(&o, &r, PP_SEARCH_NONE);
+    ck_assert_int_eq(r.refused, 1);
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A file without a search line is tried as written and with S=W. */
+START_TEST(test_no_search_line)
+{
+    char *dir = temp_dir();
+    write_file(dir, "a.pp", TINY_HEAD);
+    pp_search_opts o = opts(dir, 2, 4);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    /* as written: S=4 on W=2 puts jobs outside the workers (refused);
+     * S=W=2 compiles with three prefetches */
+    ck_assert_int_eq(r.refused, 1);
+    ck_assert_int_eq(r.ok, 3);
+    ck_assert_str_eq(r.c[1].args, "-D S=2 -D B=4 -D W=2");
+    pp_search_free(&r);
+
+    /* a file that does not parse is one refused candidate, with its error */
+    write_file(dir, "b.pp", "param S = \n");
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.refused, 2);
+    ck_assert_str_eq(r.c[r.n - 1].args, "-D B=4 -D W=2");
+    ck_assert_msg(strstr(r.c[r.n - 1].why, "b.pp:1:11: error: syntax error"), "%s", r.c[r.n - 1].why);
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Weight fetches get --keep-weights variants; a candidate of another model
+ * than most is counted, not compared. */
+START_TEST(test_keep_weights_and_models)
+{
+    char *dir = temp_dir();
+    copy_schedule(dir, "fsdp.pp", NULL);
+    copy_schedule(dir, "1f1b.pp", NULL);
+    copy_schedule(dir, "1f1b-gpt.pp", NULL);
+    pp_search_opts o = opts(dir, 4, 4);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    int keep = 0, gpt = 0;
+    for (int i = 0; i < r.n; i++) {
+        keep += strstr(r.c[i].args, "--keep-weights") != NULL;
+        if (ends_with(r.c[i].file, "/1f1b-gpt.pp")) {
+            ck_assert_int_eq(r.c[i].state, PP_CAND_OTHER_MODEL);
+            gpt++;
+        }
+    }
+    ck_assert_int_eq(keep, 3); /* fsdp only: 1f1b fetches nothing */
+    ck_assert_int_eq(gpt, 3);
+    ck_assert_int_eq(r.other_model, 3);
+    ck_assert(strstr(r.model, "mlp ") == r.model);
+    check_pareto(&r);
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- errors ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *args; /* after bin/ppc, in a directory holding lib/ (see below) */
+    int status;
+    const char *says;
+} err_row;
+
+START_TEST(test_errors)
+{
+    char *dir = temp_dir(), cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "mkdir %s/lib %s/empty %s/bad %s/ddp && cp %s/1f1b.pp %s/lib/", dir, dir, dir, dir,
+             LIB, dir);
+    free(run_expect(cmd, 0));
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    write_file(bad, "a.pp", TINY_HEAD "# search: S=1..W V\n");
+    write_file(dir, "c.json", "{\"F\": -1}\n");
+    char ddp[600];
+    snprintf(ddp, sizeof ddp, "%s/ddp", dir);
+    write_file(ddp, "ddp.pp", DP_FILE);
+    const err_row rows[] = {
+        {"--search", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES, e.g. ppc --search -D W=8 -D B=32\n"},
+        {"--search -D W=4", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES"},
+        {"--search -D W=4 -D B=8 -D S=4", 2, "ppc: --search: -D S: expected only -D W=WORKERS and -D B=MICROBATCHES"},
+        {"--search -D W=0 -D B=8", 2, "ppc: --search: -D W=0: expected 1 to 1024\n"},
+        {"--search -D W=1025 -D B=8", 2, "ppc: --search: -D W=1025: expected 1 to 1024\n"},
+        {"--search -D W=4 -D B=65537", 2, "ppc: --search: -D B=65537: expected 1 to 65536\n"},
+        {"--search -D W=4 -D B=8 lib/1f1b.pp", 2, "ppc: --search compiles the library's schedules and writes no plan: expected no schedule file\n"},
+        {"--search -D W=4 -D B=8 -o out", 2, "expected no -o\n"},
+        {"--search -D W=4 -D B=8 --keep-weights", 2, "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights itself; expected no --keep-weights\n"},
+        {"--search -D W=4 -D B=8 --prefetch 2", 2, "expected no --prefetch\n"},
+        {"--search -D W=4 -D B=8 --no-pictures", 2, "ppc: --search prints a table and writes no report or plan; expected no --no-pictures\n"},
+        {"--search -q -D W=4 -D B=8", 2, "expected no -q\n"},
+        {"--search --search -D W=4 -D B=8", 2, "ppc: --search given twice; give it once\n"},
+        {"--search -D W=4 -D B=8 --top 0", 2, "ppc: --top expects a number of rows from 1 to 1000000, found '0'\n"},
+        {"--search -D W=4 -D B=8 --top", 2, "ppc: --top expects a number of rows from 1 to 1000000, found nothing\n"},
+        {"lib/1f1b.pp -o out --top 3", 2, "ppc: --top is only for --search\n"},
+        {"lib/1f1b.pp -o out --all", 2, "ppc: --all is only for --search\n"},
+        {"lib/1f1b.pp -o out --json", 2, "ppc: --json is only for --search\n"},
+        {"--search -D W=4 -D B=8 --library nowhere", 3, "ppc --search: cannot read the library 'nowhere': No such file or directory (expected a directory of .pp schedules, see --library)\n"},
+        {"--search -D W=4 -D B=8 --library empty", 3, "ppc --search: the library 'empty' holds no .pp file"},
+        {"--search -D W=4 -D B=8 --library lib --costs c.json", 3, "ppc --search: --costs: c.json:1:7: expected a positive cost"},
+        {"--search -D W=4 -D B=8 --library lib --mem-limit 1000", 1, "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 3 over it needs 943424 bytes on a worker (ppc lib/1f1b.pp -D S=4 -D B=8 -D W=4 --mem-limit 1000); expected a limit of at least that\n"},
+        {"--search -D W=4 -D B=5 --library bad", 1, "bad/a.pp:7:18: error: search line: expected NAME=VALUES, e.g. S=W or V=1..4\n    7 | # search: S=1..W V\n      |                  ^\n"},
+        /* DDP's placement needs W = B (DP_FILE) */
+        {"--search -D W=4 -D B=8 --library ddp", 1, "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 train another model); the first refused, ppc ddp/ddp.pp -D S=4 -D B=8 -D W=4: ddp/ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s", dir, PP_ROOT, rows[i].args);
+        char *out = run_expect(cmd, rows[i].status);
+        ck_assert_msg(strstr(out, rows[i].says), "ppc %s\nsaid:\n%s\nexpected:\n%s", rows[i].args,
+                      out, rows[i].says);
+        free(out);
+    }
+    /* the search line's own errors, each at its column */
+    static const struct {
+        const char *line, *says;
+    } lines[] = {
+        {"# search: S=1..W,\n", "a.pp:7:18: error: search line: expected a number, a name or '(', found the end of the values\n"},
+        {"# search: S=Q\n", "a.pp:7:13: error: search line: unknown name 'Q': expected W, B or a name assigned earlier on the line\n"},
+        {"# search: S=(W\n", "a.pp:7:15: error: search line: expected ')', found the end of the values\n"},
+        {"# search: S=W;\n", "a.pp:7:14: error: search line: expected ',', '..' or the end of the values, found ';'\n"},
+        {"# search: S=1..5000\n", "a.pp:7:13: error: search line: 1..5000 gives more than 4096 values for one name\n"},
+        {"# search: W=4\n", "a.pp:7:11: error: search line: W and B are the search's own (-D W, -D B), not the line's to assign\n"},
+        {"# search: S=1 S=2\n", "a.pp:7:15: error: search line: a name assigned twice on the line\n"},
+        {"# search: S=\n", "a.pp:7:13: error: search line: expected values after '='\n"},
+        {"# search:\n", "a.pp:7:10: error: search line: expected NAME=VALUES after 'search:'\n"},
+        {"# search: 2S=1\n", "a.pp:7:11: error: search line: expected a name (letters, digits, '_') before '='\n"},
+        {"# search: A=1..64 C=1..64 S=1..2\n", "a.pp:7: error: search line: more than 4096 combinations; narrow its ranges\n"},
+        {"# search: S=99999999999\n", "a.pp:7:13: error: search line: expected values within +-1000000000, found '9'\n"},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, TINY_HEAD "%s", lines[i].line);
+        write_file(bad, "a.pp", text);
+        snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library bad", dir,
+                 PP_ROOT);
+        char *out = run_expect(cmd, 1);
+        ck_assert_msg(strstr(out, lines[i].says), "%ssaid:\n%s\nexpected:\n%s", lines[i].line,
+                      out, lines[i].says);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- 1f1b-limit.pp: the inflight family ------------------------------------------ */
+
+/* schedules/1f1b-limit.pp -D S=4 -D B=8 -D K=k, as far as its report. */
+static void compile_limit(pp_compiled *c, long long k)
+{
+    pp_define defs[] = {{"S", 4}, {"B", 8}, {"K", k}};
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = LIB "/1f1b-limit.pp";
+    o.defs = defs;
+    o.ndefs = 3;
+    o.stop_after = PP_STAGE_REPORT;
+    o.capture = 1;
+    ck_assert_msg(pp_compile(&o, c) == PP_COMPILE_OK, "K=%lld: %s", k, c->msgs);
+}
+
+/* K = 0 is 1f1b-greedy.pp's order on every worker; K = 1 - S holds one
+ * microbatch everywhere, so the step is B whole passes, 2SB; and for
+ * every K no worker holds more than its limit max(1, min(S - w + K, B)). */
+START_TEST(test_limit_family)
+{
+    pp_compiled lim, greedy;
+    compile_limit(&lim, 0);
+    pp_define defs[] = {{"S", 4}, {"B", 8}};
+    compile_library(&greedy, "1f1b-greedy.pp", defs, 2);
+    for (int w = 0; w < 4; w++) {
+        char *x = worker_order(&lim, w, 'x'), *y = worker_order(&greedy, w, 'x');
+        ck_assert_msg(!strcmp(x, y), "worker %d: K=0 runs %s, 1f1b-greedy.pp %s", w, x, y);
+        free(x);
+        free(y);
+    }
+    compiled_free(&greedy);
+    pp_compiled_free(&lim);
+
+    compile_limit(&lim, -3);
+    ck_assert(same_time(lim.rep.makespan, 2 * 4 * 8));
+    for (int w = 0; w < 4; w++)
+        ck_assert_int_eq(lim.rep.w[w].peak_act, 1);
+    pp_compiled_free(&lim);
+
+    for (long long k = -5; k <= 8; k++) {
+        compile_limit(&lim, k);
+        for (long long w = 0; w < 4; w++) {
+            long long cap = 4 - w + k < 8 ? 4 - w + k : 8;
+            cap = cap < 1 ? 1 : cap;
+            ck_assert_msg(lim.rep.w[w].peak_act <= cap, "K=%lld: worker %lld holds %lld, over %lld",
+                          k, w, lim.rep.w[w].peak_act, cap);
+        }
+        ck_assert_msg(lim.rep.makespan >= 22 - 1e-9, "K=%lld beats 1F1B's 22", k);
+        pp_compiled_free(&lim);
+    }
+}
+END_TEST
+
+/* ---- speed ---------------------------------------------------------------------- */
+
+/* The issue's size, W=8 and B=32 over the whole library: a few seconds on
+ * the development machine (0.3 s there); 30 s allows for a loaded machine
+ * and the sanitizers. */
+START_TEST(test_speed_w8_b32)
+{
+    pp_search_opts o = opts(LIB, 8, 32);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_gt(r.ok, 10);
+    ck_assert_msg(r.seconds < 30, "W=8 B=32 took %.2f s", r.seconds);
+    check_pareto(&r);
+    pp_search_free(&r);
+}
+END_TEST
+
+/* ---- search_e2e: what the search picks trains ------------------------------------- */
+
+/* Compiles `ppc FILE ARGS`, trains 3 steps on W ranks under mpirun and in
+ * the reference, and compares the weights (the default tolerance: the
+ * data-parallel picks add gradients in another order, test_e2e.c says
+ * why). Returns the largest memory a rank says it allocated. */
+static unsigned long long trains_like_reference(const char *file, const char *args, int W)
+{
+    char *dir = temp_dir(), cmd[4096], *out, *why;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q --no-pictures", PP_ROOT, file, args,
+             dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w", dir, dir);
+    if (mpi_run(W, cmd, &out, &why))
+        ck_abort_msg("%s %s: training under mpirun failed: %s", file, args, why);
+    const char *mem = strstr(out, "memory allocated at start-up, bytes per rank:");
+    ck_assert_msg(mem != NULL, "%s %s: ppvm did not say what it allocated:\n%s", file, args, out);
+    mem += strlen("memory allocated at start-up, bytes per rank:");
+    unsigned long long most = 0;
+    for (int r = 0; r < W; r++) {
+        char *end;
+        unsigned long long v = strtoull(mem, &end, 10);
+        ck_assert_msg(end != mem, "%s %s: %d ranks' memory expected:\n%s", file, args, W, out);
+        most = v > most ? v : most;
+        mem = end;
+    }
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --compare %s/w %s/ref",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "within tolerance") && !strstr(out, "beyond"), "%s %s:\n%s", file,
+                  args, out);
+    free(out);
+    remove_dir(dir);
+    return most;
+}
+
+/* The inflight family at both ends: one microbatch held everywhere, and
+ * two more than 1F1B. */
+START_TEST(limit_family_trains)
+{
+    trains_like_reference(LIB "/1f1b-limit.pp", "-D S=4 -D B=8 -D K=-3", 4);
+    trains_like_reference(LIB "/1f1b-limit.pp", "-D S=4 -D B=8 -D K=2", 4);
+}
+END_TEST
+
+/* The fastest and the smallest row of W=4 B=8's front train like the
+ * reference, and each rank allocates at most the row's memory, the largest
+ * exactly it. */
+START_TEST(front_rows_train)
+{
+    pp_search_opts o = opts(LIB, 4, 8);
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    int rows[2] = {r.front[0], r.front[r.nfront - 1]};
+    for (int i = 0; i < (r.nfront > 1 ? 2 : 1); i++) {
+        const pp_search_cand *k = &r.c[rows[i]];
+        unsigned long long most = trains_like_reference(k->file, k->args, 4);
+        ck_assert_msg(most == k->mem, "%s %s: ppvm allocated at most %llu bytes, the row says %llu",
+                      k->file, k->args, most, (unsigned long long)k->mem);
+    }
+    pp_search_free(&r);
+}
+END_TEST
+
+#define SEARCH_E2E_TESTS(X)                                                                        \
+    X(limit_family_trains, 4)                                                                      \
+    X(front_rows_train, 4)
+
+PP_JOB_SUITE(search_e2e, SEARCH_E2E_TESTS)
+
+Suite *search_suite(void)
+{
+    Suite *s = suite_create("search");
+    TCase *optima = tcase_create("optima");
+    tcase_set_timeout(optima, 120);
+    tcase_add_test(optima, test_memory_cap_1f1b_beats_gpipe);
+    tcase_add_test(optima, test_split_backward_zb_h1_beats_1f1b);
+    tcase_add_test(optima, test_front_first_is_fastest);
+    suite_add_tcase(s, optima);
+    TCase *cli = tcase_create("cli");
+    tcase_set_timeout(cli, 120);
+    tcase_add_test(cli, test_printed_commands_reproduce);
+    tcase_add_test(cli, test_output_layout);
+    tcase_add_test(cli, test_errors);
+    tcase_add_test(cli, test_json_output);
+    suite_add_tcase(s, cli);
+    TCase *line = tcase_create("line");
+    tcase_set_timeout(line, 60);
+    tcase_add_test(line, test_search_line_values);
+    tcase_add_test(line, test_no_search_line);
+    tcase_add_test(line, test_keep_weights_and_models);
+    tcase_add_test(line, test_speed_w8_b32);
+    tcase_add_test(line, test_limit_family);
+    suite_add_tcase(s, line);
+    return s;
+}
