@@ -184,6 +184,16 @@ static void keep_note(pp_compiled *c)
  * leaves each job's cost resolved to a thousandth. A transfer too small to
  * move the clock is harmless: it is as good as one that takes no time. */
 #define PP_COST_SPAN 1e12
+/* The cheapest job at least this: below about 2e-308 a double loses
+ * precision (5e-324 is its own only digit), and the pictures divide by the
+ * cheapest job and the makespan, which overflowed to infinity from about
+ * 1e-305 (timeline.svg 0 px wide, report.txt's diagram all idle). Only
+ * --costs can go there: cost lines are whole numbers. */
+#define PP_COST_LEAST 1e-300
+/* And the total at most this: trace.json's timestamps are microseconds,
+ * 1e6 a --costs second, and a time past about 1.8e302 s overflowed to
+ * infinity there, written as 0 (slices piled at the start). */
+#define PP_COST_MOST 1e302
 static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
 {
     long long N = (long long)t->js.S * t->js.B * t->js.ND;
@@ -195,9 +205,22 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
     }
     for (int s = 0; t->opt && s < t->js.S; s++)
         total += t->opt[s];
-    if (N == 0 || (isfinite(total) && total <= PP_COST_SPAN * least))
-        return 0;
     const char *from = costs ? "--costs " : "the schedule's cost lines";
+    if (N == 0 || (isfinite(total) && total <= PP_COST_SPAN * least)) {
+        if (N == 0 || (least >= PP_COST_LEAST && total <= PP_COST_MOST))
+            return 0;
+        if (least >= PP_COST_LEAST)
+            diag_error_noloc(d,
+                             "the costs (%s%s) add up to %g, too large for trace.json's "
+                             "microseconds (1e6 a second); expected at most %g",
+                             from, costs ? costs : "", total, PP_COST_MOST);
+        else
+            diag_error_noloc(d,
+                             "the costs (%s%s) make the cheapest job %g, too small for the "
+                             "simulator's clock and the pictures' scales; expected at least %g",
+                             from, costs ? costs : "", least, PP_COST_LEAST);
+        return -1;
+    }
     if (!isfinite(total))
         diag_error_noloc(d,
                          "the costs (%s%s) add up to more than a double holds (%g); expected "

@@ -12,6 +12,7 @@
  * job appear twice, and skips jobs whose times are not finite. */
 #include "timeline.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,12 +377,30 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
 
 /* ---- ASCII ---------------------------------------------------------------- */
 
-/* Column positions within 1e-6 of a whole column are taken as whole, so
+/* Column positions within `tol` of a whole column are taken as whole, so
  * times like 0.001 * k (measured seconds) land on the same columns as k. */
-static double snap(double x)
+static double snap_to(double x, double tol)
 {
     double r = nearbyint(x);
-    return fabs(x - r) < 1e-6 ? r : x;
+    return fabs(x - r) < tol ? r : x;
+}
+
+/* The exact layouts' tolerance: a job edge within 1e-6 of a column edge is
+ * on it. */
+static double snap(double x)
+{
+    return snap_to(x, 1e-6);
+}
+
+/* The scaled layout's: only rounding noise. Its columns span up to 1e12
+ * shortest jobs, so 1e-6 of one can be whole jobs, which snap() would move
+ * off the end or out of their column. A simulated time is a chain of at
+ * most N additions, each off by half an ulp, so the noise in `cols`
+ * columns is at most N * DBL_EPSILON * cols (4e-11 for 1F1B S=16 B=64's
+ * 2048 jobs in 79 columns; 1e-9 is the least taken). */
+static double scaled_tol(int N, double cols)
+{
+    return fmax(1e-9, (double)N * DBL_EPSILON * cols);
 }
 
 /* Writes `text` word-wrapped to `width` columns (a legend must not break the
@@ -418,6 +437,7 @@ typedef struct {
     int nbands;
     int fine;   /* every job spans at least two columns: a shared column shows its majority */
     int cell;   /* ASCII_LABELS: columns of the shortest job, its label and a space */
+    double tol; /* column positions this close to a whole column are on it */
 } ascii_layout;
 
 /* Column symbols other than a job id. */
@@ -472,6 +492,7 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
     memset(L, 0, sizeof *L);
     L->cell = 2 + digits(js->B > 0 ? js->B - 1 : 0);
     L->fine = 1;
+    L->tol = 1e-6;
     if (avail >= L->cell && exact_at(t, sim, u / L->cell)) {
         L->mode = ASCII_LABELS;
         L->cpu = L->cell / u;
@@ -500,15 +521,17 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
     /* Scaled: from a grain (or half the shortest job, so that every job
      * still fills a whole column) up, until the bands hold it. */
     L->mode = ASCII_SCALED;
+    int N = job_count(js);
     double base = grain > 0 ? grain : nice_down(u / 2), k = base;
     static const double m[3] = {1, 2, 5};
     for (int i = 0; i < 3 * 40; i++) {
         k = base * m[i % 3] * pow(10, i / 3);
-        if (ceil(snap(M / k)) <= (double)mb * avail)
+        if (ceil(snap_to(M / k, scaled_tol(N, M / k))) <= (double)mb * avail)
             break;
     }
     L->cpu = 1 / k;
-    double cols = M > 0 ? ceil(snap(M * L->cpu)) : 0;
+    L->tol = scaled_tol(N, M * L->cpu);
+    double cols = M > 0 ? ceil(snap_to(M * L->cpu, L->tol)) : 0;
     L->ncols = cols < (double)mb * avail ? (int)cols : mb * avail;
     L->nbands = bands_of(L->ncols, L->band);
     L->fine = grain > 0 ? k == grain : k <= u / 2 * (1 + 1e-9);
@@ -614,8 +637,16 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
     for (int j = 0; j < N; j++) {
         if (!job_ok(sim, j))
             continue;
-        double a = snap(sim->start[j] * L.cpu), b = snap(sim->end[j] * L.cpu);
+        double a = snap_to(sim->start[j] * L.cpu, L.tol), b = snap_to(sim->end[j] * L.cpu, L.tol);
         int w = t->worker[j];
+        if (!(b > a) && sim->end[j] > sim->start[j] && ncols > 0) {
+            /* A job far shorter than a column, snapped to no width: it
+             * still ran, in the column it starts in. */
+            int c = a < ncols ? (int)floor(a) : ncols - 1;
+            dirs[(size_t)w * (size_t)ncols + (size_t)(c > 0 ? c : 0)] |=
+                (unsigned char)(1u << job_d(js, j));
+            continue;
+        }
         for (int c = (int)floor(a); c < ncols && c < (int)ceil(b); c++) {
             if (c < 0)
                 continue;
@@ -630,13 +661,15 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
         }
     }
     /* What each column shows: a job that fills it, or idle time that does;
-     * else (fine) whichever covers most of it; else (coarse) what shares it. */
+     * else (fine) whichever covers most of it; else (coarse) what shares it.
+     * A coarse column where jobs ran is never idle, however little of it
+     * they took (dirs says one ran): they may be all a worker did. */
     const double eps = 1e-6;
     for (size_t k = 0; k < (size_t)W * (size_t)ncols; k++) {
         double idle = 1 - busy[k];
         if (best[k] >= 0 && cover[k] >= 1 - eps)
             sym[k] = best[k];
-        else if (busy[k] <= eps)
+        else if (busy[k] <= eps && (L.fine || !dirs[k]))
             sym[k] = SYM_IDLE;
         else if (L.fine)
             sym[k] = cover[k] >= idle ? best[k] : SYM_IDLE;

@@ -387,6 +387,51 @@ START_TEST(trace_in_the_costs_unit_at_s16_b64)
 }
 END_TEST
 
+/* Costs so small that the pictures' scales overflowed (1e-310 s a
+ * forward: timeline.svg 0 px wide with every cell at x=0, report.txt's
+ * diagram "1 column = 0 time units" and all idle) are refused with the
+ * cheapest job and the least allowed; 1e-300 still draws. */
+START_TEST(extreme_costs_refused_not_drawn_wrong)
+{
+    char *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1e-310, \"B\": 3e-310}' > %s/tiny.json && ./bin/ppc "
+             "schedules/1f1b.pp --costs %s/tiny.json -o %s/p",
+             PP_ROOT, dir, dir, dir);
+    char *out = run_expect(cmd, 1), want[600];
+    snprintf(want, sizeof want,
+             "schedules/1f1b.pp: error: the costs (--costs %s/tiny.json) make the cheapest job "
+             "1e-310, too small for the simulator's clock and the pictures' scales; expected at "
+             "least 1e-300",
+             dir);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1e-300, \"B\": 3e-300}' > %s/least.json && ./bin/ppc "
+             "schedules/1f1b.pp --costs %s/least.json -o %s/q -q && grep -c '^w0 |F0 F1 F2 F3' "
+             "%s/q/report.txt && grep -c 'svg[^>]* width=\"1213.6\"' %s/q/timeline.svg",
+             PP_ROOT, dir, dir, dir, dir, dir);
+    free(run_expect(cmd, 0));
+    /* At the other end, 1e302 s forwards: trace.json's microseconds
+     * overflowed to infinity and were written as 0, 47 slices piled at the
+     * start; the total is refused above 1e302 (1e300 still compiles). */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf '{\"F\": 1e302, \"B\": 1e302}' > %s/huge.json && ./bin/ppc "
+             "schedules/1f1b.pp --costs %s/huge.json -o %s/r",
+             PP_ROOT, dir, dir, dir);
+    out = run_expect(cmd, 1);
+    snprintf(want, sizeof want,
+             "schedules/1f1b.pp: error: the costs (--costs %s/huge.json) add up to 6.4e+303, too "
+             "large for trace.json's microseconds (1e6 a second); expected at most 1e+302",
+             dir);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    free(run_expect(cmd, 0));
+    free(dir);
+}
+END_TEST
+
 /* ---- ASCII ---------------------------------------------------------------- */
 
 START_TEST(ascii_gpipe_s4_b4_exact)
@@ -586,9 +631,10 @@ static void assert_exact(const compiled *c, const diagram *g)
 }
 
 /* A scaled diagram against the simulation, column by column: '.' only where
- * no job runs; a direction or '-' only where one job fills the column; 'f',
- * 'b', 'w' only where jobs of that one direction fill it; '*' where jobs
- * fill it; ':' where jobs and idle time share it. */
+ * no job runs, however little of the column a job takes; a direction or '-'
+ * only where one job fills the column; 'f', 'b', 'w' only where jobs of that
+ * one direction fill it; '*' where jobs fill it; ':' where jobs and idle
+ * time share it. */
 static void assert_scaled(const compiled *c, const diagram *g)
 {
     const pp_jobspace *js = &c->t.js;
@@ -614,7 +660,7 @@ static void assert_scaled(const compiled *c, const diagram *g)
             char ch = g->row[w][col];
             const char *where = "";
             if (ch == '.')
-                where = busy[col] < 1e-6 ? NULL : "a job runs in an idle column";
+                where = busy[col] < 1e-12 ? NULL : "a job runs in an idle column";
             else if (ch == 'F' || ch == 'B' || ch == 'W' || ch == '-')
                 where = most[col] > 1 - 1e-6 ? NULL : "no one job fills a job column";
             else if (ch == 'f' || ch == 'b' || ch == 'w')
@@ -624,7 +670,7 @@ static void assert_scaled(const compiled *c, const diagram *g)
             else if (ch == '*')
                 where = busy[col] > 1 - 1e-6 ? NULL : "idle time in a '*' column";
             else if (ch == ':')
-                where = busy[col] > 1e-6 && busy[col] < 1 - 1e-6 ? NULL : "':' not partly idle";
+                where = busy[col] > 0 && busy[col] < 1 - 1e-6 ? NULL : "':' not partly idle";
             else
                 where = "unknown symbol";
             ck_assert_msg(!where, "w%d column %d '%c': %s (busy %g)", w, col, ch, where, busy[col]);
@@ -732,6 +778,76 @@ START_TEST(ascii_scaled_never_misrepresents)
 }
 END_TEST
 
+START_TEST(ascii_scaled_keeps_jobs_far_shorter_than_a_column)
+{
+    /* Stage 1's forwards cost 1e9, every other job 1: a column is 2e7
+     * time units, so worker 0's four 1-unit forwards take 2e-7 of its first
+     * column. They ran, so that column is ':' (jobs and idle time), not '.'
+     * (idle); it drew every job of workers 0, 2 and 3 as idle time. At 4e11
+     * and B = 1 (2e9 a column) worker 0's one forward is 5e-10 of its
+     * column, under the scaled layout's snap, and still shows. */
+    static const struct {
+        const char *big;
+        int B;
+        double k;
+    } cases[] = {{"1000000000", 4, 2e7}, {"400000000000", 1, 2e9}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "param S = 4\nparam B = %d\nparam W = S\n"
+                 "compute(s,b,d) = s\npriority(s,b,d) = d * B + b\n"
+                 "cost F = s == 1 ? %s : 1\ncost B = 1\n",
+                 cases[i].B, cases[i].big);
+        compiled c;
+        compile_src(&c, src, NULL, 0);
+        ck_assert_int_eq(c.errors, 0);
+        char *a = render(&c, ASCII, 100, NULL, 0);
+        assert_width(a, 100);
+        diagram g;
+        diagram_read(&g, a, 4);
+        ck_assert_double_eq(g.k, cases[i].k);
+        assert_scaled(&c, &g);
+        for (int w = 0; w < 4; w++)
+            ck_assert_msg(strchr(g.row[w], ':') || strchr(g.row[w], 'F'), "w%d shows no job: %s",
+                          w, g.row[w]);
+        ck_assert_int_eq(g.row[0][0], ':');
+        diagram_free(&g);
+        free(a);
+        compiled_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(ascii_scaled_measured_seconds_match_units)
+{
+    /* 1F1B S=16 B=64 in 40 columns (2 units a column) and the same times in
+     * "seconds" (* 0.001, inexact in binary): the scaled layout's snap takes
+     * the rounding for what it is, so the rows are the same, with no ':' for
+     * a sliver of noise at a job's edge. */
+    compiled c;
+    compile_lib(&c, "1f1b.pp", 16, 64);
+    char *units = render(&c, ASCII, 40, NULL, 0);
+    for (int j = 0; j < job_count(&c.t.js); j++) {
+        c.sim.start[j] *= 0.001;
+        c.sim.end[j] *= 0.001;
+    }
+    c.sim.makespan *= 0.001;
+    char *secs = render(&c, ASCII, 40, NULL, 0);
+    diagram gu, gs;
+    diagram_read(&gu, units, 16);
+    diagram_read(&gs, secs, 16);
+    ck_assert_double_eq(gu.k, 2);
+    ck_assert_double_eq(gs.k, 0.002);
+    for (int w = 0; w < 16; w++)
+        ck_assert_str_eq(gs.row[w], gu.row[w]);
+    diagram_free(&gu);
+    diagram_free(&gs);
+    free(secs);
+    free(units);
+    compiled_free(&c);
+}
+END_TEST
+
 START_TEST(ascii_measured_costs_to_within_a_column)
 {
     /* Costs that are no whole multiple of one another (F 123, B 271, as
@@ -802,6 +918,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, svg_1f1b_s16_b64_every_cell_labelled);
     tcase_add_test(tc, trace_is_json_with_a_slice_per_job_and_transfer);
     tcase_add_test(tc, trace_in_the_costs_unit_at_s16_b64);
+    tcase_add_test(tc, extreme_costs_refused_not_drawn_wrong);
     tcase_add_test(tc, ascii_gpipe_s4_b4_exact);
     tcase_add_test(tc, ascii_1f1b_two_digit_microbatches);
     tcase_add_test(tc, ascii_non_unit_costs_exact);
@@ -810,6 +927,8 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, ascii_1f1b_s16_b64_warmup_steady_cooldown);
     tcase_add_test(tc, ascii_1f1b_s16_b64_widths_proportional);
     tcase_add_test(tc, ascii_scaled_never_misrepresents);
+    tcase_add_test(tc, ascii_scaled_keeps_jobs_far_shorter_than_a_column);
+    tcase_add_test(tc, ascii_scaled_measured_seconds_match_units);
     tcase_add_test(tc, ascii_measured_costs_to_within_a_column);
     tcase_add_test(tc, ascii_large_stays_within_width);
     suite_add_tcase(s, tc);
