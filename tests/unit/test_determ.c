@@ -102,6 +102,7 @@ START_TEST(determ_state_of_the_art)
 {
     bit_identical("zb-v.pp", "-D W=2 -D B=4", 2);
     bit_identical("zb-h2.pp", "-D S=3 -D B=5", 3);
+    bit_identical("dualpipev.pp", "-D W=2 -D B=5", 2);
     bit_identical("interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2);
     bit_identical("looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2);
     bit_identical("interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2);

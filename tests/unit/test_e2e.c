@@ -145,6 +145,7 @@ START_TEST(gpt_state_of_the_art)
     } runs[] = {
         {"zb-v.pp", "-D W=2 -D B=4", 2},
         {"zb-h2.pp", "-D S=3 -D B=5", 3},
+        {"dualpipev.pp", "-D W=2 -D B=5", 2},
         {"interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2},
         {"looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2},
         {"interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2},
@@ -273,6 +274,13 @@ END_TEST
 START_TEST(zb_v_2_ranks)
 {
     trains_like_reference("zb-v.pp", "-D W=2 -D B=4", 2);
+}
+END_TEST
+
+/* DualPipeV's order (without its overlap), B not a multiple of W */
+START_TEST(dualpipev_2_ranks)
+{
+    trains_like_reference("dualpipev.pp", "-D W=2 -D B=5", 2);
 }
 END_TEST
 
@@ -916,6 +924,7 @@ END_TEST
     X(pp_fsdp_4_ranks, 4)                                                                          \
     X(zb_v_2_ranks, 2)                                                                             \
     X(zb_h2_3_ranks, 3)                                                                            \
+    X(dualpipev_2_ranks, 2)                                                                        \
     X(interleaved_zb_2_ranks, 2)                                                                   \
     X(looped_bfs_2_ranks, 2)                                                                       \
     X(interleaved_any_b_2_ranks, 2)                                                                \

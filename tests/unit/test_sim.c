@@ -530,7 +530,8 @@ START_TEST(library_compiles_over_documented_ranges)
         PLAIN,
         LOOPED /* S = 8 a multiple of W */,
         MULTIPLE /* B a multiple of W */,
-        ROUNDS /* B a multiple of max(1, B / W), PyTorch's rounds */
+        ROUNDS /* B a multiple of max(1, B / W), PyTorch's rounds */,
+        DUAL /* B >= 2W */
     };
     static const struct {
         const char *file, *p1, *p2; /* p2 NULL: one parameter */
@@ -543,7 +544,7 @@ START_TEST(library_compiles_over_documented_ranges)
         {"zb-h1.pp", "S", "B", PLAIN},         {"1f1b-overlap.pp", "S", "B", PLAIN},
         {"dualpipe-v.pp", "W", "B", PLAIN},    {"zb-v.pp", "W", "B", PLAIN},
         {"looped-bfs.pp", "W", "B", PLAIN},    {"interleaved-zb.pp", "W", "B", ROUNDS},
-        {"zb-h2.pp", "S", "B", PLAIN},
+        {"zb-h2.pp", "S", "B", PLAIN},         {"dualpipev.pp", "W", "B", DUAL},
     };
     int values[] = {1, 2, 3, 4, 8, 16};
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)
@@ -553,6 +554,8 @@ START_TEST(library_compiles_over_documented_ranges)
                 if (lib[i].rule == LOOPED && 8 % a)
                     continue;
                 if (lib[i].rule == ROUNDS && b % (b / a > 1 ? b / a : 1))
+                    continue;
+                if (lib[i].rule == DUAL && b < 2 * a)
                     continue;
                 pp_define defs[2] = {{lib[i].p1, a}, {lib[i].p2 ? lib[i].p2 : "S", b}};
                 compiled c;
