@@ -199,6 +199,8 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
     long long N = (long long)t->js.S * t->js.B * t->js.ND;
     double total = 0, least = INFINITY;
     for (long long j = 0; j < N; j++) {
+        if (!job_exists(&t->js, (int)j)) /* W of a backward that is not split: no job */
+            continue;
         total += t->cost[j] + (t->xfer ? t->xfer[j] : 0) + (t->fetch ? t->fetch[j] : 0);
         if (t->cost[j] < least)
             least = t->cost[j];

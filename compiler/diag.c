@@ -10,6 +10,7 @@ void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *
     d->src = src;
     d->len = len;
     d->errors = 0;
+    d->warnings = 0;
     d->nomem = 0;
     d->out = out ? out : stderr;
 }
@@ -57,6 +58,50 @@ void diag_error(pp_diag *d, pp_loc loc, const char *fmt, ...)
     report(d, loc, "error", fmt, ap);
     va_end(ap);
     d->errors++;
+}
+
+void diag_warning(pp_diag *d, pp_loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(d, loc, "warning", fmt, ap);
+    va_end(ap);
+    d->warnings++;
+}
+
+/* The byte offset of (line, col), both 1-based; len if it is past the end. */
+static size_t offset_of(const pp_diag *d, int line, int col)
+{
+    size_t i = 0;
+    for (int l = 1; l < line && i < d->len; i++)
+        if (d->src[i] == '\n')
+            l++;
+    i += (size_t)(col > 0 ? col - 1 : 0);
+    return i < d->len ? i : d->len;
+}
+
+void diag_span_text(const pp_diag *d, pp_loc loc, char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n == 0)
+        return;
+    if (d->src) {
+        size_t a = offset_of(d, loc.first_line, loc.first_column);
+        size_t b = offset_of(d, loc.last_line, loc.last_column + 1); /* last_column is inclusive */
+        int space = 0;
+        for (size_t i = a; i < b && k + 1 < n; i++) {
+            char c = d->src[i];
+            if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+                space = 1;
+                continue;
+            }
+            if (space && k > 0 && k + 2 < n)
+                buf[k++] = ' ';
+            space = 0;
+            buf[k++] = c;
+        }
+    }
+    buf[k] = '\0';
 }
 
 void diag_note(pp_diag *d, pp_loc loc, const char *fmt, ...)

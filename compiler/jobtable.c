@@ -15,7 +15,9 @@ typedef struct {
 
 static void job_str(char *buf, size_t n, const pp_env *env, int with_d)
 {
-    if (with_d)
+    if (with_d == 2) /* split backward when: one value for B and W */
+        snprintf(buf, n, "(s=%lld, b=%lld)", env->s, env->b);
+    else if (with_d)
         snprintf(buf, n, "(s=%lld, b=%lld, d=%c)", env->s, env->b, "FBW"[env->d]);
     else
         snprintf(buf, n, "(w=%lld)", env->w);
@@ -72,8 +74,8 @@ uint64_t pp_job_input_bytes(const pp_jobtable *t, const pp_model *m, int j)
     if (d == DIR_W)
         return pp_stage_stash_bytes_split(m, js->S, s);
     if (s == js->S - 1)
-        return js->ND == 3 ? pp_stage_stash_bytes_split(m, js->S, s)
-                           : pp_stage_stash_bytes(m, js->S, s);
+        return job_split(js, s, job_b(js, j)) ? pp_stage_stash_bytes_split(m, js->S, s)
+                                              : pp_stage_stash_bytes(m, js->S, s);
     return pp_act_bytes(m);
 }
 
@@ -196,11 +198,79 @@ static int default_costs(const pp_schedule *sch, const pp_costs *measured, int N
     return 0;
 }
 
+/* `split backward when`: t->split[s*B + b] for every (s,b), and the job
+ * space's ND: 3 when some backward is split, 2 (with a warning) when none
+ * is. t->split stays NULL when every one is, as with `split backward`.
+ * Returns -1 out of memory, else the number of errors. */
+static int build_split(pp_jobtable *t, const pp_schedule *sch)
+{
+    t->js.ND = sch->split ? 3 : 2;
+    if (!sch->split_when)
+        return 0;
+    size_t n = (size_t)sch->S * (size_t)sch->B;
+    if (!(t->split = malloc(n)))
+        return -1;
+    err_tally tally = {0};
+    size_t nsplit = 0;
+    for (size_t i = 0; i < n; i++) {
+        pp_env env = {(long long)(i / (size_t)sch->B), (long long)(i % (size_t)sch->B), DIR_B, 0};
+        long long v = 0;
+        eval_at(sch, sch->split_when, &env, &v, "split backward when", &tally, 2);
+        t->split[i] = v != 0;
+        nsplit += t->split[i];
+    }
+    tally_note(sch, &tally, "split backward when");
+    if (tally.count)
+        return tally.count;
+    if (nsplit == 0) {
+        for (const pp_stmt *st = sch->stmts; st; st = st->next)
+            if (st->kind == ST_SPLIT)
+                diag_warning(sch->diag, st->loc,
+                             "'split backward when' holds for no job: no backward is split and "
+                             "there are no W jobs");
+        t->js.ND = 2;
+    }
+    if (nsplit == 0 || nsplit == n) {
+        free(t->split);
+        t->split = NULL;
+    }
+    t->js.split = t->split;
+    return 0;
+}
+
+/* What a job costs, from (last wins) the cost line or 1, the FLOPs
+ * default, --costs. */
+static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double *flops_cost[3],
+                       const pp_env *env, err_tally *tcost, err_tally *tneg)
+{
+    const pp_expr *c = sch->cost[env->d];
+    long long v = 1;
+    if (c && eval_at(sch, c, env, &v, "a cost", tcost, 1) && v <= 0 && tneg->count++ == 0) {
+        char job[96];
+        job_str(job, sizeof job, env, 1);
+        diag_error(sch->diag, c->loc, "cost %c = %lld at %s: costs must be positive",
+                   "FBW"[env->d], v, job);
+    }
+    double cost = (double)(v > 0 ? v : 1);
+    if (flops_cost[env->d])
+        cost = flops_cost[env->d][env->s];
+    if (measured && measured->dir[env->d])
+        cost = measured->dir[env->d][measured->n[env->d] == 1 ? 0 : env->s];
+    return cost;
+}
+
 int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
 {
     memset(t, 0, sizeof *t);
-    t->js = (pp_jobspace){(int)sch->S, (int)sch->B, sch->split ? 3 : 2};
+    t->js = (pp_jobspace){(int)sch->S, (int)sch->B, 2, NULL};
     t->W = (int)sch->W;
+    int before = sch->diag->errors, split_rc = build_split(t, sch);
+    if (split_rc < 0) {
+        diag_nomem(sch->diag, "for 'split backward when' at %lld jobs", sch->S * sch->B);
+        return 1;
+    }
+    if (split_rc)
+        return sch->diag->errors - before;
     int N = job_count(&t->js);
     t->worker = calloc((size_t)N, sizeof *t->worker);
     t->owner = calloc((size_t)N, sizeof *t->owner);
@@ -220,7 +290,6 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         t->wbytes[s] = pp_stage_weight_bytes(&sch->model, t->js.S, s);
         t->cbytes[s] = pp_stage_compute_bytes(&sch->model, t->js.S, s);
     }
-    int before = sch->diag->errors;
     if (measured && check_measured(sch, measured, t->js.ND))
         return sch->diag->errors - before;
     const double *o = measured ? measured->dir[PP_COSTS_O] : NULL;
@@ -238,6 +307,11 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     for (int j = 0; j < N; j++) {
         pp_env env = {job_s(&t->js, j), job_b(&t->js, j), job_d(&t->js, j), 0};
         long long v = 0;
+        if (!job_exists(&t->js, j)) { /* W(s,b) of a backward that is not split */
+            t->worker[j] = t->worker[j - 1];
+            t->owner[j] = t->owner[j - 1];
+            continue;
+        }
         if (eval_at(sch, sch->fn[FN_COMPUTE], &env, &v, what[0], &te[0], 1))
             check_range(sch, FN_COMPUTE, v, &env, &trange[0]);
         t->worker[j] = (int)(v >= 0 && v < sch->W ? v : 0);
@@ -251,19 +325,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         if (sch->fn[FN_PRIORITY])
             eval_at(sch, sch->fn[FN_PRIORITY], &env, &v, what[2], &te[2], 1);
         t->priority[j] = v;
-        const pp_expr *c = sch->cost[env.d];
-        v = 1;
-        if (c && eval_at(sch, c, &env, &v, "a cost", &tcost, 1) && v <= 0 && tneg.count++ == 0) {
-            char job[96];
-            job_str(job, sizeof job, &env, 1);
-            diag_error(sch->diag, c->loc, "cost %c = %lld at %s: costs must be positive",
-                       "FBW"[env.d], v, job);
+        t->cost[j] = dir_cost(sch, measured, flops_cost, &env, &tcost, &tneg);
+        if (job_makes_wgrad(&t->js, j) && env.d == DIR_B && t->js.ND == 3) {
+            /* a full backward among split ones does both halves' work */
+            pp_env w = env;
+            w.d = DIR_W;
+            t->cost[j] += dir_cost(sch, measured, flops_cost, &w, &tcost, &tneg);
         }
-        t->cost[j] = (double)(v > 0 ? v : 1);
-        if (flops_cost[env.d])
-            t->cost[j] = flops_cost[env.d][env.s];
-        if (measured && measured->dir[env.d])
-            t->cost[j] = measured->dir[env.d][measured->n[env.d] == 1 ? 0 : env.s];
     }
     for (int d = 0; d < 3; d++)
         free(flops_cost[d]);
@@ -294,6 +362,8 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
                                                        : transfer_cost(sch, COST_BANDWIDTH);
     for (int j = 0; j < N; j++) {
         int p = job_pred(&t->js, j);
+        if (!job_exists(&t->js, j))
+            continue;
         if (p >= 0 && t->worker[p] != t->worker[j])
             t->xfer[j] = pp_transfer_time(t, pp_job_input_bytes(t, &sch->model, j));
         if (pp_job_reads_remote_weights(t, j)) /* a fetch moves the compute copy */
@@ -315,6 +385,7 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->wbytes);
     free(t->cbytes);
     free(t->opt);
+    free(t->split);
     free(t->pairable);
     memset(t, 0, sizeof *t);
 }

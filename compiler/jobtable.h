@@ -12,8 +12,12 @@
 #include "sim.h"
 
 typedef struct {
-    pp_jobspace js;
+    pp_jobspace js; /* js.split points at split */
     int W;
+    /* [S*B] `split backward when`: 1 where (s,b)'s backward is split; NULL
+     * when all or none are (js.ND says which). Ids of W jobs that do not
+     * exist (job_exists) have worker/owner of their B, priority 0, cost 0. */
+    unsigned char *split;
     int *worker;         /* [N] compute(s,b,d) */
     int *owner;          /* [N] weights(s,b,d) */
     long long *priority; /* [N] */
@@ -50,7 +54,8 @@ typedef struct {
     double overlap;
 } pp_jobtable;
 
-/* Evaluates every function at every job; reports placements outside
+/* Evaluates `split backward when` at every (s,b), then every function at
+ * every job (priority and cost of a W only where it exists); reports placements outside
  * [0, W), division by zero and non-positive costs with the (s,b,d) where they
  * happened. `measured` (ppc --costs; may be NULL) overrides the schedule's
  * cost lines. Returns the number of errors. */

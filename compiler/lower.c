@@ -173,7 +173,9 @@ static int lower_forward(lowering *L, int j)
     in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
     if (s == S - 1)
         tgt = tokens_for(L, b);
-    int split = t->js.ND == 3;
+    /* a split backward's B leaves more in the stash for W: sized per job,
+     * since with `split backward when` a stage may have both kinds */
+    int split = job_split(&t->js, s, b);
     int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
                                  : pp_stage_stash_bytes(L->m, S, s));
     if (s < S - 1)
@@ -214,7 +216,7 @@ static int lower_backward(lowering *L, int j)
         dout = L->din[sb(L, s + 1, b)];
     if (s > 0)
         din = new_buf(L, pp_act_bytes(L->m));
-    int split = t->js.ND == 3;
+    int split = job_split(&t->js, s, b); /* else a full backward, accumulating dW itself */
     int stash = L->stash[sb(L, s, b)], wts = weights_buffer(L, j);
     int wgrad = split ? -1 : wgrad_for(L, s);
     if (wgrad == -2)
@@ -278,11 +280,13 @@ static int lower_item(lowering *L, const item *x)
         if (q >= 0 && L->pair_next != x->job) {
             /* what the jobs would emit first goes before the marker, not
              * between the two: a forward's microbatch load (first and last
-             * stage), a backward's ZeroGrads (a stage it does not own) */
+             * stage), a full backward's ZeroGrads (a stage it does not
+             * own; with `split backward when` a backward that is not split
+             * is full too, and a split one's B accumulates nothing) */
             int f = d == DIR_F ? x->job : q, fs = job_s(&t->js, f), bk = f == q ? x->job : q;
             if ((fs == 0 || fs == t->js.S - 1) && tokens_for(L, job_b(&t->js, f)) < 0)
                 return -1;
-            if (t->js.ND == 2 && wgrad_for(L, job_s(&t->js, bk)) == -2)
+            if (job_makes_wgrad(&t->js, bk) && wgrad_for(L, job_s(&t->js, bk)) == -2)
                 return -1;
             if (emit(L, PP_OP_Overlap, -1, -1, -1, -1) < 0)
                 return -1;

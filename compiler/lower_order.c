@@ -29,7 +29,8 @@ int lower_build_ownership(const pp_jobtable *t, ownership *o)
         return -1;
     }
     for (int j = 0; j < N; j++)
-        mark[(size_t)job_s(&t->js, j) * (size_t)W + (size_t)t->owner[j]] = 1;
+        if (job_exists(&t->js, j))
+            mark[(size_t)job_s(&t->js, j) * (size_t)W + (size_t)t->owner[j]] = 1;
     for (int s = 0; s < S; s++) {
         o->owners[s] = malloc((size_t)W * sizeof(int));
         if (!o->owners[s]) {
@@ -138,9 +139,9 @@ int lower_build_returns(const pp_jobtable *t, const pp_sim_result *sim, const ow
         g->to[i] = g->last[i] = -1;
     for (int w = 0; w < t->W; w++)
         for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
-            int j = sim->order[k], s = job_s(js, j), d = job_d(js, j);
+            int j = sim->order[k], s = job_s(js, j);
             size_t i = (size_t)s * t->W + (size_t)w;
-            if (!(d == DIR_W || (d == DIR_B && js->ND == 2)) || lower_owns(o, s, w) ||
+            if (!job_makes_wgrad(js, j) || lower_owns(o, s, w) ||
                 t->wbytes[s] == 0)
                 continue; /* makes no weight gradient, or keeps it */
             if (g->to[i] < 0)
@@ -171,6 +172,8 @@ ranked_item *lower_build_items(const pp_jobtable *t, const pp_sim_result *sim, i
         for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
             pos[sim->order[k]] = k;
     for (int j = 0; j < N; j++) {
+        if (!job_exists(js, j))
+            continue;
         int w = t->worker[j], s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
         int early = pos[j] - prefetch < sim->off[w] ? sim->off[w] : pos[j] - prefetch;
         double want = sim->start[sim->order[early]]; /* when the receiver posts it */

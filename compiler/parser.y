@@ -7,6 +7,7 @@
  *           | "limit" "inflight" "=" expr | "cost" (F|B|W|latency|bandwidth) "=" expr
  *           | "model" ["mlp"|"gpt"] "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
  *           | "precision" ("fp32"|"bf16")
+ *           | "require" expr ["," STRING] | "split" "backward" "when" expr
  *           | "overlap" "F" "with" "B" "when" expr | "cost" "overlap" "=" expr
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
@@ -37,6 +38,9 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
 static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *name,
                            YYLTYPE nloc, pp_expr *e);
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
+static pp_stmt *require_stmt(pp_parse_ctx *ctx, YYLTYPE loc, pp_expr *e, YYLTYPE eloc, char *msg);
+static pp_stmt *split_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *word, YYLTYPE wloc,
+                                char *when, YYLTYPE whenloc, pp_expr *e);
 static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
                              pp_expr *e);
 
@@ -82,8 +86,9 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token <str> IDENT "name"
 %token PARAM "param" LET "let" COMPUTE "compute" WEIGHTS "weights" PRIORITY "priority"
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
-%token OPTIMIZER "optimizer" PRECISION "precision"
+%token OPTIMIZER "optimizer" PRECISION "precision" REQUIRE "require"
 %token OVERLAP "overlap"
+%token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 
 %type <expr> expr
@@ -126,6 +131,11 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
     | SPLIT IDENT           { $$ = word_stmt(ctx, ST_SPLIT, @1, $2, @2); STOP_IF_NOMEM(); }
     | OPTIMIZER IDENT       { $$ = word_stmt(ctx, ST_OPTIMIZER, @1, $2, @2); STOP_IF_NOMEM(); }
     | PRECISION IDENT       { $$ = word_stmt(ctx, ST_PRECISION, @1, $2, @2); STOP_IF_NOMEM(); }
+    | SPLIT IDENT IDENT expr
+                            { $$ = split_when_stmt(ctx, @1, $2, @2, $3, @3, $4); STOP_IF_NOMEM(); }
+    | REQUIRE expr          { $$ = require_stmt(ctx, @1, $2, @2, NULL); STOP_IF_NOMEM(); }
+    | REQUIRE expr ',' STRING
+                            { $$ = require_stmt(ctx, @1, $2, @2, $4); STOP_IF_NOMEM(); }
     | LIMIT IDENT '=' expr  { $$ = word_stmt(ctx, ST_LIMIT, @1, $2, @2);
                               if ($$) $$->expr = $4; else ast_free_expr($4); STOP_IF_NOMEM(); }
     | COST IDENT '=' expr   { $$ = word_stmt(ctx, ST_COST, @1, $2, @2);
@@ -376,6 +386,43 @@ static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, ch
     }
     s->name = name;
     s->name_loc = L(nloc);
+    s->expr = e;
+    return s;
+}
+
+/* `require expr [, "message"]`: the expression's whole span (name_loc) is
+ * where the caret goes and what the error quotes; name holds the message. */
+static pp_stmt *require_stmt(pp_parse_ctx *ctx, YYLTYPE loc, pp_expr *e, YYLTYPE eloc, char *msg)
+{
+    pp_stmt *s = ast_stmt(ST_REQUIRE, L(loc));
+    if (!s) {
+        free(msg);
+        ast_free_expr(e);
+        diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
+    s->name = msg;
+    s->name_loc = L(eloc);
+    s->expr = e;
+    return s;
+}
+
+/* `split backward when expr`: which jobs' backward is split (expr over s,
+ * b and params; checked in schedule.c). */
+static pp_stmt *split_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *word, YYLTYPE wloc,
+                                char *when, YYLTYPE whenloc, pp_expr *e)
+{
+    int ok = !strcmp(when, "when");
+    if (!ok)
+        diag_error(ctx->diag, L(whenloc), "expected 'when' after 'split backward', found '%s'",
+                   when);
+    free(when);
+    pp_stmt *s = word_stmt(ctx, ST_SPLIT, loc, word, wloc);
+    if (!s || !ok) {
+        ast_free_expr(e);
+        ast_free_stmts(s);
+        return NULL;
+    }
     s->expr = e;
     return s;
 }

@@ -113,7 +113,7 @@ static void usage(FILE *f)
                "                  pipeline runtime loads (_PipelineScheduleRuntime._load_csv,\n"
                "                  compute_only; torchtitan's pipeline_parallel_schedule_csv);\n"
                "                  a schedule PyTorch cannot express is an error\n"
-               "  -q              print nothing on success\n"
+               "  -q              print nothing on success but the schedule's warnings\n"
                "  --table         print the seed's Table 1, measured on the library's DDP,\n"
                "                  FSDP, GPipe, LPP and FSLPP, beside the seed's entries\n"
                "  --opcodes       print the instruction set, generated from isa/opcodes.h,\n"

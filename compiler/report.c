@@ -54,11 +54,12 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
         return -1;
     size_t k = 0;
     for (int s = 0; s < js->S; s++) {
-        long long stash = (long long)(js->ND == 3 ? pp_stage_stash_bytes_split(m, js->S, s)
-                                                  : pp_stage_stash_bytes(m, js->S, s));
         for (int b = 0; b < js->B; b++) {
+            int split = job_split(js, s, b); /* per job: `split backward when` */
+            long long stash = (long long)(split ? pp_stage_stash_bytes_split(m, js->S, s)
+                                                : pp_stage_stash_bytes(m, js->S, s));
             int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
-            int last = js->ND == 3 ? job_id(js, s, b, DIR_W) : bw;
+            int last = split ? job_id(js, s, b, DIR_W) : bw;
             int w = t->worker[f];
             ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
             ev[k++] = (mem_event){sim->end[bw], w, 1, -1, last == bw ? -stash : 0};
@@ -95,10 +96,11 @@ static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model
         return -1;
     int n = 0;
     for (int j = 0; j < N; j++) {
-        int d = job_d(js, j);
+        if (!job_exists(js, j))
+            continue;
         if (owners)
             key[n++] = (long long)job_s(js, j) * t->W + t->owner[j];
-        else if (d == DIR_W || (d == DIR_B && js->ND == 2)) /* where dW is computed */
+        else if (job_makes_wgrad(js, j)) /* where dW is computed */
             key[n++] = (long long)job_s(js, j) * t->W + t->worker[j];
     }
     qsort(key, (size_t)n, sizeof *key, cmp_ll);
@@ -127,13 +129,16 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
     int N = job_count(js), n = 0;
     for (int j = 0; j < N; j++) {
         int p = job_pred(js, j);
-        n += (p >= 0 && t->worker[p] != t->worker[j]) + pp_job_fetches(t, j);
+        if (job_exists(js, j))
+            n += (p >= 0 && t->worker[p] != t->worker[j]) + pp_job_fetches(t, j);
     }
     r->xfer = calloc((size_t)n + 1, sizeof *r->xfer);
     if (!r->xfer)
         return -1;
     for (int j = 0; j < N; j++) {
         int p = job_pred(js, j), w = t->worker[j];
+        if (!job_exists(js, j))
+            continue;
         if (p >= 0 && t->worker[p] != w) {
             uint64_t bytes = pp_job_input_bytes(t, m, j);
             int kind = job_d(js, j) == DIR_F ? XFER_ACT : XFER_GRAD;
@@ -177,15 +182,16 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
     }
     for (int j = 0; j < N; j++) {
         int w = t->worker[j];
+        if (!job_exists(js, j))
+            continue;
         if (sim->end[j] > last[w])
             last[w] = sim->end[j];
         own[(size_t)job_s(js, j) * W + t->owner[j]] = 1;
     }
     memcpy(at, last, (size_t)W * sizeof *at);
     for (int j = 0; j < N; j++) { /* gradient returns */
-        int s = job_s(js, j), d = job_d(js, j), w = t->worker[j], o = t->owner[j];
-        int computes_dw = d == DIR_W || (d == DIR_B && js->ND == 2);
-        if (!computes_dw || w == o || t->wbytes[s] == 0)
+        int s = job_s(js, j), w = t->worker[j], o = t->owner[j];
+        if (!job_exists(js, j) || !job_makes_wgrad(js, j) || w == o || t->wbytes[s] == 0)
             continue;
         double arrive = last[w] + pp_transfer_time(t, t->wbytes[s]);
         if (arrive > at[o])
@@ -232,11 +238,14 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
     r->B = js->B;
     r->W = t->W;
     r->split = js->ND == 3;
+    r->nsplit = js->ND == 3 ? job_total(js) - 2 * js->S * js->B : 0;
     r->makespan = sim->makespan;
     r->w = calloc((size_t)t->W, sizeof *r->w);
     if (!r->w)
         goto fail;
     for (int j = 0; j < job_count(js); j++) {
+        if (!job_exists(js, j))
+            continue;
         r->w[t->worker[j]].jobs++;
         /* a pair occupies its worker once, for the pair's time (sim.h) */
         int paired = sim->partner && sim->partner[j] >= 0;

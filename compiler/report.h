@@ -58,6 +58,8 @@ typedef struct {
 
 typedef struct {
     int S, B, W, split;
+    int nsplit; /* the (s,b) whose backward is split: S*B with `split backward`,
+                 * fewer with `split backward when`, 0 without */
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */

@@ -49,27 +49,48 @@ static void worker_row(FILE *f, const char *name, const pp_worker_report *x, dou
             pp_human_bytes(x->mem_bytes, hb[3]));
 }
 
-/* Each direction's cost per stage (microbatch 0's), runs of equal costs
- * merged, when they are not all 1: "F s0 0.41, s1-s2 1.2, s3 1.19". */
+/* Stage s's cost of direction d, from its first microbatch with such a job
+ * (kind 1: a split backward's B; kind 0: any, a full one for B in a mixed
+ * table); -1 when the stage has none. */
+static double stage_cost(const pp_jobtable *t, int s, int d, int kind)
+{
+    const pp_jobspace *js = &t->js;
+    for (int b = 0; b < js->B; b++) {
+        int j = job_id(js, s, b, d);
+        if (job_exists(js, j) && (d != DIR_B || js->ND == 2 || job_split(js, s, b) == kind))
+            return t->cost[j];
+    }
+    return -1;
+}
+
+/* Each direction's cost per stage (its first microbatch's), runs of equal
+ * costs merged, when they are not all 1: "F s0 0.41, s1-s2 1.2, s3 1.19".
+ * With `split backward when`, "B" is a split backward's B and "B full"
+ * (cost B + cost W) the others. */
 static void print_stage_costs(FILE *f, const pp_jobtable *t)
 {
     const pp_jobspace *js = &t->js;
     int uniform = 1;
     for (int j = 0; j < job_count(js) && uniform; j++)
-        uniform = t->cost[j] == 1.0;
+        uniform = !job_exists(js, j) || t->cost[j] == 1.0;
     if (uniform)
         return;
-    for (int d = 0; d < js->ND; d++) {
-        fprintf(f, "          %c", dir_char(d));
+    int mixed = js->split != NULL;
+    for (int row = 0; row < js->ND + mixed; row++) {
+        int d = row < js->ND ? row : DIR_B, kind = row < js->ND;
+        fprintf(f, "          %c%s", dir_char(d), row < js->ND ? "" : " full");
         for (int s = 0; s < js->S;) {
-            double c = t->cost[job_id(js, s, 0, d)];
+            double c = stage_cost(t, s, d, kind);
             int e = s;
-            while (e + 1 < js->S && t->cost[job_id(js, e + 1, 0, d)] == c)
+            while (e + 1 < js->S && stage_cost(t, e + 1, d, kind) == c)
                 e++;
             fprintf(f, "%s s%d", s ? "," : "", s);
             if (e > s)
                 fprintf(f, "-s%d", e);
-            fprintf(f, " %.3g", c);
+            if (c < 0)
+                fprintf(f, " -");
+            else
+                fprintf(f, " %.3g", c);
             s = e + 1;
         }
         fprintf(f, "\n");
@@ -79,8 +100,14 @@ static void print_stage_costs(FILE *f, const pp_jobtable *t)
 int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                         const pp_jobtable *t, const pp_sim_result *sim)
 {
+    char split[96] = "";
+    if (r->split && r->nsplit < r->S * r->B) /* split backward when */
+        snprintf(split, sizeof split, ", split backward for %d of %d (s,b)", r->nsplit,
+                 r->S * r->B);
+    else if (r->split)
+        snprintf(split, sizeof split, ", split backward");
     fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order,
-            r->split ? ", split backward" : "");
+            split);
     fprintf(f, "costs     %s\n", info->costs);
     print_stage_costs(f, t);
     fprintf(f, "optimizer %s (%s)\n", pp_optimizer_name(r->optimizer),
@@ -212,8 +239,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
         json_str(f, info->keep);
     else
         fputs("null", f);
-    fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s,\n", r->S, r->B, r->W,
-            r->split ? "true" : "false");
+    fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s, \"split_backwards\": %d,\n",
+            r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit);
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
             r->bubble, r->step);

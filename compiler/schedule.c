@@ -252,6 +252,150 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
     l->depth = check_depth(sch, st->expr);
 }
 
+/* ==== require and split backward when ====================================
+ * Both take expressions that may not use everything a let may: a
+ * requirement only params and lets of params, `split backward when` no d.
+ * Lets are followed through `seen` (one mark per let), so a chain of lets
+ * that use each other twice is walked once. */
+
+/* The first use in e (or in a let it uses) of the job variable `var`, or,
+ * with var 0, of any of s, b, d; NULL if none. *via is the let (of e itself)
+ * through which it is used, or NULL for a direct use. */
+static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var,
+                               unsigned char *seen, const pp_expr **via)
+{
+    if (!e)
+        return NULL;
+    if (e->kind == EX_VAR && e->var != 'w' && (!var || e->var == var)) {
+        *via = NULL;
+        return e;
+    }
+    if (e->kind == EX_LET) {
+        if (seen[e->index] || !sch->lets[e->index].uses_job)
+            return NULL;
+        seen[e->index] = 1;
+        const pp_expr *inner = NULL;
+        if (!find_var(sch, sch->lets[e->index].expr, var, seen, &inner))
+            return NULL;
+        *via = e;
+        return e;
+    }
+    const pp_expr *r;
+    if ((r = find_var(sch, e->a, var, seen, via)) || (r = find_var(sch, e->b, var, seen, via)))
+        return r;
+    return find_var(sch, e->c, var, seen, via);
+}
+
+/* " with B=6, W=4": the params e uses, directly or through lets, in the
+ * order they first appear; "" if none. */
+static void params_used(const pp_schedule *sch, const pp_expr *e, unsigned char *seen_let,
+                        unsigned char *seen_param, char *buf, size_t n)
+{
+    if (!e)
+        return;
+    if (e->kind == EX_PARAM && !seen_param[e->index]) {
+        seen_param[e->index] = 1;
+        size_t k = strlen(buf);
+        snprintf(buf + k, n - k, "%s%s=%lld", k ? ", " : " with ", sch->params[e->index].name,
+                 sch->params[e->index].value);
+    }
+    if (e->kind == EX_LET && !seen_let[e->index]) {
+        seen_let[e->index] = 1;
+        params_used(sch, sch->lets[e->index].expr, seen_let, seen_param, buf, n);
+    }
+    params_used(sch, e->a, seen_let, seen_param, buf, n);
+    params_used(sch, e->b, seen_let, seen_param, buf, n);
+    params_used(sch, e->c, seen_let, seen_param, buf, n);
+}
+
+/* require expr [, "message"]: resolved and evaluated where it stands, after
+ * every param has its -D value; false is an error quoting the expression
+ * and the params it used. */
+static void check_require(pp_schedule *sch, pp_stmt *st)
+{
+    scope sc = {sch->nparams, sch->nlets, 0, 0,
+                "a requirement (it may use params and lets of params)", 0};
+    int before = sch->diag->errors;
+    resolve(sch, st->expr, &sc);
+    check_depth(sch, st->expr); /* bounds the walks below as it bounds evaluation */
+    if (sch->diag->errors != before)
+        return;
+    unsigned char *seen_let = calloc((size_t)sch->nlets + 1, 1);
+    unsigned char *seen_param = calloc((size_t)sch->nparams + 1, 1);
+    if (!seen_let || !seen_param) {
+        diag_nomem(sch->diag, "while checking a requirement");
+        goto out;
+    }
+    /* s, b and d themselves failed to resolve above: only a let can bring them */
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 0, seen_let, &via);
+    if (at) {
+        diag_error(sch->diag, at->loc,
+                   "'%s' uses s, b or d: a requirement may use params and lets of params only",
+                   via ? sch->lets[via->index].name : "it");
+        goto out;
+    }
+    long long v;
+    if (!eval_const(sch, st->expr, &v) || v)
+        goto out;
+    char text[512], with[512] = "";
+    diag_span_text(sch->diag, st->name_loc, text, sizeof text);
+    memset(seen_let, 0, (size_t)sch->nlets + 1);
+    params_used(sch, st->expr, seen_let, seen_param, with, sizeof with);
+    diag_error(sch->diag, st->name_loc, "requirement failed: %s%s%s%s%s", text,
+               st->name ? " (" : "", st->name ? st->name : "", st->name ? ")" : "", with);
+out:
+    free(seen_let);
+    free(seen_param);
+}
+
+/* split backward when expr: s, b, params and lets, but not d (a job's
+ * backward is split or not as a whole: its B and its W go together). */
+static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
+{
+    int before = sch->diag->errors;
+    resolve(sch, st->expr, sc);
+    check_depth(sch, st->expr);
+    if (sch->diag->errors != before)
+        return;
+    unsigned char *seen = calloc((size_t)sch->nlets + 1, 1);
+    if (!seen) {
+        diag_nomem(sch->diag, "while checking 'split backward when'");
+        return;
+    }
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', seen, &via);
+    if (at && via)
+        diag_error(sch->diag, at->loc,
+                   "'%s' uses d: 'split backward when' may use s, b, params and lets without d "
+                   "(a backward is split or not as a whole)",
+                   sch->lets[via->index].name);
+    else if (at)
+        diag_error(sch->diag, at->loc,
+                   "'d' cannot be used in 'split backward when': it may use s, b, params and lets "
+                   "(a backward is split or not as a whole)");
+    free(seen);
+    sch->split_when = st->expr;
+}
+
+/* Options the schedule states that cannot change anything: warnings at
+ * their statements, the compile goes on. */
+static void warn_no_effect(pp_schedule *sch)
+{
+    for (const pp_stmt *st = sch->stmts; st; st = st->next) {
+        if (st->kind == ST_LIMIT && sch->strict)
+            diag_warning(sch->diag, st->loc,
+                         "'limit inflight' has no effect with 'order strict': a strict order runs "
+                         "each worker's jobs in priority order; the limit applies to 'order greedy'");
+        if (st->kind == ST_COST && st->dir == DIR_W && !sch->split)
+            diag_warning(sch->diag, st->loc,
+                         "'cost W' has no effect: the schedule has no 'split backward', so it has "
+                         "no W jobs");
+        if (st->kind == ST_COST && st->dir == COST_OVERLAP && !sch->overlap)
+            diag_warning(sch->diag, st->loc,
+                         "'cost overlap' has no effect: the schedule has no 'overlap F with B "
+                         "when', so no jobs run as pairs");
+    }
+}
+
 static void set_once(pp_schedule *sch, pp_stmt *st, int *seen, const char *what)
 {
     if (*seen)
@@ -505,6 +649,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         case ST_SPLIT:
             set_once(sch, st, &seen_split, "split backward");
             sch->split = 1;
+            if (st->expr)
+                check_split_when(sch, st, &fn_scope);
+            break;
+        case ST_REQUIRE:
+            check_require(sch, st);
             break;
         case ST_LIMIT:
             set_once(sch, st, &seen_limit, "limit inflight");
@@ -558,6 +707,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         if (sch->cost[c] && uses_job(sch, sch->cost[c]))
             diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
                        c == COST_LATENCY ? "latency" : c == COST_OVERLAP ? "overlap" : "bandwidth");
+    warn_no_effect(sch);
     /* A pair is two neighbours in a worker's order, which only a strict
      * order fixes before simulating; greedy picks the next job as it goes. */
     if (seen_overlap && !sch->strict)

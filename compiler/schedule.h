@@ -61,6 +61,9 @@ typedef struct {
     pp_loc fn_loc[FN_COUNT];
     int strict; /* order strict */
     int split;  /* split backward: jobs have d in {F, B, W} */
+    /* split backward when expr (over s, b, params and lets; not d): the
+     * (s,b) whose backward is split; NULL with split = every backward */
+    pp_expr *split_when;
     pp_expr *inflight; /* limit inflight = expr (may use w), or NULL */
     /* cost F/B/W (may use s; NULL = 1); cost latency and bandwidth (params
      * only; NULL = 0: transfers take no time, the seed's assumption) */

@@ -117,7 +117,8 @@ static int alloc_result(const pp_sim_input *in, pp_sim_result *r)
         return -1;
     /* off[] from the number of jobs per worker; order is filled as committed */
     for (int j = 0; j < N; j++)
-        r->off[in->worker[j] + 1]++;
+        if (job_exists(&in->js, j))
+            r->off[in->worker[j] + 1]++;
     for (int w = 0; w < in->W; w++)
         r->off[w + 1] += r->off[w];
     for (int w = 0; w < in->W; w++)
@@ -248,7 +249,7 @@ static int refresh_worker(greedy *g, int w)
 static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
-    int N = job_count(js), W = in->W, rc = -1, committed = 0;
+    int N = job_count(js), W = in->W, rc = -1, committed = 0, total = job_total(js);
     greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}};
     int *fill = calloc((size_t)W, sizeof *fill);
     g.ready = calloc((size_t)N, sizeof *g.ready);
@@ -270,7 +271,7 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
     for (int w = 0; w < W; w++)
         if (refresh_worker(&g, w))
             goto out;
-    while (committed < N) {
+    while (committed < total) {
         while (g.global.n && g.global.a[0].version != g.version[g.global.a[0].w])
             cand_pop(&g.k, &g.global);
         if (!g.global.n) { /* only forwards left and every worker at its inflight limit */
@@ -417,7 +418,7 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
 static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
-    int N = job_count(js), W = in->W, rc = -1;
+    int N = job_count(js), W = in->W, rc = -1, total = job_total(js);
     int *fill = calloc((size_t)W, sizeof *fill), *next = calloc((size_t)W, sizeof *next);
     /* each commit queues <= 2 workers per job */
     int *queue = malloc(((size_t)W + 2 * (size_t)N + 1) * sizeof *queue);
@@ -427,7 +428,8 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     if (!fill || !next || !queue || !done || !free_at)
         goto out;
     for (int j = 0; j < N; j++)
-        r->order[r->off[in->worker[j]] + fill[in->worker[j]]++] = j;
+        if (job_exists(js, j))
+            r->order[r->off[in->worker[j]] + fill[in->worker[j]]++] = j;
     sort_ctx = &k;
     for (int w = 0; w < W; w++)
         qsort(r->order + r->off[w], (size_t)(r->off[w + 1] - r->off[w]), sizeof(int), qsort_key);
@@ -449,7 +451,7 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
             committed += q >= 0 ? 2 : 1;
         }
     }
-    if (committed < N) {
+    if (committed < total) {
         for (int w = 0; w < W; w++) {
             int j = r->off[w] + next[w] < r->off[w + 1] ? r->order[r->off[w] + next[w]] : -1;
             int q = j >= 0 && r->partner ? r->partner[j] : -1, p = j >= 0 ? job_pred(js, j) : -1;

@@ -13,6 +13,9 @@
  * forward while it holds that many microbatches' activations (F done, B not
  * yet; with a split backward the W that follows B is not counted).
  *
+ * Only ids that are jobs (job_exists: with `split backward when`, no W for
+ * a backward that is not split) are scheduled and appear in `order`.
+ *
  * Transfers: a job is ready xfer[j] after its predecessor ends (its input
  * crossing workers), and not before fetch[j] after its predecessor starts
  * (its weights, fetched by the seed's prefetch thread, which sees the job

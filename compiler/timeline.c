@@ -18,10 +18,10 @@
 #include <string.h>
 
 /* A job's times are drawable when finite, non-negative and ordered. */
-static int job_ok(const pp_sim_result *sim, int j)
+static int job_ok(const pp_jobtable *t, const pp_sim_result *sim, int j)
 {
     double a = sim->start[j], b = sim->end[j];
-    return isfinite(a) && isfinite(b) && a >= 0 && b >= a;
+    return job_exists(&t->js, j) && isfinite(a) && isfinite(b) && a >= 0 && b >= a;
 }
 
 static int digits(long long x)
@@ -41,7 +41,7 @@ static double min_cost(const pp_jobtable *t, const pp_sim_result *sim)
     double m = 0;
     for (int j = 0; j < job_count(&t->js); j++) {
         double c = sim->end[j] - sim->start[j];
-        if (job_ok(sim, j) && c > 0 && (m == 0 || c < m))
+        if (job_ok(t, sim, j) && c > 0 && (m == 0 || c < m))
             m = c;
     }
     return m > 0 ? m : 1;
@@ -193,7 +193,7 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     int labelled = 0;
     for (int j = 0; j < N && !labelled; j++) {
         char lab[40];
-        labelled = job_ok(sim, j) &&
+        labelled = job_ok(t, sim, j) &&
                    svg_fits(svg_label(lab, sizeof lab, js, j), (sim->end[j] - sim->start[j]) * scale);
     }
     snprintf(line, sizeof line,
@@ -217,7 +217,7 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     /* One rect per job with its tooltip; its label only when it fits inside
      * the cell. */
     for (int j = 0; j < N; j++) {
-        if (!job_ok(sim, j))
+        if (!job_ok(t, sim, j))
             continue;
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j), w = t->worker[j];
         double x = left + sim->start[j] * scale, cw = (sim->end[j] - sim->start[j]) * scale;
@@ -336,7 +336,7 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         trace_meta(f, "thread_sort_index", 2 * w + 1, "sort_index", NULL, 2 * w + 1);
     }
     for (int j = 0; j < N; j++) {
-        if (!job_ok(sim, j))
+        if (!job_ok(t, sim, j))
             continue;
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%c(s=%d,b=%d)\",\"cat\":\"%c\",\"ts\":",
@@ -449,7 +449,7 @@ enum { SYM_IDLE = -1, SYM_MIXED = -2, SYM_PART = -3, SYM_SEVERAL = -4 /* - direc
 static int exact_at(const pp_jobtable *t, const pp_sim_result *sim, double k)
 {
     for (int j = 0; j < job_count(&t->js); j++) {
-        if (!job_ok(sim, j))
+        if (!job_ok(t, sim, j))
             continue;
         double a = sim->start[j] / k, b = sim->end[j] / k;
         if (fabs(a - nearbyint(a)) > 1e-6 || fabs(b - nearbyint(b)) > 1e-6)
@@ -635,7 +635,7 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
     for (size_t i = 0; i < ncell; i++)
         best[i] = -1;
     for (int j = 0; j < N; j++) {
-        if (!job_ok(sim, j))
+        if (!job_ok(t, sim, j))
             continue;
         double a = snap_to(sim->start[j] * L.cpu, L.tol), b = snap_to(sim->end[j] * L.cpu, L.tol);
         int w = t->worker[j];

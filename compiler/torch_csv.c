@@ -9,11 +9,12 @@ static const char *const dir_names[] = {"F", "B", "W"};
 
 int pp_torch_csv_action(const pp_jobtable *t, int j, char *buf, size_t n)
 {
-    int d = job_d(&t->js, j);
+    int d = job_d(&t->js, j), s = job_s(&t->js, j), b = job_b(&t->js, j);
     /* With a split backward pp's B computes only the input gradient, which
-     * PyTorch calls I (BACKWARD_INPUT); its B is the full backward. */
-    const char *name = d == 1 && t->js.ND == 3 ? "I" : dir_names[d];
-    return snprintf(buf, n, "%d%s%d", job_s(&t->js, j), name, job_b(&t->js, j));
+     * PyTorch calls I (BACKWARD_INPUT); its B is the full backward, which
+     * pp's B is where `split backward when` leaves (s,b) unsplit. */
+    const char *name = d == 1 && job_split(&t->js, s, b) ? "I" : dir_names[d];
+    return snprintf(buf, n, "%d%s%d", s, name, b);
 }
 
 /* "F(1,0)" for messages, in pp's own notation. */
@@ -30,7 +31,7 @@ int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n)
      * its copies, but "replicas" is the reason PyTorch cannot run it. */
     for (int j = 0; j < N; j++) {
         int first = job_id(js, job_s(js, j), 0, 0);
-        if (t->owner[j] != t->owner[first]) {
+        if (job_exists(js, j) && t->owner[j] != t->owner[first]) {
             char a[48], b[48];
             job_name(t, first, a, sizeof a);
             job_name(t, j, b, sizeof b);
@@ -42,8 +43,8 @@ int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n)
             return 1;
         }
     }
-    for (int j = 0; j < N; j++)
-        if (t->worker[j] != t->owner[j]) {
+    for (int j = 0; j < N; j++) /* a W id that is not a job (split backward when) is skipped */
+        if (job_exists(js, j) && t->worker[j] != t->owner[j]) {
             char a[48];
             job_name(t, j, a, sizeof a);
             snprintf(why, n,
@@ -57,7 +58,8 @@ int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n)
     if (!busy)
         return -1;
     for (int j = 0; j < N; j++)
-        busy[t->worker[j]] = 1;
+        if (job_exists(js, j))
+            busy[t->worker[j]] = 1;
     int idle = -1;
     for (int w = 0; w < t->W && idle < 0; w++)
         if (!busy[w])

@@ -17,11 +17,14 @@
 # 400 steps with ppvm --lr 6e-3 --adam-beta2 0.95 --warmup 20 (a GPT
 # recipe's AdamW; B = 4 keeps a step short on a laptop's cores).
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 4
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 let warm = S - 1 - s
 

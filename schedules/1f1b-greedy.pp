@@ -7,11 +7,14 @@
 # the warm-up of S-1-s forwards and the one-forward-one-backward steady state:
 # the same per-worker order as the strict 1f1b.pp (tested).
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 8
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 compute(s,b,d)  = s
 weights(s,b,d)  = s

@@ -10,12 +10,15 @@
 # `cost overlap = P`: a pair takes max(tF, tB) + P% of min(tF, tB). With
 # the default 100 a pair costs what the two cost one after the other.
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches -D P=percent.
+# Parameters: -D S=stages -D B=microbatches -D P=percent.
 
 param S = 4
 param B = 8
 param W = S
 param P = 50
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 let warm = S - 1 - s
 

@@ -12,11 +12,14 @@
 # sits at position b during warm-up and 2b - warm after it; backward b at
 # warm + 1 + 2b.
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 8
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 let warm = S - 1 - s
 

@@ -6,11 +6,14 @@
 # stage's weights, so no activations move; at the end of the step each
 # stage's gradients are all-reduced among the W replicas.
 #
-# Constraints: W = B.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 4
 param W = B
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == B, "compute = b puts microbatch b on worker b: W must be B"
 
 compute(s,b,d)  = b
 weights(s,b,d)  = b

@@ -7,11 +7,14 @@
 # the earliest microbatch wins, backwards first, so activations are freed
 # as soon as possible.
 #
-# Constraints: S a multiple of W.   Parameters: -D S -D B -D W.
+# Parameters: -D S -D B -D W.
 
 param W = 4
 param S = 8
 param B = 8
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W >= 1 && S % W == 0, "stage s runs on worker s % W: S must be a multiple of W"
 
 compute(s,b,d)  = s % W
 weights(s,b,d)  = s % W

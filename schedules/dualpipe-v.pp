@@ -21,12 +21,15 @@
 # With tF = 1, tB = 2, W = 4, B = 16 the makespan is 84 at P = 0, 99 at
 # 50 and 114 at 100, against 108 for the same order without `overlap`.
 #
-# Constraints: S = 2W.   Parameters: -D W=workers -D B=microbatches -D P=percent.
+# Parameters: -D W=workers -D B=microbatches -D P=percent.
 
 param W = 4
 param S = 2 * W
 param B = 8
 param P = 50
+
+# constraints: a -D that breaks one fails the compile, saying which
+require S == 2 * W, "worker v holds stages v and 2W-1-v: S must be 2W"
 
 let v    = s < W ? s : 2 * W - 1 - s          # the worker of stage s
 let tick = d == F ? 2 * b + s : 2 * b + 4 * W - 1 - s

@@ -7,7 +7,7 @@
 # they are dealt round-robin), so with S = W each worker fetches the S-1
 # stages it does not own for each pass.
 #
-# Constraints: W = B.   Parameters: -D S=stages -D B=microbatches (default S).
+# Parameters: -D S=stages -D B=microbatches (default S).
 # Each fetch is a FetchWeights/SendWeights pair in the plans, and a worker's
 # gradients of a stage go back to its owner once its last job adding to them
 # ends (compiler/README.md, "Weights and communication"); --keep-weights
@@ -16,6 +16,9 @@
 param S = 4
 param B = S
 param W = B
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == B, "compute = b puts microbatch b on worker b: W must be B"
 
 compute(s,b,d)  = b
 weights(s,b,d)  = s % W

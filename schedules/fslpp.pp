@@ -5,7 +5,7 @@
 # weights live on one worker, h(s,s), and the other groups fetch them. With
 # G = R no worker owns more than one stage's weights when S <= W.
 #
-# Constraints: W = G*R; S a multiple of R.   Parameters: -D S -D B -D G -D R.
+# Parameters: -D S -D B -D G -D R.
 # Each fetch is a FetchWeights/SendWeights pair in the plans, and a worker's
 # gradients of a stage go back to its owner once its last job adding to them
 # ends (compiler/README.md, "Weights and communication"); --keep-weights
@@ -16,6 +16,10 @@ param B = 8
 param G = 2
 param R = 2
 param W = G * R
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == G * R, "G groups of R workers: give W = G * R"
+require R >= 1 && S % R == 0, "each group loops over its R workers: S must be a multiple of R"
 
 compute(s,b,d)  = (R * b) % W + s % R
 weights(s,b,d)  = (R * s) % W + s % R

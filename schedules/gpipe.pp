@@ -6,11 +6,14 @@
 # activations cross workers (2B receives on interior workers) and no weights
 # move. Bubble (p-1)/(m+p-1) with unit costs; peak activations B per worker.
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 8
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 compute(s,b,d)  = s
 weights(s,b,d)  = s

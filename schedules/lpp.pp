@@ -8,13 +8,17 @@
 # stages in every other group, so those replicas all-reduce their gradients.
 # G = 1 is GPipe (h = s); R = 1 is DDP (h = b) -- both tested on the orders.
 #
-# Constraints: W = G*R; S a multiple of R.   Parameters: -D S -D B -D G -D R.
+# Parameters: -D S -D B -D G -D R.
 
 param S = 4
 param B = 8
 param G = 2
 param R = 2
 param W = G * R
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == G * R, "G groups of R workers: give W = G * R"
+require R >= 1 && S % R == 0, "each group loops over its R workers: S must be a multiple of R"
 
 let h = (R * b) % W + s % R
 

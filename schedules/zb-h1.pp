@@ -16,11 +16,14 @@
 # pending W's; the bubble is (S-1)(T_F+T_B-T_W), a third of 1F1B's when
 # T_F = T_B = T_W.
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 8
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 split backward
 

@@ -64,6 +64,7 @@ int pp_profile_dir(const pp_instr *in)
     case PP_OP_Forward:
         return PP_PROF_F;
     case PP_OP_Backward:
+        return PP_PROF_BFULL;
     case PP_OP_BackwardInput:
         return PP_PROF_B;
     case PP_OP_BackwardWeight:
@@ -139,6 +140,30 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
     *first = 0;
 }
 
+/* B and W from the full backwards (PP_PROF_BFULL), medians per stage in
+ * med[dir * S + s] with their sample counts: a plan that splits no backward
+ * writes the full one as B (and no W); one that splits some keeps its
+ * split jobs' B and W, and a stage with only full backwards gets half of
+ * the full one as each, so B + W is what a full backward took. */
+static void split_full_backwards(double *med, size_t *count, int S)
+{
+    size_t nw = 0;
+    for (int s = 0; s < S; s++)
+        nw += count[PP_PROF_W * S + s];
+    for (int s = 0; s < S; s++) {
+        int b = PP_PROF_B * S + s, w = PP_PROF_W * S + s, f = PP_PROF_BFULL * S + s;
+        if (count[f] == 0 || count[b] > 0)
+            continue;
+        if (nw == 0) {
+            med[b] = med[f];
+        } else {
+            med[b] = med[w] = med[f] / 2;
+            count[w] = count[f];
+        }
+        count[b] = count[f];
+    }
+}
+
 int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth)
 {
     int size, S = pr->S, K = PP_PROF_DIRS * S, me = pr->me, rc = -1;
@@ -182,10 +207,11 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     }
     rc = 0;
     if (me == 0) {
-        static const char *key[PP_PROF_DIRS] = {"F", "B", "W", "O"};
+        split_full_backwards(med, count, S);
+        static const char *key[PP_PROF_O + 1] = {"F", "B", "W", "O"};
         int first = 1;
         fprintf(pr->out, "{");
-        for (int d = 0; d < PP_PROF_DIRS; d++)
+        for (int d = 0; d <= PP_PROF_O; d++)
             write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);

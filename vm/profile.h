@@ -6,7 +6,11 @@
  *              that ran them and every step but the first (a warm-up, when
  *              there are two steps or more); B is the input-gradient half
  *              and W the weight-gradient half when the plan splits the
- *              backward (W is written only then)
+ *              backward (W is written only then). A plan that splits only
+ *              some backwards takes B and W from its split ones; a stage
+ *              whose backwards are all full gets half its full backward's
+ *              median as each, so that B + W, what ppc charges a full
+ *              backward among split ones, is what it measured
  *   O          per stage, the median duration of its OptimizerStep, the same
  *              way (on every owner)
  *   latency    half the median round trip of an 8-byte message between
@@ -27,7 +31,10 @@
 
 #include "../isa/plan.h"
 
-enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_O, PP_PROF_DIRS };
+/* PP_PROF_BFULL: a full Backward, kept apart from BackwardInput's B so that
+ * a plan that splits only some backwards (`split backward when`) still
+ * writes B and W as the halves (see pp_profile_finish). */
+enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_O, PP_PROF_BFULL, PP_PROF_DIRS };
 
 typedef struct pp_profile pp_profile;
 

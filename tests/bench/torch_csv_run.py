@@ -100,12 +100,25 @@ def read_csv(path):
         return [[c.strip() for c in row if c.strip()] for row in csv.reader(f)]
 
 
+def flat(row):
+    """A row's actions one by one: an overlapped pair, (A;B)OVERLAP_F_B, is
+    its two sub-actions, which PyTorch's runtime runs in that order."""
+    out = []
+    for cell in row:
+        a = S._Action.from_str(cell)
+        out += [str(sub) for sub in a.sub_actions] if a.sub_actions else [cell]
+    return out
+
+
 def stage_map(rows):
     """stage -> rank, from the actions' stage numbers."""
     m = {}
     for r, row in enumerate(rows):
         for cell in row:
-            m[S._Action.from_str(cell).stage_index] = r
+            a = S._Action.from_str(cell)
+            # an overlapped pair, (A;B)OVERLAP_F_B, holds its stages in sub_actions
+            for sub in a.sub_actions or (a,):
+                m[sub.stage_index] = r
     return m
 
 
@@ -302,7 +315,7 @@ def check(args):
             res = spawn(W, jobs)
             ref = reference(n_stages, args.B, args.steps)
             pp_run = merged(res["csv"])
-            order_ok = all(res["csv"][r]["order"] == rows[r] for r in range(W))
+            order_ok = all(res["csv"][r]["order"] == flat(rows[r]) for r in range(W))
             loss_ref = max(abs(a - b) for a, b in zip(pp_run["losses"], ref["losses"]))
             if len(pp_run["losses"]) != args.steps:
                 loss_ref = float("inf")

@@ -15,8 +15,8 @@
  * before it has ended: the output is the same whatever order the jobs end
  * in, and each test's messages stay together.
  *
- * --fast: every suite but the mpirun ones (e2e, ckpt, robust, determ,
- * verify_e2e, search_e2e) and the GPU ones (make check). Check's CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
+ * --fast: every suite but the mpirun ones (e2e, ckpt, robust, determ, lang_e2e,
+ * overlap_e2e, verify_e2e, search_e2e) and the GPU ones (make check). Check's CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
  * CK_FORK and the CK_*_LOG_FILE_NAME variables work (each job writes its
  * log to the name plus ".SUITE" or ".SUITE.TCASE"). CK_DEFAULT_TIMEOUT is
  * 60 s unless set (Check's 4 s is too tight on a loaded machine), and
@@ -65,6 +65,7 @@ static const struct suite_entry {
     {"harness", harness_suite, FAST, 1, NULL},
     {"verify", verify_suite, FAST, 1, NULL},
     {"cli", cli_suite, FAST, 1, cli_tcases},
+    {"lang", lang_suite, FAST, 1, NULL},
     {"torch_csv", torch_csv_suite, FAST, 1, NULL},
     {"search", search_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
@@ -73,6 +74,7 @@ static const struct suite_entry {
     {"determ", determ_suite, MPI, 4, determ_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
     {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
+    {"lang_e2e", lang_e2e_suite, MPI, 4, lang_e2e_tcases},
     {"overlap", overlap_suite, FAST, 1, NULL},
     {"overlap_e2e", overlap_e2e_suite, MPI, 4, NULL},
     {"search_e2e", search_e2e_suite, MPI, 4, search_e2e_tcases},

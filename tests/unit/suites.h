@@ -30,6 +30,8 @@ Suite *robust_suite(void);
 Suite *verify_suite(void);
 Suite *verify_e2e_suite(void);
 Suite *cli_suite(void);
+Suite *lang_suite(void);
+Suite *lang_e2e_suite(void);
 Suite *torch_csv_suite(void);
 Suite *overlap_suite(void);
 Suite *overlap_e2e_suite(void);
@@ -68,5 +70,6 @@ extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];
 extern const pp_tcase_info cli_tcases[];
 extern const pp_tcase_info search_e2e_tcases[];
+extern const pp_tcase_info lang_e2e_tcases[];
 
 #endif

@@ -7,7 +7,8 @@
  * --backend cuda failing fast with a message on every rank. With a GPU: one
  * rank on both transports, four ranks on one GPU with --transport mpi, and
  * four ranks with nccl where there are four GPUs (else a message telling to
- * use --transport mpi); the same in bf16 mixed precision; the gpt model. Tests that need a
+ * use --transport mpi); the same in bf16 mixed precision; the gpt model; a
+ * schedule that splits only some backwards. Tests that need a
  * GPU print "skipped: no GPU" and pass without one. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -497,6 +498,51 @@ START_TEST(checkpoint_resume_cuda)
 }
 END_TEST
 
+/* Mixed backward (`split backward when`, issue 17): a ZB-H1 order whose even
+ * microbatches' backwards are split (BackwardInput, BackwardWeight) and odd
+ * ones' full (Backward), so every rank's stage holds both stash sizes; then
+ * the same with overlapped pairs and fetched weights; on four ranks with
+ * mpi, and with nccl where there are four GPUs. */
+START_TEST(mixed_backward_four_ranks)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    char *dir = temp_dir(), path[1024];
+    snprintf(path, sizeof path, "%s/mixed.pp", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("param S = 4\nparam B = 8\nparam W = S\nsplit backward when b % 2 == 0\n"
+          "let k = min(S - 1 - s, B)\ncompute(s,b,d) = s\n"
+          "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"
+          "order strict\nmodel { context = 8  embed = 16  ffn = 256  blocks = 1  batch = 16 }\n",
+          f);
+    fclose(f);
+    gpu_trains_like_cpu(path, "", 4, "mpi");
+    if (gpu_count() >= 4)
+        gpu_trains_like_cpu(path, "", 4, "nccl");
+    /* the same order with its forwards overlapped with a full backward or a
+     * split one's B (the pair's second job on the second compute stream),
+     * and each stage's weights on the next worker: fetched weights, and a
+     * full backward in a pair accumulating what it returns to the owner */
+    snprintf(path, sizeof path, "%s/mixed-overlap.pp", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("param S = 4\nparam B = 8\nparam W = S\nsplit backward when b % 2 == 0\n"
+          "let k = min(S - 1 - s, B)\ncompute(s,b,d) = s\nweights(s,b,d) = (s + 1) % W\n"
+          "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"
+          "order strict\noverlap F with B when s < S - 1\n"
+          "model { context = 8  embed = 16  ffn = 256  blocks = 1  batch = 16 }\n",
+          f);
+    fclose(f);
+    gpu_trains_like_cpu(path, "", 4, "mpi");
+    if (gpu_count() >= 4)
+        gpu_trains_like_cpu(path, "", 4, "nccl");
+    remove_dir(dir);
+}
+END_TEST
+
 /* Overlapped pairs (schedules/1f1b-overlap.pp, dualpipe-v.pp): each pair's second job on
  * the second compute stream, with its own cuBLAS context and workspace.
  * The weights must be the reference's, the memory line the cpu backend's
@@ -539,6 +585,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     tcase_add_test(tc, checkpoint_resume_cuda);
     tcase_add_test(tc, cuda_bad_numbers);
+    tcase_add_test(tc, mixed_backward_four_ranks);
     suite_add_tcase(s, tc);
     /* a TCase of its own, so CK_RUN_CASE=overlap runs it alone */
     TCase *ov = tcase_create("overlap");
