@@ -21,20 +21,23 @@
 #      from its B0, on odd r from its B1) the backwards are split again
 #   7. W-r-1 pairs W B0 (split), each W the oldest pending one
 #   8. the r+1 remaining W's, oldest first.
-# Which backwards are split depends on the job (`sp` below). The priority of
-# each job is twice its position in that sequence, so the strict order is
-# PyTorch's; the orders suite compares it at every golden shape (a whole
-# backward B(s,b) of PyTorch's as this file's B(s,b) then W(s,b)).
+# Which backwards are split depends on the job: `split backward when sp`
+# below. The priority of each job is its position in that sequence, so the
+# strict order is PyTorch's; the orders suite compares it at every golden
+# shape, whole and split backwards alike.
 #
 # ppc runs the overlapped pairs one after the other: this is DualPipeV's
 # order without its overlap (dualpipe-v.pp overlaps a V's pairs).
 #
-# Constraints: S = 2W; B >= 2W (PyTorch's ScheduleDualPipeV refuses fewer
-# microbatches than stages).   Parameters: -D W=workers -D B=microbatches.
+# Parameters: -D W=workers -D B=microbatches.
 
 param W = 4
 param B = 10
 param S = 2 * W
+
+# constraints: a -D that breaks one fails the compile, saying which
+require S == 2 * W, "worker r holds stages r and 2W-1-r: S must be 2W"
+require B >= 2 * W, "DualPipeV needs at least as many microbatches as stages (B >= S = 2W)"
 
 
 let c  = s >= W ? 1 : 0                  # chunk: 0 on the way down, 1 on the way up
@@ -53,10 +56,7 @@ let a7 = a6 + 2 * (W - r - 1)
 # PyTorch splits chunk 1's step-3 backwards and step 6's second half, and
 # chunk 0's from step 6's middle on; its other backwards are whole.
 let sp = c == 1 ? b < W - r - 1 || b >= n - r - 1 + h + e : b >= n - W + h
-# Until the language has `split backward when sp`, every backward is split
-# and a whole one's W runs at once after its B (the same work in the same
-# order: a whole backward is its input gradient then its weight gradient).
-split backward
+split backward when sp
 
 let f0 = b < a1 ? b : b < a1 + r + 1 ? a1 + 2 * (b - a1) : a3 + 4 * (b - (2 * W - r - 1))
 let f1 = b < r + 1 ? a1 + 2 * b + 1
@@ -81,8 +81,7 @@ let w1 = b < W - r - 1 ? a2 + 3 * b + 1 : wk
 
 compute(s,b,d)  = r
 weights(s,b,d)  = r
-let bp = c == 0 ? b0 : b1
-priority(s,b,d) = 2 * (d == F ? (c == 0 ? f0 : f1) : d == B ? bp : sp ? (c == 0 ? wk : w1) : bp) + (d == W && !sp ? 1 : 0)
+priority(s,b,d) = d == F ? (c == 0 ? f0 : f1) : d == B ? (c == 0 ? b0 : b1) : (c == 0 ? wk : w1)
 order strict
 
 model {

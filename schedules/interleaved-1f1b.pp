@@ -31,9 +31,10 @@
 # step when G divides B; worker r holds at most warm + 1 microbatch-chunks'
 # activations (worker 0: 2(W-1) + (V-1)G + 1).
 #
-# Constraints: S = W * V; 1 <= G <= B; for Megatron's order also G >= W and
-# B mod G = 0 or >= W (a smaller last group can deadlock the strict order:
-# W = 4, V = 3, B = 9, G = 4 does).
+# Constraints (the require lines below): S = W * V; 1 <= G <= B. For
+# Megatron's order also G >= W and B mod G = 0 or >= W, which Megatron checks
+# itself; a smaller last group can deadlock the strict order (W = 4, V = 3,
+# B = 9, G = 4 does, and ppc says so).
 # Parameters: -D W=workers -D V=chunks -D B=microbatches -D G=group size.
 
 param W = 4
@@ -42,6 +43,10 @@ param B = 8
 param R = max(1, B / W)                  # PyTorch's rounds
 param G = B % R == 0 ? B / R : B         # microbatches per group
 param S = W * V
+
+# constraints: a -D that breaks one fails the compile, saying which
+require S == W * V, "stage s lives on worker s % W as chunk s / W: S must be W * V"
+require G >= 1 && G <= B, "microbatches go in groups of G: G must be in [1, B]"
 
 let chunk = s / W
 let r     = s % W

@@ -23,8 +23,8 @@
 # (1F1B's interleaved warm-up with a factor 1 instead of 2) and r pending
 # W's. The sim suite checks both.
 #
-# Constraints: S = W * V; B a multiple of max(1, B / W) (PyTorch refuses
-# other B, e.g. W = 4, B = 9).
+# Constraints (the require lines below): S = W * V; B a multiple of
+# max(1, B / W) (PyTorch refuses other B, e.g. W = 4, B = 9).
 # Parameters: -D W=workers -D V=chunks -D B=microbatches.
 
 param W = 4
@@ -33,6 +33,10 @@ param B = 8
 param S = W * V
 param R = max(1, B / W)     # PyTorch's rounds
 param G = B / R             # microbatches per round
+
+# constraints: a -D that breaks one fails the compile, saying which
+require S == W * V, "stage s lives on worker s % W as chunk s / W: S must be W * V"
+require B % R == 0, "PyTorch runs max(1, B / W) rounds of equal size: B must be a multiple of max(1, B / W)"
 
 split backward
 

@@ -18,12 +18,15 @@
 # makespan 2VB + 2(W-1) when B >= W (each loop's forwards keep the workers
 # busy; the fill and drain cost W-1 each).
 #
-# Constraints: S = W * V, V >= 1.   Parameters: -D W -D V -D B.
+# Parameters: -D W -D V -D B.
 
 param W = 4
 param V = 2
 param B = 8
 param S = W * V
+
+# constraints: a -D that breaks one fails the compile, saying which
+require V >= 1 && S == W * V, "stage s lives on worker s % W as chunk s / W: S must be W * V, V >= 1"
 
 let chunk = s / W
 

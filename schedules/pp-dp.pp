@@ -21,13 +21,16 @@
 # min(S - s, B/D) microbatches' activations, plus the all-reduce of each
 # stage's gradient over D workers.
 #
-# Constraints: W = S * D; B a multiple of D (each replica the same count).
 # Parameters: -D S=stages -D D=replicas -D B=microbatches.
 
 param S = 4
 param D = 2
 param B = 8
 param W = S * D
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S * D, "D replicas of an S-stage pipeline: W must be S * D"
+require D >= 1 && B % D == 0, "microbatch b goes to replica b mod D: B must be a multiple of D"
 
 let g    = b % D                # the replica
 let m    = b / D                # b's index among its replica's microbatches

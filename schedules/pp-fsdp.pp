@@ -25,7 +25,6 @@
 # the step; a member of group p holds at most min(P - p, B/D) microbatches'
 # activations (each D model stages deep) and fetches D-1 shards per pass.
 #
-# Constraints: W = S = P * D; B a multiple of D.
 # Parameters: -D P=pipeline stages -D D=group size -D B=microbatches.
 
 param P = 2
@@ -33,6 +32,10 @@ param D = 2
 param B = 4
 param S = P * D
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require S == P * D && W == S, "P groups of D workers, one model stage each: S and W must be P * D"
+require D >= 1 && B % D == 0, "microbatch b goes to member b mod D of each group: B must be a multiple of D"
 
 let p    = s / D                # the pipeline stage (group) of model stage s
 let m    = b / D                # b's index among its member's microbatches

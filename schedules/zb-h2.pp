@@ -28,11 +28,14 @@
 #   step's parallelogram fill it; a synchronous step, as here, keeps it.
 #   Worker r holds at most 2(S-r)-1 microbatches' activations between F and B.
 #
-# Constraints: W = S.   Parameters: -D S=stages -D B=microbatches.
+# Parameters: -D S=stages -D B=microbatches.
 
 param S = 4
 param B = 8
 param W = S
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W == S, "compute = s puts stage s on worker s: W must be S"
 
 split backward
 

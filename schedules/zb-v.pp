@@ -25,11 +25,14 @@
 # PyTorch keeps the order of the larger plan, and the bubble grows (W = 4,
 # B = 4: makespan 30 for 24 of work).
 #
-# Constraints: S = 2W, W >= 1, B >= 1.   Parameters: -D W=workers -D B=microbatches.
+# Parameters: -D W=workers -D B=microbatches.
 
 param W = 4
 param B = 8
 param S = 2 * W
+
+# constraints: a -D that breaks one fails the compile, saying which
+require S == 2 * W, "worker r holds stages r and 2W-1-r: S must be 2W"
 
 split backward
 

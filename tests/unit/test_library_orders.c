@@ -76,42 +76,6 @@ static void first_difference(const char *got, const char *want, char *msg, size_
     snprintf(msg, len, "no difference");
 }
 
-/* A whole backward B(s,b) of the reference is the same work as an input
- * gradient I(s,b) followed at once by its W(s,b): where want has B(s,b) and
- * got has "I(s,b) W(s,b)" adjacent, got is rewritten with B(s,b) (in place;
- * it only shrinks). dualpipev.pp writes PyTorch's whole backwards so until
- * the language can split only some backwards. */
-static void fuse_whole_backwards(char *got, const char *want)
-{
-    char *out = got, *p = got;
-    while (*p) {
-        size_t l1 = strcspn(p, " ");
-        char *q = p + l1 + (p[l1] == ' ');
-        size_t l2 = strcspn(q, " ");
-        char whole[32];
-        int s, b, n = 0;
-        if (*p == 'I' && sscanf(p, "I(%d,%d)%n", &s, &b, &n) == 2 && (size_t)n == l1 && *q == 'W' &&
-            l2 == l1 && !strncmp(q + 1, p + 1, l1 - 1)) {
-            snprintf(whole, sizeof whole, "B(%d,%d)", s, b);
-            size_t wl = strlen(whole);
-            const char *hit = strstr(want, whole);
-            while (hit && ((hit > want && hit[-1] != ' ') || (hit[wl] && hit[wl] != ' ')))
-                hit = strstr(hit + 1, whole);
-            if (hit) {
-                out += sprintf(out, "%s%s", out > got ? " " : "", whole);
-                p = q + l2 + (q[l2] == ' ');
-                continue;
-            }
-        }
-        if (out > got)
-            *out++ = ' ';
-        memmove(out, p, l1);
-        out += l1;
-        p += l1 + (p[l1] == ' ');
-    }
-    *out = '\0';
-}
-
 /* Reads a golden file: *W ranks' orders (each malloc'd) into want[]. */
 static int read_golden(const char *path, char **want, int max)
 {
@@ -194,7 +158,6 @@ static int compare_file(const order_case *oc, const char *file, int W, int V, in
     int bad = 0;
     for (int r = 0; r < W; r++) {
         char *got = ppc_order(&c, r), msg[256];
-        fuse_whole_backwards(got, want[r]);
         if (strcmp(got, want[r])) {
             first_difference(got, want[r], msg, sizeof msg);
             fprintf(report, "%s vs %s rank %d: %s\n  got  %s\n  want %s\n", oc->schedule, file,
@@ -247,13 +210,6 @@ START_TEST(first_difference_names_the_action)
     ck_assert_str_eq(msg, "first difference at action 1: got end, want B(0,0)");
     first_difference("F(0,0) B(0,0)", "F(0,0) B(0,0)", msg, sizeof msg);
     ck_assert_str_eq(msg, "no difference");
-    /* a whole backward of the reference, as ppc's I then W */
-    char got[] = "F(3,0) I(3,0) W(3,0) I(0,1) W(0,1) I(3,2) F(0,3) W(3,2)";
-    fuse_whole_backwards(got, "F(3,0) B(3,0) I(0,1) W(0,1) I(3,2) F(0,3) W(3,2) B(3,21)");
-    ck_assert_str_eq(got, "F(3,0) B(3,0) I(0,1) W(0,1) I(3,2) F(0,3) W(3,2)");
-    char two[] = "I(3,2) W(3,2)";
-    fuse_whole_backwards(two, "B(3,21) B(13,2)"); /* no whole B(3,2) there */
-    ck_assert_str_eq(two, "I(3,2) W(3,2)");
     int W, V, B, G;
     ck_assert(shape_of("zb-v-W4-V2-B12.txt", "zb-v", &W, &V, &B, &G) && W == 4 && V == 2 &&
               B == 12 && G == 0);

@@ -462,6 +462,61 @@ START_TEST(zb_h2_closed_forms)
 }
 END_TEST
 
+/* Issue 17's library files compile at their defaults without a warning,
+ * and outside their documented range each refuses the -D with its require
+ * line's message and a caret (exit 1 from ppc, PP_COMPILE_ERRORS here)
+ * instead of compiling an order no reference runs. */
+START_TEST(library_refuses_outside_its_range)
+{
+    static const struct {
+        const char *file;
+        pp_define def[2];
+        int ndefs;
+        const char *message;
+    } cases[] = {
+        {"interleaved-1f1b.pp", {{"G", 0}}, 1, "G must be in [1, B]) with G=0, B=8"},
+        {"interleaved-1f1b.pp", {{"S", 7}}, 1, "S must be W * V) with S=7, W=4, V=2"},
+        {"looped-bfs.pp", {{"S", 7}}, 1, "S must be W * V, V >= 1) with V=2, S=7, W=4"},
+        {"breadth-first.pp", {{"S", 6}}, 1, "S must be a multiple of W) with W=4, S=6"},
+        {"interleaved-zb.pp", {{"W", 4}, {"B", 9}}, 2,
+         "B must be a multiple of max(1, B / W)) with B=9, R=2"},
+        {"interleaved-zb.pp", {{"S", 6}}, 1, "S must be W * V) with S=6, W=4, V=2"},
+        {"zb-v.pp", {{"S", 5}}, 1, "S must be 2W) with S=5, W=4"},
+        {"zb-h2.pp", {{"W", 3}}, 1, "W must be S) with W=3, S=4"},
+        {"pp-dp.pp", {{"B", 7}}, 1, "B must be a multiple of D) with D=2, B=7"},
+        {"pp-dp.pp", {{"W", 3}}, 1, "W must be S * D) with W=3, S=4, D=2"},
+        {"pp-fsdp.pp", {{"B", 3}}, 1, "B must be a multiple of D) with D=2, B=3"},
+        {"pp-fsdp.pp", {{"W", 5}}, 1, "S and W must be P * D) with S=4, P=2, D=2, W=5"},
+        {"dualpipev.pp", {{"B", 7}}, 1, "(B >= S = 2W)) with B=7, W=4"},
+        {"dualpipev.pp", {{"S", 9}}, 1, "S must be 2W) with S=9, W=4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        compiled c;
+        compile_library(&c, cases[i].file, NULL, 0);
+        ck_assert_msg(c.status == PP_COMPILE_OK && c.diag.warnings == 0, "%s at its defaults:\n%s",
+                      cases[i].file, c.msgs ? c.msgs : "");
+        compiled_free(&c);
+        compile_library(&c, cases[i].file, cases[i].def, cases[i].ndefs);
+        ck_assert_msg(c.status == PP_COMPILE_ERRORS && c.msgs &&
+                          strstr(c.msgs, "requirement failed") &&
+                          strstr(c.msgs, cases[i].message) && strstr(c.msgs, "|         ^~"),
+                      "%s -D %s=%lld: want the requirement '%s' with a caret, got status %d:\n%s",
+                      cases[i].file, cases[i].def[cases[i].ndefs - 1].name,
+                      (long long)cases[i].def[cases[i].ndefs - 1].value, cases[i].message,
+                      c.status, c.msgs ? c.msgs : "");
+        compiled_free(&c);
+    }
+    /* and ppc exits 1 with the message */
+    char *out = NULL, cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-v.pp -D S=5 -q -o /dev/null 2>&1",
+             PP_ROOT, PP_ROOT);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 1 && strstr(out, "requirement failed: S == 2 * W"), "%s: exit %d\n%s", cmd,
+                  rc, out);
+    free(out);
+}
+END_TEST
+
 /* Lowers a compiled schedule and verifies the plans (pp_compile_plans: the
  * communication checker and the buffer-safety verifier among them): every plan the compiler emits must
  * pass. */
@@ -620,6 +675,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, zb_h1_matches_published_order);
     tcase_add_test(tc, state_of_the_art_closed_forms);
     tcase_add_test(tc, zb_h2_closed_forms);
+    tcase_add_test(tc, library_refuses_outside_its_range);
     tcase_add_test(tc, library_compiles_over_documented_ranges);
     tcase_add_test(tc, plan_id_covers_peers_and_groups);
     suite_add_tcase(s, tc);
