@@ -82,7 +82,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden bench gpu-bench standin-test oracle fuzz harnesses torch-csv-check
+.PHONY: all deps check test demo clean golden torch-orders bench gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -339,6 +339,17 @@ torch-csv-check: bin/ppc
 	  { $(ORACLE_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 	    $(ORACLE_VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch numpy; }; fi
 	$(TEST_ENV) $(or $(TORCH_PYTHON),$(ORACLE_VENV)/bin/python) tests/bench/torch_csv_run.py $(TORCH_CSV_ARGS)
+
+# The reference implementations' per-rank orders (tests/bench/torch_orders.py):
+# rewrites tests/golden/torch-orders/, which the orders suite compares the
+# library with. Needs a python with torch: TORCH_PYTHON (as above) if set, else
+# the shared CPU venv /work/venv/torchenv, else make oracle's venv; not part
+# of make test, whose tests read only the committed files.
+ORDERS_PYTHON = $(or $(TORCH_PYTHON),$(firstword $(wildcard /work/venv/torchenv/bin/python $(ORACLE_VENV)/bin/python)))
+torch-orders:
+	@test -n "$(ORDERS_PYTHON)" || { echo "make torch-orders: no python with torch; set TORCH_PYTHON or run make oracle once" >&2; exit 1; }
+	rm -f tests/golden/torch-orders/*.txt
+	OPENBLAS_NUM_THREADS=1 $(ORDERS_PYTHON) tests/bench/torch_orders.py
 
 # Rewrite the golden listings after an intended change to lowering; review the diff.
 # Each entry is name:schedule:S:B, then optionally :precision (--precision).

@@ -7,11 +7,18 @@
 # each loop), backwards likewise in reverse; this maximises the time to
 # overlap data-parallel gradient reduction, at GPipe's activation memory.
 #
-# Constraints: S a multiple of W.   Parameters: -D S -D B -D W.
+# PyTorch's ScheduleLoopedBFS runs the backwards in falling microbatch
+# order; looped-bfs.pp is that order. This file keeps the paper's rising
+# order under the greedy rule, which its tests pin.
+#
+# Parameters: -D S -D B -D W.
 
 param W = 4
 param S = 8
 param B = 8
+
+# constraints: a -D that breaks one fails the compile, saying which
+require W >= 1 && S % W == 0, "stage s runs on worker s % W: S must be a multiple of W"
 
 compute(s,b,d)  = s % W
 weights(s,b,d)  = s % W

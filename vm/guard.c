@@ -168,10 +168,16 @@ static void timeout_line(char *line, size_t len, double waited)
                  "reading --resume's checkpoint or agreeing on it with the other ranks; a slow "
                  "disk, or %s", lost);
         break;
+    case PP_AT_FINALIZE:
+        snprintf(when, sizeof when, "after the last step");
+        snprintf(what, sizeof what,
+                 "in MPI_Finalize: this rank's steps and --save are done, Open MPI's shut-down "
+                 "did not return; %s", lost);
+        break;
     case PP_AT_FINISH:
     default:
         snprintf(when, sizeof when, "after the last step");
-        snprintf(what, sizeof what, "--profile's probe, --save or MPI_Finalize; %s", lost);
+        snprintf(what, sizeof what, "--profile's probe, --save or freeing the backend; %s", lost);
         break;
     }
     snprintf(line, len, "ppvm: rank %d: %s: not finished after %g s, see --timeout (%s)\n", g.me,

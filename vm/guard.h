@@ -33,7 +33,8 @@ typedef enum {
     PP_AT_STEP_END, /* sends completing, the end-of-step agreement */
     PP_AT_CHECKPOINT, /* writing the checkpoint of steps 0 .. step (its own clock) */
     PP_AT_RESUME,   /* start-up: reading and agreeing on --resume's checkpoint */
-    PP_AT_FINISH,   /* after the last step: --profile's probe, --save, MPI_Finalize */
+    PP_AT_FINISH,   /* after the last step: --profile's probe, --save, freeing the backend */
+    PP_AT_FINALIZE, /* MPI_Finalize, everything else done (its own clock) */
 } pp_phase;
 
 /* Installs the SIGTERM and SIGINT handlers and starts the watchdog thread,

@@ -822,6 +822,7 @@ int main(int argc, char **argv)
         pp_plan_free(&p);
         pp_data_free(&ds);
     }
+    pp_guard_phase(PP_AT_FINALIZE, 0); /* a hang here is told apart from one in --save */
     MPI_Finalize();
     return rc;
 }

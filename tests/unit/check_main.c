@@ -61,6 +61,7 @@ static const struct suite_entry {
     {"compile", compile_suite, FAST, 1, NULL},
     {"timeline", timeline_suite, FAST, 1, NULL},
     {"golden", golden_suite, FAST, 1, NULL},
+    {"orders", orders_suite, FAST, 1, NULL},
     {"harness", harness_suite, FAST, 1, NULL},
     {"verify", verify_suite, FAST, 1, NULL},
     {"cli", cli_suite, FAST, 1, cli_tcases},

@@ -94,6 +94,23 @@ START_TEST(determ_data_parallel)
 }
 END_TEST
 
+/* Issue 17's schedules at small shapes: split backwards on two chunks per
+ * worker (ZB-V, interleaved ZB), falling-microbatch backwards (looped BFS),
+ * a short microbatch count (interleaved 1F1B, B=3 on W=2), replicas across
+ * pipelines (PP x DP) and shards fetched inside pipeline groups (pp-fsdp). */
+START_TEST(determ_state_of_the_art)
+{
+    bit_identical("zb-v.pp", "-D W=2 -D B=4", 2);
+    bit_identical("zb-h2.pp", "-D S=3 -D B=5", 3);
+    bit_identical("dualpipev.pp", "-D W=2 -D B=5", 2);
+    bit_identical("interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2);
+    bit_identical("looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2);
+    bit_identical("interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2);
+    bit_identical("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4);
+    bit_identical("pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4);
+}
+END_TEST
+
 START_TEST(determ_gpt)
 {
     gpt_bit_identical("ddp.pp", "-D S=4 -D B=4");
@@ -316,6 +333,7 @@ END_TEST
     X(determ_data_parallel, 4)                                                                     \
     X(determ_adamw_bf16, 4)                                                                        \
     X(determ_pipelines, 4)                                                                         \
+    X(determ_state_of_the_art, 4)                                                                  \
     X(determ_is_what_differs, 4)                                                                   \
     X(determ_memory, 4)                                                                            \
     X(determ_refusals, 4)

@@ -136,6 +136,30 @@ START_TEST(gpt_data_parallel_4_ranks)
 }
 END_TEST
 
+/* Issue 17's schedules train the small GPT too (S <= 4, on 2 or 4 ranks). */
+START_TEST(gpt_state_of_the_art)
+{
+    static const struct {
+        const char *schedule, *defs;
+        int np;
+    } runs[] = {
+        {"zb-v.pp", "-D W=2 -D B=4", 2},
+        {"zb-h2.pp", "-D S=3 -D B=5", 3},
+        {"dualpipev.pp", "-D W=2 -D B=5", 2},
+        {"interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2},
+        {"looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2},
+        {"interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2},
+        {"pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4},
+        {"pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char *path = with_model(runs[i].schedule, test_gpt_model);
+        trains_like_reference(path, runs[i].defs, runs[i].np);
+        remove_schedule(path);
+    }
+}
+END_TEST
+
 /* --compare's tolerances: weights one step apart differ, so they pass only
  * with a loose --atol and fail with none (each flag sets its own bound). */
 START_TEST(compare_tolerances)
@@ -238,6 +262,61 @@ END_TEST
 START_TEST(zb_h1_4_ranks)
 {
     trains_like_reference("zb-h1.pp", "-D S=4 -D B=8", 4);
+}
+END_TEST
+
+/* The state-of-the-art library (issue 17), each at a small shape (S <= 4):
+ * the V-shaped and interleaved zero bubble orders (split backward on two
+ * chunks per worker), PyTorch's looped BFS, Megatron's interleaved 1F1B with
+ * B not a multiple of W, and the 2-D schedules: PP x DP (replicas of each
+ * stage all-reduced across pipelines) and a pipeline of FSDP groups (shards
+ * fetched inside each group, gradients returned to their owners). */
+START_TEST(zb_v_2_ranks)
+{
+    trains_like_reference("zb-v.pp", "-D W=2 -D B=4", 2);
+}
+END_TEST
+
+/* DualPipeV's order (without its overlap), B not a multiple of W */
+START_TEST(dualpipev_2_ranks)
+{
+    trains_like_reference("dualpipev.pp", "-D W=2 -D B=5", 2);
+}
+END_TEST
+
+START_TEST(zb_h2_3_ranks)
+{
+    trains_like_reference("zb-h2.pp", "-D S=3 -D B=5", 3);
+}
+END_TEST
+
+START_TEST(interleaved_zb_2_ranks)
+{
+    trains_like_reference("interleaved-zb.pp", "-D W=2 -D V=2 -D B=4", 2);
+}
+END_TEST
+
+START_TEST(looped_bfs_2_ranks)
+{
+    trains_like_reference("looped-bfs.pp", "-D W=2 -D V=2 -D B=3", 2);
+}
+END_TEST
+
+START_TEST(interleaved_any_b_2_ranks)
+{
+    trains_like_reference("interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=3", 2);
+}
+END_TEST
+
+START_TEST(pp_dp_4_ranks)
+{
+    trains_like_reference("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4);
+}
+END_TEST
+
+START_TEST(pp_fsdp_4_ranks)
+{
+    trains_like_reference("pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4);
 }
 END_TEST
 
@@ -824,6 +903,7 @@ END_TEST
 #define E2E_TESTS(X)                                                                               \
     X(gpt_pipelines_4_ranks, 4)                                                                    \
     X(gpt_looped_4_ranks, 4)                                                                       \
+    X(gpt_state_of_the_art, 4)                                                                     \
     X(gpt_data_parallel_4_ranks, 4)                                                                \
     X(blocks_per_stage_train_alike, 4)                                                             \
     X(gpt_variants_4_ranks, 4)                                                                     \
@@ -840,6 +920,14 @@ END_TEST
     X(bf16_loss_tracks_fp32, 2)                                                                    \
     X(interleaved_4_ranks, 4)                                                                      \
     X(zb_h1_4_ranks, 4)                                                                            \
+    X(pp_dp_4_ranks, 4)                                                                            \
+    X(pp_fsdp_4_ranks, 4)                                                                          \
+    X(zb_v_2_ranks, 2)                                                                             \
+    X(zb_h2_3_ranks, 3)                                                                            \
+    X(dualpipev_2_ranks, 2)                                                                        \
+    X(interleaved_zb_2_ranks, 2)                                                                   \
+    X(looped_bfs_2_ranks, 2)                                                                       \
+    X(interleaved_any_b_2_ranks, 2)                                                                \
     X(fsdp_4_ranks, 4)                                                                             \
     X(breadth_first_4_ranks, 4)                                                                    \
     X(depth_first_4_ranks, 4)                                                                      \

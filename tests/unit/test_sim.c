@@ -31,6 +31,8 @@ static int peak_inflight(const compiled *c, int w)
     return peak;
 }
 
+static int min_int(int a, int b) { return a < b ? a : b; }
+
 static double busy_fraction(const compiled *c)
 {
     double busy = 0;
@@ -322,6 +324,199 @@ START_TEST(zb_h1_matches_published_order)
 }
 END_TEST
 
+/* The closed forms the headers of issue 17's schedules state, at unit
+ * costs (the orders suite checks their orders against the references). */
+START_TEST(state_of_the_art_closed_forms)
+{
+    compiled c;
+    /* ZB-V: makespan 6B + W - 1 for B >= 2W-1, at most 2W chunk-activations
+     * per worker (1F1B's worker 0) */
+    for (int W = 2; W <= 4; W++)
+        for (int B = 2 * W - 1; B <= 12; B += 3) {
+            pp_define defs[] = {{"W", W}, {"B", B}};
+            compile_library(&c, "zb-v.pp", defs, 2);
+            ck_assert_msg(c.errors + c.deadlock == 0, "zb-v W=%d B=%d:\n%s", W, B, c.msgs);
+            ck_assert_msg(c.sim.makespan == 6 * B + W - 1, "zb-v W=%d B=%d: makespan %g", W, B,
+                          c.sim.makespan);
+            for (int r = 0; r < W; r++)
+                ck_assert_int_le(peak_inflight(&c, r), 2 * W);
+            ck_assert_int_eq(peak_inflight(&c, 0), 2 * W);
+            compiled_free(&c);
+        }
+    /* interleaved ZB: makespan 3VB + W - 1, peak warm + 1 = (V-1)G + W - r */
+    static const int zb[][3] = {{2, 2, 4}, {4, 2, 8}, {4, 3, 8}, {4, 2, 12}, {3, 2, 6}};
+    for (int i = 0; i < 5; i++) {
+        int W = zb[i][0], V = zb[i][1], B = zb[i][2], G = B / (B / W);
+        pp_define defs[] = {{"W", W}, {"V", V}, {"B", B}};
+        compile_library(&c, "interleaved-zb.pp", defs, 3);
+        ck_assert_int_eq(c.errors + c.deadlock, 0);
+        ck_assert_double_eq(c.sim.makespan, 3 * V * B + W - 1);
+        for (int r = 0; r < W; r++)
+            ck_assert_int_eq(peak_inflight(&c, r), (V - 1) * G + W - r);
+        compiled_free(&c);
+    }
+    /* interleaved 1F1B for B not a multiple of W: a deadlock-free order
+     * whose worker 0 holds warm + 1 = 2(W-1) + (V-1)G + 1 (G = B here) */
+    for (int B = 5; B <= 7; B++) {
+        pp_define defs[] = {{"W", 4}, {"V", 2}, {"B", B}};
+        compile_library(&c, "interleaved-1f1b.pp", defs, 3);
+        ck_assert_int_eq(c.errors + c.deadlock, 0);
+        ck_assert_int_eq(peak_inflight(&c, 0), min_int(2 * 3 + B + 1, 2 * B));
+        compiled_free(&c);
+    }
+    /* looped BFS: makespan 2VB + 2(W-1) for B >= W; every chunk-activation held */
+    {
+        pp_define defs[] = {{"W", 4}, {"V", 3}, {"B", 8}};
+        compile_library(&c, "looped-bfs.pp", defs, 3);
+        ck_assert_int_eq(c.errors + c.deadlock, 0);
+        ck_assert_double_eq(c.sim.makespan, 2 * 3 * 8 + 2 * 3);
+        for (int r = 0; r < 4; r++)
+            ck_assert_int_eq(peak_inflight(&c, r), 3 * 8);
+        compiled_free(&c);
+    }
+    /* PP x DP: replica g's worker g*S + s runs 1F1B's order of worker s over
+     * its microbatches g, g + D, ... (b / D-th), and each stage has D owners */
+    {
+        pp_define defs[] = {{"S", 4}, {"D", 2}, {"B", 8}}, one[] = {{"S", 4}, {"B", 4}};
+        compiled f;
+        compile_library(&c, "pp-dp.pp", defs, 3);
+        compile_library(&f, "1f1b.pp", one, 2);
+        ck_assert_int_eq(c.errors + c.deadlock + f.errors + f.deadlock, 0);
+        ck_assert_int_eq(c.t.W, 8);
+        ck_assert_double_eq(c.sim.makespan, f.sim.makespan);
+        for (int w = 0; w < 8; w++) {
+            int s = w % 4, g = w / 4;
+            ck_assert_int_eq(c.sim.off[w + 1] - c.sim.off[w], f.sim.off[s + 1] - f.sim.off[s]);
+            for (int k = 0; k < c.sim.off[w + 1] - c.sim.off[w]; k++) {
+                int j = c.sim.order[c.sim.off[w] + k], i = f.sim.order[f.sim.off[s] + k];
+                ck_assert_int_eq(job_s(&c.t.js, j), job_s(&f.t.js, i));
+                ck_assert_int_eq(job_d(&c.t.js, j), job_d(&f.t.js, i));
+                ck_assert_int_eq(job_b(&c.t.js, j) % 2, g);
+                ck_assert_int_eq(job_b(&c.t.js, j) / 2, job_b(&f.t.js, i));
+                ck_assert_int_eq(c.t.owner[j], w);
+            }
+        }
+        compiled_free(&f);
+        compiled_free(&c);
+    }
+    /* pipeline of FSDP groups: bubble (P-1)/(B/D + P-1); each worker owns
+     * its model stage and computes only its group's stages */
+    {
+        pp_define defs[] = {{"P", 2}, {"D", 2}, {"B", 8}};
+        compile_library(&c, "pp-fsdp.pp", defs, 3);
+        ck_assert_int_eq(c.errors + c.deadlock, 0);
+        ck_assert_double_eq_tol(1 - busy_fraction(&c), 1.0 / (4 + 1), 1e-12);
+        for (int j = 0; j < job_count(&c.t.js); j++) {
+            int s = job_s(&c.t.js, j);
+            ck_assert_int_eq(c.t.owner[j], s);
+            ck_assert_int_eq(c.t.worker[j] / 2, s / 2);
+        }
+        compiled_free(&c);
+    }
+}
+END_TEST
+
+/* ZB-H2 (zb-h2.pp): for B >= 2S-1 and T_B <= T_F + T_W its only idle time is the start skew,
+ * makespan B(T_F+T_B+T_W) + (S-1)T_F, below ZB-H1's B(T_F+T_B+T_W) +
+ * (S-1)(T_F+T_B-T_W) when T_B > T_W and equal when T_B = T_W; worker r holds
+ * 2(S-r)-1 microbatches (ZB-H1: S-r). */
+START_TEST(zb_h2_closed_forms)
+{
+    static const struct {
+        int S, B;
+        double f, b, w;
+    } cases[] = {{4, 8, 1, 1, 1}, {4, 8, 1, 2, 1}, {4, 8, 2, 2, 1}, {3, 5, 1, 2, 1},
+                 {4, 12, 2, 3, 2}, {2, 4, 1, 1, 1}};
+    for (int i = 0; i < 6; i++) {
+        int S = cases[i].S, B = cases[i].B;
+        double f = cases[i].f, b = cases[i].b, w = cases[i].w;
+        char src[4096], *h2 = NULL, *h1 = NULL;
+        size_t n;
+        for (int k = 0; k < 2; k++) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/schedules/%s", PP_ROOT, k ? "zb-h1.pp" : "zb-h2.pp");
+            FILE *fp = fopen(path, "r");
+            ck_assert_ptr_nonnull(fp);
+            n = fread(src, 1, sizeof src - 200, fp);
+            fclose(fp);
+            snprintf(src + n, 200, "\ncost F = %g\ncost B = %g\ncost W = %g\n", f, b, w);
+            *(k ? &h1 : &h2) = strdup(src);
+        }
+        pp_define defs[] = {{"S", S}, {"B", B}};
+        compiled c2, c1;
+        compile_src(&c2, h2, defs, 2);
+        compile_src(&c1, h1, defs, 2);
+        ck_assert_msg(c2.errors + c2.deadlock + c1.errors + c1.deadlock == 0, "%s%s", c2.msgs,
+                      c1.msgs);
+        double work = B * (f + b + w);
+        ck_assert_msg(c2.sim.makespan == work + (S - 1) * f, "ZB-H2 S=%d B=%d F=%g B=%g W=%g: %g",
+                      S, B, f, b, w, c2.sim.makespan);
+        ck_assert_double_eq(c1.sim.makespan, work + (S - 1) * (f + b - w));
+        for (int r = 0; r < S; r++)
+            ck_assert_int_eq(peak_inflight(&c2, r), 2 * (S - r) - 1);
+        compiled_free(&c2);
+        compiled_free(&c1);
+        free(h2);
+        free(h1);
+    }
+}
+END_TEST
+
+/* Issue 17's library files compile at their defaults without a warning,
+ * and outside their documented range each refuses the -D with its require
+ * line's message and a caret (exit 1 from ppc, PP_COMPILE_ERRORS here)
+ * instead of compiling an order no reference runs. */
+START_TEST(library_refuses_outside_its_range)
+{
+    static const struct {
+        const char *file;
+        pp_define def[2];
+        int ndefs;
+        const char *message;
+    } cases[] = {
+        {"interleaved-1f1b.pp", {{"G", 0}}, 1, "G must be in [1, B]) with G=0, B=8"},
+        {"interleaved-1f1b.pp", {{"S", 7}}, 1, "S must be W * V) with S=7, W=4, V=2"},
+        {"looped-bfs.pp", {{"S", 7}}, 1, "S must be W * V, V >= 1) with V=2, S=7, W=4"},
+        {"breadth-first.pp", {{"S", 6}}, 1, "S must be a multiple of W) with W=4, S=6"},
+        {"interleaved-zb.pp", {{"W", 4}, {"B", 9}}, 2,
+         "B must be a multiple of max(1, B / W)) with B=9, R=2"},
+        {"interleaved-zb.pp", {{"S", 6}}, 1, "S must be W * V) with S=6, W=4, V=2"},
+        {"zb-v.pp", {{"S", 5}}, 1, "S must be 2W) with S=5, W=4"},
+        {"zb-h2.pp", {{"W", 3}}, 1, "W must be S) with W=3, S=4"},
+        {"pp-dp.pp", {{"B", 7}}, 1, "B must be a multiple of D) with D=2, B=7"},
+        {"pp-dp.pp", {{"W", 3}}, 1, "W must be S * D) with W=3, S=4, D=2"},
+        {"pp-fsdp.pp", {{"B", 3}}, 1, "B must be a multiple of D) with D=2, B=3"},
+        {"pp-fsdp.pp", {{"W", 5}}, 1, "S and W must be P * D) with S=4, P=2, D=2, W=5"},
+        {"dualpipev.pp", {{"B", 7}}, 1, "(B >= S = 2W)) with B=7, W=4"},
+        {"dualpipev.pp", {{"S", 9}}, 1, "S must be 2W) with S=9, W=4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        compiled c;
+        compile_library(&c, cases[i].file, NULL, 0);
+        ck_assert_msg(c.status == PP_COMPILE_OK && c.diag.warnings == 0, "%s at its defaults:\n%s",
+                      cases[i].file, c.msgs ? c.msgs : "");
+        compiled_free(&c);
+        compile_library(&c, cases[i].file, cases[i].def, cases[i].ndefs);
+        ck_assert_msg(c.status == PP_COMPILE_ERRORS && c.msgs &&
+                          strstr(c.msgs, "requirement failed") &&
+                          strstr(c.msgs, cases[i].message) && strstr(c.msgs, "|         ^~"),
+                      "%s -D %s=%lld: want the requirement '%s' with a caret, got status %d:\n%s",
+                      cases[i].file, cases[i].def[cases[i].ndefs - 1].name,
+                      (long long)cases[i].def[cases[i].ndefs - 1].value, cases[i].message,
+                      c.status, c.msgs ? c.msgs : "");
+        compiled_free(&c);
+    }
+    /* and ppc exits 1 with the message */
+    char *out = NULL, cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-v.pp -D S=5 -q -o /dev/null 2>&1",
+             PP_ROOT, PP_ROOT);
+    int rc = run_cmd(cmd, &out);
+    ck_assert_msg(rc == 1 && strstr(out, "requirement failed: S == 2 * W"), "%s: exit %d\n%s", cmd,
+                  rc, out);
+    free(out);
+}
+END_TEST
+
 /* Lowers a compiled schedule and verifies the plans (pp_compile_plans: the
  * communication checker and the buffer-safety verifier among them): every plan the compiler emits must
  * pass. */
@@ -386,7 +581,13 @@ END_TEST
  * header documents. */
 START_TEST(library_compiles_over_documented_ranges)
 {
-    enum { PLAIN, LOOPED /* S = 8 a multiple of W */, MULTIPLE /* B a multiple of W */ };
+    enum {
+        PLAIN,
+        LOOPED /* S = 8 a multiple of W */,
+        MULTIPLE /* B a multiple of W */,
+        ROUNDS /* B a multiple of max(1, B / W), PyTorch's rounds */,
+        DUAL /* B >= 2W */
+    };
     static const struct {
         const char *file, *p1, *p2; /* p2 NULL: one parameter */
         int rule;
@@ -394,9 +595,11 @@ START_TEST(library_compiles_over_documented_ranges)
         {"gpipe.pp", "S", "B", PLAIN},         {"ddp.pp", "S", "B", PLAIN},
         {"1f1b.pp", "S", "B", PLAIN},          {"1f1b-greedy.pp", "S", "B", PLAIN},
         {"fsdp.pp", "S", NULL, PLAIN},         {"breadth-first.pp", "W", "B", LOOPED},
-        {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", MULTIPLE},
+        {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", PLAIN},
         {"zb-h1.pp", "S", "B", PLAIN},         {"1f1b-overlap.pp", "S", "B", PLAIN},
-        {"dualpipe-v.pp", "W", "B", PLAIN},
+        {"dualpipe-v.pp", "W", "B", PLAIN},    {"zb-v.pp", "W", "B", PLAIN},
+        {"looped-bfs.pp", "W", "B", PLAIN},    {"interleaved-zb.pp", "W", "B", ROUNDS},
+        {"zb-h2.pp", "S", "B", PLAIN},         {"dualpipev.pp", "W", "B", DUAL},
     };
     int values[] = {1, 2, 3, 4, 8, 16};
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)
@@ -404,6 +607,10 @@ START_TEST(library_compiles_over_documented_ranges)
             for (int y = 0; y < 6; y++) {
                 int a = values[x], b = values[y] * (lib[i].rule == MULTIPLE ? a : 1);
                 if (lib[i].rule == LOOPED && 8 % a)
+                    continue;
+                if (lib[i].rule == ROUNDS && b % (b / a > 1 ? b / a : 1))
+                    continue;
+                if (lib[i].rule == DUAL && b < 2 * a)
                     continue;
                 pp_define defs[2] = {{lib[i].p1, a}, {lib[i].p2 ? lib[i].p2 : "S", b}};
                 compiled c;
@@ -429,6 +636,22 @@ START_TEST(library_compiles_over_documented_ranges)
                 compiled_free(&c);
                 compiled_free(&f);
             }
+    /* PP x DP (W = S*D) and a pipeline of FSDP groups (W = P*D): B a multiple of D */
+    for (int P = 1; P <= 4; P *= 2)
+        for (int D = 1; D <= 4; D *= 2)
+            for (int k = 1; k <= 4; k *= 2) {
+                pp_define dp[] = {{"S", P}, {"D", D}, {"B", k * D}};
+                pp_define fs[] = {{"P", P}, {"D", D}, {"B", k * D}};
+                compiled c, f;
+                compile_library(&c, "pp-dp.pp", dp, 3);
+                compile_library(&f, "pp-fsdp.pp", fs, 3);
+                ck_assert_msg(c.errors + f.errors + c.deadlock + f.deadlock == 0,
+                              "P=%d D=%d B=%d:\n%s%s", P, D, k * D, c.msgs, f.msgs);
+                lowers_and_passes_checks(&c, "pp-dp.pp");
+                lowers_and_passes_checks(&f, "pp-fsdp.pp");
+                compiled_free(&c);
+                compiled_free(&f);
+            }
 }
 END_TEST
 
@@ -450,6 +673,9 @@ Suite *sim_suite(void)
     tcase_add_test(tc, lpp_makespan_falls_with_r);
     tcase_add_test(tc, interleaved_matches_megatron);
     tcase_add_test(tc, zb_h1_matches_published_order);
+    tcase_add_test(tc, state_of_the_art_closed_forms);
+    tcase_add_test(tc, zb_h2_closed_forms);
+    tcase_add_test(tc, library_refuses_outside_its_range);
     tcase_add_test(tc, library_compiles_over_documented_ranges);
     tcase_add_test(tc, plan_id_covers_peers_and_groups);
     suite_add_tcase(s, tc);

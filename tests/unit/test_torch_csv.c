@@ -131,7 +131,7 @@ static const char *check_cell(const char *cell, int w, int S, int B, int split, 
         snprintf(why, n, "rank %d: '%s' is not STAGE(F|B|I|W)MICROBATCH in range", w, cell);
         return why;
     }
-    if ((kind == 'B' && split) || ((kind == 'I' || kind == 'W') && !split)) {
+    if ((kind == 'B' && split == 1) || ((kind == 'I' || kind == 'W') && !split)) {
         snprintf(why, n, "rank %d: '%s': %c %s split backward", w, cell, kind,
                  split ? "with a" : "without a");
         return why;
@@ -141,14 +141,16 @@ static const char *check_cell(const char *cell, int w, int S, int B, int split, 
         return why;
     }
     rank[s] = w;
-    /* What each kind needs before it: B and I the F, W the F and the I. */
+    /* What each kind needs before it: B and I the F, W the F and the I (a
+     * whole B sets bit 8 too, so no W may follow it: split == 2, a mixed
+     * backward, has both kinds, each (s,b) one or the other). */
     int bit = kind == 'F' ? 1 : kind == 'W' ? 4 : 2, need = bit == 1 ? 0 : bit == 2 ? 1 : 3;
     int *m = &seen[s * B + b];
-    if ((*m & bit) || (*m & need) != need) {
+    if ((*m & bit) || (*m & need) != need || (kind == 'W' && (*m & 8))) {
         snprintf(why, n, "rank %d: '%s' twice, or before what it needs", w, cell);
         return why;
     }
-    *m |= bit;
+    *m |= bit | (kind == 'B' && split == 2 ? 8 : 0);
     return NULL;
 }
 
@@ -183,6 +185,9 @@ static const char *check_overlap_or_cell(const char *cell, int w, int S, int B, 
     return bad ? bad : check_cell(b, w, S, B, split, rank, seen, why, n);
 }
 
+/* split: 0 no backward is split (B cells only), 1 every one is (I and W),
+ * 2 some are (`split backward when`: each stage and microbatch a B, or an I
+ * and a W). */
 static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
 {
     static char why[512];
@@ -198,9 +203,9 @@ static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
     for (int w = 0; w < W && !bad; w++)
         for (int k = 0; k < r->ncells[w] && !bad; k++)
             bad = check_overlap_or_cell(r->cells[w][k], w, S, B, split, rank, seen, why, sizeof why);
-    int full = split ? 7 : 3;
+    int full = split == 1 ? 7 : 3;
     for (int i = 0; i < S * B && !bad; i++)
-        if (seen[i] != full) {
+        if (seen[i] != full && !(split == 2 && (seen[i] == 7 || seen[i] == (3 | 8)))) {
             snprintf(why, sizeof why, "stage %d microbatch %d: not every action once", i / B, i % B);
             bad = why;
         }
@@ -300,7 +305,8 @@ static int check_library_file(const char *file, const pp_define *defs, int ndefs
         fclose(f);
         csv_rows *rows = malloc(sizeof *rows);
         csv_parse(text, rows);
-        const char *bad = check_rows(rows, c.t.W, c.t.js.S, c.t.js.B, c.t.js.ND == 3);
+        const char *bad = check_rows(rows, c.t.W, c.t.js.S, c.t.js.B,
+                                     c.t.js.ND < 3 ? 0 : c.t.js.split ? 2 : 1);
         ck_assert_msg(bad == NULL, "%s: %s\n%s", file, bad, text);
         /* Each row is its worker's jobs in the simulator's order, an
          * overlapped pair (adjacent there) one cell. */
