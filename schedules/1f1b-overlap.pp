@@ -37,3 +37,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: S=W    # what ppc --search tries (compiler/README.md)

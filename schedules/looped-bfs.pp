@@ -42,3 +42,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: V=1..4    # what ppc --search tries (compiler/README.md)

@@ -48,3 +48,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: D=1..W S=W/D    # what ppc --search tries (compiler/README.md)

@@ -53,3 +53,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: P=1..W D=W/P    # what ppc --search tries (compiler/README.md)

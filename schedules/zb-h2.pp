@@ -52,3 +52,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: S=W    # what ppc --search tries (compiler/README.md)

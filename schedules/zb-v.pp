@@ -64,3 +64,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: S=2*W    # what ppc --search tries (compiler/README.md)
