@@ -94,6 +94,10 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                         const pp_jobtable *t, const pp_sim_result *sim);
 int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info,
                          const pp_jobtable *t, const pp_sim_result *sim);
+/* s as a JSON string literal (jansson's escapes; JSON text is UTF-8, so
+ * bytes above 0x7f of a string that is not, as a path may be, are written
+ * as '?'); NULL as null. report.json's and ppc --search --json's. */
+void pp_json_str(FILE *f, const char *s);
 /* "1.5 MiB": bytes for people (buf of at least 16). */
 const char *pp_human_bytes(uint64_t bytes, char *buf);
 

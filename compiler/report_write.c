@@ -179,11 +179,14 @@ static const char *field_name[F_COUNT] = {
     "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes",
     "copy_store_bytes", "mem_bytes"};
 
-/* s as a JSON string literal, escaped by jansson. JSON text is UTF-8, so a
- * string that is not (a path may hold any bytes) is written with its bytes
- * above 0x7f as '?'. */
-static void json_str(FILE *f, const char *s)
+/* pp_json_str (report.h): jansson escapes; bytes above 0x7f of a string
+ * that is not UTF-8 become '?'; NULL is null. */
+void pp_json_str(FILE *f, const char *s)
 {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
     json_t *v = json_string(s);
     char *ascii = NULL;
     if (!v && (ascii = strdup(s))) {
@@ -223,20 +226,20 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
                          const pp_jobtable *t, const pp_sim_result *sim)
 {
     fprintf(f, "{\n  \"schedule\": ");
-    json_str(f, info->schedule);
+    pp_json_str(f, info->schedule);
     fprintf(f, ",\n  \"params\": ");
-    json_str(f, info->params);
+    pp_json_str(f, info->params);
     fprintf(f, ",\n  \"order\": ");
-    json_str(f, info->order);
+    pp_json_str(f, info->order);
     fprintf(f, ",\n  \"costs\": ");
-    json_str(f, info->costs);
+    pp_json_str(f, info->costs);
     fprintf(f, ",\n  \"optimizer\": ");
-    json_str(f, pp_optimizer_name(r->optimizer));
+    pp_json_str(f, pp_optimizer_name(r->optimizer));
     fprintf(f, ",\n  \"precision\": ");
-    json_str(f, pp_precision_name(r->precision));
+    pp_json_str(f, pp_precision_name(r->precision));
     fprintf(f, ",\n  \"keep_weights\": ");
     if (info->keep)
-        json_str(f, info->keep);
+        pp_json_str(f, info->keep);
     else
         fputs("null", f);
     fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s, \"split_backwards\": %d,\n",

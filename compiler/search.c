@@ -1118,29 +1118,6 @@ void pp_search_free(pp_search_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* s as a JSON string literal, escaped by jansson; bytes above 0x7f of a
- * string that is not UTF-8 (a path may hold any) become '?', as in
- * report.json. */
-static void json_str(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    json_t *v = json_string(s);
-    char *ascii = NULL;
-    if (!v && (ascii = strdup(s))) {
-        for (char *p = ascii; *p; p++)
-            if ((unsigned char)*p > 0x7f)
-                *p = '?';
-        v = json_string(ascii);
-    }
-    if (!v || json_dumpf(v, f, JSON_ENCODE_ANY) != 0)
-        fputs("null", f); /* out of memory */
-    json_decref(v);
-    free(ascii);
-}
-
 /* A candidate's whole command, as the table prints it (caller frees). */
 static char *command_line(const pp_search_cand *k)
 {
@@ -1164,7 +1141,7 @@ static void json_cand(FILE *f, const pp_search_cand *k)
 {
     int known = k->state != PP_CAND_REFUSED && k->mem;
     fputs("{\"state\": ", f);
-    json_str(f, state_word(k->state));
+    pp_json_str(f, state_word(k->state));
     fprintf(f, ", \"front\": %d, ", k->front);
     if (known)
         fprintf(f, "\"time\": %.17g, \"bubble\": %.17g, \"mem_bytes\": %llu, \"S\": %lld", k->time,
@@ -1172,17 +1149,17 @@ static void json_cand(FILE *f, const pp_search_cand *k)
     else
         fputs("\"time\": null, \"bubble\": null, \"mem_bytes\": null, \"S\": null", f);
     fputs(", \"file\": ", f);
-    json_str(f, k->file);
+    pp_json_str(f, k->file);
     fputs(", \"args\": ", f);
-    json_str(f, k->args);
+    pp_json_str(f, k->args);
     char *cmd = command_line(k);
     fputs(", \"command\": ", f);
-    json_str(f, cmd);
+    pp_json_str(f, cmd);
     free(cmd);
     fputs(", \"model\": ", f);
-    json_str(f, k->model);
+    pp_json_str(f, k->model);
     fputs(", \"why\": ", f);
-    json_str(f, k->why);
+    pp_json_str(f, k->why);
     fputs("}", f);
 }
 
@@ -1190,9 +1167,9 @@ void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_resu
                           int all)
 {
     fprintf(f, "{\n  \"W\": %lld,\n  \"B\": %lld,\n  \"model\": ", o->W, o->B);
-    json_str(f, r->model);
+    pp_json_str(f, r->model);
     fputs(",\n  \"costs\": ", f);
-    json_str(f, o->costs);
+    pp_json_str(f, o->costs);
     fprintf(f, ",\n  \"mem_limit\": %llu,\n", (unsigned long long)o->mem_limit);
     if (o->layers)
         fprintf(f, "  \"layers\": %lld,\n", o->layers);
