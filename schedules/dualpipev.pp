@@ -27,7 +27,7 @@
 # shape, whole and split backwards alike.
 #
 # ppc runs the overlapped pairs one after the other: this is DualPipeV's
-# order without its overlap (dualpipe-v.pp overlaps a V's pairs).
+# order without its overlap (v-overlap.pp overlaps a V's pairs).
 #
 # Parameters: -D W=workers -D B=microbatches.
 

@@ -4,7 +4,7 @@
  * timing on a hand-worked schedule; the lowered sequence (Overlap, then the
  * pair's two jobs) and its second workspace; the plan reader's checks of
  * Overlap; bufcheck on a pair that shares a buffer one of them writes. The
- * overlap_e2e suite trains schedules/1f1b-overlap.pp and dualpipe-v.pp under
+ * overlap_e2e suite trains schedules/1f1b-overlap.pp and v-overlap.pp under
  * mpirun on the cpu backend to the reference's weights (the cuda backend's run is the
  * gpu_e2e suite's `overlap` TCase, on a GPU or the stand-ins). */
 #include <stdarg.h>
@@ -620,7 +620,7 @@ START_TEST(one_way_pairs_train)
 }
 END_TEST
 
-/* dualpipe-v.pp with every stage's weights on the next worker, so jobs
+/* v-overlap.pp with every stage's weights on the next worker, so jobs
  * fetch weights and return gradients around their pairs, with
  * --keep-weights and in bf16 */
 START_TEST(v_pairs_fetching_weights_train)
@@ -628,7 +628,7 @@ START_TEST(v_pairs_fetching_weights_train)
     char path[1024], *dir = temp_dir(), cmd[4096];
     snprintf(path, sizeof path, "%s/v.pp", dir);
     snprintf(cmd, sizeof cmd,
-             "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/dualpipe-v.pp "
+             "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/v-overlap.pp "
              "> %s && grep -q '(v + 1) %% W' %s",
              PP_ROOT, path, path);
     free(run_expect(cmd, 0));
@@ -641,7 +641,7 @@ END_TEST
 /* S = 8 stages in a V on 4 ranks, 8 microbatches: 4 pairs per worker */
 START_TEST(v_pairs_train)
 {
-    trains_like_reference_cpu("dualpipe-v.pp", "-D W=4 -D B=8");
+    trains_like_reference_cpu("v-overlap.pp", "-D W=4 -D B=8");
 }
 END_TEST
 

@@ -274,7 +274,7 @@ static const struct {
 /* Library schedules it must accept (others added later are checked too). */
 static const char *const accepted[] = {"gpipe.pp",         "1f1b.pp",          "1f1b-greedy.pp",
                                        "interleaved-1f1b.pp", "breadth-first.pp", "depth-first.pp",
-                                       "zb-h1.pp",         "1f1b-gpt.pp",      "dualpipe-v.pp",
+                                       "zb-h1.pp",         "1f1b-gpt.pp",      "v-overlap.pp",
                                        "1f1b-overlap.pp"};
 
 /* One library schedule at its defaults, or with -D B=4 (a second shape):
