@@ -354,8 +354,9 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
     for (int i = 0; i < 4; i++)
         if (ok && strcmp(w[i], want[i]) != 0 && !(i == 1 && then)) {
             diag_error(ctx->diag, L(wl[i]),
-                       "expected 'overlap F with B when EXPR', found '%s' where '%s' goes", w[i],
-                       want[i]);
+                       "expected 'overlap F with B when EXPR' or 'overlap F then B when EXPR', "
+                       "found '%s' where %s goes",
+                       w[i], i == 1 ? "'with' or 'then'" : i == 0 ? "'F'" : i == 2 ? "'B'" : "'when'");
             ok = 0;
         }
     for (int i = 0; i < 4; i++)
