@@ -33,6 +33,10 @@ backward for the weights, B = full backward; (stage, microbatch). Idle slots
 (OVERLAP_F_B) are written as their two actions in brackets, forward first,
 e.g. [F(0,3) B(3,1)].
 
+It also writes tests/golden/torch-csv/torch-dualpipev-W4-B10.csv,
+ScheduleDualPipeV's own _dump_csv(format="compute_only") of that order
+(overlapped pairs as (F;B)OVERLAP_F_B cells), for the torch_csv suite.
+
 Run: make torch-orders (needs /work/venv/torchenv or TORCH_PYTHON).
 """
 import os
@@ -175,9 +179,28 @@ MEGATRON = [(2, 2, 4, 2), (4, 2, 8, 4), (4, 2, 12, 4), (4, 3, 8, 4), (4, 2, 6, 6
             (4, 2, 14, 5)]
 
 
+# DualPipeV's own CSV (tests/golden/torch-csv, the torch_csv suite compares
+# ppc --emit torch-csv with it): the bare schedule's _dump_csv, overlapped
+# pairs as PyTorch writes them, (F;B)OVERLAP_F_B.
+DUALPIPEV_CSV = [(4, 10)]
+CSV_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "torch-csv")
+
+
+def write_dualpipev_csv(W, B):
+    sch = _bare(S.ScheduleDualPipeV, W, 2, B)
+    for r in range(W):
+        sch.rank = r
+        sch.pipeline_order[r] = sch._calculate_single_rank_operations(r)
+    path = os.path.join(CSV_OUT, "torch-dualpipev-W%d-B%d.csv" % (W, B))
+    sch._dump_csv(path, format="compute_only")
+    return path
+
+
 def main():
     version = "torch " + torch.__version__
     written = 0
+    for W, B in DUALPIPEV_CSV:
+        print("torch_orders: wrote %s" % os.path.normpath(write_dualpipev_csv(W, B)))
     for name, shapes in GRID.items():
         for W, V, B in shapes:
             order = torch_order(name, W, V, B)
