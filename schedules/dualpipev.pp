@@ -37,6 +37,10 @@
 # overlaps on one device, so the default P = 50 is a guess between none and
 # full hiding: -D P=100 is the order run one job after the other).
 # The orders suite compares the pairs with PyTorch's at every golden shape.
+# Unit costs (a whole backward costs 2), W = 4, B = 16: 89 pairs; makespan
+# 76 at P = 0, 89 at P = 50, 102 at P = 100, against 99 for the same order
+# without `overlap` (a pair waits for both jobs' inputs, so with no gain it
+# costs a little).
 #
 # Parameters: -D W=workers -D B=microbatches -D P=percent.
 
