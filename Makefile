@@ -342,7 +342,8 @@ torch-csv-check: bin/ppc
 
 # The reference implementations' per-rank orders (tests/bench/torch_orders.py):
 # rewrites tests/golden/torch-orders/, which the orders suite compares the
-# library with. Needs a python with torch: TORCH_PYTHON (as above) if set, else
+# library with, and tests/golden/torch-csv/torch-dualpipev-W4-B10.csv
+# (ScheduleDualPipeV's _dump_csv, for the torch_csv suite). Needs a python with torch: TORCH_PYTHON (as above) if set, else
 # the shared CPU venv /work/venv/torchenv, else make oracle's venv; not part
 # of make test, whose tests read only the committed files.
 ORDERS_PYTHON = $(or $(TORCH_PYTHON),$(firstword $(wildcard /work/venv/torchenv/bin/python $(ORACLE_VENV)/bin/python)))

@@ -115,7 +115,9 @@ static double overlap_cost(const pp_schedule *sch)
     return (double)v / 100;
 }
 
-/* pairable[j] for every forward: the overlap condition at (s, b, F). */
+/* pairable[j] for every forward: the overlap condition at (s, b, F); 2
+ * instead of 1 with `overlap F then B` (the forward pairs only with the
+ * backward after it, sim.h). */
 static int eval_pairable(pp_jobtable *t, const pp_schedule *sch)
 {
     int N = job_count(&t->js);
@@ -128,7 +130,7 @@ static int eval_pairable(pp_jobtable *t, const pp_schedule *sch)
         pp_env env = {job_s(&t->js, j), job_b(&t->js, j), DIR_F, 0};
         long long v = 0;
         if (eval_at(sch, sch->overlap, &env, &v, "'overlap ... when'", &tally, 1))
-            t->pairable[j] = v != 0;
+            t->pairable[j] = v == 0 ? 0 : sch->overlap_then ? 2 : 1;
     }
     tally_note(sch, &tally, "'overlap ... when'");
     return 0;

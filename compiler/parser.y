@@ -8,7 +8,7 @@
  *           | "model" ["mlp"|"gpt"] "{" (NAME "=" expr)* "}" | "optimizer" ("sgd"|"adamw")
  *           | "precision" ("fp32"|"bf16")
  *           | "require" expr ["," STRING] | "split" "backward" "when" expr
- *           | "overlap" "F" "with" "B" "when" expr | "cost" "overlap" "=" expr
+ *           | "overlap" "F" ("with"|"then") "B" "when" expr | "cost" "overlap" "=" expr
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
 %define api.pure full
@@ -342,18 +342,21 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
     return s;
 }
 
-/* `overlap F with B when expr`: the four words must be exactly these; a
- * wrong one is reported at its column, saying the whole form. */
+/* `overlap F with B when expr` or `overlap F then B when expr` (the
+ * forward pairs only with the backward right after it: flag = 1): the
+ * four words must be exactly these; a wrong one is reported at its column,
+ * saying the whole form. */
 static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
                              pp_expr *e)
 {
     static const char *want[4] = {"F", "with", "B", "when"};
-    int ok = 1;
+    int ok = 1, then = strcmp(w[1], "then") == 0;
     for (int i = 0; i < 4; i++)
-        if (ok && strcmp(w[i], want[i]) != 0) {
+        if (ok && strcmp(w[i], want[i]) != 0 && !(i == 1 && then)) {
             diag_error(ctx->diag, L(wl[i]),
-                       "expected 'overlap F with B when EXPR', found '%s' where '%s' goes", w[i],
-                       want[i]);
+                       "expected 'overlap F with B when EXPR' or 'overlap F then B when EXPR', "
+                       "found '%s' where %s goes",
+                       w[i], i == 1 ? "'with' or 'then'" : i == 0 ? "'F'" : i == 2 ? "'B'" : "'when'");
             ok = 0;
         }
     for (int i = 0; i < 4; i++)
@@ -369,6 +372,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
         return NULL;
     }
     s->expr = e;
+    s->flag = then;
     return s;
 }
 

@@ -695,6 +695,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             check_depth(sch, st->expr);
             sch->overlap = st->expr;
             sch->overlap_loc = st->loc;
+            sch->overlap_then = st->flag;
             break;
         }
     }

@@ -77,6 +77,10 @@ typedef struct {
      * max(tF, tB) + P/100 * min(tF, tB). */
     pp_expr *overlap;
     pp_loc overlap_loc;
+    /* `overlap F then B when expr`: a pairable forward pairs only with the
+     * backward right after it, never with the one before (PyTorch's
+     * OVERLAP_F_B pairs, written forward first) */
+    int overlap_then;
     long long S, B, W;
     pp_model model; /* model.layers: [S] when layers_expr is set, else NULL; owned */
     pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */

@@ -347,7 +347,8 @@ static int qsort_key(const void *a, const void *b)
 }
 
 /* Pairs (sim.h): scanning each worker's order, a pairable forward and a
- * backward of another microbatch next to it, either first. */
+ * backward of another microbatch next to it, either first; forward first
+ * only where pairable is 2 (`overlap F then B`). */
 static int find_pairs(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
@@ -363,7 +364,7 @@ static int find_pairs(const pp_sim_input *in, pp_sim_result *r)
             int x = r->order[k], y = r->order[k + 1];
             int f = job_d(js, x) == 0 ? x : y, o = f == x ? y : x;
             if (job_d(js, f) != 0 || job_d(js, o) != 1 || !in->pairable[f] ||
-                job_b(js, f) == job_b(js, o))
+                job_b(js, f) == job_b(js, o) || (f == y && in->pairable[f] == 2))
                 continue;
             r->partner[x] = y;
             r->partner[y] = x;

@@ -25,7 +25,9 @@
  * each worker's order, scanning from the front, a job and the one after it
  * form a pair when one is a forward j with pairable[j], the other a B of
  * another microbatch, and neither is already paired (so F1 B0 F2 pairs
- * (F1,B0) and leaves F2 for the B after it). A pair starts when the worker
+ * (F1,B0) and leaves F2 for the B after it); where pairable[j] is 2
+ * (`overlap F then B`) the forward pairs only with the B right after it,
+ * so B1 F1 B0 pairs (F1,B0), as PyTorch's DualPipeV does. A pair starts when the worker
  * is free and both jobs are ready, and both end together after
  * max(tF, tB) + overlap * min(tF, tB): overlap 1 (the default) is no gain,
  * two computes sharing one device one after the other; 0 hides the shorter

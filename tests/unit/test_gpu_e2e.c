@@ -543,7 +543,9 @@ START_TEST(mixed_backward_four_ranks)
 }
 END_TEST
 
-/* Overlapped pairs (schedules/1f1b-overlap.pp, dualpipe-v.pp): each pair's second job on
+/* Overlapped pairs (schedules/1f1b-overlap.pp, v-overlap.pp, and
+ * dualpipev.pp's PyTorch OVERLAP_F_B pairs among split and whole
+ * backwards, on 2 ranks): each pair's second job on
  * the second compute stream, with its own cuBLAS context and workspace.
  * The weights must be the reference's, the memory line the cpu backend's
  * (two workspaces on both), the losses the CPU's; on the stand-ins any
@@ -558,13 +560,14 @@ START_TEST(overlap_pairs_two_streams)
     }
     gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4", 4, "mpi");
     gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4 --precision bf16", 4, "mpi");
-    gpu_trains_like_cpu("dualpipe-v.pp", "-D W=4 -D B=8", 4, "mpi");
+    gpu_trains_like_cpu("v-overlap.pp", "-D W=4 -D B=8", 4, "mpi");
+    gpu_trains_like_cpu("dualpipev.pp", "-D W=2 -D B=5", 2, "mpi");
     if (gpu_count() < 4) {
         printf("skipped nccl: %d GPU(s), nccl needs one per rank\n", gpu_count());
         return;
     }
     gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4", 4, "nccl");
-    gpu_trains_like_cpu("dualpipe-v.pp", "-D W=4 -D B=8", 4, "nccl");
+    gpu_trains_like_cpu("v-overlap.pp", "-D W=4 -D B=8", 4, "nccl");
 }
 END_TEST
 

@@ -702,7 +702,7 @@ START_TEST(library_requirements_fire)
         {"fslpp.pp", {{"G", 3}, {"W", 4}}, 2, "requirement failed: W == G * R"},
         {"1f1b-overlap.pp", {{"W", 2}}, 1, "requirement failed: W == S (compute = s puts "
                                            "stage s on worker s: W must be S) with W=2, S=4"},
-        {"dualpipe-v.pp", {{"S", 6}}, 1, "requirement failed: S == 2 * W (worker v holds "
+        {"v-overlap.pp", {{"S", 6}}, 1, "requirement failed: S == 2 * W (worker v holds "
                                          "stages v and 2W-1-v: S must be 2W) with S=6, W=4"},
         {"depth-first.pp", {{"S", 6}}, 1, "requirement failed: W >= 1 && S % W == 0 (stage s "
                                           "runs on worker s % W: S must be a multiple of W) "

@@ -8,7 +8,10 @@
  * A rank's order is the simulator's job order for that worker (the strict
  * order runs each worker's jobs in priority order), written as the golden
  * files write it: F(s,b); I(s,b) for a split backward's B (PyTorch's
- * BACKWARD_INPUT), W(s,b) for its W, B(s,b) for a whole backward. On a
+ * BACKWARD_INPUT), W(s,b) for its W, B(s,b) for a whole backward; an
+ * overlapped pair (the simulator's partner, `overlap F with/then B`) as
+ * [X Y] in its order, as the files write PyTorch's OVERLAP_F_B actions, so
+ * the pairs are compared with the reference's as well as the order. On a
  * mismatch the failure names the file, the rank and the first differing
  * position with both actions. */
 #include <dirent.h>
@@ -35,33 +38,47 @@ static int has_weight_job(const compiled *c, int w, int s, int b)
     return 0;
 }
 
-/* ppc's order of worker w in the golden files' notation. */
+/* ppc's order of worker w in the golden files' notation; a job whose
+ * partner is the next one opens a pair, closed after that one. */
 static char *ppc_order(const compiled *c, int w)
 {
     const pp_jobspace *js = &c->t.js;
-    size_t cap = 64 + 24 * (size_t)(c->sim.off[w + 1] - c->sim.off[w]), n = 0;
+    size_t cap = 64 + 26 * (size_t)(c->sim.off[w + 1] - c->sim.off[w]), n = 0;
     char *out = malloc(cap);
     out[0] = '\0';
     for (int k = c->sim.off[w]; k < c->sim.off[w + 1]; k++) {
-        int j = c->sim.order[k], d = job_d(js, j);
+        int j = c->sim.order[k], d = job_d(js, j), p = c->sim.partner ? c->sim.partner[j] : -1;
+        int opens = p >= 0 && k + 1 < c->sim.off[w + 1] && c->sim.order[k + 1] == p;
+        int closes = p >= 0 && k > c->sim.off[w] && c->sim.order[k - 1] == p;
         char a = d == 0   ? 'F'
                  : d == 2 ? 'W'
                  : has_weight_job(c, w, job_s(js, j), job_b(js, j)) ? 'I'
                                                                     : 'B';
-        n += (size_t)snprintf(out + n, cap - n, "%s%c(%d,%d)", n ? " " : "", a, job_s(js, j),
-                              job_b(js, j));
+        n += (size_t)snprintf(out + n, cap - n, "%s%s%c(%d,%d)%s", n ? " " : "", opens ? "[" : "",
+                              a, job_s(js, j), job_b(js, j), closes ? "]" : "");
     }
     return out;
 }
 
-/* The first position (in actions) where two space-separated orders differ,
- * and each one's action there ("end" past its end), into msg. */
+/* The length of the action at p: up to a space, or a whole [X Y] pair. */
+static size_t action_len(const char *p)
+{
+    if (*p == '[') {
+        size_t l = strcspn(p, "]");
+        return p[l] ? l + 1 : l;
+    }
+    return strcspn(p, " ");
+}
+
+/* The first position (in actions, a pair one action) where two
+ * space-separated orders differ, and each one's action there ("end" past
+ * its end), into msg. */
 static void first_difference(const char *got, const char *want, char *msg, size_t len)
 {
     int pos = 0;
     const char *g = got, *w = want;
     for (;;) {
-        size_t gl = strcspn(g, " "), wl = strcspn(w, " ");
+        size_t gl = action_len(g), wl = action_len(w);
         if (gl != wl || strncmp(g, w, gl)) {
             snprintf(msg, len, "first difference at action %d: got %.*s, want %.*s", pos,
                      gl ? (int)gl : 3, gl ? g : "end", wl ? (int)wl : 3, wl ? w : "end");
@@ -210,6 +227,12 @@ START_TEST(first_difference_names_the_action)
     ck_assert_str_eq(msg, "first difference at action 1: got end, want B(0,0)");
     first_difference("F(0,0) B(0,0)", "F(0,0) B(0,0)", msg, sizeof msg);
     ck_assert_str_eq(msg, "no difference");
+    /* a pair is one action: pairing other jobs, or not pairing, differs */
+    first_difference("F(0,0) [F(0,1) B(1,0)] B(0,1)", "F(0,0) F(0,1) B(1,0) B(0,1)", msg,
+                     sizeof msg);
+    ck_assert_str_eq(msg, "first difference at action 1: got [F(0,1) B(1,0)], want F(0,1)");
+    first_difference("[F(0,1) B(1,0)] B(0,1)", "F(0,1) [B(1,0) B(0,1)]", msg, sizeof msg);
+    ck_assert_str_eq(msg, "first difference at action 0: got [F(0,1) B(1,0)], want F(0,1)");
     int W, V, B, G;
     ck_assert(shape_of("zb-v-W4-V2-B12.txt", "zb-v", &W, &V, &B, &G) && W == 4 && V == 2 &&
               B == 12 && G == 0);

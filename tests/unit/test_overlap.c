@@ -4,7 +4,7 @@
  * timing on a hand-worked schedule; the lowered sequence (Overlap, then the
  * pair's two jobs) and its second workspace; the plan reader's checks of
  * Overlap; bufcheck on a pair that shares a buffer one of them writes. The
- * overlap_e2e suite trains schedules/1f1b-overlap.pp and dualpipe-v.pp under
+ * overlap_e2e suite trains schedules/1f1b-overlap.pp and v-overlap.pp under
  * mpirun on the cpu backend to the reference's weights (the cuda backend's run is the
  * gpu_e2e suite's `overlap` TCase, on a GPU or the stand-ins). */
 #include <stdarg.h>
@@ -60,15 +60,22 @@ START_TEST(statement_errors)
     /* a wrong word, at its column */
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\norder strict\n"
                "overlap B with F when 1\n",
-               "t.pp:6:9: error: expected 'overlap F with B when EXPR', found 'B' where 'F' goes\n"
+               "t.pp:6:9: error: expected 'overlap F with B when EXPR' or 'overlap F then B when "
+               "EXPR', found 'B' where 'F' goes\n"
                "    6 | overlap B with F when 1\n"
                "      |         ^");
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\norder strict\n"
                "overlap F and B when 1\n",
-               "t.pp:6:11: error: expected 'overlap F with B when EXPR', found 'and' where 'with' goes");
+               "t.pp:6:11: error: expected 'overlap F with B when EXPR' or 'overlap F then B when "
+               "EXPR', found 'and' where 'with' or 'then' goes");
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\norder strict\n"
                "overlap F with B if 1\n",
-               "t.pp:6:18: error: expected 'overlap F with B when EXPR', found 'if' where 'when' goes");
+               "t.pp:6:18: error: expected 'overlap F with B when EXPR' or 'overlap F then B when "
+               "EXPR', found 'if' where 'when' goes");
+    fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\norder strict\n"
+               "overlap F then F when 1\n",
+               "t.pp:6:16: error: expected 'overlap F with B when EXPR' or 'overlap F then B when "
+               "EXPR', found 'F' where 'B' goes");
     /* a missing condition is a syntax error at the end */
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\norder strict\n"
                "overlap F with B when\n",
@@ -234,6 +241,33 @@ START_TEST(pair_timing_hand_worked)
                       c.sim.makespan, want[i]);
         pp_compiled_free(&c);
     }
+}
+END_TEST
+
+/* `then`: one worker's order F0 F1 B0 F2 B1 B2 with only F2 pairable.
+ * `overlap F with B` pairs F2 with B0 before it (front to back, either
+ * first); `overlap F then B` only with the backward after it, B1 (as
+ * PyTorch's OVERLAP_F_B, forward first: dualpipev.pp). */
+#define ONE_WORKER(form)                                                                           \
+    "param S = 1\nparam B = 3\nparam W = 1\n"                                                      \
+    "compute(s,b,d) = 0\n"                                                                         \
+    "priority(s,b,d) = d == F ? (b <= 1 ? b : 2 * b - 1) : 2 + 2 * b\n"                             \
+    "order strict\n"                                                                               \
+    "overlap F " form " B when b == 2\n"
+START_TEST(then_pairs_forward_first)
+{
+    pp_compiled c;
+    compile_text(&c, ONE_WORKER("with"), NULL, PP_STAGE_SIMULATE, NULL, 0);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    ck_assert_int_eq(c.sim.npairs, 1);
+    ck_assert_int_eq(c.sim.partner[job(&c, 0, 2, 0)], job(&c, 0, 0, 1));
+    pp_compiled_free(&c);
+    compile_text(&c, ONE_WORKER("then"), NULL, PP_STAGE_SIMULATE, NULL, 0);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    ck_assert_int_eq(c.sim.npairs, 1);
+    ck_assert_int_eq(c.sim.partner[job(&c, 0, 2, 0)], job(&c, 0, 1, 1));
+    ck_assert_int_eq(c.sim.partner[job(&c, 0, 0, 1)], -1);
+    pp_compiled_free(&c);
 }
 END_TEST
 
@@ -565,6 +599,7 @@ Suite *overlap_suite(void)
     tcase_add_test(tc, ppc_exit_status);
     tcase_add_test(tc, costs_file_overlap);
     tcase_add_test(tc, pair_timing_hand_worked);
+    tcase_add_test(tc, then_pairs_forward_first);
     tcase_add_test(tc, pairs_that_deadlock);
     tcase_add_test(tc, costs_override_and_report);
     tcase_add_test(tc, report_without_pairs);
@@ -620,7 +655,7 @@ START_TEST(one_way_pairs_train)
 }
 END_TEST
 
-/* dualpipe-v.pp with every stage's weights on the next worker, so jobs
+/* v-overlap.pp with every stage's weights on the next worker, so jobs
  * fetch weights and return gradients around their pairs, with
  * --keep-weights and in bf16 */
 START_TEST(v_pairs_fetching_weights_train)
@@ -628,7 +663,7 @@ START_TEST(v_pairs_fetching_weights_train)
     char path[1024], *dir = temp_dir(), cmd[4096];
     snprintf(path, sizeof path, "%s/v.pp", dir);
     snprintf(cmd, sizeof cmd,
-             "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/dualpipe-v.pp "
+             "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/v-overlap.pp "
              "> %s && grep -q '(v + 1) %% W' %s",
              PP_ROOT, path, path);
     free(run_expect(cmd, 0));
@@ -641,7 +676,7 @@ END_TEST
 /* S = 8 stages in a V on 4 ranks, 8 microbatches: 4 pairs per worker */
 START_TEST(v_pairs_train)
 {
-    trains_like_reference_cpu("dualpipe-v.pp", "-D W=4 -D B=8");
+    trains_like_reference_cpu("v-overlap.pp", "-D W=4 -D B=8");
 }
 END_TEST
 

@@ -597,7 +597,7 @@ START_TEST(library_compiles_over_documented_ranges)
         {"fsdp.pp", "S", NULL, PLAIN},         {"breadth-first.pp", "W", "B", LOOPED},
         {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", PLAIN},
         {"zb-h1.pp", "S", "B", PLAIN},         {"1f1b-overlap.pp", "S", "B", PLAIN},
-        {"dualpipe-v.pp", "W", "B", PLAIN},    {"zb-v.pp", "W", "B", PLAIN},
+        {"v-overlap.pp", "W", "B", PLAIN},    {"zb-v.pp", "W", "B", PLAIN},
         {"looped-bfs.pp", "W", "B", PLAIN},    {"interleaved-zb.pp", "W", "B", ROUNDS},
         {"zb-h2.pp", "S", "B", PLAIN},         {"dualpipev.pp", "W", "B", DUAL},
     };

@@ -4,7 +4,10 @@
  * - golden: 1F1B and ZB-H1 at S = W = 4, B = 8 equal, row by row, the
  *   CSVs PyTorch made (tests/golden/torch-csv, written by
  *   tests/bench/torch_csv_run.py --write-golden: Schedule1F1B's actions as
- *   it ran them, ScheduleInterleavedZeroBubble's own _dump_csv). PyTorch's
+ *   it ran them, ScheduleInterleavedZeroBubble's own _dump_csv); so does
+ *   dualpipev.pp at W = 4, B = 10, overlapped pairs as (F;B)OVERLAP_F_B
+ *   cells included (ScheduleDualPipeV's _dump_csv, written by `make
+ *   torch-orders`, tests/bench/torch_orders.py). PyTorch's
  *   dump keeps idle steps as empty cells, which its loader skips; pp writes
  *   none, so the golden is compared without them.
  * - grammar: every cell of every library schedule the writer accepts, in
@@ -217,17 +220,23 @@ static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
 /* ---- golden ------------------------------------------------------------------- */
 
 static const struct {
-    const char *schedule, *golden;
+    const char *schedule, *golden, *defs;
+    int W, S, B, split; /* split as check_rows takes it */
 } goldens[] = {
-    {"1f1b", "torch-1f1b-S4-B8.csv"},  /* Schedule1F1B, as it ran */
-    {"zb-h1", "torch-zb-h1-S4-B8.csv"}, /* ScheduleInterleavedZeroBubble._dump_csv */
+    /* Schedule1F1B, as it ran */
+    {"1f1b", "torch-1f1b-S4-B8.csv", "-D S=4 -D B=8", 4, 4, 8, 0},
+    /* ScheduleInterleavedZeroBubble._dump_csv */
+    {"zb-h1", "torch-zb-h1-S4-B8.csv", "-D S=4 -D B=8", 4, 4, 8, 1},
+    /* ScheduleDualPipeV._dump_csv: OVERLAP_F_B pairs, some backwards split */
+    {"dualpipev", "torch-dualpipev-W4-B10.csv", "-D W=4 -D B=10", 4, 8, 10, 2},
 };
 
 START_TEST(matches_pytorch)
 {
     char *dir = temp_dir(), cmd[2048], path[1024];
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s.pp -D S=4 -D B=8 --emit torch-csv %s -q",
-             PP_ROOT, PP_ROOT, goldens[_i].schedule, dir);
+    int W = goldens[_i].W;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s.pp %s --emit torch-csv %s -q", PP_ROOT,
+             PP_ROOT, goldens[_i].schedule, goldens[_i].defs, dir);
     free(run_expect(cmd, 0));
     snprintf(path, sizeof path, "%s/%s.csv", dir, goldens[_i].schedule);
     char *mine_text = slurp(path);
@@ -237,9 +246,9 @@ START_TEST(matches_pytorch)
     csv_parse(mine_text, mine);
     csv_parse(gold_text, gold);
     ck_assert_msg(mine->empty == 0, "pp wrote %d empty cells", mine->empty);
-    ck_assert_int_eq(mine->nrows, 4);
-    ck_assert_int_eq(gold->nrows, 4);
-    for (int r = 0; r < 4; r++) {
+    ck_assert_int_eq(mine->nrows, W);
+    ck_assert_int_eq(gold->nrows, W);
+    for (int r = 0; r < W; r++) {
         ck_assert_msg(mine->ncells[r] == gold->ncells[r], "%s rank %d: %d actions, PyTorch's %d\n%s",
                       goldens[_i].schedule, r, mine->ncells[r], gold->ncells[r], mine_text);
         for (int k = 0; k < mine->ncells[r]; k++)
@@ -249,7 +258,8 @@ START_TEST(matches_pytorch)
                           mine_text, gold_text);
     }
     /* The golden is a schedule PyTorch accepts, by the same rules. */
-    ck_assert_ptr_null(check_rows(mine, 4, 4, 8, !strcmp(goldens[_i].schedule, "zb-h1")));
+    const char *bad = check_rows(mine, W, goldens[_i].S, goldens[_i].B, goldens[_i].split);
+    ck_assert_msg(bad == NULL, "%s: %s", goldens[_i].schedule, bad);
     csv_free(mine);
     csv_free(gold);
     free(mine);
@@ -274,7 +284,7 @@ static const struct {
 /* Library schedules it must accept (others added later are checked too). */
 static const char *const accepted[] = {"gpipe.pp",         "1f1b.pp",          "1f1b-greedy.pp",
                                        "interleaved-1f1b.pp", "breadth-first.pp", "depth-first.pp",
-                                       "zb-h1.pp",         "1f1b-gpt.pp",      "dualpipe-v.pp",
+                                       "zb-h1.pp",         "1f1b-gpt.pp",      "v-overlap.pp",
                                        "1f1b-overlap.pp"};
 
 /* One library schedule at its defaults, or with -D B=4 (a second shape):

@@ -1,4 +1,4 @@
-# dualpipe-v.pp - a V-shaped pipeline whose forward/backward pairs run
+# v-overlap.pp - a V-shaped pipeline whose forward/backward pairs run
 # overlapped, as DualPipe(V) overlaps a forward and a backward of different
 # microbatches on one worker to hide each one's communication.
 #
