@@ -68,6 +68,7 @@ NATIVE = {
     "zb-h1": ("ScheduleInterleavedZeroBubble", 1),
     "zb-v": ("ScheduleZBVZeroBubble", 2),
     "interleaved-1f1b": ("ScheduleInterleaved1F1B", 2),  # V = 2 chunks per rank
+    "dualpipev": ("ScheduleDualPipeV", 2),  # overlapped pairs: (F;B)OVERLAP_F_B cells
 }
 # Schedules outside the library, run without a native class to compare with.
 EXTRA = [os.path.join("tests", "bench", "torch_csv_v.pp")]
