@@ -169,6 +169,40 @@ START_TEST(require_bad_forms)
     ck_assert_int_eq(c.errors, 1);
     ck_has(msgs(&c), "t.pp:4:9: error: unknown name 'Q'\n");
     compiled_free(&c);
+    /* a let defined after the requirement is named as such, not unknown */
+    compile_src(&c, HEAD "require L == 1\nlet L = 1\n" BODY, NULL, 0);
+    ck_assert_int_eq(c.errors, 1);
+    ck_has(msgs(&c), "t.pp:4:9: error: 'L' is used before it is defined\n");
+    compiled_free(&c);
+}
+END_TEST
+
+/* A requirement that uses a let whose own expression has errors reports
+ * those errors only: evaluating the let read a call's missing argument
+ * (a crash) or an unresolved name ("integer overflow", or a requirement
+ * that fails for nothing). */
+START_TEST(require_on_broken_let)
+{
+    static const struct {
+        const char *let;
+        const char *want;
+    } bad[] = {
+        {"let X = min(1)\n", "t.pp:4:9: error: 'min' takes 2 arguments, found 1\n"},
+        {"let X = foo(1, 2)\n", "t.pp:4:9: error: unknown function 'foo'"},
+        {"let X = ZZ\n", "t.pp:4:9: error: unknown name 'ZZ'\n"},
+        {"let Y = min(1)\nlet X = Y + 1\n", "t.pp:4:9: error: 'min' takes 2 arguments"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char src[512];
+        snprintf(src, sizeof src, HEAD "%srequire X == 1, \"x\"\n" BODY, bad[i].let);
+        compiled c;
+        compile_src(&c, src, NULL, 0);
+        ck_assert_msg(c.errors == 1, "%s: expected 1 error, got\n%s", bad[i].let, msgs(&c));
+        ck_has(msgs(&c), bad[i].want);
+        ck_lacks(msgs(&c), "requirement failed");
+        ck_lacks(msgs(&c), "overflow");
+        compiled_free(&c);
+    }
 }
 END_TEST
 
@@ -733,6 +767,7 @@ Suite *lang_suite(void)
     tcase_add_test(req, require_all_failures_reported);
     tcase_add_test(req, require_job_variables_are_errors);
     tcase_add_test(req, require_bad_forms);
+    tcase_add_test(req, require_on_broken_let);
     tcase_add_test(req, library_requirements_fire);
     suite_add_tcase(s, req);
     TCase *warn = tcase_create("warnings");
