@@ -303,6 +303,26 @@ START_TEST(ppc_require_and_warning_exit_status)
 }
 END_TEST
 
+/* A NUL byte inside a requirement's message is an error, not a message
+ * silently cut at it (the byte is an error everywhere else too). */
+START_TEST(ppc_require_message_with_nul)
+{
+    char *dir = temp_dir(), path[1024], cmd[4096];
+    snprintf(path, sizeof path, "%s/t.pp", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    static const char src[] = HEAD "require B > 0, \"a\0b\"\n" BODY;
+    ck_assert_uint_eq(fwrite(src, 1, sizeof src - 1, f), sizeof src - 1);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/out -q 2>&1 >/dev/null", PP_ROOT, path, dir);
+    char *out = run_expect(cmd, 1);
+    ck_has(out, "t.pp:4:16: error: unexpected byte 0x00 in a string: a message is text\n");
+    ck_has(out, "t.pp: 1 error\n");
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------- mixed backward */
 
 /* ZB-H1 (zb-h1.pp's order) with only the even microbatches' backwards
@@ -768,6 +788,7 @@ Suite *lang_suite(void)
     tcase_add_test(req, require_job_variables_are_errors);
     tcase_add_test(req, require_bad_forms);
     tcase_add_test(req, require_on_broken_let);
+    tcase_add_test(req, ppc_require_message_with_nul);
     tcase_add_test(req, library_requirements_fire);
     suite_add_tcase(s, req);
     TCase *warn = tcase_create("warnings");
