@@ -743,6 +743,7 @@ START_TEST(library_requirements_fire)
                                     "worker s: W must be S) with W=2, S=4"},
         {"1f1b.pp", {{"W", 8}}, 1, "requirement failed: W == S"},
         {"1f1b-greedy.pp", {{"W", 3}}, 1, "requirement failed: W == S"},
+        {"1f1b-limit.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
         {"1f1b-gpt.pp", {{"W", 2}}, 1, "requirement failed: W == S"},
         {"zb-h1.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
         {"ddp.pp", {{"W", 2}}, 1, "requirement failed: W == B (compute = b puts microbatch b on "
