@@ -278,6 +278,31 @@ START_TEST(warn_split_when_nowhere)
 }
 END_TEST
 
+/* `overlap ... when` false at every forward pairs nothing: a warning, as
+ * for 'split backward when', and no pair; one forward is enough to pair. */
+START_TEST(warn_overlap_when_nowhere)
+{
+#define OV1F1B                                                                                  \
+    HEAD BODY "let warm = S - 1 - s\n"                                                          \
+              "priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : warm + 1 + 2 * b\n"  \
+              "order strict\n"
+    compiled c;
+    compile_src(&c, OV1F1B "overlap F with B when b >= B\n", NULL, 0);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    ck_assert_int_eq(c.diag.warnings, 1);
+    ck_has(msgs(&c), "t.pp:8:1: warning: 'overlap ... when' holds for no forward: no jobs run as "
+                     "pairs\n");
+    ck_assert_int_eq(c.sim.npairs, 0);
+    compiled_free(&c);
+    compile_src(&c, OV1F1B "overlap F with B when b > warm\n", NULL, 0);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    ck_lacks(msgs(&c), "holds for no forward");
+    ck_assert_int_gt(c.sim.npairs, 0);
+    compiled_free(&c);
+#undef OV1F1B
+}
+END_TEST
+
 /* ppc: a failed requirement exits 1 with the error on stderr; a warning
  * leaves the exit status 0 and is printed even with -q. */
 START_TEST(ppc_require_and_warning_exit_status)
@@ -797,6 +822,7 @@ Suite *lang_suite(void)
     tcase_add_test(warn, warn_cost_w_without_split);
     tcase_add_test(warn, warn_cost_overlap_without_overlap);
     tcase_add_test(warn, warn_split_when_nowhere);
+    tcase_add_test(warn, warn_overlap_when_nowhere);
     tcase_add_test(warn, ppc_require_and_warning_exit_status);
     suite_add_tcase(s, warn);
     TCase *mixed = tcase_create("mixed");
