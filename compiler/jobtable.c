@@ -124,6 +124,7 @@ static int eval_pairable(pp_jobtable *t, const pp_schedule *sch)
     if (!(t->pairable = calloc((size_t)N, 1)))
         return -1;
     err_tally tally = {0};
+    int npairable = 0;
     for (int j = 0; j < N; j++) {
         if (job_d(&t->js, j) != DIR_F)
             continue;
@@ -131,8 +132,15 @@ static int eval_pairable(pp_jobtable *t, const pp_schedule *sch)
         long long v = 0;
         if (eval_at(sch, sch->overlap, &env, &v, "'overlap ... when'", &tally, 1))
             t->pairable[j] = v == 0 ? 0 : sch->overlap_then ? 2 : 1;
+        npairable += t->pairable[j] != 0;
     }
     tally_note(sch, &tally, "'overlap ... when'");
+    /* like 'split backward when' holding nowhere: a line that changes nothing */
+    if (!tally.count && npairable == 0)
+        for (const pp_stmt *st = sch->stmts; st; st = st->next)
+            if (st->kind == ST_OVERLAP)
+                diag_warning(sch->diag, st->loc,
+                             "'overlap ... when' holds for no forward: no jobs run as pairs");
     return 0;
 }
 

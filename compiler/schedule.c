@@ -14,6 +14,7 @@ typedef struct {
     int worker;  /* w visible */
     const char *what; /* "a param", "the model block"... for messages */
     int stage;   /* s alone visible (a model's per-stage layer count) */
+    int lets;    /* lets visible without s, b, d (a requirement) */
 } scope;
 
 static int find_param(const pp_schedule *sch, const char *name, int limit)
@@ -55,7 +56,7 @@ static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
  * later definition is only found in the statement list. */
 static int defined_later(const pp_schedule *sch, const char *name, const scope *sc)
 {
-    int lets_visible = sc->job || sc->worker;
+    int lets_visible = sc->job || sc->worker || sc->lets;
     for (const pp_stmt *st = sch->stmts; st; st = st->next)
         if ((st->kind == ST_PARAM || (st->kind == ST_LET && lets_visible)) && st->name &&
             !strcmp(st->name, name))
@@ -217,7 +218,7 @@ static void define_param(pp_schedule *sch, pp_stmt *st)
                    st->name);
         return;
     }
-    scope sc = {sch->nparams, 0, 0, 0, "a param", 0};
+    scope sc = {sch->nparams, 0, 0, 0, "a param", 0, 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
     pp_param *p = &sch->params[sch->nparams++];
@@ -242,9 +243,11 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
                    st->name);
         return;
     }
-    scope sc = {sch->nparams, sch->nlets, 1, 0, "a let", 0};
+    scope sc = {sch->nparams, sch->nlets, 1, 0, "a let", 0, 0};
+    int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
     pp_let *l = &sch->lets[sch->nlets++];
+    l->broken = sch->diag->errors != before;
     l->name = st->name;
     l->expr = st->expr; /* if it has errors, nothing is evaluated: check failed */
     l->loc = st->name_loc;
@@ -286,6 +289,23 @@ static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var
     return find_var(sch, e->c, var, seen, via);
 }
 
+/* Does e use, directly or through other lets, a let whose own expression
+ * had errors? Such a let still holds an unresolved name or a call with the
+ * wrong arguments, which evaluation must never reach. */
+static int uses_broken_let(const pp_schedule *sch, const pp_expr *e, unsigned char *seen)
+{
+    if (!e)
+        return 0;
+    if (e->kind == EX_LET) {
+        if (seen[e->index])
+            return 0;
+        seen[e->index] = 1;
+        return sch->lets[e->index].broken || uses_broken_let(sch, sch->lets[e->index].expr, seen);
+    }
+    return uses_broken_let(sch, e->a, seen) || uses_broken_let(sch, e->b, seen) ||
+           uses_broken_let(sch, e->c, seen);
+}
+
 /* " with B=6, W=4": the params e uses, directly or through lets, in the
  * order they first appear; "" if none. */
 static void params_used(const pp_schedule *sch, const pp_expr *e, unsigned char *seen_let,
@@ -314,7 +334,7 @@ static void params_used(const pp_schedule *sch, const pp_expr *e, unsigned char 
 static void check_require(pp_schedule *sch, pp_stmt *st)
 {
     scope sc = {sch->nparams, sch->nlets, 0, 0,
-                "a requirement (it may use params and lets of params)", 0};
+                "a requirement (it may use params and lets of params)", 0, 1};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
     check_depth(sch, st->expr); /* bounds the walks below as it bounds evaluation */
@@ -334,6 +354,10 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
                    via ? sch->lets[via->index].name : "it");
         goto out;
     }
+    /* the broken let's errors are reported: evaluating it would read them */
+    memset(seen_let, 0, (size_t)sch->nlets + 1);
+    if (uses_broken_let(sch, st->expr, seen_let))
+        goto out;
     long long v;
     if (!eval_const(sch, st->expr, &v) || v)
         goto out;
@@ -472,7 +496,7 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
         }
         if (seen[k]++)
             diag_error(sch->diag, f->name_loc, "model field '%s' is given more than once", f->name);
-        scope sc = {sch->nparams, 0, 0, 0, "the model block", fields[k].per_stage};
+        scope sc = {sch->nparams, 0, 0, 0, "the model block", fields[k].per_stage, 0};
         if (fields[k].per_stage)
             sc.what = kind == PP_MODEL_GPT ? "the model's layers" : "the model's blocks";
         int before = sch->diag->errors;
@@ -628,7 +652,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
                                              "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
-        scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0};
+        scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0, 0};
         switch (st->kind) {
         case ST_PARAM:
             break;

@@ -28,6 +28,7 @@ typedef struct {
     pp_loc loc;
     int uses_job; /* expr (or a let it uses) mentions s, b or d */
     int depth;    /* how deep evaluating it recurses, counting the lets it uses */
+    int broken;   /* its expr had errors (reported): it is never evaluated */
 } pp_let;
 
 /* pp_eval's memo of let values: within one top-level pp_eval call the job is

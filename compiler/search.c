@@ -21,6 +21,7 @@
 #define MAX_COMBOS 4096   /* combinations of one file */
 #define MAX_VALUES MAX_COMBOS /* values of one name: more would be more combinations */
 #define VALUE_BOUND 1000000000LL
+#define MAX_NEST 100      /* parentheses and signs open at once: the evaluator recurses */
 /* The most jobs one candidate may have: a search compiles many, each three
  * times lowered, and is meant to answer in seconds; a larger one is refused
  * (its reason says so) rather than holding the search for minutes. */
@@ -69,6 +70,7 @@ typedef struct {
     long long vals[MAX_ASSIGN + 2];
     int nn;
     int inexact;         /* a division was not exact (or by zero): skip the item */
+    int depth;           /* parentheses and signs open: bounds the recursion */
     const char *err_at;  /* set on a syntax error */
     char err[200];
 } evaluator;
@@ -96,13 +98,23 @@ static long long bounded(evaluator *e, const char *at, long long v)
 static long long ev_factor(evaluator *e)
 {
     const char *at = e->p;
+    if ((*e->p == '-' || *e->p == '(') && e->depth >= MAX_NEST) {
+        /* a line of 100000 '(' overflowed the C stack */
+        ev_fail(e, at, "expected at most 100 nested parentheses and signs");
+        return 0;
+    }
     if (*e->p == '-') {
         e->p++;
-        return -ev_factor(e);
+        e->depth++;
+        long long v = -ev_factor(e);
+        e->depth--;
+        return v;
     }
     if (*e->p == '(') {
         e->p++;
+        e->depth++;
         long long v = ev_expr(e);
+        e->depth--;
         if (*e->p != ')')
             ev_fail(e, e->p, "expected ')'");
         else

@@ -17,6 +17,8 @@ param B = 8
 param W = S
 param K = 0
 
+require W == S, "compute = s puts stage s on worker s: W must be S"
+
 compute(s,b,d)  = s
 weights(s,b,d)  = s
 priority(s,b,d) = d == B ? b : B + b

@@ -169,6 +169,40 @@ START_TEST(require_bad_forms)
     ck_assert_int_eq(c.errors, 1);
     ck_has(msgs(&c), "t.pp:4:9: error: unknown name 'Q'\n");
     compiled_free(&c);
+    /* a let defined after the requirement is named as such, not unknown */
+    compile_src(&c, HEAD "require L == 1\nlet L = 1\n" BODY, NULL, 0);
+    ck_assert_int_eq(c.errors, 1);
+    ck_has(msgs(&c), "t.pp:4:9: error: 'L' is used before it is defined\n");
+    compiled_free(&c);
+}
+END_TEST
+
+/* A requirement that uses a let whose own expression has errors reports
+ * those errors only: evaluating the let read a call's missing argument
+ * (a crash) or an unresolved name ("integer overflow", or a requirement
+ * that fails for nothing). */
+START_TEST(require_on_broken_let)
+{
+    static const struct {
+        const char *let;
+        const char *want;
+    } bad[] = {
+        {"let X = min(1)\n", "t.pp:4:9: error: 'min' takes 2 arguments, found 1\n"},
+        {"let X = foo(1, 2)\n", "t.pp:4:9: error: unknown function 'foo'"},
+        {"let X = ZZ\n", "t.pp:4:9: error: unknown name 'ZZ'\n"},
+        {"let Y = min(1)\nlet X = Y + 1\n", "t.pp:4:9: error: 'min' takes 2 arguments"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char src[512];
+        snprintf(src, sizeof src, HEAD "%srequire X == 1, \"x\"\n" BODY, bad[i].let);
+        compiled c;
+        compile_src(&c, src, NULL, 0);
+        ck_assert_msg(c.errors == 1, "%s: expected 1 error, got\n%s", bad[i].let, msgs(&c));
+        ck_has(msgs(&c), bad[i].want);
+        ck_lacks(msgs(&c), "requirement failed");
+        ck_lacks(msgs(&c), "overflow");
+        compiled_free(&c);
+    }
 }
 END_TEST
 
@@ -244,6 +278,31 @@ START_TEST(warn_split_when_nowhere)
 }
 END_TEST
 
+/* `overlap ... when` false at every forward pairs nothing: a warning, as
+ * for 'split backward when', and no pair; one forward is enough to pair. */
+START_TEST(warn_overlap_when_nowhere)
+{
+#define OV1F1B                                                                                  \
+    HEAD BODY "let warm = S - 1 - s\n"                                                          \
+              "priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : warm + 1 + 2 * b\n"  \
+              "order strict\n"
+    compiled c;
+    compile_src(&c, OV1F1B "overlap F with B when b >= B\n", NULL, 0);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    ck_assert_int_eq(c.diag.warnings, 1);
+    ck_has(msgs(&c), "t.pp:8:1: warning: 'overlap ... when' holds for no forward: no jobs run as "
+                     "pairs\n");
+    ck_assert_int_eq(c.sim.npairs, 0);
+    compiled_free(&c);
+    compile_src(&c, OV1F1B "overlap F with B when b > warm\n", NULL, 0);
+    ck_assert_msg(c.errors == 0, "%s", msgs(&c));
+    ck_lacks(msgs(&c), "holds for no forward");
+    ck_assert_int_gt(c.sim.npairs, 0);
+    compiled_free(&c);
+#undef OV1F1B
+}
+END_TEST
+
 /* ppc: a failed requirement exits 1 with the error on stderr; a warning
  * leaves the exit status 0 and is printed even with -q. */
 START_TEST(ppc_require_and_warning_exit_status)
@@ -264,6 +323,26 @@ START_TEST(ppc_require_and_warning_exit_status)
     out = run_expect(cmd, 0);
     ck_has(out, "t.pp:7:1: warning: 'limit inflight' has no effect with 'order strict'");
     ck_lacks(out, "error");
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A NUL byte inside a requirement's message is an error, not a message
+ * silently cut at it (the byte is an error everywhere else too). */
+START_TEST(ppc_require_message_with_nul)
+{
+    char *dir = temp_dir(), path[1024], cmd[4096];
+    snprintf(path, sizeof path, "%s/t.pp", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    static const char src[] = HEAD "require B > 0, \"a\0b\"\n" BODY;
+    ck_assert_uint_eq(fwrite(src, 1, sizeof src - 1, f), sizeof src - 1);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/out -q 2>&1 >/dev/null", PP_ROOT, path, dir);
+    char *out = run_expect(cmd, 1);
+    ck_has(out, "t.pp:4:16: error: unexpected byte 0x00 in a string: a message is text\n");
+    ck_has(out, "t.pp: 1 error\n");
     free(out);
     remove_dir(dir);
 }
@@ -689,6 +768,7 @@ START_TEST(library_requirements_fire)
                                     "worker s: W must be S) with W=2, S=4"},
         {"1f1b.pp", {{"W", 8}}, 1, "requirement failed: W == S"},
         {"1f1b-greedy.pp", {{"W", 3}}, 1, "requirement failed: W == S"},
+        {"1f1b-limit.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
         {"1f1b-gpt.pp", {{"W", 2}}, 1, "requirement failed: W == S"},
         {"zb-h1.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
         {"ddp.pp", {{"W", 2}}, 1, "requirement failed: W == B (compute = b puts microbatch b on "
@@ -733,6 +813,8 @@ Suite *lang_suite(void)
     tcase_add_test(req, require_all_failures_reported);
     tcase_add_test(req, require_job_variables_are_errors);
     tcase_add_test(req, require_bad_forms);
+    tcase_add_test(req, require_on_broken_let);
+    tcase_add_test(req, ppc_require_message_with_nul);
     tcase_add_test(req, library_requirements_fire);
     suite_add_tcase(s, req);
     TCase *warn = tcase_create("warnings");
@@ -740,6 +822,7 @@ Suite *lang_suite(void)
     tcase_add_test(warn, warn_cost_w_without_split);
     tcase_add_test(warn, warn_cost_overlap_without_overlap);
     tcase_add_test(warn, warn_split_when_nowhere);
+    tcase_add_test(warn, warn_overlap_when_nowhere);
     tcase_add_test(warn, ppc_require_and_warning_exit_status);
     suite_add_tcase(s, warn);
     TCase *mixed = tcase_create("mixed");

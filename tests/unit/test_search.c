@@ -588,6 +588,23 @@ START_TEST(test_errors)
                       out, lines[i].says);
         free(out);
     }
+    /* a line nested deeper than the evaluator recurses: an error at the
+     * 101st '(', not a stack overflow */
+    size_t deep = 200000;
+    char *text = malloc(sizeof TINY_HEAD + 16 + deep);
+    ck_assert_ptr_nonnull(text);
+    strcpy(text, TINY_HEAD "# search: S=");
+    memset(text + strlen(text), '(', deep);
+    strcpy(text + strlen(TINY_HEAD "# search: S=") + deep, "W\n");
+    write_file(bad, "a.pp", text);
+    free(text);
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library bad", dir,
+             PP_ROOT);
+    char *out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "a.pp:7:113: error: search line: expected at most 100 nested "
+                              "parentheses and signs, found '('\n"),
+                  "said:\n%.300s", out);
+    free(out);
     remove_dir(dir);
 }
 END_TEST
