@@ -41,6 +41,29 @@ static const char *msgs(const compiled *c) { return c->msgs ? c->msgs : ""; }
 
 /* --------------------------------------------------------------- require */
 
+/* Compiles src (-D defs) and expects exactly `errors` errors, one of them
+ * saying `msg`. */
+static void expect_errors(const char *src, const pp_define *defs, int ndefs, int errors,
+                          const char *msg)
+{
+    compiled c;
+    compile_src(&c, src, defs, ndefs);
+    ck_assert_int_eq(c.errors, errors);
+    ck_has(msgs(&c), msg);
+    compiled_free(&c);
+}
+
+/* The same with at least `errors` (a syntax error may bring others). */
+static void expect_errors_at_least(const char *src, const pp_define *defs, int ndefs, int errors,
+                                   const char *msg)
+{
+    compiled c;
+    compile_src(&c, src, defs, ndefs);
+    ck_assert_int_ge(c.errors, errors);
+    ck_has(msgs(&c), msg);
+    compiled_free(&c);
+}
+
 START_TEST(require_true_is_silent)
 {
     compiled c;
@@ -66,12 +89,10 @@ START_TEST(require_false_quotes_expression_message_and_values)
                      "      |         ^~~~~~~~~~\n");
     compiled_free(&c);
     /* without a message; parentheses and spacing as written, blanks folded */
-    compile_src(&c, HEAD "require (S  >  W)\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:9: error: requirement failed: (S > W) with S=4, W=4\n"
-                     "    4 | require (S  >  W)\n"
-                     "      |         ^~~~~~~~~\n");
-    compiled_free(&c);
+    expect_errors(HEAD "require (S  >  W)\n" BODY, NULL, 0, 1,
+                  "t.pp:4:9: error: requirement failed: (S > W) with S=4, W=4\n"
+                  "    4 | require (S  >  W)\n"
+                  "      |         ^~~~~~~~~\n");
     /* a constant requirement names no params */
     compile_src(&c, HEAD "require 1 == 2, \"never\"\n" BODY, NULL, 0);
     ck_has(msgs(&c), "error: requirement failed: 1 == 2 (never)\n");
@@ -90,11 +111,9 @@ START_TEST(require_after_defines)
     ck_assert_msg(c.errors == 0, "%s", msgs(&c));
     compiled_free(&c);
     pp_define bad[] = {{"S", 6}};
-    compile_src(&c, src, bad, 1);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:5:9: error: requirement failed: V * W == S (S a multiple of W) "
-                     "with S=6, W=4\n");
-    compiled_free(&c);
+    expect_errors(src, bad, 1, 1,
+                  "t.pp:5:9: error: requirement failed: V * W == S (S a multiple of W) "
+                  "with S=6, W=4\n");
     pp_define good[] = {{"S", 8}};
     compile_src(&c, src, good, 1);
     ck_assert_msg(c.errors == 0, "%s", msgs(&c));
@@ -119,61 +138,40 @@ END_TEST
 
 START_TEST(require_job_variables_are_errors)
 {
-    compiled c;
-    compile_src(&c, HEAD "require s < S\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:9: error: 's' is a job variable and cannot be used in a requirement "
-                     "(it may use params and lets of params)\n"
-                     "    4 | require s < S\n"
-                     "      |         ^\n");
-    compiled_free(&c);
-    compile_src(&c, HEAD "let warm = S - 1 - s\nrequire B >= warm\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:5:14: error: 'warm' uses s, b or d: a requirement may use params and "
-                     "lets of params only\n"
-                     "    5 | require B >= warm\n"
-                     "      |              ^~~~\n");
-    compiled_free(&c);
-    compile_src(&c, HEAD "require d == F\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:9: error: 'd' is a job variable and cannot be used in a requirement");
-    compiled_free(&c);
+    expect_errors(HEAD "require s < S\n" BODY, NULL, 0, 1,
+                  "t.pp:4:9: error: 's' is a job variable and cannot be used in a requirement "
+                  "(it may use params and lets of params)\n"
+                  "    4 | require s < S\n"
+                  "      |         ^\n");
+    expect_errors(HEAD "let warm = S - 1 - s\nrequire B >= warm\n" BODY, NULL, 0, 1,
+                  "t.pp:5:14: error: 'warm' uses s, b or d: a requirement may use params and "
+                  "lets of params only\n"
+                  "    5 | require B >= warm\n"
+                  "      |              ^~~~\n");
+    expect_errors(HEAD "require d == F\n" BODY, NULL, 0, 1,
+                  "t.pp:4:9: error: 'd' is a job variable and cannot be used in a requirement");
 }
 END_TEST
 
 START_TEST(require_bad_forms)
 {
-    compiled c;
     /* division by zero in a requirement, at its operator */
     pp_define zero[] = {{"S", 4}};
-    compile_src(&c, HEAD "param Z = 0\nrequire S / Z == 1\n" BODY, zero, 1);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:5:11: error: division by zero\n");
-    compiled_free(&c);
+    expect_errors(HEAD "param Z = 0\nrequire S / Z == 1\n" BODY, zero, 1, 1,
+                  "t.pp:5:11: error: division by zero\n");
     /* a message that does not end on its line */
-    compile_src(&c, HEAD "require B > 0, \"no end\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:16: error: unterminated string: a message ends with '\"' on its line\n");
-    compiled_free(&c);
+    expect_errors(HEAD "require B > 0, \"no end\n" BODY, NULL, 0, 1,
+                  "t.pp:4:16: error: unterminated string: a message ends with '\"' on its line\n");
     /* a message with no expression, and a string anywhere else */
-    compile_src(&c, HEAD "require \"why\"\n" BODY, NULL, 0);
-    ck_assert_int_ge(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:9: error: syntax error, unexpected string");
-    compiled_free(&c);
-    compile_src(&c, HEAD "param X = \"4\"\n" BODY, NULL, 0);
-    ck_assert_int_ge(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:11: error: syntax error, unexpected string");
-    compiled_free(&c);
+    expect_errors_at_least(HEAD "require \"why\"\n" BODY, NULL, 0, 1,
+                           "t.pp:4:9: error: syntax error, unexpected string");
+    expect_errors_at_least(HEAD "param X = \"4\"\n" BODY, NULL, 0, 1,
+                           "t.pp:4:11: error: syntax error, unexpected string");
     /* an unknown name */
-    compile_src(&c, HEAD "require Q > 0\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:9: error: unknown name 'Q'\n");
-    compiled_free(&c);
+    expect_errors(HEAD "require Q > 0\n" BODY, NULL, 0, 1, "t.pp:4:9: error: unknown name 'Q'\n");
     /* a let defined after the requirement is named as such, not unknown */
-    compile_src(&c, HEAD "require L == 1\nlet L = 1\n" BODY, NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:4:9: error: 'L' is used before it is defined\n");
-    compiled_free(&c);
+    expect_errors(HEAD "require L == 1\nlet L = 1\n" BODY, NULL, 0, 1,
+                  "t.pp:4:9: error: 'L' is used before it is defined\n");
 }
 END_TEST
 
@@ -430,31 +428,23 @@ END_TEST
 START_TEST(mixed_split_when_errors)
 {
     compiled c;
-    compile_src(&c, HEAD BODY "split backward when d == B\n", NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:5:21: error: 'd' cannot be used in 'split backward when': it may use s, "
-                     "b, params and lets (a backward is split or not as a whole)\n"
-                     "    5 | split backward when d == B\n"
-                     "      |                     ^\n");
-    compiled_free(&c);
-    compile_src(&c, HEAD BODY "let back = d != F\nsplit backward when back && b > 0\n", NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:6:21: error: 'back' uses d: 'split backward when' may use s, b, params "
-                     "and lets without d (a backward is split or not as a whole)\n");
-    compiled_free(&c);
-    compile_src(&c, HEAD BODY "split backward if b > 0\n", NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:5:16: error: expected 'when' after 'split backward', found 'if'\n");
-    compiled_free(&c);
+    expect_errors(HEAD BODY "split backward when d == B\n", NULL, 0, 1,
+                  "t.pp:5:21: error: 'd' cannot be used in 'split backward when': it may use s, "
+                  "b, params and lets (a backward is split or not as a whole)\n"
+                  "    5 | split backward when d == B\n"
+                  "      |                     ^\n");
+    expect_errors(HEAD BODY "let back = d != F\nsplit backward when back && b > 0\n", NULL, 0, 1,
+                  "t.pp:6:21: error: 'back' uses d: 'split backward when' may use s, b, params "
+                  "and lets without d (a backward is split or not as a whole)\n");
+    expect_errors(HEAD BODY "split backward if b > 0\n", NULL, 0, 1,
+                  "t.pp:5:16: error: expected 'when' after 'split backward', found 'if'\n");
     compile_src(&c, HEAD BODY "split backward when 1 / (b - 1) > 0\n", NULL, 0);
     ck_assert_int_eq(c.errors, 1);
     ck_has(msgs(&c), "t.pp:5:23: error: division by zero in split backward when at (s=0, b=1)\n");
     ck_has(msgs(&c), "  (split backward when failed at 3 more jobs)\n");
     compiled_free(&c);
-    compile_src(&c, HEAD BODY "split backward\nsplit backward when b > 0\n", NULL, 0);
-    ck_assert_int_eq(c.errors, 1);
-    ck_has(msgs(&c), "t.pp:6:1: error: split backward is given more than once\n");
-    compiled_free(&c);
+    expect_errors(HEAD BODY "split backward\nsplit backward when b > 0\n", NULL, 0, 1,
+                  "t.pp:6:1: error: split backward is given more than once\n");
 }
 END_TEST
 
