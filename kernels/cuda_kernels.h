@@ -21,7 +21,8 @@ extern "C" {
  * rows have context + 1 entries (the last is the target, unused here). */
 cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
                                     const float *E, int embed, float *out, cudaStream_t st);
-/* pp_embedding_backward: dE[tokens[b][c]][e] += dout[b][c*embed + e]. */
+/* pp_embedding_backward: dE[tokens[b][c]][e] += dout[b][c*embed + e], the
+ * positions summed in order, bit for bit the CPU's (no atomics). */
 cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch, int context,
                                      const float *dout, int embed, float *dE, cudaStream_t st);
 
@@ -117,10 +118,11 @@ cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T, con
 cudaError_t pp_cu_embedding_pos_forward_bf16w(const int32_t *tokens, int B, int T,
                                               const uint16_t *wte, const uint16_t *wpe, int C,
                                               float *out, cudaStream_t st);
-/* pp_embedding_pos_backward: dwte[tokens[b][t]] += dout[b][t] (atomics, in
- * their order); dwpe[t] += sum over b of dout[b][t] (b in order). */
+/* pp_embedding_pos_backward: dwte[tokens[b][t]] += dout[b][t] (positions in
+ * order; tokens < V); dwpe[t] += sum over b of dout[b][t] (b in order): bit
+ * for bit the CPU's. */
 cudaError_t pp_cu_embedding_pos_backward(const int32_t *tokens, int B, int T, const float *dout,
-                                         int C, float *dwte, float *dwpe, cudaStream_t st);
+                                         int C, int V, float *dwte, float *dwpe, cudaStream_t st);
 /* targets[b*T + t] = tokens[b][t + 1] (tokens rows of T + 1): each
  * position's next token, for pp_cu_softmax_xent_fused with stride 1. */
 cudaError_t pp_cu_gpt_targets(const int32_t *tokens, int B, int T, int32_t *targets,

@@ -397,7 +397,7 @@ static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, co
     if (sh->first) {
         const int32_t *tokens = (const int32_t *)at(stash, L->tokens);
         if (grads)
-            cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, dy, C, grads + P->wte,
+            cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, dy, C, sh->V, grads + P->wte,
                                                    grads + P->wpe, r->st));
         else
             copy_d2d(r, at(stash, L->wdx0), dy, y.BT * (size_t)C * sizeof(float));
@@ -447,7 +447,7 @@ static void gpt_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int
     if (sh->first) {
         const int32_t *tokens = (const int32_t *)at(stash, L->tokens);
         cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, at(stash, L->wdx0), sh->C,
-                                               grads + P->wte, grads + P->wpe, r->st));
+                                               sh->V, grads + P->wte, grads + P->wpe, r->st));
     }
 }
 

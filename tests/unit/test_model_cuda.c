@@ -105,10 +105,15 @@ static const tol TOL_GPU = {1e-5, 1e-5}; /* GPU against GPU (split against fused
  * (2.5 bf16 steps), the tensor's RMS within 5e-4. Measured with the CPU
  * model against the GPU code on stand-in libraries whose bf16 GEMM sums in
  * another order (in double, or in float backwards): worst element 4.1e-3,
- * worst RMS 1.3e-4, loss 2.1e-6. A GPU that did not round the activation
- * operands as the CPU does (fp32 activations, bf16 weights) measured RMS
- * up to 6.5e-3, elements up to 3e-2, losses up to 8e-5: caught. */
-static const tol TOL_CPU_BF16 = {1e-2, 5e-4};
+ * worst RMS 1.3e-4, loss 2.1e-6. On an H100 (cuBLAS's own bf16 kernels,
+ * 2026-11-24) the gradients of a stage's first block, which went through
+ * the whole stage's backward, reached 1.08e-2 in one element of W1 and RMS
+ * 8.4e-4 in the layer norm's gain and bias (sums over every row): so the
+ * bounds are 2e-2 (5 bf16 steps) and RMS 2e-3 (half a step). A GPU that
+ * did not round the activation operands as the CPU does (fp32
+ * activations, bf16 weights) measured RMS up to 6.5e-3, elements up to
+ * 3e-2, losses up to 8e-5: still caught. */
+static const tol TOL_CPU_BF16 = {2e-2, 2e-3};
 #define RTOL_LOSS_BF16 2e-5
 
 #define CU(call) ck_assert_msg((call) == cudaSuccess, "%s failed", #call)
