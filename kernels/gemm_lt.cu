@@ -196,6 +196,14 @@ static lt_plan *plan_of(pp_lt *lt, const lt_key *k, const pp_lt_epilogue *e)
     memset(p, 0, sizeof *p);
     p->key = *k;
     p->ok = plan_make(lt, p, e);
+    /* PP_LT_VERBOSE=1 says, once per problem, whether cuBLASLt offered an
+     * algorithm: the way to see on a real GPU that the fusions happen. */
+    if (getenv("PP_LT_VERBOSE"))
+        fprintf(stderr, "ppvm: cuBLASLt %s epilogue %s, %s, %dx%dx%d%s\n",
+                p->ok ? "fuses" : "offers no algorithm for",
+                k->kind == PP_LT_BIAS ? "bias" : k->kind == PP_LT_GELU_AUX_BIAS ? "gelu_aux_bias"
+                                                                               : "dgelu",
+                k->bf16 ? "bf16" : "fp32", k->M, k->N, k->K, k->has_c ? ", + c" : "");
     if (!p->ok) { /* keep the answer, not the descriptors */
         plan_free(p);
         p->key = *k;
