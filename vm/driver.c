@@ -181,10 +181,11 @@ static void run_timed(pp_run *run, const pp_backend *be, void *st, pp_vmbench *b
 {
     const pp_plan *p = run->p;
     pp_vmbench_step_begin(bench, run->step, run->opts->steps); /* (no --resume: refused) */
+    run->waited_ns = 0;
     for (uint32_t i = 0; i < p->ninstr; i++) {
         pp_guard_instr(i, &p->code[i]);
         be->exec(st, &p->code[i]);
-        pp_vmbench_tick(bench, p->code[i].op);
+        pp_vmbench_tick(bench, p->code[i].op, &run->waited_ns);
     }
 }
 

@@ -140,7 +140,8 @@ static int tag_of(const pp_plan *p, int s, int b, int kind)
 static void wait_weight_sends(vm *v)
 {
     if (v->nwsend)
-        mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE)));
     v->nwsend = 0;
 }
 
@@ -149,7 +150,7 @@ static void *slot_ptr(vm *v, int k)
     if (k < 0)
         return NULL;
     if (v->req[k] != MPI_REQUEST_NULL)
-        mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
+        PP_WAITED(v->nc, &v->run->waited_ns, mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE)));
     return v->slot[k];
 }
 
@@ -307,15 +308,20 @@ static void exec(vm *v, const pp_instr *in)
     case PP_OP_RecvActivation:
     case PP_OP_RecvGrad: {
         int kind = in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD;
-        mpiCheck(MPI_Recv(slot_ptr(v, pp_slot(in, PP_ROLE_DST)), msg_bytes(v, act), MPI_BYTE, in->peer,
-                          tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        void *dst = slot_ptr(v, pp_slot(in, PP_ROLE_DST));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Recv(dst, msg_bytes(v, act), MPI_BYTE, in->peer,
+                                    tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
         break;
     }
-    case PP_OP_FetchWeights:
-        mpiCheck(MPI_Recv(slot_ptr(v, pp_slot(in, PP_ROLE_WTS)), msg_bytes(v, pp_stage_compute_bytes(m, S, s)),
-                          MPI_BYTE, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
-                          MPI_STATUS_IGNORE));
+    case PP_OP_FetchWeights: {
+        void *wts = slot_ptr(v, pp_slot(in, PP_ROLE_WTS));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Recv(wts, msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
+                                    in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                                    MPI_STATUS_IGNORE)));
         break;
+    }
     case PP_OP_SendWeights: /* at most the plan's count in flight: wsend_cap */
         mpiCheck(MPI_Isend(v->compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
                            in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
@@ -345,8 +351,9 @@ static void exec(vm *v, const pp_instr *in)
             pp_determ_recv(v->det, s, in->peer, g);
             break;
         }
-        mpiCheck(MPI_Recv(tmp, msg_floats(v, n), MPI_FLOAT, in->peer, tag_of(p, s, -1, TAG_WGRAD),
-                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Recv(tmp, msg_floats(v, n), MPI_FLOAT, in->peer,
+                                    tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
         for (size_t i = 0; !v->nc && i < n; i++)
             g[i] += tmp[i];
         break;
@@ -356,8 +363,10 @@ static void exec(vm *v, const pp_instr *in)
             pp_determ_reduce(v->det, s, v->comm[in->group], v->grads[s]);
             break;
         }
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], msg_floats(v, pp_stage_param_count(m, S, s)),
-                               MPI_FLOAT, MPI_SUM, v->comm[in->group]));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s],
+                                         msg_floats(v, pp_stage_param_count(m, S, s)), MPI_FLOAT,
+                                         MPI_SUM, v->comm[in->group])));
         break;
     case PP_OP_Overlap: /* run the pair's two jobs in turn (see the header) */
         v->pair_left = 2;

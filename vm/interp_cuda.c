@@ -102,6 +102,7 @@
 #include "check.h"
 #include "profile.h"
 #include "transport_cuda.h"
+#include "vmbench.h"
 
 /* The run in progress, for the fatal hook. */
 static cuda_vm *running;
@@ -604,10 +605,15 @@ static const struct timespec nap = {0, 50 * 1000};
  * every rank, for ever, whatever --timeout says. */
 void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
 {
+    uint64_t t0 = 0; /* --no-compute: when the first query found the GPU busy */
     for (;;) {
         cudaError_t rc = cudaEventQuery(ev);
+        if (rc == cudaSuccess && t0)
+            v->run->waited_ns += pp_vmbench_now() - t0;
         if (rc == cudaSuccess)
             return;
+        if (!t0 && v->opts->no_compute)
+            t0 = pp_vmbench_now();
         if (rc != cudaErrorNotReady)
             cuda_check(rc, what, __FILE__, __LINE__); /* a kernel's fault surfaces here */
         char awaited[160];

@@ -237,7 +237,8 @@ void cvm_transport_abort(cuda_vm *v)
 static void wait_weight_sends(cuda_vm *v)
 {
     if (v->nwsend)
-        mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE));
+        PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+                  mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE)));
     v->nwsend = 0;
 }
 
@@ -247,7 +248,8 @@ static void wait_weight_sends(cuda_vm *v)
 static void staging_claim(cuda_vm *v, cvm_staging *h, int stage_buffer)
 {
     if (h->req != MPI_REQUEST_NULL)
-        mpiCheck(MPI_Wait(&h->req, MPI_STATUS_IGNORE));
+        PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+                  mpiCheck(MPI_Wait(&h->req, MPI_STATUS_IGNORE)));
     if (stage_buffer)
         wait_weight_sends(v);
     /* polled, not cudaEventSynchronize: a stalled GPU must meet --timeout */
@@ -339,7 +341,9 @@ static void recv(cuda_vm *v, int st, int peer, int tag, void *dev, size_t bytes,
         return;
     }
     staging_claim(v, h, 0);
-    mpiCheck(MPI_Recv(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+              mpiCheck(MPI_Recv(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                                MPI_STATUS_IGNORE)));
     copy_in(v, h, dev, bytes, d, st);
 }
 
@@ -390,7 +394,9 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
     staging_claim(v, h, 1);
     v->stage_has_params[s] = 0; /* the buffer is about to hold gradients */
     copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM, v->group_mpi[g]));
+    PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM,
+                                     v->group_mpi[g])));
     copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
 }
 

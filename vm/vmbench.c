@@ -2,7 +2,8 @@
  * vm/README.md "Benchmark mode"): per opcode, the instructions run and
  * their time, summed over every rank on rank 0, which prints each opcode's
  * and each family's count per step and ns per instruction (the mean over
- * all ranks' instructions, and the mean of the rank where it is highest). */
+ * all ranks' instructions, of it the time blocked in calls that wait for
+ * a peer or the device, and the mean of the rank where it is highest). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,18 +94,18 @@ static void rank_means(const pp_vmbench *b, double *op_mean, double *fam_mean)
         fam_mean[f] = fn[f] ? (double)fns[f] / (double)fn[f] : -1;
 }
 
-static void row(const char *family, const char *op, uint64_t n, uint64_t ns, double slowest,
-                int steps)
+static void row(const char *family, const char *op, uint64_t n, uint64_t ns, uint64_t wait,
+                double slowest, int steps)
 {
-    printf("%-12s %-15s %10llu %10.1f %12.1f\n", family, op, (unsigned long long)(n / steps),
-           n ? (double)ns / (double)n : 0.0, slowest);
+    printf("%-12s %-15s %10llu %10.1f %10.1f %12.1f\n", family, op, (unsigned long long)(n / steps),
+           n ? (double)ns / (double)n : 0.0, n ? (double)wait / (double)n : 0.0, slowest);
 }
 
 void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
 {
     /* per opcode, then per family, then all: the means of this rank */
     double mine[PP_OP_COUNT + FAM_COUNT + 1], worst[PP_OP_COUNT + FAM_COUNT + 1];
-    uint64_t n[PP_OP_COUNT], ns[PP_OP_COUNT], all_n = 0, all_ns = 0;
+    uint64_t n[PP_OP_COUNT], ns[PP_OP_COUNT], wait[PP_OP_COUNT], all_n = 0, all_ns = 0;
     rank_means(b, mine, mine + PP_OP_COUNT);
     for (int op = 0; op < PP_OP_COUNT; op++) {
         all_n += b->n[op];
@@ -115,6 +116,7 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
     double step = b->steps ? (double)b->step_ns / b->steps : 0, step_max = 0;
     mpiCheck(MPI_Reduce(b->n, n, PP_OP_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(b->ns, ns, PP_OP_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Reduce(b->wait, wait, PP_OP_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(mine, worst, PP_OP_COUNT + FAM_COUNT + 1, MPI_DOUBLE, MPI_MAX, 0,
                         MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(&step, &step_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
@@ -131,23 +133,26 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
            world, world == 1 ? "" : "s", b->steps, b->steps == 1 ? "" : "s",
            b->steps > 1 || b->steps == 0 ? " (the first step warms up and is not)" : "",
            PP_NO_COMPUTE_MSG_BYTES, clock_cost());
-    printf("%-12s %-15s %10s %10s %12s\n", "family", "opcode", "per step", "ns/instr",
-           "slowest rank");
+    printf("%-12s %-15s %10s %10s %10s %12s\n", "family", "opcode", "per step", "ns/instr",
+           "waiting", "slowest rank");
     for (int f = 0; f < FAM_COUNT; f++)
         for (int op = 0; op < PP_OP_COUNT; op++)
             if (family_of(op) == f && n[op])
-                row(family_name[f], pp_op_name(op), n[op], ns[op], worst[op], steps);
-    uint64_t fn[FAM_COUNT] = {0}, fns[FAM_COUNT] = {0}, tn = 0, tns = 0;
+                row(family_name[f], pp_op_name(op), n[op], ns[op], wait[op], worst[op], steps);
+    uint64_t fn[FAM_COUNT] = {0}, fns[FAM_COUNT] = {0}, fw[FAM_COUNT] = {0}, tn = 0, tns = 0,
+             tw = 0;
     for (int op = 0; op < PP_OP_COUNT; op++) {
         fn[family_of(op)] += n[op];
         fns[family_of(op)] += ns[op];
+        fw[family_of(op)] += wait[op];
         tn += n[op];
         tns += ns[op];
+        tw += wait[op];
     }
     for (int f = 0; f < FAM_COUNT; f++)
         if (fn[f])
-            row(family_name[f], "*", fn[f], fns[f], worst[PP_OP_COUNT + f], steps);
-    row("all", "*", tn, tns, worst[PP_OP_COUNT + FAM_COUNT], steps);
+            row(family_name[f], "*", fn[f], fns[f], fw[f], worst[PP_OP_COUNT + f], steps);
+    row("all", "*", tn, tns, tw, worst[PP_OP_COUNT + FAM_COUNT], steps);
     printf("plan: %llu instructions a step on all ranks (the busiest rank %llu); step time "
            "%.1f us (slowest rank), %.1f ns per instruction of the busiest rank\n",
            sum_instr, max_instr, step_max * 1e-3, max_instr ? step_max / max_instr : 0.0);

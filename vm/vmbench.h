@@ -25,6 +25,7 @@
 typedef struct {
     uint64_t n[PP_OP_COUNT];  /* instructions run, counted steps only */
     uint64_t ns[PP_OP_COUNT]; /* their time, in ns */
+    uint64_t wait[PP_OP_COUNT]; /* of it, blocked waiting (pp_run's waited_ns) */
     uint64_t step_ns;         /* the counted steps' wall time on this rank, in ns */
     int steps;                /* steps counted */
     int counting;             /* the step in progress is counted */
@@ -44,16 +45,30 @@ static inline uint64_t pp_vmbench_now(void)
  * connections, the first touches of every buffer fault its pages). */
 void pp_vmbench_step_begin(pp_vmbench *b, int step, int steps);
 
-/* After each instruction: its time since the previous read, to its opcode. */
-static inline void pp_vmbench_tick(pp_vmbench *b, int op)
+/* After each instruction: its time since the previous read, and what of it
+ * the backend spent blocked (*waited, which this takes), to its opcode. */
+static inline void pp_vmbench_tick(pp_vmbench *b, int op, unsigned long long *waited)
 {
     uint64_t now = pp_vmbench_now();
     if (b->counting) {
         b->n[op]++;
         b->ns[op] += now - b->last;
+        b->wait[op] += *waited;
     }
+    *waited = 0;
     b->last = now;
 }
+
+/* A backend's blocking call, timed into *waited in --no-compute mode (on):
+ * PP_WAITED(on, &run->waited_ns, MPI_Recv(...)). Two clock reads, only
+ * in that mode. */
+#define PP_WAITED(on, waited, call)                                                                \
+    do {                                                                                           \
+        uint64_t pp_w0_ = (on) ? pp_vmbench_now() : 0;                                             \
+        call;                                                                                      \
+        if (on)                                                                                    \
+            *(waited) += pp_vmbench_now() - pp_w0_;                                                \
+    } while (0)
 
 /* After the step's end (the backend's end_step, which waits for every
  * send): the step's wall time. */
