@@ -24,6 +24,10 @@
  * the watchdog (--timeout) ends its rank with 1, a second signal or
  * --grace with 128 + N (_exit, vm/guard.c).
  *
+ * --no-compute is the interpreter's benchmark mode (vm/vmbench.h): no
+ * kernel, 4-byte messages, each instruction timed; it refuses the flags
+ * that need a trained model, a loss or measured costs (check_no_compute).
+ *
  * --checkpoint-dir/--checkpoint-every/--checkpoint-keep, --resume and
  * --reshard are vm/checkpoint.c's (checked together here).
  *
