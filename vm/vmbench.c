@@ -58,6 +58,7 @@ const char *pp_vmbench_family(int op)
 void pp_vmbench_step_begin(pp_vmbench *b, int step, int steps)
 {
     b->counting = steps < 2 || step > 0;
+    b->warmed |= !b->counting;
     b->start = b->last = pp_vmbench_now();
 }
 
@@ -131,8 +132,13 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
     printf("no-compute: %d rank%s, %d step%s counted%s; no kernel ran and every message was "
            "%d bytes; one clock read (%.1f ns) is inside each instruction's time\n",
            world, world == 1 ? "" : "s", b->steps, b->steps == 1 ? "" : "s",
-           b->steps > 1 || b->steps == 0 ? " (the first step warms up and is not)" : "",
+           b->warmed ? " (the first step warms up and is not)" : "",
            PP_NO_COMPUTE_MSG_BYTES, clock_cost());
+    if (!b->steps) {
+        printf("no step ran: nothing was counted\n");
+        fflush(stdout);
+        return;
+    }
     printf("%-12s %-15s %10s %10s %10s %12s\n", "family", "opcode", "per step", "ns/instr",
            "waiting", "slowest rank");
     for (int f = 0; f < FAM_COUNT; f++)

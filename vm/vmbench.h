@@ -29,6 +29,7 @@ typedef struct {
     uint64_t step_ns;         /* the counted steps' wall time on this rank, in ns */
     int steps;                /* steps counted */
     int counting;             /* the step in progress is counted */
+    int warmed;               /* a first step ran uncounted */
     uint64_t start;           /* the clock at the step's start */
     uint64_t last;            /* the clock at the last read */
 } pp_vmbench;

@@ -1,8 +1,8 @@
 /* test_vmbench.c - ppvm --no-compute, the interpreter's benchmark mode
  * (vm/vmbench.h, vm/README.md "Benchmark mode"): what it prints (step
  * lines without a loss, then a table of ns per instruction by opcode and
- * family), that its counters add up to the plans' instructions, opcode by
- * opcode, on one rank and under mpirun on 2 and 4 ranks (transfers,
+ * family; with no step, none), that its counters add up to the plans'
+ * instructions, opcode by opcode, on one rank and under mpirun on 2 and 4 ranks (transfers,
  * weights, collectives, groups), and its error paths: the flags it does
  * not go with, PP_INJECT_NAN, and ranks started in different modes.
  *
@@ -140,6 +140,14 @@ START_TEST(one_rank)
         out = run_expect(cmd, 0);
         check_table(out, dir, 1, 1);
         ck_assert_msg(!strstr(out, "\nstep "), "--quiet printed step lines:\n%s", out);
+        free(out);
+        /* no step: nothing counted, no table */
+        snprintf(cmd, sizeof cmd, "%s/bin/%s --no-compute --steps 0 %s/plan/rank0.bin", PP_ROOT,
+                 PPVM, dir);
+        out = run_expect(cmd, 0);
+        ck_assert_msg(strstr(out, "no-compute: 1 rank, 0 steps counted;") &&
+                      strstr(out, "\nno step ran: nothing was counted\n") &&
+                      !strstr(out, "\nfamily "), "%s", out);
         free(out);
         remove_dir(dir);
     }
