@@ -82,7 +82,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden torch-orders bench gpu-bench standin-test oracle fuzz harnesses torch-csv-check
+.PHONY: all deps check test demo clean golden torch-orders bench bench-interp gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -286,6 +286,7 @@ bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
 	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
 bench: bin/sim_bench bin/model_bench bin/plan_mutate all
+	$(MAKE) --no-print-directory bench-interp
 	./bin/sim_bench $(CURDIR)
 	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 	bash tests/bench/demo_bench.sh
@@ -293,6 +294,13 @@ bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	bash tests/bench/soak.sh $(CURDIR)
 	bash tests/bench/determ_bench.sh
 	bash tests/bench/mutate.sh
+
+# The interpreter's own cost per instruction (issue 18 part 3): ppvm
+# --no-compute on 1, 2 and 4 ranks (tests/bench/interp_bench.sh). BACKEND=cuda
+# for the cuda backend's host-side cost (on a GPU; PPVM=bin/ppvm-standin
+# PP_STANDIN_GPUS=4 runs it on the stand-ins); TRANSPORT, B, STEPS, RANKS too.
+bench-interp: all
+	BACKEND=$(or $(BACKEND),cpu) bash tests/bench/interp_bench.sh
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).

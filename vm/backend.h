@@ -72,6 +72,9 @@ typedef struct {
     int done;          /* steps trained so far: --resume's step, then each step's end */
     double t0;         /* MPI_Wtime() at its start: the cuda watchdog's origin */
     pp_profile *prof;  /* --profile, or NULL */
+    /* --no-compute (vm/vmbench.h): ns the backend spent blocked in calls
+     * that wait for a peer or the device since the driver last took it */
+    unsigned long long waited_ns;
 } pp_run;
 
 /* A number that was not finite, as a backend found it inside a step. */

@@ -24,6 +24,7 @@
 #include "guard.h"
 #include "profile.h"
 #include "vm.h"
+#include "vmbench.h"
 #include "weights.h"
 
 void pp_vm_error(int rank, const char *fmt, ...)
@@ -173,7 +174,23 @@ static int stop(pp_run *run, const pp_backend *be, void *st, int sig, int *saved
  * checkpoint could not be written (said); or the stop signal's number on
  * every rank when one was received (rank 0 says so) and the step it ended
  * in is done. */
-static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agreement, MPI_Op agree)
+/* --no-compute: the step's instructions, each timed to its opcode (one
+ * clock read after each, vmbench.h); the first step of several warms up
+ * and is not counted. */
+static void run_timed(pp_run *run, const pp_backend *be, void *st, pp_vmbench *bench)
+{
+    const pp_plan *p = run->p;
+    pp_vmbench_step_begin(bench, run->step, run->opts->steps); /* (no --resume: refused) */
+    run->waited_ns = 0;
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        pp_guard_instr(i, &p->code[i]);
+        be->exec(st, &p->code[i]);
+        pp_vmbench_tick(bench, p->code[i].op, &run->waited_ns);
+    }
+}
+
+static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agreement, MPI_Op agree,
+                 pp_vmbench *bench)
 {
     const pp_plan *p = run->p;
     const pp_train_opts *opts = run->opts;
@@ -191,20 +208,31 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
             return stop(run, be, st, any, &saved);
         pp_guard_phase(PP_AT_STEP, run->step);
         run->t0 = MPI_Wtime();
-        for (uint32_t i = 0; i < p->ninstr; i++) {
-            pp_guard_instr(i, &p->code[i]);
-            be->exec(st, &p->code[i]);
-        }
+        if (bench) /* --no-compute: each instruction timed (vmbench.h) */
+            run_timed(run, be, st, bench);
+        else
+            for (uint32_t i = 0; i < p->ninstr; i++) {
+                pp_guard_instr(i, &p->code[i]);
+                be->exec(st, &p->code[i]);
+            }
         pp_guard_phase(PP_AT_STEP_END, run->step);
         double mine_loss = be->end_step(st);
+        if (bench)
+            pp_vmbench_step_end(bench);
         pp_nonfinite found;
         find_nonfinite(be, st, mine_loss, &found);
+        if (bench) /* no number was computed: nothing to find */
+            found = (pp_nonfinite){.kind = PP_NF_NONE, .stage = -1, .mb = -1};
         double mine[AG_N] = {mine_loss, MPI_Wtime() - run->t0, pp_guard_signal(),
                              finding_key(p, &found, run->me)};
         double all[AG_N];
         mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
         double loss = all[AG_LOSS], dt = all[AG_TIME];
-        if (run->me == 0 && !opts->quiet) {
+        if (run->me == 0 && !opts->quiet && bench) { /* no loss: none was computed */
+            printf("step %4d/%d  no compute  time %8.3f ms  instructions %u on rank 0\n",
+                   run->step + 1, opts->steps, dt * 1e3, p->ninstr);
+            fflush(stdout);
+        } else if (run->me == 0 && !opts->quiet) {
             printf("step %4d/%d  loss %.*f  time %8.2f ms  samples/s %10.0f\n", run->step + 1,
                    opts->steps, opts->loss_digits, loss / predictions, dt * 1e3, samples / dt);
             fflush(stdout);
@@ -301,12 +329,30 @@ static const char *unsupported(const pp_train_opts *opts, const pp_backend *be)
                  "updates (use --backend cpu)", be->name);
         return why;
     }
+    if (getenv("PP_INJECT_NAN") && opts->no_compute) {
+        snprintf(why, sizeof why, "PP_INJECT_NAN: --no-compute computes nothing to put a NaN "
+                 "into (unset it, or drop --no-compute)");
+        return why;
+    }
     if (getenv("PP_INJECT_NAN") && !be->nonfinite) {
         snprintf(why, sizeof why, "PP_INJECT_NAN: the %s backend has no such test hook (use "
                  "--backend cpu)", be->name);
         return why;
     }
     return NULL;
+}
+
+/* Every rank runs in the same mode: a rank of --no-compute moves 4-byte
+ * messages, which a rank that computes would refuse as truncated (MPI's
+ * error, ending the run without saying why). Collective; 1 when they do,
+ * else 0 on every rank, rank 0 saying so. */
+static int same_mode(const pp_run *run)
+{
+    int mine[2] = {run->opts->no_compute, -run->opts->no_compute}, most[2];
+    mpiCheck(MPI_Allreduce(mine, most, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return pp_vm_all_ok(most[0] == -most[1], run->me,
+                        "--no-compute was given to some ranks and not to others (expected one "
+                        "command line for every rank)");
 }
 
 int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
@@ -319,6 +365,9 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     const char *why = unsupported(opts, be);
     if (!pp_vm_all_ok(why == NULL, run.me, why ? why : ""))
         return 1;
+    if (!same_mode(&run))
+        return 1;
+    pp_vmbench counters = {.steps = 0}, *bench = opts->no_compute ? &counters : NULL;
     void *st = be->create(&run, err, sizeof err);
     if (!pp_vm_all_ok(st != NULL, run.me, err)) {
         if (st)
@@ -345,8 +394,10 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     print_memory(&run, be->allocated(st));
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))
         goto out;
-    trained = train(&run, be, st, agreement, agree);
+    trained = train(&run, be, st, agreement, agree, bench);
     pp_guard_phase(PP_AT_FINISH, run.step);
+    if (bench && trained == 0) /* every rank alike: the step loop's agreement */
+        pp_vmbench_report(bench, p, run.me, (int)p->world);
     if (trained < 0) {
         pp_profile_discard(run.prof);
         goto out;

@@ -47,7 +47,14 @@
  * (STAGE, MB) at step STEP (from 1): WHERE out (the default) into its
  * Forward's loss on the last stage, else its output's first element; din
  * into the input gradient its Backward or BackwardInput writes; wgrad into
- * the weight gradients its Backward or BackwardWeight adds to. */
+ * the weight gradients its Backward or BackwardWeight adds to.
+ *
+ * --no-compute (issue 18, vm/vmbench.h): the benchmark mode of the
+ * interpreter's own cost. Every instruction still looks up its slots
+ * (waiting for sends in flight from them), posts its transfers and
+ * collectives and waits for weight sends before an OptimizerStep, but no
+ * kernel body runs (no microbatch, forward, backward, zeroing, gradient
+ * sum, finiteness check or update) and every message is one float. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +66,7 @@
 #include "determ.h"
 #include "profile.h"
 #include "vm.h"
+#include "vmbench.h"
 
 typedef struct {
     pp_run *run;             /* the driver's: the step in progress, --profile */
@@ -85,6 +93,7 @@ typedef struct {
     const pp_instr **deferred; /* --skip-nonfinite: the step's OptimizerSteps, until commit */
     int ndeferred;
     pp_determ *det;          /* --deterministic (vm/determ.h), else NULL */
+    int nc;                  /* --no-compute (vm/vmbench.h): no kernel body, 4-byte messages */
     unsigned long long det_bytes; /* its per-microbatch gradients: part of allocated */
 } vm;
 
@@ -131,7 +140,8 @@ static int tag_of(const pp_plan *p, int s, int b, int kind)
 static void wait_weight_sends(vm *v)
 {
     if (v->nwsend)
-        mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE)));
     v->nwsend = 0;
 }
 
@@ -140,7 +150,7 @@ static void *slot_ptr(vm *v, int k)
     if (k < 0)
         return NULL;
     if (v->req[k] != MPI_REQUEST_NULL)
-        mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
+        PP_WAITED(v->nc, &v->run->waited_ns, mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE)));
     return v->slot[k];
 }
 
@@ -161,6 +171,19 @@ static const void *weights_of(vm *v, int s, int slot)
 static float *grads_of(vm *v, int s, int slot)
 {
     return slot >= 0 ? slot_ptr(v, slot) : v->grads[s];
+}
+
+/* A message of `bytes` as sent: --no-compute moves one float
+ * (PP_NO_COMPUTE_MSG_BYTES) or less, both sides alike. */
+static int msg_bytes(const vm *v, size_t bytes)
+{
+    return (int)(v->nc && bytes > PP_NO_COMPUTE_MSG_BYTES ? PP_NO_COMPUTE_MSG_BYTES : bytes);
+}
+
+/* The same in floats, for the weight-gradient messages. */
+static int msg_floats(const vm *v, size_t n)
+{
+    return msg_bytes(v, n * sizeof(float)) / (int)sizeof(float);
 }
 
 /* Stage s's update from its summed gradients (which it zeroes). */
@@ -211,16 +234,21 @@ static void exec(vm *v, const pp_instr *in)
     if (pp_op(in->op)->kind == PP_KIND_COMPUTE && v->pair_left > 0 && --v->pair_left == 0)
         work = (char *)v->work + v->work_stride; /* the pair's second job */
     switch ((pp_opcode)in->op) {
-    case PP_OP_LoadMicroBatch:
-        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, slot_ptr(v, pp_slot(in, PP_ROLE_TOKENS)));
+    case PP_OP_LoadMicroBatch: {
+        void *tokens = slot_ptr(v, pp_slot(in, PP_ROLE_TOKENS));
+        if (!v->nc)
+            pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, tokens);
         break;
+    }
     case PP_OP_Forward: {
         const void *x = slot_ptr(v, pp_slot(in, PP_ROLE_IN));
         void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
         float *out = slot_ptr(v, pp_slot(in, PP_ROLE_OUT));
         const int32_t *tgt = slot_ptr(v, pp_slot(in, PP_ROLE_TGT));
-        double loss = pp_stage_forward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), x, tgt,
-                                       stash, work, out);
+        const void *w = weights_of(v, s, pp_slot(in, PP_ROLE_WTS));
+        if (v->nc)
+            break;
+        double loss = pp_stage_forward(m, S, s, w, x, tgt, stash, work, out);
         if (inject_here(v, in, INJECT_OUT)) {
             if (s == S - 1)
                 loss = NAN;
@@ -237,8 +265,10 @@ static void exec(vm *v, const pp_instr *in)
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
         float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
-        pp_stage_backward(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), g, stash, work,
-                          dout, din, pp_loss_scale(m, (int)p->B));
+        const void *w = weights_of(v, s, pp_slot(in, PP_ROLE_WTS));
+        if (v->nc)
+            break;
+        pp_stage_backward(m, S, s, w, g, stash, work, dout, din, pp_loss_scale(m, (int)p->B));
         inject_grads(v, in, din, g);
         check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
         wjob_done(v, s, b);
@@ -248,15 +278,20 @@ static void exec(vm *v, const pp_instr *in)
         void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
         const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
         float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
-        pp_stage_backward_input(m, S, s, weights_of(v, s, pp_slot(in, PP_ROLE_WTS)), stash, work, dout,
-                                din, pp_loss_scale(m, (int)p->B));
+        const void *w = weights_of(v, s, pp_slot(in, PP_ROLE_WTS));
+        if (v->nc)
+            break;
+        pp_stage_backward_input(m, S, s, w, stash, work, dout, din, pp_loss_scale(m, (int)p->B));
         inject_grads(v, in, din, NULL);
         check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
         break;
     }
     case PP_OP_BackwardWeight: {
         float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
-        pp_stage_backward_weight(m, S, s, g, slot_ptr(v, pp_slot(in, PP_ROLE_STASH)), work);
+        void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
+        if (v->nc)
+            break;
+        pp_stage_backward_weight(m, S, s, g, stash, work);
         inject_grads(v, in, NULL, g);
         wjob_done(v, s, b);
         break;
@@ -266,30 +301,38 @@ static void exec(vm *v, const pp_instr *in)
         int k = pp_slot(in, PP_ROLE_SRC);
         int kind = in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD;
         slot_ptr(v, k); /* at most one send in flight per slot */
-        mpiCheck(MPI_Isend(v->slot[k], (int)act, MPI_BYTE, in->peer, tag_of(p, s, b, kind),
+        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, act), MPI_BYTE, in->peer, tag_of(p, s, b, kind),
                            MPI_COMM_WORLD, &v->req[k]));
         break;
     }
     case PP_OP_RecvActivation:
     case PP_OP_RecvGrad: {
         int kind = in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD;
-        mpiCheck(MPI_Recv(slot_ptr(v, pp_slot(in, PP_ROLE_DST)), (int)act, MPI_BYTE, in->peer,
-                          tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        void *dst = slot_ptr(v, pp_slot(in, PP_ROLE_DST));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Recv(dst, msg_bytes(v, act), MPI_BYTE, in->peer,
+                                    tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
         break;
     }
-    case PP_OP_FetchWeights:
-        mpiCheck(MPI_Recv(slot_ptr(v, pp_slot(in, PP_ROLE_WTS)), (int)pp_stage_compute_bytes(m, S, s),
-                          MPI_BYTE, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
-                          MPI_STATUS_IGNORE));
+    case PP_OP_FetchWeights: {
+        void *wts = slot_ptr(v, pp_slot(in, PP_ROLE_WTS));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Recv(wts, msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
+                                    in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                                    MPI_STATUS_IGNORE)));
         break;
+    }
     case PP_OP_SendWeights: /* at most the plan's count in flight: wsend_cap */
-        mpiCheck(MPI_Isend(v->compute[s], (int)pp_stage_compute_bytes(m, S, s), MPI_BYTE,
+        mpiCheck(MPI_Isend(v->compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
                            in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
                            &v->wsend[v->nwsend++]));
         break;
-    case PP_OP_ZeroGrads:
-        memset(slot_ptr(v, pp_slot(in, PP_ROLE_WGRAD)), 0, pp_stage_param_count(m, S, s) * sizeof(float));
+    case PP_OP_ZeroGrads: {
+        void *g = slot_ptr(v, pp_slot(in, PP_ROLE_WGRAD));
+        if (!v->nc)
+            memset(g, 0, pp_stage_param_count(m, S, s) * sizeof(float));
         break;
+    }
     case PP_OP_SendWeightGrad: {
         int k = pp_slot(in, PP_ROLE_WGRAD);
         if (v->det && pp_determ_tracks(v->det, s)) {
@@ -297,7 +340,7 @@ static void exec(vm *v, const pp_instr *in)
             break;
         }
         slot_ptr(v, k);
-        mpiCheck(MPI_Isend(v->slot[k], (int)pp_stage_param_count(m, S, s), MPI_FLOAT, in->peer,
+        mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, pp_stage_param_count(m, S, s)), MPI_FLOAT, in->peer,
                            tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
         break;
     }
@@ -308,9 +351,10 @@ static void exec(vm *v, const pp_instr *in)
             pp_determ_recv(v->det, s, in->peer, g);
             break;
         }
-        mpiCheck(MPI_Recv(tmp, (int)n, MPI_FLOAT, in->peer, tag_of(p, s, -1, TAG_WGRAD),
-                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        for (size_t i = 0; i < n; i++)
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Recv(tmp, msg_floats(v, n), MPI_FLOAT, in->peer,
+                                    tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
+        for (size_t i = 0; !v->nc && i < n; i++)
             g[i] += tmp[i];
         break;
     }
@@ -319,8 +363,10 @@ static void exec(vm *v, const pp_instr *in)
             pp_determ_reduce(v->det, s, v->comm[in->group], v->grads[s]);
             break;
         }
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s], (int)pp_stage_param_count(m, S, s),
-                               MPI_FLOAT, MPI_SUM, v->comm[in->group]));
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->grads[s],
+                                         msg_floats(v, pp_stage_param_count(m, S, s)), MPI_FLOAT,
+                                         MPI_SUM, v->comm[in->group])));
         break;
     case PP_OP_Overlap: /* run the pair's two jobs in turn (see the header) */
         v->pair_left = 2;
@@ -332,6 +378,10 @@ static void exec(vm *v, const pp_instr *in)
          * executions the group allows, so MPI needs no bracket. */
         break;
     case PP_OP_OptimizerStep:
+        if (v->nc) { /* no update; the waits it makes for weight sends stay */
+            wait_weight_sends(v);
+            break;
+        }
         if (v->det && pp_determ_tracks(v->det, s))
             pp_determ_finish(v->det, s); /* the gradients summed in microbatch order */
         check_finite(v, v->grads[s], pp_stage_param_count(m, S, s), PP_NF_WEIGHT_GRAD, s, -1);
@@ -502,7 +552,8 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory allocating weights and slots");
         return NULL;
     }
-    *v = (vm){.run = run, .p = run->p, .ds = run->ds, .opts = run->opts};
+    *v = (vm){.run = run, .p = run->p, .ds = run->ds, .opts = run->opts,
+              .nc = run->opts->no_compute};
     if (setup(v)) {
         snprintf(err, errlen, "out of memory allocating weights and slots");
         goto fail;

@@ -87,7 +87,12 @@
  * NCCL with more ranks than GPUs on a node, out of memory) are the
  * backend's create failing: the driver has all ranks agree on them before
  * anything collective, every rank returns 1, and the lowest failing rank
- * says why. */
+ * says why.
+ *
+ * --no-compute (issue 18, vm/vmbench.h): every instruction still takes its
+ * operands, waits for and records their events, issues its transfers (one
+ * float each, NCCL or MPI with its staging copies) and groups, but launches
+ * no kernel and makes no microbatch: the host's own cost per instruction. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,6 +102,7 @@
 #include "check.h"
 #include "profile.h"
 #include "transport_cuda.h"
+#include "vmbench.h"
 
 /* The run in progress, for the fatal hook. */
 static cuda_vm *running;
@@ -429,6 +435,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
     int S = (int)p->S, s = in->stage, n = 0;
+    int nc = v->opts->no_compute; /* vm/vmbench.h: every operand and event, no kernel */
     /* the lane: COMPUTE, or COMPUTE2 for the second job of a pair */
     int lane = ST_COMPUTE, pair_pos = 0;
     if (pp_op(in->op)->kind == PP_KIND_COMPUTE && v->pair_left > 0) {
@@ -447,10 +454,12 @@ static void exec(cuda_vm *v, const pp_instr *in)
         /* the last copy out of this pinned buffer (a step ago) is done;
          * polled, so even this wait meets the watchdog */
         cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
-        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, v->tok_host[b]);
+        if (!nc)
+            pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, v->tok_host[b]);
         compute_begin(v, d, n, lane);
-        cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
-                                  cudaMemcpyHostToDevice, cs));
+        if (!nc)
+            cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
+                                      cudaMemcpyHostToDevice, cs));
         cudaCheck(cudaEventRecord(v->tok_ev[b], cs));
         break;
     }
@@ -462,8 +471,9 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
-        pp_cuda_stage_forward(cm, m, S, s, w, x, tgt, stash, work, out,
-                              pp_loss_scale(m, (int)p->B));
+        if (!nc)
+            pp_cuda_stage_forward(cm, m, S, s, w, x, tgt, stash, work, out,
+                                  pp_loss_scale(m, (int)p->B));
         prof_mark(v, in, 1, lane);
         break;
     }
@@ -475,7 +485,8 @@ static void exec(cuda_vm *v, const pp_instr *in)
         float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
-        pp_cuda_stage_backward(cm, m, S, s, w, g, stash, work, dout, din);
+        if (!nc)
+            pp_cuda_stage_backward(cm, m, S, s, w, g, stash, work, dout, din);
         prof_mark(v, in, 1, lane);
         break;
     }
@@ -486,7 +497,8 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
-        pp_cuda_stage_backward_input(cm, m, S, s, w, stash, work, dout, din);
+        if (!nc)
+            pp_cuda_stage_backward_input(cm, m, S, s, w, stash, work, dout, din);
         prof_mark(v, in, 1, lane);
         break;
     }
@@ -495,14 +507,16 @@ static void exec(cuda_vm *v, const pp_instr *in)
         float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
-        pp_cuda_stage_backward_weight(cm, m, S, s, g, stash, work);
+        if (!nc)
+            pp_cuda_stage_backward_weight(cm, m, S, s, g, stash, work);
         prof_mark(v, in, 1, lane);
         break;
     }
     case PP_OP_ZeroGrads: {
         void *g = use_slot(v, pp_slot(in, PP_ROLE_WGRAD), d, &n);
         compute_begin(v, d, n, lane);
-        cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(m, S, s) * sizeof(float), cs));
+        if (!nc)
+            cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(m, S, s) * sizeof(float), cs));
         break;
     }
     case PP_OP_RecvWeightGrad: {
@@ -510,7 +524,8 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const float *tmp = use_slot(v, pp_slot(in, PP_ROLE_TMP), d, &n);
         float *g = use_grads(v, s, -1, d, &n);
         compute_begin(v, d, n, lane);
-        cudaCheck(pp_cu_add(g, tmp, pp_stage_param_count(m, S, s), cs));
+        if (!nc)
+            cudaCheck(pp_cu_add(g, tmp, pp_stage_param_count(m, S, s), cs));
         break;
     }
     case PP_OP_OptimizerStep: {
@@ -522,13 +537,16 @@ static void exec(cuda_vm *v, const pp_instr *in)
         size_t np = pp_stage_param_count(m, S, s);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
-        if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
+        if (nc) /* --no-compute: no update */
+            ;
+        else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
             cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->run->step + 1,
                                        pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2,
                                        o->eps, o->weight_decay, cs));
         else
             cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), cs));
-        pp_cuda_stage_compute_copy(cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
+        if (!nc)
+            pp_cuda_stage_compute_copy(cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
         prof_mark(v, in, 1, lane);
         cvm_params_changed(v, s);
         break;
@@ -587,10 +605,15 @@ static const struct timespec nap = {0, 50 * 1000};
  * every rank, for ever, whatever --timeout says. */
 void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
 {
+    uint64_t t0 = 0; /* --no-compute: when the first query found the GPU busy */
     for (;;) {
         cudaError_t rc = cudaEventQuery(ev);
+        if (rc == cudaSuccess && t0)
+            v->run->waited_ns += pp_vmbench_now() - t0;
         if (rc == cudaSuccess)
             return;
+        if (!t0 && v->opts->no_compute)
+            t0 = pp_vmbench_now();
         if (rc != cudaErrorNotReady)
             cuda_check(rc, what, __FILE__, __LINE__); /* a kernel's fault surfaces here */
         char awaited[160];

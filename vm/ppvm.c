@@ -24,6 +24,10 @@
  * the watchdog (--timeout) ends its rank with 1, a second signal or
  * --grace with 128 + N (_exit, vm/guard.c).
  *
+ * --no-compute is the interpreter's benchmark mode (vm/vmbench.h): no
+ * kernel, 4-byte messages, each instruction timed; it refuses the flags
+ * that need a trained model, a loss or measured costs (check_no_compute).
+ *
  * --checkpoint-dir/--checkpoint-every/--checkpoint-keep, --resume and
  * --reshard are vm/checkpoint.c's (checked together here).
  *
@@ -132,7 +136,11 @@ static void usage(FILE *f)
             "                reference's (microbatch 0, 1, ..., B-1, each computed on its own),\n"
             "                whatever the schedule, so that a run and --reference\n"
             "                --deterministic end with the same bits (--atol 0 --rtol 0);\n"
-            "                costs memory and time (vm/README.md); cpu backend only\n",
+            "                costs memory and time (vm/README.md); cpu backend only\n"
+            "  --no-compute  benchmark mode: run every instruction's dispatch, slot lookups,\n"
+            "                waits and transfers but no kernel (every message 4 bytes), time\n"
+            "                each instruction, and print ns per instruction by opcode and\n"
+            "                family instead of a loss (vm/README.md, \"Benchmark mode\")\n",
             PP_DEFAULT_DATA);
 }
 
@@ -212,6 +220,39 @@ static int settle_deterministic(options *o)
     return 0;
 }
 
+/* --no-compute (vm/vmbench.h) trains nothing: it does not go with what
+ * needs trained weights, a loss or measured costs, nor with --reference
+ * or --compare. 0, or -1 (said). */
+static int check_no_compute(const options *o)
+{
+    const pp_train_opts *t = &o->train;
+    const char *with = NULL;
+    if (!t->no_compute)
+        return 0;
+    if (o->reference)
+        with = "--reference";
+    else if (o->compare)
+        with = "--compare";
+    else if (t->save)
+        with = "--save";
+    else if (t->profile)
+        with = "--profile";
+    else if (t->checkpoint_every || t->checkpoint_dir)
+        with = "--checkpoint-every";
+    else if (t->resume)
+        with = "--resume";
+    else if (t->deterministic)
+        with = "--deterministic";
+    else if (t->skip_nonfinite)
+        with = "--skip-nonfinite";
+    if (!with)
+        return 0;
+    if (first_process())
+        pp_vm_error(-1, "--no-compute runs no kernel and trains nothing (a benchmark of the "
+                    "interpreter); it does not go with %s", with);
+    return -1;
+}
+
 /* The value flags seen so far, with their values: a flag given twice is
  * refused (the later one would silently win). */
 typedef struct {
@@ -270,6 +311,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.skip_nonfinite = 1;
         else if (!strcmp(a, "--deterministic"))
             o->train.deterministic = 1;
+        else if (!strcmp(a, "--no-compute"))
+            o->train.no_compute = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
                  !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
@@ -405,7 +448,7 @@ static int parse_args(int argc, char **argv, options *o)
                         o->reference ? "reference" : "compare");
         return -1;
     }
-    if (check_checkpoint_flags(o) || settle_deterministic(o))
+    if (check_checkpoint_flags(o) || settle_deterministic(o) || check_no_compute(o))
         return -1;
     int want = o->compare ? 2 : 1;
     if (npos != want) {
@@ -811,11 +854,13 @@ int main(int argc, char **argv)
         o.train.transport = o.transport;
         if (me == 0 && !o.train.quiet)
             printf("ppvm: %d ranks, plan %016llx, S=%u B=%u, batch %u, %d steps, %s lr %g, "
-                   "data %s, backend %s, transport %s%s\n",
+                   "data %s, backend %s, transport %s%s%s\n",
                    size, (unsigned long long)p.plan_id, p.S, p.B, p.model.batch, o.train.steps,
                    pp_optimizer_name(p.model.optimizer), (double)o.train.optim.lr, o.train.data,
                    be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi",
-                   o.train.deterministic ? ", deterministic" : "");
+                   o.train.deterministic ? ", deterministic" : "",
+                   o.train.no_compute ? ", no compute (benchmark mode: no kernel runs, every "
+                                        "message is 4 bytes)" : "");
         rc = pp_run_plan(&p, &ds, &o.train, be);
     }
     if (ok) {

@@ -30,6 +30,7 @@
 #include "nccl_check.h"
 #include "profile.h"
 #include "transport_cuda.h"
+#include "vmbench.h"
 
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
 
@@ -49,6 +50,13 @@ static size_t stage_bytes(const cuda_vm *v, int s)
 static size_t compute_bytes(const cuda_vm *v, int s)
 {
     return pp_stage_compute_bytes(&v->p->model, (int)v->p->S, s);
+}
+
+/* A transfer of `bytes` as moved: --no-compute (vm/vmbench.h) moves one
+ * float (PP_NO_COMPUTE_MSG_BYTES) or less, on every rank alike. */
+static size_t msg_bytes(const cuda_vm *v, size_t bytes)
+{
+    return v->opts->no_compute && bytes > PP_NO_COMPUTE_MSG_BYTES ? PP_NO_COMPUTE_MSG_BYTES : bytes;
 }
 
 /* ---- set-up and teardown ----------------------------------------------- */
@@ -229,7 +237,8 @@ void cvm_transport_abort(cuda_vm *v)
 static void wait_weight_sends(cuda_vm *v)
 {
     if (v->nwsend)
-        mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE));
+        PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+                  mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE)));
     v->nwsend = 0;
 }
 
@@ -239,7 +248,8 @@ static void wait_weight_sends(cuda_vm *v)
 static void staging_claim(cuda_vm *v, cvm_staging *h, int stage_buffer)
 {
     if (h->req != MPI_REQUEST_NULL)
-        mpiCheck(MPI_Wait(&h->req, MPI_STATUS_IGNORE));
+        PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+                  mpiCheck(MPI_Wait(&h->req, MPI_STATUS_IGNORE)));
     if (stage_buffer)
         wait_weight_sends(v);
     /* polled, not cudaEventSynchronize: a stalled GPU must meet --timeout */
@@ -331,7 +341,9 @@ static void recv(cuda_vm *v, int st, int peer, int tag, void *dev, size_t bytes,
         return;
     }
     staging_claim(v, h, 0);
-    mpiCheck(MPI_Recv(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+              mpiCheck(MPI_Recv(h->host, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                                MPI_STATUS_IGNORE)));
     copy_in(v, h, dev, bytes, d, st);
 }
 
@@ -343,7 +355,7 @@ static void recv(cuda_vm *v, int st, int peer, int tag, void *dev, size_t bytes,
 static void send_weights(cuda_vm *v, int st, int s, int peer)
 {
     int tag = tag_of(v->p, s, -1, TAG_WEIGHTS);
-    size_t bytes = compute_bytes(v, s);
+    size_t bytes = msg_bytes(v, compute_bytes(v, s));
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
         ncclCheck(ncclSend(v->compute[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
@@ -366,7 +378,7 @@ static void send_weights(cuda_vm *v, int st, int s, int peer)
 
 static void reduce_grads(cuda_vm *v, int st, int s, int g)
 {
-    size_t n = pp_stage_param_count(&v->p->model, (int)v->p->S, s);
+    size_t n = msg_bytes(v, stage_bytes(v, s)) / sizeof(float);
     if (v->transport == PP_TRANSPORT_NCCL) {
         if (!v->group_nccl[g]) { /* cannot happen: the plan check makes this rank an owner */
             pp_vm_error(v->me, "ReduceGrads on group %d, which it is not in", g);
@@ -382,7 +394,9 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
     staging_claim(v, h, 1);
     v->stage_has_params[s] = 0; /* the buffer is about to hold gradients */
     copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM, v->group_mpi[g]));
+    PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM,
+                                     v->group_mpi[g])));
     copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
 }
 
@@ -390,7 +404,7 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in)
 {
     const pp_plan *p = v->p;
     int s = in->stage, b = in->mb, k = pp_transfer_slot(in), st = cvm_stream_of(v, in);
-    size_t act = pp_act_bytes(&p->model);
+    size_t act = msg_bytes(v, pp_act_bytes(&p->model));
     void *dev = k >= 0 ? v->slot[k] : NULL;
     cvm_dep *d = k >= 0 ? &v->slot_dep[k] : NULL;
     cvm_staging *h = k >= 0 && v->slot_stg ? &v->slot_stg[k] : NULL;
@@ -408,13 +422,16 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in)
         recv(v, st, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
         break;
     case PP_OP_FetchWeights:
-        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, compute_bytes(v, s), d, h);
+        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, msg_bytes(v, compute_bytes(v, s)),
+             d, h);
         break;
     case PP_OP_SendWeightGrad:
-        send(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
+        send(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, msg_bytes(v, stage_bytes(v, s)), d,
+             h);
         break;
     case PP_OP_RecvWeightGrad:
-        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, stage_bytes(v, s), d, h);
+        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, msg_bytes(v, stage_bytes(v, s)), d,
+             h);
         break;
     case PP_OP_SendWeights:
         send_weights(v, st, s, in->peer);

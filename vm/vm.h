@@ -39,6 +39,10 @@ typedef struct {
     /* issue 16: a lost rank, signals, bad numbers (vm/guard.h, vm/driver.c) */
     double grace;        /* seconds a signalled rank waits for its step to end (--grace) */
     int skip_nonfinite;  /* skip a step with a non-finite loss or gradient, not stop */
+    /* issue 18: ppvm --no-compute, the interpreter's benchmark mode (vm/vmbench.h):
+     * no kernel body runs, every message is PP_NO_COMPUTE_MSG_BYTES, and the
+     * driver times each instruction */
+    int no_compute;
 } pp_train_opts;
 
 /* Checks a decoded plan against what the VM will do with it: each slot is

@@ -16,7 +16,7 @@
  * in, and each test's messages stay together.
  *
  * --fast: every suite but the mpirun ones (e2e, ckpt, robust, determ, lang_e2e,
- * overlap_e2e, verify_e2e, search_e2e) and the GPU ones (make check). Check's CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
+ * overlap_e2e, verify_e2e, search_e2e, vmbench) and the GPU ones (make check). Check's CK_RUN_SUITE and CK_RUN_CASE select as they do in Check; CK_VERBOSITY,
  * CK_FORK and the CK_*_LOG_FILE_NAME variables work (each job writes its
  * log to the name plus ".SUITE" or ".SUITE.TCASE"). CK_DEFAULT_TIMEOUT is
  * 60 s unless set (Check's 4 s is too tight on a loaded machine), and
@@ -78,6 +78,7 @@ static const struct suite_entry {
     {"overlap", overlap_suite, FAST, 1, NULL},
     {"overlap_e2e", overlap_e2e_suite, MPI, 4, NULL},
     {"search_e2e", search_e2e_suite, MPI, 4, search_e2e_tcases},
+    {"vmbench", vmbench_suite, MPI, 4, vmbench_tcases},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

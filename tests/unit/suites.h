@@ -38,6 +38,7 @@ Suite *overlap_e2e_suite(void);
 Suite *search_suite(void);
 Suite *search_e2e_suite(void);
 Suite *orders_suite(void);
+Suite *vmbench_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -71,5 +72,6 @@ extern const pp_tcase_info determ_tcases[];
 extern const pp_tcase_info cli_tcases[];
 extern const pp_tcase_info search_e2e_tcases[];
 extern const pp_tcase_info lang_e2e_tcases[];
+extern const pp_tcase_info vmbench_tcases[];
 
 #endif

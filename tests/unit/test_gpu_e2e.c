@@ -571,6 +571,52 @@ START_TEST(overlap_pairs_two_streams)
 }
 END_TEST
 
+/* ppvm --no-compute on the cuda backend (issue 18, vm/README.md "Benchmark
+ * mode"): its host side with no kernel launched, over mpi on 2 ranks (1f1b)
+ * and on 4 (pp-fsdp: weights in transfer groups), over nccl where there
+ * are four GPUs: every rank's counters reach rank 0's table, whose `all`
+ * row is every instruction of every plan, and no step line has a loss. */
+static void no_compute_cuda_case(const char *file, const char *defs, int np, const char *transport)
+{
+    char *dir = compile_plan(file, defs), args[2048], want[160];
+    snprintf(args, sizeof args, "%s/plan --backend cuda --transport %s --no-compute --steps 3",
+             dir, transport);
+    char *out = mpi_ok(np, args);
+    long total = 0, all = -1;
+    const char *plan = strstr(out, "\nplan: "), *row = strstr(out, "\nall ");
+    ck_assert_msg(plan && sscanf(plan, "\nplan: %ld", &total) == 1, "no plan line:\n%s", out);
+    ck_assert_msg(row && sscanf(row, "\nall * %ld", &all) == 1, "no 'all' row:\n%s", out);
+    ck_assert_msg(all == total && total > 0, "the 'all' row counts %ld a step, the plans %ld", all,
+                  total);
+    long want_total = 0;
+    for (int r = 0; r < np; r++) { /* the plans' own count: one listing line per instruction */
+        char cmd[1200], *n;
+        snprintf(cmd, sizeof cmd, "grep -cE '^ *[0-9]+  [A-Z]' %s/plan/rank%d.txt", dir, r);
+        n = run_expect(cmd, 0);
+        want_total += atol(n);
+        free(n);
+    }
+    ck_assert_msg(total == want_total, "%s: the table counts %ld instructions a step, the listings "
+                  "%ld", file, total, want_total);
+    snprintf(want, sizeof want, "no-compute: %d ranks, 2 steps counted", np);
+    ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+    ck_assert_msg(!strstr(out, "loss") && strstr(out, "backend cuda"), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+
+START_TEST(no_compute_cuda)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    no_compute_cuda_case("1f1b.pp", "-D S=2 -D B=4", 2, "mpi");
+    no_compute_cuda_case("pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4,
+                         gpu_count() >= 4 ? "nccl" : "mpi");
+}
+END_TEST
+
 Suite *gpu_e2e_suite(void)
 {
     Suite *s = suite_create("gpu_e2e");
@@ -589,6 +635,7 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, checkpoint_resume_cuda);
     tcase_add_test(tc, cuda_bad_numbers);
     tcase_add_test(tc, mixed_backward_four_ranks);
+    tcase_add_test(tc, no_compute_cuda);
     suite_add_tcase(s, tc);
     /* a TCase of its own, so CK_RUN_CASE=overlap runs it alone */
     TCase *ov = tcase_create("overlap");
