@@ -614,10 +614,20 @@ extern "C" cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cud
 /* ------------------------------------------------------------------------ */
 /* Optimisers                                                                */
 
-static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr) {
+/* The updated weight's bf16 compute copy, written in the optimizer's own
+ * pass when the stage computes in bf16 (copy != NULL): a separate
+ * pp_cu_f32_to_bf16 pass read every weight again, about 1 ms a step for the
+ * gpu-bench model's 537 M weights on an H100. */
+static __device__ __forceinline__ void store_copy(uint16_t *copy, size_t i, float w) {
+    if (copy) copy[i] = __bfloat16_as_ushort(__float2bfloat16_rn(w));
+}
+
+static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr, uint16_t *copy) {
     for (size_t i = global_index(); i < n; i += global_stride()) {
-        p[i] -= lr * g[i];
+        float w = p[i] - lr * g[i];
+        p[i] = w;
         g[i] = 0.0f;
+        store_copy(copy, i, w);
     }
 }
 
@@ -625,7 +635,8 @@ static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr) {
  * pp_adamw_step computes them. */
 static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v, size_t n,
                                          float lr, float beta1, float beta2, float eps,
-                                         float weight_decay, float bc1, float bc2) {
+                                         float weight_decay, float bc1, float bc2,
+                                         uint16_t *copy) {
     for (size_t i = global_index(); i < n; i += global_stride()) {
         float gi = g[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * gi;
@@ -633,25 +644,29 @@ static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v,
         m[i] = mi;
         v[i] = vi;
         float mhat = mi / bc1, vhat = vi / bc2;
-        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * p[i]);
+        float w = p[i];
+        w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
+        p[i] = w;
         g[i] = 0.0f;
+        store_copy(copy, i, w);
     }
 }
 
-extern "C" cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, cudaStream_t st) {
+extern "C" cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, uint16_t *copy,
+                                      cudaStream_t st) {
     if (n == 0) return cudaSuccess;
-    sgd_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, n, lr);
+    sgd_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, n, lr, copy);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t,
                                         float lr, float beta1, float beta2, float eps,
-                                        float weight_decay, cudaStream_t st) {
+                                        float weight_decay, uint16_t *copy, cudaStream_t st) {
     if (n == 0) return cudaSuccess;
     float bc1 = 1.0f - powf(beta1, (float)t);
     float bc2 = 1.0f - powf(beta2, (float)t);
     adamw_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, m, v, n, lr, beta1, beta2, eps,
-                                                       weight_decay, bc1, bc2);
+                                                       weight_decay, bc1, bc2, copy);
     return cudaGetLastError();
 }
 

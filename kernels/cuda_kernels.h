@@ -72,13 +72,16 @@ cudaError_t pp_cu_softmax_xent_fused(const float *logits, const int32_t *targets
  * the host once per step. */
 cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t st);
 
-/* pp_sgd_step: p -= lr * g; g = 0. */
-cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, cudaStream_t st);
+/* pp_sgd_step: p -= lr * g; g = 0. With copy != NULL it also writes the
+ * updated p rounded to bf16 there (pp_stage_compute_copy's bits), in the
+ * same pass. */
+cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, uint16_t *copy,
+                           cudaStream_t st);
 /* pp_adamw_step: the t-th step (t >= 1) of AdamW with bias correction,
- * m and v its moments; g = 0 afterwards. */
+ * m and v its moments; g = 0 afterwards; copy as for pp_cu_sgd_step. */
 cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
                              float beta1, float beta2, float eps, float weight_decay,
-                             cudaStream_t st);
+                             uint16_t *copy, cudaStream_t st);
 
 /* bf16 copies for the bf16 path: dst = round-to-nearest-even(src), and back. */
 cudaError_t pp_cu_f32_to_bf16(const float *src, uint16_t *dst, size_t n, cudaStream_t st);

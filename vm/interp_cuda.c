@@ -537,16 +537,17 @@ static void exec(cuda_vm *v, const pp_instr *in)
         size_t np = pp_stage_param_count(m, S, s);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
+        /* bf16: the optimizer writes the compute copy in its own pass (for
+         * fp32 the copy is the weights themselves) */
+        uint16_t *copy = m->precision == PP_PREC_BF16 ? (uint16_t *)v->compute[s] : NULL;
         if (nc) /* --no-compute: no update */
             ;
         else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
             cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->run->step + 1,
                                        pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2,
-                                       o->eps, o->weight_decay, cs));
+                                       o->eps, o->weight_decay, copy, cs));
         else
-            cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), cs));
-        if (!nc)
-            pp_cuda_stage_compute_copy(cm, m, S, s, w, v->compute[s]); /* nothing for fp32 */
+            cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), copy, cs));
         prof_mark(v, in, 1, lane);
         cvm_params_changed(v, s);
         break;

@@ -623,6 +623,17 @@ static void run_sum_into(void) {
 /* ------------------------------------------------------------------------ */
 /* Optimisers                                                                */
 
+/* copy (an optimizer's bf16 compute copy) is exactly w rounded to bf16. */
+static void expect_copy_is_rounding(const char *what, const uint16_t *copy, const float *w,
+                                    size_t n) {
+    uint16_t *want = malloc(n * sizeof *want);
+    pp_f32_to_bf16(w, want, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(copy[i] == want[i], "%s copy[%zu]: %04x, want %04x (the rounding of %.9g)",
+                      what, i, copy[i], want[i], w[i]);
+    free(want);
+}
+
 /* p -= lr g may become one fused multiply-add: within half an ulp of lr g,
  * so atol 1e-7, rtol 1e-6; g must be exactly 0 after. */
 static void run_sgd_step(void) {
@@ -631,13 +642,28 @@ static void run_sgd_step(void) {
     float *gp = malloc(n * sizeof *gp), *gg = malloc(n * sizeof *gg);
     cudaStream_t st = stream_new();
     float *d_p = dev_from(p, n * sizeof *p), *d_g = dev_from(g, n * sizeof *g);
-    cudaCheck(pp_cu_sgd_step(d_p, d_g, n, 0.3f, st));
+    float *g2 = malloc(n * sizeof *g2);
+    memcpy(g2, g, n * sizeof *g2);
+    cudaCheck(pp_cu_sgd_step(d_p, d_g, n, 0.3f, NULL, st));
     stream_done(st);
     host_from(gp, d_p, n * sizeof *gp);
     host_from(gg, d_g, n * sizeof *gg);
     pp_sgd_step(p, g, n, 0.3f);
     expect_close("p", gp, p, n, 1e-7, 1e-6);
     expect_same("g", gg, g, n);
+    /* again from the GPU's result, with the bf16 compute copy written in the
+     * same pass: it must be exactly the rounding of the updated weights */
+    st = stream_new();
+    uint16_t *d_copy = dev_alloc(n * sizeof *d_copy), *copy = malloc(n * sizeof *copy);
+    cudaCheck(cudaMemcpy(d_g, g2, n * sizeof *g2, cudaMemcpyHostToDevice));
+    cudaCheck(pp_cu_sgd_step(d_p, d_g, n, 0.3f, d_copy, st));
+    stream_done(st);
+    host_from(gp, d_p, n * sizeof *gp);
+    host_from(copy, d_copy, n * sizeof *copy);
+    expect_copy_is_rounding("sgd", copy, gp, n);
+    cudaCheck(cudaFree(d_copy));
+    free(copy);
+    free(g2);
     cudaCheck(cudaFree(d_p));
     cudaCheck(cudaFree(d_g));
     free(p);
@@ -659,12 +685,19 @@ static void run_adamw_step(void) {
     cudaStream_t st = stream_new();
     float *d_p = dev_from(p, n * sizeof *p), *d_m = dev_from(m, n * sizeof *m);
     float *d_v = dev_from(v, n * sizeof *v), *d_g = dev_alloc(n * sizeof *m);
+    uint16_t *d_copy = dev_alloc(n * sizeof *d_copy), *copy = malloc(n * sizeof *copy);
     for (int t = 1; t <= 3; t++) {
         float *g = rand_floats(n, 121u + (uint32_t)t, 1.0f);
         cudaCheck(cudaMemcpy(d_g, g, n * sizeof *g, cudaMemcpyHostToDevice));
-        cudaCheck(pp_cu_adamw_step(d_p, d_g, d_m, d_v, n, t, lr, b1, b2, eps, wd, st));
+        /* t = 2 also writes a bf16 compute copy (the rounding of the new p) */
+        cudaCheck(pp_cu_adamw_step(d_p, d_g, d_m, d_v, n, t, lr, b1, b2, eps, wd,
+                                   t == 2 ? d_copy : NULL, st));
         cudaCheck(cudaStreamSynchronize(st));
         host_from(gp, d_p, n * sizeof *gp);
+        if (t == 2) {
+            host_from(copy, d_copy, n * sizeof *copy);
+            expect_copy_is_rounding("adamw", copy, gp, n);
+        }
         host_from(gm, d_m, n * sizeof *gm);
         host_from(gv, d_v, n * sizeof *gv);
         host_from(gg, d_g, n * sizeof *gg);
@@ -685,6 +718,8 @@ static void run_adamw_step(void) {
     cudaCheck(cudaFree(d_m));
     cudaCheck(cudaFree(d_v));
     cudaCheck(cudaFree(d_g));
+    cudaCheck(cudaFree(d_copy));
+    free(copy);
     free(p);
     free(m);
     free(v);
