@@ -98,7 +98,7 @@ size_t pp_fmt_g(char *buf, double x, int prec)
     if (n)
         return n;
     int k = snprintf(buf, PP_NUMFMT_MAX, "%.*g", prec, x);
-    return k > 0 ? (size_t)k : 0;
+    return k <= 0 ? 0 : k < PP_NUMFMT_MAX ? (size_t)k : PP_NUMFMT_MAX - 1;
 }
 
 size_t pp_fmt_fixed2(char *buf, double x)
@@ -122,5 +122,5 @@ size_t pp_fmt_fixed2(char *buf, double x)
     }
 #endif
     int k = snprintf(buf, PP_NUMFMT_MAX, "%.2f", x);
-    return k > 0 ? (size_t)k : 0;
+    return k <= 0 ? 0 : k < PP_NUMFMT_MAX ? (size_t)k : PP_NUMFMT_MAX - 1; /* cut, as snprintf */
 }

@@ -31,7 +31,9 @@ size_t pp_fmt_g(char *buf, double x, int prec);
  * returns 0 and leaves buf alone. */
 size_t pp_fmt_exact(char *buf, double x, int prec);
 
-/* snprintf(buf, PP_NUMFMT_MAX, "%.2f", x): x * 100 is exact in a long double
+/* snprintf(buf, PP_NUMFMT_MAX, "%.2f", x), cut to PP_NUMFMT_MAX - 1
+ * characters as that snprintf cuts (|x| above about 1e44; timeline.c's px
+ * always wrote a coordinate through a buffer of this size); x * 100 is exact in a long double
  * of 64 or more mantissa bits (x86's, aarch64's), and rounded as printf
  * rounds the exact value (half to even); snprintf where long double is
  * narrower or |x| >= 1e15. */
