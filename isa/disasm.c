@@ -404,8 +404,11 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
         while (first + n < p->ninstr && p->code[first + n].op != PP_OP_GroupEnd)
             n++;
         int up = n > 0 && pp_group_direction(&p->code[first], p->rank) == 1;
-        add(t, "the next %" PRIu32 " transfers (%s) are posted together", n,
-            up ? "upward" : "downward");
+        char num[12];
+        add_str(t, "the next ");
+        add_bytes(t, num, fmt_u32(num, n));
+        add_str(t, up ? " transfers (upward) are posted together"
+                      : " transfers (downward) are posted together");
         break;
     }
     case PP_OP_GroupEnd:
