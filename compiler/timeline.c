@@ -14,6 +14,7 @@
 
 #include "numfmt.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -404,8 +405,36 @@ static void trace_job(FILE *f, int tid, int d, int s, int b, double ts, double d
     fwrite(line, 1, (size_t)(p - line), f);
 }
 
+static int cmp_xfer(const void *a, const void *b)
+{
+    const pp_transfer *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+static int write_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
+                       const pp_transfer *xfer, int nxfer, const char *unit);
+
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
                       const pp_transfer *xfer, int nxfer, const char *unit)
+{
+    /* the report keeps them in job order; the trace lists them by start */
+    pp_transfer *sorted = malloc(((size_t)nxfer + 1) * sizeof *sorted);
+    if (!sorted) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (nxfer > 0)
+        memcpy(sorted, xfer, (size_t)nxfer * sizeof *sorted);
+    qsort(sorted, (size_t)nxfer, sizeof *sorted, cmp_xfer);
+    int rc = write_trace(f, t, sim, sorted, nxfer, unit);
+    free(sorted);
+    return rc;
+}
+
+static int write_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
+                       const pp_transfer *xfer, int nxfer, const char *unit)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js);

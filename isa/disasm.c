@@ -432,10 +432,12 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
  * out. An unknown opcode has no roles, so its raw operands are shown. */
 static void slots_column(text *t, const pp_instr *in)
 {
+    const pp_op_info *o = pp_op(in->op);
     int n = pp_op_nslots(in->op);
     for (int k = 0; k < PP_MAX_SLOTS; k++) {
-        int optional;
-        const char *role = pp_op_slot_role(in->op, k, &optional);
+        /* pp_op_slot_role's answer, without its search per slot */
+        int optional = k < n ? o->slot[k].optional : 0;
+        const char *role = k < n ? pp_role_name(o->slot[k].role) : NULL;
         if (k >= n && in->slot[k] == -1)
             continue;
         if (k < n && in->slot[k] == -1 && optional)
@@ -504,10 +506,10 @@ static char *put_padded(char *p, const char *s, size_t len, int width, int right
 
 /* A scalar operand's column, right-aligned in width, then two spaces:
  * the number if the opcode uses it, else ".". */
-static char *put_scalar(char *p, const pp_instr *in, unsigned use, int32_t v, int width)
+static char *put_scalar(char *p, unsigned uses, unsigned use, int32_t v, int width)
 {
     char b[12];
-    if (pp_op_uses(in->op) & use)
+    if (uses & use)
         p = put_padded(p, b, fmt_i32(b, v), width, 1);
     else
         p = put_padded(p, ".", 1, width, 1);
@@ -534,10 +536,11 @@ static void print_instr(const pp_plan *p, uint32_t i, outbuf *o)
     q = put_padded(q, name, nlen, 14, 0);
     memcpy(q, "  ", 2);
     q += 2;
-    q = put_scalar(q, in, PP_U_STAGE, in->stage, 5);
-    q = put_scalar(q, in, PP_U_MB, in->mb, 4);
-    q = put_scalar(q, in, PP_U_PEER, in->peer, 4);
-    q = put_scalar(q, in, PP_U_GROUP, in->group, 3);
+    unsigned uses = pp_op_uses(in->op);
+    q = put_scalar(q, uses, PP_U_STAGE, in->stage, 5);
+    q = put_scalar(q, uses, PP_U_MB, in->mb, 4);
+    q = put_scalar(q, uses, PP_U_PEER, in->peer, 4);
+    q = put_scalar(q, uses, PP_U_GROUP, in->group, 3);
     /* A long slots list runs into the comment column with one space left. */
     if (slots.n <= SLOTS_COL) {
         q = put_padded(q, slots.s, slots.n, SLOTS_COL, 0);
