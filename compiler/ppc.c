@@ -21,6 +21,7 @@
  * Only main exits; everything below returns. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -523,28 +524,105 @@ static void remove_rank_files(const char *dir, int first)
     }
 }
 
+/* Writes rank r's plan and listing. 0, or the exit code with what went
+ * wrong in msg (io_failed's words, without printing: the writers run in
+ * threads, and the lowest failing rank's message is the one printed). */
+static int write_rank(const char *outdir, const pp_plan *p, int r, char *msg, size_t n)
+{
+    char path[PATH_MAX], err[512];
+    snprintf(path, sizeof path, "%s/rank%d.bin", outdir, r);
+    pp_plan_status st = pp_plan_write(p, path, err, sizeof err);
+    if (st != PP_PLAN_OK) {
+        snprintf(msg, n, "ppc: %s", err);
+        return st == PP_PLAN_ENOMEM ? EXIT_NOMEM : EXIT_IO;
+    }
+    snprintf(path, sizeof path, "%s/rank%d.txt", outdir, r);
+    FILE *f = fopen(path, "w");
+    int bad = !f;
+    if (f) {
+        pp_plan_disasm(p, f);
+        bad = fclose(f) != 0;
+    }
+    if (bad) {
+        int e = errno;
+        char eb[256];
+        snprintf(msg, n, "ppc: cannot write '%s': %s", path, strerror_r(e, eb, sizeof eb));
+        return e == ENOMEM ? EXIT_NOMEM : EXIT_IO;
+    }
+    return 0;
+}
+
+/* The rank files are written by up to WRITERS threads, each taking the
+ * next rank: a million-job schedule's listings are hundreds of MB, and
+ * their formatting and writing were most of what ppc spent after the
+ * compile itself (issue 18). Every file's bytes are the same whichever
+ * thread writes it. */
+#define WRITERS 4
+typedef struct {
+    const char *outdir;
+    const pp_plan *plans;
+    int W;
+    pthread_mutex_t mu;
+    int next;      /* the next rank to write */
+    int fail_rank; /* the lowest rank that failed, W if none */
+    int fail_rc;
+    char fail_msg[PATH_MAX + 600];
+} plan_writer;
+
+static void *writer_loop(void *arg)
+{
+    plan_writer *pw = arg;
+    char msg[sizeof pw->fail_msg];
+    for (;;) {
+        pthread_mutex_lock(&pw->mu);
+        int r = pw->fail_rank < pw->W ? pw->W : pw->next++; /* stop at a failure */
+        pthread_mutex_unlock(&pw->mu);
+        if (r >= pw->W)
+            return NULL;
+        int rc = write_rank(pw->outdir, &pw->plans[r], r, msg, sizeof msg);
+        if (rc) {
+            pthread_mutex_lock(&pw->mu);
+            if (r < pw->fail_rank) {
+                pw->fail_rank = r;
+                pw->fail_rc = rc;
+                snprintf(pw->fail_msg, sizeof pw->fail_msg, "%s", msg);
+            }
+            pthread_mutex_unlock(&pw->mu);
+        }
+    }
+}
+
 static int write_plans(const options *o, pp_plan *plans, int W)
 {
     if (mkdir_p(o->outdir)) {
         return io_failed("create directory", o->outdir);
     }
-    char path[PATH_MAX], err[512];
-    for (int r = 0; r < W; r++) { /* pp_compile has validated and verified them */
-        snprintf(path, sizeof path, "%s/rank%d.bin", o->outdir, r);
-        pp_plan_status st = pp_plan_write(&plans[r], path, err, sizeof err);
-        if (st != PP_PLAN_OK) {
-            fprintf(stderr, "ppc: %s\n", err);
-            return st == PP_PLAN_ENOMEM ? EXIT_NOMEM : EXIT_IO;
-        }
-        snprintf(path, sizeof path, "%s/rank%d.txt", o->outdir, r);
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            return io_failed("write", path);
-        }
-        pp_plan_disasm(&plans[r], f);
-        if (fclose(f)) {
-            return io_failed("write", path);
-        }
+    /* pp_compile has validated and verified them */
+    plan_writer pw = {.outdir = o->outdir, .plans = plans, .W = W, .next = 0, .fail_rank = W};
+    pthread_mutex_init(&pw.mu, NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nthreads = (int)(cpus < 1 ? 1 : cpus > WRITERS ? WRITERS : cpus);
+    if (nthreads > W)
+        nthreads = W;
+    pthread_t tid[WRITERS];
+    int started = 0;
+    while (started + 1 < nthreads && !pthread_create(&tid[started], NULL, writer_loop, &pw))
+        started++; /* a thread that cannot start leaves its share to the others */
+    writer_loop(&pw); /* this thread writes too */
+    for (int k = 0; k < started; k++)
+        pthread_join(tid[k], NULL);
+    pthread_mutex_destroy(&pw.mu);
+    if (pw.fail_rank < W) {
+        fprintf(stderr, "%s\n", pw.fail_msg);
+        /* ranks after the failed one may have been written by the other
+         * threads: none is left for ppvm to run beside the new report */
+        char path[PATH_MAX];
+        for (int r = 0; r < W; r++)
+            for (int k = 0; k < 2; k++) {
+                snprintf(path, sizeof path, "%s/rank%d.%s", o->outdir, r, k ? "txt" : "bin");
+                unlink(path);
+            }
+        return pw.fail_rc;
     }
     /* Rank files of an earlier, wider compile would mix plans: remove them. */
     remove_rank_files(o->outdir, W);
