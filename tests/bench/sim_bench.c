@@ -18,7 +18,7 @@
  *
  * Arguments: ROOT (the repository, default "."). The environment may
  * narrow table 2: SIM_BENCH_MAX_JOBS (default 10000000: the largest size
- * run), SIM_BENCH_TIMEOUT (seconds a child may take, default 300; one that
+ * run), SIM_BENCH_TIMEOUT (seconds a child may take, default 120; one that
  * takes longer is killed and its row says so), SIM_BENCH_TMP (where the
  * compiles write, default $TMPDIR or /tmp; about 370 bytes a job). */
 #include <errno.h>
@@ -168,7 +168,7 @@ typedef struct {
     double cpu;      /* ppc: user + system seconds (wall minus cpu: waiting, on a shared machine) */
 } measure;
 
-static int timeout_s = 300;
+static int timeout_s = 120;
 
 /* The simulation alone, in a child: compile as far as the simulation and
  * report its seconds, jobs, W and the child's peak memory through a pipe. */
