@@ -72,6 +72,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
             compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c \
             compiler/compile.c compiler/torch_csv.c compiler/search.c
+COMP_SRC += compiler/numfmt.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
@@ -82,7 +83,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden torch-orders bench bench-interp gpu-bench standin-test oracle fuzz harnesses torch-csv-check
+.PHONY: all deps check test demo clean golden torch-orders bench bench-interp gpu-bench standin-test oracle fuzz harnesses torch-csv-check bench-compile
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -284,6 +285,11 @@ bin/model_bench: $(B)/tests/bench/model_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OB
 bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+# The compile's scaling table alone (tests/bench/sim_bench.c; SIM_BENCH_MAX_JOBS,
+# SIM_BENCH_TIMEOUT and SIM_BENCH_TMP narrow it).
+bench-compile: bin/sim_bench bin/ppc
+	./bin/sim_bench $(CURDIR)
 
 bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	$(MAKE) --no-print-directory bench-interp

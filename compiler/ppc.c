@@ -1,6 +1,6 @@
 /* ppc.c - the schedule compiler's command line.
  *
- *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--layers L] [--no-pictures] [-q]
+ *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--layers L] [--[no-]pictures] [-q]
  *   ppc FILE.pp --emit torch-csv DIR [-o DIR] ...
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
  *   ppc --search -D W=.. -D B=.. [--costs FILE] [--mem-limit BYTES] [--library DIR] [--top N] [--layers L]
@@ -21,6 +21,7 @@
  * Only main exits; everything below returns. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,8 @@ static int exit_code(pp_compile_status st)
 typedef struct {
     const char *file, *outdir, *costs, *library;
     pp_define *defs;
-    int ndefs, quiet, table, pictures;
+    int ndefs, quiet, table;
+    int pictures;         /* 1 --pictures, 0 --no-pictures, -1 neither: PICTURES_MAX_JOBS decides */
     int prefetch;         /* --prefetch N */
     int keep;             /* --keep-weights */
     long long mem_limit;  /* --mem-limit BYTES, 0 = none */
@@ -77,14 +79,15 @@ typedef struct {
     int all;              /* --all: --search lists every candidate too */
     int json;             /* --json: --search prints JSON */
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
-    int seen_flags;       /* --prefetch, --keep-weights, -q or --no-pictures given (not for --search) */
+    int seen_flags;       /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
+                             (not for --search) */
 } options;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
-               "           [--precision fp32|bf16] [--layers L] [--no-pictures] [-q]\n"
+               "           [--precision fp32|bf16] [--layers L] [--[no-]pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
@@ -97,7 +100,10 @@ static void usage(FILE *f)
                "  --costs FILE    job and transfer costs measured (JSON), overriding the\n"
                "                  schedule's cost lines; in seconds unless its \"unit\" is\n"
                "                  \"ms\", \"us\" or \"ns\" (trace.json converts to microseconds)\n"
-               "  --no-pictures   skip timeline.svg and trace.json (large for huge schedules)\n"
+               "  --no-pictures   skip timeline.svg and trace.json; without --pictures they\n"
+               "                  are skipped above 100000 jobs (hundreds of MB that no\n"
+               "                  viewer opens at a million jobs)\n"
+               "  --pictures      draw timeline.svg and trace.json whatever the size\n"
                "  --prefetch N    post receives and weight fetches N jobs before their\n"
                "                  consumer, never before their producer ends (default 1)\n"
                "  --mem-limit B   fail if a worker would allocate more than B bytes\n"
@@ -257,14 +263,16 @@ static int parse_search_flag(int argc, char **argv, int *i, options *o)
     return 1;
 }
 
-static const char *const search_conflicts[] = {"-q", "--no-pictures", "--keep-weights",
-                                               "--prefetch"};
+static const char *const search_conflicts[] = {"-q", "--no-pictures", "--pictures",
+                                               "--keep-weights", "--prefetch"};
+#define NCONFLICTS ((int)(sizeof search_conflicts / sizeof search_conflicts[0]))
+#define NWRITING 3 /* the first NWRITING are about what is written */
 
 /* Notes a flag --search refuses (argv[i] is always a flag here: the values
  * of flags are skipped by the loop). */
 static void note_search_conflict(const char *a, options *o)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NCONFLICTS; k++)
         if (!strcmp(a, search_conflicts[k]))
             o->seen_flags |= 1 << k;
 }
@@ -285,9 +293,9 @@ static int check_search_args(const options *o)
                 o->file ? "schedule file" : o->outdir ? "-o" : "--table");
         return -1;
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NCONFLICTS; k++)
         if (o->seen_flags & (1 << k)) {
-            if (k < 2)
+            if (k < NWRITING)
                 fprintf(stderr, "ppc: --search prints a table and writes no report or plan; "
                                 "expected no %s\n", flags[k]);
             else
@@ -354,7 +362,7 @@ static int parse_layers(int argc, char **argv, int *i, options *o)
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->pictures = 1;
+    o->pictures = -1;
     o->prefetch = 1;
     o->optimizer = -1;
     o->precision = -1;
@@ -382,8 +390,15 @@ static int parse_args(int argc, char **argv, options *o)
             o->quiet = 1;
         else if (!strcmp(a, "--table"))
             o->table = 1;
-        else if (!strcmp(a, "--no-pictures"))
-            o->pictures = 0;
+        else if (!strcmp(a, "--no-pictures") || !strcmp(a, "--pictures")) {
+            int want = a[2] == 'p';
+            if (o->pictures == !want) {
+                fprintf(stderr, "ppc: --pictures and --no-pictures contradict each other; "
+                                "give one\n");
+                return -1;
+            }
+            o->pictures = want;
+        }
         else if (!strcmp(a, "--keep-weights"))
             o->keep = 1;
         else if (!strcmp(a, "--emit")) {
@@ -509,28 +524,105 @@ static void remove_rank_files(const char *dir, int first)
     }
 }
 
+/* Writes rank r's plan and listing. 0, or the exit code with what went
+ * wrong in msg (io_failed's words, without printing: the writers run in
+ * threads, and the lowest failing rank's message is the one printed). */
+static int write_rank(const char *outdir, const pp_plan *p, int r, char *msg, size_t n)
+{
+    char path[PATH_MAX], err[512];
+    snprintf(path, sizeof path, "%s/rank%d.bin", outdir, r);
+    pp_plan_status st = pp_plan_write(p, path, err, sizeof err);
+    if (st != PP_PLAN_OK) {
+        snprintf(msg, n, "ppc: %s", err);
+        return st == PP_PLAN_ENOMEM ? EXIT_NOMEM : EXIT_IO;
+    }
+    snprintf(path, sizeof path, "%s/rank%d.txt", outdir, r);
+    FILE *f = fopen(path, "w");
+    int bad = !f;
+    if (f) {
+        pp_plan_disasm(p, f);
+        bad = fclose(f) != 0;
+    }
+    if (bad) {
+        int e = errno;
+        char eb[256];
+        snprintf(msg, n, "ppc: cannot write '%s': %s", path, strerror_r(e, eb, sizeof eb));
+        return e == ENOMEM ? EXIT_NOMEM : EXIT_IO;
+    }
+    return 0;
+}
+
+/* The rank files are written by up to WRITERS threads, each taking the
+ * next rank: a million-job schedule's listings are hundreds of MB, and
+ * their formatting and writing were most of what ppc spent after the
+ * compile itself (issue 18). Every file's bytes are the same whichever
+ * thread writes it. */
+#define WRITERS 4
+typedef struct {
+    const char *outdir;
+    const pp_plan *plans;
+    int W;
+    pthread_mutex_t mu;
+    int next;      /* the next rank to write */
+    int fail_rank; /* the lowest rank that failed, W if none */
+    int fail_rc;
+    char fail_msg[PATH_MAX + 600];
+} plan_writer;
+
+static void *writer_loop(void *arg)
+{
+    plan_writer *pw = arg;
+    char msg[sizeof pw->fail_msg];
+    for (;;) {
+        pthread_mutex_lock(&pw->mu);
+        int r = pw->fail_rank < pw->W ? pw->W : pw->next++; /* stop at a failure */
+        pthread_mutex_unlock(&pw->mu);
+        if (r >= pw->W)
+            return NULL;
+        int rc = write_rank(pw->outdir, &pw->plans[r], r, msg, sizeof msg);
+        if (rc) {
+            pthread_mutex_lock(&pw->mu);
+            if (r < pw->fail_rank) {
+                pw->fail_rank = r;
+                pw->fail_rc = rc;
+                snprintf(pw->fail_msg, sizeof pw->fail_msg, "%s", msg);
+            }
+            pthread_mutex_unlock(&pw->mu);
+        }
+    }
+}
+
 static int write_plans(const options *o, pp_plan *plans, int W)
 {
     if (mkdir_p(o->outdir)) {
         return io_failed("create directory", o->outdir);
     }
-    char path[PATH_MAX], err[512];
-    for (int r = 0; r < W; r++) { /* pp_compile has validated and verified them */
-        snprintf(path, sizeof path, "%s/rank%d.bin", o->outdir, r);
-        pp_plan_status st = pp_plan_write(&plans[r], path, err, sizeof err);
-        if (st != PP_PLAN_OK) {
-            fprintf(stderr, "ppc: %s\n", err);
-            return st == PP_PLAN_ENOMEM ? EXIT_NOMEM : EXIT_IO;
-        }
-        snprintf(path, sizeof path, "%s/rank%d.txt", o->outdir, r);
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            return io_failed("write", path);
-        }
-        pp_plan_disasm(&plans[r], f);
-        if (fclose(f)) {
-            return io_failed("write", path);
-        }
+    /* pp_compile has validated and verified them */
+    plan_writer pw = {.outdir = o->outdir, .plans = plans, .W = W, .next = 0, .fail_rank = W};
+    pthread_mutex_init(&pw.mu, NULL);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nthreads = (int)(cpus < 1 ? 1 : cpus > WRITERS ? WRITERS : cpus);
+    if (nthreads > W)
+        nthreads = W;
+    pthread_t tid[WRITERS];
+    int started = 0;
+    while (started + 1 < nthreads && !pthread_create(&tid[started], NULL, writer_loop, &pw))
+        started++; /* a thread that cannot start leaves its share to the others */
+    writer_loop(&pw); /* this thread writes too */
+    for (int k = 0; k < started; k++)
+        pthread_join(tid[k], NULL);
+    pthread_mutex_destroy(&pw.mu);
+    if (pw.fail_rank < W) {
+        fprintf(stderr, "%s\n", pw.fail_msg);
+        /* ranks after the failed one may have been written by the other
+         * threads: none is left for ppvm to run beside the new report */
+        char path[PATH_MAX];
+        for (int r = 0; r < W; r++)
+            for (int k = 0; k < 2; k++) {
+                snprintf(path, sizeof path, "%s/rank%d.%s", o->outdir, r, k ? "txt" : "bin");
+                unlink(path);
+            }
+        return pw.fail_rc;
     }
     /* Rank files of an earlier, wider compile would mix plans: remove them. */
     remove_rank_files(o->outdir, W);
@@ -547,6 +639,10 @@ static int write_file(const char *dir, const char *name, writer fn, const void *
     if (!f) {
         return io_failed("write", path);
     }
+    /* report.json and the pictures of a big schedule are tens of MB written
+     * a line at a time: a large buffer makes that a few big writes (if it
+     * cannot be had, stdio's own buffer does) */
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
     int bad = fn(f, ctx) != 0;
     if (fclose(f) || bad) {
         return io_failed("write", path);
@@ -583,6 +679,17 @@ static int w_trace(FILE *f, const void *c)
     return pp_timeline_trace(f, x->t, x->sim, x->rep->xfer, x->rep->nxfer, x->unit);
 }
 
+/* Whether the pictures are drawn: --pictures, --no-pictures, or without
+ * either, up to PICTURES_MAX_JOBS jobs. A million-job schedule's
+ * timeline.svg and trace.json are some 130 and 250 MB (1F1B, S=64,
+ * B=8192), which no browser or trace viewer opens, and writing them took
+ * longer than the rest of the compile (issue 18). */
+#define PICTURES_MAX_JOBS 100000
+static int pictures_drawn(const options *o, const pp_report *rep)
+{
+    return o->pictures >= 0 ? o->pictures : rep->total.jobs <= PICTURES_MAX_JOBS;
+}
+
 static int write_report(const options *o, const report_ctx *x)
 {
     if (mkdir_p(o->outdir)) {
@@ -591,10 +698,20 @@ static int write_report(const options *o, const report_ctx *x)
     int rc = write_file(o->outdir, "report.txt", w_txt, x);
     if (!rc)
         rc = write_file(o->outdir, "report.json", w_json, x);
-    if (!rc && o->pictures)
+    int draw = pictures_drawn(o, x->rep);
+    if (!rc && draw)
         rc = write_file(o->outdir, "timeline.svg", w_svg, x);
-    if (!rc && o->pictures)
+    if (!rc && draw)
         rc = write_file(o->outdir, "trace.json", w_trace, x);
+    if (!rc && !draw) { /* an earlier compile's would not match this report */
+        static const char *const pictures[] = {"timeline.svg", "trace.json"};
+        char path[PATH_MAX];
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof path, "%s/%s", o->outdir, pictures[k]);
+            if (unlink(path) && errno != ENOENT)
+                return io_failed("remove", path);
+        }
+    }
     return rc;
 }
 
@@ -622,9 +739,13 @@ static void summary(const options *o, const pp_schedule *sch, const pp_report *r
            "fetches; %s moved in all\n",
            peak, pp_human_bytes(peak_b, hb[0]), recv, fetch,
            pp_human_bytes(rep->total.act_recv_bytes + rep->total.weight_recv_bytes, hb[1]));
+    int draw = pictures_drawn(o, rep);
     printf("wrote %s/report.txt, report.json%s, rank0..%lld.{bin,txt}, plan id %016llx\n",
-           o->outdir, o->pictures ? ", timeline.svg, trace.json" : "", sch->W - 1,
+           o->outdir, draw ? ", timeline.svg, trace.json" : "", sch->W - 1,
            (unsigned long long)plans[0].plan_id);
+    if (!draw && o->pictures < 0)
+        printf("  no timeline.svg or trace.json: %d jobs, more than %d (--pictures draws them)\n",
+               rep->total.jobs, PICTURES_MAX_JOBS);
 }
 
 /* The library beside the binary: <dir of ppc>/../schedules. */

@@ -12,17 +12,14 @@
 /* A (time, change) event on one worker's activation storage. */
 typedef struct {
     double t;
-    int w;
-    int release; /* releases sort before acquisitions at the same time */
-    long long count;
     long long bytes;
+    int count;
+    int release; /* releases sort before acquisitions at the same time */
 } mem_event;
 
 static int cmp_event(const void *a, const void *b)
 {
     const mem_event *x = a, *y = b;
-    if (x->w != y->w)
-        return x->w < y->w ? -1 : 1;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
     return y->release - x->release;
@@ -34,53 +31,65 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int cmp_xfer(const void *a, const void *b)
-{
-    const pp_transfer *x = a, *y = b;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return x->job < y->job ? -1 : x->job > y->job;
-}
-
 /* Peak stash count (F start .. B end) and bytes (F start .. end of its last
- * reader) per worker, by sweeping sorted events. */
+ * reader) per worker, by sweeping each worker's events sorted by time.
+ * Among events of one time and kind the order cannot change a peak (a
+ * run of releases only lowers both sums, a run of acquisitions only raises
+ * them), so the events are put in per-worker buckets first (a counting
+ * sort) and each bucket sorted alone: smaller sorts than one of every
+ * event by (worker, time), which was most of the report's time at a
+ * million jobs (issue 18). */
 static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
                             const pp_model *m)
 {
     const pp_jobspace *js = &t->js;
     size_t n = (size_t)js->S * (size_t)js->B * 3;
-    mem_event *ev = malloc(n * sizeof *ev);
-    if (!ev)
+    mem_event *ev = malloc((n + 1) * sizeof *ev);
+    size_t *at = calloc((size_t)t->W + 1, sizeof *at); /* bucket w: [at[w], at[w + 1]) */
+    if (!ev || !at) {
+        free(ev);
+        free(at);
         return -1;
-    size_t k = 0;
-    for (int s = 0; s < js->S; s++) {
-        for (int b = 0; b < js->B; b++) {
-            int split = job_split(js, s, b); /* per job: `split backward when` */
-            long long stash = (long long)(split ? pp_stage_stash_bytes_split(m, js->S, s)
-                                                : pp_stage_stash_bytes(m, js->S, s));
-            int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
-            int last = split ? job_id(js, s, b, DIR_W) : bw;
-            int w = t->worker[f];
-            ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
-            ev[k++] = (mem_event){sim->end[bw], w, 1, -1, last == bw ? -stash : 0};
-            if (last != bw)
-                ev[k++] = (mem_event){sim->end[last], w, 1, 0, -stash};
+    }
+    for (int pass = 0; pass < 2; pass++) /* 0: count each worker's events; 1: place them */
+        for (int s = 0; s < js->S; s++) {
+            for (int b = 0; b < js->B; b++) {
+                int split = job_split(js, s, b); /* per job: `split backward when` */
+                int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
+                int last = split ? job_id(js, s, b, DIR_W) : bw;
+                int w = t->worker[f];
+                if (pass == 0) {
+                    at[w + 1] += last != bw ? 3 : 2;
+                    continue;
+                }
+                long long stash = (long long)(split ? pp_stage_stash_bytes_split(m, js->S, s)
+                                                    : pp_stage_stash_bytes(m, js->S, s));
+                ev[at[w]++] = (mem_event){sim->start[f], stash, 1, 0};
+                ev[at[w]++] = (mem_event){sim->end[bw], last == bw ? -stash : 0, -1, 1};
+                if (last != bw)
+                    ev[at[w]++] = (mem_event){sim->end[last], -stash, 0, 1};
+            }
+            if (pass == 0 && s + 1 == js->S) /* counts to bucket starts */
+                for (int w = 0; w < t->W; w++)
+                    at[w + 1] += at[w];
+        }
+    /* at[w] is now bucket w's end, at[w - 1] (0 for w = 0) its start */
+    for (int w = 0; w < t->W; w++) {
+        size_t lo = w ? at[w - 1] : 0, hi = at[w];
+        qsort(ev + lo, hi - lo, sizeof *ev, cmp_event);
+        long long count = 0, bytes = 0;
+        pp_worker_report *wr = &r->w[w];
+        for (size_t i = lo; i < hi; i++) {
+            count += ev[i].count;
+            bytes += ev[i].bytes;
+            if (count > wr->peak_act)
+                wr->peak_act = count;
+            if (bytes > (long long)wr->peak_act_bytes)
+                wr->peak_act_bytes = (uint64_t)bytes;
         }
     }
-    qsort(ev, k, sizeof *ev, cmp_event);
-    long long count = 0, bytes = 0;
-    for (size_t i = 0; i < k; i++) {
-        if (i == 0 || ev[i].w != ev[i - 1].w)
-            count = bytes = 0;
-        count += ev[i].count;
-        bytes += ev[i].bytes;
-        pp_worker_report *wr = &r->w[ev[i].w];
-        if (count > wr->peak_act)
-            wr->peak_act = count;
-        if (bytes > (long long)wr->peak_act_bytes)
-            wr->peak_act_bytes = (uint64_t)bytes;
-    }
     free(ev);
+    free(at);
     return 0;
 }
 
@@ -98,10 +107,15 @@ static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model
     for (int j = 0; j < N; j++) {
         if (!job_exists(js, j))
             continue;
+        long long k;
         if (owners)
-            key[n++] = (long long)job_s(js, j) * t->W + t->owner[j];
+            k = (long long)job_s(js, j) * t->W + t->owner[j];
         else if (job_makes_wgrad(js, j)) /* where dW is computed */
-            key[n++] = (long long)job_s(js, j) * t->W + t->worker[j];
+            k = (long long)job_s(js, j) * t->W + t->worker[j];
+        else
+            continue;
+        if (n == 0 || key[n - 1] != k) /* neighbours repeat a pair: fewer to sort */
+            key[n++] = k;
     }
     qsort(key, (size_t)n, sizeof *key, cmp_ll);
     for (int i = 0; i < n; i++) {
@@ -157,7 +171,8 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         } else if (pp_job_reads_remote_weights(t, j))
             r->w[w].weight_kept++;
     }
-    qsort(r->xfer, (size_t)r->nxfer, sizeof *r->xfer, cmp_xfer);
+    /* in job order: trace.json, their one reader, sorts them by start (a
+     * million-job schedule's sort was a tenth of its compile, issue 18) */
     return 0;
 }
 

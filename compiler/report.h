@@ -69,7 +69,7 @@ typedef struct {
     double step;
     pp_worker_report *w;     /* [W] */
     pp_worker_report total;  /* sums over workers (peaks too: the sum of peaks) */
-    pp_transfer *xfer;       /* every transfer, ordered by start time */
+    pp_transfer *xfer;       /* every transfer, in the order of the jobs they feed */
     int nxfer;
 } pp_report;
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numfmt.h"
 #include "report.h"
 #include "timeline.h"
 
@@ -222,6 +223,58 @@ static void json_field(FILE *f, const pp_worker_report *x, int k)
     }
 }
 
+/* One job of "jobs": {"s": %d, "b": %d, "d": "%c", "start": %.17g,
+ * "end": %.17g}, after ",\n     " unless it is the worker's first. Built
+ * by hand (numfmt.h): a million-job report has a million of these. */
+static void json_job(FILE *f, const pp_jobspace *js, const pp_sim_result *sim, int j, int sep)
+{
+    char line[64 + 4 * PP_NUMFMT_MAX], *p = line;
+#define LIT(s) (memcpy(p, s, sizeof s - 1), p += sizeof s - 1)
+    if (sep)
+        LIT(",\n     ");
+    LIT("{\"s\": ");
+    p += pp_fmt_i64(p, job_s(js, j));
+    LIT(", \"b\": ");
+    p += pp_fmt_i64(p, job_b(js, j));
+    LIT(", \"d\": \"");
+    *p++ = dir_char(job_d(js, j));
+    LIT("\", \"start\": ");
+    p += pp_fmt_g(p, sim->start[j], 17);
+    LIT(", \"end\": ");
+    p += pp_fmt_g(p, sim->end[j], 17);
+    *p++ = '}';
+#undef LIT
+    fwrite(line, 1, (size_t)(p - line), f);
+}
+
+/* One overlapped pair of "pairs": "%s\n    {\"worker\": %d, \"F\": [%d, %d],
+ * \"B\": [%d, %d], \"start\": %.17g, \"end\": %.17g}", by hand as json_job. */
+static void json_pair(FILE *f, const pp_jobspace *js, const pp_sim_result *sim, int w, int j,
+                      int q, int sep)
+{
+    char line[128 + 6 * PP_NUMFMT_MAX], *p = line;
+#define LIT(s) (memcpy(p, s, sizeof s - 1), p += sizeof s - 1)
+    if (sep)
+        *p++ = ',';
+    LIT("\n    {\"worker\": ");
+    p += pp_fmt_i64(p, w);
+    LIT(", \"F\": [");
+    p += pp_fmt_i64(p, job_s(js, j));
+    LIT(", ");
+    p += pp_fmt_i64(p, job_b(js, j));
+    LIT("], \"B\": [");
+    p += pp_fmt_i64(p, job_s(js, q));
+    LIT(", ");
+    p += pp_fmt_i64(p, job_b(js, q));
+    LIT("], \"start\": ");
+    p += pp_fmt_g(p, sim->start[j], 17);
+    LIT(", \"end\": ");
+    p += pp_fmt_g(p, sim->end[j], 17);
+    *p++ = '}';
+#undef LIT
+    fwrite(line, 1, (size_t)(p - line), f);
+}
+
 int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info,
                          const pp_jobtable *t, const pp_sim_result *sim)
 {
@@ -256,10 +309,7 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
                 int j = sim->order[k], q = sim->partner ? sim->partner[j] : -1;
                 if (q < 0 || job_d(&t->js, j) != DIR_F)
                     continue;
-                fprintf(f, "%s\n    {\"worker\": %d, \"F\": [%d, %d], \"B\": [%d, %d], "
-                           "\"start\": %.17g, \"end\": %.17g}",
-                        first ? "" : ",", w, job_s(&t->js, j), job_b(&t->js, j),
-                        job_s(&t->js, q), job_b(&t->js, q), sim->start[j], sim->end[j]);
+                json_pair(f, &t->js, sim, w, j, q, !first);
                 first = 0;
             }
         fputs(first ? "],\n" : "\n  ],\n", f);
@@ -283,13 +333,9 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     const pp_jobspace *js = &t->js;
     for (int w = 0; w < r->W; w++) {
         fputs("    [", f);
-        for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
-            int j = sim->order[k];
-            fprintf(f, "%s{\"s\": %d, \"b\": %d, \"d\": \"%c\", \"start\": %.17g, \"end\": %.17g}",
-                    k > sim->off[w] ? ",\n     " : "", job_s(js, j), job_b(js, j),
-                    dir_char(job_d(js, j)), sim->start[j], sim->end[j]);
-        }
-        fprintf(f, "]%s\n", w + 1 < r->W ? "," : "");
+        for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
+            json_job(f, js, sim, sim->order[k], k > sim->off[w]);
+        fputs(w + 1 < r->W ? "],\n" : "]\n", f);
     }
     fputs("  ]\n}\n", f);
     return ferror(f) ? -1 : 0;

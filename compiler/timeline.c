@@ -12,6 +12,9 @@
  * job appear twice, and skips jobs whose times are not finite. */
 #include "timeline.h"
 
+#include "numfmt.h"
+
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -122,16 +125,65 @@ static void xml_text(FILE *f, const char *s)
  * only drawn that finely, and it keeps a 32768-cell file small. */
 static void px(FILE *f, double x)
 {
-    char buf[48];
+    char buf[PP_NUMFMT_MAX];
     if (!isfinite(x) || fabs(x) < 0.005)
         x = 0;
-    snprintf(buf, sizeof buf, "%.2f", x);
-    char *e = buf + strlen(buf);
+    char *e = buf + pp_fmt_fixed2(buf, x);
     while (e[-1] == '0')
         *--e = '\0';
     if (e[-1] == '.')
         e[-1] = '\0';
     fputs(buf, f);
+}
+
+/* Text pieces of the big writers' lines, built by hand (numfmt.h). */
+#define LIT(p, s) (memcpy(p, s, sizeof s - 1), (p) += sizeof s - 1)
+static char *put_int(char *p, long long v) { return p + pp_fmt_i64(p, v); }
+
+/* px's text at p; returns the end. */
+static char *put_px(char *p, double x)
+{
+    if (!isfinite(x) || fabs(x) < 0.005)
+        x = 0;
+    char *e = p + pp_fmt_fixed2(p, x);
+    while (e[-1] == '0')
+        e--;
+    if (e[-1] == '.')
+        e--;
+    return e;
+}
+
+/* A job's rect with its tooltip: "<rect class=\"j %c%d\" x=\"PX\" y=\"%d\"
+ * width=\"PX\" height=\"%d\"><title>%c(s=%d,b=%d) on w%d: %g to %g</title></rect>\n". */
+static void svg_cell(FILE *f, int d, int s, int b, int w, double x, int y, double cw,
+                     double start, double end)
+{
+    char line[256 + 4 * PP_NUMFMT_MAX], *p = line;
+    LIT(p, "<rect class=\"j ");
+    *p++ = dir_char(d);
+    p = put_int(p, b % SVG_PALETTE);
+    LIT(p, "\" x=\"");
+    p = put_px(p, x);
+    LIT(p, "\" y=\"");
+    p = put_int(p, y);
+    LIT(p, "\" width=\"");
+    p = put_px(p, cw);
+    LIT(p, "\" height=\"");
+    p = put_int(p, SVG_CELL_H);
+    LIT(p, "\"><title>");
+    *p++ = dir_char(d);
+    LIT(p, "(s=");
+    p = put_int(p, s);
+    LIT(p, ",b=");
+    p = put_int(p, b);
+    LIT(p, ") on w");
+    p = put_int(p, w);
+    LIT(p, ": ");
+    p += pp_fmt_g(p, start, 6);
+    LIT(p, " to ");
+    p += pp_fmt_g(p, end, 6);
+    LIT(p, "</title></rect>\n");
+    fwrite(line, 1, (size_t)(p - line), f);
 }
 
 int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
@@ -222,12 +274,7 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j), w = t->worker[j];
         double x = left + sim->start[j] * scale, cw = (sim->end[j] - sim->start[j]) * scale;
         int y = SVG_TOP + w * SVG_ROW + (SVG_ROW - SVG_CELL_H) / 2;
-        fprintf(f, "<rect class=\"j %c%d\" x=\"", dir_char(d), b % SVG_PALETTE);
-        px(f, x);
-        fprintf(f, "\" y=\"%d\" width=\"", y);
-        px(f, cw);
-        fprintf(f, "\" height=\"%d\"><title>%c(s=%d,b=%d) on w%d: %g to %g</title></rect>\n",
-                SVG_CELL_H, dir_char(d), s, b, w, sim->start[j], sim->end[j]);
+        svg_cell(f, d, s, b, w, x, y, cw, sim->start[j], sim->end[j]);
         char lab[40];
         if (svg_fits(svg_label(lab, sizeof lab, js, j), cw)) {
             /* the darkest (W) cells take white text */
@@ -287,9 +334,14 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
  * or infinity, so those print as 0). */
 static void json_num(FILE *f, double x)
 {
-    char buf[40];
+    char buf[PP_NUMFMT_MAX];
     if (!isfinite(x))
         x = 0;
+    /* a short exact decimal is its own shortest round trip (numfmt.h) */
+    if (pp_fmt_exact(buf, x, 15)) {
+        fputs(buf, f);
+        return;
+    }
     snprintf(buf, sizeof buf, "%.15g", x);
     if (strtod(buf, NULL) != x)
         snprintf(buf, sizeof buf, "%.17g", x);
@@ -309,8 +361,80 @@ static void trace_meta(FILE *f, const char *what, int tid, const char *key, cons
     fputs("}}", f);
 }
 
+/* json_num's text at p; returns the end. */
+static char *put_num(char *p, double x)
+{
+    if (!isfinite(x))
+        x = 0;
+    size_t n = pp_fmt_exact(p, x, 15);
+    if (n)
+        return p + n;
+    n = pp_fmt_g(p, x, 15);
+    if (strtod(p, NULL) != x)
+        n = pp_fmt_g(p, x, 17);
+    return p + n;
+}
+
+/* A job's slice: ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%c(s=%d,b=%d)\",
+ * \"cat\":\"%c\",\"ts\":NUM,\"dur\":NUM,\"args\":{\"s\":%d,\"b\":%d,\"d\":\"%c\"}}". */
+static void trace_job(FILE *f, int tid, int d, int s, int b, double ts, double dur)
+{
+    char line[256 + 4 * PP_NUMFMT_MAX], *p = line;
+    char c = dir_char(d);
+    LIT(p, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":");
+    p = put_int(p, tid);
+    LIT(p, ",\"name\":\"");
+    *p++ = c;
+    LIT(p, "(s=");
+    p = put_int(p, s);
+    LIT(p, ",b=");
+    p = put_int(p, b);
+    LIT(p, ")\",\"cat\":\"");
+    *p++ = c;
+    LIT(p, "\",\"ts\":");
+    p = put_num(p, ts);
+    LIT(p, ",\"dur\":");
+    p = put_num(p, dur);
+    LIT(p, ",\"args\":{\"s\":");
+    p = put_int(p, s);
+    LIT(p, ",\"b\":");
+    p = put_int(p, b);
+    LIT(p, ",\"d\":\"");
+    *p++ = c;
+    LIT(p, "\"}}");
+    fwrite(line, 1, (size_t)(p - line), f);
+}
+
+static int cmp_xfer(const void *a, const void *b)
+{
+    const pp_transfer *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+static int write_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
+                       const pp_transfer *xfer, int nxfer, const char *unit);
+
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
                       const pp_transfer *xfer, int nxfer, const char *unit)
+{
+    /* the report keeps them in job order; the trace lists them by start */
+    pp_transfer *sorted = malloc(((size_t)nxfer + 1) * sizeof *sorted);
+    if (!sorted) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (nxfer > 0)
+        memcpy(sorted, xfer, (size_t)nxfer * sizeof *sorted);
+    qsort(sorted, (size_t)nxfer, sizeof *sorted, cmp_xfer);
+    int rc = write_trace(f, t, sim, sorted, nxfer, unit);
+    free(sorted);
+    return rc;
+}
+
+static int write_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
+                       const pp_transfer *xfer, int nxfer, const char *unit)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js);
@@ -339,30 +463,44 @@ int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         if (!job_ok(t, sim, j))
             continue;
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
-        fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%c(s=%d,b=%d)\",\"cat\":\"%c\",\"ts\":",
-                2 * t->worker[j], dir_char(d), s, b, dir_char(d));
-        json_num(f, sim->start[j] * us);
-        fputs(",\"dur\":", f);
-        json_num(f, (sim->end[j] - sim->start[j]) * us);
-        fprintf(f, ",\"args\":{\"s\":%d,\"b\":%d,\"d\":\"%c\"}}", s, b, dir_char(d));
+        trace_job(f, 2 * t->worker[j], d, s, b, sim->start[j] * us,
+                  (sim->end[j] - sim->start[j]) * us);
     }
     for (int i = 0; i < nxfer; i++) {
         const pp_transfer *x = &xfer[i];
         if (x->dst < 0 || x->dst >= t->W)
             continue;
         const char *kind = x->kind >= XFER_ACT && x->kind <= XFER_WEIGHT ? kinds[x->kind] : "xfer";
-        if (x->job >= 0 && x->job < N)
-            snprintf(name, sizeof name, "%s %c(s=%d,b=%d)", kind, dir_char(job_d(js, x->job)),
-                     job_s(js, x->job), job_b(js, x->job));
-        else
-            snprintf(name, sizeof name, "%s", kind);
         double dur = x->end - x->start;
-        fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"cat\":\"%s\",\"ts\":",
-                2 * x->dst + 1, name, kind);
-        json_num(f, x->start * us);
-        fputs(",\"dur\":", f);
-        json_num(f, (dur > 0 ? dur : 0) * us);
-        fprintf(f, ",\"args\":{\"from\":%d,\"bytes\":%llu}}", x->src, (unsigned long long)x->bytes);
+        /* ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s %c(s=%d,b=%d)\"
+         * (or the kind alone),\"cat\":\"%s\",\"ts\":NUM,\"dur\":NUM,
+         * \"args\":{\"from\":%d,\"bytes\":%llu}}", by hand as trace_job */
+        char line[256 + 4 * PP_NUMFMT_MAX], *p = line;
+        LIT(p, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":");
+        p = put_int(p, 2 * x->dst + 1);
+        LIT(p, ",\"name\":\"");
+        p = stpcpy(p, kind);
+        if (x->job >= 0 && x->job < N) {
+            *p++ = ' ';
+            *p++ = dir_char(job_d(js, x->job));
+            LIT(p, "(s=");
+            p = put_int(p, job_s(js, x->job));
+            LIT(p, ",b=");
+            p = put_int(p, job_b(js, x->job));
+            *p++ = ')';
+        }
+        LIT(p, "\",\"cat\":\"");
+        p = stpcpy(p, kind);
+        LIT(p, "\",\"ts\":");
+        p = put_num(p, x->start * us);
+        LIT(p, ",\"dur\":");
+        p = put_num(p, (dur > 0 ? dur : 0) * us);
+        LIT(p, ",\"args\":{\"from\":");
+        p = put_int(p, x->src);
+        LIT(p, ",\"bytes\":");
+        p += pp_fmt_u64(p, x->bytes);
+        LIT(p, "}}");
+        fwrite(line, 1, (size_t)(p - line), f);
     }
     /* What a microsecond here is, for people and tools reading the file. */
     fputs("\n],\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ts_unit\":\"us\",\"source_unit\":\"", f);

@@ -26,7 +26,8 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
  * transfer track. Timestamps are microseconds: `unit` is what the times are
  * in ("s", "ms", "us", "ns": pp_costs.unit of --costs), or NULL for the
  * schedule's unitless costs, shown as 1 ms a unit. The file's "otherData"
- * says which. Returns 0, or -1 if writing failed. */
+ * says which. The transfers are written ordered by start (then job).
+ * Returns 0, or -1 if writing failed or memory ran out (errno ENOMEM). */
 int pp_timeline_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
                       const pp_transfer *xfer, int nxfer, const char *unit);
 /* The diagram in text, at most `width` columns wide (widths under about

@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SLOTS_COL 32 /* width of the slots column (at most 64) */
@@ -164,14 +165,88 @@ static void print_header(const pp_plan *p, FILE *out)
 
 /* ------------------------------------------------------------ instructions */
 
+/* The instructions are formatted by hand, not through printf: a listing of
+ * a million-job schedule has millions of lines, and printf's parsing of
+ * the format string cost more than everything else ppc does (issue 18).
+ * The helpers below produce exactly what the printf conversions they
+ * replace produced ("%" PRId32, "%s", "%4s", "%-14s"), so the listings
+ * stay byte for byte the same (the golden tests compare them). */
+
+/* Decimal digits of v into buf (at least 11 chars), no terminator;
+ * returns how many. */
+static size_t fmt_u32(char *buf, uint32_t v)
+{
+    char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t k = 0; k < n; k++)
+        buf[k] = tmp[n - 1 - k];
+    return n;
+}
+
+/* As "%" PRId32: a minus sign, then the digits. */
+static size_t fmt_i32(char *buf, int32_t v)
+{
+    if (v >= 0)
+        return fmt_u32(buf, (uint32_t)v);
+    buf[0] = '-';
+    return 1 + fmt_u32(buf + 1, 0u - (uint32_t)v);
+}
+
+/* Appends len bytes, cut as add cuts them (vsnprintf's truncation). */
+static void add_bytes(text *t, const char *s, size_t len)
+{
+    size_t room = sizeof t->s - t->n;
+    if (room <= 1)
+        return;
+    if (len > room - 1)
+        len = room - 1;
+    memcpy(t->s + t->n, s, len);
+    t->n += len;
+    t->s[t->n] = '\0';
+}
+
+static void add_str(text *t, const char *s) { add_bytes(t, s, strlen(s)); }
+
+static void add_i32(text *t, int32_t v)
+{
+    char b[12];
+    add_bytes(t, b, fmt_i32(b, v));
+}
+
+/* "F(3,7)" and the like: a letter and the stage and microbatch. */
+static void add_job(text *t, const char *what, const pp_instr *in)
+{
+    add_str(t, what);
+    add_i32(t, in->stage);
+    add_bytes(t, ",", 1);
+    add_i32(t, in->mb);
+    add_bytes(t, ")", 1);
+}
+
 /* The slot operand of role r as "s4", or `absent` when there is none. */
 static const char *slot_str(const pp_instr *in, pp_role r, const char *absent, char buf[16])
 {
     int32_t v = pp_slot(in, r);
     if (v == -1)
         return absent;
-    snprintf(buf, 16, "s%" PRId32, v);
+    buf[0] = 's';
+    buf[1 + fmt_i32(buf + 1, v)] = '\0';
     return buf;
+}
+
+/* " with weights s<n>" (or `lead` in place of " with weights s") when
+ * the instruction has a slot of role r. */
+static void add_role_slot(text *t, const pp_instr *in, pp_role r, const char *lead)
+{
+    int32_t v = pp_slot(in, r);
+    if (v < 0)
+        return;
+    add_str(t, lead);
+    add_i32(t, v);
 }
 
 static void comment_forward(text *t, const pp_instr *in)
@@ -179,18 +254,31 @@ static void comment_forward(text *t, const pp_instr *in)
     char a[16], b[16], c[16], d[16];
     const char *src = slot_str(in, PP_ROLE_IN, "?", a), *stash = slot_str(in, PP_ROLE_STASH, "?", b);
     const char *dst = slot_str(in, PP_ROLE_OUT, NULL, c), *tgt = slot_str(in, PP_ROLE_TGT, NULL, d);
-    add(t, "F(%" PRId32 ",%" PRId32 "): ", in->stage, in->mb);
-    if (dst && tgt)
-        add(t, "%s -> %s, loss vs targets %s", src, dst, tgt);
-    else if (dst)
-        add(t, "%s -> %s", src, dst);
-    else if (tgt)
-        add(t, "loss of %s vs targets %s", src, tgt);
-    else
-        add(t, "%s, output discarded", src);
-    add(t, " (stash %s)", stash);
-    if (pp_slot(in, PP_ROLE_WTS) >= 0)
-        add(t, " with weights s%" PRId32, pp_slot(in, PP_ROLE_WTS));
+    add_job(t, "F(", in);
+    add_str(t, ": ");
+    if (dst && tgt) {
+        add_str(t, src);
+        add_str(t, " -> ");
+        add_str(t, dst);
+        add_str(t, ", loss vs targets ");
+        add_str(t, tgt);
+    } else if (dst) {
+        add_str(t, src);
+        add_str(t, " -> ");
+        add_str(t, dst);
+    } else if (tgt) {
+        add_str(t, "loss of ");
+        add_str(t, src);
+        add_str(t, " vs targets ");
+        add_str(t, tgt);
+    } else {
+        add_str(t, src);
+        add_str(t, ", output discarded");
+    }
+    add_str(t, " (stash ");
+    add_str(t, stash);
+    add_str(t, ")");
+    add_role_slot(t, in, PP_ROLE_WTS, " with weights s");
 }
 
 /* no_din: what the gradient feeds on the first stage, which has no input grad. */
@@ -200,12 +288,25 @@ static void comment_backward(text *t, const pp_instr *in, const char *no_din)
     const char *stash = slot_str(in, PP_ROLE_STASH, "?", a);
     const char *dout = slot_str(in, PP_ROLE_DOUT, "of loss", b);
     const char *din = slot_str(in, PP_ROLE_DIN, no_din, c);
-    add(t, "B(%" PRId32 ",%" PRId32 "): grad %s -> %s (stash %s)", in->stage, in->mb, dout, din,
-        stash);
-    if (pp_slot(in, PP_ROLE_WTS) >= 0)
-        add(t, " with weights s%" PRId32, pp_slot(in, PP_ROLE_WTS));
-    if (pp_slot(in, PP_ROLE_WGRAD) >= 0)
-        add(t, ", weight grads into s%" PRId32, pp_slot(in, PP_ROLE_WGRAD));
+    add_job(t, "B(", in);
+    add_str(t, ": grad ");
+    add_str(t, dout);
+    add_str(t, " -> ");
+    add_str(t, din);
+    add_str(t, " (stash ");
+    add_str(t, stash);
+    add_str(t, ")");
+    add_role_slot(t, in, PP_ROLE_WTS, " with weights s");
+    add_role_slot(t, in, PP_ROLE_WGRAD, ", weight grads into s");
+}
+
+/* "<job> <what> <slot> to rank <peer>" and the other transfers' comments:
+ * pieces around the numbers. */
+static void add_stage_words(text *t, const char *lead, const pp_instr *in, const char *mid)
+{
+    add_str(t, lead);
+    add_i32(t, in->stage);
+    add_str(t, mid);
 }
 
 /* The comment column: what the instruction does, in words. */
@@ -216,77 +317,110 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
     const char *s0 = pp_op(in->op) ? slot_str(in, pp_op(in->op)->slot[0].role, "?", a) : "?";
     switch (in->op) {
     case PP_OP_LoadMicroBatch:
-        add(t, "microbatch %" PRId32 " tokens into %s", in->mb, s0);
+        add_str(t, "microbatch ");
+        add_i32(t, in->mb);
+        add_str(t, " tokens into ");
+        add_str(t, s0);
         break;
     case PP_OP_Forward:
         comment_forward(t, in);
         break;
     case PP_OP_SendActivation:
-        add(t, "F(%" PRId32 ",%" PRId32 ") output %s to rank %" PRId32, in->stage, in->mb, s0,
-            in->peer);
+        add_job(t, "F(", in);
+        add_str(t, " output ");
+        add_str(t, s0);
+        add_str(t, " to rank ");
+        add_i32(t, in->peer);
         break;
     case PP_OP_RecvActivation:
-        add(t, "F(%" PRId32 ",%" PRId32 ") output from rank %" PRId32 " into %s", in->stage, in->mb,
-            in->peer, s0);
+        add_job(t, "F(", in);
+        add_str(t, " output from rank ");
+        add_i32(t, in->peer);
+        add_str(t, " into ");
+        add_str(t, s0);
         break;
     case PP_OP_Backward:
         comment_backward(t, in, "weights only");
         break;
     case PP_OP_BackwardInput:
         comment_backward(t, in, "stash only");
-        add(t, "; weight grads left for W");
+        add_str(t, "; weight grads left for W");
         break;
     case PP_OP_BackwardWeight:
-        add(t, "W(%" PRId32 ",%" PRId32 "): weight grads from stash %s", in->stage, in->mb, s0);
-        if (pp_slot(in, PP_ROLE_WGRAD) >= 0)
-            add(t, " into s%" PRId32, pp_slot(in, PP_ROLE_WGRAD));
+        add_job(t, "W(", in);
+        add_str(t, ": weight grads from stash ");
+        add_str(t, s0);
+        add_role_slot(t, in, PP_ROLE_WGRAD, " into s");
         break;
     case PP_OP_SendGrad:
-        add(t, "B(%" PRId32 ",%" PRId32 ") input grad %s to rank %" PRId32, in->stage, in->mb, s0,
-            in->peer);
+        add_job(t, "B(", in);
+        add_str(t, " input grad ");
+        add_str(t, s0);
+        add_str(t, " to rank ");
+        add_i32(t, in->peer);
         break;
     case PP_OP_RecvGrad:
-        add(t, "B(%" PRId32 ",%" PRId32 ") input grad from rank %" PRId32 " into %s", in->stage,
-            in->mb, in->peer, s0);
+        add_job(t, "B(", in);
+        add_str(t, " input grad from rank ");
+        add_i32(t, in->peer);
+        add_str(t, " into ");
+        add_str(t, s0);
         break;
     case PP_OP_ReduceGrads:
-        add(t, "all-reduce stage %" PRId32 " grads over g%" PRId32 " ", in->stage, in->group);
+        add_stage_words(t, "all-reduce stage ", in, " grads over g");
+        add_i32(t, in->group);
+        add_str(t, " ");
         add_members(t, p, in->group);
         break;
     case PP_OP_FetchWeights:
-        add(t, "stage %" PRId32 " weights from rank %" PRId32 " into %s", in->stage, in->peer, s0);
+        add_stage_words(t, "stage ", in, " weights from rank ");
+        add_i32(t, in->peer);
+        add_str(t, " into ");
+        add_str(t, s0);
         break;
     case PP_OP_SendWeights:
-        add(t, "stage %" PRId32 " weights to rank %" PRId32, in->stage, in->peer);
+        add_stage_words(t, "stage ", in, " weights to rank ");
+        add_i32(t, in->peer);
         break;
     case PP_OP_ZeroGrads:
-        add(t, "%s accumulates stage %" PRId32 " weight grads here", s0, in->stage);
+        add_str(t, s0);
+        add_stage_words(t, " accumulates stage ", in, " weight grads here");
         break;
     case PP_OP_SendWeightGrad:
-        add(t, "stage %" PRId32 " weight grads %s to owner rank %" PRId32, in->stage, s0, in->peer);
+        add_stage_words(t, "stage ", in, " weight grads ");
+        add_str(t, s0);
+        add_str(t, " to owner rank ");
+        add_i32(t, in->peer);
         break;
     case PP_OP_RecvWeightGrad:
-        add(t, "stage %" PRId32 " weight grads from rank %" PRId32 " via %s, added to ours",
-            in->stage, in->peer, s0);
+        add_stage_words(t, "stage ", in, " weight grads from rank ");
+        add_i32(t, in->peer);
+        add_str(t, " via ");
+        add_str(t, s0);
+        add_str(t, ", added to ours");
         break;
     case PP_OP_GroupStart: {
         uint32_t n = 0, first = (uint32_t)(in - p->code) + 1;
         while (first + n < p->ninstr && p->code[first + n].op != PP_OP_GroupEnd)
             n++;
         int up = n > 0 && pp_group_direction(&p->code[first], p->rank) == 1;
-        add(t, "the next %" PRIu32 " transfers (%s) are posted together", n,
-            up ? "upward" : "downward");
+        char num[12];
+        add_str(t, "the next ");
+        add_bytes(t, num, fmt_u32(num, n));
+        add_str(t, up ? " transfers (upward) are posted together"
+                      : " transfers (downward) are posted together");
         break;
     }
     case PP_OP_GroupEnd:
-        add(t, "end of the group");
+        add_str(t, "end of the group");
         break;
     case PP_OP_Overlap:
-        add(t, "the next two jobs run as one pair (cuda: two streams; cpu: in turn)");
+        add_str(t, "the next two jobs run as one pair (cuda: two streams; cpu: in turn)");
         break;
     case PP_OP_OptimizerStep:
-        add(t, "update stage %" PRId32 " weights (%s)", in->stage,
-            pp_optimizer_name(p->model.optimizer));
+        add_stage_words(t, "update stage ", in, " weights (");
+        add_str(t, pp_optimizer_name(p->model.optimizer));
+        add_str(t, ")");
         break;
     default:
         add(t, "unknown opcode %u", in->op);
@@ -294,54 +428,143 @@ static void comment(text *t, const pp_plan *p, const pp_instr *in)
     }
 }
 
-/* A scalar operand's column: the number if the opcode uses it, else ".". */
-static const char *scalar(const pp_instr *in, unsigned use, int32_t v, char buf[16])
-{
-    if (!(pp_op_uses(in->op) & use))
-        return ".";
-    snprintf(buf, 16, "%" PRId32, v);
-    return buf;
-}
-
 /* The slots column: "role=sN" for every used slot, absent optional ones left
  * out. An unknown opcode has no roles, so its raw operands are shown. */
 static void slots_column(text *t, const pp_instr *in)
 {
+    const pp_op_info *o = pp_op(in->op);
     int n = pp_op_nslots(in->op);
     for (int k = 0; k < PP_MAX_SLOTS; k++) {
-        int optional;
-        const char *role = pp_op_slot_role(in->op, k, &optional);
+        /* pp_op_slot_role's answer, without its search per slot */
+        int optional = k < n ? o->slot[k].optional : 0;
+        const char *role = k < n ? pp_role_name(o->slot[k].role) : NULL;
         if (k >= n && in->slot[k] == -1)
             continue;
         if (k < n && in->slot[k] == -1 && optional)
             continue;
-        add(t, "%s%s=s%" PRId32, t->n ? " " : "", role ? role : "?", in->slot[k]);
+        if (t->n)
+            add_bytes(t, " ", 1);
+        add_str(t, role ? role : "?");
+        add_bytes(t, "=s", 2);
+        add_i32(t, in->slot[k]);
     }
 }
 
-static void print_instr(const pp_plan *p, uint32_t i, FILE *out)
+/* The output buffer of a listing: lines gather here and go out in large
+ * writes. A line is at most LINE_MAX_LEN bytes (two `text`s and the
+ * fixed columns). */
+enum { OUT_CAP = 1 << 16, LINE_MAX_LEN = 2 * 256 + 192 };
+typedef struct {
+    FILE *f;
+    char *buf; /* [OUT_CAP], or NULL: every line is written at once */
+    size_t n;
+    char line[LINE_MAX_LEN];
+} outbuf;
+
+static void out_flush(outbuf *o)
+{
+    if (o->n)
+        fwrite(o->buf, 1, o->n, o->f);
+    o->n = 0;
+}
+
+/* Room for one more line: where to write it (flushed first when full). */
+static char *out_line(outbuf *o)
+{
+    if (!o->buf)
+        return o->line;
+    if (OUT_CAP - o->n < LINE_MAX_LEN)
+        out_flush(o);
+    return o->buf + o->n;
+}
+
+static void out_done(outbuf *o, char *p, size_t len)
+{
+    if (o->buf)
+        o->n += len;
+    else
+        fwrite(p, 1, len, o->f);
+}
+
+/* s padded with spaces to width (on the left when right, else on the right)
+ * at p, as "%*s" and "%-*s"; returns the end. */
+static char *put_padded(char *p, const char *s, size_t len, int width, int right)
+{
+    size_t pad = len < (size_t)width ? (size_t)width - len : 0;
+    if (right) {
+        memset(p, ' ', pad);
+        p += pad;
+    }
+    memcpy(p, s, len);
+    p += len;
+    if (!right) {
+        memset(p, ' ', pad);
+        p += pad;
+    }
+    return p;
+}
+
+/* A scalar operand's column, right-aligned in width, then two spaces:
+ * the number if the opcode uses it, else ".". */
+static char *put_scalar(char *p, unsigned uses, unsigned use, int32_t v, int width)
+{
+    char b[12];
+    if (uses & use)
+        p = put_padded(p, b, fmt_i32(b, v), width, 1);
+    else
+        p = put_padded(p, ".", 1, width, 1);
+    memcpy(p, "  ", 2);
+    return p + 2;
+}
+
+static void print_instr(const pp_plan *p, uint32_t i, outbuf *o)
 {
     const pp_instr *in = &p->code[i];
-    char st[16], mb[16], peer[16], grp[16];
     text slots = {.n = 0}, note = {.n = 0};
     slots.s[0] = note.s[0] = '\0';
     slots_column(&slots, in);
     comment(&note, p, in);
-    fprintf(out, "%4" PRIu32 "  %-14s  %5s  %4s  %4s  %3s  ", i, pp_op_name(in->op),
-            scalar(in, PP_U_STAGE, in->stage, st), scalar(in, PP_U_MB, in->mb, mb),
-            scalar(in, PP_U_PEER, in->peer, peer), scalar(in, PP_U_GROUP, in->group, grp));
+    char *line = out_line(o), *q = line, num[12];
+    /* "%4u  %-14s  %5s  %4s  %4s  %3s  " */
+    q = put_padded(q, num, fmt_u32(num, i), 4, 1);
+    memcpy(q, "  ", 2);
+    q += 2;
+    const char *name = pp_op_name(in->op);
+    size_t nlen = strlen(name);
+    if (nlen > 64) /* no opcode's name is near this; a line's room is bounded */
+        nlen = 64;
+    q = put_padded(q, name, nlen, 14, 0);
+    memcpy(q, "  ", 2);
+    q += 2;
+    unsigned uses = pp_op_uses(in->op);
+    q = put_scalar(q, uses, PP_U_STAGE, in->stage, 5);
+    q = put_scalar(q, uses, PP_U_MB, in->mb, 4);
+    q = put_scalar(q, uses, PP_U_PEER, in->peer, 4);
+    q = put_scalar(q, uses, PP_U_GROUP, in->group, 3);
     /* A long slots list runs into the comment column with one space left. */
-    if (slots.n <= SLOTS_COL)
-        fprintf(out, "%-*s  %s\n", SLOTS_COL, slots.s, note.s);
-    else
-        fprintf(out, "%s %s\n", slots.s, note.s);
+    if (slots.n <= SLOTS_COL) {
+        q = put_padded(q, slots.s, slots.n, SLOTS_COL, 0);
+        memcpy(q, "  ", 2);
+        q += 2;
+    } else {
+        memcpy(q, slots.s, slots.n);
+        q += slots.n;
+        *q++ = ' ';
+    }
+    memcpy(q, note.s, note.n);
+    q += note.n;
+    *q++ = '\n';
+    out_done(o, line, (size_t)(q - line));
 }
 
 void pp_plan_disasm(const pp_plan *p, FILE *out)
 {
     print_header(p, out);
+    outbuf o = {.f = out, .buf = malloc(OUT_CAP), .n = 0};
     for (uint32_t i = 0; p->code && i < p->ninstr; i++)
-        print_instr(p, i, out);
+        print_instr(p, i, &o);
+    out_flush(&o);
+    free(o.buf);
     fprintf(out, "; end of plan (%" PRIu32 " instruction%s)\n", p->ninstr,
             p->ninstr == 1 ? "" : "s");
 }

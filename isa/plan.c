@@ -720,11 +720,11 @@ static pp_plan_status check_groups(const pp_plan *p, char *err, size_t errlen)
 
 /* One scalar operand: if the opcode uses it, it must lie in [0, hi);
  * otherwise it must be -1 so stray values never go unnoticed. */
-static bool check_scalar(uint32_t i, const pp_instr *in, unsigned use, const char *what, int32_t v,
-                         uint32_t hi, char *err, size_t errlen)
+static bool check_scalar(uint32_t i, const pp_instr *in, unsigned uses, unsigned use,
+                         const char *what, int32_t v, uint32_t hi, char *err, size_t errlen)
 {
     const char *name = pp_op_name(in->op);
-    if (!(pp_op_uses(in->op) & use)) {
+    if (!(uses & use)) {
         if (v == -1)
             return true;
         set_err(err, errlen,
@@ -743,11 +743,14 @@ static bool check_scalar(uint32_t i, const pp_instr *in, unsigned use, const cha
 static bool check_slots(uint32_t i, const pp_instr *in, uint32_t nslots, char *err, size_t errlen)
 {
     const char *name = pp_op_name(in->op);
+    const pp_op_info *o = pp_op(in->op); /* a known opcode: check_instr saw to it */
     int n = pp_op_nslots(in->op);
     for (int k = 0; k < PP_MAX_SLOTS; k++) {
         int32_t v = in->slot[k];
-        int optional;
-        const char *role = pp_op_slot_role(in->op, k, &optional);
+        /* pp_op_slot_role's answer, without its search per slot (a plan
+         * of a million jobs has millions of instructions to check) */
+        int optional = k < n ? o->slot[k].optional : 0;
+        const char *role = k < n ? pp_role_name(o->slot[k].role) : NULL;
         if (k >= n) {
             if (v == -1)
                 continue;
@@ -787,12 +790,13 @@ static bool check_instr(const pp_plan *p, uint32_t i, char *err, size_t errlen)
                 in->op, PP_OP_COUNT - 1);
         return false;
     }
-    if (!check_scalar(i, in, PP_U_STAGE, "stage", in->stage, p->S, err, errlen) ||
-        !check_scalar(i, in, PP_U_MB, "mb", in->mb, p->B, err, errlen) ||
-        !check_scalar(i, in, PP_U_PEER, "peer", in->peer, p->world, err, errlen) ||
-        !check_scalar(i, in, PP_U_GROUP, "group", in->group, p->ngroups, err, errlen))
+    unsigned uses = pp_op_uses(in->op);
+    if (!check_scalar(i, in, uses, PP_U_STAGE, "stage", in->stage, p->S, err, errlen) ||
+        !check_scalar(i, in, uses, PP_U_MB, "mb", in->mb, p->B, err, errlen) ||
+        !check_scalar(i, in, uses, PP_U_PEER, "peer", in->peer, p->world, err, errlen) ||
+        !check_scalar(i, in, uses, PP_U_GROUP, "group", in->group, p->ngroups, err, errlen))
         return false;
-    if ((pp_op_uses(in->op) & PP_U_PEER) && (uint32_t)in->peer == p->rank) {
+    if ((uses & PP_U_PEER) && (uint32_t)in->peer == p->rank) {
         set_err(err, errlen,
                 "instruction %" PRIu32 " (%s): peer %" PRId32
                 " is this rank (expected another rank)",

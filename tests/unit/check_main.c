@@ -79,6 +79,8 @@ static const struct suite_entry {
     {"overlap_e2e", overlap_e2e_suite, MPI, 4, NULL},
     {"search_e2e", search_e2e_suite, MPI, 4, search_e2e_tcases},
     {"vmbench", vmbench_suite, MPI, 4, vmbench_tcases},
+    {"numfmt", numfmt_suite, FAST, 1, NULL},
+    {"pictures", pictures_suite, FAST, 1, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 
