@@ -17,19 +17,28 @@ typedef struct {
     int lets;    /* lets visible without s, b, d (a requirement) */
 } scope;
 
+/* Params and lets are entered in order under names no earlier one has
+ * (a redefinition is an error and enters nothing), so index i was defined
+ * before the first `limit` exactly when i < limit. */
 static int find_param(const pp_schedule *sch, const char *name, int limit)
 {
-    for (int i = 0; i < limit; i++)
-        if (!strcmp(sch->params[i].name, name))
-            return i;
-    return -1;
+    int i = pp_names_get(&sch->param_ix, name);
+    return i < limit ? i : -1;
 }
 
 static int find_let(const pp_schedule *sch, const char *name, int limit)
 {
-    for (int i = 0; i < limit; i++)
-        if (!strcmp(sch->lets[i].name, name))
-            return i;
+    int i = pp_names_get(&sch->let_ix, name);
+    return i < limit ? i : -1;
+}
+
+/* Enters the name of params[i] or lets[i] into its index: 0, or -1 (and
+ * reported) out of memory. */
+static int index_name(pp_schedule *sch, pp_names *ix, const char *name, int i)
+{
+    if (pp_names_at(ix, name, i))
+        return 0;
+    diag_nomem(sch->diag, "while checking the schedule");
     return -1;
 }
 
@@ -57,11 +66,8 @@ static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
 static int defined_later(const pp_schedule *sch, const char *name, const scope *sc)
 {
     int lets_visible = sc->job || sc->worker || sc->lets;
-    for (const pp_stmt *st = sch->stmts; st; st = st->next)
-        if ((st->kind == ST_PARAM || (st->kind == ST_LET && lets_visible)) && st->name &&
-            !strcmp(st->name, name))
-            return 1;
-    return 0;
+    int kinds = pp_names_get(&sch->stmt_ix, name);
+    return kinds > 0 && ((kinds & 1) || ((kinds & 2) && lets_visible));
 }
 
 static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
@@ -221,6 +227,8 @@ static void define_param(pp_schedule *sch, pp_stmt *st)
     scope sc = {sch->nparams, 0, 0, 0, "a param", 0, 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
+    if (index_name(sch, &sch->param_ix, st->name, sch->nparams))
+        return;
     pp_param *p = &sch->params[sch->nparams++];
     p->name = st->name;
     p->loc = st->name_loc;
@@ -246,6 +254,8 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
     scope sc = {sch->nparams, sch->nlets, 1, 0, "a let", 0, 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
+    if (index_name(sch, &sch->let_ix, st->name, sch->nlets))
+        return;
     pp_let *l = &sch->lets[sch->nlets++];
     l->broken = sch->diag->errors != before;
     l->name = st->name;
@@ -619,8 +629,20 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->diag = d;
     sch->stmts = stmts;
     int n = 0;
-    for (pp_stmt *st = stmts; st; st = st->next)
+    for (pp_stmt *st = stmts; st; st = st->next) {
         n++;
+        /* every param's and let's name, with 1 (a param) | 2 (a let): what
+         * defined_later looks up */
+        int *kinds = st->name && (st->kind == ST_PARAM || st->kind == ST_LET)
+                         ? pp_names_at(&sch->stmt_ix, st->name, 0)
+                         : &n;
+        if (!kinds) {
+            diag_nomem(d, "while checking the schedule");
+            return d->errors;
+        }
+        if (kinds != &n)
+            *kinds |= st->kind == ST_PARAM ? 1 : 2;
+    }
     sch->params = calloc((size_t)n + 1, sizeof *sch->params);
     sch->lets = calloc((size_t)n + 1, sizeof *sch->lets);
     sch->memo = calloc(1, sizeof *sch->memo);
@@ -759,5 +781,8 @@ void pp_schedule_free(pp_schedule *sch)
     if (sch->memo)
         free(sch->memo->let);
     free(sch->memo);
+    pp_names_free(&sch->param_ix);
+    pp_names_free(&sch->let_ix);
+    pp_names_free(&sch->stmt_ix);
     memset(sch, 0, sizeof *sch);
 }

@@ -13,6 +13,7 @@
 #include "../isa/model_desc.h"
 #include "ast.h"
 #include "diag.h"
+#include "names.h"
 
 enum { DIR_F = 0, DIR_B = 1, DIR_W = 2 };
 
@@ -89,6 +90,9 @@ typedef struct {
      * one block, scaled by each stage's blocks (jobtable.c). 0 = as today. */
     int per_block;
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
+    /* name -> index into params / lets, and name -> 1 (param) | 2 (let) for
+     * every definition in the file, earlier or later (owned; names.h) */
+    pp_names param_ix, let_ix, stmt_ix;
 } pp_schedule;
 
 /* Resolve names, bind params (applying -D defines, each of which must name a
