@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lower_internal.h"
+#include "radix_sort.h"
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -189,12 +190,53 @@ static int cmp_item(const item *x, const item *y)
     return 0;
 }
 
-static int cmp_ranked(const void *a, const void *b)
+/* Records whose (rank, time) tie, by the rest of the key: qsort_r's
+ * comparator over the items they index. */
+static int cmp_tied(const void *a, const void *b, void *items)
 {
-    const ranked_item *x = a, *y = b;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    return cmp_item(&x->it, &y->it);
+    const ranked_item *it = items;
+    return cmp_item(&it[((const pp_sort_rec *)a)->val].it, &it[((const pp_sort_rec *)b)->val].it);
+}
+
+/* Sorts the items by (rank, the global key): a radix sort by (rank, time),
+ * then each run of equal (rank, time) - a few transfers and a job - by the
+ * rest of the key. Every two items differ in the key, so the order is the
+ * one any sort by it gives. 0, or -1 out of memory. */
+static int sort_items(ranked_item **items, int n)
+{
+    ranked_item *it = *items, *out = malloc(((size_t)n + 1) * sizeof *out);
+    pp_sort_rec *r = malloc(((size_t)n + 1) * sizeof *r);
+    int rc = -1;
+    if (!out || !r)
+        goto done;
+    for (int i = 0; i < n; i++)
+        r[i] = (pp_sort_rec){pp_double_key(it[i].it.t), (uint32_t)it[i].rank, (uint32_t)i};
+    if (pp_radix_sort(r, (size_t)n))
+        goto done;
+    for (int i = 0, e; i < n; i = e) {
+        for (e = i + 1; e < n && r[e].group == r[i].group && r[e].key == r[i].key; e++)
+            ;
+        if (e - i > 16)
+            qsort_r(r + i, (size_t)(e - i), sizeof *r, cmp_tied, it);
+        else /* the usual run: a job and a few transfers */
+            for (int k = i + 1; k < e; k++) {
+                pp_sort_rec x = r[k];
+                int m = k;
+                for (; m > i && cmp_tied(&r[m - 1], &x, it) > 0; m--)
+                    r[m] = r[m - 1];
+                r[m] = x;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        out[i] = it[r[i].val];
+    free(it);
+    *items = out;
+    out = NULL;
+    rc = 0;
+done:
+    free(out);
+    free(r);
+    return rc;
 }
 
 int lower_build_returns(const pp_jobtable *t, const pp_sim_result *sim, const ownership *o,
@@ -304,7 +346,10 @@ ranked_item *lower_build_items(const pp_jobtable *t, const pp_sim_result *sim, i
     }
     make_items(t, sim, prefetch, g, pos, it);
     free(pos);
-    qsort(it, (size_t)n, sizeof *it, cmp_ranked);
+    if (sort_items(&it, n)) {
+        free(it);
+        return NULL;
+    }
     *count = n;
     return it;
 }
