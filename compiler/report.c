@@ -171,22 +171,30 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
 static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim)
 {
     const pp_jobspace *js = &t->js;
-    int W = t->W, S = js->S, N = job_count(js);
+    int W = t->W, S = js->S, N = job_count(js), per_stage = js->B * js->ND, rc = -1;
     double *last = calloc((size_t)W, sizeof *last), *at = calloc((size_t)W, sizeof *at);
-    unsigned char *own = calloc((size_t)S * (size_t)W, 1); /* own[s * W + w] */
-    if (!last || !at || !own) {
-        free(last);
-        free(at);
-        free(own);
-        return -1;
-    }
-    for (int j = 0; j < N; j++) {
-        int w = t->worker[j];
-        if (!job_exists(js, j))
-            continue;
-        if (sim->end[j] > last[w])
-            last[w] = sim->end[j];
-        own[(size_t)job_s(js, j) * W + t->owner[j]] = 1;
+    /* each stage's distinct owners, stage by stage: owner[off[s] .. off[s+1]);
+     * at most one per job, never S x W (a stage's jobs are consecutive ids) */
+    int *off = malloc(((size_t)S + 1) * sizeof *off), *owner = malloc(((size_t)N + 1) * sizeof *owner);
+    int *stamp = malloc(((size_t)W + 1) * sizeof *stamp);
+    if (!last || !at || !off || !owner || !stamp)
+        goto out;
+    for (int w = 0; w < W; w++)
+        stamp[w] = -1;
+    off[0] = 0;
+    for (int s = 0; s < S; s++) {
+        off[s + 1] = off[s];
+        for (int j = s * per_stage; j < (s + 1) * per_stage; j++) {
+            if (!job_exists(js, j))
+                continue;
+            int w = t->worker[j], o = t->owner[j];
+            if (sim->end[j] > last[w])
+                last[w] = sim->end[j];
+            if (stamp[o] != s) {
+                stamp[o] = s;
+                owner[off[s + 1]++] = o;
+            }
+        }
     }
     memcpy(at, last, (size_t)W * sizeof *at);
     for (int j = 0; j < N; j++) { /* gradient returns */
@@ -200,33 +208,33 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
             at[w] = arrive;
     }
     for (int s = 0; s < S; s++) { /* all-reduces, in stage order */
-        int R = 0;
+        int R = off[s + 1] - off[s];
         double start = 0;
-        for (int w = 0; w < W; w++)
-            if (own[(size_t)s * W + w]) {
-                R++;
-                start = at[w] > start ? at[w] : start;
-            }
+        for (int k = off[s]; k < off[s + 1]; k++)
+            start = at[owner[k]] > start ? at[owner[k]] : start;
         if (R < 2)
             continue;
         double chunk = t->bandwidth > 0 ? (double)t->wbytes[s] / R / t->bandwidth : 0;
         double end = start + 2.0 * (R - 1) * (t->latency + chunk);
-        for (int w = 0; w < W; w++)
-            if (own[(size_t)s * W + w])
-                at[w] = end;
+        for (int k = off[s]; k < off[s + 1]; k++)
+            at[owner[k]] = end;
     }
+    /* optimizer steps: each worker adds its stages' in stage order */
+    for (int s = 0; s < S; s++)
+        for (int k = off[s]; k < off[s + 1]; k++)
+            at[owner[k]] += t->opt[s];
     r->step = 0;
-    for (int w = 0; w < W; w++) {
-        for (int s = 0; s < S; s++) /* optimizer steps */
-            if (own[(size_t)s * W + w])
-                at[w] += t->opt[s];
+    for (int w = 0; w < W; w++)
         if (at[w] > r->step)
             r->step = at[w];
-    }
+    rc = 0;
+out:
+    free(stamp);
+    free(owner);
+    free(off);
     free(last);
     free(at);
-    free(own);
-    return 0;
+    return rc;
 }
 
 int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
