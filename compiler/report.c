@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../kernels/model.h"
+#include "radix_sort.h"
 
 /* A (time, change) event on one worker's activation storage. */
 typedef struct {
@@ -18,28 +19,46 @@ typedef struct {
     long long bytes;
 } mem_event;
 
-static int cmp_event(const void *a, const void *b)
-{
-    const mem_event *x = a, *y = b;
-    if (x->w != y->w)
-        return x->w < y->w ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return y->release - x->release;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int cmp_xfer(const void *a, const void *b)
 {
     const pp_transfer *x = a, *y = b;
     if (x->start != y->start)
         return x->start < y->start ? -1 : 1;
     return x->job < y->job ? -1 : x->job > y->job;
+}
+
+/* The events by (worker, time), releases first at one time: a radix sort,
+ * then a stable partition of each tie. The order inside a tie with one
+ * flag does not change any peak (all add, or all take away), so this
+ * gives what cmp_event's sort gave. 0, or -1 out of memory. */
+static int sort_events(mem_event **events, size_t n)
+{
+    mem_event *ev = *events, *out = malloc((n + 1) * sizeof *out);
+    pp_sort_rec *r = malloc((n + 1) * sizeof *r);
+    int rc = -1;
+    if (!out || !r || n > UINT32_MAX)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        r[i] = (pp_sort_rec){pp_double_key(ev[i].t), (uint32_t)ev[i].w, (uint32_t)i};
+    if (pp_radix_sort(r, n))
+        goto done;
+    size_t o = 0;
+    for (size_t i = 0, e; i < n; i = e) {
+        for (e = i + 1; e < n && r[e].group == r[i].group && r[e].key == r[i].key; e++)
+            ;
+        for (int rel = 1; rel >= 0; rel--)
+            for (size_t k = i; k < e; k++)
+                if (ev[r[k].val].release == rel)
+                    out[o++] = ev[r[k].val];
+    }
+    free(ev);
+    *events = out;
+    out = NULL;
+    rc = 0;
+done:
+    free(out);
+    free(r);
+    return rc;
 }
 
 /* Peak stash count (F start .. B end) and bytes (F start .. end of its last
@@ -67,7 +86,10 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
                 ev[k++] = (mem_event){sim->end[last], w, 1, 0, -stash};
         }
     }
-    qsort(ev, k, sizeof *ev, cmp_event);
+    if (sort_events(&ev, k)) {
+        free(ev);
+        return -1;
+    }
     long long count = 0, bytes = 0;
     for (size_t i = 0; i < k; i++) {
         if (i == 0 || ev[i].w != ev[i - 1].w)
@@ -84,42 +106,83 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
     return 0;
 }
 
-/* Distinct (stage, worker) pairs among the jobs `want` selects, each
+/* Distinct (stage, worker) pairs among the jobs `owners` selects, each
  * counted once on its worker: weights held by owners, gradient
- * accumulators on the workers that compute a stage's weight gradient. */
+ * accumulators on the workers that compute a stage's weight gradient.
+ * A stage's jobs are consecutive ids, so a per-worker stamp finds each
+ * stage's distinct workers in O(N + W) (the sums are integers: their order
+ * does not matter). */
 static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model *m, int owners)
 {
     const pp_jobspace *js = &t->js;
-    int N = job_count(js);
-    long long *key = malloc((size_t)N * sizeof *key);
-    if (!key)
+    int per_stage = js->B * js->ND;
+    int *stamp = malloc(((size_t)t->W + 1) * sizeof *stamp);
+    if (!stamp)
         return -1;
-    int n = 0;
-    for (int j = 0; j < N; j++) {
-        if (!job_exists(js, j))
-            continue;
-        if (owners)
-            key[n++] = (long long)job_s(js, j) * t->W + t->owner[j];
-        else if (job_makes_wgrad(js, j)) /* where dW is computed */
-            key[n++] = (long long)job_s(js, j) * t->W + t->worker[j];
-    }
-    qsort(key, (size_t)n, sizeof *key, cmp_ll);
-    for (int i = 0; i < n; i++) {
-        if (i > 0 && key[i] == key[i - 1])
-            continue;
-        int s = (int)(key[i] / t->W), w = (int)(key[i] % t->W);
-        uint64_t bytes = t->wbytes[s]; /* fp32: master weights, gradients */
-        if (owners) {
-            r->w[w].weight_store++;
-            r->w[w].weight_store_bytes += bytes;
-            r->w[w].opt_store_bytes += pp_optimizer_state_floats(m->optimizer) * bytes;
-            if (m->precision == PP_PREC_BF16) /* as pp_plan_memory counts it */
-                r->w[w].copy_store_bytes += pp_stage_compute_bytes(m, js->S, s);
-        } else
-            r->w[w].grad_store_bytes += bytes;
-    }
-    free(key);
+    for (int w = 0; w < t->W; w++)
+        stamp[w] = -1;
+    for (int s = 0; s < js->S; s++)
+        for (int j = s * per_stage; j < (s + 1) * per_stage; j++) {
+            if (!job_exists(js, j) || (!owners && !job_makes_wgrad(js, j)))
+                continue; /* without owners: where dW is computed */
+            int w = owners ? t->owner[j] : t->worker[j];
+            if (stamp[w] == s)
+                continue;
+            stamp[w] = s;
+            uint64_t bytes = t->wbytes[s]; /* fp32: master weights, gradients */
+            if (owners) {
+                r->w[w].weight_store++;
+                r->w[w].weight_store_bytes += bytes;
+                r->w[w].opt_store_bytes += pp_optimizer_state_floats(m->optimizer) * bytes;
+                if (m->precision == PP_PREC_BF16) /* as pp_plan_memory counts it */
+                    r->w[w].copy_store_bytes += pp_stage_compute_bytes(m, js->S, s);
+            } else
+                r->w[w].grad_store_bytes += bytes;
+        }
+    free(stamp);
     return 0;
+}
+
+/* Transfers that start at once, by job, then by where they were made (so
+ * any sort gives a stable sort's order). */
+static int cmp_tied_xfer(const void *a, const void *b, void *xfer)
+{
+    const pp_sort_rec *x = a, *y = b;
+    int c = cmp_xfer((const pp_transfer *)xfer + x->val, (const pp_transfer *)xfer + y->val);
+    return c ? c : (x->val > y->val) - (x->val < y->val);
+}
+
+/* The transfers by (start, job), as a stable sort by cmp_xfer orders
+ * them (a job's activation before its fetch when both start at once): a
+ * radix sort by start, then each tie by job, stably. */
+static int sort_xfers(pp_report *r)
+{
+    size_t n = (size_t)r->nxfer;
+    pp_transfer *out = malloc((n + 1) * sizeof *out);
+    pp_sort_rec *k = malloc((n + 1) * sizeof *k);
+    int rc = -1;
+    if (!out || !k)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        k[i] = (pp_sort_rec){pp_double_key(r->xfer[i].start), 0, (uint32_t)i};
+    if (pp_radix_sort(k, n))
+        goto done;
+    for (size_t i = 0, e; i < n; i = e) {
+        for (e = i + 1; e < n && k[e].key == k[i].key; e++)
+            ;
+        if (e - i > 1)
+            qsort_r(k + i, e - i, sizeof *k, cmp_tied_xfer, r->xfer);
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = r->xfer[k[i].val];
+    free(r->xfer);
+    r->xfer = out;
+    out = NULL;
+    rc = 0;
+done:
+    free(out);
+    free(k);
+    return rc;
 }
 
 static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
@@ -157,8 +220,7 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         } else if (pp_job_reads_remote_weights(t, j))
             r->w[w].weight_kept++;
     }
-    qsort(r->xfer, (size_t)r->nxfer, sizeof *r->xfer, cmp_xfer);
-    return 0;
+    return sort_xfers(r);
 }
 
 /* The step's end after each worker's last job, in the order the plan's
