@@ -112,5 +112,10 @@ typedef enum { EVAL_OK = 0, EVAL_DIV0, EVAL_OVERFLOW } pp_eval_status;
 /* On error, *where is the node that failed (for the caret). */
 pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
                        long long *out, const pp_expr **where);
+/* Another expression at the env of the previous pp_eval call (the same
+ * job): the lets that call evaluated are not evaluated again, so a job's
+ * compute, weights, priority and cost share them. */
+pp_eval_status pp_eval_same_env(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                                long long *out, const pp_expr **where);
 
 #endif
