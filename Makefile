@@ -294,6 +294,14 @@ bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	bash tests/bench/determ_bench.sh
 	bash tests/bench/mutate.sh
 
+# Whole-ppc time and peak memory on ~10^6-job schedules of every shape
+# (tests/bench/compile_scale.sh; LIMIT=seconds per compile, CASES=regex).
+# `make bench` runs it first, as a prerequisite.
+.PHONY: bench-compile
+bench-compile: bin/ppc
+	bash tests/bench/compile_scale.sh
+bench: bench-compile
+
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).
 bin/gemm_bench: tests/bench/gemm_bench.cu kernels/cuda_check.h
