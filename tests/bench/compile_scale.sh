@@ -66,13 +66,14 @@ was quadratic|gpipe.pp|-D S=4 -D B=65536
 1F1B|gpipe.pp|-D S=64 -D B=8192
 split backward|zb-h1.pp|-D S=32 -D B=10923
 split backward|zb-v.pp|-D W=32 -D B=5461
-split backward|dualpipev.pp|-D W=32 -D B=5461
+split backward|dualpipev.pp|-D W=32 -D B=8192
 interleaved|interleaved-1f1b.pp|-D W=16 -D V=4 -D B=8192
 interleaved|interleaved-zb.pp|-D W=16 -D V=4 -D B=5456
 looped|lpp.pp|-D S=64 -D B=8192 -D G=8 -D R=8
 looped|fslpp.pp|-D S=64 -D B=8192 -D G=8 -D R=8
 deep S|1f1b.pp|-D S=1024 -D B=512
 deep S|1f1b.pp|-D S=4096 -D B=128
+deep S, W = S|1f1b.pp|-D S=16384 -D B=32
 wide W|ddp.pp|-D S=128 -D B=4096
 wide W|fsdp.pp|-D S=128 -D B=4096
 wide W|pp-dp.pp|-D S=8 -D D=512 -D B=65536
