@@ -201,18 +201,20 @@ static int cmp_tied(const void *a, const void *b, void *items)
 /* Sorts the items by (rank, the global key): a radix sort by (rank, time),
  * then each run of equal (rank, time) - a few transfers and a job - by the
  * rest of the key. Every two items differ in the key, so the order is the
- * one any sort by it gives. 0, or -1 out of memory. */
-static int sort_items(ranked_item **items, int n)
+ * one any sort by it gives. The items are then moved into place along the
+ * permutation's cycles, without a second item array (they are most of
+ * lowering's memory). 0, or -1 out of memory. */
+static int sort_items(ranked_item *it, int n)
 {
-    ranked_item *it = *items, *out = malloc(((size_t)n + 1) * sizeof *out);
     pp_sort_rec *r = malloc(((size_t)n + 1) * sizeof *r);
-    int rc = -1;
-    if (!out || !r)
-        goto done;
+    if (!r)
+        return -1;
     for (int i = 0; i < n; i++)
         r[i] = (pp_sort_rec){pp_double_key(it[i].it.t), (uint32_t)it[i].rank, (uint32_t)i};
-    if (pp_radix_sort(r, (size_t)n))
-        goto done;
+    if (pp_radix_sort(r, (size_t)n)) {
+        free(r);
+        return -1;
+    }
     for (int i = 0, e; i < n; i = e) {
         for (e = i + 1; e < n && r[e].group == r[i].group && r[e].key == r[i].key; e++)
             ;
@@ -227,16 +229,26 @@ static int sort_items(ranked_item **items, int n)
                 r[m] = x;
             }
     }
-    for (int i = 0; i < n; i++)
-        out[i] = it[r[i].val];
-    free(it);
-    *items = out;
-    out = NULL;
-    rc = 0;
-done:
-    free(out);
+    /* position j takes item r[j].val: follow each cycle once, marking the
+     * positions done with UINT32_MAX */
+    for (int i = 0; i < n; i++) {
+        if (r[i].val == UINT32_MAX)
+            continue;
+        ranked_item first = it[i];
+        int j = i;
+        for (;;) {
+            int k = (int)r[j].val;
+            r[j].val = UINT32_MAX;
+            if (k == i) {
+                it[j] = first;
+                break;
+            }
+            it[j] = it[k];
+            j = k;
+        }
+    }
     free(r);
-    return rc;
+    return 0;
 }
 
 int lower_build_returns(const pp_jobtable *t, const pp_sim_result *sim, const ownership *o,
@@ -346,7 +358,7 @@ ranked_item *lower_build_items(const pp_jobtable *t, const pp_sim_result *sim, i
     }
     make_items(t, sim, prefetch, g, pos, it);
     free(pos);
-    if (sort_items(&it, n)) {
+    if (sort_items(it, n)) {
         free(it);
         return NULL;
     }
