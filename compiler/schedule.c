@@ -268,14 +268,32 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
 /* ==== require and split backward when ====================================
  * Both take expressions that may not use everything a let may: a
  * requirement only params and lets of params, `split backward when` no d.
- * Lets are followed through `seen` (one mark per let), so a chain of lets
+ * Lets are followed with visit marks (one per let), so a chain of lets
  * that use each other twice is walked once. */
+
+/* Visit marks for the walks below: a let (param) is marked when its
+ * entry holds the current generation, so starting a walk (new_walk) clears
+ * every mark at once and a walk costs what it visits, not the number of
+ * lets (a file of many requires and many lets stays linear). */
+static void new_walk(const pp_schedule *sch)
+{
+    ++*sch->mark_gen;
+}
+
+/* 1 if let (or param) i was visited already in this walk; else marks it. */
+static int visited(const pp_schedule *sch, unsigned *marks, int i)
+{
+    if (marks[i] == *sch->mark_gen)
+        return 1;
+    marks[i] = *sch->mark_gen;
+    return 0;
+}
 
 /* The first use in e (or in a let it uses) of the job variable `var`, or,
  * with var 0, of any of s, b, d; NULL if none. *via is the let (of e itself)
  * through which it is used, or NULL for a direct use. */
 static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var,
-                               unsigned char *seen, const pp_expr **via)
+                               const pp_expr **via)
 {
     if (!e)
         return NULL;
@@ -284,58 +302,52 @@ static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var
         return e;
     }
     if (e->kind == EX_LET) {
-        if (seen[e->index] || !sch->lets[e->index].uses_job)
+        if (!sch->lets[e->index].uses_job || visited(sch, sch->let_mark, e->index))
             return NULL;
-        seen[e->index] = 1;
         const pp_expr *inner = NULL;
-        if (!find_var(sch, sch->lets[e->index].expr, var, seen, &inner))
+        if (!find_var(sch, sch->lets[e->index].expr, var, &inner))
             return NULL;
         *via = e;
         return e;
     }
     const pp_expr *r;
-    if ((r = find_var(sch, e->a, var, seen, via)) || (r = find_var(sch, e->b, var, seen, via)))
+    if ((r = find_var(sch, e->a, var, via)) || (r = find_var(sch, e->b, var, via)))
         return r;
-    return find_var(sch, e->c, var, seen, via);
+    return find_var(sch, e->c, var, via);
 }
 
 /* Does e use, directly or through other lets, a let whose own expression
  * had errors? Such a let still holds an unresolved name or a call with the
  * wrong arguments, which evaluation must never reach. */
-static int uses_broken_let(const pp_schedule *sch, const pp_expr *e, unsigned char *seen)
+static int uses_broken_let(const pp_schedule *sch, const pp_expr *e)
 {
     if (!e)
         return 0;
     if (e->kind == EX_LET) {
-        if (seen[e->index])
+        if (visited(sch, sch->let_mark, e->index))
             return 0;
-        seen[e->index] = 1;
-        return sch->lets[e->index].broken || uses_broken_let(sch, sch->lets[e->index].expr, seen);
+        return sch->lets[e->index].broken || uses_broken_let(sch, sch->lets[e->index].expr);
     }
-    return uses_broken_let(sch, e->a, seen) || uses_broken_let(sch, e->b, seen) ||
-           uses_broken_let(sch, e->c, seen);
+    return uses_broken_let(sch, e->a) || uses_broken_let(sch, e->b) ||
+           uses_broken_let(sch, e->c);
 }
 
 /* " with B=6, W=4": the params e uses, directly or through lets, in the
  * order they first appear; "" if none. */
-static void params_used(const pp_schedule *sch, const pp_expr *e, unsigned char *seen_let,
-                        unsigned char *seen_param, char *buf, size_t n)
+static void params_used(const pp_schedule *sch, const pp_expr *e, char *buf, size_t n)
 {
     if (!e)
         return;
-    if (e->kind == EX_PARAM && !seen_param[e->index]) {
-        seen_param[e->index] = 1;
+    if (e->kind == EX_PARAM && !visited(sch, sch->param_mark, e->index)) {
         size_t k = strlen(buf);
         snprintf(buf + k, n - k, "%s%s=%lld", k ? ", " : " with ", sch->params[e->index].name,
                  sch->params[e->index].value);
     }
-    if (e->kind == EX_LET && !seen_let[e->index]) {
-        seen_let[e->index] = 1;
-        params_used(sch, sch->lets[e->index].expr, seen_let, seen_param, buf, n);
-    }
-    params_used(sch, e->a, seen_let, seen_param, buf, n);
-    params_used(sch, e->b, seen_let, seen_param, buf, n);
-    params_used(sch, e->c, seen_let, seen_param, buf, n);
+    if (e->kind == EX_LET && !visited(sch, sch->let_mark, e->index))
+        params_used(sch, sch->lets[e->index].expr, buf, n);
+    params_used(sch, e->a, buf, n);
+    params_used(sch, e->b, buf, n);
+    params_used(sch, e->c, buf, n);
 }
 
 /* require expr [, "message"]: resolved and evaluated where it stands, after
@@ -350,36 +362,28 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
     check_depth(sch, st->expr); /* bounds the walks below as it bounds evaluation */
     if (sch->diag->errors != before)
         return;
-    unsigned char *seen_let = calloc((size_t)sch->nlets + 1, 1);
-    unsigned char *seen_param = calloc((size_t)sch->nparams + 1, 1);
-    if (!seen_let || !seen_param) {
-        diag_nomem(sch->diag, "while checking a requirement");
-        goto out;
-    }
     /* s, b and d themselves failed to resolve above: only a let can bring them */
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 0, seen_let, &via);
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 0, &via);
     if (at) {
         diag_error(sch->diag, at->loc,
                    "'%s' uses s, b or d: a requirement may use params and lets of params only",
                    via ? sch->lets[via->index].name : "it");
-        goto out;
+        return;
     }
     /* the broken let's errors are reported: evaluating it would read them */
-    memset(seen_let, 0, (size_t)sch->nlets + 1);
-    if (uses_broken_let(sch, st->expr, seen_let))
-        goto out;
+    new_walk(sch);
+    if (uses_broken_let(sch, st->expr))
+        return;
     long long v;
     if (!eval_const(sch, st->expr, &v) || v)
-        goto out;
+        return;
     char text[512], with[512] = "";
     diag_span_text(sch->diag, st->name_loc, text, sizeof text);
-    memset(seen_let, 0, (size_t)sch->nlets + 1);
-    params_used(sch, st->expr, seen_let, seen_param, with, sizeof with);
+    new_walk(sch);
+    params_used(sch, st->expr, with, sizeof with);
     diag_error(sch->diag, st->name_loc, "requirement failed: %s%s%s%s%s", text,
                st->name ? " (" : "", st->name ? st->name : "", st->name ? ")" : "", with);
-out:
-    free(seen_let);
-    free(seen_param);
 }
 
 /* split backward when expr: s, b, params and lets, but not d (a job's
@@ -391,12 +395,8 @@ static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
     check_depth(sch, st->expr);
     if (sch->diag->errors != before)
         return;
-    unsigned char *seen = calloc((size_t)sch->nlets + 1, 1);
-    if (!seen) {
-        diag_nomem(sch->diag, "while checking 'split backward when'");
-        return;
-    }
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', seen, &via);
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
     if (at && via)
         diag_error(sch->diag, at->loc,
                    "'%s' uses d: 'split backward when' may use s, b, params and lets without d "
@@ -406,7 +406,6 @@ static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
         diag_error(sch->diag, at->loc,
                    "'d' cannot be used in 'split backward when': it may use s, b, params and lets "
                    "(a backward is split or not as a whole)");
-    free(seen);
     sch->split_when = st->expr;
 }
 
@@ -646,10 +645,14 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->params = calloc((size_t)n + 1, sizeof *sch->params);
     sch->lets = calloc((size_t)n + 1, sizeof *sch->lets);
     sch->memo = calloc(1, sizeof *sch->memo);
+    sch->let_mark = calloc((size_t)n + 1, sizeof *sch->let_mark);
+    sch->param_mark = calloc((size_t)n + 1, sizeof *sch->param_mark);
+    sch->mark_gen = calloc(1, sizeof *sch->mark_gen);
     if (sch->memo)
         sch->memo->let = calloc((size_t)n + 1, sizeof *sch->memo->let);
     sch->model = model_defaults(PP_MODEL_MLP);
-    if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let) {
+    if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let || !sch->let_mark ||
+        !sch->param_mark || !sch->mark_gen) {
         diag_nomem(d, "while checking the schedule");
         return d->errors;
     }
@@ -781,6 +784,9 @@ void pp_schedule_free(pp_schedule *sch)
     if (sch->memo)
         free(sch->memo->let);
     free(sch->memo);
+    free(sch->let_mark);
+    free(sch->param_mark);
+    free(sch->mark_gen);
     pp_names_free(&sch->param_ix);
     pp_names_free(&sch->let_ix);
     pp_names_free(&sch->stmt_ix);

@@ -93,6 +93,9 @@ typedef struct {
     /* name -> index into params / lets, and name -> 1 (param) | 2 (let) for
      * every definition in the file, earlier or later (owned; names.h) */
     pp_names param_ix, let_ix, stmt_ix;
+    /* the checker's visit marks over lets and params, and their current
+     * generation (owned; schedule.c) */
+    unsigned *let_mark, *param_mark, *mark_gen;
 } pp_schedule;
 
 /* Resolve names, bind params (applying -D defines, each of which must name a

@@ -125,6 +125,45 @@ START_TEST(many_lets_errors)
 }
 END_TEST
 
+/* Requirements walk the lets they use with visit marks that a new walk
+ * clears at once: each of several requires over one let chain still finds
+ * the params at its end, and 10,000 requires beside 10,000 lets (each walk
+ * used to clear a mark per let) all hold but the last. */
+START_TEST(requires_walk_lets_afresh)
+{
+    const char *src = "param S = 4\nparam B = 4\nparam W = S\nparam P = 3\n"
+                      "let a = P + 1\nlet c = a * 2\n"
+                      "require c > 0, \"one\"\n"
+                      "require c < 0, \"two\"\n"
+                      "require a + c < 0, \"three\"\n"
+                      "compute(s,b,d) = s\n";
+    pp_compiled c;
+    ck_assert_int_eq(compile_text(&c, src, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
+    ck_assert_ptr_nonnull(strstr(c.msgs, "requirement failed: c < 0 (two) with P=3"));
+    ck_assert_ptr_nonnull(strstr(c.msgs, "requirement failed: a + c < 0 (three) with P=3"));
+    ck_assert_int_eq(c.errors, 2);
+    pp_compiled_free(&c);
+
+    enum { N = 10000 };
+    size_t cap = (size_t)N * 64 + 256, len = 0;
+    char *big = malloc(cap);
+    ck_assert_ptr_nonnull(big);
+    len += (size_t)snprintf(big, cap, "param S = 4\nparam B = 4\nparam W = S\nlet y0 = B\n");
+    for (int i = 1; i < N; i++)
+        len += (size_t)snprintf(big + len, cap - len, "let y%d = y%d + 1\n", i,
+                                i % 1000 ? i - 1 : 0); /* chains of 1,000: within the depth bound */
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(big + len, cap - len, "require y%d %s 0\n", i,
+                                i == N - 1 ? "<" : ">");
+    snprintf(big + len, cap - len, "compute(s,b,d) = s\n");
+    ck_assert_int_eq(compile_text(&c, big, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
+    ck_assert_int_eq(c.errors, 1);
+    ck_assert_ptr_nonnull(strstr(c.msgs, "requirement failed: y9999 < 0 with B=4"));
+    pp_compiled_free(&c);
+    free(big);
+}
+END_TEST
+
 /* -------------------------------------------------------- slot pool */
 
 /* The reference: lower_slots.c's scan before the pool, a free list
@@ -355,6 +394,7 @@ Suite *scale_suite(void)
     tcase_add_test(names, names_growth);
     tcase_add_test(names, hundred_thousand_lets);
     tcase_add_test(names, many_lets_errors);
+    tcase_add_test(names, requires_walk_lets_afresh);
     tcase_set_timeout(names, 60);
     suite_add_tcase(s, names);
     TCase *pool = tcase_create("slot_pool");
