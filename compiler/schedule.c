@@ -59,6 +59,7 @@ static int is_job_var(const char *name)
 }
 
 static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
+static int uses_broken_let(const pp_schedule *sch, const pp_expr *e);
 
 /* Is `name` a param (or, where lets are visible, a let) defined anywhere in
  * the file? Params and lets are entered into sch->params/lets in order, so a
@@ -158,11 +159,20 @@ static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc)
 }
 
 /* Evaluate an expression that has no job variables (params, model fields). */
+/* Consecutive constant evaluations (params are final by the time lets
+ * are evaluated, and every one runs at the same env) share the lets'
+ * values: when nothing was evaluated since the previous one, the memo still
+ * holds that env's, so requirements over one long let chain evaluate it
+ * once, not once each. */
 static int eval_const(pp_schedule *sch, pp_expr *e, long long *out)
 {
     pp_env env = {0, 0, 0, 0};
     const pp_expr *where = e;
-    pp_eval_status st = pp_eval(sch, e, &env, out, &where);
+    int again = sch->memo && sch->const_gen && sch->memo->gen == sch->const_gen;
+    pp_eval_status st = again ? pp_eval_same_env(sch, e, &env, out, &where)
+                              : pp_eval(sch, e, &env, out, &where);
+    if (sch->memo)
+        sch->const_gen = sch->memo->gen;
     if (st == EVAL_DIV0)
         diag_error(sch->diag, where->loc, "division by zero");
     else if (st)
@@ -257,7 +267,7 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
     if (index_name(sch, &sch->let_ix, st->name, sch->nlets))
         return;
     pp_let *l = &sch->lets[sch->nlets++];
-    l->broken = sch->diag->errors != before;
+    l->broken = sch->diag->errors != before || uses_broken_let(sch, st->expr);
     l->name = st->name;
     l->expr = st->expr; /* if it has errors, nothing is evaluated: check failed */
     l->loc = st->name_loc;
@@ -323,11 +333,8 @@ static int uses_broken_let(const pp_schedule *sch, const pp_expr *e)
 {
     if (!e)
         return 0;
-    if (e->kind == EX_LET) {
-        if (visited(sch, sch->let_mark, e->index))
-            return 0;
-        return sch->lets[e->index].broken || uses_broken_let(sch, sch->lets[e->index].expr);
-    }
+    if (e->kind == EX_LET) /* its flag covers the lets it uses: no walk down the chain */
+        return sch->lets[e->index].broken;
     return uses_broken_let(sch, e->a) || uses_broken_let(sch, e->b) ||
            uses_broken_let(sch, e->c);
 }
@@ -372,7 +379,6 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
         return;
     }
     /* the broken let's errors are reported: evaluating it would read them */
-    new_walk(sch);
     if (uses_broken_let(sch, st->expr))
         return;
     long long v;

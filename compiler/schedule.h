@@ -29,7 +29,7 @@ typedef struct {
     pp_loc loc;
     int uses_job; /* expr (or a let it uses) mentions s, b or d */
     int depth;    /* how deep evaluating it recurses, counting the lets it uses */
-    int broken;   /* its expr had errors (reported): it is never evaluated */
+    int broken;   /* its expr, or a let it uses, had errors (reported): never evaluated */
 } pp_let;
 
 /* pp_eval's memo of let values: within one top-level pp_eval call the job is
@@ -96,6 +96,8 @@ typedef struct {
     /* the checker's visit marks over lets and params, and their current
      * generation (owned; schedule.c) */
     unsigned *let_mark, *param_mark, *mark_gen;
+    /* the memo generation of the last constant evaluation (schedule.c) */
+    unsigned long long const_gen;
 } pp_schedule;
 
 /* Resolve names, bind params (applying -D defines, each of which must name a
