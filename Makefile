@@ -71,7 +71,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
             compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c \
-            compiler/compile.c compiler/torch_csv.c compiler/search.c
+            compiler/compile.c compiler/torch_csv.c compiler/search.c compiler/names.c compiler/slot_pool.c compiler/radix_sort.c
 COMP_SRC += compiler/numfmt.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
@@ -286,14 +286,18 @@ bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-# The compile's scaling table alone (tests/bench/sim_bench.c; SIM_BENCH_MAX_JOBS,
-# SIM_BENCH_TIMEOUT and SIM_BENCH_TMP narrow it).
+# The compile's tables alone: the scaling table from 10^3 to 10^7 jobs
+# (tests/bench/sim_bench.c; SIM_BENCH_MAX_JOBS, SIM_BENCH_TIMEOUT and
+# SIM_BENCH_TMP narrow it), then whole-ppc time and peak memory on ~10^6-job
+# schedules of every shape (tests/bench/compile_scale.sh; LIMIT=seconds per
+# compile, CASES=regex).
 bench-compile: bin/sim_bench bin/ppc
 	./bin/sim_bench $(CURDIR)
+	bash tests/bench/compile_scale.sh
 
 bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	$(MAKE) --no-print-directory bench-interp
-	./bin/sim_bench $(CURDIR)
+	$(MAKE) --no-print-directory bench-compile
 	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh

@@ -97,6 +97,12 @@ pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *e
     return eval(sch, e, env, out, where);
 }
 
+pp_eval_status pp_eval_same_env(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                                long long *out, const pp_expr **where)
+{
+    return eval(sch, e, env, out, where); /* the lets' values (and errors) stand */
+}
+
 static pp_eval_status eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
                            long long *out, const pp_expr **where)
 {

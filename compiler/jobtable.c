@@ -23,11 +23,15 @@ static void job_str(char *buf, size_t n, const pp_env *env, int with_d)
         snprintf(buf, n, "(w=%lld)", env->w);
 }
 
+/* SAME_ENV in with_d: env is the previous call's (pp_eval_same_env) */
+#define SAME_ENV 4
 static int eval_at(const pp_schedule *sch, const pp_expr *e, const pp_env *env, long long *out,
                    const char *what, err_tally *tally, int with_d)
 {
     const pp_expr *where = e;
-    pp_eval_status st = pp_eval(sch, e, env, out, &where);
+    pp_eval_status st = with_d & SAME_ENV ? pp_eval_same_env(sch, e, env, out, &where)
+                                          : pp_eval(sch, e, env, out, &where);
+    with_d &= ~SAME_ENV;
     if (st == EVAL_OK)
         return 1;
     if (tally->count++ == 0) {
@@ -347,14 +351,14 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
             check_range(sch, FN_COMPUTE, v, &env, &trange[0]);
         t->worker[j] = (int)(v >= 0 && v < sch->W ? v : 0);
         if (sch->fn[FN_WEIGHTS]) {
-            if (eval_at(sch, sch->fn[FN_WEIGHTS], &env, &v, what[1], &te[1], 1))
+            if (eval_at(sch, sch->fn[FN_WEIGHTS], &env, &v, what[1], &te[1], 1 | SAME_ENV))
                 check_range(sch, FN_WEIGHTS, v, &env, &trange[1]);
             t->owner[j] = (int)(v >= 0 && v < sch->W ? v : 0);
         } else
             t->owner[j] = t->worker[j];
         v = 0;
         if (sch->fn[FN_PRIORITY])
-            eval_at(sch, sch->fn[FN_PRIORITY], &env, &v, what[2], &te[2], 1);
+            eval_at(sch, sch->fn[FN_PRIORITY], &env, &v, what[2], &te[2], 1 | SAME_ENV);
         t->priority[j] = v;
         t->cost[j] = dir_cost(sch, measured, flops_cost, &env, &tcost, &tneg);
         if (job_makes_wgrad(&t->js, j) && env.d == DIR_B && t->js.ND == 3) {

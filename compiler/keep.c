@@ -19,9 +19,9 @@ static int *reuse_gaps(const pp_jobtable *t, const pp_sim_result *sim)
         free(last);
         return NULL;
     }
+    for (int s = 0; s < t->js.S; s++)
+        last[s] = -1;
     for (int w = 0; w < t->W; w++) {
-        for (int s = 0; s < t->js.S; s++)
-            last[s] = -1;
         for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
             int j = sim->order[k], s = job_s(&t->js, j);
             if (!pp_job_reads_remote_weights(t, j))
@@ -29,6 +29,9 @@ static int *reuse_gaps(const pp_jobtable *t, const pp_sim_result *sim)
             gap[j] = last[s] < 0 ? 0 : k - last[s];
             last[s] = k;
         }
+        /* set back only what this worker set: O(jobs), not O(W x S) */
+        for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
+            last[job_s(&t->js, sim->order[k])] = -1;
     }
     free(last);
     return gap;

@@ -25,6 +25,7 @@ typedef struct {
     int *wts;      /* [N] fetched weights of the job */
     int *held;     /* [S] the fetched weights the rank's last job of the stage read */
     int *wgrad;    /* [S] this rank's gradient accumulator for a stage it does not own */
+    uint64_t *work; /* [S] each stage's workspace bytes */
     int prefetch;  /* hoist receives and fetches this many jobs ahead */
     const ownership *own;
     int pair_next; /* the second job of the overlapped pair just opened, or -1 */
@@ -332,38 +333,48 @@ static int lower_item(lowering *L, const item *x)
  * every owner's optimizer step. */
 static int lower_epilogue(lowering *L)
 {
-    const pp_jobtable *t = L->t;
     const ownership *o = L->own;
-    int S = t->js.S, me = L->rank;
-    for (int s = 0; s < S; s++) {
-        if (o->group_of[s] >= 0 && lower_owns(o, s, me) &&
-            emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s]) < 0)
+    int me = L->rank, from = o->owned_off[me], to = o->owned_off[me + 1];
+    for (int k = from; k < to; k++) { /* the rank's own stages, ascending */
+        int s = o->owned[k];
+        if (o->group_of[s] >= 0 && emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s]) < 0)
             return -1;
     }
-    for (int s = 0; s < S; s++)
-        if (lower_owns(o, s, me) && emit(L, PP_OP_OptimizerStep, s, -1, -1, -1) < 0)
+    for (int k = from; k < to; k++)
+        if (emit(L, PP_OP_OptimizerStep, o->owned[k], -1, -1, -1) < 0)
             return -1;
     return 0;
+}
+
+/* Sets back to -1 every per-(s,b), per-b and per-stage entry a rank's
+ * items can have set (its jobs' and its receives'), so the next rank starts
+ * from a clean table in time proportional to the items, not to S x B. */
+static void forget_rank(lowering *L, const ranked_item *items, int nitems)
+{
+    const pp_jobspace *js = &L->t->js;
+    for (int i = 0; i < nitems; i++) {
+        const item *x = &items[i].it;
+        if (x->what == IT_JOB) {
+            int s = job_s(js, x->job), b = job_b(js, x->job), k = sb(L, s, b);
+            L->tokens[b] = L->out[k] = L->stash[k] = L->din[k] = -1;
+            L->wgrad[s] = L->held[s] = -1;
+            L->wts[x->job] = -1;
+        } else if (x->what == IT_RECV_ACT || x->what == IT_RECV_GRAD)
+            L->out[sb(L, x->s, x->b)] = L->din[sb(L, x->s, x->b)] = -1;
+    }
 }
 
 static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan *p)
 {
     const pp_jobtable *t = L->t;
     const pp_sim_result *sim = L->sim;
-    int S = t->js.S, B = t->js.B, w = L->rank, rc;
+    int S = t->js.S, w = L->rank, rc;
     memset(&L->st, 0, sizeof L->st);
-    for (int i = 0; i < B; i++)
-        L->tokens[i] = -1;
-    for (int i = 0; i < S * B; i++)
-        L->out[i] = L->stash[i] = L->din[i] = -1;
-    for (int i = 0; i < S; i++)
-        L->wgrad[i] = L->held[i] = -1;
-    for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
-        L->wts[sim->order[k]] = -1;
     L->pair_next = -1;
     for (int i = 0; i < nitems; i++)
         if ((rc = lower_item(L, &items[i].it)) != 0)
             return rc;
+    forget_rank(L, items, nitems);
     if (lower_epilogue(L))
         return -1;
     if (lower_assign_slots(&L->st, (uint32_t)w, p))
@@ -376,17 +387,16 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
     p->stage_role = calloc((size_t)S, 1);
     if (!p->stage_role)
         return -1;
-    for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
-        p->stage_role[job_s(&t->js, sim->order[k])] |= PP_ROLE_COMPUTE;
-    for (int s = 0; s < S; s++) {
-        if (lower_owns(L->own, s, w))
-            p->stage_role[s] |= PP_ROLE_OWNER;
+    for (int k = sim->off[w]; k < sim->off[w + 1]; k++) {
+        int s = job_s(&t->js, sim->order[k]);
         /* one workspace, large enough for every stage the rank runs (two
          * of this size with an Overlap pair: pp_plan_workspaces) */
-        uint64_t work = pp_stage_workspace_bytes(L->m, S, s);
-        if ((p->stage_role[s] & PP_ROLE_COMPUTE) && work > p->workspace_bytes)
-            p->workspace_bytes = work;
+        if (!(p->stage_role[s] & PP_ROLE_COMPUTE) && L->work[s] > p->workspace_bytes)
+            p->workspace_bytes = L->work[s];
+        p->stage_role[s] |= PP_ROLE_COMPUTE;
     }
+    for (int k = L->own->owned_off[w]; k < L->own->owned_off[w + 1]; k++)
+        p->stage_role[L->own->owned[k]] |= PP_ROLE_OWNER;
     return lower_copy_groups(L->own, p);
 }
 
@@ -405,16 +415,28 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     L.wts = malloc((size_t)N * sizeof(int));
     L.wgrad = malloc((size_t)S * sizeof(int));
     L.held = malloc((size_t)S * sizeof(int));
+    L.work = malloc((size_t)S * sizeof *L.work);
     int own_rc = lower_build_ownership(t, &o);
-    gradient_returns g = {NULL, NULL};
+    gradient_returns g = {NULL, 0};
     int ret_rc = own_rc ? -1 : lower_build_returns(t, sim, &o, &g);
     ranked_item *items = ret_rc ? NULL : lower_build_items(t, sim, prefetch, &g, &nitems);
     if (own_rc || ret_rc || !items || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
-        !L.wgrad || !L.held) {
+        !L.wgrad || !L.held || !L.work) {
         diag_nomem(d, "while lowering");
         errors = 1;
         goto out;
     }
+    /* every entry -1 once; each rank then sets back what it set (forget_rank) */
+    for (int i = 0; i < B; i++)
+        L.tokens[i] = -1;
+    for (int i = 0; i < S * B; i++)
+        L.out[i] = L.stash[i] = L.din[i] = -1;
+    for (int i = 0; i < S; i++) {
+        L.wgrad[i] = L.held[i] = -1;
+        L.work[i] = pp_stage_workspace_bytes(m, S, i);
+    }
+    for (int j = 0; j < N; j++)
+        L.wts[j] = -1;
     for (int w = 0, first = 0; w < W && !errors; w++) {
         int end = first;
         while (end < nitems && items[end].rank == w)
@@ -444,11 +466,11 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     }
 out:
     lower_free_ownership(&o, S);
-    free(g.to);
-    free(g.last);
+    free(g.ret);
     free(items);
     free(L.wgrad);
     free(L.held);
+    free(L.work);
     free(L.wts);
     free(L.din);
     free(L.stash);

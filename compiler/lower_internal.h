@@ -48,20 +48,30 @@ typedef struct {
 } ranked_item;
 
 /* Owners of each stage as a sorted member list; stages with several owners
- * get a group (replica sets that are equal share one group). */
+ * get a group (replica sets that are equal share one group). The inverse,
+ * each worker's owned stages ascending, is stages[off[w] .. off[w+1]).
+ * Sizes are the number of (stage, owner) pairs, never S x W. */
 typedef struct ownership {
     int *nowners;   /* [S] */
     int **owners;   /* [S][nowners] ascending */
     int *group_of;  /* [S] group index or -1 */
     pp_group *groups;
     int ngroups;
+    int *owned_off; /* [W + 1] */
+    int *owned;     /* [pairs] stages, by worker, ascending */
 } ownership;
 
-/* Where each rank returns the weight gradients of a stage it computes them
- * for without owning it: to[s*W + r], the owner its first such job names
- * (-1: none), once last[s*W + r], the last such job in its order, ends. */
+/* Where ranks return the weight gradients of stages they compute them for
+ * without owning them: for each (stage s, rank r) that does, r sends to
+ * the owner its first such job names, once `last`, the last such job in
+ * its order, ends. A list of the pairs that occur (never S x W). */
 typedef struct {
-    int *to, *last;
+    int s, r, to, last;
+} gradient_return;
+
+typedef struct {
+    gradient_return *ret;
+    int n;
 } gradient_returns;
 
 int lower_build_ownership(const pp_jobtable *t, ownership *o);

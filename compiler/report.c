@@ -8,131 +8,130 @@
 #include <string.h>
 
 #include "../kernels/model.h"
+#include "radix_sort.h"
 
 /* A (time, change) event on one worker's activation storage. */
 typedef struct {
     double t;
-    long long bytes;
-    int count;
+    int w;
     int release; /* releases sort before acquisitions at the same time */
+    long long count;
+    long long bytes;
 } mem_event;
 
-static int cmp_event(const void *a, const void *b)
+/* The events by (worker, time), releases first at one time: a radix sort,
+ * then a stable partition of each tie. The order inside a tie with one
+ * flag does not change any peak (all add, or all take away), so this
+ * gives what cmp_event's sort gave. 0, or -1 out of memory. */
+static int sort_events(mem_event **events, size_t n)
 {
-    const mem_event *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return y->release - x->release;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return x < y ? -1 : x > y;
+    mem_event *ev = *events, *out = malloc((n + 1) * sizeof *out);
+    pp_sort_rec *r = malloc((n + 1) * sizeof *r);
+    int rc = -1;
+    if (!out || !r || n > UINT32_MAX)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        r[i] = (pp_sort_rec){pp_double_key(ev[i].t), (uint32_t)ev[i].w, (uint32_t)i};
+    if (pp_radix_sort(r, n))
+        goto done;
+    size_t o = 0;
+    for (size_t i = 0, e; i < n; i = e) {
+        for (e = i + 1; e < n && r[e].group == r[i].group && r[e].key == r[i].key; e++)
+            ;
+        for (int rel = 1; rel >= 0; rel--)
+            for (size_t k = i; k < e; k++)
+                if (ev[r[k].val].release == rel)
+                    out[o++] = ev[r[k].val];
+    }
+    free(ev);
+    *events = out;
+    out = NULL;
+    rc = 0;
+done:
+    free(out);
+    free(r);
+    return rc;
 }
 
 /* Peak stash count (F start .. B end) and bytes (F start .. end of its last
- * reader) per worker, by sweeping each worker's events sorted by time.
- * Among events of one time and kind the order cannot change a peak (a
- * run of releases only lowers both sums, a run of acquisitions only raises
- * them), so the events are put in per-worker buckets first (a counting
- * sort) and each bucket sorted alone: smaller sorts than one of every
- * event by (worker, time), which was most of the report's time at a
- * million jobs (issue 18). */
+ * reader) per worker, by sweeping sorted events. */
 static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
                             const pp_model *m)
 {
     const pp_jobspace *js = &t->js;
     size_t n = (size_t)js->S * (size_t)js->B * 3;
-    mem_event *ev = malloc((n + 1) * sizeof *ev);
-    size_t *at = calloc((size_t)t->W + 1, sizeof *at); /* bucket w: [at[w], at[w + 1]) */
-    if (!ev || !at) {
+    mem_event *ev = malloc(n * sizeof *ev);
+    if (!ev)
+        return -1;
+    size_t k = 0;
+    for (int s = 0; s < js->S; s++) {
+        for (int b = 0; b < js->B; b++) {
+            int split = job_split(js, s, b); /* per job: `split backward when` */
+            long long stash = (long long)(split ? pp_stage_stash_bytes_split(m, js->S, s)
+                                                : pp_stage_stash_bytes(m, js->S, s));
+            int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
+            int last = split ? job_id(js, s, b, DIR_W) : bw;
+            int w = t->worker[f];
+            ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
+            ev[k++] = (mem_event){sim->end[bw], w, 1, -1, last == bw ? -stash : 0};
+            if (last != bw)
+                ev[k++] = (mem_event){sim->end[last], w, 1, 0, -stash};
+        }
+    }
+    if (sort_events(&ev, k)) {
         free(ev);
-        free(at);
         return -1;
     }
-    for (int pass = 0; pass < 2; pass++) /* 0: count each worker's events; 1: place them */
-        for (int s = 0; s < js->S; s++) {
-            for (int b = 0; b < js->B; b++) {
-                int split = job_split(js, s, b); /* per job: `split backward when` */
-                int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
-                int last = split ? job_id(js, s, b, DIR_W) : bw;
-                int w = t->worker[f];
-                if (pass == 0) {
-                    at[w + 1] += last != bw ? 3 : 2;
-                    continue;
-                }
-                long long stash = (long long)(split ? pp_stage_stash_bytes_split(m, js->S, s)
-                                                    : pp_stage_stash_bytes(m, js->S, s));
-                ev[at[w]++] = (mem_event){sim->start[f], stash, 1, 0};
-                ev[at[w]++] = (mem_event){sim->end[bw], last == bw ? -stash : 0, -1, 1};
-                if (last != bw)
-                    ev[at[w]++] = (mem_event){sim->end[last], -stash, 0, 1};
-            }
-            if (pass == 0 && s + 1 == js->S) /* counts to bucket starts */
-                for (int w = 0; w < t->W; w++)
-                    at[w + 1] += at[w];
-        }
-    /* at[w] is now bucket w's end, at[w - 1] (0 for w = 0) its start */
-    for (int w = 0; w < t->W; w++) {
-        size_t lo = w ? at[w - 1] : 0, hi = at[w];
-        qsort(ev + lo, hi - lo, sizeof *ev, cmp_event);
-        long long count = 0, bytes = 0;
-        pp_worker_report *wr = &r->w[w];
-        for (size_t i = lo; i < hi; i++) {
-            count += ev[i].count;
-            bytes += ev[i].bytes;
-            if (count > wr->peak_act)
-                wr->peak_act = count;
-            if (bytes > (long long)wr->peak_act_bytes)
-                wr->peak_act_bytes = (uint64_t)bytes;
-        }
+    long long count = 0, bytes = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (i == 0 || ev[i].w != ev[i - 1].w)
+            count = bytes = 0;
+        count += ev[i].count;
+        bytes += ev[i].bytes;
+        pp_worker_report *wr = &r->w[ev[i].w];
+        if (count > wr->peak_act)
+            wr->peak_act = count;
+        if (bytes > (long long)wr->peak_act_bytes)
+            wr->peak_act_bytes = (uint64_t)bytes;
     }
     free(ev);
-    free(at);
     return 0;
 }
 
-/* Distinct (stage, worker) pairs among the jobs `want` selects, each
+/* Distinct (stage, worker) pairs among the jobs `owners` selects, each
  * counted once on its worker: weights held by owners, gradient
- * accumulators on the workers that compute a stage's weight gradient. */
+ * accumulators on the workers that compute a stage's weight gradient.
+ * A stage's jobs are consecutive ids, so a per-worker stamp finds each
+ * stage's distinct workers in O(N + W) (the sums are integers: their order
+ * does not matter). */
 static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model *m, int owners)
 {
     const pp_jobspace *js = &t->js;
-    int N = job_count(js);
-    long long *key = malloc((size_t)N * sizeof *key);
-    if (!key)
+    int per_stage = js->B * js->ND;
+    int *stamp = malloc(((size_t)t->W + 1) * sizeof *stamp);
+    if (!stamp)
         return -1;
-    int n = 0;
-    for (int j = 0; j < N; j++) {
-        if (!job_exists(js, j))
-            continue;
-        long long k;
-        if (owners)
-            k = (long long)job_s(js, j) * t->W + t->owner[j];
-        else if (job_makes_wgrad(js, j)) /* where dW is computed */
-            k = (long long)job_s(js, j) * t->W + t->worker[j];
-        else
-            continue;
-        if (n == 0 || key[n - 1] != k) /* neighbours repeat a pair: fewer to sort */
-            key[n++] = k;
-    }
-    qsort(key, (size_t)n, sizeof *key, cmp_ll);
-    for (int i = 0; i < n; i++) {
-        if (i > 0 && key[i] == key[i - 1])
-            continue;
-        int s = (int)(key[i] / t->W), w = (int)(key[i] % t->W);
-        uint64_t bytes = t->wbytes[s]; /* fp32: master weights, gradients */
-        if (owners) {
-            r->w[w].weight_store++;
-            r->w[w].weight_store_bytes += bytes;
-            r->w[w].opt_store_bytes += pp_optimizer_state_floats(m->optimizer) * bytes;
-            if (m->precision == PP_PREC_BF16) /* as pp_plan_memory counts it */
-                r->w[w].copy_store_bytes += pp_stage_compute_bytes(m, js->S, s);
-        } else
-            r->w[w].grad_store_bytes += bytes;
-    }
-    free(key);
+    for (int w = 0; w < t->W; w++)
+        stamp[w] = -1;
+    for (int s = 0; s < js->S; s++)
+        for (int j = s * per_stage; j < (s + 1) * per_stage; j++) {
+            if (!job_exists(js, j) || (!owners && !job_makes_wgrad(js, j)))
+                continue; /* without owners: where dW is computed */
+            int w = owners ? t->owner[j] : t->worker[j];
+            if (stamp[w] == s)
+                continue;
+            stamp[w] = s;
+            uint64_t bytes = t->wbytes[s]; /* fp32: master weights, gradients */
+            if (owners) {
+                r->w[w].weight_store++;
+                r->w[w].weight_store_bytes += bytes;
+                r->w[w].opt_store_bytes += pp_optimizer_state_floats(m->optimizer) * bytes;
+                if (m->precision == PP_PREC_BF16) /* as pp_plan_memory counts it */
+                    r->w[w].copy_store_bytes += pp_stage_compute_bytes(m, js->S, s);
+            } else
+                r->w[w].grad_store_bytes += bytes;
+        }
+    free(stamp);
     return 0;
 }
 
@@ -186,22 +185,30 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
 static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim)
 {
     const pp_jobspace *js = &t->js;
-    int W = t->W, S = js->S, N = job_count(js);
+    int W = t->W, S = js->S, N = job_count(js), per_stage = js->B * js->ND, rc = -1;
     double *last = calloc((size_t)W, sizeof *last), *at = calloc((size_t)W, sizeof *at);
-    unsigned char *own = calloc((size_t)S * (size_t)W, 1); /* own[s * W + w] */
-    if (!last || !at || !own) {
-        free(last);
-        free(at);
-        free(own);
-        return -1;
-    }
-    for (int j = 0; j < N; j++) {
-        int w = t->worker[j];
-        if (!job_exists(js, j))
-            continue;
-        if (sim->end[j] > last[w])
-            last[w] = sim->end[j];
-        own[(size_t)job_s(js, j) * W + t->owner[j]] = 1;
+    /* each stage's distinct owners, stage by stage: owner[off[s] .. off[s+1]);
+     * at most one per job, never S x W (a stage's jobs are consecutive ids) */
+    int *off = malloc(((size_t)S + 1) * sizeof *off), *owner = malloc(((size_t)N + 1) * sizeof *owner);
+    int *stamp = malloc(((size_t)W + 1) * sizeof *stamp);
+    if (!last || !at || !off || !owner || !stamp)
+        goto out;
+    for (int w = 0; w < W; w++)
+        stamp[w] = -1;
+    off[0] = 0;
+    for (int s = 0; s < S; s++) {
+        off[s + 1] = off[s];
+        for (int j = s * per_stage; j < (s + 1) * per_stage; j++) {
+            if (!job_exists(js, j))
+                continue;
+            int w = t->worker[j], o = t->owner[j];
+            if (sim->end[j] > last[w])
+                last[w] = sim->end[j];
+            if (stamp[o] != s) {
+                stamp[o] = s;
+                owner[off[s + 1]++] = o;
+            }
+        }
     }
     memcpy(at, last, (size_t)W * sizeof *at);
     for (int j = 0; j < N; j++) { /* gradient returns */
@@ -215,33 +222,33 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
             at[w] = arrive;
     }
     for (int s = 0; s < S; s++) { /* all-reduces, in stage order */
-        int R = 0;
+        int R = off[s + 1] - off[s];
         double start = 0;
-        for (int w = 0; w < W; w++)
-            if (own[(size_t)s * W + w]) {
-                R++;
-                start = at[w] > start ? at[w] : start;
-            }
+        for (int k = off[s]; k < off[s + 1]; k++)
+            start = at[owner[k]] > start ? at[owner[k]] : start;
         if (R < 2)
             continue;
         double chunk = t->bandwidth > 0 ? (double)t->wbytes[s] / R / t->bandwidth : 0;
         double end = start + 2.0 * (R - 1) * (t->latency + chunk);
-        for (int w = 0; w < W; w++)
-            if (own[(size_t)s * W + w])
-                at[w] = end;
+        for (int k = off[s]; k < off[s + 1]; k++)
+            at[owner[k]] = end;
     }
+    /* optimizer steps: each worker adds its stages' in stage order */
+    for (int s = 0; s < S; s++)
+        for (int k = off[s]; k < off[s + 1]; k++)
+            at[owner[k]] += t->opt[s];
     r->step = 0;
-    for (int w = 0; w < W; w++) {
-        for (int s = 0; s < S; s++) /* optimizer steps */
-            if (own[(size_t)s * W + w])
-                at[w] += t->opt[s];
+    for (int w = 0; w < W; w++)
         if (at[w] > r->step)
             r->step = at[w];
-    }
+    rc = 0;
+out:
+    free(stamp);
+    free(owner);
+    free(off);
     free(last);
     free(at);
-    free(own);
-    return 0;
+    return rc;
 }
 
 int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,

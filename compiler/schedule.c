@@ -17,19 +17,28 @@ typedef struct {
     int lets;    /* lets visible without s, b, d (a requirement) */
 } scope;
 
+/* Params and lets are entered in order under names no earlier one has
+ * (a redefinition is an error and enters nothing), so index i was defined
+ * before the first `limit` exactly when i < limit. */
 static int find_param(const pp_schedule *sch, const char *name, int limit)
 {
-    for (int i = 0; i < limit; i++)
-        if (!strcmp(sch->params[i].name, name))
-            return i;
-    return -1;
+    int i = pp_names_get(&sch->param_ix, name);
+    return i < limit ? i : -1;
 }
 
 static int find_let(const pp_schedule *sch, const char *name, int limit)
 {
-    for (int i = 0; i < limit; i++)
-        if (!strcmp(sch->lets[i].name, name))
-            return i;
+    int i = pp_names_get(&sch->let_ix, name);
+    return i < limit ? i : -1;
+}
+
+/* Enters the name of params[i] or lets[i] into its index: 0, or -1 (and
+ * reported) out of memory. */
+static int index_name(pp_schedule *sch, pp_names *ix, const char *name, int i)
+{
+    if (pp_names_at(ix, name, i))
+        return 0;
+    diag_nomem(sch->diag, "while checking the schedule");
     return -1;
 }
 
@@ -50,6 +59,7 @@ static int is_job_var(const char *name)
 }
 
 static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
+static int uses_broken_let(const pp_schedule *sch, const pp_expr *e);
 
 /* Is `name` a param (or, where lets are visible, a let) defined anywhere in
  * the file? Params and lets are entered into sch->params/lets in order, so a
@@ -57,11 +67,8 @@ static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc);
 static int defined_later(const pp_schedule *sch, const char *name, const scope *sc)
 {
     int lets_visible = sc->job || sc->worker || sc->lets;
-    for (const pp_stmt *st = sch->stmts; st; st = st->next)
-        if ((st->kind == ST_PARAM || (st->kind == ST_LET && lets_visible)) && st->name &&
-            !strcmp(st->name, name))
-            return 1;
-    return 0;
+    int kinds = pp_names_get(&sch->stmt_ix, name);
+    return kinds > 0 && ((kinds & 1) || ((kinds & 2) && lets_visible));
 }
 
 static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
@@ -152,11 +159,20 @@ static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc)
 }
 
 /* Evaluate an expression that has no job variables (params, model fields). */
+/* Consecutive constant evaluations (params are final by the time lets
+ * are evaluated, and every one runs at the same env) share the lets'
+ * values: when nothing was evaluated since the previous one, the memo still
+ * holds that env's, so requirements over one long let chain evaluate it
+ * once, not once each. */
 static int eval_const(pp_schedule *sch, pp_expr *e, long long *out)
 {
     pp_env env = {0, 0, 0, 0};
     const pp_expr *where = e;
-    pp_eval_status st = pp_eval(sch, e, &env, out, &where);
+    int again = sch->memo && sch->const_gen && sch->memo->gen == sch->const_gen;
+    pp_eval_status st = again ? pp_eval_same_env(sch, e, &env, out, &where)
+                              : pp_eval(sch, e, &env, out, &where);
+    if (sch->memo)
+        sch->const_gen = sch->memo->gen;
     if (st == EVAL_DIV0)
         diag_error(sch->diag, where->loc, "division by zero");
     else if (st)
@@ -221,6 +237,8 @@ static void define_param(pp_schedule *sch, pp_stmt *st)
     scope sc = {sch->nparams, 0, 0, 0, "a param", 0, 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
+    if (index_name(sch, &sch->param_ix, st->name, sch->nparams))
+        return;
     pp_param *p = &sch->params[sch->nparams++];
     p->name = st->name;
     p->loc = st->name_loc;
@@ -246,8 +264,10 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
     scope sc = {sch->nparams, sch->nlets, 1, 0, "a let", 0, 0};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
+    if (index_name(sch, &sch->let_ix, st->name, sch->nlets))
+        return;
     pp_let *l = &sch->lets[sch->nlets++];
-    l->broken = sch->diag->errors != before;
+    l->broken = sch->diag->errors != before || uses_broken_let(sch, st->expr);
     l->name = st->name;
     l->expr = st->expr; /* if it has errors, nothing is evaluated: check failed */
     l->loc = st->name_loc;
@@ -258,14 +278,32 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
 /* ==== require and split backward when ====================================
  * Both take expressions that may not use everything a let may: a
  * requirement only params and lets of params, `split backward when` no d.
- * Lets are followed through `seen` (one mark per let), so a chain of lets
+ * Lets are followed with visit marks (one per let), so a chain of lets
  * that use each other twice is walked once. */
+
+/* Visit marks for the walks below: a let (param) is marked when its
+ * entry holds the current generation, so starting a walk (new_walk) clears
+ * every mark at once and a walk costs what it visits, not the number of
+ * lets (a file of many requires and many lets stays linear). */
+static void new_walk(const pp_schedule *sch)
+{
+    ++*sch->mark_gen;
+}
+
+/* 1 if let (or param) i was visited already in this walk; else marks it. */
+static int visited(const pp_schedule *sch, unsigned *marks, int i)
+{
+    if (marks[i] == *sch->mark_gen)
+        return 1;
+    marks[i] = *sch->mark_gen;
+    return 0;
+}
 
 /* The first use in e (or in a let it uses) of the job variable `var`, or,
  * with var 0, of any of s, b, d; NULL if none. *via is the let (of e itself)
  * through which it is used, or NULL for a direct use. */
 static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var,
-                               unsigned char *seen, const pp_expr **via)
+                               const pp_expr **via)
 {
     if (!e)
         return NULL;
@@ -274,58 +312,49 @@ static const pp_expr *find_var(const pp_schedule *sch, const pp_expr *e, int var
         return e;
     }
     if (e->kind == EX_LET) {
-        if (seen[e->index] || !sch->lets[e->index].uses_job)
+        if (!sch->lets[e->index].uses_job || visited(sch, sch->let_mark, e->index))
             return NULL;
-        seen[e->index] = 1;
         const pp_expr *inner = NULL;
-        if (!find_var(sch, sch->lets[e->index].expr, var, seen, &inner))
+        if (!find_var(sch, sch->lets[e->index].expr, var, &inner))
             return NULL;
         *via = e;
         return e;
     }
     const pp_expr *r;
-    if ((r = find_var(sch, e->a, var, seen, via)) || (r = find_var(sch, e->b, var, seen, via)))
+    if ((r = find_var(sch, e->a, var, via)) || (r = find_var(sch, e->b, var, via)))
         return r;
-    return find_var(sch, e->c, var, seen, via);
+    return find_var(sch, e->c, var, via);
 }
 
 /* Does e use, directly or through other lets, a let whose own expression
  * had errors? Such a let still holds an unresolved name or a call with the
  * wrong arguments, which evaluation must never reach. */
-static int uses_broken_let(const pp_schedule *sch, const pp_expr *e, unsigned char *seen)
+static int uses_broken_let(const pp_schedule *sch, const pp_expr *e)
 {
     if (!e)
         return 0;
-    if (e->kind == EX_LET) {
-        if (seen[e->index])
-            return 0;
-        seen[e->index] = 1;
-        return sch->lets[e->index].broken || uses_broken_let(sch, sch->lets[e->index].expr, seen);
-    }
-    return uses_broken_let(sch, e->a, seen) || uses_broken_let(sch, e->b, seen) ||
-           uses_broken_let(sch, e->c, seen);
+    if (e->kind == EX_LET) /* its flag covers the lets it uses: no walk down the chain */
+        return sch->lets[e->index].broken;
+    return uses_broken_let(sch, e->a) || uses_broken_let(sch, e->b) ||
+           uses_broken_let(sch, e->c);
 }
 
 /* " with B=6, W=4": the params e uses, directly or through lets, in the
  * order they first appear; "" if none. */
-static void params_used(const pp_schedule *sch, const pp_expr *e, unsigned char *seen_let,
-                        unsigned char *seen_param, char *buf, size_t n)
+static void params_used(const pp_schedule *sch, const pp_expr *e, char *buf, size_t n)
 {
     if (!e)
         return;
-    if (e->kind == EX_PARAM && !seen_param[e->index]) {
-        seen_param[e->index] = 1;
+    if (e->kind == EX_PARAM && !visited(sch, sch->param_mark, e->index)) {
         size_t k = strlen(buf);
         snprintf(buf + k, n - k, "%s%s=%lld", k ? ", " : " with ", sch->params[e->index].name,
                  sch->params[e->index].value);
     }
-    if (e->kind == EX_LET && !seen_let[e->index]) {
-        seen_let[e->index] = 1;
-        params_used(sch, sch->lets[e->index].expr, seen_let, seen_param, buf, n);
-    }
-    params_used(sch, e->a, seen_let, seen_param, buf, n);
-    params_used(sch, e->b, seen_let, seen_param, buf, n);
-    params_used(sch, e->c, seen_let, seen_param, buf, n);
+    if (e->kind == EX_LET && !visited(sch, sch->let_mark, e->index))
+        params_used(sch, sch->lets[e->index].expr, buf, n);
+    params_used(sch, e->a, buf, n);
+    params_used(sch, e->b, buf, n);
+    params_used(sch, e->c, buf, n);
 }
 
 /* require expr [, "message"]: resolved and evaluated where it stands, after
@@ -340,36 +369,27 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
     check_depth(sch, st->expr); /* bounds the walks below as it bounds evaluation */
     if (sch->diag->errors != before)
         return;
-    unsigned char *seen_let = calloc((size_t)sch->nlets + 1, 1);
-    unsigned char *seen_param = calloc((size_t)sch->nparams + 1, 1);
-    if (!seen_let || !seen_param) {
-        diag_nomem(sch->diag, "while checking a requirement");
-        goto out;
-    }
     /* s, b and d themselves failed to resolve above: only a let can bring them */
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 0, seen_let, &via);
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 0, &via);
     if (at) {
         diag_error(sch->diag, at->loc,
                    "'%s' uses s, b or d: a requirement may use params and lets of params only",
                    via ? sch->lets[via->index].name : "it");
-        goto out;
+        return;
     }
     /* the broken let's errors are reported: evaluating it would read them */
-    memset(seen_let, 0, (size_t)sch->nlets + 1);
-    if (uses_broken_let(sch, st->expr, seen_let))
-        goto out;
+    if (uses_broken_let(sch, st->expr))
+        return;
     long long v;
     if (!eval_const(sch, st->expr, &v) || v)
-        goto out;
+        return;
     char text[512], with[512] = "";
     diag_span_text(sch->diag, st->name_loc, text, sizeof text);
-    memset(seen_let, 0, (size_t)sch->nlets + 1);
-    params_used(sch, st->expr, seen_let, seen_param, with, sizeof with);
+    new_walk(sch);
+    params_used(sch, st->expr, with, sizeof with);
     diag_error(sch->diag, st->name_loc, "requirement failed: %s%s%s%s%s", text,
                st->name ? " (" : "", st->name ? st->name : "", st->name ? ")" : "", with);
-out:
-    free(seen_let);
-    free(seen_param);
 }
 
 /* split backward when expr: s, b, params and lets, but not d (a job's
@@ -381,12 +401,8 @@ static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
     check_depth(sch, st->expr);
     if (sch->diag->errors != before)
         return;
-    unsigned char *seen = calloc((size_t)sch->nlets + 1, 1);
-    if (!seen) {
-        diag_nomem(sch->diag, "while checking 'split backward when'");
-        return;
-    }
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', seen, &via);
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
     if (at && via)
         diag_error(sch->diag, at->loc,
                    "'%s' uses d: 'split backward when' may use s, b, params and lets without d "
@@ -396,7 +412,6 @@ static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
         diag_error(sch->diag, at->loc,
                    "'d' cannot be used in 'split backward when': it may use s, b, params and lets "
                    "(a backward is split or not as a whole)");
-    free(seen);
     sch->split_when = st->expr;
 }
 
@@ -619,15 +634,31 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->diag = d;
     sch->stmts = stmts;
     int n = 0;
-    for (pp_stmt *st = stmts; st; st = st->next)
+    for (pp_stmt *st = stmts; st; st = st->next) {
         n++;
+        /* every param's and let's name, with 1 (a param) | 2 (a let): what
+         * defined_later looks up */
+        int *kinds = st->name && (st->kind == ST_PARAM || st->kind == ST_LET)
+                         ? pp_names_at(&sch->stmt_ix, st->name, 0)
+                         : &n;
+        if (!kinds) {
+            diag_nomem(d, "while checking the schedule");
+            return d->errors;
+        }
+        if (kinds != &n)
+            *kinds |= st->kind == ST_PARAM ? 1 : 2;
+    }
     sch->params = calloc((size_t)n + 1, sizeof *sch->params);
     sch->lets = calloc((size_t)n + 1, sizeof *sch->lets);
     sch->memo = calloc(1, sizeof *sch->memo);
+    sch->let_mark = calloc((size_t)n + 1, sizeof *sch->let_mark);
+    sch->param_mark = calloc((size_t)n + 1, sizeof *sch->param_mark);
+    sch->mark_gen = calloc(1, sizeof *sch->mark_gen);
     if (sch->memo)
         sch->memo->let = calloc((size_t)n + 1, sizeof *sch->memo->let);
     sch->model = model_defaults(PP_MODEL_MLP);
-    if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let) {
+    if (!sch->params || !sch->lets || !sch->memo || !sch->memo->let || !sch->let_mark ||
+        !sch->param_mark || !sch->mark_gen) {
         diag_nomem(d, "while checking the schedule");
         return d->errors;
     }
@@ -759,5 +790,11 @@ void pp_schedule_free(pp_schedule *sch)
     if (sch->memo)
         free(sch->memo->let);
     free(sch->memo);
+    free(sch->let_mark);
+    free(sch->param_mark);
+    free(sch->mark_gen);
+    pp_names_free(&sch->param_ix);
+    pp_names_free(&sch->let_ix);
+    pp_names_free(&sch->stmt_ix);
     memset(sch, 0, sizeof *sch);
 }

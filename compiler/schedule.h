@@ -13,6 +13,7 @@
 #include "../isa/model_desc.h"
 #include "ast.h"
 #include "diag.h"
+#include "names.h"
 
 enum { DIR_F = 0, DIR_B = 1, DIR_W = 2 };
 
@@ -28,7 +29,7 @@ typedef struct {
     pp_loc loc;
     int uses_job; /* expr (or a let it uses) mentions s, b or d */
     int depth;    /* how deep evaluating it recurses, counting the lets it uses */
-    int broken;   /* its expr had errors (reported): it is never evaluated */
+    int broken;   /* its expr, or a let it uses, had errors (reported): never evaluated */
 } pp_let;
 
 /* pp_eval's memo of let values: within one top-level pp_eval call the job is
@@ -89,6 +90,14 @@ typedef struct {
      * one block, scaled by each stage's blocks (jobtable.c). 0 = as today. */
     int per_block;
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
+    /* name -> index into params / lets, and name -> 1 (param) | 2 (let) for
+     * every definition in the file, earlier or later (owned; names.h) */
+    pp_names param_ix, let_ix, stmt_ix;
+    /* the checker's visit marks over lets and params, and their current
+     * generation (owned; schedule.c) */
+    unsigned *let_mark, *param_mark, *mark_gen;
+    /* the memo generation of the last constant evaluation (schedule.c) */
+    unsigned long long const_gen;
 } pp_schedule;
 
 /* Resolve names, bind params (applying -D defines, each of which must name a
@@ -108,5 +117,10 @@ typedef enum { EVAL_OK = 0, EVAL_DIV0, EVAL_OVERFLOW } pp_eval_status;
 /* On error, *where is the node that failed (for the caret). */
 pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
                        long long *out, const pp_expr **where);
+/* Another expression at the env of the previous pp_eval call (the same
+ * job): the lets that call evaluated are not evaluated again, so a job's
+ * compute, weights, priority and cost share them. */
+pp_eval_status pp_eval_same_env(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
+                                long long *out, const pp_expr **where);
 
 #endif
