@@ -62,7 +62,7 @@ DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
 DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils \
-                libjansson-dev zlib1g-dev
+                libjansson-dev zlib1g-dev python3
 
 B := build
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c

@@ -342,8 +342,10 @@ def report(cases, args):
                 c["kind"], m["batch"], label, samples / pms, pms * 1e3, c["flops"] / pms / 1e9,
                 samples / tms, tms * 1e3, c["flops"] / tms / 1e9, ratio, r,
                 "" if good else "  EXCEEDS %g" % args.tol))
-        print("%-4s %5d  %-36s %s GFLOP/s (OpenBLAS cblas_sgemm, one thread, the model's weight "
-              "GEMMs F and B)" % (c["kind"], m["batch"], "SGEMM at these shapes", "%.2f" % c["sgemm"]))
+        cores = min(os.cpu_count() or 1, S_RANKS)
+        print("%-4s %5d  %-36s %.2f GFLOP/s one thread (OpenBLAS cblas_sgemm at the model's weight "
+              "GEMMs, F and B); x %d cores %.1f" % (c["kind"], m["batch"], "SGEMM at these shapes",
+                                                    c["sgemm"], cores, c["sgemm"] * cores))
     print()
     for c in cases:
         m = c["m"]
@@ -366,7 +368,7 @@ def main(args):
     """Runs the benchmark as args (peers_bench.py's) say; the exit status."""
     kinds, batches = args.models.split(","), [int(b) for b in args.batches.split(",")]
     torch.set_num_threads(1)
-    t_start = time.perf_counter()
+    t_start, load0 = time.perf_counter(), os.getloadavg()[0]
     print("pp vs PyTorch %s on the CPU, one thread per process (%d cores here); samples/s from "
           "the median step after %d warm-up steps" % (torch.__version__, os.cpu_count(),
                                                       args.warmup))
@@ -386,5 +388,6 @@ def main(args):
             for name, _ in SCHEDULES:
                 c["torch"][name] = done["%d-%s" % (i, name)]
     ok = report(cases, args)
-    print("(the whole benchmark took %.0f s)" % (time.perf_counter() - t_start))
+    print("(the whole benchmark took %.0f s; load average %.1f at the start, %.1f at the end)" % (
+        time.perf_counter() - t_start, load0, os.getloadavg()[0]))
     return 0 if ok else 1

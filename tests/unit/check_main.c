@@ -68,6 +68,7 @@ static const struct suite_entry {
     {"lang", lang_suite, FAST, 1, NULL},
     {"torch_csv", torch_csv_suite, FAST, 1, NULL},
     {"search", search_suite, FAST, 1, NULL},
+    {"peers_bench", peers_bench_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"ckpt", ckpt_suite, MPI, 4, ckpt_tcases},
     {"robust", robust_suite, MPI, 2, robust_tcases},

@@ -38,6 +38,7 @@ Suite *overlap_e2e_suite(void);
 Suite *search_suite(void);
 Suite *search_e2e_suite(void);
 Suite *orders_suite(void);
+Suite *peers_bench_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
