@@ -70,6 +70,9 @@ def parse(argv):
     ap.add_argument("--quick", action="store_true",
                     help="2 timed steps per case: everything runs and is checked, the "
                          "timings mean little")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run everything this many times, pp and PyTorch in turn, and take "
+                         "each row's fastest round (1; more on a loaded machine)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tol", type=float, default=1e-4,
                     help="largest relative loss difference allowed (1e-4)")
@@ -85,6 +88,8 @@ def parse(argv):
         ap.error("--batches: every batch must be at least 1")
     if args.warmup < 0 or args.steps < 0 or args.steps16 < 1 or args.steps256 < 1:
         ap.error("--warmup and --steps must not be negative, --steps16 and --steps256 at least 1")
+    if args.rounds < 1:
+        ap.error("--rounds: %d; expected at least 1" % args.rounds)
     if args.quick:
         args.steps = 2
     for b in batches:

@@ -64,6 +64,7 @@ START_TEST(bad_arguments)
                         "--steps16 and --steps256 at least 1\n"},
         {"--steps256 0", "peers_bench.py: error: --warmup and --steps must not be negative, "
                          "--steps16 and --steps256 at least 1\n"},
+        {"--rounds 0", "peers_bench.py: error: --rounds: 0; expected at least 1\n"},
         {"--steps x", "peers_bench.py: error: argument --steps: invalid int value: 'x'\n"},
         {"--frobnicate", "peers_bench.py: error: unrecognized arguments: --frobnicate\n"},
     };
