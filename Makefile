@@ -307,7 +307,7 @@ bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 PEERS_PYTHON = $(or $(ORDERS_PYTHON),python3)
 PEERS_ARGS ?=
 bench-peers: all bin/model_bench
-	$(TEST_ENV) OMP_NUM_THREADS=1 $(PEERS_PYTHON) tests/bench/peers_bench.py $(PEERS_ARGS)
+	@$(TEST_ENV) OMP_NUM_THREADS=1 $(PEERS_PYTHON) tests/bench/peers_bench.py $(PEERS_ARGS)
 
 # The GPU benchmark: ppvm --backend cuda beside PyTorch eager and cuBLAS
 # (tests/bench/gpu_bench.sh; "skipped: no GPU" where there is none).

@@ -32,7 +32,9 @@ must equal pp's within --tol (1e-4, relative) at every step of the run
 (eager against ppvm --reference, a pipeline against pp's run of the same
 schedule): printed per row, and a mismatch exits 1.
 
-Timing: the median step time over the steps after --warmup. pp's is the
+Timing: the median step time over the steps after --warmup (with
+--rounds N, everything runs N times, pp and PyTorch in turn, and each row
+takes its fastest round). pp's is the
 `time` ppvm prints per step (the slowest rank's, from a common start);
 PyTorch's is measured the same way (a barrier, then the schedule's step
 and the optimizer; the slowest rank's time by an all-reduce). PyTorch's
