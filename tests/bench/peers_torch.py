@@ -209,7 +209,11 @@ def torch_pipelines(jobs):
     """Runs every job in one set of S_RANKS gloo processes; key -> (times, losses)."""
     with tempfile.TemporaryDirectory(prefix="pp-peers-gloo-") as tmp:
         store = os.path.join(tmp, "store")
-        mp.spawn(pipe_worker, args=(S_RANKS, store, jobs, tmp), nprocs=S_RANKS, join=True)
+        try:
+            mp.spawn(pipe_worker, args=(S_RANKS, store, jobs, tmp), nprocs=S_RANKS, join=True)
+        except Exception as e:  # a rank's exception, its traceback in the message
+            sys.stderr.write("peers_bench: PyTorch's gloo pipelines failed: %s\n" % e)
+            sys.exit(2)
         per_rank = [torch.load(os.path.join(tmp, "rank%d.pt" % r), weights_only=False)
                     for r in range(S_RANKS)]
     return {k: (per_rank[0][k]["times"], per_rank[-1][k]["losses"]) for k in jobs}
