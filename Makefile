@@ -62,7 +62,7 @@ DEMO_NP ?= 4
 MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
 DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils \
-                libjansson-dev zlib1g-dev
+                libjansson-dev zlib1g-dev python3
 
 B := build
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c
@@ -304,6 +304,21 @@ bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	bash tests/bench/soak.sh $(CURDIR)
 	bash tests/bench/determ_bench.sh
 	bash tests/bench/mutate.sh
+	$(MAKE) --no-print-directory bench-peers
+
+# pp beside PyTorch on the CPU (tests/bench/peers_bench.py, tests/README.md):
+# the mlp and GPT models at batch 16 and 256, ppvm --reference against
+# PyTorch eager and 4-rank GPipe/1F1B against torch.distributed.pipelining
+# on gloo, same weights and data, losses checked to 1e-4, one thread per
+# process, with OpenBLAS's SGEMM rate at the model's shapes. PyTorch from
+# TORCH_PYTHON, the shared venv or make oracle's (as make torch-orders
+# finds it); without one it prints "skipped: no PyTorch" and exits 0.
+# PEERS_ARGS go to the script (e.g. --quick, --models mlp).
+.PHONY: bench-peers
+PEERS_PYTHON = $(or $(ORDERS_PYTHON),python3)
+PEERS_ARGS ?=
+bench-peers: all bin/model_bench
+	@$(TEST_ENV) OMP_NUM_THREADS=1 $(PEERS_PYTHON) tests/bench/peers_bench.py $(PEERS_ARGS)
 
 # The interpreter's own cost per instruction (issue 18 part 3): ppvm
 # --no-compute on 1, 2 and 4 ranks (tests/bench/interp_bench.sh). BACKEND=cuda

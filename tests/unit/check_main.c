@@ -69,6 +69,7 @@ static const struct suite_entry {
     {"torch_csv", torch_csv_suite, FAST, 1, NULL},
     {"search", search_suite, FAST, 1, NULL},
     {"scale", scale_suite, FAST, 1, NULL},
+    {"peers_bench", peers_bench_suite, FAST, 1, NULL},
     {"e2e", e2e_suite, MPI, 4, e2e_tcases},
     {"ckpt", ckpt_suite, MPI, 4, ckpt_tcases},
     {"robust", robust_suite, MPI, 2, robust_tcases},
