@@ -16,9 +16,10 @@
 
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, KEY_OVERLAP, NKEYS };
+enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, KEY_OVERLAP, KEY_MEASURED,
+       NKEYS };
 static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth", "unit",
-                                             "overlap"};
+                                             "overlap", "measured"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -302,11 +303,18 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\", \"unit\" or \"overlap\"",
+                "\"bandwidth\", \"unit\", \"overlap\" or \"measured\"",
                 quote(key, q));
             goto out;
         }
-        if (k == KEY_UNIT) {
+        if (k == KEY_MEASURED) { /* ppvm --profile's record of the run: not a cost */
+            if (!json_is_object(v)) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected an object (ppvm --profile's record of the run) for \"measured\", "
+                    "found %s", kind_name(v));
+                goto out;
+            }
+        } else if (k == KEY_UNIT) {
             if (read_unit(&x, v, &c->unit) != 0)
                 goto out;
         } else if (k == KEY_LATENCY) {

@@ -10,8 +10,10 @@
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
- *     "overlap": 0.6            an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
- *   }                           a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
+ *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
+ *                               a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
+ *     "measured": {...}         ppvm --profile's record of the run's steps (vm/profile.h):
+ *   }                           any object, skipped (it is no cost)
  *
  * Every key is optional; a key the file does not give keeps the schedule's
  * value. Times are in seconds, as ppvm --profile writes them, unless "unit"

@@ -204,6 +204,8 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         double all[AG_N];
         mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
         double loss = all[AG_LOSS], dt = all[AG_TIME];
+        if (run->prof)
+            pp_profile_step(run->prof, run->step, dt);
         if (run->me == 0 && !opts->quiet) {
             printf("step %4d/%d  loss %.*f  time %8.2f ms  samples/s %10.0f\n", run->step + 1,
                    opts->steps, opts->loss_digits, loss / predictions, dt * 1e3, samples / dt);

@@ -20,6 +20,15 @@
  *              an activation or the largest stage's fp32 gradients, whichever
  *              is larger (pp_profile_probe_bytes)
  * latency and bandwidth are left out with a single rank (nothing moves).
+ *   measured   what the steps took, for comparing with ppc's report (ppc
+ *              --costs skips it): over the steps after the warm-up,
+ *              {"steps": n, "step": the median step time (the slowest
+ *              rank's, as ppvm prints it), "busy": [per rank, the median
+ *              time in jobs and optimizer steps], "idle": [per rank, the
+ *              median rest of the step: waits in receives, sends,
+ *              collectives and fetches, and the interpreter's own work],
+ *              "bubble": the median over steps of the ranks' summed idle
+ *              over ranks x step}
  * Times are the backend's: wall clock around each job or optimizer step on
  * the cpu, CUDA events around its kernels on the compute stream on the cuda
  * backend. */
@@ -49,6 +58,10 @@ int pp_profile_dir(const pp_instr *in);
 
 /* One job of stage s took `seconds` (ignored during the warm-up step). */
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds);
+
+/* The step (from 0) took `seconds` on the slowest rank (every rank passes
+ * the same agreed value), for "measured". */
+void pp_profile_step(pp_profile *pr, int step, double seconds);
 
 /* The bandwidth probe's size: an activation or the largest stage's fp32
  * gradients (as large as any weight fetch, gradient return or all-reduce),
