@@ -317,38 +317,34 @@ void pp_profile_discard(pp_profile *pr)
     free(pr);
 }
 
-/* Half a round trip of `bytes`, over 21 after 3 to warm up: the median
- * (*typical) and the fastest (*fastest). */
-static void one_way(pp_round_trip rt, void *ctx, size_t bytes, double *typical, double *fastest)
+/* The fastest half round trip of `bytes`, of 21 after 3 to warm up. */
+static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
 {
     enum { WARM = 3, REPS = 21 };
-    double t[REPS];
-    *fastest = 0;
+    double fastest = 0;
     for (int i = 0; i < WARM + REPS; i++) {
         double r = rt(ctx, bytes);
-        if (i >= WARM) {
-            t[i - WARM] = r / 2;
-            if (i == WARM || r / 2 < *fastest)
-                *fastest = r / 2;
-        }
+        if (i == WARM || (i > WARM && r / 2 < fastest))
+            fastest = r / 2;
     }
-    *typical = pp_median(t, REPS);
+    return fastest;
 }
 
-/* The latency is the typical small trip. The bandwidth comes from the
- * fastest trips: time taken from a rank by others sharing its core only
- * ever adds to a trip, and on a loaded machine the medians of the two
- * sizes differed by less than that noise (even by a negative amount, which
- * gave a bandwidth of 0); the fastest trips differ by the bytes' cost. The
+/* Both come from the fastest trips: time taken from a rank by others
+ * sharing its core only ever adds to a trip. On a loaded machine the
+ * medians of the two sizes differed by less than that noise (even by a
+ * negative amount, which gave a bandwidth of 0), and the median 8-byte trip
+ * was a scheduler's time slice (0.2 us quiet, up to 6 ms under a load of 10
+ * on 2 cores), which the simulation then charged to every transfer and
+ * all-reduce (a 2-rank pp-dp predicted 19 ms for a step measured at 2 ms);
+ * the fastest trips are the link's own cost. The
  * same number of trips on both ranks whatever they measure: no rank may
  * decide alone to measure again. */
 void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
                      double *bandwidth)
 {
-    double small, small_fast, big, big_fast;
-    one_way(rt, ctx, 8, &small, &small_fast);
-    one_way(rt, ctx, bytes, &big, &big_fast);
-    *latency = small;
+    double small_fast = one_way(rt, ctx, 8), big_fast = one_way(rt, ctx, bytes);
+    *latency = small_fast;
     /* When load hides the bytes' cost even in the fastest trips (seen about
      * once in 30 runs on 4 ranks over 2 cores), the whole one-way time
      * counts as transfer: a lower bound on the bandwidth, never 0, which in

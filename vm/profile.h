@@ -13,8 +13,8 @@
  *              backward among split ones, is what it measured
  *   O          per stage, the median duration of its OptimizerStep, the same
  *              way (on every owner)
- *   latency    half the median round trip of an 8-byte message between
- *              ranks 0 and 1 through the run's transport
+ *   latency    half the fastest round trip of an 8-byte message between
+ *              ranks 0 and 1 through the run's transport (of 21)
  *   bandwidth  bytes per second of a message of n bytes between the same two
  *              ranks, after that latency: n / (t(n) - latency), where n is
  *              an activation or the largest stage's fp32 gradients, whichever
@@ -83,7 +83,7 @@ void pp_profile_discard(pp_profile *pr);
  * (rank 0 sends first), in seconds; ctx is the transport's. */
 typedef double (*pp_round_trip)(void *ctx, size_t bytes);
 
-/* On ranks 0 and 1: latency (half the median round trip of 8 bytes) and
+/* On ranks 0 and 1: latency (half the fastest round trip of 8 bytes) and
  * bandwidth (bytes over the fastest one-way time of `bytes` less the
  * fastest of 8 bytes: noise from other processes only adds to a trip; 0,
  * which ppc reads as unlimited, when that is not positive). */
