@@ -31,13 +31,15 @@ header() {
   echo
   echo "$1"
   load
-  printf '%-34s %5s %9s %9s %9s %6s %9s %6s %7s %7s %7s %6s\n' schedule ranks makespan \
-    predicted measured ratio fastest ratio bubble "idle p" "idle m" busy
+  printf '%-34s %5s %9s %9s %9s %6s %9s %6s %7s %7s %7s %6s %9s %6s\n' schedule ranks makespan \
+    predicted measured ratio fastest ratio bubble "idle p" "idle m" busy "${2:-}" "${3:-}"
 }
 
-# row FILE DEFS: one schedule, compiled, run, profiled and compiled again
+# row FILE DEFS [DONOR]: one schedule, compiled, run, profiled and compiled
+# again; with DONOR (a costs file measured on ranks <= cores), compiled a
+# third time with the donor's costs and "cores": the machine's cores
 row() {
-  local file=$1 defs=$2 np
+  local file=$1 defs=$2 donor=${3:-} np extra=()
   # shellcheck disable=SC2086 # defs is a list of flags
   "$root/bin/ppc" "$root/schedules/$file" $defs -o "$out/plan" -q --no-pictures
   np=$(ls "$out"/plan/rank*.bin | wc -l)
@@ -47,8 +49,18 @@ row() {
   # shellcheck disable=SC2086
   "$root/bin/ppc" "$root/schedules/$file" $defs -o "$out/again" -q --no-pictures \
     --costs "$out/costs.json"
+  if [ -n "$donor" ]; then
+    python3 -c 'import json, sys
+c = json.load(open(sys.argv[1])); c.pop("measured", None); c["cores"] = int(sys.argv[2])
+json.dump(c, open(sys.argv[3], "w"))' "$donor" "$(nproc)" "$out/cores.json"
+    rm -rf "$out/cores"
+    # shellcheck disable=SC2086
+    "$root/bin/ppc" "$root/schedules/$file" $defs -o "$out/cores" -q --no-pictures \
+      --costs "$out/cores.json"
+    extra=("$out/cores/report.json")
+  fi
   python3 "$root/tests/bench/predict_row.py" "${file%.pp} $defs" "$out/costs.json" \
-    "$out/again" "$out/again/report.json" "$out/run.txt" "$skip"
+    "$out/again" "$out/again/report.json" "$out/run.txt" "$skip" "${extra[@]}"
   rm -rf "$out/plan"
 }
 
@@ -81,11 +93,27 @@ zb-v.pp|-D W=2 -D B=8
 CASES
 load
 
-header "4 ranks (more ranks than cores on a 2-core machine)"
-for case in "gpipe.pp|-D S=4 -D B=8" "1f1b.pp|-D S=4 -D B=8" "zb-h1.pp|-D S=4 -D B=8" \
-            "fsdp.pp|-D S=4 -D B=4" "ddp.pp|-D S=4 -D B=4"; do
-  IFS='|' read -r file defs <<< "$case"
-  row "$file" "$defs"
+# donor FILE DEFS NAME: the costs of a run on 2 ranks, kept as $out/NAME.json
+donor() {
+  # shellcheck disable=SC2086
+  "$root/bin/ppc" "$root/schedules/$1" $2 -o "$out/plan" -q --no-pictures
+  $mpirun -np 2 "$root/bin/ppvm" --backend "$backend" "$out/plan" --steps "$steps" --quiet \
+    --profile "$out/$3.json" < /dev/null
+  rm -rf "$out/plan"
+}
+
+# The same S = 4 stages (every schedule here trains the same model, a block
+# per stage) measured on 2 ranks, where each rank has a core: the donors of
+# the "cores" columns. interleaved-zb splits its backwards, as zb-h1 does.
+donor breadth-first.pp "-D W=2 -D S=4 -D B=8" split0
+donor interleaved-zb.pp "-D W=2 -D B=8" split1
+donor ddp.pp "-D S=4 -D B=2" ddp
+header "4 ranks (more ranks than cores on a 2-core machine); cores: the 2-rank costs with \"cores\": $(nproc)" \
+  cores ratio
+for case in "gpipe.pp|-D S=4 -D B=8|split0" "1f1b.pp|-D S=4 -D B=8|split0" \
+            "zb-h1.pp|-D S=4 -D B=8|split1" "fsdp.pp|-D S=4 -D B=4|ddp" "ddp.pp|-D S=4 -D B=4|ddp"; do
+  IFS='|' read -r file defs d <<< "$case"
+  row "$file" "$defs" "$out/$d.json"
 done
 load
 

@@ -2,7 +2,7 @@
 """predict_row.py - one row of tests/bench/predict_bench.sh: ppc's prediction
 beside what ppvm --profile measured, for one schedule.
 
-    predict_row.py NAME COSTS_JSON PLAN_DIR REPORT_JSON RUN_TXT SKIP
+    predict_row.py NAME COSTS_JSON PLAN_DIR REPORT_JSON RUN_TXT SKIP [CORES_REPORT]
 
 NAME: the row's label; COSTS_JSON: ppvm --profile's file (its "measured"
 record: vm/profile.h); PLAN_DIR: the plan ppc compiled with --costs (its
@@ -26,6 +26,9 @@ Columns (times in ms):
   busy ratio            predicted / measured time in jobs and optimizer steps
                         over all ranks: below 1 the job costs (medians) miss
                         compute time; near 1 any gap in the step is waiting
+With CORES_REPORT (the 4-rank table), two more columns: that compile's
+step (the job costs of a run with ranks <= cores, plus "cores": the
+machine's cores) and its ratio to the measured step.
 Only the standard library: make bench must not need more than python3."""
 import glob
 import json
@@ -44,6 +47,10 @@ def median(v):
 
 def main():
     name, costs_path, plan, report_path, run_path, skip = sys.argv[1:7]
+    cores_step = None
+    if len(sys.argv) > 7:
+        with open(sys.argv[7]) as f:
+            cores_step = json.load(f)["step"]
     with open(costs_path) as f:
         costs = json.load(f)
     with open(report_path) as f:
@@ -68,10 +75,13 @@ def main():
     idle_pred = 1 - sum(busy_pred) / (ranks * step_pred) if step_pred > 0 else 0
     idle_meas = m.get("bubble", float("nan"))
     busy_meas = sum(m.get("busy", [])) or float("nan")
-    print("%-34s %5d %9.3f %9.3f %9.3f %6.2f %9.3f %6.2f %6.1f%% %6.1f%% %6.1f%% %6.2f" %
-          (name, ranks, report["makespan"] * 1e3, step_pred * 1e3, measured,
-           step_pred * 1e3 / measured, fastest, step_pred * 1e3 / fastest, 100 * report["bubble"], 100 * idle_pred, 100 * idle_meas,
-           sum(busy_pred) / busy_meas))
+    line = "%-34s %5d %9.3f %9.3f %9.3f %6.2f %9.3f %6.2f %6.1f%% %6.1f%% %6.1f%% %6.2f" % (
+        name, ranks, report["makespan"] * 1e3, step_pred * 1e3, measured,
+        step_pred * 1e3 / measured, fastest, step_pred * 1e3 / fastest, 100 * report["bubble"],
+        100 * idle_pred, 100 * idle_meas, sum(busy_pred) / busy_meas)
+    if cores_step is not None:
+        line += " %9.3f %6.2f" % (cores_step * 1e3, cores_step * 1e3 / measured)
+    print(line)
 
 
 if __name__ == "__main__":
