@@ -16,9 +16,10 @@
 
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, KEY_OVERLAP, NKEYS };
+enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, KEY_OVERLAP, KEY_MEASURED,
+       KEY_CORES, NKEYS };
 static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth", "unit",
-                                             "overlap"};
+                                             "overlap", "measured", "cores"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -265,6 +266,21 @@ static int read_nonneg(const ctx *x, int k, const json_t *v, double *out)
     return 0;
 }
 
+/* "cores": a whole number in [1, INT_MAX] (1.0 is one; 1.5 is not). */
+static int read_cores(const ctx *x, const json_t *v, int *out)
+{
+    double n = json_is_number(v) ? json_number_value(v) : 0;
+    if (!json_is_number(v))
+        return bad(x, locate(x, key_names[KEY_CORES], 0, -1),
+                   "expected a whole number of cores for \"cores\", found %s", kind_name(v));
+    if (!(n >= 1 && n <= INT_MAX && n == (double)(long long)n))
+        return bad(x, locate(x, key_names[KEY_CORES], 0, -1),
+                   "expected a whole number of cores in [1, %d] for \"cores\", found %g", INT_MAX,
+                   n);
+    *out = (int)n;
+    return 0;
+}
+
 int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, char *err,
                    size_t errlen)
 {
@@ -302,11 +318,22 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\", \"unit\" or \"overlap\"",
+                "\"bandwidth\", \"unit\", \"overlap\", \"cores\" or \"measured\"",
                 quote(key, q));
             goto out;
         }
-        if (k == KEY_UNIT) {
+        if (k == KEY_CORES) {
+            if (read_cores(&x, v, &c->cores) != 0)
+                goto out;
+            c->has_cores = 1;
+        } else if (k == KEY_MEASURED) { /* ppvm --profile's record of the run: not a cost */
+            if (!json_is_object(v)) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected an object (ppvm --profile's record of the run) for \"measured\", "
+                    "found %s", kind_name(v));
+                goto out;
+            }
+        } else if (k == KEY_UNIT) {
             if (read_unit(&x, v, &c->unit) != 0)
                 goto out;
         } else if (k == KEY_LATENCY) {

@@ -10,8 +10,12 @@
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
- *     "overlap": 0.6            an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
- *   }                           a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
+ *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
+ *                               a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
+ *     "cores": 2,               at most 2 jobs compute at once over all workers (ranks
+ *                               sharing a machine's cores: sim.h); a whole number >= 1
+ *     "measured": {...}         ppvm --profile's record of the run's steps (vm/profile.h):
+ *   }                           any object, skipped (it is no cost)
  *
  * Every key is optional; a key the file does not give keeps the schedule's
  * value. Times are in seconds, as ppvm --profile writes them, unless "unit"
@@ -37,7 +41,8 @@ typedef struct {
     double *dir[4]; /* F, B, W, O (PP_COSTS_O): per-stage costs, or NULL when the file does not
                        give it */
     int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
-    int has_latency, has_bandwidth, has_overlap;
+    int has_latency, has_bandwidth, has_overlap, has_cores;
+    int cores; /* "cores": at most this many jobs compute at once machine-wide (>= 1) */
     double latency, bandwidth, overlap;
     const char *unit; /* "s" (no "unit" key), "ms", "us" or "ns"; NULL when nothing was loaded */
 } pp_costs;

@@ -388,6 +388,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         }
     }
     t->overlap = measured && measured->has_overlap ? measured->overlap : overlap_cost(sch);
+    t->cores = measured && measured->has_cores ? measured->cores : 0;
     if (sch->overlap && eval_pairable(t, sch)) {
         diag_nomem(sch->diag, "for the overlap condition of %d jobs", N);
         return 1;

@@ -52,6 +52,7 @@ typedef struct {
      * no gain). */
     unsigned char *pairable;
     double overlap;
+    int cores; /* --costs "cores": jobs computing at once machine-wide (sim.h); 0: no limit */
 } pp_jobtable;
 
 /* Evaluates `split backward when` at every (s,b), then every function at
@@ -97,7 +98,7 @@ static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int stric
 {
     return (pp_sim_input){t->js,       t->W,        t->worker, t->priority, t->cost,
                           strict,      t->inflight, t->xfer,   t->fetch,    t->pairable,
-                          t->overlap};
+                          t->overlap,  t->cores};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

@@ -202,6 +202,47 @@ static void cand_pop(const keyctx *k, cand_heap *h)
         h->a[i] = last;
 }
 
+/* Shared cores (sim.h): each core's free time in a min-heap, so the
+ * earliest is at [0]. n == 0: no limit. */
+typedef struct {
+    double *free_at;
+    int n;
+} core_pool;
+
+/* A pool of in->cores cores when that limits anything (fewer than W). */
+static int cores_open(const pp_sim_input *in, core_pool *c)
+{
+    c->n = in->cores > 0 && in->cores < in->W ? in->cores : 0;
+    c->free_at = c->n ? calloc((size_t)c->n, sizeof *c->free_at) : NULL;
+    return c->n && !c->free_at ? -1 : 0;
+}
+
+/* The earliest a job ready at t finds a core. */
+static double cores_start(const core_pool *c, double t)
+{
+    return c->n && c->free_at[0] > t ? c->free_at[0] : t;
+}
+
+/* The earliest-free core runs until `end`. */
+static void cores_take(core_pool *c, double end)
+{
+    if (!c->n)
+        return;
+    int i = 0;
+    for (;;) { /* sift the new time down from the root */
+        int k = 2 * i + 1;
+        if (k >= c->n)
+            break;
+        if (k + 1 < c->n && c->free_at[k + 1] < c->free_at[k])
+            k++;
+        if (!(c->free_at[k] < end))
+            break;
+        c->free_at[i] = c->free_at[k];
+        i = k;
+    }
+    c->free_at[i] = end;
+}
+
 typedef struct {
     const pp_sim_input *in;
     keyctx k;
@@ -210,6 +251,7 @@ typedef struct {
     long long *held;
     unsigned *version;
     cand_heap global;
+    core_pool cores;
 } greedy;
 
 /* Worker w's best job now: among the jobs ready by the time it is free, the
@@ -250,7 +292,7 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
     int N = job_count(js), W = in->W, rc = -1, committed = 0, total = job_total(js);
-    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}};
+    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0}};
     int *fill = calloc((size_t)W, sizeof *fill);
     g.ready = calloc((size_t)N, sizeof *g.ready);
     g.free_at = calloc((size_t)W, sizeof *g.free_at);
@@ -258,7 +300,8 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
     g.version = calloc((size_t)W, sizeof *g.version);
     g.wh = calloc((size_t)W, sizeof *g.wh);
     g.k.ready = g.ready;
-    if (!fill || !g.ready || !g.free_at || !g.held || !g.version || !g.wh)
+    if (!fill || !g.ready || !g.free_at || !g.held || !g.version || !g.wh ||
+        cores_open(in, &g.cores))
         goto out;
     for (int w = 0; w < W; w++)
         g.wh[w].h[PEND_F].by_ready = g.wh[w].h[PEND_O].by_ready = 1;
@@ -293,8 +336,9 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
                 heap_pop(&g.k, &h->h[p]);
                 break;
             }
-        r->start[j] = best.t;
-        r->end[j] = best.t + in->cost[j];
+        r->start[j] = cores_start(&g.cores, best.t);
+        r->end[j] = r->start[j] + in->cost[j];
+        cores_take(&g.cores, r->end[j]);
         g.free_at[w] = r->end[j];
         r->order[r->off[w] + fill[w]++] = j;
         if (r->end[j] > r->makespan)
@@ -332,6 +376,7 @@ out:
                 free(g.wh[w].h[p].a);
     free(g.wh);
     free(g.global.a);
+    free(g.cores.free_at);
     free(g.version);
     free(g.held);
     free(g.free_at);
@@ -374,24 +419,36 @@ static int find_pairs(const pp_sim_input *in, pp_sim_result *r)
     return 0;
 }
 
-/* Commits job j (and its partner q, or -1) on worker w at the earliest
- * time both are ready; queues the workers whose next job this unblocks. */
-static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j, int q,
-                          double *free_at, char *done, int *next, int *queue, int *qt)
+/* The earliest job j (and its partner q, or -1) can start on worker w. */
+static double strict_ready(const pp_sim_input *in, const pp_sim_result *r, int w, int j, int q,
+                           const double *free_at)
 {
-    const pp_jobspace *js = &in->js;
-    double t = free_at[w], dur = in->cost[j];
+    double t = free_at[w];
     int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
     for (int i = 0; i < n; i++) {
-        double ready = ready_time(in, r, jobs[i], job_pred(js, jobs[i]));
+        double ready = ready_time(in, r, jobs[i], job_pred(&in->js, jobs[i]));
         if (ready > t)
             t = ready;
     }
+    return t;
+}
+
+/* Commits job j (and its partner q, or -1) on worker w at the earliest
+ * time both are ready and a core is free; queues the workers whose next
+ * job this unblocks. */
+static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j, int q,
+                          double *free_at, char *done, int *next, int *queue, int *qt,
+                          core_pool *cores)
+{
+    const pp_jobspace *js = &in->js;
+    double t = cores_start(cores, strict_ready(in, r, w, j, q, free_at)), dur = in->cost[j];
+    int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
     if (q >= 0) { /* max(tF, tB) + overlap * min(tF, tB) */
         double a = in->cost[j], b = in->cost[q];
         dur = (a > b ? a : b) + in->overlap * (a > b ? b : a);
     }
     free_at[w] = t + dur;
+    cores_take(cores, free_at[w]);
     if (free_at[w] > r->makespan)
         r->makespan = free_at[w];
     for (int i = 0; i < n; i++) {
@@ -426,6 +483,7 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     char *done = calloc((size_t)N, 1);
     double *free_at = calloc((size_t)W, sizeof *free_at);
     keyctx k = {in, NULL};
+    core_pool cores = {NULL, 0};
     if (!fill || !next || !queue || !done || !free_at)
         goto out;
     for (int j = 0; j < N; j++)
@@ -436,19 +494,48 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
         qsort(r->order + r->off[w], (size_t)(r->off[w + 1] - r->off[w]), sizeof(int), qsort_key);
     if (find_pairs(in, r))
         goto out;
+    int qh = 0, qt = 0, committed = 0;
+    if (cores_open(in, &cores))
+        goto out;
+    if (cores.n) {
+        /* Shared cores: commit, over all workers, the next job (or pair)
+         * that can start first, so cores go in time order. */
+        for (;;) {
+            int best = -1;
+            double bt = 0;
+            for (int w = 0; w < W; w++) {
+                if (r->off[w] + next[w] >= r->off[w + 1])
+                    continue;
+                int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
+                int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
+                if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
+                    continue;
+                double t = strict_ready(in, r, w, j, q, free_at);
+                if (best < 0 || t < bt) {
+                    best = w;
+                    bt = t;
+                }
+            }
+            if (best < 0)
+                break;
+            int j = r->order[r->off[best] + next[best]], q = r->partner ? r->partner[j] : -1;
+            qt = 0; /* the queue is unused here */
+            commit_strict(in, r, best, j, q, free_at, done, next, queue, &qt, &cores);
+            committed += q >= 0 ? 2 : 1;
+        }
+    }
     /* Run each worker until its next job's (or pair's) predecessors are not
      * done; a commit re-queues the worker of each successor. */
-    int qh = 0, qt = 0, committed = 0;
-    for (int w = 0; w < W; w++)
+    for (int w = 0; w < W && !cores.n; w++)
         queue[qt++] = w;
-    while (qh < qt) {
+    while (qh < qt && !cores.n) {
         int w = queue[qh++];
         while (r->off[w] + next[w] < r->off[w + 1]) {
             int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
             int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
             if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
                 break;
-            commit_strict(in, r, w, j, q, free_at, done, next, queue, &qt);
+            commit_strict(in, r, w, j, q, free_at, done, next, queue, &qt, &cores);
             committed += q >= 0 ? 2 : 1;
         }
     }
@@ -465,6 +552,7 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     }
     rc = 0;
 out:
+    free(cores.free_at);
     free(free_at);
     free(done);
     free(queue);

@@ -34,6 +34,18 @@
  * job entirely. Transfers never occupy a worker in this model (they only
  * delay their consumer), so they need no extra rule under a pair.
  *
+ * Shared cores (`"cores": C` in ppc --costs, for ranks that outnumber the
+ * machine's cores): at most C jobs compute at once machine-wide. A job (or
+ * pair) then starts at max(its worker free, its inputs ready, the earliest
+ * a core is free) and holds that core to its end; jobs are committed in
+ * the order of the time they could start (the strict order's per-worker
+ * sequence is kept; among workers, the earliest first, ties to the lower
+ * worker), so a core goes to whichever job wants it first. Transfers and
+ * waits hold no core. The strict simulation is then O(N (W + log C))
+ * rather than linear; greedy stays O(N log N) (its commits already go in
+ * start order). The model is exclusive cores: it leaves out time slicing
+ * and ranks that spin while they wait (tests/README.md, predict bench).
+ *
  * Greedy runs in O(N log N): per-worker heaps, and one global heap of each
  * worker's next candidate, refreshed only for the workers a commit changes. */
 #ifndef PP_SIM_H
@@ -52,6 +64,8 @@ typedef struct {
     const double *xfer, *fetch; /* [N] transfer times (see above), or NULL for none */
     const unsigned char *pairable; /* [N] forwards that may pair (strict only), or NULL */
     double overlap;                /* a pair's share of its shorter job, in [0, 1] */
+    int cores; /* at most this many jobs (a pair is one) compute at once over all workers;
+                  0 (or >= W): no limit (see "Shared cores" above) */
 } pp_sim_input;
 
 typedef struct {

@@ -228,6 +228,8 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         double all[AG_N];
         mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
         double loss = all[AG_LOSS], dt = all[AG_TIME];
+        if (run->prof)
+            pp_profile_step(run->prof, run->step, dt);
         if (run->me == 0 && !opts->quiet && bench) { /* no loss: none was computed */
             printf("step %4d/%d  no compute  time %8.3f ms  instructions %u on rank 0\n",
                    run->step + 1, opts->steps, dt * 1e3, p->ninstr);

@@ -24,6 +24,8 @@ struct pp_profile {
     int S, steps, me;
     int oom;          /* a sample could not be kept: pp_profile_finish fails on every rank */
     samples *t;       /* [PP_PROF_DIRS * S] */
+    double *busy;     /* [steps] this rank's time in jobs and optimizer steps, per step */
+    double *span;     /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
 };
 
 pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me)
@@ -38,7 +40,11 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         pr->steps = steps;
         pr->me = me;
         pr->t = calloc((size_t)PP_PROF_DIRS * p->S, sizeof *pr->t);
-        ok = pr->t != NULL;
+        pr->busy = calloc((size_t)steps + 1, sizeof *pr->busy);
+        pr->span = malloc(((size_t)steps + 1) * sizeof *pr->span);
+        ok = pr->t && pr->busy && pr->span;
+        for (int i = 0; ok && i < steps; i++)
+            pr->span[i] = -1; /* --resume starts later: steps before it are not run */
         if (!ok)
             pp_vm_error(me, "out of memory for --profile");
     }
@@ -52,8 +58,11 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         return pr;
     if (pr && pr->out)
         fclose(pr->out);
-    if (pr)
+    if (pr) {
         free(pr->t);
+        free(pr->busy);
+        free(pr->span);
+    }
     free(pr);
     return NULL;
 }
@@ -78,6 +87,8 @@ int pp_profile_dir(const pp_instr *in)
 
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
 {
+    if (step >= 0 && step < pr->steps)
+        pr->busy[step] += seconds;
     if ((step == 0 && pr->steps > 1) || pr->oom)
         return; /* the warm-up: first touches of every buffer, cold caches */
     samples *x = &pr->t[dir * pr->S + s];
@@ -92,6 +103,12 @@ void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
         x->cap = cap;
     }
     x->v[x->n++] = seconds;
+}
+
+void pp_profile_step(pp_profile *pr, int step, double seconds)
+{
+    if (step >= 0 && step < pr->steps)
+        pr->span[step] = seconds;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -164,6 +181,48 @@ static void split_full_backwards(double *med, size_t *count, int S)
     }
 }
 
+/* "measured": what the steps took, beside the costs (ppc --costs reads the
+ * object and ignores it): over the steps after the warm-up (all of them
+ * with one step), the median step (the slowest rank's time, what ppvm
+ * prints), each rank's median time in jobs and optimizer steps ("busy") and
+ * the rest of its step ("idle": waiting in receives, sends, collectives and
+ * fetches, and the interpreter's own work), and the median over steps of
+ * the ranks' idle share of the step ("bubble"). busy_all is [rank][step];
+ * tmp has room for max(size, steps) values. */
+static void write_measured(FILE *f, const double *busy_all, const double *span, int size,
+                           int steps, double *tmp)
+{
+    int first = steps > 1, n = 0;
+    for (int i = first; i < steps; i++)
+        if (span[i] >= 0)
+            tmp[n++] = span[i];
+    if (n == 0)
+        return;
+    fprintf(f, ",\n  \"measured\": {\"steps\": %d, \"step\": %.9g,", n, pp_median(tmp, (size_t)n));
+    for (int k = 0; k < 2; k++) { /* busy, then idle */
+        fprintf(f, " \"%s\": [", k ? "idle" : "busy");
+        for (int r = 0; r < size; r++) {
+            n = 0;
+            for (int i = first; i < steps; i++)
+                if (span[i] >= 0)
+                    tmp[n++] = k ? span[i] - busy_all[(size_t)r * steps + i]
+                                 : busy_all[(size_t)r * steps + i];
+            fprintf(f, "%s%.9g", r ? ", " : "", pp_median(tmp, (size_t)n));
+        }
+        fprintf(f, "],");
+    }
+    n = 0;
+    for (int i = first; i < steps; i++) {
+        if (!(span[i] > 0))
+            continue;
+        double idle = 0;
+        for (int r = 0; r < size; r++)
+            idle += span[i] - busy_all[(size_t)r * steps + i];
+        tmp[n++] = idle / (size * span[i]);
+    }
+    fprintf(f, " \"bubble\": %.6g}", n ? pp_median(tmp, (size_t)n) : 0.0);
+}
+
 int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth)
 {
     int size, S = pr->S, K = PP_PROF_DIRS * S, me = pr->me, rc = -1;
@@ -176,9 +235,15 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
     double *med = calloc((size_t)K, sizeof *med), *all = NULL;
     size_t *count = calloc((size_t)K, sizeof *count), most = 0;
-    int ok = !pr->oom && n && med && count && (me != 0 || (counts && kc && displs));
+    int steps = pr->steps;
+    double *busy_all = me == 0 ? malloc((size_t)size * (steps + 1) * sizeof *busy_all) : NULL;
+    double *tmp = me == 0 ? malloc(((size_t)size + steps + 1) * sizeof *tmp) : NULL;
+    int ok = !pr->oom && n && med && count &&
+             (me != 0 || (counts && kc && displs && busy_all && tmp));
     if (!pp_vm_all_ok(ok, me, "out of memory for --profile"))
         goto out;
+    mpiCheck(MPI_Gather(pr->busy, steps, MPI_DOUBLE, busy_all, steps, MPI_DOUBLE, 0,
+                        MPI_COMM_WORLD));
     for (int k = 0; k < K; k++)
         n[k] = (int)pr->t[k].n;
     mpiCheck(MPI_Gather(n, K, MPI_INT, counts, K, MPI_INT, 0, MPI_COMM_WORLD));
@@ -215,6 +280,7 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
             write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
+        write_measured(pr->out, busy_all, pr->span, size, steps, tmp);
         fprintf(pr->out, "\n}\n");
         int failed = ferror(pr->out) | fclose(pr->out);
         pr->out = NULL;
@@ -232,6 +298,8 @@ out:
     free(med);
     free(count);
     free(all);
+    free(busy_all);
+    free(tmp);
     return rc;
 }
 
@@ -244,41 +312,39 @@ void pp_profile_discard(pp_profile *pr)
     for (int k = 0; k < PP_PROF_DIRS * pr->S; k++)
         free(pr->t[k].v);
     free(pr->t);
+    free(pr->busy);
+    free(pr->span);
     free(pr);
 }
 
-/* Half a round trip of `bytes`, over 21 after 3 to warm up: the median
- * (*typical) and the fastest (*fastest). */
-static void one_way(pp_round_trip rt, void *ctx, size_t bytes, double *typical, double *fastest)
+/* The fastest half round trip of `bytes`, of 21 after 3 to warm up. */
+static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
 {
     enum { WARM = 3, REPS = 21 };
-    double t[REPS];
-    *fastest = 0;
+    double fastest = 0;
     for (int i = 0; i < WARM + REPS; i++) {
         double r = rt(ctx, bytes);
-        if (i >= WARM) {
-            t[i - WARM] = r / 2;
-            if (i == WARM || r / 2 < *fastest)
-                *fastest = r / 2;
-        }
+        if (i == WARM || (i > WARM && r / 2 < fastest))
+            fastest = r / 2;
     }
-    *typical = pp_median(t, REPS);
+    return fastest;
 }
 
-/* The latency is the typical small trip. The bandwidth comes from the
- * fastest trips: time taken from a rank by others sharing its core only
- * ever adds to a trip, and on a loaded machine the medians of the two
- * sizes differed by less than that noise (even by a negative amount, which
- * gave a bandwidth of 0); the fastest trips differ by the bytes' cost. The
+/* Both come from the fastest trips: time taken from a rank by others
+ * sharing its core only ever adds to a trip. On a loaded machine the
+ * medians of the two sizes differed by less than that noise (even by a
+ * negative amount, which gave a bandwidth of 0), and the median 8-byte trip
+ * was a scheduler's time slice (0.2 us quiet, up to 6 ms under a load of 10
+ * on 2 cores), which the simulation then charged to every transfer and
+ * all-reduce (a 2-rank pp-dp predicted 19 ms for a step measured at 2 ms);
+ * the fastest trips are the link's own cost. The
  * same number of trips on both ranks whatever they measure: no rank may
  * decide alone to measure again. */
 void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
                      double *bandwidth)
 {
-    double small, small_fast, big, big_fast;
-    one_way(rt, ctx, 8, &small, &small_fast);
-    one_way(rt, ctx, bytes, &big, &big_fast);
-    *latency = small;
+    double small_fast = one_way(rt, ctx, 8), big_fast = one_way(rt, ctx, bytes);
+    *latency = small_fast;
     /* When load hides the bytes' cost even in the fastest trips (seen about
      * once in 30 runs on 4 ranks over 2 cores), the whole one-way time
      * counts as transfer: a lower bound on the bandwidth, never 0, which in

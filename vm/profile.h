@@ -13,13 +13,22 @@
  *              backward among split ones, is what it measured
  *   O          per stage, the median duration of its OptimizerStep, the same
  *              way (on every owner)
- *   latency    half the median round trip of an 8-byte message between
- *              ranks 0 and 1 through the run's transport
+ *   latency    half the fastest round trip of an 8-byte message between
+ *              ranks 0 and 1 through the run's transport (of 21)
  *   bandwidth  bytes per second of a message of n bytes between the same two
  *              ranks, after that latency: n / (t(n) - latency), where n is
  *              an activation or the largest stage's fp32 gradients, whichever
  *              is larger (pp_profile_probe_bytes)
  * latency and bandwidth are left out with a single rank (nothing moves).
+ *   measured   what the steps took, for comparing with ppc's report (ppc
+ *              --costs skips it): over the steps after the warm-up,
+ *              {"steps": n, "step": the median step time (the slowest
+ *              rank's, as ppvm prints it), "busy": [per rank, the median
+ *              time in jobs and optimizer steps], "idle": [per rank, the
+ *              median rest of the step: waits in receives, sends,
+ *              collectives and fetches, and the interpreter's own work],
+ *              "bubble": the median over steps of the ranks' summed idle
+ *              over ranks x step}
  * Times are the backend's: wall clock around each job or optimizer step on
  * the cpu, CUDA events around its kernels on the compute stream on the cuda
  * backend. */
@@ -50,6 +59,10 @@ int pp_profile_dir(const pp_instr *in);
 /* One job of stage s took `seconds` (ignored during the warm-up step). */
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds);
 
+/* The step (from 0) took `seconds` on the slowest rank (every rank passes
+ * the same agreed value), for "measured". */
+void pp_profile_step(pp_profile *pr, int step, double seconds);
+
 /* The bandwidth probe's size: an activation or the largest stage's fp32
  * gradients (as large as any weight fetch, gradient return or all-reduce),
  * whichever is larger, at most 256 MiB. */
@@ -70,7 +83,7 @@ void pp_profile_discard(pp_profile *pr);
  * (rank 0 sends first), in seconds; ctx is the transport's. */
 typedef double (*pp_round_trip)(void *ctx, size_t bytes);
 
-/* On ranks 0 and 1: latency (half the median round trip of 8 bytes) and
+/* On ranks 0 and 1: latency (half the fastest round trip of 8 bytes) and
  * bandwidth (bytes over the fastest one-way time of `bytes` less the
  * fastest of 8 bytes: noise from other processes only adds to a trip; 0,
  * which ppc reads as unlimited, when that is not positive). */

@@ -57,6 +57,7 @@ static const struct suite_entry {
     {"commcheck", commcheck_suite, FAST, 1, NULL},
     {"bufcheck", bufcheck_suite, FAST, 1, NULL},
     {"costs", costs_suite, FAST, 1, NULL},
+    {"cores", cores_suite, FAST, 1, NULL},
     {"report", report_suite, FAST, 1, NULL},
     {"compile", compile_suite, FAST, 1, NULL},
     {"timeline", timeline_suite, FAST, 1, NULL},

@@ -17,6 +17,7 @@ Suite *sim_suite(void);
 Suite *commcheck_suite(void);
 Suite *bufcheck_suite(void);
 Suite *costs_suite(void);
+Suite *cores_suite(void);
 Suite *report_suite(void);
 Suite *compile_suite(void);
 Suite *timeline_suite(void);

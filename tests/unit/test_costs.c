@@ -184,7 +184,7 @@ START_TEST(test_unknown_key)
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
     err_at("{\"f\": 1}", "1:2",
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
-           "\"unit\" or \"overlap\"");
+           "\"unit\", \"overlap\", \"cores\" or \"measured\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -192,6 +192,28 @@ START_TEST(test_unknown_key)
     /* a long key is cut */
     err_at("{\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1}", "1:2",
            "unknown key \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\"");
+}
+END_TEST
+
+/* "measured" (ppvm --profile's record of the steps) is skipped whatever the
+ * object holds, and anything but an object is an error at its value. */
+START_TEST(test_measured)
+{
+    pp_costs c;
+    ok(&c, "{\"F\": 2, \"measured\": {\"steps\": 3, \"step\": 0.5, \"busy\": [0.1, 0.2], "
+           "\"idle\": [0.4, 0.3], \"bubble\": 0.7}}");
+    ck_assert_int_eq(c.n[0], 1);
+    ck_assert_double_eq(c.dir[0][0], 2);
+    ck_assert_int_eq(c.has_latency + c.has_bandwidth + c.has_overlap, 0);
+    ck_assert_ptr_null(c.dir[1]);
+    pp_costs_free(&c);
+    ok(&c, "{\"measured\": {}}");
+    ck_assert_ptr_null(c.dir[0]);
+    pp_costs_free(&c);
+    err_at("{\"F\": 1,\n \"measured\": 0.5}", "2:14",
+           "expected an object (ppvm --profile's record of the run) for \"measured\", found a "
+           "number");
+    err_at("{\"measured\": [1]}", "1:14", "for \"measured\", found an array");
 }
 END_TEST
 
@@ -606,6 +628,7 @@ Suite *costs_suite(void)
     tcase_add_test(keys, test_unknown_key);
     tcase_add_test(keys, test_duplicate_key);
     tcase_add_test(keys, test_unit);
+    tcase_add_test(keys, test_measured);
     suite_add_tcase(s, keys);
 
     TCase *vals = tcase_create("values");

@@ -672,6 +672,21 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(profile_values(json, "latency", v, 8), 1);
     ck_assert_msg(v[0] < 0.1, "latency %g s", v[0]);
     ck_assert_int_eq(profile_values(json, "bandwidth", v, 8), 1);
+    /* what the steps after the warm-up took: each rank's busy and idle
+     * time within the step, and the idle share */
+    double took[1], busy[8], idle[8], bubble[1];
+    ck_assert_int_eq(profile_values(json, "steps", took, 1), 1);
+    ck_assert_double_eq(took[0], 1);
+    ck_assert_int_eq(profile_values(json, "step", took, 1), 1);
+    ck_assert_int_eq(profile_values(json, "busy", busy, 8), 4);
+    ck_assert_int_eq(profile_values(json, "idle", idle, 8), 4);
+    ck_assert_int_eq(profile_values(json, "bubble", bubble, 1), 1);
+    double sum = 0;
+    for (int r = 0; r < 4; r++) {
+        ck_assert_double_eq_tol(busy[r] + idle[r], took[0], 1e-6);
+        sum += idle[r];
+    }
+    ck_assert_double_eq_tol(bubble[0], sum / (4 * took[0]), 1e-5);
     snprintf(cmd, sizeof cmd,
              "%s/bin/ppc %s/schedules/zb-h1.pp -D S=4 -D B=8 -o %s/q -q --costs %s/c.json"
              " && cat %s/q/report.txt",
@@ -699,6 +714,7 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(profile_values(json, "O", v, 8), 1);
     ck_assert_ptr_null(strstr(json, "\"W\""));
     ck_assert_ptr_null(strstr(json, "latency"));
+    ck_assert_int_eq(profile_values(json, "busy", busy, 8), 1); /* one step: it is measured */
     free(json);
     remove_dir(dir);
 }
