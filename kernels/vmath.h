@@ -46,15 +46,13 @@ static inline __attribute__((always_inline)) void v8_store(float *p, pp_v8f v) {
  * the same arithmetic as its body, so an element's value never depends on
  * where it sits in the array. */
 static inline __attribute__((always_inline)) pp_v8f v8_load_part(const float *p, size_t n, float fill) {
-    float t[8] = {fill, fill, fill, fill, fill, fill, fill, fill};
-    memcpy(t, p, n * sizeof *p);
-    return v8_load(t);
+    pp_v8f v = {fill, fill, fill, fill, fill, fill, fill, fill};
+    for (size_t i = 0; i < n; i++) v[i] = p[i]; /* a loop: no memcpy call */
+    return v;
 }
 
 static inline __attribute__((always_inline)) void v8_store_part(float *p, pp_v8f v, size_t n) {
-    float t[8];
-    v8_store(t, v);
-    memcpy(p, t, n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = v[i];
 }
 
 static inline __attribute__((always_inline)) pp_v8f v8_set(float x) { return (pp_v8f){x, x, x, x, x, x, x, x}; }
