@@ -82,7 +82,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden torch-orders bench gpu-bench standin-test oracle fuzz harnesses torch-csv-check
+.PHONY: all deps check test demo clean golden torch-orders bench bench-kernels gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -222,7 +222,7 @@ standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin
 # the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
 TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 check: deps
-	$(MAKE) all bin/check_pp
+	$(MAKE) all bin/check_pp bin/model_bench
 	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
 
 test: deps
@@ -284,6 +284,11 @@ bin/model_bench: $(B)/tests/bench/model_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OB
 bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+# The CPU kernels alone (issue 18): model_bench's tables at batch 16 and 256
+# for the mlp and GPT demos (make bench runs it too).
+bench-kernels: bin/model_bench
+	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 
 bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	./bin/sim_bench $(CURDIR)

@@ -378,6 +378,11 @@ int main(int argc, char **argv)
                 }
                 batches[nb++] = (unsigned)v;
             }
+            if (nb == 0 || argv[i][strlen(argv[i]) - 1] == ',') {
+                fprintf(stderr, "model_bench: --batch '%s': expected up to 8 numbers "
+                                "1..65536 separated by commas\n", argv[i]);
+                return 2;
+            }
         } else if (argv[i][0] == '-') {
             return usage();
         } else {
