@@ -566,91 +566,6 @@ void pp_embedding_pos_backward(const int32_t *tokens, int B, int T, const float 
     KPROF_END(PP_K_EMBED);
 }
 
-/* The attention's GEMMs: per (sample, head, row block) products such as
- * 64 x 64 x 16 (q k^T) or 64 x 16 x 64 (P v), thousands of them per step,
- * where OpenBLAS's per-call work (packing both operands, its blocking
- * set-up) dominated (5-13 GFLOP/s measured). This one packs op(B) in
- * chunks of 16 columns (zero-padded, at most SMALL_K rows, on the stack)
- * and keeps a 4 x 16 block of C in 8 vector accumulators while it walks K.
- * Each C element is the sum over k = 0..K-1 in order, in float, then
- * alpha * sum + beta * C (beta 0: C not read). Shapes with K > SMALL_K go
- * to the BLAS. */
-#define SMALL_K 256
-
-static inline __attribute__((always_inline)) float op_at(const float *X, int ld, int t, int r,
-                                                       int c) {
-    return t ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c];
-}
-
-/* C's row i, columns j0..j0+w-1 (w <= 16), from the two accumulators. */
-static inline __attribute__((always_inline)) void small_store(float *c, pp_v8f lo, pp_v8f hi,
-                                                             int w, float alpha, float beta) {
-    lo = lo * alpha;
-    hi = hi * alpha;
-    if (beta != 0.0f) {
-        lo = lo + beta * v8_load_part(c, (size_t)(w < 8 ? w : 8), 0.0f);
-        if (w > 8) hi = hi + beta * v8_load_part(c + 8, (size_t)(w - 8), 0.0f);
-    }
-    if (w >= 8)
-        v8_store(c, lo);
-    else
-        v8_store_part(c, lo, (size_t)w);
-    if (w == 16)
-        v8_store(c + 8, hi);
-    else if (w > 8)
-        v8_store_part(c + 8, hi, (size_t)(w - 8));
-}
-
-PP_HOT void pp_gemm_small(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                          int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0 || K > SMALL_K) {
-        pp_gemm_ld(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    KPROF_BEGIN();
-    float pack[SMALL_K * 16];
-    for (int j0 = 0; j0 < N; j0 += 16) {
-        int w = N - j0 < 16 ? N - j0 : 16;
-        for (int k = 0; k < K; k++) {
-            float *pk = pack + (size_t)k * 16;
-            int jj = 0;
-            for (; jj < w; jj++) pk[jj] = op_at(B, ldb, tb, k, j0 + jj);
-            for (; jj < 16; jj++) pk[jj] = 0.0f;
-        }
-        int i = 0;
-        for (; i + 4 <= M; i += 4) {
-            pp_v8f a0 = v8_set(0.0f), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0,
-                   b3 = a0;
-            for (int k = 0; k < K; k++) {
-                pp_v8f plo = v8_load(pack + (size_t)k * 16), phi = v8_load(pack + (size_t)k * 16 + 8);
-                float x0 = op_at(A, lda, ta, i, k), x1 = op_at(A, lda, ta, i + 1, k);
-                float x2 = op_at(A, lda, ta, i + 2, k), x3 = op_at(A, lda, ta, i + 3, k);
-                a0 = a0 + x0 * plo, b0 = b0 + x0 * phi;
-                a1 = a1 + x1 * plo, b1 = b1 + x1 * phi;
-                a2 = a2 + x2 * plo, b2 = b2 + x2 * phi;
-                a3 = a3 + x3 * plo, b3 = b3 + x3 * phi;
-            }
-            small_store(C + (size_t)i * ldc + j0, a0, b0, w, alpha, beta);
-            small_store(C + (size_t)(i + 1) * ldc + j0, a1, b1, w, alpha, beta);
-            small_store(C + (size_t)(i + 2) * ldc + j0, a2, b2, w, alpha, beta);
-            small_store(C + (size_t)(i + 3) * ldc + j0, a3, b3, w, alpha, beta);
-        }
-        for (; i < M; i++) {
-            pp_v8f a0 = v8_set(0.0f), b0 = a0;
-            for (int k = 0; k < K; k++) {
-                float x0 = op_at(A, lda, ta, i, k);
-                a0 = a0 + x0 * v8_load(pack + (size_t)k * 16);
-                b0 = b0 + x0 * v8_load(pack + (size_t)k * 16 + 8);
-            }
-            small_store(C + (size_t)i * ldc + j0, a0, b0, w, alpha, beta);
-        }
-    }
-    if (pp_kprof_on)
-        pp_kprof_gemm_add(ta, tb, M, N, K, lda, ldb, ldc, beta == 0.0f,
-                          pp_kprof_end(PP_K_GEMM, kprof_t0_));
-}
-
 /* Attention. For sample b, head h: q, k, v are the [T][hs] slices of qkv
  * with row stride 3C at columns h*hs, C + h*hs and 2C + h*hs; out's slice
  * has row stride C. A block is query rows r0..r1-1; its keys are 0..r1-1
@@ -670,7 +585,7 @@ PP_HOT void pp_attention_forward(const float *qkv, float *out, float *lse, int B
             for (int r0 = 0; r0 < T; r0 += rows) {
                 int r1 = r0 + rows < T ? r0 + rows : T, R = r1 - r0, nk = r1;
                 float *S = scratch; /* [R][nk] */
-                pp_gemm_small(0, 1, R, nk, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, S, nk);
+                pp_gemm_ld(0, 1, R, nk, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, S, nk);
                 for (int i = 0; i < R; i++) {
                     float *s = S + (size_t)i * nk;
                     int n = r0 + i + 1; /* keys 0..r0+i */
@@ -681,7 +596,7 @@ PP_HOT void pp_attention_forward(const float *qkv, float *out, float *lse, int B
                     l[r0 + i] = max + (float)log(sum);
                 }
                 if (bf16) pp_round_bf16(S, S, (size_t)R * nk);
-                pp_gemm_small(0, 0, R, hs, nk, 1.0f, S, nk, v, C3, 0.0f, o + (size_t)r0 * C, C);
+                pp_gemm_ld(0, 0, R, hs, nk, 1.0f, S, nk, v, C3, 0.0f, o + (size_t)r0 * C, C);
             }
         }
     KPROF_END(PP_K_ATTN);
@@ -707,7 +622,7 @@ PP_HOT void pp_attention_backward(const float *qkv, const float *out, const floa
                 float *P = scratch, *dP = scratch + (size_t)R * nk;
                 float *D = dP + (size_t)R * nk;
                 /* P, recomputed from the forward's lse */
-                pp_gemm_small(0, 1, R, nk, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, P, nk);
+                pp_gemm_ld(0, 1, R, nk, hs, scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, P, nk);
                 for (int i = 0; i < R; i++) {
                     float *p = P + (size_t)i * nk;
                     int n = r0 + i + 1;
@@ -724,10 +639,10 @@ PP_HOT void pp_attention_backward(const float *qkv, const float *out, const floa
                     D[i] = (float)d;
                 }
                 /* dP = dout v^T */
-                pp_gemm_small(0, 1, R, nk, hs, 1.0f, dO + (size_t)r0 * C, C, v, C3, 0.0f, dP, nk);
+                pp_gemm_ld(0, 1, R, nk, hs, 1.0f, dO + (size_t)r0 * C, C, v, C3, 0.0f, dP, nk);
                 if (bf16) pp_round_bf16(P, P, (size_t)R * nk);
                 /* dv += P^T dout (before P becomes dS) */
-                pp_gemm_small(1, 0, nk, hs, R, 1.0f, P, nk, dO + (size_t)r0 * C, C, 1.0f, dv, C3);
+                pp_gemm_ld(1, 0, nk, hs, R, 1.0f, P, nk, dO + (size_t)r0 * C, C, 1.0f, dv, C3);
                 /* dS = P o (dP - D_i), into dP */
                 for (int i = 0; i < R; i++) {
                     const float *p = P + (size_t)i * nk;
@@ -739,10 +654,10 @@ PP_HOT void pp_attention_backward(const float *qkv, const float *out, const floa
                 }
                 if (bf16) pp_round_bf16(dP, dP, (size_t)R * nk);
                 /* dq = dS k * scale (the block's rows, written once) */
-                pp_gemm_small(0, 0, R, hs, nk, scale, dP, nk, k, C3, 0.0f, dq + (size_t)r0 * C3,
+                pp_gemm_ld(0, 0, R, hs, nk, scale, dP, nk, k, C3, 0.0f, dq + (size_t)r0 * C3,
                            C3);
                 /* dk += dS^T q * scale */
-                pp_gemm_small(1, 0, nk, hs, R, scale, dP, nk, q + (size_t)r0 * C3, C3, 1.0f, dk,
+                pp_gemm_ld(1, 0, nk, hs, R, scale, dP, nk, q + (size_t)r0 * C3, C3, 1.0f, dk,
                            C3);
             }
         }

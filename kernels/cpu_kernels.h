@@ -92,13 +92,6 @@ void pp_round_bf16(const float *src, float *dst, size_t n);
 void pp_gemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                 const float *B, int ldb, float beta, float *C, int ldc);
 
-/* pp_gemm_ld's contract, for the attention's many small products (such as
- * 64 x 64 x 16): vector C code that keeps a 4 x 16 block of C in registers
- * and sums each element over k in order, in float; K > 256 goes to
- * pp_gemm_ld. */
-void pp_gemm_small(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc);
-
 /* x0[b][t][:] = wte[tokens[b][t]][:] + wpe[t][:], tokens int32 [B][T+1] as
  * loaded (the last column, a target, is not read); out float [B][T][C].
  * Token values must lie in 0..V-1. */

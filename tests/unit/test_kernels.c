@@ -34,18 +34,7 @@ static void fill(float *x, size_t n, uint32_t seed) {
 
 /* Runs both GEMMs on the same C and compares. beta == 0 starts C as NaN:
  * BLAS semantics say C is then not read, so no NaN may leak through. */
-static void check_gemm_with(int small, int ta, int tb, int M, int N, int K, float alpha,
-                            float beta);
-
 static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float beta) {
-    check_gemm_with(0, ta, tb, M, N, K, alpha, beta);
-}
-
-/* small: pp_gemm_small (the attention's GEMM) with the leading dimensions
- * pp_gemm would use; it must hold the BLAS's contract, NaN-filled C with
- * beta 0 included. */
-static void check_gemm_with(int small, int ta, int tb, int M, int N, int K, float alpha,
-                            float beta) {
     float *A = malloc(sizeof(float) * (size_t)(M * K + 1));
     float *B = malloc(sizeof(float) * (size_t)(K * N + 1));
     float *C = malloc(sizeof(float) * (size_t)(M * N));
@@ -57,10 +46,7 @@ static void check_gemm_with(int small, int ta, int tb, int M, int N, int K, floa
         for (int i = 0; i < M * N; i++) C[i] = NAN;
     memcpy(R, C, sizeof(float) * (size_t)(M * N));
 
-    if (small)
-        pp_gemm_small(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
-    else
-        pp_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
+    pp_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
     pp_gemm_ref(ta, tb, M, N, K, alpha, A, B, beta, R);
     for (int i = 0; i < M * N; i++) {
         ck_assert_msg(isfinite(C[i]), "ta=%d tb=%d: C[%d] not finite", ta, tb, i);
@@ -73,23 +59,6 @@ static void check_gemm_with(int small, int ta, int tb, int M, int N, int K, floa
     free(C);
     free(R);
 }
-
-/* Every transpose, row counts around the 4-row blocks, column counts
- * around the 16-column chunks and the 8-lane halves, K from 1 to past the
- * 256 where it hands over to the BLAS, alpha and beta (0: C not read). */
-START_TEST(test_gemm_small) {
-    const int shapes[][3] = {{64, 64, 16}, {64, 16, 64}, {7, 5, 11}, {13, 9, 3}, {1, 17, 31},
-                             {33, 1, 1},   {4, 16, 8},   {5, 24, 7}, {3, 8, 2}, {9, 33, 257}};
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-                check_gemm_with(1, ta, tb, shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 0.0f);
-                check_gemm_with(1, ta, tb, shapes[i][0], shapes[i][1], shapes[i][2], 0.75f,
-                                -0.5f);
-                check_gemm_with(1, ta, tb, shapes[i][0], shapes[i][1], shapes[i][2], 0.25f, 1.0f);
-            }
-}
-END_TEST
 
 START_TEST(test_gemm_transposes) {
     for (int ta = 0; ta < 2; ta++)
@@ -734,7 +703,6 @@ Suite *kernels_suite(void) {
     TCase *tc = tcase_create("kernels");
     tcase_add_test(tc, test_gemm_transposes);
     tcase_add_test(tc, test_gemm_empty_k);
-    tcase_add_test(tc, test_gemm_small);
     tcase_add_test(tc, test_gelu_values);
     tcase_add_test(tc, test_gelu_backward_fd);
     tcase_add_test(tc, test_softmax_xent_forward);
