@@ -66,7 +66,7 @@ DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev op
 
 B := build
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c
-KERN_SRC := kernels/cpu_kernels.c kernels/model.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
+KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
@@ -83,7 +83,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden torch-orders bench bench-interp gpu-bench standin-test oracle fuzz harnesses torch-csv-check bench-compile
+.PHONY: all deps check test demo clean golden torch-orders bench bench-interp bench-compile bench-kernels gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -223,7 +223,7 @@ standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin
 # the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
 TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 check: deps
-	$(MAKE) all bin/check_pp
+	$(MAKE) all bin/check_pp bin/model_bench
 	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
 
 test: deps
@@ -285,6 +285,11 @@ bin/model_bench: $(B)/tests/bench/model_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OB
 bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+# The CPU kernels alone (issue 18): model_bench's tables at batch 16 and 256
+# for the mlp and GPT demos (make bench runs it too).
+bench-kernels: bin/model_bench
+	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 
 # The compile's tables alone: the scaling table from 10^3 to 10^7 jobs
 # (tests/bench/sim_bench.c; SIM_BENCH_MAX_JOBS, SIM_BENCH_TIMEOUT and

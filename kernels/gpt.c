@@ -181,8 +181,7 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
     pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean,
                          a->ln2_rstd);
     pp_gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
-    pp_bias_add(a->fch, p + P->fcb, BT, F);
-    pp_gelu_forward(a->fch, a->fcg, (size_t)BT * F);
+    pp_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F); /* one pass */
     memcpy(y, a->res, xn * sizeof *y);
     pp_gemm_aw(g, 0, 1, BT, C, F, a->fcg, p + P->fcprojw, 1.0f, y);
     pp_bias_add(y, p + P->fcprojb, BT, C);

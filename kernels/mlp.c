@@ -167,8 +167,7 @@ static void block_forward(const shape *sh, const gemms *g, const param_layout *P
     int B = sh->B, D = sh->D, F = sh->F;
     pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
     pp_gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
-    pp_bias_add(s->h, p + P->b1, B, F);
-    pp_gelu_forward(s->h, s->a, (size_t)B * F);
+    pp_bias_gelu_forward(s->h, p + P->b1, s->a, B, F); /* one pass: h += b1, a = gelu(h) */
     memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
     pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
     pp_bias_add(y, p + P->b2, B, D);

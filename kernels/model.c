@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "kprof.h"
+#include "vmath.h"
 
 const pp_model_impl *pp_model_impl_of(const pp_model *m) {
     switch (m->kind) {
@@ -108,9 +110,17 @@ void pp_optimizer_step(uint32_t optimizer, const pp_optim *o, float *p, float *g
         pp_sgd_step(p, g, n, pp_optim_lr(o, t));
 }
 
-void pp_sgd_step(float *p, float *g, size_t n, float lr) {
-    for (size_t i = 0; i < n; i++) {
+/* 8 lanes at a time (vmath.h), the same p - lr * g per element. */
+PP_HOT void pp_sgd_step(float *p, float *g, size_t n, float lr) {
+    KPROF_BEGIN();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8_store(p + i, v8_load(p + i) - lr * v8_load(g + i));
+        v8_store(g + i, v8_set(0.0f));
+    }
+    for (; i < n; i++) {
         p[i] -= lr * g[i];
         g[i] = 0.0f;
     }
+    KPROF_END(PP_K_OPTIM);
 }

