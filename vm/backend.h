@@ -98,6 +98,11 @@ static inline double pp_nonfinite_order(const pp_nonfinite *f, int S, int B)
 
 struct pp_backend {
     const char *name; /* "cpu", "cuda": ppvm's start-up line */
+    /* What --profile writes as "overlap" (ppc's overlapped pair: max(tF, tB)
+     * + overlap * min(tF, tB)): 1 for a backend that runs a pair's jobs in
+     * turn (cpu), or < 0 where the pair's overlap is not measured (cuda:
+     * the schedule's `cost overlap` stands). */
+    double profile_overlap;
     void *(*create)(pp_run *run, char *err, size_t errlen);
     void (*connect)(void *be);
     unsigned long long (*allocated)(void *be);

@@ -721,6 +721,7 @@ static void cpu_destroy(void *be)
 
 const pp_backend pp_backend_cpu = {
     .name = "cpu",
+    .profile_overlap = 1.0, /* a pair's jobs run one after the other */
     .create = cpu_create,
     .connect = cpu_connect,
     .allocated = cpu_allocated,

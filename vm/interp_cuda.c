@@ -782,6 +782,7 @@ static void cuda_stage_set(void *be, int s, const float *params, const float *st
 
 const pp_backend pp_backend_cuda = {
     .name = "cuda",
+    .profile_overlap = -1.0, /* two streams: not measured */
     .create = cuda_create,
     .connect = cuda_connect,
     .allocated = cuda_allocated,

@@ -223,7 +223,8 @@ static void write_measured(FILE *f, const double *busy_all, const double *span, 
     fprintf(f, " \"bubble\": %.6g}", n ? pp_median(tmp, (size_t)n) : 0.0);
 }
 
-int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth)
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth,
+                      double overlap)
 {
     int size, S = pr->S, K = PP_PROF_DIRS * S, me = pr->me, rc = -1;
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
@@ -280,6 +281,8 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
             write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
+        if (overlap >= 0) /* what this backend does with an overlapped pair */
+            fprintf(pr->out, ",\n  \"overlap\": %.9g", overlap);
         write_measured(pr->out, busy_all, pr->span, size, steps, tmp);
         fprintf(pr->out, "\n}\n");
         int failed = ferror(pr->out) | fclose(pr->out);

@@ -69,11 +69,13 @@ void pp_profile_step(pp_profile *pr, int step, double seconds);
 size_t pp_profile_probe_bytes(const pp_plan *p);
 
 /* Collective: gathers every rank's job times and writes the file (rank 0),
- * with the link's latency and bandwidth when `link` (rank 0's values count).
+ * with the link's latency and bandwidth when `link` (rank 0's values count),
+ * and "overlap" when overlap >= 0 (the backend's pp_backend.profile_overlap).
  * Frees pr. 0, or -1 on rank 0 when the file cannot be written, or on every
  * rank when some rank ran out of memory for its samples (the lowest such
  * says so). */
-int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth);
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth,
+                      double overlap);
 
 /* Frees pr without writing the file (local: a run that stopped early);
  * NULL is a no-op. */

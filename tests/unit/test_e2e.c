@@ -680,6 +680,9 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(profile_values(json, "latency", v, 8), 1);
     ck_assert_msg(v[0] < 0.1, "latency %g s", v[0]);
     ck_assert_int_eq(profile_values(json, "bandwidth", v, 8), 1);
+    /* the cpu backend runs an overlapped pair's jobs in turn: overlap 1 */
+    ck_assert_int_eq(profile_values(json, "overlap", v, 8), 1);
+    ck_assert_double_eq(v[0], 1);
     /* what the steps after the warm-up took: each rank's busy and idle
      * time within the step, and the idle share */
     double took[1], busy[8], idle[8], bubble[1];
