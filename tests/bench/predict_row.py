@@ -77,8 +77,10 @@ def main():
     busy_meas = sum(m.get("busy", [])) or float("nan")
     line = "%-34s %5d %9.3f %9.3f %9.3f %6.2f %9.3f %6.2f %6.1f%% %6.1f%% %6.1f%% %6.2f" % (
         name, ranks, report["makespan"] * 1e3, step_pred * 1e3, measured,
-        step_pred * 1e3 / measured, fastest, step_pred * 1e3 / fastest, 100 * report["bubble"],
-        100 * idle_pred, 100 * idle_meas, sum(busy_pred) / busy_meas)
+        step_pred * 1e3 / measured, fastest, step_pred * 1e3 / fastest,
+        # + 0.0: a share that rounds to nothing prints 0.0%, not -0.0%
+        100 * report["bubble"] + 0.0, max(100 * idle_pred, 0.0) + 0.0, 100 * idle_meas + 0.0,
+        sum(busy_pred) / busy_meas)
     if cores_step is not None:
         line += " %9.3f %6.2f" % (cores_step * 1e3, cores_step * 1e3 / measured)
     print(line)
