@@ -10,36 +10,25 @@
 
 static const char *const SRC = "param S = 4\nparam B = 4\nparam W = S\ncompute(s,b,d) = s\n";
 
-static pp_compile_status compile_text(pp_compiled *c, const char *src, pp_stage stop)
-{
-    pp_compile_opts o = pp_compile_defaults();
-    o.path = "t.pp";
-    o.text = src;
-    o.len = strlen(src);
-    o.stop_after = stop;
-    o.capture = 1;
-    return pp_compile(&o, c);
-}
-
 /* Each stage fills what it says and nothing after it; the whole compile
  * ends with verified plans and the plan memory in the report. */
 START_TEST(stops_where_asked)
 {
     pp_compiled c;
-    ck_assert_int_eq(compile_text(&c, SRC, PP_STAGE_CHECK), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&c, SRC, PP_STAGE_CHECK), PP_COMPILE_OK);
     ck_assert_int_eq(c.reached, PP_STAGE_CHECK);
     ck_assert_int_eq(c.sch.W, 4);
     ck_assert_ptr_null(c.t.worker);
     pp_compiled_free(&c);
 
-    ck_assert_int_eq(compile_text(&c, SRC, PP_STAGE_SIMULATE), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&c, SRC, PP_STAGE_SIMULATE), PP_COMPILE_OK);
     ck_assert_int_eq(c.reached, PP_STAGE_SIMULATE);
     ck_assert_double_eq(c.sim.makespan, 2 * (4 + 4 - 1));
     ck_assert_ptr_null(c.rep.w);
     ck_assert_ptr_null(c.plans);
     pp_compiled_free(&c);
 
-    ck_assert_int_eq(compile_text(&c, SRC, PP_STAGE_PLANS), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&c, SRC, PP_STAGE_PLANS), PP_COMPILE_OK);
     ck_assert_int_eq(c.reached, PP_STAGE_PLANS);
     ck_assert_int_eq(c.errors, 0);
     ck_assert_ptr_nonnull(c.plans);
@@ -57,12 +46,12 @@ END_TEST
 START_TEST(statuses)
 {
     pp_compiled c;
-    ck_assert_int_eq(compile_text(&c, "param S = \n", 0), PP_COMPILE_ERRORS);
+    ck_assert_int_eq(compile_text_to(&c, "param S = \n", 0), PP_COMPILE_ERRORS);
     ck_assert_int_ge(c.errors, 1);
     ck_assert_msg(strstr(c.msgs, "t.pp:1:11: error: syntax error"), "%s", c.msgs);
     pp_compiled_free(&c);
 
-    ck_assert_int_eq(compile_text(&c,
+    ck_assert_int_eq(compile_text_to(&c,
                                   "param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\n"
                                   "priority(s,b,d) = d == B ? b : 10 + b\norder strict\n",
                                   0),

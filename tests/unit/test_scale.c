@@ -76,24 +76,13 @@ static char *many_lets(int n, const char *tail)
     return src;
 }
 
-static pp_compile_status compile_text(pp_compiled *c, const char *src, pp_stage stop)
-{
-    pp_compile_opts o = pp_compile_defaults();
-    o.path = "t.pp";
-    o.text = src;
-    o.len = strlen(src);
-    o.stop_after = stop;
-    o.capture = 1;
-    return pp_compile(&o, c);
-}
-
 /* 100,000 lets (the issue's case, which took minutes with a linear search
  * per name): every job lands on worker s through the last let. */
 START_TEST(hundred_thousand_lets)
 {
     char *src = many_lets(100000, "");
     pp_compiled c;
-    ck_assert_int_eq(compile_text(&c, src, PP_STAGE_JOBS), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&c, src, PP_STAGE_JOBS), PP_COMPILE_OK);
     ck_assert_int_eq(c.sch.nlets, 100000);
     for (int j = 0; j < job_count(&c.t.js); j++)
         ck_assert_int_eq(c.t.worker[j], job_s(&c.t.js, j));
@@ -113,7 +102,7 @@ START_TEST(many_lets_errors)
                                  "let W = 3\n"
                                  "let u = nosuch\n");
     pp_compiled c;
-    ck_assert_int_eq(compile_text(&c, src, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
+    ck_assert_int_eq(compile_text_to(&c, src, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
     ck_assert_ptr_nonnull(c.msgs);
     ck_assert_ptr_nonnull(strstr(c.msgs, "t.pp:50005:5: error: redefinition of 'x123'"));
     ck_assert_ptr_nonnull(strstr(c.msgs, "t.pp:50006:13: error: 'later' is used before it is defined"));
@@ -138,7 +127,7 @@ START_TEST(requires_walk_lets_afresh)
                       "require a + c < 0, \"three\"\n"
                       "compute(s,b,d) = s\n";
     pp_compiled c;
-    ck_assert_int_eq(compile_text(&c, src, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
+    ck_assert_int_eq(compile_text_to(&c, src, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
     ck_assert_ptr_nonnull(strstr(c.msgs, "requirement failed: c < 0 (two) with P=3"));
     ck_assert_ptr_nonnull(strstr(c.msgs, "requirement failed: a + c < 0 (three) with P=3"));
     ck_assert_int_eq(c.errors, 2);
@@ -156,7 +145,7 @@ START_TEST(requires_walk_lets_afresh)
         len += (size_t)snprintf(big + len, cap - len, "require y%d %s 0\n", i,
                                 i == N - 1 ? "<" : ">");
     snprintf(big + len, cap - len, "compute(s,b,d) = s\n");
-    ck_assert_int_eq(compile_text(&c, big, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
+    ck_assert_int_eq(compile_text_to(&c, big, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
     ck_assert_int_eq(c.errors, 1);
     ck_assert_ptr_nonnull(strstr(c.msgs, "requirement failed: y9999 < 0 with B=4"));
     pp_compiled_free(&c);

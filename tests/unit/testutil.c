@@ -38,6 +38,17 @@ void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs)
     compile_to_sim(c, "t.pp", src, defs, ndefs);
 }
 
+pp_compile_status compile_text_to(pp_compiled *c, const char *src, pp_stage stop)
+{
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = "t.pp";
+    o.text = src;
+    o.len = strlen(src);
+    o.stop_after = stop;
+    o.capture = 1;
+    return pp_compile(&o, c);
+}
+
 void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs)
 {
     char path[1024];

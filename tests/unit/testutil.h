@@ -24,6 +24,9 @@ typedef pp_compiled compiled;
 /* Parse, check, evaluate and simulate src ("t.pp" in messages) with the
  * given -D defines, through pp_compile. */
 void compile_src(compiled *c, const char *src, const pp_define *defs, int ndefs);
+/* src ("t.pp" in messages) through pp_compile as far as `stop`, its
+ * diagnostics captured in c->msgs; returns the status. */
+pp_compile_status compile_text_to(pp_compiled *c, const char *src, pp_stage stop);
 /* Same for a file of schedules/ (name like "gpipe.pp"). */
 void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs);
 void compiled_free(compiled *c);
