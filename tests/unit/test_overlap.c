@@ -458,11 +458,7 @@ END_TEST
 
 /* ---- hand-made plans: the plan reader and bufcheck ----------------------- */
 
-typedef struct {
-    pp_plan p;
-    uint32_t cap;
-} plan_b;
-
+/* Rank 0 of 2 (testutil.h's plan_b): 2 stages, 8 slots. */
 static void plan_init(plan_b *b)
 {
     memset(b, 0, sizeof *b);
@@ -482,23 +478,8 @@ static void plan_init(plan_b *b)
         b->p.slot_bytes[k] = 64;
 }
 
-static void put(plan_b *b, int op, int s, int mb, int peer, ...)
-{
-    if (b->p.ninstr == b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 16;
-        b->p.code = realloc(b->p.code, b->cap * sizeof *b->p.code);
-        ck_assert(b->p.code);
-    }
-    pp_instr in = {(uint8_t)op, s, mb, peer, -1, {-1, -1, -1, -1, -1}};
-    va_list ap;
-    va_start(ap, peer);
-    for (int r; (r = va_arg(ap, int)) != PP_ROLE_NONE;)
-        ck_assert_int_eq(pp_set_slot(&in, (pp_role)r, va_arg(ap, int)), 0);
-    va_end(ap);
-    b->p.code[b->p.ninstr++] = in;
-}
 #define END PP_ROLE_NONE
-#define OVERLAP(b) put(b, PP_OP_Overlap, -1, -1, -1, END)
+#define OVERLAP(b) plan_put(b, PP_OP_Overlap, -1, -1, -1, END)
 
 /* Rank 0 of a 2-stage pipeline: F(0,0), F(0,1) with their outputs sent,
  * then B(0,0) paired with F(0,2). */
@@ -506,12 +487,12 @@ static void pipeline_start(plan_b *b)
 {
     plan_init(b);
     for (int mb = 0; mb < 2; mb++) {
-        put(b, PP_OP_LoadMicroBatch, -1, mb, -1, PP_ROLE_TOKENS, 0, END);
-        put(b, PP_OP_Forward, 0, mb, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1 + mb, PP_ROLE_OUT, 3, END);
-        put(b, PP_OP_SendActivation, 0, mb, 1, PP_ROLE_SRC, 3, END);
+        plan_put(b, PP_OP_LoadMicroBatch, -1, mb, -1, PP_ROLE_TOKENS, 0, END);
+        plan_put(b, PP_OP_Forward, 0, mb, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1 + mb, PP_ROLE_OUT, 3, END);
+        plan_put(b, PP_OP_SendActivation, 0, mb, 1, PP_ROLE_SRC, 3, END);
     }
-    put(b, PP_OP_LoadMicroBatch, -1, 2, -1, PP_ROLE_TOKENS, 0, END);
-    put(b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 4, END);
+    plan_put(b, PP_OP_LoadMicroBatch, -1, 2, -1, PP_ROLE_TOKENS, 0, END);
+    plan_put(b, PP_OP_RecvGrad, 1, 0, 1, PP_ROLE_DST, 4, END);
 }
 
 static void plan_rejects(plan_b *b, const char *want)
@@ -527,25 +508,25 @@ START_TEST(plan_reader_checks_overlap)
     plan_b b;
     pipeline_start(&b); /* a transfer between the two */
     OVERLAP(&b);
-    put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
-    put(&b, PP_OP_SendActivation, 0, 1, 1, PP_ROLE_SRC, 3, END);
-    put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
+    plan_put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
+    plan_put(&b, PP_OP_SendActivation, 0, 1, 1, PP_ROLE_SRC, 3, END);
+    plan_put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
     plan_rejects(&b, "instruction 8 (Overlap): expected a Forward and a Backward or BackwardInput "
                      "right after it, found other instructions");
     pipeline_start(&b); /* two forwards */
     OVERLAP(&b);
-    put(&b, PP_OP_Forward, 0, 3, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
-    put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 7, PP_ROLE_OUT, 3, END);
+    plan_put(&b, PP_OP_Forward, 0, 3, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
+    plan_put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 7, PP_ROLE_OUT, 3, END);
     plan_rejects(&b, "instruction 8 (Overlap): expected a Forward and a Backward");
     pipeline_start(&b); /* at the end */
     OVERLAP(&b);
-    put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
+    plan_put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
     plan_rejects(&b, "instruction 8 (Overlap): expected a Forward and a Backward or BackwardInput "
                      "right after it, found the end of the plan");
     pipeline_start(&b); /* one microbatch */
     OVERLAP(&b);
-    put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
-    put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
+    plan_put(&b, PP_OP_Forward, 0, 0, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
+    plan_put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
     plan_rejects(&b, "instruction 8 (Overlap): its pair is of one microbatch (0), whose backward "
                      "needs the forward (expected two microbatches)");
 }
@@ -570,23 +551,23 @@ START_TEST(bufcheck_pair_conflicts)
      * plan order B reads first, but the two run at once */
     pipeline_start(&b);
     OVERLAP(&b);
-    put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
-    put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 6, END);
+    plan_put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
+    plan_put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1, PP_ROLE_OUT, 6, END);
     bufcheck_says(&b, "hazard: rank 0: @9 Backward(s=0,b=0) and @10 Forward(s=0,b=2), the "
                       "overlapped pair after @8, both touch slot s1 and Forward writes it, but a "
                       "pair's jobs run concurrently (expected the two in different buffers)");
     /* F(0,2)'s output into the slot B(0,0) reads its output gradient from */
     pipeline_start(&b);
     OVERLAP(&b);
-    put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 4, END);
-    put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
+    plan_put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 4, END);
+    plan_put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
     bufcheck_says(&b, "both touch slot s4 and Forward writes it");
     /* the same pair in different buffers is safe: both read the stage's
      * own weights, only B adds to its gradients */
     pipeline_start(&b);
     OVERLAP(&b);
-    put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
-    put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
+    plan_put(&b, PP_OP_Backward, 0, 0, -1, PP_ROLE_STASH, 1, PP_ROLE_DOUT, 4, END);
+    plan_put(&b, PP_OP_Forward, 0, 2, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 5, PP_ROLE_OUT, 6, END);
     bufcheck_says(&b, NULL);
 }
 END_TEST

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,22 @@ pp_compile_status compile_text_to(pp_compiled *c, const char *src, pp_stage stop
     o.stop_after = stop;
     o.capture = 1;
     return pp_compile(&o, c);
+}
+
+void plan_put(plan_b *b, int op, int s, int mb, int peer, ...)
+{
+    if (b->p.ninstr == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 16;
+        b->p.code = realloc(b->p.code, b->cap * sizeof *b->p.code);
+        ck_assert(b->p.code);
+    }
+    pp_instr in = {(uint8_t)op, s, mb, peer, -1, {-1, -1, -1, -1, -1}};
+    va_list ap;
+    va_start(ap, peer);
+    for (int r; (r = va_arg(ap, int)) != PP_ROLE_NONE;)
+        ck_assert_int_eq(pp_set_slot(&in, (pp_role)r, va_arg(ap, int)), 0);
+    va_end(ap);
+    b->p.code[b->p.ninstr++] = in;
 }
 
 void compile_library(compiled *c, const char *name, const pp_define *defs, int ndefs)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../../compiler/compile.h"
+#include "../../isa/plan.h"
 
 #ifndef PP_ROOT
 #define PP_ROOT "."
@@ -16,6 +17,16 @@
 #ifndef PPVM
 #define PPVM "ppvm"
 #endif
+
+/* One rank's plan built by hand, an instruction at a time (the checkers'
+ * tests): p as the plan reader would fill it, cap the room in p.code. */
+typedef struct {
+    pp_plan p;
+    uint32_t cap;
+} plan_b;
+/* Appends op(s, mb, peer) with the slot operands given as role, slot pairs,
+ * ended by PP_ROLE_NONE. */
+void plan_put(plan_b *b, int op, int s, int mb, int peer, ...);
 
 /* A compile as far as its simulation (compile.h): c.sch, c.t, c.sim, and
  * c.errors, c.deadlock and c.msgs (every diagnostic) for the tests. */
