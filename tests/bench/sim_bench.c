@@ -60,16 +60,25 @@ static void params_of(const bench_case *bc, char *buf, size_t n)
 
 /* ---- table 1: a million jobs, simulated here ---------------------------- */
 
-/* Compiles one case as far as its report (pp_compile times each stage). */
-static int run_million(const char *root, const bench_case *bc)
+/* pp_compile's options for case bc of schedules/ under root, as far as
+ * stop; path (cap bytes) holds the file's path. */
+static pp_compile_opts case_opts(const char *root, const bench_case *bc, char *path, size_t cap,
+                                 pp_stage stop)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/schedules/%s", root, bc->file);
+    snprintf(path, cap, "%s/schedules/%s", root, bc->file);
     pp_compile_opts o = pp_compile_defaults();
     o.path = path;
     o.defs = bc->defs;
     o.ndefs = bc->ndefs;
-    o.stop_after = PP_STAGE_REPORT;
+    o.stop_after = stop;
+    return o;
+}
+
+/* Compiles one case as far as its report (pp_compile times each stage). */
+static int run_million(const char *root, const bench_case *bc)
+{
+    char path[1024];
+    pp_compile_opts o = case_opts(root, bc, path, sizeof path, PP_STAGE_REPORT);
     pp_compiled c;
     int rc = pp_compile(&o, &c) == PP_COMPILE_OK ? 0 : -1;
     if (rc == 0) {
@@ -183,12 +192,7 @@ static measure run_sim(const char *root, const bench_case *bc)
         close(fd[0]);
         alarm((unsigned)timeout_s);
         char path[1024];
-        snprintf(path, sizeof path, "%s/schedules/%s", root, bc->file);
-        pp_compile_opts o = pp_compile_defaults();
-        o.path = path;
-        o.defs = bc->defs;
-        o.ndefs = bc->ndefs;
-        o.stop_after = PP_STAGE_SIMULATE;
+        pp_compile_opts o = case_opts(root, bc, path, sizeof path, PP_STAGE_SIMULATE);
         o.capture = 1;
         pp_compiled c;
         measure r = {0};
