@@ -97,11 +97,11 @@ deps:
 	else echo "make deps: all dependencies present"; fi
 
 # ---- generated front end ---------------------------------------------------
-$(B)/gen/parser.c $(B)/gen/parser.h: compiler/parser.y
+$(B)/gen/parser.c $(B)/gen/parser.h &: compiler/parser.y
 	@mkdir -p $(B)/gen
 	$(YACC) -Wall -Werror --header=$(B)/gen/parser.h -o $(B)/gen/parser.c $<
 
-$(B)/gen/lexer.c $(B)/gen/lexer.h: compiler/lexer.l $(B)/gen/parser.h
+$(B)/gen/lexer.c $(B)/gen/lexer.h &: compiler/lexer.l $(B)/gen/parser.h
 	@mkdir -p $(B)/gen
 	$(LEX) --header-file=$(B)/gen/lexer.h -o $(B)/gen/lexer.c $<
 
