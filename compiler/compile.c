@@ -8,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "bufcheck.h"
-#include "commcheck.h"
 #include "parse.h"
 #include "readfile.h"
 
@@ -24,83 +22,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A checker's failure, through d: a message starting "error:" is the
- * checker running out of memory, any other the plans failing it. */
-static pp_compile_status check_failed(pp_diag *d, const char *msg, const char *checker,
-                                      const char *check)
-{
-    if (!strncmp(msg, "error:", 6)) {
-        diag_nomem(d, "in the %s", checker);
-        return PP_COMPILE_NOMEM;
-    }
-    diag_error_noloc(d, "internal error: the emitted plans fail the %s check "
-                        "(please report this):\n%s", check, msg);
-    return PP_COMPILE_INTERNAL;
-}
-
-/* ==== Plan verification ====================================================
- * Every set of plans the compiler produces passes here before anyone sees
- * it: pp_compile's, --keep-weights' candidates, the tests'. Each check reads
- * the plans only and reports through d.
- *   1. every rank's plan is one the VM accepts (pp_plan_validate);
- *   2. the plans cannot hang under NCCL's rules (commcheck.h);
- *   3. no plan can corrupt a buffer (bufcheck.h).
- * Further verifiers go at the end of this function. */
-static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
-{
-    char msg[8192];
-    for (int r = 0; r < W; r++)
-        if (pp_plan_validate(&plans[r], msg, sizeof msg) != PP_PLAN_OK) {
-            diag_error_noloc(d, "internal error: rank %d's plan is invalid (please report this): %s",
-                             r, msg);
-            return PP_COMPILE_INTERNAL;
-        }
-    if (pp_comm_check(plans, W, msg, sizeof msg))
-        return check_failed(d, msg, "communication checker", "communication");
-    if (pp_buffer_check(plans, W, msg, sizeof msg))
-        return check_failed(d, msg, "buffer-safety verifier", "buffer-safety");
-    return PP_COMPILE_OK;
-}
-
-void pp_plans_free(pp_plan *plans, int W)
-{
-    for (int w = 0; plans && w < W; w++)
-        pp_plan_free(&plans[w]);
-    free(plans);
-}
-
-/* What errors reported through d mean: out of memory, or the schedule's. */
-static pp_compile_status failed(const pp_diag *d)
-{
-    return d->nomem ? PP_COMPILE_NOMEM : PP_COMPILE_ERRORS;
-}
-
-pp_compile_status pp_compile_plans(const pp_jobtable *t, const pp_sim_result *sim,
-                                   const pp_model *m, const pp_lower_opts *opts, pp_diag *d,
-                                   pp_plan **out)
-{
-    *out = NULL;
-    pp_plan *plans = calloc((size_t)t->W, sizeof *plans);
-    if (!plans) {
-        diag_nomem(d, "for %d plans", t->W);
-        return PP_COMPILE_NOMEM;
-    }
-    int before = d->errors;
-    if (pp_lower(t, sim, m, opts, d, plans)) {
-        pp_plans_free(plans, t->W);
-        if (d->errors == before)
-            diag_error_noloc(d, "internal error: lowering failed without saying why");
-        return failed(d);
-    }
-    pp_compile_status st = verify_plans(plans, t->W, d);
-    if (st != PP_COMPILE_OK) {
-        pp_plans_free(plans, t->W);
-        return st;
-    }
-    *out = plans;
-    return PP_COMPILE_OK;
 }
 
 /* A deadlocked simulation: each worker's blocked job, and for a strict
@@ -278,7 +199,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         t0 = t1_;                                   \
         c->reached = (stage);                       \
         if (last <= (stage))                        \
-            return d->errors ? failed(d) : PP_COMPILE_OK; \
+            return d->errors ? pp_compile_failed(d) : PP_COMPILE_OK; \
     } while (0)
 
     pp_compile_status st = read_source(o, c);
@@ -301,7 +222,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         }
     }
     if (pp_schedule_check(&c->sch, d, c->stmts, o->defs, o->ndefs) || d->errors)
-        return failed(d);
+        return pp_compile_failed(d);
     if (o->optimizer >= 0)
         c->sch.model.optimizer = (uint32_t)o->optimizer;
     if (o->precision >= 0)
@@ -322,7 +243,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     DONE(PP_STAGE_CHECK);
 
     if (pp_jobtable_build(&c->t, &c->sch, o->costs ? &c->costs : NULL))
-        return failed(d);
+        return pp_compile_failed(d);
     if (check_cost_span(d, &c->t, o->costs))
         return PP_COMPILE_ERRORS;
     DONE(PP_STAGE_JOBS);
@@ -343,7 +264,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     pp_lower_opts lo = {o->prefetch, o->mem_limit};
     if (o->keep_weights) {
         if (pp_keep_weights(&c->t, &c->sim, &c->sch.model, &lo, d, &c->keep))
-            return failed(d);
+            return pp_compile_failed(d);
         keep_note(c);
     }
     if (pp_report_build(&c->rep, &c->t, &c->sim, &c->sch.model)) {

@@ -6,7 +6,7 @@
  *
  * ppc, ppc --table, --keep-weights' bisection, the tests and the benches all
  * compile through here, so every plan any of them produces has passed the
- * plan verification in pp_compile_plans (today: pp_plan_validate on every
+ * plan verification in pp_compile_plans (plans.h; today: pp_plan_validate on every
  * rank and the communication checker, commcheck.h).
  *
  * Diagnostics go through the diag machinery (diag.h) of the result, to
@@ -26,17 +26,11 @@
 #include "jobtable.h"
 #include "keep.h"
 #include "lower.h"
+#include "plans.h"
 #include "report.h"
 #include "schedule.h"
 #include "sim.h"
 
-typedef enum {
-    PP_COMPILE_OK = 0,
-    PP_COMPILE_ERRORS,   /* the schedule has errors (or deadlocks, or crosses --mem-limit) */
-    PP_COMPILE_IO,       /* the source or the --costs file could not be read, or is not JSON */
-    PP_COMPILE_NOMEM,    /* out of memory */
-    PP_COMPILE_INTERNAL, /* the plans fail the compiler's own verification: a bug */
-} pp_compile_status;
 
 /* How far a compile goes (pp_compile_opts.stop_after); the result says how
  * far it got (pp_compiled.reached). Each stage includes those before it. */
@@ -115,15 +109,5 @@ typedef struct {
 pp_compile_status pp_compile(const pp_compile_opts *opts, pp_compiled *c);
 void pp_compiled_free(pp_compiled *c);
 
-/* The lowering step on its own, for callers that lower one simulation more
- * than once (--keep-weights' bisection, tests): lowers sim with opts into
- * *plans (an array of t->W it allocates) and verifies them. Returns
- * PP_COMPILE_OK, or a status with the errors reported through d and *plans
- * NULL. pp_compile lowers through this too. */
-pp_compile_status pp_compile_plans(const pp_jobtable *t, const pp_sim_result *sim,
-                                   const pp_model *m, const pp_lower_opts *opts, pp_diag *d,
-                                   pp_plan **plans);
-/* Frees plans[0..W) and the array (NULL is fine). */
-void pp_plans_free(pp_plan *plans, int W);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile.h"
+#include "plans.h"
 
 /* gap[j]: for a job reading fetched weights, how many positions back in its
  * worker's order the previous job reading the same stage's fetched weights
