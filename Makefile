@@ -6,6 +6,8 @@
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
 #   make deps     install what is missing from Debian's packages (idempotent)
 #   make oracle   train the model in PyTorch too and compare (not part of make test)
+#   make layering check the layers: sibling tools, no BLAS in ppc, no cycles between
+#                 files, no exit in library code (tests/layering.py)
 
 # make SANITIZE=1 GOAL (test, check, all...): GOAL built and run with
 # AddressSanitizer and UBSan in a tree of its own (tests/sanitize/outer.mk);
@@ -83,7 +85,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test demo clean golden torch-orders bench bench-interp bench-compile bench-kernels gpu-bench standin-test oracle fuzz harnesses torch-csv-check
+.PHONY: all deps check test layering layering-selftest demo clean golden torch-orders bench bench-interp bench-compile bench-kernels gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm
 
@@ -234,6 +236,18 @@ test: deps
 	  if [ -s build/test-failures.txt ]; then \
 	    echo "==== make test: the failed checks again (their output is above too) ===="; \
 	    cat build/test-failures.txt; fi; exit $$rc
+
+# The layers (tests/layering.py): vm/ and compiler/ include nothing of each
+# other, bin/ppc links no BLAS and no kernels/ object, no cycles between
+# files (over the built objects' symbols), no exit or abort in isa/,
+# compiler/ or kernels/. Each violation names its file and symbol; exit 1.
+layering: all
+	python3 tests/layering.py
+
+# The check itself: passes a scratch tree that keeps the layers, fails each
+# kind of violation (tests/layering_selftest.sh).
+layering-selftest:
+	tests/layering_selftest.sh
 
 demo: deps
 	$(MAKE) all
