@@ -1,4 +1,5 @@
-/* ast.c - constructors and destructors for the schedule syntax tree. */
+/* ast.c - constructors and destructors for the schedule syntax tree (and a
+ * `# search:` line's assignments). */
 #include "ast.h"
 
 #include <stdlib.h>
@@ -114,5 +115,55 @@ void ast_free_stmts(pp_stmt *s)
         free(s->name);
         free(s);
         s = next;
+    }
+}
+
+pp_range *ast_range(pp_expr *lo, pp_expr *hi, pp_loc loc)
+{
+    pp_range *r = calloc(1, sizeof *r);
+    if (!r) {
+        ast_free_expr(lo);
+        ast_free_expr(hi);
+        return NULL;
+    }
+    r->lo = lo;
+    r->hi = hi;
+    r->loc = loc;
+    return r;
+}
+
+pp_assign *ast_assign(char *name, pp_loc name_loc, pp_range *values)
+{
+    pp_assign *a = calloc(1, sizeof *a);
+    if (!a) {
+        free(name);
+        ast_free_ranges(values);
+        return NULL;
+    }
+    a->name = name;
+    a->name_loc = name_loc;
+    a->values = values;
+    return a;
+}
+
+void ast_free_ranges(pp_range *r)
+{
+    while (r) {
+        pp_range *next = r->next;
+        ast_free_expr(r->lo);
+        ast_free_expr(r->hi);
+        free(r);
+        r = next;
+    }
+}
+
+void ast_free_assigns(pp_assign *a)
+{
+    while (a) {
+        pp_assign *next = a->next;
+        ast_free_ranges(a->values);
+        free(a->name);
+        free(a);
+        a = next;
     }
 }

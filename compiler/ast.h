@@ -94,4 +94,29 @@ pp_stmt *ast_stmt(pp_stmt_kind kind, pp_loc loc);
 void ast_free_expr(pp_expr *e);
 void ast_free_stmts(pp_stmt *s);
 
+/* A `# search:` line (compiler/search.c): NAME=VALUES assignments, each a
+ * list of items, an item one value or an inclusive range lo..hi. Its
+ * expressions are ordinary expressions of the language (parser.y's
+ * search_line). */
+typedef struct pp_range pp_range;
+struct pp_range {
+    pp_expr *lo, *hi; /* lo..hi; hi NULL: the one value lo */
+    pp_loc loc;       /* the whole item */
+    pp_range *next;
+};
+
+typedef struct pp_assign pp_assign;
+struct pp_assign {
+    char *name;
+    pp_loc name_loc;
+    pp_range *values;
+    pp_assign *next;
+};
+
+/* Constructors own what they are given, as above. */
+pp_range *ast_range(pp_expr *lo, pp_expr *hi, pp_loc loc);
+pp_assign *ast_assign(char *name, pp_loc name_loc, pp_range *values);
+void ast_free_ranges(pp_range *r);
+void ast_free_assigns(pp_assign *a);
+
 #endif

@@ -13,6 +13,7 @@ void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *
     d->warnings = 0;
     d->nomem = 0;
     d->out = out ? out : stderr;
+    d->context = NULL;
 }
 
 /* Print line `line` (1-based) of the source and a caret line under columns
@@ -43,7 +44,8 @@ static void excerpt(pp_diag *d, int line, int c0, int c1)
 
 static void report(pp_diag *d, pp_loc loc, const char *kind, const char *fmt, va_list ap)
 {
-    fprintf(d->out, "%s:%d:%d: %s: ", d->file, loc.first_line, loc.first_column, kind);
+    fprintf(d->out, "%s:%d:%d: %s: %s", d->file, loc.first_line, loc.first_column, kind,
+            d->context ? d->context : "");
     vfprintf(d->out, fmt, ap);
     fputc('\n', d->out);
     int c1 = loc.last_line == loc.first_line ? loc.last_column : loc.first_column;

@@ -17,6 +17,10 @@ typedef struct {
     int warnings; /* printed as "warning:", not counted in errors: the compile goes on */
     int nomem; /* one of the errors was running out of memory (not the schedule's fault) */
     FILE *out; /* where messages go (stderr, or a memstream in tests) */
+    /* Said after "error: " (or "note: "...) in every message with a source
+     * position, e.g. "search line: " for a file's `# search:` line; NULL =
+     * nothing. */
+    const char *context;
 } pp_diag;
 
 void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *out);

@@ -7,7 +7,11 @@
  * evaluate only what they need. Division by zero and overflow are errors
  * reported with the job where they happened, never undefined behaviour.
  * Within one pp_eval call each let is evaluated at most once (sch->memo), so
- * the time is linear in the size of the file however lets use lets. */
+ * the time is linear in the size of the file however lets use lets.
+ *
+ * With sch->exact_div (a `# search:` line's values, search.c) a `/` that
+ * leaves a remainder, or divides by zero, is EVAL_INEXACT instead: the
+ * search skips that value, so `G=1..W R=W/G` tries only the G that divide W. */
 #include <limits.h>
 #include <string.h>
 
@@ -29,7 +33,7 @@ static pp_eval_status floor_div(long long a, long long b, long long *q, long lon
     return EVAL_OK;
 }
 
-static pp_eval_status binary(int op, long long x, long long y, long long *out)
+static pp_eval_status binary(int op, long long x, long long y, int exact, long long *out)
 {
     long long q = 0, r = 0;
     pp_eval_status st;
@@ -41,6 +45,9 @@ static pp_eval_status binary(int op, long long x, long long y, long long *out)
     case '*':
         return __builtin_mul_overflow(x, y, out) ? EVAL_OVERFLOW : EVAL_OK;
     case '/':
+        /* y == -1 always divides (and x / -1 may overflow: floor_div says) */
+        if (exact && (y == 0 || (y != -1 && x % y != 0)))
+            return EVAL_INEXACT;
         st = floor_div(x, y, &q, &r);
         *out = q;
         return st;
@@ -147,7 +154,7 @@ static pp_eval_status eval(const pp_schedule *sch, const pp_expr *e, const pp_en
         }
         if ((st = eval(sch, e->b, env, &y, where)))
             return st;
-        if ((st = binary(e->op, x, y, out))) {
+        if ((st = binary(e->op, x, y, sch->exact_div, out))) {
             *where = e;
             return st;
         }

@@ -10,7 +10,14 @@
  *           | "require" expr ["," STRING] | "split" "backward" "when" expr
  *           | "overlap" "F" ("with"|"then") "B" "when" expr | "cost" "overlap" "=" expr
  *   Statements may be separated by ';'. Expressions are C-like with
- *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs. */
+ *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs.
+ *
+ * The same grammar parses a `# search:` line's assignments (parse.h,
+ * pp_parse_search), with the same expressions:
+ *   search := (NAME "=" item ("," item)*)+ END-OF-LINE
+ *   item   := expr | expr ".." expr
+ * The scanner's first token (START_FILE or START_SEARCH, never in the
+ * text) picks which. */
 %define api.pure full
 %define parse.error detailed
 %locations
@@ -38,6 +45,7 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
 static pp_stmt *named_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, char *name,
                            YYLTYPE nloc, pp_expr *e);
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e);
+static void append_assign(pp_parse_ctx *ctx, pp_assign *a);
 static pp_stmt *require_stmt(pp_parse_ctx *ctx, YYLTYPE loc, pp_expr *e, YYLTYPE eloc, char *msg);
 static pp_stmt *split_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *word, YYLTYPE wloc,
                                 char *when, YYLTYPE whenloc, pp_expr *e);
@@ -47,7 +55,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 /* Bison's stack of pending symbols: a file nesting deeper (a long run of
  * '(' or unary '-', each waiting for its operand) overflows it, and bison
  * then reports its own "memory exhausted"; yyerror says it in our words. */
-#define YYMAXDEPTH PP_PARSER_MAX_DEPTH
+#define YYMAXDEPTH (PP_PARSER_MAX_DEPTH + 1) /* and the start token (START_FILE...) */
 
 /* A tree deeper than PP_MAX_EXPR_DEPTH is reported, freed, and the parser
  * recovers at the next statement, so no later pass recurses deeper. */
@@ -80,6 +88,8 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
     char *str;
     pp_expr *expr;
     pp_stmt *stmt;
+    pp_range *range;
+    struct { pp_range *head, *tail; } ranges; /* a search value list, in order */
 }
 
 %token <num> INT "integer"
@@ -90,12 +100,19 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token OVERLAP "overlap"
 %token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
+%token DOTDOT ".."
+%token END_OF_LINE "end of the line" /* a search line's end (lexer.l) */
+%token START_FILE START_SEARCH       /* the first token: which grammar (parse.c) */
 
 %type <expr> expr
 %type <stmt> stmt overlap_stmt
+%type <range> item
+%type <ranges> values
 %destructor { free($$); } <str>
 %destructor { ast_free_expr($$); } <expr>
 %destructor { ast_free_stmts($$); } <stmt>
+%destructor { ast_free_ranges($$); } <range>
+%destructor { ast_free_ranges($$.head); } <ranges>
 
 %right '?' ':'
 %left OR
@@ -106,9 +123,13 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %left '*' '/' '%'
 %precedence UNARY
 
-%initial-action { @$ = (pp_loc){1, 1, 1, 0}; }
+%initial-action { @$ = ctx->origin; }
 
 %%
+
+top: START_FILE file
+   | START_SEARCH search
+   ;
 
 file: %empty
     | file stmt       { if ($2) append(ctx, $2); }
@@ -169,6 +190,28 @@ fields: %empty
       | fields ';'
       ;
 
+/* A search line (compiler/search.c): assignments until the line ends. A
+ * syntax error ends it: there is no recovery rule, so the first error is
+ * the only one. */
+search: assigns END_OF_LINE
+      ;
+
+assigns: assign
+       | assigns assign
+       ;
+
+assign: IDENT '=' values      { pp_assign *a = ast_assign($1, @1, $3.head); NEED(a);
+                                append_assign(ctx, a); }
+      ;
+
+values: item                  { $$.head = $$.tail = $1; }
+      | values ',' item       { $$ = $1; $$.tail->next = $3; $$.tail = $3; }
+      ;
+
+item: expr                    { $$ = ast_range($1, NULL, @$); NEED($$); }
+    | expr DOTDOT expr        { $$ = ast_range($1, $3, @$); NEED($$); }
+    ;
+
 expr: INT                     { $$ = ast_int($1, @1); NEED($$); }
     | IDENT                   { $$ = ast_name($1, @1); NEED($$); }
     | IDENT '(' expr ')'      { $$ = ast_call($1, $3, NULL, 1, @$); NEED($$); CHECK_DEPTH($$); }
@@ -202,8 +245,9 @@ static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *
     if (!strcmp(msg, YY_("memory exhausted"))) /* the stack reached YYMAXDEPTH */
         diag_error(ctx->diag, *loc,
                    "nested too deeply: the parser holds at most %d pending symbols (parentheses, "
-                   "operators and operands still open); split the expression with 'let'",
-                   PP_PARSER_MAX_DEPTH);
+                   "operators and operands still open); %s",
+                   PP_PARSER_MAX_DEPTH,
+                   ctx->search ? "nest less" : "split the expression with 'let'");
     else
         diag_error(ctx->diag, *loc, "%s", msg);
 }
@@ -225,6 +269,15 @@ static void append(pp_parse_ctx *ctx, pp_stmt *s)
     else
         ctx->head = s;
     ctx->tail = s;
+}
+
+static void append_assign(pp_parse_ctx *ctx, pp_assign *a)
+{
+    if (ctx->assigns_tail)
+        ctx->assigns_tail->next = a;
+    else
+        ctx->assigns = a;
+    ctx->assigns_tail = a;
 }
 
 static pp_loc L(YYLTYPE y) { return y; }

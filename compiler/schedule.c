@@ -798,3 +798,64 @@ void pp_schedule_free(pp_schedule *sch)
     pp_names_free(&sch->stmt_ix);
     memset(sch, 0, sizeof *sch);
 }
+
+/* ==== Constant expressions outside a file (schedule.h) ==================== */
+
+int pp_consts_init(pp_schedule *sch, pp_diag *d, int cap)
+{
+    memset(sch, 0, sizeof *sch);
+    sch->diag = d;
+    sch->params = calloc((size_t)cap + 1, sizeof *sch->params);
+    sch->lets = calloc(1, sizeof *sch->lets); /* none: resolve looks for lets first */
+    if (!sch->params || !sch->lets) {
+        diag_nomem(d, "for a search line's names");
+        return -1;
+    }
+    sch->consts_cap = cap;
+    return 0;
+}
+
+int pp_consts_declare(pp_schedule *sch, const char *name)
+{
+    int *kinds = pp_names_at(&sch->stmt_ix, name, 0);
+    if (!kinds) {
+        diag_nomem(sch->diag, "for a search line's names");
+        return -1;
+    }
+    *kinds |= 1; /* a param, as defined_later reads it */
+    return 0;
+}
+
+int pp_consts_define(pp_schedule *sch, const char *name, pp_loc loc)
+{
+    int prev = find_param(sch, name, sch->nparams);
+    if (prev >= 0) {
+        diag_error(sch->diag, loc, "redefinition of '%s'", name);
+        if (sch->params[prev].loc.first_line > 0)
+            diag_note(sch->diag, sch->params[prev].loc, "'%s' was first defined here", name);
+        return -1;
+    }
+    if (is_job_var(name)) {
+        diag_error(sch->diag, loc, "'%s' is a job variable and cannot be redefined", name);
+        return -1;
+    }
+    if (sch->nparams >= sch->consts_cap) {
+        diag_error(sch->diag, loc, "more than %d names", sch->consts_cap);
+        return -1;
+    }
+    if (index_name(sch, &sch->param_ix, name, sch->nparams))
+        return -1;
+    pp_param *p = &sch->params[sch->nparams];
+    p->name = (char *)name; /* borrowed, as a file's params borrow their statement's */
+    p->loc = loc;
+    p->value = 0;
+    return sch->nparams++;
+}
+
+int pp_consts_resolve(pp_schedule *sch, pp_expr *e, const char *what)
+{
+    scope sc = {sch->nparams, 0, 0, 0, what, 0, 0};
+    int before = sch->diag->errors;
+    resolve(sch, e, &sc);
+    return sch->diag->errors - before;
+}

@@ -98,6 +98,9 @@ typedef struct {
     unsigned *let_mark, *param_mark, *mark_gen;
     /* the memo generation of the last constant evaluation (schedule.c) */
     unsigned long long const_gen;
+    /* `/` must divide exactly (else EVAL_INEXACT): a search line's values */
+    int exact_div;
+    int consts_cap; /* pp_consts_init's room for params */
 } pp_schedule;
 
 /* Resolve names, bind params (applying -D defines, each of which must name a
@@ -107,12 +110,41 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                       int ndefs);
 void pp_schedule_free(pp_schedule *sch);
 
+/* ==== Constant expressions outside a file ====================================
+ * A `# search:` line's values (search.c) are expressions of the same
+ * language over names bound one at a time: W and B, then the line's own
+ * names. They are resolved by the rules (and with the messages) of a
+ * param's default, over a schedule that holds only those names as params,
+ * and evaluated by pp_eval. Free it with pp_schedule_free. */
+
+/* An empty schedule for up to cap params, reporting through d. Returns 0,
+ * or -1 out of memory (reported). */
+int pp_consts_init(pp_schedule *sch, pp_diag *d, int cap);
+/* Announces a name that a later pp_consts_define defines, so that using it
+ * before is "used before it is defined", not "unknown". 0, or -1 out of
+ * memory (reported). name is borrowed: it must outlive sch. */
+int pp_consts_declare(pp_schedule *sch, const char *name);
+/* Defines the next param, name (borrowed) at loc, value 0: set
+ * sch->params[i].value before evaluating. Returns its index i, or -1 after
+ * an error reported through d (a redefinition, a job variable's name, more
+ * than cap, out of memory). */
+int pp_consts_define(pp_schedule *sch, const char *name, pp_loc loc);
+/* Resolves e's names against the params defined so far, as a param's
+ * default is; what names the place in messages ("a search line").
+ * Returns the number of errors reported (0: e can be evaluated). */
+int pp_consts_resolve(pp_schedule *sch, pp_expr *e, const char *what);
+
 /* Evaluation of a checked expression for one job. */
 typedef struct {
     long long s, b, d, w;
 } pp_env;
 
-typedef enum { EVAL_OK = 0, EVAL_DIV0, EVAL_OVERFLOW } pp_eval_status;
+typedef enum {
+    EVAL_OK = 0,
+    EVAL_DIV0,
+    EVAL_OVERFLOW,
+    EVAL_INEXACT, /* only with sch->exact_div: a '/' that is not exact (or by zero) */
+} pp_eval_status;
 
 /* On error, *where is the node that failed (for the caret). */
 pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,

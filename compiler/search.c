@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "compile.h"
+#include "parse.h"
 #include "readfile.h"
 #include "report.h"
 
@@ -21,7 +22,6 @@
 #define MAX_COMBOS 4096   /* combinations of one file */
 #define MAX_VALUES MAX_COMBOS /* values of one name: more would be more combinations */
 #define VALUE_BOUND 1000000000LL
-#define MAX_NEST 100      /* parentheses and signs open at once: the evaluator recurses */
 /* The most jobs one candidate may have: a search compiles many, each three
  * times lowered, and is meant to answer in seconds; a larger one is refused
  * (its reason says so) rather than holding the search for minutes. */
@@ -41,188 +41,36 @@ static double now(void)
 
 /* ==== The search line ======================================================
  *   # search: NAME=VALUES [NAME=VALUES]... [# comment]
- *   VALUES := ITEM ("," ITEM)*      ITEM := EXPR | EXPR ".." EXPR
- *   EXPR   := integers, W, B and names assigned earlier on the line, with
- *             + - * / and parentheses; / must divide exactly (a value whose
- *             division does not is skipped, as is a range whose bounds do
- *             not) */
+ *   VALUES := ITEM ("," ITEM)*      ITEM := expr | expr ".." expr
+ * The line is parsed by the file's own grammar (parse.h, pp_parse_search)
+ * and its expressions are the file's: names resolved as a param's default
+ * is (W, B and the names assigned earlier on the line are params) and
+ * evaluated by pp_eval, so a line has the language's operators, min, max
+ * and abs, and its errors (file:line:col and a caret, "search line: "
+ * before each). What is the search's own: a '/' that does not divide
+ * exactly (or divides by zero) drops that value rather than flooring it
+ * (pp_schedule.exact_div), every value is within +-10^9, a name has at most
+ * MAX_VALUES values, and W and B are not the line's to assign. */
 
 typedef struct {
-    char *name;
-    char *values; /* the text after '=' */
-    int col;      /* 1-based column of the values in the file's line */
-} assign;
-
-typedef struct {
-    const char *path; /* for messages */
-    const char *line; /* the whole source line (not NUL-terminated) */
-    int line_len, lineno;
-    assign a[MAX_ASSIGN];
+    pp_diag d;          /* the file, for messages: file:line:col and a caret */
+    pp_assign *assigns; /* owned */
+    const pp_assign *a[MAX_ASSIGN];
     int n;
-    int found; /* the file has a search line */
+    int lineno;
+    int found;          /* the file has a search line */
+    /* W (param 0), B (1), then a[i] (2 + i): their values are set as the
+     * combinations are enumerated; every item's expressions resolved */
+    pp_schedule names;
+    int names_ready;
 } search_line;
 
-/* One evaluation of an assignment's values: a cursor over its text and
- * the names bound so far. */
-typedef struct {
-    const char *text, *p;
-    const char *names[MAX_ASSIGN + 2];
-    long long vals[MAX_ASSIGN + 2];
-    int nn;
-    int inexact;         /* a division was not exact (or by zero): skip the item */
-    int depth;           /* parentheses and signs open: bounds the recursion */
-    const char *err_at;  /* set on a syntax error */
-    char err[200];
-} evaluator;
-
-static void ev_fail(evaluator *e, const char *at, const char *what)
+/* Finds the first "# search:" line (a comment: '#' or "//", then "search:")
+ * of d->src and parses it into l. Returns 0 (l->found says whether there
+ * was one), -1 malformed (said why through l->d). */
+static int parse_search_line(search_line *l)
 {
-    if (e->err_at)
-        return;
-    e->err_at = at;
-    if (*at)
-        snprintf(e->err, sizeof e->err, "%s, found '%c'", what, *at);
-    else
-        snprintf(e->err, sizeof e->err, "%s, found the end of the values", what);
-}
-
-static long long ev_expr(evaluator *e);
-
-static long long bounded(evaluator *e, const char *at, long long v)
-{
-    if (v > VALUE_BOUND || v < -VALUE_BOUND)
-        ev_fail(e, at, "expected values within +-1000000000");
-    return v;
-}
-
-static long long ev_factor(evaluator *e)
-{
-    const char *at = e->p;
-    if ((*e->p == '-' || *e->p == '(') && e->depth >= MAX_NEST) {
-        /* a line of 100000 '(' overflowed the C stack */
-        ev_fail(e, at, "expected at most 100 nested parentheses and signs");
-        return 0;
-    }
-    if (*e->p == '-') {
-        e->p++;
-        e->depth++;
-        long long v = -ev_factor(e);
-        e->depth--;
-        return v;
-    }
-    if (*e->p == '(') {
-        e->p++;
-        e->depth++;
-        long long v = ev_expr(e);
-        e->depth--;
-        if (*e->p != ')')
-            ev_fail(e, e->p, "expected ')'");
-        else
-            e->p++;
-        return v;
-    }
-    if (isdigit((unsigned char)*e->p)) {
-        long long v = 0;
-        while (isdigit((unsigned char)*e->p) && !e->err_at) {
-            v = bounded(e, at, v * 10 + (*e->p - '0'));
-            e->p++;
-        }
-        return v;
-    }
-    if (isalpha((unsigned char)*e->p) || *e->p == '_') {
-        const char *s = e->p;
-        while (isalnum((unsigned char)*e->p) || *e->p == '_')
-            e->p++;
-        size_t len = (size_t)(e->p - s);
-        for (int i = 0; i < e->nn; i++)
-            if (strlen(e->names[i]) == len && !strncmp(e->names[i], s, len))
-                return e->vals[i];
-        e->err_at = s;
-        snprintf(e->err, sizeof e->err,
-                 "unknown name '%.*s': expected W, B or a name assigned earlier on the line",
-                 (int)len, s);
-        return 0;
-    }
-    ev_fail(e, at, "expected a number, a name or '('");
-    return 0;
-}
-
-static long long ev_term(evaluator *e)
-{
-    long long v = ev_factor(e);
-    while ((*e->p == '*' || *e->p == '/') && !e->err_at) {
-        const char *at = e->p;
-        char op = *e->p++;
-        long long r = ev_factor(e);
-        if (op == '*')
-            v = bounded(e, at, v * r); /* both within 1e9: no overflow */
-        else if (r == 0 || v % r != 0) {
-            e->inexact = 1;
-            v = 0;
-        } else
-            v /= r;
-    }
-    return v;
-}
-
-static long long ev_expr(evaluator *e)
-{
-    long long v = ev_term(e);
-    while ((*e->p == '+' || *e->p == '-') && !e->err_at) {
-        const char *at = e->p;
-        char op = *e->p++;
-        long long r = ev_term(e);
-        v = bounded(e, at, op == '+' ? v + r : v - r);
-    }
-    return v;
-}
-
-/* The values of one assignment under the names bound so far, into
- * out[0..*n). Returns 0, or -1 with e->err_at/err set. */
-static int eval_values(evaluator *e, long long *out, int *n)
-{
-    *n = 0;
-    e->p = e->text;
-    for (;;) {
-        e->inexact = 0;
-        long long lo = ev_expr(e), hi = lo;
-        if (!e->err_at && e->p[0] == '.' && e->p[1] == '.') {
-            e->p += 2;
-            hi = ev_expr(e);
-        }
-        if (e->err_at)
-            return -1;
-        if (*e->p && *e->p != ',') {
-            ev_fail(e, e->p, "expected ',', '..' or the end of the values");
-            return -1;
-        }
-        if (!e->inexact && hi - lo >= MAX_VALUES - *n) {
-            ev_fail(e, e->text, "too many values");
-            snprintf(e->err, sizeof e->err, "%lld..%lld gives more than %d values for one name",
-                     lo, hi, MAX_VALUES);
-            return -1;
-        }
-        for (long long v = lo; !e->inexact && v <= hi; v++)
-            out[(*n)++] = v;
-        if (!*e->p)
-            return 0;
-        e->p++; /* ',' */
-    }
-}
-
-/* "PATH:LINE:COL: error: search line: MSG", the line and a caret. */
-static void line_error(FILE *err, const search_line *l, int col, const char *msg)
-{
-    fprintf(err, "%s:%d:%d: error: search line: %s\n", l->path, l->lineno, col, msg);
-    fprintf(err, "%5d | %.*s\n      | %*s^\n", l->lineno, l->line_len, l->line, col - 1, "");
-}
-
-/* Finds the first "# search:" line (a comment: '#' or "//", then "search:") in src
- * and splits it into assignments. Returns 0 (l->found says whether there
- * was one), -1 malformed (said why), -2 out of memory. */
-static int parse_search_line(const char *src, search_line *l, FILE *err)
-{
-    const char *line = src;
+    const char *src = l->d.src, *line = src;
     for (int lineno = 1; *line; lineno++) {
         const char *end = strchr(line, '\n');
         int len = end ? (int)(end - line) : (int)strlen(line);
@@ -237,66 +85,11 @@ static int parse_search_line(const char *src, search_line *l, FILE *err)
         }
         if (comment && line + len - p >= 7 && !strncmp(p, "search:", 7)) {
             l->found = 1;
-            l->line = line;
-            l->line_len = len;
             l->lineno = lineno;
             p += 7;
-            while (p < line + len) {
-                while (p < line + len && (*p == ' ' || *p == '\t'))
-                    p++;
-                if (p >= line + len || *p == '#') /* the rest is a comment */
-                    break;
-                const char *tok = p;
-                while (p < line + len && *p != ' ' && *p != '\t')
-                    p++;
-                const char *eq = memchr(tok, '=', (size_t)(p - tok));
-                int col = (int)(tok - line) + 1;
-                if (!eq || eq == tok) {
-                    line_error(err, l, col, "expected NAME=VALUES, e.g. S=W or V=1..4");
-                    return -1;
-                }
-                for (const char *c = tok; c < eq; c++)
-                    if (!(isalpha((unsigned char)*c) || *c == '_' ||
-                          (c > tok && isdigit((unsigned char)*c)))) {
-                        line_error(err, l, (int)(c - line) + 1,
-                                   "expected a name (letters, digits, '_') before '='");
-                        return -1;
-                    }
-                if ((eq - tok == 1 && (*tok == 'W' || *tok == 'B'))) {
-                    line_error(err, l, col, "W and B are the search's own (-D W, -D B), not "
-                                            "the line's to assign");
-                    return -1;
-                }
-                for (int i = 0; i < l->n; i++)
-                    if ((int)strlen(l->a[i].name) == eq - tok &&
-                        !strncmp(l->a[i].name, tok, (size_t)(eq - tok))) {
-                        line_error(err, l, col, "a name assigned twice on the line");
-                        return -1;
-                    }
-                if (l->n == MAX_ASSIGN) {
-                    line_error(err, l, col, "more than 16 assignments on the line");
-                    return -1;
-                }
-                if (eq + 1 == p) {
-                    line_error(err, l, (int)(eq - line) + 2, "expected values after '='");
-                    return -1;
-                }
-                assign *a = &l->a[l->n];
-                a->name = strndup(tok, (size_t)(eq - tok));
-                a->values = strndup(eq + 1, (size_t)(p - eq - 1));
-                a->col = (int)(eq - line) + 2;
-                if (!a->name || !a->values) {
-                    free(a->name);
-                    free(a->values);
-                    return -2;
-                }
-                l->n++;
-            }
-            if (!l->n) {
-                line_error(err, l, len + 1, "expected NAME=VALUES after 'search:'");
-                return -1;
-            }
-            return 0;
+            l->assigns = pp_parse_search(&l->d, (size_t)(p - src), (size_t)(line + len - p),
+                                         lineno, (int)(p - line) + 1);
+            return l->assigns ? 0 : -1;
         }
         if (!end)
             break;
@@ -305,13 +98,104 @@ static int parse_search_line(const char *src, search_line *l, FILE *err)
     return 0;
 }
 
+/* The line's names and expressions: every item resolved over W, B and the
+ * names before it. Returns 0, or -1 with the errors reported (every one). */
+static int check_search_line(search_line *l)
+{
+    if (pp_consts_init(&l->names, &l->d, MAX_ASSIGN + 2))
+        return -1;
+    l->names_ready = 1;
+    l->names.exact_div = 1;
+    pp_loc nowhere = {0, 0, 0, 0}; /* -D W and -D B have no place in the file */
+    if (pp_consts_define(&l->names, "W", nowhere) < 0 ||
+        pp_consts_define(&l->names, "B", nowhere) < 0)
+        return -1;
+    int before = l->d.errors;
+    for (const pp_assign *a = l->assigns; a; a = a->next)
+        if (pp_consts_declare(&l->names, a->name))
+            return -1;
+    for (const pp_assign *a = l->assigns; a; a = a->next) {
+        if (!strcmp(a->name, "W") || !strcmp(a->name, "B")) {
+            diag_error(&l->d, a->name_loc,
+                       "W and B are the search's own (-D W, -D B), not the line's to assign");
+            continue;
+        }
+        if (l->n == MAX_ASSIGN) {
+            diag_error(&l->d, a->name_loc, "more than %d assignments on the line", MAX_ASSIGN);
+            break;
+        }
+        for (pp_range *r = a->values; r; r = r->next) {
+            pp_consts_resolve(&l->names, r->lo, "a search line");
+            if (r->hi)
+                pp_consts_resolve(&l->names, r->hi, "a search line");
+        }
+        if (pp_consts_define(&l->names, a->name, a->name_loc) >= 0)
+            l->a[l->n++] = a;
+    }
+    return l->d.errors == before ? 0 : -1;
+}
+
 static void search_line_free(search_line *l)
 {
-    for (int i = 0; i < l->n; i++) {
-        free(l->a[i].name);
-        free(l->a[i].values);
-    }
+    if (l->names_ready)
+        pp_schedule_free(&l->names);
+    ast_free_assigns(l->assigns);
+    l->assigns = NULL;
     l->n = 0;
+}
+
+/* One expression of an item under the names' current values: 0 (*skip set
+ * when a division is not exact: the item gives no value), or -1 with the
+ * error reported. */
+static int eval_item(search_line *l, const pp_expr *e, const pp_range *r, long long *v,
+                     int *skip)
+{
+    pp_env env = {0, 0, 0, 0};
+    const pp_expr *where = e;
+    pp_eval_status st = pp_eval(&l->names, e, &env, v, &where);
+    if (st == EVAL_INEXACT) {
+        *skip = 1;
+        return 0;
+    }
+    if (st) {
+        diag_error(&l->d, where->loc, st == EVAL_DIV0 ? "division by zero" : "integer overflow");
+        return -1;
+    }
+    if (*v > VALUE_BOUND || *v < -VALUE_BOUND) {
+        diag_error(&l->d, r->loc, "value %lld is out of range [%lld, %lld]", *v, -VALUE_BOUND,
+                   VALUE_BOUND);
+        return -1;
+    }
+    return 0;
+}
+
+/* The values of assignment a under the names' current values, into
+ * out[0..*n). Returns 0, or -1 with the error reported. */
+static int eval_values(search_line *l, const pp_assign *a, long long *out, int *n)
+{
+    *n = 0;
+    for (const pp_range *r = a->values; r; r = r->next) {
+        long long lo, hi;
+        int skip = 0;
+        if (eval_item(l, r->lo, r, &lo, &skip))
+            return -1;
+        hi = lo;
+        if (r->hi && eval_item(l, r->hi, r, &hi, &skip))
+            return -1;
+        if (skip)
+            continue;
+        if (hi - lo >= MAX_VALUES - *n) { /* both within 1e9: no overflow */
+            if (r->hi)
+                diag_error(&l->d, r->loc, "%lld..%lld gives more than %d values for one name", lo,
+                           hi, MAX_VALUES);
+            else
+                diag_error(&l->d, r->loc, "more than %d values for one name", MAX_VALUES);
+            return -1;
+        }
+        for (long long v = lo; v <= hi; v++)
+            out[(*n)++] = v;
+    }
+    return 0;
 }
 
 /* ==== Candidates ========================================================== */
@@ -695,11 +579,10 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     return rc;
 }
 
-/* Assigns l->a[i..) in turn over their values, then compiles. */
-static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_define *defs,
-                     int nd)
+/* Assigns l->a[i..n) in turn over their values, then compiles. */
+static int enumerate(family *f, search_line *l, int i, int n, pp_define *defs, int nd)
 {
-    if (i == l->n) {
+    if (i == n) {
         if (++f->combos > MAX_COMBOS) {
             fprintf(f->err, "%s:%d: error: search line: more than %d combinations; narrow its "
                             "ranges\n", f->path, l->lineno, MAX_COMBOS);
@@ -713,34 +596,29 @@ static int enumerate(family *f, const search_line *l, int i, evaluator *e, pp_de
         return try_combination(f, all, nd + 2);
     }
     long long *vals = malloc(MAX_VALUES * sizeof *vals);
-    int n;
+    int nv;
     if (!vals) {
         f->fatal = PP_SEARCH_NOMEM;
         return -1;
     }
-    e->text = l->a[i].values;
-    e->err_at = NULL;
-    if (eval_values(e, vals, &n)) {
-        line_error(f->err, l, l->a[i].col + (int)(e->err_at - e->text), e->err);
-        f->fatal = PP_SEARCH_BAD_LINE;
+    const pp_assign *a = l->a[i];
+    if (eval_values(l, a, vals, &nv)) {
+        f->fatal = l->d.nomem ? PP_SEARCH_NOMEM : PP_SEARCH_BAD_LINE;
         free(vals);
         return -1;
     }
     int param = 0;
     for (int p = 0; p < f->nparams; p++)
-        param |= !strcmp(f->params[p], l->a[i].name);
-    e->names[e->nn] = l->a[i].name;
-    e->nn++;
-    for (int k = 0; k < n; k++) {
-        e->vals[e->nn - 1] = vals[k];
+        param |= !strcmp(f->params[p], a->name);
+    for (int k = 0; k < nv; k++) {
+        l->names.params[2 + i].value = vals[k];
         if (param)
-            defs[nd] = (pp_define){l->a[i].name, vals[k]};
-        if (enumerate(f, l, i + 1, e, defs, nd + param)) {
+            defs[nd] = (pp_define){a->name, vals[k]};
+        if (enumerate(f, l, i + 1, n, defs, nd + param)) {
             free(vals);
             return -1;
         }
     }
-    e->nn--;
     free(vals);
     return 0;
 }
@@ -789,7 +667,7 @@ static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r
                                     const char *path)
 {
     family f = {.o = o, .r = r, .err = err, .path = path};
-    search_line l = {.path = path};
+    search_line l = {0};
     size_t len;
     char *src = pp_read_file(path, &len, NULL);
     if (!src) {
@@ -797,11 +675,20 @@ static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r
                 errno ? strerror(errno) : "not a regular file");
         return errno == ENOMEM ? PP_SEARCH_NOMEM : PP_SEARCH_IO;
     }
-    int prc = parse_search_line(src, &l, err);
-    if (prc) {
-        free(src);
+    /* A file without a line is searched over "S=W" (after once as written). */
+    static const char dflt[] = "S=W";
+    diag_init(&l.d, path, src, len, err);
+    l.d.context = "search line: ";
+    if (parse_search_line(&l) == 0 && !l.found) {
+        diag_init(&l.d, path, dflt, sizeof dflt - 1, err);
+        l.d.context = "search line: ";
+        l.assigns = pp_parse_search(&l.d, 0, sizeof dflt - 1, 1, 1);
+    }
+    if (l.d.errors || check_search_line(&l)) {
+        pp_search_status st = l.d.nomem ? PP_SEARCH_NOMEM : PP_SEARCH_BAD_LINE;
         search_line_free(&l);
-        return prc == -2 ? PP_SEARCH_NOMEM : PP_SEARCH_BAD_LINE;
+        free(src);
+        return st;
     }
     char *why = NULL;
     int fp = file_params(&f, &why);
@@ -816,18 +703,13 @@ static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r
             f.fatal = PP_SEARCH_NOMEM;
         }
     } else if (fp == 0) {
-        evaluator e = {.names = {"W", "B"}, .vals = {o->W, o->B}, .nn = 2};
         pp_define defs[MAX_ASSIGN + 2];
+        l.names.params[0].value = o->W;
+        l.names.params[1].value = o->B;
         if (l.found)
-            enumerate(&f, &l, 0, &e, defs, 0);
-        else { /* as written, then with one stage per worker */
-            search_line dflt = {.path = path, .line = "S=W", .line_len = 3, .lineno = 0};
-            dflt.a[0] = (assign){"S", "W", 3};
-            if (!enumerate(&f, &dflt, 0, &e, defs, 0) && f.nparams) {
-                dflt.n = 1;
-                enumerate(&f, &dflt, 0, &e, defs, 0);
-            }
-        }
+            enumerate(&f, &l, 0, l.n, defs, 0);
+        else if (!enumerate(&f, &l, 0, 0, defs, 0) && f.nparams) /* as written, then S=W */
+            enumerate(&f, &l, 0, l.n, defs, 0);
     }
     for (int i = 0; i < f.nseen; i++)
         free(f.seen[i]);

@@ -6,9 +6,11 @@
  * front's first row is the fastest of all candidates, measured by running
  * every candidate's command line through bin/ppc and reading its
  * report.json, and every row the command prints reproduces its time and
- * memory the same way. The search line's semantics (ranges, exact
- * division, refusals counted, duplicates merged) and every error of the
- * command line and of a library have a test. */
+ * memory the same way. The search line's semantics (ranges, lists, the
+ * language's expressions, exact division, refusals counted, duplicates
+ * merged) and every error of the command line and of a library (the
+ * line's syntax and names as the language reports them, and the search's
+ * own limits) have a test. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -445,6 +447,29 @@ START_TEST(test_search_line_values)
     search(&o, &r, PP_SEARCH_NONE);
     ck_assert_int_eq(r.refused, 1);
     pp_search_free(&r);
+
+    /* The values are the language's expressions (parser.y, eval.c), with
+     * the search's one rule: a division that is not exact, or by zero,
+     * drops the value instead of flooring it. K=-2 gives S=2 (refused),
+     * K=-1 S=4, K=0 (a division by zero) and K=-3 (-4/-3) nothing; '//'
+     * ends the line as in a file. */
+    write_file(dir, "a.pp", TINY_HEAD "# search: K=-2..0,-3 S=-W/K  // S: 2, 4, -, -\n");
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.n, 4);
+    ck_assert_int_eq(r.ok, 3);
+    ck_assert_str_eq(r.c[0].args, "-D S=2 -D B=8 -D W=4");
+    ck_assert_str_eq(r.c[1].args, "-D S=4 -D B=8 -D W=4");
+    pp_search_free(&r);
+
+    /* min, max, ?:, comparisons and %: every value is S=4 (the flooring
+     * (W+1)/2*2-1 = 3 would be a second candidate; inexact, it is none) */
+    write_file(dir, "a.pp", TINY_HEAD
+               "# search: S=max(W, 2*W - 4), W % 3 == 1 ? W : 0, (W+1)/2*2-1, min(abs(-W), 8)\n");
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.n, 3);
+    ck_assert_int_eq(r.ok, 3);
+    ck_assert_str_eq(r.c[0].args, "-D S=4 -D B=8 -D W=4");
+    pp_search_free(&r);
     remove_dir(dir);
 }
 END_TEST
@@ -549,7 +574,7 @@ START_TEST(test_errors)
         {"--search -D W=4 -D B=8 --library empty", 3, "ppc --search: the library 'empty' holds no .pp file"},
         {"--search -D W=4 -D B=8 --library lib --costs c.json", 3, "ppc --search: --costs: c.json:1:7: expected a positive cost"},
         {"--search -D W=4 -D B=8 --library lib --mem-limit 1000", 1, "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 3 over it needs 943424 bytes on a worker (ppc lib/1f1b.pp -D S=4 -D B=8 -D W=4 --mem-limit 1000); expected a limit of at least that\n"},
-        {"--search -D W=4 -D B=5 --library bad", 1, "bad/a.pp:7:18: error: search line: expected NAME=VALUES, e.g. S=W or V=1..4\n    7 | # search: S=1..W V\n      |                  ^\n"},
+        {"--search -D W=4 -D B=5 --library bad", 1, "bad/a.pp:7:19: error: search line: syntax error, unexpected end of the line, expecting '='\n    7 | # search: S=1..W V\n      |                   ^\n"},
         /* DDP's placement needs W = B (DP_FILE) */
         {"--search -D W=4 -D B=8 --library ddp", 1, "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 train another model); the first refused, ppc ddp/ddp.pp -D S=4 -D B=8 -D W=4: ddp/ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n"},
     };
@@ -560,22 +585,38 @@ START_TEST(test_errors)
                       out, rows[i].says);
         free(out);
     }
-    /* the search line's own errors, each at its column */
+    /* the search line's errors, each at its column: the language's own
+     * (syntax, names, functions, arithmetic), then the search's */
     static const struct {
         const char *line, *says;
     } lines[] = {
-        {"# search: S=1..W,\n", "a.pp:7:18: error: search line: expected a number, a name or '(', found the end of the values\n"},
-        {"# search: S=Q\n", "a.pp:7:13: error: search line: unknown name 'Q': expected W, B or a name assigned earlier on the line\n"},
-        {"# search: S=(W\n", "a.pp:7:15: error: search line: expected ')', found the end of the values\n"},
-        {"# search: S=W;\n", "a.pp:7:14: error: search line: expected ',', '..' or the end of the values, found ';'\n"},
-        {"# search: S=1..5000\n", "a.pp:7:13: error: search line: 1..5000 gives more than 4096 values for one name\n"},
+        {"# search: S=1..W,\n", "a.pp:7:18: error: search line: syntax error, unexpected end of the line\n    7 | # search: S=1..W,\n      |                  ^\n"},
+        {"# search: S=Q\n", "a.pp:7:13: error: search line: unknown name 'Q'\n    7 | # search: S=Q\n      |             ^\n"},
+        {"# search: S=K K=1..2\n", "a.pp:7:13: error: search line: 'K' is used before it is defined\n"},
+        {"# search: S=s\n", "a.pp:7:13: error: search line: 's' is a job variable and cannot be used in a search line\n"},
+        {"# search: s=1\n", "a.pp:7:11: error: search line: 's' is a job variable and cannot be redefined\n"},
+        {"# search: S=min(W)\n", "a.pp:7:13: error: search line: 'min' takes 2 arguments, found 1\n    7 | # search: S=min(W)\n      |             ^~~~~~\n"},
+        {"# search: S=foo(W)\n", "a.pp:7:13: error: search line: unknown function 'foo' (functions are min, max, abs)\n"},
+        {"# search: S=(W\n", "a.pp:7:15: error: search line: syntax error, unexpected end of the line\n"},
+        {"# search: S=W;\n", "a.pp:7:14: error: search line: syntax error, unexpected ';', expecting name or end of the line\n"},
+        {"# search: S=W..\n", "a.pp:7:16: error: search line: syntax error, unexpected end of the line\n"},
+        {"# search: S=1...4\n", "a.pp:7:16: error: search line: unexpected character '.'\n"},
+        {"# search: S=W%0\n", "a.pp:7:14: error: search line: division by zero\n    7 | # search: S=W%0\n      |              ^\n"},
+        {"# search: S=W*1000000000*1000000000*10\n", "a.pp:7:36: error: search line: integer overflow\n"},
+        {"# search: S=1..5000\n", "a.pp:7:13: error: search line: 1..5000 gives more than 4096 values for one name\n    7 | # search: S=1..5000\n      |             ^~~~~~~\n"},
         {"# search: W=4\n", "a.pp:7:11: error: search line: W and B are the search's own (-D W, -D B), not the line's to assign\n"},
-        {"# search: S=1 S=2\n", "a.pp:7:15: error: search line: a name assigned twice on the line\n"},
-        {"# search: S=\n", "a.pp:7:13: error: search line: expected values after '='\n"},
-        {"# search:\n", "a.pp:7:10: error: search line: expected NAME=VALUES after 'search:'\n"},
-        {"# search: 2S=1\n", "a.pp:7:11: error: search line: expected a name (letters, digits, '_') before '='\n"},
+        {"# search: S=1 B=2\n", "a.pp:7:15: error: search line: W and B are the search's own (-D W, -D B), not the line's to assign\n"},
+        {"# search: S=1 S=2\n", "a.pp:7:15: error: search line: redefinition of 'S'\n    7 | # search: S=1 S=2\n      |               ^\nbad/a.pp:7:11: note: search line: 'S' was first defined here\n"},
+        {"# search: S=\n", "a.pp:7:13: error: search line: syntax error, unexpected end of the line\n"},
+        {"# search: S\n", "a.pp:7:12: error: search line: syntax error, unexpected end of the line, expecting '='\n"},
+        {"# search:\n", "a.pp:7:10: error: search line: syntax error, unexpected end of the line, expecting name\n"},
+        {"# search:   # only a comment\n", "a.pp:7:29: error: search line: syntax error, unexpected end of the line, expecting name\n"},
+        {"# search: 2S=1\n", "a.pp:7:11: error: search line: syntax error, unexpected integer, expecting name\n"},
+        {"# search: S=W order=1\n", "a.pp:7:15: error: search line: syntax error, unexpected order, expecting name or end of the line\n"},
         {"# search: A=1..64 C=1..64 S=1..2\n", "a.pp:7: error: search line: more than 4096 combinations; narrow its ranges\n"},
-        {"# search: S=99999999999\n", "a.pp:7:13: error: search line: expected values within +-1000000000, found '9'\n"},
+        {"# search: A=1 C=1 D=1 E=1 F=1 G=1 H=1 I=1 J=1 K=1 L=1 M=1 N=1 O=1 P=1 Q=1 S=1\n", "a.pp:7:75: error: search line: more than 16 assignments on the line\n"},
+        {"# search: S=99999999999\n", "a.pp:7:13: error: search line: value 99999999999 is out of range [-1000000000, 1000000000]\n    7 | # search: S=99999999999\n      |             ^~~~~~~~~~~\n"},
+        {"# search: S=-1000000001..W\n", "a.pp:7:13: error: search line: value -1000000001 is out of range [-1000000000, 1000000000]\n"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         char text[512];
@@ -588,8 +629,8 @@ START_TEST(test_errors)
                       out, lines[i].says);
         free(out);
     }
-    /* a line nested deeper than the evaluator recurses: an error at the
-     * 101st '(', not a stack overflow */
+    /* a line nested deeper than the parser holds: an error where its stack
+     * is full, not a stack overflow */
     size_t deep = 200000;
     char *text = malloc(sizeof TINY_HEAD + 16 + deep);
     ck_assert_ptr_nonnull(text);
@@ -601,8 +642,8 @@ START_TEST(test_errors)
     snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library bad", dir,
              PP_ROOT);
     char *out = run_expect(cmd, 1);
-    ck_assert_msg(strstr(out, "a.pp:7:113: error: search line: expected at most 100 nested "
-                              "parentheses and signs, found '('\n"),
+    ck_assert_msg(strstr(out, "a.pp:7:10009: error: search line: nested too deeply: the parser "
+                              "holds at most 10000 pending symbols"),
                   "said:\n%.300s", out);
     free(out);
     remove_dir(dir);
