@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../compiler/parse.h"
+#include "../../compiler/schedule.h"
 #include "../../compiler/search.h"
 #include "suites.h"
 #include "testutil.h"
@@ -471,6 +473,70 @@ START_TEST(test_search_line_values)
     ck_assert_str_eq(r.c[0].args, "-D S=4 -D B=8 -D W=4");
     pp_search_free(&r);
     remove_dir(dir);
+}
+END_TEST
+
+/* The entry points the search uses: pp_parse_search parses a line of a
+ * file in place (locations are the file's), and the names resolve and
+ * evaluate as a param's default does, with exact division. */
+START_TEST(test_search_line_api)
+{
+    static const char src[] = "param S = 1\n# search: K=1-W..W, 7 S=W/K  # S too\n";
+    char *msgs = NULL;
+    size_t mlen = 0;
+    FILE *m = open_memstream(&msgs, &mlen);
+    ck_assert_ptr_nonnull(m);
+    pp_diag d;
+    diag_init(&d, "t.pp", src, sizeof src - 1, m);
+    size_t off = (size_t)(strstr(src, "search:") - src) + 7, end = (size_t)(strrchr(src, '\n') - src);
+    pp_assign *a = pp_parse_search(&d, off, end - off, 2, (int)(off - 12) + 1);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_str_eq(a->name, "K");
+    ck_assert_int_eq(a->name_loc.first_line, 2);
+    ck_assert_int_eq(a->name_loc.first_column, 11);
+    ck_assert_ptr_nonnull(a->values->hi);           /* 1-W..W */
+    ck_assert_int_eq(a->values->loc.first_column, 13);
+    ck_assert_int_eq(a->values->loc.last_column, 18);
+    ck_assert_ptr_null(a->values->next->hi);        /* 7 */
+    ck_assert_ptr_null(a->values->next->next);
+    ck_assert_str_eq(a->next->name, "S");
+    ck_assert_ptr_null(a->next->next);
+
+    pp_schedule n;
+    ck_assert_int_eq(pp_consts_init(&n, &d, 4), 0);
+    n.exact_div = 1;
+    pp_loc none = {0, 0, 0, 0};
+    ck_assert_int_eq(pp_consts_define(&n, "W", none), 0);
+    ck_assert_int_eq(pp_consts_define(&n, "B", none), 1);
+    ck_assert_int_eq(pp_consts_resolve(&n, a->values->lo, "a search line"), 0);
+    ck_assert_int_eq(pp_consts_define(&n, "K", a->name_loc), 2);
+    ck_assert_int_eq(pp_consts_resolve(&n, a->next->values->lo, "a search line"), 0);
+    pp_env env = {0, 0, 0, 0};
+    const pp_expr *where = NULL;
+    long long v = 0;
+    n.params[0].value = 4;
+    ck_assert_int_eq(pp_eval(&n, a->values->lo, &env, &v, &where), EVAL_OK);
+    ck_assert_int_eq(v, -3);
+    long long want[] = {0, 4, 2, 0, 1, 0}; /* W/K for K = 0..5, 0: not exact */
+    for (int k = 0; k <= 5; k++) {
+        n.params[2].value = k;
+        pp_eval_status st = pp_eval(&n, a->next->values->lo, &env, &v, &where);
+        ck_assert_int_eq(st, want[k] ? EVAL_OK : EVAL_INEXACT);
+        if (want[k])
+            ck_assert_int_eq(v, want[k]);
+    }
+    /* a second K is the language's redefinition; s its job variable */
+    ck_assert_int_eq(pp_consts_define(&n, "K", a->name_loc), -1);
+    ck_assert_int_eq(pp_consts_define(&n, "s", a->name_loc), -1);
+    pp_schedule_free(&n);
+    ast_free_assigns(a);
+    fclose(m);
+    ck_assert_msg(strstr(msgs, "t.pp:2:11: error: redefinition of 'K'\n") &&
+                      strstr(msgs, "t.pp:2:11: error: 's' is a job variable and cannot be "
+                                   "redefined\n"),
+                  "%s", msgs);
+    ck_assert_int_eq(d.errors, 2);
+    free(msgs);
 }
 END_TEST
 
@@ -1041,6 +1107,7 @@ Suite *search_suite(void)
     TCase *line = tcase_create("line");
     tcase_set_timeout(line, 60);
     tcase_add_test(line, test_search_line_values);
+    tcase_add_test(line, test_search_line_api);
     tcase_add_test(line, test_no_search_line);
     tcase_add_test(line, test_keep_weights_and_models);
     tcase_add_test(line, test_speed_w8_b32);
