@@ -21,7 +21,7 @@
 #define MAX_ASSIGN 16     /* assignments on one search line */
 #define MAX_COMBOS 4096   /* combinations of one file */
 #define MAX_VALUES MAX_COMBOS /* values of one name: more would be more combinations */
-#define VALUE_BOUND 1000000000LL
+#define VALUE_BOUND 1000000000LL /* every value of a name is within +-this */
 /* The most jobs one candidate may have: a search compiles many, each three
  * times lowered, and is meant to answer in seconds; a larger one is refused
  * (its reason says so) rather than holding the search for minutes. */
