@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# soak.sh - checkpoints under load (tests/README.md, "Soak"): 8 ranks train
+# soak.sh - checkpoints under load (tests/README.md, "Benchmarks"): 8 ranks train
 # 2,000 steps of an LPP with replicas (S=8, G=2 groups of R=4, AdamW, a tiny
 # model so that it runs in minutes on 2 cores), checkpointing every 100.
 # Run A is never interrupted. Run B has one rank killed with SIGKILL from
