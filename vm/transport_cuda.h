@@ -121,8 +121,11 @@ static inline void cvm_record(cuda_vm *v, cvm_dep *d, int st)
  * polls the streams, so this wait too ends the run with a message (naming
  * `what`) on an asynchronous NCCL error or once the step has run longer than
  * --timeout, instead of blocking for ever in cudaEventSynchronize on a GPU
- * that stalled. For every host wait on the GPU inside a step (interp_cuda.c). */
+ * that stalled. For every host wait on the GPU inside a step (interp_cuda.c,
+ * and the mpi transport's staging copies here). */
 void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what);
+/* The end of a step: every stream idle, polled under the same watchdog. */
+void cvm_finish_step(cuda_vm *v);
 
 /* Local set-up of the transport (mpi: pinned staging buffers); not
  * collective. 0, or -1 with err. */
