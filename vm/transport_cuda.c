@@ -360,14 +360,14 @@ static void send_weights(cuda_vm *v, int st, int s, int peer)
     size_t bytes = msg_bytes(v, compute_bytes(v, s));
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
-        ncclCheck(ncclSend(v->compute[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
+        ncclCheck(ncclSend(v->c.compute[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
         record_transfer(v, &v->param_dep[s], st);
         return;
     }
     cvm_staging *h = &v->stage_stg[s];
     if (!v->stage_has_params[s]) {
         staging_claim(v, h, 1);
-        copy_out(v, h, v->compute[s], bytes, &v->param_dep[s], st);
+        copy_out(v, h, v->c.compute[s], bytes, &v->param_dep[s], st);
         v->stage_has_params[s] = 1;
     }
     if (v->nwsend >= v->wsend_cap) { /* cannot happen: the cap counts the plan's SendWeights */
@@ -387,7 +387,7 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
             pp_cuda_fatal();
         }
         cvm_wait(v, &v->grad_dep[s], st);
-        ncclCheck(ncclAllReduce(v->grads[s], v->grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
+        ncclCheck(ncclAllReduce(v->c.grads[s], v->c.grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
                                 v->st[st]));
         cvm_record(v, &v->grad_dep[s], st);
         return;
@@ -395,11 +395,11 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
     cvm_staging *h = &v->stage_stg[s];
     staging_claim(v, h, 1);
     v->stage_has_params[s] = 0; /* the buffer is about to hold gradients */
-    copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
+    copy_out(v, h, v->c.grads[s], n * sizeof(float), &v->grad_dep[s], st);
     PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
               mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM,
                                      v->group_mpi[g])));
-    copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
+    copy_in(v, h, v->c.grads[s], n * sizeof(float), &v->grad_dep[s], st);
 }
 
 void cvm_transfer(cuda_vm *v, const pp_instr *in)
