@@ -20,7 +20,12 @@
  *   - the checkpoint and --save copies of a stage (stage_get, stage_set,
  *     weights, through pp_vm_mem's copies);
  * and implements the backend hooks that need nothing else (allocated,
- * weights, stage_get, stage_set, nonfinite). */
+ * weights, stage_get, stage_set, nonfinite).
+ *
+ * Still each backend's own: the opcode switch that decodes an
+ * instruction's operands into its memory (the cuda backend's carries each
+ * buffer's event), the --profile timing around a job (the wall clock on
+ * the cpu, events on a GPU) and commit's loop over the deferred updates. */
 #ifndef PP_VM_CORE_H
 #define PP_VM_CORE_H
 
