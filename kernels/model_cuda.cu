@@ -103,6 +103,12 @@ double pp_cuda_loss_take(pp_cuda_model *cm)
     return loss;
 }
 
+void pp_cuda_loss_move(pp_cuda_model *cm, double *dst)
+{
+    cudaCheck(cudaMemcpyAsync(dst, cm->d_loss, sizeof(double), cudaMemcpyDeviceToDevice, cm->st));
+    cudaCheck(cudaMemsetAsync(cm->d_loss, 0, sizeof(double), cm->st));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Initialisation and the compute copy                                       */
 

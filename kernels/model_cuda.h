@@ -90,6 +90,10 @@ void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, 
 /* The summed loss of the forwards since the last call; synchronises the
  * stream. */
 double pp_cuda_loss_take(pp_cuda_model *cm);
+/* The same without a wait: enqueues on the context's stream a copy of the
+ * summed loss into *dst (a device double) and zeroes the sum (the cuda
+ * backend keeps each microbatch's loss for the non-finite check). */
+void pp_cuda_loss_move(pp_cuda_model *cm, double *dst);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,11 @@
  * loop, the memory line, --save, --profile, messages) and a backend that
  * runs one rank's instructions: cpu (vm/interp.c: host memory, a BLAS, MPI)
  * or cuda (vm/interp_cuda.c and vm/transport_cuda.c: CUDA streams, cuBLAS,
- * NCCL or MPI).
+ * NCCL or MPI). Both are the VM core (vm/core.h: per-stage state, the
+ * non-finite check, --skip-nonfinite, --deterministic, checkpoints) over
+ * their own device work; the core implements the hooks below that need
+ * nothing of a device (allocated, weights, stage_get, stage_set,
+ * nonfinite).
  *
  * The driver calls, on every rank, in this order:
  *

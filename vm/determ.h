@@ -18,7 +18,13 @@
  * adds it, and replicas all-reduce partial sums: other orders, other
  * rounding.
  *
- * The cpu backend (vm/interp.c) keeps, per stage, the per-microbatch
+ * On the cuda backend g_b is the same bits wherever a GPU computes it
+ * (the same kernels on a zeroed buffer), so every schedule ends with the
+ * same weights as every other cuda run of the model, bit for bit; each W
+ * job's gradient is copied to host memory and everything below runs there,
+ * the ordered sum then copied to the device before the OptimizerStep.
+ *
+ * The VM core (vm/core.c) keeps, for either backend, per stage, the per-microbatch
  * gradients a rank must hold (pp_determ_create sizes them from the plan):
  *   - an owner that is not a replica and runs all B jobs of the stage itself
  *     in microbatch order (a pipeline): one buffer, added to the gradient

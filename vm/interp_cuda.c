@@ -6,11 +6,13 @@
  * vm/backend.h).
  *
  * Memory. At start-up the rank allocates on the device its owned stages'
- * params, grads, optimizer state and (bf16) compute copies, and the plan's
- * slots, at exactly the plan's sizes, and prints their sum as interp.c
- * does; nothing is allocated in the step loop. On the host it pins one
- * token buffer per microbatch it loads and, on the mpi transport, the
- * staging buffers (not device memory, not counted). All CUDA events are
+ * params, grads, optimizer state and (bf16) compute copies (the core's,
+ * through device_mem), and the plan's slots, at exactly the plan's sizes,
+ * and prints their sum as interp.c does; nothing is allocated in the step
+ * loop. On the host it pins one token buffer per microbatch it loads and,
+ * on the mpi transport, the staging buffers (not device memory, not
+ * counted), and it keeps the non-finite check's records (device, not
+ * counted either: the check's, not the plan's). All CUDA events are
  * created at start-up too, --profile's timing events around each job
  * included.
  *
@@ -89,15 +91,41 @@
  * anything collective, every rank returns 1, and the lowest failing rank
  * says why.
  *
+ * The VM core (vm/core.h) holds what the cpu backend does alike: the
+ * owned stages' state (allocated here through device_mem), overlapped
+ * pairs' bookkeeping, checkpoints and --save's copies, and:
+ *
+ * Bad numbers (vm/core.c). The checks the cpu backend makes on the host
+ * run here on the GPU, on the lane of the job that made the numbers: a
+ * last-stage forward moves its microbatch's loss out of the context's sum
+ * into the forward's record (pp_cuda_loss_move), a backward's input
+ * gradient and a stage's summed gradients before its OptimizerStep go
+ * through pp_cu_first_nonfinite into theirs. The records are one device
+ * array per lane, read in one copy at the end of the step, when the streams
+ * are idle (read_checks): the findings go to the core, and the step's loss
+ * is the sum of its microbatches' records. PP_INJECT_NAN writes its NaN
+ * with a copy on the lane. With --skip-nonfinite an OptimizerStep only
+ * checks; commit runs the updates (or zeroes the gradients) on the compute
+ * stream once the ranks agreed, and the host waits for them.
+ *
+ * --deterministic (vm/determ.h). A W job's weight gradients go to a zeroed
+ * device buffer of its lane, copied to the core's host buffer for that
+ * microbatch when the job is done (the host waits, as the mpi transport's
+ * sends do); SendWeightGrad, RecvWeightGrad and ReduceGrads of a tracked
+ * stage are the core's, on the host with MPI, and the OptimizerStep copies
+ * the ordered sum to the device first. Hence --transport mpi (ppvm.c): every
+ * transfer then blocks the host in plan order, these too.
+ *
  * --no-compute (issue 18, vm/vmbench.h): every instruction still takes its
  * operands, waits for and records their events, issues its transfers (one
  * float each, NCCL or MPI with its staging copies) and groups, but launches
  * no kernel and makes no microbatch: the host's own cost per instruction. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../kernels/cuda_kernels.h"
+#include "../kernels/finite_cuda.h"
 #include "../kernels/model.h"
 #include "check.h"
 #include "profile.h"
@@ -187,18 +215,17 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
     if (pp_cuda_model_create(&v->cm, v->st[ST_COMPUTE], err, errlen))
         return -1;
     pp_cuda_model_set_epilogues(v->cm, !v->opts->no_epilogues);
-    v->params = calloc((size_t)S, sizeof *v->params);
-    v->grads = calloc((size_t)S, sizeof *v->grads);
-    v->state = calloc((size_t)S, sizeof *v->state);
-    v->compute = calloc((size_t)S, sizeof *v->compute);
     v->param_dep = calloc((size_t)S, sizeof *v->param_dep);
     v->grad_dep = calloc((size_t)S, sizeof *v->grad_dep);
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->slot_dep = calloc(p->nslots + 1, sizeof *v->slot_dep);
     v->tok_host = calloc((size_t)B, sizeof *v->tok_host);
     v->tok_ev = calloc((size_t)B, sizeof *v->tok_ev);
-    if (!v->params || !v->grads || !v->state || !v->compute || !v->param_dep || !v->grad_dep ||
-        !v->slot || !v->slot_dep || !v->tok_host || !v->tok_ev) {
+    v->nf_host = calloc(4 * (size_t)p->ninstr + 1, sizeof *v->nf_host);
+    v->nf_kind = calloc(p->ninstr + 1, sizeof *v->nf_kind);
+    v->nf_lane = calloc(p->ninstr + 1, sizeof *v->nf_lane);
+    if (!v->param_dep || !v->grad_dep || !v->slot || !v->slot_dep || !v->tok_host || !v->tok_ev ||
+        !v->nf_host || !v->nf_kind || !v->nf_lane) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -206,21 +233,8 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
         v->param_dep[s].stream = v->grad_dep[s].stream = -1;
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
-        size_t bytes = pp_stage_param_count(m, S, s) * sizeof(float);
-        size_t state = pp_optimizer_state_floats(m->optimizer) * bytes;
-        if (dev_alloc((void **)&v->params[s], bytes, err, errlen) ||
-            dev_alloc((void **)&v->grads[s], bytes, err, errlen) ||
-            dev_alloc((void **)&v->state[s], state, err, errlen) ||
-            new_dep(&v->param_dep[s], err, errlen) || new_dep(&v->grad_dep[s], err, errlen))
+        if (new_dep(&v->param_dep[s], err, errlen) || new_dep(&v->grad_dep[s], err, errlen))
             return -1;
-        v->allocated += 2 * bytes + state;
-        v->compute[s] = v->params[s];
-        if (m->precision != PP_PREC_FP32) { /* a copy of its own, as interp.c keeps */
-            size_t cbytes = pp_stage_compute_bytes(m, S, s);
-            if (dev_alloc(&v->compute[s], cbytes, err, errlen))
-                return -1;
-            v->allocated += cbytes;
-        }
     }
     /* All activation memory the step needs, allocated once: the plan's slots
      * and its workspace. */
@@ -229,19 +243,31 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
         if (dev_alloc(&v->slot[k], p->slot_bytes[k], err, errlen) ||
             new_dep(&v->slot_dep[k], err, errlen))
             return -1;
-        v->allocated += p->slot_bytes[k];
+        v->c.allocated += p->slot_bytes[k];
     }
     if (dev_alloc(&v->work, p->workspace_bytes, err, errlen))
         return -1;
-    v->allocated += p->workspace_bytes;
+    v->c.allocated += p->workspace_bytes;
     if (pp_plan_workspaces(p) > 1) { /* overlapped pairs: the second stream's own */
         if (pp_cuda_model_create(&v->cm2, v->st[ST_COMPUTE2], err, errlen) ||
             dev_alloc(&v->work2, p->workspace_bytes, err, errlen))
             return -1;
         pp_cuda_model_set_epilogues(v->cm2, !v->opts->no_epilogues);
         TRY(cudaEventCreateWithFlags(&v->pair_ev, cudaEventDisableTiming));
-        v->allocated += p->workspace_bytes;
+        v->c.allocated += p->workspace_bytes;
     }
+    /* the non-finite check's records (not in the memory line: the check's,
+     * not the plan's), and --deterministic's per-lane gradient */
+    size_t nbig = 0;
+    for (int s = 0; s < S; s++)
+        if (pp_vm_core_det(&v->c, s) && pp_stage_param_count(m, S, s) > nbig)
+            nbig = pp_stage_param_count(m, S, s);
+    for (int lane = 0; lane < 1 + (v->cm2 != NULL); lane++)
+        if (dev_alloc((void **)&v->nf_dev[lane], 2 * p->ninstr * sizeof(double), err, errlen) ||
+            dev_alloc((void **)&v->det_job[lane], nbig * sizeof(float), err, errlen))
+            return -1;
+    TRY(cudaEventCreateWithFlags(&v->det_ev, cudaEventDisableTiming));
+    TRY(cudaEventCreateWithFlags(&v->commit_ev, cudaEventDisableTiming));
     for (uint32_t i = 0; i < p->ninstr; i++) {
         int b = p->code[i].mb;
         if (p->code[i].op != PP_OP_LoadMicroBatch || v->tok_host[b])
@@ -276,20 +302,24 @@ static void teardown(cuda_vm *v)
     cudaCheck(cudaFree(v->work2));
     if (v->pair_ev)
         cudaCheck(cudaEventDestroy(v->pair_ev));
-    for (uint32_t s = 0; s < p->S; s++) { /* any of the tables may be missing */
-        if (v->compute && v->params && v->compute[s] != v->params[s])
-            cudaCheck(cudaFree(v->compute[s]));
-        if (v->params)
-            cudaCheck(cudaFree(v->params[s]));
-        if (v->grads)
-            cudaCheck(cudaFree(v->grads[s]));
-        if (v->state)
-            cudaCheck(cudaFree(v->state[s]));
+    pp_vm_core_free(&v->c);
+    for (uint32_t s = 0; s < p->S; s++) { /* either table may be missing */
         if (v->param_dep && v->param_dep[s].ev)
             cudaCheck(cudaEventDestroy(v->param_dep[s].ev));
         if (v->grad_dep && v->grad_dep[s].ev)
             cudaCheck(cudaEventDestroy(v->grad_dep[s].ev));
     }
+    for (int lane = 0; lane < 2; lane++) {
+        cudaCheck(cudaFree(v->nf_dev[lane]));
+        cudaCheck(cudaFree(v->det_job[lane]));
+    }
+    if (v->det_ev)
+        cudaCheck(cudaEventDestroy(v->det_ev));
+    if (v->commit_ev)
+        cudaCheck(cudaEventDestroy(v->commit_ev));
+    free(v->nf_host);
+    free(v->nf_kind);
+    free(v->nf_lane);
     for (uint32_t k = 0; v->slot && k < p->nslots; k++) {
         cudaCheck(cudaFree(v->slot[k]));
         if (v->slot_dep && v->slot_dep[k].ev) /* either table may be missing */
@@ -312,10 +342,6 @@ static void teardown(cuda_vm *v)
         if (v->st[i])
             cudaCheck(cudaStreamDestroy(v->st[i]));
     }
-    free(v->params);
-    free(v->grads);
-    free(v->state);
-    free(v->compute);
     free(v->param_dep);
     free(v->grad_dep);
     free(v->slot);
@@ -334,11 +360,11 @@ static void init_weights(cuda_vm *v)
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
-        pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->params[s]);
-        pp_cuda_stage_compute_copy(v->cm, &p->model, S, s, v->params[s], v->compute[s]);
-        cudaCheck(cudaMemsetAsync(v->grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
-        if (v->state[s]) /* AdamW's moments start at zero */
-            cudaCheck(cudaMemsetAsync(v->state[s], 0,
+        pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->c.params[s]);
+        pp_cuda_stage_compute_copy(v->cm, &p->model, S, s, v->c.params[s], v->c.compute[s]);
+        cudaCheck(cudaMemsetAsync(v->c.grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
+        if (v->c.state[s]) /* AdamW's moments start at zero */
+            cudaCheck(cudaMemsetAsync(v->c.state[s], 0,
                                       pp_optimizer_state_floats(p->model.optimizer) * n *
                                           sizeof(float),
                                       v->st[ST_COMPUTE]));
@@ -366,7 +392,7 @@ static const void *use_weights(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
     if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
         return NULL; /* a stage without weights (plancheck.c): nothing to order */
     d[(*n)++] = &v->param_dep[s];
-    return v->compute[s];
+    return v->c.compute[s];
 }
 
 /* Where a job accumulates weight gradients: its wgrad slot, or this rank's own. */
@@ -377,7 +403,7 @@ static float *use_grads(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
     if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
         return NULL; /* a stage without weights: no gradients either */
     d[(*n)++] = &v->grad_dep[s];
-    return v->grads[s];
+    return v->c.grads[s];
 }
 
 static void compute_begin(cuda_vm *v, cvm_dep **d, int n, int lane)
@@ -417,17 +443,172 @@ static void prof_mark(cuda_vm *v, const pp_instr *in, int end, int lane)
 }
 
 /* --profile, once the step's streams are idle: each job's time between its
- * two events. */
-static void prof_collect(cuda_vm *v)
+ * two events; a deferred OptimizerStep's (--skip-nonfinite) once commit ran
+ * it (apply 1: what commit passes; 0 here, at the end of the step). */
+static void prof_collect(cuda_vm *v, int deferred)
 {
     for (uint32_t i = 0; v->run->prof && i < v->p->ninstr; i++) {
-        int dir = pp_profile_dir(&v->p->code[i]);
+        const pp_instr *in = &v->p->code[i];
+        int dir = pp_profile_dir(in);
         float ms = 0;
-        if (dir < 0)
+        if (dir < 0 || deferred != (in->op == PP_OP_OptimizerStep && v->opts->skip_nonfinite))
             continue;
         cudaCheck(cudaEventElapsedTime(&ms, v->prof_ev[2 * i], v->prof_ev[2 * i + 1]));
-        pp_profile_add(v->run->prof, v->run->step, dir, v->p->code[i].stage, ms * 1e-3);
+        pp_profile_add(v->run->prof, v->run->step, dir, in->stage, ms * 1e-3);
     }
+}
+
+/* ---- the non-finite check and its test hook (vm/core.c) ------------------------ */
+
+/* The instruction's record on its lane's array (cuda_vm.nf_dev). */
+static double *nf_record(cuda_vm *v, const pp_instr *in, int lane)
+{
+    size_t i = (size_t)(in - v->p->code);
+    v->nf_lane[i] = lane == ST_COMPUTE2;
+    return v->nf_dev[v->nf_lane[i]] + 2 * i;
+}
+
+/* Checks n floats of x (device) on the lane, after what wrote them; read at
+ * the end of the step (read_checks). x may be NULL: nothing to check. */
+static void check_finite(cuda_vm *v, const pp_instr *in, const float *x, size_t n,
+                         pp_nf_kind kind, int lane)
+{
+    if (!x || v->c.nc)
+        return;
+    v->nf_kind[in - v->p->code] = (signed char)kind;
+    cudaCheck(pp_cu_first_nonfinite(x, n, nf_record(v, in, lane), v->st[lane]));
+}
+
+/* PP_INJECT_NAN: a NaN into a float or a double of device memory, copied
+ * from the host (the bits the cpu backend's NAN has). */
+static void poison(cuda_vm *v, void *x, int is_double, int lane)
+{
+    static const float nanf_ = NAN;
+    static const double nand_ = NAN;
+    cudaCheck(cudaMemcpyAsync(x, is_double ? (const void *)&nand_ : (const void *)&nanf_,
+                              is_double ? sizeof nand_ : sizeof nanf_, cudaMemcpyHostToDevice,
+                              v->st[lane]));
+}
+
+/* PP_INJECT_NAN's din and wgrad: a backward job's input gradient or the
+ * weight gradients it added to (either may be NULL: not written here). */
+static void inject_grads(cuda_vm *v, const pp_instr *in, float *din, float *g, int lane)
+{
+    if (din && pp_vm_core_inject_here(&v->c, in, PP_INJECT_DIN))
+        poison(v, din, 0, lane);
+    if (g && pp_stage_param_count(&v->p->model, (int)v->p->S, in->stage) &&
+        pp_vm_core_inject_here(&v->c, in, PP_INJECT_WGRAD))
+        poison(v, g, 0, lane);
+}
+
+/* A forward's loss: the last stage moves its microbatch's loss out of the
+ * context's sum into the instruction's record (the step's loss is their
+ * sum: read_checks); PP_INJECT_NAN there, or into another stage's output. */
+static void forward_done(cuda_vm *v, const pp_instr *in, pp_cuda_model *cm, float *out, int lane)
+{
+    int last = in->stage == (int)v->p->S - 1;
+    if (v->c.nc)
+        return;
+    if (last) {
+        double *rec = nf_record(v, in, lane);
+        v->nf_kind[in - v->p->code] = PP_NF_LOSS;
+        pp_cuda_loss_move(cm, rec);
+        if (pp_vm_core_inject_here(&v->c, in, PP_INJECT_OUT))
+            poison(v, rec, 1, lane);
+    } else if (pp_vm_core_inject_here(&v->c, in, PP_INJECT_OUT)) {
+        poison(v, out, 0, lane);
+    }
+}
+
+/* The end of a step, the streams idle: every record read, the findings
+ * noted for the driver; returns the step's loss, its microbatches' in plan
+ * order. */
+static double read_checks(cuda_vm *v)
+{
+    const pp_plan *p = v->p;
+    size_t n = 2 * (size_t)p->ninstr;
+    double loss = 0;
+    if (v->c.nc)
+        return 0;
+    for (int lane = 0; lane < 2 && n; lane++)
+        if (v->nf_dev[lane])
+            cudaCheck(cudaMemcpy(v->nf_host + lane * n, v->nf_dev[lane], n * sizeof(double),
+                                 cudaMemcpyDeviceToHost));
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        const pp_instr *in = &p->code[i];
+        const double *rec = v->nf_host + v->nf_lane[i] * n + 2 * i;
+        int kind = v->nf_kind[i];
+        v->nf_kind[i] = 0;
+        if (kind == PP_NF_LOSS) {
+            loss += rec[0];
+            if (!isfinite(rec[0]))
+                pp_vm_core_note(&v->c, PP_NF_LOSS, in->stage, in->mb, rec[0]);
+        } else if (kind && rec[0] >= 0) {
+            pp_vm_core_note(&v->c, kind, in->stage, kind == PP_NF_WEIGHT_GRAD ? -1 : in->mb,
+                            rec[1]);
+        }
+    }
+    return loss;
+}
+
+/* ---- --deterministic (vm/determ.h, through the core) ----------------------------- */
+
+/* Where job W(s,b) accumulates its weight gradients: its wgrad slot or the
+ * owner's gradients; under --deterministic a zeroed device buffer of its
+ * lane's, copied to the core's host buffer when the job is done (det_done). */
+static float *wjob_grads(cuda_vm *v, int s, int k, int lane, cvm_dep **d, int *n)
+{
+    if (!pp_vm_core_det(&v->c, s))
+        return use_grads(v, s, k, d, n);
+    float *g = v->det_job[lane == ST_COMPUTE2];
+    if (!v->c.nc)
+        cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(&v->p->model, (int)v->p->S, s) *
+                                           sizeof(float), v->st[lane]));
+    return g;
+}
+
+/* W(s,b) is done on the lane: its gradient to the host (the host waits, as
+ * the mpi transport's sends do), where the core sums it in order. */
+static void det_done(cuda_vm *v, const pp_instr *in, const float *g, int lane)
+{
+    int s = in->stage;
+    if (!pp_vm_core_det(&v->c, s) || v->c.nc)
+        return;
+    float *host = pp_vm_core_det_job(&v->c, s, in->mb);
+    cudaCheck(cudaMemcpyAsync(host, g, pp_stage_param_count(&v->p->model, (int)v->p->S, s) *
+                                           sizeof(float), cudaMemcpyDeviceToHost, v->st[lane]));
+    cudaCheck(cudaEventRecord(v->det_ev, v->st[lane]));
+    cvm_host_wait(v, v->det_ev, "a microbatch's weight gradients (--deterministic)");
+    pp_vm_core_det_done(&v->c, s, in->mb);
+}
+
+/* ---- one instruction ---------------------------------------------------------- */
+
+/* Stage s's update on the lane (its buffers' waits issued by the caller):
+ * params, the compute copy and the optimizer state from the gradients,
+ * which it zeroes; timed for --profile. */
+static void update(cuda_vm *v, const pp_instr *in, int lane)
+{
+    const pp_model *m = &v->p->model;
+    int s = in->stage;
+    float *w = v->c.params[s], *g = v->c.grads[s];
+    const pp_optim *o = &v->opts->optim;
+    size_t np = pp_stage_param_count(m, (int)v->p->S, s);
+    cudaStream_t cs = v->st[lane];
+    prof_mark(v, in, 0, lane);
+    /* bf16: the optimizer writes the compute copy in its own pass (for
+     * fp32 the copy is the weights themselves) */
+    uint16_t *copy = m->precision == PP_PREC_BF16 ? (uint16_t *)v->c.compute[s] : NULL;
+    if (v->c.nc) /* --no-compute: no update */
+        ;
+    else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
+        cudaCheck(pp_cu_adamw_step(w, g, v->c.state[s], v->c.state[s] + np, np,
+                                   v->run->step + 1, pp_optim_lr(o, v->run->step + 1), o->beta1,
+                                   o->beta2, o->eps, o->weight_decay, copy, cs));
+    else
+        cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), copy, cs));
+    prof_mark(v, in, 1, lane);
+    cvm_params_changed(v, s);
 }
 
 static void exec(cuda_vm *v, const pp_instr *in)
@@ -435,18 +616,22 @@ static void exec(cuda_vm *v, const pp_instr *in)
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
     int S = (int)p->S, s = in->stage, n = 0;
-    int nc = v->opts->no_compute; /* vm/vmbench.h: every operand and event, no kernel */
+    int nc = v->c.nc; /* vm/vmbench.h: every operand and event, no kernel */
     /* the lane: COMPUTE, or COMPUTE2 for the second job of a pair */
-    int lane = ST_COMPUTE, pair_pos = 0;
-    if (pp_op(in->op)->kind == PP_KIND_COMPUTE && v->pair_left > 0) {
-        pair_pos = 3 - v->pair_left--;
-        if (pair_pos == 2)
-            lane = ST_COMPUTE2;
-    }
+    int pair_pos = pp_vm_core_pair_pos(&v->c, in);
+    int lane = pair_pos == 2 ? ST_COMPUTE2 : ST_COMPUTE;
     cudaStream_t cs = v->st[lane];
     pp_cuda_model *cm = lane == ST_COMPUTE2 ? v->cm2 : v->cm;
     void *work = lane == ST_COMPUTE2 ? v->work2 : v->work;
+    size_t act = pp_act_bytes(m) / sizeof(float);
     cvm_dep *d[PP_MAX_SLOTS + 2];
+    if (pp_vm_core_det(&v->c, s) &&
+        (in->op == PP_OP_SendWeightGrad || in->op == PP_OP_RecvWeightGrad ||
+         in->op == PP_OP_ReduceGrads)) {
+        if (!nc)
+            pp_vm_core_det_transfer(&v->c, in); /* host memory, MPI */
+        return;
+    }
     switch ((pp_opcode)in->op) {
     case PP_OP_LoadMicroBatch: {
         int b = in->mb;
@@ -475,6 +660,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
             pp_cuda_stage_forward(cm, m, S, s, w, x, tgt, stash, work, out,
                                   pp_loss_scale(m, (int)p->B));
         prof_mark(v, in, 1, lane);
+        forward_done(v, in, cm, out, lane);
         break;
     }
     case PP_OP_Backward: {
@@ -482,12 +668,16 @@ static void exec(cuda_vm *v, const pp_instr *in)
         const float *dout = use_slot(v, pp_slot(in, PP_ROLE_DOUT), d, &n);
         float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
         const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
-        float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
+        float *g = wjob_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), lane, d, &n);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
         if (!nc)
             pp_cuda_stage_backward(cm, m, S, s, w, g, stash, work, dout, din);
         prof_mark(v, in, 1, lane);
+        if (!nc)
+            inject_grads(v, in, din, g, lane);
+        check_finite(v, in, din, act, PP_NF_INPUT_GRAD, lane);
+        det_done(v, in, g, lane);
         break;
     }
     case PP_OP_BackwardInput: {
@@ -500,16 +690,22 @@ static void exec(cuda_vm *v, const pp_instr *in)
         if (!nc)
             pp_cuda_stage_backward_input(cm, m, S, s, w, stash, work, dout, din);
         prof_mark(v, in, 1, lane);
+        if (!nc)
+            inject_grads(v, in, din, NULL, lane);
+        check_finite(v, in, din, act, PP_NF_INPUT_GRAD, lane);
         break;
     }
     case PP_OP_BackwardWeight: {
         const void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
-        float *g = use_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), d, &n);
+        float *g = wjob_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), lane, d, &n);
         compute_begin(v, d, n, lane);
         prof_mark(v, in, 0, lane);
         if (!nc)
             pp_cuda_stage_backward_weight(cm, m, S, s, g, stash, work);
         prof_mark(v, in, 1, lane);
+        if (!nc)
+            inject_grads(v, in, NULL, g, lane);
+        det_done(v, in, g, lane);
         break;
     }
     case PP_OP_ZeroGrads: {
@@ -532,24 +728,15 @@ static void exec(cuda_vm *v, const pp_instr *in)
         /* params and the compute copy: param_dep, so the step waits for the
          * weight sends of the copy (and the jobs reading it) before it */
         (void)use_weights(v, s, -1, d, &n);
-        float *w = v->params[s], *g = use_grads(v, s, -1, d, &n);
-        const pp_optim *o = &v->opts->optim;
+        float *g = use_grads(v, s, -1, d, &n);
         size_t np = pp_stage_param_count(m, S, s);
         compute_begin(v, d, n, lane);
-        prof_mark(v, in, 0, lane);
-        /* bf16: the optimizer writes the compute copy in its own pass (for
-         * fp32 the copy is the weights themselves) */
-        uint16_t *copy = m->precision == PP_PREC_BF16 ? (uint16_t *)v->compute[s] : NULL;
-        if (nc) /* --no-compute: no update */
-            ;
-        else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
-            cudaCheck(pp_cu_adamw_step(w, g, v->state[s], v->state[s] + np, np, v->run->step + 1,
-                                       pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2,
-                                       o->eps, o->weight_decay, copy, cs));
-        else
-            cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), copy, cs));
-        prof_mark(v, in, 1, lane);
-        cvm_params_changed(v, s);
+        if (pp_vm_core_det(&v->c, s) && !nc) /* the ordered sum, from the host */
+            cudaCheck(cudaMemcpyAsync(g, pp_vm_core_det_sum(&v->c, s), np * sizeof(float),
+                                      cudaMemcpyHostToDevice, cs));
+        check_finite(v, in, g, np, PP_NF_WEIGHT_GRAD, lane);
+        if (nc || !pp_vm_core_defer(&v->c, in)) /* --skip-nonfinite: until commit */
+            update(v, in, lane);
         break;
     }
     case PP_OP_SendActivation:
@@ -566,8 +753,7 @@ static void exec(cuda_vm *v, const pp_instr *in)
     case PP_OP_GroupEnd:
         cvm_group(v, in->op == PP_OP_GroupStart);
         break;
-    case PP_OP_Overlap: /* the next two jobs: see the header */
-        v->pair_left = 2;
+    case PP_OP_Overlap: /* the next two jobs (see the header): the core counts them */
         break;
     case PP_OP_COUNT:
         break;
@@ -575,95 +761,37 @@ static void exec(cuda_vm *v, const pp_instr *in)
     compute_end(v, d, n, pair_pos);
 }
 
-/* ---- the step loop -------------------------------------------------------------- */
-
-/* The watchdog, each time the host finds the GPU still busy inside a step:
- * an asynchronous NCCL error, or a step not finished --timeout seconds after
- * it began, ends the run with a message (`awaited` says what the host was
- * waiting for) instead of a hang. */
-static void watchdog(cuda_vm *v, const char *awaited)
-{
-    double timeout = v->opts->timeout > 0 ? v->opts->timeout : 300;
-    char msg[256];
-    if (cvm_transport_async_error(v, msg, sizeof msg)) {
-        pp_vm_error(v->me, "step %d: %s", v->run->step + 1, msg);
-        pp_cuda_fatal();
-    }
-    if (MPI_Wtime() - v->run->t0 > timeout) {
-        pp_vm_error(v->me,
-                    "step %d: not finished after %g s, see --timeout (%s; a peer may have failed "
-                    "or stalled)",
-                    v->run->step + 1, timeout, awaited);
-        pp_cuda_fatal();
-    }
-}
-
-static const struct timespec nap = {0, 50 * 1000};
-
-/* The host's waits for the GPU inside a step (the mpi transport's staging
- * copies, a microbatch's pinned tokens) poll under the watchdog: a blocking
- * cudaEventSynchronize on a stalled GPU would hang this rank, and with it
- * every rank, for ever, whatever --timeout says. */
-void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
-{
-    uint64_t t0 = 0; /* --no-compute: when the first query found the GPU busy */
-    for (;;) {
-        cudaError_t rc = cudaEventQuery(ev);
-        if (rc == cudaSuccess && t0)
-            v->run->waited_ns += pp_vmbench_now() - t0;
-        if (rc == cudaSuccess)
-            return;
-        if (!t0 && v->opts->no_compute)
-            t0 = pp_vmbench_now();
-        if (rc != cudaErrorNotReady)
-            cuda_check(rc, what, __FILE__, __LINE__); /* a kernel's fault surfaces here */
-        char awaited[160];
-        snprintf(awaited, sizeof awaited, "waiting for %s", what);
-        watchdog(v, awaited);
-        nanosleep(&nap, NULL);
-    }
-}
-
-/* The end of a step: wait until every stream is done, polling rather than
- * blocking, so an asynchronous NCCL error or a step that takes longer than
- * --timeout ends the run with a message instead of a hang. */
-static void finish_step(cuda_vm *v)
-{
-    static const char *name[ST_COUNT] = {"compute", "up", "down", "compute2"};
-    int busy[ST_COUNT], left;
-    for (int i = 0; i < ST_COUNT; i++) {
-        cudaCheck(cudaEventRecord(v->done[i], v->st[i]));
-        busy[i] = 1;
-    }
-    for (;;) {
-        left = 0;
-        for (int i = 0; i < ST_COUNT; i++) {
-            if (!busy[i])
-                continue;
-            /* a kernel's fault surfaces here as the query's error */
-            cudaError_t rc = cudaEventQuery(v->done[i]);
-            if (rc == cudaSuccess)
-                busy[i] = 0;
-            else if (rc == cudaErrorNotReady)
-                left++;
-            else
-                cuda_check(rc, "cudaEventQuery (end of step)", __FILE__, __LINE__);
-        }
-        if (!left)
-            break;
-        char which[64] = "streams still busy: ";
-        for (int i = 0, first = 1; i < ST_COUNT; i++)
-            if (busy[i]) {
-                snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
-                         first ? "" : ", ", name[i]);
-                first = 0;
-            }
-        watchdog(v, which);
-        nanosleep(&nap, NULL);
-    }
-}
-
 /* ---- the backend's interface (backend.h) ------------------------------------ */
+
+/* Device memory for the core's per-stage state (core.h): allocated at
+ * start-up, copied to and from the host between steps, when every stream
+ * is idle, so blocking copies see the step's results. */
+static void dev_release(void *ptr)
+{
+    cudaCheck(cudaFree(ptr));
+}
+
+static void dev_to_host(void *dst, const void *src, size_t bytes)
+{
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void dev_from_host(void *dst, const void *src, size_t bytes)
+{
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+/* --resume, before the first step: the streams are non-blocking and do not
+ * wait for the default stream's copies. */
+static void dev_settle(void)
+{
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+static const pp_vm_mem device_mem = {
+    .host = 0, .alloc = dev_alloc, .release = dev_release, .to_host = dev_to_host,
+    .from_host = dev_from_host, .settle = dev_settle,
+};
 
 static void cuda_destroy(void *be)
 {
@@ -673,8 +801,9 @@ static void cuda_destroy(void *be)
     pp_cuda_fatal_hook = NULL;
 }
 
-/* The device, then everything local (setup); not collective but for
- * pick_device's node split, which cannot fail. NULL with err. */
+/* The device, then the core's state and everything local (setup); not
+ * collective but for pick_device's node split, which cannot fail. NULL
+ * with err. */
 static void *cuda_create(pp_run *run, char *err, size_t errlen)
 {
     cuda_vm *v = calloc(1, sizeof *v);
@@ -692,7 +821,7 @@ static void *cuda_create(pp_run *run, char *err, size_t errlen)
         pp_cuda_fatal_hook = NULL;
         return NULL;
     }
-    if (setup(v, err, errlen)) {
+    if (pp_vm_core_init(&v->c, run, &device_mem, err, errlen) || setup(v, err, errlen)) {
         cuda_destroy(v);
         return NULL;
     }
@@ -702,13 +831,10 @@ static void *cuda_create(pp_run *run, char *err, size_t errlen)
 /* Communicators (collective), then the initial weights. */
 static void cuda_connect(void *be)
 {
-    cvm_transport_connect(be);
-    init_weights(be);
-}
-
-static unsigned long long cuda_allocated(void *be)
-{
-    return ((cuda_vm *)be)->allocated;
+    cuda_vm *v = be;
+    cvm_transport_connect(v);
+    pp_vm_core_connect(&v->c);
+    init_weights(v);
 }
 
 static void cuda_exec(void *be, const pp_instr *in)
@@ -717,15 +843,46 @@ static void cuda_exec(void *be, const pp_instr *in)
 }
 
 /* Every stream idle (polled under the watchdog), every send complete, the
- * step's job times collected; the loss, read without a wait. */
+ * step's job times collected, the non-finite check's records read; the
+ * loss, summed from them. */
 static double cuda_end_step(void *be)
 {
     cuda_vm *v = be;
-    finish_step(v);
+    cvm_finish_step(v);
     cvm_transport_drain(v);
-    prof_collect(v);
-    double loss = pp_cuda_loss_take(v->cm); /* the streams are idle: no wait */
-    return v->cm2 ? loss + pp_cuda_loss_take(v->cm2) : loss;
+    pp_vm_core_end_step(&v->c);
+    prof_collect(v, 0);
+    return read_checks(v);
+}
+
+/* --skip-nonfinite, once the ranks agreed: the step's deferred
+ * OptimizerSteps run on the compute stream (timed for --profile as exec
+ * would), or are dropped with their gradients, which the update would have
+ * zeroed; then the host waits for them, so that what follows (a checkpoint,
+ * --save) reads the result. */
+static void cuda_commit(void *be, int apply)
+{
+    cuda_vm *v = be;
+    cudaStream_t cs = v->st[ST_COMPUTE];
+    for (int i = 0; i < v->c.ndeferred; i++) {
+        const pp_instr *in = v->c.deferred[i];
+        int s = in->stage;
+        cvm_wait(v, &v->param_dep[s], ST_COMPUTE);
+        cvm_wait(v, &v->grad_dep[s], ST_COMPUTE);
+        if (apply)
+            update(v, in, ST_COMPUTE);
+        else
+            cudaCheck(cudaMemsetAsync(v->c.grads[s], 0,
+                                      pp_stage_param_count(&v->p->model, (int)v->p->S, s) *
+                                          sizeof(float), cs));
+        cvm_record(v, &v->param_dep[s], ST_COMPUTE);
+        cvm_record(v, &v->grad_dep[s], ST_COMPUTE);
+    }
+    cudaCheck(cudaEventRecord(v->commit_ev, cs));
+    cvm_host_wait(v, v->commit_ev, "the step's deferred optimizer updates");
+    if (apply && v->c.ndeferred)
+        prof_collect(v, 1);
+    v->c.ndeferred = 0;
 }
 
 static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth)
@@ -733,64 +890,19 @@ static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth)
     return cvm_transport_link(be, bytes, latency, bandwidth);
 }
 
-/* The fp32 master, copied to the host. */
-static void cuda_weights(void *be, int s, float *out)
-{
-    cuda_vm *v = be;
-    size_t n = pp_stage_param_count(&v->p->model, (int)v->p->S, s);
-    cudaCheck(cudaMemcpy(out, v->params[s], n * sizeof *out, cudaMemcpyDeviceToHost));
-}
-
-/* A checkpoint's copy of stage s (backend.h), after end_step: every stream
- * is idle, so blocking copies see the step's results. */
-static void cuda_stage_get(void *be, int s, float *params, float *state, void *compute)
-{
-    cuda_vm *v = be;
-    const pp_model *m = &v->p->model;
-    int S = (int)v->p->S;
-    size_t n = pp_stage_param_count(m, S, s);
-    cudaCheck(cudaMemcpy(params, v->params[s], n * sizeof *params, cudaMemcpyDeviceToHost));
-    if (state)
-        cudaCheck(cudaMemcpy(state, v->state[s],
-                             pp_optimizer_state_floats(m->optimizer) * n * sizeof *state,
-                             cudaMemcpyDeviceToHost));
-    if (compute)
-        cudaCheck(cudaMemcpy(compute, v->compute[s], pp_stage_compute_bytes(m, S, s),
-                             cudaMemcpyDeviceToHost));
-}
-
-/* --resume, before the first step: the copies then a device-wide
- * synchronisation, since the streams are non-blocking and do not wait for
- * the default stream's copies. */
-static void cuda_stage_set(void *be, int s, const float *params, const float *state,
-                           const void *compute)
-{
-    cuda_vm *v = be;
-    const pp_model *m = &v->p->model;
-    int S = (int)v->p->S;
-    size_t n = pp_stage_param_count(m, S, s);
-    cudaCheck(cudaMemcpy(v->params[s], params, n * sizeof *params, cudaMemcpyHostToDevice));
-    if (state)
-        cudaCheck(cudaMemcpy(v->state[s], state,
-                             pp_optimizer_state_floats(m->optimizer) * n * sizeof *state,
-                             cudaMemcpyHostToDevice));
-    if (compute)
-        cudaCheck(cudaMemcpy(v->compute[s], compute, pp_stage_compute_bytes(m, S, s),
-                             cudaMemcpyHostToDevice));
-    cudaCheck(cudaDeviceSynchronize()); /* start-up only */
-}
-
 const pp_backend pp_backend_cuda = {
     .name = "cuda",
     .profile_overlap = -1.0, /* two streams: not measured */
     .create = cuda_create,
     .connect = cuda_connect,
-    .allocated = cuda_allocated,
+    .allocated = pp_vm_core_allocated,
     .exec = cuda_exec,
     .end_step = cuda_end_step,
     .link = cuda_link,
-    .weights = cuda_weights,
-    .stage_get = cuda_stage_get,
-    .stage_set = cuda_stage_set,
+    .weights = pp_vm_core_weights,
+    .stage_get = pp_vm_core_stage_get,
+    .stage_set = pp_vm_core_stage_set,
     .destroy = cuda_destroy,
+    .nonfinite = pp_vm_core_nonfinite,
+    .commit = cuda_commit,
 };

@@ -116,7 +116,7 @@ static void usage(FILE *f)
             "                (default 30)\n"
             "  --skip-nonfinite  skip a step whose loss or gradients are not finite (every\n"
             "                rank keeps its weights and optimizer state) instead of stopping\n"
-            "                with exit 1 (cpu backend only)\n"
+            "                with exit 1\n"
             "  --epilogues E cuda: on (default) fuses bias, GELU and residual adds into the\n"
             "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
             "  --profile FILE  write what this run measured (each stage's F, B, W and\n"
@@ -135,8 +135,10 @@ static void usage(FILE *f)
             "  --deterministic  sum each stage's weight gradients in one fixed order, the\n"
             "                reference's (microbatch 0, 1, ..., B-1, each computed on its own),\n"
             "                whatever the schedule, so that a run and --reference\n"
-            "                --deterministic end with the same bits (--atol 0 --rtol 0);\n"
-            "                costs memory and time (vm/README.md); cpu backend only\n"
+            "                --deterministic end with the same bits (--atol 0 --rtol 0;\n"
+            "                on cuda, every cuda run of the model alike); costs memory and\n"
+            "                time (vm/README.md); picks the cpu backend unless --backend\n"
+            "                cuda, which it takes with --transport mpi\n"
             "  --no-compute  benchmark mode: run every instruction's dispatch, slot lookups,\n"
             "                waits and transfers but no kernel (every message 4 bytes), time\n"
             "                each instruction, and print ns per instruction by opcode and\n"
@@ -197,10 +199,13 @@ static int check_checkpoint_flags(options *o)
     return 0;
 }
 
-/* --deterministic runs on the cpu backend (the cuda backend still sums
- * partial sums: vm/README.md) and the reference, so it picks the cpu
- * backend where none is asked for and refuses cuda and nccl; it means
- * nothing to --compare. 0, or -1 (said). */
+/* --deterministic runs on both backends and the reference (vm/determ.h).
+ * Where no backend is asked for it picks the cpu, the one that sums in
+ * order at full speed; on cuda its per-microbatch gradients move through
+ * host memory with MPI beside the plan's transfers, which the mpi transport
+ * keeps in one order with them (the host issues every transfer in plan
+ * order and blocks in it), so it takes --transport mpi and refuses nccl. It
+ * means nothing to --compare. 0, or -1 (said). */
 static int settle_deterministic(options *o)
 {
     const char *why = NULL;
@@ -208,15 +213,17 @@ static int settle_deterministic(options *o)
         return 0;
     if (o->compare)
         why = "--deterministic changes how a run sums its gradients; it does not go with --compare";
-    else if (o->backend == BACKEND_CUDA || o->transport == PP_TRANSPORT_NCCL)
-        why = "--deterministic is implemented on the cpu backend only; drop --backend cuda and "
-              "--transport nccl (or use --backend cpu)";
+    else if (o->transport == PP_TRANSPORT_NCCL)
+        why = "--deterministic moves its per-microbatch gradients with MPI; it takes --transport "
+              "mpi, not nccl";
     if (why) {
         if (first_process())
             pp_vm_error(-1, "%s", why);
         return -1;
     }
-    o->backend = BACKEND_CPU;
+    if (o->backend == BACKEND_UNSET)
+        o->backend = BACKEND_CPU;
+    o->transport = PP_TRANSPORT_MPI;
     return 0;
 }
 

@@ -23,6 +23,8 @@
  * every send blocked until its receive was posted. */
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include "../kernels/cuda_kernels.h"
 #include "../kernels/model.h"
@@ -358,14 +360,14 @@ static void send_weights(cuda_vm *v, int st, int s, int peer)
     size_t bytes = msg_bytes(v, compute_bytes(v, s));
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
-        ncclCheck(ncclSend(v->compute[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
+        ncclCheck(ncclSend(v->c.compute[s], bytes, ncclInt8, peer, v->comm[st], v->st[st]));
         record_transfer(v, &v->param_dep[s], st);
         return;
     }
     cvm_staging *h = &v->stage_stg[s];
     if (!v->stage_has_params[s]) {
         staging_claim(v, h, 1);
-        copy_out(v, h, v->compute[s], bytes, &v->param_dep[s], st);
+        copy_out(v, h, v->c.compute[s], bytes, &v->param_dep[s], st);
         v->stage_has_params[s] = 1;
     }
     if (v->nwsend >= v->wsend_cap) { /* cannot happen: the cap counts the plan's SendWeights */
@@ -385,7 +387,7 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
             pp_cuda_fatal();
         }
         cvm_wait(v, &v->grad_dep[s], st);
-        ncclCheck(ncclAllReduce(v->grads[s], v->grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
+        ncclCheck(ncclAllReduce(v->c.grads[s], v->c.grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
                                 v->st[st]));
         cvm_record(v, &v->grad_dep[s], st);
         return;
@@ -393,11 +395,11 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
     cvm_staging *h = &v->stage_stg[s];
     staging_claim(v, h, 1);
     v->stage_has_params[s] = 0; /* the buffer is about to hold gradients */
-    copy_out(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
+    copy_out(v, h, v->c.grads[s], n * sizeof(float), &v->grad_dep[s], st);
     PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
               mpiCheck(MPI_Allreduce(MPI_IN_PLACE, h->host, (int)n, MPI_FLOAT, MPI_SUM,
                                      v->group_mpi[g])));
-    copy_in(v, h, v->grads[s], n * sizeof(float), &v->grad_dep[s], st);
+    copy_in(v, h, v->c.grads[s], n * sizeof(float), &v->grad_dep[s], st);
 }
 
 void cvm_transfer(cuda_vm *v, const pp_instr *in)
@@ -490,6 +492,94 @@ int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len)
             return 1;
     }
     return 0;
+}
+
+/* ---- the host's waits for the GPU, under the watchdog ------------------ */
+
+/* The watchdog, each time the host finds the GPU still busy inside a step:
+ * an asynchronous NCCL error, or a step not finished --timeout seconds after
+ * it began, ends the run with a message (`awaited` says what the host was
+ * waiting for) instead of a hang. */
+static void watchdog(cuda_vm *v, const char *awaited)
+{
+    double timeout = v->opts->timeout > 0 ? v->opts->timeout : 300;
+    char msg[256];
+    if (cvm_transport_async_error(v, msg, sizeof msg)) {
+        pp_vm_error(v->me, "step %d: %s", v->run->step + 1, msg);
+        pp_cuda_fatal();
+    }
+    if (MPI_Wtime() - v->run->t0 > timeout) {
+        pp_vm_error(v->me,
+                    "step %d: not finished after %g s, see --timeout (%s; a peer may have failed "
+                    "or stalled)",
+                    v->run->step + 1, timeout, awaited);
+        pp_cuda_fatal();
+    }
+}
+
+static const struct timespec nap = {0, 50 * 1000};
+
+/* The host's waits for the GPU inside a step (the mpi transport's staging
+ * copies, a microbatch's pinned tokens) poll under the watchdog: a blocking
+ * cudaEventSynchronize on a stalled GPU would hang this rank, and with it
+ * every rank, for ever, whatever --timeout says. */
+void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
+{
+    uint64_t t0 = 0; /* --no-compute: when the first query found the GPU busy */
+    for (;;) {
+        cudaError_t rc = cudaEventQuery(ev);
+        if (rc == cudaSuccess && t0)
+            v->run->waited_ns += pp_vmbench_now() - t0;
+        if (rc == cudaSuccess)
+            return;
+        if (!t0 && v->opts->no_compute)
+            t0 = pp_vmbench_now();
+        if (rc != cudaErrorNotReady)
+            cuda_check(rc, what, __FILE__, __LINE__); /* a kernel's fault surfaces here */
+        char awaited[160];
+        snprintf(awaited, sizeof awaited, "waiting for %s", what);
+        watchdog(v, awaited);
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* The end of a step: wait until every stream is done, polling rather than
+ * blocking, so an asynchronous NCCL error or a step that takes longer than
+ * --timeout ends the run with a message instead of a hang. */
+void cvm_finish_step(cuda_vm *v)
+{
+    static const char *name[ST_COUNT] = {"compute", "up", "down", "compute2"};
+    int busy[ST_COUNT], left;
+    for (int i = 0; i < ST_COUNT; i++) {
+        cudaCheck(cudaEventRecord(v->done[i], v->st[i]));
+        busy[i] = 1;
+    }
+    for (;;) {
+        left = 0;
+        for (int i = 0; i < ST_COUNT; i++) {
+            if (!busy[i])
+                continue;
+            /* a kernel's fault surfaces here as the query's error */
+            cudaError_t rc = cudaEventQuery(v->done[i]);
+            if (rc == cudaSuccess)
+                busy[i] = 0;
+            else if (rc == cudaErrorNotReady)
+                left++;
+            else
+                cuda_check(rc, "cudaEventQuery (end of step)", __FILE__, __LINE__);
+        }
+        if (!left)
+            break;
+        char which[64] = "streams still busy: ";
+        for (int i = 0, first = 1; i < ST_COUNT; i++)
+            if (busy[i]) {
+                snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s",
+                         first ? "" : ", ", name[i]);
+                first = 0;
+            }
+        watchdog(v, which);
+        nanosleep(&nap, NULL);
+    }
 }
 
 typedef struct {

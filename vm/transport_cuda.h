@@ -13,6 +13,7 @@
 #include "../kernels/cuda_check.h"
 #include "../kernels/model_cuda.h"
 #include "backend.h"
+#include "core.h"
 #include "vm.h"
 
 /* The three streams. UP carries every transfer whose data flows from a lower
@@ -40,6 +41,9 @@ typedef struct {
 } cvm_staging;
 
 typedef struct {
+    pp_vm_core c;  /* first (the core's hooks take the backend's state): per-stage state
+                      (params, grads, state, compute: device memory, NULL where not
+                      owned), the non-finite findings, --skip-nonfinite, --deterministic */
     pp_run *run;   /* the driver's: the step in progress, its start (the watchdog's
                       origin), --profile */
     const pp_plan *p;
@@ -50,10 +54,6 @@ typedef struct {
     cudaStream_t st[ST_COUNT];
     cudaEvent_t done[ST_COUNT]; /* recorded at the end of each stream's step; the watchdog polls */
     pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
-    float **params, **grads;    /* [S] device; NULL for stages this rank does not own */
-    float **state;              /* [S] device, the optimizer's (AdamW: m then v); NULL for SGD */
-    void **compute;             /* [S] device, what jobs read and SendWeights sends: params[s]
-                                   (fp32) or its bf16 copy; NULL where not owned */
     cvm_dep *param_dep, *grad_dep; /* [S]; param_dep covers params[s] and compute[s] */
     void **slot;                /* [nslots] device, the plan's sizes exactly */
     cvm_dep *slot_dep;          /* [nslots] */
@@ -66,14 +66,25 @@ typedef struct {
      * COMPUTE at the pair's end. NULL / 0 without pairs. */
     pp_cuda_model *cm2;
     void *work2;
-    int pair_left;              /* jobs of the open pair not yet issued: 2, 1 or 0 */
     cvm_dep *pair_dep[2 * (PP_MAX_SLOTS + 2)];
     int npair_dep;
     cudaEvent_t pair_ev;
     int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
     cudaEvent_t *tok_ev;        /* [B] after the copy out of tok_host[b] */
-    unsigned long long allocated; /* device bytes: owned weights, gradients, optimizer state and
-                                     compute copies, the slots and the workspace */
+    /* The non-finite check (vm/core.c): each instruction that checks a
+     * number writes its record on its compute lane's device array (a
+     * microbatch's loss; or the index of the first non-finite number, -1
+     * for none, and that number), read in one copy at the end of the step.
+     * One array per lane: the two jobs of a pair write at once. */
+    double *nf_dev[2];          /* [2 * ninstr] device, COMPUTE's and COMPUTE2's */
+    double *nf_host;            /* [2][2 * ninstr] their copies */
+    signed char *nf_kind;       /* [ninstr] this step: a pp_nf_kind checked there, or 0 */
+    unsigned char *nf_lane;     /* [ninstr] and the lane (0, 1) whose array holds it */
+    /* --deterministic: a W job's gradient, per lane, before its copy to the
+     * core's host buffer; det_ev marks the copy's end */
+    float *det_job[2];
+    cudaEvent_t det_ev;
+    cudaEvent_t commit_ev;      /* --skip-nonfinite: the end of commit's updates */
 
     /* nccl transport */
     ncclComm_t world;
@@ -121,8 +132,11 @@ static inline void cvm_record(cuda_vm *v, cvm_dep *d, int st)
  * polls the streams, so this wait too ends the run with a message (naming
  * `what`) on an asynchronous NCCL error or once the step has run longer than
  * --timeout, instead of blocking for ever in cudaEventSynchronize on a GPU
- * that stalled. For every host wait on the GPU inside a step (interp_cuda.c). */
+ * that stalled. For every host wait on the GPU inside a step (interp_cuda.c,
+ * and the mpi transport's staging copies here). */
 void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what);
+/* The end of a step: every stream idle, polled under the same watchdog. */
+void cvm_finish_step(cuda_vm *v);
 
 /* Local set-up of the transport (mpi: pinned staging buffers); not
  * collective. 0, or -1 with err. */

@@ -28,7 +28,7 @@ typedef struct {
     double timeout;   /* seconds a step (or start-up) may take before the watchdog ends the run */
     int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
     int deterministic; /* ppvm --deterministic: weight gradients summed in microbatch order
-                        * (vm/determ.h); the cpu backend and the reference */
+                        * (vm/determ.h); both backends and the reference */
     const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
     /* checkpoints (vm/checkpoint.h) */
     const char *checkpoint_dir; /* --checkpoint-dir (or --resume's DIR), or NULL */

@@ -132,7 +132,7 @@ static const cli_row ppvm_rows[] = {
     {"$PPVM plan --reshard", 2, "ppvm: --reshard needs --resume DIR"},
     {REF " --resume ck", 2, "ppvm: checkpoints and --resume are for a plan's run under mpirun; they do not go with --reference"},
     {"$PPVM --compare w w --deterministic", 2, "ppvm: --deterministic changes how a run sums its gradients; it does not go with --compare"},
-    {"$PPVM plan --deterministic --backend cuda", 2, "ppvm: --deterministic is implemented on the cpu backend only"},
+    {"$PPVM plan --deterministic --transport nccl", 2, "ppvm: --deterministic moves its per-microbatch gradients with MPI; it takes --transport mpi, not nccl"},
     {"$PPVM plan --grace 1 --grace 2", 2, "ppvm: --grace given twice ('1' and '2'); give it once"},
     /* the plan */
     {"$PPVM --reference missing --steps 1", 1, "ppvm: missing: cannot open: No such file or directory"},

@@ -26,6 +26,8 @@
 #ifdef PP_HAVE_CUDA
 #include "../../kernels/cuda_check.h"
 #include "../../kernels/cuda_kernels.h"
+#include "../../kernels/finite.h"
+#include "../../kernels/finite_cuda.h"
 #include "../../kernels/attention_cuda.h"
 #include "../../kernels/gpt_layout.h"
 
@@ -1212,6 +1214,48 @@ static void run_attention_bf16(void) {
                            att_shapes[i][3], att_shapes[i][4], 1);
 }
 
+/* pp_cu_first_nonfinite against pp_first_nonfinite: no bad number, one at
+ * the ends and around a block's stride, the first of several (an infinity
+ * before a NaN), each sign, a single element and none. */
+static void run_first_nonfinite(void) {
+    static const struct {
+        size_t n;
+        long long at[2];
+        float bad[2];
+    } cases[] = {
+        {37000, {-1, -1}, {0, 0}},           {37000, {0, -1}, {NAN, 0}},
+        {37000, {255, -1}, {INFINITY, 0}},   {37000, {256, -1}, {-INFINITY, 0}},
+        {37000, {36999, -1}, {-NAN, 0}},     {37000, {5000, 1000}, {NAN, INFINITY}},
+        {1, {0, -1}, {NAN, 0}},              {1, {-1, -1}, {0, 0}},
+        {0, {-1, -1}, {0, 0}},
+    };
+    cudaStream_t st = stream_new();
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        size_t n = cases[c].n;
+        float *x = rand_floats(n, 7 + (uint32_t)c, 3.0f);
+        for (int k = 0; k < 2; k++)
+            if (cases[c].at[k] >= 0) x[cases[c].at[k]] = cases[c].bad[k];
+        long long want = pp_first_nonfinite(x, n);
+        float *dx = dev_from(x, n * sizeof *x);
+        double *drec = dev_alloc(2 * sizeof(double)), rec[2];
+        cudaCheck(pp_cu_first_nonfinite(dx, n, drec, st));
+        cudaCheck(cudaStreamSynchronize(st));
+        host_from(rec, drec, sizeof rec);
+        ck_assert_msg(rec[0] == (double)want, "case %zu: index %g, the C scan's %lld", c, rec[0],
+                      want);
+        if (want >= 0) {
+            double v = x[want];
+            ck_assert_msg(memcmp(&rec[1], &v, sizeof v) == 0 || (isnan(v) && isnan(rec[1]) &&
+                                                                  signbit(v) == signbit(rec[1])),
+                          "case %zu: value %g, the C scan's %g", c, rec[1], v);
+        }
+        cudaCheck(cudaFree(dx));
+        cudaCheck(cudaFree(drec));
+        free(x);
+    }
+    stream_done(st);
+}
+
 /* A test per kernel: skipped without a GPU. */
 #define GPU_TEST(name)                                                                       \
     START_TEST(test_cu_##name) {                                                             \
@@ -1258,6 +1302,7 @@ GPU_TEST(round_bf16)
 GPU_TEST(embedding_pos)
 GPU_TEST(attention)
 GPU_TEST(attention_bf16)
+GPU_TEST(first_nonfinite)
 
 Suite *cuda_kernels_suite(void) {
     Suite *s = suite_create("cuda_kernels");
@@ -1289,6 +1334,7 @@ Suite *cuda_kernels_suite(void) {
     tcase_add_test(tc, test_cu_embedding_pos);
     tcase_add_test(tc, test_cu_attention);
     tcase_add_test(tc, test_cu_attention_bf16);
+    tcase_add_test(tc, test_cu_first_nonfinite);
     suite_add_tcase(s, tc);
     return s;
 }

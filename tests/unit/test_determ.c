@@ -3,9 +3,10 @@
  * steps to exactly the weights of `ppvm --reference --deterministic`
  * (--compare --atol 0 --rtol 0: every bit); without the flag the schedules
  * that sum across ranks do not; the memory it costs is what the start-up
- * lines say; and its refusals (the cuda backend, --compare, a plan whose
+ * lines say; and its refusals (the nccl transport, --compare, a plan whose
  * gradients cannot all be summed in order) end with a message. Every run
- * pins --backend cpu or lets --deterministic pick it. */
+ * pins --backend cpu or lets --deterministic pick it (the cuda backend's
+ * runs are in test_gpu_e2e.c, on a GPU or the stand-ins). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,11 +304,12 @@ static void second_b0(pp_plan *p) { p->code[find(p, PP_OP_Backward, 0, 1)].mb = 
 START_TEST(determ_refusals)
 {
     char cmd[2048], *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --deterministic --backend cuda %s/plan", PP_ROOT, dir);
-    fails_with(cmd, 2, "ppvm: --deterministic is implemented on the cpu backend only; drop "
-                       "--backend cuda and --transport nccl (or use --backend cpu)");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --transport nccl --deterministic %s/plan", PP_ROOT, dir);
-    fails_with(cmd, 2, "--deterministic is implemented on the cpu backend only");
+    fails_with(cmd, 2, "ppvm: --deterministic moves its per-microbatch gradients with MPI; it "
+                       "takes --transport mpi, not nccl");
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --deterministic --backend cuda --transport nccl %s/plan",
+             PP_ROOT, dir);
+    fails_with(cmd, 2, "it takes --transport mpi, not nccl");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --deterministic", PP_ROOT, dir, dir);
     fails_with(cmd, 2, "ppvm: --deterministic changes how a run sums its gradients; it does not "
                        "go with --compare");

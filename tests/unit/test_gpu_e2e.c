@@ -8,8 +8,10 @@
  * rank on both transports, four ranks on one GPU with --transport mpi, and
  * four ranks with nccl where there are four GPUs (else a message telling to
  * use --transport mpi); the same in bf16 mixed precision; the gpt model; a
- * schedule that splits only some backwards. Tests that need a
- * GPU print "skipped: no GPU" and pass without one. */
+ * schedule that splits only some backwards; bad numbers (the non-finite
+ * check and PP_INJECT_NAN), --skip-nonfinite and --deterministic, as the
+ * cpu backend has them (the TCase "numbers"). Tests that need a GPU print
+ * "skipped: no GPU" and pass without one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,27 +392,200 @@ START_TEST(nccl_refuses_shared_gpu)
 }
 END_TEST
 
-/* Bad numbers on the cuda backend (issue 16): it checks its summed loss
- * only, stopping every rank with exit 1, and refuses --skip-nonfinite and
- * the PP_INJECT_NAN hook, which only the cpu backend has. */
+/* The transport a test of two or four ranks runs on: nccl where every rank
+ * has a GPU of its own, mpi elsewhere. */
+static const char *transport_for(int np)
+{
+    return gpu_count() >= np ? "nccl" : "mpi";
+}
+
+/* Runs np ranks with PP_INJECT_NAN=inject on the cuda backend and expects
+ * every rank to exit 1 with `found` (the finding rank's line) and `stop`
+ * (rank 0's), the lines test_robust.c expects of the cpu backend. */
+static void cuda_nan_stops(const char *dir, const char *plan, const char *transport,
+                           const char *inject, const char *found, const char *stop)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/%s --backend cuda --transport %s --steps 4 --quiet", dir, plan,
+             transport);
+    setenv("PP_INJECT_NAN", inject, 1);
+    ranks_fail_with(2, cmd, 1, found);
+    ranks_fail_with(2, cmd, 1, stop);
+    unsetenv("PP_INJECT_NAN");
+}
+
+/* Bad numbers on the cuda backend (issue 16), checked as the cpu backend
+ * checks them (vm/core.c): a NaN injected into a loss, an input gradient
+ * or a weight gradient stops every rank with exit 1, naming the step,
+ * stage and microbatch; so does a run whose numbers overflow. */
 START_TEST(cuda_bad_numbers)
 {
     if (!have_gpu()) {
         printf("skipped: no GPU\n");
         return;
     }
+    const char *tr = transport_for(2);
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[2048];
     snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --steps 30 --lr 1000 --quiet", dir);
-    ranks_fail_with(2, cmd, 1, "this rank's loss is not finite (");
-    ranks_fail_with(2, cmd, 1, "ppvm: loss is not finite at step ");
-    snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --steps 1 --skip-nonfinite", dir);
-    ranks_fail_with(2, cmd, 1, "ppvm: rank 0: --skip-nonfinite: the cuda backend cannot undo a "
-                    "step's optimizer updates (use --backend cpu)");
-    snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --steps 1", dir);
-    setenv("PP_INJECT_NAN", "1:1:1", 1);
-    ranks_fail_with(2, cmd, 1, "ppvm: rank 0: PP_INJECT_NAN: the cuda backend has no such test "
-                    "hook (use --backend cpu)");
+    ranks_fail_with(2, cmd, 1, " is not finite (");
+    ranks_fail_with(2, cmd, 1, " not finite at step ");
+    remove_dir(dir);
+    dir = compile_plan("1f1b.pp", "-D S=2 -D B=2");
+    cuda_nan_stops(dir, "plan", tr, "3:1:1", "ppvm: rank 1: step 3, stage 1, microbatch 1: the "
+                   "loss is not finite (nan); every rank stops", "ppvm: loss is not finite at "
+                   "step 3");
+    cuda_nan_stops(dir, "plan", "mpi", "2:0:0", "ppvm: rank 1: step 2, stage 1, microbatch 0: the "
+                   "loss is not finite", "ppvm: loss is not finite at step 2");
+    cuda_nan_stops(dir, "plan", tr, "2:1:0:din", "ppvm: rank 1: step 2, stage 1, microbatch 0: "
+                   "the input gradient is not finite (nan); every rank stops", "ppvm: a gradient "
+                   "is not finite at step 2");
+    cuda_nan_stops(dir, "plan", "mpi", "2:0:1:wgrad", "ppvm: rank 0: step 2, stage 0: the weight "
+                   "gradients (summed over microbatches 0 to 1) are not finite (nan) before its "
+                   "OptimizerStep; every rank stops", "ppvm: a gradient is not finite at step 2");
+    /* split backward (B then W): the hook reaches BackwardInput and BackwardWeight */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp -D S=2 -D B=4 -o %s/zb -q",
+             PP_ROOT, PP_ROOT, dir);
+    free(run_expect(cmd, 0));
+    cuda_nan_stops(dir, "zb", tr, "1:1:3:din", "ppvm: rank 1: step 1, stage 1, microbatch 3: the "
+                   "input gradient is not finite", "ppvm: a gradient is not finite at step 1");
+    cuda_nan_stops(dir, "zb", "mpi", "1:1:2:wgrad", "ppvm: rank 1: step 1, stage 1: the weight "
+                   "gradients", "ppvm: a gradient is not finite at step 1");
+    remove_dir(dir);
+}
+END_TEST
+
+/* --skip-nonfinite on the cuda backend with the NaN in the last of 3
+ * steps: the run succeeds, says so once, and its weights are those of the
+ * same run of 2 steps, bit for bit (the same GPU, the same order of
+ * operations). */
+static void cuda_skipped_last_step(const char *schedule, const char *defs, const char *transport,
+                                   const char *inject)
+{
+    char *dir = compile_plan(schedule, defs), args[2048], cmd[2048];
+    snprintf(args, sizeof args,
+             "%s/plan --backend cuda --transport %s --steps 3 --skip-nonfinite --save %s/w", dir,
+             transport, dir);
+    setenv("PP_INJECT_NAN", inject, 1);
+    char *out = gpu_mpi_ok(2, args);
     unsetenv("PP_INJECT_NAN");
+    const char *line = strstr(out, "step 3 skipped on every rank (weights and optimizer state as "
+                                   "before it)");
+    ck_assert_msg(line && !strstr(line + 10, "skipped on every rank"),
+                  "%s %s (%s, %s): expected one line saying step 3 was skipped:\n%s", schedule,
+                  defs, transport, inject, out);
+    free(out);
+    snprintf(args, sizeof args, "%s/plan --backend cuda --transport %s --steps 2 --save %s/n --quiet",
+             dir, transport, dir);
+    free(gpu_mpi_ok(2, args));
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+}
+
+START_TEST(cuda_nonfinite_steps_skipped)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    cuda_skipped_last_step("1f1b.pp", "-D S=2 -D B=2", transport_for(2), "3:1:0");
+    cuda_skipped_last_step("1f1b.pp", "-D S=2 -D B=2 --optimizer adamw", "mpi", "3:0:1:wgrad");
+    cuda_skipped_last_step("zb-h1.pp", "-D S=2 -D B=4 --optimizer adamw --precision bf16",
+                           transport_for(2), "3:1:2:din");
+    /* a skip mid-run: training goes on, with finite losses after it */
+    char *dir = compile_plan("zb-h1.pp", "-D S=2 -D B=4 --optimizer adamw"), args[2048];
+    snprintf(args, sizeof args, "%s/plan --backend cuda --steps 4 --skip-nonfinite", dir);
+    setenv("PP_INJECT_NAN", "2:1:2:din", 1);
+    char *out = gpu_mpi_ok(2, args);
+    unsetenv("PP_INJECT_NAN");
+    ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
+                              "not finite (nan); step 2 skipped on every rank"), "%s", out);
+    const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
+    ck_assert_msg(s3 && s4 && atof(s3 + 18) > 0 && atof(s4 + 18) > 0, "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* 3 steps of `schedule` on np ranks of the cuda backend with --deterministic
+ * (and `flags`), saved to save (a directory the caller removes). */
+static void cuda_determ_run(const char *schedule, const char *defs, int np, const char *flags,
+                            const char *save)
+{
+    char *dir = compile_plan(schedule, defs), args[4096];
+    snprintf(args, sizeof args, "%s/plan --backend cuda --steps 3 --quiet %s --save %s", dir,
+             flags, save);
+    free(gpu_mpi_ok(np, args));
+    remove_dir(dir);
+}
+
+/* Whether two --save directories hold the same bits (--compare at atol 0,
+ * rtol 0): 1, 0 when they differ, and any other failure fails the test. */
+static int same_bits(const char *a, const char *b)
+{
+    char cmd[2048];
+    proc_result r;
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s %s --atol 0 --rtol 0", PP_ROOT, a, b);
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    int same = r.status == 0 && strstr(r.out, "within tolerance");
+    ck_assert_msg(same || (r.status == 1 && strstr(r.out, " beyond atol ")),
+                  "could not compare the weights: %s\n  it %s", cmd, proc_story(&r, 20));
+    proc_free(&r);
+    return same;
+}
+
+/* --deterministic on the cuda backend (vm/determ.h): the same model trained
+ * by pipelines, replicas (ReduceGrads), gradient-receiving owners (FSDP),
+ * interleaved stages on two ranks and overlapped pairs on two compute
+ * streams ends every run with the same weights, bit for bit, as the cpu
+ * backend's runs end with the reference's; without the flag a schedule
+ * that sums across ranks does not; and nccl is refused (the gradients move
+ * with MPI). */
+static void cuda_determ_alike(const char *adamw_defs)
+{
+    static const struct {
+        const char *schedule, *defs;
+        int np;
+    } runs[] = {
+        {"gpipe.pp", "-D S=4 -D B=4", 4},
+        {"ddp.pp", "-D S=4 -D B=4", 4},
+        {"fsdp.pp", "-D S=4 -D B=4", 4},
+        {"lpp.pp", "-D S=4 -D B=4 -D G=2 -D R=2", 4},
+        {"interleaved-1f1b.pp", "-D W=2 -D V=2 -D B=4", 2},
+        {"1f1b-overlap.pp", "-D S=4 -D B=4", 4},
+    };
+    char *tmp = temp_dir(), first[1024], save[1024], all[256];
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        snprintf(all, sizeof all, "%s %s", runs[i].defs, adamw_defs);
+        snprintf(save, sizeof save, "%s/w%zu", tmp, i);
+        cuda_determ_run(runs[i].schedule, all, runs[i].np, "--deterministic", save);
+        if (i == 0)
+            snprintf(first, sizeof first, "%s", save);
+        else
+            ck_assert_msg(same_bits(save, first), "%s %s: --deterministic on cuda ends with other "
+                          "weights than gpipe.pp's", runs[i].schedule, all);
+    }
+    snprintf(save, sizeof save, "%s/plain", tmp);
+    snprintf(all, sizeof all, "-D S=4 -D B=4 %s", adamw_defs);
+    cuda_determ_run("ddp.pp", all, 4, "", save);
+    ck_assert_msg(!same_bits(save, first), "ddp.pp without --deterministic matched gpipe.pp's bits "
+                  "(the test would not see a wrong sum)");
+    remove_dir(tmp);
+}
+
+START_TEST(cuda_deterministic)
+{
+    if (!have_gpu()) {
+        printf("skipped: no GPU\n");
+        return;
+    }
+    cuda_determ_alike("");
+    cuda_determ_alike("--optimizer adamw --precision bf16");
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --transport nccl --deterministic", dir);
+    ranks_fail_with(2, cmd, 2, "ppvm: --deterministic moves its per-microbatch gradients with "
+                    "MPI; it takes --transport mpi, not nccl");
     remove_dir(dir);
 }
 END_TEST
@@ -633,10 +808,16 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     tcase_add_test(tc, checkpoint_resume_cuda);
-    tcase_add_test(tc, cuda_bad_numbers);
     tcase_add_test(tc, mixed_backward_four_ranks);
     tcase_add_test(tc, no_compute_cuda);
     suite_add_tcase(s, tc);
+    /* bad numbers, --skip-nonfinite and --deterministic (CK_RUN_CASE=numbers) */
+    TCase *nb = tcase_create("numbers");
+    tcase_set_timeout(nb, 900);
+    tcase_add_test(nb, cuda_bad_numbers);
+    tcase_add_test(nb, cuda_nonfinite_steps_skipped);
+    tcase_add_test(nb, cuda_deterministic);
+    suite_add_tcase(s, nb);
     /* a TCase of its own, so CK_RUN_CASE=overlap runs it alone */
     TCase *ov = tcase_create("overlap");
     tcase_set_timeout(ov, 900);

@@ -1,0 +1,21 @@
+/* finite.h - the non-finite check's plain C (vm/core.c runs it on the cpu
+ * backend): the first number of an array that is not finite.
+ * pp_cu_first_nonfinite (finite_cuda.h) is its CUDA twin, tested against
+ * it in tests/unit/test_cuda_kernels.c. */
+#ifndef PP_FINITE_H
+#define PP_FINITE_H
+
+#include <math.h>
+#include <stddef.h>
+
+/* The index of the first of x[0..n) that is not finite, or -1 (also for a
+ * NULL x: nothing to check). */
+static inline long long pp_first_nonfinite(const float *x, size_t n)
+{
+    for (size_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i]))
+            return (long long)i;
+    return -1;
+}
+
+#endif
