@@ -135,11 +135,12 @@ oom:
     return -1;
 }
 
-int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, char *err, size_t errlen)
+int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_vm_ops *ops,
+                    char *err, size_t errlen)
 {
     const pp_plan *p = run->p;
     int S = (int)p->S;
-    *c = (pp_vm_core){.run = run, .p = p, .ds = run->ds, .opts = run->opts, .mem = mem,
+    *c = (pp_vm_core){.run = run, .ops = ops, .p = p, .ds = run->ds, .opts = run->opts, .mem = mem,
                       .me = run->me, .nc = run->opts->no_compute,
                       .first = {.kind = PP_NF_NONE, .stage = -1, .mb = -1}};
     c->params = calloc((size_t)S, sizeof *c->params);

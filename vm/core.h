@@ -19,13 +19,19 @@
  *     back before the OptimizerStep (pp_vm_core_det_sum);
  *   - the checkpoint and --save copies of a stage (stage_get, stage_set,
  *     weights, through pp_vm_mem's copies);
+ *   - the opcode dispatch (vm/exec.c): each instruction decoded into what
+ *     it touches (pp_vm_job: its slots by role, the weights and gradients
+ *     it reads, its lane in an Overlap pair, its transfer slot) and handed
+ *     to the backend's operation for that opcode (pp_vm_ops), --profile's
+ *     timing around the jobs and optimizer steps, and commit's loop;
  * and implements the backend hooks that need nothing else (allocated,
- * weights, stage_get, stage_set, nonfinite).
+ * exec, weights, stage_get, stage_set, nonfinite, commit).
  *
- * Still each backend's own: the opcode switch that decodes an
- * instruction's operands into its memory (the cuda backend's carries each
- * buffer's event), the --profile timing around a job (the wall clock on
- * the cpu, events on a GPU) and commit's loop over the deferred updates. */
+ * Each backend's own: its memory, its operations (the cpu's wait for a send
+ * in flight from a slot before using it; the cuda backend's wait for and
+ * record of each buffer's event, its streams), its transfers (message
+ * sizes and tags: tag_of, one per transport) and its clock (the wall clock
+ * on the cpu, events on a GPU). */
 #ifndef PP_VM_CORE_H
 #define PP_VM_CORE_H
 
@@ -53,8 +59,80 @@ typedef struct {
 /* Where PP_INJECT_NAN puts its NaN (the core's header in core.c). */
 enum { PP_INJECT_OUT, PP_INJECT_DIN, PP_INJECT_WGRAD };
 
+/* An instruction as the core decoded it for a backend's operation. A
+ * pointer is NULL where the instruction has no such operand. */
+typedef struct {
+    const pp_instr *in;
+    int s, b;         /* its stage and microbatch */
+    int pair;         /* which job of an Overlap pair: 0 none, 1 the first, 2 the second */
+    int lane;         /* 1 for a pair's second job (its own workspace and stream), else 0 */
+    int k;            /* a transfer's slot (pp_transfer_slot), or -1 */
+    size_t np;        /* stage s's parameter count */
+    void *tokens, *x, *stash, *out, *tgt, *dout, *din, *tmp; /* slots by role (isa/opcodes.h) */
+    const void *w;    /* the weights a job reads: its wts slot or this rank's compute copy */
+    float *g;         /* the gradients it adds to, zeroes or updates: its wgrad slot, this
+                         rank's own, or --deterministic's buffer for the job */
+} pp_vm_job;
+
+/* A backend's operations, which the core's dispatch (vm/exec.c) calls with
+ * the operands decoded; `be` is the backend's state (it begins with the
+ * core). Operands first: slot, weights and grads resolve a slot and this
+ * rank's own weights (compute copy) and gradients of stage s, doing what
+ * the backend must before an operation uses the buffer (the cpu waits for
+ * a send in flight from a slot; the cuda backend notes the buffer's event
+ * for begin and end). det_grads: the buffer a --deterministic job adds its
+ * weight gradients to (zeroed). begin and end (or NULL) bracket every
+ * operation on the compute lane (load, jobs, zero, accumulate, the
+ * optimizer step), after its operands are resolved. Under --no-compute the
+ * core calls no kernel operation (forward, backward*, loss, poison, check,
+ * det_*, zero, accumulate) but still load and update, which run no kernel
+ * then. */
+typedef struct {
+    void *(*slot)(void *be, int k);
+    const void *(*weights)(void *be, int s);
+    float *(*grads)(void *be, int s);
+    float *(*det_grads)(void *be, const pp_vm_job *j);
+    void (*begin)(void *be, const pp_vm_job *j);            /* or NULL */
+    void (*end)(void *be, const pp_vm_job *j);              /* or NULL */
+    void (*load)(void *be, const pp_vm_job *j);             /* LoadMicroBatch into j->tokens */
+    void (*forward)(void *be, const pp_vm_job *j);
+    /* after every Forward: the loss the job made (the last stage's), set to
+     * NaN first when poison (PP_INJECT_NAN), noted when not finite */
+    void (*loss)(void *be, const pp_vm_job *j, int poison);
+    void (*backward)(void *be, const pp_vm_job *j);
+    void (*backward_input)(void *be, const pp_vm_job *j);
+    void (*backward_weight)(void *be, const pp_vm_job *j);
+    void (*poison)(void *be, const pp_vm_job *j, float *x); /* PP_INJECT_NAN: x[0] = NaN */
+    /* the non-finite check of n floats at x, after what wrote them */
+    void (*check)(void *be, const pp_vm_job *j, const float *x, size_t n, pp_nf_kind kind);
+    /* --deterministic: a job's gradient (j->g) into the core's host buffer
+     * (NULL: det_grads gave that buffer); the stage's ordered host sum into
+     * j->g before its OptimizerStep (NULL: the sum is j->g itself) */
+    void (*det_done)(void *be, const pp_vm_job *j);
+    void (*det_put)(void *be, const pp_vm_job *j, const float *sum);
+    void (*zero)(void *be, const pp_vm_job *j);             /* j->np floats of j->g */
+    void (*accumulate)(void *be, const pp_vm_job *j);       /* j->g += j->tmp */
+    /* stage j->s's update from its own gradients, which it zeroes (under
+     * --no-compute only the waits it makes) */
+    void (*update)(void *be, const pp_vm_job *j);
+    /* the transfers, with their message sizes and tags: Send*, SendWeights;
+     * Recv*, FetchWeights (RecvWeightGrad's into its tmp slot: the core then
+     * accumulates); ReduceGrads */
+    void (*send)(void *be, const pp_vm_job *j);
+    void (*recv)(void *be, const pp_vm_job *j);
+    void (*reduce)(void *be, const pp_vm_job *j);
+    void (*group)(void *be, int start);                     /* GroupStart/End, or NULL */
+    /* --profile: a mark just before (end 0) and after (end 1) a job's or an
+     * optimizer step's work; elapsed: the seconds between instruction i's
+     * two marks, once the step's work is done */
+    void (*mark)(void *be, const pp_vm_job *j, int end);
+    double (*elapsed)(void *be, uint32_t i);
+    void (*committed)(void *be); /* after commit's loop: wait for it, or NULL */
+} pp_vm_ops;
+
 typedef struct {
     pp_run *run; /* the driver's: the step in progress, --profile */
+    const pp_vm_ops *ops; /* the backend's operations (vm/exec.c calls them) */
     const pp_plan *p;
     const pp_dataset *ds;
     const pp_train_opts *opts;
@@ -81,7 +159,8 @@ typedef struct {
  * are the backend's to initialise), PP_INJECT_NAN, --skip-nonfinite's plan
  * check and --deterministic's buffers. 0, or -1 with err; pp_vm_core_free
  * frees what was made either way. */
-int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, char *err, size_t errlen);
+int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_vm_ops *ops,
+                    char *err, size_t errlen);
 void pp_vm_core_free(pp_vm_core *c);
 /* Collective, after every rank's init: --deterministic's communicators,
  * and its note of the bytes each rank holds for it (rank 0). */
@@ -123,5 +202,14 @@ void pp_vm_core_stage_get(void *be, int s, float *params, float *state, void *co
 void pp_vm_core_stage_set(void *be, int s, const float *params, const float *state,
                           const void *compute);
 void pp_vm_core_nonfinite(void *be, pp_nonfinite *first);
+/* vm/exec.c: one instruction, decoded and run through the backend's
+ * operations (--profile's marks around its work); --skip-nonfinite's
+ * commit of the deferred OptimizerSteps. */
+void pp_vm_core_exec(void *be, const pp_instr *in);
+void pp_vm_core_commit(void *be, int apply);
+/* --profile, once the step's work is done: each timed instruction's
+ * seconds to the profile; deferred 1 for the OptimizerSteps commit ran
+ * (--skip-nonfinite), 0 for the others, at the end of the step. */
+void pp_vm_core_prof_collect(pp_vm_core *c, int deferred);
 
 #endif

@@ -29,16 +29,16 @@
  * backend, so both backends allocate the same (pp_plan_workspaces).
  *
  * This file is the cpu backend (vm/backend.h): vm/driver.c runs the step
- * loop, the memory line, --profile and --save around it. --profile times
- * each job and optimizer step by the wall clock, after its waits for sends
- * in flight from its slots.
- *
- * What both backends do alike (per-stage state, the non-finite check's
- * findings, PP_INJECT_NAN, --skip-nonfinite's deferred updates,
- * --deterministic's ordered sums, checkpoints) is the VM core's
- * (vm/core.h); this file is the cpu's device work under it: host memory,
- * the CPU kernels, MPI. Its numbers are in host memory, so it checks them
- * where they are made.
+ * loop, the memory line, --profile and --save around it. What both
+ * backends do alike (decoding each instruction's operands and dispatching
+ * it, per-stage state, the non-finite check's findings, PP_INJECT_NAN,
+ * --skip-nonfinite's deferred updates and commit, --deterministic's
+ * ordered sums, --profile's timing, checkpoints) is the VM core's
+ * (vm/core.h, vm/exec.c); this file is the cpu's operations under it
+ * (pp_vm_ops): host memory, the CPU kernels, MPI. Its numbers are in host
+ * memory, so it checks them where they are made. --profile's marks are the
+ * wall clock, taken after the waits for sends in flight from the job's
+ * slots (op_slot), as the cuda backend marks its kernels after their waits.
  *
  * --no-compute (issue 18, vm/vmbench.h): the benchmark mode of the
  * interpreter's own cost. Every instruction still looks up its slots
@@ -74,17 +74,10 @@ typedef struct {
     MPI_Request *wsend;      /* weight sends in flight (SendWeights) */
     int nwsend, wsend_cap;   /* cap: the plan's SendWeights per step */
     double loss;             /* summed over this step's microbatches on this rank */
+    double fwd_loss;         /* the last Forward's, until op_loss takes it */
+    double *prof_t;          /* --profile: [2 * ninstr] the wall clock at each job's marks */
     int nc;                  /* --no-compute (vm/vmbench.h): no kernel body, 4-byte messages */
 } vm;
-
-/* The first of n floats that is not finite, noted as `kind`; x may be NULL
- * (a first stage's input gradient). */
-static void check_finite(vm *v, const float *x, size_t n, pp_nf_kind kind, int s, int b)
-{
-    long long i = pp_first_nonfinite(x, n);
-    if (i >= 0)
-        pp_vm_core_note(&v->c, kind, s, b, x[i]);
-}
 
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
 
@@ -104,34 +97,6 @@ static void wait_weight_sends(vm *v)
     v->nwsend = 0;
 }
 
-static void *slot_ptr(vm *v, int k)
-{
-    if (k < 0)
-        return NULL;
-    if (v->req[k] != MPI_REQUEST_NULL)
-        PP_WAITED(v->nc, &v->run->waited_ns, mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE)));
-    return v->slot[k];
-}
-
-/* Wait for any send still in flight from the instruction's slots, as
- * slot_ptr would inside it: --profile times a job from after these waits,
- * as the cuda backend times its kernels after their waits. */
-static void settle_slots(vm *v, const pp_instr *in)
-{
-    for (int k = 0; k < PP_MAX_SLOTS; k++)
-        (void)slot_ptr(v, in->slot[k]);
-}
-
-static const void *weights_of(vm *v, int s, int slot)
-{
-    return slot >= 0 ? slot_ptr(v, slot) : v->c.compute[s];
-}
-
-static float *grads_of(vm *v, int s, int slot)
-{
-    return slot >= 0 ? slot_ptr(v, slot) : v->c.grads[s];
-}
-
 /* A message of `bytes` as sent: --no-compute moves one float
  * (PP_NO_COMPUTE_MSG_BYTES) or less, both sides alike. */
 static int msg_bytes(const vm *v, size_t bytes)
@@ -145,212 +110,235 @@ static int msg_floats(const vm *v, size_t n)
     return msg_bytes(v, n * sizeof(float)) / (int)sizeof(float);
 }
 
-/* Stage s's update from its summed gradients (which it zeroes). */
-static void optimizer_step(vm *v, int s)
+/* ---- the operations the core's dispatch calls (core.h: pp_vm_ops) ----------- */
+
+/* A slot, once any send still in flight from it is complete. */
+static void *op_slot(void *be, int k)
 {
+    vm *v = be;
+    if (v->req[k] != MPI_REQUEST_NULL)
+        PP_WAITED(v->nc, &v->run->waited_ns, mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE)));
+    return v->slot[k];
+}
+
+static const void *op_weights(void *be, int s)
+{
+    return ((vm *)be)->c.compute[s];
+}
+
+static float *op_grads(void *be, int s)
+{
+    return ((vm *)be)->c.grads[s];
+}
+
+/* --deterministic: the core's zeroed host buffer for the job. */
+static float *op_det_grads(void *be, const pp_vm_job *j)
+{
+    return pp_vm_core_det_job(&((vm *)be)->c, j->s, j->b);
+}
+
+/* The workspace of the job's lane: an Overlap pair's second job has its own. */
+static void *work_of(vm *v, const pp_vm_job *j)
+{
+    return (char *)v->work + (j->lane ? v->work_stride : 0);
+}
+
+static void op_load(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    if (!v->nc)
+        pp_data_microbatch(v->c.ds, &v->p->model, v->opts->seed, v->run->step, j->b, j->tokens);
+}
+
+static void op_forward(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    v->fwd_loss = pp_stage_forward(&v->p->model, (int)v->p->S, j->s, j->w, j->x, j->tgt, j->stash,
+                                   work_of(v, j), j->out);
+}
+
+static void op_loss(void *be, const pp_vm_job *j, int poison)
+{
+    vm *v = be;
+    double loss = poison ? NAN : v->fwd_loss;
+    if (!isfinite(loss))
+        pp_vm_core_note(&v->c, PP_NF_LOSS, j->s, j->b, loss);
+    v->loss += loss;
+}
+
+static void op_backward(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
     const pp_model *m = &v->p->model;
-    int S = (int)v->p->S;
+    pp_stage_backward(m, (int)v->p->S, j->s, j->w, j->g, j->stash, work_of(v, j), j->dout, j->din,
+                      pp_loss_scale(m, (int)v->p->B));
+}
+
+static void op_backward_input(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    const pp_model *m = &v->p->model;
+    pp_stage_backward_input(m, (int)v->p->S, j->s, j->w, j->stash, work_of(v, j), j->dout,
+                            j->din, pp_loss_scale(m, (int)v->p->B));
+}
+
+static void op_backward_weight(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    pp_stage_backward_weight(&v->p->model, (int)v->p->S, j->s, j->g, j->stash, work_of(v, j));
+}
+
+static void op_poison(void *be, const pp_vm_job *j, float *x)
+{
+    (void)be;
+    (void)j;
+    x[0] = NAN;
+}
+
+/* The first of n floats that is not finite, noted as `kind`. Its numbers
+ * are in host memory: checked where they are made. */
+static void op_check(void *be, const pp_vm_job *j, const float *x, size_t n, pp_nf_kind kind)
+{
+    vm *v = be;
+    long long i = pp_first_nonfinite(x, n);
+    if (i >= 0)
+        pp_vm_core_note(&v->c, kind, j->s, kind == PP_NF_WEIGHT_GRAD ? -1 : j->b, x[i]);
+}
+
+static void op_zero(void *be, const pp_vm_job *j)
+{
+    (void)be;
+    memset(j->g, 0, j->np * sizeof(float));
+}
+
+static void op_accumulate(void *be, const pp_vm_job *j)
+{
+    (void)be;
+    const float *tmp = j->tmp;
+    for (size_t i = 0; i < j->np; i++)
+        j->g[i] += tmp[i];
+}
+
+/* Stage s's update from its summed gradients (which it zeroes); under
+ * --no-compute only the wait for weight sends. */
+static void op_update(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    const pp_model *m = &v->p->model;
+    int s = j->s;
     wait_weight_sends(v); /* the weights must not change under a send */
+    if (v->nc)
+        return;
     pp_optimizer_step(m->optimizer, &v->opts->optim, v->c.params[s], v->c.grads[s],
-                      v->c.state[s], pp_stage_param_count(m, S, s), v->run->step + 1);
-    pp_stage_compute_copy(m, S, s, v->c.params[s], v->c.compute[s]);
+                      v->c.state[s], j->np, v->run->step + 1);
+    pp_stage_compute_copy(m, (int)v->p->S, s, v->c.params[s], v->c.compute[s]);
 }
 
-/* PP_INJECT_NAN's din and wgrad: a backward job's input gradient or the
- * weight gradients it added to (either may be NULL: not written here). */
-static void inject_grads(vm *v, const pp_instr *in, float *din, float *g)
+/* Sends are non-blocking: from a slot (at most one in flight per slot,
+ * waited for before the slot's next use) or, SendWeights, from the compute
+ * copy (at most the plan's count in flight: wsend_cap). */
+static void op_send(void *be, const pp_vm_job *j)
 {
-    if (din && pp_vm_core_inject_here(&v->c, in, PP_INJECT_DIN))
-        din[0] = NAN;
-    if (g && pp_stage_param_count(&v->p->model, (int)v->p->S, in->stage) &&
-        pp_vm_core_inject_here(&v->c, in, PP_INJECT_WGRAD))
-        g[0] = NAN;
-}
-
-/* Where job W(s,b) accumulates its weight gradients: its wgrad slot or the
- * owner's gradients; under --deterministic, a zeroed buffer of its own. */
-static float *wjob_grads(vm *v, int s, int b, int slot)
-{
-    if (pp_vm_core_det(&v->c, s))
-        return pp_vm_core_det_job(&v->c, s, b);
-    return grads_of(v, s, slot);
-}
-
-/* W(s,b) is done: --deterministic adds what is next in order. */
-static void wjob_done(vm *v, int s, int b)
-{
-    if (pp_vm_core_det(&v->c, s))
-        pp_vm_core_det_done(&v->c, s, b);
-}
-
-static void exec(vm *v, const pp_instr *in)
-{
+    vm *v = be;
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
-    int S = (int)p->S, s = in->stage, b = in->mb;
-    size_t act = pp_act_bytes(m);
-    void *work = v->work;
-    if (pp_vm_core_pair_pos(&v->c, in) == 2)
-        work = (char *)v->work + v->work_stride; /* the pair's second job */
-    switch ((pp_opcode)in->op) {
-    case PP_OP_LoadMicroBatch: {
-        void *tokens = slot_ptr(v, pp_slot(in, PP_ROLE_TOKENS));
-        if (!v->nc)
-            pp_data_microbatch(v->c.ds, m, v->opts->seed, v->run->step, b, tokens);
-        break;
-    }
-    case PP_OP_Forward: {
-        const void *x = slot_ptr(v, pp_slot(in, PP_ROLE_IN));
-        void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
-        float *out = slot_ptr(v, pp_slot(in, PP_ROLE_OUT));
-        const int32_t *tgt = slot_ptr(v, pp_slot(in, PP_ROLE_TGT));
-        const void *w = weights_of(v, s, pp_slot(in, PP_ROLE_WTS));
-        if (v->nc)
-            break;
-        double loss = pp_stage_forward(m, S, s, w, x, tgt, stash, work, out);
-        if (pp_vm_core_inject_here(&v->c, in, PP_INJECT_OUT)) {
-            if (s == S - 1)
-                loss = NAN;
-            else
-                out[0] = NAN;
-        }
-        if (!isfinite(loss))
-            pp_vm_core_note(&v->c, PP_NF_LOSS, s, b, loss);
-        v->loss += loss;
-        break;
-    }
-    case PP_OP_Backward: {
-        const void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
-        const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
-        float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
-        float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
-        const void *w = weights_of(v, s, pp_slot(in, PP_ROLE_WTS));
-        if (v->nc)
-            break;
-        pp_stage_backward(m, S, s, w, g, stash, work, dout, din, pp_loss_scale(m, (int)p->B));
-        inject_grads(v, in, din, g);
-        check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
-        wjob_done(v, s, b);
-        break;
-    }
-    case PP_OP_BackwardInput: {
-        void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
-        const float *dout = slot_ptr(v, pp_slot(in, PP_ROLE_DOUT));
-        float *din = slot_ptr(v, pp_slot(in, PP_ROLE_DIN));
-        const void *w = weights_of(v, s, pp_slot(in, PP_ROLE_WTS));
-        if (v->nc)
-            break;
-        pp_stage_backward_input(m, S, s, w, stash, work, dout, din, pp_loss_scale(m, (int)p->B));
-        inject_grads(v, in, din, NULL);
-        check_finite(v, din, act / sizeof(float), PP_NF_INPUT_GRAD, s, b);
-        break;
-    }
-    case PP_OP_BackwardWeight: {
-        float *g = wjob_grads(v, s, b, pp_slot(in, PP_ROLE_WGRAD));
-        void *stash = slot_ptr(v, pp_slot(in, PP_ROLE_STASH));
-        if (v->nc)
-            break;
-        pp_stage_backward_weight(m, S, s, g, stash, work);
-        inject_grads(v, in, NULL, g);
-        wjob_done(v, s, b);
-        break;
-    }
-    case PP_OP_SendActivation:
-    case PP_OP_SendGrad: {
-        int k = pp_slot(in, PP_ROLE_SRC);
-        int kind = in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD;
-        slot_ptr(v, k); /* at most one send in flight per slot */
-        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, act), MPI_BYTE, in->peer, tag_of(p, s, b, kind),
-                           MPI_COMM_WORLD, &v->req[k]));
-        break;
-    }
-    case PP_OP_RecvActivation:
-    case PP_OP_RecvGrad: {
-        int kind = in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD;
-        void *dst = slot_ptr(v, pp_slot(in, PP_ROLE_DST));
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  mpiCheck(MPI_Recv(dst, msg_bytes(v, act), MPI_BYTE, in->peer,
-                                    tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
-        break;
-    }
-    case PP_OP_FetchWeights: {
-        void *wts = slot_ptr(v, pp_slot(in, PP_ROLE_WTS));
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  mpiCheck(MPI_Recv(wts, msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
-                                    in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
-                                    MPI_STATUS_IGNORE)));
-        break;
-    }
-    case PP_OP_SendWeights: /* at most the plan's count in flight: wsend_cap */
-        mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
-                           in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+    int S = (int)p->S, s = j->s, k = j->k, peer = j->in->peer;
+    if (j->in->op == PP_OP_SendWeights) {
+        mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)),
+                           MPI_BYTE, peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
                            &v->wsend[v->nwsend++]));
-        break;
-    case PP_OP_ZeroGrads: {
-        void *g = slot_ptr(v, pp_slot(in, PP_ROLE_WGRAD));
-        if (!v->nc)
-            memset(g, 0, pp_stage_param_count(m, S, s) * sizeof(float));
-        break;
+        return;
     }
-    case PP_OP_SendWeightGrad: {
-        int k = pp_slot(in, PP_ROLE_WGRAD);
-        if (pp_vm_core_det(&v->c, s)) {
-            pp_vm_core_det_transfer(&v->c, in);
-            break;
-        }
-        slot_ptr(v, k);
-        mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, pp_stage_param_count(m, S, s)), MPI_FLOAT, in->peer,
+    op_slot(v, k); /* at most one send in flight per slot */
+    if (j->in->op == PP_OP_SendWeightGrad)
+        mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer,
                            tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
-        break;
-    }
-    case PP_OP_RecvWeightGrad: {
-        size_t n = pp_stage_param_count(m, S, s);
-        float *tmp = slot_ptr(v, pp_slot(in, PP_ROLE_TMP)), *g = v->c.grads[s];
-        if (pp_vm_core_det(&v->c, s)) {
-            pp_vm_core_det_transfer(&v->c, in);
-            break;
-        }
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  mpiCheck(MPI_Recv(tmp, msg_floats(v, n), MPI_FLOAT, in->peer,
-                                    tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
-        for (size_t i = 0; !v->nc && i < n; i++)
-            g[i] += tmp[i];
-        break;
-    }
-    case PP_OP_ReduceGrads:
-        if (pp_vm_core_det(&v->c, s)) {
-            pp_vm_core_det_transfer(&v->c, in);
-            break;
-        }
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->c.grads[s],
-                                         msg_floats(v, pp_stage_param_count(m, S, s)), MPI_FLOAT,
-                                         MPI_SUM, v->comm[in->group])));
-        break;
-    case PP_OP_Overlap: /* the pair's two jobs run in turn (see the header): the core
-                           counts them */
-        break;
-    case PP_OP_GroupStart:
-    case PP_OP_GroupEnd:
-        /* Sends are already non-blocking and posted in the plan's order, and
-         * a group's receives taken one by one in that order are one of the
-         * executions the group allows, so MPI needs no bracket. */
-        break;
-    case PP_OP_OptimizerStep:
-        if (v->nc) { /* no update; the waits it makes for weight sends stay */
-            wait_weight_sends(v);
-            break;
-        }
-        if (pp_vm_core_det(&v->c, s))
-            (void)pp_vm_core_det_sum(&v->c, s); /* summed into grads[s] in microbatch order */
-        check_finite(v, v->c.grads[s], pp_stage_param_count(m, S, s), PP_NF_WEIGHT_GRAD, s, -1);
-        if (!pp_vm_core_defer(&v->c, in)) /* --skip-nonfinite: until the ranks agree */
-            optimizer_step(v, s);
-        break;
-    case PP_OP_COUNT:
-        break;
-    }
+    else
+        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer,
+                           tag_of(p, s, j->b, j->in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD),
+                           MPI_COMM_WORLD, &v->req[k]));
 }
+
+/* Receives block where the plan puts them. */
+static void op_recv(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    const pp_plan *p = v->p;
+    const pp_model *m = &p->model;
+    int s = j->s, peer = j->in->peer;
+    void *dst = op_slot(v, j->k);
+    int rc;
+    switch ((pp_opcode)j->in->op) {
+    case PP_OP_FetchWeights:
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  rc = MPI_Recv(dst, msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s)),
+                                MPI_BYTE, peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                                MPI_STATUS_IGNORE));
+        break;
+    case PP_OP_RecvWeightGrad:
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  rc = MPI_Recv(dst, msg_floats(v, j->np), MPI_FLOAT, peer,
+                                tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        break;
+    default: /* RecvActivation, RecvGrad */
+        PP_WAITED(v->nc, &v->run->waited_ns,
+                  rc = MPI_Recv(dst, msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer,
+                                tag_of(p, s, j->b,
+                                       j->in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD),
+                                MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        break;
+    }
+    mpiCheck(rc);
+}
+
+static void op_reduce(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    PP_WAITED(v->nc, &v->run->waited_ns,
+              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np),
+                                     MPI_FLOAT, MPI_SUM, v->comm[j->in->group])));
+}
+
+/* --profile: the wall clock at instruction i's two marks. */
+static void op_mark(void *be, const pp_vm_job *j, int end)
+{
+    vm *v = be;
+    v->prof_t[2 * (j->in - v->p->code) + end] = MPI_Wtime();
+}
+
+static double op_elapsed(void *be, uint32_t i)
+{
+    vm *v = be;
+    return v->prof_t[2 * i + 1] - v->prof_t[2 * i];
+}
+
+/* GroupStart and GroupEnd: nothing (group NULL). Sends are already
+ * non-blocking and posted in the plan's order, and a group's receives taken
+ * one by one in that order are one of the executions the group allows, so
+ * MPI needs no bracket. An Overlap pair's two jobs run in turn (see the
+ * header). */
+static const pp_vm_ops cpu_ops = {
+    .slot = op_slot,
+    .weights = op_weights,
+    .grads = op_grads,
+    .det_grads = op_det_grads,
+    .load = op_load,
+    .forward = op_forward,
+    .loss = op_loss,
+    .backward = op_backward,
+    .backward_input = op_backward_input,
+    .backward_weight = op_backward_weight,
+    .poison = op_poison,
+    .check = op_check,
+    .zero = op_zero,
+    .accumulate = op_accumulate,
+    .update = op_update,
+    .send = op_send,
+    .recv = op_recv,
+    .reduce = op_reduce,
+    .mark = op_mark,
+    .elapsed = op_elapsed,
+};
 
 /* Host memory, for the core's per-stage state. */
 static int host_alloc(void **ptr, size_t bytes, char *err, size_t errlen)
@@ -403,7 +391,9 @@ static int setup(vm *v)
     for (uint32_t i = 0; i < p->ninstr; i++)
         v->wsend_cap += p->code[i].op == PP_OP_SendWeights;
     v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
-    if (!v->slot || !v->req || !v->comm || !v->wsend)
+    if (v->opts->profile)
+        v->prof_t = calloc(2 * (size_t)p->ninstr + 1, sizeof *v->prof_t);
+    if (!v->slot || !v->req || !v->comm || !v->wsend || (v->opts->profile && !v->prof_t))
         return -1;
     /* All activation memory the step needs, allocated once: the plan's slots
      * and its workspace. */
@@ -434,6 +424,7 @@ static void teardown(vm *v)
     free(v->req);
     free(v->comm);
     free(v->wsend);
+    free(v->prof_t);
 }
 
 /* ---- the backend's interface (backend.h) ------------------------------------ */
@@ -446,7 +437,7 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
         return NULL;
     }
     *v = (vm){.run = run, .p = run->p, .opts = run->opts, .nc = run->opts->no_compute};
-    if (pp_vm_core_init(&v->c, run, &host_mem, err, errlen))
+    if (pp_vm_core_init(&v->c, run, &host_mem, &cpu_ops, err, errlen))
         goto fail;
     if (setup(v)) {
         snprintf(err, errlen, "out of memory allocating weights and slots");
@@ -476,24 +467,6 @@ static void cpu_connect(void *be)
     pp_vm_core_connect(&v->c);
 }
 
-/* One instruction; with --profile a job or an optimizer step is timed from
- * after its waits for sends still in flight from its slots (as slot_ptr
- * would wait inside it), as the cuda backend times its kernels after their
- * waits for other streams. */
-static void cpu_exec(void *be, const pp_instr *in)
-{
-    vm *v = be;
-    int dir = v->run->prof ? pp_profile_dir(in) : -1;
-    if (dir < 0 || (in->op == PP_OP_OptimizerStep && v->opts->skip_nonfinite)) { /* commit times it */
-        exec(v, in);
-        return;
-    }
-    settle_slots(v, in);
-    double t0 = MPI_Wtime();
-    exec(v, in);
-    pp_profile_add(v->run->prof, v->run->step, dir, in->stage, MPI_Wtime() - t0);
-}
-
 /* Every send of the step complete; the step's loss. */
 static double cpu_end_step(void *be)
 {
@@ -503,31 +476,10 @@ static double cpu_end_step(void *be)
             mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
     wait_weight_sends(v);
     pp_vm_core_end_step(&v->c);
+    pp_vm_core_prof_collect(&v->c, 0);
     double loss = v->loss;
     v->loss = 0;
     return loss;
-}
-
-/* --skip-nonfinite, once the ranks agreed: the step's deferred
- * OptimizerSteps run (timed for --profile as cpu_exec would), or are
- * dropped with their gradients, which the update would have zeroed. */
-static void cpu_commit(void *be, int apply)
-{
-    vm *v = be;
-    const pp_plan *p = v->p;
-    for (int i = 0; i < v->c.ndeferred; i++) {
-        int s = v->c.deferred[i]->stage;
-        if (!apply) {
-            memset(v->c.grads[s], 0, pp_stage_param_count(&p->model, (int)p->S, s) * sizeof(float));
-            continue;
-        }
-        double t0 = MPI_Wtime();
-        optimizer_step(v, s);
-        if (v->run->prof)
-            pp_profile_add(v->run->prof, v->run->step, pp_profile_dir(v->c.deferred[i]), s,
-                           MPI_Wtime() - t0);
-    }
-    v->c.ndeferred = 0;
 }
 
 static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth)
@@ -548,7 +500,7 @@ const pp_backend pp_backend_cpu = {
     .create = cpu_create,
     .connect = cpu_connect,
     .allocated = pp_vm_core_allocated,
-    .exec = cpu_exec,
+    .exec = pp_vm_core_exec,
     .end_step = cpu_end_step,
     .link = cpu_link,
     .weights = pp_vm_core_weights,
@@ -556,5 +508,5 @@ const pp_backend pp_backend_cpu = {
     .stage_set = pp_vm_core_stage_set,
     .destroy = cpu_destroy,
     .nonfinite = pp_vm_core_nonfinite,
-    .commit = cpu_commit,
+    .commit = pp_vm_core_commit,
 };

@@ -372,152 +372,199 @@ static void init_weights(cuda_vm *v)
     cudaCheck(cudaDeviceSynchronize()); /* start-up only */
 }
 
-/* ---- one instruction ---------------------------------------------------------- */
+/* ---- the operations the core's dispatch calls (core.h: pp_vm_ops) ----------- */
 
-/* The operands of a compute operation: each returns the device pointer and
- * adds the buffer's dependency to d[*n]. */
-static void *use_slot(cuda_vm *v, int k, cvm_dep **d, int *n)
+/* The operands of an operation on the compute lane: each returns the
+ * device pointer and adds the buffer's dependency to the instruction's
+ * (jd), which begin waits for and end records. */
+static void *op_slot(void *be, int k)
 {
-    if (k < 0)
-        return NULL;
-    d[(*n)++] = &v->slot_dep[k];
+    cuda_vm *v = be;
+    v->jd[v->njd++] = &v->slot_dep[k];
     return v->slot[k];
 }
 
-/* The weights a job reads: its wts slot, or this rank's own compute copy. */
-static const void *use_weights(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
+/* This rank's own compute copy of stage s's weights. */
+static const void *op_weights(void *be, int s)
 {
-    if (k >= 0)
-        return use_slot(v, k, d, n);
+    cuda_vm *v = be;
     if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
         return NULL; /* a stage without weights (plancheck.c): nothing to order */
-    d[(*n)++] = &v->param_dep[s];
+    v->jd[v->njd++] = &v->param_dep[s];
     return v->c.compute[s];
 }
 
-/* Where a job accumulates weight gradients: its wgrad slot, or this rank's own. */
-static float *use_grads(cuda_vm *v, int s, int k, cvm_dep **d, int *n)
+/* This rank's own gradients of stage s. */
+static float *op_grads(void *be, int s)
 {
-    if (k >= 0)
-        return use_slot(v, k, d, n);
+    cuda_vm *v = be;
     if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
         return NULL; /* a stage without weights: no gradients either */
-    d[(*n)++] = &v->grad_dep[s];
+    v->jd[v->njd++] = &v->grad_dep[s];
     return v->c.grads[s];
 }
 
-static void compute_begin(cuda_vm *v, cvm_dep **d, int n, int lane)
+/* The stream of the job's lane: COMPUTE, or COMPUTE2 for the second job of
+ * an Overlap pair, with its own cuBLAS context and workspace. */
+static int lane_of(const pp_vm_job *j)
 {
-    for (int i = 0; i < n; i++)
-        cvm_wait(v, d[i], lane);
+    return j->lane ? ST_COMPUTE2 : ST_COMPUTE;
 }
 
-/* After an operation on the compute lane: record its buffers' events. The
- * first job of a pair defers them until its partner has waited (see the
- * header); after the partner, COMPUTE joins COMPUTE2 and records both. */
-static void compute_end(cuda_vm *v, cvm_dep **d, int n, int pair_pos)
+static pp_cuda_model *cm_of(cuda_vm *v, const pp_vm_job *j)
 {
-    if (pair_pos == 1) {
-        for (int i = 0; i < n; i++)
-            v->pair_dep[v->npair_dep++] = d[i];
+    return j->lane ? v->cm2 : v->cm;
+}
+
+static void *work_of(cuda_vm *v, const pp_vm_job *j)
+{
+    return j->lane ? v->work2 : v->work;
+}
+
+static cudaStream_t stream_of(cuda_vm *v, const pp_vm_job *j)
+{
+    return v->st[lane_of(j)];
+}
+
+/* --deterministic: a W job's weight gradients go to a zeroed device
+ * buffer of its lane's, copied to the core's host buffer when the job is
+ * done (op_det_done). */
+static float *op_det_grads(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    float *g = v->det_job[j->lane];
+    if (!v->c.nc)
+        cudaCheck(cudaMemsetAsync(g, 0, j->np * sizeof(float), stream_of(v, j)));
+    return g;
+}
+
+/* Before an operation on the compute lane: wait for its buffers' events. */
+static void op_begin(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    for (int i = 0; i < v->njd; i++)
+        cvm_wait(v, v->jd[i], lane_of(j));
+}
+
+/* After it: record its buffers' events. The first job of a pair defers
+ * them until its partner has waited (see the header); after the partner,
+ * COMPUTE joins COMPUTE2 and records both. */
+static void op_end(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    if (j->pair == 1) {
+        for (int i = 0; i < v->njd; i++)
+            v->pair_dep[v->npair_dep++] = v->jd[i];
+        v->njd = 0;
         return;
     }
-    if (pair_pos == 2) {
+    if (j->pair == 2) {
         cudaCheck(cudaEventRecord(v->pair_ev, v->st[ST_COMPUTE2]));
         cudaCheck(cudaStreamWaitEvent(v->st[ST_COMPUTE], v->pair_ev, 0));
         for (int i = 0; i < v->npair_dep; i++)
             cvm_record(v, v->pair_dep[i], ST_COMPUTE);
         v->npair_dep = 0;
     }
-    for (int i = 0; i < n; i++)
-        cvm_record(v, d[i], ST_COMPUTE);
+    for (int i = 0; i < v->njd; i++)
+        cvm_record(v, v->jd[i], ST_COMPUTE);
+    v->njd = 0;
 }
 
-/* --profile: a timing event on the compute stream just before (end 0) or
- * after (end 1) a job's or an optimizer step's kernels, after its waits for
- * other streams. */
-static void prof_mark(cuda_vm *v, const pp_instr *in, int end, int lane)
+/* A microbatch: made in its pinned buffer, copied to the tokens slot. */
+static void op_load(void *be, const pp_vm_job *j)
 {
-    if (v->prof_ev)
-        cudaCheck(cudaEventRecord(v->prof_ev[2 * (in - v->p->code) + end], v->st[lane]));
-}
-
-/* --profile, once the step's streams are idle: each job's time between its
- * two events; a deferred OptimizerStep's (--skip-nonfinite) once commit ran
- * it (apply 1: what commit passes; 0 here, at the end of the step). */
-static void prof_collect(cuda_vm *v, int deferred)
-{
-    for (uint32_t i = 0; v->run->prof && i < v->p->ninstr; i++) {
-        const pp_instr *in = &v->p->code[i];
-        int dir = pp_profile_dir(in);
-        float ms = 0;
-        if (dir < 0 || deferred != (in->op == PP_OP_OptimizerStep && v->opts->skip_nonfinite))
-            continue;
-        cudaCheck(cudaEventElapsedTime(&ms, v->prof_ev[2 * i], v->prof_ev[2 * i + 1]));
-        pp_profile_add(v->run->prof, v->run->step, dir, in->stage, ms * 1e-3);
+    cuda_vm *v = be;
+    const pp_model *m = &v->p->model;
+    int b = j->b;
+    cudaStream_t cs = stream_of(v, j);
+    /* the last copy out of this pinned buffer (a step ago) is done;
+     * polled, so even this wait meets the watchdog */
+    cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
+    if (!v->c.nc) {
+        pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, v->tok_host[b]);
+        cudaCheck(cudaMemcpyAsync(j->tokens, v->tok_host[b], pp_tokens_bytes(m),
+                                  cudaMemcpyHostToDevice, cs));
     }
+    cudaCheck(cudaEventRecord(v->tok_ev[b], cs));
+}
+
+static void op_forward(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    const pp_model *m = &v->p->model;
+    pp_cuda_stage_forward(cm_of(v, j), m, (int)v->p->S, j->s, j->w, j->x, j->tgt, j->stash,
+                          work_of(v, j), j->out, pp_loss_scale(m, (int)v->p->B));
+}
+
+static void op_backward(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    pp_cuda_stage_backward(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->w, j->g, j->stash,
+                           work_of(v, j), j->dout, j->din);
+}
+
+static void op_backward_input(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    pp_cuda_stage_backward_input(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->w, j->stash,
+                                 work_of(v, j), j->dout, j->din);
+}
+
+static void op_backward_weight(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    pp_cuda_stage_backward_weight(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->g, j->stash,
+                                  work_of(v, j));
 }
 
 /* ---- the non-finite check and its test hook (vm/core.c) ------------------------ */
 
 /* The instruction's record on its lane's array (cuda_vm.nf_dev). */
-static double *nf_record(cuda_vm *v, const pp_instr *in, int lane)
+static double *nf_record(cuda_vm *v, const pp_vm_job *j)
 {
-    size_t i = (size_t)(in - v->p->code);
-    v->nf_lane[i] = lane == ST_COMPUTE2;
+    size_t i = (size_t)(j->in - v->p->code);
+    v->nf_lane[i] = (unsigned char)j->lane;
     return v->nf_dev[v->nf_lane[i]] + 2 * i;
 }
 
 /* Checks n floats of x (device) on the lane, after what wrote them; read at
- * the end of the step (read_checks). x may be NULL: nothing to check. */
-static void check_finite(cuda_vm *v, const pp_instr *in, const float *x, size_t n,
-                         pp_nf_kind kind, int lane)
+ * the end of the step (read_checks). */
+static void op_check(void *be, const pp_vm_job *j, const float *x, size_t n, pp_nf_kind kind)
 {
-    if (!x || v->c.nc)
-        return;
-    v->nf_kind[in - v->p->code] = (signed char)kind;
-    cudaCheck(pp_cu_first_nonfinite(x, n, nf_record(v, in, lane), v->st[lane]));
+    cuda_vm *v = be;
+    v->nf_kind[j->in - v->p->code] = (signed char)kind;
+    cudaCheck(pp_cu_first_nonfinite(x, n, nf_record(v, j), stream_of(v, j)));
 }
 
 /* PP_INJECT_NAN: a NaN into a float or a double of device memory, copied
  * from the host (the bits the cpu backend's NAN has). */
-static void poison(cuda_vm *v, void *x, int is_double, int lane)
+static void poison(cuda_vm *v, const pp_vm_job *j, void *x, int is_double)
 {
     static const float nanf_ = NAN;
     static const double nand_ = NAN;
     cudaCheck(cudaMemcpyAsync(x, is_double ? (const void *)&nand_ : (const void *)&nanf_,
                               is_double ? sizeof nand_ : sizeof nanf_, cudaMemcpyHostToDevice,
-                              v->st[lane]));
+                              stream_of(v, j)));
 }
 
-/* PP_INJECT_NAN's din and wgrad: a backward job's input gradient or the
- * weight gradients it added to (either may be NULL: not written here). */
-static void inject_grads(cuda_vm *v, const pp_instr *in, float *din, float *g, int lane)
+static void op_poison(void *be, const pp_vm_job *j, float *x)
 {
-    if (din && pp_vm_core_inject_here(&v->c, in, PP_INJECT_DIN))
-        poison(v, din, 0, lane);
-    if (g && pp_stage_param_count(&v->p->model, (int)v->p->S, in->stage) &&
-        pp_vm_core_inject_here(&v->c, in, PP_INJECT_WGRAD))
-        poison(v, g, 0, lane);
+    poison(be, j, x, 0);
 }
 
 /* A forward's loss: the last stage moves its microbatch's loss out of the
  * context's sum into the instruction's record (the step's loss is their
- * sum: read_checks); PP_INJECT_NAN there, or into another stage's output. */
-static void forward_done(cuda_vm *v, const pp_instr *in, pp_cuda_model *cm, float *out, int lane)
+ * sum: read_checks), poisoned there by PP_INJECT_NAN. */
+static void op_loss(void *be, const pp_vm_job *j, int poison_it)
 {
-    int last = in->stage == (int)v->p->S - 1;
-    if (v->c.nc)
-        return;
-    if (last) {
-        double *rec = nf_record(v, in, lane);
-        v->nf_kind[in - v->p->code] = PP_NF_LOSS;
-        pp_cuda_loss_move(cm, rec);
-        if (pp_vm_core_inject_here(&v->c, in, PP_INJECT_OUT))
-            poison(v, rec, 1, lane);
-    } else if (pp_vm_core_inject_here(&v->c, in, PP_INJECT_OUT)) {
-        poison(v, out, 0, lane);
-    }
+    cuda_vm *v = be;
+    if (j->s != (int)v->p->S - 1)
+        return; /* only the last stage makes a loss */
+    double *rec = nf_record(v, j);
+    v->nf_kind[j->in - v->p->code] = PP_NF_LOSS;
+    pp_cuda_loss_move(cm_of(v, j), rec);
+    if (poison_it)
+        poison(v, j, rec, 1);
 }
 
 /* The end of a step, the streams idle: every record read, the findings
@@ -553,49 +600,55 @@ static double read_checks(cuda_vm *v)
 
 /* ---- --deterministic (vm/determ.h, through the core) ----------------------------- */
 
-/* Where job W(s,b) accumulates its weight gradients: its wgrad slot or the
- * owner's gradients; under --deterministic a zeroed device buffer of its
- * lane's, copied to the core's host buffer when the job is done (det_done). */
-static float *wjob_grads(cuda_vm *v, int s, int k, int lane, cvm_dep **d, int *n)
+/* A W job is done on its lane: its gradient to the core's host buffer (the
+ * host waits, as the mpi transport's sends do), where the core sums it in
+ * order. */
+static void op_det_done(void *be, const pp_vm_job *j)
 {
-    if (!pp_vm_core_det(&v->c, s))
-        return use_grads(v, s, k, d, n);
-    float *g = v->det_job[lane == ST_COMPUTE2];
-    if (!v->c.nc)
-        cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(&v->p->model, (int)v->p->S, s) *
-                                           sizeof(float), v->st[lane]));
-    return g;
-}
-
-/* W(s,b) is done on the lane: its gradient to the host (the host waits, as
- * the mpi transport's sends do), where the core sums it in order. */
-static void det_done(cuda_vm *v, const pp_instr *in, const float *g, int lane)
-{
-    int s = in->stage;
-    if (!pp_vm_core_det(&v->c, s) || v->c.nc)
-        return;
-    float *host = pp_vm_core_det_job(&v->c, s, in->mb);
-    cudaCheck(cudaMemcpyAsync(host, g, pp_stage_param_count(&v->p->model, (int)v->p->S, s) *
-                                           sizeof(float), cudaMemcpyDeviceToHost, v->st[lane]));
-    cudaCheck(cudaEventRecord(v->det_ev, v->st[lane]));
+    cuda_vm *v = be;
+    float *host = pp_vm_core_det_job(&v->c, j->s, j->b);
+    cudaCheck(cudaMemcpyAsync(host, j->g, j->np * sizeof(float), cudaMemcpyDeviceToHost,
+                              stream_of(v, j)));
+    cudaCheck(cudaEventRecord(v->det_ev, stream_of(v, j)));
     cvm_host_wait(v, v->det_ev, "a microbatch's weight gradients (--deterministic)");
-    pp_vm_core_det_done(&v->c, s, in->mb);
 }
 
-/* ---- one instruction ---------------------------------------------------------- */
-
-/* Stage s's update on the lane (its buffers' waits issued by the caller):
- * params, the compute copy and the optimizer state from the gradients,
- * which it zeroes; timed for --profile. */
-static void update(cuda_vm *v, const pp_instr *in, int lane)
+/* The ordered sum, from the host, before the OptimizerStep. */
+static void op_det_put(void *be, const pp_vm_job *j, const float *sum)
 {
+    cuda_vm *v = be;
+    cudaCheck(cudaMemcpyAsync(j->g, sum, j->np * sizeof(float), cudaMemcpyHostToDevice,
+                              stream_of(v, j)));
+}
+
+/* ---- gradients, the optimizer, transfers, --profile ------------------------------ */
+
+static void op_zero(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    cudaCheck(cudaMemsetAsync(j->g, 0, j->np * sizeof(float), stream_of(v, j)));
+}
+
+/* RecvWeightGrad's sum, once the tmp slot's receive is done. */
+static void op_accumulate(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    cudaCheck(pp_cu_add(j->g, j->tmp, j->np, stream_of(v, j)));
+}
+
+/* Stage s's update on the lane (its buffers' waits issued by begin, on
+ * param_dep too, so the step waits for the weight sends of the compute
+ * copy and the jobs reading it): params, the compute copy and the
+ * optimizer state from the gradients, which it zeroes. */
+static void op_update(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
     const pp_model *m = &v->p->model;
-    int s = in->stage;
+    int s = j->s;
     float *w = v->c.params[s], *g = v->c.grads[s];
     const pp_optim *o = &v->opts->optim;
-    size_t np = pp_stage_param_count(m, (int)v->p->S, s);
-    cudaStream_t cs = v->st[lane];
-    prof_mark(v, in, 0, lane);
+    size_t np = j->np;
+    cudaStream_t cs = stream_of(v, j);
     /* bf16: the optimizer writes the compute copy in its own pass (for
      * fp32 the copy is the weights themselves) */
     uint16_t *copy = m->precision == PP_PREC_BF16 ? (uint16_t *)v->c.compute[s] : NULL;
@@ -607,159 +660,77 @@ static void update(cuda_vm *v, const pp_instr *in, int lane)
                                    o->beta2, o->eps, o->weight_decay, copy, cs));
     else
         cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), copy, cs));
-    prof_mark(v, in, 1, lane);
     cvm_params_changed(v, s);
 }
 
-static void exec(cuda_vm *v, const pp_instr *in)
+/* Every transfer (vm/transport_cuda.c) records its own dependencies, on
+ * the stream its data flows on. */
+static void op_transfer(void *be, const pp_vm_job *j)
 {
-    const pp_plan *p = v->p;
-    const pp_model *m = &p->model;
-    int S = (int)p->S, s = in->stage, n = 0;
-    int nc = v->c.nc; /* vm/vmbench.h: every operand and event, no kernel */
-    /* the lane: COMPUTE, or COMPUTE2 for the second job of a pair */
-    int pair_pos = pp_vm_core_pair_pos(&v->c, in);
-    int lane = pair_pos == 2 ? ST_COMPUTE2 : ST_COMPUTE;
-    cudaStream_t cs = v->st[lane];
-    pp_cuda_model *cm = lane == ST_COMPUTE2 ? v->cm2 : v->cm;
-    void *work = lane == ST_COMPUTE2 ? v->work2 : v->work;
-    size_t act = pp_act_bytes(m) / sizeof(float);
-    cvm_dep *d[PP_MAX_SLOTS + 2];
-    if (pp_vm_core_det(&v->c, s) &&
-        (in->op == PP_OP_SendWeightGrad || in->op == PP_OP_RecvWeightGrad ||
-         in->op == PP_OP_ReduceGrads)) {
-        if (!nc)
-            pp_vm_core_det_transfer(&v->c, in); /* host memory, MPI */
-        return;
-    }
-    switch ((pp_opcode)in->op) {
-    case PP_OP_LoadMicroBatch: {
-        int b = in->mb;
-        void *tokens = use_slot(v, pp_slot(in, PP_ROLE_TOKENS), d, &n);
-        /* the last copy out of this pinned buffer (a step ago) is done;
-         * polled, so even this wait meets the watchdog */
-        cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
-        if (!nc)
-            pp_data_microbatch(v->ds, m, v->opts->seed, v->run->step, b, v->tok_host[b]);
-        compute_begin(v, d, n, lane);
-        if (!nc)
-            cudaCheck(cudaMemcpyAsync(tokens, v->tok_host[b], pp_tokens_bytes(m),
-                                      cudaMemcpyHostToDevice, cs));
-        cudaCheck(cudaEventRecord(v->tok_ev[b], cs));
-        break;
-    }
-    case PP_OP_Forward: {
-        const void *x = use_slot(v, pp_slot(in, PP_ROLE_IN), d, &n);
-        void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
-        float *out = use_slot(v, pp_slot(in, PP_ROLE_OUT), d, &n);
-        const int32_t *tgt = use_slot(v, pp_slot(in, PP_ROLE_TGT), d, &n);
-        const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
-        compute_begin(v, d, n, lane);
-        prof_mark(v, in, 0, lane);
-        if (!nc)
-            pp_cuda_stage_forward(cm, m, S, s, w, x, tgt, stash, work, out,
-                                  pp_loss_scale(m, (int)p->B));
-        prof_mark(v, in, 1, lane);
-        forward_done(v, in, cm, out, lane);
-        break;
-    }
-    case PP_OP_Backward: {
-        const void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
-        const float *dout = use_slot(v, pp_slot(in, PP_ROLE_DOUT), d, &n);
-        float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
-        const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
-        float *g = wjob_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), lane, d, &n);
-        compute_begin(v, d, n, lane);
-        prof_mark(v, in, 0, lane);
-        if (!nc)
-            pp_cuda_stage_backward(cm, m, S, s, w, g, stash, work, dout, din);
-        prof_mark(v, in, 1, lane);
-        if (!nc)
-            inject_grads(v, in, din, g, lane);
-        check_finite(v, in, din, act, PP_NF_INPUT_GRAD, lane);
-        det_done(v, in, g, lane);
-        break;
-    }
-    case PP_OP_BackwardInput: {
-        void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
-        const float *dout = use_slot(v, pp_slot(in, PP_ROLE_DOUT), d, &n);
-        float *din = use_slot(v, pp_slot(in, PP_ROLE_DIN), d, &n);
-        const void *w = use_weights(v, s, pp_slot(in, PP_ROLE_WTS), d, &n);
-        compute_begin(v, d, n, lane);
-        prof_mark(v, in, 0, lane);
-        if (!nc)
-            pp_cuda_stage_backward_input(cm, m, S, s, w, stash, work, dout, din);
-        prof_mark(v, in, 1, lane);
-        if (!nc)
-            inject_grads(v, in, din, NULL, lane);
-        check_finite(v, in, din, act, PP_NF_INPUT_GRAD, lane);
-        break;
-    }
-    case PP_OP_BackwardWeight: {
-        const void *stash = use_slot(v, pp_slot(in, PP_ROLE_STASH), d, &n);
-        float *g = wjob_grads(v, s, pp_slot(in, PP_ROLE_WGRAD), lane, d, &n);
-        compute_begin(v, d, n, lane);
-        prof_mark(v, in, 0, lane);
-        if (!nc)
-            pp_cuda_stage_backward_weight(cm, m, S, s, g, stash, work);
-        prof_mark(v, in, 1, lane);
-        if (!nc)
-            inject_grads(v, in, NULL, g, lane);
-        det_done(v, in, g, lane);
-        break;
-    }
-    case PP_OP_ZeroGrads: {
-        void *g = use_slot(v, pp_slot(in, PP_ROLE_WGRAD), d, &n);
-        compute_begin(v, d, n, lane);
-        if (!nc)
-            cudaCheck(cudaMemsetAsync(g, 0, pp_stage_param_count(m, S, s) * sizeof(float), cs));
-        break;
-    }
-    case PP_OP_RecvWeightGrad: {
-        cvm_transfer(v, in); /* into the tmp slot, on the up or down stream */
-        const float *tmp = use_slot(v, pp_slot(in, PP_ROLE_TMP), d, &n);
-        float *g = use_grads(v, s, -1, d, &n);
-        compute_begin(v, d, n, lane);
-        if (!nc)
-            cudaCheck(pp_cu_add(g, tmp, pp_stage_param_count(m, S, s), cs));
-        break;
-    }
-    case PP_OP_OptimizerStep: {
-        /* params and the compute copy: param_dep, so the step waits for the
-         * weight sends of the copy (and the jobs reading it) before it */
-        (void)use_weights(v, s, -1, d, &n);
-        float *g = use_grads(v, s, -1, d, &n);
-        size_t np = pp_stage_param_count(m, S, s);
-        compute_begin(v, d, n, lane);
-        if (pp_vm_core_det(&v->c, s) && !nc) /* the ordered sum, from the host */
-            cudaCheck(cudaMemcpyAsync(g, pp_vm_core_det_sum(&v->c, s), np * sizeof(float),
-                                      cudaMemcpyHostToDevice, cs));
-        check_finite(v, in, g, np, PP_NF_WEIGHT_GRAD, lane);
-        if (nc || !pp_vm_core_defer(&v->c, in)) /* --skip-nonfinite: until commit */
-            update(v, in, lane);
-        break;
-    }
-    case PP_OP_SendActivation:
-    case PP_OP_RecvActivation:
-    case PP_OP_SendGrad:
-    case PP_OP_RecvGrad:
-    case PP_OP_FetchWeights:
-    case PP_OP_SendWeights:
-    case PP_OP_SendWeightGrad:
-    case PP_OP_ReduceGrads:
-        cvm_transfer(v, in); /* records its own dependencies */
-        break;
-    case PP_OP_GroupStart:
-    case PP_OP_GroupEnd:
-        cvm_group(v, in->op == PP_OP_GroupStart);
-        break;
-    case PP_OP_Overlap: /* the next two jobs (see the header): the core counts them */
-        break;
-    case PP_OP_COUNT:
-        break;
-    }
-    compute_end(v, d, n, pair_pos);
+    cvm_transfer(be, j->in);
 }
+
+static void op_group(void *be, int start)
+{
+    cvm_group(be, start);
+}
+
+/* --profile: a timing event on the lane just before (end 0) or after (end
+ * 1) a job's or an optimizer step's kernels, after its waits for other
+ * streams. */
+static void op_mark(void *be, const pp_vm_job *j, int end)
+{
+    cuda_vm *v = be;
+    if (v->prof_ev)
+        cudaCheck(cudaEventRecord(v->prof_ev[2 * (j->in - v->p->code) + end], stream_of(v, j)));
+}
+
+/* Once the streams are idle: the time between instruction i's events. */
+static double op_elapsed(void *be, uint32_t i)
+{
+    cuda_vm *v = be;
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, v->prof_ev[2 * i], v->prof_ev[2 * i + 1]));
+    return ms * 1e-3;
+}
+
+/* --skip-nonfinite: the host waits for commit's updates on the compute
+ * stream, so that what follows (a checkpoint, --save) reads the result. */
+static void op_committed(void *be)
+{
+    cuda_vm *v = be;
+    cudaCheck(cudaEventRecord(v->commit_ev, v->st[ST_COMPUTE]));
+    cvm_host_wait(v, v->commit_ev, "the step's deferred optimizer updates");
+}
+
+static const pp_vm_ops cuda_ops = {
+    .slot = op_slot,
+    .weights = op_weights,
+    .grads = op_grads,
+    .det_grads = op_det_grads,
+    .begin = op_begin,
+    .end = op_end,
+    .load = op_load,
+    .forward = op_forward,
+    .loss = op_loss,
+    .backward = op_backward,
+    .backward_input = op_backward_input,
+    .backward_weight = op_backward_weight,
+    .poison = op_poison,
+    .check = op_check,
+    .det_done = op_det_done,
+    .det_put = op_det_put,
+    .zero = op_zero,
+    .accumulate = op_accumulate,
+    .update = op_update,
+    .send = op_transfer,
+    .recv = op_transfer,
+    .reduce = op_transfer,
+    .group = op_group,
+    .mark = op_mark,
+    .elapsed = op_elapsed,
+    .committed = op_committed,
+};
 
 /* ---- the backend's interface (backend.h) ------------------------------------ */
 
@@ -821,7 +792,7 @@ static void *cuda_create(pp_run *run, char *err, size_t errlen)
         pp_cuda_fatal_hook = NULL;
         return NULL;
     }
-    if (pp_vm_core_init(&v->c, run, &device_mem, err, errlen) || setup(v, err, errlen)) {
+    if (pp_vm_core_init(&v->c, run, &device_mem, &cuda_ops, err, errlen) || setup(v, err, errlen)) {
         cuda_destroy(v);
         return NULL;
     }
@@ -837,11 +808,6 @@ static void cuda_connect(void *be)
     init_weights(v);
 }
 
-static void cuda_exec(void *be, const pp_instr *in)
-{
-    exec(be, in);
-}
-
 /* Every stream idle (polled under the watchdog), every send complete, the
  * step's job times collected, the non-finite check's records read; the
  * loss, summed from them. */
@@ -851,38 +817,8 @@ static double cuda_end_step(void *be)
     cvm_finish_step(v);
     cvm_transport_drain(v);
     pp_vm_core_end_step(&v->c);
-    prof_collect(v, 0);
+    pp_vm_core_prof_collect(&v->c, 0);
     return read_checks(v);
-}
-
-/* --skip-nonfinite, once the ranks agreed: the step's deferred
- * OptimizerSteps run on the compute stream (timed for --profile as exec
- * would), or are dropped with their gradients, which the update would have
- * zeroed; then the host waits for them, so that what follows (a checkpoint,
- * --save) reads the result. */
-static void cuda_commit(void *be, int apply)
-{
-    cuda_vm *v = be;
-    cudaStream_t cs = v->st[ST_COMPUTE];
-    for (int i = 0; i < v->c.ndeferred; i++) {
-        const pp_instr *in = v->c.deferred[i];
-        int s = in->stage;
-        cvm_wait(v, &v->param_dep[s], ST_COMPUTE);
-        cvm_wait(v, &v->grad_dep[s], ST_COMPUTE);
-        if (apply)
-            update(v, in, ST_COMPUTE);
-        else
-            cudaCheck(cudaMemsetAsync(v->c.grads[s], 0,
-                                      pp_stage_param_count(&v->p->model, (int)v->p->S, s) *
-                                          sizeof(float), cs));
-        cvm_record(v, &v->param_dep[s], ST_COMPUTE);
-        cvm_record(v, &v->grad_dep[s], ST_COMPUTE);
-    }
-    cudaCheck(cudaEventRecord(v->commit_ev, cs));
-    cvm_host_wait(v, v->commit_ev, "the step's deferred optimizer updates");
-    if (apply && v->c.ndeferred)
-        prof_collect(v, 1);
-    v->c.ndeferred = 0;
 }
 
 static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth)
@@ -896,7 +832,7 @@ const pp_backend pp_backend_cuda = {
     .create = cuda_create,
     .connect = cuda_connect,
     .allocated = pp_vm_core_allocated,
-    .exec = cuda_exec,
+    .exec = pp_vm_core_exec,
     .end_step = cuda_end_step,
     .link = cuda_link,
     .weights = pp_vm_core_weights,
@@ -904,5 +840,5 @@ const pp_backend pp_backend_cuda = {
     .stage_set = pp_vm_core_stage_set,
     .destroy = cuda_destroy,
     .nonfinite = pp_vm_core_nonfinite,
-    .commit = cuda_commit,
+    .commit = pp_vm_core_commit,
 };

@@ -67,6 +67,11 @@ typedef struct {
     pp_cuda_model *cm2;
     void *work2;
     cvm_dep *pair_dep[2 * (PP_MAX_SLOTS + 2)];
+    /* the buffers the instruction in progress touches on the compute lane
+     * (op_slot, op_weights, op_grads): waited for by op_begin, recorded by
+     * op_end */
+    cvm_dep *jd[PP_MAX_SLOTS + 2];
+    int njd;
     int npair_dep;
     cudaEvent_t pair_ev;
     int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
