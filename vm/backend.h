@@ -2,11 +2,12 @@
  * loop, the memory line, --save, --profile, messages) and a backend that
  * runs one rank's instructions: cpu (vm/interp.c: host memory, a BLAS, MPI)
  * or cuda (vm/interp_cuda.c and vm/transport_cuda.c: CUDA streams, cuBLAS,
- * NCCL or MPI). Both are the VM core (vm/core.h: per-stage state, the
- * non-finite check, --skip-nonfinite, --deterministic, checkpoints) over
- * their own device work; the core implements the hooks below that need
- * nothing of a device (allocated, weights, stage_get, stage_set,
- * nonfinite).
+ * NCCL or MPI). Both are the VM core (vm/core.h: the opcode dispatch and
+ * operand decoding, per-stage state, the non-finite check,
+ * --skip-nonfinite, --deterministic, --profile's timing, checkpoints) over
+ * their own device operations (pp_vm_ops); the core implements the hooks
+ * below that need nothing of a device (allocated, exec, weights,
+ * stage_get, stage_set, nonfinite, commit).
  *
  * The driver calls, on every rank, in this order:
  *
@@ -21,8 +22,8 @@
  *   allocated  bytes of weights, gradients, optimizer state, compute
  *              copies, slots and workspace: the memory line
  *   exec       one instruction, per step in plan order; with --profile
- *              (run->prof) it times the jobs and optimizer steps and adds
- *              their times (pp_profile_add), now or at end_step
+ *              (run->prof) it times the jobs and optimizer steps, whose
+ *              times end_step adds (pp_profile_add)
  *   end_step   the end of a step: every operation done and every send
  *              complete; returns this rank's summed loss of the step
  *   link       --profile, after the last step: the link between ranks 0

@@ -91,9 +91,13 @@
  * anything collective, every rank returns 1, and the lowest failing rank
  * says why.
  *
- * The VM core (vm/core.h) holds what the cpu backend does alike: the
- * owned stages' state (allocated here through device_mem), overlapped
- * pairs' bookkeeping, checkpoints and --save's copies, and:
+ * The VM core (vm/core.h, vm/exec.c) holds what the cpu backend does
+ * alike: the opcode dispatch, which decodes each instruction's operands and
+ * calls this file's operations (cuda_ops: each resolves its operands'
+ * events, op_begin waits for them on the lane, op_end records them),
+ * --profile's timing (op_mark's events, read by op_elapsed at the end of
+ * the step), the owned stages' state (allocated here through device_mem),
+ * overlapped pairs' bookkeeping, checkpoints and --save's copies, and:
  *
  * Bad numbers (vm/core.c). The checks the cpu backend makes on the host
  * run here on the GPU, on the lane of the job that made the numbers: a
