@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bufcheck.h"
-#include "commcheck.h"
+#include "../isa/bufcheck.h"
+#include "../isa/commcheck.h"
 #include "parse.h"
 #include "readfile.h"
 
@@ -45,8 +45,8 @@ static pp_compile_status check_failed(pp_diag *d, const char *msg, const char *c
  * it: pp_compile's, --keep-weights' candidates, the tests'. Each check reads
  * the plans only and reports through d.
  *   1. every rank's plan is one the VM accepts (pp_plan_validate);
- *   2. the plans cannot hang under NCCL's rules (commcheck.h);
- *   3. no plan can corrupt a buffer (bufcheck.h).
+ *   2. the plans cannot hang under NCCL's rules (isa/commcheck.h);
+ *   3. no plan can corrupt a buffer (isa/bufcheck.h).
  * Further verifiers go at the end of this function. */
 static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
 {

@@ -3,10 +3,10 @@
  * Everything else that needs to know what an instruction is derives it from
  * this list (X-macro): the enum, the names, the decoder's operand checks,
  * the listing's operand names, which instructions are transfers and what
- * pairs with what (the deadlock checker, compiler/commcheck.c), which way
+ * pairs with what (the deadlock checker, isa/commcheck.c), which way
  * a transfer's data flows and so which stream carries it (grouping, the
  * cuda backend), and which buffers an instruction reads and writes (the
- * buffer-safety verifier, compiler/bufcheck.c; the VM's plan checks). So
+ * buffer-safety verifier, isa/bufcheck.c; the VM's plan checks). So
  * adding an instruction is one line here, plus its lowering and its VM case;
  * tests/unit/test_plan.c walks the table and fails when a property is
  * missing or inconsistent, and fails when an existing number moves.
@@ -60,7 +60,7 @@
  * posts a bracket as one ncclGroupStart/End, so its transfers progress
  * together instead of each waiting for the one before. Members of a group
  * are concurrent: no two may touch one buffer unless both only read it
- * (compiler/bufcheck.c proves it of every plan). RecvWeightGrad is FLOW but
+ * (isa/bufcheck.c proves it of every plan). RecvWeightGrad is FLOW but
  * not GROUPABLE: it adds what arrives to the gradients, a computation that
  * must wait for the data, so it cannot be deferred to a group's end.
  *
@@ -70,7 +70,7 @@
  * backend runs them at once on two compute streams, each with a workspace
  * of its own; the cpu backend runs them one after the other. Like a
  * group's members they are concurrent: neither may write a buffer the
- * other touches (compiler/bufcheck.c). */
+ * other touches (isa/bufcheck.c). */
 #ifndef PP_OPCODES_H
 #define PP_OPCODES_H
 

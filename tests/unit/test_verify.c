@@ -1,5 +1,5 @@
 /* test_verify.c - the verify suite: ppvm's verifier of what a plan means
- * (vm/verify.c). Every library schedule's plans pass it; the issue's
+ * (isa/verify.c). Every library schedule's plans pass it; the issue's
  * formerly-bad edits (each with its CRC fixed, and again with the plan id
  * forged over all ranks so the content hash cannot be what refuses them)
  * are refused with a message naming what was expected; ppc leaves no stale
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../vm/verify.h"
+#include "../../isa/verify.h"
 #include "suites.h"
 #include "testutil.h"
 

@@ -1,14 +1,15 @@
-/* plancheck.c - what the VM checks in a plan beyond the format's own rules:
- * every slot is big enough for the role an instruction gives it, the
- * workspace for every stage the rank runs, and every stage an instruction
- * touches is held by this rank. A plan that passes
- * cannot make the interpreter read or write out of bounds. */
+/* plancheck.c - pp_verify_sizes (verify.h), what a plan must satisfy beyond
+ * the format's own rules before any backend runs it: every slot is big
+ * enough for the role an instruction gives it, the workspace for every
+ * stage the rank runs, and every stage an instruction touches is held by
+ * this rank. A plan that passes cannot make an interpreter read or write
+ * out of bounds. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../kernels/model.h"
-#include "vm.h"
+#include "verify.h"
 
 /* Bytes a slot holding content c of instruction in's stage needs
  * (isa/opcodes.h). Jobs read the compute copy (bf16 with precision bf16)
@@ -56,7 +57,7 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
  * start-up, as out of memory.) */
 #define MAX_BUFFER_BYTES ((uint64_t)SIZE_MAX - 64)
 
-int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
+int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
 {
     int S = (int)p->S;
     for (uint32_t k = 0; k < p->nslots; k++)
