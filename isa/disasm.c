@@ -134,7 +134,9 @@ static void print_slots(const pp_plan *p, FILE *out)
 static void print_header(const pp_plan *p, FILE *out)
 {
     const pp_model *m = &p->model;
-    fprintf(out, "; pp plan, format %" PRIu32 ", plan id %016" PRIx64 "\n", p->version, p->plan_id);
+    /* No format version here: the listing shows what the plan means, which a
+     * version bump alone does not change, so a bump rewrites no golden. */
+    fprintf(out, "; pp plan, plan id %016" PRIx64 "\n", p->plan_id);
     fprintf(out,
             "; rank %" PRIu32 " of %" PRIu32 ", S=%" PRIu32 " stages, B=%" PRIu32 " microbatches\n",
             p->rank, p->world, p->S, p->B);

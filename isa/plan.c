@@ -73,7 +73,12 @@ static uint64_t fnv_le(uint64_t h, uint64_t v, int bytes)
 }
 
 /* The plan id: a hash of every rank's content (the compiler stamps it, the
- * VM recomputes it at start-up over the plans all ranks loaded). Every
+ * VM recomputes it at start-up over the plans all ranks loaded). The
+ * format version is not hashed, on purpose: the id names what the plans
+ * mean (checkpoints are tied to it, listings print it), and a version bump
+ * changes how a plan is written, not what it means, so the same schedule
+ * keeps its id, its checkpoints and its golden listings across bumps (a
+ * file of another version is refused by the decoder anyway). Every
  * field goes in as its little-endian bytes, 4 for a 32-bit one, 8 for a
  * 64-bit one; the model as its ten 32-bit fields and then 8 zero bytes
  * (where the first version hashed the struct with its layer table's
