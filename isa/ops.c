@@ -13,9 +13,12 @@
 enum { PP_OP_NONE = -1 };
 
 static const pp_op_info OPS[PP_OP_COUNT] = {
-#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, slots, syn)                  \
-    [num] = {#name, PP_KIND_##kind, PP_OP_##pairs, PP_LANE_##lane, (uses), PP_ACC_##params,       \
-             PP_ACC_##grads, SLOT_LIST slots, syn},
+#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, job, family, tag, slots, syn,  \
+                   comment)                                                                        \
+    [num] = {#name,         PP_KIND_##kind,     PP_OP_##pairs, PP_LANE_##lane,                    \
+             (uses),        PP_ACC_##params,    PP_ACC_##grads, PP_JOB_##job,                     \
+             PP_FAMILY_##family, PP_TAG_##tag,  SLOT_LIST slots, syn,                             \
+             comment},
     PP_OPCODES(PP_OP_INFO)
 #undef PP_OP_INFO
 };
@@ -66,6 +69,26 @@ const char *pp_op_slot_role(int op, int i, int *optional)
     if (optional)
         *optional = OPS[op].slot[i].optional;
     return pp_role_name(OPS[op].slot[i].role);
+}
+
+pp_op_job pp_op_job_of(int op) { return pp_op(op) ? OPS[op].job : PP_JOB_NONE; }
+
+int pp_op_is_job(int op)
+{
+    pp_op_job j = pp_op_job_of(op);
+    return j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI || j == PP_JOB_W;
+}
+
+pp_op_family pp_op_family_of(int op) { return pp_op(op) ? OPS[op].family : PP_FAMILY_BOOKKEEPING; }
+
+const char *pp_family_name(pp_op_family f)
+{
+    static const char *const names[PP_FAMILY_COUNT] = {
+#define PP_FAMILY_NAME(F, name) [PP_FAMILY_##F] = name,
+        PP_FAMILIES(PP_FAMILY_NAME)
+#undef PP_FAMILY_NAME
+    };
+    return f >= 0 && f < PP_FAMILY_COUNT ? names[f] : "?";
 }
 
 int pp_op_is_transfer(int op)

@@ -126,6 +126,18 @@ uint64_t pp_plans_id(const pp_plan *plans, int W)
     return h;
 }
 
+int pp_transfer_tag(const pp_plan *p, int op, int s, int b)
+{
+    const pp_op_info *o = pp_op(op);
+    if (!o || o->tag == PP_TAG_NONE)
+        return -1;
+    if (!(o->uses & PP_U_MB) || b < 0)
+        b = 0;
+    return (int)(((int64_t)s * p->B + b) * PP_TAG_CLASSES + o->tag);
+}
+
+long long pp_transfer_tags(const pp_plan *p) { return (long long)p->S * p->B * PP_TAG_CLASSES; }
+
 /* ---------------------------------------------------------------- encoding */
 
 #define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */
@@ -863,8 +875,8 @@ static bool check_transfer_groups(const pp_plan *p, char *err, size_t errlen)
 
 static bool is_pair_job(const pp_instr *in, int fwd)
 {
-    return fwd ? in->op == PP_OP_Forward
-               : in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput;
+    pp_op_job j = pp_op_job_of(in->op);
+    return fwd ? j == PP_JOB_F : j == PP_JOB_B || j == PP_JOB_BI;
 }
 
 /* Overlap: the next two instructions are a Forward and a Backward (or

@@ -56,22 +56,14 @@ static void say(char *err, size_t len, const char *fmt, ...)
 
 /* ---- jobs ------------------------------------------------------------------ */
 
+/* The jobs of a microbatch, from the opcode table's job column. */
 enum { JOB_F, JOB_B, JOB_BI, JOB_W, JOB_NONE };
 
 static int job_kind(int op)
 {
-    switch (op) {
-    case PP_OP_Forward:
-        return JOB_F;
-    case PP_OP_Backward:
-        return JOB_B;
-    case PP_OP_BackwardInput:
-        return JOB_BI;
-    case PP_OP_BackwardWeight:
-        return JOB_W;
-    default:
+    if (!pp_op_is_job(op))
         return JOB_NONE;
-    }
+    return (int)pp_op_job_of(op) - PP_JOB_F; /* PP_JOB_F, B, BI, W in this order */
 }
 
 static const char *job_name(int k)

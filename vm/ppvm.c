@@ -833,12 +833,12 @@ int main(int argc, char **argv)
         pp_plan_free(&p);
         ok = 0;
     }
-    if (ok) { /* transfers are tagged by (stage, microbatch, kind) */
+    if (ok) { /* transfers are tagged by (stage, microbatch, class): pp_transfer_tag */
         int *ub, flag;
         mpiCheck(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
-        if (flag && (long long)p.S * p.B * 4 > *ub) {
-            pp_vm_error(me, "S*B*4 = %lld exceeds this MPI's largest tag %d",
-                        (long long)p.S * p.B * 4, *ub);
+        if (flag && pp_transfer_tags(&p) > *ub) {
+            pp_vm_error(me, "S*B*%d = %lld exceeds this MPI's largest tag %d", PP_TAG_CLASSES,
+                        pp_transfer_tags(&p), *ub);
             tag_ub_ok = 0;
         }
     }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../isa/opcodes.h"
+#include "../../isa/comment.h"
 #include "../../isa/plan.h"
 #include "suites.h"
 
@@ -199,6 +200,39 @@ START_TEST(test_opcode_table_is_complete)
             ck_assert_int_eq(pp_slot_index(op, sp->role), k); /* roles are unique */
             ck_assert_str_ne(pp_role_name(sp->role), "?");
         }
+        /* the job, family and tag columns agree with the kind */
+        int job = pp_op_is_job(op);
+        ck_assert_msg(job == (o->kind == PP_KIND_COMPUTE), "%s: a COMPUTE opcode runs F, B, BI or W",
+                      name);
+        ck_assert_msg(o->job != PP_JOB_O || (o->kind == PP_KIND_LOCAL && o->uses == PP_U_STAGE &&
+                                              o->params == PP_ACC_UP),
+                      "%s: the optimizer step updates its stage's weights", name);
+        ck_assert_msg(o->family >= 0 && o->family < PP_FAMILY_COUNT, "%s: family", name);
+        ck_assert_str_eq(pp_family_name(pp_op_family_of(op)), pp_family_name(o->family));
+        ck_assert_msg((o->family == PP_FAMILY_COMPUTE) == job &&
+                          (o->family == PP_FAMILY_OPTIMIZER) == (o->job == PP_JOB_O) &&
+                          (o->family == PP_FAMILY_COLLECTIVE) == (o->kind == PP_KIND_COLLECTIVE) &&
+                          (o->kind != PP_KIND_MARKER || o->family == PP_FAMILY_BOOKKEEPING),
+                      "%s: family against kind and job", name);
+        ck_assert_msg(transfer ? o->family == PP_FAMILY_TRANSFER || o->family == PP_FAMILY_WEIGHTS
+                               : o->family != PP_FAMILY_TRANSFER && o->family != PP_FAMILY_WEIGHTS,
+                      "%s: the transfer families hold the transfers", name);
+        ck_assert_msg(transfer ? o->tag > PP_TAG_NONE && o->tag < PP_TAG_CLASSES &&
+                                     o->tag == pp_op(o->pairs)->tag
+                               : o->tag == PP_TAG_NONE,
+                      "%s: a transfer has a tag class, its pair's", name);
+        for (int q = 0; transfer && q < PP_OP_COUNT; q++) /* a class tells one pair apart */
+            ck_assert_msg(q == op || q == o->pairs || pp_op(q)->tag != o->tag,
+                          "%s and %s share a tag class but do not pair", name, pp_op_name(q));
+        pp_plan tp = {.S = 3, .B = 5};
+        ck_assert_int_eq(pp_transfer_tag(&tp, op, 2, 4),
+                         transfer ? (2 * 5 + ((o->uses & PP_U_MB) ? 4 : 0)) * PP_TAG_CLASSES +
+                                        (int)o->tag
+                                  : -1);
+        ck_assert_int_lt(pp_transfer_tag(&tp, op, 2, 4), pp_transfer_tags(&tp));
+        /* the listing's comment template parses and names only its operands */
+        char why[160];
+        ck_assert_msg(pp_comment_check(op, why, sizeof why) == 0, "%s's comment: %s", name, why);
         /* a wts (wgrad) slot stands in for the rank's own weights (gradients) */
         int wts = pp_slot_index(op, PP_ROLE_WTS), wg = pp_slot_index(op, PP_ROLE_WGRAD);
         if (wts >= 0 && o->slot[wts].optional)
