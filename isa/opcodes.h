@@ -50,7 +50,10 @@
  *            microbatch.
  *   slots    its buffer-slot operands in file order, at most PP_MAX_SLOTS:
  *            REQ(role, access, content, stage offset) or OPT(...) for one
- *            that may be -1 (absent); UPD(role, content, becomes, offset)
+ *            that may be -1 (absent); LAST(...), NOTLAST(...), NOTFIRST(...)
+ *            for one present exactly on the last stage, on every stage but
+ *            the last, on every stage but the first (isa/plancheck.c holds
+ *            every plan to it); UPD(role, content, becomes, offset)
  *            reads content and leaves `becomes` (BackwardInput turns F's
  *            stash into one only W may read). The content is what the slot holds
  *            when the instruction reads it or after it writes it, named by
@@ -111,7 +114,7 @@
       "read microbatch b's windows and targets into a slot",                                        \
       "microbatch {b} tokens into {tokens}")                                                        \
     X(Forward, 1, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, F, COMPUTE, NONE,           \
-      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0), OPT(OUT, WR, ACT, 0), OPT(TGT, RD, TOKENS, 0),  \
+      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0), NOTLAST(OUT, WR, ACT, 0), LAST(TGT, RD, TOKENS, 0),  \
        OPT(WTS, RD, WTS, 0)),                                                                       \
       "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)",        \
       "F({s},{b}): [?out:[?tgt:{in} -> {out}, loss vs targets {tgt}][!tgt:{in} -> {out}]]"          \
@@ -126,13 +129,13 @@
       "receive F(s,b)'s output from the rank that ran it",                                          \
       "F({s},{b}) output from rank {p} into {dst}")                                                 \
     X(Backward, 4, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, UP, B, COMPUTE, NONE,          \
-      (REQ(STASH, RD, STASH, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),  \
+      (REQ(STASH, RD, STASH, 0), NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),  \
        OPT(WGRAD, UP, WGRAD, 0)),                                                                   \
       "run B(s,b): accumulate weight gradients, write the input gradient to din",                   \
       "B({s},{b}): grad {dout|of loss} -> {din|weights only} (stash {stash})[+wts: with weights {wts}]"\
       "[+wgrad:, weight grads into {wgrad}]")                                                       \
     X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, BI, COMPUTE, NONE,    \
-      (UPD(STASH, STASH, STASHW, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0),                   \
+      (UPD(STASH, STASH, STASHW, 0), NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0),                   \
        OPT(WTS, RD, WTS, 0)),                                                                       \
       "split backward, B(s,b): write the input gradient to din, keep in stash what W needs",        \
       "B({s},{b}): grad {dout|of loss} -> {din|stash only} (stash {stash})[+wts: with weights {wts}]"\
@@ -203,6 +206,8 @@ typedef enum {
 _Static_assert(PP_OP_COUNT == 0 PP_OPCODES(PP_OP_ONE), "opcode numbers must be 0, 1, 2, ... in order");
 #undef PP_OP_ONE
 
+/* When an optional slot must be present (LAST, NOTLAST, NOTFIRST above). */
+typedef enum { PP_WHEN_ANY, PP_WHEN_LAST, PP_WHEN_NOT_LAST, PP_WHEN_NOT_FIRST } pp_when;
 typedef enum { PP_JOB_NONE, PP_JOB_F, PP_JOB_B, PP_JOB_BI, PP_JOB_W, PP_JOB_O } pp_op_job;
 /* Family names (vm/vmbench.c's table rows), in this order. */
 #define PP_FAMILIES(X) X(COMPUTE, "compute") X(OPTIMIZER, "optimizer") X(TRANSFER, "transfer") \

@@ -5,10 +5,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0}
-#define OPT(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0}
+#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0, 0}
+#define OPT_WHEN(when, role, acc, content, ds)                                                     \
+    {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0, PP_WHEN_##when}
+#define OPT(...) OPT_WHEN(ANY, __VA_ARGS__)
+#define LAST(...) OPT_WHEN(LAST, __VA_ARGS__)
+#define NOTLAST(...) OPT_WHEN(NOT_LAST, __VA_ARGS__)
+#define NOTFIRST(...) OPT_WHEN(NOT_FIRST, __VA_ARGS__)
 #define UPD(role, content, becomes, ds)                                                            \
-    {PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes}
+    {PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes, 0}
 #define SLOT_LIST(...) {__VA_ARGS__}
 enum { PP_OP_NONE = -1 };
 
@@ -91,6 +96,21 @@ const char *pp_family_name(pp_op_family f)
     return f >= 0 && f < PP_FAMILY_COUNT ? names[f] : "?";
 }
 
+int pp_slot_wanted(const pp_slot_spec *sp, int s, int S, int present)
+{
+    switch (sp->when) {
+    case PP_WHEN_LAST:
+        return s == S - 1;
+    case PP_WHEN_NOT_LAST:
+        return s != S - 1;
+    case PP_WHEN_NOT_FIRST:
+        return s != 0;
+    case PP_WHEN_ANY:
+        break;
+    }
+    return sp->optional ? present : 1;
+}
+
 int pp_op_is_transfer(int op)
 {
     return pp_op(op) && (OPS[op].kind == PP_KIND_SEND || OPS[op].kind == PP_KIND_RECV);
@@ -168,12 +188,17 @@ void pp_ops_markdown(FILE *out)
     static const char *const kind[] = {"marker", "compute", "local", "send", "receive",
                                        "collective"};
     static const char *const lane[] = {"-", "compute", "up/down", "up/down, groupable"};
-    fprintf(out, "| # | opcode | kind | pairs with | stream | operands | slots | own stage | "
-                 "what it does |\n|---|---|---|---|---|---|---|---|---|\n");
+    static const char *const job[] = {"-", "F", "B", "BI", "W", "O"};
+    static const char *const tag[] = {"act", "grad", "weights", "wgrad"};
+    static const char *const when[] = {"", " (last stage)", " (not last stage)",
+                                       " (not first stage)"};
+    fprintf(out, "| # | opcode | kind | pairs with | stream | job | family | tag | operands | slots "
+                 "| own stage | what it does |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int op = 0; op < PP_OP_COUNT; op++) {
         const pp_op_info *o = &OPS[op];
-        fprintf(out, "| %d | %s | %s | %s | %s | ", op, o->name, kind[o->kind],
-                o->pairs >= 0 ? OPS[o->pairs].name : "-", lane[o->lane]);
+        fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | ", op, o->name, kind[o->kind],
+                o->pairs >= 0 ? OPS[o->pairs].name : "-", lane[o->lane], job[o->job],
+                pp_family_name(o->family), o->tag >= 0 ? tag[o->tag] : "-");
         static const char *const use[] = {"stage", "mb", "peer", "group"};
         int any = 0;
         for (int u = 0; u < 4; u++)
@@ -183,8 +208,9 @@ void pp_ops_markdown(FILE *out)
         int n = pp_op_nslots(op);
         for (int k = 0; k < n; k++) {
             const pp_slot_spec *sp = &o->slot[k];
-            fprintf(out, "%s`%s%s` %s %s", k ? "; " : "", pp_role_name(sp->role),
-                    sp->optional ? "?" : "", access_word(sp->access), pp_content_words(sp->content));
+            fprintf(out, "%s`%s%s`%s %s %s", k ? "; " : "", pp_role_name(sp->role),
+                    sp->optional ? "?" : "", when[sp->when], access_word(sp->access),
+                    pp_content_words(sp->content));
             if (sp->dstage)
                 fprintf(out, " (stage s%+d)", sp->dstage);
             if (sp->becomes)

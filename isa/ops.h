@@ -27,6 +27,7 @@ typedef struct {
     int dstage;         /* the content's stage is the instruction's stage + dstage */
     int optional;       /* may be -1 (absent) */
     pp_content becomes; /* what an UPD slot holds after the instruction; NONE: content */
+    pp_when when;       /* an optional slot: on which stages it must be present */
 } pp_slot_spec;
 
 typedef struct {
@@ -62,6 +63,10 @@ int pp_op_is_job(int op);
 /* The benchmark family (BOOKKEEPING for an unknown opcode) and its name. */
 pp_op_family pp_op_family_of(int op);
 const char *pp_family_name(pp_op_family f);
+
+/* Whether a slot of spec sp must be present on stage s of S (optional ones
+ * with PP_WHEN_ANY: either way, so 1 if present is 1). */
+int pp_slot_wanted(const pp_slot_spec *sp, int s, int S, int present);
 
 /* A point-to-point transfer (SEND or RECV). */
 int pp_op_is_transfer(int op);

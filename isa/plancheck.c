@@ -105,14 +105,19 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
                 return -1;
             }
         }
-        if (in->op == PP_OP_Forward && (pp_slot(in, PP_ROLE_OUT) < 0) != (s == S - 1)) {
-            snprintf(err, errlen, "instruction %u (Forward): stage %d %s an output slot", k, s,
-                     s == S - 1 ? "is the last and must not have" : "needs");
-            return -1;
-        }
-        if (in->op == PP_OP_Forward && (pp_slot(in, PP_ROLE_TGT) < 0) != (s != S - 1)) {
-            snprintf(err, errlen, "instruction %u (Forward): only the last stage reads targets", k);
-            return -1;
+        /* optional slots the table ties to the stage's place (LAST, NOTLAST, NOTFIRST) */
+        for (int i = 0; i < pp_op_nslots(in->op); i++) {
+            const pp_slot_spec *sp = &o->slot[i];
+            int present = in->slot[i] >= 0;
+            if (sp->when != PP_WHEN_ANY && pp_slot_wanted(sp, s, S, present) != present) {
+                static const char *const where[] = {"", "on the last stage only",
+                                                    "on every stage but the last",
+                                                    "on every stage but the first"};
+                snprintf(err, errlen, "instruction %u (%s): stage %d of %d %s a %s slot (expected one %s)",
+                         k, name, s, S, present ? "has" : "lacks", pp_role_name(sp->role),
+                         where[sp->when]);
+                return -1;
+            }
         }
         int job = o->kind == PP_KIND_COMPUTE;
         uint64_t work = job ? pp_stage_workspace_bytes(&p->model, S, s) : 0;
@@ -122,14 +127,6 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
                      "for this model",
                      k, name, (unsigned long long)p->workspace_bytes, s,
                      (unsigned long long)work);
-            return -1;
-        }
-        if ((in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput) &&
-            ((pp_slot(in, PP_ROLE_DOUT) < 0) != (s == S - 1) ||
-             (pp_slot(in, PP_ROLE_DIN) < 0) != (s == 0))) {
-            snprintf(err, errlen,
-                     "instruction %u (%s): stage %d needs dout iff not last, din iff not first",
-                     k, name, s);
             return -1;
         }
         for (int i = 0; i < pp_op_nslots(in->op); i++) {

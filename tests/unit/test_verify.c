@@ -179,6 +179,28 @@ START_TEST(forward_targets_from_wrong_slot)
 }
 END_TEST
 
+/* The table's presence rules (isa/opcodes.h: LAST, NOTLAST, NOTFIRST),
+ * one per kind: targets off the last stage, no output before it, no input
+ * gradient written on the first. */
+START_TEST(slots_against_the_stage_place)
+{
+    planset s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
+    pp_instr *f = find(&s, 3, PP_OP_Forward, 3);
+    pp_set_slot(f, PP_ROLE_OUT, pp_slot(f, PP_ROLE_TGT));
+    refused(&s, "(Forward): stage 3 of 4 has a out slot (expected one on every stage but the last)");
+    free_set(&s);
+    s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
+    pp_set_slot(find(&s, 1, PP_OP_Forward, 1), PP_ROLE_OUT, -1);
+    refused(&s, "(Forward): stage 1 of 4 lacks a out slot (expected one on every stage but the last)");
+    free_set(&s);
+    s = compile_set("zb-h1.pp", "S=4 B=8", -1, -1);
+    pp_instr *bi = find(&s, 0, PP_OP_BackwardInput, 0);
+    pp_set_slot(bi, PP_ROLE_DIN, pp_slot(bi, PP_ROLE_DOUT));
+    refused(&s, "(BackwardInput): stage 0 of 4 has a din slot (expected one on every stage but the first)");
+    free_set(&s);
+}
+END_TEST
+
 START_TEST(changed_b_on_one_rank)
 {
     planset s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
@@ -503,6 +525,7 @@ Suite *verify_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, library_plans_verify);
     tcase_add_test(tc, forward_targets_from_wrong_slot);
+    tcase_add_test(tc, slots_against_the_stage_place);
     tcase_add_test(tc, changed_b_on_one_rank);
     tcase_add_test(tc, stage_switched_to_adamw);
     tcase_add_test(tc, dropped_block);
