@@ -108,89 +108,102 @@
 #define PP_U_GROUP 8u
 
 /* clang-format off */
-#define PP_OPCODES(X)                                                                               \
-    X(LoadMicroBatch, 0, LOCAL, NONE, COMPUTE, PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,            \
-      (REQ(TOKENS, WR, TOKENS, 0)),                                                                 \
-      "read microbatch b's windows and targets into a slot",                                        \
-      "microbatch {b} tokens into {tokens}")                                                        \
-    X(Forward, 1, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, F, COMPUTE, NONE,           \
-      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0), NOTLAST(OUT, WR, ACT, 0), LAST(TGT, RD, TOKENS, 0),  \
-       OPT(WTS, RD, WTS, 0)),                                                                       \
-      "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)",        \
-      "F({s},{b}): [?out:[?tgt:{in} -> {out}, loss vs targets {tgt}][!tgt:{in} -> {out}]]"          \
-      "[!out:[?tgt:loss of {in} vs targets {tgt}][!tgt:{in}, output discarded]]"                \
-      " (stash {stash})[+wts: with weights {wts}]")                                                 \
-    X(SendActivation, 2, SEND, RecvActivation, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, ACT, \
-      (REQ(SRC, RD, ACT, 0)),                                                                       \
-      "send F(s,b)'s output to the rank that runs F(s+1,b)",                                        \
-      "F({s},{b}) output {src} to rank {p}")                                                        \
-    X(RecvActivation, 3, RECV, SendActivation, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, ACT, \
-      (REQ(DST, WR, ACT, 0)),                                                                       \
-      "receive F(s,b)'s output from the rank that ran it",                                          \
-      "F({s},{b}) output from rank {p} into {dst}")                                                 \
-    X(Backward, 4, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, UP, B, COMPUTE, NONE,          \
-      (REQ(STASH, RD, STASH, 0), NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),  \
-       OPT(WGRAD, UP, WGRAD, 0)),                                                                   \
-      "run B(s,b): accumulate weight gradients, write the input gradient to din",                   \
-      "B({s},{b}): grad {dout|of loss} -> {din|weights only} (stash {stash})[+wts: with weights {wts}]"\
-      "[+wgrad:, weight grads into {wgrad}]")                                                       \
-    X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, BI, COMPUTE, NONE,    \
-      (UPD(STASH, STASH, STASHW, 0), NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0),                   \
-       OPT(WTS, RD, WTS, 0)),                                                                       \
-      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs",        \
-      "B({s},{b}): grad {dout|of loss} -> {din|stash only} (stash {stash})[+wts: with weights {wts}]"\
-      "; weight grads left for W")                                                                  \
-    X(BackwardWeight, 6, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, UP, W, COMPUTE, NONE,    \
-      (REQ(STASH, RD, STASHW, 0), OPT(WGRAD, UP, WGRAD, 0)),                                        \
-      "split backward, W(s,b): accumulate stage s's weight gradients from the stash",               \
-      "W({s},{b}): weight grads from stash {stash}[+wgrad: into {wgrad}]")                          \
-    X(SendGrad, 7, SEND, RecvGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, GRAD, \
-      (REQ(SRC, RD, GRAD, 0)),                                                                      \
-      "send B(s,b)'s input gradient to the rank that runs B(s-1,b)",                                \
-      "B({s},{b}) input grad {src} to rank {p}")                                                    \
-    X(RecvGrad, 8, RECV, SendGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, GRAD, \
-      (REQ(DST, WR, GRAD, 0)),                                                                      \
-      "receive B(s,b)'s input gradient from the rank that ran it",                                  \
-      "B({s},{b}) input grad from rank {p} into {dst}")                                             \
-    X(FetchWeights, 9, RECV, SendWeights, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE, WEIGHTS, WEIGHTS, \
-      (REQ(WTS, WR, WTS, 0)),                                                                       \
-      "receive stage s's weights from their owner, for jobs that compute away from it",             \
-      "stage {s} weights from rank {p} into {wts}")                                                 \
-    X(SendWeights, 10, SEND, FetchWeights, GROUPABLE, PP_U_STAGE | PP_U_PEER, RD, NO, NONE, WEIGHTS, WEIGHTS, \
-      (),                                                                                           \
-      "send stage s's weights (this rank owns them) to a rank that fetches them",                   \
-      "stage {s} weights to rank {p}")                                                              \
-    X(ZeroGrads, 11, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, NO, NONE, BOOKKEEPING, NONE,             \
-      (REQ(WGRAD, WR, WGRAD, 0)),                                                                   \
-      "clear a slot that will accumulate stage s's weight gradients on this non-owner rank",        \
-      "{wgrad} accumulates stage {s} weight grads here")                                            \
-    X(SendWeightGrad, 12, SEND, RecvWeightGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE, WEIGHTS, WGRAD, \
-      (REQ(WGRAD, RD, WGRAD, 0)),                                                                   \
-      "send the stage s weight gradients accumulated here to the stage's owner",                    \
-      "stage {s} weight grads {wgrad} to owner rank {p}")                                           \
-    X(RecvWeightGrad, 13, RECV, SendWeightGrad, FLOW, PP_U_STAGE | PP_U_PEER, NO, UP, NONE, WEIGHTS, WGRAD, \
-      (REQ(TMP, WR, TMP, 0)),                                                                       \
-      "receive stage s weight gradients from a rank that computed with them; add them to ours",     \
-      "stage {s} weight grads from rank {p} via {tmp}, added to ours")                              \
-    X(ReduceGrads, 14, COLLECTIVE, NONE, COMPUTE, PP_U_STAGE | PP_U_GROUP, NO, UP, NONE, COLLECTIVE, NONE, \
-      (),                                                                                           \
-      "all-reduce stage s's weight gradients among the replicas in group g",                        \
-      "all-reduce stage {s} grads over g{g} {members}")                                             \
-    X(OptimizerStep, 15, LOCAL, NONE, COMPUTE, PP_U_STAGE, UP, UP, O, OPTIMIZER, NONE,              \
-      (),                                                                                           \
-      "apply the optimizer to stage s's weights and clear its gradients",                           \
-      "update stage {s} weights ({optimizer})")                                                     \
-    X(GroupStart, 16, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                      \
-      (),                                                                                           \
-      "post the transfers up to GroupEnd together (one NCCL group)",                                \
-      "the next {next} transfers ({dir}) are posted together")                                      \
-    X(GroupEnd, 17, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                        \
-      (),                                                                                           \
-      "end of a group of transfers",                                                                \
-      "end of the group")                                                                           \
-    X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                         \
-      (),                                                                                           \
-      "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair",    \
+#define PP_OPCODES(X)                                                                            \
+    X(LoadMicroBatch, 0, LOCAL, NONE, COMPUTE, PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,         \
+      (REQ(TOKENS, WR, TOKENS, 0)),                                                              \
+      "read microbatch b's windows and targets into a slot",                                     \
+      "microbatch {b} tokens into {tokens}")                                                     \
+    X(Forward, 1, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, F, COMPUTE, NONE,        \
+      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0),                                           \
+       NOTLAST(OUT, WR, ACT, 0), LAST(TGT, RD, TOKENS, 0),                                       \
+       OPT(WTS, RD, WTS, 0)),                                                                    \
+      "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)",     \
+      "F({s},{b}): [?out:[?tgt:{in} -> {out}, loss vs targets {tgt}][!tgt:{in} -> {out}]]"       \
+      "[!out:[?tgt:loss of {in} vs targets {tgt}][!tgt:{in}, output discarded]]"                 \
+      " (stash {stash})[+wts: with weights {wts}]")                                              \
+    X(SendActivation, 2, SEND, RecvActivation, GROUPABLE,                                        \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, ACT,                             \
+      (REQ(SRC, RD, ACT, 0)),                                                                    \
+      "send F(s,b)'s output to the rank that runs F(s+1,b)",                                     \
+      "F({s},{b}) output {src} to rank {p}")                                                     \
+    X(RecvActivation, 3, RECV, SendActivation, GROUPABLE,                                        \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, ACT,                             \
+      (REQ(DST, WR, ACT, 0)),                                                                    \
+      "receive F(s,b)'s output from the rank that ran it",                                       \
+      "F({s},{b}) output from rank {p} into {dst}")                                              \
+    X(Backward, 4, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, UP, B, COMPUTE, NONE,       \
+      (REQ(STASH, RD, STASH, 0),                                                                 \
+       NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),             \
+       OPT(WGRAD, UP, WGRAD, 0)),                                                                \
+      "run B(s,b): accumulate weight gradients, write the input gradient to din",                \
+      "B({s},{b}): grad {dout|of loss} -> {din|weights only}"                                    \
+      " (stash {stash})[+wts: with weights {wts}]"                                               \
+      "[+wgrad:, weight grads into {wgrad}]")                                                    \
+    X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, BI, COMPUTE, NONE, \
+      (UPD(STASH, STASH, STASHW, 0), NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0),     \
+       OPT(WTS, RD, WTS, 0)),                                                                    \
+      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs",     \
+      "B({s},{b}): grad {dout|of loss} -> {din|stash only}"                                      \
+      " (stash {stash})[+wts: with weights {wts}]"                                               \
+      "; weight grads left for W")                                                               \
+    X(BackwardWeight, 6, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, UP, W, COMPUTE, NONE, \
+      (REQ(STASH, RD, STASHW, 0), OPT(WGRAD, UP, WGRAD, 0)),                                     \
+      "split backward, W(s,b): accumulate stage s's weight gradients from the stash",            \
+      "W({s},{b}): weight grads from stash {stash}[+wgrad: into {wgrad}]")                       \
+    X(SendGrad, 7, SEND, RecvGrad, GROUPABLE,                                                    \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, GRAD,                            \
+      (REQ(SRC, RD, GRAD, 0)),                                                                   \
+      "send B(s,b)'s input gradient to the rank that runs B(s-1,b)",                             \
+      "B({s},{b}) input grad {src} to rank {p}")                                                 \
+    X(RecvGrad, 8, RECV, SendGrad, GROUPABLE,                                                    \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, GRAD,                            \
+      (REQ(DST, WR, GRAD, 0)),                                                                   \
+      "receive B(s,b)'s input gradient from the rank that ran it",                               \
+      "B({s},{b}) input grad from rank {p} into {dst}")                                          \
+    X(FetchWeights, 9, RECV, SendWeights, GROUPABLE,                                             \
+      PP_U_STAGE | PP_U_PEER, NO, NO, NONE, WEIGHTS, WEIGHTS,                                    \
+      (REQ(WTS, WR, WTS, 0)),                                                                    \
+      "receive stage s's weights from their owner, for jobs that compute away from it",          \
+      "stage {s} weights from rank {p} into {wts}")                                              \
+    X(SendWeights, 10, SEND, FetchWeights, GROUPABLE,                                            \
+      PP_U_STAGE | PP_U_PEER, RD, NO, NONE, WEIGHTS, WEIGHTS,                                    \
+      (),                                                                                        \
+      "send stage s's weights (this rank owns them) to a rank that fetches them",                \
+      "stage {s} weights to rank {p}")                                                           \
+    X(ZeroGrads, 11, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, NO, NONE, BOOKKEEPING, NONE,          \
+      (REQ(WGRAD, WR, WGRAD, 0)),                                                                \
+      "clear a slot that will accumulate stage s's weight gradients on this non-owner rank",     \
+      "{wgrad} accumulates stage {s} weight grads here")                                         \
+    X(SendWeightGrad, 12, SEND, RecvWeightGrad, GROUPABLE,                                       \
+      PP_U_STAGE | PP_U_PEER, NO, NO, NONE, WEIGHTS, WGRAD,                                      \
+      (REQ(WGRAD, RD, WGRAD, 0)),                                                                \
+      "send the stage s weight gradients accumulated here to the stage's owner",                 \
+      "stage {s} weight grads {wgrad} to owner rank {p}")                                        \
+    X(RecvWeightGrad, 13, RECV, SendWeightGrad, FLOW,                                            \
+      PP_U_STAGE | PP_U_PEER, NO, UP, NONE, WEIGHTS, WGRAD,                                      \
+      (REQ(TMP, WR, TMP, 0)),                                                                    \
+      "receive stage s weight gradients from a rank that computed with them; add them to ours",  \
+      "stage {s} weight grads from rank {p} via {tmp}, added to ours")                           \
+    X(ReduceGrads, 14, COLLECTIVE, NONE, COMPUTE,                                                \
+      PP_U_STAGE | PP_U_GROUP, NO, UP, NONE, COLLECTIVE, NONE,                                   \
+      (),                                                                                        \
+      "all-reduce stage s's weight gradients among the replicas in group g",                     \
+      "all-reduce stage {s} grads over g{g} {members}")                                          \
+    X(OptimizerStep, 15, LOCAL, NONE, COMPUTE, PP_U_STAGE, UP, UP, O, OPTIMIZER, NONE,           \
+      (),                                                                                        \
+      "apply the optimizer to stage s's weights and clear its gradients",                        \
+      "update stage {s} weights ({optimizer})")                                                  \
+    X(GroupStart, 16, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                   \
+      (),                                                                                        \
+      "post the transfers up to GroupEnd together (one NCCL group)",                             \
+      "the next {next} transfers ({dir}) are posted together")                                   \
+    X(GroupEnd, 17, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                     \
+      (),                                                                                        \
+      "end of a group of transfers",                                                             \
+      "end of the group")                                                                        \
+    X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                      \
+      (),                                                                                        \
+      "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair", \
       "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")
 /* clang-format on */
 

@@ -96,7 +96,7 @@ const char *pp_family_name(pp_op_family f)
     return f >= 0 && f < PP_FAMILY_COUNT ? names[f] : "?";
 }
 
-int pp_slot_wanted(const pp_slot_spec *sp, int s, int S, int present)
+int pp_slot_wanted(const pp_slot_spec *sp, int s, int S)
 {
     switch (sp->when) {
     case PP_WHEN_LAST:
@@ -108,7 +108,7 @@ int pp_slot_wanted(const pp_slot_spec *sp, int s, int S, int present)
     case PP_WHEN_ANY:
         break;
     }
-    return sp->optional ? present : 1;
+    return sp->optional ? -1 : 1;
 }
 
 int pp_op_is_transfer(int op)

@@ -64,9 +64,10 @@ int pp_op_is_job(int op);
 pp_op_family pp_op_family_of(int op);
 const char *pp_family_name(pp_op_family f);
 
-/* Whether a slot of spec sp must be present on stage s of S (optional ones
- * with PP_WHEN_ANY: either way, so 1 if present is 1). */
-int pp_slot_wanted(const pp_slot_spec *sp, int s, int S, int present);
+/* Whether a slot of spec sp must be present on stage s of S: 1 (a REQ or
+ * UPD slot, or a LAST, NOTLAST, NOTFIRST one on such a stage), 0 (one of
+ * those on another stage), -1 (an OPT slot: either). */
+int pp_slot_wanted(const pp_slot_spec *sp, int s, int S);
 
 /* A point-to-point transfer (SEND or RECV). */
 int pp_op_is_transfer(int op);

@@ -109,12 +109,14 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
         for (int i = 0; i < pp_op_nslots(in->op); i++) {
             const pp_slot_spec *sp = &o->slot[i];
             int present = in->slot[i] >= 0;
-            if (sp->when != PP_WHEN_ANY && pp_slot_wanted(sp, s, S, present) != present) {
+            int want = pp_slot_wanted(sp, s, S);
+            if (sp->when != PP_WHEN_ANY && want != present) {
                 static const char *const where[] = {"", "on the last stage only",
                                                     "on every stage but the last",
                                                     "on every stage but the first"};
-                snprintf(err, errlen, "instruction %u (%s): stage %d of %d %s a %s slot (expected one %s)",
-                         k, name, s, S, present ? "has" : "lacks", pp_role_name(sp->role),
+                snprintf(err, errlen,
+                         "instruction %u (%s): stage %d of %d %s a %s slot (expected one %s)", k,
+                         name, s, S, present ? "has" : "lacks", pp_role_name(sp->role),
                          where[sp->when]);
                 return -1;
             }

@@ -200,6 +200,11 @@ START_TEST(test_opcode_table_is_complete)
             ck_assert_int_eq(pp_slot_index(op, sp->role), k); /* roles are unique */
             ck_assert_msg(sp->when == PP_WHEN_ANY || (sp->optional && (o->uses & PP_U_STAGE)),
                           "%s: slot %d is tied to the stage's place but is not optional", name, k);
+            ck_assert_int_eq(pp_slot_wanted(sp, 0, 3), sp->when == PP_WHEN_NOT_FIRST ? 0
+                                                          : sp->when == PP_WHEN_LAST    ? 0
+                                                          : sp->when == PP_WHEN_NOT_LAST ? 1
+                                                          : sp->optional                 ? -1
+                                                                                         : 1);
             ck_assert_str_ne(pp_role_name(sp->role), "?");
         }
         /* the job, family and tag columns agree with the kind */
