@@ -228,17 +228,16 @@ static const char *compile(const char *t, compiler *c)
     return t;
 }
 
-/* Compiles op's template into step; returns the step count, or -1 with
- * the fault in err. */
-static int compile_op(int op, pp_comment_step *step, char *err, size_t errlen)
+/* Compiles template tmpl of opcode op into step; returns the step count,
+ * or -1 with the fault in err. */
+static int compile_op(int op, const char *tmpl, pp_comment_step *step, char *err, size_t errlen)
 {
     compiler c = {op, step, 0, err, errlen, 0};
-    const pp_op_info *info = pp_op(op);
-    if (!info || !info->comment || !info->comment[0]) {
+    if (!pp_op(op) || !tmpl || !tmpl[0]) {
         fault(&c, "opcode %d has no comment template", op);
         return -1;
     }
-    const char *end = compile(info->comment, &c);
+    const char *end = compile(tmpl, &c);
     if (!c.bad && *end == ']')
         fault(&c, "a ']' closes no '['");
     return c.bad ? -1 : c.n;
@@ -247,15 +246,18 @@ static int compile_op(int op, pp_comment_step *step, char *err, size_t errlen)
 void pp_comments_compile(pp_comments *c)
 {
     for (int op = 0; op < PP_OP_COUNT; op++) {
-        int n = compile_op(op, c->step[op], NULL, 0);
+        int n = compile_op(op, pp_op(op)->comment, c->step[op], NULL, 0);
         c->n[op] = (uint8_t)(n < 0 ? 0 : n);
     }
 }
 
-int pp_comment_check(int op, char *err, size_t errlen)
+int pp_comment_check(int op, const char *tmpl, char *err, size_t errlen)
 {
     pp_comment_step step[PP_COMMENT_STEPS];
-    return compile_op(op, step, err, errlen) < 0 ? -1 : 0;
+    return compile_op(op, tmpl ? tmpl : (pp_op(op) ? pp_op(op)->comment : NULL), step, err,
+                      errlen) < 0
+               ? -1
+               : 0;
 }
 
 size_t pp_instr_comment(const pp_comments *c, const pp_plan *p, const pp_instr *in, char *buf,

@@ -36,8 +36,8 @@ void pp_comments_compile(pp_comments *c);
 size_t pp_instr_comment(const pp_comments *c, const pp_plan *p, const pp_instr *in, char *buf,
                         size_t cap);
 
-/* Whether op's template is well formed and names only operands op has: 0,
- * or -1 with the fault in err. */
-int pp_comment_check(int op, char *err, size_t errlen);
+/* Whether template tmpl (NULL: op's own, from the table) is well formed and
+ * names only operands op has: 0, or -1 with the fault in err. */
+int pp_comment_check(int op, const char *tmpl, char *err, size_t errlen);
 
 #endif

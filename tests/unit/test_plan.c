@@ -239,7 +239,8 @@ START_TEST(test_opcode_table_is_complete)
         ck_assert_int_lt(pp_transfer_tag(&tp, op, 2, 4), pp_transfer_tags(&tp));
         /* the listing's comment template parses and names only its operands */
         char why[160];
-        ck_assert_msg(pp_comment_check(op, why, sizeof why) == 0, "%s's comment: %s", name, why);
+        ck_assert_msg(pp_comment_check(op, NULL, why, sizeof why) == 0, "%s's comment: %s", name,
+                      why);
         /* a wts (wgrad) slot stands in for the rank's own weights (gradients) */
         int wts = pp_slot_index(op, PP_ROLE_WTS), wg = pp_slot_index(op, PP_ROLE_WGRAD);
         if (wts >= 0 && o->slot[wts].optional)
@@ -249,6 +250,35 @@ START_TEST(test_opcode_table_is_complete)
     }
     ck_assert_ptr_null(pp_op(PP_OP_COUNT));
     ck_assert_ptr_null(pp_op(-1));
+}
+END_TEST
+
+/* A template that names what its opcode lacks, or is malformed, is refused
+ * with the fault; the table's own pass (test_opcode_table_is_complete). */
+START_TEST(test_comment_template_faults)
+{
+    static const struct {
+        int op;
+        const char *tmpl, *want;
+    } bad[] = {
+        {PP_OP_Forward, "F({s},{b}) to {p}", "{p}: Forward has no such operand"},
+        {PP_OP_Forward, "{src}", "{src}: Forward has no such slot"},
+        {PP_OP_Forward, "{nope}", "{nope}: no such operand"},
+        {PP_OP_Forward, "[?out:x", "unclosed [?out"},
+        {PP_OP_Forward, "[?dst:x]", "bad condition [?dst"},
+        {PP_OP_Forward, "[=out:x]", "bad condition [=out"},
+        {PP_OP_Forward, "x]", "a ']' closes no '['"},
+        {PP_OP_GroupEnd, "{s", "unclosed {s"},
+        {PP_OP_COUNT, "x", "has no comment template"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char why[160] = "";
+        ck_assert_int_eq(pp_comment_check(bad[k].op, bad[k].tmpl, why, sizeof why), -1);
+        ck_assert_msg(strstr(why, bad[k].want), "%s: got '%s', want '%s'", bad[k].tmpl, why,
+                      bad[k].want);
+    }
+    char why[160];
+    ck_assert_int_eq(pp_comment_check(PP_OP_ReduceGrads, "{s} {g} {members}", why, sizeof why), 0);
 }
 END_TEST
 
@@ -1133,6 +1163,7 @@ Suite *plan_suite(void)
     tcase_add_test(meta, test_opcode_table_is_complete);
     tcase_add_test(meta, test_slots_by_role);
     tcase_add_test(meta, test_opcode_markdown);
+    tcase_add_test(meta, test_comment_template_faults);
     tcase_add_test(meta, test_checksums);
     suite_add_tcase(s, meta);
 
