@@ -114,10 +114,11 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
                 static const char *const where[] = {"", "on the last stage only",
                                                     "on every stage but the last",
                                                     "on every stage but the first"};
+                const char *role = pp_role_name(sp->role);
                 snprintf(err, errlen,
-                         "instruction %u (%s): stage %d of %d %s a %s slot (expected one %s)", k,
-                         name, s, S, present ? "has" : "lacks", pp_role_name(sp->role),
-                         where[sp->when]);
+                         "instruction %u (%s): stage %d of %d %s %s %s slot (expected one %s)", k,
+                         name, s, S, present ? "has" : "lacks",
+                         strchr("aeiou", role[0]) ? "an" : "a", role, where[sp->when]);
                 return -1;
             }
         }

@@ -187,11 +187,11 @@ START_TEST(slots_against_the_stage_place)
     planset s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
     pp_instr *f = find(&s, 3, PP_OP_Forward, 3);
     pp_set_slot(f, PP_ROLE_OUT, pp_slot(f, PP_ROLE_TGT));
-    refused(&s, "(Forward): stage 3 of 4 has a out slot (expected one on every stage but the last)");
+    refused(&s, "(Forward): stage 3 of 4 has an out slot (expected one on every stage but the last)");
     free_set(&s);
     s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
     pp_set_slot(find(&s, 1, PP_OP_Forward, 1), PP_ROLE_OUT, -1);
-    refused(&s, "(Forward): stage 1 of 4 lacks a out slot (expected one on every stage but the last)");
+    refused(&s, "(Forward): stage 1 of 4 lacks an out slot (expected one on every stage but the last)");
     free_set(&s);
     s = compile_set("zb-h1.pp", "S=4 B=8", -1, -1);
     pp_instr *bi = find(&s, 0, PP_OP_BackwardInput, 0);
