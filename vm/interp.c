@@ -86,15 +86,6 @@ static void check_finite(vm *v, const float *x, size_t n, pp_nf_kind kind, int s
         pp_vm_core_note(&v->c, kind, s, b, x[i]);
 }
 
-enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
-
-/* MPI keeps messages of one (source, tag) in order, which is the order both
- * sides' plans list them in; the tag only has to tell kinds and jobs apart. */
-static int tag_of(const pp_plan *p, int s, int b, int kind)
-{
-    return (int)(((int64_t)s * p->B + (b < 0 ? 0 : b)) * TAG_KINDS + kind);
-}
-
 
 static void wait_weight_sends(vm *v)
 {
@@ -258,32 +249,31 @@ static void exec(vm *v, const pp_instr *in)
     case PP_OP_SendActivation:
     case PP_OP_SendGrad: {
         int k = pp_slot(in, PP_ROLE_SRC);
-        int kind = in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD;
         slot_ptr(v, k); /* at most one send in flight per slot */
-        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, act), MPI_BYTE, in->peer, tag_of(p, s, b, kind),
+        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, act), MPI_BYTE, in->peer,
+                           pp_transfer_tag(p, in->op, s, b),
                            MPI_COMM_WORLD, &v->req[k]));
         break;
     }
     case PP_OP_RecvActivation:
     case PP_OP_RecvGrad: {
-        int kind = in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD;
         void *dst = slot_ptr(v, pp_slot(in, PP_ROLE_DST));
         PP_WAITED(v->nc, &v->run->waited_ns,
                   mpiCheck(MPI_Recv(dst, msg_bytes(v, act), MPI_BYTE, in->peer,
-                                    tag_of(p, s, b, kind), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
+                                    pp_transfer_tag(p, in->op, s, b), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
         break;
     }
     case PP_OP_FetchWeights: {
         void *wts = slot_ptr(v, pp_slot(in, PP_ROLE_WTS));
         PP_WAITED(v->nc, &v->run->waited_ns,
                   mpiCheck(MPI_Recv(wts, msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
-                                    in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                                    in->peer, pp_transfer_tag(p, in->op, s, -1), MPI_COMM_WORLD,
                                     MPI_STATUS_IGNORE)));
         break;
     }
     case PP_OP_SendWeights: /* at most the plan's count in flight: wsend_cap */
         mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)), MPI_BYTE,
-                           in->peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                           in->peer, pp_transfer_tag(p, in->op, s, -1), MPI_COMM_WORLD,
                            &v->wsend[v->nwsend++]));
         break;
     case PP_OP_ZeroGrads: {
@@ -300,7 +290,7 @@ static void exec(vm *v, const pp_instr *in)
         }
         slot_ptr(v, k);
         mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, pp_stage_param_count(m, S, s)), MPI_FLOAT, in->peer,
-                           tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
+                           pp_transfer_tag(p, in->op, s, -1), MPI_COMM_WORLD, &v->req[k]));
         break;
     }
     case PP_OP_RecvWeightGrad: {
@@ -312,7 +302,7 @@ static void exec(vm *v, const pp_instr *in)
         }
         PP_WAITED(v->nc, &v->run->waited_ns,
                   mpiCheck(MPI_Recv(tmp, msg_floats(v, n), MPI_FLOAT, in->peer,
-                                    tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
+                                    pp_transfer_tag(p, in->op, s, -1), MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
         for (size_t i = 0; !v->nc && i < n; i++)
             g[i] += tmp[i];
         break;
