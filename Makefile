@@ -67,12 +67,16 @@ DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev op
                 libjansson-dev zlib1g-dev python3
 
 B := build
-ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c
+# isa/: the instruction set, the plan format and what every plan must
+# satisfy (the two proofs, bufcheck and commcheck, and the start-up checks,
+# verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
+# runs them all at start-up.
+ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c
 KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
-            compiler/table.c compiler/commcheck.c compiler/bufcheck.c compiler/keep.c compiler/transfer_groups.c \
+            compiler/table.c compiler/keep.c compiler/transfer_groups.c \
             compiler/plans.c compiler/compile.c compiler/torch_csv.c compiler/search.c compiler/names.c compiler/slot_pool.c compiler/radix_sort.c
 COMP_SRC += compiler/numfmt.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
@@ -139,15 +143,12 @@ bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-# ppvm verifies plans with the compiler's own checkers (vm/verify.c).
-VERIFY_OBJ := $(B)/compiler/bufcheck.o $(B)/compiler/commcheck.o
-
-bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
-bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(B)/vm/verify.o $(B)/vm/plancheck.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
@@ -195,7 +196,7 @@ $(SI)/tests/%.o: tests/%.c
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(SI_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' \
 	  -DPPVM='"ppvm-standin"' -MMD -MP -c $< -o $@
 
-bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
+bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
@@ -264,13 +265,12 @@ FUZZ_SAN  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=un
              -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-function -Wno-sign-compare
 FUZZ_BASE := $(ISA_SRC) $(KERN_SRC)
 FUZZ_SECONDS ?= 60
-build/fuzz/fuzz_frontend: tests/bench/fuzz_frontend.c $(COMP_SRC) $(FUZZ_BASE) vm/verify.c vm/plancheck.c \
+build/fuzz/fuzz_frontend: tests/bench/fuzz_frontend.c $(COMP_SRC) $(FUZZ_BASE) \
                           $(B)/gen/parser.c $(B)/gen/lexer.c
 	@mkdir -p $(dir $@)
 	$(CC_FUZZ) $(FUZZ_SAN) -Icompiler -I$(B)/gen $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
-build/fuzz/fuzz_plan: tests/bench/fuzz_plan.c $(FUZZ_BASE) vm/verify.c vm/plancheck.c \
-                      compiler/bufcheck.c compiler/commcheck.c
+build/fuzz/fuzz_plan: tests/bench/fuzz_plan.c $(FUZZ_BASE)
 	@mkdir -p $(dir $@)
 	$(CC_FUZZ) $(FUZZ_SAN) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 

@@ -7,7 +7,7 @@
  * ppc, ppc --table, --keep-weights' bisection, the tests and the benches all
  * compile through here, so every plan any of them produces has passed the
  * plan verification in pp_compile_plans (plans.h; today: pp_plan_validate on every
- * rank and the communication checker, commcheck.h).
+ * rank and the communication checker, isa/commcheck.h).
  *
  * Diagnostics go through the diag machinery (diag.h) of the result, to
  * opts->diag_out (stderr by default) or, with opts->capture, into

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufcheck.h"
-#include "commcheck.h"
+#include "../isa/bufcheck.h"
+#include "../isa/commcheck.h"
 
 /* A checker's failure, through d: a message starting "error:" is the
  * checker running out of memory, any other the plans failing it. */
@@ -27,8 +27,8 @@ static pp_compile_status check_failed(pp_diag *d, const char *msg, const char *c
  * it: pp_compile's, --keep-weights' candidates, the tests'. Each check reads
  * the plans only and reports through d.
  *   1. every rank's plan is one the VM accepts (pp_plan_validate);
- *   2. the plans cannot hang under NCCL's rules (commcheck.h);
- *   3. no plan can corrupt a buffer (bufcheck.h).
+ *   2. the plans cannot hang under NCCL's rules (isa/commcheck.h);
+ *   3. no plan can corrupt a buffer (isa/bufcheck.h).
  * Further verifiers go at the end of this function. */
 static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
 {

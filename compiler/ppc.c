@@ -10,7 +10,7 @@
  * weights, report, lower, verify), writes what it costs (DIR/report.txt,
  * report.json, timeline.svg, trace.json) and DIR/rank<r>.bin (the plan the
  * VM runs) and DIR/rank<r>.txt (its listing). Every set of plans has passed
- * the compiler's verification (the communication checker, commcheck.h)
+ * the compiler's verification (the communication checker, isa/commcheck.h)
  * before it is written. The report is written even when lowering fails, so
  * a schedule the lowering rejects still shows its cost. --emit torch-csv
  * writes DIR/<name>.csv, the per-rank action lists PyTorch's pipeline

@@ -2,7 +2,7 @@
  * transfer_groups.h).
  *
  * Why a run may be grouped without a new deadlock proof: the checker
- * (commcheck.c) proves the plan runs to its end when every transfer on a
+ * (isa/commcheck.c) proves the plan runs to its end when every transfer on a
  * stream waits for the one before it. A group of transfers on one stream
  * posts them together instead: each can match as soon as its peer posts,
  * and the group ends when the last one does - never later than that last

@@ -5,11 +5,13 @@
  * depend on nothing but the plan: no pointers, times or locale (only
  * integers and plain strings go through printf). It also has to survive an
  * unvalidated plan, since people list broken plans to see what is wrong:
- * every table lookup is bounds-checked and falls back to a plain number. */
+ * every table lookup is bounds-checked and falls back to a plain number.
+ * The comment column is the opcode table's template, filled by
+ * isa/comment.c. */
+#include "comment.h"
 #include "plan.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,21 +23,6 @@ typedef struct {
     char s[256];
     size_t n;
 } text;
-
-static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void add(text *t, const char *fmt, ...)
-{
-    size_t room = sizeof t->s - t->n;
-    if (room <= 1)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(t->s + t->n, room, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        t->n = (size_t)k < room ? t->n + (size_t)k : sizeof t->s - 1;
-}
 
 /* ---------------------------------------------------------------- header */
 
@@ -51,19 +38,6 @@ static const char *role_words(uint8_t r)
     default:
         return NULL;
     }
-}
-
-/* "{0,1,2,3}" for group g, or "{?}" if the plan has no such group. */
-static void add_members(text *t, const pp_plan *p, int64_t g)
-{
-    if (g < 0 || g >= p->ngroups || !p->groups || !p->groups[g].member) {
-        add(t, "{?}");
-        return;
-    }
-    add(t, "{");
-    for (uint32_t k = 0; k < p->groups[g].n; k++)
-        add(t, "%s%" PRIu32, k ? "," : "", p->groups[g].member[k]);
-    add(t, "}");
 }
 
 /* Each stage's blocks (mlp) or layers (gpt), runs of equal counts merged:
@@ -134,7 +108,9 @@ static void print_slots(const pp_plan *p, FILE *out)
 static void print_header(const pp_plan *p, FILE *out)
 {
     const pp_model *m = &p->model;
-    fprintf(out, "; pp plan, format %" PRIu32 ", plan id %016" PRIx64 "\n", p->version, p->plan_id);
+    /* No format version here: the listing shows what the plan means, which a
+     * version bump alone does not change, so a bump rewrites no golden. */
+    fprintf(out, "; pp plan, plan id %016" PRIx64 "\n", p->plan_id);
     fprintf(out,
             "; rank %" PRIu32 " of %" PRIu32 ", S=%" PRIu32 " stages, B=%" PRIu32 " microbatches\n",
             p->rank, p->world, p->S, p->B);
@@ -217,217 +193,6 @@ static void add_i32(text *t, int32_t v)
     add_bytes(t, b, fmt_i32(b, v));
 }
 
-/* "F(3,7)" and the like: a letter and the stage and microbatch. */
-static void add_job(text *t, const char *what, const pp_instr *in)
-{
-    add_str(t, what);
-    add_i32(t, in->stage);
-    add_bytes(t, ",", 1);
-    add_i32(t, in->mb);
-    add_bytes(t, ")", 1);
-}
-
-/* The slot operand of role r as "s4", or `absent` when there is none. */
-static const char *slot_str(const pp_instr *in, pp_role r, const char *absent, char buf[16])
-{
-    int32_t v = pp_slot(in, r);
-    if (v == -1)
-        return absent;
-    buf[0] = 's';
-    buf[1 + fmt_i32(buf + 1, v)] = '\0';
-    return buf;
-}
-
-/* " with weights s<n>" (or `lead` in place of " with weights s") when
- * the instruction has a slot of role r. */
-static void add_role_slot(text *t, const pp_instr *in, pp_role r, const char *lead)
-{
-    int32_t v = pp_slot(in, r);
-    if (v < 0)
-        return;
-    add_str(t, lead);
-    add_i32(t, v);
-}
-
-static void comment_forward(text *t, const pp_instr *in)
-{
-    char a[16], b[16], c[16], d[16];
-    const char *src = slot_str(in, PP_ROLE_IN, "?", a), *stash = slot_str(in, PP_ROLE_STASH, "?", b);
-    const char *dst = slot_str(in, PP_ROLE_OUT, NULL, c), *tgt = slot_str(in, PP_ROLE_TGT, NULL, d);
-    add_job(t, "F(", in);
-    add_str(t, ": ");
-    if (dst && tgt) {
-        add_str(t, src);
-        add_str(t, " -> ");
-        add_str(t, dst);
-        add_str(t, ", loss vs targets ");
-        add_str(t, tgt);
-    } else if (dst) {
-        add_str(t, src);
-        add_str(t, " -> ");
-        add_str(t, dst);
-    } else if (tgt) {
-        add_str(t, "loss of ");
-        add_str(t, src);
-        add_str(t, " vs targets ");
-        add_str(t, tgt);
-    } else {
-        add_str(t, src);
-        add_str(t, ", output discarded");
-    }
-    add_str(t, " (stash ");
-    add_str(t, stash);
-    add_str(t, ")");
-    add_role_slot(t, in, PP_ROLE_WTS, " with weights s");
-}
-
-/* no_din: what the gradient feeds on the first stage, which has no input grad. */
-static void comment_backward(text *t, const pp_instr *in, const char *no_din)
-{
-    char a[16], b[16], c[16];
-    const char *stash = slot_str(in, PP_ROLE_STASH, "?", a);
-    const char *dout = slot_str(in, PP_ROLE_DOUT, "of loss", b);
-    const char *din = slot_str(in, PP_ROLE_DIN, no_din, c);
-    add_job(t, "B(", in);
-    add_str(t, ": grad ");
-    add_str(t, dout);
-    add_str(t, " -> ");
-    add_str(t, din);
-    add_str(t, " (stash ");
-    add_str(t, stash);
-    add_str(t, ")");
-    add_role_slot(t, in, PP_ROLE_WTS, " with weights s");
-    add_role_slot(t, in, PP_ROLE_WGRAD, ", weight grads into s");
-}
-
-/* "<job> <what> <slot> to rank <peer>" and the other transfers' comments:
- * pieces around the numbers. */
-static void add_stage_words(text *t, const char *lead, const pp_instr *in, const char *mid)
-{
-    add_str(t, lead);
-    add_i32(t, in->stage);
-    add_str(t, mid);
-}
-
-/* The comment column: what the instruction does, in words. */
-static void comment(text *t, const pp_plan *p, const pp_instr *in)
-{
-    char a[16];
-    /* the one slot of the instructions that have one */
-    const char *s0 = pp_op(in->op) ? slot_str(in, pp_op(in->op)->slot[0].role, "?", a) : "?";
-    switch (in->op) {
-    case PP_OP_LoadMicroBatch:
-        add_str(t, "microbatch ");
-        add_i32(t, in->mb);
-        add_str(t, " tokens into ");
-        add_str(t, s0);
-        break;
-    case PP_OP_Forward:
-        comment_forward(t, in);
-        break;
-    case PP_OP_SendActivation:
-        add_job(t, "F(", in);
-        add_str(t, " output ");
-        add_str(t, s0);
-        add_str(t, " to rank ");
-        add_i32(t, in->peer);
-        break;
-    case PP_OP_RecvActivation:
-        add_job(t, "F(", in);
-        add_str(t, " output from rank ");
-        add_i32(t, in->peer);
-        add_str(t, " into ");
-        add_str(t, s0);
-        break;
-    case PP_OP_Backward:
-        comment_backward(t, in, "weights only");
-        break;
-    case PP_OP_BackwardInput:
-        comment_backward(t, in, "stash only");
-        add_str(t, "; weight grads left for W");
-        break;
-    case PP_OP_BackwardWeight:
-        add_job(t, "W(", in);
-        add_str(t, ": weight grads from stash ");
-        add_str(t, s0);
-        add_role_slot(t, in, PP_ROLE_WGRAD, " into s");
-        break;
-    case PP_OP_SendGrad:
-        add_job(t, "B(", in);
-        add_str(t, " input grad ");
-        add_str(t, s0);
-        add_str(t, " to rank ");
-        add_i32(t, in->peer);
-        break;
-    case PP_OP_RecvGrad:
-        add_job(t, "B(", in);
-        add_str(t, " input grad from rank ");
-        add_i32(t, in->peer);
-        add_str(t, " into ");
-        add_str(t, s0);
-        break;
-    case PP_OP_ReduceGrads:
-        add_stage_words(t, "all-reduce stage ", in, " grads over g");
-        add_i32(t, in->group);
-        add_str(t, " ");
-        add_members(t, p, in->group);
-        break;
-    case PP_OP_FetchWeights:
-        add_stage_words(t, "stage ", in, " weights from rank ");
-        add_i32(t, in->peer);
-        add_str(t, " into ");
-        add_str(t, s0);
-        break;
-    case PP_OP_SendWeights:
-        add_stage_words(t, "stage ", in, " weights to rank ");
-        add_i32(t, in->peer);
-        break;
-    case PP_OP_ZeroGrads:
-        add_str(t, s0);
-        add_stage_words(t, " accumulates stage ", in, " weight grads here");
-        break;
-    case PP_OP_SendWeightGrad:
-        add_stage_words(t, "stage ", in, " weight grads ");
-        add_str(t, s0);
-        add_str(t, " to owner rank ");
-        add_i32(t, in->peer);
-        break;
-    case PP_OP_RecvWeightGrad:
-        add_stage_words(t, "stage ", in, " weight grads from rank ");
-        add_i32(t, in->peer);
-        add_str(t, " via ");
-        add_str(t, s0);
-        add_str(t, ", added to ours");
-        break;
-    case PP_OP_GroupStart: {
-        uint32_t n = 0, first = (uint32_t)(in - p->code) + 1;
-        while (first + n < p->ninstr && p->code[first + n].op != PP_OP_GroupEnd)
-            n++;
-        int up = n > 0 && pp_group_direction(&p->code[first], p->rank) == 1;
-        char num[12];
-        add_str(t, "the next ");
-        add_bytes(t, num, fmt_u32(num, n));
-        add_str(t, up ? " transfers (upward) are posted together"
-                      : " transfers (downward) are posted together");
-        break;
-    }
-    case PP_OP_GroupEnd:
-        add_str(t, "end of the group");
-        break;
-    case PP_OP_Overlap:
-        add_str(t, "the next two jobs run as one pair (cuda: two streams; cpu: in turn)");
-        break;
-    case PP_OP_OptimizerStep:
-        add_stage_words(t, "update stage ", in, " weights (");
-        add_str(t, pp_optimizer_name(p->model.optimizer));
-        add_str(t, ")");
-        break;
-    default:
-        add(t, "unknown opcode %u", in->op);
-        break;
-    }
-}
-
 /* The slots column: "role=sN" for every used slot, absent optional ones left
  * out. An unknown opcode has no roles, so its raw operands are shown. */
 static void slots_column(text *t, const pp_instr *in)
@@ -456,6 +221,7 @@ static void slots_column(text *t, const pp_instr *in)
 enum { OUT_CAP = 1 << 16, LINE_MAX_LEN = 2 * 256 + 192 };
 typedef struct {
     FILE *f;
+    const pp_comments *cm; /* the comment templates, compiled */
     char *buf; /* [OUT_CAP], or NULL: every line is written at once */
     size_t n;
     char line[LINE_MAX_LEN];
@@ -523,7 +289,7 @@ static void print_instr(const pp_plan *p, uint32_t i, outbuf *o)
     text slots = {.n = 0}, note = {.n = 0};
     slots.s[0] = note.s[0] = '\0';
     slots_column(&slots, in);
-    comment(&note, p, in);
+    note.n = pp_instr_comment(o->cm, p, in, note.s, sizeof note.s);
     char *line = out_line(o), *q = line, num[12];
     /* "%4u  %-14s  %5s  %4s  %4s  %3s  " */
     q = put_padded(q, num, fmt_u32(num, i), 4, 1);
@@ -560,7 +326,9 @@ static void print_instr(const pp_plan *p, uint32_t i, outbuf *o)
 void pp_plan_disasm(const pp_plan *p, FILE *out)
 {
     print_header(p, out);
-    outbuf o = {.f = out, .buf = malloc(OUT_CAP), .n = 0};
+    pp_comments cm;
+    pp_comments_compile(&cm);
+    outbuf o = {.f = out, .cm = &cm, .buf = malloc(OUT_CAP), .n = 0};
     for (uint32_t i = 0; p->code && i < p->ninstr; i++)
         print_instr(p, i, &o);
     out_flush(&o);

@@ -2,16 +2,21 @@
  *
  * Everything else that needs to know what an instruction is derives it from
  * this list (X-macro): the enum, the names, the decoder's operand checks,
- * the listing's operand names, which instructions are transfers and what
- * pairs with what (the deadlock checker, compiler/commcheck.c), which way
- * a transfer's data flows and so which stream carries it (grouping, the
- * cuda backend), and which buffers an instruction reads and writes (the
- * buffer-safety verifier, compiler/bufcheck.c; the VM's plan checks). So
- * adding an instruction is one line here, plus its lowering and its VM case;
- * tests/unit/test_plan.c walks the table and fails when a property is
- * missing or inconsistent, and fails when an existing number moves.
+ * the listing's operand names and comments, which instructions are
+ * transfers and what pairs with what (the deadlock checker,
+ * isa/commcheck.c), which way a transfer's data flows and so which stream
+ * carries it (grouping, the cuda backend), which buffers an instruction
+ * reads and writes (the buffer-safety verifier, isa/bufcheck.c; the plan
+ * checks, isa/plancheck.c), which job it runs (isa/verify.c, the profile),
+ * its benchmark family (ppvm --no-compute) and its message tag
+ * (pp_transfer_tag). No file outside the device layers switches on
+ * opcodes. So adding an instruction is a row here (and the PP_PLAN_VERSION
+ * bump), its lowering and one case per device layer (isa/README.md lists
+ * them); tests/unit/test_plan.c walks the table and fails when a property
+ * is missing or inconsistent, and fails when an existing number moves.
  *
- * PP_OP(Name, number, kind, pairs, lane, uses, params, grads, slots, synopsis)
+ * PP_OP(Name, number, kind, pairs, lane, uses, params, grads, job, family, tag, slots,
+ *       synopsis, comment)
  *   number   the opcode's byte in the plan file: pinned, append-only; a new
  *            instruction takes the next number and bumps PP_PLAN_VERSION.
  *   kind     COMPUTE (a job: F, B, W), LOCAL (rank-local work), SEND, RECV
@@ -32,9 +37,23 @@
  *            own weights only when that slot is absent (it then computes with
  *            the rank's own stage); one with a `wgrad` slot, the own
  *            gradients only when that slot is absent.
+ *   job      the job it runs: F, B (a whole backward), BI (backward input),
+ *            W (backward weight) of (s,b), O (stage s's optimizer step, no
+ *            job of a microbatch), NONE. A COMPUTE instruction runs one of
+ *            F, B, BI, W; the verifier counts them, the profile times them.
+ *   family   the row ppvm --no-compute reports it under: COMPUTE, OPTIMIZER,
+ *            TRANSFER (activations and gradients), WEIGHTS (weights and
+ *            weight gradients), COLLECTIVE, BOOKKEEPING.
+ *   tag      a point-to-point transfer's message class (ACT, GRAD, WEIGHTS,
+ *            WGRAD; NONE for the rest): a pair's two ends share it, and
+ *            pp_transfer_tag makes the MPI tag from it, the stage and the
+ *            microbatch.
  *   slots    its buffer-slot operands in file order, at most PP_MAX_SLOTS:
  *            REQ(role, access, content, stage offset) or OPT(...) for one
- *            that may be -1 (absent); UPD(role, content, becomes, offset)
+ *            that may be -1 (absent); LAST(...), NOTLAST(...), NOTFIRST(...)
+ *            for one present exactly on the last stage, on every stage but
+ *            the last, on every stage but the first (isa/plancheck.c holds
+ *            every plan to it); UPD(role, content, becomes, offset)
  *            reads content and leaves `becomes` (BackwardInput turns F's
  *            stash into one only W may read). The content is what the slot holds
  *            when the instruction reads it or after it writes it, named by
@@ -42,7 +61,16 @@
  *            s-1, F(s-1,b)'s output (ACT at stage -1 is the microbatch's
  *            TOKENS). WTS, WGRAD and TMP are per stage, the others per
  *            (stage, microbatch).
- *   synopsis one line for the listing's header and isa/README.md.
+ *   synopsis one line for isa/README.md's table.
+ *   comment  the listing's comment column, a template the disassembler
+ *            fills from the operands (isa/comment.c): {s} {b} {p} {g} the
+ *            stage, microbatch, peer and group; {members} group g's ranks;
+ *            {optimizer} the plan's optimizer; {next} and {dir} the size and
+ *            direction of the transfer group that follows; {role} the slot
+ *            of that role as "s4" ("?" when absent, or {role|text} for other
+ *            text); [?role:...] what follows only when the slot is present
+ *            (not -1), [!role:...] only when it is absent, [+role:...] only
+ *            when it is a slot number (>= 0). Brackets nest.
  *
  * Stage/microbatch of a transfer name the job that PRODUCED the data:
  * SendActivation s b carries the output of F(s,b) to the rank running
@@ -60,7 +88,7 @@
  * posts a bracket as one ncclGroupStart/End, so its transfers progress
  * together instead of each waiting for the one before. Members of a group
  * are concurrent: no two may touch one buffer unless both only read it
- * (compiler/bufcheck.c proves it of every plan). RecvWeightGrad is FLOW but
+ * (isa/bufcheck.c proves it of every plan). RecvWeightGrad is FLOW but
  * not GROUPABLE: it adds what arrives to the gradients, a computation that
  * must wait for the data, so it cannot be deferred to a group's end.
  *
@@ -70,7 +98,7 @@
  * backend runs them at once on two compute streams, each with a workspace
  * of its own; the cpu backend runs them one after the other. Like a
  * group's members they are concurrent: neither may write a buffer the
- * other touches (compiler/bufcheck.c). */
+ * other touches (isa/bufcheck.c). */
 #ifndef PP_OPCODES_H
 #define PP_OPCODES_H
 
@@ -80,68 +108,107 @@
 #define PP_U_GROUP 8u
 
 /* clang-format off */
-#define PP_OPCODES(X)                                                                                  \
-    X(LoadMicroBatch, 0, LOCAL, NONE, COMPUTE, PP_U_MB, NO, NO,                                        \
-      (REQ(TOKENS, WR, TOKENS, 0)),                                                                     \
-      "read microbatch b's windows and targets into a slot")                                           \
-    X(Forward, 1, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO,                                \
-      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0), OPT(OUT, WR, ACT, 0), OPT(TGT, RD, TOKENS, 0),  \
-       OPT(WTS, RD, WTS, 0)),                                                                           \
-      "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)")           \
-    X(SendActivation, 2, SEND, RecvActivation, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,    \
-      (REQ(SRC, RD, ACT, 0)),                                                                           \
-      "send F(s,b)'s output to the rank that runs F(s+1,b)")                                           \
-    X(RecvActivation, 3, RECV, SendActivation, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,    \
-      (REQ(DST, WR, ACT, 0)),                                                                           \
-      "receive F(s,b)'s output from the rank that ran it")                                             \
-    X(Backward, 4, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, UP,                               \
-      (REQ(STASH, RD, STASH, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),  \
-       OPT(WGRAD, UP, WGRAD, 0)),                                                                       \
-      "run B(s,b): accumulate weight gradients, write the input gradient to din")                      \
-    X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO,                          \
-      (UPD(STASH, STASH, STASHW, 0), OPT(DOUT, RD, GRAD, 1), OPT(DIN, WR, GRAD, 0),                   \
-       OPT(WTS, RD, WTS, 0)),                                                                           \
-      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs")          \
-    X(BackwardWeight, 6, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, UP,                         \
-      (REQ(STASH, RD, STASHW, 0), OPT(WGRAD, UP, WGRAD, 0)),                                            \
-      "split backward, W(s,b): accumulate stage s's weight gradients from the stash")                 \
-    X(SendGrad, 7, SEND, RecvGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,                \
-      (REQ(SRC, RD, GRAD, 0)),                                                                          \
-      "send B(s,b)'s input gradient to the rank that runs B(s-1,b)")                                   \
-    X(RecvGrad, 8, RECV, SendGrad, GROUPABLE, PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO,                \
-      (REQ(DST, WR, GRAD, 0)),                                                                          \
-      "receive B(s,b)'s input gradient from the rank that ran it")                                     \
-    X(FetchWeights, 9, RECV, SendWeights, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO,                   \
-      (REQ(WTS, WR, WTS, 0)),                                                                           \
-      "receive stage s's weights from their owner, for jobs that compute away from it")               \
-    X(SendWeights, 10, SEND, FetchWeights, GROUPABLE, PP_U_STAGE | PP_U_PEER, RD, NO,                  \
-      (),                                                                                               \
-      "send stage s's weights (this rank owns them) to a rank that fetches them")                     \
-    X(ZeroGrads, 11, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, NO,                                         \
-      (REQ(WGRAD, WR, WGRAD, 0)),                                                                       \
-      "clear a slot that will accumulate stage s's weight gradients on this non-owner rank")          \
-    X(SendWeightGrad, 12, SEND, RecvWeightGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO,             \
-      (REQ(WGRAD, RD, WGRAD, 0)),                                                                       \
-      "send the stage s weight gradients accumulated here to the stage's owner")                      \
-    X(RecvWeightGrad, 13, RECV, SendWeightGrad, FLOW, PP_U_STAGE | PP_U_PEER, NO, UP,                  \
-      (REQ(TMP, WR, TMP, 0)),                                                                           \
-      "receive stage s weight gradients from a rank that computed with them; add them to ours")       \
-    X(ReduceGrads, 14, COLLECTIVE, NONE, COMPUTE, PP_U_STAGE | PP_U_GROUP, NO, UP,                     \
-      (),                                                                                               \
-      "all-reduce stage s's weight gradients among the replicas in group g")                          \
-    X(OptimizerStep, 15, LOCAL, NONE, COMPUTE, PP_U_STAGE, UP, UP,                                     \
-      (),                                                                                               \
-      "apply the optimizer to stage s's weights and clear its gradients")                             \
-    X(GroupStart, 16, MARKER, NONE, NONE, 0u, NO, NO, (),                                              \
-      "post the transfers up to GroupEnd together (one NCCL group)")                                   \
-    X(GroupEnd, 17, MARKER, NONE, NONE, 0u, NO, NO, (),                                                \
-      "end of a group of transfers")                                                                   \
-    X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, (),                                                 \
-      "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair")
+#define PP_OPCODES(X)                                                                            \
+    X(LoadMicroBatch, 0, LOCAL, NONE, COMPUTE, PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,         \
+      (REQ(TOKENS, WR, TOKENS, 0)),                                                              \
+      "read microbatch b's windows and targets into a slot",                                     \
+      "microbatch {b} tokens into {tokens}")                                                     \
+    X(Forward, 1, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, F, COMPUTE, NONE,        \
+      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0),                                           \
+       NOTLAST(OUT, WR, ACT, 0), LAST(TGT, RD, TOKENS, 0),                                       \
+       OPT(WTS, RD, WTS, 0)),                                                                    \
+      "run F(s,b): read in, save what B needs in stash, write out (loss on the last stage)",     \
+      "F({s},{b}): [?out:[?tgt:{in} -> {out}, loss vs targets {tgt}][!tgt:{in} -> {out}]]"       \
+      "[!out:[?tgt:loss of {in} vs targets {tgt}][!tgt:{in}, output discarded]]"                 \
+      " (stash {stash})[+wts: with weights {wts}]")                                              \
+    X(SendActivation, 2, SEND, RecvActivation, GROUPABLE,                                        \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, ACT,                             \
+      (REQ(SRC, RD, ACT, 0)),                                                                    \
+      "send F(s,b)'s output to the rank that runs F(s+1,b)",                                     \
+      "F({s},{b}) output {src} to rank {p}")                                                     \
+    X(RecvActivation, 3, RECV, SendActivation, GROUPABLE,                                        \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, ACT,                             \
+      (REQ(DST, WR, ACT, 0)),                                                                    \
+      "receive F(s,b)'s output from the rank that ran it",                                       \
+      "F({s},{b}) output from rank {p} into {dst}")                                              \
+    X(Backward, 4, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, UP, B, COMPUTE, NONE,       \
+      (REQ(STASH, RD, STASH, 0),                                                                 \
+       NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0), OPT(WTS, RD, WTS, 0),             \
+       OPT(WGRAD, UP, WGRAD, 0)),                                                                \
+      "run B(s,b): accumulate weight gradients, write the input gradient to din",                \
+      "B({s},{b}): grad {dout|of loss} -> {din|weights only}"                                    \
+      " (stash {stash})[+wts: with weights {wts}]"                                               \
+      "[+wgrad:, weight grads into {wgrad}]")                                                    \
+    X(BackwardInput, 5, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, BI, COMPUTE, NONE, \
+      (UPD(STASH, STASH, STASHW, 0), NOTLAST(DOUT, RD, GRAD, 1), NOTFIRST(DIN, WR, GRAD, 0),     \
+       OPT(WTS, RD, WTS, 0)),                                                                    \
+      "split backward, B(s,b): write the input gradient to din, keep in stash what W needs",     \
+      "B({s},{b}): grad {dout|of loss} -> {din|stash only}"                                      \
+      " (stash {stash})[+wts: with weights {wts}]"                                               \
+      "; weight grads left for W")                                                               \
+    X(BackwardWeight, 6, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, UP, W, COMPUTE, NONE, \
+      (REQ(STASH, RD, STASHW, 0), OPT(WGRAD, UP, WGRAD, 0)),                                     \
+      "split backward, W(s,b): accumulate stage s's weight gradients from the stash",            \
+      "W({s},{b}): weight grads from stash {stash}[+wgrad: into {wgrad}]")                       \
+    X(SendGrad, 7, SEND, RecvGrad, GROUPABLE,                                                    \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, GRAD,                            \
+      (REQ(SRC, RD, GRAD, 0)),                                                                   \
+      "send B(s,b)'s input gradient to the rank that runs B(s-1,b)",                             \
+      "B({s},{b}) input grad {src} to rank {p}")                                                 \
+    X(RecvGrad, 8, RECV, SendGrad, GROUPABLE,                                                    \
+      PP_U_STAGE | PP_U_MB | PP_U_PEER, NO, NO, NONE, TRANSFER, GRAD,                            \
+      (REQ(DST, WR, GRAD, 0)),                                                                   \
+      "receive B(s,b)'s input gradient from the rank that ran it",                               \
+      "B({s},{b}) input grad from rank {p} into {dst}")                                          \
+    X(FetchWeights, 9, RECV, SendWeights, GROUPABLE,                                             \
+      PP_U_STAGE | PP_U_PEER, NO, NO, NONE, WEIGHTS, WEIGHTS,                                    \
+      (REQ(WTS, WR, WTS, 0)),                                                                    \
+      "receive stage s's weights from their owner, for jobs that compute away from it",          \
+      "stage {s} weights from rank {p} into {wts}")                                              \
+    X(SendWeights, 10, SEND, FetchWeights, GROUPABLE,                                            \
+      PP_U_STAGE | PP_U_PEER, RD, NO, NONE, WEIGHTS, WEIGHTS,                                    \
+      (),                                                                                        \
+      "send stage s's weights (this rank owns them) to a rank that fetches them",                \
+      "stage {s} weights to rank {p}")                                                           \
+    X(ZeroGrads, 11, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, NO, NONE, BOOKKEEPING, NONE,          \
+      (REQ(WGRAD, WR, WGRAD, 0)),                                                                \
+      "clear a slot that will accumulate stage s's weight gradients on this non-owner rank",     \
+      "{wgrad} accumulates stage {s} weight grads here")                                         \
+    X(SendWeightGrad, 12, SEND, RecvWeightGrad, GROUPABLE,                                       \
+      PP_U_STAGE | PP_U_PEER, NO, NO, NONE, WEIGHTS, WGRAD,                                      \
+      (REQ(WGRAD, RD, WGRAD, 0)),                                                                \
+      "send the stage s weight gradients accumulated here to the stage's owner",                 \
+      "stage {s} weight grads {wgrad} to owner rank {p}")                                        \
+    X(RecvWeightGrad, 13, RECV, SendWeightGrad, FLOW,                                            \
+      PP_U_STAGE | PP_U_PEER, NO, UP, NONE, WEIGHTS, WGRAD,                                      \
+      (REQ(TMP, WR, TMP, 0)),                                                                    \
+      "receive stage s weight gradients from a rank that computed with them; add them to ours",  \
+      "stage {s} weight grads from rank {p} via {tmp}, added to ours")                           \
+    X(ReduceGrads, 14, COLLECTIVE, NONE, COMPUTE,                                                \
+      PP_U_STAGE | PP_U_GROUP, NO, UP, NONE, COLLECTIVE, NONE,                                   \
+      (),                                                                                        \
+      "all-reduce stage s's weight gradients among the replicas in group g",                     \
+      "all-reduce stage {s} grads over g{g} {members}")                                          \
+    X(OptimizerStep, 15, LOCAL, NONE, COMPUTE, PP_U_STAGE, UP, UP, O, OPTIMIZER, NONE,           \
+      (),                                                                                        \
+      "apply the optimizer to stage s's weights and clear its gradients",                        \
+      "update stage {s} weights ({optimizer})")                                                  \
+    X(GroupStart, 16, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                   \
+      (),                                                                                        \
+      "post the transfers up to GroupEnd together (one NCCL group)",                             \
+      "the next {next} transfers ({dir}) are posted together")                                   \
+    X(GroupEnd, 17, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                     \
+      (),                                                                                        \
+      "end of a group of transfers",                                                             \
+      "end of the group")                                                                        \
+    X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                      \
+      (),                                                                                        \
+      "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair", \
+      "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")
 /* clang-format on */
 
 typedef enum {
-#define PP_OP_ENUM(name, num, kind, pairs, lane, uses, params, grads, slots, syn) PP_OP_##name = num,
+#define PP_OP_ENUM(name, num, ...) PP_OP_##name = num,
     PP_OPCODES(PP_OP_ENUM)
 #undef PP_OP_ENUM
         PP_OP_COUNT /* the last number + 1: the table lists them in order */
@@ -152,6 +219,21 @@ typedef enum {
 _Static_assert(PP_OP_COUNT == 0 PP_OPCODES(PP_OP_ONE), "opcode numbers must be 0, 1, 2, ... in order");
 #undef PP_OP_ONE
 
+/* When an optional slot must be present (LAST, NOTLAST, NOTFIRST above). */
+typedef enum { PP_WHEN_ANY, PP_WHEN_LAST, PP_WHEN_NOT_LAST, PP_WHEN_NOT_FIRST } pp_when;
+typedef enum { PP_JOB_NONE, PP_JOB_F, PP_JOB_B, PP_JOB_BI, PP_JOB_W, PP_JOB_O } pp_op_job;
+/* Family names (vm/vmbench.c's table rows), in this order. */
+#define PP_FAMILIES(X) X(COMPUTE, "compute") X(OPTIMIZER, "optimizer") X(TRANSFER, "transfer") \
+    X(WEIGHTS, "weights") X(COLLECTIVE, "collective") X(BOOKKEEPING, "bookkeeping")
+typedef enum {
+#define PP_FAMILY_ENUM(F, name) PP_FAMILY_##F,
+    PP_FAMILIES(PP_FAMILY_ENUM)
+#undef PP_FAMILY_ENUM
+        PP_FAMILY_COUNT
+} pp_op_family;
+/* Message classes; the numbers are the low part of every MPI tag. */
+typedef enum { PP_TAG_NONE = -1, PP_TAG_ACT, PP_TAG_GRAD, PP_TAG_WEIGHTS, PP_TAG_WGRAD,
+               PP_TAG_CLASSES } pp_op_tag;
 typedef enum { PP_KIND_MARKER, PP_KIND_COMPUTE, PP_KIND_LOCAL, PP_KIND_SEND, PP_KIND_RECV,
                PP_KIND_COLLECTIVE } pp_op_kind;
 typedef enum { PP_LANE_NONE, PP_LANE_COMPUTE, PP_LANE_FLOW, PP_LANE_GROUPABLE } pp_op_lane;

@@ -5,17 +5,25 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0}
-#define OPT(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0}
+#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0, 0}
+#define OPT_WHEN(when, role, acc, content, ds)                                                     \
+    {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0, PP_WHEN_##when}
+#define OPT(...) OPT_WHEN(ANY, __VA_ARGS__)
+#define LAST(...) OPT_WHEN(LAST, __VA_ARGS__)
+#define NOTLAST(...) OPT_WHEN(NOT_LAST, __VA_ARGS__)
+#define NOTFIRST(...) OPT_WHEN(NOT_FIRST, __VA_ARGS__)
 #define UPD(role, content, becomes, ds)                                                            \
-    {PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes}
+    {PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes, 0}
 #define SLOT_LIST(...) {__VA_ARGS__}
 enum { PP_OP_NONE = -1 };
 
 static const pp_op_info OPS[PP_OP_COUNT] = {
-#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, slots, syn)                  \
-    [num] = {#name, PP_KIND_##kind, PP_OP_##pairs, PP_LANE_##lane, (uses), PP_ACC_##params,       \
-             PP_ACC_##grads, SLOT_LIST slots, syn},
+#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, job, family, tag, slots, syn,  \
+                   comment)                                                                        \
+    [num] = {#name,         PP_KIND_##kind,     PP_OP_##pairs, PP_LANE_##lane,                    \
+             (uses),        PP_ACC_##params,    PP_ACC_##grads, PP_JOB_##job,                     \
+             PP_FAMILY_##family, PP_TAG_##tag,  SLOT_LIST slots, syn,                             \
+             comment},
     PP_OPCODES(PP_OP_INFO)
 #undef PP_OP_INFO
 };
@@ -66,6 +74,41 @@ const char *pp_op_slot_role(int op, int i, int *optional)
     if (optional)
         *optional = OPS[op].slot[i].optional;
     return pp_role_name(OPS[op].slot[i].role);
+}
+
+pp_op_job pp_op_job_of(int op) { return pp_op(op) ? OPS[op].job : PP_JOB_NONE; }
+
+int pp_op_is_job(int op)
+{
+    pp_op_job j = pp_op_job_of(op);
+    return j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI || j == PP_JOB_W;
+}
+
+pp_op_family pp_op_family_of(int op) { return pp_op(op) ? OPS[op].family : PP_FAMILY_BOOKKEEPING; }
+
+const char *pp_family_name(pp_op_family f)
+{
+    static const char *const names[PP_FAMILY_COUNT] = {
+#define PP_FAMILY_NAME(F, name) [PP_FAMILY_##F] = name,
+        PP_FAMILIES(PP_FAMILY_NAME)
+#undef PP_FAMILY_NAME
+    };
+    return f >= 0 && f < PP_FAMILY_COUNT ? names[f] : "?";
+}
+
+int pp_slot_wanted(const pp_slot_spec *sp, int s, int S)
+{
+    switch (sp->when) {
+    case PP_WHEN_LAST:
+        return s == S - 1;
+    case PP_WHEN_NOT_LAST:
+        return s != S - 1;
+    case PP_WHEN_NOT_FIRST:
+        return s != 0;
+    case PP_WHEN_ANY:
+        break;
+    }
+    return sp->optional ? -1 : 1;
 }
 
 int pp_op_is_transfer(int op)
@@ -145,12 +188,17 @@ void pp_ops_markdown(FILE *out)
     static const char *const kind[] = {"marker", "compute", "local", "send", "receive",
                                        "collective"};
     static const char *const lane[] = {"-", "compute", "up/down", "up/down, groupable"};
-    fprintf(out, "| # | opcode | kind | pairs with | stream | operands | slots | own stage | "
-                 "what it does |\n|---|---|---|---|---|---|---|---|---|\n");
+    static const char *const job[] = {"-", "F", "B", "BI", "W", "O"};
+    static const char *const tag[] = {"act", "grad", "weights", "wgrad"};
+    static const char *const when[] = {"", " (last stage)", " (not last stage)",
+                                       " (not first stage)"};
+    fprintf(out, "| # | opcode | kind | pairs with | stream | job | family | tag | operands | slots "
+                 "| own stage | what it does |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int op = 0; op < PP_OP_COUNT; op++) {
         const pp_op_info *o = &OPS[op];
-        fprintf(out, "| %d | %s | %s | %s | %s | ", op, o->name, kind[o->kind],
-                o->pairs >= 0 ? OPS[o->pairs].name : "-", lane[o->lane]);
+        fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | ", op, o->name, kind[o->kind],
+                o->pairs >= 0 ? OPS[o->pairs].name : "-", lane[o->lane], job[o->job],
+                pp_family_name(o->family), o->tag >= 0 ? tag[o->tag] : "-");
         static const char *const use[] = {"stage", "mb", "peer", "group"};
         int any = 0;
         for (int u = 0; u < 4; u++)
@@ -160,8 +208,9 @@ void pp_ops_markdown(FILE *out)
         int n = pp_op_nslots(op);
         for (int k = 0; k < n; k++) {
             const pp_slot_spec *sp = &o->slot[k];
-            fprintf(out, "%s`%s%s` %s %s", k ? "; " : "", pp_role_name(sp->role),
-                    sp->optional ? "?" : "", access_word(sp->access), pp_content_words(sp->content));
+            fprintf(out, "%s`%s%s`%s %s %s", k ? "; " : "", pp_role_name(sp->role),
+                    sp->optional ? "?" : "", when[sp->when], access_word(sp->access),
+                    pp_content_words(sp->content));
             if (sp->dstage)
                 fprintf(out, " (stage s%+d)", sp->dstage);
             if (sp->becomes)

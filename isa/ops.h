@@ -27,6 +27,7 @@ typedef struct {
     int dstage;         /* the content's stage is the instruction's stage + dstage */
     int optional;       /* may be -1 (absent) */
     pp_content becomes; /* what an UPD slot holds after the instruction; NONE: content */
+    pp_when when;       /* an optional slot: on which stages it must be present */
 } pp_slot_spec;
 
 typedef struct {
@@ -36,8 +37,12 @@ typedef struct {
     pp_op_lane lane;
     unsigned uses;          /* PP_U_* */
     pp_access params, grads; /* the rank's own copy of stage s (opcodes.h) */
+    pp_op_job job;
+    pp_op_family family;
+    pp_op_tag tag;
     pp_slot_spec slot[PP_MAX_SLOTS];
     const char *synopsis;
+    const char *comment; /* the listing's comment template (opcodes.h) */
 } pp_op_info;
 
 /* The table entry of op, or NULL for a number that is no opcode. */
@@ -50,6 +55,19 @@ const char *pp_role_name(pp_role r);
 const char *pp_content_words(pp_content c);
 /* Role name of slot i of op (NULL past its slots); *optional set if given. */
 const char *pp_op_slot_role(int op, int i, int *optional);
+
+/* The job op runs (PP_JOB_NONE for an unknown opcode), and whether it is a
+ * job of a microbatch: F, B, BI or W. */
+pp_op_job pp_op_job_of(int op);
+int pp_op_is_job(int op);
+/* The benchmark family (BOOKKEEPING for an unknown opcode) and its name. */
+pp_op_family pp_op_family_of(int op);
+const char *pp_family_name(pp_op_family f);
+
+/* Whether a slot of spec sp must be present on stage s of S: 1 (a REQ or
+ * UPD slot, or a LAST, NOTLAST, NOTFIRST one on such a stage), 0 (one of
+ * those on another stage), -1 (an OPT slot: either). */
+int pp_slot_wanted(const pp_slot_spec *sp, int s, int S);
 
 /* A point-to-point transfer (SEND or RECV). */
 int pp_op_is_transfer(int op);

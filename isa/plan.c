@@ -73,7 +73,12 @@ static uint64_t fnv_le(uint64_t h, uint64_t v, int bytes)
 }
 
 /* The plan id: a hash of every rank's content (the compiler stamps it, the
- * VM recomputes it at start-up over the plans all ranks loaded). Every
+ * VM recomputes it at start-up over the plans all ranks loaded). The
+ * format version is not hashed, on purpose: the id names what the plans
+ * mean (checkpoints are tied to it, listings print it), and a version bump
+ * changes how a plan is written, not what it means, so the same schedule
+ * keeps its id, its checkpoints and its golden listings across bumps (a
+ * file of another version is refused by the decoder anyway). Every
  * field goes in as its little-endian bytes, 4 for a 32-bit one, 8 for a
  * 64-bit one; the model as its ten 32-bit fields and then 8 zero bytes
  * (where the first version hashed the struct with its layer table's
@@ -120,6 +125,18 @@ uint64_t pp_plans_id(const pp_plan *plans, int W)
     }
     return h;
 }
+
+int pp_transfer_tag(const pp_plan *p, int op, int s, int b)
+{
+    const pp_op_info *o = pp_op(op);
+    if (!o || o->tag == PP_TAG_NONE)
+        return -1;
+    if (!(o->uses & PP_U_MB) || b < 0)
+        b = 0;
+    return (int)(((int64_t)s * p->B + b) * PP_TAG_CLASSES + o->tag);
+}
+
+long long pp_transfer_tags(const pp_plan *p) { return (long long)p->S * p->B * PP_TAG_CLASSES; }
 
 /* ---------------------------------------------------------------- encoding */
 
@@ -858,8 +875,8 @@ static bool check_transfer_groups(const pp_plan *p, char *err, size_t errlen)
 
 static bool is_pair_job(const pp_instr *in, int fwd)
 {
-    return fwd ? in->op == PP_OP_Forward
-               : in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput;
+    pp_op_job j = pp_op_job_of(in->op);
+    return fwd ? j == PP_JOB_F : j == PP_JOB_B || j == PP_JOB_BI;
 }
 
 /* Overlap: the next two instructions are a Forward and a Backward (or

@@ -90,8 +90,23 @@ int pp_plan_set_model(pp_plan *p, const pp_model *m);
  * an Overlap pair, else 1. */
 uint32_t pp_plan_workspaces(const pp_plan *p);
 
+/* The one message tag scheme of every transport (the cpu backend's and the
+ * cuda backend's MPI transfers): the tag of a point-to-point message of
+ * opcode op (either end of the pair) for stage s, microbatch b, is
+ * (s*B + b) * PP_TAG_CLASSES + op's tag class (isa/opcodes.h), b counted
+ * only for an opcode that names a microbatch. MPI keeps messages of one
+ * (source, tag) in order, which is the order both sides' plans list them
+ * in, so the tag only has to tell classes and jobs apart. -1 for an opcode
+ * that sends no point-to-point message. */
+int pp_transfer_tag(const pp_plan *p, int op, int s, int b);
+/* One more than the largest tag pp_transfer_tag gives p's messages,
+ * S*B*PP_TAG_CLASSES: ppvm refuses a plan for which this exceeds MPI's
+ * largest tag. */
+long long pp_transfer_tags(const pp_plan *p);
+
 /* The fixed-column listing (rank<r>.txt). */
 void pp_plan_disasm(const pp_plan *p, FILE *out);
+
 
 /* CRC-32 (IEEE, as zlib, gzip and PNG compute it: zlib's crc32_z) of the
  * plan and weight files. */

@@ -135,6 +135,29 @@ oom:
     return -1;
 }
 
+/* Every operation the dispatch (vm/exec.c) calls without asking, so that
+ * a backend lacking one (a new opcode's) stops at start-up, not inside a
+ * step. 0, or -1 with err. */
+static int check_ops(const pp_vm_ops *o, const pp_vm_mem *mem, char *err, size_t errlen)
+{
+#define PP_OPS_REQUIRED(X) X(slot) X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) \
+    X(backward) X(backward_input) X(backward_weight) X(poison) X(check) X(zero) X(accumulate) \
+    X(update) X(send) X(recv) X(reduce) X(mark) X(elapsed)
+#define PP_OPS_CHECK(name)                                                                         \
+    if (!o->name) {                                                                                \
+        snprintf(err, errlen, "this backend lacks the VM core's operation '%s'", #name);          \
+        return -1;                                                                                 \
+    }
+    PP_OPS_REQUIRED(PP_OPS_CHECK)
+#undef PP_OPS_CHECK
+#undef PP_OPS_REQUIRED
+    if (!mem->host && (!o->det_done || !o->det_put)) { /* its gradients are not in host memory */
+        snprintf(err, errlen, "this backend lacks the VM core's operations det_done and det_put");
+        return -1;
+    }
+    return 0;
+}
+
 int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_vm_ops *ops,
                     char *err, size_t errlen)
 {
@@ -143,6 +166,8 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
     *c = (pp_vm_core){.run = run, .ops = ops, .p = p, .ds = run->ds, .opts = run->opts, .mem = mem,
                       .me = run->me, .nc = run->opts->no_compute,
                       .first = {.kind = PP_NF_NONE, .stage = -1, .mb = -1}};
+    if (check_ops(ops, mem, err, errlen))
+        return -1;
     c->params = calloc((size_t)S, sizeof *c->params);
     c->grads = calloc((size_t)S, sizeof *c->grads);
     c->state = calloc((size_t)S, sizeof *c->state);

@@ -38,9 +38,10 @@ struct pp_determ {
     MPI_Comm comm;
 };
 
-/* The message tags of stage s: g_b's is s*(B+1) + b, the list of
- * microbatches s*(B+1) + B. ppvm checks S*B*4 against MPI's largest tag,
- * which bounds these too. */
+/* The message tags of stage s on this module's own communicator: g_b's is
+ * s*(B+1) + b, the list of microbatches s*(B+1) + B. ppvm checks
+ * pp_transfer_tags (S*B*PP_TAG_CLASSES) against MPI's largest tag, which
+ * bounds these too. */
 static int tag_of(const pp_determ *d, int s, int b)
 {
     return s * (d->B + 1) + b;
@@ -63,7 +64,8 @@ static void give_up(const pp_determ *d, const char *what, int s, int b)
 /* Whether instruction i is a job W(s,b) that computes weight gradients. */
 static int is_wjob(const pp_instr *in)
 {
-    return in->op == PP_OP_Backward || in->op == PP_OP_BackwardWeight;
+    pp_op_job j = pp_op_job_of(in->op);
+    return j == PP_JOB_B || j == PP_JOB_W;
 }
 
 /* Stage s's buffers: see determ.h. 0, or -1 when out of memory. */

@@ -79,16 +79,6 @@ typedef struct {
     int nc;                  /* --no-compute (vm/vmbench.h): no kernel body, 4-byte messages */
 } vm;
 
-enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
-
-/* MPI keeps messages of one (source, tag) in order, which is the order both
- * sides' plans list them in; the tag only has to tell kinds and jobs apart. */
-static int tag_of(const pp_plan *p, int s, int b, int kind)
-{
-    return (int)(((int64_t)s * p->B + (b < 0 ? 0 : b)) * TAG_KINDS + kind);
-}
-
-
 static void wait_weight_sends(vm *v)
 {
     if (v->nwsend)
@@ -245,17 +235,17 @@ static void op_send(void *be, const pp_vm_job *j)
     int S = (int)p->S, s = j->s, k = j->k, peer = j->in->peer;
     if (j->in->op == PP_OP_SendWeights) {
         mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)),
-                           MPI_BYTE, peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                           MPI_BYTE, peer, pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD,
                            &v->wsend[v->nwsend++]));
         return;
     }
     op_slot(v, k); /* at most one send in flight per slot */
     if (j->in->op == PP_OP_SendWeightGrad)
         mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer,
-                           tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, &v->req[k]));
+                           pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD, &v->req[k]));
     else
         mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer,
-                           tag_of(p, s, j->b, j->in->op == PP_OP_SendActivation ? TAG_ACT : TAG_GRAD),
+                           pp_transfer_tag(p, j->in->op, s, j->b),
                            MPI_COMM_WORLD, &v->req[k]));
 }
 
@@ -272,19 +262,18 @@ static void op_recv(void *be, const pp_vm_job *j)
     case PP_OP_FetchWeights:
         PP_WAITED(v->nc, &v->run->waited_ns,
                   rc = MPI_Recv(dst, msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s)),
-                                MPI_BYTE, peer, tag_of(p, s, -1, TAG_WEIGHTS), MPI_COMM_WORLD,
+                                MPI_BYTE, peer, pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD,
                                 MPI_STATUS_IGNORE));
         break;
     case PP_OP_RecvWeightGrad:
         PP_WAITED(v->nc, &v->run->waited_ns,
                   rc = MPI_Recv(dst, msg_floats(v, j->np), MPI_FLOAT, peer,
-                                tag_of(p, s, -1, TAG_WGRAD), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                                pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         break;
     default: /* RecvActivation, RecvGrad */
         PP_WAITED(v->nc, &v->run->waited_ns,
                   rc = MPI_Recv(dst, msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer,
-                                tag_of(p, s, j->b,
-                                       j->in->op == PP_OP_RecvActivation ? TAG_ACT : TAG_GRAD),
+                                pp_transfer_tag(p, j->in->op, s, j->b),
                                 MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         break;
     }

@@ -65,7 +65,7 @@
  * one order on every rank). So all ranks submit their NCCL operations,
  * across all communicators (up, down, the groups'), as subsequences of one
  * global sequence, which is what NCCL requires. The compiler's checker
- * (compiler/commcheck.c) proves every plan finishes even when each
+ * (isa/commcheck.c) proves every plan finishes even when each
  * operation blocks its rank's one stream until it is matched. Here an
  * operation waits only for operations before it in plan order (on its own
  * stream, or through a buffer's event): a subset of those waits, so the

@@ -34,7 +34,7 @@
  * Before training, all ranks exchange what they loaded, and every rank
  * refuses to start (exit 1, with a message) unless all plans loaded, share
  * one plan id, and were compiled for this world size and this rank; then
- * rank 0 gathers every plan and verifies them together (vm/verify.c: the
+ * rank 0 gathers every plan and verifies them together (isa/verify.c: the
  * headers agree, every transfer meets its partner, every job runs once,
  * the plan id is the hash of the contents). */
 #include <errno.h>
@@ -54,7 +54,7 @@
 #include "check.h"
 #include "checkpoint.h"
 #include "guard.h"
-#include "verify.h"
+#include "../isa/verify.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -571,7 +571,7 @@ static void judge(const uint8_t *all, const int *counts, const int *displs, int 
     free(plans);
 }
 
-/* Layer 2 of the verifier (vm/verify.c), collective: every rank's encoded
+/* Layer 2 of the verifier (isa/verify.c), collective: every rank's encoded
  * plan goes to rank 0 (sizes are already known to all from the handshake,
  * so every rank takes part in the same calls whatever its plan says), rank 0
  * judges them, and every rank learns the verdict. Returns 1 when good. */
@@ -840,12 +840,12 @@ int main(int argc, char **argv)
         pp_plan_free(&p);
         ok = 0;
     }
-    if (ok) { /* transfers are tagged by (stage, microbatch, kind) */
+    if (ok) { /* transfers are tagged by (stage, microbatch, class): pp_transfer_tag */
         int *ub, flag;
         mpiCheck(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
-        if (flag && (long long)p.S * p.B * 4 > *ub) {
-            pp_vm_error(me, "S*B*4 = %lld exceeds this MPI's largest tag %d",
-                        (long long)p.S * p.B * 4, *ub);
+        if (flag && pp_transfer_tags(&p) > *ub) {
+            pp_vm_error(me, "S*B*%d = %lld exceeds this MPI's largest tag %d", PP_TAG_CLASSES,
+                        pp_transfer_tags(&p), *ub);
             tag_ub_ok = 0;
         }
     }

@@ -69,20 +69,11 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
 
 int pp_profile_dir(const pp_instr *in)
 {
-    switch ((pp_opcode)in->op) {
-    case PP_OP_Forward:
-        return PP_PROF_F;
-    case PP_OP_Backward:
-        return PP_PROF_BFULL;
-    case PP_OP_BackwardInput:
-        return PP_PROF_B;
-    case PP_OP_BackwardWeight:
-        return PP_PROF_W;
-    case PP_OP_OptimizerStep:
-        return PP_PROF_O;
-    default:
-        return -1;
-    }
+    /* the opcode table's job column (isa/opcodes.h) */
+    static const int dir[] = {[PP_JOB_NONE] = -1,     [PP_JOB_F] = PP_PROF_F,
+                              [PP_JOB_B] = PP_PROF_BFULL, [PP_JOB_BI] = PP_PROF_B,
+                              [PP_JOB_W] = PP_PROF_W,  [PP_JOB_O] = PP_PROF_O};
+    return dir[pp_op_job_of(in->op)];
 }
 
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)

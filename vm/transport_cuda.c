@@ -34,13 +34,7 @@
 #include "transport_cuda.h"
 #include "vmbench.h"
 
-enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_WEIGHTS = 2, TAG_WGRAD = 3, TAG_KINDS = 4 };
-
-/* As vm/interp.c's: MPI keeps messages of one (source, tag) in order. */
-static int tag_of(const pp_plan *p, int s, int b, int kind)
-{
-    return (int)(((int64_t)s * p->B + (b < 0 ? 0 : b)) * TAG_KINDS + kind);
-}
+/* Message tags: pp_transfer_tag (isa/plan.h), the cpu backend's scheme. */
 
 /* A stage's fp32 gradients (and master weights). */
 static size_t stage_bytes(const cuda_vm *v, int s)
@@ -356,7 +350,7 @@ static void recv(cuda_vm *v, int st, int peer, int tag, void *dev, size_t bytes,
  * them. On mpi, one host copy serves every fetcher until the step. */
 static void send_weights(cuda_vm *v, int st, int s, int peer)
 {
-    int tag = tag_of(v->p, s, -1, TAG_WEIGHTS);
+    int tag = pp_transfer_tag(v->p, PP_OP_SendWeights, s, -1);
     size_t bytes = msg_bytes(v, compute_bytes(v, s));
     if (v->transport == PP_TRANSPORT_NCCL) {
         cvm_wait(v, &v->param_dep[s], st);
@@ -412,27 +406,27 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in)
     cvm_staging *h = k >= 0 && v->slot_stg ? &v->slot_stg[k] : NULL;
     switch ((pp_opcode)in->op) {
     case PP_OP_SendActivation:
-        send(v, st, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
+        send(v, st, in->peer, pp_transfer_tag(p, in->op, s, b), dev, act, d, h);
         break;
     case PP_OP_SendGrad:
-        send(v, st, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
+        send(v, st, in->peer, pp_transfer_tag(p, in->op, s, b), dev, act, d, h);
         break;
     case PP_OP_RecvActivation:
-        recv(v, st, in->peer, tag_of(p, s, b, TAG_ACT), dev, act, d, h);
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, b), dev, act, d, h);
         break;
     case PP_OP_RecvGrad:
-        recv(v, st, in->peer, tag_of(p, s, b, TAG_GRAD), dev, act, d, h);
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, b), dev, act, d, h);
         break;
     case PP_OP_FetchWeights:
-        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WEIGHTS), dev, msg_bytes(v, compute_bytes(v, s)),
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev, msg_bytes(v, compute_bytes(v, s)),
              d, h);
         break;
     case PP_OP_SendWeightGrad:
-        send(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, msg_bytes(v, stage_bytes(v, s)), d,
+        send(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev, msg_bytes(v, stage_bytes(v, s)), d,
              h);
         break;
     case PP_OP_RecvWeightGrad:
-        recv(v, st, in->peer, tag_of(p, s, -1, TAG_WGRAD), dev, msg_bytes(v, stage_bytes(v, s)), d,
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev, msg_bytes(v, stage_bytes(v, s)), d,
              h);
         break;
     case PP_OP_SendWeights:

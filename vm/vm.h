@@ -45,11 +45,6 @@ typedef struct {
     int no_compute;
 } pp_train_opts;
 
-/* Checks a decoded plan against what the VM will do with it: each slot is
- * large enough for the role an instruction gives it, and each stage an
- * instruction touches is one this rank holds. 0 or -1 with err. */
-int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen);
-
 /* The backends (vm/backend.h): cpu always, cuda when built with CUDA. */
 typedef struct pp_backend pp_backend;
 extern const pp_backend pp_backend_cpu;

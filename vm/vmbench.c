@@ -3,7 +3,8 @@
  * their time, summed over every rank on rank 0, which prints each opcode's
  * and each family's count per step and ns per instruction (the mean over
  * all ranks' instructions, of it the time blocked in calls that wait for
- * a peer or the device, and the mean of the rank where it is highest). */
+ * a peer or the device, and the mean of the rank where it is highest). An
+ * opcode's family is a column of the opcode table (isa/opcodes.h). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,47 +13,9 @@
 #include "check.h"
 #include "vmbench.h"
 
-enum { FAM_COMPUTE, FAM_OPTIMIZER, FAM_TRANSFER, FAM_WEIGHTS, FAM_COLLECTIVE, FAM_BOOKKEEPING,
-       FAM_COUNT };
-static const char *const family_name[FAM_COUNT] = {"compute", "optimizer", "transfer", "weights",
-                                                   "collective", "bookkeeping"};
-
-static int family_of(int op)
-{
-    switch ((pp_opcode)op) {
-    case PP_OP_Forward:
-    case PP_OP_Backward:
-    case PP_OP_BackwardInput:
-    case PP_OP_BackwardWeight:
-        return FAM_COMPUTE;
-    case PP_OP_OptimizerStep:
-        return FAM_OPTIMIZER;
-    case PP_OP_SendActivation:
-    case PP_OP_RecvActivation:
-    case PP_OP_SendGrad:
-    case PP_OP_RecvGrad:
-        return FAM_TRANSFER;
-    case PP_OP_FetchWeights:
-    case PP_OP_SendWeights:
-    case PP_OP_SendWeightGrad:
-    case PP_OP_RecvWeightGrad:
-        return FAM_WEIGHTS;
-    case PP_OP_ReduceGrads:
-        return FAM_COLLECTIVE;
-    case PP_OP_LoadMicroBatch:
-    case PP_OP_ZeroGrads:
-    case PP_OP_GroupStart:
-    case PP_OP_GroupEnd:
-    case PP_OP_Overlap:
-    case PP_OP_COUNT:
-        break;
-    }
-    return FAM_BOOKKEEPING;
-}
-
 const char *pp_vmbench_family(int op)
 {
-    return family_name[family_of(op)];
+    return pp_family_name(pp_op_family_of(op));
 }
 
 void pp_vmbench_step_begin(pp_vmbench *b, int step, int steps)
@@ -85,13 +48,13 @@ static double clock_cost(void)
  * it ran none), for the slowest-rank column. */
 static void rank_means(const pp_vmbench *b, double *op_mean, double *fam_mean)
 {
-    uint64_t fn[FAM_COUNT] = {0}, fns[FAM_COUNT] = {0};
+    uint64_t fn[PP_FAMILY_COUNT] = {0}, fns[PP_FAMILY_COUNT] = {0};
     for (int op = 0; op < PP_OP_COUNT; op++) {
         op_mean[op] = b->n[op] ? (double)b->ns[op] / (double)b->n[op] : -1;
-        fn[family_of(op)] += b->n[op];
-        fns[family_of(op)] += b->ns[op];
+        fn[pp_op_family_of(op)] += b->n[op];
+        fns[pp_op_family_of(op)] += b->ns[op];
     }
-    for (int f = 0; f < FAM_COUNT; f++)
+    for (int f = 0; f < PP_FAMILY_COUNT; f++)
         fam_mean[f] = fn[f] ? (double)fns[f] / (double)fn[f] : -1;
 }
 
@@ -105,20 +68,20 @@ static void row(const char *family, const char *op, uint64_t n, uint64_t ns, uin
 void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
 {
     /* per opcode, then per family, then all: the means of this rank */
-    double mine[PP_OP_COUNT + FAM_COUNT + 1], worst[PP_OP_COUNT + FAM_COUNT + 1];
+    double mine[PP_OP_COUNT + PP_FAMILY_COUNT + 1], worst[PP_OP_COUNT + PP_FAMILY_COUNT + 1];
     uint64_t n[PP_OP_COUNT], ns[PP_OP_COUNT], wait[PP_OP_COUNT], all_n = 0, all_ns = 0;
     rank_means(b, mine, mine + PP_OP_COUNT);
     for (int op = 0; op < PP_OP_COUNT; op++) {
         all_n += b->n[op];
         all_ns += b->ns[op];
     }
-    mine[PP_OP_COUNT + FAM_COUNT] = all_n ? (double)all_ns / (double)all_n : -1;
+    mine[PP_OP_COUNT + PP_FAMILY_COUNT] = all_n ? (double)all_ns / (double)all_n : -1;
     /* the mean counted step's wall time on this rank */
     double step = b->steps ? (double)b->step_ns / b->steps : 0, step_max = 0;
     mpiCheck(MPI_Reduce(b->n, n, PP_OP_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(b->ns, ns, PP_OP_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(b->wait, wait, PP_OP_COUNT, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
-    mpiCheck(MPI_Reduce(mine, worst, PP_OP_COUNT + FAM_COUNT + 1, MPI_DOUBLE, MPI_MAX, 0,
+    mpiCheck(MPI_Reduce(mine, worst, PP_OP_COUNT + PP_FAMILY_COUNT + 1, MPI_DOUBLE, MPI_MAX, 0,
                         MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(&step, &step_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     unsigned long long ninstr = p->ninstr, max_instr = 0, sum_instr = 0;
@@ -141,24 +104,26 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
     }
     printf("%-12s %-15s %10s %10s %10s %12s\n", "family", "opcode", "per step", "ns/instr",
            "waiting", "slowest rank");
-    for (int f = 0; f < FAM_COUNT; f++)
+    for (int f = 0; f < PP_FAMILY_COUNT; f++)
         for (int op = 0; op < PP_OP_COUNT; op++)
-            if (family_of(op) == f && n[op])
-                row(family_name[f], pp_op_name(op), n[op], ns[op], wait[op], worst[op], steps);
-    uint64_t fn[FAM_COUNT] = {0}, fns[FAM_COUNT] = {0}, fw[FAM_COUNT] = {0}, tn = 0, tns = 0,
+            if ((int)pp_op_family_of(op) == f && n[op])
+                row(pp_family_name((pp_op_family)f), pp_op_name(op), n[op], ns[op], wait[op],
+                    worst[op], steps);
+    uint64_t fn[PP_FAMILY_COUNT] = {0}, fns[PP_FAMILY_COUNT] = {0}, fw[PP_FAMILY_COUNT] = {0}, tn = 0, tns = 0,
              tw = 0;
     for (int op = 0; op < PP_OP_COUNT; op++) {
-        fn[family_of(op)] += n[op];
-        fns[family_of(op)] += ns[op];
-        fw[family_of(op)] += wait[op];
+        fn[pp_op_family_of(op)] += n[op];
+        fns[pp_op_family_of(op)] += ns[op];
+        fw[pp_op_family_of(op)] += wait[op];
         tn += n[op];
         tns += ns[op];
         tw += wait[op];
     }
-    for (int f = 0; f < FAM_COUNT; f++)
+    for (int f = 0; f < PP_FAMILY_COUNT; f++)
         if (fn[f])
-            row(family_name[f], "*", fn[f], fns[f], fw[f], worst[PP_OP_COUNT + f], steps);
-    row("all", "*", tn, tns, tw, worst[PP_OP_COUNT + FAM_COUNT], steps);
+            row(pp_family_name((pp_op_family)f), "*", fn[f], fns[f], fw[f],
+                worst[PP_OP_COUNT + f], steps);
+    row("all", "*", tn, tns, tw, worst[PP_OP_COUNT + PP_FAMILY_COUNT], steps);
     printf("plan: %llu instructions a step on all ranks (the busiest rank %llu); step time "
            "%.1f us (slowest rank), %.1f ns per instruction of the busiest rank\n",
            sum_instr, max_instr, step_max * 1e-3, max_instr ? step_max / max_instr : 0.0);

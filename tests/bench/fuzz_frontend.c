@@ -12,7 +12,7 @@
  * itself treats as internal errors: a compile that fails must say why (at
  * least one error), its plans must pass the compiler's own verification
  * (PP_COMPILE_INTERNAL otherwise), must encode, must decode, and must
- * re-encode to the same bytes, and ppvm's verifier (vm/verify.c) must
+ * re-encode to the same bytes, and ppvm's verifier (isa/verify.c) must
  * accept every rank's plan and the plans together: a refusal there would
  * be a false alarm on a plan ppc wrote.
  *
@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "compile.h"
-#include "../../vm/verify.h"
+#include "../../isa/verify.h"
 
 enum { MAX_JOBS = 20000, MAX_W = 64 };
 

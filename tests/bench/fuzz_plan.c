@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "../../isa/plan.h"
-#include "../../vm/verify.h"
+#include "../../isa/verify.h"
 
 /* A plan longer than this gains the fuzzer nothing and costs time. */
 enum { MAX_LEN = 1 << 16 };

@@ -1,4 +1,4 @@
-/* test_bufcheck.c - the buffer-safety verifier (compiler/bufcheck.c) on
+/* test_bufcheck.c - the buffer-safety verifier (isa/bufcheck.c) on
  * hand-made streams: FSDP's weight-gradient return and a weight fetch
  * sharing a slot inside one group (what ppc once emitted), a receive into
  * a slot a send in the same group reads, a reused stash, a read of a slot
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../compiler/bufcheck.h"
+#include "../../isa/bufcheck.h"
 #include "suites.h"
 #include "testutil.h"
 

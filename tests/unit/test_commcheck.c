@@ -1,4 +1,4 @@
-/* test_commcheck.c - the communication checker (compiler/commcheck.c) on
+/* test_commcheck.c - the communication checker (isa/commcheck.c) on
  * hand-made plans: exchanges that complete, every kind of deadlock under
  * NCCL's unbuffered rendezvous (receive-first and send-first pairs, a
  * three-rank cycle, collectives in different orders, a peer that ends
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../compiler/commcheck.h"
+#include "../../isa/commcheck.h"
 #include "suites.h"
 
 /* ------------------------------------------------------------- fixtures */

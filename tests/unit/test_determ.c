@@ -246,7 +246,7 @@ static void fails_with(const char *cmd, int status, const char *message)
 
 /* A plan whose gradients cannot be the ordered sum: `schedule` with rank
  * 1's plan edited and rewritten (a fresh checksum). The start-up verifier
- * (vm/verify.c) refuses each of these edits before any step, with
+ * (isa/verify.c) refuses each of these edits before any step, with
  * `message`, so --deterministic's own checks of the same faults
  * (determ.c: a job twice, an update or an all-reduce too early, a gradient
  * from a second rank) are a second line that no verified plan reaches. */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../compiler/bufcheck.h"
+#include "../../isa/bufcheck.h"
 #include "suites.h"
 #include "testutil.h"
 

@@ -136,14 +136,13 @@ static uint64_t check_weight_slots(const pp_plan *p, uint64_t *fetched)
     for (uint32_t i = 0; i < p->ninstr; i++) {
         const pp_instr *in = &p->code[i];
         int s = in->stage, wts = -1, wgrad = -1;
-        switch ((pp_opcode)in->op) {
-        case PP_OP_FetchWeights: wts = 0; break;
-        case PP_OP_Forward: wts = 4; break;
-        case PP_OP_Backward: wts = 3; wgrad = 4; break;
-        case PP_OP_BackwardInput: wts = 3; break;
-        case PP_OP_BackwardWeight: wgrad = 1; break;
-        case PP_OP_ZeroGrads: case PP_OP_SendWeightGrad: case PP_OP_RecvWeightGrad: wgrad = 0; break;
-        default: break;
+        /* its slot operands that hold weights, or weight gradients (the table's contents) */
+        for (int k = 0; k < pp_op_nslots(in->op); k++) {
+            pp_content c = pp_op(in->op)->slot[k].content;
+            if (c == PP_CONTENT_WTS)
+                wts = k;
+            else if (c == PP_CONTENT_WGRAD || c == PP_CONTENT_TMP)
+                wgrad = k;
         }
         if (wts < 0 && wgrad < 0) /* no weights: its stage may be none (-1) */
             continue;

@@ -1,5 +1,5 @@
 /* test_verify.c - the verify suite: ppvm's verifier of what a plan means
- * (vm/verify.c). Every library schedule's plans pass it; the issue's
+ * (isa/verify.c). Every library schedule's plans pass it; the issue's
  * formerly-bad edits (each with its CRC fixed, and again with the plan id
  * forged over all ranks so the content hash cannot be what refuses them)
  * are refused with a message naming what was expected; ppc leaves no stale
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../vm/verify.h"
+#include "../../isa/verify.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -175,6 +175,28 @@ START_TEST(forward_targets_from_wrong_slot)
     pp_instr *f = find(&s, 3, PP_OP_Forward, 3);
     pp_set_slot(f, PP_ROLE_TGT, pp_slot(f, PP_ROLE_IN)); /* targets read from the activation */
     refused(&s, "tgt");
+    free_set(&s);
+}
+END_TEST
+
+/* The table's presence rules (isa/opcodes.h: LAST, NOTLAST, NOTFIRST),
+ * one per kind: targets off the last stage, no output before it, no input
+ * gradient written on the first. */
+START_TEST(slots_against_the_stage_place)
+{
+    planset s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
+    pp_instr *f = find(&s, 3, PP_OP_Forward, 3);
+    pp_set_slot(f, PP_ROLE_OUT, pp_slot(f, PP_ROLE_TGT));
+    refused(&s, "(Forward): stage 3 of 4 has an out slot (expected one on every stage but the last)");
+    free_set(&s);
+    s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
+    pp_set_slot(find(&s, 1, PP_OP_Forward, 1), PP_ROLE_OUT, -1);
+    refused(&s, "(Forward): stage 1 of 4 lacks an out slot (expected one on every stage but the last)");
+    free_set(&s);
+    s = compile_set("zb-h1.pp", "S=4 B=8", -1, -1);
+    pp_instr *bi = find(&s, 0, PP_OP_BackwardInput, 0);
+    pp_set_slot(bi, PP_ROLE_DIN, pp_slot(bi, PP_ROLE_DOUT));
+    refused(&s, "(BackwardInput): stage 0 of 4 has a din slot (expected one on every stage but the first)");
     free_set(&s);
 }
 END_TEST
@@ -503,6 +525,7 @@ Suite *verify_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, library_plans_verify);
     tcase_add_test(tc, forward_targets_from_wrong_slot);
+    tcase_add_test(tc, slots_against_the_stage_place);
     tcase_add_test(tc, changed_b_on_one_rank);
     tcase_add_test(tc, stage_switched_to_adamw);
     tcase_add_test(tc, dropped_block);

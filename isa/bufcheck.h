@@ -33,7 +33,7 @@
 
 #include <stddef.h>
 
-#include "../isa/plan.h"
+#include "plan.h"
 
 /* Checks one rank's plan; returns 0 if safe, else -1 with a message in msg
  * (msglen bytes, may be NULL or 0; "ok" on success, cut to fit) naming the

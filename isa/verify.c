@@ -1,10 +1,12 @@
-/* verify.c - the VM's verifier of what a plan means (vm/verify.h): a plan
- * whose checksum is right may still have been edited, so before training
- * the VM proves that every rank runs what a compile could have produced.
+/* verify.c - what every plan must mean (verify.h): a plan whose checksum is
+ * right may still have been edited, so before training the VM proves that
+ * every rank runs what a compile could have produced (ppc proves its
+ * output with the same checks' two halves, bufcheck.c and commcheck.c).
  *
  * Layer 1, per rank (pp_verify_rank, before the ranks talk):
- *   - pp_vm_check_plan: slot and workspace sizes per role, stages held here;
- *   - the compiler's buffer-safety verifier (compiler/bufcheck.c): a
+ *   - pp_verify_sizes (plancheck.c): slot and workspace sizes per role,
+ *     stages held here;
+ *   - the buffer-safety verifier (bufcheck.c): a
  *     symbolic replay of what every slot holds, so each read finds the
  *     content the opcode table says its role needs (Forward's tgt holds the
  *     tokens of its own microbatch, Backward's stash F's stash of the same
@@ -24,7 +26,7 @@
  *     gradients over exactly its owners, once each, and one with one owner
  *     does not;
  *   - every job runs exactly once over all ranks (F, and B or BI and W);
- *   - the compiler's communication checker (compiler/commcheck.c): each
+ *   - the communication checker (commcheck.c): each
  *     transfer meets, in order, the opposite instruction on its peer with
  *     the same stage and microbatch, collectives match, nothing hangs.
  * Layer 3: the plan id is pp_plans_id of all ranks' plans, so a single edit
@@ -38,10 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../compiler/bufcheck.h"
-#include "../compiler/commcheck.h"
-#include "../kernels/model.h"
-#include "vm.h"
+#include "bufcheck.h"
+#include "commcheck.h"
 
 static void say(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *err, size_t len, const char *fmt, ...)
@@ -56,22 +56,14 @@ static void say(char *err, size_t len, const char *fmt, ...)
 
 /* ---- jobs ------------------------------------------------------------------ */
 
+/* The jobs of a microbatch, from the opcode table's job column. */
 enum { JOB_F, JOB_B, JOB_BI, JOB_W, JOB_NONE };
 
 static int job_kind(int op)
 {
-    switch (op) {
-    case PP_OP_Forward:
-        return JOB_F;
-    case PP_OP_Backward:
-        return JOB_B;
-    case PP_OP_BackwardInput:
-        return JOB_BI;
-    case PP_OP_BackwardWeight:
-        return JOB_W;
-    default:
+    if (!pp_op_is_job(op))
         return JOB_NONE;
-    }
+    return (int)pp_op_job_of(op) - PP_JOB_F; /* PP_JOB_F, B, BI, W in this order */
 }
 
 static const char *job_name(int k)
@@ -270,7 +262,7 @@ static int check_roles(const pp_plan *p, const stage_state *st, char *err, size_
 
 int pp_verify_rank(const pp_plan *p, char *err, size_t len)
 {
-    if (pp_vm_check_plan(p, err, len) || pp_buffer_check_plan(p, err, len))
+    if (pp_verify_sizes(p, err, len) || pp_buffer_check_plan(p, err, len))
         return -1;
     accum *acc = malloc(((size_t)p->nslots + 1) * sizeof *acc);
     stage_state *st = calloc((size_t)p->S, sizeof *st);

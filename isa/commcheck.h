@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "../isa/plan.h"
+#include "plan.h"
 
 /* Replays all ranks' streams under NCCL's rules; returns 0 if every stream
  * runs to its end, else -1 with a report in msg: which ranks are blocked, at

@@ -1,14 +1,15 @@
-/* plancheck.c - what the VM checks in a plan beyond the format's own rules:
- * every slot is big enough for the role an instruction gives it, the
- * workspace for every stage the rank runs, and every stage an instruction
- * touches is held by this rank. A plan that passes
- * cannot make the interpreter read or write out of bounds. */
+/* plancheck.c - pp_verify_sizes (verify.h), what a plan must satisfy beyond
+ * the format's own rules before any backend runs it: every slot is big
+ * enough for the role an instruction gives it, the workspace for every
+ * stage the rank runs, and every stage an instruction touches is held by
+ * this rank. A plan that passes cannot make an interpreter read or write
+ * out of bounds. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../kernels/model.h"
-#include "vm.h"
+#include "verify.h"
 
 /* Bytes a slot holding content c of instruction in's stage needs
  * (isa/opcodes.h). Jobs read the compute copy (bf16 with precision bf16)
@@ -56,7 +57,7 @@ static uint64_t need(const pp_plan *p, const pp_instr *in, int i)
  * start-up, as out of memory.) */
 #define MAX_BUFFER_BYTES ((uint64_t)SIZE_MAX - 64)
 
-int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
+int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
 {
     int S = (int)p->S;
     for (uint32_t k = 0; k < p->nslots; k++)
@@ -104,14 +105,22 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
                 return -1;
             }
         }
-        if (in->op == PP_OP_Forward && (pp_slot(in, PP_ROLE_OUT) < 0) != (s == S - 1)) {
-            snprintf(err, errlen, "instruction %u (Forward): stage %d %s an output slot", k, s,
-                     s == S - 1 ? "is the last and must not have" : "needs");
-            return -1;
-        }
-        if (in->op == PP_OP_Forward && (pp_slot(in, PP_ROLE_TGT) < 0) != (s != S - 1)) {
-            snprintf(err, errlen, "instruction %u (Forward): only the last stage reads targets", k);
-            return -1;
+        /* optional slots the table ties to the stage's place (LAST, NOTLAST, NOTFIRST) */
+        for (int i = 0; i < pp_op_nslots(in->op); i++) {
+            const pp_slot_spec *sp = &o->slot[i];
+            int present = in->slot[i] >= 0;
+            int want = pp_slot_wanted(sp, s, S);
+            if (sp->when != PP_WHEN_ANY && want != present) {
+                static const char *const where[] = {"", "on the last stage only",
+                                                    "on every stage but the last",
+                                                    "on every stage but the first"};
+                const char *role = pp_role_name(sp->role);
+                snprintf(err, errlen,
+                         "instruction %u (%s): stage %d of %d %s %s %s slot (expected one %s)", k,
+                         name, s, S, present ? "has" : "lacks",
+                         strchr("aeiou", role[0]) ? "an" : "a", role, where[sp->when]);
+                return -1;
+            }
         }
         int job = o->kind == PP_KIND_COMPUTE;
         uint64_t work = job ? pp_stage_workspace_bytes(&p->model, S, s) : 0;
@@ -121,14 +130,6 @@ int pp_vm_check_plan(const pp_plan *p, char *err, size_t errlen)
                      "for this model",
                      k, name, (unsigned long long)p->workspace_bytes, s,
                      (unsigned long long)work);
-            return -1;
-        }
-        if ((in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput) &&
-            ((pp_slot(in, PP_ROLE_DOUT) < 0) != (s == S - 1) ||
-             (pp_slot(in, PP_ROLE_DIN) < 0) != (s == 0))) {
-            snprintf(err, errlen,
-                     "instruction %u (%s): stage %d needs dout iff not last, din iff not first",
-                     k, name, s);
             return -1;
         }
         for (int i = 0; i < pp_op_nslots(in->op); i++) {
