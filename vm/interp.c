@@ -226,26 +226,26 @@ static void op_update(void *be, const pp_vm_job *j)
 
 /* Sends are non-blocking: from a slot (at most one in flight per slot,
  * waited for before the slot's next use) or, SendWeights, from the compute
- * copy (at most the plan's count in flight: wsend_cap). */
+ * copy (at most the plan's count in flight: wsend_cap). Every message's tag
+ * is pp_transfer_tag's; its size the activation, the compute copy
+ * (weights) or the fp32 gradients (weight gradients, as floats). */
 static void op_send(void *be, const pp_vm_job *j)
 {
     vm *v = be;
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
-    int S = (int)p->S, s = j->s, k = j->k, peer = j->in->peer;
+    int s = j->s, k = j->k, peer = j->in->peer, tag = pp_transfer_tag(p, j->in->op, s, j->b);
     if (j->in->op == PP_OP_SendWeights) {
-        mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, S, s)),
-                           MPI_BYTE, peer, pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD,
-                           &v->wsend[v->nwsend++]));
+        mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s)),
+                           MPI_BYTE, peer, tag, MPI_COMM_WORLD, &v->wsend[v->nwsend++]));
         return;
     }
     op_slot(v, k); /* at most one send in flight per slot */
     if (j->in->op == PP_OP_SendWeightGrad)
-        mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer,
-                           pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD, &v->req[k]));
+        mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+                           &v->req[k]));
     else
-        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer,
-                           pp_transfer_tag(p, j->in->op, s, j->b),
+        mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer, tag,
                            MPI_COMM_WORLD, &v->req[k]));
 }
 
@@ -255,29 +255,19 @@ static void op_recv(void *be, const pp_vm_job *j)
     vm *v = be;
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
-    int s = j->s, peer = j->in->peer;
+    int s = j->s, op = j->in->op;
     void *dst = op_slot(v, j->k);
-    int rc;
-    switch ((pp_opcode)j->in->op) {
-    case PP_OP_FetchWeights:
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  rc = MPI_Recv(dst, msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s)),
-                                MPI_BYTE, peer, pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD,
-                                MPI_STATUS_IGNORE));
-        break;
-    case PP_OP_RecvWeightGrad:
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  rc = MPI_Recv(dst, msg_floats(v, j->np), MPI_FLOAT, peer,
-                                pp_transfer_tag(p, j->in->op, s, -1), MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        break;
-    default: /* RecvActivation, RecvGrad */
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  rc = MPI_Recv(dst, msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer,
-                                pp_transfer_tag(p, j->in->op, s, j->b),
-                                MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        break;
+    int count = msg_bytes(v, pp_act_bytes(m)); /* RecvActivation, RecvGrad */
+    MPI_Datatype type = MPI_BYTE;
+    if (op == PP_OP_FetchWeights)
+        count = msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s));
+    else if (op == PP_OP_RecvWeightGrad) {
+        count = msg_floats(v, j->np);
+        type = MPI_FLOAT;
     }
-    mpiCheck(rc);
+    PP_WAITED(v->nc, &v->run->waited_ns,
+              mpiCheck(MPI_Recv(dst, count, type, j->in->peer, pp_transfer_tag(p, op, s, j->b),
+                                MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
 }
 
 static void op_reduce(void *be, const pp_vm_job *j)
