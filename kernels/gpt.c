@@ -48,42 +48,8 @@
 
 #include "cpu_kernels.h"
 #include "stage_gemm.h"
-#include "gpt_layout.h"
+#include "../isa/gpt_layout.h"
 #include "init.h"
-
-static size_t gpt_param_count(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_param_layout_of(&sh).total;
-}
-
-static size_t gpt_stash_bytes(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_stash_layout_of(&sh).total;
-}
-
-static size_t gpt_stash_bytes_split(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_stash_layout_of(&sh).total_split;
-}
-
-static size_t gpt_workspace_bytes(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_work_layout_of(&sh).total;
-}
-
-/* The GEMMs only, 2 FLOPs per multiply-add: per layer qkv (3C x C), attproj
- * (C x C), fc (F x C) and fcproj (C x F) on BT rows, plus attention's
- * q k^T and P v counted as full T x T (2 B T T C each; the causal half the
- * kernels actually skip is not subtracted, the usual convention); the head's
- * V x C on the last stage. Backward: twice the forward. */
-static double gpt_flops(const pp_model *m, int S, int s, int backward) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, BT = B * T;
-    double layer = 2.0 * BT * (3.0 * C * C + C * C + 2.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
-    double f = sh.L * layer;
-    if (sh.last) f += 2.0 * BT * C * V;
-    return backward ? 2.0 * f : f;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Initialisation                                                            */
@@ -431,11 +397,6 @@ static void gpt_backward_weight(const pp_model *m, int S, int s, float *grads, c
 
 const pp_model_impl pp_model_gpt = {
     .name = "gpt",
-    .param_count = gpt_param_count,
-    .stash_bytes = gpt_stash_bytes,
-    .stash_bytes_split = gpt_stash_bytes_split,
-    .workspace_bytes = gpt_workspace_bytes,
-    .flops = gpt_flops,
     .init = gpt_init,
     .forward = gpt_forward,
     .backward = gpt_backward,

@@ -64,7 +64,7 @@
 
 #include "attention_cuda.h"
 #include "cuda_stage.h"
-#include "gpt_layout.h"
+#include "../isa/gpt_layout.h"
 
 extern "C" {
 #include "model.h"

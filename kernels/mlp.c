@@ -65,38 +65,7 @@
 #include "cpu_kernels.h"
 #include "stage_gemm.h"
 #include "init.h"
-#include "mlp_layout.h"
-
-static size_t mlp_param_count(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return param_layout_of(&sh).total;
-}
-
-static size_t mlp_stash_bytes(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return stash_layout_of(&sh).total;
-}
-
-static size_t mlp_stash_bytes_split(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return stash_layout_of(&sh).total_split;
-}
-
-static size_t mlp_workspace_bytes(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return work_layout_of(&sh).total;
-}
-
-/* Only the GEMMs count; elementwise work (GELU, biases, the layer norms,
- * the softmax) is noise next to them and is not counted. Backward runs two
- * GEMMs (input gradient and weight gradient) per forward GEMM. */
-static double mlp_flops(const pp_model *m, int S, int s, int backward) {
-    shape sh = shape_of(m, S, s);
-    double B = sh.B, D = sh.D, F = sh.F;
-    double f = sh.nb * (2.0 * B * F * D + 2.0 * B * D * F);
-    if (sh.last) f += 2.0 * B * PP_VOCAB * D;
-    return backward ? 2.0 * f : f;
-}
+#include "../isa/mlp_layout.h"
 
 /* ------------------------------------------------------------------------ */
 /* Initialisation (init.h's counter-based generator). */
@@ -399,11 +368,6 @@ static void mlp_backward_weight(const pp_model *m, int S, int s, float *grads, c
 
 const pp_model_impl pp_model_mlp = {
     .name = "mlp",
-    .param_count = mlp_param_count,
-    .stash_bytes = mlp_stash_bytes,
-    .stash_bytes_split = mlp_stash_bytes_split,
-    .workspace_bytes = mlp_workspace_bytes,
-    .flops = mlp_flops,
     .init = mlp_init,
     .forward = mlp_forward,
     .backward = mlp_backward,

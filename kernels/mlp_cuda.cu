@@ -61,7 +61,7 @@
 #include <string.h>
 
 #include "cuda_stage.h"
-#include "mlp_layout.h"
+#include "../isa/mlp_layout.h"
 
 extern "C" {
 #include "model.h"

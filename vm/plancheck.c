@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/model.h"
+#include "../isa/model_shape.h"
 #include "vm.h"
 
 /* Bytes a slot holding content c of instruction in's stage needs

@@ -27,7 +27,7 @@
 #include "../../kernels/cuda_check.h"
 #include "../../kernels/cuda_kernels.h"
 #include "../../kernels/attention_cuda.h"
-#include "../../kernels/gpt_layout.h"
+#include "../../isa/gpt_layout.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */

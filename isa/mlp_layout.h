@@ -1,9 +1,11 @@
-/* mlp_layout.h - where everything of an mlp stage lives: the shapes, the
- * parameter layout and the stash layout of kernels/model.c, shared by the
- * CPU model and its GPU twin (mlp_cuda.cu) so the two cannot drift, and
- * the sizes the compiler allocates (pp_stage_param_count, _stash_bytes,
- * _workspace_bytes) are the ones both use. The layouts themselves are described in model.c's
- * file header. Header-only: included from C and from CUDA C++. */
+/* mlp_layout.h - where everything of an mlp stage lives: the shape, the
+ * parameter layout, the stash layout and the workspace layout. The sizes
+ * the compiler allocates (model_shape.h: pp_stage_param_count,
+ * _stash_bytes, _workspace_bytes) are computed from them, and the CPU model
+ * (kernels/mlp.c) and its GPU twin (kernels/mlp_cuda.cu) place their
+ * tensors by them, so the three cannot drift. The layouts themselves are
+ * described in kernels/mlp.c's file header. Header-only: included from C
+ * and from CUDA C++. */
 #ifndef PP_MODEL_LAYOUT_H
 #define PP_MODEL_LAYOUT_H
 
@@ -11,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../isa/model_desc.h"
+#include "model_desc.h"
 
 typedef struct {
     int B, C, E, D, F, nb;

@@ -1,9 +1,10 @@
 /* gpt_layout.h - where everything of a gpt stage lives: the shape, the
  * parameter layout (= the weight file layout), the stash layout and the
- * workspace layout of kernels/gpt.c, shared by the CPU model and its GPU
- * twin so the two cannot drift, and the sizes the compiler allocates
- * (pp_stage_param_count, _stash_bytes, _workspace_bytes) are the ones both
- * use. The model itself is described in gpt.c's file header and in
+ * workspace layout. The sizes the compiler allocates (model_shape.h:
+ * pp_stage_param_count, _stash_bytes, _workspace_bytes) are computed from
+ * them, and the CPU model (kernels/gpt.c) and its GPU twin
+ * (kernels/gpt_cuda.cu) place their tensors by them, so the three cannot
+ * drift. The model itself is described in gpt.c's file header and in
  * kernels/README.md ("The GPT model"). Header-only: included from C and from
  * CUDA C++. Every name starts with gpt_ so it can sit beside mlp_layout.h.
  *
@@ -17,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../isa/model_desc.h"
+#include "model_desc.h"
 
 /* Query rows per attention block: the attention kernels hold one block of
  * rows of the T x T score matrix at a time (GPT_ATT_ROWS x T floats, two
