@@ -237,10 +237,14 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh) {
  *                                           (ca: the first operand, or qkv
  *                                           for the attention; cb: the
  *                                           second, or the attention's dout)
+ *                     wide   float [params] the compute copy widened to fp32
+ *                                           (the CPU's GEMMs read fp32; the
+ *                                           GPU reads bf16 and leaves it)
  */
 typedef struct {
     size_t logits, dh, dres, datt, dqkv, att, dln, dx;
     size_t ca, cb;
+    size_t wide;
     size_t total;
 } gpt_work_layout;
 
@@ -273,6 +277,7 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh) {
         if (widest < V) widest = V;
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
+        W.wide = gpt_take(&cur, gpt_param_layout_of(sh).total * sizeof(float));
     }
     W.total = cur;
     return W;

@@ -147,6 +147,7 @@ static inline stash_layout stash_layout_of(const shape *sh) {
 typedef struct {
     size_t logits, dh, du, dx;
     size_t ca, cb; /* bf16 only: GEMM operands rounded */
+    size_t wide;   /* bf16 only: the compute copy widened to fp32 (the CPU's) */
     size_t total;
 } work_layout;
 
@@ -168,6 +169,10 @@ static inline work_layout work_layout_of(const shape *sh) {
         if (widest < V) widest = V;
         W.ca = take(&cur, B * widest * sizeof(float));
         W.cb = take(&cur, B * widest * sizeof(float));
+        /* The CPU's GEMMs read fp32: every job widens the bf16 weights
+         * (exactly) into this region, sized here so that no job allocates
+         * and the plan's workspace is all a rank needs. */
+        W.wide = take(&cur, param_layout_of(sh).total * sizeof(float));
     }
     W.total = cur;
     return W;

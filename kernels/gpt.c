@@ -181,7 +181,7 @@ static double gpt_forward(const pp_model *m, int S, int s, const void *weights, 
     gpt_stash_layout L = gpt_stash_layout_of(&sh);
     gpt_work_layout W = gpt_work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, weights, (char *)work + W.wide);
     char *st = stash, *wk = work;
 
     float *x0 = x_slot(&sh, &L, st, out, 0);
@@ -200,7 +200,6 @@ static double gpt_forward(const pp_model *m, int S, int s, const void *weights, 
     double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
                                          (float *)(wk + W.logits))
                           : 0.0;
-    pp_stage_params_release(params, weights);
     return loss;
 }
 
@@ -299,7 +298,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
     gpt_stash_layout L = gpt_stash_layout_of(&sh);
     gpt_work_layout W = gpt_work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, weights, (char *)work + W.wide);
     char *st = (char *)(uintptr_t)stash, *wk = work; /* the split tail is writable */
     float *dx = (float *)(wk + W.dx);
     int BT = sh.B * sh.T, C = sh.C;
@@ -354,7 +353,6 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
     } else if (dy != din) {
         memmove(din, dy, pp_act_bytes(m)); /* a middle stage without layers */
     }
-    pp_stage_params_release(params, weights);
 }
 
 static void gpt_backward(const pp_model *m, int S, int s, const void *weights, float *grads,

@@ -42,6 +42,7 @@
  *                                           norm's output (du_k or duf)
  *   always:        dx       float [B][D]    the running input gradient
  *   bf16:          ca, cb   float [B][max(D, F, V)]  GEMM operands rounded
+ *                  wide     float [params]  the compute copy widened to fp32
  * It lets F and B run without allocating in the step loop.
  *
  * A split backward (B then W, pp_stage_backward_input/_weight) needs a larger
@@ -171,7 +172,7 @@ static double mlp_forward(const pp_model *m, int S, int s, const void *weights, 
     stash_layout L = stash_layout_of(&sh);
     work_layout W = work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, weights, (char *)work + W.wide);
     char *st = stash;
 
     float *x0 = x_slot(&sh, &L, st, out, 0);
@@ -190,7 +191,6 @@ static double mlp_forward(const pp_model *m, int S, int s, const void *weights, 
     double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
                                          (float *)((char *)work + W.logits))
                           : 0.0;
-    pp_stage_params_release(params, weights);
     return loss;
 }
 
@@ -282,7 +282,7 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
     stash_layout L = stash_layout_of(&sh);
     work_layout W = work_layout_of(&sh);
     gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
+    const float *params = pp_stage_params_of(sh.bf16, P.total, weights, (char *)work + W.wide);
     /* The split tail of the stash is writable by contract. */
     char *st = (char *)(uintptr_t)stash, *wk = work;
     float *dx = (float *)(wk + W.dx);
@@ -328,7 +328,6 @@ static void backward_walk(const pp_model *m, int S, int s, const void *weights, 
         /* A middle stage without blocks is the identity. */
         memmove(din, dy, pp_act_bytes(m));
     }
-    pp_stage_params_release(params, weights);
 }
 
 static void mlp_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
