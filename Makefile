@@ -66,7 +66,7 @@ DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev op
 
 B := build
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/model_shape.c
-KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
+KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \

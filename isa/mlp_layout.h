@@ -73,7 +73,7 @@ static inline param_layout param_layout_of(const shape *sh) {
 }
 
 /* Byte offsets into the stash (what F leaves for B); the layout is
- * model.c's file header. */
+ * kernels/mlp.c's file header. */
 typedef struct {
     size_t tokens;
     size_t blocks, block_stride;       /* x_k at blocks + k*block_stride, */

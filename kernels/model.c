@@ -1,7 +1,6 @@
-/* model.c - the model interface (model.h): which table serves a model
- * kind, the pp_stage_* compute functions that dispatch to it, and what
- * every kind shares (the compute copy, the optimizers). The sizes are
- * isa/model_shape.c's. */
+/* model.c - what every model kind shares on the CPU (model.h): the
+ * compute copy and the optimizers. The stages' structure is stage.c's, the
+ * kinds' blocks mlp.c's and gpt.c's, the sizes isa/model_shape.c's. */
 #include "model.h"
 
 #include <string.h>
@@ -9,45 +8,6 @@
 #include "cpu_kernels.h"
 #include "kprof.h"
 #include "vmath.h"
-
-const pp_model_impl *pp_model_impl_of(const pp_model *m) {
-    switch (m->kind) {
-    case PP_MODEL_MLP: return &pp_model_mlp;
-    case PP_MODEL_GPT: return &pp_model_gpt;
-    default: return NULL; /* refused by the plan reader and the compiler */
-    }
-}
-
-void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params) {
-    const pp_model_impl *k = pp_model_impl_of(m);
-    if (k) k->init(m, S, s, seed, params);
-}
-
-double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
-                        const int32_t *tgt, void *stash, void *work, float *out) {
-    const pp_model_impl *k = pp_model_impl_of(m);
-    return k ? k->forward(m, S, s, weights, in, tgt, stash, work, out) : 0.0;
-}
-
-void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
-                       const void *stash, void *work, const float *dout, float *din,
-                       float loss_scale) {
-    const pp_model_impl *k = pp_model_impl_of(m);
-    if (k) k->backward(m, S, s, weights, grads, stash, work, dout, din, loss_scale);
-}
-
-void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
-                             void *stash, void *work, const float *dout, float *din,
-                             float loss_scale) {
-    const pp_model_impl *k = pp_model_impl_of(m);
-    if (k) k->backward_input(m, S, s, weights, stash, work, dout, din, loss_scale);
-}
-
-void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
-                              void *work) {
-    const pp_model_impl *k = pp_model_impl_of(m);
-    if (k) k->backward_weight(m, S, s, grads, stash, work);
-}
 
 /* ------------------------------------------------------------------------ */
 /* What every kind shares                                                    */

@@ -1,12 +1,14 @@
 /* model.h - a model's pipeline stages on the CPU: initialisation, forward
  * and backward (fused and split) and the optimizers, behind one table of
- * functions per model kind (pp_model_impl), implemented by mlp.c (the demo
- * model) and gpt.c (GPT-2). The shapes (sizes, layouts, FLOPs) are not
+ * functions per model kind (pp_model_impl, stage.h): stage.c writes a
+ * stage's structure once, and mlp.c (the demo model) and gpt.c (GPT-2)
+ * supply their blocks. The shapes (sizes, layouts, FLOPs) are not
  * here but below both tools, in isa/model_shape.h, which this header
  * includes: the compiler uses those and links no kernel. Used by the VM's
  * cpu backend and the reference trainer (ppvm --reference), so both run
- * exactly the same arithmetic. A third model is one new file pair, one
- * line in model.c and one in isa/model_shape.c.
+ * exactly the same arithmetic. A third model is one new file pair (its
+ * layout in isa/, its blocks here), one line in stage.c and one in
+ * isa/model_shape.c.
  *
  * Every model's stages share these conventions:
  * Tokens (a microbatch as loaded): int32 [batch][context + 1]; a sample's
@@ -30,30 +32,8 @@
 
 #include "../isa/model_shape.h"
 
-/* One model kind's stages. Every function takes (m, S, s): the model, the
- * number of stages and the stage. The pp_stage_* functions below dispatch
- * to m->kind's table and are what everyone calls. */
-typedef struct {
-    const char *name;
-    void (*init)(const pp_model *m, int S, int s, uint64_t seed, float *params);
-    double (*forward)(const pp_model *m, int S, int s, const void *weights, const void *in,
-                      const int32_t *tgt, void *stash, void *work, float *out);
-    void (*backward)(const pp_model *m, int S, int s, const void *weights, float *grads,
-                     const void *stash, void *work, const float *dout, float *din,
-                     float loss_scale);
-    void (*backward_input)(const pp_model *m, int S, int s, const void *weights, void *stash,
-                           void *work, const float *dout, float *din, float loss_scale);
-    void (*backward_weight)(const pp_model *m, int S, int s, float *grads, const void *stash,
-                            void *work);
-} pp_model_impl;
-
-extern const pp_model_impl pp_model_mlp; /* mlp.c */
-extern const pp_model_impl pp_model_gpt; /* gpt.c */
-
-/* m->kind's table, or NULL for a kind that is not a pp_model_kind (the
- * plan reader and the compiler accept no other kind, so no stage of one is
- * ever run; the pp_stage_* functions below then do nothing). */
-const pp_model_impl *pp_model_impl_of(const pp_model *m);
+/* m->kind must be a pp_model_kind: the plan reader and the compiler refuse
+ * any other before a job runs (for one, the functions below do nothing). */
 
 /* The weights F and B read (the `weights` arguments below) are the stage's
  * compute copy: with precision fp32 the fp32 weights themselves; with bf16
