@@ -147,7 +147,9 @@ bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_O
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
-bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(B)/vm/verify.o $(B)/vm/plancheck.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+# (vm/fatal_cuda.c: what a failed CUDA call ends in, for the CUDA objects.)
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(B)/vm/verify.o $(B)/vm/plancheck.o $(if $(NVCC),$(B)/vm/fatal_cuda.o) \
+              $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
@@ -199,7 +201,7 @@ bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(VERIFY_OBJ) $(ISA_OBJ) $(KERN_O
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
-bin/check_pp-standin: $(SI_TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
+bin/check_pp-standin: $(SI_TEST_OBJ) $(SI)/vm/fatal_cuda.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
