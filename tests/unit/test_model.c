@@ -1,4 +1,5 @@
-/* test_model.c - unit tests of the demo model's stages (kernels/model.c):
+/* test_model.c - unit tests of the demo model's stages (kernels/mlp.c's
+ * blocks in kernels/stage.c's skeleton):
  * sizes, deterministic initialisation, a finite-difference check of the
  * gradients of every tensor in every stage of a tiny pipeline, a short
  * training run that must reduce the loss, and the bf16 path (a block
@@ -486,7 +487,7 @@ static void bf16_block_by_hand(int B, int D, int F, const float *w, const float 
     free(a);
 }
 
-/* A middle stage of one block: model.c's bf16 forward is the hand-written
+/* A middle stage of one block: the CPU's bf16 forward is the hand-written
  * one up to summation order, and measurably not the fp32 forward with the
  * same (bf16-valued) weights, which does not round the activations. */
 START_TEST(test_bf16_block_matches_hand_written) {
