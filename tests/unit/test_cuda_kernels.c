@@ -29,7 +29,7 @@
 #include "../../kernels/finite.h"
 #include "../../kernels/finite_cuda.h"
 #include "../../kernels/attention_cuda.h"
-#include "../../kernels/gpt_layout.h"
+#include "../../isa/gpt_layout.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
