@@ -1,7 +1,8 @@
 # pp - build, test and demo.
 #   make          build bin/ppc and bin/ppvm (and the CUDA objects when nvcc exists)
 #   make check    build and run the fast suites (all but e2e, determ and the GPU ones)
-#   make test     build and run every test; ends with Check's summary line
+#   make test     build and run every test and the layering check (make
+#                 layering); ends with Check's summary line
 #                 (one suite: make test SUITE=e2e; see tests/README.md)
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
 #   make deps     install what is missing from Debian's packages (idempotent)
@@ -236,7 +237,8 @@ test: deps
 	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses
 	@mkdir -p build
 	$(TEST_ENV) ./bin/check_pp --failures build/test-failures.txt $(SUITE); rc=$$?; \
-	  if [ -z "$(SUITE)" ]; then $(MAKE) --no-print-directory standin-test || rc=1; fi; \
+	  if [ -z "$(SUITE)" ]; then python3 tests/layering.py || rc=1; \
+	    $(MAKE) --no-print-directory standin-test || rc=1; fi; \
 	  if [ -s build/test-failures.txt ]; then \
 	    echo "==== make test: the failed checks again (their output is above too) ===="; \
 	    cat build/test-failures.txt; fi; exit $$rc
