@@ -339,6 +339,62 @@ START_TEST(save_checks_its_directory_first)
 }
 END_TEST
 
+/* A --save that fails (rank 1's disk full: a file size limit, SIGXFSZ
+ * ignored, so its write fails with EFBIG) or is killed (rank 0, its stage
+ * files written, before DIR is replaced) leaves the previous save whole:
+ * the weights of step 3, bit for bit, not stage 0 of step 5 beside stage 1
+ * of step 3. A later save replaces it whole; a directory holding anything
+ * --save does not write (a checkpoint's step directory) is refused before
+ * step 1, untouched. */
+START_TEST(failed_save_keeps_previous)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], p[2048], q[2048], *out;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --save %s/w --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "cp -r %s/w %s/w3", dir, dir);
+    free(run_expect(args, 0));
+    snprintf(p, sizeof p, "%s/w", dir);
+    snprintf(q, sizeof q, "%s/w3", dir);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5 --save %s/w --quiet", dir, dir);
+    const char *both[2] = {args, args}, *full[2] = {NULL, "trap \"\" XFSZ; ulimit -f 300;"};
+    int rc = mpi_run_mpmd(2, full, both, MPIRUN_TIMEOUT, &out);
+    ck_assert_msg(rc != 0 && strstr(out, "File too large"),
+                  "expected the save to fail on rank 1 (File too large):\n%s", out);
+    free(out);
+    compare_exact(p, q);
+    snprintf(p, sizeof p, "%s/w.ppvm-new", dir);
+    ck_assert_msg(!exists(p), "the failed save left '%s'", p);
+    rc = run_killed(2, "0:5:save", args, &out);
+    ck_assert_msg(rc != 0, "the run killed while saving succeeded:\n%s", out);
+    free(out);
+    snprintf(p, sizeof p, "%s/w", dir);
+    compare_exact(p, q);
+    /* the next save replaces the whole directory (what the kill left is cleared) */
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5 --save %s/w5 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(q, sizeof q, "%s/w5", dir);
+    compare_exact(p, q);
+    snprintf(p, sizeof p, "%s/w.ppvm-new", dir);
+    ck_assert_msg(!exists(p), "the save left '%s'", p);
+    /* into a checkpoint's step directory: refused, the checkpoint untouched */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/ck/step-000002", dir,
+             dir);
+    snprintf(p, sizeof p, "ppvm: rank 0: --save: '%s/ck/step-000002' holds 'manifest', which "
+             "--save does not write", dir);
+    mpi_fails_with(2, args, p);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --resume %s/ck --quiet", dir, dir);
+    out = mpi_ok(2, args);
+    snprintf(p, sizeof p, "resuming from '%s/ck/step-000002'", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* --compare names a truncated, a padded and a mixed-in file. */
 START_TEST(compare_rejects_bad_files)
 {
@@ -454,6 +510,7 @@ END_TEST
     X(crash_while_writing_keeps_previous, 2)                                                      \
     X(unwritable_checkpoint_fails_every_rank, 2)                                                  \
     X(save_checks_its_directory_first, 2)                                                         \
+    X(failed_save_keeps_previous, 2)                                                              \
     X(compare_rejects_bad_files, 1)                                                               \
     X(checkpoint_flag_errors, 2)
 

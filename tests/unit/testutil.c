@@ -437,6 +437,31 @@ int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **w
     return rc;
 }
 
+int mpi_run_mpmd(int n, const char *const *pre, const char *const *args, int timeout_s, char **out)
+{
+    char *cmd = NULL;
+    const char *mpirun = getenv("PP_TEST_MPIRUN");
+    if (asprintf(&cmd, "%s", mpirun && *mpirun ? mpirun : MPIRUN) < 0)
+        abort();
+    for (int i = 0; i < n; i++) {
+        char *more;
+        if (asprintf(&more,
+                     "%s%s -np 1 sh -c '%s \"$0\" \"$@\"; rc=$?; echo \"" RANK_MARK
+                     "$OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' %s/bin/" PPVM " %s",
+                     cmd, i ? " :" : "", pre && pre[i] ? pre[i] : "", PP_ROOT, args[i]) < 0)
+            abort();
+        free(cmd);
+        cmd = more;
+    }
+    proc_result r;
+    int rc = run_proc(cmd, timeout_s, &r);
+    if (asprintf(out, "%s\n%s%s", cmd, r.out, r.timed_out ? "\n[timed out]" : "") < 0)
+        abort();
+    proc_free(&r);
+    free(cmd);
+    return rc;
+}
+
 int mpi_run(int np, const char *args, char **out, char **why)
 {
     return mpi_run_within(np, args, MPIRUN_TIMEOUT, out, why);

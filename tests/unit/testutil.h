@@ -115,6 +115,13 @@ int mpi_run(int np, const char *args, char **out, char **why);
 void rank_statuses(const char *out, int np, int *st);
 /* mpi_run with a limit of its own (seconds, before scaling). */
 int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **why);
+/* mpirun's MPMD form: n programs of one rank each, rank i running
+ * `<pre[i]> <PP_ROOT>/bin/<PPVM> <args[i]>` under the shell (pre may be
+ * NULL, or hold a prefix such as "ulimit -f 8;"), each reporting its exit
+ * status as mpi_run's ranks do. No rerun: the callers expect failures.
+ * Returns mpirun's status (124 when it timed out); *out (caller frees):
+ * the command, then its output. */
+int mpi_run_mpmd(int n, const char *const *pre, const char *const *args, int timeout_s, char **out);
 /* mpi_run, failing the test (with *why) unless it succeeds. Returns the output. */
 #define mpi_ok(np, args) mpi_ok_at(__FILE__, __LINE__, (np), (args))
 char *mpi_ok_at(const char *file, int line, int np, const char *args);
