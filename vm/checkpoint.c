@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../isa/openfile.h"
 #include "../kernels/model.h"
 #include "check.h"
 #include "guard.h"
@@ -119,7 +120,13 @@ static int manifest_read(const char *path, manifest *mf, char *err, size_t errle
     int cap = 0, magic = 0;
     memset(mf, 0, sizeof *mf);
     mf->step = -1;
-    FILE *f = fopen(path, "r");
+    const char *kind;
+    long long size;
+    FILE *f = pp_open_regular(path, &kind, &size); /* a FIFO would block the resume */
+    if (!f && kind) {
+        snprintf(err, errlen, "'%s' is %s, not a checkpoint manifest", path, kind);
+        return -1;
+    }
     if (!f) {
         snprintf(err, errlen,
                  "cannot open '%s': %s (the checkpoint is incomplete: a run ended while writing it?)",

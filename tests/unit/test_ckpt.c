@@ -219,6 +219,35 @@ START_TEST(bad_checkpoints_fall_back_to_older)
 }
 END_TEST
 
+/* A manifest that is a FIFO (or a directory) is passed over at once, not
+ * waited on until the start-up timeout: the checkpoint before it is
+ * resumed, as for a stage file that is not a regular file. */
+START_TEST(special_manifest_falls_back)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], p[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --checkpoint-dir %s/ck "
+             "--checkpoint-every 1 --checkpoint-keep 3 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(p, sizeof p, "%s/ck/step-000003/manifest", dir);
+    ck_assert(unlink(p) == 0 && mkfifo(p, 0666) == 0);
+    snprintf(p, sizeof p, "%s/ck/step-000002/manifest", dir);
+    ck_assert(unlink(p) == 0 && mkdir(p, 0777) == 0);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --resume %s/ck --quiet", dir, dir);
+    int rc = mpi_run_within(2, args, 60, &out, &why);
+    ck_assert_msg(rc == 0, "%s", why);
+    snprintf(p, sizeof p, "'%s/ck/step-000003/manifest' is a FIFO (named pipe), not a checkpoint "
+             "manifest", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    snprintf(p, sizeof p, "'%s/ck/step-000002/manifest' is a directory, not a checkpoint "
+             "manifest", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    snprintf(p, sizeof p, "resuming from '%s/ck/step-000001' (step 1", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* A rank killed while a checkpoint is being written (its stage files
  * written, the manifest not) leaves that step's directory incomplete: the
  * previous checkpoint is resumed, to the uninterrupted run's weights. */
@@ -507,6 +536,7 @@ END_TEST
     X(lpp_replicas_resume_bit_identical, 4)                                                       \
     X(reshard_gpipe_to_1f1b, 2)                                                                   \
     X(bad_checkpoints_fall_back_to_older, 2)                                                      \
+    X(special_manifest_falls_back, 2)                                                             \
     X(crash_while_writing_keeps_previous, 2)                                                      \
     X(unwritable_checkpoint_fails_every_rank, 2)                                                  \
     X(save_checks_its_directory_first, 2)                                                         \
