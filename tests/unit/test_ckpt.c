@@ -9,12 +9,15 @@
  * message naming the file, and the older checkpoint is used. --save checks
  * its directory before step 1, and --compare names truncated, padded and
  * mixed files. Every run pins --backend cpu and stays tiny (2 cores). */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../isa/plan.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -465,6 +468,71 @@ START_TEST(compare_rejects_bad_files)
 }
 END_TEST
 
+/* Sets weight i of the stage file at path to v, its crc32 recomputed (a
+ * file as --save writes it, holding a value no run should produce). */
+static void set_weight(const char *path, size_t i, float v)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert(fseek(f, 0, SEEK_END) == 0);
+    long len = ftell(f);
+    uint8_t *buf = malloc((size_t)len);
+    ck_assert(buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)len, f) == (size_t)len);
+    ck_assert((long)(36 + 4 * (i + 1) + 4) <= len); /* PP_WFILE_HEAD, a weight, the crc */
+    memcpy(buf + 36 + 4 * i, &v, 4);
+    uint32_t crc = pp_crc32(buf, (size_t)len - 4);
+    memcpy(buf + len - 4, &crc, 4);
+    ck_assert(fseek(f, 0, SEEK_SET) == 0 && fwrite(buf, 1, (size_t)len, f) == (size_t)len);
+    ck_assert(fclose(f) == 0);
+    free(buf);
+}
+
+/* --compare treats non-finite values exactly: an Inf (or NaN) in one
+ * directory only is a difference at any tolerance, never "within
+ * tolerance"; the same NaN or Inf at the same place in both is equal. */
+START_TEST(compare_nonfinite_exactly)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[4096], p[2048], q[2048], *out;
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppvm --reference plan --steps 1 --save one --quiet "
+             "&& cp -r one two", dir, PP_ROOT);
+    free(run_expect(cmd, 0));
+    snprintf(p, sizeof p, "%s/one/stage1.w", dir);
+    snprintf(q, sizeof q, "%s/two/stage1.w", dir);
+    const float values[] = {INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 3; k++) {
+        set_weight(q, 5, values[k]);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two --atol 1 --rtol 1", PP_ROOT,
+                 dir, dir);
+        out = run_expect(cmd, 1);
+        ck_assert_msg(strstr(out, "stage 1: ") && strstr(out, "max |diff| inf, 1 beyond atol") &&
+                          strstr(out, "(worst at 5: "),
+                      "value %g: %s", values[k], out);
+        free(out);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/two %s/one", PP_ROOT, dir, dir);
+        out = run_expect(cmd, 1); /* either way round */
+        ck_assert_msg(strstr(out, "max |diff| inf, 1 beyond atol"), "value %g: %s", values[k], out);
+        free(out);
+        /* the same value in both: equal, even at zero tolerance */
+        set_weight(p, 5, values[k]);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two --atol 0 --rtol 0", PP_ROOT,
+                 dir, dir);
+        out = run_expect(cmd, 0);
+        ck_assert_msg(strstr(out, "stage 1: ") &&
+                          strstr(out, "max |diff| 0 (1 non-finite, the same in both) (within "
+                                 "tolerance)"), "value %g: %s", values[k], out);
+        free(out);
+    }
+    /* Inf against -Inf: different */
+    set_weight(p, 5, INFINITY);
+    set_weight(q, 5, -INFINITY);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two", PP_ROOT, dir, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "1 beyond atol"), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* The checkpoint flags' errors: exit 2 (usage) or, for what only a run can
  * find, 1 on every rank. */
 START_TEST(checkpoint_flag_errors)
@@ -542,6 +610,7 @@ END_TEST
     X(save_checks_its_directory_first, 2)                                                         \
     X(failed_save_keeps_previous, 2)                                                              \
     X(compare_rejects_bad_files, 1)                                                               \
+    X(compare_nonfinite_exactly, 1)                                                               \
     X(checkpoint_flag_errors, 2)
 
 PP_JOB_SUITE(ckpt, CKPT_TESTS)
