@@ -170,6 +170,38 @@ static void copy_file(const char *from, const char *to)
     free(run_expect(cmd, 0));
 }
 
+/* A directory holding 1F1B's step 2 and, resharded from it, GPipe's step
+ * 4: 1F1B resuming it without --reshard passes over step 4 and resumes
+ * step 2, but its checkpoints would overwrite GPipe's step 4: refused,
+ * naming it, and GPipe's checkpoint is still there to resume. A run of
+ * another seed checkpointing into a directory it resumed leaves the other
+ * run's older checkpoint too. */
+START_TEST(other_plans_checkpoints_kept)
+{
+    char *gp = compile_plan("gpipe.pp", "-D S=2 -D B=2");
+    char *ob = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], msg[2048], *out;
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck --checkpoint-every 2 --quiet",
+             ob, ob);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --reshard "
+             "--checkpoint-every 2 --quiet", gp, ob);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --resume %s/ck "
+             "--checkpoint-every 2 --quiet", ob, ob);
+    snprintf(msg, sizeof msg, "ppvm: rank 0: --resume: '%s/ck' holds '%s/ck/step-000004', a "
+             "checkpoint of another run (plan ", ob, ob);
+    mpi_fails_with(2, args, msg);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --resume %s/ck --quiet", gp, ob);
+    out = mpi_ok(2, args);
+    snprintf(msg, sizeof msg, "resuming from '%s/ck/step-000004' (step 4; plan ", ob);
+    ck_assert_msg(strstr(out, msg) != NULL, "expected \"%s\" in\n%s", msg, out);
+    free(out);
+    remove_dir(gp);
+    remove_dir(ob);
+}
+END_TEST
+
 /* Four checkpoints, each spoilt another way, newest first: a corrupt
  * shard, a missing one, one the manifest does not vouch for; the oldest
  * is used, and the run ends as if never interrupted. A leftover temp file
@@ -603,6 +635,7 @@ END_TEST
     X(fsdp_resumes_bit_identical, 4)                                                              \
     X(lpp_replicas_resume_bit_identical, 4)                                                       \
     X(reshard_gpipe_to_1f1b, 2)                                                                   \
+    X(other_plans_checkpoints_kept, 2)                                                            \
     X(bad_checkpoints_fall_back_to_older, 2)                                                      \
     X(special_manifest_falls_back, 2)                                                             \
     X(crash_while_writing_keeps_previous, 2)                                                      \
