@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "agree.h"
 #include "backend.h"
 #include "check.h"
 #include "checkpoint.h"
@@ -355,6 +356,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     char err[1024] = "";
     int rc = 1, trained;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &run.me));
+    if (!pp_flags_agree(&run, be->name)) /* before any call that a flag decides */
+        return 1;
     const char *why = unsupported(opts, be);
     if (!pp_vm_all_ok(why == NULL, run.me, why ? why : ""))
         return 1;

@@ -497,6 +497,59 @@ START_TEST(robust_bad_input)
 }
 END_TEST
 
+/* Ranks started with different training flags or data (mpirun's MPMD
+ * form: rank 1 given one more flag) are refused at start-up, every rank
+ * exiting 1 and rank 0 naming the flag and which rank holds which value:
+ * not a run to other weights with exit 0 (--lr, --seed, --warmup,
+ * --adam-eps, --data), nor a hang until --timeout with each rank blaming
+ * the other (--save, --deterministic, --checkpoint-dir on one rank only). */
+START_TEST(mpmd_flags_must_agree)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), base[2048], other[4400], data[2048];
+    snprintf(data, sizeof data, "%s/other.txt", dir);
+    FILE *f = fopen(data, "w");
+    ck_assert(f && fputs("a few bytes of other training data, enough for a window", f) >= 0 &&
+              fclose(f) == 0);
+    snprintf(base, sizeof base, "--backend cpu %s/plan --steps 2 --timeout 30 --quiet", dir);
+    const struct {
+        const char *extra, *message;
+    } cases[] = {
+        {"--lr 0.2", "different --lr: rank 0 0.3; rank 1 0.2 (every rank needs"},
+        {"--seed 2", "different --seed: rank 0 1; rank 1 2 "},
+        {"--warmup 2", "different --warmup: rank 0 0; rank 1 2 "},
+        {"--adam-eps 1e-6", "different --adam-eps: rank 0 "},
+        {"--data %s", "different --data: rank 0 '"},
+        {"--save %s.w", "different --save: rank 0 (not given); rank 1 "},
+        {"--deterministic", "different --deterministic: rank 0 (not given); rank 1 given"},
+        {"--checkpoint-dir %s.ck --checkpoint-every 1",
+         "different --checkpoint-dir: rank 0 (not given); rank 1 "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char extra[2200], *out;
+        snprintf(extra, sizeof extra, cases[i].extra, data);
+        snprintf(other, sizeof other, "%s %s", base, extra);
+        const char *args[2] = {base, other};
+        int rc = mpi_run_mpmd(2, NULL, args, 60, &out);
+        int st[2];
+        rank_statuses(out, 2, st);
+        ck_assert_msg(rc != 0 && rc != 124 && st[0] == 1 && st[1] == 1 &&
+                          strstr(out, "ppvm: the ranks were started with ") &&
+                          strstr(out, cases[i].message) && !strstr(out, "step "),
+                      "rank 1 with %s: expected every rank to exit 1 with \"%s\":\n%s", extra,
+                      cases[i].message, out);
+        free(out);
+    }
+    /* the same flags in another order, and a flag that may differ (--quiet): a run */
+    snprintf(other, sizeof other, "--quiet --timeout 30 --steps 2 --backend cpu %s/plan", dir);
+    const char *same[2] = {base, other};
+    char *out;
+    snprintf(base, sizeof base, "--backend cpu %s/plan --steps 2 --timeout 30", dir);
+    ck_assert_msg(mpi_run_mpmd(2, NULL, same, 60, &out) == 0, "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 #define ROBUST_TESTS(X)                                                                            \
     X(sigterm_stops_every_rank, 2)                                                                 \
     X(sigterm_writes_a_checkpoint, 2)                                                              \
@@ -508,6 +561,7 @@ END_TEST
     X(killed_rank_ends_the_job, 2)                                                                 \
     X(nonfinite_stops_every_rank, 2)                                                               \
     X(nonfinite_steps_skipped, 2)                                                                  \
-    X(robust_bad_input, 2)
+    X(robust_bad_input, 2)                                                                         \
+    X(mpmd_flags_must_agree, 2)
 
 PP_JOB_SUITE(robust, ROBUST_TESTS)
