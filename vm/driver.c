@@ -22,6 +22,7 @@
 #include "check.h"
 #include "checkpoint.h"
 #include "guard.h"
+#include "memcheck.h"
 #include "profile.h"
 #include "save.h"
 #include "vm.h"
@@ -364,6 +365,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (!same_mode(&run))
         return 1;
     pp_vmbench counters = {.steps = 0}, *bench = opts->no_compute ? &counters : NULL;
+    if (!pp_memory_fits(&run, be->name)) /* before the OOM killer would end it mid-start */
+        return 1;
     void *st = be->create(&run, err, sizeof err);
     if (!pp_vm_all_ok(st != NULL, run.me, err)) {
         if (st)

@@ -550,6 +550,34 @@ START_TEST(mpmd_flags_must_agree)
 }
 END_TEST
 
+/* A plan larger than the machine's memory (about 226 GiB a rank: 100
+ * residual blocks of width 2^20 per stage) is refused before anything is
+ * allocated, every rank exiting 1 with what its node's ranks need and
+ * what the node has; not killed by the kernel's OOM killer mid-start. */
+START_TEST(plan_larger_than_memory_refused)
+{
+    char *path = with_model("gpipe.pp", "model { context = 8; embed = 16; ffn = 1048576; "
+                                        "blocks = 100; batch = 16 }");
+    char *dir = temp_dir(), cmd[4096], args[2048], *out, *why;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -D S=2 -D B=2 -o %s/plan", PP_ROOT, path, dir);
+    free(run_expect(cmd, 0));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1", dir);
+    int rc = mpi_run_within(2, args, 60, &out, &why);
+    int st[2];
+    rank_statuses(out, 2, st);
+    ck_assert_msg(rc != 0 && st[0] == 1 && st[1] == 1 &&
+                      strstr(out, "the plan needs more memory than this node has: its 2 ranks "
+                             "would allocate ") &&
+                      strstr(out, " bytes are available (MemAvailable") &&
+                      !strstr(out, "memory allocated at start-up"),
+                  "expected every rank to exit 1, refusing the plan before allocating:\n%s", out);
+    free(out);
+    free(why);
+    remove_dir(dir);
+    remove_schedule(path);
+}
+END_TEST
+
 #define ROBUST_TESTS(X)                                                                            \
     X(sigterm_stops_every_rank, 2)                                                                 \
     X(sigterm_writes_a_checkpoint, 2)                                                              \
@@ -562,6 +590,7 @@ END_TEST
     X(nonfinite_stops_every_rank, 2)                                                               \
     X(nonfinite_steps_skipped, 2)                                                                  \
     X(robust_bad_input, 2)                                                                         \
-    X(mpmd_flags_must_agree, 2)
+    X(mpmd_flags_must_agree, 2)                                                                    \
+    X(plan_larger_than_memory_refused, 2)
 
 PP_JOB_SUITE(robust, ROBUST_TESTS)
