@@ -357,6 +357,7 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     char err[1024] = "";
     int rc = 1, trained;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &run.me));
+    pp_guard_heartbeats(); /* a stalled rank named by every watchdog (or, failing, guessed) */
     if (!pp_flags_agree(&run, be->name)) /* before any call that a flag decides */
         return 1;
     const char *why = unsupported(opts, be);
