@@ -422,8 +422,10 @@ int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **w
         if (all_ok && !r.timed_out)
             len = asprintf(why,
                            "%s\n  mpirun %s although every rank had exited 0, on this attempt and "
-                           "the one before: Open MPI failing at exit twice, not a test failure;"
-                           " the last lines of its output:\n%s",
+                           "the one before: a failure of mpirun that repeats (Open MPI failing at "
+                           "exit, about 1 run in 100, twice in a row is rare; a launcher or "
+                           "environment problem repeats every time); the last lines of its "
+                           "output:\n%s",
                            cmd, how, tail);
         else
             len = asprintf(why, "%s\n  %s; mpirun %s; the last lines of its output:\n%s", cmd,
@@ -598,4 +600,20 @@ void pp_add_job_tcase(Suite *s, const char *name, const TTest *test)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test);
     suite_add_tcase(s, tc);
+}
+
+void test_skipped(const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const char *must = getenv("PP_TEST_MUST_RUN");
+    if (must && strstr(must, "gpu"))
+        ck_abort_msg("this GPU check would be skipped (%.*s), but PP_TEST_MUST_RUN=%s says every "
+                     "GPU check must run here (make standin-test: PP_STANDIN_GPUS too low?)",
+                     (int)strcspn(why, "\n"), why, must);
+    printf("skipped: %s", why);
+    fflush(stdout);
 }

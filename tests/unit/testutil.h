@@ -152,6 +152,13 @@ void remove_schedule(char *path);
  * survive fork. GPU tests print "skipped: no GPU" and pass when it is 0. */
 int have_gpu(void);
 
+/* A GPU check that cannot run here (no GPU, too few, built without CUDA):
+ * prints "skipped: WHY" (printf's fmt; end it with a newline), which
+ * check_pp reports as skipped, never as passed; the caller then returns.
+ * Under PP_TEST_MUST_RUN=gpu (make standin-test) the check fails instead:
+ * there every GPU check must run. */
+void test_skipped(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* A shell prefix that limits a command's memory to about `kb` KiB, for the
  * tests of running out of it: "ulimit -v KB;". AddressSanitizer (make test
  * SANITIZE=1) reserves terabytes of address space for its shadow memory,
