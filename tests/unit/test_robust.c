@@ -66,6 +66,17 @@ static void run_and_act(const char *dir, const char *args, const char *rank1_arg
     free(cmd);
 }
 
+/* Runs a --compare command, which must exit 0 having compared every
+ * stage, each equal: not an exit status alone. */
+static void compared_equal(const char *cmd)
+{
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "stage 0: ") && strstr(out, "stage 1: ") &&
+                      strstr(out, "(within tolerance)") && !strstr(out, "beyond"),
+                  "%s: expected every stage compared and equal:\n%s", cmd, out);
+    free(out);
+}
+
 /* mpirun's status and the seconds it took after the action. */
 static int mpirun_ended(const proc_result *r, double *seconds)
 {
@@ -219,7 +230,7 @@ START_TEST(sigterm_stops_every_rank)
              dir);
     free(mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    compared_equal(cmd);
     remove_dir(dir);
 }
 END_TEST
@@ -255,7 +266,7 @@ START_TEST(sigterm_writes_a_checkpoint)
              steps + 3, dir);
     free(mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    compared_equal(cmd);
     remove_dir(dir);
 }
 END_TEST
@@ -405,7 +416,7 @@ static void skipped_last_step(const char *optimizer, const char *inject)
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/n --quiet", dir, dir);
     free(mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    compared_equal(cmd);
     remove_dir(dir);
 }
 
@@ -426,12 +437,15 @@ START_TEST(nonfinite_steps_skipped)
     unsetenv("PP_INJECT_NAN");
     ck_assert_msg(strstr(ref, "reference step    2/4  left out"), "%s", ref);
     free(ref);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/r", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/r --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    compared_equal(cmd);
     /* and the reference that takes every step differs: the skip mattered */
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --quiet --save %s/all && "
              "%s/bin/ppvm --compare %s/w %s/all", PP_ROOT, dir, dir, PP_ROOT, dir, dir);
-    free(run_expect(cmd, 1));
+    char *cmp = run_expect(cmd, 1); /* 1 from --compare finding a difference, not a failed run */
+    ck_assert_msg(strstr(cmp, " beyond atol ") && strstr(cmp, "stage 0: "), "%s", cmp);
+    free(cmp);
     ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
                               "not finite (nan); step 2 skipped on every rank"), "%s", out);
     const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
