@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,10 +17,14 @@
 
 #define PATHLEN 4200
 
-/* dir without trailing slashes (a lone "/" kept). */
+/* dir as renamed: where it exists, its real path (a symbolic link to a
+ * save directory stays a link, its target replaced beside it); else dir
+ * without trailing slashes (a lone "/" kept). */
 static void trimmed(const char *dir, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s", dir);
+    char *real = realpath(dir, NULL);
+    snprintf(buf, n, "%s", real ? real : dir);
+    free(real);
     for (size_t len = strlen(buf); len > 1 && buf[len - 1] == '/'; len--)
         buf[len - 1] = 0;
 }
@@ -113,13 +118,16 @@ int pp_save_check(const char *dir, char *err, size_t errlen)
 {
     char d[PATHLEN], staging[PATHLEN + 16], old[PATHLEN + 16], name[256];
     struct stat st;
-    trimmed(dir, d, sizeof d);
+    snprintf(d, sizeof d, "%s", dir); /* the name as given: '.' is refused, not resolved */
+    for (size_t len = strlen(d); len > 1 && d[len - 1] == '/'; len--)
+        d[len - 1] = 0;
     const char *base = strrchr(d, '/') ? strrchr(d, '/') + 1 : d;
     if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
         snprintf(err, errlen, "'%s': --save replaces the whole directory, so it must be one "
                  "that can be renamed (not '.', '..' or '/'): name a directory of its own", dir);
         return -1;
     }
+    trimmed(dir, d, sizeof d);
     pp_save_staging(d, staging, sizeof staging);
     sibling(d, ".ppvm-old", old, sizeof old);
     if (stat(d, &st) && errno == ENOENT && !stat(old, &st)) {

@@ -441,6 +441,17 @@ START_TEST(failed_save_keeps_previous)
     compare_exact(p, q);
     snprintf(p, sizeof p, "%s/w.ppvm-new", dir);
     ck_assert_msg(!exists(p), "the save left '%s'", p);
+    /* through a symbolic link: the link stays, its target is replaced */
+    snprintf(args, sizeof args, "cd %s && ln -s w5 wl", dir);
+    free(run_expect(args, 0));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --save %s/wl --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "test -L %s/wl && test -d %s/w5 && ! test -e %s/wl.ppvm-new", dir,
+             dir, dir);
+    free(run_expect(args, 0));
+    snprintf(p, sizeof p, "%s/w5", dir);
+    snprintf(q, sizeof q, "%s/w3", dir);
+    compare_exact(p, q);
     /* into a checkpoint's step directory: refused, the checkpoint untouched */
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
              "--checkpoint-every 2 --quiet", dir, dir);
