@@ -220,10 +220,13 @@ $(SI)/tests/standin/group_hazard.o: tests/standin/group_hazard.c
 # four stand-in GPUs, so the four-rank nccl cases run, and NCCL group members
 # taking effect in reverse (the adversarial order that once turned FSDP's
 # send-and-fetch-into-one-slot group into NaNs; SI_NCCL_ORDER=posted or
-# interleaved picks another).
+# interleaved picks another; a group whose receive overlaps its send is refused
+# in every order: tests/standin/nccl.cpp). PP_TEST_MUST_RUN=gpu: a GPU check
+# that would skip (too few stand-in GPUs) fails instead.
 SI_NCCL_ORDER ?= reversed
 standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
-	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) ./bin/check_pp-standin
+	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) PP_TEST_MUST_RUN=gpu \
+	  ./bin/check_pp-standin
 
 # ---- the test commands -------------------------------------------------------
 # check_pp runs its jobs in parallel (-j: processes at once, default 4 times
