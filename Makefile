@@ -1,7 +1,8 @@
 # pp - build, test and demo.
 #   make          build bin/ppc and bin/ppvm (and the CUDA objects when nvcc exists)
 #   make check    build and run the fast suites (all but e2e, determ and the GPU ones)
-#   make test     build and run every test; ends with Check's summary line
+#   make test     build and run every test and the layering check (make
+#                 layering); ends with Check's summary line
 #                 (one suite: make test SUITE=e2e; see tests/README.md)
 #   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
 #   make deps     install what is missing from Debian's packages (idempotent)
@@ -71,8 +72,8 @@ B := build
 # satisfy (the two proofs, bufcheck and commcheck, and the start-up checks,
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
-ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c
-KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
+ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c
+KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
@@ -139,16 +140,19 @@ $(B)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # ---- binaries --------------------------------------------------------------
-bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
+# ppc computes no tensor: the model's shapes are isa/model_shape.c's, so it
+# links no kernel and no BLAS.
+bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) -lm -o $@
 
 bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
 # vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
-bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+# (vm/fatal_cuda.c: what a failed CUDA call ends in, for the CUDA objects.)
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(if $(NVCC),$(B)/vm/fatal_cuda.o) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 
@@ -200,7 +204,7 @@ bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OB
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
-bin/check_pp-standin: $(SI_TEST_OBJ) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
+bin/check_pp-standin: $(SI_TEST_OBJ) $(SI)/vm/fatal_cuda.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
@@ -216,10 +220,13 @@ $(SI)/tests/standin/group_hazard.o: tests/standin/group_hazard.c
 # four stand-in GPUs, so the four-rank nccl cases run, and NCCL group members
 # taking effect in reverse (the adversarial order that once turned FSDP's
 # send-and-fetch-into-one-slot group into NaNs; SI_NCCL_ORDER=posted or
-# interleaved picks another).
+# interleaved picks another; a group whose receive overlaps its send is refused
+# in every order: tests/standin/nccl.cpp). PP_TEST_MUST_RUN=gpu: a GPU check
+# that would skip (too few stand-in GPUs) fails instead.
 SI_NCCL_ORDER ?= reversed
 standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard
-	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) ./bin/check_pp-standin
+	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) PP_TEST_MUST_RUN=gpu \
+	  ./bin/check_pp-standin
 
 # ---- the test commands -------------------------------------------------------
 # check_pp runs its jobs in parallel (-j: processes at once, default 4 times
@@ -233,7 +240,8 @@ test: deps
 	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses
 	@mkdir -p build
 	$(TEST_ENV) ./bin/check_pp --failures build/test-failures.txt $(SUITE); rc=$$?; \
-	  if [ -z "$(SUITE)" ]; then $(MAKE) --no-print-directory standin-test || rc=1; fi; \
+	  if [ -z "$(SUITE)" ]; then python3 tests/layering.py || rc=1; \
+	    $(MAKE) --no-print-directory standin-test || rc=1; fi; \
 	  if [ -s build/test-failures.txt ]; then \
 	    echo "==== make test: the failed checks again (their output is above too) ===="; \
 	    cat build/test-failures.txt; fi; exit $$rc
@@ -263,16 +271,16 @@ demo: deps
 CC_FUZZ   ?= clang
 FUZZ_SAN  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
              -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-function -Wno-sign-compare
-FUZZ_BASE := $(ISA_SRC) $(KERN_SRC)
+FUZZ_BASE := $(ISA_SRC)
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_frontend: tests/bench/fuzz_frontend.c $(COMP_SRC) $(FUZZ_BASE) \
                           $(B)/gen/parser.c $(B)/gen/lexer.c
 	@mkdir -p $(dir $@)
-	$(CC_FUZZ) $(FUZZ_SAN) -Icompiler -I$(B)/gen $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC_FUZZ) $(FUZZ_SAN) -Icompiler -I$(B)/gen $^ $(JSON_LIBS) $(ZLIB_LIBS) -lm -o $@
 
 build/fuzz/fuzz_plan: tests/bench/fuzz_plan.c $(FUZZ_BASE)
 	@mkdir -p $(dir $@)
-	$(CC_FUZZ) $(FUZZ_SAN) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC_FUZZ) $(FUZZ_SAN) $^ $(ZLIB_LIBS) -lm -o $@
 
 fuzz: all
 	FUZZ_TARGET=fuzz_frontend bash tests/bench/fuzz.sh $(FUZZ_SECONDS)
@@ -287,18 +295,18 @@ harnesses: bin/sim_bench bin/model_bench bin/plan_mutate
 	else echo "make harnesses: $(CC_FUZZ) cannot link libFuzzer here; the fuzz targets are not built"; fi
 
 # Benchmarks (not tests: printed tables, measured in one run).
-bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
+bin/sim_bench: $(B)/tests/bench/sim_bench.o $(COMP_OBJ) $(ISA_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) -lm -o $@
 
 bin/model_bench: $(B)/tests/bench/model_bench.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
 # The mutation campaign's tool (tests/bench/mutate.sh).
-bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ) $(KERN_OBJ)
+bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) -lm -o $@
 
 # The CPU kernels alone (issue 18): model_bench's tables at batch 16 and 256
 # for the mlp and GPT demos (make bench runs it too).

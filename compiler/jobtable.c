@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/model.h"
+#include "../isa/model_shape.h"
 
 /* Errors of one function are reported once (the first job that fails) with a
  * count of the other jobs that failed the same way, so a wrong formula does

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/model.h"
+#include "../isa/model_shape.h"
 
 typedef struct {
     const pp_jobtable *t;

@@ -3,7 +3,7 @@
  * and the --mem-limit check on it. */
 #include "lower_internal.h"
 
-#include "../kernels/model.h"
+#include "../isa/model_shape.h"
 
 /* What an owner of stage s holds for it outside the slots: its fp32
  * weights, their gradients and the optimizer's state, and with precision

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/model.h"
+#include "../isa/model_shape.h"
 #include "radix_sort.h"
 
 /* A (time, change) event on one worker's activation storage. */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/model.h"
+#include "model_shape.h"
 #include "verify.h"
 
 /* Bytes a slot holding content c of instruction in's stage needs

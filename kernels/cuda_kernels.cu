@@ -3,7 +3,7 @@
  * its scatter-add, bias add and bias gradient, fused bias + GELU and the
  * GELU backward, residual and plain adds, layer norm forward and backward,
  * softmax cross-entropy fused with its backward, the loss sum, SGD, AdamW
- * and bf16 conversion. Also defines pp_cuda_fatal_hook (cuda_check.h).
+ * and bf16 conversion.
  *
  * The kernels that read parameters (embedding forward, the bias adds, layer
  * norm forward and the layer norm's input gradient) are templates over the
@@ -30,10 +30,6 @@
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "../isa/model_desc.h"
-
-extern "C" {
-void (*pp_cuda_fatal_hook)(void) = NULL;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Launch shapes and reductions                                              */

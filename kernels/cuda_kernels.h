@@ -92,7 +92,7 @@ cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t n, cudaStr
  * kernel body (a template over the parameter type), each parameter widened
  * exactly to fp32 where it is read. Their CPU twin is the fp32 CPU kernel
  * applied to the widened parameters (pp_bf16_to_f32 of E, bias, gamma,
- * beta), which is what model.c's bf16 path computes. Everything else (x,
+ * beta), which is what the CPU stages' bf16 path computes (stage_gemm.h). Everything else (x,
  * y, h, a, mean, rstd, dy, dx, dgamma, dbeta) is fp32 as above. */
 cudaError_t pp_cu_embedding_forward_bf16w(const int32_t *tokens, int batch, int context,
                                           const uint16_t *E, int embed, float *out,

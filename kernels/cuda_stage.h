@@ -1,6 +1,6 @@
 /* cuda_stage.h - internal to the CUDA models (model_cuda.cu, mlp_cuda.cu,
  * gpt_cuda.cu; C++ only): the context pp_cuda_model, each model kind's
- * table of stage functions (model_cuda.cu dispatches on m->kind as model.c
+ * table of stage functions (model_cuda.cu dispatches on m->kind as stage.c
  * does on the CPU), and the GEMM helpers every kind's stage code shares:
  * pp_gemm's row-major contract on cuBLAS, in fp32 or on bf16 operands with
  * fp32 accumulation, plain or strided-batched, and cuBLASLt's fused
@@ -25,7 +25,8 @@ struct pp_cuda_model {
 };
 
 /* One model kind's stages on the device: the pp_cuda_stage_* functions of
- * model_cuda.h (which dispatch here) for that kind. */
+ * model_cuda.h (which dispatch here) for that kind; each kind's is the
+ * stage skeleton (stage_cuda.h) around its blocks. */
 typedef struct {
     void (*forward)(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
                     const void *in, const int32_t *tgt, void *stash, void *work, float *out,

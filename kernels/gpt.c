@@ -1,6 +1,9 @@
-/* gpt.c - GPT-2's pipeline stages on the CPU (pp_model_gpt, see model.h):
- * sizes, FLOP counts, deterministic initialisation, F(s,b), B(s,b) and the
- * split backward, as llm.c and nanoGPT write the model.
+/* gpt.c - GPT-2's layers on the CPU (pp_model_gpt, stage.h), as llm.c and
+ * nanoGPT write the model: deterministic initialisation, the token and
+ * position embeddings, a layer's forward, backward and weight-gradient
+ * parts, and the head with its loss, which the stage skeleton (stage.c)
+ * runs as F(s,b), B(s,b) and the split B and W. The sizes and FLOPs are
+ * isa/model_shape.c's.
  *
  * Notation: B = batch, T = context, C = embed, NH = heads, hs = C/NH,
  * F = ffn, V = vocab, L = pp_model_layers(m, s), BT = B*T rows.
@@ -39,7 +42,7 @@
  * (gpt_layout.h's split region), and W performs exactly the fused
  * backward's weight-gradient work on the same operands, so B then W gives
  * the fused backward's bits. */
-#include "model.h"
+#include "stage.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,43 +50,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "stage_gemm.h"
-#include "gpt_layout.h"
 #include "init.h"
-
-static size_t gpt_param_count(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_param_layout_of(&sh).total;
-}
-
-static size_t gpt_stash_bytes(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_stash_layout_of(&sh).total;
-}
-
-static size_t gpt_stash_bytes_split(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_stash_layout_of(&sh).total_split;
-}
-
-static size_t gpt_workspace_bytes(const pp_model *m, int S, int s) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    return gpt_work_layout_of(&sh).total;
-}
-
-/* The GEMMs only, 2 FLOPs per multiply-add: per layer qkv (3C x C), attproj
- * (C x C), fc (F x C) and fcproj (C x F) on BT rows, plus attention's
- * q k^T and P v counted as full T x T (2 B T T C each; the causal half the
- * kernels actually skip is not subtracted, the usual convention); the head's
- * V x C on the last stage. Backward: twice the forward. */
-static double gpt_flops(const pp_model *m, int S, int s, int backward) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, BT = B * T;
-    double layer = 2.0 * BT * (3.0 * C * C + C * C + 2.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
-    double f = sh.L * layer;
-    if (sh.last) f += 2.0 * BT * C * V;
-    return backward ? 2.0 * f : f;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Initialisation                                                            */
@@ -126,10 +93,6 @@ static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *para
  * and dout rounded into cb, and round their P and dS blocks themselves
  * (pp_attention_forward). Accumulation is fp32 throughout. */
 typedef pp_stage_gemms gemms;
-
-static gemms gemms_of(const gpt_shape *sh, const gpt_work_layout *W, void *work) {
-    return pp_stage_gemms_of(sh->bf16, work, W->ca, W->cb);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
@@ -187,13 +150,6 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
     pp_bias_add(y, p + P->fcprojb, BT, C);
 }
 
-/* Where x_l lives: the stash for layer inputs and lnf's input; the
- * caller's `out` for a non-final stage's output. */
-static float *x_slot(const gpt_shape *sh, const gpt_stash_layout *L, char *st, float *out, int l) {
-    if (l < sh->L) return (float *)(st + L->layers + (size_t)l * L->layer_stride);
-    return sh->last ? (float *)(st + L->xf) : out;
-}
-
 static double head_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
                            const gpt_stash_layout *L, const float *params, const int32_t *tgt,
                            char *st, float *logits) {
@@ -208,42 +164,8 @@ static double head_forward(const gpt_shape *sh, const gemms *g, const gpt_param_
     return pp_softmax_xent_forward(logits, targets, 1, BT, V, (float *)(st + L->probs));
 }
 
-static double gpt_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
-                          const int32_t *tgt, void *stash, void *work, float *out) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    gpt_param_layout P = gpt_param_layout_of(&sh);
-    gpt_stash_layout L = gpt_stash_layout_of(&sh);
-    gpt_work_layout W = gpt_work_layout_of(&sh);
-    gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
-    char *st = stash, *wk = work;
-
-    float *x0 = x_slot(&sh, &L, st, out, 0);
-    if (sh.first) {
-        int32_t *tokens = (int32_t *)(st + L.tokens);
-        memcpy(tokens, in, pp_tokens_bytes(m));
-        pp_embedding_pos_forward(tokens, sh.B, sh.T, params + P.wte, params + P.wpe, sh.C, x0);
-    } else {
-        memmove(x0, in, pp_act_bytes(m)); /* memmove: in may be out when L == 0 */
-    }
-    for (int l = 0; l < sh.L; l++) {
-        layer_acts acts = layer_acts_of(&L, st, l);
-        layer_forward(&sh, &g, &P, params + P.layers + (size_t)l * P.layer_stride, &acts,
-                      (float *)(wk + W.att), x_slot(&sh, &L, st, out, l + 1));
-    }
-    double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
-                                         (float *)(wk + W.logits))
-                          : 0.0;
-    pp_stage_params_release(params, weights);
-    return loss;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Backward                                                                  */
-
-static const float *saved(const void *stash, size_t off) {
-    return (const float *)((const char *)stash + off);
-}
 
 /* The gradients of one layer's backward: where they live (workspace when
  * fused, the stash's split region for B of a split backward). */
@@ -317,128 +239,116 @@ static void head_weight_grads(const gpt_shape *sh, const gemms *g, const gpt_par
                               const gpt_stash_layout *L, float *grads, const void *stash,
                               const float *dlogits, const float *dlnf) {
     int BT = sh->B * sh->T, C = sh->C;
-    pp_gemm_aa(g, 1, 0, sh->V, C, BT, dlogits, saved(stash, L->lnf), grads + P->wlm);
-    pp_layernorm_backward(saved(stash, L->xf), NULL, saved(stash, L->lnf_mean),
-                          saved(stash, L->lnf_rstd), dlnf, BT, C, NULL, grads + P->lnfw,
+    pp_gemm_aa(g, 1, 0, sh->V, C, BT, dlogits, pp_saved(stash, L->lnf), grads + P->wlm);
+    pp_layernorm_backward(pp_saved(stash, L->xf), NULL, pp_saved(stash, L->lnf_mean),
+                          pp_saved(stash, L->lnf_rstd), dlnf, BT, C, NULL, grads + P->lnfw,
                           grads + P->lnfb);
 }
 
-/* The backward walk, fused (grads non-NULL) or as B of a split backward
- * (grads NULL: what W needs goes to the stash's split region). */
-static void backward_walk(const pp_model *m, int S, int s, const void *weights, float *grads,
-                          const void *stash, void *work, const float *dout, float *din,
-                          float loss_scale) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    gpt_param_layout P = gpt_param_layout_of(&sh);
-    gpt_stash_layout L = gpt_stash_layout_of(&sh);
-    gpt_work_layout W = gpt_work_layout_of(&sh);
-    gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
-    char *st = (char *)(uintptr_t)stash, *wk = work; /* the split tail is writable */
-    float *dx = (float *)(wk + W.dx);
-    int BT = sh.B * sh.T, C = sh.C;
-    size_t xbytes = (size_t)BT * C * sizeof(float);
+/* ------------------------------------------------------------------------ */
+/* The layers, as the stage skeleton (stage.c) calls them                    */
 
-    const float *dy = dout;
-    if (sh.last) {
-        const int32_t *targets = (const int32_t *)(st + L.targets);
-        float *dlogits = (float *)(grads ? wk + W.logits : st + L.wdlogits);
-        float *dlnf = (float *)(grads ? wk + W.dln : st + L.wdlnf);
-        float *dst = (sh.L == 0 && !sh.first) ? din : dx;
-        pp_softmax_xent_backward(saved(stash, L.probs), targets, 1, BT, sh.V, loss_scale,
-                                 dlogits);
-        pp_gemm_aw(&g, 0, 0, BT, C, sh.V, dlogits, params + P.wlm, 0.0f, dlnf); /* dlnf = dlogits wlm */
-        if (grads) head_weight_grads(&sh, &g, &P, &L, grads, stash, dlogits, dlnf);
-        memset(dst, 0, xbytes);
-        pp_layernorm_backward(saved(stash, L.xf), params + P.lnfw, saved(stash, L.lnf_mean),
-                              saved(stash, L.lnf_rstd), dlnf, BT, C, dst, NULL, NULL);
-        dy = dst;
-    }
-    for (int l = sh.L - 1; l >= 0; l--) {
-        layer_acts acts = layer_acts_of(&L, stash, l);
-        size_t pl = P.layers + (size_t)l * P.layer_stride;
-        float *dst = (l == 0 && !sh.first) ? din : dx;
-        layer_grads d;
-        d.datt = (float *)(wk + W.datt);
-        if (grads) {
-            d.dh = (float *)(wk + W.dh);
-            d.dln2 = (float *)(wk + W.dln);
-            d.dres = (float *)(wk + W.dres);
-            d.dqkv = (float *)(wk + W.dqkv);
-            d.dln1 = (float *)(wk + W.dln); /* dln2 is spent by then */
-        } else {
-            char *wl = st + L.wlayers + (size_t)l * L.wlayer_stride;
-            memcpy(wl, dy, xbytes); /* dy, before dx may overwrite it */
-            d.dh = (float *)(wl + L.wdh);
-            d.dln2 = (float *)(wl + L.wdln2);
-            d.dres = (float *)(wl + L.wdres);
-            d.dqkv = (float *)(wl + L.wdqkv);
-            d.dln1 = (float *)(wl + L.wdln1);
-        }
-        layer_backward(&sh, &g, &P, params + pl, grads ? grads + pl : NULL, &acts, &d,
-                       (float *)(wk + W.att), dy, dst);
-        dy = dst;
-    }
-    if (sh.first) {
-        const int32_t *tokens = (const int32_t *)(st + L.tokens);
-        if (grads)
-            pp_embedding_pos_backward(tokens, sh.B, sh.T, dy, C, grads + P.wte, grads + P.wpe);
-        else
-            memcpy(st + L.wdx0, dy, xbytes);
-    } else if (dy != din) {
-        memmove(din, dy, pp_act_bytes(m)); /* a middle stage without layers */
-    }
-    pp_stage_params_release(params, weights);
+static void gpt_open(pp_stage *c) {
+    c->y.gpt = gpt_layouts_of(c->m, c->S, c->s);
+    c->f = gpt_frame_of(&c->y.gpt);
 }
 
-static void gpt_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
-                         const void *stash, void *work, const float *dout, float *din,
-                         float loss_scale) {
-    backward_walk(m, S, s, weights, grads, stash, work, dout, din, loss_scale);
+static void gpt_embed_forward(const pp_stage *c, const int32_t *tokens, float *x0) {
+    const gpt_layouts *y = &c->y.gpt;
+    pp_embedding_pos_forward(tokens, y->sh.B, y->sh.T, c->params + y->P.wte,
+                             c->params + y->P.wpe, y->sh.C, x0);
 }
 
-static void gpt_backward_input(const pp_model *m, int S, int s, const void *weights,
-                               void *stash, void *work, const float *dout, float *din,
-                               float loss_scale) {
-    backward_walk(m, S, s, weights, NULL, stash, work, dout, din, loss_scale);
+static void gpt_embed_backward(const pp_stage *c, const int32_t *tokens, const float *dx0,
+                               float *grads) {
+    const gpt_layouts *y = &c->y.gpt;
+    pp_embedding_pos_backward(tokens, y->sh.B, y->sh.T, dx0, y->sh.C, grads + y->P.wte,
+                              grads + y->P.wpe);
 }
 
-static void gpt_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
-                                void *work) {
-    gpt_shape sh = gpt_shape_of(m, S, s);
-    gpt_param_layout P = gpt_param_layout_of(&sh);
-    gpt_stash_layout L = gpt_stash_layout_of(&sh);
-    gpt_work_layout W = gpt_work_layout_of(&sh);
-    gemms g = gemms_of(&sh, &W, work);
-    if (sh.last)
-        head_weight_grads(&sh, &g, &P, &L, grads, stash, saved(stash, L.wdlogits),
-                          saved(stash, L.wdlnf));
-    for (int l = sh.L - 1; l >= 0; l--) {
-        layer_acts acts = layer_acts_of(&L, stash, l);
-        size_t wl = L.wlayers + (size_t)l * L.wlayer_stride;
-        float *gl = grads + P.layers + (size_t)l * P.layer_stride;
-        mlp_weight_grads(&sh, &g, &P, gl, &acts, saved(stash, wl), saved(stash, wl + L.wdh),
-                         saved(stash, wl + L.wdln2));
-        att_weight_grads(&sh, &g, &P, gl, &acts, saved(stash, wl + L.wdres),
-                         saved(stash, wl + L.wdqkv), saved(stash, wl + L.wdln1));
+static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *out) {
+    const gpt_layouts *y = &c->y.gpt;
+    layer_acts acts = layer_acts_of(&y->L, c->st, l);
+    layer_forward(&y->sh, &c->g, &y->P, p, &acts, (float *)(c->wk + y->W.att), out);
+}
+
+/* Fused (gl non-NULL): the layer's gradients in the workspace (dln2 and
+ * dln1 share dln: dln2 is spent by then). B of a split backward: in the
+ * split region, for W. */
+static void gpt_block_backward(const pp_stage *c, int l, const float *p, float *gl,
+                               const float *dy, float *dx) {
+    const gpt_layouts *y = &c->y.gpt;
+    layer_acts acts = layer_acts_of(&y->L, c->st, l);
+    char *wk = c->wk;
+    layer_grads d;
+    d.datt = (float *)(wk + y->W.datt);
+    if (gl) {
+        d.dh = (float *)(wk + y->W.dh);
+        d.dln2 = (float *)(wk + y->W.dln);
+        d.dres = (float *)(wk + y->W.dres);
+        d.dqkv = (float *)(wk + y->W.dqkv);
+        d.dln1 = (float *)(wk + y->W.dln);
+    } else {
+        char *wl = c->st + y->L.wlayers + (size_t)l * y->L.wlayer_stride;
+        d.dh = (float *)(wl + y->L.wdh);
+        d.dln2 = (float *)(wl + y->L.wdln2);
+        d.dres = (float *)(wl + y->L.wdres);
+        d.dqkv = (float *)(wl + y->L.wdqkv);
+        d.dln1 = (float *)(wl + y->L.wdln1);
     }
-    if (sh.first) {
-        const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);
-        pp_embedding_pos_backward(tokens, sh.B, sh.T, saved(stash, L.wdx0), sh.C, grads + P.wte,
-                                  grads + P.wpe);
-    }
+    layer_backward(&y->sh, &c->g, &y->P, p, gl, &acts, &d, (float *)(wk + y->W.att), dy, dx);
+}
+
+static void gpt_block_weight(const pp_stage *c, int l, float *gl) {
+    const gpt_layouts *y = &c->y.gpt;
+    const gpt_stash_layout *L = &y->L;
+    layer_acts acts = layer_acts_of(L, c->st, l);
+    size_t wl = L->wlayers + (size_t)l * L->wlayer_stride;
+    mlp_weight_grads(&y->sh, &c->g, &y->P, gl, &acts, pp_saved(c->st, wl),
+                     pp_saved(c->st, wl + L->wdh), pp_saved(c->st, wl + L->wdln2));
+    att_weight_grads(&y->sh, &c->g, &y->P, gl, &acts, pp_saved(c->st, wl + L->wdres),
+                     pp_saved(c->st, wl + L->wdqkv), pp_saved(c->st, wl + L->wdln1));
+}
+
+static double gpt_head_forward(const pp_stage *c, const int32_t *tgt) {
+    const gpt_layouts *y = &c->y.gpt;
+    return head_forward(&y->sh, &c->g, &y->P, &y->L, c->params, tgt, c->st,
+                        (float *)(c->wk + y->W.logits));
+}
+
+/* dlogits and dlnf in the workspace (fused) or the split region (B). */
+static void gpt_head_backward(const pp_stage *c, float *grads, float loss_scale, float *dx) {
+    const gpt_layouts *y = &c->y.gpt;
+    const gpt_stash_layout *L = &y->L;
+    const gpt_param_layout *P = &y->P;
+    int BT = y->sh.B * y->sh.T, C = y->sh.C, V = y->sh.V;
+    const int32_t *targets = (const int32_t *)(c->st + L->targets);
+    float *dlogits = (float *)(grads ? c->wk + y->W.logits : c->st + L->wdlogits);
+    float *dlnf = (float *)(grads ? c->wk + y->W.dln : c->st + L->wdlnf);
+    pp_softmax_xent_backward(pp_saved(c->st, L->probs), targets, 1, BT, V, loss_scale, dlogits);
+    pp_gemm_aw(&c->g, 0, 0, BT, C, V, dlogits, c->params + P->wlm, 0.0f, dlnf); /* dlnf = dlogits wlm */
+    if (grads) head_weight_grads(&y->sh, &c->g, P, L, grads, c->st, dlogits, dlnf);
+    memset(dx, 0, (size_t)BT * C * sizeof(float));
+    pp_layernorm_backward(pp_saved(c->st, L->xf), c->params + P->lnfw, pp_saved(c->st, L->lnf_mean),
+                          pp_saved(c->st, L->lnf_rstd), dlnf, BT, C, dx, NULL, NULL);
+}
+
+static void gpt_head_weight(const pp_stage *c, float *grads) {
+    const gpt_layouts *y = &c->y.gpt;
+    head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st,
+                      pp_saved(c->st, y->L.wdlogits), pp_saved(c->st, y->L.wdlnf));
 }
 
 const pp_model_impl pp_model_gpt = {
     .name = "gpt",
-    .param_count = gpt_param_count,
-    .stash_bytes = gpt_stash_bytes,
-    .stash_bytes_split = gpt_stash_bytes_split,
-    .workspace_bytes = gpt_workspace_bytes,
-    .flops = gpt_flops,
+    .open = gpt_open,
     .init = gpt_init,
-    .forward = gpt_forward,
-    .backward = gpt_backward,
-    .backward_input = gpt_backward_input,
-    .backward_weight = gpt_backward_weight,
+    .embed_forward = gpt_embed_forward,
+    .embed_backward = gpt_embed_backward,
+    .block_forward = gpt_block_forward,
+    .block_backward = gpt_block_backward,
+    .block_weight = gpt_block_weight,
+    .head_forward = gpt_head_forward,
+    .head_backward = gpt_head_backward,
+    .head_weight = gpt_head_weight,
 };

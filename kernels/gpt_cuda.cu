@@ -1,7 +1,7 @@
-/* gpt_cuda.cu - GPT-2's pipeline stages on a GPU (see model_cuda.h;
- * model_cuda.cu dispatches here for PP_MODEL_GPT): the twin of gpt.c,
- * layer for layer, with the GEMMs on cuBLAS (cuda_stage.h's gemm_w and
- * gemm_grad), the attention on attention_cuda.h (cuBLAS strided-batched
+/* gpt_cuda.cu - GPT-2's layers on a GPU (see model_cuda.h; model_cuda.cu
+ * dispatches here for PP_MODEL_GPT): the twin of gpt.c, layer for layer,
+ * inside the stage skeleton of stage_cuda.h, with the GEMMs on cuBLAS
+ * (cuda_stage.h's gemm_w and gemm_grad), the attention on attention_cuda.h (cuBLAS strided-batched
  * GEMMs over heads and the row-block kernels) and everything else in the
  * kernels of cuda_kernels.h. The notation is gpt_layout.h's: B = batch,
  * T = context, C = embed, NH = heads, hs = C / NH, F = ffn, V = vocab,
@@ -58,41 +58,12 @@
  *
  * Every call only enqueues work on the context's stream. */
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "attention_cuda.h"
-#include "cuda_stage.h"
-#include "gpt_layout.h"
+#include "stage_cuda.h"
 
-extern "C" {
-#include "model.h"
-}
-
-typedef struct {
-    gpt_shape sh;
-    gpt_param_layout P;
-    gpt_stash_layout L;
-    gpt_work_layout Wk;
-    size_t BT;
-} layouts;
-
-static layouts layouts_of(const pp_model *m, int S, int s)
-{
-    layouts y;
-    y.sh = gpt_shape_of(m, S, s);
-    y.P = gpt_param_layout_of(&y.sh);
-    y.L = gpt_stash_layout_of(&y.sh);
-    y.Wk = gpt_work_layout_of(&y.sh);
-    y.BT = (size_t)y.sh.B * (size_t)y.sh.T;
-    return y;
-}
-
-static run run_for(pp_cuda_model *cm, const layouts *y, void *work)
-{
-    return run_of(cm, y->sh.bf16, (char *)work + y->Wk.ca, (char *)work + y->Wk.cb);
-}
+typedef gpt_layouts layouts;
 
 static float *at(const void *base, size_t off)
 {
@@ -154,7 +125,7 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     }
     const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
     pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
-                            gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
+                            gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
     const void *atty = operand(r, a->atty, y->BT * (size_t)C, p);
@@ -182,14 +153,6 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     }
 }
 
-/* Where layer l's input lives: the stash for layers and the head's input;
- * the caller's `out` for the output of a non-final stage. */
-static float *x_slot(const layouts *y, void *stash, float *out, int l)
-{
-    if (l < y->sh.L) return at(stash, y->L.layers + (size_t)l * y->L.layer_stride);
-    return y->sh.last ? at(stash, y->L.xf) : out;
-}
-
 template <typename W>
 static void head_forward(const run *r, const layouts *y, const W *params, const int32_t *tgt,
                          void *stash, void *work, float loss_scale)
@@ -198,9 +161,9 @@ static void head_forward(const run *r, const layouts *y, const W *params, const 
     const gpt_param_layout *P = &y->P;
     const gpt_stash_layout *L = &y->L;
     int BT = (int)y->BT, C = sh->C, V = sh->V;
-    float *lnf = at(stash, L->lnf), *logits = at(work, y->Wk.logits);
+    float *lnf = at(stash, L->lnf), *logits = at(work, y->W.logits);
     int32_t *targets = (int32_t *)at(stash, L->targets);
-    float *loss = at(work, y->Wk.dx); /* [BT] scratch */
+    float *loss = at(work, y->W.dx); /* [BT] scratch */
     cudaCheck(pp_cu_layernorm_forward(at(stash, L->xf), params + P->lnfw, params + P->lnfb, BT,
                                       C, lnf, at(stash, L->lnf_mean), at(stash, L->lnf_rstd),
                                       r->st));
@@ -209,41 +172,6 @@ static void head_forward(const run *r, const layouts *y, const W *params, const 
     cudaCheck(pp_cu_softmax_xent_fused(logits, targets, 1, BT, V, loss_scale,
                                        at(stash, L->probs), loss, r->st));
     cudaCheck(pp_cu_sum_into(loss, BT, r->cm->d_loss, r->st));
-}
-
-template <typename W>
-static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
-                    const void *in, const int32_t *tgt, void *stash, void *work, float *out,
-                    float loss_scale)
-{
-    layouts y = layouts_of(m, S, s);
-    const gpt_shape *sh = &y.sh;
-    const run rr = run_for(cm, &y, work), *r = &rr;
-    float *x0 = x_slot(&y, stash, out, 0);
-    if (sh->first) {
-        int32_t *tokens = (int32_t *)at(stash, y.L.tokens);
-        copy_d2d(r, tokens, in, pp_tokens_bytes(m));
-        cudaCheck(pp_cu_embedding_pos_forward(tokens, sh->B, sh->T, params + y.P.wte,
-                                              params + y.P.wpe, sh->C, x0, r->st));
-    } else {
-        copy_d2d(r, x0, in, pp_act_bytes(m)); /* nothing when in is out (L == 0) */
-    }
-    for (int l = 0; l < sh->L; l++) {
-        layer_acts a = layer_acts_of(&y.L, stash, l);
-        layer_forward(r, &y, params + y.P.layers + (size_t)l * y.P.layer_stride, &a, work,
-                      x_slot(&y, stash, out, l + 1));
-    }
-    if (sh->last) head_forward(r, &y, params, tgt, stash, work, loss_scale);
-}
-
-static void gpt_forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
-                        const void *in, const int32_t *tgt, void *stash, void *work, float *out,
-                        float loss_scale)
-{
-    if (m->precision == PP_PREC_BF16)
-        forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, work, out, loss_scale);
-    else
-        forward(cm, m, S, s, (const float *)weights, in, tgt, stash, work, out, loss_scale);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -305,7 +233,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
 /* The reverse of layer_forward from dy = d(layer output), into dst (which
  * may be dy's buffer: dy is consumed before dst is written). g: the
  * layer's weight gradients (fused), or NULL (split: d holds the stash's
- * regions, and dy is saved there first). */
+ * regions, where the skeleton has saved dy already). */
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
                            const layer_acts *a, const layer_grads *d, const float *dy,
@@ -315,8 +243,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = sh->C, F = sh->F;
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
-    float *datt = at(work, y->Wk.datt);
-    if (!g) copy_d2d(r, d->dy, dy, xbytes);
+    float *datt = at(work, y->W.datt);
     /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
      * GEMM and pp_cu_gelu_backward */
     const void *dyo = operand(r, dy, y->BT * (size_t)C, p);
@@ -337,7 +264,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
     const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
     pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
-                             sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->Wk.att), sh->bf16);
+                             sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
     gemm_w(r, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
     if (g) grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
@@ -359,97 +286,87 @@ static void head_weight_grads(const run *r, const layouts *y, float *grads, cons
                                        C, NULL, grads + P->lnfw, grads + P->lnfb, r->st));
 }
 
-/* The backward walk, fused (grads non-NULL) or the input half of a split
- * backward (grads NULL: what W needs goes to the stash's split region). */
-template <typename W>
-static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
-                          float *grads, const void *stash, void *work, const float *dout,
-                          float *din)
-{
-    layouts y = layouts_of(m, S, s);
-    const gpt_shape *sh = &y.sh;
-    const gpt_param_layout *P = &y.P;
-    const gpt_stash_layout *L = &y.L;
-    const run rr = run_for(cm, &y, work), *r = &rr;
-    int BT = (int)y.BT, C = sh->C, V = sh->V;
-    float *dx = at(work, y.Wk.dx);
+/* ------------------------------------------------------------------------ */
+/* The layers, as the stage skeleton (stage_cuda.h) calls them               */
 
-    const float *dy = dout;
-    if (sh->last) {
-        float *dst = (sh->L == 0 && !sh->first) ? din : dx;
-        float *dlnf = grads ? at(work, y.Wk.dln) : at(stash, L->wdlnf);
+struct gpt_kind {
+    typedef gpt_layouts layouts;
+
+    static layouts layouts_of(const pp_model *m, int S, int s) { return gpt_layouts_of(m, S, s); }
+    static pp_stage_frame frame_of(const layouts *y) { return gpt_frame_of(y); }
+
+    template <typename W>
+    static void embed_forward(const run *r, const layouts *y, const W *params,
+                              const int32_t *tokens, float *x0)
+    {
+        cudaCheck(pp_cu_embedding_pos_forward(tokens, y->sh.B, y->sh.T, params + y->P.wte,
+                                              params + y->P.wpe, y->sh.C, x0, r->st));
+    }
+
+    static void embed_backward(const run *r, const layouts *y, const int32_t *tokens,
+                               const float *dx0, float *grads)
+    {
+        cudaCheck(pp_cu_embedding_pos_backward(tokens, y->sh.B, y->sh.T, dx0, y->sh.C, y->sh.V,
+                                               grads + y->P.wte, grads + y->P.wpe, r->st));
+    }
+
+    template <typename W>
+    static void block_forward(const run *r, const layouts *y, int l, const W *p, void *stash,
+                              void *work, float *out)
+    {
+        layer_acts a = layer_acts_of(&y->L, stash, l);
+        layer_forward(r, y, p, &a, work, out);
+    }
+
+    template <typename W>
+    static void block_backward(const run *r, const layouts *y, int l, const W *p, float *g,
+                               const void *stash, void *work, const float *dy, float *dx)
+    {
+        layer_acts a = layer_acts_of(&y->L, stash, l);
+        layer_grads d = g ? layer_grads_work(&y->W, work, dy) : layer_grads_split(&y->L, stash, l);
+        layer_backward(r, y, p, g, &a, &d, dy, work, dx);
+    }
+
+    static void block_weight(const run *r, const layouts *y, int l, float *g, const void *stash)
+    {
+        layer_acts a = layer_acts_of(&y->L, stash, l);
+        layer_grads d = layer_grads_split(&y->L, stash, l);
+        grads_mlp(r, y, g, &a, d.dy, d.dh, d.dln2);
+        grads_att(r, y, g, &a, d.dres, d.dqkv, d.dln1);
+    }
+
+    template <typename W>
+    static void head_forward(const run *r, const layouts *y, const W *params, const int32_t *tgt,
+                             void *stash, void *work, float loss_scale)
+    {
+        ::head_forward(r, y, params, tgt, stash, work, loss_scale);
+    }
+
+    /* From the dlogits F stashed: dlnf = dlogits wlm (in the workspace, or
+     * the split region for W), the head's weight gradients (fused), then
+     * dx = LNf'(dlnf), which accumulates, so dx starts at 0. */
+    template <typename W>
+    static void head_backward(const run *r, const layouts *y, const W *params, float *grads,
+                              const void *stash, void *work, float *dx)
+    {
+        const gpt_param_layout *P = &y->P;
+        const gpt_stash_layout *L = &y->L;
+        int BT = (int)y->BT, C = y->sh.C, V = y->sh.V;
+        float *dlnf = grads ? at(work, y->W.dln) : at(stash, L->wdlnf);
         gemm_w(r, 0, 0, BT, C, V, at(stash, L->probs), params + P->wlm, 0.0f, dlnf);
-        if (grads) head_weight_grads(r, &y, grads, stash, dlnf);
-        cudaCheck(cudaMemsetAsync(dst, 0, y.BT * (size_t)C * sizeof(float), r->st));
+        if (grads) head_weight_grads(r, y, grads, stash, dlnf);
+        cudaCheck(cudaMemsetAsync(dx, 0, y->BT * (size_t)C * sizeof(float), r->st));
         cudaCheck(pp_cu_layernorm_backward(at(stash, L->xf), params + P->lnfw,
                                            at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf,
-                                           BT, C, dst, NULL, NULL, r->st));
-        dy = dst;
+                                           BT, C, dx, NULL, NULL, r->st));
     }
-    for (int l = sh->L - 1; l >= 0; l--) {
-        layer_acts a = layer_acts_of(L, stash, l);
-        size_t pl = P->layers + (size_t)l * P->layer_stride;
-        float *dst = (l == 0 && !sh->first) ? din : dx;
-        layer_grads d = grads ? layer_grads_work(&y.Wk, work, dy) : layer_grads_split(L, stash, l);
-        layer_backward(r, &y, params + pl, grads ? grads + pl : NULL, &a, &d, dy, work, dst);
-        dy = dst;
-    }
-    if (sh->first) {
-        const int32_t *tokens = (const int32_t *)at(stash, L->tokens);
-        if (grads)
-            cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, dy, C, sh->V, grads + P->wte,
-                                                   grads + P->wpe, r->st));
-        else
-            copy_d2d(r, at(stash, L->wdx0), dy, y.BT * (size_t)C * sizeof(float));
-    } else {
-        copy_d2d(r, din, dy, pp_act_bytes(m)); /* a middle stage without layers */
-    }
-}
 
-static void gpt_backward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
-                         float *grads, const void *stash, void *work, const float *dout,
-                         float *din)
-{
-    if (m->precision == PP_PREC_BF16)
-        backward_walk(cm, m, S, s, (const uint16_t *)weights, grads, stash, work, dout, din);
-    else
-        backward_walk(cm, m, S, s, (const float *)weights, grads, stash, work, dout, din);
-}
-
-static void gpt_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                               const void *weights, void *stash, void *work, const float *dout,
-                               float *din)
-{
-    if (m->precision == PP_PREC_BF16)
-        backward_walk(cm, m, S, s, (const uint16_t *)weights, NULL, stash, work, dout, din);
-    else
-        backward_walk(cm, m, S, s, (const float *)weights, NULL, stash, work, dout, din);
-}
-
-/* Exactly the weight-gradient work of the fused walk, in its order, from
- * what B saved (with bf16 rounding the same operands again). */
-static void gpt_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                float *grads, const void *stash, void *work)
-{
-    layouts y = layouts_of(m, S, s);
-    const gpt_shape *sh = &y.sh;
-    const gpt_param_layout *P = &y.P;
-    const gpt_stash_layout *L = &y.L;
-    const run rr = run_for(cm, &y, work), *r = &rr;
-    if (sh->last) head_weight_grads(r, &y, grads, stash, at(stash, L->wdlnf));
-    for (int l = sh->L - 1; l >= 0; l--) {
-        layer_acts a = layer_acts_of(L, stash, l);
-        layer_grads d = layer_grads_split(L, stash, l);
-        float *g = grads + P->layers + (size_t)l * P->layer_stride;
-        grads_mlp(r, &y, g, &a, d.dy, d.dh, d.dln2);
-        grads_att(r, &y, g, &a, d.dres, d.dqkv, d.dln1);
+    static void head_weight(const run *r, const layouts *y, float *grads, const void *stash)
+    {
+        head_weight_grads(r, y, grads, stash, at(stash, y->L.wdlnf));
     }
-    if (sh->first) {
-        const int32_t *tokens = (const int32_t *)at(stash, L->tokens);
-        cudaCheck(pp_cu_embedding_pos_backward(tokens, sh->B, sh->T, at(stash, L->wdx0), sh->C,
-                                               sh->V, grads + P->wte, grads + P->wpe, r->st));
-    }
-}
+};
 
-extern const pp_cuda_model_impl pp_cuda_model_gpt = {gpt_forward, gpt_backward,
-                                                     gpt_backward_input, gpt_backward_weight};
+extern const pp_cuda_model_impl pp_cuda_model_gpt = {
+    cuda_stage<gpt_kind>::forward_any, cuda_stage<gpt_kind>::backward_any,
+    cuda_stage<gpt_kind>::backward_input_any, cuda_stage<gpt_kind>::backward_weight};

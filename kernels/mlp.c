@@ -1,7 +1,8 @@
-/* mlp.c - the demo model's pipeline stages on the CPU (pp_model_mlp, see
- * model.h):
- * parameter and stash sizes, FLOP counts, deterministic initialisation,
- * F(s,b), B(s,b) and plain SGD.
+/* mlp.c - the demo model's blocks on the CPU (pp_model_mlp, stage.h):
+ * deterministic initialisation, the embedding, a block's forward, backward
+ * and weight-gradient parts, and the head with its loss, which the stage
+ * skeleton (stage.c) runs as F(s,b), B(s,b) and the split B and W. The
+ * sizes and layouts are isa/mlp_layout.h's.
  *
  * Notation: B = batch, C = context, D = C * embed, F = ffn, V = 256,
  * nb = blocks per stage. Block k of a stage maps x_k -> x_{k+1}, pre-LN:
@@ -42,6 +43,7 @@
  *                                           norm's output (du_k or duf)
  *   always:        dx       float [B][D]    the running input gradient
  *   bf16:          ca, cb   float [B][max(D, F, V)]  GEMM operands rounded
+ *                  wide     float [params]  the compute copy widened to fp32
  * It lets F and B run without allocating in the step loop.
  *
  * A split backward (B then W, pp_stage_backward_input/_weight) needs a larger
@@ -55,7 +57,7 @@
  * W then performs exactly the weight-gradient work the fused B performs
  * (GEMMs, bias sums and the layer norms' parameter passes), with the same
  * operands, so split and fused give the same bits. */
-#include "model.h"
+#include "stage.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,40 +65,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "stage_gemm.h"
 #include "init.h"
-#include "mlp_layout.h"
-
-static size_t mlp_param_count(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return param_layout_of(&sh).total;
-}
-
-static size_t mlp_stash_bytes(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return stash_layout_of(&sh).total;
-}
-
-static size_t mlp_stash_bytes_split(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return stash_layout_of(&sh).total_split;
-}
-
-static size_t mlp_workspace_bytes(const pp_model *m, int S, int s) {
-    shape sh = shape_of(m, S, s);
-    return work_layout_of(&sh).total;
-}
-
-/* Only the GEMMs count; elementwise work (GELU, biases, the layer norms,
- * the softmax) is noise next to them and is not counted. Backward runs two
- * GEMMs (input gradient and weight gradient) per forward GEMM. */
-static double mlp_flops(const pp_model *m, int S, int s, int backward) {
-    shape sh = shape_of(m, S, s);
-    double B = sh.B, D = sh.D, F = sh.F;
-    double f = sh.nb * (2.0 * B * F * D + 2.0 * B * D * F);
-    if (sh.last) f += 2.0 * B * PP_VOCAB * D;
-    return backward ? 2.0 * f : f;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Initialisation (init.h's counter-based generator). */
@@ -140,10 +109,6 @@ static void mlp_init(const pp_model *m, int S, int s, uint64_t seed, float *para
  * as with fp32. */
 typedef pp_stage_gemms gemms;
 
-static gemms gemms_of(const shape *sh, const work_layout *W, void *work) {
-    return pp_stage_gemms_of(sh->bf16, work, W->ca, W->cb);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
@@ -173,13 +138,6 @@ static void block_forward(const shape *sh, const gemms *g, const param_layout *P
     pp_bias_add(y, p + P->b2, B, D);
 }
 
-/* Where x_k lives: the stash for block inputs and the head's input; the
- * caller's `out` for the output of a non-final stage. */
-static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *out, int k) {
-    if (k < sh->nb) return (float *)(st + L->blocks + (size_t)k * L->block_stride);
-    return sh->last ? (float *)(st + L->xh) : out;
-}
-
 /* z = LN_f(xh), logits = z Wh^T + bh; returns the summed cross-entropy. */
 static double head_forward(const shape *sh, const gemms *g, const param_layout *P,
                            const stash_layout *L, const float *params, const int32_t *tgt,
@@ -195,43 +153,8 @@ static double head_forward(const shape *sh, const gemms *g, const param_layout *
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
 }
 
-static double mlp_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
-                        const int32_t *tgt, void *stash, void *work, float *out) {
-    shape sh = shape_of(m, S, s);
-    param_layout P = param_layout_of(&sh);
-    stash_layout L = stash_layout_of(&sh);
-    work_layout W = work_layout_of(&sh);
-    gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
-    char *st = stash;
-
-    float *x0 = x_slot(&sh, &L, st, out, 0);
-    if (sh.first) {
-        int32_t *tokens = (int32_t *)(st + L.tokens);
-        memcpy(tokens, in, pp_tokens_bytes(m));
-        pp_embedding_forward(tokens, sh.B, sh.C, params + P.E, sh.E, x0);
-    } else {
-        memmove(x0, in, pp_act_bytes(m)); /* memmove: in may be out when nb == 0 */
-    }
-    for (int k = 0; k < sh.nb; k++) {
-        block_acts acts = block_acts_of(&L, st, k);
-        block_forward(&sh, &g, &P, params + P.blocks + (size_t)k * P.block_stride, &acts,
-                      x_slot(&sh, &L, st, out, k + 1));
-    }
-    double loss = sh.last ? head_forward(&sh, &g, &P, &L, params, tgt, st,
-                                         (float *)((char *)work + W.logits))
-                          : 0.0;
-    pp_stage_params_release(params, weights);
-    return loss;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Backward                                                                  */
-
-/* Stash regions saved by the forward, read-only here. */
-static const float *saved(const void *stash, size_t off) {
-    return (const float *)((const char *)stash + off);
-}
 
 /* The reverse of block_forward, in parts so that a split backward can run
  * the weight part later: dh = (dy W2) * gelu'(h); du = dh W1; the weight
@@ -276,7 +199,7 @@ static void block_dx(const shape *sh, const param_layout *P, const float *p,
 static void head_dlogits(const shape *sh, const stash_layout *L, const void *stash,
                          float loss_scale, float *dlogits) {
     const int32_t *targets = (const int32_t *)((const char *)stash + L->targets);
-    pp_softmax_xent_backward(saved(stash, L->probs), targets, 1, sh->B, PP_VOCAB, loss_scale,
+    pp_softmax_xent_backward(pp_saved(stash, L->probs), targets, 1, sh->B, PP_VOCAB, loss_scale,
                              dlogits);
 }
 
@@ -284,10 +207,10 @@ static void head_weight_grads(const shape *sh, const gemms *g, const param_layou
                               const stash_layout *L, float *grads, const void *stash,
                               const float *dlogits, const float *duf) {
     int B = sh->B, D = sh->D;
-    pp_gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
+    pp_gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, pp_saved(stash, L->z), grads + P->Wh);
     pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
-    pp_layernorm_backward(saved(stash, L->xh), NULL, saved(stash, L->meanf),
-                          saved(stash, L->rstdf), duf, B, D, NULL, grads + P->lnf_g,
+    pp_layernorm_backward(pp_saved(stash, L->xh), NULL, pp_saved(stash, L->meanf),
+                          pp_saved(stash, L->rstdf), duf, B, D, NULL, grads + P->lnf_g,
                           grads + P->lnf_b);
 }
 
@@ -296,117 +219,92 @@ static void head_dx(const shape *sh, const param_layout *P, const stash_layout *
                     const float *params, const void *stash, const float *duf, float *dx) {
     int B = sh->B, D = sh->D;
     memset(dx, 0, (size_t)B * D * sizeof *dx);
-    pp_layernorm_backward(saved(stash, L->xh), params + P->lnf_g, saved(stash, L->meanf),
-                          saved(stash, L->rstdf), duf, B, D, dx, NULL, NULL);
+    pp_layernorm_backward(pp_saved(stash, L->xh), params + P->lnf_g, pp_saved(stash, L->meanf),
+                          pp_saved(stash, L->rstdf), duf, B, D, dx, NULL, NULL);
 }
 
-/* The backward walk, fused (grads non-NULL: weight gradients as it goes,
- * dh, du and dlogits in the workspace) or as the input half of a split
- * backward (grads NULL: dy, dh, du, dlogits, duf and the embedding's
- * gradient are saved in the stash's split region for W; dh, du and dlogits
- * are computed there in place). */
-static void backward_walk(const pp_model *m, int S, int s, const void *weights, float *grads,
-                          const void *stash, void *work, const float *dout, float *din,
-                          float loss_scale) {
-    shape sh = shape_of(m, S, s);
-    param_layout P = param_layout_of(&sh);
-    stash_layout L = stash_layout_of(&sh);
-    work_layout W = work_layout_of(&sh);
-    gemms g = gemms_of(&sh, &W, work);
-    const float *params = pp_stage_params_of(sh.bf16, P.total, s, weights);
-    /* The split tail of the stash is writable by contract. */
-    char *st = (char *)(uintptr_t)stash, *wk = work;
-    float *dx = (float *)(wk + W.dx);
-    size_t xbytes = (size_t)sh.B * sh.D * sizeof(float);
+/* ------------------------------------------------------------------------ */
+/* The blocks, as the stage skeleton (stage.c) calls them                    */
 
-    /* The running gradient w.r.t. the current point of the stage. The very
-     * last input gradient of a non-first stage is written straight to din. */
-    const float *dy = dout;
-    if (sh.last) {
-        float *dlogits = (float *)(grads ? wk + W.logits : st + L.wdlogits);
-        float *duf = (float *)(grads ? wk + W.du : st + L.wduf);
-        float *dst = (sh.nb == 0 && !sh.first) ? din : dx;
-        head_dlogits(&sh, &L, stash, loss_scale, dlogits);
-        pp_gemm_aw(&g, 0, 0, sh.B, sh.D, PP_VOCAB, dlogits, params + P.Wh, 0.0f,
-                duf); /* duf = dlogits Wh */
-        if (grads) head_weight_grads(&sh, &g, &P, &L, grads, stash, dlogits, duf);
-        head_dx(&sh, &P, &L, params, stash, duf, dst);
-        dy = dst;
-    }
-    for (int k = sh.nb - 1; k >= 0; k--) {
-        block_acts acts = block_acts_of(&L, stash, k);
-        size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
-        size_t pk = P.blocks + (size_t)k * P.block_stride;
-        float *dst = (k == 0 && !sh.first) ? din : dx;
-        float *dh = (float *)(grads ? wk + W.dh : st + wblk + L.wdh);
-        float *du = (float *)(grads ? wk + W.du : st + wblk + L.wdu);
-        block_dh(&sh, &g, &P, params + pk, acts.h, dy, dh);
-        block_du(&sh, &g, &P, params + pk, dh, du);
-        if (grads)
-            block_weight_grads(&sh, &g, &P, grads + pk, &acts, dy, dh, du);
-        else
-            memcpy(st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
-        block_dx(&sh, &P, params + pk, &acts, dy, du, dst);
-        dy = dst;
-    }
-    if (sh.first) {
-        const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);
-        if (grads)
-            pp_embedding_backward(tokens, sh.B, sh.C, dy, sh.E, grads + P.E);
-        else
-            memcpy(st + L.wdx0, dy, xbytes);
-    } else if (dy != din) {
-        /* A middle stage without blocks is the identity. */
-        memmove(din, dy, pp_act_bytes(m));
-    }
-    pp_stage_params_release(params, weights);
+static void mlp_open(pp_stage *c) {
+    c->y.mlp = mlp_layouts_of(c->m, c->S, c->s);
+    c->f = mlp_frame_of(&c->y.mlp);
 }
 
-static void mlp_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
-                       const void *stash, void *work, const float *dout, float *din,
-                       float loss_scale) {
-    backward_walk(m, S, s, weights, grads, stash, work, dout, din, loss_scale);
+static void mlp_embed_forward(const pp_stage *c, const int32_t *tokens, float *x0) {
+    const mlp_layouts *y = &c->y.mlp;
+    pp_embedding_forward(tokens, y->sh.B, y->sh.C, c->params + y->P.E, y->sh.E, x0);
 }
 
-static void mlp_backward_input(const pp_model *m, int S, int s, const void *weights,
-                             void *stash, void *work, const float *dout, float *din,
-                             float loss_scale) {
-    backward_walk(m, S, s, weights, NULL, stash, work, dout, din, loss_scale);
+static void mlp_embed_backward(const pp_stage *c, const int32_t *tokens, const float *dx0,
+                               float *grads) {
+    const mlp_layouts *y = &c->y.mlp;
+    pp_embedding_backward(tokens, y->sh.B, y->sh.C, dx0, y->sh.E, grads + y->P.E);
 }
 
-static void mlp_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
-                              void *work) {
-    shape sh = shape_of(m, S, s);
-    param_layout P = param_layout_of(&sh);
-    stash_layout L = stash_layout_of(&sh);
-    work_layout W = work_layout_of(&sh);
-    gemms g = gemms_of(&sh, &W, work);
-    if (sh.last)
-        head_weight_grads(&sh, &g, &P, &L, grads, stash, saved(stash, L.wdlogits),
-                          saved(stash, L.wduf));
-    for (int k = sh.nb - 1; k >= 0; k--) {
-        block_acts acts = block_acts_of(&L, stash, k);
-        size_t wblk = L.wblocks + (size_t)k * L.wblock_stride;
-        size_t pk = P.blocks + (size_t)k * P.block_stride;
-        block_weight_grads(&sh, &g, &P, grads + pk, &acts, saved(stash, wblk),
-                           saved(stash, wblk + L.wdh), saved(stash, wblk + L.wdu));
-    }
-    if (sh.first) {
-        const int32_t *tokens = (const int32_t *)((const char *)stash + L.tokens);
-        pp_embedding_backward(tokens, sh.B, sh.C, saved(stash, L.wdx0), sh.E, grads + P.E);
-    }
+static void mlp_block_forward(const pp_stage *c, int k, const float *p, float *out) {
+    const mlp_layouts *y = &c->y.mlp;
+    block_acts acts = block_acts_of(&y->L, c->st, k);
+    block_forward(&y->sh, &c->g, &y->P, p, &acts, out);
+}
+
+/* Fused (gk non-NULL): dh and du in the workspace, the weight gradients as
+ * they exist. B of a split backward: dh_k and du_k in the split region. */
+static void mlp_block_backward(const pp_stage *c, int k, const float *p, float *gk,
+                               const float *dy, float *dx) {
+    const mlp_layouts *y = &c->y.mlp;
+    block_acts acts = block_acts_of(&y->L, c->st, k);
+    char *wblk = c->st + y->L.wblocks + (size_t)k * y->L.wblock_stride;
+    float *dh = (float *)(gk ? c->wk + y->W.dh : wblk + y->L.wdh);
+    float *du = (float *)(gk ? c->wk + y->W.du : wblk + y->L.wdu);
+    block_dh(&y->sh, &c->g, &y->P, p, acts.h, dy, dh);
+    block_du(&y->sh, &c->g, &y->P, p, dh, du);
+    if (gk) block_weight_grads(&y->sh, &c->g, &y->P, gk, &acts, dy, dh, du);
+    block_dx(&y->sh, &y->P, p, &acts, dy, du, dx);
+}
+
+static void mlp_block_weight(const pp_stage *c, int k, float *gk) {
+    const mlp_layouts *y = &c->y.mlp;
+    block_acts acts = block_acts_of(&y->L, c->st, k);
+    size_t wblk = y->L.wblocks + (size_t)k * y->L.wblock_stride;
+    block_weight_grads(&y->sh, &c->g, &y->P, gk, &acts, pp_saved(c->st, wblk),
+                       pp_saved(c->st, wblk + y->L.wdh), pp_saved(c->st, wblk + y->L.wdu));
+}
+
+static double mlp_head_forward(const pp_stage *c, const int32_t *tgt) {
+    const mlp_layouts *y = &c->y.mlp;
+    return head_forward(&y->sh, &c->g, &y->P, &y->L, c->params, tgt, c->st,
+                        (float *)(c->wk + y->W.logits));
+}
+
+/* dlogits and duf in the workspace (fused) or the split region (B). */
+static void mlp_head_backward(const pp_stage *c, float *grads, float loss_scale, float *dx) {
+    const mlp_layouts *y = &c->y.mlp;
+    float *dlogits = (float *)(grads ? c->wk + y->W.logits : c->st + y->L.wdlogits);
+    float *duf = (float *)(grads ? c->wk + y->W.du : c->st + y->L.wduf);
+    head_dlogits(&y->sh, &y->L, c->st, loss_scale, dlogits);
+    pp_gemm_aw(&c->g, 0, 0, y->sh.B, y->sh.D, PP_VOCAB, dlogits, c->params + y->P.Wh, 0.0f,
+               duf); /* duf = dlogits Wh */
+    if (grads) head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st, dlogits, duf);
+    head_dx(&y->sh, &y->P, &y->L, c->params, c->st, duf, dx);
+}
+
+static void mlp_head_weight(const pp_stage *c, float *grads) {
+    const mlp_layouts *y = &c->y.mlp;
+    head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st, pp_saved(c->st, y->L.wdlogits),
+                      pp_saved(c->st, y->L.wduf));
 }
 
 const pp_model_impl pp_model_mlp = {
     .name = "mlp",
-    .param_count = mlp_param_count,
-    .stash_bytes = mlp_stash_bytes,
-    .stash_bytes_split = mlp_stash_bytes_split,
-    .workspace_bytes = mlp_workspace_bytes,
-    .flops = mlp_flops,
+    .open = mlp_open,
     .init = mlp_init,
-    .forward = mlp_forward,
-    .backward = mlp_backward,
-    .backward_input = mlp_backward_input,
-    .backward_weight = mlp_backward_weight,
+    .embed_forward = mlp_embed_forward,
+    .embed_backward = mlp_embed_backward,
+    .block_forward = mlp_block_forward,
+    .block_backward = mlp_block_backward,
+    .block_weight = mlp_block_weight,
+    .head_forward = mlp_head_forward,
+    .head_backward = mlp_head_backward,
+    .head_weight = mlp_head_weight,
 };

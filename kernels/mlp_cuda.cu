@@ -1,7 +1,8 @@
-/* mlp_cuda.cu - the mlp model's pipeline stages on a GPU (see model_cuda.h;
+/* mlp_cuda.cu - the mlp model's blocks on a GPU (see model_cuda.h;
  * model_cuda.cu dispatches here for PP_MODEL_MLP): the twin of mlp.c, step
  * for step, with the GEMMs on cuBLAS (cuda_stage.h) and everything else in
- * the kernels of cuda_kernels.h. The notation is mlp.c's: B = batch, C = context, D = C * embed, F = ffn, V = 256,
+ * the kernels of cuda_kernels.h; the stage around the blocks is the
+ * skeleton of stage_cuda.h. The notation is mlp.c's: B = batch, C = context, D = C * embed, F = ffn, V = 256,
  * nb = blocks per stage.
  *
  * Parameters: exactly mlp.c's layout (a params or grads array may be
@@ -45,54 +46,10 @@
  *
  * Every call only enqueues work on the context's stream; the one host
  * synchronisation is pp_cuda_loss_take. */
-#include "model_cuda.h"
-
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "cuda_check.h"
-#include "cuda_kernels.h"
-#include "gemm_lt.h"
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "cuda_stage.h"
-#include "mlp_layout.h"
-
-extern "C" {
-#include "model.h"
-}
-
-/* ------------------------------------------------------------------------ */
-/* Layouts: mlp.c's (mlp_layout.h); on the last stage the stash's probs
- * region holds dlogits and its targets region the rows' loss (file header). */
-
-typedef struct {
-    shape sh;
-    param_layout P;
-    stash_layout L;
-    work_layout Wk;
-} layouts;
-
-static layouts layouts_of(const pp_model *m, int S, int s)
-{
-    layouts y;
-    y.sh = shape_of(m, S, s);
-    y.P = param_layout_of(&y.sh);
-    y.L = stash_layout_of(&y.sh);
-    y.Wk = work_layout_of(&y.sh);
-    return y;
-}
-
-/* The bf16 operand regions of this stage's workspace. */
-static run run_for(pp_cuda_model *cm, const shape *sh, const work_layout *Wk, void *work)
-{
-    return run_of(cm, sh->bf16, (char *)work + Wk->ca, (char *)work + Wk->cb);
-}
+#include "stage_cuda.h"
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
@@ -139,14 +96,6 @@ static void block_forward(const run *r, const shape *sh, const param_layout *P, 
     }
 }
 
-/* Where x_k lives: the stash for block inputs and the head's input; the
- * caller's `out` for the output of a non-final stage. */
-static float *x_slot(const shape *sh, const stash_layout *L, char *st, float *out, int k)
-{
-    if (k < sh->nb) return (float *)(st + L->blocks + (size_t)k * L->block_stride);
-    return sh->last ? (float *)(st + L->xh) : out;
-}
-
 /* z = LN_f(xh), logits = z Wh^T + bh; then, in one pass, the rows'
  * cross-entropy and dlogits = (softmax - onehot) * loss_scale; the summed
  * loss goes to the accumulator. Targets: the last column of the tokens,
@@ -174,47 +123,6 @@ static void head_forward(const run *r, const shape *sh, const param_layout *P,
     cudaCheck(pp_cu_softmax_xent_fused(logits, tgt + sh->C, sh->C + 1, B, PP_VOCAB, loss_scale,
                                        dlogits, loss, r->st));
     cudaCheck(pp_cu_sum_into(loss, B, r->cm->d_loss, r->st));
-}
-
-template <typename W>
-static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
-                    const void *in, const int32_t *tgt, void *stash, void *work, float *out,
-                    float loss_scale)
-{
-    layouts y = layouts_of(m, S, s);
-    const shape *sh = &y.sh;
-    const param_layout *P = &y.P;
-    const stash_layout *L = &y.L;
-    const run rr = run_for(cm, sh, &y.Wk, work), *r = &rr;
-    char *st = (char *)stash;
-
-    float *x0 = x_slot(sh, L, st, out, 0);
-    if (sh->first) {
-        int32_t *tokens = (int32_t *)(st + L->tokens);
-        copy_d2d(r, tokens, in, pp_tokens_bytes(m));
-        cudaCheck(pp_cu_embedding_forward(tokens, sh->B, sh->C, params + P->E, sh->E, x0,
-                                          r->st));
-    } else {
-        copy_d2d(r, x0, in, pp_act_bytes(m)); /* nothing to do when in is out (nb == 0) */
-    }
-    for (int k = 0; k < sh->nb; k++) {
-        block_acts acts = block_acts_of(L, st, k);
-        block_forward(r, sh, P, params + P->blocks + (size_t)k * P->block_stride, &acts,
-                      x_slot(sh, L, st, out, k + 1));
-    }
-    if (sh->last)
-        head_forward(r, sh, P, L, params, tgt, st, (float *)((char *)work + y.Wk.logits),
-                     loss_scale);
-}
-
-static void mlp_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                           const void *weights, const void *in, const int32_t *tgt, void *stash,
-                           void *work, float *out, float loss_scale)
-{
-    if (m->precision == PP_PREC_BF16)
-        forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, work, out, loss_scale);
-    else
-        forward(cm, m, S, s, (const float *)weights, in, tgt, stash, work, out, loss_scale);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -306,110 +214,92 @@ static void head_dx(const run *r, const shape *sh, const param_layout *P,
                                        D, dx, NULL, NULL, r->st));
 }
 
-/* The backward walk, fused (grads non-NULL: weight gradients as it goes) or
- * the input half of a split backward (grads NULL: dy_k, dh_k, du_k, duf and
- * the embedding's gradient are saved in the stash's split region for W). */
-template <typename W>
-static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
-                          float *grads, const void *stash, void *work, const float *dout,
-                          float *din)
-{
-    layouts y = layouts_of(m, S, s);
-    const shape *sh = &y.sh;
-    const param_layout *P = &y.P;
-    const stash_layout *L = &y.L;
-    const work_layout *Wk = &y.Wk;
-    const run rr = run_for(cm, sh, Wk, work), *r = &rr;
-    /* The split tail of the stash is writable by contract. */
-    char *st = const_cast<char *>(static_cast<const char *>(stash)), *wk = (char *)work;
-    float *dx = (float *)(wk + Wk->dx);
-    size_t xbytes = (size_t)sh->B * sh->D * sizeof(float);
+/* ------------------------------------------------------------------------ */
+/* The blocks, as the stage skeleton (stage_cuda.h) calls them               */
 
-    /* The running gradient w.r.t. the current point of the stage. The very
-     * last input gradient of a non-first stage is written straight to din. */
-    const float *dy = dout;
-    if (sh->last) {
-        float *dst = (sh->nb == 0 && !sh->first) ? din : dx;
-        float *duf = (float *)(grads ? wk + Wk->du : st + L->wduf);
-        gemm_w(r, 0, 0, sh->B, sh->D, PP_VOCAB, saved(stash, L->probs), params + P->Wh, 0.0f,
-               duf); /* duf = dlogits Wh */
-        if (grads) head_weight_grads(r, sh, P, L, grads, stash, duf);
-        head_dx(r, sh, P, L, params, stash, duf, dst);
-        dy = dst;
-    }
-    for (int k = sh->nb - 1; k >= 0; k--) {
-        block_acts acts = block_acts_of(L, stash, k);
-        size_t wblk = L->wblocks + (size_t)k * L->wblock_stride;
-        size_t pk = P->blocks + (size_t)k * P->block_stride;
-        float *dst = (k == 0 && !sh->first) ? din : dx;
-        float *dh = (float *)(grads ? wk + Wk->dh : st + wblk + L->wdh);
-        float *du = (float *)(grads ? wk + Wk->du : st + wblk + L->wdu);
-        block_dh(r, sh, P, params + pk, acts.h, dy, dh);
-        block_du(r, sh, P, params + pk, dh, du);
-        if (grads)
-            block_weight_grads(r, sh, P, grads + pk, &acts, dy, dh, du);
-        else
-            copy_d2d(r, st + wblk, dy, xbytes); /* dy_k, before dx may overwrite it */
-        block_dx(r, sh, P, params + pk, &acts, dy, du, dst);
-        dy = dst;
-    }
-    if (sh->first) {
-        const int32_t *tokens = (const int32_t *)((const char *)stash + L->tokens);
-        if (grads)
-            cudaCheck(pp_cu_embedding_backward(tokens, sh->B, sh->C, dy, sh->E, grads + P->E,
-                                               r->st));
-        else
-            copy_d2d(r, st + L->wdx0, dy, xbytes);
-    } else {
-        /* A middle stage without blocks is the identity. */
-        copy_d2d(r, din, dy, pp_act_bytes(m));
-    }
-}
+struct mlp_kind {
+    typedef mlp_layouts layouts;
 
-static void mlp_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const void *weights, float *grads, const void *stash, void *work,
-                            const float *dout, float *din)
-{
-    if (m->precision == PP_PREC_BF16)
-        backward_walk(cm, m, S, s, (const uint16_t *)weights, grads, stash, work, dout, din);
-    else
-        backward_walk(cm, m, S, s, (const float *)weights, grads, stash, work, dout, din);
-}
+    static layouts layouts_of(const pp_model *m, int S, int s) { return mlp_layouts_of(m, S, s); }
+    static pp_stage_frame frame_of(const layouts *y) { return mlp_frame_of(y); }
 
-static void mlp_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const void *weights, void *stash, void *work,
-                                  const float *dout, float *din)
-{
-    if (m->precision == PP_PREC_BF16)
-        backward_walk(cm, m, S, s, (const uint16_t *)weights, NULL, stash, work, dout, din);
-    else
-        backward_walk(cm, m, S, s, (const float *)weights, NULL, stash, work, dout, din);
-}
-
-/* Exactly the weight-gradient work of the fused walk, in its order, from
- * what B saved (with bf16 rounding the same operands again). */
-static void mlp_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                   float *grads, const void *stash, void *work)
-{
-    layouts y = layouts_of(m, S, s);
-    const shape *sh = &y.sh;
-    const param_layout *P = &y.P;
-    const stash_layout *L = &y.L;
-    const run rr = run_for(cm, sh, &y.Wk, work), *r = &rr;
-    if (sh->last) head_weight_grads(r, sh, P, L, grads, stash, saved(stash, L->wduf));
-    for (int k = sh->nb - 1; k >= 0; k--) {
-        block_acts acts = block_acts_of(L, stash, k);
-        size_t wblk = L->wblocks + (size_t)k * L->wblock_stride;
-        size_t pk = P->blocks + (size_t)k * P->block_stride;
-        block_weight_grads(r, sh, P, grads + pk, &acts, saved(stash, wblk),
-                           saved(stash, wblk + L->wdh), saved(stash, wblk + L->wdu));
+    template <typename W>
+    static void embed_forward(const run *r, const layouts *y, const W *params,
+                              const int32_t *tokens, float *x0)
+    {
+        cudaCheck(pp_cu_embedding_forward(tokens, y->sh.B, y->sh.C, params + y->P.E, y->sh.E, x0,
+                                          r->st));
     }
-    if (sh->first) {
-        const int32_t *tokens = (const int32_t *)((const char *)stash + L->tokens);
-        cudaCheck(pp_cu_embedding_backward(tokens, sh->B, sh->C, saved(stash, L->wdx0), sh->E,
-                                           grads + P->E, r->st));
-    }
-}
 
-extern const pp_cuda_model_impl pp_cuda_model_mlp = {mlp_forward, mlp_backward,
-                                                     mlp_backward_input, mlp_backward_weight};
+    static void embed_backward(const run *r, const layouts *y, const int32_t *tokens,
+                               const float *dx0, float *grads)
+    {
+        cudaCheck(pp_cu_embedding_backward(tokens, y->sh.B, y->sh.C, dx0, y->sh.E,
+                                           grads + y->P.E, r->st));
+    }
+
+    template <typename W>
+    static void block_forward(const run *r, const layouts *y, int k, const W *p, void *stash,
+                              void *, float *out)
+    {
+        block_acts acts = block_acts_of(&y->L, stash, k);
+        ::block_forward(r, &y->sh, &y->P, p, &acts, out);
+    }
+
+    /* Fused (g non-NULL): dh and du in the workspace, the weight gradients
+     * as they exist. B of a split backward: dh_k and du_k in the split
+     * region (the skeleton saved dy_k there). */
+    template <typename W>
+    static void block_backward(const run *r, const layouts *y, int k, const W *p, float *g,
+                               const void *stash, void *work, const float *dy, float *dx)
+    {
+        block_acts acts = block_acts_of(&y->L, stash, k);
+        char *st = const_cast<char *>(static_cast<const char *>(stash)), *wk = (char *)work;
+        char *wblk = st + y->L.wblocks + (size_t)k * y->L.wblock_stride;
+        float *dh = (float *)(g ? wk + y->W.dh : wblk + y->L.wdh);
+        float *du = (float *)(g ? wk + y->W.du : wblk + y->L.wdu);
+        block_dh(r, &y->sh, &y->P, p, acts.h, dy, dh);
+        block_du(r, &y->sh, &y->P, p, dh, du);
+        if (g) block_weight_grads(r, &y->sh, &y->P, g, &acts, dy, dh, du);
+        block_dx(r, &y->sh, &y->P, p, &acts, dy, du, dx);
+    }
+
+    static void block_weight(const run *r, const layouts *y, int k, float *g, const void *stash)
+    {
+        block_acts acts = block_acts_of(&y->L, stash, k);
+        size_t wblk = y->L.wblocks + (size_t)k * y->L.wblock_stride;
+        block_weight_grads(r, &y->sh, &y->P, g, &acts, saved(stash, wblk),
+                           saved(stash, wblk + y->L.wdh), saved(stash, wblk + y->L.wdu));
+    }
+
+    template <typename W>
+    static void head_forward(const run *r, const layouts *y, const W *params, const int32_t *tgt,
+                             void *stash, void *work, float loss_scale)
+    {
+        ::head_forward(r, &y->sh, &y->P, &y->L, params, tgt, (char *)stash,
+                       (float *)((char *)work + y->W.logits), loss_scale);
+    }
+
+    /* From the dlogits F stashed: duf = dlogits Wh (in the workspace, or
+     * the split region for W), the head's weight gradients (fused), dx. */
+    template <typename W>
+    static void head_backward(const run *r, const layouts *y, const W *params, float *grads,
+                              const void *stash, void *work, float *dx)
+    {
+        char *st = const_cast<char *>(static_cast<const char *>(stash)), *wk = (char *)work;
+        float *duf = (float *)(grads ? wk + y->W.du : st + y->L.wduf);
+        gemm_w(r, 0, 0, y->sh.B, y->sh.D, PP_VOCAB, saved(stash, y->L.probs), params + y->P.Wh,
+               0.0f, duf); /* duf = dlogits Wh */
+        if (grads) head_weight_grads(r, &y->sh, &y->P, &y->L, grads, stash, duf);
+        head_dx(r, &y->sh, &y->P, &y->L, params, stash, duf, dx);
+    }
+
+    static void head_weight(const run *r, const layouts *y, float *grads, const void *stash)
+    {
+        head_weight_grads(r, &y->sh, &y->P, &y->L, grads, stash, saved(stash, y->L.wduf));
+    }
+};
+
+extern const pp_cuda_model_impl pp_cuda_model_mlp = {
+    cuda_stage<mlp_kind>::forward_any, cuda_stage<mlp_kind>::backward_any,
+    cuda_stage<mlp_kind>::backward_input_any, cuda_stage<mlp_kind>::backward_weight};

@@ -1,9 +1,14 @@
-/* model.h - a model's pipeline stages on the CPU: shapes, sizes,
- * initialisation, forward and backward, behind one table of functions per
- * model kind (pp_model_impl), implemented by mlp.c (the demo model) and
- * gpt.c (GPT-2). Used by the compiler (sizes, FLOPs), the VM's cpu backend
- * and the reference trainer (ppvm --reference), so all run exactly the same
- * arithmetic. A third model is one new file pair and one line in model.c.
+/* model.h - a model's pipeline stages on the CPU: initialisation, forward
+ * and backward (fused and split) and the optimizers, behind one table of
+ * functions per model kind (pp_model_impl, stage.h): stage.c writes a
+ * stage's structure once, and mlp.c (the demo model) and gpt.c (GPT-2)
+ * supply their blocks. The shapes (sizes, layouts, FLOPs) are not
+ * here but below both tools, in isa/model_shape.h, which this header
+ * includes: the compiler uses those and links no kernel. Used by the VM's
+ * cpu backend and the reference trainer (ppvm --reference), so both run
+ * exactly the same arithmetic. A third model is one new file pair (its
+ * layout in isa/, its blocks here), one line in stage.c and one in
+ * isa/model_shape.c.
  *
  * Every model's stages share these conventions:
  * Tokens (a microbatch as loaded): int32 [batch][context + 1]; a sample's
@@ -12,8 +17,9 @@
  * Activations between stages: float [batch][pp_model_width] (gpt:
  * [batch][context][embed]).
  * Parameters: one float array per stage (pp_stage_param_count), laid out as
- * the model's file header says; gradients share the layout. The weight
- * files ppvm --save writes are these arrays (vm/README.md).
+ * the model's layout header says (isa/mlp_layout.h, isa/gpt_layout.h);
+ * gradients share the layout. The weight files ppvm --save writes are these
+ * arrays (vm/README.md).
  * The stash is what F(s,b) leaves for B(s,b): opaque bytes, sized by
  * pp_stage_stash_bytes. The workspace is F's and B's scratch, sized by
  * pp_stage_workspace_bytes: its contents mean nothing between calls, so one
@@ -24,52 +30,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../isa/model_desc.h"
+#include "../isa/model_shape.h"
 
-/* One model kind's stages. Every function takes (m, S, s): the model, the
- * number of stages and the stage. The pp_stage_* functions below dispatch
- * to m->kind's table and are what everyone calls. */
-typedef struct {
-    const char *name;
-    size_t (*param_count)(const pp_model *m, int S, int s);
-    size_t (*stash_bytes)(const pp_model *m, int S, int s);
-    size_t (*stash_bytes_split)(const pp_model *m, int S, int s);
-    size_t (*workspace_bytes)(const pp_model *m, int S, int s);
-    double (*flops)(const pp_model *m, int S, int s, int backward);
-    void (*init)(const pp_model *m, int S, int s, uint64_t seed, float *params);
-    double (*forward)(const pp_model *m, int S, int s, const void *weights, const void *in,
-                      const int32_t *tgt, void *stash, void *work, float *out);
-    void (*backward)(const pp_model *m, int S, int s, const void *weights, float *grads,
-                     const void *stash, void *work, const float *dout, float *din,
-                     float loss_scale);
-    void (*backward_input)(const pp_model *m, int S, int s, const void *weights, void *stash,
-                           void *work, const float *dout, float *din, float loss_scale);
-    void (*backward_weight)(const pp_model *m, int S, int s, float *grads, const void *stash,
-                            void *work);
-} pp_model_impl;
-
-extern const pp_model_impl pp_model_mlp; /* mlp.c */
-extern const pp_model_impl pp_model_gpt; /* gpt.c */
-
-/* m->kind's table (the plan reader and the compiler accept no other kind). */
-const pp_model_impl *pp_model_impl_of(const pp_model *m);
-
-size_t pp_stage_param_count(const pp_model *m, int S, int s); /* floats */
+/* m->kind must be a pp_model_kind: the plan reader and the compiler refuse
+ * any other before a job runs (for one, the functions below do nothing). */
 
 /* The weights F and B read (the `weights` arguments below) are the stage's
  * compute copy: with precision fp32 the fp32 weights themselves; with bf16
  * (mixed precision, model_desc.h) a bf16 copy of the fp32 master weights,
  * which pp_stage_compute_copy makes after every update. Fetches move this
  * copy, so it is also what a fetched-weights slot holds. */
-size_t pp_stage_compute_bytes(const pp_model *m, int S, int s);
 /* copy = the compute copy of `master` (a memcpy for fp32). */
 void pp_stage_compute_copy(const pp_model *m, int S, int s, const float *master, void *copy);
-size_t pp_stage_stash_bytes(const pp_model *m, int S, int s);
-size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s);
-size_t pp_act_bytes(const pp_model *m);    /* batch * width * 4 */
-size_t pp_tokens_bytes(const pp_model *m); /* batch * (context+1) * 4 */
-/* FLOPs of one F(s,b) and one B(s,b) on a microbatch (2 per multiply-add). */
-double pp_stage_flops(const pp_model *m, int S, int s, int backward);
 
 /* Deterministic initialisation: element i of stage s depends only on
  * (seed, s, i), so any rank initialises any stage identically. */
@@ -95,24 +67,11 @@ void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, flo
  * saves what the weight gradient needs in the stash, which must then be
  * pp_stage_stash_bytes_split bytes; W, later, accumulates the weight
  * gradients. B then W gives the same bits as pp_stage_backward. */
-size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s);
 void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
                              void *stash, void *work, const float *dout, float *din,
                              float loss_scale);
 void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
                               void *work);
-
-/* The loss_scale of a step of B microbatches: the loss is the mean over its
- * B * batch samples' predictions (pp_model_predictions each). One
- * definition, so the VM and the reference agree. */
-static inline double pp_loss_count(const pp_model *m, int B)
-{
-    return (double)B * (double)m->batch * (double)pp_model_predictions(m);
-}
-static inline float pp_loss_scale(const pp_model *m, int B)
-{
-    return 1.0f / ((float)B * (float)m->batch * (float)pp_model_predictions(m));
-}
 
 /* Plain SGD: p -= lr * g; then g = 0. */
 void pp_sgd_step(float *p, float *g, size_t n, float lr);

@@ -2,9 +2,12 @@
  * the stream, cuBLAS and cuBLASLt handles and the loss accumulator every
  * model kind shares, initialisation and the compute copy (the same for
  * every kind), and the pp_cuda_stage_* functions, which dispatch on m->kind
- * to a table of stage functions as model.c does on the CPU: mlp_cuda.cu
- * (the demo model) and gpt_cuda.cu (GPT-2). cuda_stage.h holds what the
- * kinds share (the GEMM helpers).
+ * to a table of stage functions as stage.c does on the CPU: mlp_cuda.cu
+ * (the demo model) and gpt_cuda.cu (GPT-2), whose tables are the stage
+ * skeleton of stage_cuda.h around their blocks. cuda_stage.h holds what
+ * the kinds share (the GEMM helpers). A kind that is not a pp_model_kind
+ * (refused by the plan reader and the compiler before a job runs) has no
+ * stages: the entry points then do nothing.
  *
  * Every call only enqueues work on the context's stream; the one host
  * synchronisation is pp_cuda_loss_take. */
@@ -149,12 +152,7 @@ static const pp_cuda_model_impl *impl_of(const pp_model *m)
     switch (m->kind) {
     case PP_MODEL_MLP: return &pp_cuda_model_mlp;
     case PP_MODEL_GPT: return &pp_cuda_model_gpt;
-    default:
-        /* The plan reader and the compiler reject other kinds first. */
-        fprintf(stderr, "ppvm: model kind %u is unknown (expected 0 for mlp or 1 for gpt)\n",
-                m->kind);
-        pp_cuda_fatal();
-        return NULL;
+    default: return NULL; /* refused by the plan reader and the compiler */
     }
 }
 
@@ -162,25 +160,29 @@ void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
                            const void *weights, const void *in, const int32_t *tgt, void *stash,
                            void *work, float *out, float loss_scale)
 {
-    impl_of(m)->forward(cm, m, S, s, weights, in, tgt, stash, work, out, loss_scale);
+    const pp_cuda_model_impl *k = impl_of(m);
+    if (k) k->forward(cm, m, S, s, weights, in, tgt, stash, work, out, loss_scale);
 }
 
 void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
                             const void *weights, float *grads, const void *stash, void *work,
                             const float *dout, float *din)
 {
-    impl_of(m)->backward(cm, m, S, s, weights, grads, stash, work, dout, din);
+    const pp_cuda_model_impl *k = impl_of(m);
+    if (k) k->backward(cm, m, S, s, weights, grads, stash, work, dout, din);
 }
 
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
                                   const void *weights, void *stash, void *work,
                                   const float *dout, float *din)
 {
-    impl_of(m)->backward_input(cm, m, S, s, weights, stash, work, dout, din);
+    const pp_cuda_model_impl *k = impl_of(m);
+    if (k) k->backward_input(cm, m, S, s, weights, stash, work, dout, din);
 }
 
 void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
                                    float *grads, const void *stash, void *work)
 {
-    impl_of(m)->backward_weight(cm, m, S, s, grads, stash, work);
+    const pp_cuda_model_impl *k = impl_of(m);
+    if (k) k->backward_weight(cm, m, S, s, grads, stash, work);
 }

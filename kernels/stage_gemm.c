@@ -2,10 +2,6 @@
  * stage_gemm.h). */
 #include "stage_gemm.h"
 
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
 #include "cpu_kernels.h"
 
 pp_stage_gemms pp_stage_gemms_of(int bf16, void *work, size_t ca, size_t cb) {
@@ -37,18 +33,8 @@ void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, co
     pp_gemm(ta, tb, M, N, K, 1.0f, A, B, 1.0f, C);
 }
 
-const float *pp_stage_params_of(int bf16, size_t total, int s, const void *weights) {
+const float *pp_stage_params_of(int bf16, size_t total, const void *weights, void *wide) {
     if (!bf16 || total == 0) return weights;
-    float *w = malloc(total * sizeof *w);
-    if (!w) {
-        fprintf(stderr, "ppvm: out of memory widening stage %d's bf16 weights (%zu floats)\n", s,
-                total);
-        exit(1);
-    }
-    pp_bf16_to_f32(weights, w, total);
-    return w;
-}
-
-void pp_stage_params_release(const float *params, const void *weights) {
-    if ((const void *)params != weights) free((void *)(uintptr_t)params);
+    pp_bf16_to_f32(weights, wide, total);
+    return wide;
 }

@@ -6,7 +6,8 @@
  * fp32 compute on the GPU: the weights already are bf16 values (the widened
  * compute copy, pp_stage_params_of), and the operands that are activations
  * are rounded into two workspace regions, ca (first operand) and cb
- * (second), which each model's workspace layout reserves. A product of two
+ * (second), which each model's workspace layout reserves (with a third,
+ * wide, for the widened weights). A product of two
  * bf16 values is exact in fp32, so the GPU differs only in summation order,
  * as with fp32. */
 #ifndef PP_STAGE_GEMM_H
@@ -30,13 +31,12 @@ void pp_gemm_aw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, co
 void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
                 const float *B, float *C);
 
-/* The weights as fp32: the compute copy itself, or with bf16 a widened
- * (exact) copy of its `total` values, malloc'd for the call and freed by
- * pp_stage_params_release, so everything that reads a parameter reads the
- * bf16 value. The CPU backend is the reference, not the fast path; the GPU
- * reads bf16 as is. Out of memory ends the process with a message naming
- * stage s (vm/README.md lists it among the known limits). */
-const float *pp_stage_params_of(int bf16, size_t total, int s, const void *weights);
-void pp_stage_params_release(const float *params, const void *weights);
+/* The weights as fp32: the compute copy itself, or with bf16 its `total`
+ * values widened (exactly) into `wide`, the workspace region the stage's
+ * layout reserves for them (isa/mlp_layout.h, isa/gpt_layout.h), so
+ * everything that reads a parameter reads the bf16 value and no job
+ * allocates. The CPU backend is the reference, not the fast path; the GPU
+ * reads bf16 as is. */
+const float *pp_stage_params_of(int bf16, size_t total, const void *weights, void *wide);
 
 #endif

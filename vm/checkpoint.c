@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../isa/openfile.h"
 #include "../kernels/model.h"
 #include "check.h"
 #include "guard.h"
@@ -119,7 +120,13 @@ static int manifest_read(const char *path, manifest *mf, char *err, size_t errle
     int cap = 0, magic = 0;
     memset(mf, 0, sizeof *mf);
     mf->step = -1;
-    FILE *f = fopen(path, "r");
+    const char *kind;
+    long long size;
+    FILE *f = pp_open_regular(path, &kind, &size); /* a FIFO would block the resume */
+    if (!f && kind) {
+        snprintf(err, errlen, "'%s' is %s, not a checkpoint manifest", path, kind);
+        return -1;
+    }
     if (!f) {
         snprintf(err, errlen,
                  "cannot open '%s': %s (the checkpoint is incomplete: a run ended while writing it?)",
@@ -281,11 +288,30 @@ static int remove_step(const char *sub)
     return rmdir(sub);
 }
 
+/* The plan id of the checkpoint this run resumed (--reshard: another
+ * plan's), so that prune() removes that run's older checkpoints as its own. */
+static uint64_t resumed_plan;
+
+/* Whether the manifest at path is a complete one of another run than this
+ * one and the one it resumed: another plan (not resumed) or another seed. */
+static int other_run(const pp_run *run, const char *path)
+{
+    manifest mf;
+    char why[PATHLEN + 200];
+    int other = !manifest_read(path, &mf, why, sizeof why) &&
+                (mf.seed != run->opts->seed ||
+                 (mf.plan_id != run->p->plan_id && mf.plan_id != resumed_plan));
+    free(mf.files);
+    return other;
+}
+
 /* Rank 0, after the manifest of run->done: keeps that checkpoint and the
  * keep-1 newest complete ones before it, removes every other step
  * directory (older ones, incomplete ones, and newer ones left by an
  * earlier run, which a resume would otherwise pick over this one). A
- * directory it cannot remove is said, not fatal: the checkpoint is written. */
+ * directory it cannot remove is said, not fatal: the checkpoint is written.
+ * A complete checkpoint of another run (another plan that this run did
+ * not resume, or another seed) is kept: it is not this run's to remove. */
 static void prune(const pp_run *run)
 {
     const char *dir = run->opts->checkpoint_dir;
@@ -306,6 +332,8 @@ static void prune(const pp_run *run)
             kept++;
             continue;
         }
+        if (other_run(run, man))
+            continue; /* another run's, which this one did not resume: never removed */
         if (remove_step(sub))
             pp_vm_error(0, "cannot remove old checkpoint '%s': %s", sub, strerror(errno));
     }
@@ -318,25 +346,42 @@ static void prune(const pp_run *run)
 /* Rank 0: whether DIR holds a complete checkpoint past run->done that this
  * run did not resume from DIR: prune() would remove it (as newer) at this
  * run's first checkpoint, an earlier run's progress lost to a forgotten
- * --resume. Resuming from DIR itself passed over its newer ones as
- * unusable, so they may go. 0, or -1 with err. */
+ * --resume. Resuming from DIR itself passed over its newer ones: those
+ * that were damaged may go, but one of another run (another plan, seed or
+ * data, passed over as such) is that run's to continue. 0, or -1 with err. */
 static int foreign_newer(const pp_run *run, char *err, size_t errlen)
 {
     const char *dir = run->opts->checkpoint_dir, *res = run->opts->resume;
     struct stat a, b;
-    if (res && !stat(dir, &a) && !stat(res, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return 0;
+    int same = res && !stat(dir, &a) && !stat(res, &b) && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino;
     int *steps, n = list_steps(dir, &steps, err, errlen), rc = 0;
     for (int i = 0; i < n && steps[i] > run->done && !rc; i++) {
-        char sub[PATHLEN], man[PATHLEN + 16];
+        char sub[PATHLEN], man[PATHLEN + 16], why[PATHLEN + 200];
         struct stat st;
+        manifest mf;
         step_dir(sub, sizeof sub, dir, steps[i]);
         snprintf(man, sizeof man, "%s/manifest", sub);
-        if (!stat(man, &st)) {
+        if (!same && !stat(man, &st)) {
             snprintf(err, errlen, "'%s' already holds the checkpoint '%s' of a run this one does "
                      "not resume (this run's first checkpoint would remove it): --resume %s to "
                      "continue that run, or another directory", dir, sub, dir);
             rc = -1;
+        } else if (same) {
+            /* passed over, but as another run's (another plan, seed or
+             * data), not as damaged: that run may still go on (issue 25) */
+            if (!manifest_read(man, &mf, why, sizeof why) &&
+                (mf.plan_id != run->p->plan_id || mf.seed != run->opts->seed ||
+                 mf.data_tokens != run->ds->len || mf.data_crc != data_crc(run->ds))) {
+                snprintf(err, errlen, "'%s' holds '%s', a checkpoint of another run (plan %016"
+                         PRIx64 ", --seed %" PRIu64 ") that this one (plan %016" PRIx64 ", --seed %"
+                         PRIu64 ") passed over, newer than the one it resumed: this run's "
+                         "checkpoints would remove or overwrite it; --reshard to resume it if "
+                         "the model is the same, or --checkpoint-dir another directory",
+                         dir, sub, mf.plan_id, mf.seed, run->p->plan_id, run->opts->seed);
+                rc = -1;
+            }
+            free(mf.files);
         }
     }
     free(steps);
@@ -589,6 +634,7 @@ static int try_step(pp_run *run, const pp_backend *be, void *st, int step, int o
                 be->stage_set(st, s, l.data[s * K_COUNT + K_WEIGHTS],
                               l.data[s * K_COUNT + K_OPT], l.data[s * K_COUNT + K_BF16]);
         run->done = mf.step;
+        resumed_plan = mf.plan_id;
         if (run->me == 0) /* even with --quiet: where the run goes on from */
             printf("ppvm: resuming from '%s' (step %d; plan %016" PRIx64 "%s)\n", sub, mf.step,
                    mf.plan_id, mf.plan_id != p->plan_id ? ", resharded" : "");

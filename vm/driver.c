@@ -17,11 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "agree.h"
 #include "backend.h"
 #include "check.h"
 #include "checkpoint.h"
 #include "guard.h"
+#include "memcheck.h"
 #include "profile.h"
+#include "save.h"
 #include "vm.h"
 #include "vmbench.h"
 #include "weights.h"
@@ -246,37 +249,51 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
 }
 
 /* --save: the lowest-ranked owner of each stage writes it, so a replicated
- * stage is saved once. Collective; 0, or -1 on a rank that could not write
- * (it says why). */
+ * stage is saved once, into DIR.ppvm-new, which rank 0 then puts in DIR's
+ * place once every rank has written (vm/save.h): a save that fails on any
+ * rank leaves DIR's previous save whole. Collective; 0, or -1 on every rank
+ * (the lowest failing rank says why). */
 static int save_weights(const pp_run *run, const pp_backend *be, void *st)
 {
     const pp_plan *p = run->p;
-    int S = (int)p->S, me = run->me, rc = 0;
-    char err[4200];
+    int S = (int)p->S, me = run->me, ok = 1;
+    char err[4400] = "", staging[4300];
+    pp_save_staging(run->opts->save, staging, sizeof staging);
+    if (me == 0 && pp_save_begin(run->opts->save, err, sizeof err))
+        ok = 0;
+    if (!pp_vm_all_ok(ok, me, err))
+        return -1;
     for (int s = 0; s < S; s++) {
         int mine = (p->stage_role[s] & PP_ROLE_OWNER) ? me : (int)p->world, first;
         mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-        if (first != me)
+        if (first != me || !ok)
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
         float *host = malloc(n * sizeof *host + 1);
         if (!host) {
-            pp_vm_error(me, "out of memory saving stage %d", s);
-            rc = -1;
+            snprintf(err, sizeof err, "out of memory saving stage %d", s);
+            ok = 0;
             continue;
         }
         be->weights(st, s, host);
-        if (pp_weights_save(run->opts->save, s, p->plan_id, run->done, host, n, err, sizeof err)) {
-            pp_vm_error(me, "%s", err);
-            rc = -1;
-        }
+        if (pp_weights_save(staging, s, p->plan_id, run->done, host, n, err, sizeof err))
+            ok = 0;
         free(host);
     }
-    return rc;
+    if (!pp_vm_all_ok(ok, me, err)) {
+        if (me == 0)
+            pp_save_abandon(run->opts->save);
+        return -1;
+    }
+    pp_checkpoint_test_kill(run, "save", run->done);
+    if (me == 0 && pp_save_commit(run->opts->save, err, sizeof err))
+        ok = 0;
+    return pp_vm_all_ok(ok, me, err) ? 0 : -1;
 }
 
-/* --save, before the first step: the directory exists (or is made) and is
- * writable on every rank that will write a stage (its lowest-ranked
+/* --save, before the first step: the directory exists (or is made), holds
+ * nothing but an earlier save (rank 0, which replaces it: vm/save.h) and
+ * is writable on every rank that will write a stage (its lowest-ranked
  * owner), so that a bad path fails now rather than after the last step.
  * Collective; 0, or -1 on every rank (the lowest failing rank says why). */
 static int check_save_dir(const pp_run *run)
@@ -289,7 +306,8 @@ static int check_save_dir(const pp_run *run)
         mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
         writes |= first == run->me;
     }
-    if (writes && pp_dir_writable(run->opts->save, run->me, err, sizeof err))
+    if (run->me == 0 ? pp_save_check(run->opts->save, err, sizeof err)
+                     : writes && pp_dir_writable(run->opts->save, run->me, err, sizeof err))
         ok = 0;
     char msg[4500];
     snprintf(msg, sizeof msg, "--save: %s", err);
@@ -339,12 +357,17 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     char err[1024] = "";
     int rc = 1, trained;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &run.me));
+    pp_guard_heartbeats(); /* a stalled rank named by every watchdog (or, failing, guessed) */
+    if (!pp_flags_agree(&run, be->name)) /* before any call that a flag decides */
+        return 1;
     const char *why = unsupported(opts, be);
     if (!pp_vm_all_ok(why == NULL, run.me, why ? why : ""))
         return 1;
     if (!same_mode(&run))
         return 1;
     pp_vmbench counters = {.steps = 0}, *bench = opts->no_compute ? &counters : NULL;
+    if (!pp_memory_fits(&run, be->name)) /* before the OOM killer would end it mid-start */
+        return 1;
     void *st = be->create(&run, err, sizeof err);
     if (!pp_vm_all_ok(st != NULL, run.me, err)) {
         if (st)

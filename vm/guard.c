@@ -12,16 +12,57 @@
  * thread still inside MPI. */
 #include "guard.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+/* Heartbeats: each rank's watchdog sends a datagram to every other rank's
+ * every HEARTBEAT_NS and notes when it last heard from each. A rank that
+ * is stopped (SIGSTOP), dead or cut off falls silent, whatever its main
+ * thread was doing; so a watchdog that times out names the silent ranks,
+ * not the peer its own instruction waits on, which in a pipeline of more
+ * than two ranks is often a healthy rank waiting on the silent one
+ * (issue 25). UDP, outside MPI: the watchdog never calls MPI. */
+#define HEARTBEAT_NS (500 * 1000 * 1000LL)
+#define SILENT_NS (3 * HEARTBEAT_NS) /* three beats missed: stopped, dead or cut off */
+#define HEARTBEAT_MAX_WORLD 512 /* beyond: world^2 datagrams a second is too many */
+
+typedef struct {
+    uint32_t addr; /* IPv4, network order */
+    uint16_t port; /* network order */
+} hb_addr;
+
+typedef struct {
+    uint64_t token; /* the job's, so that another job's datagrams are ignored */
+    int32_t rank;
+} hb_msg;
+
 static struct {
     int me, world;
+    /* heartbeats, set up by pp_guard_heartbeats before `ready`; then the
+     * watchdog thread's alone */
+    _Atomic int ready;
+    int fd;
+    uint64_t token;
+    hb_addr *peers;
+    long long *heard; /* CLOCK_MONOTONIC ns each rank was last heard from */
+    /* each rank's longest silence that ended in the current phase, and when
+     * it ended: mpirun continues a stopped rank (SIGCONT) as it ends the
+     * job, so by the time a slower watchdog times out the stopped rank may
+     * be beating again */
+    long long *longest, *longest_end;
+    long long sent;
     double timeout, grace;
     _Atomic int phase, step;
     _Atomic long long since;   /* CLOCK_MONOTONIC ns when the phase's clock started */
@@ -85,10 +126,42 @@ void pp_guard_instr(uint32_t index, const pp_instr *in)
     atomic_store_explicit(&g.index, index, memory_order_relaxed);
 }
 
-/* Who a collective of every rank waits on: the other rank when there are
- * two, else any of them. */
+/* The ranks not heard from for longer than a few heartbeats (stopped,
+ * dead or cut off), in words into buf ("" when none, or no heartbeats). */
+static void silent_ranks(char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (!atomic_load(&g.ready))
+        return;
+    long long now = now_ns(), worst = 0;
+    double limit = SILENT_NS / 1e9;
+    int n = 0, at = 0;
+    char list[200] = "";
+    long long since = atomic_load_explicit(&g.since, memory_order_relaxed);
+    for (int r = 0; r < g.world; r++) {
+        long long quiet = now - g.heard[r];
+        if (g.longest_end[r] >= since && g.longest[r] > quiet)
+            quiet = g.longest[r];
+        if (r != g.me && quiet / 1e9 > limit) {
+            if (quiet > worst)
+                worst = quiet;
+            if (n++ < 8 && at < (int)sizeof list - 16)
+                at += snprintf(list + at, sizeof list - (size_t)at, "%s%d", n > 1 ? ", " : "", r);
+        }
+    }
+    if (n)
+        snprintf(buf, len, "no heartbeat for %.1f s: rank%s %s%s %s lost or stalled", worst / 1e9,
+                 n > 1 ? "s" : "", list, n > 8 ? " and more" : "", n > 1 ? "are" : "is");
+}
+
+/* Who a collective of every rank waits on: the silent ranks when
+ * heartbeats name them; else the other rank when there are two, else any
+ * of them. */
 static void lost_rank(char *buf, size_t len)
 {
+    silent_ranks(buf, len);
+    if (buf[0])
+        return;
     if (g.world == 2)
         snprintf(buf, len, "rank %d is lost or stalled", 1 - g.me);
     else
@@ -115,9 +188,16 @@ static void what_instr(char *buf, size_t len)
         snprintf(where, sizeof where, ", stage %d", s);
     const pp_op_info *info = pp_op(op);
     int kind = info ? (int)info->kind : -1;
-    if ((kind == PP_KIND_SEND || kind == PP_KIND_RECV) && peer >= 0)
+    char silent[160];
+    silent_ranks(silent, sizeof silent);
+    if ((kind == PP_KIND_SEND || kind == PP_KIND_RECV) && peer >= 0 && silent[0])
+        snprintf(buf, len, "instruction %u, %s %s rank %d%s; %s", i, pp_op_name(op),
+                 kind == PP_KIND_RECV ? "from" : "to", peer, where, silent);
+    else if ((kind == PP_KIND_SEND || kind == PP_KIND_RECV) && peer >= 0)
         snprintf(buf, len, "instruction %u, %s %s rank %d%s; rank %d is lost or stalled", i,
                  pp_op_name(op), kind == PP_KIND_RECV ? "from" : "to", peer, where, peer);
+    else if (kind == PP_KIND_COLLECTIVE && silent[0])
+        snprintf(buf, len, "instruction %u, %s%s; %s", i, pp_op_name(op), where, silent);
     else if (kind == PP_KIND_COLLECTIVE)
         snprintf(buf, len, "instruction %u, %s%s; a rank of its group is lost or stalled", i,
                  pp_op_name(op), where);
@@ -125,7 +205,8 @@ static void what_instr(char *buf, size_t len)
         snprintf(buf, len,
                  "instruction %u, %s%s: computing, or waiting for an earlier send from its slots; "
                  "%s",
-                 i, pp_op_name(op), where, g.world == 2 ? lost : "a peer may be lost or stalled");
+                 i, pp_op_name(op), where,
+                 silent[0] ? silent : g.world == 2 ? lost : "a peer may be lost or stalled");
 }
 
 /* The line for a phase past --timeout. */
@@ -191,6 +272,49 @@ static void die(const char *line, int status)
     _exit(status);
 }
 
+/* The watchdog's heartbeat work, each time it wakes: send every
+ * HEARTBEAT_NS, note every datagram received. */
+static void heartbeat(long long now)
+{
+    if (!atomic_load(&g.ready))
+        return;
+    if (now - g.sent >= HEARTBEAT_NS) {
+        hb_msg m = {g.token, g.me};
+        for (int r = 0; r < g.world; r++) {
+            if (r == g.me)
+                continue;
+            struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = g.peers[r].port,
+                                     .sin_addr.s_addr = g.peers[r].addr};
+            ssize_t w = sendto(g.fd, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&to,
+                               sizeof to);
+            (void)w; /* a lost datagram is a missed beat, no more */
+        }
+        g.sent = now;
+    }
+    hb_msg m;
+    long long since = atomic_load_explicit(&g.since, memory_order_relaxed);
+    while (recv(g.fd, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m)
+        if (m.token == g.token && m.rank >= 0 && m.rank < g.world) {
+            int r = m.rank;
+            long long quiet = now - g.heard[r];
+            if (g.longest_end[r] < since || quiet > g.longest[r])
+                g.longest[r] = quiet, g.longest_end[r] = now;
+            g.heard[r] = now;
+        }
+}
+
+/* Whether a rank has missed a beat or two but not yet three: then a
+ * watchdog about to time out waits the moment it takes to know whether
+ * that rank fell silent (stopped just now) before it blames anyone. */
+static int silence_unclear(long long now)
+{
+    for (int r = 0; atomic_load(&g.ready) && r < g.world; r++)
+        if (r != g.me && now - g.heard[r] > HEARTBEAT_NS + HEARTBEAT_NS / 5 &&
+            now - g.heard[r] <= SILENT_NS)
+            return 1;
+    return 0;
+}
+
 static void *watch(void *arg)
 {
     (void)arg;
@@ -209,7 +333,10 @@ static void *watch(void *arg)
             atomic_fetch_add_explicit(&g.since, gap, memory_order_relaxed);
             if (signalled_at)
                 signalled_at += gap;
+            /* (heard[] needs no such care: the datagrams that live ranks
+             * sent meanwhile wait in the socket, read at once below) */
         }
+        heartbeat(now);
         int sig = atomic_load(&stop_signal);
         if (sig && !signalled_at)
             signalled_at = now;
@@ -221,7 +348,7 @@ static void *watch(void *arg)
             die(line, 128 + sig);
         }
         double waited = (now - atomic_load_explicit(&g.since, memory_order_relaxed)) / 1e9;
-        if (waited > g.timeout) {
+        if (waited > g.timeout && !(silence_unclear(now) && waited < g.timeout + SILENT_NS / 1e9)) {
             timeout_line(line, sizeof line, g.timeout);
             die(line, 1);
         }
@@ -266,5 +393,64 @@ int pp_guard_start(int me, int world, double timeout, double grace)
         fprintf(stderr, "ppvm: rank %d: cannot start the watchdog thread: %s\n", me, strerror(rc));
         return -1;
     }
+    return 0;
+}
+
+/* This host's IPv4 address as others reach it (its name's first address;
+ * 127.0.0.1 when it has none). */
+static uint32_t own_address(void)
+{
+    char host[256];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    uint32_t addr = htonl(INADDR_LOOPBACK);
+    if (!gethostname(host, sizeof host) && !getaddrinfo(host, NULL, &hints, &res) && res)
+        addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr;
+    if (res)
+        freeaddrinfo(res);
+    return addr;
+}
+
+int pp_guard_heartbeats(void)
+{
+    hb_addr mine = {0, 0};
+    int ok = g.world <= HEARTBEAT_MAX_WORLD, all_ok;
+    int fd = ok ? socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) : -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t salen = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) ||
+        getsockname(fd, (struct sockaddr *)&sa, &salen))
+        ok = 0;
+    else
+        mine = (hb_addr){own_address(), sa.sin_port};
+    hb_addr *peers = malloc((size_t)g.world * sizeof *peers);
+    long long *heard = malloc((size_t)g.world * sizeof *heard);
+    long long *longest = calloc((size_t)g.world, sizeof *longest);
+    long long *longest_end = calloc((size_t)g.world, sizeof *longest_end);
+    ok = ok && peers && heard && longest && longest_end;
+    /* every rank takes part in the same calls; heartbeats only when all can */
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        if (fd >= 0)
+            close(fd);
+        free(peers);
+        free(heard);
+        free(longest);
+        free(longest_end);
+        return -1;
+    }
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, peers, sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    uint64_t token = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ns();
+    MPI_Bcast(&token, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    long long now = now_ns();
+    for (int r = 0; r < g.world; r++)
+        heard[r] = now;
+    g.fd = fd;
+    g.token = token;
+    g.peers = peers;
+    g.heard = heard;
+    g.longest = longest;
+    g.longest_end = longest_end;
+    g.sent = 0;
+    atomic_store(&g.ready, 1); /* (seq_cst: the thread sees the fields above) */
     return 0;
 }

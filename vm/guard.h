@@ -42,6 +42,15 @@ typedef enum {
  * when the thread cannot be started (said on stderr). */
 int pp_guard_start(int me, int world, double timeout, double grace);
 
+/* Collective, once, from the main thread after pp_guard_start: sets up
+ * the watchdogs' heartbeats (UDP datagrams between the ranks' watchdog
+ * threads, outside MPI), so that a watchdog that times out names the ranks
+ * it has not heard from (stopped, dead or cut off) rather than the peer
+ * its own instruction waits on. 0, or -1 on every rank when some rank
+ * cannot (no socket, or more than 512 ranks): the lines then guess as
+ * before. */
+int pp_guard_heartbeats(void);
+
 /* Enter phase `ph` of step `step` (from 0; ignored at start-up, resume
  * and finish). Every phase but PP_AT_STEP_END restarts the clock: a step's
  * time runs from the end of its barrier to the end of its agreement, as

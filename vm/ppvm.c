@@ -16,8 +16,8 @@
  * a plan, data or --profile file that cannot be used, a --save or
  * --checkpoint-dir directory that cannot be written, a checkpoint that
  * cannot be written, --resume without a usable checkpoint, a set-up
- * failure, a loss or gradient that is not finite; a rank whose --save
- * fails; --compare: weights that differ or cannot be read); 2 a bad
+ * failure, a loss or gradient that is not finite, a --save that fails
+ * (every rank; the previous save is kept: vm/save.h); --compare: weights that differ or cannot be read); 2 a bad
  * command line; 128 + N (143 for SIGTERM, 130 for SIGINT) when signal N
  * stopped the run after a step, every rank. Only main returns these; a
  * failed CUDA, NCCL or MPI call ends every rank with 1 (MPI_Abort), and

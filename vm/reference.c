@@ -21,6 +21,7 @@
 
 #include "../kernels/model.h"
 #include "determ.h"
+#include "save.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -45,7 +46,7 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
 {
     int rc = 1;
     char err[4200];
-    if (opts->save && pp_dir_writable(opts->save, 0, err, sizeof err)) { /* before training */
+    if (opts->save && pp_save_check(opts->save, err, sizeof err)) { /* before training */
         fprintf(stderr, "ppvm: --save: %s\n", err);
         return 1;
     }
@@ -147,12 +148,20 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
         }
     }
     rc = 0;
-    for (int s = 0; opts->save && s < S; s++)
-        if (pp_weights_save(opts->save, s, plan_id, opts->steps, params[s],
-                            pp_stage_param_count(m, S, s), err, sizeof err)) {
+    if (opts->save) { /* as a whole (save.h): the previous save stays if this one fails */
+        char staging[4300];
+        pp_save_staging(opts->save, staging, sizeof staging);
+        rc = pp_save_begin(opts->save, err, sizeof err) != 0;
+        for (int s = 0; !rc && s < S; s++)
+            rc = pp_weights_save(staging, s, plan_id, opts->steps, params[s],
+                                 pp_stage_param_count(m, S, s), err, sizeof err) != 0;
+        if (!rc)
+            rc = pp_save_commit(opts->save, err, sizeof err) != 0;
+        if (rc) {
             fprintf(stderr, "ppvm: %s\n", err);
-            rc = 1;
+            pp_save_abandon(opts->save);
         }
+    }
 out:
     for (int s = 0; s < S; s++) {
         if (compute && params && compute[s] != params[s])

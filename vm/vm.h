@@ -56,8 +56,8 @@ extern const pp_backend pp_backend_cuda;
  * under MPI (already initialised, world size and plan ids already agreed):
  * rank 0 prints the memory line and a line per step; --profile and --save
  * as ppvm documents them. Returns 0, or 1 (on every rank when the run
- * could not start or a loss or gradient was not finite; on a rank whose
- * --save file could not be written), or 128 + the signal's number on every
+ * could not start, a loss or gradient was not finite or the --save could
+ * not be written), or 128 + the signal's number on every
  * rank when a SIGTERM or SIGINT stopped the run after a step. */
 int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opts,
                 const pp_backend *be);

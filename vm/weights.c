@@ -338,11 +338,27 @@ int pp_weights_compare(const char *a, const char *b, int S, double atol, double 
             result = 1;
         } else {
             double worst = 0, excess = 0;
-            size_t at = 0, bad = 0;
+            size_t at = 0, bad = 0, same_nf = 0;
             for (size_t i = 0; i < na; i++) {
-                double d = fabs((double)wa[i] - (double)wb[i]);
-                double lim = atol + rtol * fabs((double)wb[i]);
-                if (!(d <= lim)) { /* NaN counts as a mismatch */
+                double x = wa[i], y = wb[i], d, lim;
+                if (!isfinite(x) || !isfinite(y)) {
+                    /* exactly: the same non-finite value in both is equal
+                     * (NaN and NaN, Inf and Inf of one sign); any other pair
+                     * with a non-finite value differs by more than any
+                     * tolerance (atol + rtol * |Inf| would pass anything) */
+                    if ((isnan(x) && isnan(y)) || x == y) {
+                        same_nf++;
+                        continue;
+                    }
+                    if (excess != INFINITY) /* the first such place is the worst */
+                        at = i;
+                    bad++;
+                    worst = excess = INFINITY;
+                    continue;
+                }
+                d = fabs(x - y);
+                lim = atol + rtol * fabs(y);
+                if (!(d <= lim)) {
                     bad++;
                     if (!(d - lim <= excess))
                         excess = d - lim, at = i;
@@ -350,8 +366,10 @@ int pp_weights_compare(const char *a, const char *b, int S, double atol, double 
                 if (d > worst)
                     worst = d;
             }
-            printf("stage %d: %zu weights, max |diff| %.3g%s", s, na, worst,
-                   bad ? "" : " (within tolerance)\n");
+            printf("stage %d: %zu weights, max |diff| %.3g", s, na, worst);
+            if (same_nf)
+                printf(" (%zu non-finite, the same in both)", same_nf);
+            printf("%s", bad ? "" : " (within tolerance)\n");
             if (bad) {
                 printf(", %zu beyond atol %.1g + rtol %.1g (worst at %zu: %.9g vs %.9g)\n", bad,
                        atol, rtol, at, wa[at], wb[at]);

@@ -100,7 +100,7 @@ def predictions(m):
 # ---- parameter layouts (one flat array per stage) ----------------------------
 
 def mlp_layout(m, s):
-    """kernels/mlp_layout.h, param_layout_of: [(name, shape)] in order."""
+    """isa/mlp_layout.h, param_layout_of: [(name, shape)] in order."""
     S, C, E, Fw, V = m["S"], m["context"], m["embed"], m["ffn"], 256
     D = C * E
     t = []
@@ -115,7 +115,7 @@ def mlp_layout(m, s):
 
 
 def gpt_layout(m, s):
-    """kernels/gpt_layout.h, gpt_param_layout_of (kernels/README.md, "The GPT model")."""
+    """isa/gpt_layout.h, gpt_param_layout_of (kernels/README.md, "The GPT model")."""
     S, V, T, C, Fw = m["S"], m["vocab"], m["context"], m["embed"], m["ffn"]
     t = []
     if s == 0:

@@ -2,9 +2,11 @@
  * ranks exchange 256 floats over the stand-in NCCL in one group, once in
  * place (send x and receive into x: a buffer hazard NCCL leaves undefined)
  * and once apart (send x, receive into y), and each rank prints whether
- * it got its peer's values. */
+ * it got its peer's values. With the argument recv-first, each group posts
+ * its receive before its send. */
 #include <mpi.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -22,6 +24,7 @@ static int right(const float *h, int peer)
 int main(int argc, char **argv)
 {
     int me, size;
+    int recv_first = argc > 1 && !strcmp(argv[1], "recv-first");
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -48,8 +51,11 @@ int main(int argc, char **argv)
         cudaMemcpy(x, h, sizeof h, cudaMemcpyHostToDevice);
         float *into = k == 0 ? x : y;
         ncclGroupStart();
+        if (recv_first) /* the order of posting that `reversed` lets through */
+            ncclRecv(into, N, ncclFloat, peer, c, st);
         ncclSend(x, N, ncclFloat, peer, c, st);
-        ncclRecv(into, N, ncclFloat, peer, c, st);
+        if (!recv_first)
+            ncclRecv(into, N, ncclFloat, peer, c, st);
         ncclGroupEnd();
         cudaStreamSynchronize(st);
         cudaMemcpy(h, into, sizeof h, cudaMemcpyDeviceToHost);

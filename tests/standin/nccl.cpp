@@ -15,7 +15,9 @@
  * its destination undefined at once (filled with 0xff bytes, a NaN in
  * every float) until its data lands when the group completes. So a group
  * that receives into a buffer one of its sends reads sends NaNs under some
- * order, as a GPU may send half-overwritten data. */
+ * order, as a GPU may send half-overwritten data; and since which order
+ * shows it depends on which member was posted first, such a group is
+ * refused outright (check_hazard) unless PP_STANDIN_NCCL_HAZARD=allow. */
 #include <mpi.h>
 #include <stdarg.h>
 #include <time.h>
@@ -278,6 +280,33 @@ struct GroupOp {
     }
 };
 
+/* A group in which one member receives into (or all-reduces into) memory
+ * another member sends from: undefined in NCCL, whatever order the members
+ * take effect in. The chosen order only decides whether the NaNs show
+ * (reversed catches a send posted before the receive, posted the other
+ * way round), so the stand-in refuses any such group outright, unless
+ * PP_STANDIN_NCCL_HAZARD=allow (the standin suite's demonstration of the
+ * wrong numbers). */
+static void check_hazard(const std::vector<Member> &m)
+{
+    const char *allow = getenv("PP_STANDIN_NCCL_HAZARD");
+    if (allow && !strcmp(allow, "allow"))
+        return;
+    for (size_t i = 0; i < m.size(); i++)
+        for (size_t j = 0; j < m.size(); j++) {
+            if (i == j || m[i].kind == M_RECV || m[j].kind == M_SEND)
+                continue;
+            const char *s = (const char *)m[i].src, *d = (const char *)m[j].dst;
+            if (s < d + m[j].bytes && d < s + m[i].bytes)
+                pp_si_fatal("NCCL group hazard: member %zu (%s) writes [%p, +%zu) that member %zu "
+                            "(%s) reads [%p, +%zu) in one group on one stream: undefined in "
+                            "NCCL, whatever order the members run in",
+                            j, m[j].kind == M_RECV ? "ncclRecv" : "ncclAllReduce", (void *)d,
+                            m[j].bytes, i, m[i].kind == M_SEND ? "ncclSend" : "ncclAllReduce",
+                            (const void *)s, m[i].bytes);
+        }
+}
+
 static void launch(std::vector<Member> &members)
 {
     /* one operation per stream, members in posting order */
@@ -298,6 +327,7 @@ static void launch(std::vector<Member> &members)
                 acc.push_back({x.dst, x.bytes, 1});
         }
         members.swap(rest);
+        check_hazard(g->m);
         const char *what = g->m.size() > 1 ? "an NCCL group"
                            : g->m[0].kind == M_SEND ? "ncclSend"
                            : g->m[0].kind == M_RECV ? "ncclRecv"

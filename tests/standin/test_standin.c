@@ -276,31 +276,58 @@ START_TEST(cublas_batched_checks_arguments)
 END_TEST
 
 /* Two ranks swap a buffer in place inside one NCCL group (send x, receive
- * into x: a hazard), and, apart, into a second buffer (no hazard). */
-static int group_run(const char *order, char **out)
+ * into x: a hazard), and, apart, into a second buffer (no hazard); `mode`
+ * "recv-first" posts each group's receive first; allow: let the hazard
+ * through (PP_STANDIN_NCCL_HAZARD=allow) to see the numbers it gives. */
+static int group_run(const char *order, const char *mode, int allow, char **out)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "PP_STANDIN_NCCL_ORDER=%s timeout 120 mpirun --oversubscribe --allow-run-as-root "
-             "--bind-to none -np 2 -x PP_STANDIN_GPUS=2 -x PP_STANDIN_NCCL_ORDER %s/bin/standin-group-hazard",
-             order, PP_ROOT);
+             "PP_STANDIN_NCCL_ORDER=%s PP_STANDIN_NCCL_HAZARD=%s timeout 120 mpirun --oversubscribe "
+             "--allow-run-as-root --bind-to none -np 2 -x PP_STANDIN_GPUS=2 -x PP_STANDIN_NCCL_ORDER "
+             "-x PP_STANDIN_NCCL_HAZARD %s/bin/standin-group-hazard %s",
+             order, allow ? "allow" : "refuse", PP_ROOT, mode);
     return run_cmd(cmd, out);
 }
 
 START_TEST(group_hazard_gives_wrong_numbers)
 {
     char *out;
-    ck_assert_msg(group_run("posted", &out) == 0, "%s", out);
+    ck_assert_msg(group_run("posted", "send-first", 1, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "rank 0: in place right, apart right") &&
                       strstr(out, "rank 1: in place right, apart right"), "posted:\n%s", out);
     free(out);
-    ck_assert_msg(group_run("reversed", &out) == 0, "%s", out);
+    ck_assert_msg(group_run("reversed", "send-first", 1, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "rank 0: in place WRONG, apart right") &&
                       strstr(out, "rank 1: in place WRONG, apart right"), "reversed:\n%s", out);
     free(out);
-    ck_assert_msg(group_run("interleaved", &out) == 0, "%s", out);
+    ck_assert_msg(group_run("interleaved", "send-first", 1, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "apart right") && !strstr(out, "apart WRONG"), "interleaved:\n%s", out);
     free(out);
+    /* a receive posted first: `reversed` (make test's order) shows nothing */
+    ck_assert_msg(group_run("reversed", "recv-first", 1, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "rank 0: in place right, apart right") &&
+                      strstr(out, "rank 1: in place right, apart right"), "recv-first:\n%s", out);
+    free(out);
+}
+END_TEST
+
+/* So the stand-in refuses such a group outright, under every member order
+ * and either order of posting, naming it. */
+START_TEST(group_hazard_refused_in_every_order)
+{
+    const char *orders[] = {"posted", "reversed", "interleaved"};
+    const char *modes[] = {"send-first", "recv-first"};
+    for (int o = 0; o < 3; o++)
+        for (int m = 0; m < 2; m++) {
+            char *out;
+            int rc = group_run(orders[o], modes[m], 0, &out);
+            ck_assert_msg(rc != 0 && strstr(out, "NCCL group hazard: member ") &&
+                              strstr(out, "undefined in NCCL, whatever order the members run in") &&
+                              !strstr(out, "in place right"),
+                          "%s, %s: expected the group refused:\n%s", orders[o], modes[m], out);
+            free(out);
+        }
 }
 END_TEST
 
@@ -314,6 +341,7 @@ Suite *standin_suite(void)
     tcase_add_test(tc, cublas_checks_arguments);
     tcase_add_test(tc, cublas_batched_checks_arguments);
     tcase_add_test(tc, group_hazard_gives_wrong_numbers);
+    tcase_add_test(tc, group_hazard_refused_in_every_order);
     suite_add_tcase(s, tc);
     return s;
 }

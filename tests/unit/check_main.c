@@ -20,7 +20,13 @@
  * CK_FORK and the CK_*_LOG_FILE_NAME variables work (each job writes its
  * log to the name plus ".SUITE" or ".SUITE.TCASE"). CK_DEFAULT_TIMEOUT is
  * 60 s unless set (Check's 4 s is too tight on a loaded machine), and
- * CK_TIMEOUT_MULTIPLIER scales every limit, our subprocess limits too. */
+ * CK_TIMEOUT_MULTIPLIER scales every limit, our subprocess limits too.
+ *
+ * A check that prints "skipped: WHY" (a GPU check without a GPU) is
+ * reported as skipped: its suite's line says how many, a suite of nothing
+ * but skips says "skipped", not "passed", and the summary's Checks count
+ * only the checks that ran. PP_TEST_MUST_RUN=gpu (make standin-test sets
+ * it) turns each such skip into a failure (testutil.h, test_skipped). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -246,6 +252,34 @@ static void print_job(const job *j, FILE *to)
         fclose(f);
 }
 
+/* The checks of a job that skipped (each prints one line "skipped: WHY"
+ * and passes, as a GPU check does without a GPU): reported as skipped,
+ * never as passed. */
+static int count_lines(const job *j, const char *prefix)
+{
+    FILE *f = fopen(j->out, "r");
+    static char line[8192];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += !strncmp(line, prefix, strlen(prefix));
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int count_skips(const job *j)
+{
+    return count_lines(j, "skipped:");
+}
+
+/* The mpiruns a job repeated because Open MPI failed at exit after every
+ * rank exited 0 (testutil.c's mpi_run says each with this line): counted
+ * and reported in the summary, so that a rate that grows is seen. */
+static int count_reruns(const job *j)
+{
+    return count_lines(j, "note: mpirun ");
+}
+
 /* --failures: where failed jobs' output goes a second time, so that a log
  * whose tail is all that survives (CI) still shows what failed. */
 static FILE *failed_to;
@@ -382,7 +416,7 @@ int main(int argc, char **argv)
 
     double t0 = now_s();
     int running = 0, used = 0, gpu_busy = 0, next = 0, printed_suite = 0;
-    int checks = 0, failures = 0, errors = 0;
+    int checks = 0, failures = 0, errors = 0, skipped = 0, reruns = 0;
     while (printed_suite < NSUITES) {
         /* start what fits, in order */
         while (!interrupted && next < norder) {
@@ -404,7 +438,7 @@ int main(int argc, char **argv)
             if (!done)
                 break;
             if (suite_end[i] > suite_first[i]) {
-                int c = 0, f = 0, e = 0;
+                int c = 0, f = 0, e = 0, sk = 0;
                 double first = 1e300, last = 0, sum = 0;
                 for (int k = suite_first[i]; k < suite_end[i]; k++) {
                     print_job(&jobs[k], stdout);
@@ -416,16 +450,21 @@ int main(int argc, char **argv)
                     first = jobs[k].t0 < first ? jobs[k].t0 : first;
                     last = jobs[k].t1 > last ? jobs[k].t1 : last;
                     sum += jobs[k].t1 - jobs[k].t0;
+                    sk += count_skips(&jobs[k]);
+                    reruns += count_reruns(&jobs[k]);
                     jobs[k].state = 3;
                 }
                 printf("%-13s %4d checks, %s %6.1f s", suites[i].name, c,
-                       f + e ? "FAILED" : "passed", last - first);
+                       f + e ? "FAILED" : sk == c ? "skipped" : "passed", last - first);
+                if (sk && sk < c)
+                    printf(" (%d skipped)", sk);
                 if (suite_end[i] - suite_first[i] > 1)
                     printf(" (%d jobs, %.1f s in all)", suite_end[i] - suite_first[i], sum);
                 if (f + e)
                     printf(": %d failure%s, %d error%s", f, f == 1 ? "" : "s", e, e == 1 ? "" : "s");
                 printf("\n");
-                checks += c;
+                checks += c - sk; /* a skipped check is not counted as run */
+                skipped += sk;
                 failures += f;
                 errors += e;
             }
@@ -471,6 +510,12 @@ int main(int argc, char **argv)
     if (failed_to)
         fclose(failed_to);
     printf("check_pp: %.1f s\n", now_s() - t0);
+    if (skipped)
+        printf("check_pp: %d checks skipped, not counted below (their suites' lines say which)\n",
+               skipped);
+    printf("check_pp: %d mpirun%s repeated after Open MPI failed at exit with every rank "
+           "exited 0 (each said above in a \"note: mpirun\" line)\n", reruns,
+           reruns == 1 ? "" : "s");
     /* Check's own summary line, for the totals */
     int pct = failures + errors == 0 ? 100
               : checks ? (int)((float)(checks - failures - errors) / (float)checks * 100.0f)

@@ -9,12 +9,15 @@
  * message naming the file, and the older checkpoint is used. --save checks
  * its directory before step 1, and --compare names truncated, padded and
  * mixed files. Every run pins --backend cpu and stays tiny (2 cores). */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../isa/plan.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -167,6 +170,38 @@ static void copy_file(const char *from, const char *to)
     free(run_expect(cmd, 0));
 }
 
+/* A directory holding 1F1B's step 2 and, resharded from it, GPipe's step
+ * 4: 1F1B resuming it without --reshard passes over step 4 and resumes
+ * step 2, but its checkpoints would overwrite GPipe's step 4: refused,
+ * naming it, and GPipe's checkpoint is still there to resume. A run of
+ * another seed checkpointing into a directory it resumed leaves the other
+ * run's older checkpoint too. */
+START_TEST(other_plans_checkpoints_kept)
+{
+    char *gp = compile_plan("gpipe.pp", "-D S=2 -D B=2");
+    char *ob = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], msg[2048], *out;
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck --checkpoint-every 2 --quiet",
+             ob, ob);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --reshard "
+             "--checkpoint-every 2 --quiet", gp, ob);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --resume %s/ck "
+             "--checkpoint-every 2 --quiet", ob, ob);
+    snprintf(msg, sizeof msg, "ppvm: rank 0: --resume: '%s/ck' holds '%s/ck/step-000004', a "
+             "checkpoint of another run (plan ", ob, ob);
+    mpi_fails_with(2, args, msg);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --resume %s/ck --quiet", gp, ob);
+    out = mpi_ok(2, args);
+    snprintf(msg, sizeof msg, "resuming from '%s/ck/step-000004' (step 4; plan ", ob);
+    ck_assert_msg(strstr(out, msg) != NULL, "expected \"%s\" in\n%s", msg, out);
+    free(out);
+    remove_dir(gp);
+    remove_dir(ob);
+}
+END_TEST
+
 /* Four checkpoints, each spoilt another way, newest first: a corrupt
  * shard, a missing one, one the manifest does not vouch for; the oldest
  * is used, and the run ends as if never interrupted. A leftover temp file
@@ -215,6 +250,35 @@ START_TEST(bad_checkpoints_fall_back_to_older)
     mpi_fails_with(2, args, "no complete checkpoint this run can resume from");
     snprintf(p, sizeof p, "'%s/ck/step-000001/manifest': No such file", dir);
     mpi_fails_with(2, args, p);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A manifest that is a FIFO (or a directory) is passed over at once, not
+ * waited on until the start-up timeout: the checkpoint before it is
+ * resumed, as for a stage file that is not a regular file. */
+START_TEST(special_manifest_falls_back)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], p[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --checkpoint-dir %s/ck "
+             "--checkpoint-every 1 --checkpoint-keep 3 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(p, sizeof p, "%s/ck/step-000003/manifest", dir);
+    ck_assert(unlink(p) == 0 && mkfifo(p, 0666) == 0);
+    snprintf(p, sizeof p, "%s/ck/step-000002/manifest", dir);
+    ck_assert(unlink(p) == 0 && mkdir(p, 0777) == 0);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --resume %s/ck --quiet", dir, dir);
+    int rc = mpi_run_within(2, args, 60, &out, &why);
+    ck_assert_msg(rc == 0, "%s", why);
+    snprintf(p, sizeof p, "'%s/ck/step-000003/manifest' is a FIFO (named pipe), not a checkpoint "
+             "manifest", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    snprintf(p, sizeof p, "'%s/ck/step-000002/manifest' is a directory, not a checkpoint "
+             "manifest", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    snprintf(p, sizeof p, "resuming from '%s/ck/step-000001' (step 1", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
     remove_dir(dir);
 }
 END_TEST
@@ -339,6 +403,73 @@ START_TEST(save_checks_its_directory_first)
 }
 END_TEST
 
+/* A --save that fails (rank 1's disk full: a file size limit, SIGXFSZ
+ * ignored, so its write fails with EFBIG) or is killed (rank 0, its stage
+ * files written, before DIR is replaced) leaves the previous save whole:
+ * the weights of step 3, bit for bit, not stage 0 of step 5 beside stage 1
+ * of step 3. A later save replaces it whole; a directory holding anything
+ * --save does not write (a checkpoint's step directory) is refused before
+ * step 1, untouched. */
+START_TEST(failed_save_keeps_previous)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], p[2048], q[2048], *out;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --save %s/w --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "cp -r %s/w %s/w3", dir, dir);
+    free(run_expect(args, 0));
+    snprintf(p, sizeof p, "%s/w", dir);
+    snprintf(q, sizeof q, "%s/w3", dir);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5 --save %s/w --quiet", dir, dir);
+    const char *both[2] = {args, args}, *full[2] = {NULL, "trap \"\" XFSZ; ulimit -f 300;"};
+    int rc = mpi_run_mpmd(2, full, both, MPIRUN_TIMEOUT, &out);
+    ck_assert_msg(rc != 0 && strstr(out, "File too large"),
+                  "expected the save to fail on rank 1 (File too large):\n%s", out);
+    free(out);
+    compare_exact(p, q);
+    snprintf(p, sizeof p, "%s/w.ppvm-new", dir);
+    ck_assert_msg(!exists(p), "the failed save left '%s'", p);
+    rc = run_killed(2, "0:5:save", args, &out);
+    ck_assert_msg(rc != 0, "the run killed while saving succeeded:\n%s", out);
+    free(out);
+    snprintf(p, sizeof p, "%s/w", dir);
+    compare_exact(p, q);
+    /* the next save replaces the whole directory (what the kill left is cleared) */
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 5 --save %s/w5 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(q, sizeof q, "%s/w5", dir);
+    compare_exact(p, q);
+    snprintf(p, sizeof p, "%s/w.ppvm-new", dir);
+    ck_assert_msg(!exists(p), "the save left '%s'", p);
+    /* through a symbolic link: the link stays, its target is replaced */
+    snprintf(args, sizeof args, "cd %s && ln -s w5 wl", dir);
+    free(run_expect(args, 0));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --save %s/wl --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "test -L %s/wl && test -d %s/w5 && ! test -e %s/wl.ppvm-new", dir,
+             dir, dir);
+    free(run_expect(args, 0));
+    snprintf(p, sizeof p, "%s/w5", dir);
+    snprintf(q, sizeof q, "%s/w3", dir);
+    compare_exact(p, q);
+    /* into a checkpoint's step directory: refused, the checkpoint untouched */
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --quiet", dir, dir);
+    free(mpi_ok(2, args));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/ck/step-000002", dir,
+             dir);
+    snprintf(p, sizeof p, "ppvm: rank 0: --save: '%s/ck/step-000002' holds 'manifest', which "
+             "--save does not write", dir);
+    mpi_fails_with(2, args, p);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --resume %s/ck --quiet", dir, dir);
+    out = mpi_ok(2, args);
+    snprintf(p, sizeof p, "resuming from '%s/ck/step-000002'", dir);
+    ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 /* --compare names a truncated, a padded and a mixed-in file. */
 START_TEST(compare_rejects_bad_files)
 {
@@ -375,6 +506,71 @@ START_TEST(compare_rejects_bad_files)
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two", PP_ROOT, dir, dir);
     out = run_expect(cmd, 1);
     ck_assert_msg(strstr(out, "beyond atol"), "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Sets weight i of the stage file at path to v, its crc32 recomputed (a
+ * file as --save writes it, holding a value no run should produce). */
+static void set_weight(const char *path, size_t i, float v)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert(fseek(f, 0, SEEK_END) == 0);
+    long len = ftell(f);
+    uint8_t *buf = malloc((size_t)len);
+    ck_assert(buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)len, f) == (size_t)len);
+    ck_assert((long)(36 + 4 * (i + 1) + 4) <= len); /* PP_WFILE_HEAD, a weight, the crc */
+    memcpy(buf + 36 + 4 * i, &v, 4);
+    uint32_t crc = pp_crc32(buf, (size_t)len - 4);
+    memcpy(buf + len - 4, &crc, 4);
+    ck_assert(fseek(f, 0, SEEK_SET) == 0 && fwrite(buf, 1, (size_t)len, f) == (size_t)len);
+    ck_assert(fclose(f) == 0);
+    free(buf);
+}
+
+/* --compare treats non-finite values exactly: an Inf (or NaN) in one
+ * directory only is a difference at any tolerance, never "within
+ * tolerance"; the same NaN or Inf at the same place in both is equal. */
+START_TEST(compare_nonfinite_exactly)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[4096], p[2048], q[2048], *out;
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppvm --reference plan --steps 1 --save one --quiet "
+             "&& cp -r one two", dir, PP_ROOT);
+    free(run_expect(cmd, 0));
+    snprintf(p, sizeof p, "%s/one/stage1.w", dir);
+    snprintf(q, sizeof q, "%s/two/stage1.w", dir);
+    const float values[] = {INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 3; k++) {
+        set_weight(q, 5, values[k]);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two --atol 1 --rtol 1", PP_ROOT,
+                 dir, dir);
+        out = run_expect(cmd, 1);
+        ck_assert_msg(strstr(out, "stage 1: ") && strstr(out, "max |diff| inf, 1 beyond atol") &&
+                          strstr(out, "(worst at 5: "),
+                      "value %g: %s", values[k], out);
+        free(out);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/two %s/one", PP_ROOT, dir, dir);
+        out = run_expect(cmd, 1); /* either way round */
+        ck_assert_msg(strstr(out, "max |diff| inf, 1 beyond atol"), "value %g: %s", values[k], out);
+        free(out);
+        /* the same value in both: equal, even at zero tolerance */
+        set_weight(p, 5, values[k]);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two --atol 0 --rtol 0", PP_ROOT,
+                 dir, dir);
+        out = run_expect(cmd, 0);
+        ck_assert_msg(strstr(out, "stage 1: ") &&
+                          strstr(out, "max |diff| 0 (1 non-finite, the same in both) (within "
+                                 "tolerance)"), "value %g: %s", values[k], out);
+        free(out);
+    }
+    /* Inf against -Inf: different */
+    set_weight(p, 5, INFINITY);
+    set_weight(q, 5, -INFINITY);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/two", PP_ROOT, dir, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "1 beyond atol"), "%s", out);
     free(out);
     remove_dir(dir);
 }
@@ -450,11 +646,15 @@ END_TEST
     X(fsdp_resumes_bit_identical, 4)                                                              \
     X(lpp_replicas_resume_bit_identical, 4)                                                       \
     X(reshard_gpipe_to_1f1b, 2)                                                                   \
+    X(other_plans_checkpoints_kept, 2)                                                            \
     X(bad_checkpoints_fall_back_to_older, 2)                                                      \
+    X(special_manifest_falls_back, 2)                                                             \
     X(crash_while_writing_keeps_previous, 2)                                                      \
     X(unwritable_checkpoint_fails_every_rank, 2)                                                  \
     X(save_checks_its_directory_first, 2)                                                         \
+    X(failed_save_keeps_previous, 2)                                                              \
     X(compare_rejects_bad_files, 1)                                                               \
+    X(compare_nonfinite_exactly, 1)                                                               \
     X(checkpoint_flag_errors, 2)
 
 PP_JOB_SUITE(ckpt, CKPT_TESTS)

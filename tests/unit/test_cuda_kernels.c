@@ -29,7 +29,7 @@
 #include "../../kernels/finite.h"
 #include "../../kernels/finite_cuda.h"
 #include "../../kernels/attention_cuda.h"
-#include "../../kernels/gpt_layout.h"
+#include "../../isa/gpt_layout.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
@@ -1260,7 +1260,7 @@ static void run_first_nonfinite(void) {
 #define GPU_TEST(name)                                                                       \
     START_TEST(test_cu_##name) {                                                             \
         if (!have_gpu()) {                                                                   \
-            printf("skipped: no GPU\n");                                                     \
+            test_skipped("no GPU\n");                                                     \
             return;                                                                          \
         }                                                                                    \
         run_##name();                                                                        \
@@ -1270,7 +1270,7 @@ static void run_first_nonfinite(void) {
 #else /* !PP_HAVE_CUDA */
 
 #define GPU_TEST(name)                                                                       \
-    START_TEST(test_cu_##name) { printf("skipped: built without CUDA\n"); }                  \
+    START_TEST(test_cu_##name) { test_skipped("built without CUDA\n"); }                  \
     END_TEST
 
 #endif

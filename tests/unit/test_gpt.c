@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../../kernels/cpu_kernels.h"
-#include "../../kernels/gpt_layout.h"
+#include "../../isa/gpt_layout.h"
 #include "../../kernels/model.h"
 #include "pipeline.h"
 #include "suites.h"

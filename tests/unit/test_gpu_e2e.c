@@ -252,7 +252,7 @@ static const char *defs_of(const char *const defs[4], int i, char *buf, size_t l
 START_TEST(one_rank)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     char defs[128];
@@ -265,7 +265,7 @@ END_TEST
 START_TEST(four_ranks_one_gpu_mpi)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     char defs[128];
@@ -277,11 +277,11 @@ END_TEST
 START_TEST(four_ranks_nccl)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     if (gpu_count() < 4) {
-        printf("skipped: %d GPU(s), nccl needs one per rank\n", gpu_count());
+        test_skipped("%d GPU(s), nccl needs one per rank\n", gpu_count());
         return;
     }
     char defs[128];
@@ -305,7 +305,7 @@ END_TEST
 START_TEST(adamw_four_ranks_mpi)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     gpu_trains_like_cpu_with("1f1b.pp", "-D S=4 -D B=8 --optimizer adamw", 4, "mpi",
@@ -323,7 +323,7 @@ END_TEST
 START_TEST(weightless_stage_four_ranks)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     char *src = temp_dir(), path[1024], cmd[2048];
@@ -346,7 +346,7 @@ END_TEST
 START_TEST(gpt_four_ranks)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     static const char *cases[][5] = {
@@ -377,7 +377,7 @@ END_TEST
 START_TEST(nccl_refuses_shared_gpu)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     int n = gpu_count() + 1;
@@ -421,7 +421,7 @@ static void cuda_nan_stops(const char *dir, const char *plan, const char *transp
 START_TEST(cuda_bad_numbers)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     const char *tr = transport_for(2);
@@ -595,7 +595,7 @@ END_TEST
 START_TEST(profile_on_the_gpu)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     static const char *transport[] = {"mpi", "nccl"};
@@ -636,7 +636,7 @@ END_TEST
 START_TEST(checkpoint_resume_cuda)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     const char *transport = gpu_count() >= 4 ? "nccl" : "mpi";
@@ -681,7 +681,7 @@ END_TEST
 START_TEST(mixed_backward_four_ranks)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     char *dir = temp_dir(), path[1024];
@@ -730,7 +730,7 @@ END_TEST
 START_TEST(overlap_pairs_two_streams)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     gpu_trains_like_cpu("1f1b-overlap.pp", "-D S=4 -D B=4", 4, "mpi");
@@ -783,7 +783,7 @@ static void no_compute_cuda_case(const char *file, const char *defs, int np, con
 START_TEST(no_compute_cuda)
 {
     if (!have_gpu()) {
-        printf("skipped: no GPU\n");
+        test_skipped("no GPU\n");
         return;
     }
     no_compute_cuda_case("1f1b.pp", "-D S=2 -D B=4", 2, "mpi");

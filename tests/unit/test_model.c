@@ -1,4 +1,5 @@
-/* test_model.c - unit tests of the demo model's stages (kernels/model.c):
+/* test_model.c - unit tests of the demo model's stages (kernels/mlp.c's
+ * blocks in kernels/stage.c's skeleton):
  * sizes, deterministic initialisation, a finite-difference check of the
  * gradients of every tensor in every stage of a tiny pipeline, a short
  * training run that must reduce the loss, and the bf16 path (a block
@@ -92,7 +93,8 @@ START_TEST(test_sizes) {
 
     /* bf16: the compute copy is half the weights; the stash is fp32's; the
      * workspace gains two regions for rounded GEMM operands,
-     * [B][max(D, F, V)] floats. */
+     * [B][max(D, F, V)] floats, and one for the weights widened to fp32
+     * (so that no CPU job allocates them). */
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     for (int s = 0; s < 3; s++) {
@@ -102,7 +104,8 @@ START_TEST(test_sizes) {
         ck_assert_uint_eq(pp_stage_stash_bytes_split(&bf, 3, s),
                           pp_stage_stash_bytes_split(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_workspace_bytes(&bf, 3, s),
-                          pp_stage_workspace_bytes(&tiny, 3, s) + 2 * probs);
+                          pp_stage_workspace_bytes(&tiny, 3, s) + 2 * probs +
+                              r16(4 * pp_stage_param_count(&bf, 3, s)));
     }
 
     /* FLOPs: 2 GEMMs per block, the head's GEMM, backward twice forward. */
@@ -484,7 +487,7 @@ static void bf16_block_by_hand(int B, int D, int F, const float *w, const float 
     free(a);
 }
 
-/* A middle stage of one block: model.c's bf16 forward is the hand-written
+/* A middle stage of one block: the CPU's bf16 forward is the hand-written
  * one up to summation order, and measurably not the fp32 forward with the
  * same (bf16-valued) weights, which does not round the activations. */
 START_TEST(test_bf16_block_matches_hand_written) {
@@ -519,6 +522,57 @@ START_TEST(test_bf16_block_matches_hand_written) {
     free(copy);
     free(stash);
     free(work);
+}
+END_TEST
+
+/* A bf16 job on the CPU reads its weights widened to fp32 from the last
+ * region of the workspace the plan sizes, not from memory it allocates:
+ * after F, B and W on a workspace of exactly pp_stage_workspace_bytes
+ * (filled with NaNs first), that region holds exactly the widened compute
+ * copy, and the results are those of a generous workspace. */
+START_TEST(test_bf16_widens_into_workspace) {
+    pp_model bf = tiny;
+    bf.precision = PP_PREC_BF16;
+    const int S = 3;
+    for (int s = 0; s < S; s++) {
+        size_t n = pp_stage_param_count(&bf, S, s), wb = pp_stage_workspace_bytes(&bf, S, s);
+        size_t wide_at = wb - r16(n * sizeof(float));
+        size_t sb = pp_stage_stash_bytes_split(&bf, S, s), ab = pp_act_bytes(&bf);
+        float *master = malloc(n * sizeof *master), *wide = malloc(n * sizeof *wide);
+        uint16_t *copy = malloc(n * sizeof *copy);
+        char *work = malloc(wb), *big = malloc(2 * wb);
+        void *stash = calloc(1, sb), *stash2 = calloc(1, sb);
+        float *out = calloc(1, ab), *out2 = calloc(1, ab), *din = calloc(1, ab),
+              *din2 = calloc(1, ab), *dout = malloc(ab);
+        float *g = calloc(n, sizeof *g), *g2 = calloc(n, sizeof *g2);
+        int32_t tokens[3 * 4];
+        load_windows(&bf, "pack my box with five dozen", 27, 1, 4, tokens);
+        for (size_t i = 0; i < ab / sizeof(float); i++) dout[i] = 0.01f * (float)(i % 11) - 0.05f;
+        pp_stage_init(&bf, S, s, 9, master);
+        pp_stage_compute_copy(&bf, S, s, master, copy);
+        pp_bf16_to_f32(copy, wide, n);
+        const void *in = s == 0 ? (const void *)tokens : (const void *)dout;
+        const float *dy = s < S - 1 ? dout : NULL;
+        float *dx = s > 0 ? din : NULL, *dx2 = s > 0 ? din2 : NULL;
+
+        memset(work, 0xff, wb);
+        double l = pp_stage_forward(&bf, S, s, copy, in, tokens, stash, work, out);
+        ck_assert_int_eq(memcmp(work + wide_at, wide, n * sizeof *wide), 0);
+        pp_stage_backward_input(&bf, S, s, copy, stash, work, dy, dx, 0.5f);
+        pp_stage_backward_weight(&bf, S, s, g, stash, work);
+        ck_assert_int_eq(memcmp(work + wide_at, wide, n * sizeof *wide), 0);
+
+        memset(big, 0xff, 2 * wb);
+        double l2 = pp_stage_forward(&bf, S, s, copy, in, tokens, stash2, big, out2);
+        pp_stage_backward(&bf, S, s, copy, g2, stash2, big, dy, dx2, 0.5f);
+        ck_assert(l == l2);
+        ck_assert_int_eq(memcmp(out, out2, ab), 0);
+        ck_assert_int_eq(memcmp(din, din2, ab), 0);
+        ck_assert_int_eq(memcmp(g, g2, n * sizeof *g), 0);
+        void *owned[] = {master, wide, copy, work, big, stash, stash2, out, out2, din, din2,
+                         dout, g, g2};
+        for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
+    }
 }
 END_TEST
 
@@ -578,6 +632,7 @@ Suite *model_suite(void) {
     tcase_add_test(tc, test_gradient_check_no_blocks);
     tcase_add_test(tc, test_backward_repeatable);
     tcase_add_test(tc, test_workspace_is_scratch);
+    tcase_add_test(tc, test_bf16_widens_into_workspace);
     tcase_add_test(tc, test_split_backward_matches_fused);
     tcase_add_test(tc, test_training_reduces_loss);
     tcase_add_test(tc, test_training_reduces_loss_bf16);

@@ -503,13 +503,13 @@ static void loss_accumulates(void) {
 #define GPU_ONLY(call)                                                                         \
     do {                                                                                       \
         if (!have_gpu()) {                                                                     \
-            printf("skipped: no GPU\n");                                                       \
+            test_skipped("no GPU\n");                                                       \
             return;                                                                            \
         }                                                                                      \
         call;                                                                                  \
     } while (0)
 #else
-#define GPU_ONLY(call) printf("skipped: built without CUDA\n")
+#define GPU_ONLY(call) test_skipped("built without CUDA\n")
 #endif
 
 /* The models each precision is checked on: first, middle and last stage of

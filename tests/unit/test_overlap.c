@@ -605,9 +605,11 @@ static void trains_like_reference_cpu(const char *schedule, const char *defs)
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
              PP_ROOT, dir, dir);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref --atol 0 --rtol 0", PP_ROOT,
+             dir, dir); /* bit for bit: zero tolerance */
     char *cmp = run_expect(cmd, 0);
-    ck_assert_msg(strstr(cmp, "within tolerance") && !strstr(cmp, "beyond"), "%s", cmp);
+    ck_assert_msg(strstr(cmp, "max |diff| 0 (within tolerance)") && !strstr(cmp, "beyond"), "%s",
+                  cmp);
     free(cmp);
 
     snprintf(cmd, sizeof cmd, "cat %s/plan/report.json", dir);

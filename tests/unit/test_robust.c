@@ -66,6 +66,17 @@ static void run_and_act(const char *dir, const char *args, const char *rank1_arg
     free(cmd);
 }
 
+/* Runs a --compare command, which must exit 0 having compared every
+ * stage, each equal: not an exit status alone. */
+static void compared_equal(const char *cmd)
+{
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "stage 0: ") && strstr(out, "stage 1: ") &&
+                      strstr(out, "(within tolerance)") && !strstr(out, "beyond"),
+                  "%s: expected every stage compared and equal:\n%s", cmd, out);
+    free(out);
+}
+
 /* mpirun's status and the seconds it took after the action. */
 static int mpirun_ended(const proc_result *r, double *seconds)
 {
@@ -219,7 +230,7 @@ START_TEST(sigterm_stops_every_rank)
              dir);
     free(mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    compared_equal(cmd);
     remove_dir(dir);
 }
 END_TEST
@@ -255,7 +266,7 @@ START_TEST(sigterm_writes_a_checkpoint)
              steps + 3, dir);
     free(mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    compared_equal(cmd);
     remove_dir(dir);
 }
 END_TEST
@@ -405,7 +416,7 @@ static void skipped_last_step(const char *optimizer, const char *inject)
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/n --quiet", dir, dir);
     free(mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    compared_equal(cmd);
     remove_dir(dir);
 }
 
@@ -426,12 +437,15 @@ START_TEST(nonfinite_steps_skipped)
     unsetenv("PP_INJECT_NAN");
     ck_assert_msg(strstr(ref, "reference step    2/4  left out"), "%s", ref);
     free(ref);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/r", PP_ROOT, dir, dir);
-    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/r --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    compared_equal(cmd);
     /* and the reference that takes every step differs: the skip mattered */
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --quiet --save %s/all && "
              "%s/bin/ppvm --compare %s/w %s/all", PP_ROOT, dir, dir, PP_ROOT, dir, dir);
-    free(run_expect(cmd, 1));
+    char *cmp = run_expect(cmd, 1); /* 1 from --compare finding a difference, not a failed run */
+    ck_assert_msg(strstr(cmp, " beyond atol ") && strstr(cmp, "stage 0: "), "%s", cmp);
+    free(cmp);
     ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
                               "not finite (nan); step 2 skipped on every rank"), "%s", out);
     const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
@@ -497,6 +511,132 @@ START_TEST(robust_bad_input)
 }
 END_TEST
 
+/* Ranks started with different training flags or data (mpirun's MPMD
+ * form: rank 1 given one more flag) are refused at start-up, every rank
+ * exiting 1 and rank 0 naming the flag and which rank holds which value:
+ * not a run to other weights with exit 0 (--lr, --seed, --warmup,
+ * --adam-eps, --data), nor a hang until --timeout with each rank blaming
+ * the other (--save, --deterministic, --checkpoint-dir on one rank only). */
+START_TEST(mpmd_flags_must_agree)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), base[2048], other[4400], data[2048];
+    snprintf(data, sizeof data, "%s/other.txt", dir);
+    FILE *f = fopen(data, "w");
+    ck_assert(f && fputs("a few bytes of other training data, enough for a window", f) >= 0 &&
+              fclose(f) == 0);
+    snprintf(base, sizeof base, "--backend cpu %s/plan --steps 2 --timeout 30 --quiet", dir);
+    const struct {
+        const char *extra, *message;
+    } cases[] = {
+        {"--lr 0.2", "different --lr: rank 0 0.3; rank 1 0.2 (every rank needs"},
+        {"--seed 2", "different --seed: rank 0 1; rank 1 2 "},
+        {"--warmup 2", "different --warmup: rank 0 0; rank 1 2 "},
+        {"--adam-eps 1e-6", "different --adam-eps: rank 0 "},
+        {"--data %s", "different --data: rank 0 '"},
+        {"--save %s.w", "different --save: rank 0 (not given); rank 1 "},
+        {"--deterministic", "different --deterministic: rank 0 (not given); rank 1 given"},
+        {"--checkpoint-dir %s.ck --checkpoint-every 1",
+         "different --checkpoint-dir: rank 0 (not given); rank 1 "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char extra[2200], *out;
+        snprintf(extra, sizeof extra, cases[i].extra, data);
+        snprintf(other, sizeof other, "%s %s", base, extra);
+        const char *args[2] = {base, other};
+        int rc = mpi_run_mpmd(2, NULL, args, 60, &out);
+        int st[2];
+        rank_statuses(out, 2, st);
+        ck_assert_msg(rc != 0 && rc != 124 && st[0] == 1 && st[1] == 1 &&
+                          strstr(out, "ppvm: the ranks were started with ") &&
+                          strstr(out, cases[i].message) && !strstr(out, "step "),
+                      "rank 1 with %s: expected every rank to exit 1 with \"%s\":\n%s", extra,
+                      cases[i].message, out);
+        free(out);
+    }
+    /* the same flags in another order, and a flag that may differ (--quiet): a run */
+    snprintf(other, sizeof other, "--quiet --timeout 30 --steps 2 --backend cpu %s/plan", dir);
+    const char *same[2] = {base, other};
+    char *out;
+    snprintf(base, sizeof base, "--backend cpu %s/plan --steps 2 --timeout 30", dir);
+    ck_assert_msg(mpi_run_mpmd(2, NULL, same, 60, &out) == 0, "%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A plan larger than the machine's memory (about 226 GiB a rank: 100
+ * residual blocks of width 2^20 per stage) is refused before anything is
+ * allocated, every rank exiting 1 with what its node's ranks need and
+ * what the node has; not killed by the kernel's OOM killer mid-start. */
+START_TEST(plan_larger_than_memory_refused)
+{
+    char *path = with_model("gpipe.pp", "model { context = 8; embed = 16; ffn = 1048576; "
+                                        "blocks = 100; batch = 16 }");
+    char *dir = temp_dir(), cmd[4096], args[2048], *out, *why;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -D S=2 -D B=2 -o %s/plan", PP_ROOT, path, dir);
+    free(run_expect(cmd, 0));
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1", dir);
+    int rc = mpi_run_within(2, args, 60, &out, &why);
+    int st[2];
+    rank_statuses(out, 2, st);
+    ck_assert_msg(rc != 0 && st[0] == 1 && st[1] == 1 &&
+                      strstr(out, "the plan needs more memory than this node has: its 2 ranks "
+                             "would allocate ") &&
+                      strstr(out, " bytes are available (MemAvailable") &&
+                      !strstr(out, "memory allocated at start-up"),
+                  "expected every rank to exit 1, refusing the plan before allocating:\n%s", out);
+    free(out);
+    free(why);
+    remove_dir(dir);
+    remove_schedule(path);
+}
+END_TEST
+
+/* A rank stopped (SIGSTOP) in a 1F1B pipeline of 4 ranks is named by
+ * every watchdog that times out, however it waits (a receive from a
+ * healthy rank that waits on the stopped one, the end-of-step collective):
+ * the watchdogs' heartbeats tell the silent rank apart. Rank 0, the one
+ * the lines missed in 2 of 4 tries before the heartbeats, is stopped 6
+ * times (each a step at random), rank 2 twice; no line may blame another
+ * rank. */
+START_TEST(stopped_rank_named_in_a_pipeline)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4"), *cmd;
+    const int victims[] = {0, 0, 0, 0, 0, 0, 2, 2};
+    for (size_t k = 0; k < sizeof victims / sizeof *victims; k++) {
+        int v = victims[k];
+        if (asprintf(&cmd,
+                     "d=%s; rm -f $d/pid.* $d/out; " MPIRUN " -np 4 sh -c '\"$0\" \"$@\" & echo $! > "
+                     "%s/pid.$OMPI_COMM_WORLD_RANK; wait $!' %s/bin/" PPVM " --backend cpu $d/plan "
+                     "--steps 1000000 --timeout 5 > $d/out 2>&1 & m=$!; i=0; "
+                     "until grep -q '^step ' $d/out && [ -s $d/pid.%d ]; do sleep 0.1; "
+                     "i=$((i+1)); [ $i -gt 900 ] && break; done; sleep 0.$((RANDOM %% 10)); "
+                     "kill -STOP $(cat $d/pid.%d); wait $m; echo \"mpirun exited $?\"; "
+                     "kill -KILL $(cat $d/pid.%d) 2>/dev/null; cat $d/out",
+                     dir, dir, PP_ROOT, v, v, v) < 0)
+            abort();
+        proc_result r;
+        run_proc(cmd, MPIRUN_TIMEOUT, &r);
+        free(cmd);
+        char named[64];
+        snprintf(named, sizeof named, "rank %d is lost or stalled)", v);
+        int lines = 0, right = 0;
+        for (const char *p = r.out; (p = strstr(p, ": not finished after 5 s, see --timeout (")); p++) {
+            const char *end = strchr(p, '\n');
+            lines++;
+            right += end && (size_t)(end - p) > strlen(named) &&
+                     !strncmp(end - strlen(named), named, strlen(named));
+        }
+        ck_assert_msg(strstr(r.out, "mpirun exited ") && !strstr(r.out, "mpirun exited 0") &&
+                          lines > 0 && right == lines,
+                      "rank %d stopped (try %zu): expected every watchdog line to end with "
+                      "\"%s\":\n%s", v, k + 1, named, r.out);
+        proc_free(&r);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 #define ROBUST_TESTS(X)                                                                            \
     X(sigterm_stops_every_rank, 2)                                                                 \
     X(sigterm_writes_a_checkpoint, 2)                                                              \
@@ -508,6 +648,9 @@ END_TEST
     X(killed_rank_ends_the_job, 2)                                                                 \
     X(nonfinite_stops_every_rank, 2)                                                               \
     X(nonfinite_steps_skipped, 2)                                                                  \
-    X(robust_bad_input, 2)
+    X(robust_bad_input, 2)                                                                         \
+    X(mpmd_flags_must_agree, 2)                                                                    \
+    X(plan_larger_than_memory_refused, 2)                                                          \
+    X(stopped_rank_named_in_a_pipeline, 4)
 
 PP_JOB_SUITE(robust, ROBUST_TESTS)

@@ -422,8 +422,10 @@ int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **w
         if (all_ok && !r.timed_out)
             len = asprintf(why,
                            "%s\n  mpirun %s although every rank had exited 0, on this attempt and "
-                           "the one before: Open MPI failing at exit twice, not a test failure;"
-                           " the last lines of its output:\n%s",
+                           "the one before: a failure of mpirun that repeats (Open MPI failing at "
+                           "exit, about 1 run in 100, twice in a row is rare; a launcher or "
+                           "environment problem repeats every time); the last lines of its "
+                           "output:\n%s",
                            cmd, how, tail);
         else
             len = asprintf(why, "%s\n  %s; mpirun %s; the last lines of its output:\n%s", cmd,
@@ -433,6 +435,31 @@ int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **w
         *out = r.out;
         break;
     }
+    free(cmd);
+    return rc;
+}
+
+int mpi_run_mpmd(int n, const char *const *pre, const char *const *args, int timeout_s, char **out)
+{
+    char *cmd = NULL;
+    const char *mpirun = getenv("PP_TEST_MPIRUN");
+    if (asprintf(&cmd, "%s", mpirun && *mpirun ? mpirun : MPIRUN) < 0)
+        abort();
+    for (int i = 0; i < n; i++) {
+        char *more;
+        if (asprintf(&more,
+                     "%s%s -np 1 sh -c '%s \"$0\" \"$@\"; rc=$?; echo \"" RANK_MARK
+                     "$OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' %s/bin/" PPVM " %s",
+                     cmd, i ? " :" : "", pre && pre[i] ? pre[i] : "", PP_ROOT, args[i]) < 0)
+            abort();
+        free(cmd);
+        cmd = more;
+    }
+    proc_result r;
+    int rc = run_proc(cmd, timeout_s, &r);
+    if (asprintf(out, "%s\n%s%s", cmd, r.out, r.timed_out ? "\n[timed out]" : "") < 0)
+        abort();
+    proc_free(&r);
     free(cmd);
     return rc;
 }
@@ -573,4 +600,20 @@ void pp_add_job_tcase(Suite *s, const char *name, const TTest *test)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test);
     suite_add_tcase(s, tc);
+}
+
+void test_skipped(const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const char *must = getenv("PP_TEST_MUST_RUN");
+    if (must && strstr(must, "gpu"))
+        ck_abort_msg("this GPU check would be skipped (%.*s), but PP_TEST_MUST_RUN=%s says every "
+                     "GPU check must run here (make standin-test: PP_STANDIN_GPUS too low?)",
+                     (int)strcspn(why, "\n"), why, must);
+    printf("skipped: %s", why);
+    fflush(stdout);
 }

@@ -115,6 +115,13 @@ int mpi_run(int np, const char *args, char **out, char **why);
 void rank_statuses(const char *out, int np, int *st);
 /* mpi_run with a limit of its own (seconds, before scaling). */
 int mpi_run_within(int np, const char *args, int timeout_s, char **out, char **why);
+/* mpirun's MPMD form: n programs of one rank each, rank i running
+ * `<pre[i]> <PP_ROOT>/bin/<PPVM> <args[i]>` under the shell (pre may be
+ * NULL, or hold a prefix such as "ulimit -f 8;"), each reporting its exit
+ * status as mpi_run's ranks do. No rerun: the callers expect failures.
+ * Returns mpirun's status (124 when it timed out); *out (caller frees):
+ * the command, then its output. */
+int mpi_run_mpmd(int n, const char *const *pre, const char *const *args, int timeout_s, char **out);
 /* mpi_run, failing the test (with *why) unless it succeeds. Returns the output. */
 #define mpi_ok(np, args) mpi_ok_at(__FILE__, __LINE__, (np), (args))
 char *mpi_ok_at(const char *file, int line, int np, const char *args);
@@ -144,6 +151,13 @@ void remove_schedule(char *path);
  * Call it inside a test, never before the runner forks: CUDA does not
  * survive fork. GPU tests print "skipped: no GPU" and pass when it is 0. */
 int have_gpu(void);
+
+/* A GPU check that cannot run here (no GPU, too few, built without CUDA):
+ * prints "skipped: WHY" (printf's fmt; end it with a newline), which
+ * check_pp reports as skipped, never as passed; the caller then returns.
+ * Under PP_TEST_MUST_RUN=gpu (make standin-test) the check fails instead:
+ * there every GPU check must run. */
+void test_skipped(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A shell prefix that limits a command's memory to about `kb` KiB, for the
  * tests of running out of it: "ulimit -v KB;". AddressSanitizer (make test

@@ -1,9 +1,10 @@
 /* gpt_layout.h - where everything of a gpt stage lives: the shape, the
  * parameter layout (= the weight file layout), the stash layout and the
- * workspace layout of kernels/gpt.c, shared by the CPU model and its GPU
- * twin so the two cannot drift, and the sizes the compiler allocates
- * (pp_stage_param_count, _stash_bytes, _workspace_bytes) are the ones both
- * use. The model itself is described in gpt.c's file header and in
+ * workspace layout. The sizes the compiler allocates (model_shape.h:
+ * pp_stage_param_count, _stash_bytes, _workspace_bytes) are computed from
+ * them, and the CPU model (kernels/gpt.c) and its GPU twin
+ * (kernels/gpt_cuda.cu) place their tensors by them, so the three cannot
+ * drift. The model itself is described in gpt.c's file header and in
  * kernels/README.md ("The GPT model"). Header-only: included from C and from
  * CUDA C++. Every name starts with gpt_ so it can sit beside mlp_layout.h.
  *
@@ -17,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../isa/model_desc.h"
+#include "model_desc.h"
 
 /* Query rows per attention block: the attention kernels hold one block of
  * rows of the T x T score matrix at a time (GPT_ATT_ROWS x T floats, two
@@ -236,10 +237,14 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh) {
  *                                           (ca: the first operand, or qkv
  *                                           for the attention; cb: the
  *                                           second, or the attention's dout)
+ *                     wide   float [params] the compute copy widened to fp32
+ *                                           (the CPU's GEMMs read fp32; the
+ *                                           GPU reads bf16 and leaves it)
  */
 typedef struct {
     size_t logits, dh, dres, datt, dqkv, att, dln, dx;
     size_t ca, cb;
+    size_t wide;
     size_t total;
 } gpt_work_layout;
 
@@ -272,6 +277,7 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh) {
         if (widest < V) widest = V;
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
+        W.wide = gpt_take(&cur, gpt_param_layout_of(sh).total * sizeof(float));
     }
     W.total = cur;
     return W;

@@ -1,9 +1,11 @@
-/* mlp_layout.h - where everything of an mlp stage lives: the shapes, the
- * parameter layout and the stash layout of kernels/model.c, shared by the
- * CPU model and its GPU twin (mlp_cuda.cu) so the two cannot drift, and
- * the sizes the compiler allocates (pp_stage_param_count, _stash_bytes,
- * _workspace_bytes) are the ones both use. The layouts themselves are described in model.c's
- * file header. Header-only: included from C and from CUDA C++. */
+/* mlp_layout.h - where everything of an mlp stage lives: the shape, the
+ * parameter layout, the stash layout and the workspace layout. The sizes
+ * the compiler allocates (model_shape.h: pp_stage_param_count,
+ * _stash_bytes, _workspace_bytes) are computed from them, and the CPU model
+ * (kernels/mlp.c) and its GPU twin (kernels/mlp_cuda.cu) place their
+ * tensors by them, so the three cannot drift. The layouts themselves are
+ * described in kernels/mlp.c's file header. Header-only: included from C
+ * and from CUDA C++. */
 #ifndef PP_MODEL_LAYOUT_H
 #define PP_MODEL_LAYOUT_H
 
@@ -11,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../isa/model_desc.h"
+#include "model_desc.h"
 
 typedef struct {
     int B, C, E, D, F, nb;
@@ -71,7 +73,7 @@ static inline param_layout param_layout_of(const shape *sh) {
 }
 
 /* Byte offsets into the stash (what F leaves for B); the layout is
- * model.c's file header. */
+ * kernels/mlp.c's file header. */
 typedef struct {
     size_t tokens;
     size_t blocks, block_stride;       /* x_k at blocks + k*block_stride, */
@@ -145,6 +147,7 @@ static inline stash_layout stash_layout_of(const shape *sh) {
 typedef struct {
     size_t logits, dh, du, dx;
     size_t ca, cb; /* bf16 only: GEMM operands rounded */
+    size_t wide;   /* bf16 only: the compute copy widened to fp32 (the CPU's) */
     size_t total;
 } work_layout;
 
@@ -166,6 +169,10 @@ static inline work_layout work_layout_of(const shape *sh) {
         if (widest < V) widest = V;
         W.ca = take(&cur, B * widest * sizeof(float));
         W.cb = take(&cur, B * widest * sizeof(float));
+        /* The CPU's GEMMs read fp32: every job widens the bf16 weights
+         * (exactly) into this region, sized here so that no job allocates
+         * and the plan's workspace is all a rank needs. */
+        W.wide = take(&cur, param_layout_of(sh).total * sizeof(float));
     }
     W.total = cur;
     return W;

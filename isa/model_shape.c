@@ -1,0 +1,152 @@
+/* model_shape.c - the shape arithmetic of both model kinds (model_shape.h):
+ * each kind's sizes and FLOPs from its layouts (mlp_layout.h,
+ * gpt_layout.h), the table per kind, the pp_stage_* functions that
+ * dispatch to it, and the sizes every kind shares. */
+#include "model_shape.h"
+
+#include "gpt_layout.h"
+#include "mlp_layout.h"
+
+/* ------------------------------------------------------------------------ */
+/* mlp                                                                       */
+
+static size_t mlp_param_count(const pp_model *m, int S, int s)
+{
+    shape sh = shape_of(m, S, s);
+    return param_layout_of(&sh).total;
+}
+
+static size_t mlp_stash_bytes(const pp_model *m, int S, int s)
+{
+    shape sh = shape_of(m, S, s);
+    return stash_layout_of(&sh).total;
+}
+
+static size_t mlp_stash_bytes_split(const pp_model *m, int S, int s)
+{
+    shape sh = shape_of(m, S, s);
+    return stash_layout_of(&sh).total_split;
+}
+
+static size_t mlp_workspace_bytes(const pp_model *m, int S, int s)
+{
+    shape sh = shape_of(m, S, s);
+    return work_layout_of(&sh).total;
+}
+
+/* Only the GEMMs count; elementwise work (GELU, biases, the layer norms,
+ * the softmax) is noise next to them and is not counted. Backward runs two
+ * GEMMs (input gradient and weight gradient) per forward GEMM. */
+static double mlp_flops(const pp_model *m, int S, int s, int backward)
+{
+    shape sh = shape_of(m, S, s);
+    double B = sh.B, D = sh.D, F = sh.F;
+    double f = sh.nb * (2.0 * B * F * D + 2.0 * B * D * F);
+    if (sh.last) f += 2.0 * B * PP_VOCAB * D;
+    return backward ? 2.0 * f : f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* gpt                                                                       */
+
+static size_t gpt_param_count(const pp_model *m, int S, int s)
+{
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    return gpt_param_layout_of(&sh).total;
+}
+
+static size_t gpt_stash_bytes(const pp_model *m, int S, int s)
+{
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    return gpt_stash_layout_of(&sh).total;
+}
+
+static size_t gpt_stash_bytes_split(const pp_model *m, int S, int s)
+{
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    return gpt_stash_layout_of(&sh).total_split;
+}
+
+static size_t gpt_workspace_bytes(const pp_model *m, int S, int s)
+{
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    return gpt_work_layout_of(&sh).total;
+}
+
+/* The GEMMs only, 2 FLOPs per multiply-add: per layer qkv (3C x C), attproj
+ * (C x C), fc (F x C) and fcproj (C x F) on BT rows, plus attention's
+ * q k^T and P v counted as full T x T (2 B T T C each; the causal half the
+ * kernels actually skip is not subtracted, the usual convention); the head's
+ * V x C on the last stage. Backward: twice the forward. */
+static double gpt_flops(const pp_model *m, int S, int s, int backward)
+{
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, BT = B * T;
+    double layer = 2.0 * BT * (3.0 * C * C + C * C + 2.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
+    double f = sh.L * layer;
+    if (sh.last) f += 2.0 * BT * C * V;
+    return backward ? 2.0 * f : f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The table and the dispatch                                                */
+
+static const pp_model_shape shapes[PP_MODEL_COUNT] = {
+    [PP_MODEL_MLP] = {"mlp", mlp_param_count, mlp_stash_bytes, mlp_stash_bytes_split,
+                      mlp_workspace_bytes, mlp_flops},
+    [PP_MODEL_GPT] = {"gpt", gpt_param_count, gpt_stash_bytes, gpt_stash_bytes_split,
+                      gpt_workspace_bytes, gpt_flops},
+};
+
+const pp_model_shape *pp_model_shape_of(const pp_model *m)
+{
+    return m->kind < PP_MODEL_COUNT ? &shapes[m->kind] : NULL;
+}
+
+size_t pp_stage_param_count(const pp_model *m, int S, int s)
+{
+    const pp_model_shape *t = pp_model_shape_of(m);
+    return t ? t->param_count(m, S, s) : 0;
+}
+
+size_t pp_stage_stash_bytes(const pp_model *m, int S, int s)
+{
+    const pp_model_shape *t = pp_model_shape_of(m);
+    return t ? t->stash_bytes(m, S, s) : 0;
+}
+
+size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s)
+{
+    const pp_model_shape *t = pp_model_shape_of(m);
+    return t ? t->stash_bytes_split(m, S, s) : 0;
+}
+
+size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s)
+{
+    const pp_model_shape *t = pp_model_shape_of(m);
+    return t ? t->workspace_bytes(m, S, s) : 0;
+}
+
+double pp_stage_flops(const pp_model *m, int S, int s, int backward)
+{
+    const pp_model_shape *t = pp_model_shape_of(m);
+    return t ? t->flops(m, S, s, backward) : 0.0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* What every kind shares                                                    */
+
+size_t pp_stage_compute_bytes(const pp_model *m, int S, int s)
+{
+    return pp_stage_param_count(m, S, s) * pp_precision_weight_bytes(m->precision);
+}
+
+size_t pp_act_bytes(const pp_model *m)
+{
+    return (size_t)m->batch * pp_model_width(m) * sizeof(float);
+}
+
+size_t pp_tokens_bytes(const pp_model *m)
+{
+    return (size_t)m->batch * (m->context + 1) * sizeof(int32_t);
+}
