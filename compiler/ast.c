@@ -6,8 +6,7 @@
 
 /* A new node owning name, a, b and c; out of memory, frees them and
  * returns NULL (the parser then stops: see parser.y). */
-static pp_expr *node(pp_expr_kind kind, pp_loc loc, char *name, pp_expr *a, pp_expr *b,
-                     pp_expr *c)
+static pp_expr *node(pp_expr_kind kind, pp_loc loc, char *name, pp_expr *a, pp_expr *b, pp_expr *c)
 {
     pp_expr *e = calloc(1, sizeof *e);
     if (!e) {
@@ -45,10 +44,7 @@ pp_expr *ast_int(long long v, pp_loc loc)
     return e;
 }
 
-pp_expr *ast_name(char *name, pp_loc loc)
-{
-    return node(EX_NAME, loc, name, NULL, NULL, NULL);
-}
+pp_expr *ast_name(char *name, pp_loc loc) { return node(EX_NAME, loc, name, NULL, NULL, NULL); }
 
 pp_expr *ast_unary(int op, pp_expr *a, pp_loc loc)
 {

@@ -54,14 +54,14 @@ struct pp_expr {
 #define PP_PARSER_MAX_DEPTH 10000
 
 typedef enum {
-    ST_PARAM,    /* param name = expr */
-    ST_LET,      /* let name = expr */
-    ST_FUNC,     /* compute/weights/priority(s,b,d) = expr; func = the keyword */
-    ST_ORDER,    /* order greedy|strict: flag = 1 for strict */
-    ST_SPLIT,    /* split backward [when expr]: expr NULL = every backward */
-    ST_LIMIT,    /* limit inflight = expr */
-    ST_COST,     /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
-    ST_MODEL,    /* model [kind] { name = expr ... }: fields in body, flag = the pp_model_kind */
+    ST_PARAM,     /* param name = expr */
+    ST_LET,       /* let name = expr */
+    ST_FUNC,      /* compute/weights/priority(s,b,d) = expr; func = the keyword */
+    ST_ORDER,     /* order greedy|strict: flag = 1 for strict */
+    ST_SPLIT,     /* split backward [when expr]: expr NULL = every backward */
+    ST_LIMIT,     /* limit inflight = expr */
+    ST_COST,      /* cost F|B|W|latency|bandwidth = expr: dir (0-2 or COST_*) */
+    ST_MODEL,     /* model [kind] { name = expr ... }: fields in body, flag = the pp_model_kind */
     ST_OPTIMIZER, /* optimizer sgd|adamw: flag = the pp_optimizer */
     ST_PRECISION, /* precision fp32|bf16: flag = the pp_precision */
     ST_REQUIRE,   /* require expr [, "msg"]: name = msg or NULL, name_loc = expr's span */

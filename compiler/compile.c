@@ -13,8 +13,8 @@
 
 pp_compile_opts pp_compile_defaults(void)
 {
-    return (pp_compile_opts){.optimizer = -1, .precision = -1, .prefetch = 1,
-                             .stop_after = PP_STAGE_PLANS};
+    return (pp_compile_opts){
+        .optimizer = -1, .precision = -1, .prefetch = 1, .stop_after = PP_STAGE_PLANS};
 }
 
 static double now(void)
@@ -26,8 +26,7 @@ static double now(void)
 
 /* A deadlocked simulation: each worker's blocked job, and for a strict
  * order the job it waits for. */
-static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_result *sim,
-                            int strict)
+static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_result *sim, int strict)
 {
     diag_error_noloc(d, "the %s order deadlocks; each worker's blocked job:",
                      strict ? "strict" : "greedy (with its inflight limit)");
@@ -168,15 +167,18 @@ static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
 {
     const char *what = sch->model.kind == PP_MODEL_GPT ? "layers" : "blocks";
     if (L % sch->S != 0) {
-        diag_error_noloc(d, "--layers %lld: S = %lld does not divide it (S does not divide "
-                            "--layers); expected a multiple of the %lld stages", L, sch->S,
-                         sch->S);
+        diag_error_noloc(d,
+                         "--layers %lld: S = %lld does not divide it (S does not divide "
+                         "--layers); expected a multiple of the %lld stages",
+                         L, sch->S, sch->S);
         return 1;
     }
     if (L / sch->S > PP_MAX_LAYERS) {
-        diag_error_noloc(d, "--layers %lld: %lld %s on each of S = %lld stages is more than a "
-                            "stage may have (%u); expected at most %lld", L, L / sch->S, what,
-                         sch->S, PP_MAX_LAYERS, (long long)PP_MAX_LAYERS * sch->S);
+        diag_error_noloc(d,
+                         "--layers %lld: %lld %s on each of S = %lld stages is more than a "
+                         "stage may have (%u); expected at most %lld",
+                         L, L / sch->S, what, sch->S, PP_MAX_LAYERS,
+                         (long long)PP_MAX_LAYERS * sch->S);
         return 1;
     }
     free(sch->model.layers); /* a per-stage `blocks = f(s)` gives way too */
@@ -192,14 +194,14 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     pp_stage last = o->stop_after ? o->stop_after : PP_STAGE_PLANS;
     pp_diag *d = &c->diag;
     double t0 = now();
-#define DONE(stage)                                 \
-    do {                                            \
-        double t1_ = now();                         \
-        c->seconds[stage] = t1_ - t0;               \
-        t0 = t1_;                                   \
-        c->reached = (stage);                       \
-        if (last <= (stage))                        \
-            return d->errors ? pp_compile_failed(d) : PP_COMPILE_OK; \
+#define DONE(stage)                                                                                \
+    do {                                                                                           \
+        double t1_ = now();                                                                        \
+        c->seconds[stage] = t1_ - t0;                                                              \
+        t0 = t1_;                                                                                  \
+        c->reached = (stage);                                                                      \
+        if (last <= (stage))                                                                       \
+            return d->errors ? pp_compile_failed(d) : PP_COMPILE_OK;                               \
     } while (0)
 
     pp_compile_status st = read_source(o, c);

@@ -31,7 +31,6 @@
 #include "schedule.h"
 #include "sim.h"
 
-
 /* How far a compile goes (pp_compile_opts.stop_after); the result says how
  * far it got (pp_compiled.reached). Each stage includes those before it. */
 typedef enum {
@@ -53,24 +52,24 @@ typedef struct {
     size_t len;
     const pp_define *defs; /* -D NAME=VALUE */
     int ndefs;
-    const char *costs;     /* --costs FILE, or NULL for the schedule's cost lines */
-    int optimizer;         /* a pp_optimizer, or -1 for the schedule's line */
-    int precision;         /* a pp_precision, or -1 for the schedule's line */
-    int prefetch;          /* --prefetch N */
-    uint64_t mem_limit;    /* --mem-limit BYTES, 0 = none */
-    int keep_weights;      /* --keep-weights */
+    const char *costs;  /* --costs FILE, or NULL for the schedule's cost lines */
+    int optimizer;      /* a pp_optimizer, or -1 for the schedule's line */
+    int precision;      /* a pp_precision, or -1 for the schedule's line */
+    int prefetch;       /* --prefetch N */
+    uint64_t mem_limit; /* --mem-limit BYTES, 0 = none */
+    int keep_weights;   /* --keep-weights */
     /* --layers L: the model has L blocks (mlp) or layers (gpt) in total,
      * L/S on every stage whatever the model block says (S must divide L),
      * and job costs are per block, scaled by the stage's blocks
      * (pp_schedule.per_block). 0 = the model block as written. */
     long long layers;
-    pp_stage stop_after;   /* PP_STAGE_PLANS (everything) unless less is wanted */
+    pp_stage stop_after; /* PP_STAGE_PLANS (everything) unless less is wanted */
     /* Bounds for callers that must stay small (the fuzzer): more jobs or
      * workers than this is an error after the check. 0 = no bound. */
     long long max_jobs;
     long long max_workers;
-    FILE *diag_out;        /* where diagnostics go; NULL = stderr */
-    int capture;           /* instead, collect them in the result's msgs */
+    FILE *diag_out; /* where diagnostics go; NULL = stderr */
+    int capture;    /* instead, collect them in the result's msgs */
 } pp_compile_opts;
 
 /* ppc's defaults: everything, prefetch 1, the schedule's optimizer and
@@ -81,25 +80,25 @@ pp_compile_opts pp_compile_defaults(void);
  * whatever the status. */
 typedef struct {
     pp_compile_status status;
-    pp_stage reached;    /* the last stage completed */
-    char *name;          /* opts.path (copied), what messages call the schedule */
-    char *src;           /* the source text (owned) */
+    pp_stage reached; /* the last stage completed */
+    char *name;       /* opts.path (copied), what messages call the schedule */
+    char *src;        /* the source text (owned) */
     size_t len;
-    pp_diag diag;        /* errors counted in diag.errors (and in errors below) */
-    char *msgs;          /* with opts.capture: every diagnostic printed, NUL-terminated */
+    pp_diag diag; /* errors counted in diag.errors (and in errors below) */
+    char *msgs;   /* with opts.capture: every diagnostic printed, NUL-terminated */
     size_t msglen;
     FILE *msgf;
     pp_stmt *stmts;
     pp_schedule sch;
-    pp_costs costs;      /* --costs, as loaded */
+    pp_costs costs; /* --costs, as loaded */
     pp_jobtable t;
-    pp_sim_result sim;   /* on a deadlock: sim.blocked says where */
-    int errors;          /* diag.errors when pp_compile returned */
-    int deadlock;        /* the simulation deadlocked */
-    pp_keep_choice keep; /* with keep_weights: the window chosen */
-    char keep_note[160]; /* with keep_weights: what report.txt says about it, else "" */
-    pp_report rep;       /* from PP_STAGE_REPORT on, even when lowering then fails */
-    pp_plan *plans;      /* [t.W] from PP_STAGE_PLANS on, else NULL */
+    pp_sim_result sim;              /* on a deadlock: sim.blocked says where */
+    int errors;                     /* diag.errors when pp_compile returned */
+    int deadlock;                   /* the simulation deadlocked */
+    pp_keep_choice keep;            /* with keep_weights: the window chosen */
+    char keep_note[160];            /* with keep_weights: what report.txt says about it, else "" */
+    pp_report rep;                  /* from PP_STAGE_REPORT on, even when lowering then fails */
+    pp_plan *plans;                 /* [t.W] from PP_STAGE_PLANS on, else NULL */
     double seconds[PP_STAGE_COUNT]; /* wall time spent in each stage (the benches print it) */
 } pp_compiled;
 
@@ -108,6 +107,5 @@ typedef struct {
  * where it is until pp_compiled_free (c->sch refers to c->diag). */
 pp_compile_status pp_compile(const pp_compile_opts *opts, pp_compiled *c);
 void pp_compiled_free(pp_compiled *c);
-
 
 #endif

@@ -16,10 +16,21 @@
 
 #include "readfile.h"
 
-enum { KEY_F, KEY_B, KEY_W, KEY_O, KEY_LATENCY, KEY_BANDWIDTH, KEY_UNIT, KEY_OVERLAP, KEY_MEASURED,
-       KEY_CORES, NKEYS };
-static const char *const key_names[NKEYS] = {"F", "B", "W", "O", "latency", "bandwidth", "unit",
-                                             "overlap", "measured", "cores"};
+enum {
+    KEY_F,
+    KEY_B,
+    KEY_W,
+    KEY_O,
+    KEY_LATENCY,
+    KEY_BANDWIDTH,
+    KEY_UNIT,
+    KEY_OVERLAP,
+    KEY_MEASURED,
+    KEY_CORES,
+    NKEYS
+};
+static const char *const key_names[NKEYS] = {"F",         "B",    "W",       "O",        "latency",
+                                             "bandwidth", "unit", "overlap", "measured", "cores"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -145,14 +156,20 @@ static int nomem(const ctx *x)
 static const char *kind_name(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
     case JSON_INTEGER:
-    case JSON_REAL: return "a number";
+    case JSON_REAL:
+        return "a number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
     }
 }
 
@@ -311,7 +328,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
     }
     const char *key;
     json_t *v;
-    json_object_foreach(root, key, v) { /* in the file's order (jansson keeps it) */
+    json_object_foreach(root, key, v)
+    { /* in the file's order (jansson keeps it) */
         int k = 0;
         while (k < NKEYS && strcmp(key, key_names[k]) != 0)
             k++;
@@ -330,7 +348,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (!json_is_object(v)) {
                 bad(&x, locate(&x, key_names[k], 0, -1),
                     "expected an object (ppvm --profile's record of the run) for \"measured\", "
-                    "found %s", kind_name(v));
+                    "found %s",
+                    kind_name(v));
                 goto out;
             }
         } else if (k == KEY_UNIT) {

@@ -15,8 +15,8 @@ typedef struct {
     size_t len;
     int errors;
     int warnings; /* printed as "warning:", not counted in errors: the compile goes on */
-    int nomem; /* one of the errors was running out of memory (not the schedule's fault) */
-    FILE *out; /* where messages go (stderr, or a memstream in tests) */
+    int nomem;    /* one of the errors was running out of memory (not the schedule's fault) */
+    FILE *out;    /* where messages go (stderr, or a memstream in tests) */
     /* Said after "error: " (or "note: "...) in every message with a source
      * position, e.g. "search line: " for a file's `# search:` line; NULL =
      * nothing. */
@@ -24,8 +24,7 @@ typedef struct {
 } pp_diag;
 
 void diag_init(pp_diag *d, const char *file, const char *src, size_t len, FILE *out);
-void diag_error(pp_diag *d, pp_loc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void diag_error(pp_diag *d, pp_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_note(pp_diag *d, pp_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "file:line:col: warning: ...": something in the schedule that has no
  * effect. The compile still succeeds; d->warnings counts them. */

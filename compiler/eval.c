@@ -59,12 +59,24 @@ static pp_eval_status binary(int op, long long x, long long y, int exact, long l
         st = floor_div(x, y, &q, &r);
         *out = r;
         return st;
-    case '<': *out = x < y; return EVAL_OK;
-    case '>': *out = x > y; return EVAL_OK;
-    case OP_LE: *out = x <= y; return EVAL_OK;
-    case OP_GE: *out = x >= y; return EVAL_OK;
-    case OP_EQ: *out = x == y; return EVAL_OK;
-    case OP_NE: *out = x != y; return EVAL_OK;
+    case '<':
+        *out = x < y;
+        return EVAL_OK;
+    case '>':
+        *out = x > y;
+        return EVAL_OK;
+    case OP_LE:
+        *out = x <= y;
+        return EVAL_OK;
+    case OP_GE:
+        *out = x >= y;
+        return EVAL_OK;
+    case OP_EQ:
+        *out = x == y;
+        return EVAL_OK;
+    case OP_NE:
+        *out = x != y;
+        return EVAL_OK;
     }
     return EVAL_OVERFLOW; /* unreachable: the parser builds no other operator */
 }
@@ -96,8 +108,8 @@ static pp_eval_status eval_let(const pp_schedule *sch, const pp_expr *e, const p
     return (pp_eval_status)m->status;
 }
 
-pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
-                       long long *out, const pp_expr **where)
+pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env, long long *out,
+                       const pp_expr **where)
 {
     if (sch->memo)
         sch->memo->gen++; /* a new job (or a new env): forget every let's value */

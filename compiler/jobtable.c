@@ -93,7 +93,8 @@ static double transfer_cost(const pp_schedule *sch, int c)
     long long v = 0;
     err_tally tally = {0};
     if (eval_at(sch, sch->cost[c], &env, &v, name, &tally, 0) && v < 0) {
-        diag_error(sch->diag, sch->cost[c]->loc, "cost %s = %lld: it must not be negative", name, v);
+        diag_error(sch->diag, sch->cost[c]->loc, "cost %s = %lld: it must not be negative", name,
+                   v);
         v = 0;
     }
     return (double)v;
@@ -156,11 +157,13 @@ static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
         if (!mc->dir[d])
             continue;
         if (d == 2 && d >= ND) {
-            diag_error_noloc(sch->diag, "--costs gives \"W\" but the schedule has no 'split backward'");
+            diag_error_noloc(sch->diag,
+                             "--costs gives \"W\" but the schedule has no 'split backward'");
             bad++;
         } else if (mc->n[d] != 1 && mc->n[d] != sch->S) {
-            diag_error_noloc(sch->diag, "--costs: \"%c\" has %d entries; expected 1 or one per stage (S = %lld)",
-                             "FBWO"[d], mc->n[d], sch->S);
+            diag_error_noloc(
+                sch->diag, "--costs: \"%c\" has %d entries; expected 1 or one per stage (S = %lld)",
+                "FBWO"[d], mc -> n[d], sch -> S);
             bad++;
         }
     }
@@ -187,8 +190,7 @@ int pp_jobtable_flops_costs(const pp_model *m, long long S)
  * with unit costs). A split backward's B and W each take half the fused
  * backward's FLOPs (pp_stage_flops counts them together). NULL where the
  * schedule or --costs gives the direction's cost, or unit costs apply. */
-static int default_costs(const pp_schedule *sch, const pp_costs *measured, int ND,
-                         double *cost[3])
+static int default_costs(const pp_schedule *sch, const pp_costs *measured, int ND, double *cost[3])
 {
     const pp_model *m = &sch->model;
     int S = (int)sch->S;
@@ -274,8 +276,8 @@ static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double 
     if (c && eval_at(sch, c, env, &v, "a cost", tcost, 1) && v <= 0 && tneg->count++ == 0) {
         char job[96];
         job_str(job, sizeof job, env, 1);
-        diag_error(sch->diag, c->loc, "cost %c = %lld at %s: costs must be positive",
-                   "FBW"[env->d], v, job);
+        diag_error(sch->diag, c->loc, "cost %c = %lld at %s: costs must be positive", "FBW"[env->d],
+                   v, job);
     }
     double cost = (double)(v > 0 ? v : 1);
     int scaled = 0; /* FLOPs costs already count the stage's blocks */
@@ -393,7 +395,8 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         diag_nomem(sch->diag, "for the overlap condition of %d jobs", N);
         return 1;
     }
-    t->latency = measured && measured->has_latency ? measured->latency : transfer_cost(sch, COST_LATENCY);
+    t->latency =
+        measured && measured->has_latency ? measured->latency : transfer_cost(sch, COST_LATENCY);
     t->bandwidth = measured && measured->has_bandwidth ? measured->bandwidth
                                                        : transfer_cost(sch, COST_BANDWIDTH);
     for (int j = 0; j < N; j++) {

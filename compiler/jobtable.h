@@ -26,7 +26,8 @@ typedef struct {
     /* Transfers, from `cost latency/bandwidth` (or --costs): a transfer of n
      * bytes takes latency + n / bandwidth (bandwidth 0: no time for the bytes). */
     double latency, bandwidth;
-    double *xfer;  /* [N] for job j's input to arrive from its predecessor's worker; 0 on the same one */
+    double *
+        xfer; /* [N] for job j's input to arrive from its predecessor's worker; 0 on the same one */
     double *fetch; /* [N] to fetch job j's weights from their owner; 0 when it needs no fetch */
     /* [N] or NULL: job j reads the weights its worker fetched for an earlier
      * job of its stage instead of fetching them again (ppc --keep-weights,
@@ -96,9 +97,8 @@ uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 /* The simulator's input for this table. */
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
-    return (pp_sim_input){t->js,       t->W,        t->worker, t->priority, t->cost,
-                          strict,      t->inflight, t->xfer,   t->fetch,    t->pairable,
-                          t->overlap,  t->cores};
+    return (pp_sim_input){t->js,       t->W,    t->worker, t->priority, t->cost,    strict,
+                          t->inflight, t->xfer, t->fetch,  t->pairable, t->overlap, t->cores};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

@@ -13,7 +13,8 @@
 static int *reuse_gaps(const pp_jobtable *t, const pp_sim_result *sim)
 {
     int N = job_count(&t->js);
-    int *gap = calloc((size_t)N + 1, sizeof *gap), *last = malloc(((size_t)t->js.S + 1) * sizeof *last);
+    int *gap = calloc((size_t)N + 1, sizeof *gap),
+        *last = malloc(((size_t)t->js.S + 1) * sizeof *last);
     if (!gap || !last) {
         free(gap);
         free(last);
@@ -79,8 +80,8 @@ int pp_keep_retime(const pp_jobtable *t, const pp_sim_result *sim, pp_sim_result
             pos[sim->order[k]] = k - sim->off[w];
     for (int j = 0; j < N; j++)
         fetch[j] = pp_job_fetches(t, j) ? t->fetch[j] : 0;
-    pp_sim_input in = {t->js,  t->W,  t->worker,   pos,       t->cost, 1,
-                       NULL,   t->xfer, fetch, t->pairable, t->overlap, t->cores};
+    pp_sim_input in = {t->js, t->W,    t->worker, pos,         t->cost,    1,
+                       NULL,  t->xfer, fetch,     t->pairable, t->overlap, t->cores};
     rc = pp_simulate(&in, out) == 0 ? 0 : -1;
 out:
     free(fetch);

@@ -18,15 +18,15 @@ typedef struct {
     int rank;
     stream st;
     /* per (s,b) logical buffers on this rank, -1 if none */
-    int *tokens;   /* [B] */
-    int *out;      /* [S*B] F(s,b)'s output */
-    int *stash;    /* [S*B] */
-    int *din;      /* [S*B] B(s,b)'s input gradient */
-    int *wts;      /* [N] fetched weights of the job */
-    int *held;     /* [S] the fetched weights the rank's last job of the stage read */
-    int *wgrad;    /* [S] this rank's gradient accumulator for a stage it does not own */
+    int *tokens;    /* [B] */
+    int *out;       /* [S*B] F(s,b)'s output */
+    int *stash;     /* [S*B] */
+    int *din;       /* [S*B] B(s,b)'s input gradient */
+    int *wts;       /* [N] fetched weights of the job */
+    int *held;      /* [S] the fetched weights the rank's last job of the stage read */
+    int *wgrad;     /* [S] this rank's gradient accumulator for a stage it does not own */
     uint64_t *work; /* [S] each stage's workspace bytes */
-    int prefetch;  /* hoist receives and fetches this many jobs ahead */
+    int prefetch;   /* hoist receives and fetches this many jobs ahead */
     const ownership *own;
     int pair_next; /* the second job of the overlapped pair just opened, or -1 */
 } lowering;
@@ -266,7 +266,6 @@ static int lower_weight(lowering *L, int j)
     return 0;
 }
 
-
 static int lower_item(lowering *L, const item *x)
 {
     const pp_jobtable *t = L->t;
@@ -294,9 +293,9 @@ static int lower_item(lowering *L, const item *x)
             L->pair_next = q;
         } else if (q >= 0)
             L->pair_next = -1;
-        return d == DIR_F ? lower_forward(L, x->job)
-             : d == DIR_B ? lower_backward(L, x->job)
-                          : lower_weight(L, x->job);
+        return d == DIR_F   ? lower_forward(L, x->job)
+               : d == DIR_B ? lower_backward(L, x->job)
+                            : lower_weight(L, x->job);
     }
     case IT_RECV_ACT:
         buf = recv_into(L, PP_OP_RecvActivation, x->s, x->b, x->src, act);
@@ -399,7 +398,6 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
         p->stage_role[L->own->owned[k]] |= PP_ROLE_OWNER;
     return lower_copy_groups(L->own, p);
 }
-
 
 int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
              const pp_lower_opts *opts, pp_diag *d, pp_plan *plans)

@@ -29,16 +29,25 @@ typedef struct {
 } stream;
 
 /* One thing a rank does, before sorting into its stream. */
-enum { IT_RECV_ACT, IT_SEND_ACT, IT_RECV_GRAD, IT_SEND_GRAD, IT_FETCH, IT_SEND_WEIGHTS,
-       IT_SEND_WGRAD, IT_RECV_WGRAD, IT_JOB };
+enum {
+    IT_RECV_ACT,
+    IT_SEND_ACT,
+    IT_RECV_GRAD,
+    IT_SEND_GRAD,
+    IT_FETCH,
+    IT_SEND_WEIGHTS,
+    IT_SEND_WGRAD,
+    IT_RECV_WGRAD,
+    IT_JOB
+};
 typedef struct {
     double t;
-    int pair;        /* transfer kind shared by both sides (0 act, 1 grad, 2 weights,
+    int pair;     /* transfer kind shared by both sides (0 act, 1 grad, 2 weights,
                       * 4 weight gradients); 3 jobs */
-    int s, b, d;     /* the producing job (transfers of data), or the fetching job */
-    int src, dst;    /* ranks */
-    int what;        /* IT_* on this rank */
-    int job;         /* the job (IT_JOB), or the job that consumes the transfer */
+    int s, b, d;  /* the producing job (transfers of data), or the fetching job */
+    int src, dst; /* ranks */
+    int what;     /* IT_* on this rank */
+    int job;      /* the job (IT_JOB), or the job that consumes the transfer */
 } item;
 
 /* Items grouped by rank: the rank they belong to is the first key. */
@@ -52,9 +61,9 @@ typedef struct {
  * each worker's owned stages ascending, is stages[off[w] .. off[w+1]).
  * Sizes are the number of (stage, owner) pairs, never S x W. */
 typedef struct ownership {
-    int *nowners;   /* [S] */
-    int **owners;   /* [S][nowners] ascending */
-    int *group_of;  /* [S] group index or -1 */
+    int *nowners;  /* [S] */
+    int **owners;  /* [S][nowners] ascending */
+    int *group_of; /* [S] group index or -1 */
     pp_group *groups;
     int ngroups;
     int *owned_off; /* [W + 1] */

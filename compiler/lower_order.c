@@ -304,7 +304,12 @@ static int make_items(const pp_jobtable *t, const pp_sim_result *sim, int prefet
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js), n = 0;
-#define PUT(r, x)                                                                                      do {                                                                                                   if (it)                                                                                                it[n] = (ranked_item){r, x};                                                                   n++;                                                                                           } while (0)
+#define PUT(r, x)                                                                                  \
+    do {                                                                                           \
+        if (it)                                                                                    \
+            it[n] = (ranked_item){r, x};                                                           \
+        n++;                                                                                       \
+    } while (0)
     for (int j = 0; j < N; j++) {
         if (!job_exists(js, j))
             continue;

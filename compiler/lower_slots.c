@@ -146,8 +146,8 @@ int lower_assign_slots(stream *st, uint32_t rank, pp_plan *p)
     int *run_last = malloc(((size_t)st->n + 1) * sizeof *run_last);
     int *ends = malloc(((size_t)st->n + 1) * sizeof *ends); /* sort_by_end's counts */
     int nslots[2], rc = -1;
-    if (!slot_of[0] || !slot_of[1] || !sizes[0] || !sizes[1] || !classes || !by_end ||
-        !run_first || !run_last || !ends)
+    if (!slot_of[0] || !slot_of[1] || !sizes[0] || !sizes[1] || !classes || !by_end || !run_first ||
+        !run_last || !ends)
         goto out;
     pp_transfer_runs(st->code, (uint32_t)st->n, rank, run_first, run_last);
     for (int i = 0; i + 2 < st->n; i++) /* an overlapped pair: its two jobs, concurrent */
@@ -165,8 +165,8 @@ int lower_assign_slots(stream *st, uint32_t rank, pp_plan *p)
     if (nclass < 0)
         goto out;
     for (int grow = 0; grow < 2; grow++)
-        if ((nslots[grow] = scan_slots(st, by_end, run_first, grow, classes, nclass,
-                                       slot_of[grow], sizes[grow])) < 0)
+        if ((nslots[grow] = scan_slots(st, by_end, run_first, grow, classes, nclass, slot_of[grow],
+                                       sizes[grow])) < 0)
             goto out;
     int pick = total_bytes(sizes[1], nslots[1]) < total_bytes(sizes[0], nslots[0]);
     for (int i = 0; i < st->n; i++)

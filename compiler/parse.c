@@ -58,8 +58,8 @@ pp_stmt *pp_parse(pp_diag *d)
 
 pp_assign *pp_parse_search(pp_diag *d, size_t off, size_t len, int line, int col)
 {
-    pp_parse_ctx ctx = {.diag = d, .start = START_SEARCH, .origin = {line, col, line, col - 1},
-                        .search = 1};
+    pp_parse_ctx ctx = {
+        .diag = d, .start = START_SEARCH, .origin = {line, col, line, col - 1}, .search = 1};
     int before = d->errors;
     run(&ctx, d->src + off, len);
     if (d->errors == before)

@@ -11,17 +11,17 @@
 
 typedef struct {
     pp_diag *diag;
-    pp_stmt *head, *tail; /* statements in source order */
-    pp_stmt *model_head, *model_tail; /* fields of the model block being parsed */
+    pp_stmt *head, *tail;              /* statements in source order */
+    pp_stmt *model_head, *model_tail;  /* fields of the model block being parsed */
     pp_assign *assigns, *assigns_tail; /* a search line's assignments, in order */
     /* The token the scanner returns first, which picks the grammar's start
      * (a file or a search line: parse.c), and where the text starts. */
     int start;
     pp_loc origin;
-    int search;   /* scanning a search line: its end is a token of its own */
-    int ended;    /* that token was returned */
-    jmp_buf *fatal;          /* where the scanner's fatal errors return to (parse.c) */
-    const char *fatal_msg;   /* and what flex said */
+    int search;            /* scanning a search line: its end is a token of its own */
+    int ended;             /* that token was returned */
+    jmp_buf *fatal;        /* where the scanner's fatal errors return to (parse.c) */
+    const char *fatal_msg; /* and what flex said */
 } pp_parse_ctx;
 
 /* Parse d->src. Returns the statement list (possibly partial after errors);

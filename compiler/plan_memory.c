@@ -10,8 +10,7 @@
  * bf16 the bf16 compute copy its jobs read and its SendWeights send. */
 uint64_t lower_owned_stage_bytes(const pp_model *m, int S, int s)
 {
-    uint64_t bytes =
-        (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
+    uint64_t bytes = (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
     if (m->precision == PP_PREC_BF16)
         bytes += pp_stage_compute_bytes(m, S, s);
     return bytes;
@@ -65,10 +64,9 @@ int lower_check_mem_limit(const pp_plan *p, int rank, uint64_t limit, pp_diag *d
                                      "stages' %s, %llu for %s, %llu in %u slot%s",
                                      rank, (unsigned long long)total, i, pp_op_name(in->op),
                                      in->stage, in->mb, (unsigned long long)limit,
-                                     (unsigned long long)own, owned,
-                                     (unsigned long long)work, works,
-                                     (unsigned long long)(total - own - work),
-                                     seen, seen == 1 ? "" : "s");
+                                     (unsigned long long)own, owned, (unsigned long long)work,
+                                     works, (unsigned long long)(total - own - work), seen,
+                                     seen == 1 ? "" : "s");
                     return 1;
                 }
             }

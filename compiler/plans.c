@@ -17,8 +17,10 @@ static pp_compile_status check_failed(pp_diag *d, const char *msg, const char *c
         diag_nomem(d, "in the %s", checker);
         return PP_COMPILE_NOMEM;
     }
-    diag_error_noloc(d, "internal error: the emitted plans fail the %s check "
-                        "(please report this):\n%s", check, msg);
+    diag_error_noloc(d,
+                     "internal error: the emitted plans fail the %s check "
+                     "(please report this):\n%s",
+                     check, msg);
     return PP_COMPILE_INTERNAL;
 }
 
@@ -35,8 +37,8 @@ static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
     char msg[8192];
     for (int r = 0; r < W; r++)
         if (pp_plan_validate(&plans[r], msg, sizeof msg) != PP_PLAN_OK) {
-            diag_error_noloc(d, "internal error: rank %d's plan is invalid (please report this): %s",
-                             r, msg);
+            diag_error_noloc(
+                d, "internal error: rank %d's plan is invalid (please report this): %s", r, msg);
             return PP_COMPILE_INTERNAL;
         }
     if (pp_comm_check(plans, W, msg, sizeof msg))

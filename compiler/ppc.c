@@ -202,7 +202,8 @@ static int set_string(const char *flag, const char *val, const char **dst)
 static int parse_emit(int argc, char **argv, int *i, options *o)
 {
     if (*i + 1 >= argc) {
-        fprintf(stderr, "ppc: --emit needs a format and a directory, e.g. --emit torch-csv out/csv\n");
+        fprintf(stderr,
+                "ppc: --emit needs a format and a directory, e.g. --emit torch-csv out/csv\n");
         return -1;
     }
     const char *fmt = argv[*i + 1];
@@ -286,32 +287,43 @@ static int check_search_args(const options *o)
     const char *const *flags = search_conflicts;
     if (!o->search) {
         fprintf(stderr, "ppc: %s is only for --search\n",
-                o->top ? "--top" : o->all ? "--all" : "--json");
+                o->top   ? "--top"
+                : o->all ? "--all"
+                         : "--json");
         return -1;
     }
     if (o->file || o->outdir || o->table) {
-        fprintf(stderr, "ppc: --search compiles the library's schedules and writes no plan: "
-                        "expected no %s\n",
-                o->file ? "schedule file" : o->outdir ? "-o" : "--table");
+        fprintf(stderr,
+                "ppc: --search compiles the library's schedules and writes no plan: "
+                "expected no %s\n",
+                o->file     ? "schedule file"
+                : o->outdir ? "-o"
+                            : "--table");
         return -1;
     }
     for (int k = 0; k < NCONFLICTS; k++)
         if (o->seen_flags & (1 << k)) {
             if (k < NWRITING)
-                fprintf(stderr, "ppc: --search prints a table and writes no report or plan; "
-                                "expected no %s\n", flags[k]);
+                fprintf(stderr,
+                        "ppc: --search prints a table and writes no report or plan; "
+                        "expected no %s\n",
+                        flags[k]);
             else
-                fprintf(stderr, "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights "
-                                "itself; expected no %s\n", flags[k]);
+                fprintf(stderr,
+                        "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights "
+                        "itself; expected no %s\n",
+                        flags[k]);
             return -1;
         }
     int have[2] = {0, 0};
     for (int i = 0; i < o->ndefs; i++) {
         const char *n = o->defs[i].name;
         if (strcmp(n, "W") && strcmp(n, "B")) {
-            fprintf(stderr, "ppc: --search: -D %s: expected only -D W=WORKERS and "
-                            "-D B=MICROBATCHES (each library file's '# search:' line sets "
-                            "the rest)\n", n);
+            fprintf(stderr,
+                    "ppc: --search: -D %s: expected only -D W=WORKERS and "
+                    "-D B=MICROBATCHES (each library file's '# search:' line sets "
+                    "the rest)\n",
+                    n);
             return -1;
         }
         /* W up to 1024 keeps every library line within its 4096 values */
@@ -344,10 +356,11 @@ static int parse_layers(int argc, char **argv, int *i, options *o)
     long long v = *i + 1 < argc ? strtoll(argv[*i + 1], &end, 10) : -1;
     if (*i + 1 >= argc || !argv[*i + 1][0] || *end || errno || v < 1 ||
         (uint64_t)v > PP_MAX_TOTAL_LAYERS) {
-        fprintf(stderr, "ppc: --layers expects the model's blocks (layers) in total, from 1 to "
-                        "%llu, found %s%s%s\n", (unsigned long long)PP_MAX_TOTAL_LAYERS,
-                *i + 1 < argc ? "'" : "", *i + 1 < argc ? argv[*i + 1] : "nothing",
-                *i + 1 < argc ? "'" : "");
+        fprintf(stderr,
+                "ppc: --layers expects the model's blocks (layers) in total, from 1 to "
+                "%llu, found %s%s%s\n",
+                (unsigned long long)PP_MAX_TOTAL_LAYERS, *i + 1 < argc ? "'" : "",
+                *i + 1 < argc ? argv[*i + 1] : "nothing", *i + 1 < argc ? "'" : "");
         return -1;
     }
     if (o->layers) {
@@ -400,8 +413,7 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->pictures = want;
-        }
-        else if (!strcmp(a, "--keep-weights"))
+        } else if (!strcmp(a, "--keep-weights"))
             o->keep = 1;
         else if (!strcmp(a, "--emit")) {
             if ((rc = parse_emit(argc, argv, &i, o)) != 0)
@@ -429,8 +441,8 @@ static int parse_args(int argc, char **argv, options *o)
             else
                 o->mem_limit = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
-                 !strcmp(a, "--library") || !strcmp(a, "--optimizer") ||
-                 !strcmp(a, "--precision")) {
+                   !strcmp(a, "--library") || !strcmp(a, "--optimizer") ||
+                   !strcmp(a, "--precision")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
                 return -1;
@@ -479,8 +491,11 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->table) {
         if (o->file || o->outdir || o->costs || o->emit_dir || o->layers) {
             fprintf(stderr, "ppc: --table takes only -D S/B/G/R and --library, not %s\n",
-                    o->file ? "a schedule file" : o->outdir ? "-o" : o->costs ? "--costs"
-                    : o->emit_dir ? "--emit" : "--layers");
+                    o->file       ? "a schedule file"
+                    : o->outdir   ? "-o"
+                    : o->costs    ? "--costs"
+                    : o->emit_dir ? "--emit"
+                                  : "--layers");
             return -1;
         }
         return 0;
@@ -490,7 +505,8 @@ static int parse_args(int argc, char **argv, options *o)
         return -1;
     }
     if (!o->file || (!o->outdir && !o->emit_dir)) {
-        fprintf(stderr, "ppc: %s\n", !o->file ? "no schedule file given" : "no output directory (-o DIR)");
+        fprintf(stderr, "ppc: %s\n",
+                !o->file ? "no schedule file given" : "no output directory (-o DIR)");
         return -1;
     }
     return 0;
@@ -609,7 +625,7 @@ static int write_plans(const options *o, pp_plan *plans, int W)
     pthread_t tid[WRITERS];
     int started = 0;
     while (started + 1 < nthreads && !pthread_create(&tid[started], NULL, writer_loop, &pw))
-        started++; /* a thread that cannot start leaves its share to the others */
+        started++;    /* a thread that cannot start leaves its share to the others */
     writer_loop(&pw); /* this thread writes too */
     for (int k = 0; k < started; k++)
         pthread_join(tid[k], NULL);
@@ -806,8 +822,8 @@ static int run_search(const options *o)
     long long W = 0, B = 0;
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
-    pp_search_opts so = {lib,          W,           B,           o->costs, (uint64_t)o->mem_limit,
-                         o->optimizer, o->precision, o->layers};
+    pp_search_opts so = {lib,          W,        B, o->costs, (uint64_t)o->mem_limit, o->optimizer,
+                         o->precision, o->layers};
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)

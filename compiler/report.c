@@ -155,8 +155,8 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         if (p >= 0 && t->worker[p] != w) {
             uint64_t bytes = pp_job_input_bytes(t, m, j);
             int kind = job_d(js, j) == DIR_F ? XFER_ACT : XFER_GRAD;
-            r->xfer[r->nxfer++] =
-                (pp_transfer){kind, t->worker[p], w, j, sim->end[p], sim->end[p] + t->xfer[j], bytes};
+            r->xfer[r->nxfer++] = (pp_transfer){
+                kind, t->worker[p], w, j, sim->end[p], sim->end[p] + t->xfer[j], bytes};
             r->w[w].act_recv++;
             r->w[w].act_recv_bytes += bytes;
         }
@@ -189,7 +189,8 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
     double *last = calloc((size_t)W, sizeof *last), *at = calloc((size_t)W, sizeof *at);
     /* each stage's distinct owners, stage by stage: owner[off[s] .. off[s+1]);
      * at most one per job, never S x W (a stage's jobs are consecutive ids) */
-    int *off = malloc(((size_t)S + 1) * sizeof *off), *owner = malloc(((size_t)N + 1) * sizeof *owner);
+    int *off = malloc(((size_t)S + 1) * sizeof *off),
+        *owner = malloc(((size_t)N + 1) * sizeof *owner);
     int *stamp = malloc(((size_t)W + 1) * sizeof *stamp);
     if (!last || !at || !off || !owner || !stamp)
         goto out;
@@ -251,8 +252,7 @@ out:
     return rc;
 }
 
-int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
-                    const pp_model *m)
+int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m)
 {
     memset(r, 0, sizeof *r);
     const pp_jobspace *js = &t->js;

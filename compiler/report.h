@@ -41,9 +41,9 @@
 enum { XFER_ACT, XFER_GRAD, XFER_WEIGHT };
 
 typedef struct {
-    int kind;      /* XFER_* */
-    int src, dst;  /* workers */
-    int job;       /* the job that consumes it */
+    int kind;     /* XFER_* */
+    int src, dst; /* workers */
+    int job;      /* the job that consumes it */
     double start, end;
     uint64_t bytes;
 } pp_transfer;
@@ -58,7 +58,7 @@ typedef struct {
 
 typedef struct {
     int S, B, W, split;
-    int nsplit; /* the (s,b) whose backward is split: S*B with `split backward`,
+    int nsplit;              /* the (s,b) whose backward is split: S*B with `split backward`,
                  * fewer with `split backward when`, 0 without */
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
@@ -67,9 +67,9 @@ typedef struct {
      * epilogue runs it (report.c's step_time): gradient returns, the
      * replicas' all-reduces, the owners' optimizer steps. */
     double step;
-    pp_worker_report *w;     /* [W] */
-    pp_worker_report total;  /* sums over workers (peaks too: the sum of peaks) */
-    pp_transfer *xfer;       /* every transfer, in the order of the jobs they feed */
+    pp_worker_report *w;    /* [W] */
+    pp_worker_report total; /* sums over workers (peaks too: the sum of peaks) */
+    pp_transfer *xfer;      /* every transfer, in the order of the jobs they feed */
     int nxfer;
 } pp_report;
 

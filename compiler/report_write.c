@@ -107,8 +107,7 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                  r->S * r->B);
     else if (r->split)
         snprintf(split, sizeof split, ", split backward");
-    fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order,
-            split);
+    fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order, split);
     fprintf(f, "costs     %s\n", info->costs);
     print_stage_costs(f, t);
     fprintf(f, "optimizer %s (%s)\n", pp_optimizer_name(r->optimizer),
@@ -127,12 +126,14 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
     fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n", r->makespan,
             100 * r->bubble, r->W);
-    fprintf(f, "step      %g (the makespan, then gradient returns, all-reduces and optimizer "
-               "steps)\n",
+    fprintf(f,
+            "step      %g (the makespan, then gradient returns, all-reduces and optimizer "
+            "steps)\n",
             r->step);
     if (t->pairable) {
-        fprintf(f, "overlap   %d pairs of a forward and a backward run at once; a pair takes "
-                   "max(tF, tB) + %g * min(tF, tB)\n",
+        fprintf(f,
+                "overlap   %d pairs of a forward and a backward run at once; a pair takes "
+                "max(tF, tB) + %g * min(tF, tB)\n",
                 sim->npairs, t->overlap);
         /* the first PAIR_LINES pairs; report.json lists every one */
         enum { PAIR_LINES = 32 };
@@ -142,17 +143,19 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 int j = sim->order[k], q = sim->partner ? sim->partner[j] : -1;
                 if (q < 0 || job_d(&t->js, j) != DIR_F)
                     continue;
-                fprintf(f, "  worker %d: F(%d,%d) with B(%d,%d) at %g-%g\n", w,
-                        job_s(&t->js, j), job_b(&t->js, j), job_s(&t->js, q), job_b(&t->js, q),
-                        sim->start[j], sim->end[j]);
+                fprintf(f, "  worker %d: F(%d,%d) with B(%d,%d) at %g-%g\n", w, job_s(&t->js, j),
+                        job_b(&t->js, j), job_s(&t->js, q), job_b(&t->js, q), sim->start[j],
+                        sim->end[j]);
                 listed++;
             }
         if (sim->npairs > listed)
             fprintf(f, "  ... and %d more (report.json lists every pair)\n", sim->npairs - listed);
     }
     if (info->keep)
-        fprintf(f, "kept      %lld jobs read weights fetched for an earlier job of their stage "
-                   "(--keep-weights: %s)\n", r->total.weight_kept, info->keep);
+        fprintf(f,
+                "kept      %lld jobs read weights fetched for an earlier job of their stage "
+                "(--keep-weights: %s)\n",
+                r->total.weight_kept, info->keep);
     fputc('\n', f);
     fprintf(f, "%-6s %6s %10s %7s %20s %20s %18s %18s %11s %11s %11s %11s\n", "worker", "jobs",
             "busy", "idle", "act+grad recv", "weight fetches", "peak activations", "weights held",
@@ -163,22 +166,42 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
         worker_row(f, name, &r->w[w], r->makespan);
     }
     worker_row(f, "total", &r->total, r->makespan * r->W);
-    fprintf(f, "\n(peak activations: microbatches held between F and B, and the bytes of their\n"
-               " stashes; idle of the total is the bubble; plan memory: what ppvm allocates for\n"
-               " the worker's plan - its slots and its own stages' weights, gradients,\n"
-               " optimizer state and bf16 copies%s)\n\n",
+    fprintf(f,
+            "\n(peak activations: microbatches held between F and B, and the bytes of their\n"
+            " stashes; idle of the total is the bubble; plan memory: what ppvm allocates for\n"
+            " the worker's plan - its slots and its own stages' weights, gradients,\n"
+            " optimizer state and bf16 copies%s)\n\n",
             r->total.mem_bytes ? "" : "; 0: the schedule was not lowered");
     pp_timeline_ascii(f, t, sim, 100);
     return ferror(f) ? -1 : 0;
 }
 
-enum { F_JOBS, F_BUSY, F_ACT, F_ACTB, F_WREC, F_WRECB, F_WKEPT, F_PEAK, F_PEAKB, F_WST, F_WSTB,
-       F_GRADB, F_OPTB, F_COPYB, F_MEM, F_COUNT };
-static const char *field_name[F_COUNT] = {
-    "jobs_count",   "busy",          "act_recv",     "act_recv_bytes",
-    "weight_recv",  "weight_recv_bytes", "weight_kept", "peak_act", "peak_act_bytes",
-    "weight_store", "weight_store_bytes", "grad_store_bytes", "opt_store_bytes",
-    "copy_store_bytes", "mem_bytes"};
+enum {
+    F_JOBS,
+    F_BUSY,
+    F_ACT,
+    F_ACTB,
+    F_WREC,
+    F_WRECB,
+    F_WKEPT,
+    F_PEAK,
+    F_PEAKB,
+    F_WST,
+    F_WSTB,
+    F_GRADB,
+    F_OPTB,
+    F_COPYB,
+    F_MEM,
+    F_COUNT
+};
+static const char *field_name[F_COUNT] = {"jobs_count",         "busy",
+                                          "act_recv",           "act_recv_bytes",
+                                          "weight_recv",        "weight_recv_bytes",
+                                          "weight_kept",        "peak_act",
+                                          "peak_act_bytes",     "weight_store",
+                                          "weight_store_bytes", "grad_store_bytes",
+                                          "opt_store_bytes",    "copy_store_bytes",
+                                          "mem_bytes"};
 
 /* pp_json_str (report.h): jansson escapes; bytes above 0x7f of a string
  * that is not UTF-8 become '?'; NULL is null. */
@@ -205,21 +228,51 @@ void pp_json_str(FILE *f, const char *s)
 static void json_field(FILE *f, const pp_worker_report *x, int k)
 {
     switch (k) {
-    case F_JOBS: fprintf(f, "%d", x->jobs); break;
-    case F_BUSY: fprintf(f, "%.17g", x->busy); break;
-    case F_ACT: fprintf(f, "%lld", x->act_recv); break;
-    case F_ACTB: fprintf(f, "%" PRIu64, x->act_recv_bytes); break;
-    case F_WREC: fprintf(f, "%lld", x->weight_recv); break;
-    case F_WRECB: fprintf(f, "%" PRIu64, x->weight_recv_bytes); break;
-    case F_WKEPT: fprintf(f, "%lld", x->weight_kept); break;
-    case F_PEAK: fprintf(f, "%lld", x->peak_act); break;
-    case F_PEAKB: fprintf(f, "%" PRIu64, x->peak_act_bytes); break;
-    case F_WST: fprintf(f, "%lld", x->weight_store); break;
-    case F_WSTB: fprintf(f, "%" PRIu64, x->weight_store_bytes); break;
-    case F_GRADB: fprintf(f, "%" PRIu64, x->grad_store_bytes); break;
-    case F_OPTB: fprintf(f, "%" PRIu64, x->opt_store_bytes); break;
-    case F_COPYB: fprintf(f, "%" PRIu64, x->copy_store_bytes); break;
-    case F_MEM: fprintf(f, "%" PRIu64, x->mem_bytes); break;
+    case F_JOBS:
+        fprintf(f, "%d", x->jobs);
+        break;
+    case F_BUSY:
+        fprintf(f, "%.17g", x->busy);
+        break;
+    case F_ACT:
+        fprintf(f, "%lld", x->act_recv);
+        break;
+    case F_ACTB:
+        fprintf(f, "%" PRIu64, x->act_recv_bytes);
+        break;
+    case F_WREC:
+        fprintf(f, "%lld", x->weight_recv);
+        break;
+    case F_WRECB:
+        fprintf(f, "%" PRIu64, x->weight_recv_bytes);
+        break;
+    case F_WKEPT:
+        fprintf(f, "%lld", x->weight_kept);
+        break;
+    case F_PEAK:
+        fprintf(f, "%lld", x->peak_act);
+        break;
+    case F_PEAKB:
+        fprintf(f, "%" PRIu64, x->peak_act_bytes);
+        break;
+    case F_WST:
+        fprintf(f, "%lld", x->weight_store);
+        break;
+    case F_WSTB:
+        fprintf(f, "%" PRIu64, x->weight_store_bytes);
+        break;
+    case F_GRADB:
+        fprintf(f, "%" PRIu64, x->grad_store_bytes);
+        break;
+    case F_OPTB:
+        fprintf(f, "%" PRIu64, x->opt_store_bytes);
+        break;
+    case F_COPYB:
+        fprintf(f, "%" PRIu64, x->copy_store_bytes);
+        break;
+    case F_MEM:
+        fprintf(f, "%" PRIu64, x->mem_bytes);
+        break;
     }
 }
 
@@ -249,8 +302,8 @@ static void json_job(FILE *f, const pp_jobspace *js, const pp_sim_result *sim, i
 
 /* One overlapped pair of "pairs": "%s\n    {\"worker\": %d, \"F\": [%d, %d],
  * \"B\": [%d, %d], \"start\": %.17g, \"end\": %.17g}", by hand as json_job. */
-static void json_pair(FILE *f, const pp_jobspace *js, const pp_sim_result *sim, int w, int j,
-                      int q, int sep)
+static void json_pair(FILE *f, const pp_jobspace *js, const pp_sim_result *sim, int w, int j, int q,
+                      int sep)
 {
     char line[128 + 6 * PP_NUMFMT_MAX], *p = line;
 #define LIT(s) (memcpy(p, s, sizeof s - 1), p += sizeof s - 1)

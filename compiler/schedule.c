@@ -8,13 +8,13 @@
 
 /* What an expression may refer to, by where it appears. */
 typedef struct {
-    int nparams; /* params defined before it */
-    int nlets;   /* lets defined before it */
-    int job;     /* s, b, d visible */
-    int worker;  /* w visible */
+    int nparams;      /* params defined before it */
+    int nlets;        /* lets defined before it */
+    int job;          /* s, b, d visible */
+    int worker;       /* w visible */
     const char *what; /* "a param", "the model block"... for messages */
-    int stage;   /* s alone visible (a model's per-stage layer count) */
-    int lets;    /* lets visible without s, b, d (a requirement) */
+    int stage;        /* s alone visible (a model's per-stage layer count) */
+    int lets;         /* lets visible without s, b, d (a requirement) */
 } scope;
 
 /* Params and lets are entered in order under names no earlier one has
@@ -82,7 +82,8 @@ static void resolve_name(pp_schedule *sch, pp_expr *e, const scope *sc)
                 diag_error(sch->diag, e->loc, "'%s' cannot be used in %s: only s (the stage) can",
                            n, sc->what);
             else if (n[0] == 'w')
-                diag_error(sch->diag, e->loc, "'w' (the worker) is only defined in 'limit inflight'");
+                diag_error(sch->diag, e->loc,
+                           "'w' (the worker) is only defined in 'limit inflight'");
             else
                 diag_error(sch->diag, e->loc, "'%s' is a job variable and cannot be used in %s", n,
                            sc->what);
@@ -139,9 +140,9 @@ static void resolve(pp_schedule *sch, pp_expr *e, const scope *sc)
             dir_compare(e);
         break;
     case EX_CALL: {
-        int want = !strcmp(e->name, "abs") ? 1
+        int want = !strcmp(e->name, "abs")                                ? 1
                    : (!strcmp(e->name, "min") || !strcmp(e->name, "max")) ? 2
-                                                                            : 0;
+                                                                          : 0;
         if (!want)
             diag_error(sch->diag, e->loc, "unknown function '%s' (functions are min, max, abs)",
                        e->name);
@@ -169,8 +170,8 @@ static int eval_const(pp_schedule *sch, pp_expr *e, long long *out)
     pp_env env = {0, 0, 0, 0};
     const pp_expr *where = e;
     int again = sch->memo && sch->const_gen && sch->memo->gen == sch->const_gen;
-    pp_eval_status st = again ? pp_eval_same_env(sch, e, &env, out, &where)
-                              : pp_eval(sch, e, &env, out, &where);
+    pp_eval_status st =
+        again ? pp_eval_same_env(sch, e, &env, out, &where) : pp_eval(sch, e, &env, out, &where);
     if (sch->memo)
         sch->const_gen = sch->memo->gen;
     if (st == EVAL_DIV0)
@@ -285,10 +286,7 @@ static void define_let(pp_schedule *sch, pp_stmt *st)
  * entry holds the current generation, so starting a walk (new_walk) clears
  * every mark at once and a walk costs what it visits, not the number of
  * lets (a file of many requires and many lets stays linear). */
-static void new_walk(const pp_schedule *sch)
-{
-    ++*sch->mark_gen;
-}
+static void new_walk(const pp_schedule *sch) { ++*sch->mark_gen; }
 
 /* 1 if let (or param) i was visited already in this walk; else marks it. */
 static int visited(const pp_schedule *sch, unsigned *marks, int i)
@@ -335,8 +333,7 @@ static int uses_broken_let(const pp_schedule *sch, const pp_expr *e)
         return 0;
     if (e->kind == EX_LET) /* its flag covers the lets it uses: no walk down the chain */
         return sch->lets[e->index].broken;
-    return uses_broken_let(sch, e->a) || uses_broken_let(sch, e->b) ||
-           uses_broken_let(sch, e->c);
+    return uses_broken_let(sch, e->a) || uses_broken_let(sch, e->b) || uses_broken_let(sch, e->c);
 }
 
 /* " with B=6, W=4": the params e uses, directly or through lets, in the
@@ -362,8 +359,13 @@ static void params_used(const pp_schedule *sch, const pp_expr *e, char *buf, siz
  * and the params it used. */
 static void check_require(pp_schedule *sch, pp_stmt *st)
 {
-    scope sc = {sch->nparams, sch->nlets, 0, 0,
-                "a requirement (it may use params and lets of params)", 0, 1};
+    scope sc = {sch->nparams,
+                sch->nlets,
+                0,
+                0,
+                "a requirement (it may use params and lets of params)",
+                0,
+                1};
     int before = sch->diag->errors;
     resolve(sch, st->expr, &sc);
     check_depth(sch, st->expr); /* bounds the walks below as it bounds evaluation */
@@ -421,9 +423,10 @@ static void warn_no_effect(pp_schedule *sch)
 {
     for (const pp_stmt *st = sch->stmts; st; st = st->next) {
         if (st->kind == ST_LIMIT && sch->strict)
-            diag_warning(sch->diag, st->loc,
-                         "'limit inflight' has no effect with 'order strict': a strict order runs "
-                         "each worker's jobs in priority order; the limit applies to 'order greedy'");
+            diag_warning(
+                sch->diag, st->loc,
+                "'limit inflight' has no effect with 'order strict': a strict order runs "
+                "each worker's jobs in priority order; the limit applies to 'order greedy'");
         if (st->kind == ST_COST && st->dir == DIR_W && !sch->split)
             diag_warning(sch->diag, st->loc,
                          "'cost W' has no effect: the schedule has no 'split backward', so it has "
@@ -477,10 +480,20 @@ static const model_field gpt_fields[] = {
 static pp_model model_defaults(uint32_t kind)
 {
     if (kind == PP_MODEL_GPT)
-        return (pp_model){.kind = PP_MODEL_GPT, .vocab = 256, .context = 32, .embed = 64,
-                          .heads = 4, .blocks = 1, .batch = 8};
-    return (pp_model){.kind = PP_MODEL_MLP, .vocab = PP_VOCAB, .context = 8, .embed = 16,
-                      .ffn = 128, .blocks = 1, .batch = 16};
+        return (pp_model){.kind = PP_MODEL_GPT,
+                          .vocab = 256,
+                          .context = 32,
+                          .embed = 64,
+                          .heads = 4,
+                          .blocks = 1,
+                          .batch = 8};
+    return (pp_model){.kind = PP_MODEL_MLP,
+                      .vocab = PP_VOCAB,
+                      .context = 8,
+                      .embed = 16,
+                      .ffn = 128,
+                      .blocks = 1,
+                      .batch = 16};
 }
 
 static void check_model(pp_schedule *sch, pp_stmt *st)
@@ -548,13 +561,15 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
         return;
     if (sch->model.embed % sch->model.heads != 0) {
         if (heads_expr)
-            diag_error(sch->diag, heads_expr->loc,
-                       "model heads = %u does not divide embed = %u (each head is embed/heads wide)",
-                       sch->model.heads, sch->model.embed);
+            diag_error(
+                sch->diag, heads_expr->loc,
+                "model heads = %u does not divide embed = %u (each head is embed/heads wide)",
+                sch->model.heads, sch->model.embed);
         else
-            diag_error(sch->diag, st->loc,
-                       "model gpt: embed = %u is not a multiple of the default 4 heads (give heads)",
-                       sch->model.embed);
+            diag_error(
+                sch->diag, st->loc,
+                "model gpt: embed = %u is not a multiple of the default 4 heads (give heads)",
+                sch->model.embed);
     }
 }
 
@@ -591,15 +606,14 @@ static void model_layers(pp_schedule *sch)
 }
 
 /* A required count (S, B, W) must be a param with a value in [1, max]. */
-static long long count_param(pp_schedule *sch, const char *name, const char *meaning,
-                             long long max, int report_missing)
+static long long count_param(pp_schedule *sch, const char *name, const char *meaning, long long max,
+                             int report_missing)
 {
     int i = find_param(sch, name, sch->nparams);
     if (i < 0) {
         if (report_missing)
-            diag_error_noloc(sch->diag,
-                             "the schedule defines no '%s' (%s): add 'param %s = ...'", name,
-                             meaning, name);
+            diag_error_noloc(sch->diag, "the schedule defines no '%s' (%s): add 'param %s = ...'",
+                             name, meaning, name);
         return 0;
     }
     long long v = sch->params[i].value;
@@ -678,10 +692,9 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         apply_defines(sch, defs, ndefs); /* reports -D names that match no param */
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
-        seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0,
-        seen_precision = 0, seen_overlap = 0;
-    static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)",
-                                             "priority(s,b,d)"};
+        seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0, seen_precision = 0,
+        seen_overlap = 0;
+    static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
         scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0, 0};
         switch (st->kind) {
@@ -724,7 +737,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             if (st->dir >= COST_LATENCY) {
                 fn_scope.job = 0;
                 fn_scope.what = st->dir == COST_LATENCY   ? "'cost latency' (it may use params)"
-                              : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
+                                : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
                                                           : "'cost bandwidth' (it may use params)";
             }
             resolve(sch, st->expr, &fn_scope);
@@ -762,7 +775,9 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     for (int c = COST_LATENCY; c < COST_COUNT; c++)
         if (sch->cost[c] && uses_job(sch, sch->cost[c]))
             diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
-                       c == COST_LATENCY ? "latency" : c == COST_OVERLAP ? "overlap" : "bandwidth");
+                       c == COST_LATENCY   ? "latency"
+                       : c == COST_OVERLAP ? "overlap"
+                                           : "bandwidth");
     warn_no_effect(sch);
     /* A pair is two neighbours in a worker's order, which only a strict
      * order fixes before simulating; greedy picks the next job as it goes. */

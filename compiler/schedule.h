@@ -84,7 +84,7 @@ typedef struct {
      * OVERLAP_F_B pairs, written forward first) */
     int overlap_then;
     long long S, B, W;
-    pp_model model; /* model.layers: [S] when layers_expr is set, else NULL; owned */
+    pp_model model;       /* model.layers: [S] when layers_expr is set, else NULL; owned */
     pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */
     /* Set by the compile driver for --layers (compile.h): costs are those of
      * one block, scaled by each stage's blocks (jobtable.c). 0 = as today. */
@@ -147,8 +147,8 @@ typedef enum {
 } pp_eval_status;
 
 /* On error, *where is the node that failed (for the caret). */
-pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env,
-                       long long *out, const pp_expr **where);
+pp_eval_status pp_eval(const pp_schedule *sch, const pp_expr *e, const pp_env *env, long long *out,
+                       const pp_expr **where);
 /* Another expression at the env of the previous pp_eval call (the same
  * job): the lets that call evaluated are not evaluated again, so a job's
  * compute, weights, priority and cost share them. */

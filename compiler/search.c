@@ -18,9 +18,9 @@
 #include "readfile.h"
 #include "report.h"
 
-#define MAX_ASSIGN 16     /* assignments on one search line */
-#define MAX_COMBOS 4096   /* combinations of one file */
-#define MAX_VALUES MAX_COMBOS /* values of one name: more would be more combinations */
+#define MAX_ASSIGN 16            /* assignments on one search line */
+#define MAX_COMBOS 4096          /* combinations of one file */
+#define MAX_VALUES MAX_COMBOS    /* values of one name: more would be more combinations */
 #define VALUE_BOUND 1000000000LL /* every value of a name is within +-this */
 /* The most jobs one candidate may have: a search compiles many, each three
  * times lowered, and is meant to answer in seconds; a larger one is refused
@@ -58,7 +58,7 @@ typedef struct {
     const pp_assign *a[MAX_ASSIGN];
     int n;
     int lineno;
-    int found;          /* the file has a search line */
+    int found; /* the file has a search line */
     /* W (param 0), B (1), then a[i] (2 + i): their values are set as the
      * combinations are enumerated; every item's expressions resolved */
     pp_schedule names;
@@ -77,7 +77,8 @@ static int parse_search_line(search_line *l)
         const char *p = line;
         while (p < line + len && (*p == ' ' || *p == '\t'))
             p++;
-        int comment = p < line + len && (*p == '#' || (p[0] == '/' && p + 1 < line + len && p[1] == '/'));
+        int comment =
+            p < line + len && (*p == '#' || (p[0] == '/' && p + 1 < line + len && p[1] == '/'));
         if (comment) {
             p += *p == '#' ? 1 : 2;
             while (p < line + len && (*p == ' ' || *p == '\t'))
@@ -87,8 +88,8 @@ static int parse_search_line(search_line *l)
             l->found = 1;
             l->lineno = lineno;
             p += 7;
-            l->assigns = pp_parse_search(&l->d, (size_t)(p - src), (size_t)(line + len - p),
-                                         lineno, (int)(p - line) + 1);
+            l->assigns = pp_parse_search(&l->d, (size_t)(p - src), (size_t)(line + len - p), lineno,
+                                         (int)(p - line) + 1);
             return l->assigns ? 0 : -1;
         }
         if (!end)
@@ -147,8 +148,7 @@ static void search_line_free(search_line *l)
 /* One expression of an item under the names' current values: 0 (*skip set
  * when a division is not exact: the item gives no value), or -1 with the
  * error reported. */
-static int eval_item(search_line *l, const pp_expr *e, const pp_range *r, long long *v,
-                     int *skip)
+static int eval_item(search_line *l, const pp_expr *e, const pp_range *r, long long *v, int *skip)
 {
     pp_env env = {0, 0, 0, 0};
     const pp_expr *where = e;
@@ -204,10 +204,10 @@ typedef struct {
     const pp_search_opts *o;
     pp_search_result *r;
     FILE *err;
-    const char *path;     /* the file, as commands print it */
-    char **params;        /* the file's param names */
+    const char *path; /* the file, as commands print it */
+    char **params;    /* the file's param names */
     int nparams;
-    char **seen;          /* resolved params of the combinations compiled */
+    char **seen; /* resolved params of the combinations compiled */
     int nseen, capseen;
     int combos;
     pp_search_status fatal;
@@ -341,8 +341,8 @@ static char *resolved(const pp_schedule *sch)
     return buf;
 }
 
-static pp_compile_status compile_cand(const family *f, const pp_define *defs, int nd,
-                                      int prefetch, int keep, pp_compiled *c)
+static pp_compile_status compile_cand(const family *f, const pp_define *defs, int nd, int prefetch,
+                                      int keep, pp_compiled *c)
 {
     pp_compile_opts co = pp_compile_defaults();
     co.path = f->path;
@@ -584,8 +584,10 @@ static int enumerate(family *f, search_line *l, int i, int n, pp_define *defs, i
 {
     if (i == n) {
         if (++f->combos > MAX_COMBOS) {
-            fprintf(f->err, "%s:%d: error: search line: more than %d combinations; narrow its "
-                            "ranges\n", f->path, l->lineno, MAX_COMBOS);
+            fprintf(f->err,
+                    "%s:%d: error: search line: more than %d combinations; narrow its "
+                    "ranges\n",
+                    f->path, l->lineno, MAX_COMBOS);
             f->fatal = PP_SEARCH_BAD_LINE;
             return -1;
         }
@@ -734,8 +736,10 @@ static pp_search_status list_library(const char *dir, char ***out, int *n, FILE 
     *n = 0;
     DIR *d = opendir(dir);
     if (!d) {
-        fprintf(err, "ppc --search: cannot read the library '%s': %s (expected a directory of "
-                     ".pp schedules, see --library)\n", dir, strerror(errno));
+        fprintf(err,
+                "ppc --search: cannot read the library '%s': %s (expected a directory of "
+                ".pp schedules, see --library)\n",
+                dir, strerror(errno));
         return errno == ENOMEM ? PP_SEARCH_NOMEM : PP_SEARCH_IO;
     }
     pp_search_status st = PP_SEARCH_OK;
@@ -746,8 +750,8 @@ static pp_search_status list_library(const char *dir, char ***out, int *n, FILE 
             continue;
         char *path = NULL;
         struct stat sb;
-        if (asprintf(&path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
-                     de->d_name) < 0) {
+        if (asprintf(&path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", de->d_name) <
+            0) {
             st = PP_SEARCH_NOMEM;
             break;
         }
@@ -766,8 +770,10 @@ static pp_search_status list_library(const char *dir, char ***out, int *n, FILE 
     }
     closedir(d);
     if (st == PP_SEARCH_OK && *n == 0) {
-        fprintf(err, "ppc --search: the library '%s' holds no .pp file (expected a directory "
-                     "of .pp schedules, see --library)\n", dir);
+        fprintf(err,
+                "ppc --search: the library '%s' holds no .pp file (expected a directory "
+                "of .pp schedules, see --library)\n",
+                dir);
         st = PP_SEARCH_IO;
     }
     if (st == PP_SEARCH_OK)
@@ -881,9 +887,10 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
             if (r->c[i].state == PP_CAND_OVER && r->c[i].mem &&
                 (!least || r->c[i].mem < least->mem))
                 least = &r->c[i];
-        fprintf(err, "ppc --search: no candidate fits under --mem-limit %llu: the smallest of "
-                     "the %d over it needs %llu bytes on a worker (ppc %s %s); expected a "
-                     "limit of at least that\n",
+        fprintf(err,
+                "ppc --search: no candidate fits under --mem-limit %llu: the smallest of "
+                "the %d over it needs %llu bytes on a worker (ppc %s %s); expected a "
+                "limit of at least that\n",
                 (unsigned long long)o->mem_limit, r->over, (unsigned long long)least->mem,
                 least->file, least->args);
     } else {
@@ -891,8 +898,9 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
         for (int i = 0; i < r->n && !first; i++)
             if (r->c[i].state == PP_CAND_REFUSED)
                 first = &r->c[i];
-        fprintf(err, "ppc --search: none of the %d candidates from %d files compiles with "
-                     "W=%lld B=%lld (%d refused, %d train another model)",
+        fprintf(err,
+                "ppc --search: none of the %d candidates from %d files compiles with "
+                "W=%lld B=%lld (%d refused, %d train another model)",
                 r->n, r->files, o->W, o->B, r->refused, r->other_model);
         if (first)
             fprintf(err, "; the first refused, ppc %s %s: %s", first->file, first->args,
@@ -957,13 +965,11 @@ static void print_all(FILE *f, const pp_search_result *r)
     }
 }
 
-void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
-                     int all)
+void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top, int all)
 {
     fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s%s; --mem-limit ", o->W, o->B,
             r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
-            o->costs ? o->costs : "",
-            o->layers ? ", per block, times each stage's blocks" : "");
+            o->costs ? o->costs : "", o->layers ? ", per block, times each stage's blocks" : "");
     if (o->mem_limit)
         fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
     else
@@ -1069,11 +1075,11 @@ void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_resu
         fprintf(f, "  \"layers\": %lld,\n", o->layers);
     else
         fputs("  \"layers\": null,\n", f);
-    fprintf(f, "  \"files\": %d,\n  \"candidates_count\": %d,\n  \"compiled\": %d,\n"
-               "  \"refused\": %d,\n  \"indivisible\": %d,\n  \"over\": %d,\n"
-               "  \"other_model\": %d,\n  \"seconds\": %.6f,\n  \"front\": [",
-            r->files, r->n, r->ok, r->refused, r->indivisible, r->over, r->other_model,
-            r->seconds);
+    fprintf(f,
+            "  \"files\": %d,\n  \"candidates_count\": %d,\n  \"compiled\": %d,\n"
+            "  \"refused\": %d,\n  \"indivisible\": %d,\n  \"over\": %d,\n"
+            "  \"other_model\": %d,\n  \"seconds\": %.6f,\n  \"front\": [",
+            r->files, r->n, r->ok, r->refused, r->indivisible, r->over, r->other_model, r->seconds);
     int rows = top > 0 && top < r->nfront ? top : r->nfront;
     for (int i = 0; i < rows; i++) {
         fputs(i ? ",\n    " : "\n    ", f);

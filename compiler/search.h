@@ -38,12 +38,12 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *library;  /* the directory of .pp files */
-    long long W, B;       /* workers and microbatches, both >= 1 */
-    const char *costs;    /* --costs FILE for every candidate, or NULL */
-    uint64_t mem_limit;   /* bytes per worker, 0 = none */
-    int optimizer;        /* a pp_optimizer, or -1 for each file's line */
-    int precision;        /* a pp_precision, or -1 */
+    const char *library; /* the directory of .pp files */
+    long long W, B;      /* workers and microbatches, both >= 1 */
+    const char *costs;   /* --costs FILE for every candidate, or NULL */
+    uint64_t mem_limit;  /* bytes per worker, 0 = none */
+    int optimizer;       /* a pp_optimizer, or -1 for each file's line */
+    int precision;       /* a pp_precision, or -1 */
     /* --layers L: every candidate trains one model of L blocks (layers),
      * L/S per stage, with costs per block (compile.h); a candidate whose S
      * does not divide L is refused (counted in indivisible). 0 = each
@@ -59,38 +59,38 @@ typedef enum {
 } pp_cand_state;
 
 typedef struct {
-    char *file;          /* the schedule's path as commands print it */
-    char *args;          /* its flags after the file, e.g. "-D S=8 -D B=32 -D W=8 --prefetch 0" */
+    char *file; /* the schedule's path as commands print it */
+    char *args; /* its flags after the file, e.g. "-D S=8 -D B=32 -D W=8 --prefetch 0" */
     pp_cand_state state;
-    double time;         /* the report's step */
-    double bubble;       /* idle fraction of W x makespan */
-    uint64_t mem;        /* the most plan memory of any worker */
+    double time;   /* the report's step */
+    double bubble; /* idle fraction of W x makespan */
+    uint64_t mem;  /* the most plan memory of any worker */
     long long S;
-    char *model;         /* the model, in words (what "other model" compares) */
-    char *why;           /* refused or over: the compile's first error, or the search's reason */
-    int front;           /* rank on the Pareto front (1 = fastest), 0 = not on it */
-    int indivisible;     /* refused: its S does not divide --layers */
+    char *model;     /* the model, in words (what "other model" compares) */
+    char *why;       /* refused or over: the compile's first error, or the search's reason */
+    int front;       /* rank on the Pareto front (1 = fastest), 0 = not on it */
+    int indivisible; /* refused: its S does not divide --layers */
 } pp_search_cand;
 
 typedef struct {
-    pp_search_cand *c;   /* every candidate, in the order generated */
+    pp_search_cand *c; /* every candidate, in the order generated */
     int n, cap;
-    int files;           /* .pp files in the library */
+    int files; /* .pp files in the library */
     int ok, refused, over, other_model;
-    int indivisible;     /* of the refused: S does not divide --layers */
-    int *front;          /* indices into c, fastest first */
+    int indivisible; /* of the refused: S does not divide --layers */
+    int *front;      /* indices into c, fastest first */
     int nfront;
-    char *model;         /* the search's model */
-    double seconds;      /* wall time of the whole search */
+    char *model;    /* the search's model */
+    double seconds; /* wall time of the whole search */
 } pp_search_result;
 
 typedef enum {
     PP_SEARCH_OK = 0,
-    PP_SEARCH_NONE,      /* nothing compiled, or nothing fits under --mem-limit (said why) */
-    PP_SEARCH_BAD_LINE,  /* a file's `# search:` line is malformed (file:line:col said) */
-    PP_SEARCH_IO,        /* the library or --costs cannot be read */
+    PP_SEARCH_NONE,     /* nothing compiled, or nothing fits under --mem-limit (said why) */
+    PP_SEARCH_BAD_LINE, /* a file's `# search:` line is malformed (file:line:col said) */
+    PP_SEARCH_IO,       /* the library or --costs cannot be read */
     PP_SEARCH_NOMEM,
-    PP_SEARCH_INTERNAL,  /* a candidate's plans failed the compiler's checks: a bug */
+    PP_SEARCH_INTERNAL, /* a candidate's plans failed the compiler's checks: a bug */
 } pp_search_status;
 
 /* Runs the search; errors are printed to err (one line each, prefixed
@@ -100,8 +100,7 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
 /* The front as a fixed-column table (at most top rows; 0 = all), then the
  * counts and the time taken; with all, then every candidate, its state
  * and, for one refused or over, why. */
-void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
-                     int all);
+void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top, int all);
 /* The same as JSON (keys in compiler/README.md): the front (top rows),
  * and with all every candidate. */
 void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,

@@ -129,10 +129,7 @@ static int alloc_result(const pp_sim_input *in, pp_sim_result *r)
 /* B(s,b) releases the activations its F took (with a split backward, W
  * keeps only what the weight gradient needs, which the limit does not count,
  * as the zero-bubble schedules count it). */
-static int releases_activations(const pp_jobspace *js, int j)
-{
-    return job_d(js, j) == 1;
-}
+static int releases_activations(const pp_jobspace *js, int j) { return job_d(js, j) == 1; }
 
 /* When job j can start at the earliest, given its predecessor p committed. */
 static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, int p)

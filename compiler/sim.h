@@ -60,8 +60,8 @@ typedef struct {
     const long long *priority; /* [N] */
     const double *cost;        /* [N] duration, > 0 */
     int strict;
-    const long long *inflight; /* [W] limit per worker, or NULL */
-    const double *xfer, *fetch; /* [N] transfer times (see above), or NULL for none */
+    const long long *inflight;     /* [W] limit per worker, or NULL */
+    const double *xfer, *fetch;    /* [N] transfer times (see above), or NULL for none */
     const unsigned char *pairable; /* [N] forwards that may pair (strict only), or NULL */
     double overlap;                /* a pair's share of its shorter job, in [0, 1] */
     int cores; /* at most this many jobs (a pair is one) compute at once over all workers;

@@ -27,11 +27,11 @@ typedef struct {
 typedef struct {
     const uint64_t *size; /* [nclass] ascending, distinct (borrowed) */
     int nclass;
-    int *list, nfree;     /* the free list: slot numbers by position */
-    int *class_of;        /* [maxslots] the class a free slot was put in */
+    int *list, nfree; /* the free list: slot numbers by position */
+    int *class_of;    /* [maxslots] the class a free slot was put in */
     int maxslots;
-    pp_pos_heap *heap;    /* [nclass] */
-    int *count;           /* [2 * leaves] free slots per class, summed up a tree */
+    pp_pos_heap *heap; /* [nclass] */
+    int *count;        /* [2 * leaves] free slots per class, summed up a tree */
     int leaves;
 } pp_slot_pool;
 

@@ -15,7 +15,7 @@
 
 typedef struct {
     const char *name, *file, *constraint;
-    int regime2;                          /* B = W instead of the user's B */
+    int regime2;                            /* B = W instead of the user's B */
     long long lat, act, wfetch, actst, wst; /* the seed's entries (filled per row) */
 } row;
 
@@ -36,15 +36,15 @@ static void seed_entries(row *r, const params *p, long long B)
     else {
         int lpp = !strcmp(r->name, "LPP");
         long long lat = r->regime2 ? S : B + S / G - 1;
-        *r = (row){r->name, r->file, r->constraint, r->regime2, lat, 2 * B,
-                   lpp ? 0 : S / G - 1, S, lpp ? S / R : 1};
+        *r = (row){
+            r->name, r->file,        r->constraint, r->regime2, lat, 2 * B, lpp ? 0 : S / G - 1,
+            S,       lpp ? S / R : 1};
     }
 }
 
 /* Compile one library schedule as far as its report (unit costs: the
  * library's cost lines are 1 or absent). */
-static pp_compile_status measure(const char *path, const pp_define *defs, int ndefs,
-                                 pp_compiled *c)
+static pp_compile_status measure(const char *path, const pp_define *defs, int ndefs, pp_compiled *c)
 {
     pp_compile_opts o = pp_compile_defaults();
     o.path = path;
@@ -74,8 +74,8 @@ static void range_cell(char *buf, size_t n, const pp_report *r, size_t field, do
         snprintf(buf, n, "%g..%g", lo, hi);
 }
 
-pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long long B,
-                                 long long G, long long R)
+pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long long B, long long G,
+                                 long long R)
 {
     params p = {S, B, G, R};
     row rows[] = {
@@ -87,14 +87,15 @@ pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long 
         {"FSLPP", "fslpp.pp", "B>=S>=W=G^2", 0, 0, 0, 0, 0, 0},
         {"FSLPP", "fslpp.pp", "S>=W=GR>=B", 1, 0, 0, 0, 0, 0},
     };
-    fprintf(f, "The seed's Table 1 at S=%lld B=%lld G=%lld R=%lld, unit costs (T_F = T_B = 1).\n"
-               "Each cell: measured / the seed's entry. Latency is the makespan in F+B units\n"
-               "(makespan / 2); transfers and storage are per worker (min..max over workers);\n"
-               "activation transfers count both passes, weight fetches one pass.\n\n",
-               S, B, G, R);
-    fprintf(f, "%-6s %-12s %-4s %5s %5s | %-14s %-14s %-14s %-14s %-14s\n", "scheme",
-            "constraint", "ok", "B", "W", "latency", "act transfers", "weight fetches",
-            "act storage", "weight storage");
+    fprintf(f,
+            "The seed's Table 1 at S=%lld B=%lld G=%lld R=%lld, unit costs (T_F = T_B = 1).\n"
+            "Each cell: measured / the seed's entry. Latency is the makespan in F+B units\n"
+            "(makespan / 2); transfers and storage are per worker (min..max over workers);\n"
+            "activation transfers count both passes, weight fetches one pass.\n\n",
+            S, B, G, R);
+    fprintf(f, "%-6s %-12s %-4s %5s %5s | %-14s %-14s %-14s %-14s %-14s\n", "scheme", "constraint",
+            "ok", "B", "W", "latency", "act transfers", "weight fetches", "act storage",
+            "weight storage");
     pp_compile_status failed = PP_COMPILE_OK;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         row *r = &rows[i];

@@ -81,11 +81,11 @@ static double tick_step(double makespan, double scale, double gap, double char_u
 /* ---- SVG ------------------------------------------------------------------ */
 
 enum {
-    SVG_ROW = 14,      /* px per worker row */
-    SVG_CELL_H = 12,   /* the 2 px left over separate the rows */
-    SVG_TOP = 56,      /* title and two lines of legend */
-    SVG_AXIS = 28,     /* time axis below the rows */
-    SVG_PALETTE = 16,  /* hues; microbatch b gets hue b mod 16 */
+    SVG_ROW = 14,     /* px per worker row */
+    SVG_CELL_H = 12,  /* the 2 px left over separate the rows */
+    SVG_TOP = 56,     /* title and two lines of legend */
+    SVG_AXIS = 28,    /* time axis below the rows */
+    SVG_PALETTE = 16, /* hues; microbatch b gets hue b mod 16 */
 };
 /* A plot wide enough for the shortest job's label, up to this: 1F1B at
  * S=16 B=64 (158 units of "F15.63") takes about 6000 px and is labelled
@@ -103,20 +103,26 @@ static int svg_label(char *buf, size_t n, const pp_jobspace *js, int j)
 }
 
 /* Whether a label of `len` glyphs fits a cell `cw` px wide. */
-static int svg_fits(int len, double cw)
-{
-    return cw >= len * SVG_CHAR_PX + SVG_LABEL_PAD;
-}
+static int svg_fits(int len, double cw) { return cw >= len * SVG_CHAR_PX + SVG_LABEL_PAD; }
 
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        default:
+            fputc(*s, f);
         }
     }
 }
@@ -155,8 +161,8 @@ static char *put_px(char *p, double x)
 
 /* A job's rect with its tooltip: "<rect class=\"j %c%d\" x=\"PX\" y=\"%d\"
  * width=\"PX\" height=\"%d\"><title>%c(s=%d,b=%d) on w%d: %g to %g</title></rect>\n". */
-static void svg_cell(FILE *f, int d, int s, int b, int w, double x, int y, double cw,
-                     double start, double end)
+static void svg_cell(FILE *f, int d, int s, int b, int w, double x, int y, double cw, double start,
+                     double end)
 {
     char line[256 + 4 * PP_NUMFMT_MAX], *p = line;
     LIT(p, "<rect class=\"j ");
@@ -245,11 +251,10 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
     int labelled = 0;
     for (int j = 0; j < N && !labelled; j++) {
         char lab[40];
-        labelled = job_ok(t, sim, j) &&
-                   svg_fits(svg_label(lab, sizeof lab, js, j), (sim->end[j] - sim->start[j]) * scale);
+        labelled = job_ok(t, sim, j) && svg_fits(svg_label(lab, sizeof lab, js, j),
+                                                 (sim->end[j] - sim->start[j]) * scale);
     }
-    snprintf(line, sizeof line,
-             "label F3.17: forward of stage 3, microbatch 17 (B backward%s); %s",
+    snprintf(line, sizeof line, "label F3.17: forward of stage 3, microbatch 17 (B backward%s); %s",
              js->ND == 3 ? ", W weight gradient" : "",
              labelled ? "cells too narrow for theirs: hover for the job and its times"
                       : "no cell is wide enough for one at this scale: hover for the job and its "
@@ -503,7 +508,8 @@ static int write_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         fwrite(line, 1, (size_t)(p - line), f);
     }
     /* What a microsecond here is, for people and tools reading the file. */
-    fputs("\n],\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ts_unit\":\"us\",\"source_unit\":\"", f);
+    fputs("\n],\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ts_unit\":\"us\",\"source_unit\":\"",
+          f);
     fputs(unit ? unit : "schedule time unit", f);
     fputs("\",\"us_per_source_unit\":", f);
     json_num(f, us);
@@ -525,10 +531,7 @@ static double snap_to(double x, double tol)
 
 /* The exact layouts' tolerance: a job edge within 1e-6 of a column edge is
  * on it. */
-static double snap(double x)
-{
-    return snap_to(x, 1e-6);
-}
+static double snap(double x) { return snap_to(x, 1e-6); }
 
 /* The scaled layout's: only rounding noise. Its columns span up to 1e12
  * shortest jobs, so 1e-6 of one can be whole jobs, which snap() would move
@@ -536,10 +539,7 @@ static double snap(double x)
  * most N additions, each off by half an ulp, so the noise in `cols`
  * columns is at most N * DBL_EPSILON * cols (4e-11 for 1F1B S=16 B=64's
  * 2048 jobs in 79 columns; 1e-9 is the least taken). */
-static double scaled_tol(int N, double cols)
-{
-    return fmax(1e-9, (double)N * DBL_EPSILON * cols);
-}
+static double scaled_tol(int N, double cols) { return fmax(1e-9, (double)N * DBL_EPSILON * cols); }
 
 /* Writes `text` word-wrapped to `width` columns (a legend must not break the
  * width promise either). */
@@ -605,10 +605,7 @@ static double nice_down(double x)
 
 /* The bands a diagram of W rows may take: more rows, fewer bands, so that
  * report.txt of a 65536-worker DDP stays one row per worker. */
-static int max_bands(int W)
-{
-    return W <= 64 ? 4 : W <= 128 ? 2 : 1;
-}
+static int max_bands(int W) { return W <= 64 ? 4 : W <= 128 ? 2 : 1; }
 
 static int bands_of(int ncols, int band)
 {
@@ -829,8 +826,8 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
             snprintf(line, sizeof line, "1 column = %g time unit%s", k, k == 1 ? "" : "s");
         if (L.nbands > 1) {
             size_t n = strlen(line);
-            snprintf(line + n, sizeof line - n, "; time runs on through %d bands, one under another",
-                     L.nbands);
+            snprintf(line + n, sizeof line - n,
+                     "; time runs on through %d bands, one under another", L.nbands);
         }
         wrap(f, line, width > 1 ? width : 1);
     }
@@ -863,10 +860,11 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
                 } else if (j == SYM_IDLE && L.mode == ASCII_LABELS)
                     draw_idle_cells(p, n, L.cell);
                 else
-                    memset(p, j == SYM_IDLE    ? '.'
-                              : j == SYM_MIXED ? '*'
-                              : j == SYM_PART  ? ':'
-                                               : dir_char(SYM_SEVERAL - j) + ('a' - 'A'),
+                    memset(p,
+                           j == SYM_IDLE    ? '.'
+                           : j == SYM_MIXED ? '*'
+                           : j == SYM_PART  ? ':'
+                                            : dir_char(SYM_SEVERAL - j) + ('a' - 'A'),
                            (size_t)n);
                 c += n;
             }

@@ -52,7 +52,9 @@ typedef struct {
 /* stamps: nslots for the slots, then S for params and S for grads. */
 static stamp *stamp_of(stamp *stamps, const pp_plan *p, const pp_touch *t)
 {
-    size_t base = t->kind == PP_BUF_SLOT ? 0 : t->kind == PP_BUF_PARAMS ? p->nslots : p->nslots + p->S;
+    size_t base = t->kind == PP_BUF_SLOT     ? 0
+                  : t->kind == PP_BUF_PARAMS ? p->nslots
+                                             : p->nslots + p->S;
     return &stamps[base + (size_t)t->index];
 }
 

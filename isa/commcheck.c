@@ -38,14 +38,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST_RUN, ST_P2P, ST_COLL, ST_DONE };     /* where a rank stands */
-enum { DIR_SEND = 0, DIR_RECV = 1 };           /* which end of a transfer */
+enum { ST_RUN, ST_P2P, ST_COLL, ST_DONE }; /* where a rank stands */
+enum { DIR_SEND = 0, DIR_RECV = 1 };       /* which end of a transfer */
 
-#define LINE_CAP 1024     /* one report line; long lists inside are cut first */
-#define MAX_LINES 16      /* blocked ranks described one by one */
-#define MAX_MISSING 4     /* members named per blocked collective */
-#define MAX_CYCLE 8       /* ranks of a cycle shown before it is abbreviated */
-#define MAX_MEMBERS 8     /* members shown when a group is printed */
+#define LINE_CAP 1024 /* one report line; long lists inside are cut first */
+#define MAX_LINES 16  /* blocked ranks described one by one */
+#define MAX_MISSING 4 /* members named per blocked collective */
+#define MAX_CYCLE 8   /* ranks of a cycle shown before it is abbreviated */
+#define MAX_MEMBERS 8 /* members shown when a group is printed */
 
 /* ------------------------------------------------------------- messages */
 
@@ -113,22 +113,25 @@ static int is_collective(int op) { return pp_op(op) && pp_op(op)->kind == PP_KIN
 typedef struct {
     const pp_plan *plans;
     int W;
-    uint32_t *pc;     /* [W] next instruction of each rank */
-    uint8_t *state;   /* [W] ST_* */
-    size_t *base;     /* [W+1] rank r's instructions are seq[base[r] ..] */
-    uint32_t *seq;    /* issue number of each p2p op in its (rank, peer, dir) */
-    int *work;        /* [W] runnable ranks (a stack) */
+    uint32_t *pc;   /* [W] next instruction of each rank */
+    uint8_t *state; /* [W] ST_* */
+    size_t *base;   /* [W+1] rank r's instructions are seq[base[r] ..] */
+    uint32_t *seq;  /* issue number of each p2p op in its (rank, peer, dir) */
+    int *work;      /* [W] runnable ranks (a stack) */
     int nwork;
-    uint8_t *queued;  /* [W] r is on the worklist */
-    uint32_t G;       /* the largest group table */
+    uint8_t *queued;   /* [W] r is on the worklist */
+    uint32_t G;        /* the largest group table */
     uint32_t *arrived; /* [G] members at group g's pending collective */
-    int *first;       /* [G] the first of them, the one the others must agree with */
-    size_t *gbase;    /* [W+1] */
-    uint8_t *gok;     /* group g of rank r already checked: gok[gbase[r] + g] */
+    int *first;        /* [G] the first of them, the one the others must agree with */
+    size_t *gbase;     /* [W+1] */
+    uint8_t *gok;      /* group g of rank r already checked: gok[gbase[r] + g] */
     sbuf *out;
 } checker;
 
-static const pp_instr *instr_at(const checker *c, int r, uint32_t i) { return &c->plans[r].code[i]; }
+static const pp_instr *instr_at(const checker *c, int r, uint32_t i)
+{
+    return &c->plans[r].code[i];
+}
 
 /* "RecvGrad(s=1,b=0) from 1": the operands the op uses, then its peer. */
 static int fmt_instr(sbuf *b, const pp_instr *in)
@@ -245,7 +248,8 @@ static int check_instr(checker *c, int r, uint32_t i)
         sb_printf(c->out, "invalid: ");
         fmt_at(c->out, c, r, i);
         if (in->peer == r)
-            sb_printf(c->out, ": a rank cannot %s itself", dir == DIR_SEND ? "send to" : "receive from");
+            sb_printf(c->out, ": a rank cannot %s itself",
+                      dir == DIR_SEND ? "send to" : "receive from");
         else
             sb_printf(c->out, ": peer %d out of range (world %d)", (int)in->peer, c->W);
         return -1;
@@ -268,8 +272,9 @@ static int validate(checker *c)
     for (int r = 0; r < c->W; r++) {
         const pp_plan *p = &c->plans[r];
         if (p->rank != (uint32_t)r || p->world != (uint32_t)c->W) {
-            sb_printf(c->out, "invalid: plans[%d] is rank %u of world %u; expected rank %d of world %d",
-                      r, p->rank, p->world, r, c->W);
+            sb_printf(c->out,
+                      "invalid: plans[%d] is rank %u of world %u; expected rank %d of world %d", r,
+                      p->rank, p->world, r, c->W);
             return -1;
         }
         if (p->ninstr > 0 && !p->code) {
@@ -414,8 +419,8 @@ static int arrive(checker *c, int r, int *completed)
             fmt_at(c->out, c, r, c->pc[r]);
             sb_printf(c->out, " meet in the same collective on group %u ", g);
             fmt_group(c->out, grp);
-            sb_printf(c->out, ", but %s", x->op != in->op ? "they are different operations"
-                                                          : "their stages differ");
+            sb_printf(c->out, ", but %s",
+                      x->op != in->op ? "they are different operations" : "their stages differ");
             return -1;
         }
     } else {

@@ -105,17 +105,33 @@ static uint32_t group_after(const pp_plan *p, const pp_instr *in, int *up)
 }
 
 /* Step kinds: literal text, a slot, a scalar, a condition. */
-enum { ST_LIT, ST_SLOT, ST_STAGE, ST_MB, ST_PEER, ST_GROUP, ST_MEMBERS, ST_OPTIMIZER, ST_NEXT,
-       ST_DIR, ST_COND };
+enum {
+    ST_LIT,
+    ST_SLOT,
+    ST_STAGE,
+    ST_MB,
+    ST_PEER,
+    ST_GROUP,
+    ST_MEMBERS,
+    ST_OPTIMIZER,
+    ST_NEXT,
+    ST_DIR,
+    ST_COND
+};
 
 /* The step kinds of the scalar names and the operand each needs (PP_U_*). */
 static const struct {
     const char *name;
     uint8_t kind;
     unsigned use;
-} SCALARS[] = {{"s", ST_STAGE, PP_U_STAGE}, {"b", ST_MB, PP_U_MB},         {"p", ST_PEER, PP_U_PEER},
-               {"g", ST_GROUP, PP_U_GROUP}, {"members", ST_MEMBERS, PP_U_GROUP},
-               {"optimizer", ST_OPTIMIZER, 0}, {"next", ST_NEXT, 0},     {"dir", ST_DIR, 0}};
+} SCALARS[] = {{"s", ST_STAGE, PP_U_STAGE},
+               {"b", ST_MB, PP_U_MB},
+               {"p", ST_PEER, PP_U_PEER},
+               {"g", ST_GROUP, PP_U_GROUP},
+               {"members", ST_MEMBERS, PP_U_GROUP},
+               {"optimizer", ST_OPTIMIZER, 0},
+               {"next", ST_NEXT, 0},
+               {"dir", ST_DIR, 0}};
 
 /* A compile of one template: its steps, and the first fault. */
 typedef struct {

@@ -13,11 +13,11 @@
 #define PP_COMMENT_STEPS 48 /* the most steps one template compiles to */
 
 typedef struct {
-    uint8_t kind;  /* what the step writes (comment.c) */
-    uint8_t how;   /* a condition's '?', '!' or '+' */
-    uint8_t role;  /* the slot role of a slot or a condition */
-    uint16_t len;  /* text's length */
-    uint16_t skip; /* a condition: the step after its bracket */
+    uint8_t kind;     /* what the step writes (comment.c) */
+    uint8_t how;      /* a condition's '?', '!' or '+' */
+    uint8_t role;     /* the slot role of a slot or a condition */
+    uint16_t len;     /* text's length */
+    uint16_t skip;    /* a condition: the step after its bracket */
     const char *text; /* literal text, or a slot's text when absent */
 } pp_comment_step;
 

@@ -97,8 +97,9 @@ static void print_slots(const pp_plan *p, FILE *out)
         fprintf(out, "%s s%" PRIu32 " %" PRIu64 " B", i ? "," : "", i, p->slot_bytes[i]);
     fprintf(out, "%s\n", p->nslots && p->slot_bytes ? "" : " none");
     if (pp_plan_workspaces(p) > 1)
-        fprintf(out, "; workspaces: 2 x %" PRIu64 " B (scratch of every F and B here; an "
-                     "overlapped pair's second job uses the second)\n",
+        fprintf(out,
+                "; workspaces: 2 x %" PRIu64 " B (scratch of every F and B here; an "
+                "overlapped pair's second job uses the second)\n",
                 p->workspace_bytes);
     else
         fprintf(out, "; workspace: %" PRIu64 " B (scratch of every F and B here, one at a time)\n",
@@ -117,16 +118,16 @@ static void print_header(const pp_plan *p, FILE *out)
     if (m->kind == PP_MODEL_GPT)
         fprintf(out,
                 "; model: gpt, vocab %" PRIu32 ", context %" PRIu32 ", embed %" PRIu32
-                ", heads %" PRIu32 ", ffn %" PRIu32 ", batch %" PRIu32 "; optimizer %s; precision %s\n",
+                ", heads %" PRIu32 ", ffn %" PRIu32 ", batch %" PRIu32
+                "; optimizer %s; precision %s\n",
                 m->vocab, m->context, m->embed, m->heads, m->ffn, m->batch,
                 pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
     else
         fprintf(out,
-                "; model: %s, context %" PRIu32 ", embed %" PRIu32 " (width %" PRIu64 "), ffn %" PRIu32
-                ", batch %" PRIu32 "; optimizer %s; precision %s\n",
-                pp_model_kind_name(m->kind), m->context, m->embed,
-                (uint64_t)m->context * m->embed, m->ffn, m->batch,
-                pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
+                "; model: %s, context %" PRIu32 ", embed %" PRIu32 " (width %" PRIu64
+                "), ffn %" PRIu32 ", batch %" PRIu32 "; optimizer %s; precision %s\n",
+                pp_model_kind_name(m->kind), m->context, m->embed, (uint64_t)m->context * m->embed,
+                m->ffn, m->batch, pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
     print_layers(p, out);
     print_stages(p, out);
     print_groups(p, out);
@@ -222,7 +223,7 @@ enum { OUT_CAP = 1 << 16, LINE_MAX_LEN = 2 * 256 + 192 };
 typedef struct {
     FILE *f;
     const pp_comments *cm; /* the comment templates, compiled */
-    char *buf; /* [OUT_CAP], or NULL: every line is written at once */
+    char *buf;             /* [OUT_CAP], or NULL: every line is written at once */
     size_t n;
     char line[LINE_MAX_LEN];
 } outbuf;

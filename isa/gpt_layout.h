@@ -28,10 +28,11 @@
 typedef struct {
     int B, T, C, NH, hs, F, V, L;
     int first, last;
-    int bf16;   /* precision bf16: weights are the bf16 copy, GEMM operands bf16 */
+    int bf16; /* precision bf16: weights are the bf16 copy, GEMM operands bf16 */
 } gpt_shape;
 
-static inline gpt_shape gpt_shape_of(const pp_model *m, int S, int s) {
+static inline gpt_shape gpt_shape_of(const pp_model *m, int S, int s)
+{
     gpt_shape sh;
     sh.B = (int)m->batch;
     sh.T = (int)m->context;
@@ -50,7 +51,8 @@ static inline gpt_shape gpt_shape_of(const pp_model *m, int S, int s) {
 }
 
 /* Query rows per attention block for this shape: min(GPT_ATT_ROWS, T). */
-static inline int gpt_att_rows(const gpt_shape *sh) {
+static inline int gpt_att_rows(const gpt_shape *sh)
+{
     return sh->T < GPT_ATT_ROWS ? sh->T : GPT_ATT_ROWS;
 }
 
@@ -65,15 +67,16 @@ static inline int gpt_att_rows(const gpt_shape *sh) {
  * qkvw's rows are [q (C rows) | k (C) | v (C)], head h's rows of each at
  * h*hs. The per-layer offsets are relative to the layer's start. */
 typedef struct {
-    size_t wte, wpe;                 /* first stage */
-    size_t layers, layer_stride;     /* layer l starts at layers + l*layer_stride */
+    size_t wte, wpe;             /* first stage */
+    size_t layers, layer_stride; /* layer l starts at layers + l*layer_stride */
     size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb;
     size_t ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-    size_t lnfw, lnfb, wlm;          /* last stage */
+    size_t lnfw, lnfb, wlm; /* last stage */
     size_t total;
 } gpt_param_layout;
 
-static inline gpt_param_layout gpt_param_layout_of(const gpt_shape *sh) {
+static inline gpt_param_layout gpt_param_layout_of(const gpt_shape *sh)
+{
     gpt_param_layout P;
     size_t C = (size_t)sh->C, F = (size_t)sh->F, V = (size_t)sh->V, T = (size_t)sh->T;
     size_t n = 0;
@@ -112,7 +115,8 @@ static inline gpt_param_layout gpt_param_layout_of(const gpt_shape *sh) {
 static inline size_t gpt_round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Reserves `bytes` at the cursor and returns their offset. */
-static inline size_t gpt_take(size_t *cur, size_t bytes) {
+static inline size_t gpt_take(size_t *cur, size_t bytes)
+{
     size_t off = *cur;
     *cur += gpt_round16(bytes);
     return off;
@@ -164,7 +168,8 @@ typedef struct {
     size_t total_split;
 } gpt_stash_layout;
 
-static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh) {
+static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
+{
     gpt_stash_layout L;
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V;
@@ -172,7 +177,8 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh) {
     size_t rb = BT * sizeof(float);
     size_t cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
-    if (sh->first) L.tokens = gpt_take(&cur, (size_t)sh->B * (size_t)(sh->T + 1) * sizeof(int32_t));
+    if (sh->first)
+        L.tokens = gpt_take(&cur, (size_t)sh->B * (size_t)(sh->T + 1) * sizeof(int32_t));
     (void)gpt_take(&blk, xb); /* x */
     L.ln1 = gpt_take(&blk, xb);
     L.ln1_mean = gpt_take(&blk, rb);
@@ -199,7 +205,8 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh) {
     }
     /* A middle stage without layers keeps nothing, but a stash slot is
      * never empty. */
-    if (cur == 0) (void)gpt_take(&cur, 16);
+    if (cur == 0)
+        (void)gpt_take(&cur, 16);
     L.total = cur;
     blk = 0;
     (void)gpt_take(&blk, xb); /* dy */
@@ -215,7 +222,8 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh) {
         L.wdlogits = gpt_take(&cur, BT * V * sizeof(float));
         L.wdlnf = gpt_take(&cur, xb);
     }
-    if (sh->first) L.wdx0 = gpt_take(&cur, xb);
+    if (sh->first)
+        L.wdx0 = gpt_take(&cur, xb);
     L.total_split = cur;
     return L;
 }
@@ -250,18 +258,21 @@ typedef struct {
 
 /* Floats of attention scratch: one block of R rows of scores (forward), or
  * of P and dP plus R row sums (backward). */
-static inline size_t gpt_att_scratch_floats(int T, int R) {
+static inline size_t gpt_att_scratch_floats(int T, int R)
+{
     return 2 * (size_t)R * (size_t)T + (size_t)R;
 }
 
-static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh) {
+static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
+{
     gpt_work_layout W;
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V;
     size_t xb = BT * C * sizeof(float);
     size_t cur = 0;
     memset(&W, 0, sizeof W);
-    if (sh->last) W.logits = gpt_take(&cur, BT * V * sizeof(float));
+    if (sh->last)
+        W.logits = gpt_take(&cur, BT * V * sizeof(float));
     if (sh->L > 0) {
         W.dh = gpt_take(&cur, BT * F * sizeof(float));
         W.dres = gpt_take(&cur, xb);
@@ -269,12 +280,15 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh) {
         W.dqkv = gpt_take(&cur, 3 * xb);
         W.att = gpt_take(&cur, gpt_att_scratch_floats(sh->T, gpt_att_rows(sh)) * sizeof(float));
     }
-    if (sh->L > 0 || sh->last) W.dln = gpt_take(&cur, xb);
+    if (sh->L > 0 || sh->last)
+        W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
         size_t widest = 3 * C;
-        if (widest < F) widest = F;
-        if (widest < V) widest = V;
+        if (widest < F)
+            widest = F;
+        if (widest < V)
+            widest = V;
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
         W.wide = gpt_take(&cur, gpt_param_layout_of(sh).total * sizeof(float));

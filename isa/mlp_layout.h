@@ -21,7 +21,8 @@ typedef struct {
     int bf16; /* precision bf16: weights are the bf16 copy, GEMM operands bf16 */
 } shape;
 
-static inline shape shape_of(const pp_model *m, int S, int s) {
+static inline shape shape_of(const pp_model *m, int S, int s)
+{
     shape sh;
     sh.B = (int)m->batch;
     sh.C = (int)m->context;
@@ -48,12 +49,14 @@ typedef struct {
     size_t total;
 } param_layout;
 
-static inline param_layout param_layout_of(const shape *sh) {
+static inline param_layout param_layout_of(const shape *sh)
+{
     param_layout P;
     size_t D = (size_t)sh->D, F = (size_t)sh->F;
     size_t n = 0;
     P.E = n;
-    if (sh->first) n += (size_t)PP_VOCAB * (size_t)sh->E;
+    if (sh->first)
+        n += (size_t)PP_VOCAB * (size_t)sh->E;
     P.ln_g = 0;
     P.ln_b = P.ln_g + D;
     P.W1 = P.ln_b + D;
@@ -67,7 +70,8 @@ static inline param_layout param_layout_of(const shape *sh) {
     P.lnf_b = P.lnf_g + D;
     P.Wh = P.lnf_b + D;
     P.bh = P.Wh + (size_t)PP_VOCAB * D;
-    if (sh->last) n = P.bh + PP_VOCAB;
+    if (sh->last)
+        n = P.bh + PP_VOCAB;
     P.total = n;
     return P;
 }
@@ -76,13 +80,13 @@ static inline param_layout param_layout_of(const shape *sh) {
  * kernels/mlp.c's file header. */
 typedef struct {
     size_t tokens;
-    size_t blocks, block_stride;       /* x_k at blocks + k*block_stride, */
-    size_t u, mean, rstd, h, a;        /* the others relative to x_k */
+    size_t blocks, block_stride; /* x_k at blocks + k*block_stride, */
+    size_t u, mean, rstd, h, a;  /* the others relative to x_k */
     size_t xh, z, meanf, rstdf, probs, targets;
     size_t total;
     /* split backward: what B leaves for W, after the above */
-    size_t wblocks, wblock_stride;     /* dy_k at wblocks + k*wblock_stride, */
-    size_t wdh, wdu;                   /* dh_k and du_k relative to it */
+    size_t wblocks, wblock_stride; /* dy_k at wblocks + k*wblock_stride, */
+    size_t wdh, wdu;               /* dh_k and du_k relative to it */
     size_t wdlogits, wduf, wdx0;
     size_t total_split;
 } stash_layout;
@@ -90,20 +94,23 @@ typedef struct {
 static inline size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Reserves `bytes` at the cursor and returns their offset. */
-static inline size_t take(size_t *cur, size_t bytes) {
+static inline size_t take(size_t *cur, size_t bytes)
+{
     size_t off = *cur;
     *cur += round16(bytes);
     return off;
 }
 
-static inline stash_layout stash_layout_of(const shape *sh) {
+static inline stash_layout stash_layout_of(const shape *sh)
+{
     stash_layout L;
     size_t B = (size_t)sh->B, D = (size_t)sh->D, F = (size_t)sh->F, V = PP_VOCAB;
     size_t xbytes = B * D * sizeof(float), hbytes = B * F * sizeof(float);
     size_t rbytes = B * sizeof(float); /* one float per row: mean, rstd */
     size_t cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
-    if (sh->first) L.tokens = take(&cur, B * (size_t)(sh->C + 1) * sizeof(int32_t));
+    if (sh->first)
+        L.tokens = take(&cur, B * (size_t)(sh->C + 1) * sizeof(int32_t));
     (void)take(&blk, xbytes); /* x_k */
     L.u = take(&blk, xbytes);
     L.mean = take(&blk, rbytes);
@@ -123,7 +130,8 @@ static inline stash_layout stash_layout_of(const shape *sh) {
     }
     /* A middle stage without blocks keeps nothing, but every F names a
      * stash slot, and a slot is never empty. */
-    if (cur == 0) (void)take(&cur, 16);
+    if (cur == 0)
+        (void)take(&cur, 16);
     L.total = cur;
     blk = 0;
     (void)take(&blk, xbytes); /* dy_k */
@@ -136,7 +144,8 @@ static inline stash_layout stash_layout_of(const shape *sh) {
         L.wdlogits = take(&cur, B * V * sizeof(float));
         L.wduf = take(&cur, xbytes);
     }
-    if (sh->first) L.wdx0 = take(&cur, xbytes);
+    if (sh->first)
+        L.wdx0 = take(&cur, xbytes);
     L.total_split = cur;
     return L;
 }
@@ -151,22 +160,27 @@ typedef struct {
     size_t total;
 } work_layout;
 
-static inline work_layout work_layout_of(const shape *sh) {
+static inline work_layout work_layout_of(const shape *sh)
+{
     work_layout W;
     size_t B = (size_t)sh->B, D = (size_t)sh->D, F = (size_t)sh->F, V = PP_VOCAB;
     size_t xbytes = B * D * sizeof(float), hbytes = B * F * sizeof(float);
     size_t cur = 0;
     memset(&W, 0, sizeof W);
-    if (sh->last) W.logits = take(&cur, B * V * sizeof(float));
-    if (sh->nb > 0) W.dh = take(&cur, hbytes);
-    if (sh->nb > 0 || sh->last) W.du = take(&cur, xbytes);
+    if (sh->last)
+        W.logits = take(&cur, B * V * sizeof(float));
+    if (sh->nb > 0)
+        W.dh = take(&cur, hbytes);
+    if (sh->nb > 0 || sh->last)
+        W.du = take(&cur, xbytes);
     W.dx = take(&cur, xbytes);
     if (sh->bf16) {
         /* Room for any activation operand of a GEMM ([B][D], [B][F] or
          * [B][V]) as floats: the CPU rounds into them, the GPU casts into
          * them (using half). */
         size_t widest = (size_t)(D > F ? D : F);
-        if (widest < V) widest = V;
+        if (widest < V)
+            widest = V;
         W.ca = take(&cur, B * widest * sizeof(float));
         W.cb = take(&cur, B * widest * sizeof(float));
         /* The CPU's GEMMs read fp32: every job widens the bf16 weights

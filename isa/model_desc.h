@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PP_VOCAB 256 /* the mlp model's vocabulary: bytes */
+#define PP_VOCAB 256            /* the mlp model's vocabulary: bytes */
 #define PP_MAX_VOCAB (1u << 20) /* gpt: GPT-2's 50257 and more; tokens fit an int32 */
 #define PP_MAX_LAYERS 1024u     /* blocks or layers of one stage */
 /* ... and of all stages together: ppc's most stages (2^20) times
@@ -47,14 +47,14 @@
 typedef enum { PP_MODEL_MLP = 0, PP_MODEL_GPT = 1, PP_MODEL_COUNT } pp_model_kind;
 
 typedef struct {
-    uint32_t kind;    /* pp_model_kind */
-    uint32_t vocab;   /* tokens; 256 (bytes) for mlp */
-    uint32_t context; /* tokens of context per sample */
-    uint32_t embed;   /* mlp: width per byte (D = context*embed); gpt: the model width */
-    uint32_t heads;   /* gpt: attention heads (embed % heads == 0); mlp: 0 */
-    uint32_t ffn;     /* inner width of each MLP */
-    uint32_t blocks;  /* blocks (mlp) or layers (gpt) of every stage, when layers is NULL */
-    uint32_t batch;   /* samples per microbatch */
+    uint32_t kind;      /* pp_model_kind */
+    uint32_t vocab;     /* tokens; 256 (bytes) for mlp */
+    uint32_t context;   /* tokens of context per sample */
+    uint32_t embed;     /* mlp: width per byte (D = context*embed); gpt: the model width */
+    uint32_t heads;     /* gpt: attention heads (embed % heads == 0); mlp: 0 */
+    uint32_t ffn;       /* inner width of each MLP */
+    uint32_t blocks;    /* blocks (mlp) or layers (gpt) of every stage, when layers is NULL */
+    uint32_t batch;     /* samples per microbatch */
     uint32_t optimizer; /* pp_optimizer: what OptimizerStep runs, and the state owners keep */
     uint32_t precision; /* pp_precision: the arithmetic of the GEMMs and the weights jobs read */
     /* [S] blocks or layers of each stage, or NULL: every stage has `blocks`.

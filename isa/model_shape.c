@@ -42,7 +42,8 @@ static double mlp_flops(const pp_model *m, int S, int s, int backward)
     shape sh = shape_of(m, S, s);
     double B = sh.B, D = sh.D, F = sh.F;
     double f = sh.nb * (2.0 * B * F * D + 2.0 * B * D * F);
-    if (sh.last) f += 2.0 * B * PP_VOCAB * D;
+    if (sh.last)
+        f += 2.0 * B * PP_VOCAB * D;
     return backward ? 2.0 * f : f;
 }
 
@@ -84,7 +85,8 @@ static double gpt_flops(const pp_model *m, int S, int s, int backward)
     double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, BT = B * T;
     double layer = 2.0 * BT * (3.0 * C * C + C * C + 2.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
     double f = sh.L * layer;
-    if (sh.last) f += 2.0 * BT * C * V;
+    if (sh.last)
+        f += 2.0 * BT * C * V;
     return backward ? 2.0 * f : f;
 }
 

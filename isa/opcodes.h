@@ -216,15 +216,18 @@ typedef enum {
 
 /* Numbers are dense, 0 .. PP_OP_COUNT-1, in table order. */
 #define PP_OP_ONE(name, ...) +1
-_Static_assert(PP_OP_COUNT == 0 PP_OPCODES(PP_OP_ONE), "opcode numbers must be 0, 1, 2, ... in order");
+_Static_assert(PP_OP_COUNT == 0 PP_OPCODES(PP_OP_ONE),
+               "opcode numbers must be 0, 1, 2, ... in order");
 #undef PP_OP_ONE
 
 /* When an optional slot must be present (LAST, NOTLAST, NOTFIRST above). */
 typedef enum { PP_WHEN_ANY, PP_WHEN_LAST, PP_WHEN_NOT_LAST, PP_WHEN_NOT_FIRST } pp_when;
 typedef enum { PP_JOB_NONE, PP_JOB_F, PP_JOB_B, PP_JOB_BI, PP_JOB_W, PP_JOB_O } pp_op_job;
 /* Family names (vm/vmbench.c's table rows), in this order. */
-#define PP_FAMILIES(X) X(COMPUTE, "compute") X(OPTIMIZER, "optimizer") X(TRANSFER, "transfer") \
-    X(WEIGHTS, "weights") X(COLLECTIVE, "collective") X(BOOKKEEPING, "bookkeeping")
+#define PP_FAMILIES(X)                                                                             \
+    X(COMPUTE, "compute")                                                                          \
+    X(OPTIMIZER, "optimizer") X(TRANSFER, "transfer") X(WEIGHTS, "weights")                        \
+        X(COLLECTIVE, "collective") X(BOOKKEEPING, "bookkeeping")
 typedef enum {
 #define PP_FAMILY_ENUM(F, name) PP_FAMILY_##F,
     PP_FAMILIES(PP_FAMILY_ENUM)
@@ -232,18 +235,32 @@ typedef enum {
         PP_FAMILY_COUNT
 } pp_op_family;
 /* Message classes; the numbers are the low part of every MPI tag. */
-typedef enum { PP_TAG_NONE = -1, PP_TAG_ACT, PP_TAG_GRAD, PP_TAG_WEIGHTS, PP_TAG_WGRAD,
-               PP_TAG_CLASSES } pp_op_tag;
-typedef enum { PP_KIND_MARKER, PP_KIND_COMPUTE, PP_KIND_LOCAL, PP_KIND_SEND, PP_KIND_RECV,
-               PP_KIND_COLLECTIVE } pp_op_kind;
+typedef enum {
+    PP_TAG_NONE = -1,
+    PP_TAG_ACT,
+    PP_TAG_GRAD,
+    PP_TAG_WEIGHTS,
+    PP_TAG_WGRAD,
+    PP_TAG_CLASSES
+} pp_op_tag;
+typedef enum {
+    PP_KIND_MARKER,
+    PP_KIND_COMPUTE,
+    PP_KIND_LOCAL,
+    PP_KIND_SEND,
+    PP_KIND_RECV,
+    PP_KIND_COLLECTIVE
+} pp_op_kind;
 typedef enum { PP_LANE_NONE, PP_LANE_COMPUTE, PP_LANE_FLOW, PP_LANE_GROUPABLE } pp_op_lane;
 /* Access bits: PP_ACC_UP = read and write. */
 typedef enum { PP_ACC_NO = 0, PP_ACC_RD = 1, PP_ACC_WR = 2, PP_ACC_UP = 3 } pp_access;
 
 /* Slot roles: an instruction's slot operands are read by role
  * (pp_slot(in, PP_ROLE_IN)), never by position. */
-#define PP_ROLES(X) X(TOKENS, tokens) X(IN, in) X(STASH, stash) X(OUT, out) X(TGT, tgt) \
-    X(WTS, wts) X(DOUT, dout) X(DIN, din) X(WGRAD, wgrad) X(SRC, src) X(DST, dst) X(TMP, tmp)
+#define PP_ROLES(X)                                                                                \
+    X(TOKENS, tokens)                                                                              \
+    X(IN, in) X(STASH, stash) X(OUT, out) X(TGT, tgt) X(WTS, wts) X(DOUT, dout) X(DIN, din)        \
+        X(WGRAD, wgrad) X(SRC, src) X(DST, dst) X(TMP, tmp)
 typedef enum {
     PP_ROLE_NONE = 0,
 #define PP_ROLE_ENUM(R, name) PP_ROLE_##R,
@@ -253,9 +270,11 @@ typedef enum {
 } pp_role;
 
 /* What a slot holds, named by the job that produced it. */
-#define PP_CONTENTS(X) X(TOKENS, "microbatch") X(ACT, "output of F") X(GRAD, "input gradient of B") \
-    X(STASH, "stash of F") X(STASHW, "stash B left for W") X(WTS, "fetched weights") X(WGRAD, "weight gradients") \
-    X(TMP, "received weight gradients")
+#define PP_CONTENTS(X)                                                                             \
+    X(TOKENS, "microbatch")                                                                        \
+    X(ACT, "output of F") X(GRAD, "input gradient of B") X(STASH, "stash of F")                    \
+        X(STASHW, "stash B left for W") X(WTS, "fetched weights") X(WGRAD, "weight gradients")     \
+            X(TMP, "received weight gradients")
 typedef enum {
     PP_CONTENT_NONE = 0,
 #define PP_CONTENT_ENUM(C, words) PP_CONTENT_##C,

@@ -5,40 +5,49 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define REQ(role, acc, content, ds) {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0, 0}
+#define REQ(role, acc, content, ds)                                                                \
+    {                                                                                              \
+        PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 0, 0, 0                            \
+    }
 #define OPT_WHEN(when, role, acc, content, ds)                                                     \
-    {PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0, PP_WHEN_##when}
+    {                                                                                              \
+        PP_ROLE_##role, PP_ACC_##acc, PP_CONTENT_##content, ds, 1, 0, PP_WHEN_##when               \
+    }
 #define OPT(...) OPT_WHEN(ANY, __VA_ARGS__)
 #define LAST(...) OPT_WHEN(LAST, __VA_ARGS__)
 #define NOTLAST(...) OPT_WHEN(NOT_LAST, __VA_ARGS__)
 #define NOTFIRST(...) OPT_WHEN(NOT_FIRST, __VA_ARGS__)
 #define UPD(role, content, becomes, ds)                                                            \
-    {PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes, 0}
-#define SLOT_LIST(...) {__VA_ARGS__}
+    {                                                                                              \
+        PP_ROLE_##role, PP_ACC_UP, PP_CONTENT_##content, ds, 0, PP_CONTENT_##becomes, 0            \
+    }
+#define SLOT_LIST(...)                                                                             \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
 enum { PP_OP_NONE = -1 };
 
 static const pp_op_info OPS[PP_OP_COUNT] = {
-#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, job, family, tag, slots, syn,  \
-                   comment)                                                                        \
-    [num] = {#name,         PP_KIND_##kind,     PP_OP_##pairs, PP_LANE_##lane,                    \
-             (uses),        PP_ACC_##params,    PP_ACC_##grads, PP_JOB_##job,                     \
-             PP_FAMILY_##family, PP_TAG_##tag,  SLOT_LIST slots, syn,                             \
+#define PP_OP_INFO(name, num, kind, pairs, lane, uses, params, grads, job, family, tag, slots,     \
+                   syn, comment)                                                                   \
+    [num] = {#name,          PP_KIND_##kind,  PP_OP_##pairs,                                       \
+             PP_LANE_##lane, (uses),          PP_ACC_##params,                                     \
+             PP_ACC_##grads, PP_JOB_##job,    PP_FAMILY_##family,                                  \
+             PP_TAG_##tag,   SLOT_LIST slots, syn,                                                 \
              comment},
     PP_OPCODES(PP_OP_INFO)
 #undef PP_OP_INFO
 };
 
-static const char *const ROLE_NAMES[PP_ROLE_COUNT] = {
-    [PP_ROLE_NONE] = "?",
+static const char *const ROLE_NAMES[PP_ROLE_COUNT] = {[PP_ROLE_NONE] = "?",
 #define PP_ROLE_NAME(R, name) [PP_ROLE_##R] = #name,
-    PP_ROLES(PP_ROLE_NAME)
+                                                      PP_ROLES(PP_ROLE_NAME)
 #undef PP_ROLE_NAME
 };
 
-static const char *const CONTENT_WORDS[PP_CONTENT_COUNT] = {
-    [PP_CONTENT_NONE] = "nothing",
+static const char *const CONTENT_WORDS[PP_CONTENT_COUNT] = {[PP_CONTENT_NONE] = "nothing",
 #define PP_CONTENT_NAME(C, words) [PP_CONTENT_##C] = words,
-    PP_CONTENTS(PP_CONTENT_NAME)
+                                                            PP_CONTENTS(PP_CONTENT_NAME)
 #undef PP_CONTENT_NAME
 };
 
@@ -185,15 +194,16 @@ static const char *access_word(pp_access a)
 
 void pp_ops_markdown(FILE *out)
 {
-    static const char *const kind[] = {"marker", "compute", "local", "send", "receive",
-                                       "collective"};
+    static const char *const kind[] = {"marker", "compute", "local",
+                                       "send",   "receive", "collective"};
     static const char *const lane[] = {"-", "compute", "up/down", "up/down, groupable"};
     static const char *const job[] = {"-", "F", "B", "BI", "W", "O"};
     static const char *const tag[] = {"act", "grad", "weights", "wgrad"};
     static const char *const when[] = {"", " (last stage)", " (not last stage)",
                                        " (not first stage)"};
-    fprintf(out, "| # | opcode | kind | pairs with | stream | job | family | tag | operands | slots "
-                 "| own stage | what it does |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    fprintf(out,
+            "| # | opcode | kind | pairs with | stream | job | family | tag | operands | slots "
+            "| own stage | what it does |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int op = 0; op < PP_OP_COUNT; op++) {
         const pp_op_info *o = &OPS[op];
         fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | ", op, o->name, kind[o->kind],

@@ -21,7 +21,7 @@ typedef struct {
 } pp_instr;
 
 typedef struct {
-    pp_role role;       /* PP_ROLE_NONE: no slot at this position */
+    pp_role role; /* PP_ROLE_NONE: no slot at this position */
     pp_access access;
     pp_content content; /* what the slot holds when read, or after the write */
     int dstage;         /* the content's stage is the instruction's stage + dstage */
@@ -35,7 +35,7 @@ typedef struct {
     pp_op_kind kind;
     int pairs; /* the peer's opcode for a transfer, else -1 */
     pp_op_lane lane;
-    unsigned uses;          /* PP_U_* */
+    unsigned uses;           /* PP_U_* */
     pp_access params, grads; /* the rank's own copy of stage s (opcodes.h) */
     pp_op_job job;
     pp_op_family family;
@@ -96,13 +96,12 @@ int pp_group_direction(const pp_instr *in, uint32_t rank);
 typedef enum { PP_BUF_SLOT, PP_BUF_PARAMS, PP_BUF_GRADS } pp_buf_kind;
 typedef struct {
     pp_buf_kind kind;
-    int32_t index;              /* slot number, or the stage */
+    int32_t index; /* slot number, or the stage */
     pp_access access;
-    const pp_slot_spec *spec;   /* the slot's table entry; NULL for params/grads */
+    const pp_slot_spec *spec; /* the slot's table entry; NULL for params/grads */
 } pp_touch;
 #define PP_MAX_TOUCH (PP_MAX_SLOTS + 2)
 int pp_instr_touches(const pp_instr *in, pp_touch out[PP_MAX_TOUCH]);
-
 
 /* The table as a Markdown table, as isa/README.md shows it (ppc --opcodes
  * prints it; a test checks the README holds exactly this). */

@@ -93,8 +93,8 @@ uint64_t pp_plans_id(const pp_plan *plans, int W)
         h = fnv_le(h, p->world, 4);
         h = fnv_le(h, p->S, 4);
         h = fnv_le(h, p->B, 4);
-        const uint32_t mf[] = {m->kind,   m->vocab, m->context,   m->embed,     m->heads,
-                               m->ffn,    m->blocks, m->batch,    m->optimizer, m->precision};
+        const uint32_t mf[] = {m->kind, m->vocab,  m->context, m->embed,     m->heads,
+                               m->ffn,  m->blocks, m->batch,   m->optimizer, m->precision};
         for (size_t k = 0; k < sizeof mf / sizeof *mf; k++)
             h = fnv_le(h, mf[k], 4);
         h = fnv_le(h, 0, 8);
@@ -168,7 +168,8 @@ static void put_i32(writer *w, int32_t v) { put_u32(w, (uint32_t)v); }
 
 static size_t encoded_size(const pp_plan *p)
 {
-    size_t n = HEADER_BYTES + MODEL_BYTES + p->S + (size_t)p->S * 4 + 4 + (size_t)p->nslots * 8 + 8 + 4;
+    size_t n =
+        HEADER_BYTES + MODEL_BYTES + p->S + (size_t)p->S * 4 + 4 + (size_t)p->nslots * 8 + 8 + 4;
     for (uint32_t g = 0; g < p->ngroups; g++)
         n += 4 + (size_t)(p->groups ? p->groups[g].n : 0) * 4;
     return n + 4 + (size_t)p->ninstr * INSTR_BYTES + 4;
@@ -660,8 +661,7 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
                 p->model.heads);
     } else {
         REQUIRE(p->model.vocab >= 2 && p->model.vocab <= PP_MAX_VOCAB,
-                "model: gpt vocab is %" PRIu32 " (expected 2 to %u)", p->model.vocab,
-                PP_MAX_VOCAB);
+                "model: gpt vocab is %" PRIu32 " (expected 2 to %u)", p->model.vocab, PP_MAX_VOCAB);
         REQUIRE(p->model.heads >= 1 && p->model.heads <= PP_MAX_HEADS &&
                     p->model.embed % p->model.heads == 0,
                 "model: gpt heads is %" PRIu32 " (expected 1 to %u, dividing embed %" PRIu32 ")",
@@ -670,8 +670,7 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
     REQUIRE(p->model.ffn >= 1 && p->model.ffn <= PP_MAX_FFN,
             "model: ffn is %" PRIu32 " (expected 1 to %u)", p->model.ffn, PP_MAX_FFN);
     REQUIRE(p->model.batch >= 1 && p->model.batch <= PP_MAX_BATCH,
-            "model: batch is %" PRIu32 " (expected 1 to %u samples)", p->model.batch,
-            PP_MAX_BATCH);
+            "model: batch is %" PRIu32 " (expected 1 to %u samples)", p->model.batch, PP_MAX_BATCH);
     REQUIRE(pp_model_widest_elems(&p->model) <= PP_MAX_TENSOR_ELEMS,
             "model: its widest activation tensor has %" PRIu64
             " elements (expected at most %llu: the kernels index with int)",
@@ -852,13 +851,13 @@ static bool check_transfer_groups(const pp_plan *p, char *err, size_t errlen)
         } else if (open >= 0) {
             int up = pp_group_direction(in, p->rank);
             if (up < 0 || (dir >= 0 && up != dir)) {
-                set_err(err, errlen,
-                        "instruction %" PRIu32 " (%s) inside the group opened at %" PRId64
-                        ": %s",
-                        i, pp_op_name(in->op), open,
-                        up < 0 ? "a group holds only point-to-point transfers other than RecvWeightGrad"
-                               : "its data moves the other way (a group holds transfers of one "
-                                 "direction)");
+                set_err(
+                    err, errlen,
+                    "instruction %" PRIu32 " (%s) inside the group opened at %" PRId64 ": %s", i,
+                    pp_op_name(in->op), open,
+                    up < 0 ? "a group holds only point-to-point transfers other than RecvWeightGrad"
+                           : "its data moves the other way (a group holds transfers of one "
+                             "direction)");
                 return false;
             }
             dir = up, n++;

@@ -25,7 +25,8 @@
 #include "ops.h"
 
 #define PP_PLAN_MAGIC "PPLN"
-#define PP_PLAN_VERSION 7u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
+#define PP_PLAN_VERSION                                                                            \
+    7u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
                               4: precision; 5: workspace; 6: model kind, vocab, heads,
                               per-stage layers; 7: Overlap (a second workspace) */
 
@@ -60,14 +61,14 @@ typedef struct {
 
 typedef enum {
     PP_PLAN_OK = 0,
-    PP_PLAN_EIO,        /* cannot open or read the file */
-    PP_PLAN_EMAGIC,     /* not a plan file */
-    PP_PLAN_EVERSION,   /* a format version this reader does not know */
-    PP_PLAN_ETRUNC,     /* the file ends before its content does */
-    PP_PLAN_ECRC,       /* checksum mismatch: the file is corrupt */
-    PP_PLAN_ETRAILING,  /* bytes after the checksum */
-    PP_PLAN_EHEADER,    /* a header field is out of range */
-    PP_PLAN_EOPERAND,   /* an instruction operand is out of range */
+    PP_PLAN_EIO,       /* cannot open or read the file */
+    PP_PLAN_EMAGIC,    /* not a plan file */
+    PP_PLAN_EVERSION,  /* a format version this reader does not know */
+    PP_PLAN_ETRUNC,    /* the file ends before its content does */
+    PP_PLAN_ECRC,      /* checksum mismatch: the file is corrupt */
+    PP_PLAN_ETRAILING, /* bytes after the checksum */
+    PP_PLAN_EHEADER,   /* a header field is out of range */
+    PP_PLAN_EOPERAND,  /* an instruction operand is out of range */
     PP_PLAN_ENOMEM
 } pp_plan_status;
 
@@ -106,7 +107,6 @@ long long pp_transfer_tags(const pp_plan *p);
 
 /* The fixed-column listing (rank<r>.txt). */
 void pp_plan_disasm(const pp_plan *p, FILE *out);
-
 
 /* CRC-32 (IEEE, as zlib, gzip and PNG compute it: zlib's crc32_z) of the
  * plan and weight files. */

@@ -80,8 +80,8 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
         const pp_op_info *o = pp_op(in->op);
         int computes = (uses & PP_U_STAGE) && !pp_op_is_transfer(in->op);
         if (computes && !p->stage_role[in->stage]) {
-            snprintf(err, errlen, "instruction %u (%s): stage %d is not held by this rank", k,
-                     name, in->stage);
+            snprintf(err, errlen, "instruction %u (%s): stage %d is not held by this rank", k, name,
+                     in->stage);
             return -1;
         }
         int s = in->stage;
@@ -90,8 +90,9 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
         int needs_own = (o->params && pp_slot_index(in->op, PP_ROLE_WTS) < 0) ||
                         (o->grads && pp_slot_index(in->op, PP_ROLE_WGRAD) < 0);
         if (needs_own && !owner) {
-            snprintf(err, errlen, "instruction %u (%s): stage %d's weights are not owned by this rank",
-                     k, name, s);
+            snprintf(err, errlen,
+                     "instruction %u (%s): stage %d's weights are not owned by this rank", k, name,
+                     s);
             return -1;
         }
         /* a stage without weights (a middle stage of blocks = 0) reads none */
@@ -99,9 +100,10 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
         for (int g = 0; g < 2 && !owner && !weightless; g++) {
             pp_role r = g ? PP_ROLE_WGRAD : PP_ROLE_WTS;
             if ((g ? o->grads : o->params) && pp_slot_index(in->op, r) >= 0 && pp_slot(in, r) < 0) {
-                snprintf(err, errlen,
-                         "instruction %u (%s): stage %d is not owned here, so its %s slot is needed",
-                         k, name, s, g ? "wgrad" : "wts");
+                snprintf(
+                    err, errlen,
+                    "instruction %u (%s): stage %d is not owned here, so its %s slot is needed", k,
+                    name, s, g ? "wgrad" : "wts");
                 return -1;
             }
         }
@@ -128,8 +130,7 @@ int pp_verify_sizes(const pp_plan *p, char *err, size_t errlen)
             snprintf(err, errlen,
                      "instruction %u (%s): the workspace holds %llu bytes but stage %d needs %llu "
                      "for this model",
-                     k, name, (unsigned long long)p->workspace_bytes, s,
-                     (unsigned long long)work);
+                     k, name, (unsigned long long)p->workspace_bytes, s, (unsigned long long)work);
             return -1;
         }
         for (int i = 0; i < pp_op_nslots(in->op); i++) {

@@ -95,8 +95,8 @@ static size_t collect_jobs(const pp_plan *p, job *list)
     for (uint32_t i = 0; i < p->ninstr; i++) {
         int k = job_kind(p->code[i].op);
         if (k != JOB_NONE)
-            list[n++] = (job){(uint32_t)p->code[i].stage, (uint32_t)p->code[i].mb, (uint32_t)k,
-                              p->rank, i};
+            list[n++] =
+                (job){(uint32_t)p->code[i].stage, (uint32_t)p->code[i].mb, (uint32_t)k, p->rank, i};
     }
     return n;
 }
@@ -207,8 +207,9 @@ static int check_own(const pp_plan *p, uint32_t i, stage_state *st, char *err, s
     if (in->op == PP_OP_ReduceGrads) {
         stage_state *s = &st[in->stage];
         if (s->phase != OWN_OPEN) {
-            say(err, len, "instruction %u (ReduceGrads): stage %d's gradients were already reduced at %u",
-                i, in->stage, s->reduced);
+            say(err, len,
+                "instruction %u (ReduceGrads): stage %d's gradients were already reduced at %u", i,
+                in->stage, s->reduced);
             return -1;
         }
         s->phase = OWN_REDUCED;
@@ -225,9 +226,9 @@ static int check_jobs_once(const pp_plan *p, job *list, char *err, size_t len)
     size_t n = collect_jobs(p, list);
     qsort(list, n, sizeof *list, job_cmp);
     for (size_t k = 1; k < n; k++)
-        if (!job_cmp(&list[k - 1], &list[k]) || (list[k].s == list[k - 1].s &&
-                                                  list[k].b == list[k - 1].b &&
-                                                  list[k - 1].kind == JOB_B && list[k].kind == JOB_BI)) {
+        if (!job_cmp(&list[k - 1], &list[k]) ||
+            (list[k].s == list[k - 1].s && list[k].b == list[k - 1].b &&
+             list[k - 1].kind == JOB_B && list[k].kind == JOB_BI)) {
             say(err, len,
                 "instruction %u (%s): job %s(%u,%u) already ran at instruction %u (expected each "
                 "job once)",
@@ -279,8 +280,9 @@ int pp_verify_rank(const pp_plan *p, char *err, size_t len)
         if (job_kind(in->op) != JOB_NONE)
             st[in->stage].jobs = 1;
         if (in->op == PP_OP_OptimizerStep && st[in->stage].phase == OWN_STEPPED) {
-            say(err, len, "instruction %u (OptimizerStep): stage %d was already optimized at %u "
-                          "(expected one optimizer step per owned stage)",
+            say(err, len,
+                "instruction %u (OptimizerStep): stage %d was already optimized at %u "
+                "(expected one optimizer step per owned stage)",
                 i, in->stage, st[in->stage].stepped);
             goto out;
         }
@@ -314,8 +316,9 @@ static int check_header(const pp_plan *a, const pp_plan *b, int r, char *err, si
     const pp_model *m = &a->model, *n = &b->model;
 #define SAME(field, what)                                                                          \
     if (a->field != b->field) {                                                                    \
-        say(err, len, "rank %d's plan has %s %llu but rank 0's has %llu (expected every rank's "  \
-                      "header alike)",                                                             \
+        say(err, len,                                                                              \
+            "rank %d's plan has %s %llu but rank 0's has %llu (expected every rank's "             \
+            "header alike)",                                                                       \
             r, what, (unsigned long long)b->field, (unsigned long long)a->field);                  \
         return -1;                                                                                 \
     }
@@ -345,8 +348,8 @@ static int check_header(const pp_plan *a, const pp_plan *b, int r, char *err, si
     for (uint32_t g = 0; g < a->ngroups; g++)
         if (a->groups[g].n != b->groups[g].n ||
             memcmp(a->groups[g].member, b->groups[g].member, a->groups[g].n * sizeof(uint32_t))) {
-            say(err, len, "rank %d's group g%u differs from rank 0's (expected one group table)",
-                r, g);
+            say(err, len, "rank %d's group g%u differs from rank 0's (expected one group table)", r,
+                g);
             return -1;
         }
     return 0;
@@ -359,7 +362,7 @@ static int check_owners(const pp_plan *plans, int W, char *err, size_t len)
     uint32_t S = plans[0].S;
     uint32_t *owners = calloc(S, sizeof *owners);
     int32_t *group_ok = malloc(S * sizeof *group_ok); /* the group proven to be s's owners */
-    int32_t *seen = malloc(S * sizeof *seen);          /* the last rank that reduced s */
+    int32_t *seen = malloc(S * sizeof *seen);         /* the last rank that reduced s */
     int rc = -1;
     if (!owners || !group_ok || !seen) {
         say(err, len, "out of memory verifying the plans");
@@ -446,9 +449,8 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
             }
             int split = count[JOB_BI] || count[JOB_W];
             if (count[JOB_F] != 1) {
-                say(err, len,
-                    "job F(%u,%u) runs %d times over all ranks (expected exactly once)", s, b,
-                    count[JOB_F]);
+                say(err, len, "job F(%u,%u) runs %d times over all ranks (expected exactly once)",
+                    s, b, count[JOB_F]);
                 rc = -1;
             } else if (split ? count[JOB_B] || count[JOB_BI] != 1 || count[JOB_W] != 1
                              : count[JOB_B] != 1) {

@@ -26,17 +26,17 @@ static void gemm_sb(cublasHandle_t blas, int ta, int tb, int M, int N, int K, fl
                     const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
                     int bf16, float beta, float *C, int ldc, long long sC, int batch)
 {
-    if (M <= 0 || N <= 0 || batch <= 0) return;
+    if (M <= 0 || N <= 0 || batch <= 0)
+        return;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (bf16)
-        cublasCheck(cublasGemmStridedBatchedEx(blas, opb, opa, N, M, K, &alpha, B, CUDA_R_16BF,
-                                               ldb, sB, A, CUDA_R_16BF, lda, sA, &beta, C,
-                                               CUDA_R_32F, ldc, sC, batch, CUBLAS_COMPUTE_32F,
-                                               CUBLAS_GEMM_DEFAULT));
+        cublasCheck(cublasGemmStridedBatchedEx(
+            blas, opb, opa, N, M, K, &alpha, B, CUDA_R_16BF, ldb, sB, A, CUDA_R_16BF, lda, sA,
+            &beta, C, CUDA_R_32F, ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     else
         cublasCheck(cublasSgemmStridedBatched(blas, opb, opa, N, M, K, &alpha, (const float *)B,
-                                              ldb, sB, (const float *)A, lda, sA, &beta, C, ldc,
-                                              sC, batch));
+                                              ldb, sB, (const float *)A, lda, sA, &beta, C, ldc, sC,
+                                              batch));
 }
 
 /* The group shape: hb heads of Rg rows each share the CPU's R-row scratch. */
@@ -56,7 +56,8 @@ void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *q
                              float *lse, int B, int T, int C, int NH, int rows, float *scratch,
                              int bf16)
 {
-    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0) return;
+    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0)
+        return;
     int hs = C / NH, C3 = 3 * C, hb, Rg;
     float scale = 1.0f / sqrtf((float)hs);
     group_of(NH, rows, &hb, &Rg);
@@ -77,7 +78,8 @@ void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *q
                 gemm_sb(blas, 0, 1, R, nk, hs, scale, elem(qkv, qoff + (size_t)r0 * C3, bf16), C3,
                         hs, elem(qkv, qoff + C, bf16), C3, hs, bf16, 0.0f, scratch, T, sS, nh);
                 cudaCheck(pp_cu_attn_softmax(scratch, T, sS, R, nh, r0, l + r0, T, bf16, st));
-                if (bf16) cudaCheck(pp_cu_attn_pack_bf16(scratch, T, sS, R, nh, nk, st));
+                if (bf16)
+                    cudaCheck(pp_cu_attn_pack_bf16(scratch, T, sS, R, nh, nk, st));
                 /* out = P v */
                 gemm_sb(blas, 0, 0, R, hs, nk, 1.0f, scratch, ldP, sP,
                         elem(qkv, qoff + 2 * (size_t)C, bf16), C3, hs, bf16, 0.0f,
@@ -87,11 +89,11 @@ void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *q
 }
 
 void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *qkv,
-                              const float *out, const void *dout, const float *lse,
-                              float *dqkv, int B, int T, int C, int NH, int rows,
-                              float *scratch, int bf16)
+                              const float *out, const void *dout, const float *lse, float *dqkv,
+                              int B, int T, int C, int NH, int rows, float *scratch, int bf16)
 {
-    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0) return;
+    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0)
+        return;
     int hs = C / NH, C3 = 3 * C, hb, Rg;
     float scale = 1.0f / sqrtf((float)hs);
     group_of(NH, rows, &hb, &Rg);
@@ -119,12 +121,11 @@ void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *
                         nh);
                 if (bf16)
                     cudaCheck(pp_cu_attn_probs_bf16d(P, T, sS, R, nh, r0, l + r0, T,
-                                                     o + (size_t)r0 * C, (const uint16_t *)dOr,
-                                                     C, hs, D, st));
+                                                     o + (size_t)r0 * C, (const uint16_t *)dOr, C,
+                                                     hs, D, st));
                 else
-                    cudaCheck(pp_cu_attn_probs(P, T, sS, R, nh, r0, l + r0, T,
-                                               o + (size_t)r0 * C, (const float *)dOr, C, hs, D,
-                                               0, st));
+                    cudaCheck(pp_cu_attn_probs(P, T, sS, R, nh, r0, l + r0, T, o + (size_t)r0 * C,
+                                               (const float *)dOr, C, hs, D, 0, st));
                 /* dP = dout v^T */
                 gemm_sb(blas, 0, 1, R, nk, hs, 1.0f, dOr, C, hs, v, C3, hs, bf16, 0.0f, dP, T, sS,
                         nh);
@@ -135,8 +136,8 @@ void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *
                     cudaCheck(pp_cu_attn_pack_bf16(dP, T, sS, R, nh, nk, st));
                 }
                 /* dv += P^T dout */
-                gemm_sb(blas, 1, 0, nk, hs, R, 1.0f, P, ldP, sP, dOr, C, hs, bf16, 1.0f, dv, C3,
-                        hs, nh);
+                gemm_sb(blas, 1, 0, nk, hs, R, 1.0f, P, ldP, sP, dOr, C, hs, bf16, 1.0f, dv, C3, hs,
+                        nh);
                 /* dq = dS k * scale (the block's rows, written once) */
                 gemm_sb(blas, 0, 0, R, hs, nk, scale, dP, ldP, sP, k, C3, hs, bf16, 0.0f,
                         dq + (size_t)r0 * C3, C3, hs, nh);

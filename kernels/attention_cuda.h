@@ -38,9 +38,8 @@ void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *q
                              float *lse, int B, int T, int C, int NH, int rows, float *scratch,
                              int bf16);
 void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *qkv,
-                              const float *out, const void *dout, const float *lse,
-                              float *dqkv, int B, int T, int C, int NH, int rows,
-                              float *scratch, int bf16);
+                              const float *out, const void *dout, const float *lse, float *dqkv,
+                              int B, int T, int C, int NH, int rows, float *scratch, int bf16);
 
 #ifdef __cplusplus
 }

@@ -35,31 +35,36 @@
  * BLAS never sees a leading dimension of 0, which it rejects. BLAS semantics
  * for beta == 0: C is overwritten, not read (it may hold garbage or NaN). */
 void pp_gemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
+                const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
     if (K <= 0) {
         for (int i = 0; i < M; i++) {
             float *c = C + (size_t)i * ldc;
-            for (int j = 0; j < N; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+            for (int j = 0; j < N; j++)
+                c[j] = beta == 0.0f ? 0.0f : beta * c[j];
         }
         return;
     }
     KPROF_BEGIN();
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (pp_kprof_on)
         pp_kprof_gemm_add(ta, tb, M, N, K, lda, ldb, ldc, beta == 0.0f,
                           pp_kprof_end(PP_K_GEMM, kprof_t0_));
 }
 
 void pp_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B,
-             float beta, float *C) {
+             float beta, float *C)
+{
     /* Row-major: the leading dimension is the length of a stored row. */
     pp_gemm_ld(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
-void pp_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 const float *B, float beta, float *C) {
+void pp_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B,
+                 float beta, float *C)
+{
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             /* Accumulate in double: this is the yardstick, not the fast path. */
@@ -80,8 +85,9 @@ void pp_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *
 /* Embedding: out[b][c*embed + e] = E[tokens[b][c]][e], i.e. the `context`
  * embeddings of a window concatenated into one row of width context*embed. */
 
-void pp_embedding_forward(const int32_t *tokens, int batch, int context, const float *E,
-                          int embed, float *out) {
+void pp_embedding_forward(const int32_t *tokens, int batch, int context, const float *E, int embed,
+                          float *out)
+{
     KPROF_BEGIN();
     size_t e = (size_t)embed;
     for (int b = 0; b < batch; b++) {
@@ -94,22 +100,27 @@ void pp_embedding_forward(const int32_t *tokens, int batch, int context, const f
 }
 
 /* y[i] += x[i], 8 at a time (the tail alone: same additions, same bits). */
-static inline __attribute__((always_inline)) void add_into(float *y, const float *x, size_t n) {
+static inline __attribute__((always_inline)) void add_into(float *y, const float *x, size_t n)
+{
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) v8_store(y + i, v8_load(y + i) + v8_load(x + i));
-    for (; i < n; i++) y[i] += x[i];
+    for (; i + 8 <= n; i += 8)
+        v8_store(y + i, v8_load(y + i) + v8_load(x + i));
+    for (; i < n; i++)
+        y[i] += x[i];
 }
 
 /* Scatter-add: a byte that occurs several times (in one window or across
  * the batch) receives the sum of all its positions' gradients. */
 void pp_embedding_backward(const int32_t *tokens, int batch, int context, const float *dout,
-                           int embed, float *dE) {
+                           int embed, float *dE)
+{
     KPROF_BEGIN();
     size_t e = (size_t)embed;
     for (int b = 0; b < batch; b++) {
         const int32_t *win = tokens + (size_t)b * (context + 1);
         const float *row = dout + (size_t)b * context * e;
-        for (int c = 0; c < context; c++) add_into(dE + (size_t)win[c] * e, row + c * e, e);
+        for (int c = 0; c < context; c++)
+            add_into(dE + (size_t)win[c] * e, row + c * e, e);
     }
     KPROF_END(PP_K_EMBED);
 }
@@ -117,17 +128,21 @@ void pp_embedding_backward(const int32_t *tokens, int batch, int context, const 
 /* ------------------------------------------------------------------------ */
 /* Bias                                                                      */
 
-PP_HOT void pp_bias_add(float *y, const float *bias, int rows, int cols) {
+PP_HOT void pp_bias_add(float *y, const float *bias, int rows, int cols)
+{
     KPROF_BEGIN();
-    for (int r = 0; r < rows; r++) add_into(y + (size_t)r * cols, bias, (size_t)cols);
+    for (int r = 0; r < rows; r++)
+        add_into(y + (size_t)r * cols, bias, (size_t)cols);
     KPROF_END(PP_K_BIAS);
 }
 
 /* Rows outer so dy is read sequentially; each column's sum runs over the
  * rows in order, as in the plain loop. */
-PP_HOT void pp_bias_grad(const float *dy, int rows, int cols, float *db) {
+PP_HOT void pp_bias_grad(const float *dy, int rows, int cols, float *db)
+{
     KPROF_BEGIN();
-    for (int r = 0; r < rows; r++) add_into(db, dy + (size_t)r * cols, (size_t)cols);
+    for (int r = 0; r < rows; r++)
+        add_into(db, dy + (size_t)r * cols, (size_t)cols);
     KPROF_END(PP_K_BIAS);
 }
 
@@ -139,16 +154,20 @@ PP_HOT void pp_bias_grad(const float *dy, int rows, int cols, float *db) {
 #define GELU_C 0.044715f
 
 /* tanh through vmath.h's v8_tanh (no libm call per element). */
-static inline __attribute__((always_inline)) pp_v8f gelu8(pp_v8f v) {
+static inline __attribute__((always_inline)) pp_v8f gelu8(pp_v8f v)
+{
     pp_v8f t = v8_tanh(GELU_K * (v + GELU_C * v * v * v));
     return 0.5f * v * (1.0f + t);
 }
 
-PP_HOT void pp_gelu_forward(const float *x, float *y, size_t n) {
+PP_HOT void pp_gelu_forward(const float *x, float *y, size_t n)
+{
     KPROF_BEGIN();
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) v8_store(y + i, gelu8(v8_load(x + i)));
-    if (i < n) v8_store_part(y + i, gelu8(v8_load_part(x + i, n - i, 0.0f)), n - i);
+    for (; i + 8 <= n; i += 8)
+        v8_store(y + i, gelu8(v8_load(x + i)));
+    if (i < n)
+        v8_store_part(y + i, gelu8(v8_load_part(x + i, n - i, 0.0f)), n - i);
     KPROF_END(PP_K_GELU);
 }
 
@@ -156,7 +175,8 @@ PP_HOT void pp_gelu_forward(const float *x, float *y, size_t n) {
  * rather than llm.c's 1/cosh^2 so large |x| cannot overflow cosh; the
  * second term's x is clamped to [-10, 10] (where 1 - t^2 is already 0) so
  * x^2 cannot overflow into 0 * inf. */
-static inline __attribute__((always_inline)) pp_v8f gelu_grad8(pp_v8f v) {
+static inline __attribute__((always_inline)) pp_v8f gelu_grad8(pp_v8f v)
+{
     pp_v8f t = v8_tanh(GELU_K * (v + GELU_C * v * v * v));
     pp_v8f vc = v8_max(v8_min(v, 10.0f), -10.0f);
     pp_v8f sech2 = 1.0f - t * t;
@@ -165,10 +185,12 @@ static inline __attribute__((always_inline)) pp_v8f gelu_grad8(pp_v8f v) {
 }
 
 /* dy and dx may alias (elementwise). */
-PP_HOT void pp_gelu_backward(const float *x, const float *dy, float *dx, size_t n) {
+PP_HOT void pp_gelu_backward(const float *x, const float *dy, float *dx, size_t n)
+{
     KPROF_BEGIN();
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) v8_store(dx + i, v8_load(dy + i) * gelu_grad8(v8_load(x + i)));
+    for (; i + 8 <= n; i += 8)
+        v8_store(dx + i, v8_load(dy + i) * gelu_grad8(v8_load(x + i)));
     if (i < n) {
         size_t k = n - i;
         pp_v8f g = gelu_grad8(v8_load_part(x + i, k, 0.0f));
@@ -181,7 +203,8 @@ PP_HOT void pp_gelu_backward(const float *x, const float *dy, float *dx, size_t 
 /* Softmax cross-entropy                                                     */
 
 /* The largest of l[0..n) (n >= 1, no NaN). */
-static inline __attribute__((always_inline)) float row_max(const float *l, int n) {
+static inline __attribute__((always_inline)) float row_max(const float *l, int n)
+{
     pp_v8f m = v8_set(l[0]);
     int j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -197,7 +220,9 @@ static inline __attribute__((always_inline)) float row_max(const float *l, int n
 
 /* e[j] = exp(l[j] - max) for j < n (v8_exp), returning their sum, taken in
  * double (8 partial sums, then lane by lane). e may alias l. */
-static inline __attribute__((always_inline)) double exp_shift(const float *l, float *e, int n, float max) {
+static inline __attribute__((always_inline)) double exp_shift(const float *l, float *e, int n,
+                                                              float max)
+{
     pp_d8 acc = {{0}, {0}};
     int j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -214,10 +239,13 @@ static inline __attribute__((always_inline)) double exp_shift(const float *l, fl
 }
 
 /* p[j] *= s for j < n. */
-static inline __attribute__((always_inline)) void scale_row(float *p, int n, float s) {
+static inline __attribute__((always_inline)) void scale_row(float *p, int n, float s)
+{
     int j = 0;
-    for (; j + 8 <= n; j += 8) v8_store(p + j, v8_load(p + j) * s);
-    for (; j < n; j++) p[j] *= s;
+    for (; j + 8 <= n; j += 8)
+        v8_store(p + j, v8_load(p + j) * s);
+    for (; j < n; j++)
+        p[j] *= s;
 }
 
 /* Per row: subtract the max so exp never overflows; the row's loss is
@@ -226,7 +254,8 @@ static inline __attribute__((always_inline)) void scale_row(float *p, int n, flo
  * rounding; the exps are vmath.h's v8_exp. The target logit is read before
  * probs is written, so probs may alias logits. */
 PP_HOT double pp_softmax_xent_forward(const float *logits, const int32_t *targets,
-                                      int target_stride, int rows, int V, float *probs) {
+                                      int target_stride, int rows, int V, float *probs)
+{
     KPROF_BEGIN();
     double total = 0.0;
     for (int r = 0; r < rows; r++) {
@@ -242,17 +271,19 @@ PP_HOT double pp_softmax_xent_forward(const float *logits, const int32_t *target
     return total;
 }
 
-PP_HOT void pp_softmax_xent_backward(const float *probs, const int32_t *targets,
-                                     int target_stride, int rows, int V, float scale,
-                                     float *dlogits) {
+PP_HOT void pp_softmax_xent_backward(const float *probs, const int32_t *targets, int target_stride,
+                                     int rows, int V, float scale, float *dlogits)
+{
     KPROF_BEGIN();
     for (int r = 0; r < rows; r++) {
         const float *p = probs + (size_t)r * V;
         float *d = dlogits + (size_t)r * V;
         int t = targets[(size_t)r * target_stride];
         int j = 0;
-        for (; j + 8 <= V; j += 8) v8_store(d + j, v8_load(p + j) * scale);
-        for (; j < V; j++) d[j] = p[j] * scale;
+        for (; j + 8 <= V; j += 8)
+            v8_store(d + j, v8_load(p + j) * scale);
+        for (; j < V; j++)
+            d[j] = p[j] * scale;
         d[t] = (p[t] - 1.0f) * scale; /* (p - 0) * scale is p * scale: same bits */
     }
     KPROF_END(PP_K_XENT);
@@ -264,7 +295,8 @@ PP_HOT void pp_softmax_xent_backward(const float *probs, const int32_t *targets,
 /* One pass over h (the data touched once): h += bias, a = gelu(h), the
  * same operations as pp_bias_add followed by pp_gelu_forward, so the same
  * bits. */
-PP_HOT void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows, int cols) {
+PP_HOT void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows, int cols)
+{
     KPROF_BEGIN();
     size_t n = (size_t)cols;
     for (int r = 0; r < rows; r++) {
@@ -285,8 +317,8 @@ PP_HOT void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows
     KPROF_END(PP_K_GELU);
 }
 
-PP_HOT void pp_residual_bias_add(float *y, const float *x, const float *bias, int rows,
-                                 int cols) {
+PP_HOT void pp_residual_bias_add(float *y, const float *x, const float *bias, int rows, int cols)
+{
     KPROF_BEGIN();
     for (int r = 0; r < rows; r++) {
         float *yr = y + (size_t)r * cols;
@@ -294,12 +326,14 @@ PP_HOT void pp_residual_bias_add(float *y, const float *x, const float *bias, in
         int c = 0;
         for (; c + 8 <= cols; c += 8)
             v8_store(yr + c, (v8_load(yr + c) + v8_load(xr + c)) + v8_load(bias + c));
-        for (; c < cols; c++) yr[c] = (yr[c] + xr[c]) + bias[c];
+        for (; c < cols; c++)
+            yr[c] = (yr[c] + xr[c]) + bias[c];
     }
     KPROF_END(PP_K_BIAS);
 }
 
-void pp_add(float *y, const float *x, size_t n) {
+void pp_add(float *y, const float *x, size_t n)
+{
     KPROF_BEGIN();
     add_into(y, x, n);
     KPROF_END(PP_K_BIAS);
@@ -312,8 +346,9 @@ void pp_add(float *y, const float *x, size_t n) {
 
 /* Mean and variance in double (two passes, so no cancellation); the row's
  * output uses the float mean and rstd it stores, as the backward does. */
-PP_HOT void pp_layernorm_forward(const float *x, const float *gamma, const float *beta,
-                                 int rows, int cols, float *y, float *mean, float *rstd) {
+PP_HOT void pp_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+                                 int cols, float *y, float *mean, float *rstd)
+{
     KPROF_BEGIN();
     size_t n = (size_t)cols;
     for (int r = 0; r < rows; r++) {
@@ -322,12 +357,15 @@ PP_HOT void pp_layernorm_forward(const float *x, const float *gamma, const float
         /* 8 double partial sums, then the tail's columns one by one */
         size_t n8 = n & ~(size_t)7, c;
         pp_d8 acc = {{0}, {0}};
-        for (c = 0; c < n8; c += 8) acc = d8_add(acc, v8_load(xr + c));
+        for (c = 0; c < n8; c += 8)
+            acc = d8_add(acc, v8_load(xr + c));
         double sum = d8_sum(acc);
-        for (; c < n; c++) sum += xr[c];
+        for (; c < n; c++)
+            sum += xr[c];
         double mu = sum / cols;
         pp_d8 sq8 = {{0}, {0}};
-        for (c = 0; c < n8; c += 8) sq8 = d8_add_sqdev(sq8, v8_load(xr + c), mu);
+        for (c = 0; c < n8; c += 8)
+            sq8 = d8_add_sqdev(sq8, v8_load(xr + c), mu);
         double sq = d8_sum(sq8);
         for (; c < n; c++) {
             double d = (double)xr[c] - mu;
@@ -338,9 +376,9 @@ PP_HOT void pp_layernorm_forward(const float *x, const float *gamma, const float
         mean[r] = m;
         rstd[r] = s;
         for (c = 0; c + 8 <= n; c += 8)
-            v8_store(yr + c,
-                     (v8_load(xr + c) - m) * s * v8_load(gamma + c) + v8_load(beta + c));
-        for (; c < n; c++) yr[c] = (xr[c] - m) * s * gamma[c] + beta[c];
+            v8_store(yr + c, (v8_load(xr + c) - m) * s * v8_load(gamma + c) + v8_load(beta + c));
+        for (; c < n; c++)
+            yr[c] = (xr[c] - m) * s * gamma[c] + beta[c];
     }
     KPROF_END(PP_K_LN);
 }
@@ -352,8 +390,9 @@ PP_HOT void pp_layernorm_forward(const float *x, const float *gamma, const float
  * its outputs are NULL, so a split backward can compute them at different
  * times and get the same bits as one call computing both. */
 PP_HOT void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
-                                  const float *rstd, const float *dy, int rows, int cols,
-                                  float *dx, float *dgamma, float *dbeta) {
+                                  const float *rstd, const float *dy, int rows, int cols, float *dx,
+                                  float *dgamma, float *dbeta)
+{
     KPROF_BEGIN();
     int c8 = cols & ~7; /* the vector part; the tail columns go one by one */
     for (int r = 0; r < rows; r++) {
@@ -363,15 +402,17 @@ PP_HOT void pp_layernorm_backward(const float *x, const float *gamma, const floa
         if (dgamma) {
             int c = 0;
             for (; c < c8; c += 8)
-                v8_store(dgamma + c, v8_load(dgamma + c) +
-                                         v8_load(dyr + c) * ((v8_load(xr + c) - m) * s));
+                v8_store(dgamma + c,
+                         v8_load(dgamma + c) + v8_load(dyr + c) * ((v8_load(xr + c) - m) * s));
             for (; c < cols; c++) {
                 float xhat = (xr[c] - m) * s;
                 dgamma[c] += dyr[c] * xhat;
             }
         }
-        if (dbeta) add_into(dbeta, dyr, (size_t)cols);
-        if (!dx) continue;
+        if (dbeta)
+            add_into(dbeta, dyr, (size_t)cols);
+        if (!dx)
+            continue;
         float *dxr = dx + (size_t)r * cols;
         /* the two row sums in double: 8 partial sums each */
         pp_d8 sg = {{0}, {0}}, sgx = {{0}, {0}};
@@ -411,9 +452,9 @@ PP_HOT void pp_layernorm_backward(const float *x, const float *gamma, const floa
  * the same order (so the same bits). The max and the target logit are read
  * before anything is written, and each d[j] is written only after l[j] was
  * read for the last time, so dlogits may alias logits. */
-PP_HOT void pp_softmax_xent_fused(const float *logits, const int32_t *targets,
-                                  int target_stride, int rows, int V, float scale,
-                                  float *dlogits, float *loss) {
+PP_HOT void pp_softmax_xent_fused(const float *logits, const int32_t *targets, int target_stride,
+                                  int rows, int V, float scale, float *dlogits, float *loss)
+{
     KPROF_BEGIN();
     for (int r = 0; r < rows; r++) {
         const float *l = logits + (size_t)r * V;
@@ -425,8 +466,10 @@ PP_HOT void pp_softmax_xent_fused(const float *logits, const int32_t *targets,
         float inv = (float)(1.0 / sum);
         float pt = d[t] * inv;
         int j = 0;
-        for (; j + 8 <= V; j += 8) v8_store(d + j, (v8_load(d + j) * inv) * scale);
-        for (; j < V; j++) d[j] = (d[j] * inv) * scale;
+        for (; j + 8 <= V; j += 8)
+            v8_store(d + j, (v8_load(d + j) * inv) * scale);
+        for (; j < V; j++)
+            d[j] = (d[j] * inv) * scale;
         d[t] = (pt - 1.0f) * scale;
         loss[r] = (float)(log(sum) - target_shifted);
     }
@@ -438,7 +481,8 @@ PP_HOT void pp_softmax_xent_fused(const float *logits, const int32_t *targets,
 
 /* sqrt of each lane, IEEE-exact (the same as sqrtf): SSE's sqrtps on
  * x86-64 (baseline), sqrtf per lane elsewhere. */
-static inline __attribute__((always_inline)) pp_v8f v8_sqrt(pp_v8f x) {
+static inline __attribute__((always_inline)) pp_v8f v8_sqrt(pp_v8f x)
+{
 #if defined(__x86_64__) && defined(__GNUC__)
     typedef float v4f __attribute__((vector_size(16)));
     v4f lo = {x[0], x[1], x[2], x[3]}, hi = {x[4], x[5], x[6], x[7]};
@@ -446,13 +490,15 @@ static inline __attribute__((always_inline)) pp_v8f v8_sqrt(pp_v8f x) {
     hi = __builtin_ia32_sqrtps(hi);
     return (pp_v8f){lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
 #else
-    for (int i = 0; i < 8; i++) x[i] = sqrtf(x[i]);
+    for (int i = 0; i < 8; i++)
+        x[i] = sqrtf(x[i]);
     return x;
 #endif
 }
 
 PP_HOT void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
-                          float beta1, float beta2, float eps, float weight_decay) {
+                          float beta1, float beta2, float eps, float weight_decay)
+{
     KPROF_BEGIN();
     /* The CUDA launcher computes these two on the host the same way. */
     float bc1 = 1.0f - powf(beta1, (float)t);
@@ -490,7 +536,8 @@ PP_HOT void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int 
  * is right (up to infinity for the largest floats). A NaN would round to
  * infinity or lose its payload, so it keeps its sign and top payload bits
  * with the quiet bit set. */
-static uint16_t bf16_bits(float f) {
+static uint16_t bf16_bits(float f)
+{
     uint32_t b;
     memcpy(&b, &f, sizeof b);
     if ((b & 0x7fffffffu) > 0x7f800000u)
@@ -498,14 +545,16 @@ static uint16_t bf16_bits(float f) {
     return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-void pp_f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+void pp_f32_to_bf16(const float *src, uint16_t *dst, size_t n)
+{
     for (size_t i = 0; i < n; i++)
         dst[i] = bf16_bits(src[i]);
 }
 
 /* bf16_bits on 8 lanes, widened back: the NaN lanes quietened, the rest
  * rounded to nearest even. */
-static inline __attribute__((always_inline)) pp_v8f round_bf16_8(pp_v8f f) {
+static inline __attribute__((always_inline)) pp_v8f round_bf16_8(pp_v8f f)
+{
     pp_v8u b = (pp_v8u)f;
     pp_v8i nan = (pp_v8i)(b & 0x7fffffffu) > 0x7f800000;
     pp_v8u r = ((b + 0x7fffu + ((b >> 16) & 1u)) >> 16) << 16;
@@ -513,10 +562,12 @@ static inline __attribute__((always_inline)) pp_v8f round_bf16_8(pp_v8f f) {
     return (pp_v8f)(((pp_v8u)nan & q) | (~(pp_v8u)nan & r));
 }
 
-PP_HOT void pp_round_bf16(const float *src, float *dst, size_t n) {
+PP_HOT void pp_round_bf16(const float *src, float *dst, size_t n)
+{
     KPROF_BEGIN();
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) v8_store(dst + i, round_bf16_8(v8_load(src + i)));
+    for (; i + 8 <= n; i += 8)
+        v8_store(dst + i, round_bf16_8(v8_load(src + i)));
     for (; i < n; i++) {
         uint32_t b = (uint32_t)bf16_bits(src[i]) << 16;
         memcpy(&dst[i], &b, sizeof b);
@@ -524,7 +575,8 @@ PP_HOT void pp_round_bf16(const float *src, float *dst, size_t n) {
     KPROF_END(PP_K_BF16);
 }
 
-void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
         uint32_t b = (uint32_t)src[i] << 16;
         memcpy(&dst[i], &b, sizeof b);
@@ -535,7 +587,8 @@ void pp_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
 /* The gpt model's kernels                                                   */
 
 void pp_embedding_pos_forward(const int32_t *tokens, int B, int T, const float *wte,
-                              const float *wpe, int C, float *out) {
+                              const float *wpe, int C, float *out)
+{
     KPROF_BEGIN();
     size_t c = (size_t)C;
     for (int b = 0; b < B; b++) {
@@ -544,15 +597,18 @@ void pp_embedding_pos_forward(const int32_t *tokens, int B, int T, const float *
             const float *e = wte + (size_t)win[t] * c, *p = wpe + (size_t)t * c;
             float *o = out + ((size_t)b * T + t) * c;
             size_t i = 0;
-            for (; i + 8 <= c; i += 8) v8_store(o + i, v8_load(e + i) + v8_load(p + i));
-            for (; i < c; i++) o[i] = e[i] + p[i];
+            for (; i + 8 <= c; i += 8)
+                v8_store(o + i, v8_load(e + i) + v8_load(p + i));
+            for (; i < c; i++)
+                o[i] = e[i] + p[i];
         }
     }
     KPROF_END(PP_K_EMBED);
 }
 
 void pp_embedding_pos_backward(const int32_t *tokens, int B, int T, const float *dout, int C,
-                               float *dwte, float *dwpe) {
+                               float *dwte, float *dwpe)
+{
     KPROF_BEGIN();
     size_t c = (size_t)C;
     for (int b = 0; b < B; b++) {
@@ -572,7 +628,8 @@ void pp_embedding_pos_backward(const int32_t *tokens, int B, int T, const float 
  * (causal: row i sees keys 0..i, the rest of the block's columns masked). */
 
 PP_HOT void pp_attention_forward(const float *qkv, float *out, float *lse, int B, int T, int C,
-                                 int NH, int rows, float *scratch, int bf16) {
+                                 int NH, int rows, float *scratch, int bf16)
+{
     KPROF_BEGIN();
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
@@ -592,10 +649,12 @@ PP_HOT void pp_attention_forward(const float *qkv, float *out, float *lse, int B
                     float max = row_max(s, n);
                     double sum = exp_shift(s, s, n, max); /* vmath.h's exp, sum in double */
                     scale_row(s, n, (float)(1.0 / sum));
-                    for (int j = n; j < nk; j++) s[j] = 0.0f;
+                    for (int j = n; j < nk; j++)
+                        s[j] = 0.0f;
                     l[r0 + i] = max + (float)log(sum);
                 }
-                if (bf16) pp_round_bf16(S, S, (size_t)R * nk);
+                if (bf16)
+                    pp_round_bf16(S, S, (size_t)R * nk);
                 pp_gemm_ld(0, 0, R, hs, nk, 1.0f, S, nk, v, C3, 0.0f, o + (size_t)r0 * C, C);
             }
         }
@@ -604,7 +663,8 @@ PP_HOT void pp_attention_forward(const float *qkv, float *out, float *lse, int B
 
 PP_HOT void pp_attention_backward(const float *qkv, const float *out, const float *dout,
                                   const float *lse, float *dqkv, int B, int T, int C, int NH,
-                                  int rows, float *scratch, int bf16) {
+                                  int rows, float *scratch, int bf16)
+{
     KPROF_BEGIN();
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
@@ -628,19 +688,24 @@ PP_HOT void pp_attention_backward(const float *qkv, const float *out, const floa
                     int n = r0 + i + 1;
                     float li = l[r0 + i];
                     int j = 0;
-                    for (; j + 8 <= n; j += 8) v8_store(p + j, v8_exp(v8_load(p + j) - li));
+                    for (; j + 8 <= n; j += 8)
+                        v8_store(p + j, v8_exp(v8_load(p + j) - li));
                     if (j < n)
-                        v8_store_part(p + j, v8_exp(v8_load_part(p + j, (size_t)(n - j), 0.0f) - li),
+                        v8_store_part(p + j,
+                                      v8_exp(v8_load_part(p + j, (size_t)(n - j), 0.0f) - li),
                                       (size_t)(n - j));
-                    for (j = n; j < nk; j++) p[j] = 0.0f;
+                    for (j = n; j < nk; j++)
+                        p[j] = 0.0f;
                     const float *oi = o + (size_t)(r0 + i) * C, *di = dO + (size_t)(r0 + i) * C;
                     double d = 0.0;
-                    for (int c = 0; c < hs; c++) d += (double)oi[c] * di[c];
+                    for (int c = 0; c < hs; c++)
+                        d += (double)oi[c] * di[c];
                     D[i] = (float)d;
                 }
                 /* dP = dout v^T */
                 pp_gemm_ld(0, 1, R, nk, hs, 1.0f, dO + (size_t)r0 * C, C, v, C3, 0.0f, dP, nk);
-                if (bf16) pp_round_bf16(P, P, (size_t)R * nk);
+                if (bf16)
+                    pp_round_bf16(P, P, (size_t)R * nk);
                 /* dv += P^T dout (before P becomes dS) */
                 pp_gemm_ld(1, 0, nk, hs, R, 1.0f, P, nk, dO + (size_t)r0 * C, C, 1.0f, dv, C3);
                 /* dS = P o (dP - D_i), into dP */
@@ -650,22 +715,22 @@ PP_HOT void pp_attention_backward(const float *qkv, const float *out, const floa
                     int j = 0;
                     for (; j + 8 <= nk; j += 8)
                         v8_store(ds + j, v8_load(p + j) * (v8_load(ds + j) - D[i]));
-                    for (; j < nk; j++) ds[j] = p[j] * (ds[j] - D[i]);
+                    for (; j < nk; j++)
+                        ds[j] = p[j] * (ds[j] - D[i]);
                 }
-                if (bf16) pp_round_bf16(dP, dP, (size_t)R * nk);
+                if (bf16)
+                    pp_round_bf16(dP, dP, (size_t)R * nk);
                 /* dq = dS k * scale (the block's rows, written once) */
-                pp_gemm_ld(0, 0, R, hs, nk, scale, dP, nk, k, C3, 0.0f, dq + (size_t)r0 * C3,
-                           C3);
+                pp_gemm_ld(0, 0, R, hs, nk, scale, dP, nk, k, C3, 0.0f, dq + (size_t)r0 * C3, C3);
                 /* dk += dS^T q * scale */
-                pp_gemm_ld(1, 0, nk, hs, R, scale, dP, nk, q + (size_t)r0 * C3, C3, 1.0f, dk,
-                           C3);
+                pp_gemm_ld(1, 0, nk, hs, R, scale, dP, nk, q + (size_t)r0 * C3, C3, 1.0f, dk, C3);
             }
         }
     KPROF_END(PP_K_ATTN);
 }
 
-void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, int T, int C,
-                              int NH) {
+void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, int T, int C, int NH)
+{
     int hs = C / NH, C3 = 3 * C;
     double scale = 1.0 / sqrt((double)hs);
     double *s = malloc((size_t)T * sizeof *s);
@@ -677,12 +742,16 @@ void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, i
                 for (int j = 0; j <= i; j++) {
                     const float *kj = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
                     double d = 0.0;
-                    for (int c = 0; c < hs; c++) d += (double)qi[c] * kj[c];
+                    for (int c = 0; c < hs; c++)
+                        d += (double)qi[c] * kj[c];
                     s[j] = d * scale;
-                    if (s[j] > max) max = s[j];
+                    if (s[j] > max)
+                        max = s[j];
                 }
-                for (int j = 0; j <= i; j++) sum += exp(s[j] - max);
-                if (lse) lse[((size_t)b * NH + h) * T + i] = (float)(max + log(sum));
+                for (int j = 0; j <= i; j++)
+                    sum += exp(s[j] - max);
+                if (lse)
+                    lse[((size_t)b * NH + h) * T + i] = (float)(max + log(sum));
                 float *oi = out + ((size_t)b * T + i) * C + h * hs;
                 for (int c = 0; c < hs; c++) {
                     double acc = 0.0;
@@ -699,7 +768,8 @@ void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, i
  * dP_ij = do_i . v_j, dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
  * dq_i = scale sum_j dS_ij k_j, dk_j = scale sum_i dS_ij q_i. */
 void pp_attention_backward_ref(const float *qkv, const float *dout, float *dqkv, int B, int T,
-                               int C, int NH) {
+                               int C, int NH)
+{
     int hs = C / NH, C3 = 3 * C;
     double scale = 1.0 / sqrt((double)hs);
     double *P = malloc((size_t)T * T * sizeof *P), *dS = malloc((size_t)T * T * sizeof *dS);
@@ -716,9 +786,11 @@ void pp_attention_backward_ref(const float *qkv, const float *dout, float *dqkv,
                     for (int c = 0; c < hs; c++)
                         d += (double)base[(size_t)i * C3 + c] * base[(size_t)j * C3 + C + c];
                     P[(size_t)i * T + j] = d * scale;
-                    if (d * scale > max) max = d * scale;
+                    if (d * scale > max)
+                        max = d * scale;
                 }
-                for (int j = 0; j <= i; j++) sum += exp(P[(size_t)i * T + j] - max);
+                for (int j = 0; j <= i; j++)
+                    sum += exp(P[(size_t)i * T + j] - max);
                 double dot = 0.0;
                 for (int j = 0; j <= i; j++) {
                     double p = exp(P[(size_t)i * T + j] - max) / sum, dp = 0.0;
@@ -734,7 +806,8 @@ void pp_attention_backward_ref(const float *qkv, const float *dout, float *dqkv,
             for (int i = 0; i < T; i++)
                 for (int c = 0; c < hs; c++) {
                     double dq = 0.0, dk = 0.0, dv = 0.0;
-                    for (int j = 0; j <= i; j++) dq += dS[(size_t)i * T + j] * base[(size_t)j * C3 + C + c];
+                    for (int j = 0; j <= i; j++)
+                        dq += dS[(size_t)i * T + j] * base[(size_t)j * C3 + C + c];
                     for (int j = i; j < T; j++) { /* i as a key */
                         dk += dS[(size_t)j * T + i] * base[(size_t)j * C3 + c];
                         dv += P[(size_t)j * T + i] * dO[(size_t)j * C + c];

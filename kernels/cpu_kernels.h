@@ -11,11 +11,11 @@
  * A is [M][K] (or [K][M] if ta), B is [K][N] (or [N][K] if tb). */
 void pp_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B,
              float beta, float *C);
-void pp_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 const float *B, float beta, float *C);
+void pp_gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A, const float *B,
+                 float beta, float *C);
 
-void pp_embedding_forward(const int32_t *tokens, int batch, int context, const float *E,
-                          int embed, float *out);
+void pp_embedding_forward(const int32_t *tokens, int batch, int context, const float *E, int embed,
+                          float *out);
 void pp_embedding_backward(const int32_t *tokens, int batch, int context, const float *dout,
                            int embed, float *dE);
 void pp_bias_add(float *y, const float *bias, int rows, int cols);
@@ -47,8 +47,8 @@ void pp_add(float *y, const float *x, size_t n);
 /* Layer norm over each row of x [rows][cols]: mean, biased variance,
  * rstd = 1/sqrt(var + 1e-5), y = (x - mean) * rstd * gamma + beta. Writes
  * mean[rows] and rstd[rows] for the backward. */
-void pp_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
-                          int cols, float *y, float *mean, float *rstd);
+void pp_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows, int cols,
+                          float *y, float *mean, float *rstd);
 /* Its backward from the forward's mean and rstd: dx += the input gradient,
  * dgamma += sum over rows of dy * xhat, dbeta += sum over rows of dy. Any
  * output may be NULL, which skips it: dx == NULL computes only the parameter
@@ -57,23 +57,23 @@ void pp_layernorm_forward(const float *x, const float *gamma, const float *beta,
  * backward's B and W). gamma is read only for dx (it may be NULL when dx
  * is). dx must not alias dy (nor on the GPU, whose twin reads dy again
  * after writing dx). */
-void pp_layernorm_backward(const float *x, const float *gamma, const float *mean,
-                           const float *rstd, const float *dy, int rows, int cols, float *dx,
-                           float *dgamma, float *dbeta);
+void pp_layernorm_backward(const float *x, const float *gamma, const float *mean, const float *rstd,
+                           const float *dy, int rows, int cols, float *dx, float *dgamma,
+                           float *dbeta);
 
 /* Softmax cross-entropy and its backward in one pass per row: loss[r] =
  * -log p[r][target_r], dlogits[r] = (p[r] - onehot(target_r)) * scale, the
  * same values as pp_softmax_xent_forward then pp_softmax_xent_backward.
  * dlogits may alias logits. */
-void pp_softmax_xent_fused(const float *logits, const int32_t *targets, int target_stride,
-                           int rows, int V, float scale, float *dlogits, float *loss);
+void pp_softmax_xent_fused(const float *logits, const int32_t *targets, int target_stride, int rows,
+                           int V, float scale, float *dlogits, float *loss);
 
 /* The t-th step (t >= 1) of AdamW with bias correction and decoupled weight
  * decay: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2, mhat = m / (1 - b1^t),
  * vhat = v / (1 - b2^t), p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p);
  * then g = 0. */
-void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
-                   float beta1, float beta2, float eps, float weight_decay);
+void pp_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr, float beta1,
+                   float beta2, float eps, float weight_decay);
 
 /* bf16 as the upper 16 bits of a float: dst = round-to-nearest-even(src)
  * (NaN stays NaN, quietened), and back (exact). */
@@ -124,9 +124,9 @@ void pp_attention_forward(const float *qkv, float *out, float *lse, int B, int T
  * block: P = exp(q k^T * scale - lse) (causal), dP = dout v^T,
  * D_i = rowsum(dout_i o out_i) (out and dout as given), dS = P o (dP - D_i),
  * dq = dS k * scale, dk += dS^T q * scale, dv += P^T dout. */
-void pp_attention_backward(const float *qkv, const float *out, const float *dout,
-                           const float *lse, float *dqkv, int B, int T, int C, int NH, int rows,
-                           float *scratch, int bf16);
+void pp_attention_backward(const float *qkv, const float *out, const float *dout, const float *lse,
+                           float *dqkv, int B, int T, int C, int NH, int rows, float *scratch,
+                           int bf16);
 /* The obviously correct version: the full T x T score matrix per (b, h),
  * accumulated in double, fp32 only (the tests' yardstick). lse may be NULL. */
 void pp_attention_forward_ref(const float *qkv, float *out, float *lse, int B, int T, int C,

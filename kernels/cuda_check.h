@@ -27,8 +27,8 @@ static inline void cuda_check(cudaError_t rc, const char *what, const char *file
 {
     if (rc == cudaSuccess)
         return;
-    fprintf(stderr, "ppvm: [%s:%d] %s failed: %s (%s)\n", file, line, what,
-            cudaGetErrorString(rc), cudaGetErrorName(rc));
+    fprintf(stderr, "ppvm: [%s:%d] %s failed: %s (%s)\n", file, line, what, cudaGetErrorString(rc),
+            cudaGetErrorName(rc));
     pp_cuda_fatal();
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
@@ -37,8 +37,7 @@ static inline void cublas_check(cublasStatus_t rc, const char *what, const char 
 {
     if (rc == CUBLAS_STATUS_SUCCESS)
         return;
-    fprintf(stderr, "ppvm: [%s:%d] %s failed: %s\n", file, line, what,
-            cublasGetStatusString(rc));
+    fprintf(stderr, "ppvm: [%s:%d] %s failed: %s\n", file, line, what, cublasGetStatusString(rc));
     pp_cuda_fatal();
 }
 #define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)

@@ -34,19 +34,22 @@
 /* ------------------------------------------------------------------------ */
 /* Launch shapes and reductions                                              */
 
-#define THREADS 256    /* every block: a multiple of 32, so warps are full */
+#define THREADS 256     /* every block: a multiple of 32, so warps are full */
 #define MAX_BLOCKS 8192 /* grid-stride loops cover the rest */
 
-static unsigned grid_for(size_t n) {
+static unsigned grid_for(size_t n)
+{
     size_t blocks = (n + THREADS - 1) / THREADS;
     return (unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
 }
 
-static __device__ __forceinline__ size_t global_index(void) {
+static __device__ __forceinline__ size_t global_index(void)
+{
     return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 }
 
-static __device__ __forceinline__ size_t global_stride(void) {
+static __device__ __forceinline__ size_t global_stride(void)
+{
     return (size_t)gridDim.x * blockDim.x;
 }
 
@@ -55,7 +58,8 @@ static __device__ __forceinline__ size_t global_stride(void) {
  * is a shift and exact. The kernels that read parameters are templates
  * over their type, so each has one body for both. */
 static __device__ __forceinline__ float param(const float *p, size_t i) { return p[i]; }
-static __device__ __forceinline__ float param(const uint16_t *p, size_t i) {
+static __device__ __forceinline__ float param(const uint16_t *p, size_t i)
+{
     return __uint_as_float((unsigned)p[i] << 16);
 }
 
@@ -67,8 +71,10 @@ struct MaxOp {
 };
 
 /* Over the 32 lanes of a full warp; every lane gets the result. */
-template <typename T, typename Op> static __device__ T warp_reduce(T v, Op op) {
-    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+template <typename T, typename Op> static __device__ T warp_reduce(T v, Op op)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;
 }
 
@@ -77,17 +83,19 @@ template <typename T, typename Op> static __device__ T warp_reduce(T v, Op op) {
  * barrier keeps it from being overwritten while a thread may still read it
  * from an earlier use (such as the previous call's result in buf[32]).
  * Every thread of the block must call it. */
-template <typename T, typename Op>
-static __device__ T block_reduce(T v, Op op, T identity, T *buf) {
+template <typename T, typename Op> static __device__ T block_reduce(T v, Op op, T identity, T *buf)
+{
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     v = warp_reduce(v, op);
     __syncthreads();
-    if (lane == 0) buf[warp] = v;
+    if (lane == 0)
+        buf[warp] = v;
     __syncthreads();
     if (warp == 0) {
         v = lane < nwarps ? buf[lane] : identity;
         v = warp_reduce(v, op);
-        if (lane == 0) buf[32] = v;
+        if (lane == 0)
+            buf[32] = v;
     }
     __syncthreads();
     return buf[32];
@@ -108,7 +116,8 @@ static __device__ T block_reduce(T v, Op op, T identity, T *buf) {
  * have context + 1 entries, the last the target). */
 template <typename P>
 static __global__ void embedding_forward_kernel(const int32_t *tokens, int context, const P *E,
-                                                int embed, float *out, size_t n) {
+                                                int embed, float *out, size_t n)
+{
     size_t row = (size_t)context * embed;
     for (size_t i = global_index(); i < n; i += global_stride()) {
         size_t b = i / row, k = i % row;
@@ -137,12 +146,15 @@ static __global__ void embedding_forward_kernel(const int32_t *tokens, int conte
 #define EMB_SCAN 4 /* chunks of 32 tokens read at once */
 #define EMB_WARP_COLS (32 * EMB_LANE_COLS)
 
-static __device__ __forceinline__ unsigned warp_or(unsigned v) {
-    for (int off = 16; off > 0; off >>= 1) v |= __shfl_xor_sync(0xffffffffu, v, off);
+static __device__ __forceinline__ unsigned warp_or(unsigned v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v |= __shfl_xor_sync(0xffffffffu, v, off);
     return v;
 }
 
-static __device__ __forceinline__ int lowest_bit(unsigned m) {
+static __device__ __forceinline__ int lowest_bit(unsigned m)
+{
 #if defined(__CUDA_ARCH__)
     return __ffs((int)m) - 1;
 #else
@@ -152,10 +164,10 @@ static __device__ __forceinline__ int lowest_bit(unsigned m) {
 
 /* Adds the positions base + (set bits of mask), lowest first, into acc (the
  * lane's columns of row v), loading row v's values at its first hit. */
-static __device__ __forceinline__ void embedding_add_hits(unsigned mask, int base, int v,
-                                                          int e0, const float *dout, int embed,
-                                                          const float *dE, float *acc,
-                                                          bool *any) {
+static __device__ __forceinline__ void embedding_add_hits(unsigned mask, int base, int v, int e0,
+                                                          const float *dout, int embed,
+                                                          const float *dE, float *acc, bool *any)
+{
     while (mask) {
         int q[EMB_GROUP];
         for (int i = 0; i < EMB_GROUP; i++) {
@@ -177,12 +189,14 @@ static __device__ __forceinline__ void embedding_add_hits(unsigned mask, int bas
         }
         for (int i = 0; i < EMB_GROUP; i++)
             if (q[i] >= 0)
-                for (int k = 0; k < EMB_LANE_COLS; k++) acc[k] += x[i][k];
+                for (int k = 0; k < EMB_LANE_COLS; k++)
+                    acc[k] += x[i][k];
     }
 }
 
 static __global__ void embedding_backward_kernel(const int32_t *tokens, int context, int positions,
-                                                 const float *dout, int embed, float *dE) {
+                                                 const float *dout, int embed, float *dE)
+{
     int v = (int)blockIdx.x, lane = (int)threadIdx.x;
     int e0 = (int)blockIdx.y * EMB_WARP_COLS + lane;
     float acc[EMB_LANE_COLS];
@@ -199,17 +213,21 @@ static __global__ void embedding_backward_kernel(const int32_t *tokens, int cont
             embedding_add_hits(warp_or(t[j] == v ? 1u << lane : 0u), base + 32 * j, v, e0, dout,
                                embed, dE, acc, &any);
     }
-    if (!any) return;
+    if (!any)
+        return;
     for (int k = 0; k < EMB_LANE_COLS; k++) {
         int e = e0 + 32 * k;
-        if (e < embed) dE[(size_t)v * embed + e] = acc[k];
+        if (e < embed)
+            dE[(size_t)v * embed + e] = acc[k];
     }
 }
 
 static cudaError_t embedding_backward(const int32_t *tokens, int batch, int context,
                                       const float *dout, int embed, int vocab, float *dE,
-                                      cudaStream_t st) {
-    if (batch <= 0 || context <= 0 || embed <= 0 || vocab <= 0) return cudaSuccess;
+                                      cudaStream_t st)
+{
+    if (batch <= 0 || context <= 0 || embed <= 0 || vocab <= 0)
+        return cudaSuccess;
     dim3 grid((unsigned)vocab, (unsigned)((embed + EMB_WARP_COLS - 1) / EMB_WARP_COLS));
     embedding_backward_kernel<<<grid, 32, 0, st>>>(tokens, context, batch * context, dout, embed,
                                                    dE);
@@ -218,29 +236,33 @@ static cudaError_t embedding_backward(const int32_t *tokens, int batch, int cont
 
 template <typename P>
 static cudaError_t embedding_forward(const int32_t *tokens, int batch, int context, const P *E,
-                                     int embed, float *out, cudaStream_t st) {
+                                     int embed, float *out, cudaStream_t st)
+{
     size_t n = (size_t)batch * context * embed;
-    if (n == 0) return cudaSuccess; /* nothing to launch (a 0-block grid is an error) */
-    embedding_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, context, E, embed, out,
-                                                              n);
+    if (n == 0)
+        return cudaSuccess; /* nothing to launch (a 0-block grid is an error) */
+    embedding_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, context, E, embed, out, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
                                                const float *E, int embed, float *out,
-                                               cudaStream_t st) {
+                                               cudaStream_t st)
+{
     return embedding_forward(tokens, batch, context, E, embed, out, st);
 }
 
-extern "C" cudaError_t pp_cu_embedding_forward_bf16w(const int32_t *tokens, int batch,
-                                                     int context, const uint16_t *E, int embed,
-                                                     float *out, cudaStream_t st) {
+extern "C" cudaError_t pp_cu_embedding_forward_bf16w(const int32_t *tokens, int batch, int context,
+                                                     const uint16_t *E, int embed, float *out,
+                                                     cudaStream_t st)
+{
     return embedding_forward(tokens, batch, context, E, embed, out, st);
 }
 
 extern "C" cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch, int context,
                                                 const float *dout, int embed, float *dE,
-                                                cudaStream_t st) {
+                                                cudaStream_t st)
+{
     return embedding_backward(tokens, batch, context, dout, embed, PP_VOCAB, dE, st);
 }
 
@@ -251,13 +273,15 @@ extern "C" cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_C 0.044715f
 
-static __device__ __forceinline__ float gelu(float v) {
+static __device__ __forceinline__ float gelu(float v)
+{
     float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
     return 0.5f * v * (1.0f + t);
 }
 
 /* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), as on the CPU. */
-static __device__ __forceinline__ float gelu_grad(float v) {
+static __device__ __forceinline__ float gelu_grad(float v)
+{
     float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
     float sech2 = 1.0f - t * t;
     float dinner = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
@@ -265,13 +289,16 @@ static __device__ __forceinline__ float gelu_grad(float v) {
 }
 
 template <typename P>
-static __global__ void bias_add_kernel(float *y, const P *bias, size_t cols, size_t n) {
-    for (size_t i = global_index(); i < n; i += global_stride()) y[i] += param(bias, i % cols);
+static __global__ void bias_add_kernel(float *y, const P *bias, size_t cols, size_t n)
+{
+    for (size_t i = global_index(); i < n; i += global_stride())
+        y[i] += param(bias, i % cols);
 }
 
 template <typename P>
 static __global__ void bias_gelu_forward_kernel(float *h, const P *bias, float *a, size_t cols,
-                                                size_t n) {
+                                                size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride()) {
         float v = h[i] + param(bias, i % cols);
         h[i] = v;
@@ -280,23 +307,27 @@ static __global__ void bias_gelu_forward_kernel(float *h, const P *bias, float *
 }
 
 /* dx may alias dy: each element reads dy[i] before writing dx[i]. */
-static __global__ void gelu_backward_kernel(const float *x, const float *dy, float *dx,
-                                            size_t n) {
-    for (size_t i = global_index(); i < n; i += global_stride()) dx[i] = dy[i] * gelu_grad(x[i]);
+static __global__ void gelu_backward_kernel(const float *x, const float *dy, float *dx, size_t n)
+{
+    for (size_t i = global_index(); i < n; i += global_stride())
+        dx[i] = dy[i] * gelu_grad(x[i]);
 }
 
 /* db[c] += sum over rows of dy[r][c]: see COL_X/COL_Y. */
-static __global__ void bias_grad_kernel(const float *dy, int rows, int cols, float *db) {
+static __global__ void bias_grad_kernel(const float *dy, int rows, int cols, float *db)
+{
     __shared__ float part[COL_Y][COL_X + 1];
     int c = blockIdx.x * COL_X + threadIdx.x;
     float s = 0.0f;
     if (c < cols)
-        for (int r = threadIdx.y; r < rows; r += COL_Y) s += dy[(size_t)r * cols + c];
+        for (int r = threadIdx.y; r < rows; r += COL_Y)
+            s += dy[(size_t)r * cols + c];
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && c < cols) {
         float t = 0.0f;
-        for (int k = 0; k < COL_Y; k++) t += part[k][threadIdx.x];
+        for (int k = 0; k < COL_Y; k++)
+            t += part[k][threadIdx.x];
         db[c] += t;
     }
 }
@@ -304,62 +335,77 @@ static __global__ void bias_grad_kernel(const float *dy, int rows, int cols, flo
 /* y = (y + x) + bias, the CPU twin's order. */
 template <typename P>
 static __global__ void residual_bias_add_kernel(float *y, const float *x, const P *bias,
-                                                size_t cols, size_t n) {
+                                                size_t cols, size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride())
         y[i] = (y[i] + x[i]) + param(bias, i % cols);
 }
 
-static __global__ void add_kernel(float *y, const float *x, size_t n) {
-    for (size_t i = global_index(); i < n; i += global_stride()) y[i] += x[i];
+static __global__ void add_kernel(float *y, const float *x, size_t n)
+{
+    for (size_t i = global_index(); i < n; i += global_stride())
+        y[i] += x[i];
 }
 
 template <typename P>
-static cudaError_t bias_add(float *y, const P *bias, int rows, int cols, cudaStream_t st) {
+static cudaError_t bias_add(float *y, const P *bias, int rows, int cols, cudaStream_t st)
+{
     size_t n = (size_t)rows * cols;
-    if (n == 0) return cudaSuccess;
+    if (n == 0)
+        return cudaSuccess;
     bias_add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, bias, (size_t)cols, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_bias_add(float *y, const float *bias, int rows, int cols,
-                                      cudaStream_t st) {
+                                      cudaStream_t st)
+{
     return bias_add(y, bias, rows, cols, st);
 }
 
 extern "C" cudaError_t pp_cu_bias_add_bf16w(float *y, const uint16_t *bias, int rows, int cols,
-                                            cudaStream_t st) {
+                                            cudaStream_t st)
+{
     return bias_add(y, bias, rows, cols, st);
 }
 
 template <typename P>
 static cudaError_t bias_gelu_forward(float *h, const P *bias, float *a, int rows, int cols,
-                                     cudaStream_t st) {
+                                     cudaStream_t st)
+{
     size_t n = (size_t)rows * cols;
-    if (n == 0) return cudaSuccess;
+    if (n == 0)
+        return cudaSuccess;
     bias_gelu_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(h, bias, a, (size_t)cols, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_bias_gelu_forward(float *h, const float *bias, float *a, int rows,
-                                               int cols, cudaStream_t st) {
+                                               int cols, cudaStream_t st)
+{
     return bias_gelu_forward(h, bias, a, rows, cols, st);
 }
 
 extern "C" cudaError_t pp_cu_bias_gelu_forward_bf16w(float *h, const uint16_t *bias, float *a,
-                                                     int rows, int cols, cudaStream_t st) {
+                                                     int rows, int cols, cudaStream_t st)
+{
     return bias_gelu_forward(h, bias, a, rows, cols, st);
 }
 
 extern "C" cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size_t n,
-                                           cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+                                           cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     gelu_backward_kernel<<<grid_for(n), THREADS, 0, st>>>(x, dy, dx, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_bias_grad(const float *dy, int rows, int cols, float *db,
-                                       cudaStream_t st) {
-    if (rows <= 0 || cols <= 0) return cudaSuccess;
+                                       cudaStream_t st)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
     dim3 block(COL_X, COL_Y);
     unsigned grid = (unsigned)((cols + COL_X - 1) / COL_X);
     bias_grad_kernel<<<grid, block, 0, st>>>(dy, rows, cols, db);
@@ -368,26 +414,31 @@ extern "C" cudaError_t pp_cu_bias_grad(const float *dy, int rows, int cols, floa
 
 template <typename P>
 static cudaError_t residual_bias_add(float *y, const float *x, const P *bias, int rows, int cols,
-                                     cudaStream_t st) {
+                                     cudaStream_t st)
+{
     size_t n = (size_t)rows * cols;
-    if (n == 0) return cudaSuccess;
+    if (n == 0)
+        return cudaSuccess;
     residual_bias_add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, x, bias, (size_t)cols, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias,
-                                               int rows, int cols, cudaStream_t st) {
+                                               int rows, int cols, cudaStream_t st)
+{
     return residual_bias_add(y, x, bias, rows, cols, st);
 }
 
-extern "C" cudaError_t pp_cu_residual_bias_add_bf16w(float *y, const float *x,
-                                                     const uint16_t *bias, int rows, int cols,
-                                                     cudaStream_t st) {
+extern "C" cudaError_t pp_cu_residual_bias_add_bf16w(float *y, const float *x, const uint16_t *bias,
+                                                     int rows, int cols, cudaStream_t st)
+{
     return residual_bias_add(y, x, bias, rows, cols, st);
 }
 
-extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     add_kernel<<<grid_for(n), THREADS, 0, st>>>(y, x, n);
     return cudaGetLastError();
 }
@@ -403,14 +454,16 @@ extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_
  * and 78 us a backward, latency-bound; a block per row fills the GPU.) */
 template <typename P>
 static __global__ void layernorm_forward_kernel(const float *x, const P *gamma, const P *beta,
-                                                int cols, float *y, float *mean, float *rstd) {
+                                                int cols, float *y, float *mean, float *rstd)
+{
     __shared__ float buf[33];
     int row = blockIdx.x;
     const float *xr = x + (size_t)row * cols;
     float *yr = y + (size_t)row * cols;
 
     float s = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        s += xr[c];
     float m = block_reduce(s, SumOp(), 0.0f, buf) / (float)cols;
     float sq = 0.0f;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -433,7 +486,8 @@ static __global__ void layernorm_forward_kernel(const float *x, const P *gamma, 
 template <typename P>
 static __global__ void layernorm_backward_dx_kernel(const float *x, const P *gamma,
                                                     const float *mean, const float *rstd,
-                                                    const float *dy, int cols, float *dx) {
+                                                    const float *dy, int cols, float *dx)
+{
     __shared__ float buf[33];
     int row = blockIdx.x;
     const float *xr = x + (size_t)row * cols;
@@ -462,7 +516,8 @@ static __global__ void layernorm_backward_dx_kernel(const float *x, const P *gam
  * output may be NULL (not written). */
 static __global__ void layernorm_param_grad_kernel(const float *x, const float *mean,
                                                    const float *rstd, const float *dy, int rows,
-                                                   int cols, float *dgamma, float *dbeta) {
+                                                   int cols, float *dgamma, float *dbeta)
+{
     __shared__ float part_g[COL_Y][COL_X + 1];
     __shared__ float part_b[COL_Y][COL_X + 1];
     int c = blockIdx.x * COL_X + threadIdx.x;
@@ -483,30 +538,36 @@ static __global__ void layernorm_param_grad_kernel(const float *x, const float *
             tg += part_g[k][threadIdx.x];
             tb += part_b[k][threadIdx.x];
         }
-        if (dgamma) dgamma[c] += tg;
-        if (dbeta) dbeta[c] += tb;
+        if (dgamma)
+            dgamma[c] += tg;
+        if (dbeta)
+            dbeta[c] += tb;
     }
 }
 
 template <typename P>
 static cudaError_t layernorm_forward(const float *x, const P *gamma, const P *beta, int rows,
-                                     int cols, float *y, float *mean, float *rstd,
-                                     cudaStream_t st) {
-    if (rows <= 0 || cols <= 0) return cudaSuccess;
-    layernorm_forward_kernel<<<(unsigned)rows, THREADS, 0, st>>>(x, gamma, beta, cols, y, mean, rstd);
+                                     int cols, float *y, float *mean, float *rstd, cudaStream_t st)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    layernorm_forward_kernel<<<(unsigned)rows, THREADS, 0, st>>>(x, gamma, beta, cols, y, mean,
+                                                                 rstd);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma,
                                                const float *beta, int rows, int cols, float *y,
-                                               float *mean, float *rstd, cudaStream_t st) {
+                                               float *mean, float *rstd, cudaStream_t st)
+{
     return layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd, st);
 }
 
 extern "C" cudaError_t pp_cu_layernorm_forward_bf16w(const float *x, const uint16_t *gamma,
                                                      const uint16_t *beta, int rows, int cols,
                                                      float *y, float *mean, float *rstd,
-                                                     cudaStream_t st) {
+                                                     cudaStream_t st)
+{
     return layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd, st);
 }
 
@@ -516,15 +577,19 @@ extern "C" cudaError_t pp_cu_layernorm_forward_bf16w(const float *x, const uint1
 template <typename P>
 static cudaError_t layernorm_backward(const float *x, const P *gamma, const float *mean,
                                       const float *rstd, const float *dy, int rows, int cols,
-                                      float *dx, float *dgamma, float *dbeta, cudaStream_t st) {
-    if (rows <= 0 || cols <= 0) return cudaSuccess;
+                                      float *dx, float *dgamma, float *dbeta, cudaStream_t st)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
     if (dx) {
-        layernorm_backward_dx_kernel<<<(unsigned)rows, THREADS, 0, st>>>(x, gamma, mean, rstd, dy, cols,
-                                                                    dx);
+        layernorm_backward_dx_kernel<<<(unsigned)rows, THREADS, 0, st>>>(x, gamma, mean, rstd, dy,
+                                                                         cols, dx);
         cudaError_t rc = cudaGetLastError();
-        if (rc != cudaSuccess) return rc;
+        if (rc != cudaSuccess)
+            return rc;
     }
-    if (!dgamma && !dbeta) return cudaSuccess;
+    if (!dgamma && !dbeta)
+        return cudaSuccess;
     dim3 block(COL_X, COL_Y);
     unsigned cgrid = (unsigned)((cols + COL_X - 1) / COL_X);
     layernorm_param_grad_kernel<<<cgrid, block, 0, st>>>(x, mean, rstd, dy, rows, cols, dgamma,
@@ -535,7 +600,8 @@ static cudaError_t layernorm_backward(const float *x, const P *gamma, const floa
 extern "C" cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma,
                                                 const float *mean, const float *rstd,
                                                 const float *dy, int rows, int cols, float *dx,
-                                                float *dgamma, float *dbeta, cudaStream_t st) {
+                                                float *dgamma, float *dbeta, cudaStream_t st)
+{
     return layernorm_backward(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma, dbeta, st);
 }
 
@@ -543,7 +609,8 @@ extern "C" cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint
                                                       const float *mean, const float *rstd,
                                                       const float *dy, int rows, int cols,
                                                       float *dx, float *dgamma, float *dbeta,
-                                                      cudaStream_t st) {
+                                                      cudaStream_t st)
+{
     return layernorm_backward(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma, dbeta, st);
 }
 
@@ -557,7 +624,8 @@ extern "C" cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint
  * write. */
 static __global__ void softmax_xent_fused_kernel(const float *logits, const int32_t *targets,
                                                  int target_stride, int V, float scale,
-                                                 float *dlogits, float *loss) {
+                                                 float *dlogits, float *loss)
+{
     __shared__ float buf[33];
     int row = blockIdx.x;
     const float *l = logits + (size_t)row * V;
@@ -566,11 +634,13 @@ static __global__ void softmax_xent_fused_kernel(const float *logits, const int3
     float lt = threadIdx.x == 0 ? l[t] : 0.0f;
 
     float mx = -INFINITY;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, l[j]);
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        mx = fmaxf(mx, l[j]);
     mx = block_reduce(mx, MaxOp(), -INFINITY, buf);
 
     float s = 0.0f;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(l[j] - mx);
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        s += expf(l[j] - mx);
     s = block_reduce(s, SumOp(), 0.0f, buf);
 
     float inv = 1.0f / s;
@@ -578,31 +648,38 @@ static __global__ void softmax_xent_fused_kernel(const float *logits, const int3
         float p = expf(l[j] - mx) * inv;
         d[j] = (p - (j == t ? 1.0f : 0.0f)) * scale;
     }
-    if (threadIdx.x == 0) loss[row] = logf(s) - (lt - mx);
+    if (threadIdx.x == 0)
+        loss[row] = logf(s) - (lt - mx);
 }
 
 extern "C" cudaError_t pp_cu_softmax_xent_fused(const float *logits, const int32_t *targets,
                                                 int target_stride, int rows, int V, float scale,
-                                                float *dlogits, float *loss, cudaStream_t st) {
-    if (rows <= 0 || V <= 0) return cudaSuccess;
-    softmax_xent_fused_kernel<<<(unsigned)rows, THREADS, 0, st>>>(logits, targets,
-                                                                  target_stride, V, scale,
-                                                                  dlogits, loss);
+                                                float *dlogits, float *loss, cudaStream_t st)
+{
+    if (rows <= 0 || V <= 0)
+        return cudaSuccess;
+    softmax_xent_fused_kernel<<<(unsigned)rows, THREADS, 0, st>>>(logits, targets, target_stride, V,
+                                                                  scale, dlogits, loss);
     return cudaGetLastError();
 }
 
 /* *acc += sum of loss[0..n): each block sums its part in double and adds it
  * with one double atomicAdd (sm_60 and newer). */
-static __global__ void sum_into_kernel(const float *loss, int n, double *acc) {
+static __global__ void sum_into_kernel(const float *loss, int n, double *acc)
+{
     __shared__ double buf[33];
     double s = 0.0;
-    for (size_t i = global_index(); i < (size_t)n; i += global_stride()) s += (double)loss[i];
+    for (size_t i = global_index(); i < (size_t)n; i += global_stride())
+        s += (double)loss[i];
     s = block_reduce(s, SumOp(), 0.0, buf);
-    if (threadIdx.x == 0) atomicAdd(acc, s);
+    if (threadIdx.x == 0)
+        atomicAdd(acc, s);
 }
 
-extern "C" cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t st) {
-    if (n <= 0) return cudaSuccess;
+extern "C" cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t st)
+{
+    if (n <= 0)
+        return cudaSuccess;
     sum_into_kernel<<<grid_for((size_t)n), THREADS, 0, st>>>(loss, n, acc);
     return cudaGetLastError();
 }
@@ -614,11 +691,14 @@ extern "C" cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cud
  * pass when the stage computes in bf16 (copy != NULL): a separate
  * pp_cu_f32_to_bf16 pass read every weight again, about 1 ms a step for the
  * gpu-bench model's 537 M weights on an H100. */
-static __device__ __forceinline__ void store_copy(uint16_t *copy, size_t i, float w) {
-    if (copy) copy[i] = __bfloat16_as_ushort(__float2bfloat16_rn(w));
+static __device__ __forceinline__ void store_copy(uint16_t *copy, size_t i, float w)
+{
+    if (copy)
+        copy[i] = __bfloat16_as_ushort(__float2bfloat16_rn(w));
 }
 
-static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr, uint16_t *copy) {
+static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr, uint16_t *copy)
+{
     for (size_t i = global_index(); i < n; i += global_stride()) {
         float w = p[i] - lr * g[i];
         p[i] = w;
@@ -629,10 +709,10 @@ static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr, u
 
 /* bc1 = 1 - beta1^t and bc2 = 1 - beta2^t come from the host, computed as
  * pp_adamw_step computes them. */
-static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v, size_t n,
-                                         float lr, float beta1, float beta2, float eps,
-                                         float weight_decay, float bc1, float bc2,
-                                         uint16_t *copy) {
+static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v, size_t n, float lr,
+                                         float beta1, float beta2, float eps, float weight_decay,
+                                         float bc1, float bc2, uint16_t *copy)
+{
     for (size_t i = global_index(); i < n; i += global_stride()) {
         float gi = g[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * gi;
@@ -649,16 +729,20 @@ static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v,
 }
 
 extern "C" cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, uint16_t *copy,
-                                      cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+                                      cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     sgd_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, n, lr, copy);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t,
                                         float lr, float beta1, float beta2, float eps,
-                                        float weight_decay, uint16_t *copy, cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+                                        float weight_decay, uint16_t *copy, cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     float bc1 = 1.0f - powf(beta1, (float)t);
     float bc2 = 1.0f - powf(beta2, (float)t);
     adamw_step_kernel<<<grid_for(n), THREADS, 0, st>>>(p, g, m, v, n, lr, beta1, beta2, eps,
@@ -669,40 +753,46 @@ extern "C" cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, 
 /* ------------------------------------------------------------------------ */
 /* bf16                                                                      */
 
-static __global__ void f32_to_bf16_kernel(const float *src, uint16_t *dst, size_t n) {
+static __global__ void f32_to_bf16_kernel(const float *src, uint16_t *dst, size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride())
         dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
 }
 
 /* bf16 is the upper half of a float: widening is a shift, exact. */
-static __global__ void bf16_to_f32_kernel(const uint16_t *src, float *dst, size_t n) {
+static __global__ void bf16_to_f32_kernel(const uint16_t *src, float *dst, size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride())
         dst[i] = __uint_as_float((unsigned)src[i] << 16);
 }
 
-extern "C" cudaError_t pp_cu_f32_to_bf16(const float *src, uint16_t *dst, size_t n,
-                                         cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+extern "C" cudaError_t pp_cu_f32_to_bf16(const float *src, uint16_t *dst, size_t n, cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     f32_to_bf16_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t n,
-                                         cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+extern "C" cudaError_t pp_cu_bf16_to_f32(const uint16_t *src, float *dst, size_t n, cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     bf16_to_f32_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
     return cudaGetLastError();
 }
 
 /* bf16 rounding in fp32 storage: the value a bf16 GEMM operand holds. */
-static __global__ void round_bf16_kernel(const float *src, float *dst, size_t n) {
+static __global__ void round_bf16_kernel(const float *src, float *dst, size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride())
         dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
 }
 
-extern "C" cudaError_t pp_cu_round_bf16(const float *src, float *dst, size_t n,
-                                        cudaStream_t st) {
-    if (n == 0) return cudaSuccess;
+extern "C" cudaError_t pp_cu_round_bf16(const float *src, float *dst, size_t n, cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
     round_bf16_kernel<<<grid_for(n), THREADS, 0, st>>>(src, dst, n);
     return cudaGetLastError();
 }
@@ -714,7 +804,8 @@ extern "C" cudaError_t pp_cu_round_bf16(const float *src, float *dst, size_t n,
  * t = r % T), component c. Tokens rows have T + 1 entries. */
 template <typename P>
 static __global__ void embedding_pos_forward_kernel(const int32_t *tokens, int T, const P *wte,
-                                                    const P *wpe, int C, float *out, size_t n) {
+                                                    const P *wpe, int C, float *out, size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride()) {
         size_t r = i / C, c = i % C, b = r / T, t = r % T;
         int32_t tok = tokens[b * (T + 1) + t];
@@ -724,24 +815,26 @@ static __global__ void embedding_pos_forward_kernel(const int32_t *tokens, int T
 
 template <typename P>
 static cudaError_t embedding_pos_forward(const int32_t *tokens, int B, int T, const P *wte,
-                                         const P *wpe, int C, float *out, cudaStream_t st) {
+                                         const P *wpe, int C, float *out, cudaStream_t st)
+{
     size_t n = (size_t)B * T * C;
-    if (n == 0) return cudaSuccess;
-    embedding_pos_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, T, wte, wpe, C, out,
-                                                                  n);
+    if (n == 0)
+        return cudaSuccess;
+    embedding_pos_forward_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, T, wte, wpe, C, out, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T,
                                                    const float *wte, const float *wpe, int C,
-                                                   float *out, cudaStream_t st) {
+                                                   float *out, cudaStream_t st)
+{
     return embedding_pos_forward(tokens, B, T, wte, wpe, C, out, st);
 }
 
 extern "C" cudaError_t pp_cu_embedding_pos_forward_bf16w(const int32_t *tokens, int B, int T,
-                                                         const uint16_t *wte,
-                                                         const uint16_t *wpe, int C, float *out,
-                                                         cudaStream_t st) {
+                                                         const uint16_t *wte, const uint16_t *wpe,
+                                                         int C, float *out, cudaStream_t st)
+{
     return embedding_pos_forward(tokens, B, T, wte, wpe, C, out, st);
 }
 
@@ -749,29 +842,34 @@ extern "C" cudaError_t pp_cu_embedding_pos_forward_bf16w(const int32_t *tokens, 
  * CPU adds). dwpe: one thread per (t, c) sums the samples in order b = 0..
  * as the CPU does, then adds once: no atomics. */
 static __global__ void embedding_pos_backward_wpe_kernel(int B, int T, const float *dout, int C,
-                                                         float *dwpe) {
+                                                         float *dwpe)
+{
     size_t n = (size_t)T * C;
     for (size_t i = global_index(); i < n; i += global_stride()) {
         float s = dwpe[i];
-        for (int b = 0; b < B; b++) s += dout[(size_t)b * n + i];
+        for (int b = 0; b < B; b++)
+            s += dout[(size_t)b * n + i];
         dwpe[i] = s;
     }
 }
 
 extern "C" cudaError_t pp_cu_embedding_pos_backward(const int32_t *tokens, int B, int T,
                                                     const float *dout, int C, int V, float *dwte,
-                                                    float *dwpe, cudaStream_t st) {
+                                                    float *dwpe, cudaStream_t st)
+{
     size_t n = (size_t)B * T * C;
-    if (n == 0) return cudaSuccess;
+    if (n == 0)
+        return cudaSuccess;
     cudaError_t e = embedding_backward(tokens, B, T, dout, C, V, dwte, st);
-    if (e != cudaSuccess) return e;
+    if (e != cudaSuccess)
+        return e;
     embedding_pos_backward_wpe_kernel<<<grid_for((size_t)T * C), THREADS, 0, st>>>(B, T, dout, C,
-                                                                                  dwpe);
+                                                                                   dwpe);
     return cudaGetLastError();
 }
 
-static __global__ void gpt_targets_kernel(const int32_t *tokens, int T, int32_t *targets,
-                                          size_t n) {
+static __global__ void gpt_targets_kernel(const int32_t *tokens, int T, int32_t *targets, size_t n)
+{
     for (size_t i = global_index(); i < n; i += global_stride()) {
         size_t b = i / T, t = i % T;
         targets[i] = tokens[b * (T + 1) + t + 1];
@@ -779,9 +877,11 @@ static __global__ void gpt_targets_kernel(const int32_t *tokens, int T, int32_t 
 }
 
 extern "C" cudaError_t pp_cu_gpt_targets(const int32_t *tokens, int B, int T, int32_t *targets,
-                                         cudaStream_t st) {
+                                         cudaStream_t st)
+{
     size_t n = (size_t)B * T;
-    if (n == 0) return cudaSuccess;
+    if (n == 0)
+        return cudaSuccess;
     gpt_targets_kernel<<<grid_for(n), THREADS, 0, st>>>(tokens, T, targets, n);
     return cudaGetLastError();
 }
@@ -792,7 +892,8 @@ extern "C" cudaError_t pp_cu_gpt_targets(const int32_t *tokens, int B, int T, in
  * columns. One CUDA block per (row, head): blockIdx.x the row, blockIdx.y
  * the head. lse of (head hh, row i) is at lse[hh * lse_stride + i]. */
 
-static __device__ __forceinline__ float round_bf16_dev(float x) {
+static __device__ __forceinline__ float round_bf16_dev(float x)
+{
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
@@ -800,29 +901,35 @@ static __device__ __forceinline__ float round_bf16_dev(float x) {
  * beyond the row's last key; lse = max + log(sum); P rounded to bf16 when
  * bf16. The sum in double, as the CPU. */
 static __global__ void attn_softmax_kernel(float *S, int ld, long long stride, int r0, int nk,
-                                           float *lse, int lse_stride, int bf16) {
+                                           float *lse, int lse_stride, int bf16)
+{
     __shared__ float fbuf[33];
     __shared__ double dbuf[33];
     int i = blockIdx.x, hh = blockIdx.y, n = r0 + i + 1;
     float *s = S + (size_t)hh * (size_t)stride + (size_t)i * ld;
     float mx = -INFINITY;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, s[j]);
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        mx = fmaxf(mx, s[j]);
     mx = block_reduce(mx, MaxOp(), -INFINITY, fbuf);
     double sum = 0.0;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) sum += (double)expf(s[j] - mx);
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        sum += (double)expf(s[j] - mx);
     sum = block_reduce(sum, SumOp(), 0.0, dbuf);
     float inv = (float)(1.0 / sum);
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
         float p = j < n ? expf(s[j] - mx) * inv : 0.0f;
         s[j] = bf16 ? round_bf16_dev(p) : p;
     }
-    if (threadIdx.x == 0) lse[(size_t)hh * lse_stride + i] = mx + (float)log(sum);
+    if (threadIdx.x == 0)
+        lse[(size_t)hh * lse_stride + i] = mx + (float)log(sum);
 }
 
-extern "C" cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, int rows,
-                                          int heads, int r0, float *lse, int lse_stride,
-                                          int bf16, cudaStream_t st) {
-    if (rows <= 0 || heads <= 0) return cudaSuccess;
+extern "C" cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, int rows, int heads,
+                                          int r0, float *lse, int lse_stride, int bf16,
+                                          cudaStream_t st)
+{
+    if (rows <= 0 || heads <= 0)
+        return cudaSuccess;
     attn_softmax_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
         S, ld, stride, r0, r0 + rows, lse, lse_stride, bf16);
     return cudaGetLastError();
@@ -837,7 +944,8 @@ template <typename Dt>
 static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int r0, int nk,
                                          const float *lse, int lse_stride, const float *out,
                                          const Dt *dout, int ld_o, int hs, float *D, int rows,
-                                         int bf16) {
+                                         int bf16)
+{
     __shared__ double dbuf[33];
     int i = blockIdx.x, hh = blockIdx.y, n = r0 + i + 1;
     float *s = S + (size_t)hh * (size_t)stride + (size_t)i * ld;
@@ -852,25 +960,29 @@ static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int
     for (int c = threadIdx.x; c < hs; c += blockDim.x)
         acc += (double)o[c] * param(dout, d0 + (size_t)c);
     acc = block_reduce(acc, SumOp(), 0.0, dbuf);
-    if (threadIdx.x == 0) D[(size_t)hh * rows + i] = (float)acc;
+    if (threadIdx.x == 0)
+        D[(size_t)hh * rows + i] = (float)acc;
 }
 
 extern "C" cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int rows, int heads,
-                                        int r0, const float *lse, int lse_stride,
-                                        const float *out, const float *dout, int ld_o, int hs,
-                                        float *D, int bf16, cudaStream_t st) {
-    if (rows <= 0 || heads <= 0) return cudaSuccess;
+                                        int r0, const float *lse, int lse_stride, const float *out,
+                                        const float *dout, int ld_o, int hs, float *D, int bf16,
+                                        cudaStream_t st)
+{
+    if (rows <= 0 || heads <= 0)
+        return cudaSuccess;
     attn_probs_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
         S, ld, stride, r0, r0 + rows, lse, lse_stride, out, dout, ld_o, hs, D, rows, bf16);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows,
-                                              int heads, int r0, const float *lse,
-                                              int lse_stride, const float *out,
-                                              const uint16_t *dout, int ld_o, int hs, float *D,
-                                              cudaStream_t st) {
-    if (rows <= 0 || heads <= 0) return cudaSuccess;
+                                              int heads, int r0, const float *lse, int lse_stride,
+                                              const float *out, const uint16_t *dout, int ld_o,
+                                              int hs, float *D, cudaStream_t st)
+{
+    if (rows <= 0 || heads <= 0)
+        return cudaSuccess;
     attn_probs_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
         S, ld, stride, r0, r0 + rows, lse, lse_stride, out, dout, ld_o, hs, D, rows, 1);
     return cudaGetLastError();
@@ -883,7 +995,8 @@ extern "C" cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride
  * writes its bf16, whose bytes lie within floats the chunk (or an earlier
  * one) already read; later chunks read floats no write has reached. Blocks
  * touch only their own row. */
-static __global__ void attn_pack_bf16_kernel(float *X, int ld, long long stride, int nk) {
+static __global__ void attn_pack_bf16_kernel(float *X, int ld, long long stride, int nk)
+{
     int i = blockIdx.x, hh = blockIdx.y;
     float *x = X + (size_t)hh * (size_t)stride + (size_t)i * ld;
     uint16_t *y = (uint16_t *)x;
@@ -891,23 +1004,27 @@ static __global__ void attn_pack_bf16_kernel(float *X, int ld, long long stride,
         int j = base + (int)threadIdx.x;
         float v = j < nk ? x[j] : 0.0f;
         __syncthreads();
-        if (j < nk) y[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        if (j < nk)
+            y[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
         __syncthreads();
     }
 }
 
-extern "C" cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows,
-                                            int heads, int nk, cudaStream_t st) {
-    if (rows <= 0 || heads <= 0 || nk <= 0) return cudaSuccess;
-    attn_pack_bf16_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(X, ld,
-                                                                                   stride, nk);
+extern "C" cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows, int heads,
+                                            int nk, cudaStream_t st)
+{
+    if (rows <= 0 || heads <= 0 || nk <= 0)
+        return cudaSuccess;
+    attn_pack_bf16_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(X, ld, stride,
+                                                                                     nk);
     return cudaGetLastError();
 }
 
 /* dS = P o (dP - D_i), into dP, rounded to bf16 when bf16 (all nk columns;
  * P is 0 beyond a row's keys, so dS is too). */
 static __global__ void attn_dscores_kernel(const float *P, float *dP, int ld, long long stride,
-                                           int nk, const float *D, int rows, int bf16) {
+                                           int nk, const float *D, int rows, int bf16)
+{
     int i = blockIdx.x, hh = blockIdx.y;
     size_t off = (size_t)hh * (size_t)stride + (size_t)i * ld;
     float di = D[(size_t)hh * rows + i];
@@ -919,8 +1036,10 @@ static __global__ void attn_dscores_kernel(const float *P, float *dP, int ld, lo
 
 extern "C" cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stride,
                                           int rows, int heads, int r0, const float *D, int bf16,
-                                          cudaStream_t st) {
-    if (rows <= 0 || heads <= 0) return cudaSuccess;
+                                          cudaStream_t st)
+{
+    if (rows <= 0 || heads <= 0)
+        return cudaSuccess;
     attn_dscores_kernel<<<dim3((unsigned)rows, (unsigned)heads), THREADS, 0, st>>>(
         P, dP, ld, stride, r0 + rows, D, rows, bf16);
     return cudaGetLastError();

@@ -19,8 +19,8 @@ extern "C" {
 
 /* pp_embedding_forward: out[b][c*embed + e] = E[tokens[b][c]][e]; tokens
  * rows have context + 1 entries (the last is the target, unused here). */
-cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
-                                    const float *E, int embed, float *out, cudaStream_t st);
+cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context, const float *E,
+                                    int embed, float *out, cudaStream_t st);
 /* pp_embedding_backward: dE[tokens[b][c]][e] += dout[b][c*embed + e], the
  * positions summed in order, bit for bit the CPU's (no atomics). */
 cudaError_t pp_cu_embedding_backward(const int32_t *tokens, int batch, int context,
@@ -39,17 +39,16 @@ cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size
 cudaError_t pp_cu_bias_grad(const float *dy, int rows, int cols, float *db, cudaStream_t st);
 /* pp_residual_bias_add: y[r][c] += x[r][c] + bias[c] (the block's
  * y = x + a W2^T + b2 after the GEMM wrote a W2^T into y). */
-cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias, int rows,
-                                    int cols, cudaStream_t st);
+cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const float *bias, int rows, int cols,
+                                    cudaStream_t st);
 /* pp_add: y[i] += x[i] (gradient accumulation, residual gradients). */
 cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_t st);
 
 /* pp_layernorm_forward: per row, mean and rstd = 1/sqrt(var + 1e-5) (biased
  * variance), y = (x - mean) * rstd * gamma + beta; mean and rstd [rows] are
  * kept for the backward. */
-cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma, const float *beta,
-                                    int rows, int cols, float *y, float *mean, float *rstd,
-                                    cudaStream_t st);
+cudaError_t pp_cu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+                                    int cols, float *y, float *mean, float *rstd, cudaStream_t st);
 /* pp_layernorm_backward: dx += the input gradient; dgamma, dbeta += their
  * gradients (accumulated, as weight gradients are). A NULL output is
  * skipped: dx == NULL launches only the parameter-gradient kernel, dgamma
@@ -65,9 +64,9 @@ cudaError_t pp_cu_layernorm_backward(const float *x, const float *gamma, const f
  * pass over each row of logits [rows][V]: loss[r] = -log p[r][target_r],
  * dlogits[r] = (p[r] - onehot(target_r)) * scale. targets[r * target_stride]
  * is row r's target. dlogits may alias logits. */
-cudaError_t pp_cu_softmax_xent_fused(const float *logits, const int32_t *targets,
-                                     int target_stride, int rows, int V, float scale,
-                                     float *dlogits, float *loss, cudaStream_t st);
+cudaError_t pp_cu_softmax_xent_fused(const float *logits, const int32_t *targets, int target_stride,
+                                     int rows, int V, float scale, float *dlogits, float *loss,
+                                     cudaStream_t st);
 /* Adds sum(loss[0..n)) to *acc (a device double): the step's loss, read by
  * the host once per step. */
 cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t st);
@@ -75,8 +74,7 @@ cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cudaStream_t s
 /* pp_sgd_step: p -= lr * g; g = 0. With copy != NULL it also writes the
  * updated p rounded to bf16 there (pp_stage_compute_copy's bits), in the
  * same pass. */
-cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, uint16_t *copy,
-                           cudaStream_t st);
+cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, uint16_t *copy, cudaStream_t st);
 /* pp_adamw_step: the t-th step (t >= 1) of AdamW with bias correction,
  * m and v its moments; g = 0 afterwards; copy as for pp_cu_sgd_step. */
 cudaError_t pp_cu_adamw_step(float *p, float *g, float *m, float *v, size_t n, int t, float lr,
@@ -101,15 +99,14 @@ cudaError_t pp_cu_bias_add_bf16w(float *y, const uint16_t *bias, int rows, int c
                                  cudaStream_t st);
 cudaError_t pp_cu_bias_gelu_forward_bf16w(float *h, const uint16_t *bias, float *a, int rows,
                                           int cols, cudaStream_t st);
-cudaError_t pp_cu_residual_bias_add_bf16w(float *y, const float *x, const uint16_t *bias,
-                                          int rows, int cols, cudaStream_t st);
+cudaError_t pp_cu_residual_bias_add_bf16w(float *y, const float *x, const uint16_t *bias, int rows,
+                                          int cols, cudaStream_t st);
 cudaError_t pp_cu_layernorm_forward_bf16w(const float *x, const uint16_t *gamma,
                                           const uint16_t *beta, int rows, int cols, float *y,
                                           float *mean, float *rstd, cudaStream_t st);
-cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma,
-                                           const float *mean, const float *rstd,
-                                           const float *dy, int rows, int cols, float *dx,
-                                           float *dgamma, float *dbeta, cudaStream_t st);
+cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma, const float *mean,
+                                           const float *rstd, const float *dy, int rows, int cols,
+                                           float *dx, float *dgamma, float *dbeta, cudaStream_t st);
 
 /* ---- the gpt model's kernels (gpt_cuda.cu, attention_cuda.cu) ---- */
 
@@ -147,21 +144,20 @@ cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, int rows, int
  * columns (out and dout: rows i of length ld_o from the block's first
  * query, head hh at column hh * hs), summed in double. */
 cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int rows, int heads, int r0,
-                             const float *lse, int lse_stride, const float *out,
-                             const float *dout, int ld_o, int hs, float *D, int bf16,
-                             cudaStream_t st);
+                             const float *lse, int lse_stride, const float *out, const float *dout,
+                             int ld_o, int hs, float *D, int bf16, cudaStream_t st);
 /* pp_cu_attn_probs with bf16 (P rounded) and dout given as bf16 values
  * (uint16_t, widened exactly). */
-cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows, int heads,
-                                   int r0, const float *lse, int lse_stride, const float *out,
+cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows, int heads, int r0,
+                                   const float *lse, int lse_stride, const float *out,
                                    const uint16_t *dout, int ld_o, int hs, float *D,
                                    cudaStream_t st);
 /* Each of the block's rows (first nk floats) converted in place to bf16 at
  * the start of the row: afterwards the block is, per head, a bf16 matrix of
  * leading dimension 2 * ld at the same address (for a bf16 GEMM). The
  * values are rounded to nearest even (exact for values already rounded). */
-cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows, int heads,
-                                 int nk, cudaStream_t st);
+cudaError_t pp_cu_attn_pack_bf16(float *X, int ld, long long stride, int rows, int heads, int nk,
+                                 cudaStream_t st);
 /* dS = P o (dP - D_i) into dP (rounded to bf16 when bf16). */
 cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stride, int rows,
                                int heads, int r0, const float *D, int bf16, cudaStream_t st);
@@ -175,38 +171,44 @@ cudaError_t pp_cu_attn_dscores(const float *P, float *dP, int ld, long long stri
  * between the two; pass a typed null pointer. */
 static inline cudaError_t pp_cu_embedding_forward(const int32_t *tokens, int batch, int context,
                                                   const uint16_t *E, int embed, float *out,
-                                                  cudaStream_t st) {
+                                                  cudaStream_t st)
+{
     return pp_cu_embedding_forward_bf16w(tokens, batch, context, E, embed, out, st);
 }
 static inline cudaError_t pp_cu_bias_add(float *y, const uint16_t *bias, int rows, int cols,
-                                         cudaStream_t st) {
+                                         cudaStream_t st)
+{
     return pp_cu_bias_add_bf16w(y, bias, rows, cols, st);
 }
 static inline cudaError_t pp_cu_bias_gelu_forward(float *h, const uint16_t *bias, float *a,
-                                                  int rows, int cols, cudaStream_t st) {
+                                                  int rows, int cols, cudaStream_t st)
+{
     return pp_cu_bias_gelu_forward_bf16w(h, bias, a, rows, cols, st);
 }
 static inline cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const uint16_t *bias,
-                                                  int rows, int cols, cudaStream_t st) {
+                                                  int rows, int cols, cudaStream_t st)
+{
     return pp_cu_residual_bias_add_bf16w(y, x, bias, rows, cols, st);
 }
 static inline cudaError_t pp_cu_layernorm_forward(const float *x, const uint16_t *gamma,
                                                   const uint16_t *beta, int rows, int cols,
                                                   float *y, float *mean, float *rstd,
-                                                  cudaStream_t st) {
+                                                  cudaStream_t st)
+{
     return pp_cu_layernorm_forward_bf16w(x, gamma, beta, rows, cols, y, mean, rstd, st);
 }
 static inline cudaError_t pp_cu_layernorm_backward(const float *x, const uint16_t *gamma,
                                                    const float *mean, const float *rstd,
-                                                   const float *dy, int rows, int cols,
-                                                   float *dx, float *dgamma, float *dbeta,
-                                                   cudaStream_t st) {
-    return pp_cu_layernorm_backward_bf16w(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma,
-                                          dbeta, st);
+                                                   const float *dy, int rows, int cols, float *dx,
+                                                   float *dgamma, float *dbeta, cudaStream_t st)
+{
+    return pp_cu_layernorm_backward_bf16w(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma, dbeta,
+                                          st);
 }
 static inline cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T,
                                                       const uint16_t *wte, const uint16_t *wpe,
-                                                      int C, float *out, cudaStream_t st) {
+                                                      int C, float *out, cudaStream_t st)
+{
     return pp_cu_embedding_pos_forward_bf16w(tokens, B, T, wte, wpe, C, out, st);
 }
 #endif

@@ -32,11 +32,9 @@ typedef struct {
                     const void *in, const int32_t *tgt, void *stash, void *work, float *out,
                     float loss_scale);
     void (*backward)(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
-                     float *grads, const void *stash, void *work, const float *dout,
-                     float *din);
-    void (*backward_input)(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                           const void *weights, void *stash, void *work, const float *dout,
-                           float *din);
+                     float *grads, const void *stash, void *work, const float *dout, float *din);
+    void (*backward_input)(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                           void *stash, void *work, const float *dout, float *din);
     void (*backward_weight)(pp_cuda_model *cm, const pp_model *m, int S, int s, float *grads,
                             const void *stash, void *work);
 } pp_cuda_model_impl;
@@ -85,11 +83,12 @@ static inline run run_of(pp_cuda_model *cm, int bf16, void *ca, void *cb)
  * The leading dimensions are those of pp_gemm's cblas row-major call. As
  * with the BLAS, beta == 0 does not read C. K == 0 leaves C = beta * C (the
  * BLAS would reject a leading dimension of 0). */
-static inline void gemm(const run *r, int ta, int tb, int M, int N, int K, float alpha, const void *A,
-                 const void *B, int bf16, float beta, float *C)
+static inline void gemm(const run *r, int ta, int tb, int M, int N, int K, float alpha,
+                        const void *A, const void *B, int bf16, float beta, float *C)
 {
     cublasHandle_t blas = r->cm->blas;
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0)
+        return;
     if (K <= 0) {
         if (beta == 0.0f)
             cudaCheck(cudaMemsetAsync(C, 0, (size_t)M * (size_t)N * sizeof(float), r->st));
@@ -130,7 +129,7 @@ static inline int is_bf16(const uint16_t *) { return 1; }
  * B's place: fp32 as it is; with bf16 weights, A rounded into ca first. */
 template <typename W>
 static inline void gemm_w(const run *r, int ta, int tb, int M, int N, int K, const float *A,
-                   const W *w, float beta, float *C)
+                          const W *w, float beta, float *C)
 {
     gemm(r, ta, tb, M, N, K, 1.0f, operand(r, A, (size_t)M * K, w), w, is_bf16(w), beta, C);
 }
@@ -138,7 +137,7 @@ static inline void gemm_w(const run *r, int ta, int tb, int M, int N, int K, con
 /* A weight-gradient GEMM, C += op(A) op(B) of two activations: with bf16
  * both rounded first (A into ca, B into cb). */
 static inline void gemm_grad(const run *r, int ta, int tb, int M, int N, int K, const float *A,
-                      const float *B, float *C)
+                             const float *B, float *C)
 {
     if (!r->ca)
         gemm(r, ta, tb, M, N, K, 1.0f, A, B, 0, 1.0f, C);
@@ -155,7 +154,6 @@ static inline void copy_d2d(const run *r, void *dst, const void *src, size_t byt
 
 /* ------------------------------------------------------------------------ */
 /* Fused epilogues (gemm_lt.h)                                               */
-
 
 /* The epilogues a site asks for. cuBLASLt takes the bias in D's type
  * (fp32), so with a bf16 compute copy (bf16 biases) the bias epilogues are
@@ -190,9 +188,10 @@ static inline pp_lt_epilogue epi_dgelu(const float *aux)
  * and cuBLASLt has an algorithm for it: 1. Otherwise 0, nothing enqueued,
  * and the caller runs gemm() and its kernel. */
 static inline int gemm_fused(const run *r, int ta, int tb, int M, int N, int K, const void *A,
-                      const void *B, int bf16, pp_lt_epilogue e, float *D)
+                             const void *B, int bf16, pp_lt_epilogue e, float *D)
 {
-    if (!r->cm->epilogues) return 0;
+    if (!r->cm->epilogues)
+        return 0;
     return pp_lt_gemm(r->cm->lt, r->st, ta, tb, M, N, K, A, B, bf16, &e, D);
 }
 

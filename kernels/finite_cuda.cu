@@ -33,8 +33,7 @@ static __global__ void first_nonfinite_kernel(const float *x, size_t n, double *
     }
 }
 
-extern "C" cudaError_t pp_cu_first_nonfinite(const float *x, size_t n, double *rec,
-                                             cudaStream_t st)
+extern "C" cudaError_t pp_cu_first_nonfinite(const float *x, size_t n, double *rec, cudaStream_t st)
 {
     first_nonfinite_kernel<<<1, FINITE_THREADS, 0, st>>>(x, n, rec);
     return cudaGetLastError();

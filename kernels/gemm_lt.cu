@@ -51,10 +51,13 @@ struct pp_lt {
 
 static int lt_fail(pp_lt *lt, char *err, size_t errlen, const char *what, const char *why)
 {
-    if (err && errlen) snprintf(err, errlen, "%s failed: %s", what, why);
+    if (err && errlen)
+        snprintf(err, errlen, "%s failed: %s", what, why);
     if (lt) {
-        if (lt->h) (void)cublasLtDestroy(lt->h); /* best effort: already failing */
-        if (lt->ws) (void)cudaFree(lt->ws);
+        if (lt->h)
+            (void)cublasLtDestroy(lt->h); /* best effort: already failing */
+        if (lt->ws)
+            (void)cudaFree(lt->ws);
         free(lt);
     }
     return -1;
@@ -64,7 +67,8 @@ int pp_lt_create(pp_lt **out, char *err, size_t errlen)
 {
     *out = NULL;
     pp_lt *lt = (pp_lt *)calloc(1, sizeof *lt);
-    if (!lt) return lt_fail(NULL, err, errlen, "malloc", "out of memory");
+    if (!lt)
+        return lt_fail(NULL, err, errlen, "malloc", "out of memory");
     cublasStatus_t bs = cublasLtCreate(&lt->h);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         lt->h = NULL;
@@ -82,11 +86,16 @@ int pp_lt_create(pp_lt **out, char *err, size_t errlen)
 static void plan_free(lt_plan *p)
 {
     /* Destroying descriptors never fails on valid ones; best effort. */
-    if (p->op) (void)cublasLtMatmulDescDestroy(p->op);
-    if (p->la) (void)cublasLtMatrixLayoutDestroy(p->la);
-    if (p->lb) (void)cublasLtMatrixLayoutDestroy(p->lb);
-    if (p->lc) (void)cublasLtMatrixLayoutDestroy(p->lc);
-    if (p->ld) (void)cublasLtMatrixLayoutDestroy(p->ld);
+    if (p->op)
+        (void)cublasLtMatmulDescDestroy(p->op);
+    if (p->la)
+        (void)cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb)
+        (void)cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc)
+        (void)cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->ld)
+        (void)cublasLtMatrixLayoutDestroy(p->ld);
     memset(p, 0, sizeof *p);
 }
 
@@ -94,8 +103,10 @@ static void plan_free(lt_plan *p)
  * synchronises the device first), so the workspace is idle. */
 void pp_lt_destroy(pp_lt *lt)
 {
-    if (!lt) return;
-    for (int i = 0; i < lt->nplan; i++) plan_free(&lt->plan[i]);
+    if (!lt)
+        return;
+    for (int i = 0; i < lt->nplan; i++)
+        plan_free(&lt->plan[i]);
     cublasCheck(cublasLtDestroy(lt->h));
     cudaCheck(cudaFree(lt->ws));
     free(lt);
@@ -105,21 +116,25 @@ static int align_of(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
     int al = 256;
-    while (al > 1 && a % (uintptr_t)al) al /= 2;
+    while (al > 1 && a % (uintptr_t)al)
+        al /= 2;
     return al;
 }
 
 static cublasLtEpilogue_t epilogue_of(int kind)
 {
     switch (kind) {
-    case PP_LT_BIAS: return CUBLASLT_EPILOGUE_BIAS;
-    case PP_LT_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    default: return CUBLASLT_EPILOGUE_DGELU;
+    case PP_LT_BIAS:
+        return CUBLASLT_EPILOGUE_BIAS;
+    case PP_LT_GELU_AUX_BIAS:
+        return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    default:
+        return CUBLASLT_EPILOGUE_DGELU;
     }
 }
 
 /* Sets a descriptor attribute; 0 or -1 (the problem is then unfused). */
-#define SET_OP(p, attr, val) \
+#define SET_OP(p, attr, val)                                                                       \
     (cublasLtMatmulDescSetAttribute((p)->op, attr, &(val), sizeof(val)) == CUBLAS_STATUS_SUCCESS)
 
 /* Builds p's descriptors for its key and asks the heuristic (with the
@@ -142,13 +157,15 @@ static int plan_make(pp_lt *lt, lt_plan *p, const pp_lt_epilogue *e)
     /* The bias and aux types are left at their default, D's type (fp32):
      * cublasLt.h warns that setting them for a combination that does not
      * take them makes cublasLtMatmul fail, after the heuristic. */
-    if (ok && e->bias) ok = SET_OP(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e->bias);
+    if (ok && e->bias)
+        ok = SET_OP(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e->bias);
     if (ok && e->aux) {
         int64_t ld = k->N;
         ok = SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e->aux) &&
              SET_OP(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld);
     }
-    if (!ok) return 0;
+    if (!ok)
+        return 0;
     /* Stored shapes, column-major (file header). */
     uint64_t arows = k->tb ? k->K : k->N, acols = k->tb ? k->N : k->K;
     uint64_t brows = k->ta ? k->M : k->K, bcols = k->ta ? k->K : k->M;
@@ -159,12 +176,13 @@ static int plan_make(pp_lt *lt, lt_plan *p, const pp_lt_epilogue *e)
         return 0;
 
     cublasLtMatmulPreference_t pref;
-    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return 0;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS)
+        return 0;
     uint64_t ws = PP_LT_WORKSPACE_BYTES;
     uint32_t al[4] = {(uint32_t)k->align[1], (uint32_t)k->align[0], (uint32_t)k->align[2],
                       (uint32_t)k->align[3]}; /* cuBLASLt's A, B, C, D */
-    ok = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                              &ws, sizeof ws) == CUBLAS_STATUS_SUCCESS &&
+    ok = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                               &al[0], sizeof al[0]) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -180,7 +198,8 @@ static int plan_make(pp_lt *lt, lt_plan *p, const pp_lt_epilogue *e)
                                              &res, &n) != CUBLAS_STATUS_SUCCESS)
         n = 0;
     (void)cublasLtMatmulPreferenceDestroy(pref);
-    if (!ok || n < 1 || res.state != CUBLAS_STATUS_SUCCESS) return 0;
+    if (!ok || n < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        return 0;
     p->algo = res.algo;
     return 1;
 }
@@ -190,8 +209,10 @@ static int plan_make(pp_lt *lt, lt_plan *p, const pp_lt_epilogue *e)
 static lt_plan *plan_of(pp_lt *lt, const lt_key *k, const pp_lt_epilogue *e)
 {
     for (int i = 0; i < lt->nplan; i++)
-        if (!memcmp(&lt->plan[i].key, k, sizeof *k)) return &lt->plan[i];
-    if (lt->nplan == LT_CACHE) return NULL;
+        if (!memcmp(&lt->plan[i].key, k, sizeof *k))
+            return &lt->plan[i];
+    if (lt->nplan == LT_CACHE)
+        return NULL;
     lt_plan *p = &lt->plan[lt->nplan++];
     memset(p, 0, sizeof *p);
     p->key = *k;
@@ -201,8 +222,9 @@ static lt_plan *plan_of(pp_lt *lt, const lt_key *k, const pp_lt_epilogue *e)
     if (getenv("PP_LT_VERBOSE"))
         fprintf(stderr, "ppvm: cuBLASLt %s epilogue %s, %s, %dx%dx%d%s\n",
                 p->ok ? "fuses" : "offers no algorithm for",
-                k->kind == PP_LT_BIAS ? "bias" : k->kind == PP_LT_GELU_AUX_BIAS ? "gelu_aux_bias"
-                                                                               : "dgelu",
+                k->kind == PP_LT_BIAS            ? "bias"
+                : k->kind == PP_LT_GELU_AUX_BIAS ? "gelu_aux_bias"
+                                                 : "dgelu",
                 k->bf16 ? "bf16" : "fp32", k->M, k->N, k->K, k->has_c ? ", + c" : "");
     if (!p->ok) { /* keep the answer, not the descriptors */
         plan_free(p);
@@ -214,10 +236,12 @@ static lt_plan *plan_of(pp_lt *lt, const lt_key *k, const pp_lt_epilogue *e)
 int pp_lt_gemm(pp_lt *lt, cudaStream_t st, int ta, int tb, int M, int N, int K, const void *A,
                const void *B, int bf16, const pp_lt_epilogue *e, float *D)
 {
-    if (!lt || e->kind == PP_LT_NONE || M <= 0 || N <= 0 || K <= 0) return 0;
+    if (!lt || e->kind == PP_LT_NONE || M <= 0 || N <= 0 || K <= 0)
+        return 0;
     if ((e->kind == PP_LT_GELU_AUX_BIAS || e->kind == PP_LT_DGELU) && (!e->aux || N % 8))
         return 0; /* EPILOGUE_AUX_LD: a multiple of 8 (cublasLt.h) */
-    if (e->kind != PP_LT_DGELU && !e->bias) return 0;
+    if (e->kind != PP_LT_DGELU && !e->bias)
+        return 0;
     lt_key k;
     memset(&k, 0, sizeof k); /* memcmp'd: no stray padding */
     k.kind = e->kind;
@@ -229,19 +253,23 @@ int pp_lt_gemm(pp_lt *lt, cudaStream_t st, int ta, int tb, int M, int N, int K, 
     k.bf16 = bf16;
     k.has_c = e->c != NULL;
     const void *ptr[6] = {A, B, e->c ? e->c : D, D, e->bias, e->aux};
-    for (int i = 0; i < 6; i++) k.align[i] = ptr[i] ? align_of(ptr[i]) : 0;
+    for (int i = 0; i < 6; i++)
+        k.align[i] = ptr[i] ? align_of(ptr[i]) : 0;
     lt_plan *p = plan_of(lt, &k, e);
-    if (!p || !p->ok) return 0;
+    if (!p || !p->ok)
+        return 0;
     /* This call's pointers (their alignment is the key's, so the algorithm
      * holds); the descriptor is host state, read when the call is made. */
-    if (e->bias) cublasCheck(cublasLtMatmulDescSetAttribute(
-                     p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias, sizeof e->bias));
-    if (e->aux) cublasCheck(cublasLtMatmulDescSetAttribute(
-                    p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux, sizeof e->aux));
+    if (e->bias)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &e->bias, sizeof e->bias));
+    if (e->aux)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                   &e->aux, sizeof e->aux));
     float alpha = 1.0f, beta = e->c ? 1.0f : 0.0f;
     cublasStatus_t s = cublasLtMatmul(lt->h, p->op, &alpha, B, p->la, A, p->lb, &beta,
-                                      e->c ? (const void *)e->c : (const void *)D, p->lc, D,
-                                      p->ld, &p->algo, lt->ws, PP_LT_WORKSPACE_BYTES, st);
+                                      e->c ? (const void *)e->c : (const void *)D, p->lc, D, p->ld,
+                                      &p->algo, lt->ws, PP_LT_WORKSPACE_BYTES, st);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
         /* The heuristic offered an algorithm the call then refused: nothing
          * was enqueued, so this problem falls back for good, said once. */

@@ -32,7 +32,7 @@ typedef struct pp_lt pp_lt;
 typedef enum { PP_LT_NONE, PP_LT_BIAS, PP_LT_GELU_AUX_BIAS, PP_LT_DGELU } pp_lt_kind;
 
 typedef struct {
-    pp_lt_kind kind;  /* PP_LT_NONE: never fused, pp_lt_gemm returns 0 */
+    pp_lt_kind kind;   /* PP_LT_NONE: never fused, pp_lt_gemm returns 0 */
     const float *bias; /* [N]: PP_LT_BIAS, PP_LT_GELU_AUX_BIAS */
     float *aux;        /* [M][N]: written by GELU_AUX_BIAS, read by DGELU */
     const float *c;    /* [M][N] added (beta 1) by PP_LT_BIAS; NULL: nothing */

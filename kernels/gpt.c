@@ -55,14 +55,16 @@
 /* ------------------------------------------------------------------------ */
 /* Initialisation                                                            */
 
-static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *params) {
+static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *params)
+{
     gpt_shape sh = gpt_shape_of(m, S, s);
     gpt_param_layout P = gpt_param_layout_of(&sh);
     uint64_t key = pp_init_stage_key(seed, s);
     size_t C = (size_t)sh.C, F = (size_t)sh.F, V = (size_t)sh.V, T = (size_t)sh.T;
     float a = 0.02f * sqrtf(3.0f); /* uniform [-a, a): std 0.02 */
-    int Ltotal = 0; /* layers over all stages (the plan reader bounds the sum) */
-    for (int i = 0; i < S; i++) Ltotal += (int)pp_model_layers(m, i);
+    int Ltotal = 0;                /* layers over all stages (the plan reader bounds the sum) */
+    for (int i = 0; i < S; i++)
+        Ltotal += (int)pp_model_layers(m, i);
     float ares = a / sqrtf(2.0f * (float)(Ltotal > 0 ? Ltotal : 1));
 
     memset(params, 0, P.total * sizeof *params);
@@ -99,11 +101,12 @@ typedef pp_stage_gemms gemms;
 
 /* Layer l's activations in the stash: written by F, read by B and W. */
 typedef struct {
-    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd,
-        *fch, *fcg;
+    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd, *fch,
+        *fcg;
 } layer_acts;
 
-static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l) {
+static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
+{
     char *p = (char *)(uintptr_t)stash + L->layers + (size_t)l * L->layer_stride;
     layer_acts a = {(float *)p,
                     (float *)(p + L->ln1),
@@ -122,18 +125,20 @@ static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, in
 }
 
 /* qkv as the attention's GEMMs read it: itself, or rounded into ca. */
-static const float *att_qkv(const gpt_shape *sh, const gemms *g, const float *qkv) {
-    if (!g->bf16) return qkv;
+static const float *att_qkv(const gpt_shape *sh, const gemms *g, const float *qkv)
+{
+    if (!g->bf16)
+        return qkv;
     pp_round_bf16(qkv, g->ca, (size_t)sh->B * sh->T * 3 * sh->C);
     return g->ca;
 }
 
 static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
-                          const float *p, const layer_acts *a, float *att_scratch, float *y) {
+                          const float *p, const layer_acts *a, float *att_scratch, float *y)
+{
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
     size_t xn = (size_t)BT * C;
-    pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean,
-                         a->ln1_rstd);
+    pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean, a->ln1_rstd);
     pp_gemm_aw(g, 0, 1, BT, 3 * C, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
     pp_bias_add(a->qkv, p + P->qkvb, BT, 3 * C);
     pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, C, sh->NH,
@@ -141,8 +146,7 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
     memcpy(a->res, a->x, xn * sizeof *a->res);
     pp_gemm_aw(g, 0, 1, BT, C, C, a->atty, p + P->attprojw, 1.0f, a->res);
     pp_bias_add(a->res, p + P->attprojb, BT, C);
-    pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean,
-                         a->ln2_rstd);
+    pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean, a->ln2_rstd);
     pp_gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
     pp_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F); /* one pass */
     memcpy(y, a->res, xn * sizeof *y);
@@ -152,12 +156,14 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
 
 static double head_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
                            const gpt_stash_layout *L, const float *params, const int32_t *tgt,
-                           char *st, float *logits) {
+                           char *st, float *logits)
+{
     int B = sh->B, T = sh->T, C = sh->C, V = sh->V, BT = B * T;
     int32_t *targets = (int32_t *)(st + L->targets);
     float *lnf = (float *)(st + L->lnf);
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) targets[b * T + t] = tgt[(size_t)b * (T + 1) + t + 1];
+        for (int t = 0; t < T; t++)
+            targets[b * T + t] = tgt[(size_t)b * (T + 1) + t + 1];
     pp_layernorm_forward((const float *)(st + L->xf), params + P->lnfw, params + P->lnfb, BT, C,
                          lnf, (float *)(st + L->lnf_mean), (float *)(st + L->lnf_rstd));
     pp_gemm_aw(g, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
@@ -176,7 +182,8 @@ typedef struct {
 /* The MLP half's weight gradients (W's work, also run inline when fused). */
 static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_param_layout *P,
                              float *g, const layer_acts *a, const float *dy, const float *dh,
-                             const float *dln2) {
+                             const float *dln2)
+{
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
     pp_gemm_aa(mm, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
     pp_bias_grad(dy, BT, C, g + P->fcprojb);
@@ -189,7 +196,8 @@ static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
 /* The attention half's weight gradients. */
 static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_param_layout *P,
                              float *g, const layer_acts *a, const float *dres, const float *dqkv,
-                             const float *dln1) {
+                             const float *dln1)
+{
     int BT = sh->B * sh->T, C = sh->C;
     pp_gemm_aa(mm, 1, 0, C, C, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
     pp_bias_grad(dres, BT, C, g + P->attprojb);
@@ -204,19 +212,20 @@ static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
  * W needs stay in d (the split region). dx may be dy's buffer: dy is read
  * for the last time before dx is written. */
 static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
-                           const float *p, float *grads, const layer_acts *a,
-                           const layer_grads *d, float *att_scratch, const float *dy,
-                           float *dx) {
+                           const float *p, float *grads, const layer_acts *a, const layer_grads *d,
+                           float *att_scratch, const float *dy, float *dx)
+{
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
     size_t xn = (size_t)BT * C;
     /* MLP: dh = (dy fcprojw) * gelu'(fch); dln2 = dh fcw; dres = dy + LN2'. */
     pp_gemm_aw(g, 0, 0, BT, F, C, dy, p + P->fcprojw, 0.0f, d->dh);
     pp_gelu_backward(a->fch, d->dh, d->dh, (size_t)BT * F);
     pp_gemm_aw(g, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
-    if (grads) mlp_weight_grads(sh, g, P, grads, a, dy, d->dh, d->dln2);
+    if (grads)
+        mlp_weight_grads(sh, g, P, grads, a, dy, d->dh, d->dln2);
     memcpy(d->dres, dy, xn * sizeof *d->dres);
-    pp_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT, C,
-                          d->dres, NULL, NULL);
+    pp_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT, C, d->dres,
+                          NULL, NULL);
     /* Attention: datt = dres attprojw; dqkv; dln1 = dqkv qkvw; dx = dres + LN1'. */
     pp_gemm_aw(g, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, d->datt);
     {
@@ -229,7 +238,8 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
                               gpt_att_rows(sh), att_scratch, sh->bf16);
     }
     pp_gemm_aw(g, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
-    if (grads) att_weight_grads(sh, g, P, grads, a, d->dres, d->dqkv, d->dln1);
+    if (grads)
+        att_weight_grads(sh, g, P, grads, a, d->dres, d->dqkv, d->dln1);
     memcpy(dx, d->dres, xn * sizeof *dx);
     pp_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT, C, dx, NULL,
                           NULL);
@@ -237,7 +247,8 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
 
 static void head_weight_grads(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
                               const gpt_stash_layout *L, float *grads, const void *stash,
-                              const float *dlogits, const float *dlnf) {
+                              const float *dlogits, const float *dlnf)
+{
     int BT = sh->B * sh->T, C = sh->C;
     pp_gemm_aa(g, 1, 0, sh->V, C, BT, dlogits, pp_saved(stash, L->lnf), grads + P->wlm);
     pp_layernorm_backward(pp_saved(stash, L->xf), NULL, pp_saved(stash, L->lnf_mean),
@@ -248,25 +259,29 @@ static void head_weight_grads(const gpt_shape *sh, const gemms *g, const gpt_par
 /* ------------------------------------------------------------------------ */
 /* The layers, as the stage skeleton (stage.c) calls them                    */
 
-static void gpt_open(pp_stage *c) {
+static void gpt_open(pp_stage *c)
+{
     c->y.gpt = gpt_layouts_of(c->m, c->S, c->s);
     c->f = gpt_frame_of(&c->y.gpt);
 }
 
-static void gpt_embed_forward(const pp_stage *c, const int32_t *tokens, float *x0) {
+static void gpt_embed_forward(const pp_stage *c, const int32_t *tokens, float *x0)
+{
     const gpt_layouts *y = &c->y.gpt;
-    pp_embedding_pos_forward(tokens, y->sh.B, y->sh.T, c->params + y->P.wte,
-                             c->params + y->P.wpe, y->sh.C, x0);
+    pp_embedding_pos_forward(tokens, y->sh.B, y->sh.T, c->params + y->P.wte, c->params + y->P.wpe,
+                             y->sh.C, x0);
 }
 
 static void gpt_embed_backward(const pp_stage *c, const int32_t *tokens, const float *dx0,
-                               float *grads) {
+                               float *grads)
+{
     const gpt_layouts *y = &c->y.gpt;
     pp_embedding_pos_backward(tokens, y->sh.B, y->sh.T, dx0, y->sh.C, grads + y->P.wte,
                               grads + y->P.wpe);
 }
 
-static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *out) {
+static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *out)
+{
     const gpt_layouts *y = &c->y.gpt;
     layer_acts acts = layer_acts_of(&y->L, c->st, l);
     layer_forward(&y->sh, &c->g, &y->P, p, &acts, (float *)(c->wk + y->W.att), out);
@@ -275,8 +290,9 @@ static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *o
 /* Fused (gl non-NULL): the layer's gradients in the workspace (dln2 and
  * dln1 share dln: dln2 is spent by then). B of a split backward: in the
  * split region, for W. */
-static void gpt_block_backward(const pp_stage *c, int l, const float *p, float *gl,
-                               const float *dy, float *dx) {
+static void gpt_block_backward(const pp_stage *c, int l, const float *p, float *gl, const float *dy,
+                               float *dx)
+{
     const gpt_layouts *y = &c->y.gpt;
     layer_acts acts = layer_acts_of(&y->L, c->st, l);
     char *wk = c->wk;
@@ -299,7 +315,8 @@ static void gpt_block_backward(const pp_stage *c, int l, const float *p, float *
     layer_backward(&y->sh, &c->g, &y->P, p, gl, &acts, &d, (float *)(wk + y->W.att), dy, dx);
 }
 
-static void gpt_block_weight(const pp_stage *c, int l, float *gl) {
+static void gpt_block_weight(const pp_stage *c, int l, float *gl)
+{
     const gpt_layouts *y = &c->y.gpt;
     const gpt_stash_layout *L = &y->L;
     layer_acts acts = layer_acts_of(L, c->st, l);
@@ -310,14 +327,16 @@ static void gpt_block_weight(const pp_stage *c, int l, float *gl) {
                      pp_saved(c->st, wl + L->wdqkv), pp_saved(c->st, wl + L->wdln1));
 }
 
-static double gpt_head_forward(const pp_stage *c, const int32_t *tgt) {
+static double gpt_head_forward(const pp_stage *c, const int32_t *tgt)
+{
     const gpt_layouts *y = &c->y.gpt;
     return head_forward(&y->sh, &c->g, &y->P, &y->L, c->params, tgt, c->st,
                         (float *)(c->wk + y->W.logits));
 }
 
 /* dlogits and dlnf in the workspace (fused) or the split region (B). */
-static void gpt_head_backward(const pp_stage *c, float *grads, float loss_scale, float *dx) {
+static void gpt_head_backward(const pp_stage *c, float *grads, float loss_scale, float *dx)
+{
     const gpt_layouts *y = &c->y.gpt;
     const gpt_stash_layout *L = &y->L;
     const gpt_param_layout *P = &y->P;
@@ -326,17 +345,20 @@ static void gpt_head_backward(const pp_stage *c, float *grads, float loss_scale,
     float *dlogits = (float *)(grads ? c->wk + y->W.logits : c->st + L->wdlogits);
     float *dlnf = (float *)(grads ? c->wk + y->W.dln : c->st + L->wdlnf);
     pp_softmax_xent_backward(pp_saved(c->st, L->probs), targets, 1, BT, V, loss_scale, dlogits);
-    pp_gemm_aw(&c->g, 0, 0, BT, C, V, dlogits, c->params + P->wlm, 0.0f, dlnf); /* dlnf = dlogits wlm */
-    if (grads) head_weight_grads(&y->sh, &c->g, P, L, grads, c->st, dlogits, dlnf);
+    pp_gemm_aw(&c->g, 0, 0, BT, C, V, dlogits, c->params + P->wlm, 0.0f,
+               dlnf); /* dlnf = dlogits wlm */
+    if (grads)
+        head_weight_grads(&y->sh, &c->g, P, L, grads, c->st, dlogits, dlnf);
     memset(dx, 0, (size_t)BT * C * sizeof(float));
     pp_layernorm_backward(pp_saved(c->st, L->xf), c->params + P->lnfw, pp_saved(c->st, L->lnf_mean),
                           pp_saved(c->st, L->lnf_rstd), dlnf, BT, C, dx, NULL, NULL);
 }
 
-static void gpt_head_weight(const pp_stage *c, float *grads) {
+static void gpt_head_weight(const pp_stage *c, float *grads)
+{
     const gpt_layouts *y = &c->y.gpt;
-    head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st,
-                      pp_saved(c->st, y->L.wdlogits), pp_saved(c->st, y->L.wdlnf));
+    head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st, pp_saved(c->st, y->L.wdlogits),
+                      pp_saved(c->st, y->L.wdlnf));
 }
 
 const pp_model_impl pp_model_gpt = {

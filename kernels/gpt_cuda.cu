@@ -75,7 +75,8 @@ static float *at(const void *base, size_t off)
  * the bf16 the attention's GEMMs take (attention_cuda.h). */
 static const void *att_operand(const run *r, const float *x, size_t n, uint16_t *dst)
 {
-    if (!r->ca) return x;
+    if (!r->ca)
+        return x;
     return rounded(r, x, n, dst);
 }
 
@@ -84,8 +85,8 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
 
 /* Layer l's activations in the stash: written by F, read by B and W. */
 typedef struct {
-    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd,
-        *fch, *fcg;
+    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd, *fch,
+        *fcg;
 } layer_acts;
 
 static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
@@ -114,8 +115,8 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = sh->C, F = sh->F, bf16 = is_bf16(p);
-    cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1,
-                                      a->ln1_mean, a->ln1_rstd, r->st));
+    cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean,
+                                      a->ln1_rstd, r->st));
     /* qkv = ln1 qkvw^T + qkvb: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
     const void *ln1 = operand(r, a->ln1, y->BT * (size_t)C, p);
     if (!gemm_fused(r, 0, 1, BT, 3 * C, C, ln1, p + P->qkvw, bf16, epi_bias(p + P->qkvb, NULL),
@@ -129,25 +130,25 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
     const void *atty = operand(r, a->atty, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 1, BT, C, C, atty, p + P->attprojw, bf16,
-                    epi_bias(p + P->attprojb, a->x), a->res)) {
+    if (!gemm_fused(r, 0, 1, BT, C, C, atty, p + P->attprojw, bf16, epi_bias(p + P->attprojb, a->x),
+                    a->res)) {
         gemm(r, 0, 1, BT, C, C, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
         cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
     }
-    cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2,
-                                      a->ln2_mean, a->ln2_rstd, r->st));
+    cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean,
+                                      a->ln2_rstd, r->st));
     /* fch = ln2 fcw^T + fcb, fcg = gelu(fch): a GELU_AUX_BIAS epilogue (D =
      * fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward */
     const void *ln2 = operand(r, a->ln2, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 1, BT, F, C, ln2, p + P->fcw, bf16,
-                    epi_gelu_aux_bias(p + P->fcb, a->fch), a->fcg)) {
+    if (!gemm_fused(r, 0, 1, BT, F, C, ln2, p + P->fcw, bf16, epi_gelu_aux_bias(p + P->fcb, a->fch),
+                    a->fcg)) {
         gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, bf16, 0.0f, a->fch);
         cudaCheck(pp_cu_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F, r->st));
     }
     /* y = (fcg fcprojw^T + res) + fcprojb, as res */
     const void *fcg = operand(r, a->fcg, y->BT * (size_t)F, p);
-    if (!gemm_fused(r, 0, 1, BT, C, F, fcg, p + P->fcprojw, bf16,
-                    epi_bias(p + P->fcprojb, a->res), out)) {
+    if (!gemm_fused(r, 0, 1, BT, C, F, fcg, p + P->fcprojw, bf16, epi_bias(p + P->fcprojb, a->res),
+                    out)) {
         gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
         cudaCheck(pp_cu_residual_bias_add(out, a->res, p + P->fcprojb, BT, C, r->st));
     }
@@ -164,13 +165,12 @@ static void head_forward(const run *r, const layouts *y, const W *params, const 
     float *lnf = at(stash, L->lnf), *logits = at(work, y->W.logits);
     int32_t *targets = (int32_t *)at(stash, L->targets);
     float *loss = at(work, y->W.dx); /* [BT] scratch */
-    cudaCheck(pp_cu_layernorm_forward(at(stash, L->xf), params + P->lnfw, params + P->lnfb, BT,
-                                      C, lnf, at(stash, L->lnf_mean), at(stash, L->lnf_rstd),
-                                      r->st));
+    cudaCheck(pp_cu_layernorm_forward(at(stash, L->xf), params + P->lnfw, params + P->lnfb, BT, C,
+                                      lnf, at(stash, L->lnf_mean), at(stash, L->lnf_rstd), r->st));
     gemm_w(r, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
     cudaCheck(pp_cu_gpt_targets(tgt, sh->B, sh->T, targets, r->st));
-    cudaCheck(pp_cu_softmax_xent_fused(logits, targets, 1, BT, V, loss_scale,
-                                       at(stash, L->probs), loss, r->st));
+    cudaCheck(pp_cu_softmax_xent_fused(logits, targets, 1, BT, V, loss_scale, at(stash, L->probs),
+                                       loss, r->st));
     cudaCheck(pp_cu_sum_into(loss, BT, r->cm->d_loss, r->st));
 }
 
@@ -187,8 +187,12 @@ typedef struct {
 static layer_grads layer_grads_split(const gpt_stash_layout *L, const void *stash, int l)
 {
     size_t o = L->wlayers + (size_t)l * L->wlayer_stride;
-    layer_grads g = {at(stash, o),           at(stash, o + L->wdh),   at(stash, o + L->wdln2),
-                     at(stash, o + L->wdres), at(stash, o + L->wdqkv), at(stash, o + L->wdln1)};
+    layer_grads g = {at(stash, o),
+                     at(stash, o + L->wdh),
+                     at(stash, o + L->wdln2),
+                     at(stash, o + L->wdres),
+                     at(stash, o + L->wdqkv),
+                     at(stash, o + L->wdln1)};
     return g;
 }
 
@@ -213,8 +217,8 @@ static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts
     cudaCheck(pp_cu_bias_grad(dy, BT, C, g + P->fcprojb, r->st));
     gemm_grad(r, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
     cudaCheck(pp_cu_bias_grad(dh, BT, F, g + P->fcb, r->st));
-    cudaCheck(pp_cu_layernorm_backward(a->res, (const float *)NULL, a->ln2_mean, a->ln2_rstd,
-                                       dln2, BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
+    cudaCheck(pp_cu_layernorm_backward(a->res, (const float *)NULL, a->ln2_mean, a->ln2_rstd, dln2,
+                                       BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
 }
 
 static void grads_att(const run *r, const layouts *y, float *g, const layer_acts *a,
@@ -236,8 +240,8 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
  * regions, where the skeleton has saved dy already). */
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const layer_acts *a, const layer_grads *d, const float *dy,
-                           void *work, float *dst)
+                           const layer_acts *a, const layer_grads *d, const float *dy, void *work,
+                           float *dst)
 {
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
@@ -247,31 +251,32 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
      * GEMM and pp_cu_gelu_backward */
     const void *dyo = operand(r, dy, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(a->fch),
-                    d->dh)) {
+    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(a->fch), d->dh)) {
         gemm(r, 0, 0, BT, F, C, 1.0f, dyo, p + P->fcprojw, is_bf16(p), 0.0f, d->dh);
         cudaCheck(pp_cu_gelu_backward(a->fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
     }
     /* dln2 = dh fcw */
     gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
-    if (g) grads_mlp(r, y, g, a, dy, d->dh, d->dln2);
+    if (g)
+        grads_mlp(r, y, g, a, dy, d->dh, d->dln2);
     /* dres = dy + LN2'(dln2) */
     copy_d2d(r, d->dres, dy, xbytes);
-    cudaCheck(pp_cu_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2,
-                                       BT, C, d->dres, NULL, NULL, r->st));
+    cudaCheck(pp_cu_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT,
+                                       C, d->dres, NULL, NULL, r->st));
     /* datt = dres attprojw; dqkv = the attention's backward */
     gemm_w(r, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, datt);
     const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
     const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
-    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
-                             sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T,
+                             C, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
     gemm_w(r, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
-    if (g) grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
+    if (g)
+        grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
     /* dx = dres + LN1'(dln1) */
     copy_d2d(r, dst, d->dres, xbytes);
-    cudaCheck(pp_cu_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT,
-                                       C, dst, NULL, NULL, r->st));
+    cudaCheck(pp_cu_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT, C,
+                                       dst, NULL, NULL, r->st));
 }
 
 static void head_weight_grads(const run *r, const layouts *y, float *grads, const void *stash,
@@ -282,8 +287,8 @@ static void head_weight_grads(const run *r, const layouts *y, float *grads, cons
     int BT = (int)y->BT, C = y->sh.C, V = y->sh.V;
     gemm_grad(r, 1, 0, V, C, BT, at(stash, L->probs), at(stash, L->lnf), grads + P->wlm);
     cudaCheck(pp_cu_layernorm_backward(at(stash, L->xf), (const float *)NULL,
-                                       at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf, BT,
-                                       C, NULL, grads + P->lnfw, grads + P->lnfb, r->st));
+                                       at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf, BT, C,
+                                       NULL, grads + P->lnfw, grads + P->lnfb, r->st));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -354,11 +359,12 @@ struct gpt_kind {
         int BT = (int)y->BT, C = y->sh.C, V = y->sh.V;
         float *dlnf = grads ? at(work, y->W.dln) : at(stash, L->wdlnf);
         gemm_w(r, 0, 0, BT, C, V, at(stash, L->probs), params + P->wlm, 0.0f, dlnf);
-        if (grads) head_weight_grads(r, y, grads, stash, dlnf);
+        if (grads)
+            head_weight_grads(r, y, grads, stash, dlnf);
         cudaCheck(cudaMemsetAsync(dx, 0, y->BT * (size_t)C * sizeof(float), r->st));
         cudaCheck(pp_cu_layernorm_backward(at(stash, L->xf), params + P->lnfw,
-                                           at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf,
-                                           BT, C, dx, NULL, NULL, r->st));
+                                           at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf, BT,
+                                           C, dx, NULL, NULL, r->st));
     }
 
     static void head_weight(const run *r, const layouts *y, float *grads, const void *stash)

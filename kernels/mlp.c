@@ -77,14 +77,16 @@
  * depth. The head's 1/sqrt(D) keeps the initial logits small (std ~0.6 of
  * LN_f's unit-variance rows), so the loss starts near ln 256. Layer norms
  * start as the identity normalisation (gamma 1, beta 0); biases at zero. */
-static void mlp_init(const pp_model *m, int S, int s, uint64_t seed, float *params) {
+static void mlp_init(const pp_model *m, int S, int s, uint64_t seed, float *params)
+{
     shape sh = shape_of(m, S, s);
     param_layout P = param_layout_of(&sh);
     uint64_t key = pp_init_stage_key(seed, s);
     size_t D = (size_t)sh.D, F = (size_t)sh.F;
 
     memset(params, 0, P.total * sizeof *params);
-    if (sh.first) init_uniform(params, P.E, (size_t)PP_VOCAB * (size_t)sh.E, 1.0f, key);
+    if (sh.first)
+        init_uniform(params, P.E, (size_t)PP_VOCAB * (size_t)sh.E, 1.0f, key);
     for (int k = 0; k < sh.nb; k++) {
         size_t base = P.blocks + (size_t)k * P.block_stride;
         fill(params + base + P.ln_g, D, 1.0f);
@@ -118,36 +120,44 @@ typedef struct {
     float *x, *u, *mean, *rstd, *h, *a;
 } block_acts;
 
-static block_acts block_acts_of(const stash_layout *L, const void *stash, int k) {
+static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
+{
     char *blk = (char *)(uintptr_t)stash + L->blocks + (size_t)k * L->block_stride;
-    block_acts b = {(float *)blk, (float *)(blk + L->u), (float *)(blk + L->mean),
-                    (float *)(blk + L->rstd), (float *)(blk + L->h), (float *)(blk + L->a)};
+    block_acts b = {(float *)blk,
+                    (float *)(blk + L->u),
+                    (float *)(blk + L->mean),
+                    (float *)(blk + L->rstd),
+                    (float *)(blk + L->h),
+                    (float *)(blk + L->a)};
     return b;
 }
 
 /* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
  * rstd, h and a for the backward. */
 static void block_forward(const shape *sh, const gemms *g, const param_layout *P, const float *p,
-                          const block_acts *s, float *y) {
+                          const block_acts *s, float *y)
+{
     int B = sh->B, D = sh->D, F = sh->F;
     pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
     pp_gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
     pp_bias_gelu_forward(s->h, p + P->b1, s->a, B, F); /* one pass: h += b1, a = gelu(h) */
-    memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
+    memcpy(y, s->x, (size_t)B * D * sizeof *y);        /* residual: accumulate onto x */
     pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
     pp_bias_add(y, p + P->b2, B, D);
 }
 
 /* z = LN_f(xh), logits = z Wh^T + bh; returns the summed cross-entropy. */
 static double head_forward(const shape *sh, const gemms *g, const param_layout *P,
-                           const stash_layout *L, const float *params, const int32_t *tgt,
-                           char *st, float *logits) {
+                           const stash_layout *L, const float *params, const int32_t *tgt, char *st,
+                           float *logits)
+{
     int B = sh->B, D = sh->D;
     float *z = (float *)(st + L->z);
     int32_t *targets = (int32_t *)(st + L->targets);
-    for (int r = 0; r < B; r++) targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
-    pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D,
-                         z, (float *)(st + L->meanf), (float *)(st + L->rstdf));
+    for (int r = 0; r < B; r++)
+        targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
+    pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D, z,
+                         (float *)(st + L->meanf), (float *)(st + L->rstdf));
     pp_gemm_aw(g, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
     pp_bias_add(logits, params + P->bh, B, PP_VOCAB);
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
@@ -162,14 +172,16 @@ static double head_forward(const shape *sh, const gemms *g, const param_layout *
  * buffer: dy is consumed before dx is written. du must be a buffer of its
  * own: the layer norm's backward accumulates into dx while reading du. */
 static void block_dh(const shape *sh, const gemms *g, const param_layout *P, const float *p,
-                     const float *h, const float *dy, float *dh) {
+                     const float *h, const float *dy, float *dh)
+{
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm_aw(g, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh);  /* da = dy W2 */
-    pp_gelu_backward(h, dh, dh, (size_t)B * F);           /* dh = da * gelu'(h) */
+    pp_gemm_aw(g, 0, 0, B, F, D, dy, p + P->W2, 0.0f, dh); /* da = dy W2 */
+    pp_gelu_backward(h, dh, dh, (size_t)B * F);            /* dh = da * gelu'(h) */
 }
 
 static void block_du(const shape *sh, const gemms *g, const param_layout *P, const float *p,
-                     const float *dh, float *du) {
+                     const float *dh, float *du)
+{
     int B = sh->B, D = sh->D, F = sh->F;
     pp_gemm_aw(g, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
 }
@@ -178,26 +190,29 @@ static void block_du(const shape *sh, const gemms *g, const param_layout *P, con
  * x, mean, rstd and du, which is why W needs no parameters. */
 static void block_weight_grads(const shape *sh, const gemms *mm, const param_layout *P, float *g,
                                const block_acts *s, const float *dy, const float *dh,
-                               const float *du) {
+                               const float *du)
+{
     int B = sh->B, D = sh->D, F = sh->F;
     pp_gemm_aa(mm, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
     pp_bias_grad(dy, B, D, g + P->b2);
     pp_gemm_aa(mm, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
     pp_bias_grad(dh, B, F, g + P->b1);
-    pp_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL, g + P->ln_g,
-                          g + P->ln_b);
+    pp_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL, g + P->ln_g, g + P->ln_b);
 }
 
-static void block_dx(const shape *sh, const param_layout *P, const float *p,
-                     const block_acts *s, const float *dy, const float *du, float *dx) {
+static void block_dx(const shape *sh, const param_layout *P, const float *p, const block_acts *s,
+                     const float *dy, const float *du, float *dx)
+{
     int B = sh->B, D = sh->D;
-    if (dx != dy) memcpy(dx, dy, (size_t)B * D * sizeof *dx); /* residual path */
+    if (dx != dy)
+        memcpy(dx, dy, (size_t)B * D * sizeof *dx); /* residual path */
     pp_layernorm_backward(s->x, p + P->ln_g, s->mean, s->rstd, du, B, D, dx, NULL, NULL);
 }
 
 /* dlogits = (probs - onehot) * loss_scale. */
 static void head_dlogits(const shape *sh, const stash_layout *L, const void *stash,
-                         float loss_scale, float *dlogits) {
+                         float loss_scale, float *dlogits)
+{
     const int32_t *targets = (const int32_t *)((const char *)stash + L->targets);
     pp_softmax_xent_backward(pp_saved(stash, L->probs), targets, 1, sh->B, PP_VOCAB, loss_scale,
                              dlogits);
@@ -205,7 +220,8 @@ static void head_dlogits(const shape *sh, const stash_layout *L, const void *sta
 
 static void head_weight_grads(const shape *sh, const gemms *g, const param_layout *P,
                               const stash_layout *L, float *grads, const void *stash,
-                              const float *dlogits, const float *duf) {
+                              const float *dlogits, const float *duf)
+{
     int B = sh->B, D = sh->D;
     pp_gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, pp_saved(stash, L->z), grads + P->Wh);
     pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
@@ -216,7 +232,8 @@ static void head_weight_grads(const shape *sh, const gemms *g, const param_layou
 
 /* dxh = LN_f_backward(duf): the layer norm accumulates, so dx starts at 0. */
 static void head_dx(const shape *sh, const param_layout *P, const stash_layout *L,
-                    const float *params, const void *stash, const float *duf, float *dx) {
+                    const float *params, const void *stash, const float *duf, float *dx)
+{
     int B = sh->B, D = sh->D;
     memset(dx, 0, (size_t)B * D * sizeof *dx);
     pp_layernorm_backward(pp_saved(stash, L->xh), params + P->lnf_g, pp_saved(stash, L->meanf),
@@ -226,23 +243,27 @@ static void head_dx(const shape *sh, const param_layout *P, const stash_layout *
 /* ------------------------------------------------------------------------ */
 /* The blocks, as the stage skeleton (stage.c) calls them                    */
 
-static void mlp_open(pp_stage *c) {
+static void mlp_open(pp_stage *c)
+{
     c->y.mlp = mlp_layouts_of(c->m, c->S, c->s);
     c->f = mlp_frame_of(&c->y.mlp);
 }
 
-static void mlp_embed_forward(const pp_stage *c, const int32_t *tokens, float *x0) {
+static void mlp_embed_forward(const pp_stage *c, const int32_t *tokens, float *x0)
+{
     const mlp_layouts *y = &c->y.mlp;
     pp_embedding_forward(tokens, y->sh.B, y->sh.C, c->params + y->P.E, y->sh.E, x0);
 }
 
 static void mlp_embed_backward(const pp_stage *c, const int32_t *tokens, const float *dx0,
-                               float *grads) {
+                               float *grads)
+{
     const mlp_layouts *y = &c->y.mlp;
     pp_embedding_backward(tokens, y->sh.B, y->sh.C, dx0, y->sh.E, grads + y->P.E);
 }
 
-static void mlp_block_forward(const pp_stage *c, int k, const float *p, float *out) {
+static void mlp_block_forward(const pp_stage *c, int k, const float *p, float *out)
+{
     const mlp_layouts *y = &c->y.mlp;
     block_acts acts = block_acts_of(&y->L, c->st, k);
     block_forward(&y->sh, &c->g, &y->P, p, &acts, out);
@@ -250,8 +271,9 @@ static void mlp_block_forward(const pp_stage *c, int k, const float *p, float *o
 
 /* Fused (gk non-NULL): dh and du in the workspace, the weight gradients as
  * they exist. B of a split backward: dh_k and du_k in the split region. */
-static void mlp_block_backward(const pp_stage *c, int k, const float *p, float *gk,
-                               const float *dy, float *dx) {
+static void mlp_block_backward(const pp_stage *c, int k, const float *p, float *gk, const float *dy,
+                               float *dx)
+{
     const mlp_layouts *y = &c->y.mlp;
     block_acts acts = block_acts_of(&y->L, c->st, k);
     char *wblk = c->st + y->L.wblocks + (size_t)k * y->L.wblock_stride;
@@ -259,11 +281,13 @@ static void mlp_block_backward(const pp_stage *c, int k, const float *p, float *
     float *du = (float *)(gk ? c->wk + y->W.du : wblk + y->L.wdu);
     block_dh(&y->sh, &c->g, &y->P, p, acts.h, dy, dh);
     block_du(&y->sh, &c->g, &y->P, p, dh, du);
-    if (gk) block_weight_grads(&y->sh, &c->g, &y->P, gk, &acts, dy, dh, du);
+    if (gk)
+        block_weight_grads(&y->sh, &c->g, &y->P, gk, &acts, dy, dh, du);
     block_dx(&y->sh, &y->P, p, &acts, dy, du, dx);
 }
 
-static void mlp_block_weight(const pp_stage *c, int k, float *gk) {
+static void mlp_block_weight(const pp_stage *c, int k, float *gk)
+{
     const mlp_layouts *y = &c->y.mlp;
     block_acts acts = block_acts_of(&y->L, c->st, k);
     size_t wblk = y->L.wblocks + (size_t)k * y->L.wblock_stride;
@@ -271,25 +295,29 @@ static void mlp_block_weight(const pp_stage *c, int k, float *gk) {
                        pp_saved(c->st, wblk + y->L.wdh), pp_saved(c->st, wblk + y->L.wdu));
 }
 
-static double mlp_head_forward(const pp_stage *c, const int32_t *tgt) {
+static double mlp_head_forward(const pp_stage *c, const int32_t *tgt)
+{
     const mlp_layouts *y = &c->y.mlp;
     return head_forward(&y->sh, &c->g, &y->P, &y->L, c->params, tgt, c->st,
                         (float *)(c->wk + y->W.logits));
 }
 
 /* dlogits and duf in the workspace (fused) or the split region (B). */
-static void mlp_head_backward(const pp_stage *c, float *grads, float loss_scale, float *dx) {
+static void mlp_head_backward(const pp_stage *c, float *grads, float loss_scale, float *dx)
+{
     const mlp_layouts *y = &c->y.mlp;
     float *dlogits = (float *)(grads ? c->wk + y->W.logits : c->st + y->L.wdlogits);
     float *duf = (float *)(grads ? c->wk + y->W.du : c->st + y->L.wduf);
     head_dlogits(&y->sh, &y->L, c->st, loss_scale, dlogits);
     pp_gemm_aw(&c->g, 0, 0, y->sh.B, y->sh.D, PP_VOCAB, dlogits, c->params + y->P.Wh, 0.0f,
                duf); /* duf = dlogits Wh */
-    if (grads) head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st, dlogits, duf);
+    if (grads)
+        head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st, dlogits, duf);
     head_dx(&y->sh, &y->P, &y->L, c->params, c->st, duf, dx);
 }
 
-static void mlp_head_weight(const pp_stage *c, float *grads) {
+static void mlp_head_weight(const pp_stage *c, float *grads)
+{
     const mlp_layouts *y = &c->y.mlp;
     head_weight_grads(&y->sh, &c->g, &y->P, &y->L, grads, c->st, pp_saved(c->st, y->L.wdlogits),
                       pp_saved(c->st, y->L.wduf));

@@ -64,8 +64,12 @@ static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
 {
     char *blk = const_cast<char *>(static_cast<const char *>(stash)) + L->blocks +
                 (size_t)k * L->block_stride;
-    block_acts b = {(float *)blk, (float *)(blk + L->u), (float *)(blk + L->mean),
-                    (float *)(blk + L->rstd), (float *)(blk + L->h), (float *)(blk + L->a)};
+    block_acts b = {(float *)blk,
+                    (float *)(blk + L->u),
+                    (float *)(blk + L->mean),
+                    (float *)(blk + L->rstd),
+                    (float *)(blk + L->h),
+                    (float *)(blk + L->a)};
     return b;
 }
 
@@ -76,8 +80,8 @@ static void block_forward(const run *r, const shape *sh, const param_layout *P, 
                           const block_acts *s, float *y)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    cudaCheck(pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean,
-                                      s->rstd, r->st));
+    cudaCheck(pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd,
+                                      r->st));
     int bf16 = is_bf16(p);
     /* h = u W1^T + b1, a = gelu(h): one GEMM with a GELU_AUX_BIAS epilogue
      * (D = a, aux = h), or the GEMM and pp_cu_bias_gelu_forward */
@@ -172,8 +176,8 @@ static void block_weight_grads(const run *r, const shape *sh, const param_layout
     cudaCheck(pp_cu_bias_grad(dy, B, D, g + P->b2, r->st));
     gemm_grad(r, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
     cudaCheck(pp_cu_bias_grad(dh, B, F, g + P->b1, r->st));
-    cudaCheck(pp_cu_layernorm_backward(s->x, (const float *)NULL, s->mean, s->rstd, du, B, D,
-                                       NULL, g + P->ln_g, g + P->ln_b, r->st));
+    cudaCheck(pp_cu_layernorm_backward(s->x, (const float *)NULL, s->mean, s->rstd, du, B, D, NULL,
+                                       g + P->ln_g, g + P->ln_b, r->st));
 }
 
 /* dx = dy + LN_backward(du): the residual copy, then the layer norm's input
@@ -197,21 +201,20 @@ static void head_weight_grads(const run *r, const shape *sh, const param_layout 
     gemm_grad(r, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
     cudaCheck(pp_cu_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh, r->st));
     cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), (const float *)NULL,
-                                       saved(stash, L->meanf), saved(stash, L->rstdf), duf, B,
-                                       D, NULL, grads + P->lnf_g, grads + P->lnf_b, r->st));
+                                       saved(stash, L->meanf), saved(stash, L->rstdf), duf, B, D,
+                                       NULL, grads + P->lnf_g, grads + P->lnf_b, r->st));
 }
 
 /* dxh = LN_f_backward(duf): the layer norm accumulates, so dx starts at 0. */
 template <typename W>
-static void head_dx(const run *r, const shape *sh, const param_layout *P,
-                    const stash_layout *L, const W *params, const void *stash,
-                    const float *duf, float *dx)
+static void head_dx(const run *r, const shape *sh, const param_layout *P, const stash_layout *L,
+                    const W *params, const void *stash, const float *duf, float *dx)
 {
     int B = sh->B, D = sh->D;
     cudaCheck(cudaMemsetAsync(dx, 0, (size_t)B * D * sizeof(float), r->st));
     cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), params + P->lnf_g,
-                                       saved(stash, L->meanf), saved(stash, L->rstdf), duf, B,
-                                       D, dx, NULL, NULL, r->st));
+                                       saved(stash, L->meanf), saved(stash, L->rstdf), duf, B, D,
+                                       dx, NULL, NULL, r->st));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -227,15 +230,15 @@ struct mlp_kind {
     static void embed_forward(const run *r, const layouts *y, const W *params,
                               const int32_t *tokens, float *x0)
     {
-        cudaCheck(pp_cu_embedding_forward(tokens, y->sh.B, y->sh.C, params + y->P.E, y->sh.E, x0,
-                                          r->st));
+        cudaCheck(
+            pp_cu_embedding_forward(tokens, y->sh.B, y->sh.C, params + y->P.E, y->sh.E, x0, r->st));
     }
 
     static void embed_backward(const run *r, const layouts *y, const int32_t *tokens,
                                const float *dx0, float *grads)
     {
-        cudaCheck(pp_cu_embedding_backward(tokens, y->sh.B, y->sh.C, dx0, y->sh.E,
-                                           grads + y->P.E, r->st));
+        cudaCheck(pp_cu_embedding_backward(tokens, y->sh.B, y->sh.C, dx0, y->sh.E, grads + y->P.E,
+                                           r->st));
     }
 
     template <typename W>
@@ -260,7 +263,8 @@ struct mlp_kind {
         float *du = (float *)(g ? wk + y->W.du : wblk + y->L.wdu);
         block_dh(r, &y->sh, &y->P, p, acts.h, dy, dh);
         block_du(r, &y->sh, &y->P, p, dh, du);
-        if (g) block_weight_grads(r, &y->sh, &y->P, g, &acts, dy, dh, du);
+        if (g)
+            block_weight_grads(r, &y->sh, &y->P, g, &acts, dy, dh, du);
         block_dx(r, &y->sh, &y->P, p, &acts, dy, du, dx);
     }
 
@@ -290,7 +294,8 @@ struct mlp_kind {
         float *duf = (float *)(grads ? wk + y->W.du : st + y->L.wduf);
         gemm_w(r, 0, 0, y->sh.B, y->sh.D, PP_VOCAB, saved(stash, y->L.probs), params + y->P.Wh,
                0.0f, duf); /* duf = dlogits Wh */
-        if (grads) head_weight_grads(r, &y->sh, &y->P, &y->L, grads, stash, duf);
+        if (grads)
+            head_weight_grads(r, &y->sh, &y->P, &y->L, grads, stash, duf);
         head_dx(r, &y->sh, &y->P, &y->L, params, stash, duf, dx);
     }
 

@@ -67,9 +67,8 @@ void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, flo
  * saves what the weight gradient needs in the stash, which must then be
  * pp_stage_stash_bytes_split bytes; W, later, accumulates the weight
  * gradients. B then W gives the same bits as pp_stage_backward. */
-void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
-                             void *stash, void *work, const float *dout, float *din,
-                             float loss_scale);
+void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights, void *stash,
+                             void *work, const float *dout, float *din, float loss_scale);
 void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
                               void *work);
 

@@ -30,11 +30,15 @@ extern "C" {
 static int create_fail(pp_cuda_model *cm, char *err, size_t errlen, const char *what,
                        const char *why)
 {
-    if (err && errlen) snprintf(err, errlen, "%s failed: %s", what, why);
+    if (err && errlen)
+        snprintf(err, errlen, "%s failed: %s", what, why);
     if (cm) {
-        if (cm->blas) (void)cublasDestroy(cm->blas); /* best effort: already failing */
-        if (cm->lt) pp_lt_destroy(cm->lt);
-        if (cm->d_loss) (void)cudaFree(cm->d_loss);
+        if (cm->blas)
+            (void)cublasDestroy(cm->blas); /* best effort: already failing */
+        if (cm->lt)
+            pp_lt_destroy(cm->lt);
+        if (cm->d_loss)
+            (void)cudaFree(cm->d_loss);
         free(cm);
     }
     return -1;
@@ -44,7 +48,8 @@ int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t
 {
     *out = NULL;
     pp_cuda_model *cm = (pp_cuda_model *)calloc(1, sizeof *cm);
-    if (!cm) return create_fail(NULL, err, errlen, "malloc", "out of memory");
+    if (!cm)
+        return create_fail(NULL, err, errlen, "malloc", "out of memory");
     cm->st = st;
     cm->epilogues = 1;
 
@@ -84,7 +89,8 @@ int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t
 
 void pp_cuda_model_destroy(pp_cuda_model *cm)
 {
-    if (!cm) return;
+    if (!cm)
+        return;
     /* cublasDestroy synchronises the device (cuBLAS documents it), so no
      * forward still adds to d_loss when it is freed. */
     cublasCheck(cublasDestroy(cm->blas));
@@ -119,7 +125,8 @@ void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint
                         float *params)
 {
     size_t n = pp_stage_param_count(m, S, s);
-    if (n == 0) return; /* a middle stage without blocks */
+    if (n == 0)
+        return; /* a middle stage without blocks */
     float *host = (float *)malloc(n * sizeof(float));
     if (!host) {
         fprintf(stderr, "ppvm: out of memory initialising stage %d (%zu floats)\n", s, n);
@@ -140,8 +147,8 @@ void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int
     if (m->precision == PP_PREC_BF16)
         cudaCheck(pp_cu_f32_to_bf16(master, (uint16_t *)copy, n, cm->st));
     else if (copy != master && n > 0)
-        cudaCheck(cudaMemcpyAsync(copy, master, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                                  cm->st));
+        cudaCheck(
+            cudaMemcpyAsync(copy, master, n * sizeof(float), cudaMemcpyDeviceToDevice, cm->st));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -150,39 +157,46 @@ void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int
 static const pp_cuda_model_impl *impl_of(const pp_model *m)
 {
     switch (m->kind) {
-    case PP_MODEL_MLP: return &pp_cuda_model_mlp;
-    case PP_MODEL_GPT: return &pp_cuda_model_gpt;
-    default: return NULL; /* refused by the plan reader and the compiler */
+    case PP_MODEL_MLP:
+        return &pp_cuda_model_mlp;
+    case PP_MODEL_GPT:
+        return &pp_cuda_model_gpt;
+    default:
+        return NULL; /* refused by the plan reader and the compiler */
     }
 }
 
-void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                           const void *weights, const void *in, const int32_t *tgt, void *stash,
-                           void *work, float *out, float loss_scale)
+void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                           const void *in, const int32_t *tgt, void *stash, void *work, float *out,
+                           float loss_scale)
 {
     const pp_cuda_model_impl *k = impl_of(m);
-    if (k) k->forward(cm, m, S, s, weights, in, tgt, stash, work, out, loss_scale);
+    if (k)
+        k->forward(cm, m, S, s, weights, in, tgt, stash, work, out, loss_scale);
 }
 
-void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const void *weights, float *grads, const void *stash, void *work,
-                            const float *dout, float *din)
+void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                            float *grads, const void *stash, void *work, const float *dout,
+                            float *din)
 {
     const pp_cuda_model_impl *k = impl_of(m);
-    if (k) k->backward(cm, m, S, s, weights, grads, stash, work, dout, din);
+    if (k)
+        k->backward(cm, m, S, s, weights, grads, stash, work, dout, din);
 }
 
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const void *weights, void *stash, void *work,
-                                  const float *dout, float *din)
+                                  const void *weights, void *stash, void *work, const float *dout,
+                                  float *din)
 {
     const pp_cuda_model_impl *k = impl_of(m);
-    if (k) k->backward_input(cm, m, S, s, weights, stash, work, dout, din);
+    if (k)
+        k->backward_input(cm, m, S, s, weights, stash, work, dout, din);
 }
 
-void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                   float *grads, const void *stash, void *work)
+void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s, float *grads,
+                                   const void *stash, void *work)
 {
     const pp_cuda_model_impl *k = impl_of(m);
-    if (k) k->backward_weight(cm, m, S, s, grads, stash, work);
+    if (k)
+        k->backward_weight(cm, m, S, s, grads, stash, work);
 }

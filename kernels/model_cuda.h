@@ -72,20 +72,20 @@ void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int
 
 /* F(s,b), as pp_stage_forward; loss_scale as pp_stage_backward's (used on
  * the last stage only). */
-void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                           const void *weights, const void *in, const int32_t *tgt, void *stash,
-                           void *work, float *out, float loss_scale);
+void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                           const void *in, const int32_t *tgt, void *stash, void *work, float *out,
+                           float loss_scale);
 /* B(s,b), as pp_stage_backward (accumulates into grads, fp32). */
-void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const void *weights, float *grads, const void *stash, void *work,
-                            const float *dout, float *din);
+void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                            float *grads, const void *stash, void *work, const float *dout,
+                            float *din);
 /* The split backward, as pp_stage_backward_input / _weight (the stash of
  * pp_stage_stash_bytes_split bytes). */
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                  const void *weights, void *stash, void *work,
-                                  const float *dout, float *din);
-void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                   float *grads, const void *stash, void *work);
+                                  const void *weights, void *stash, void *work, const float *dout,
+                                  float *din);
+void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s, float *grads,
+                                   const void *stash, void *work);
 
 /* The summed loss of the forwards since the last call; synchronises the
  * stream. */

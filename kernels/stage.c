@@ -5,17 +5,22 @@
 
 #include <string.h>
 
-static const pp_model_impl *impl_of(const pp_model *m) {
+static const pp_model_impl *impl_of(const pp_model *m)
+{
     switch (m->kind) {
-    case PP_MODEL_MLP: return &pp_model_mlp;
-    case PP_MODEL_GPT: return &pp_model_gpt;
-    default: return NULL; /* refused by the plan reader and the compiler */
+    case PP_MODEL_MLP:
+        return &pp_model_mlp;
+    case PP_MODEL_GPT:
+        return &pp_model_gpt;
+    default:
+        return NULL; /* refused by the plan reader and the compiler */
     }
 }
 
 /* The stage as a job sees it. weights NULL: W, which reads no weights. */
 static pp_stage open_stage(const pp_model_impl *k, const pp_model *m, int S, int s,
-                           const void *weights, const void *stash, void *work) {
+                           const void *weights, const void *stash, void *work)
+{
     pp_stage c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -25,26 +30,33 @@ static pp_stage open_stage(const pp_model_impl *k, const pp_model *m, int S, int
     c.st = (char *)(uintptr_t)stash; /* the split tail is writable by contract */
     c.wk = work;
     c.g = pp_stage_gemms_of(c.f.bf16, work, c.f.ca, c.f.cb);
-    if (weights) c.params = pp_stage_params_of(c.f.bf16, c.f.params, weights, c.wk + c.f.wide);
+    if (weights)
+        c.params = pp_stage_params_of(c.f.bf16, c.f.params, weights, c.wk + c.f.wide);
     return c;
 }
 
 /* Where block k's input lives: the stash for the blocks and the head; the
  * caller's `out` for the output of a non-final stage (B does not need it). */
-static float *x_slot(const pp_stage *c, float *out, int k) {
-    if (k < c->f.nb) return (float *)(c->st + c->f.blocks + (size_t)k * c->f.block_stride);
+static float *x_slot(const pp_stage *c, float *out, int k)
+{
+    if (k < c->f.nb)
+        return (float *)(c->st + c->f.blocks + (size_t)k * c->f.block_stride);
     return c->f.last ? (float *)(c->st + c->f.head_in) : out;
 }
 
-void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params) {
+void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params)
+{
     const pp_model_impl *k = impl_of(m);
-    if (k) k->init(m, S, s, seed, params);
+    if (k)
+        k->init(m, S, s, seed, params);
 }
 
 double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
-                        const int32_t *tgt, void *stash, void *work, float *out) {
+                        const int32_t *tgt, void *stash, void *work, float *out)
+{
     const pp_model_impl *k = impl_of(m);
-    if (!k) return 0.0;
+    if (!k)
+        return 0.0;
     pp_stage c = open_stage(k, m, S, s, weights, stash, work);
     float *x0 = x_slot(&c, out, 0);
     if (c.f.first) {
@@ -66,7 +78,8 @@ double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, co
  * is written straight to din. */
 static void backward_walk(const pp_model_impl *k, const pp_model *m, int S, int s,
                           const void *weights, float *grads, const void *stash, void *work,
-                          const float *dout, float *din, float loss_scale) {
+                          const float *dout, float *din, float loss_scale)
+{
     pp_stage c = open_stage(k, m, S, s, weights, stash, work);
     float *dx = (float *)(c.wk + c.f.dx);
     size_t xbytes = pp_act_bytes(m);
@@ -97,26 +110,32 @@ static void backward_walk(const pp_model_impl *k, const pp_model *m, int S, int 
 
 void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
                        const void *stash, void *work, const float *dout, float *din,
-                       float loss_scale) {
+                       float loss_scale)
+{
     const pp_model_impl *k = impl_of(m);
-    if (k) backward_walk(k, m, S, s, weights, grads, stash, work, dout, din, loss_scale);
+    if (k)
+        backward_walk(k, m, S, s, weights, grads, stash, work, dout, din, loss_scale);
 }
 
-void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights,
-                             void *stash, void *work, const float *dout, float *din,
-                             float loss_scale) {
+void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights, void *stash,
+                             void *work, const float *dout, float *din, float loss_scale)
+{
     const pp_model_impl *k = impl_of(m);
-    if (k) backward_walk(k, m, S, s, weights, NULL, stash, work, dout, din, loss_scale);
+    if (k)
+        backward_walk(k, m, S, s, weights, NULL, stash, work, dout, din, loss_scale);
 }
 
 /* Exactly the weight-gradient work of the fused walk, in its order, from
  * what B saved. */
 void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
-                              void *work) {
+                              void *work)
+{
     const pp_model_impl *k = impl_of(m);
-    if (!k) return;
+    if (!k)
+        return;
     pp_stage c = open_stage(k, m, S, s, NULL, stash, work);
-    if (c.f.last) k->head_weight(&c, grads);
+    if (c.f.last)
+        k->head_weight(&c, grads);
     for (int b = c.f.nb - 1; b >= 0; b--)
         k->block_weight(&c, b, grads + c.f.pblocks + (size_t)b * c.f.pblock_stride);
     if (c.f.first)

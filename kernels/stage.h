@@ -32,10 +32,10 @@ typedef struct pp_stage {
     union {
         mlp_layouts mlp;
         gpt_layouts gpt;
-    } y;                  /* the kind's layouts (its open fills its member) */
-    const float *params;  /* the weights as fp32 (NULL in W, which reads none) */
-    char *st, *wk;        /* the stash and the workspace */
-    pp_stage_gemms g;     /* the GEMMs' precision (stage_gemm.h) */
+    } y;                 /* the kind's layouts (its open fills its member) */
+    const float *params; /* the weights as fp32 (NULL in W, which reads none) */
+    char *st, *wk;       /* the stash and the workspace */
+    pp_stage_gemms g;    /* the GEMMs' precision (stage_gemm.h) */
 } pp_stage;
 
 /* One model kind's blocks. p and g point at block k's parameters and
@@ -65,7 +65,8 @@ extern const pp_model_impl pp_model_mlp; /* mlp.c */
 extern const pp_model_impl pp_model_gpt; /* gpt.c */
 
 /* A stash region saved by F, read-only for B and W. */
-static inline const float *pp_saved(const void *stash, size_t off) {
+static inline const float *pp_saved(const void *stash, size_t off)
+{
     return (const float *)((const char *)stash + off);
 }
 

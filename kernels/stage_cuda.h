@@ -35,15 +35,15 @@ extern "C" {
 #include "../isa/model_shape.h"
 }
 
-template <typename K>
-struct cuda_stage {
+template <typename K> struct cuda_stage {
     typedef typename K::layouts Y;
 
     /* Where block k's input lives: the stash for the blocks and the head;
      * the caller's `out` for the output of a non-final stage. */
     static float *x_slot(const pp_stage_frame *f, char *st, float *out, int k)
     {
-        if (k < f->nb) return (float *)(st + f->blocks + (size_t)k * f->block_stride);
+        if (k < f->nb)
+            return (float *)(st + f->blocks + (size_t)k * f->block_stride);
         return f->last ? (float *)(st + f->head_in) : out;
     }
 
@@ -72,7 +72,8 @@ struct cuda_stage {
         for (int k = 0; k < f.nb; k++)
             K::block_forward(r, &y, k, params + f.pblocks + (size_t)k * f.pblock_stride, stash,
                              work, x_slot(&f, st, out, k + 1));
-        if (f.last) K::head_forward(r, &y, params, tgt, stash, work, loss_scale);
+        if (f.last)
+            K::head_forward(r, &y, params, tgt, stash, work, loss_scale);
     }
 
     /* The backward walk, fused (grads non-NULL: weight gradients as it
@@ -81,9 +82,9 @@ struct cuda_stage {
      * contract). The very last input gradient of a non-first stage is
      * written straight to din. */
     template <typename W>
-    static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                              const W *params, float *grads, const void *stash, void *work,
-                              const float *dout, float *din)
+    static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
+                              float *grads, const void *stash, void *work, const float *dout,
+                              float *din)
     {
         Y y = K::layouts_of(m, S, s);
         pp_stage_frame f = K::frame_of(&y);
@@ -126,23 +127,23 @@ struct cuda_stage {
         pp_stage_frame f = K::frame_of(&y);
         const run rr = run_for(cm, &f, work), *r = &rr;
         const char *st = (const char *)stash;
-        if (f.last) K::head_weight(r, &y, grads, stash);
+        if (f.last)
+            K::head_weight(r, &y, grads, stash);
         for (int k = f.nb - 1; k >= 0; k--)
             K::block_weight(r, &y, k, grads + f.pblocks + (size_t)k * f.pblock_stride, stash);
         if (f.first)
-            K::embed_backward(r, &y, (const int32_t *)(st + f.tokens),
-                              (const float *)(st + f.wdx0), grads);
+            K::embed_backward(r, &y, (const int32_t *)(st + f.tokens), (const float *)(st + f.wdx0),
+                              grads);
     }
 
     /* The entry points (pp_cuda_model_impl): the compute copy's type from
      * the model's precision. */
-    static void forward_any(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                            const void *weights, const void *in, const int32_t *tgt, void *stash,
-                            void *work, float *out, float loss_scale)
+    static void forward_any(pp_cuda_model *cm, const pp_model *m, int S, int s, const void *weights,
+                            const void *in, const int32_t *tgt, void *stash, void *work, float *out,
+                            float loss_scale)
     {
         if (m->precision == PP_PREC_BF16)
-            forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, work, out,
-                    loss_scale);
+            forward(cm, m, S, s, (const uint16_t *)weights, in, tgt, stash, work, out, loss_scale);
         else
             forward(cm, m, S, s, (const float *)weights, in, tgt, stash, work, out, loss_scale);
     }
@@ -158,8 +159,8 @@ struct cuda_stage {
     }
 
     static void backward_input_any(pp_cuda_model *cm, const pp_model *m, int S, int s,
-                                   const void *weights, void *stash, void *work,
-                                   const float *dout, float *din)
+                                   const void *weights, void *stash, void *work, const float *dout,
+                                   float *din)
     {
         backward_any(cm, m, S, s, weights, NULL, stash, work, dout, din);
     }

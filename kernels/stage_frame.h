@@ -14,7 +14,7 @@
 
 /* Offsets the skeleton needs, taken from the kind's layouts. */
 typedef struct {
-    int nb;                        /* blocks (mlp) or layers (gpt) of the stage */
+    int nb; /* blocks (mlp) or layers (gpt) of the stage */
     int first, last, bf16;
     size_t params;                 /* floats of parameters */
     size_t pblocks, pblock_stride; /* params: block k at pblocks + k*pblock_stride */
@@ -37,7 +37,8 @@ typedef struct {
     work_layout W;
 } mlp_layouts;
 
-static inline mlp_layouts mlp_layouts_of(const pp_model *m, int S, int s) {
+static inline mlp_layouts mlp_layouts_of(const pp_model *m, int S, int s)
+{
     mlp_layouts y;
     y.sh = shape_of(m, S, s);
     y.P = param_layout_of(&y.sh);
@@ -46,7 +47,8 @@ static inline mlp_layouts mlp_layouts_of(const pp_model *m, int S, int s) {
     return y;
 }
 
-static inline pp_stage_frame mlp_frame_of(const mlp_layouts *y) {
+static inline pp_stage_frame mlp_frame_of(const mlp_layouts *y)
+{
     pp_stage_frame f;
     f.nb = y->sh.nb;
     f.first = y->sh.first;
@@ -80,7 +82,8 @@ typedef struct {
     size_t BT; /* rows: batch * context */
 } gpt_layouts;
 
-static inline gpt_layouts gpt_layouts_of(const pp_model *m, int S, int s) {
+static inline gpt_layouts gpt_layouts_of(const pp_model *m, int S, int s)
+{
     gpt_layouts y;
     y.sh = gpt_shape_of(m, S, s);
     y.P = gpt_param_layout_of(&y.sh);
@@ -90,7 +93,8 @@ static inline gpt_layouts gpt_layouts_of(const pp_model *m, int S, int s) {
     return y;
 }
 
-static inline pp_stage_frame gpt_frame_of(const gpt_layouts *y) {
+static inline pp_stage_frame gpt_frame_of(const gpt_layouts *y)
+{
     pp_stage_frame f;
     f.nb = y->sh.L;
     f.first = y->sh.first;

@@ -4,7 +4,8 @@
 
 #include "cpu_kernels.h"
 
-pp_stage_gemms pp_stage_gemms_of(int bf16, void *work, size_t ca, size_t cb) {
+pp_stage_gemms pp_stage_gemms_of(int bf16, void *work, size_t ca, size_t cb)
+{
     pp_stage_gemms g = {bf16, NULL, NULL};
     if (bf16) {
         g.ca = (float *)((char *)work + ca);
@@ -14,7 +15,8 @@ pp_stage_gemms pp_stage_gemms_of(int bf16, void *work, size_t ca, size_t cb) {
 }
 
 void pp_gemm_aw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
-                const float *W, float beta, float *C) {
+                const float *W, float beta, float *C)
+{
     if (g->bf16) {
         pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
         A = g->ca;
@@ -23,7 +25,8 @@ void pp_gemm_aw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, co
 }
 
 void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
-                const float *B, float *C) {
+                const float *B, float *C)
+{
     if (g->bf16) {
         pp_round_bf16(A, g->ca, (size_t)M * (size_t)K);
         pp_round_bf16(B, g->cb, (size_t)K * (size_t)N);
@@ -33,8 +36,10 @@ void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, co
     pp_gemm(ta, tb, M, N, K, 1.0f, A, B, 1.0f, C);
 }
 
-const float *pp_stage_params_of(int bf16, size_t total, const void *weights, void *wide) {
-    if (!bf16 || total == 0) return weights;
+const float *pp_stage_params_of(int bf16, size_t total, const void *weights, void *wide)
+{
+    if (!bf16 || total == 0)
+        return weights;
     pp_bf16_to_f32(weights, wide, total);
     return wide;
 }

@@ -34,51 +34,77 @@ typedef uint32_t pp_v8u __attribute__((vector_size(32)));
 #define PP_HOT
 #endif
 
-static inline __attribute__((always_inline)) pp_v8f v8_load(const float *p) {
+static inline __attribute__((always_inline)) pp_v8f v8_load(const float *p)
+{
     pp_v8f v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline __attribute__((always_inline)) void v8_store(float *p, pp_v8f v) { memcpy(p, &v, sizeof v); }
+static inline __attribute__((always_inline)) void v8_store(float *p, pp_v8f v)
+{
+    memcpy(p, &v, sizeof v);
+}
 
 /* The first n (< 8) elements, the rest `fill`: a loop's tail computes with
  * the same arithmetic as its body, so an element's value never depends on
  * where it sits in the array. */
-static inline __attribute__((always_inline)) pp_v8f v8_load_part(const float *p, size_t n, float fill) {
+static inline __attribute__((always_inline)) pp_v8f v8_load_part(const float *p, size_t n,
+                                                                 float fill)
+{
     pp_v8f v = {fill, fill, fill, fill, fill, fill, fill, fill};
-    for (size_t i = 0; i < n; i++) v[i] = p[i]; /* a loop: no memcpy call */
+    for (size_t i = 0; i < n; i++)
+        v[i] = p[i]; /* a loop: no memcpy call */
     return v;
 }
 
-static inline __attribute__((always_inline)) void v8_store_part(float *p, pp_v8f v, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] = v[i];
+static inline __attribute__((always_inline)) void v8_store_part(float *p, pp_v8f v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = v[i];
 }
 
-static inline __attribute__((always_inline)) pp_v8f v8_set(float x) { return (pp_v8f){x, x, x, x, x, x, x, x}; }
+static inline __attribute__((always_inline)) pp_v8f v8_set(float x)
+{
+    return (pp_v8f){x, x, x, x, x, x, x, x};
+}
 
 /* m ? a : b lane by lane, m a comparison's result (all ones or zero). */
-static inline __attribute__((always_inline)) pp_v8f v8_sel(pp_v8i m, pp_v8f a, pp_v8f b) {
+static inline __attribute__((always_inline)) pp_v8f v8_sel(pp_v8i m, pp_v8f a, pp_v8f b)
+{
     return (pp_v8f)((m & (pp_v8i)a) | (~m & (pp_v8i)b));
 }
 
 /* Written so a NaN lane stays NaN: the comparison is false for NaN. */
-static inline __attribute__((always_inline)) pp_v8f v8_min(pp_v8f a, float hi) { return v8_sel(a > hi, v8_set(hi), a); }
-static inline __attribute__((always_inline)) pp_v8f v8_max(pp_v8f a, float lo) { return v8_sel(a < lo, v8_set(lo), a); }
+static inline __attribute__((always_inline)) pp_v8f v8_min(pp_v8f a, float hi)
+{
+    return v8_sel(a > hi, v8_set(hi), a);
+}
+static inline __attribute__((always_inline)) pp_v8f v8_max(pp_v8f a, float lo)
+{
+    return v8_sel(a < lo, v8_set(lo), a);
+}
 
-static inline __attribute__((always_inline)) pp_v8f v8_abs(pp_v8f a) { return (pp_v8f)((pp_v8i)a & 0x7fffffff); }
+static inline __attribute__((always_inline)) pp_v8f v8_abs(pp_v8f a)
+{
+    return (pp_v8f)((pp_v8i)a & 0x7fffffff);
+}
 
 /* The largest lane (NaN-free input), the same whatever the order. */
-static inline __attribute__((always_inline)) float v8_hmax(pp_v8f v) {
+static inline __attribute__((always_inline)) float v8_hmax(pp_v8f v)
+{
     float m = v[0];
-    for (int i = 1; i < 8; i++) m = v[i] > m ? v[i] : m;
+    for (int i = 1; i < 8; i++)
+        m = v[i] > m ? v[i] : m;
     return m;
 }
 
 /* The lanes' sum in double, lane 0 first. */
-static inline __attribute__((always_inline)) double v8_hsum_d(pp_v8f v) {
+static inline __attribute__((always_inline)) double v8_hsum_d(pp_v8f v)
+{
     double s = 0.0;
-    for (int i = 0; i < 8; i++) s += (double)v[i];
+    for (int i = 0; i < 8; i++)
+        s += (double)v[i];
     return s;
 }
 
@@ -91,29 +117,34 @@ typedef struct {
     pp_v4d lo, hi;
 } pp_d8;
 
-static inline __attribute__((always_inline)) pp_v4d v8_lo_d(pp_v8f v) {
+static inline __attribute__((always_inline)) pp_v4d v8_lo_d(pp_v8f v)
+{
     return __builtin_convertvector(((pp_v4f){v[0], v[1], v[2], v[3]}), pp_v4d);
 }
-static inline __attribute__((always_inline)) pp_v4d v8_hi_d(pp_v8f v) {
+static inline __attribute__((always_inline)) pp_v4d v8_hi_d(pp_v8f v)
+{
     return __builtin_convertvector(((pp_v4f){v[4], v[5], v[6], v[7]}), pp_v4d);
 }
 
 /* a += (double)v, lane by lane */
-static inline __attribute__((always_inline)) pp_d8 d8_add(pp_d8 a, pp_v8f v) {
+static inline __attribute__((always_inline)) pp_d8 d8_add(pp_d8 a, pp_v8f v)
+{
     a.lo += v8_lo_d(v);
     a.hi += v8_hi_d(v);
     return a;
 }
 
 /* a += (double)x * (double)y, lane by lane */
-static inline __attribute__((always_inline)) pp_d8 d8_add_mul(pp_d8 a, pp_v8f x, pp_v8f y) {
+static inline __attribute__((always_inline)) pp_d8 d8_add_mul(pp_d8 a, pp_v8f x, pp_v8f y)
+{
     a.lo += v8_lo_d(x) * v8_lo_d(y);
     a.hi += v8_hi_d(x) * v8_hi_d(y);
     return a;
 }
 
 /* a += ((double)x - mu)^2, lane by lane */
-static inline __attribute__((always_inline)) pp_d8 d8_add_sqdev(pp_d8 a, pp_v8f x, double mu) {
+static inline __attribute__((always_inline)) pp_d8 d8_add_sqdev(pp_d8 a, pp_v8f x, double mu)
+{
     pp_v4d l = v8_lo_d(x) - mu, h = v8_hi_d(x) - mu;
     a.lo += l * l;
     a.hi += h * h;
@@ -121,10 +152,13 @@ static inline __attribute__((always_inline)) pp_d8 d8_add_sqdev(pp_d8 a, pp_v8f 
 }
 
 /* the 8 partial sums added in lane order */
-static inline __attribute__((always_inline)) double d8_sum(pp_d8 a) {
+static inline __attribute__((always_inline)) double d8_sum(pp_d8 a)
+{
     double s = 0.0;
-    for (int i = 0; i < 4; i++) s += a.lo[i];
-    for (int i = 0; i < 4; i++) s += a.hi[i];
+    for (int i = 0; i < 4; i++)
+        s += a.lo[i];
+    for (int i = 0; i < 4; i++)
+        s += a.hi[i];
     return s;
 }
 
@@ -133,7 +167,8 @@ static inline __attribute__((always_inline)) double d8_sum(pp_d8 a) {
  * exponent bits. Domain: x <= 88 (clamped there: exp(88) = 1.65e38; the
  * callers pass x <= 20); for x < -87.33, where exp(x) < 1.2e-38 is at most
  * subnormal, 0. NaN stays NaN. Measured error: kernels/README.md. */
-static inline __attribute__((always_inline)) pp_v8f v8_exp(pp_v8f x) {
+static inline __attribute__((always_inline)) pp_v8f v8_exp(pp_v8f x)
+{
     pp_v8i under = x < -87.33654f;
     x = v8_max(v8_min(x, 88.0f), -87.33654f);
     /* n = round(x log2 e): adding and removing 1.5 * 2^23 rounds to the
@@ -157,7 +192,8 @@ static inline __attribute__((always_inline)) pp_v8f v8_exp(pp_v8f x) {
  * x + x^3 P(x^2); above, 1 - 2 / (exp(2|x|) + 1) with the sign of x, |x|
  * clamped to 10 (where tanh is 1 in float). Defined for every float (inf
  * gives +-1); NaN stays NaN. */
-static inline __attribute__((always_inline)) pp_v8f v8_tanh(pp_v8f x) {
+static inline __attribute__((always_inline)) pp_v8f v8_tanh(pp_v8f x)
+{
     pp_v8f ax = v8_abs(x);
     pp_v8f z = x * x;
     pp_v8f p = -5.70498872745e-3f * z + 2.06390887954e-2f;

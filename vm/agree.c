@@ -13,7 +13,7 @@
 #include "check.h"
 #include "vm.h"
 
-#define VALLEN 200 /* a flag's value in words, as compared (longer paths: cut, hashed whole) */
+#define VALLEN 200  /* a flag's value in words, as compared (longer paths: cut, hashed whole) */
 #define BLOCK 65536 /* tokens hashed at each end of the data */
 
 /* The flags that must agree. --quiet, --loss-digits, --timeout and --grace
@@ -21,15 +21,50 @@
  * may differ between nodes (the data itself may not). --no-compute has a
  * check of its own, just after (driver.c, same_mode). */
 enum {
-    F_BACKEND, F_TRANSPORT, F_STEPS, F_SEED, F_LR, F_WEIGHT_DECAY, F_BETA1, F_BETA2, F_EPS,
-    F_WARMUP, F_DATA, F_SAVE, F_DETERMINISTIC, F_EPILOGUES, F_PROFILE, F_CHECKPOINT_DIR,
-    F_CHECKPOINT_EVERY, F_CHECKPOINT_KEEP, F_RESUME, F_RESHARD, F_SKIP_NONFINITE, F_COUNT
+    F_BACKEND,
+    F_TRANSPORT,
+    F_STEPS,
+    F_SEED,
+    F_LR,
+    F_WEIGHT_DECAY,
+    F_BETA1,
+    F_BETA2,
+    F_EPS,
+    F_WARMUP,
+    F_DATA,
+    F_SAVE,
+    F_DETERMINISTIC,
+    F_EPILOGUES,
+    F_PROFILE,
+    F_CHECKPOINT_DIR,
+    F_CHECKPOINT_EVERY,
+    F_CHECKPOINT_KEEP,
+    F_RESUME,
+    F_RESHARD,
+    F_SKIP_NONFINITE,
+    F_COUNT
 };
-static const char *const names[F_COUNT] = {
-    "--backend", "--transport", "--steps", "--seed", "--lr", "--weight-decay", "AdamW's beta1",
-    "--adam-beta2", "--adam-eps", "--warmup", "--data", "--save", "--deterministic",
-    "--epilogues", "--profile", "--checkpoint-dir", "--checkpoint-every", "--checkpoint-keep",
-    "--resume", "--reshard", "--skip-nonfinite"};
+static const char *const names[F_COUNT] = {"--backend",
+                                           "--transport",
+                                           "--steps",
+                                           "--seed",
+                                           "--lr",
+                                           "--weight-decay",
+                                           "AdamW's beta1",
+                                           "--adam-beta2",
+                                           "--adam-eps",
+                                           "--warmup",
+                                           "--data",
+                                           "--save",
+                                           "--deterministic",
+                                           "--epilogues",
+                                           "--profile",
+                                           "--checkpoint-dir",
+                                           "--checkpoint-every",
+                                           "--checkpoint-keep",
+                                           "--resume",
+                                           "--reshard",
+                                           "--skip-nonfinite"};
 
 static uint64_t fnv(const char *s)
 {
@@ -44,9 +79,11 @@ static uint64_t fnv(const char *s)
  * it tells apart other files, other versions and a truncated copy. */
 static void data_identity(const pp_dataset *ds, char *buf, size_t n)
 {
-    size_t head = ds->len < BLOCK ? ds->len : BLOCK, tail = ds->len - head < BLOCK ? ds->len - head : BLOCK;
+    size_t head = ds->len < BLOCK ? ds->len : BLOCK,
+           tail = ds->len - head < BLOCK ? ds->len - head : BLOCK;
     uint32_t a = pp_crc32((const uint8_t *)ds->tokens, head * sizeof *ds->tokens);
-    uint32_t b = pp_crc32((const uint8_t *)(ds->tokens + ds->len - tail), tail * sizeof *ds->tokens);
+    uint32_t b =
+        pp_crc32((const uint8_t *)(ds->tokens + ds->len - tail), tail * sizeof *ds->tokens);
     if (tail)
         snprintf(buf, n, "%zu tokens, crc32 %08x of the first %d and %08x of the last %zu", ds->len,
                  a, BLOCK, b, tail);
@@ -54,8 +91,7 @@ static void data_identity(const pp_dataset *ds, char *buf, size_t n)
         snprintf(buf, n, "%zu tokens, crc32 %08x", ds->len, a);
 }
 
-static void values(const pp_run *run, const char *backend, char v[F_COUNT][VALLEN],
-                   uint64_t *hash)
+static void values(const pp_run *run, const char *backend, char v[F_COUNT][VALLEN], uint64_t *hash)
 {
     const pp_train_opts *o = run->opts;
     const pp_optim *q = &o->optim;
@@ -131,8 +167,10 @@ static void say(int f, int size, const uint64_t *hash, const char *words)
                         words + ((size_t)r * F_COUNT + f) * VALLEN);
     }
     free(done);
-    pp_vm_error(-1, "%s (every rank needs the same training flags and data: one command line "
-                "for all)", msg);
+    pp_vm_error(-1,
+                "%s (every rank needs the same training flags and data: one command line "
+                "for all)",
+                msg);
 }
 
 int pp_flags_agree(const pp_run *run, const char *backend)
@@ -151,8 +189,8 @@ int pp_flags_agree(const pp_run *run, const char *backend)
     }
     uint64_t *own = hash + (size_t)size * F_COUNT;
     values(run, backend, mine, own);
-    mpiCheck(MPI_Allgather(own, F_COUNT, MPI_UINT64_T, hash, F_COUNT, MPI_UINT64_T,
-                           MPI_COMM_WORLD));
+    mpiCheck(
+        MPI_Allgather(own, F_COUNT, MPI_UINT64_T, hash, F_COUNT, MPI_UINT64_T, MPI_COMM_WORLD));
     mpiCheck(MPI_Gather(mine, F_COUNT * VALLEN, MPI_CHAR, words, F_COUNT * VALLEN, MPI_CHAR, 0,
                         MPI_COMM_WORLD));
     int same = 1;

@@ -72,11 +72,11 @@ typedef struct {
     const pp_plan *p;
     const pp_dataset *ds;
     const pp_train_opts *opts;
-    int me;            /* this rank */
-    int step;          /* the step in progress, from 0 */
-    int done;          /* steps trained so far: --resume's step, then each step's end */
-    double t0;         /* MPI_Wtime() at its start: the cuda watchdog's origin */
-    pp_profile *prof;  /* --profile, or NULL */
+    int me;           /* this rank */
+    int step;         /* the step in progress, from 0 */
+    int done;         /* steps trained so far: --resume's step, then each step's end */
+    double t0;        /* MPI_Wtime() at its start: the cuda watchdog's origin */
+    pp_profile *prof; /* --profile, or NULL */
     /* --no-compute (vm/vmbench.h): ns the backend spent blocked in calls
      * that wait for a peer or the device since the driver last took it */
     unsigned long long waited_ns;

@@ -86,8 +86,8 @@ static void fingerprint(const pp_plan *p, char *buf, size_t n)
                        m->heads, m->ffn, m->batch, pp_optimizer_name(m->optimizer),
                        pp_precision_name(m->precision), p->S, p->B);
     for (uint32_t s = 0; s < p->S && len > 0 && (size_t)len < n; s++)
-        len += snprintf(buf + len, n - (size_t)len, "%s%u", s ? "," : "",
-                        pp_model_layers(m, (int)s));
+        len +=
+            snprintf(buf + len, n - (size_t)len, "%s%u", s ? "," : "", pp_model_layers(m, (int)s));
 }
 
 static uint32_t data_crc(const pp_dataset *ds)
@@ -128,9 +128,10 @@ static int manifest_read(const char *path, manifest *mf, char *err, size_t errle
         return -1;
     }
     if (!f) {
-        snprintf(err, errlen,
-                 "cannot open '%s': %s (the checkpoint is incomplete: a run ended while writing it?)",
-                 path, strerror(errno));
+        snprintf(
+            err, errlen,
+            "cannot open '%s': %s (the checkpoint is incomplete: a run ended while writing it?)",
+            path, strerror(errno));
         return -1;
     }
     while (fgets(line, sizeof line, f)) {
@@ -215,7 +216,8 @@ static int manifest_write(const pp_run *run, const char *sub, const uint64_t *in
                         info[(s * K_COUNT + k) * 2], info[(s * K_COUNT + k) * 2 + 1]);
     fprintf(f, "end\n");
     int bad = fflush(f) || fsync(fileno(f));
-    if (fclose(f) || bad || rename(tmp, path) || pp_fsync_dir(sub) || pp_fsync_dir(run->opts->checkpoint_dir)) {
+    if (fclose(f) || bad || rename(tmp, path) || pp_fsync_dir(sub) ||
+        pp_fsync_dir(run->opts->checkpoint_dir)) {
         snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
         unlink(tmp);
         return -1;
@@ -326,8 +328,7 @@ static void prune(const pp_run *run)
         step_dir(sub, sizeof sub, dir, steps[i]);
         snprintf(man, sizeof man, "%s/manifest", sub);
         int keep = steps[i] == run->done ||
-                   (steps[i] < run->done && kept < run->opts->checkpoint_keep &&
-                    !stat(man, &st));
+                   (steps[i] < run->done && kept < run->opts->checkpoint_keep && !stat(man, &st));
         if (keep) {
             kept++;
             continue;
@@ -353,8 +354,8 @@ static int foreign_newer(const pp_run *run, char *err, size_t errlen)
 {
     const char *dir = run->opts->checkpoint_dir, *res = run->opts->resume;
     struct stat a, b;
-    int same = res && !stat(dir, &a) && !stat(res, &b) && a.st_dev == b.st_dev &&
-               a.st_ino == b.st_ino;
+    int same =
+        res && !stat(dir, &a) && !stat(res, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
     int *steps, n = list_steps(dir, &steps, err, errlen), rc = 0;
     for (int i = 0; i < n && steps[i] > run->done && !rc; i++) {
         char sub[PATHLEN], man[PATHLEN + 16], why[PATHLEN + 200];
@@ -363,9 +364,11 @@ static int foreign_newer(const pp_run *run, char *err, size_t errlen)
         step_dir(sub, sizeof sub, dir, steps[i]);
         snprintf(man, sizeof man, "%s/manifest", sub);
         if (!same && !stat(man, &st)) {
-            snprintf(err, errlen, "'%s' already holds the checkpoint '%s' of a run this one does "
+            snprintf(err, errlen,
+                     "'%s' already holds the checkpoint '%s' of a run this one does "
                      "not resume (this run's first checkpoint would remove it): --resume %s to "
-                     "continue that run, or another directory", dir, sub, dir);
+                     "continue that run, or another directory",
+                     dir, sub, dir);
             rc = -1;
         } else if (same) {
             /* passed over, but as another run's (another plan, seed or
@@ -373,9 +376,10 @@ static int foreign_newer(const pp_run *run, char *err, size_t errlen)
             if (!manifest_read(man, &mf, why, sizeof why) &&
                 (mf.plan_id != run->p->plan_id || mf.seed != run->opts->seed ||
                  mf.data_tokens != run->ds->len || mf.data_crc != data_crc(run->ds))) {
-                snprintf(err, errlen, "'%s' holds '%s', a checkpoint of another run (plan %016"
-                         PRIx64 ", --seed %" PRIu64 ") that this one (plan %016" PRIx64 ", --seed %"
-                         PRIu64 ") passed over, newer than the one it resumed: this run's "
+                snprintf(err, errlen,
+                         "'%s' holds '%s', a checkpoint of another run (plan %016" PRIx64
+                         ", --seed %" PRIu64 ") that this one (plan %016" PRIx64 ", --seed %" PRIu64
+                         ") passed over, newer than the one it resumed: this run's "
                          "checkpoints would remove or overwrite it; --reshard to resume it if "
                          "the model is the same, or --checkpoint-dir another directory",
                          dir, sub, mf.plan_id, mf.seed, run->p->plan_id, run->opts->seed);
@@ -435,8 +439,7 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
         goto out;
     }
     if (n)
-        be->stage_get(st, s, data[K_WEIGHTS], nopt ? data[K_OPT] : NULL,
-                      nbf ? data[K_BF16] : NULL);
+        be->stage_get(st, s, data[K_WEIGHTS], nopt ? data[K_OPT] : NULL, nbf ? data[K_BF16] : NULL);
     for (int k = 0; k < K_COUNT; k++) {
         if (!kind_exists(m, k))
             continue;
@@ -540,8 +543,9 @@ static int manifest_usable(const pp_run *run, const char *sub, manifest *mf, cha
         snprintf(err, errlen, "'%s' is a checkpoint of the model '%s', but this plan trains '%s'",
                  path, mf->model, model);
     else if (mf->seed != run->opts->seed)
-        snprintf(err, errlen, "'%s' was written by a run with --seed %" PRIu64 ", this one has %" PRIu64,
-                 path, mf->seed, run->opts->seed);
+        snprintf(err, errlen,
+                 "'%s' was written by a run with --seed %" PRIu64 ", this one has %" PRIu64, path,
+                 mf->seed, run->opts->seed);
     else if (mf->data_tokens != run->ds->len || mf->data_crc != data_crc(run->ds))
         snprintf(err, errlen,
                  "'%s' was written by a run on other data (%" PRIu64 " tokens, crc32 %08" PRIx32
@@ -555,8 +559,8 @@ static int manifest_usable(const pp_run *run, const char *sub, manifest *mf, cha
 
 /* Reads the files of the stages this rank owns and checks each against
  * the manifest and the plan. 0 or -1 with err naming the file. */
-static int load_stages(const pp_run *run, const char *sub, const manifest *mf, loaded *l,
-                       char *err, size_t errlen)
+static int load_stages(const pp_run *run, const char *sub, const manifest *mf, loaded *l, char *err,
+                       size_t errlen)
 {
     const pp_plan *p = run->p;
     const pp_model *m = &p->model;
@@ -583,8 +587,8 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
                 snprintf(err, errlen, "'%s/manifest' lists no %s", sub, name);
                 return -1;
             }
-            if (pp_wfile_read(path, kinds[k].magic, &h, &l->data[s * K_COUNT + k], &size, &crc,
-                              err, errlen))
+            if (pp_wfile_read(path, kinds[k].magic, &h, &l->data[s * K_COUNT + k], &size, &crc, err,
+                              errlen))
                 return -1;
             if (size != e->size || crc != e->crc) {
                 snprintf(err, errlen,
@@ -595,12 +599,12 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
             }
             if (h.plan_id != mf->plan_id || h.step != (uint32_t)mf->step ||
                 h.stage != (uint32_t)s || h.count != want || h.elem != elem) {
-                snprintf(err, errlen,
-                         "'%s' holds stage %u after step %u of plan %016" PRIx64 " (%" PRIu64
-                         " elements); its manifest expects stage %d after step %d of plan %016" PRIx64
-                         " (%" PRIu64 " elements)",
-                         path, h.stage, h.step, h.plan_id, h.count, s, mf->step, mf->plan_id,
-                         want);
+                snprintf(
+                    err, errlen,
+                    "'%s' holds stage %u after step %u of plan %016" PRIx64 " (%" PRIu64
+                    " elements); its manifest expects stage %d after step %d of plan %016" PRIx64
+                    " (%" PRIu64 " elements)",
+                    path, h.stage, h.step, h.plan_id, h.count, s, mf->step, mf->plan_id, want);
                 return -1;
             }
         }
@@ -631,8 +635,8 @@ static int try_step(pp_run *run, const pp_backend *be, void *st, int step, int o
     if (all) {
         for (int s = 0; s < S; s++)
             if ((p->stage_role[s] & PP_ROLE_OWNER) && pp_stage_param_count(&p->model, S, s))
-                be->stage_set(st, s, l.data[s * K_COUNT + K_WEIGHTS],
-                              l.data[s * K_COUNT + K_OPT], l.data[s * K_COUNT + K_BF16]);
+                be->stage_set(st, s, l.data[s * K_COUNT + K_WEIGHTS], l.data[s * K_COUNT + K_OPT],
+                              l.data[s * K_COUNT + K_BF16]);
         run->done = mf.step;
         resumed_plan = mf.plan_id;
         if (run->me == 0) /* even with --quiet: where the run goes on from */
@@ -677,7 +681,8 @@ int pp_checkpoint_resume(pp_run *run, const pp_backend *be, void *st)
      * the newer ones. Every rank read the same manifest: agreed. */
     if (!rc && run->done > run->opts->steps) {
         if (run->me == 0)
-            pp_vm_error(-1, "--resume '%s': its newest usable checkpoint holds %d steps, more than "
+            pp_vm_error(-1,
+                        "--resume '%s': its newest usable checkpoint holds %d steps, more than "
                         "--steps %d (the total, counted from step 0); give --steps %d or more",
                         dir, run->done, run->opts->steps, run->done);
         rc = -1;

@@ -45,9 +45,10 @@ static int parse_inject(pp_vm_core *c, char *err, size_t errlen)
         if (!strcmp(env + end + 1, where[i]))
             w = i;
     if (w < 0 || step < 1 || stage < 0 || stage >= (int)c->p->S || mb < 0 || mb >= (int)c->p->B) {
-        snprintf(err, errlen, "PP_INJECT_NAN=%.40s: expected STEP:STAGE:MB[:out|din|wgrad], a "
-                 "step from 1, a stage in [0, %u) and a microbatch in [0, %u)", env, c->p->S,
-                 c->p->B);
+        snprintf(err, errlen,
+                 "PP_INJECT_NAN=%.40s: expected STEP:STAGE:MB[:out|din|wgrad], a "
+                 "step from 1, a stage in [0, %u) and a microbatch in [0, %u)",
+                 env, c->p->S, c->p->B);
         return -1;
     }
     c->inject_where = w;
@@ -69,10 +70,11 @@ static int check_deferrable(const pp_plan *p, char *err, size_t errlen)
             const pp_op_info *info = pp_op(p->code[j].op);
             if (p->code[j].stage == p->code[i].stage && info &&
                 (info->params != PP_ACC_NO || info->grads != PP_ACC_NO)) {
-                snprintf(err, errlen, "--skip-nonfinite: instruction %u (%s) uses stage %d's "
+                snprintf(err, errlen,
+                         "--skip-nonfinite: instruction %u (%s) uses stage %d's "
                          "weights or gradients after its OptimizerStep (instruction %u), so the "
-                         "update cannot wait for the end of the step", j, info->name,
-                         p->code[j].stage, i);
+                         "update cannot wait for the end of the step",
+                         j, info->name, p->code[j].stage, i);
                 return -1;
             }
         }
@@ -140,12 +142,14 @@ oom:
  * step. 0, or -1 with err. */
 static int check_ops(const pp_vm_ops *o, const pp_vm_mem *mem, char *err, size_t errlen)
 {
-#define PP_OPS_REQUIRED(X) X(slot) X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) \
-    X(backward) X(backward_input) X(backward_weight) X(poison) X(check) X(zero) X(accumulate) \
-    X(update) X(send) X(recv) X(reduce) X(mark) X(elapsed)
+#define PP_OPS_REQUIRED(X)                                                                         \
+    X(slot)                                                                                        \
+    X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) X(backward) X(backward_input)      \
+        X(backward_weight) X(poison) X(check) X(zero) X(accumulate) X(update) X(send) X(recv)      \
+            X(reduce) X(mark) X(elapsed)
 #define PP_OPS_CHECK(name)                                                                         \
     if (!o->name) {                                                                                \
-        snprintf(err, errlen, "this backend lacks the VM core's operation '%s'", #name);          \
+        snprintf(err, errlen, "this backend lacks the VM core's operation '%s'", #name);           \
         return -1;                                                                                 \
     }
     PP_OPS_REQUIRED(PP_OPS_CHECK)
@@ -163,8 +167,14 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
 {
     const pp_plan *p = run->p;
     int S = (int)p->S;
-    *c = (pp_vm_core){.run = run, .ops = ops, .p = p, .ds = run->ds, .opts = run->opts, .mem = mem,
-                      .me = run->me, .nc = run->opts->no_compute,
+    *c = (pp_vm_core){.run = run,
+                      .ops = ops,
+                      .p = p,
+                      .ds = run->ds,
+                      .opts = run->opts,
+                      .mem = mem,
+                      .me = run->me,
+                      .nc = run->opts->no_compute,
                       .first = {.kind = PP_NF_NONE, .stage = -1, .mb = -1}};
     if (check_ops(ops, mem, err, errlen))
         return -1;
@@ -227,8 +237,8 @@ void pp_vm_core_connect(pp_vm_core *c)
         int member = 0;
         for (uint32_t i = 0; i < p->groups[g].n; i++)
             member |= p->groups[g].member[i] == (uint32_t)c->me;
-        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, c->me,
-                                &c->det_comm[g]));
+        mpiCheck(
+            MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, c->me, &c->det_comm[g]));
     }
     unsigned long long *all = c->me == 0 ? malloc(p->world * sizeof *all) : NULL;
     pp_determ_connect(c->det);
@@ -278,15 +288,9 @@ int pp_vm_core_defer(pp_vm_core *c, const pp_instr *in)
     return 1;
 }
 
-int pp_vm_core_det(const pp_vm_core *c, int s)
-{
-    return c->det && pp_determ_tracks(c->det, s);
-}
+int pp_vm_core_det(const pp_vm_core *c, int s) { return c->det && pp_determ_tracks(c->det, s); }
 
-float *pp_vm_core_det_job(pp_vm_core *c, int s, int b)
-{
-    return pp_determ_job(c->det, s, b);
-}
+float *pp_vm_core_det_job(pp_vm_core *c, int s, int b) { return pp_determ_job(c->det, s, b); }
 
 void pp_vm_core_det_done(pp_vm_core *c, int s, int b)
 {
@@ -325,10 +329,7 @@ void pp_vm_core_end_step(pp_vm_core *c)
 
 /* ---- the shared backend hooks (backend.h) --------------------------------- */
 
-unsigned long long pp_vm_core_allocated(void *be)
-{
-    return ((pp_vm_core *)be)->allocated;
-}
+unsigned long long pp_vm_core_allocated(void *be) { return ((pp_vm_core *)be)->allocated; }
 
 void pp_vm_core_weights(void *be, int s, float *out)
 {

@@ -63,14 +63,14 @@ enum { PP_INJECT_OUT, PP_INJECT_DIN, PP_INJECT_WGRAD };
  * pointer is NULL where the instruction has no such operand. */
 typedef struct {
     const pp_instr *in;
-    int s, b;         /* its stage and microbatch */
-    int pair;         /* which job of an Overlap pair: 0 none, 1 the first, 2 the second */
-    int lane;         /* 1 for a pair's second job (its own workspace and stream), else 0 */
-    int k;            /* a transfer's slot (pp_transfer_slot), or -1 */
-    size_t np;        /* stage s's parameter count */
+    int s, b;  /* its stage and microbatch */
+    int pair;  /* which job of an Overlap pair: 0 none, 1 the first, 2 the second */
+    int lane;  /* 1 for a pair's second job (its own workspace and stream), else 0 */
+    int k;     /* a transfer's slot (pp_transfer_slot), or -1 */
+    size_t np; /* stage s's parameter count */
     void *tokens, *x, *stash, *out, *tgt, *dout, *din, *tmp; /* slots by role (isa/opcodes.h) */
-    const void *w;    /* the weights a job reads: its wts slot or this rank's compute copy */
-    float *g;         /* the gradients it adds to, zeroes or updates: its wgrad slot, this
+    const void *w; /* the weights a job reads: its wts slot or this rank's compute copy */
+    float *g;      /* the gradients it adds to, zeroes or updates: its wgrad slot, this
                          rank's own, or --deterministic's buffer for the job */
 } pp_vm_job;
 
@@ -92,9 +92,9 @@ typedef struct {
     const void *(*weights)(void *be, int s);
     float *(*grads)(void *be, int s);
     float *(*det_grads)(void *be, const pp_vm_job *j);
-    void (*begin)(void *be, const pp_vm_job *j);            /* or NULL */
-    void (*end)(void *be, const pp_vm_job *j);              /* or NULL */
-    void (*load)(void *be, const pp_vm_job *j);             /* LoadMicroBatch into j->tokens */
+    void (*begin)(void *be, const pp_vm_job *j); /* or NULL */
+    void (*end)(void *be, const pp_vm_job *j);   /* or NULL */
+    void (*load)(void *be, const pp_vm_job *j);  /* LoadMicroBatch into j->tokens */
     void (*forward)(void *be, const pp_vm_job *j);
     /* after every Forward: the loss the job made (the last stage's), set to
      * NaN first when poison (PP_INJECT_NAN), noted when not finite */
@@ -110,8 +110,8 @@ typedef struct {
      * j->g before its OptimizerStep (NULL: the sum is j->g itself) */
     void (*det_done)(void *be, const pp_vm_job *j);
     void (*det_put)(void *be, const pp_vm_job *j, const float *sum);
-    void (*zero)(void *be, const pp_vm_job *j);             /* j->np floats of j->g */
-    void (*accumulate)(void *be, const pp_vm_job *j);       /* j->g += j->tmp */
+    void (*zero)(void *be, const pp_vm_job *j);       /* j->np floats of j->g */
+    void (*accumulate)(void *be, const pp_vm_job *j); /* j->g += j->tmp */
     /* stage j->s's update from its own gradients, which it zeroes (under
      * --no-compute only the waits it makes) */
     void (*update)(void *be, const pp_vm_job *j);
@@ -121,7 +121,7 @@ typedef struct {
     void (*send)(void *be, const pp_vm_job *j);
     void (*recv)(void *be, const pp_vm_job *j);
     void (*reduce)(void *be, const pp_vm_job *j);
-    void (*group)(void *be, int start);                     /* GroupStart/End, or NULL */
+    void (*group)(void *be, int start); /* GroupStart/End, or NULL */
     /* --profile: a mark just before (end 0) and after (end 1) a job's or an
      * optimizer step's work; elapsed: the seconds between instruction i's
      * two marks, once the step's work is done */
@@ -131,28 +131,28 @@ typedef struct {
 } pp_vm_ops;
 
 typedef struct {
-    pp_run *run; /* the driver's: the step in progress, --profile */
+    pp_run *run;          /* the driver's: the step in progress, --profile */
     const pp_vm_ops *ops; /* the backend's operations (vm/exec.c calls them) */
     const pp_plan *p;
     const pp_dataset *ds;
     const pp_train_opts *opts;
     const pp_vm_mem *mem;
     int me;
-    int nc;                  /* --no-compute (vm/vmbench.h) */
-    float **params, **grads; /* [S] the backend's memory; NULL for stages not owned */
-    float **state;           /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
-    void **compute;          /* [S] the compute copy: params[s] (fp32) or its own (bf16) */
+    int nc;                       /* --no-compute (vm/vmbench.h) */
+    float **params, **grads;      /* [S] the backend's memory; NULL for stages not owned */
+    float **state;                /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
+    void **compute;               /* [S] the compute copy: params[s] (fp32) or its own (bf16) */
     unsigned long long allocated; /* the memory line: the core's and the backend's bytes */
-    int pair_left;           /* jobs of the open Overlap pair not yet run (2, 1 or 0) */
-    pp_nonfinite first;      /* the step's first non-finite number (pp_nonfinite_order) */
+    int pair_left;                /* jobs of the open Overlap pair not yet run (2, 1 or 0) */
+    pp_nonfinite first;           /* the step's first non-finite number (pp_nonfinite_order) */
     int inject_step, inject_stage, inject_mb, inject_where; /* PP_INJECT_NAN; step 0: none */
     const pp_instr **deferred; /* --skip-nonfinite: the step's OptimizerSteps, until commit */
     int ndeferred;
-    pp_determ *det;          /* --deterministic, else NULL */
+    pp_determ *det;               /* --deterministic, else NULL */
     unsigned long long det_bytes; /* its host buffers: part of allocated */
-    float **det_sum;         /* [S] the ordered sum of an owned stage's gradients: grads[s]
+    float **det_sum;              /* [S] the ordered sum of an owned stage's gradients: grads[s]
                                 in host memory, else a host buffer of its own */
-    MPI_Comm *det_comm;      /* [ngroups] the replica groups, for pp_determ_reduce */
+    MPI_Comm *det_comm;           /* [ngroups] the replica groups, for pp_determ_reduce */
 } pp_vm_core;
 
 /* Set-up, local: the tables and an owned stage's buffers (their contents

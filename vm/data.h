@@ -29,7 +29,7 @@ typedef enum { PP_DATA_BYTES = 0, PP_DATA_SHARD = 1 } pp_data_format;
 typedef struct {
     uint16_t *tokens; /* len tokens, each < the model's vocabulary */
     size_t len;
-    int format;       /* pp_data_format */
+    int format; /* pp_data_format */
 } pp_dataset;
 
 /* Returns 0, or -1 with a message in err that names the file and what was

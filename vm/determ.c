@@ -22,18 +22,18 @@ void pp_determ_add(float *g, const float *gb, size_t n, int first)
 
 struct pp_determ {
     int S, B, me;
-    size_t *n;             /* [S] the stage's parameter count (0: untracked) */
-    unsigned char *owner;  /* [S] this rank holds the stage's weights */
-    unsigned char *group;  /* [S] and all-reduces them with replicas (ReduceGrads) */
-    int *idx;              /* [S*B] the buffer of W(s,b) here, or -1 */
-    float **buf;           /* [S] its buffers, n[s] floats each */
-    unsigned char *held;   /* [S*B] buffer idx(s,b) holds g_b, not yet added */
-    int *next;             /* [S] an owner outside a group: the next microbatch to add */
-    unsigned char *summed; /* [S] a replica: ReduceGrads has summed the stage */
+    size_t *n;                /* [S] the stage's parameter count (0: untracked) */
+    unsigned char *owner;     /* [S] this rank holds the stage's weights */
+    unsigned char *group;     /* [S] and all-reduces them with replicas (ReduceGrads) */
+    int *idx;                 /* [S*B] the buffer of W(s,b) here, or -1 */
+    float **buf;              /* [S] its buffers, n[s] floats each */
+    unsigned char *held;      /* [S*B] buffer idx(s,b) holds g_b, not yet added */
+    int *next;                /* [S] an owner outside a group: the next microbatch to add */
+    unsigned char *summed;    /* [S] a replica: ReduceGrads has summed the stage */
     int *pend, *npend, *sent; /* [S*B], [S], [S] a non-owner: microbatches computed, sent */
     int *ids, *mine, *roots;  /* [B] scratch of RecvWeightGrad and ReduceGrads */
-    float *tmp;            /* a replica's broadcast of another member's g_b */
-    MPI_Request *req;      /* sends in flight */
+    float *tmp;               /* a replica's broadcast of another member's g_b */
+    MPI_Request *req;         /* sends in flight */
     int nreq, req_cap;
     MPI_Comm comm;
 };
@@ -42,10 +42,7 @@ struct pp_determ {
  * s*(B+1) + b, the list of microbatches s*(B+1) + B. ppvm checks
  * pp_transfer_tags (S*B*PP_TAG_CLASSES) against MPI's largest tag, which
  * bounds these too. */
-static int tag_of(const pp_determ *d, int s, int b)
-{
-    return s * (d->B + 1) + b;
-}
+static int tag_of(const pp_determ *d, int s, int b) { return s * (d->B + 1) + b; }
 
 static float *entry(pp_determ *d, int s, int b)
 {
@@ -152,15 +149,9 @@ fail:
     return NULL;
 }
 
-void pp_determ_connect(pp_determ *d)
-{
-    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &d->comm));
-}
+void pp_determ_connect(pp_determ *d) { mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)); }
 
-int pp_determ_tracks(const pp_determ *d, int s)
-{
-    return d->n[s] > 0;
-}
+int pp_determ_tracks(const pp_determ *d, int s) { return d->n[s] > 0; }
 
 /* (pp_determ_create found every job of the plan, so W(s,b) has a buffer.) */
 float *pp_determ_job(pp_determ *d, int s, int b)

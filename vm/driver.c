@@ -88,16 +88,21 @@ static void say_finding(const pp_run *run, const pp_nonfinite *f, const char *th
     const pp_plan *p = run->p;
     int step = run->step + 1;
     if (f->kind == PP_NF_LOSS && f->stage < 0)
-        pp_vm_error(run->me, "step %d: this rank's loss is not finite (%g; this backend checks "
-                    "only its summed loss); %s", step, f->value, then);
+        pp_vm_error(run->me,
+                    "step %d: this rank's loss is not finite (%g; this backend checks "
+                    "only its summed loss); %s",
+                    step, f->value, then);
     else if (f->kind == PP_NF_LOSS)
         pp_vm_error(run->me, "step %d, stage %d, microbatch %d: the loss is not finite (%g); %s",
                     step, f->stage, f->mb, f->value, then);
     else if (f->kind == PP_NF_INPUT_GRAD)
-        pp_vm_error(run->me, "step %d, stage %d, microbatch %d: the input gradient is not finite "
-                    "(%g); %s", step, f->stage, f->mb, f->value, then);
+        pp_vm_error(run->me,
+                    "step %d, stage %d, microbatch %d: the input gradient is not finite "
+                    "(%g); %s",
+                    step, f->stage, f->mb, f->value, then);
     else
-        pp_vm_error(run->me, "step %d, stage %d: the weight gradients (summed over microbatches "
+        pp_vm_error(run->me,
+                    "step %d, stage %d: the weight gradients (summed over microbatches "
                     "0 to %u) are not finite (%g) before its OptimizerStep; %s",
                     step, f->stage, p->B - 1, f->value, then);
 }
@@ -172,7 +177,8 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
 {
     const pp_plan *p = run->p;
     const pp_train_opts *opts = run->opts;
-    double samples = (double)p->B * p->model.batch, predictions = pp_loss_count(&p->model, (int)p->B);
+    double samples = (double)p->B * p->model.batch,
+           predictions = pp_loss_count(&p->model, (int)p->B);
     int saved = run->done; /* the steps the newest checkpoint holds */
     for (run->step = run->done; run->step < opts->steps; run->step++) {
         pp_checkpoint_test_kill(run, "step", run->step + 1);
@@ -220,9 +226,12 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         int bad = all[AG_BAD] != NO_FINDING;
         if (bad && all[AG_BAD] == mine[AG_BAD]) {
             char then[96];
-            snprintf(then, sizeof then, opts->skip_nonfinite
-                         ? "step %d skipped on every rank (weights and optimizer state as before it)"
-                         : "every rank stops", run->step + 1);
+            snprintf(
+                then, sizeof then,
+                opts->skip_nonfinite
+                    ? "step %d skipped on every rank (weights and optimizer state as before it)"
+                    : "every rank stops",
+                run->step + 1);
             say_finding(run, &found, then);
             fflush(stderr);
         }
@@ -320,18 +329,23 @@ static const char *unsupported(const pp_train_opts *opts, const pp_backend *be)
 {
     static char why[160];
     if (opts->skip_nonfinite && !be->commit) {
-        snprintf(why, sizeof why, "--skip-nonfinite: the %s backend cannot undo a step's optimizer "
-                 "updates (use --backend cpu)", be->name);
+        snprintf(why, sizeof why,
+                 "--skip-nonfinite: the %s backend cannot undo a step's optimizer "
+                 "updates (use --backend cpu)",
+                 be->name);
         return why;
     }
     if (getenv("PP_INJECT_NAN") && opts->no_compute) {
-        snprintf(why, sizeof why, "PP_INJECT_NAN: --no-compute computes nothing to put a NaN "
+        snprintf(why, sizeof why,
+                 "PP_INJECT_NAN: --no-compute computes nothing to put a NaN "
                  "into (unset it, or drop --no-compute)");
         return why;
     }
     if (getenv("PP_INJECT_NAN") && !be->nonfinite) {
-        snprintf(why, sizeof why, "PP_INJECT_NAN: the %s backend has no such test hook (use "
-                 "--backend cpu)", be->name);
+        snprintf(why, sizeof why,
+                 "PP_INJECT_NAN: the %s backend has no such test hook (use "
+                 "--backend cpu)",
+                 be->name);
         return why;
     }
     return NULL;
@@ -406,7 +420,7 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (trained > 0) { /* stopped by signal `trained` after run.step steps */
         rc = 128 + trained;
         pp_profile_discard(run.prof); /* it covers fewer steps than it was opened for */
-        run.prof = NULL; /* (its checkpoint, if any, train's stop wrote) */
+        run.prof = NULL;              /* (its checkpoint, if any, train's stop wrote) */
     }
     if (run.prof) {
         double latency = 0, bandwidth = 0;

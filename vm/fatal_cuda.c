@@ -12,6 +12,7 @@ void (*pp_cuda_fatal_hook)(void) = NULL;
 
 void pp_cuda_fatal(void)
 {
-    if (pp_cuda_fatal_hook) pp_cuda_fatal_hook();
+    if (pp_cuda_fatal_hook)
+        pp_cuda_fatal_hook();
     exit(1);
 }

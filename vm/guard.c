@@ -36,7 +36,7 @@
  * (issue 25). UDP, outside MPI: the watchdog never calls MPI. */
 #define HEARTBEAT_NS (500 * 1000 * 1000LL)
 #define SILENT_NS (3 * HEARTBEAT_NS) /* three beats missed: stopped, dead or cut off */
-#define HEARTBEAT_MAX_WORLD 512 /* beyond: world^2 datagrams a second is too many */
+#define HEARTBEAT_MAX_WORLD 512      /* beyond: world^2 datagrams a second is too many */
 
 typedef struct {
     uint32_t addr; /* IPv4, network order */
@@ -65,10 +65,10 @@ static struct {
     long long sent;
     double timeout, grace;
     _Atomic int phase, step;
-    _Atomic long long since;   /* CLOCK_MONOTONIC ns when the phase's clock started */
-    _Atomic uint32_t index;    /* the instruction in progress, PP_AT_STEP */
+    _Atomic long long since; /* CLOCK_MONOTONIC ns when the phase's clock started */
+    _Atomic uint32_t index;  /* the instruction in progress, PP_AT_STEP */
     _Atomic int op, stage, mb, peer;
-    char second[96];           /* the second signal's line, made before any signal */
+    char second[96]; /* the second signal's line, made before any signal */
 } g;
 
 /* The first SIGTERM/SIGINT, or 0. A lock-free atomic, not a volatile
@@ -91,10 +91,7 @@ const char *pp_guard_signal_name(int sig)
     return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
 }
 
-int pp_guard_signal(void)
-{
-    return atomic_load(&stop_signal);
-}
+int pp_guard_signal(void) { return atomic_load(&stop_signal); }
 
 /* Async-signal-safe: the first signal is only noted; a second one ends the
  * process at once with the line made at start-up. */
@@ -206,7 +203,9 @@ static void what_instr(char *buf, size_t len)
                  "instruction %u, %s%s: computing, or waiting for an earlier send from its slots; "
                  "%s",
                  i, pp_op_name(op), where,
-                 silent[0] ? silent : g.world == 2 ? lost : "a peer may be lost or stalled");
+                 silent[0]      ? silent
+                 : g.world == 2 ? lost
+                                : "a peer may be lost or stalled");
 }
 
 /* The line for a phase past --timeout. */
@@ -241,19 +240,22 @@ static void timeout_line(char *line, size_t len, double waited)
     case PP_AT_CHECKPOINT:
         snprintf(what, sizeof what,
                  "writing the checkpoint of this step or agreeing on it with the other ranks; "
-                 "a slow disk, or %s", lost);
+                 "a slow disk, or %s",
+                 lost);
         break;
     case PP_AT_RESUME:
         snprintf(when, sizeof when, "start-up");
         snprintf(what, sizeof what,
                  "reading --resume's checkpoint or agreeing on it with the other ranks; a slow "
-                 "disk, or %s", lost);
+                 "disk, or %s",
+                 lost);
         break;
     case PP_AT_FINALIZE:
         snprintf(when, sizeof when, "after the last step");
         snprintf(what, sizeof what,
                  "in MPI_Finalize: this rank's steps and --save are done, Open MPI's shut-down "
-                 "did not return; %s", lost);
+                 "did not return; %s",
+                 lost);
         break;
     case PP_AT_FINISH:
     default:
@@ -283,10 +285,10 @@ static void heartbeat(long long now)
         for (int r = 0; r < g.world; r++) {
             if (r == g.me)
                 continue;
-            struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = g.peers[r].port,
+            struct sockaddr_in to = {.sin_family = AF_INET,
+                                     .sin_port = g.peers[r].port,
                                      .sin_addr.s_addr = g.peers[r].addr};
-            ssize_t w = sendto(g.fd, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&to,
-                               sizeof to);
+            ssize_t w = sendto(g.fd, &m, sizeof m, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof to);
             (void)w; /* a lost datagram is a missed beat, no more */
         }
         g.sent = now;

@@ -26,15 +26,15 @@
 #include "../isa/ops.h"
 
 typedef enum {
-    PP_AT_STARTUP,  /* MPI_Init done, until the first step: the hand-shake, connect */
-    PP_AT_LOAD,     /* start-up, reading this rank's plan and data (local) */
-    PP_AT_BARRIER,  /* the barrier that starts a step */
-    PP_AT_STEP,     /* the step's instructions (pp_guard_instr says which) */
-    PP_AT_STEP_END, /* sends completing, the end-of-step agreement */
+    PP_AT_STARTUP,    /* MPI_Init done, until the first step: the hand-shake, connect */
+    PP_AT_LOAD,       /* start-up, reading this rank's plan and data (local) */
+    PP_AT_BARRIER,    /* the barrier that starts a step */
+    PP_AT_STEP,       /* the step's instructions (pp_guard_instr says which) */
+    PP_AT_STEP_END,   /* sends completing, the end-of-step agreement */
     PP_AT_CHECKPOINT, /* writing the checkpoint of steps 0 .. step (its own clock) */
-    PP_AT_RESUME,   /* start-up: reading and agreeing on --resume's checkpoint */
-    PP_AT_FINISH,   /* after the last step: --profile's probe, --save, freeing the backend */
-    PP_AT_FINALIZE, /* MPI_Finalize, everything else done (its own clock) */
+    PP_AT_RESUME,     /* start-up: reading and agreeing on --resume's checkpoint */
+    PP_AT_FINISH,     /* after the last step: --profile's probe, --save, freeing the backend */
+    PP_AT_FINALIZE,   /* MPI_Finalize, everything else done (its own clock) */
 } pp_phase;
 
 /* Installs the SIGTERM and SIGINT handlers and starts the watchdog thread,

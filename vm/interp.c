@@ -61,22 +61,22 @@
 #include "vmbench.h"
 
 typedef struct {
-    pp_vm_core c;            /* first: the core's hooks take the backend's state */
-    pp_run *run;             /* the driver's: the step in progress, --profile */
+    pp_vm_core c; /* first: the core's hooks take the backend's state */
+    pp_run *run;  /* the driver's: the step in progress, --profile */
     const pp_plan *p;
     const pp_train_opts *opts;
-    void **slot;             /* [nslots] */
-    void *work;              /* the workspace every F and B uses in turn; with an Overlap
+    void **slot; /* [nslots] */
+    void *work;  /* the workspace every F and B uses in turn; with an Overlap
                                 pair, two of them, work_stride bytes apart */
     size_t work_stride;
-    MPI_Request *req;        /* [nslots] a send in flight from the slot */
-    MPI_Comm *comm;          /* [ngroups] MPI_COMM_NULL where not a member */
-    MPI_Request *wsend;      /* weight sends in flight (SendWeights) */
-    int nwsend, wsend_cap;   /* cap: the plan's SendWeights per step */
-    double loss;             /* summed over this step's microbatches on this rank */
-    double fwd_loss;         /* the last Forward's, until op_loss takes it */
-    double *prof_t;          /* --profile: [2 * ninstr] the wall clock at each job's marks */
-    int nc;                  /* --no-compute (vm/vmbench.h): no kernel body, 4-byte messages */
+    MPI_Request *req;      /* [nslots] a send in flight from the slot */
+    MPI_Comm *comm;        /* [ngroups] MPI_COMM_NULL where not a member */
+    MPI_Request *wsend;    /* weight sends in flight (SendWeights) */
+    int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
+    double loss;           /* summed over this step's microbatches on this rank */
+    double fwd_loss;       /* the last Forward's, until op_loss takes it */
+    double *prof_t;        /* --profile: [2 * ninstr] the wall clock at each job's marks */
+    int nc;                /* --no-compute (vm/vmbench.h): no kernel body, 4-byte messages */
 } vm;
 
 static void wait_weight_sends(vm *v)
@@ -111,15 +111,9 @@ static void *op_slot(void *be, int k)
     return v->slot[k];
 }
 
-static const void *op_weights(void *be, int s)
-{
-    return ((vm *)be)->c.compute[s];
-}
+static const void *op_weights(void *be, int s) { return ((vm *)be)->c.compute[s]; }
 
-static float *op_grads(void *be, int s)
-{
-    return ((vm *)be)->c.grads[s];
-}
+static float *op_grads(void *be, int s) { return ((vm *)be)->c.grads[s]; }
 
 /* --deterministic: the core's zeroed host buffer for the job. */
 static float *op_det_grads(void *be, const pp_vm_job *j)
@@ -168,8 +162,8 @@ static void op_backward_input(void *be, const pp_vm_job *j)
 {
     vm *v = be;
     const pp_model *m = &v->p->model;
-    pp_stage_backward_input(m, (int)v->p->S, j->s, j->w, j->stash, work_of(v, j), j->dout,
-                            j->din, pp_loss_scale(m, (int)v->p->B));
+    pp_stage_backward_input(m, (int)v->p->S, j->s, j->w, j->stash, work_of(v, j), j->dout, j->din,
+                            pp_loss_scale(m, (int)v->p->B));
 }
 
 static void op_backward_weight(void *be, const pp_vm_job *j)
@@ -219,8 +213,8 @@ static void op_update(void *be, const pp_vm_job *j)
     wait_weight_sends(v); /* the weights must not change under a send */
     if (v->nc)
         return;
-    pp_optimizer_step(m->optimizer, &v->opts->optim, v->c.params[s], v->c.grads[s],
-                      v->c.state[s], j->np, v->run->step + 1);
+    pp_optimizer_step(m->optimizer, &v->opts->optim, v->c.params[s], v->c.grads[s], v->c.state[s],
+                      j->np, v->run->step + 1);
     pp_stage_compute_copy(m, (int)v->p->S, s, v->c.params[s], v->c.compute[s]);
 }
 
@@ -328,13 +322,14 @@ static int host_alloc(void **ptr, size_t bytes, char *err, size_t errlen)
     return *ptr ? 0 : -1;
 }
 
-static void host_copy(void *dst, const void *src, size_t bytes)
-{
-    memcpy(dst, src, bytes);
-}
+static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
 static const pp_vm_mem host_mem = {
-    .host = 1, .alloc = host_alloc, .release = free, .to_host = host_copy, .from_host = host_copy,
+    .host = 1,
+    .alloc = host_alloc,
+    .release = free,
+    .to_host = host_copy,
+    .from_host = host_copy,
 };
 
 /* Each owned stage's initial weights, their compute copy, zero gradients
@@ -350,8 +345,8 @@ static void init_weights(vm *v)
         pp_stage_init(&p->model, S, s, v->opts->seed, v->c.params[s]);
         memset(v->c.grads[s], 0, n * sizeof(float));
         if (v->c.state[s])
-            memset(v->c.state[s], 0, pp_optimizer_state_floats(p->model.optimizer) * n *
-                                         sizeof(float));
+            memset(v->c.state[s], 0,
+                   pp_optimizer_state_floats(p->model.optimizer) * n * sizeof(float));
         if (v->c.compute[s] != v->c.params[s])
             pp_stage_compute_copy(&p->model, S, s, v->c.params[s], v->c.compute[s]);
     }

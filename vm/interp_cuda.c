@@ -154,7 +154,8 @@ static int pick_device(cuda_vm *v, char *err, size_t errlen)
 {
     MPI_Comm node; /* collective, so every rank does it before anything can fail */
     int lrank, lsize, ndev = 0;
-    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, v->me, MPI_INFO_NULL, &node));
+    mpiCheck(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, v->me, MPI_INFO_NULL, &node));
     mpiCheck(MPI_Comm_rank(node, &lrank));
     mpiCheck(MPI_Comm_size(node, &lsize));
     mpiCheck(MPI_Comm_free(&node));
@@ -368,10 +369,9 @@ static void init_weights(cuda_vm *v)
         pp_cuda_stage_compute_copy(v->cm, &p->model, S, s, v->c.params[s], v->c.compute[s]);
         cudaCheck(cudaMemsetAsync(v->c.grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
         if (v->c.state[s]) /* AdamW's moments start at zero */
-            cudaCheck(cudaMemsetAsync(v->c.state[s], 0,
-                                      pp_optimizer_state_floats(p->model.optimizer) * n *
-                                          sizeof(float),
-                                      v->st[ST_COMPUTE]));
+            cudaCheck(cudaMemsetAsync(
+                v->c.state[s], 0, pp_optimizer_state_floats(p->model.optimizer) * n * sizeof(float),
+                v->st[ST_COMPUTE]));
     }
     cudaCheck(cudaDeviceSynchronize()); /* start-up only */
 }
@@ -410,25 +410,13 @@ static float *op_grads(void *be, int s)
 
 /* The stream of the job's lane: COMPUTE, or COMPUTE2 for the second job of
  * an Overlap pair, with its own cuBLAS context and workspace. */
-static int lane_of(const pp_vm_job *j)
-{
-    return j->lane ? ST_COMPUTE2 : ST_COMPUTE;
-}
+static int lane_of(const pp_vm_job *j) { return j->lane ? ST_COMPUTE2 : ST_COMPUTE; }
 
-static pp_cuda_model *cm_of(cuda_vm *v, const pp_vm_job *j)
-{
-    return j->lane ? v->cm2 : v->cm;
-}
+static pp_cuda_model *cm_of(cuda_vm *v, const pp_vm_job *j) { return j->lane ? v->cm2 : v->cm; }
 
-static void *work_of(cuda_vm *v, const pp_vm_job *j)
-{
-    return j->lane ? v->work2 : v->work;
-}
+static void *work_of(cuda_vm *v, const pp_vm_job *j) { return j->lane ? v->work2 : v->work; }
 
-static cudaStream_t stream_of(cuda_vm *v, const pp_vm_job *j)
-{
-    return v->st[lane_of(j)];
-}
+static cudaStream_t stream_of(cuda_vm *v, const pp_vm_job *j) { return v->st[lane_of(j)]; }
 
 /* --deterministic: a W job's weight gradients go to a zeroed device
  * buffer of its lane's, copied to the core's host buffer when the job is
@@ -551,10 +539,7 @@ static void poison(cuda_vm *v, const pp_vm_job *j, void *x, int is_double)
                               stream_of(v, j)));
 }
 
-static void op_poison(void *be, const pp_vm_job *j, float *x)
-{
-    poison(be, j, x, 0);
-}
+static void op_poison(void *be, const pp_vm_job *j, float *x) { poison(be, j, x, 0); }
 
 /* A forward's loss: the last stage moves its microbatch's loss out of the
  * context's sum into the instruction's record (the step's loss is their
@@ -621,8 +606,8 @@ static void op_det_done(void *be, const pp_vm_job *j)
 static void op_det_put(void *be, const pp_vm_job *j, const float *sum)
 {
     cuda_vm *v = be;
-    cudaCheck(cudaMemcpyAsync(j->g, sum, j->np * sizeof(float), cudaMemcpyHostToDevice,
-                              stream_of(v, j)));
+    cudaCheck(
+        cudaMemcpyAsync(j->g, sum, j->np * sizeof(float), cudaMemcpyHostToDevice, stream_of(v, j)));
 }
 
 /* ---- gradients, the optimizer, transfers, --profile ------------------------------ */
@@ -659,9 +644,9 @@ static void op_update(void *be, const pp_vm_job *j)
     if (v->c.nc) /* --no-compute: no update */
         ;
     else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
-        cudaCheck(pp_cu_adamw_step(w, g, v->c.state[s], v->c.state[s] + np, np,
-                                   v->run->step + 1, pp_optim_lr(o, v->run->step + 1), o->beta1,
-                                   o->beta2, o->eps, o->weight_decay, copy, cs));
+        cudaCheck(pp_cu_adamw_step(w, g, v->c.state[s], v->c.state[s] + np, np, v->run->step + 1,
+                                   pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2, o->eps,
+                                   o->weight_decay, copy, cs));
     else
         cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), copy, cs));
     cvm_params_changed(v, s);
@@ -669,15 +654,9 @@ static void op_update(void *be, const pp_vm_job *j)
 
 /* Every transfer (vm/transport_cuda.c) records its own dependencies, on
  * the stream its data flows on. */
-static void op_transfer(void *be, const pp_vm_job *j)
-{
-    cvm_transfer(be, j->in);
-}
+static void op_transfer(void *be, const pp_vm_job *j) { cvm_transfer(be, j->in); }
 
-static void op_group(void *be, int start)
-{
-    cvm_group(be, start);
-}
+static void op_group(void *be, int start) { cvm_group(be, start); }
 
 /* --profile: a timing event on the lane just before (end 0) or after (end
  * 1) a job's or an optimizer step's kernels, after its waits for other
@@ -741,10 +720,7 @@ static const pp_vm_ops cuda_ops = {
 /* Device memory for the core's per-stage state (core.h): allocated at
  * start-up, copied to and from the host between steps, when every stream
  * is idle, so blocking copies see the step's results. */
-static void dev_release(void *ptr)
-{
-    cudaCheck(cudaFree(ptr));
-}
+static void dev_release(void *ptr) { cudaCheck(cudaFree(ptr)); }
 
 static void dev_to_host(void *dst, const void *src, size_t bytes)
 {
@@ -758,14 +734,15 @@ static void dev_from_host(void *dst, const void *src, size_t bytes)
 
 /* --resume, before the first step: the streams are non-blocking and do not
  * wait for the default stream's copies. */
-static void dev_settle(void)
-{
-    cudaCheck(cudaDeviceSynchronize());
-}
+static void dev_settle(void) { cudaCheck(cudaDeviceSynchronize()); }
 
 static const pp_vm_mem device_mem = {
-    .host = 0, .alloc = dev_alloc, .release = dev_release, .to_host = dev_to_host,
-    .from_host = dev_from_host, .settle = dev_settle,
+    .host = 0,
+    .alloc = dev_alloc,
+    .release = dev_release,
+    .to_host = dev_to_host,
+    .from_host = dev_from_host,
+    .settle = dev_settle,
 };
 
 static void cuda_destroy(void *be)
@@ -786,8 +763,12 @@ static void *cuda_create(pp_run *run, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    *v = (cuda_vm){.run = run, .p = run->p, .ds = run->ds, .opts = run->opts,
-                   .transport = run->opts->transport, .me = run->me};
+    *v = (cuda_vm){.run = run,
+                   .p = run->p,
+                   .ds = run->ds,
+                   .opts = run->opts,
+                   .transport = run->opts->transport,
+                   .me = run->me};
     running = v;
     pp_cuda_fatal_hook = abort_everything;
     if (pick_device(v, err, errlen)) { /* no device to free anything on */

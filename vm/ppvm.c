@@ -69,11 +69,11 @@ typedef struct {
 
 typedef struct {
     pp_train_opts train;
-    const char *plan;      /* directory or file */
-    const char *cmp[2];    /* --compare */
+    const char *plan;   /* directory or file */
+    const char *cmp[2]; /* --compare */
     int reference, compare;
     int backend, transport; /* BACKEND_*, TRANSPORT_UNSET or a pp_transport */
-    optim_flags optim;      /* --lr, --weight-decay, --adam-eps; the plan's optimizer sets the rest */
+    optim_flags optim; /* --lr, --weight-decay, --adam-eps; the plan's optimizer sets the rest */
     double atol, rtol;
 } options;
 
@@ -255,8 +255,10 @@ static int check_no_compute(const options *o)
     if (!with)
         return 0;
     if (first_process())
-        pp_vm_error(-1, "--no-compute runs no kernel and trains nothing (a benchmark of the "
-                    "interpreter); it does not go with %s", with);
+        pp_vm_error(-1,
+                    "--no-compute runs no kernel and trains nothing (a benchmark of the "
+                    "interpreter); it does not go with %s",
+                    with);
     return -1;
 }
 
@@ -287,9 +289,12 @@ static int given_twice(seen_flags *seen, const char *flag, const char *val)
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->train = (pp_train_opts){
-        .steps = 10, .seed = 1, .data = PP_DEFAULT_DATA, .timeout = 300, .loss_digits = 4,
-        .grace = 30};
+    o->train = (pp_train_opts){.steps = 10,
+                               .seed = 1,
+                               .data = PP_DEFAULT_DATA,
+                               .timeout = 300,
+                               .loss_digits = 4,
+                               .grace = 30};
     o->optim = (optim_flags){-1, -1, -1, -1, -1};
     o->backend = BACKEND_UNSET;
     o->transport = TRANSPORT_UNSET;
@@ -322,14 +327,13 @@ static int parse_args(int argc, char **argv, options *o)
             o->train.no_compute = 1;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--lr") ||
                  !strcmp(a, "--weight-decay") || !strcmp(a, "--adam-eps") ||
-                 !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") ||
-                 !strcmp(a, "--data") || !strcmp(a, "--save") || !strcmp(a, "--atol") ||
-                 !strcmp(a, "--rtol") || !strcmp(a, "--backend") || !strcmp(a, "--transport") ||
-                 !strcmp(a, "--timeout") || !strcmp(a, "--epilogues") ||
-                 !strcmp(a, "--profile") || !strcmp(a, "--loss-digits") ||
-                 !strcmp(a, "--checkpoint-dir") || !strcmp(a, "--checkpoint-every") ||
-                 !strcmp(a, "--checkpoint-keep") || !strcmp(a, "--resume") ||
-                 !strcmp(a, "--grace")) {
+                 !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") || !strcmp(a, "--data") ||
+                 !strcmp(a, "--save") || !strcmp(a, "--atol") || !strcmp(a, "--rtol") ||
+                 !strcmp(a, "--backend") || !strcmp(a, "--transport") || !strcmp(a, "--timeout") ||
+                 !strcmp(a, "--epilogues") || !strcmp(a, "--profile") ||
+                 !strcmp(a, "--loss-digits") || !strcmp(a, "--checkpoint-dir") ||
+                 !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-keep") ||
+                 !strcmp(a, "--resume") || !strcmp(a, "--grace")) {
             if (!has_value) {
                 if (first_process())
                     pp_vm_error(-1, "%s needs a value", a);
@@ -338,8 +342,8 @@ static int parse_args(int argc, char **argv, options *o)
             if (given_twice(&seen, a, argv[i + 1]))
                 return -1;
             const char *val = argv[++i];
-            int is_dir_flag = !strcmp(a, "--save") || !strcmp(a, "--checkpoint-dir") ||
-                              !strcmp(a, "--resume");
+            int is_dir_flag =
+                !strcmp(a, "--save") || !strcmp(a, "--checkpoint-dir") || !strcmp(a, "--resume");
             if (!val[0] && (is_dir_flag || !strcmp(a, "--data") || !strcmp(a, "--profile"))) {
                 if (first_process())
                     pp_vm_error(-1, "%s: expected a %s, found an empty string", a,
@@ -363,8 +367,7 @@ static int parse_args(int argc, char **argv, options *o)
                     o->train.checkpoint_every = (int)v;
                 else
                     o->train.checkpoint_keep = (int)v;
-            }
-            else if (!strcmp(a, "--backend")) {
+            } else if (!strcmp(a, "--backend")) {
                 if (!strcmp(val, "cuda") || !strcmp(val, "cpu"))
                     o->backend = !strcmp(val, "cuda") ? BACKEND_CUDA : BACKEND_CPU;
                 else {
@@ -500,8 +503,8 @@ static int is_dir(const char *path)
 /* Reads rank's plan: PLAN/rank<rank>.bin when PLAN is a directory, else
  * the file PLAN itself. 0, or -1 with err (a directory without the rank's
  * file said as such, not as a missing file). */
-static int read_plan(const char *plan, int rank, pp_plan *p, char *path, size_t pathlen,
-                     char *err, size_t errlen)
+static int read_plan(const char *plan, int rank, pp_plan *p, char *path, size_t pathlen, char *err,
+                     size_t errlen)
 {
     struct stat st;
     if (is_dir(plan)) {
@@ -580,7 +583,8 @@ static int verify_world(const pp_plan *p, const handshake *hs, int me, int size)
     uint8_t *mine = NULL;
     size_t mylen = 0;
     int enc_ok = pp_plan_encode(p, &mine, &mylen) == PP_PLAN_OK && mylen == hs[me].bytes;
-    int *counts = malloc((size_t)size * sizeof *counts), *displs = malloc((size_t)size * sizeof *displs);
+    int *counts = malloc((size_t)size * sizeof *counts),
+        *displs = malloc((size_t)size * sizeof *displs);
     uint64_t total = 0;
     for (int r = 0; r < size; r++)
         total += hs[r].bytes;
@@ -591,17 +595,18 @@ static int verify_world(const pp_plan *p, const handshake *hs, int me, int size)
     size_t whylen = (size_t)1 << 16;
     char *why = me == 0 ? calloc(whylen, 1) : NULL;
     int ready = enc_ok && counts && displs && (me != 0 || (all && why)), bad = 0;
-    if (!pp_vm_all_ok(ready, me, total > (uint64_t)INT_MAX
-                                     ? "the plans together are too large to verify at start-up"
-                                     : "out of memory verifying the plans"))
+    if (!pp_vm_all_ok(ready, me,
+                      total > (uint64_t)INT_MAX
+                          ? "the plans together are too large to verify at start-up"
+                          : "out of memory verifying the plans"))
         goto out;
     for (int r = 0, at = 0; r < size; r++) {
         counts[r] = (int)hs[r].bytes;
         displs[r] = at;
         at += counts[r];
     }
-    mpiCheck(MPI_Gatherv(mine, (int)mylen, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
-                         MPI_COMM_WORLD));
+    mpiCheck(
+        MPI_Gatherv(mine, (int)mylen, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD));
     if (me == 0) {
         judge(all, counts, displs, size, why, whylen);
         bad = why[0] != '\0';
@@ -634,28 +639,32 @@ static int agree(const pp_plan *p, int ok, int me, int size)
         free(all);
         return 0;
     }
-    mpiCheck(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE,
-                           MPI_COMM_WORLD));
+    mpiCheck(
+        MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
     int good = 1;
     for (int r = 0; r < size; r++) {
         const handshake *h = &all[r];
         char why[256] = "";
         if (!h->ok)
-            snprintf(why, sizeof why, "rank %d could not load its plan or its data (see its message)", r);
+            snprintf(why, sizeof why,
+                     "rank %d could not load its plan or its data (see its message)", r);
         else if ((int)h->world != size)
             snprintf(why, sizeof why,
-                     "rank %d's plan was compiled for %u ranks but mpirun started %d (use mpirun -np %u)",
+                     "rank %d's plan was compiled for %u ranks but mpirun started %d (use mpirun "
+                     "-np %u)",
                      r, h->world, size, h->world);
         else if ((int)h->rank != r)
             snprintf(why, sizeof why, "rank %d was given the plan of rank %u", r, h->rank);
         else if (all[0].ok && h->plan_id != all[0].plan_id) /* rank 0's failure is said */
             snprintf(why, sizeof why,
-                     "rank %d's plan id %016llx differs from rank 0's %016llx: the directory mixes plans of different compiles",
+                     "rank %d's plan id %016llx differs from rank 0's %016llx: the directory mixes "
+                     "plans of different compiles",
                      r, (unsigned long long)h->plan_id, (unsigned long long)all[0].plan_id);
         else if (h->bytes > MAX_GATHER_BYTES)
-            snprintf(why, sizeof why, "rank %d's plan has %llu bytes, more than the start-up "
-                     "check can gather (%llu)", r, (unsigned long long)h->bytes,
-                     (unsigned long long)MAX_GATHER_BYTES);
+            snprintf(why, sizeof why,
+                     "rank %d's plan has %llu bytes, more than the start-up "
+                     "check can gather (%llu)",
+                     r, (unsigned long long)h->bytes, (unsigned long long)MAX_GATHER_BYTES);
         if (why[0]) {
             if (me == 0)
                 pp_vm_error(-1, "%s", why);
@@ -719,9 +728,8 @@ static int choose_backend(options *o, int me)
     if (o->backend == BACKEND_UNSET)
         o->backend = all_gpu || o->transport == PP_TRANSPORT_NCCL ? BACKEND_CUDA : BACKEND_CPU;
     if (o->transport == TRANSPORT_UNSET)
-        o->transport = o->backend == BACKEND_CUDA && all_gpu && gpu_per_rank(me)
-                           ? PP_TRANSPORT_NCCL
-                           : PP_TRANSPORT_MPI;
+        o->transport = o->backend == BACKEND_CUDA && all_gpu && gpu_per_rank(me) ? PP_TRANSPORT_NCCL
+                                                                                 : PP_TRANSPORT_MPI;
     if (o->backend == BACKEND_CPU || all_gpu)
         return 0;
     char msg[320];
@@ -759,7 +767,8 @@ static int reference_plan_untouched(const char *path, const pp_plan *p, char *er
         snprintf(err, errlen,
                  "the %u plans in '%.200s' do not hash to their plan id %016llx: a plan was edited "
                  "or the directory mixes compiles, so rank 0's model is not known to be the one "
-                 "compiled", p->world, dir, (unsigned long long)p->plan_id);
+                 "compiled",
+                 p->world, dir, (unsigned long long)p->plan_id);
     else
         rc = 0;
 out:
@@ -801,7 +810,7 @@ int main(int argc, char **argv)
     options o;
     int parsed = parse_args(argc, argv, &o);
     if (parsed > 0)
-        return 0; /* --help */
+        return 0;     /* --help */
     if (parsed < 0) { /* what is wrong is said; the usage would bury it */
         if (first_process())
             fprintf(stderr, "ppvm: see ppvm --help for the options\n");
@@ -867,7 +876,8 @@ int main(int argc, char **argv)
                    be->name, o.transport == PP_TRANSPORT_NCCL ? "nccl" : "mpi",
                    o.train.deterministic ? ", deterministic" : "",
                    o.train.no_compute ? ", no compute (benchmark mode: no kernel runs, every "
-                                        "message is 4 bytes)" : "");
+                                        "message is 4 bytes)"
+                                      : "");
         rc = pp_run_plan(&p, &ds, &o.train, be);
     }
     if (ok) {

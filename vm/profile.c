@@ -19,13 +19,13 @@ typedef struct {
 } samples;
 
 struct pp_profile {
-    FILE *out;        /* rank 0 only */
+    FILE *out; /* rank 0 only */
     const char *path;
     int S, steps, me;
-    int oom;          /* a sample could not be kept: pp_profile_finish fails on every rank */
-    samples *t;       /* [PP_PROF_DIRS * S] */
-    double *busy;     /* [steps] this rank's time in jobs and optimizer steps, per step */
-    double *span;     /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
+    int oom;      /* a sample could not be kept: pp_profile_finish fails on every rank */
+    samples *t;   /* [PP_PROF_DIRS * S] */
+    double *busy; /* [steps] this rank's time in jobs and optimizer steps, per step */
+    double *span; /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
 };
 
 pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me)
@@ -70,9 +70,9 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
 int pp_profile_dir(const pp_instr *in)
 {
     /* the opcode table's job column (isa/opcodes.h) */
-    static const int dir[] = {[PP_JOB_NONE] = -1,     [PP_JOB_F] = PP_PROF_F,
-                              [PP_JOB_B] = PP_PROF_BFULL, [PP_JOB_BI] = PP_PROF_B,
-                              [PP_JOB_W] = PP_PROF_W,  [PP_JOB_O] = PP_PROF_O};
+    static const int dir[] = {
+        [PP_JOB_NONE] = -1,      [PP_JOB_F] = PP_PROF_F, [PP_JOB_B] = PP_PROF_BFULL,
+        [PP_JOB_BI] = PP_PROF_B, [PP_JOB_W] = PP_PROF_W, [PP_JOB_O] = PP_PROF_O};
     return dir[pp_op_job_of(in->op)];
 }
 
@@ -142,8 +142,7 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
         return;
     fprintf(f, "%s\n  \"%s\": [", *first ? "" : ",", key);
     for (int s = 0; s < S; s++)
-        fprintf(f, "%s%.9g", s ? ", " : "",
-                strcmp(key, "O") && med[s] < 1e-9 ? 1e-9 : med[s]);
+        fprintf(f, "%s%.9g", s ? ", " : "", strcmp(key, "O") && med[s] < 1e-9 ? 1e-9 : med[s]);
     fprintf(f, "]");
     *first = 0;
 }
@@ -180,8 +179,8 @@ static void split_full_backwards(double *med, size_t *count, int S)
  * fetches, and the interpreter's own work), and the median over steps of
  * the ranks' idle share of the step ("bubble"). busy_all is [rank][step];
  * tmp has room for max(size, steps) values. */
-static void write_measured(FILE *f, const double *busy_all, const double *span, int size,
-                           int steps, double *tmp)
+static void write_measured(FILE *f, const double *busy_all, const double *span, int size, int steps,
+                           double *tmp)
 {
     int first = steps > 1, n = 0;
     for (int i = first; i < steps; i++)
@@ -214,8 +213,7 @@ static void write_measured(FILE *f, const double *busy_all, const double *span, 
     fprintf(f, " \"bubble\": %.6g}", n ? pp_median(tmp, (size_t)n) : 0.0);
 }
 
-int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth,
-                      double overlap)
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth, double overlap)
 {
     int size, S = pr->S, K = PP_PROF_DIRS * S, me = pr->me, rc = -1;
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
@@ -223,19 +221,19 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
      * left the collectives below would leave the others waiting. */
     int *n = malloc((size_t)K * sizeof *n);
     int *counts = me == 0 ? malloc((size_t)size * K * sizeof *counts) : NULL; /* [rank][key] */
-    int *kc = me == 0 ? malloc((size_t)size * sizeof *kc) : NULL;  /* one key's counts */
+    int *kc = me == 0 ? malloc((size_t)size * sizeof *kc) : NULL;             /* one key's counts */
     int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
     double *med = calloc((size_t)K, sizeof *med), *all = NULL;
     size_t *count = calloc((size_t)K, sizeof *count), most = 0;
     int steps = pr->steps;
     double *busy_all = me == 0 ? malloc((size_t)size * (steps + 1) * sizeof *busy_all) : NULL;
     double *tmp = me == 0 ? malloc(((size_t)size + steps + 1) * sizeof *tmp) : NULL;
-    int ok = !pr->oom && n && med && count &&
-             (me != 0 || (counts && kc && displs && busy_all && tmp));
+    int ok =
+        !pr->oom && n && med && count && (me != 0 || (counts && kc && displs && busy_all && tmp));
     if (!pp_vm_all_ok(ok, me, "out of memory for --profile"))
         goto out;
-    mpiCheck(MPI_Gather(pr->busy, steps, MPI_DOUBLE, busy_all, steps, MPI_DOUBLE, 0,
-                        MPI_COMM_WORLD));
+    mpiCheck(
+        MPI_Gather(pr->busy, steps, MPI_DOUBLE, busy_all, steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     for (int k = 0; k < K; k++)
         n[k] = (int)pr->t[k].n;
     mpiCheck(MPI_Gather(n, K, MPI_INT, counts, K, MPI_INT, 0, MPI_COMM_WORLD));
@@ -334,8 +332,7 @@ static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
  * the fastest trips are the link's own cost. The
  * same number of trips on both ranks whatever they measure: no rank may
  * decide alone to measure again. */
-void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
-                     double *bandwidth)
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth)
 {
     double small_fast = one_way(rt, ctx, 8), big_fast = one_way(rt, ctx, bytes);
     *latency = small_fast;

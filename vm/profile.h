@@ -74,8 +74,7 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
  * Frees pr. 0, or -1 on rank 0 when the file cannot be written, or on every
  * rank when some rank ran out of memory for its samples (the lowest such
  * says so). */
-int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth,
-                      double overlap);
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth, double overlap);
 
 /* Frees pr without writing the file (local: a run that stopped early);
  * NULL is a no-op. */
@@ -89,8 +88,7 @@ typedef double (*pp_round_trip)(void *ctx, size_t bytes);
  * bandwidth (bytes over the fastest one-way time of `bytes` less the
  * fastest of 8 bytes: noise from other processes only adds to a trip; 0,
  * which ppc reads as unlimited, when that is not positive). */
-void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
-                     double *bandwidth);
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth);
 
 /* The link through MPI between ranks 0 and 1, host memory to host memory
  * (the cpu backend's transport); collective, a no-op returning 0 with one

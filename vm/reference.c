@@ -51,7 +51,7 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
         return 1;
     }
     float **params = calloc((size_t)S, sizeof *params), **grads = calloc((size_t)S, sizeof *grads);
-    float **state = calloc((size_t)S, sizeof *state); /* the optimizer's, NULL for SGD */
+    float **state = calloc((size_t)S, sizeof *state);    /* the optimizer's, NULL for SGD */
     void **compute = calloc((size_t)S, sizeof *compute); /* what F and B read */
     void **stash = calloc((size_t)S, sizeof *stash);
     size_t work_bytes = 0, nmax = 0; /* one workspace, for the largest stage */
@@ -106,8 +106,8 @@ int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp
         double t0 = now(), loss = 0;
         if (t + 1 == left_out(opts)) {
             if (!opts->quiet)
-                printf("reference step %4d/%d  left out (PP_INJECT_NAN, --skip-nonfinite)\n",
-                       t + 1, opts->steps);
+                printf("reference step %4d/%d  left out (PP_INJECT_NAN, --skip-nonfinite)\n", t + 1,
+                       opts->steps);
             continue;
         }
         for (int b = 0; b < B; b++) {

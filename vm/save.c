@@ -36,10 +36,7 @@ static void sibling(const char *dir, const char *suffix, char *buf, size_t n)
     snprintf(buf, n, "%s%s", d, suffix);
 }
 
-void pp_save_staging(const char *dir, char *buf, size_t n)
-{
-    sibling(dir, ".ppvm-new", buf, n);
-}
+void pp_save_staging(const char *dir, char *buf, size_t n) { sibling(dir, ".ppvm-new", buf, n); }
 
 /* The directory that holds dir ("." when none), for fsyncing a rename. */
 static void parent_of(const char *dir, char *buf, size_t n)
@@ -123,15 +120,18 @@ int pp_save_check(const char *dir, char *err, size_t errlen)
         d[len - 1] = 0;
     const char *base = strrchr(d, '/') ? strrchr(d, '/') + 1 : d;
     if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
-        snprintf(err, errlen, "'%s': --save replaces the whole directory, so it must be one "
-                 "that can be renamed (not '.', '..' or '/'): name a directory of its own", dir);
+        snprintf(err, errlen,
+                 "'%s': --save replaces the whole directory, so it must be one "
+                 "that can be renamed (not '.', '..' or '/'): name a directory of its own",
+                 dir);
         return -1;
     }
     trimmed(dir, d, sizeof d);
     pp_save_staging(d, staging, sizeof staging);
     sibling(d, ".ppvm-old", old, sizeof old);
     if (stat(d, &st) && errno == ENOENT && !stat(old, &st)) {
-        snprintf(err, errlen, "a save into '%s' was cut short while replacing it: the previous "
+        snprintf(err, errlen,
+                 "a save into '%s' was cut short while replacing it: the previous "
                  "weights are in '%s' and the new ones in '%s'; move the one to keep to '%s'",
                  d, old, staging, d);
         return -1;
@@ -143,7 +143,8 @@ int pp_save_check(const char *dir, char *err, size_t errlen)
         if (found < 0)
             snprintf(err, errlen, "cannot read directory '%s': %s", d, strerror(errno));
         else
-            snprintf(err, errlen, "'%s' holds '%s', which --save does not write: --save replaces "
+            snprintf(err, errlen,
+                     "'%s' holds '%s', which --save does not write: --save replaces "
                      "the whole directory, so it must be new, empty or an earlier --save's",
                      d, name);
         return -1;
@@ -193,8 +194,10 @@ int pp_save_commit(const char *dir, char *err, size_t errlen)
         if (errno == ENOENT && !rename(staging, d))
             gone = NULL; /* there was no previous save */
         else if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-            snprintf(err, errlen, "cannot put '%s' in the place of '%s': %s (the previous save "
-                     "is untouched)", staging, d, strerror(errno));
+            snprintf(err, errlen,
+                     "cannot put '%s' in the place of '%s': %s (the previous save "
+                     "is untouched)",
+                     staging, d, strerror(errno));
             return -1;
         } else if (rename(d, old) || rename(staging, d)) {
             /* a file system without exchange: two renames; a crash between

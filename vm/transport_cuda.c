@@ -60,8 +60,9 @@ static size_t msg_bytes(const cuda_vm *v, size_t bytes)
 static int staging_alloc(cvm_staging *h, size_t bytes, char *err, size_t errlen)
 {
     if (bytes > INT_MAX) { /* MPI counts are int */
-        snprintf(err, errlen, "a transfer of %zu bytes is too large for --transport mpi (at most %d)",
-                 bytes, INT_MAX);
+        snprintf(err, errlen,
+                 "a transfer of %zu bytes is too large for --transport mpi (at most %d)", bytes,
+                 INT_MAX);
         return -1;
     }
     cudaError_t rc = cudaHostAlloc(&h->host, bytes ? bytes : 1, cudaHostAllocDefault);
@@ -153,8 +154,9 @@ void cvm_transport_connect(cuda_vm *v)
     if (v->transport == PP_TRANSPORT_MPI) {
         /* Every rank has the same group table, so these collective splits match. */
         for (uint32_t g = 0; g < p->ngroups; g++)
-            mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member_of(&p->groups[g], v->me) ? 0 : MPI_UNDEFINED,
-                                    v->me, &v->group_mpi[g]));
+            mpiCheck(MPI_Comm_split(MPI_COMM_WORLD,
+                                    member_of(&p->groups[g], v->me) ? 0 : MPI_UNDEFINED, v->me,
+                                    &v->group_mpi[g]));
         return;
     }
     ncclUniqueId id;
@@ -381,8 +383,8 @@ static void reduce_grads(cuda_vm *v, int st, int s, int g)
             pp_cuda_fatal();
         }
         cvm_wait(v, &v->grad_dep[s], st);
-        ncclCheck(ncclAllReduce(v->c.grads[s], v->c.grads[s], n, ncclFloat, ncclSum, v->group_nccl[g],
-                                v->st[st]));
+        ncclCheck(ncclAllReduce(v->c.grads[s], v->c.grads[s], n, ncclFloat, ncclSum,
+                                v->group_nccl[g], v->st[st]));
         cvm_record(v, &v->grad_dep[s], st);
         return;
     }
@@ -418,16 +420,16 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in)
         recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, b), dev, act, d, h);
         break;
     case PP_OP_FetchWeights:
-        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev, msg_bytes(v, compute_bytes(v, s)),
-             d, h);
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev,
+             msg_bytes(v, compute_bytes(v, s)), d, h);
         break;
     case PP_OP_SendWeightGrad:
-        send(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev, msg_bytes(v, stage_bytes(v, s)), d,
-             h);
+        send(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev,
+             msg_bytes(v, stage_bytes(v, s)), d, h);
         break;
     case PP_OP_RecvWeightGrad:
-        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev, msg_bytes(v, stage_bytes(v, s)), d,
-             h);
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev,
+             msg_bytes(v, stage_bytes(v, s)), d, h);
         break;
     case PP_OP_SendWeights:
         send_weights(v, st, s, in->peer);

@@ -34,17 +34,17 @@ typedef struct {
 
 /* A pinned host buffer the mpi transport stages a device buffer through. */
 typedef struct {
-    void *host;         /* NULL where the buffer is never transferred */
+    void *host; /* NULL where the buffer is never transferred */
     size_t bytes;
     cudaEvent_t copied; /* recorded after the last copy out of host to the device */
     MPI_Request req;    /* a send in flight from host, or MPI_REQUEST_NULL */
 } cvm_staging;
 
 typedef struct {
-    pp_vm_core c;  /* first (the core's hooks take the backend's state): per-stage state
+    pp_vm_core c; /* first (the core's hooks take the backend's state): per-stage state
                       (params, grads, state, compute: device memory, NULL where not
                       owned), the non-finite findings, --skip-nonfinite, --deterministic */
-    pp_run *run;   /* the driver's: the step in progress, its start (the watchdog's
+    pp_run *run;  /* the driver's: the step in progress, its start (the watchdog's
                       origin), --profile */
     const pp_plan *p;
     const pp_dataset *ds;
@@ -55,9 +55,9 @@ typedef struct {
     cudaEvent_t done[ST_COUNT]; /* recorded at the end of each stream's step; the watchdog polls */
     pp_cuda_model *cm;          /* cuBLAS and the loss accumulator, on st[ST_COMPUTE] */
     cvm_dep *param_dep, *grad_dep; /* [S]; param_dep covers params[s] and compute[s] */
-    void **slot;                /* [nslots] device, the plan's sizes exactly */
-    cvm_dep *slot_dep;          /* [nslots] */
-    void *work;                 /* device, the plan's workspace: only the compute stream's jobs
+    void **slot;                   /* [nslots] device, the plan's sizes exactly */
+    cvm_dep *slot_dep;             /* [nslots] */
+    void *work;                    /* device, the plan's workspace: only the compute stream's jobs
                                    touch it, one after another, so it needs no dep */
     /* Overlapped pairs (a plan with Overlap): the second compute stream's
      * context and workspace (its jobs alone touch them, one after another),
@@ -74,22 +74,22 @@ typedef struct {
     int njd;
     int npair_dep;
     cudaEvent_t pair_ev;
-    int32_t **tok_host;         /* [B] pinned tokens of microbatch b; NULL if never loaded here */
-    cudaEvent_t *tok_ev;        /* [B] after the copy out of tok_host[b] */
+    int32_t **tok_host;  /* [B] pinned tokens of microbatch b; NULL if never loaded here */
+    cudaEvent_t *tok_ev; /* [B] after the copy out of tok_host[b] */
     /* The non-finite check (vm/core.c): each instruction that checks a
      * number writes its record on its compute lane's device array (a
      * microbatch's loss; or the index of the first non-finite number, -1
      * for none, and that number), read in one copy at the end of the step.
      * One array per lane: the two jobs of a pair write at once. */
-    double *nf_dev[2];          /* [2 * ninstr] device, COMPUTE's and COMPUTE2's */
-    double *nf_host;            /* [2][2 * ninstr] their copies */
-    signed char *nf_kind;       /* [ninstr] this step: a pp_nf_kind checked there, or 0 */
-    unsigned char *nf_lane;     /* [ninstr] and the lane (0, 1) whose array holds it */
+    double *nf_dev[2];      /* [2 * ninstr] device, COMPUTE's and COMPUTE2's */
+    double *nf_host;        /* [2][2 * ninstr] their copies */
+    signed char *nf_kind;   /* [ninstr] this step: a pp_nf_kind checked there, or 0 */
+    unsigned char *nf_lane; /* [ninstr] and the lane (0, 1) whose array holds it */
     /* --deterministic: a W job's gradient, per lane, before its copy to the
      * core's host buffer; det_ev marks the copy's end */
     float *det_job[2];
     cudaEvent_t det_ev;
-    cudaEvent_t commit_ev;      /* --skip-nonfinite: the end of commit's updates */
+    cudaEvent_t commit_ev; /* --skip-nonfinite: the end of commit's updates */
 
     /* nccl transport */
     ncclComm_t world;
@@ -100,16 +100,16 @@ typedef struct {
     int ngrouped, grouped_st;  /* how many, and their stream */
 
     /* mpi transport */
-    MPI_Comm *group_mpi;       /* [ngroups] MPI_COMM_NULL where no member */
-    cvm_staging *slot_stg;     /* [nslots] for the slots that transfers use */
-    cvm_staging *stage_stg;    /* [S] owned stages: compute copy for SendWeights, grads for
+    MPI_Comm *group_mpi;    /* [ngroups] MPI_COMM_NULL where no member */
+    cvm_staging *slot_stg;  /* [nslots] for the slots that transfers use */
+    cvm_staging *stage_stg; /* [S] owned stages: compute copy for SendWeights, grads for
                                   ReduceGrads */
-    int *stage_has_params;     /* [S] stage_stg[s] holds compute[s] as it is now */
-    MPI_Request *wsend;        /* SendWeights in flight from stage_stg */
-    int nwsend, wsend_cap;     /* cap: the plan's SendWeights per step */
+    int *stage_has_params;  /* [S] stage_stg[s] holds compute[s] as it is now */
+    MPI_Request *wsend;     /* SendWeights in flight from stage_stg */
+    int nwsend, wsend_cap;  /* cap: the plan's SendWeights per step */
 
     /* --profile */
-    cudaEvent_t *prof_ev;      /* [2 * ninstr] timing events before and after each job */
+    cudaEvent_t *prof_ev; /* [2 * ninstr] timing events before and after each job */
 } cuda_vm;
 
 /* The stream an instruction's transfer runs on: a send to a higher rank or

@@ -19,14 +19,14 @@ typedef enum { PP_TRANSPORT_MPI, PP_TRANSPORT_NCCL } pp_transport;
 typedef struct {
     int steps;
     uint64_t seed;
-    pp_optim optim;   /* the plan's optimizer's defaults (pp_optim_defaults) and --lr etc. */
-    const char *data; /* path of the text file */
-    const char *save; /* directory for the final weights, or NULL */
-    int quiet;        /* no per-step lines */
-    int loss_digits;  /* decimals of the per-step loss (ppvm --loss-digits, default 4) */
-    int transport;    /* cuda backend: a pp_transport */
-    double timeout;   /* seconds a step (or start-up) may take before the watchdog ends the run */
-    int no_epilogues; /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
+    pp_optim optim;    /* the plan's optimizer's defaults (pp_optim_defaults) and --lr etc. */
+    const char *data;  /* path of the text file */
+    const char *save;  /* directory for the final weights, or NULL */
+    int quiet;         /* no per-step lines */
+    int loss_digits;   /* decimals of the per-step loss (ppvm --loss-digits, default 4) */
+    int transport;     /* cuda backend: a pp_transport */
+    double timeout;    /* seconds a step (or start-up) may take before the watchdog ends the run */
+    int no_epilogues;  /* cuda backend: ppvm --epilogues off (unfused GEMMs and kernels) */
     int deterministic; /* ppvm --deterministic: weight gradients summed in microbatch order
                         * (vm/determ.h); both backends and the reference */
     const char *profile; /* ppvm --profile: write measured costs here (profile.h), or NULL */
@@ -37,8 +37,8 @@ typedef struct {
     const char *resume;         /* --resume DIR, or NULL */
     int reshard;                /* --reshard: a checkpoint of another plan of the same model */
     /* issue 16: a lost rank, signals, bad numbers (vm/guard.h, vm/driver.c) */
-    double grace;        /* seconds a signalled rank waits for its step to end (--grace) */
-    int skip_nonfinite;  /* skip a step with a non-finite loss or gradient, not stop */
+    double grace;       /* seconds a signalled rank waits for its step to end (--grace) */
+    int skip_nonfinite; /* skip a step with a non-finite loss or gradient, not stop */
     /* issue 18: ppvm --no-compute, the interpreter's benchmark mode (vm/vmbench.h):
      * no kernel body runs, every message is PP_NO_COMPUTE_MSG_BYTES, and the
      * driver times each instruction */

@@ -13,10 +13,7 @@
 #include "check.h"
 #include "vmbench.h"
 
-const char *pp_vmbench_family(int op)
-{
-    return pp_family_name(pp_op_family_of(op));
-}
+const char *pp_vmbench_family(int op) { return pp_family_name(pp_op_family_of(op)); }
 
 void pp_vmbench_step_begin(pp_vmbench *b, int step, int steps)
 {
@@ -85,18 +82,18 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
                         MPI_COMM_WORLD));
     mpiCheck(MPI_Reduce(&step, &step_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     unsigned long long ninstr = p->ninstr, max_instr = 0, sum_instr = 0;
-    mpiCheck(MPI_Reduce(&ninstr, &max_instr, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0,
-                        MPI_COMM_WORLD));
-    mpiCheck(MPI_Reduce(&ninstr, &sum_instr, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
-                        MPI_COMM_WORLD));
+    mpiCheck(
+        MPI_Reduce(&ninstr, &max_instr, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD));
+    mpiCheck(
+        MPI_Reduce(&ninstr, &sum_instr, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
     if (me != 0)
         return;
     int steps = b->steps > 0 ? b->steps : 1;
     printf("no-compute: %d rank%s, %d step%s counted%s; no kernel ran and every message was "
            "%d bytes; one clock read (%.1f ns) is inside each instruction's time\n",
            world, world == 1 ? "" : "s", b->steps, b->steps == 1 ? "" : "s",
-           b->warmed ? " (the first step warms up and is not)" : "",
-           PP_NO_COMPUTE_MSG_BYTES, clock_cost());
+           b->warmed ? " (the first step warms up and is not)" : "", PP_NO_COMPUTE_MSG_BYTES,
+           clock_cost());
     if (!b->steps) {
         printf("no step ran: nothing was counted\n");
         fflush(stdout);
@@ -109,8 +106,8 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
             if ((int)pp_op_family_of(op) == f && n[op])
                 row(pp_family_name((pp_op_family)f), pp_op_name(op), n[op], ns[op], wait[op],
                     worst[op], steps);
-    uint64_t fn[PP_FAMILY_COUNT] = {0}, fns[PP_FAMILY_COUNT] = {0}, fw[PP_FAMILY_COUNT] = {0}, tn = 0, tns = 0,
-             tw = 0;
+    uint64_t fn[PP_FAMILY_COUNT] = {0}, fns[PP_FAMILY_COUNT] = {0}, fw[PP_FAMILY_COUNT] = {0},
+             tn = 0, tns = 0, tw = 0;
     for (int op = 0; op < PP_OP_COUNT; op++) {
         fn[pp_op_family_of(op)] += n[op];
         fns[pp_op_family_of(op)] += ns[op];
@@ -121,8 +118,8 @@ void pp_vmbench_report(const pp_vmbench *b, const pp_plan *p, int me, int world)
     }
     for (int f = 0; f < PP_FAMILY_COUNT; f++)
         if (fn[f])
-            row(pp_family_name((pp_op_family)f), "*", fn[f], fns[f], fw[f],
-                worst[PP_OP_COUNT + f], steps);
+            row(pp_family_name((pp_op_family)f), "*", fn[f], fns[f], fw[f], worst[PP_OP_COUNT + f],
+                steps);
     row("all", "*", tn, tns, tw, worst[PP_OP_COUNT + PP_FAMILY_COUNT], steps);
     printf("plan: %llu instructions a step on all ranks (the busiest rank %llu); step time "
            "%.1f us (slowest rank), %.1f ns per instruction of the busiest rank\n",

@@ -23,15 +23,15 @@
 #define PP_NO_COMPUTE_MSG_BYTES 4
 
 typedef struct {
-    uint64_t n[PP_OP_COUNT];  /* instructions run, counted steps only */
-    uint64_t ns[PP_OP_COUNT]; /* their time, in ns */
+    uint64_t n[PP_OP_COUNT];    /* instructions run, counted steps only */
+    uint64_t ns[PP_OP_COUNT];   /* their time, in ns */
     uint64_t wait[PP_OP_COUNT]; /* of it, blocked waiting (pp_run's waited_ns) */
-    uint64_t step_ns;         /* the counted steps' wall time on this rank, in ns */
-    int steps;                /* steps counted */
-    int counting;             /* the step in progress is counted */
-    int warmed;               /* a first step ran uncounted */
-    uint64_t start;           /* the clock at the step's start */
-    uint64_t last;            /* the clock at the last read */
+    uint64_t step_ns;           /* the counted steps' wall time on this rank, in ns */
+    int steps;                  /* steps counted */
+    int counting;               /* the step in progress is counted */
+    int warmed;                 /* a first step ran uncounted */
+    uint64_t start;             /* the clock at the step's start */
+    uint64_t last;              /* the clock at the last read */
 } pp_vmbench;
 
 static inline uint64_t pp_vmbench_now(void)

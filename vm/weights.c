@@ -163,8 +163,8 @@ int pp_wfile_read(const char *path, const char magic[4], pp_wfile_head *h, void 
     memcpy(&h->count, head + 24, 8);
     memcpy(&h->elem, head + 32, 4);
     if (version != PP_WFILE_VERSION) {
-        snprintf(err, errlen, "'%s' is a %.4s file of version %u; expected version %d", path,
-                 magic, version, PP_WFILE_VERSION);
+        snprintf(err, errlen, "'%s' is a %.4s file of version %u; expected version %d", path, magic,
+                 version, PP_WFILE_VERSION);
         goto out;
     }
     if ((h->elem != 2 && h->elem != 4) || h->count > (1ull << 34)) {
@@ -195,7 +195,8 @@ int pp_wfile_read(const char *path, const char magic[4], pp_wfile_head *h, void 
     memcpy(&stored, buf + want_size - 4, 4);
     want = pp_crc32(buf, want_size - 4);
     if (stored != want) {
-        snprintf(err, errlen, "'%s': checksum mismatch (stored crc32 %08x, computed %08x): the file is corrupt",
+        snprintf(err, errlen,
+                 "'%s': checksum mismatch (stored crc32 %08x, computed %08x): the file is corrupt",
                  path, stored, want);
         goto out;
     }
@@ -226,8 +227,8 @@ int pp_weights_save(const char *dir, int stage, uint64_t plan_id, int step, cons
     return pp_wfile_write(path, &h, w, NULL, NULL, err, errlen);
 }
 
-int pp_weights_load(const char *dir, int stage, float **w, size_t *n, pp_wfile_head *h,
-                    char *err, size_t errlen)
+int pp_weights_load(const char *dir, int stage, float **w, size_t *n, pp_wfile_head *h, char *err,
+                    size_t errlen)
 {
     char path[4096];
     pp_wfile_head mine;
@@ -255,19 +256,25 @@ static int check_weights_dir(const char *dir)
     struct stat st;
     char path[4096];
     if (stat(dir, &st)) {
-        fprintf(stderr, "ppvm: --compare: cannot use '%s': %s (expected a directory that --save "
-                        "wrote)\n", dir, strerror(errno));
+        fprintf(stderr,
+                "ppvm: --compare: cannot use '%s': %s (expected a directory that --save "
+                "wrote)\n",
+                dir, strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "ppvm: --compare: '%s' is %s, not a directory (expected a directory "
-                        "that --save wrote)\n", dir, pp_file_kind(st.st_mode));
+        fprintf(stderr,
+                "ppvm: --compare: '%s' is %s, not a directory (expected a directory "
+                "that --save wrote)\n",
+                dir, pp_file_kind(st.st_mode));
         return -1;
     }
     path_of(path, sizeof path, dir, 0);
     if (stat(path, &st)) {
-        fprintf(stderr, "ppvm: --compare: '%s' holds no stage0.w (expected a directory that "
-                        "--save wrote)\n", dir);
+        fprintf(stderr,
+                "ppvm: --compare: '%s' holds no stage0.w (expected a directory that "
+                "--save wrote)\n",
+                dir);
         return -1;
     }
     return 0;

@@ -50,8 +50,8 @@ int pp_weights_save(const char *dir, int stage, uint64_t plan_id, int step, cons
                     size_t n, char *err, size_t errlen);
 /* Loads DIR/stage<s>.w into a malloc'd array (and its header into *h, if
  * not NULL); 0 or -1 with err. */
-int pp_weights_load(const char *dir, int stage, float **w, size_t *n, pp_wfile_head *h,
-                    char *err, size_t errlen);
+int pp_weights_load(const char *dir, int stage, float **w, size_t *n, pp_wfile_head *h, char *err,
+                    size_t errlen);
 
 /* Compares stages [0, S) of two directories (S <= 0: every stage they
  * hold); prints one line per stage with the largest difference; returns 0

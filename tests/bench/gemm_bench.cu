@@ -38,8 +38,8 @@ static void gemm(cublasHandle_t h, int bf16, int ta, int tb, int M, int N, int K
                                  lda, &zero, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
                                  CUBLAS_GEMM_DEFAULT));
     else
-        cublasCheck(cublasSgemm(h, opb, opa, N, M, K, &one, (const float *)B, ldb,
-                                (const float *)A, lda, &zero, C, N));
+        cublasCheck(cublasSgemm(h, opb, opa, N, M, K, &one, (const float *)B, ldb, (const float *)A,
+                                lda, &zero, C, N));
 }
 
 int main(int argc, char **argv)
@@ -65,10 +65,10 @@ int main(int argc, char **argv)
         return 0;
     }
     const shape shapes[] = {
-        {"F  h = x W1^T", 0, 1, Bt, F, D, nb * mb},  {"F  y = a W2^T", 0, 1, Bt, D, F, nb * mb},
-        {"B  da = dy W2", 0, 0, Bt, F, D, nb * mb},  {"B  dW2 = dy^T a", 1, 0, D, F, Bt, nb * mb},
-        {"B  dx = dh W1", 0, 0, Bt, D, F, nb * mb},  {"B  dW1 = dh^T x", 1, 0, F, D, Bt, nb * mb},
-        {"F  logits = x Wh^T", 0, 1, Bt, V, D, mb},  {"B  dx = dl Wh", 0, 0, Bt, D, V, mb},
+        {"F  h = x W1^T", 0, 1, Bt, F, D, nb * mb}, {"F  y = a W2^T", 0, 1, Bt, D, F, nb * mb},
+        {"B  da = dy W2", 0, 0, Bt, F, D, nb * mb}, {"B  dW2 = dy^T a", 1, 0, D, F, Bt, nb * mb},
+        {"B  dx = dh W1", 0, 0, Bt, D, F, nb * mb}, {"B  dW1 = dh^T x", 1, 0, F, D, Bt, nb * mb},
+        {"F  logits = x Wh^T", 0, 1, Bt, V, D, mb}, {"B  dx = dl Wh", 0, 0, Bt, D, V, mb},
         {"B  dWh = dl^T x", 1, 0, V, D, Bt, mb},
     };
     size_t big = (size_t)(F > D ? F : D) * (size_t)(F > D ? F : D);
@@ -106,7 +106,8 @@ int main(int argc, char **argv)
         step_time += sec * s->count;
     }
     printf("step (%s): %.3f TFLOP in GEMMs, %.2f ms at cuBLAS's rate: %.2f TFLOP/s\n",
-           bf16 ? "bf16" : "fp32", step_flops / 1e12, step_time * 1e3, step_flops / step_time / 1e12);
+           bf16 ? "bf16" : "fp32", step_flops / 1e12, step_time * 1e3,
+           step_flops / step_time / 1e12);
     cublasCheck(cublasDestroy(h));
     cudaCheck(cudaFree(A));
     cudaCheck(cudaFree(B));

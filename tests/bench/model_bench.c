@@ -67,35 +67,38 @@ static int weight_gemms(const pp_model *m, int S, int s, gemm_shape *g)
 
 /* Seconds per call of body: the best of 3 trials, each over enough calls
  * to fill ~0.1 s (the best, because other processes only ever add time). */
-#define TIME_IT(secs, body)                                                                     \
-    do {                                                                                        \
-        secs = 1e30;                                                                            \
-        for (int trial_ = 0; trial_ < 3; trial_++) {                                            \
-            int reps_ = 1;                                                                      \
-            for (;;) {                                                                          \
-                double t0_ = now();                                                             \
-                for (int r_ = 0; r_ < reps_; r_++) {                                            \
-                    body;                                                                       \
-                }                                                                               \
-                double dt_ = now() - t0_;                                                       \
-                if (dt_ > 0.1 || reps_ > 1 << 20) {                                             \
-                    if (dt_ / reps_ < secs) secs = dt_ / reps_;                                 \
-                    break;                                                                      \
-                }                                                                               \
-                reps_ *= 2;                                                                     \
-            }                                                                                   \
-        }                                                                                       \
+#define TIME_IT(secs, body)                                                                        \
+    do {                                                                                           \
+        secs = 1e30;                                                                               \
+        for (int trial_ = 0; trial_ < 3; trial_++) {                                               \
+            int reps_ = 1;                                                                         \
+            for (;;) {                                                                             \
+                double t0_ = now();                                                                \
+                for (int r_ = 0; r_ < reps_; r_++) {                                               \
+                    body;                                                                          \
+                }                                                                                  \
+                double dt_ = now() - t0_;                                                          \
+                if (dt_ > 0.1 || reps_ > 1 << 20) {                                                \
+                    if (dt_ / reps_ < secs)                                                        \
+                        secs = dt_ / reps_;                                                        \
+                    break;                                                                         \
+                }                                                                                  \
+                reps_ *= 2;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 static double sgemm_seconds(const gemm_shape *g)
 {
     float *A = calloc((size_t)g->M * g->K, 4), *W = calloc((size_t)g->N * g->K, 4),
           *C = calloc((size_t)g->M * g->N, 4);
-    for (size_t i = 0; i < (size_t)g->M * g->K; i++) A[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)g->N * g->K; i++) W[i] = (float)(i % 5) * 0.1f;
+    for (size_t i = 0; i < (size_t)g->M * g->K; i++)
+        A[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)g->N * g->K; i++)
+        W[i] = (float)(i % 5) * 0.1f;
     double t;
-    TIME_IT(t, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, A,
-                           g->K, W, g->K, 0.0f, C, g->N));
+    TIME_IT(t, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, g->N, g->K, 1.0f, A, g->K,
+                           W, g->K, 0.0f, C, g->N));
     free(A);
     free(W);
     free(C);
@@ -109,13 +112,16 @@ static double sgemm_seconds_ld(const pp_kprof_gemm *g)
     size_t ra = g->ta ? (size_t)g->K : (size_t)g->M, rb = g->tb ? (size_t)g->N : (size_t)g->K;
     size_t na = ra * (size_t)g->lda, nb = rb * (size_t)g->ldb, nc = (size_t)g->M * g->ldc;
     float *A = malloc(na * 4), *Bm = malloc(nb * 4), *C = malloc(nc * 4);
-    for (size_t i = 0; i < na; i++) A[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < nb; i++) Bm[i] = (float)(i % 5) * 0.1f;
-    for (size_t i = 0; i < nc; i++) C[i] = 0.0f;
+    for (size_t i = 0; i < na; i++)
+        A[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < nb; i++)
+        Bm[i] = (float)(i % 5) * 0.1f;
+    for (size_t i = 0; i < nc; i++)
+        C[i] = 0.0f;
     double t;
     TIME_IT(t, cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
-                           g->tb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, A, g->lda,
-                           Bm, g->ldb, g->beta0 ? 0.0f : 1.0f, C, g->ldc));
+                           g->tb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, A, g->lda, Bm,
+                           g->ldb, g->beta0 ? 0.0f : 1.0f, C, g->ldc));
     free(A);
     free(Bm);
     free(C);
@@ -163,8 +169,8 @@ static void stage_fb(const pp_model *m, int S, int s, stage_bufs *b)
 {
     const void *x = s == 0 ? (const void *)b->tokens : (const void *)b->in;
     pp_stage_forward(m, S, s, b->params, x, b->tokens, b->stash, b->work, b->out);
-    pp_stage_backward(m, S, s, b->params, b->grads, b->stash, b->work,
-                      s == S - 1 ? NULL : b->dout, b->din, 1e-3f);
+    pp_stage_backward(m, S, s, b->params, b->grads, b->stash, b->work, s == S - 1 ? NULL : b->dout,
+                      b->din, 1e-3f);
 }
 
 /* Where one F + B of every stage spends its time, and the GEMMs' rates. */
@@ -178,16 +184,19 @@ static void kernel_tables(const pp_model *m, int S, stage_bufs *bufs, double *ge
     pp_kprof_gemm gemms[PP_KPROF_SHAPES];
     int ng = 0;
     double other_gemm = 0.0, total = 1e30, spent = 0.0;
-    for (int s = 0; s < S; s++) stage_fb(m, S, s, &bufs[s]); /* warm */
+    for (int s = 0; s < S; s++)
+        stage_fb(m, S, s, &bufs[s]); /* warm */
     for (int pass = 0; pass < PASSES_MAX && (pass < 3 || spent < 1.0); pass++) {
         pp_kprof_reset();
         pp_kprof_on = 1;
         double t0 = now();
-        for (int s = 0; s < S; s++) stage_fb(m, S, s, &bufs[s]);
+        for (int s = 0; s < S; s++)
+            stage_fb(m, S, s, &bufs[s]);
         double t = now() - t0;
         pp_kprof_on = 0;
         spent += t;
-        if (t < total) total = t;
+        if (t < total)
+            total = t;
         if (pass == 0) {
             memcpy(fb, pp_kprof, sizeof fb);
             memcpy(gemms, pp_kprof_gemms, sizeof gemms);
@@ -196,10 +205,13 @@ static void kernel_tables(const pp_model *m, int S, stage_bufs *bufs, double *ge
             continue;
         }
         for (int k = 0; k < PP_K_COUNT; k++)
-            if (pp_kprof[k].sec < fb[k].sec) fb[k].sec = pp_kprof[k].sec;
+            if (pp_kprof[k].sec < fb[k].sec)
+                fb[k].sec = pp_kprof[k].sec;
         for (int i = 0; i < ng && i < pp_kprof_ngemms; i++) /* the same calls, in order */
-            if (pp_kprof_gemms[i].sec < gemms[i].sec) gemms[i].sec = pp_kprof_gemms[i].sec;
-        if (pp_kprof_gemm_other < other_gemm) other_gemm = pp_kprof_gemm_other;
+            if (pp_kprof_gemms[i].sec < gemms[i].sec)
+                gemms[i].sec = pp_kprof_gemms[i].sec;
+        if (pp_kprof_gemm_other < other_gemm)
+            other_gemm = pp_kprof_gemm_other;
     }
 
     /* the optimizers over every stage's parameters (zero gradients) */
@@ -212,8 +224,8 @@ static void kernel_tables(const pp_model *m, int S, stage_bufs *bufs, double *ge
         nparams += b->np;
         TIME_IT(t, pp_optimizer_step(PP_OPT_SGD, &sgd, b->params, b->grads, b->state, b->np, 1));
         t_sgd += t;
-        TIME_IT(t, pp_optimizer_step(PP_OPT_ADAMW, &adamw, b->params, b->grads, b->state, b->np,
-                                     1));
+        TIME_IT(t,
+                pp_optimizer_step(PP_OPT_ADAMW, &adamw, b->params, b->grads, b->state, b->np, 1));
         t_adamw += t;
     }
 
@@ -224,7 +236,8 @@ static void kernel_tables(const pp_model *m, int S, stage_bufs *bufs, double *ge
     double claimed = 0.0;
     for (int k = 0; k < PP_K_COUNT; k++) {
         claimed += fb[k].sec;
-        if (!fb[k].calls) continue;
+        if (!fb[k].calls)
+            continue;
         printf("  %-20s %10.3f %6.1f%% %8ld\n", pp_kprof_names[k], fb[k].sec * 1e3,
                100.0 * fb[k].sec / total, fb[k].calls);
     }
@@ -235,8 +248,8 @@ static void kernel_tables(const pp_model *m, int S, stage_bufs *bufs, double *ge
 
     qsort(gemms, (size_t)ng, sizeof gemms[0], by_time);
     printf("\nGEMMs inside F + B (row-major; lda ldb ldc as passed; by time):\n");
-    printf("  %-2s %-2s %6s %6s %6s %6s %6s %6s %5s %9s %11s %11s %6s\n", "tA", "tB", "M", "N",
-           "K", "lda", "ldb", "ldc", "calls", "ms", "step GF/s", "SGEMM GF/s", "ratio");
+    printf("  %-2s %-2s %6s %6s %6s %6s %6s %6s %5s %9s %11s %11s %6s\n", "tA", "tB", "M", "N", "K",
+           "lda", "ldb", "ldc", "calls", "ms", "step GF/s", "SGEMM GF/s", "ratio");
     double gf_all = 0.0, gt_all = 0.0, bt_all = 0.0;
     for (int i = 0; i < ng; i++) {
         const pp_kprof_gemm *g = &gemms[i];
@@ -245,13 +258,14 @@ static void kernel_tables(const pp_model *m, int S, stage_bufs *bufs, double *ge
         gf_all += fl, gt_all += g->sec, bt_all += alone;
         if (i < 16)
             printf("  %-2s %-2s %6d %6d %6d %6d %6d %6d %5ld %9.3f %11.2f %11.2f %6.2f\n",
-                   g->ta ? "T" : "N", g->tb ? "T" : "N", g->M, g->N, g->K, g->lda, g->ldb,
-                   g->ldc, g->calls, g->sec * 1e3, fl / g->sec / 1e9, fl / alone / 1e9,
-                   alone / g->sec);
+                   g->ta ? "T" : "N", g->tb ? "T" : "N", g->M, g->N, g->K, g->lda, g->ldb, g->ldc,
+                   g->calls, g->sec * 1e3, fl / g->sec / 1e9, fl / alone / 1e9, alone / g->sec);
     }
-    if (ng > 16) printf("  ... %d more shapes (in the total below)\n", ng - 16);
-    if (other_gemm > 0) printf("  shapes past the table's %d: %.3f ms (not in the total)\n",
-                               PP_KPROF_SHAPES, other_gemm * 1e3);
+    if (ng > 16)
+        printf("  ... %d more shapes (in the total below)\n", ng - 16);
+    if (other_gemm > 0)
+        printf("  shapes past the table's %d: %.3f ms (not in the total)\n", PP_KPROF_SHAPES,
+               other_gemm * 1e3);
     printf("  all: %.3f ms in the step at %.2f GFLOP/s; SGEMM alone at the same calls %.3f ms "
            "at %.2f GFLOP/s (ratio %.2f)\n",
            gt_all * 1e3, gf_all / gt_all / 1e9, bt_all * 1e3, gf_all / bt_all / 1e9,
@@ -280,7 +294,8 @@ static int bench(const char *root, const char *file, unsigned batch)
         pp_compiled_free(&c);
         return -1;
     }
-    if (batch) c.sch.model.batch = batch;
+    if (batch)
+        c.sch.model.batch = batch;
     const pp_model *m = &c.sch.model;
     int S = (int)c.sch.S;
     printf("%s: %s model, batch %u, context %u, embed %u", file, pp_model_kind_name(m->kind),
@@ -289,8 +304,8 @@ static int bench(const char *root, const char *file, unsigned batch)
         printf(", heads %u, ffn %u, vocab %u", m->heads, m->ffn, m->vocab);
     else
         printf(", ffn %u", m->ffn);
-    printf("\n%-6s %7s %10s %10s %12s %14s %8s\n", "stage", "layers", "F ms", "B ms",
-           "F+B GFLOP/s", "SGEMM GFLOP/s", "ratio");
+    printf("\n%-6s %7s %10s %10s %12s %14s %8s\n", "stage", "layers", "F ms", "B ms", "F+B GFLOP/s",
+           "SGEMM GFLOP/s", "ratio");
     double tot_flops = 0, tot_time = 0;
     stage_bufs *bufs = calloc((size_t)S, sizeof *bufs);
     for (int s = 0; s < S; s++) {
@@ -298,8 +313,7 @@ static int bench(const char *root, const char *file, unsigned batch)
         stage_alloc(m, S, s, b);
         const void *x = s == 0 ? (const void *)b->tokens : (const void *)b->in;
         double tf, tb;
-        TIME_IT(tf, pp_stage_forward(m, S, s, b->params, x, b->tokens, b->stash, b->work,
-                                     b->out));
+        TIME_IT(tf, pp_stage_forward(m, S, s, b->params, x, b->tokens, b->stash, b->work, b->out));
         TIME_IT(tb, pp_stage_backward(m, S, s, b->params, b->grads, b->stash, b->work,
                                       s == S - 1 ? NULL : b->dout, b->din, 1e-3f));
         double flops = pp_stage_flops(m, S, s, 0) + pp_stage_flops(m, S, s, 1);
@@ -311,8 +325,8 @@ static int bench(const char *root, const char *file, unsigned batch)
             gt += sgemm_seconds(&g[i]) * g[i].count;
         }
         double rate = flops / (tf + tb) / 1e9, blas = gt > 0 ? gf / gt / 1e9 : 0;
-        printf("%-6d %7u %10.3f %10.3f %12.2f %14.2f %8.2f\n", s, pp_model_layers(m, s),
-               tf * 1e3, tb * 1e3, rate, blas, blas > 0 ? rate / blas : 0);
+        printf("%-6d %7u %10.3f %10.3f %12.2f %14.2f %8.2f\n", s, pp_model_layers(m, s), tf * 1e3,
+               tb * 1e3, rate, blas, blas > 0 ? rate / blas : 0);
         tot_flops += flops;
         tot_time += tf + tb;
     }
@@ -327,7 +341,8 @@ static int bench(const char *root, const char *file, unsigned batch)
                  "%-4s %6u %11.3f %10.0f %9.2f %7.0f%% %10.2f %11.2f", pp_model_kind_name(m->kind),
                  m->batch, tot_time * 1e3, m->batch / tot_time, tot_flops / tot_time / 1e9,
                  100.0 * share, grate, gblas);
-    for (int s = 0; s < S; s++) stage_free(&bufs[s]);
+    for (int s = 0; s < S; s++)
+        stage_free(&bufs[s]);
     free(bufs);
     pp_compiled_free(&c);
     return 0;
@@ -372,15 +387,19 @@ int main(int argc, char **argv)
             for (char *p = argv[++i], *end; *p; p = end + (*end == ',')) {
                 long v = strtol(p, &end, 10);
                 if (end == p || v < 1 || v > 65536 || (*end && *end != ',') || nb == 8) {
-                    fprintf(stderr, "model_bench: --batch '%s': expected up to 8 numbers "
-                                    "1..65536 separated by commas\n", argv[i]);
+                    fprintf(stderr,
+                            "model_bench: --batch '%s': expected up to 8 numbers "
+                            "1..65536 separated by commas\n",
+                            argv[i]);
                     return 2;
                 }
                 batches[nb++] = (unsigned)v;
             }
             if (nb == 0 || argv[i][strlen(argv[i]) - 1] == ',') {
-                fprintf(stderr, "model_bench: --batch '%s': expected up to 8 numbers "
-                                "1..65536 separated by commas\n", argv[i]);
+                fprintf(stderr,
+                        "model_bench: --batch '%s': expected up to 8 numbers "
+                        "1..65536 separated by commas\n",
+                        argv[i]);
                 return 2;
             }
         } else if (argv[i][0] == '-') {
@@ -392,11 +411,14 @@ int main(int argc, char **argv)
     printf("The CPU model on one core beside OpenBLAS SGEMM at its GEMMs' shapes\n"
            "(ratio = the model's F + B GFLOP/s / SGEMM's)\n\n");
     int rc = 0;
-    for (int i = 0; i < nb; i++) rc |= bench(root, "gpipe.pp", batches[i]);
-    for (int i = 0; i < nb; i++) rc |= bench(root, "1f1b-gpt.pp", batches[i]);
+    for (int i = 0; i < nb; i++)
+        rc |= bench(root, "gpipe.pp", batches[i]);
+    for (int i = 0; i < nb; i++)
+        rc |= bench(root, "1f1b-gpt.pp", batches[i]);
     printf("summary: one microbatch's F + B through every stage on one core\n"
-           "%-4s %6s %11s %10s %9s %8s %10s %11s\n", "model", "batch", "F+B ms", "samples/s",
-           "GFLOP/s", "GEMM %", "GEMM GF/s", "SGEMM GF/s");
-    for (int i = 0; i < nsummary; i++) printf("%s\n", summary[i].what);
+           "%-4s %6s %11s %10s %9s %8s %10s %11s\n",
+           "model", "batch", "F+B ms", "samples/s", "GFLOP/s", "GEMM %", "GEMM GF/s", "SGEMM GF/s");
+    for (int i = 0; i < nsummary; i++)
+        printf("%s\n", summary[i].what);
     return rc ? 1 : 0;
 }

@@ -54,8 +54,8 @@ static void params_of(const bench_case *bc, char *buf, size_t n)
 {
     buf[0] = '\0';
     for (int i = 0; i < bc->ndefs; i++)
-        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s=%lld", i ? " " : "",
-                 bc->defs[i].name, bc->defs[i].value);
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s=%lld", i ? " " : "", bc->defs[i].name,
+                 bc->defs[i].value);
 }
 
 /* ---- table 1: a million jobs, simulated here ---------------------------- */
@@ -87,8 +87,8 @@ static int run_million(const char *root, const bench_case *bc)
         char params[96];
         params_of(bc, params, sizeof params);
         printf("%-20s %-24s %6s %9d %6lld %9.3f %9.3f %9.3f %9.2f %8.2fx\n", bc->file, params,
-               c.sch.strict ? "strict" : "greedy", job_count(&c.t.js), c.sch.W, table, sim,
-               report, job_count(&c.t.js) / sim / 1e6, 1.0 / sim);
+               c.sch.strict ? "strict" : "greedy", job_count(&c.t.js), c.sch.W, table, sim, report,
+               job_count(&c.t.js) / sim / 1e6, 1.0 / sim);
     }
     pp_compiled_free(&c);
     return rc;
@@ -168,13 +168,13 @@ static const shape SHAPES[] = {
 };
 
 typedef struct {
-    int ok;          /* 1 finished, 0 failed, -1 timed out */
-    double seconds;  /* sim: the simulation's; ppc: wall */
-    long peak_kb;    /* ru_maxrss */
-    long long jobs;  /* sim: jobs simulated */
+    int ok;         /* 1 finished, 0 failed, -1 timed out */
+    double seconds; /* sim: the simulation's; ppc: wall */
+    long peak_kb;   /* ru_maxrss */
+    long long jobs; /* sim: jobs simulated */
     long long W;
-    double bytes;    /* ppc: what it wrote */
-    double cpu;      /* ppc: user + system seconds (wall minus cpu: waiting, on a shared machine) */
+    double bytes; /* ppc: what it wrote */
+    double cpu;   /* ppc: user + system seconds (wall minus cpu: waiting, on a shared machine) */
 } measure;
 
 static int timeout_s = 120;
@@ -337,8 +337,8 @@ static int scaling_table(const char *root)
             char params[96];
             params_of(&bc, params, sizeof params);
             if (killed) {
-                printf("%-20s %-7s %-22s %9s %6s | (not run: a smaller size was killed)\n",
-                       bc.file, SHAPES[k].name, params, "-", "-");
+                printf("%-20s %-7s %-22s %9s %6s | (not run: a smaller size was killed)\n", bc.file,
+                       SHAPES[k].name, params, "-", "-");
                 continue;
             }
             measure s = run_sim(root, &bc);

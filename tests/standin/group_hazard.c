@@ -61,7 +61,8 @@ int main(int argc, char **argv)
         cudaMemcpy(h, into, sizeof h, cudaMemcpyDeviceToHost);
         ok[k] = right(h, peer);
     }
-    printf("rank %d: in place %s, apart %s\n", me, ok[0] ? "right" : "WRONG", ok[1] ? "right" : "WRONG");
+    printf("rank %d: in place %s, apart %s\n", me, ok[0] ? "right" : "WRONG",
+           ok[1] ? "right" : "WRONG");
     fflush(stdout);
     ncclCommDestroy(c);
     cudaFree(y);

@@ -33,8 +33,6 @@
 #include "include/nccl.h"
 #include "standin.h"
 
-
-
 struct pp_si_nccl {
     MPI_Comm comm;
     int rank, size;
@@ -44,7 +42,8 @@ struct pp_si_nccl {
 
 static char g_last[512];
 
-static ncclResult_t nfail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ncclResult_t nfail(ncclResult_t r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static ncclResult_t nfail(ncclResult_t r, const char *fmt, ...)
 {
     va_list ap;
@@ -57,14 +56,22 @@ static ncclResult_t nfail(ncclResult_t r, const char *fmt, ...)
 extern "C" const char *ncclGetErrorString(ncclResult_t r)
 {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error";
-    case ncclSystemError: return "unhandled system error";
-    case ncclInternalError: return "internal error";
-    case ncclInvalidArgument: return "invalid argument";
-    case ncclInvalidUsage: return "invalid usage";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
+    case ncclSuccess:
+        return "no error";
+    case ncclUnhandledCudaError:
+        return "unhandled cuda error";
+    case ncclSystemError:
+        return "unhandled system error";
+    case ncclInternalError:
+        return "internal error";
+    case ncclInvalidArgument:
+        return "invalid argument";
+    case ncclInvalidUsage:
+        return "invalid usage";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error";
+    case ncclInProgress:
+        return "NCCL operation in progress";
     }
     return "unknown result code";
 }
@@ -103,7 +110,8 @@ extern "C" ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId
     if (memcmp(id.internal, "pp-standin", 10))
         return nfail(ncclInvalidArgument, "ncclCommInitRank: not a unique id from ncclGetUniqueId");
     if (!mpi_ready())
-        return nfail(ncclSystemError, "the NCCL stand-in runs over MPI, and MPI is not initialised");
+        return nfail(ncclSystemError,
+                     "the NCCL stand-in runs over MPI, and MPI is not initialised");
     unsigned h = 2166136261u;
     for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
         h = (h ^ (unsigned char)id.internal[i]) * 16777619u;
@@ -328,13 +336,14 @@ static void launch(std::vector<Member> &members)
         }
         members.swap(rest);
         check_hazard(g->m);
-        const char *what = g->m.size() > 1 ? "an NCCL group"
+        const char *what = g->m.size() > 1          ? "an NCCL group"
                            : g->m[0].kind == M_SEND ? "ncclSend"
                            : g->m[0].kind == M_RECV ? "ncclRecv"
                                                     : "ncclAllReduce";
         std::shared_ptr<GroupOp> sp(g);
-        pp_si_enqueue(st, what, acc.data(), (int)acc.size(), [sp] { sp->start(); },
-                      [sp] { return sp->done(); });
+        pp_si_enqueue(
+            st, what, acc.data(), (int)acc.size(), [sp] { sp->start(); },
+            [sp] { return sp->done(); });
     }
 }
 

@@ -211,10 +211,9 @@ static void check_and_record(pp_si_stream *s, uint64_t epoch, const char *what,
             pp_si_fatal("stream-ordering hazard: %s on stream %d %s bytes [%zu, %zu) of device "
                         "allocation #%d (%zu bytes), which %s on stream %d (its operation %llu) "
                         "%s, and no event, stream wait or host synchronisation orders the two",
-                        what, s->id, acc[i].write ? "writes" : "reads",
-                        (size_t)(lo - a->first), (size_t)(hi - a->first), a->second.id,
-                        a->second.bytes, r.what, r.stream, (unsigned long long)r.epoch,
-                        r.write ? "writes" : "reads");
+                        what, s->id, acc[i].write ? "writes" : "reads", (size_t)(lo - a->first),
+                        (size_t)(hi - a->first), a->second.id, a->second.bytes, r.what, r.stream,
+                        (unsigned long long)r.epoch, r.write ? "writes" : "reads");
         }
         v.push_back(Rec{s->id, epoch, lo, hi, acc[i].write, what});
         if (v.size() > 64)
@@ -358,18 +357,30 @@ extern "C" {
 const char *cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaSuccess:
+        return "cudaSuccess";
+    case cudaErrorInvalidValue:
+        return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+        return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+        return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer:
+        return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection:
+        return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice:
+        return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+        return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+        return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+        return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress:
+        return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure:
+        return "cudaErrorLaunchFailure";
     }
     return "cudaErrorUnknown";
 }
@@ -377,18 +388,30 @@ const char *cudaGetErrorName(cudaError_t e)
 const char *cudaGetErrorString(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected (stand-in: PP_STANDIN_GPUS=0)";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer:
+        return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection:
+        return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected (stand-in: PP_STANDIN_GPUS=0)";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+        return "invalid resource handle";
+    case cudaErrorNotReady:
+        return "device not ready";
+    case cudaErrorIllegalAddress:
+        return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure:
+        return "unspecified launch failure";
     }
     return "unknown error";
 }
@@ -739,9 +762,9 @@ static void fiber_init(Fiber &f)
 {
     uintptr_t top = ((uintptr_t)f.stack + FIBER_STACK) & ~(uintptr_t)15;
     void **sp = (void **)top;
-    *--sp = NULL;                  /* fiber_entry's return address slot: never used */
-    *--sp = (void *)fiber_entry;   /* where pp_si_switch's ret goes */
-    for (int i = 0; i < 6; i++)    /* rbp rbx r12-r15 */
+    *--sp = NULL;                /* fiber_entry's return address slot: never used */
+    *--sp = (void *)fiber_entry; /* where pp_si_switch's ret goes */
+    for (int i = 0; i < 6; i++)  /* rbp rbx r12-r15 */
         *--sp = NULL;
     f.sp = sp;
 }
@@ -760,9 +783,9 @@ static void fiber_init(Fiber &f)
 static void fiber_yield(Fiber &f) { swapcontext(&f.ctx, &g_sched); }
 static void fiber_resume(Fiber &f) { swapcontext(&g_sched, &f.ctx); }
 #endif
-static int g_cur = -1;      /* the running fiber; -1: plain calls */
-static int g_in_kernel;      /* inside a grid */
-static int g_used_barrier;   /* this launch met a barrier */
+static int g_cur = -1;     /* the running fiber; -1: plain calls */
+static int g_in_kernel;    /* inside a grid */
+static int g_used_barrier; /* this launch met a barrier */
 static int g_alive, g_block_arrived;
 static std::vector<int> g_warp_alive, g_warp_arrived;
 static std::vector<uint64_t> g_slot;
@@ -926,14 +949,14 @@ static void run_grid(dim3 grid, dim3 block, const char *name, const std::functio
 }
 
 void pp_si_launch_grid(dim3 grid, dim3 block, size_t shmem, cudaStream_t st, const char *name,
-                       std::function<void()> body, const pp_si_ptr_arg *args, int nargs,
-                       int *mode)
+                       std::function<void()> body, const pp_si_ptr_arg *args, int nargs, int *mode)
 {
     unsigned long nthreads = (unsigned long)block.x * block.y * block.z;
     if (nthreads == 0 || nthreads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 ||
         grid.z == 0 || grid.x > INT_MAX || grid.y > 65535 || grid.z > 65535 || shmem > 48 * 1024) {
-        fprintf(stderr, "pp stand-in: kernel %s: invalid launch configuration (grid %ux%ux%u, "
-                        "block %ux%ux%u, %zu bytes of shared memory)\n",
+        fprintf(stderr,
+                "pp stand-in: kernel %s: invalid launch configuration (grid %ux%ux%u, "
+                "block %ux%ux%u, %zu bytes of shared memory)\n",
                 name, grid.x, grid.y, grid.z, block.x, block.y, block.z, shmem);
         g_last_error = cudaErrorInvalidConfiguration;
         return;
@@ -948,8 +971,7 @@ void pp_si_launch_grid(dim3 grid, dim3 block, size_t shmem, cudaStream_t st, con
                         "fault",
                         name, i + 1, args[i].p);
         /* the kernel may use anything from the pointer to its allocation's end */
-        acc.push_back(pp_si_access{args[i].p,
-                                   a->first + a->second.bytes - (uintptr_t)args[i].p,
+        acc.push_back(pp_si_access{args[i].p, a->first + a->second.bytes - (uintptr_t)args[i].p,
                                    args[i].write});
     }
     enqueue_now(st, name, acc.data(), (int)acc.size(),
@@ -966,15 +988,24 @@ struct pp_si_cublas {
 extern "C" const char *cublasGetStatusString(cublasStatus_t s)
 {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_SUCCESS:
+        return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+        return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+        return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "CUBLAS_STATUS_NOT_SUPPORTED";
     }
     return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -1033,10 +1064,13 @@ extern "C" cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
 static size_t type_size(cudaDataType_t t)
 {
     switch (t) {
-    case CUDA_R_32F: return 4;
-    case CUDA_R_64F: return 8;
+    case CUDA_R_32F:
+        return 4;
+    case CUDA_R_64F:
+        return 8;
     case CUDA_R_16F:
-    case CUDA_R_16BF: return 2;
+    case CUDA_R_16BF:
+        return 2;
     }
     return 0;
 }
@@ -1068,9 +1102,8 @@ static std::vector<float> widen(const void *X, cudaDataType_t t, int trans, int 
 }
 
 /* acc = op(A) op(B), m x n column-major, summed over k in order. */
-static std::vector<float> product(const void *A, cudaDataType_t at, int ta, int lda,
-                                  const void *B, cudaDataType_t bt, int tb, int ldb, int m, int n,
-                                  int k)
+static std::vector<float> product(const void *A, cudaDataType_t at, int ta, int lda, const void *B,
+                                  cudaDataType_t bt, int tb, int ldb, int m, int n, int k)
 {
     std::vector<float> a = widen(A, at, ta, m, k, lda), b = widen(B, bt, tb, k, n, ldb);
     std::vector<float> acc((size_t)m * (size_t)n, 0.0f);
@@ -1119,8 +1152,8 @@ static cublasStatus_t check_matrix(const char *fn, const char *name, const void 
                       "ld%s = %ld is less than the %ld rows %s has as stored", name, ld, rows,
                       name);
     if (rows > 0 && cols > 0 && !pp_si_device_range(p, extent(rows, cols, ld, elem), &why))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s (%ldx%ld, ld %ld): %s", name, rows,
-                      cols, ld, why);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s (%ldx%ld, ld %ld): %s", name, rows, cols,
+                      ld, why);
     if (p && (uintptr_t)p % elem)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s is not aligned to its element", name);
     return CUBLAS_STATUS_SUCCESS;
@@ -1153,8 +1186,8 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
                            {B, extent(br, bc, ldb, type_size(bt)), 0},
                            {C, extent(m, n, ldc, 4), 1}};
     enqueue_now(h->st, fn, acc, 3, [=] {
-        std::vector<float> p = product(A, at, ta == CUBLAS_OP_T, lda, B, bt, tb == CUBLAS_OP_T,
-                                       ldb, m, n, k);
+        std::vector<float> p =
+            product(A, at, ta == CUBLAS_OP_T, lda, B, bt, tb == CUBLAS_OP_T, ldb, m, n, k);
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 float *c = &C[(size_t)i + (size_t)j * (size_t)ldc];
@@ -1165,17 +1198,16 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
     return CUBLAS_STATUS_SUCCESS;
 }
 
-extern "C" cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
-                                      cublasOperation_t tb, int m, int n, int k,
-                                      const float *alpha, const float *A, int lda,
-                                      const float *B, int ldb, const float *beta, float *C,
+extern "C" cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                      int m, int n, int k, const float *alpha, const float *A,
+                                      int lda, const float *B, int ldb, const float *beta, float *C,
                                       int ldc)
 {
     if (k == 0)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm",
                       "k = 0 (this stand-in does not take it)");
-    return gemm("cublasSgemm", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F,
-                ldb, beta, C, ldc);
+    return gemm("cublasSgemm", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
+                beta, C, ldc);
 }
 
 /* The ...Ex GEMMs' types, compute type and algorithm that this stand-in
@@ -1189,19 +1221,18 @@ static cublasStatus_t check_ex(const char *fn, cudaDataType_t at, cudaDataType_t
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d (only 32F here)",
                       (int)compute);
     if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "types A %d, B %d, C %d", (int)at,
-                      (int)bt, (int)ct);
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "types A %d, B %d, C %d", (int)at, (int)bt,
+                      (int)ct);
     if (algo != CUBLAS_GEMM_DEFAULT)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo %d", (int)algo);
     return CUBLAS_STATUS_SUCCESS;
 }
 
-extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
-                                       cublasOperation_t tb, int m, int n, int k,
-                                       const void *alpha, const void *A, cudaDataType_t at,
-                                       int lda, const void *B, cudaDataType_t bt, int ldb,
-                                       const void *beta, void *C, cudaDataType_t ct, int ldc,
-                                       cublasComputeType_t compute, cublasGemmAlgo_t algo)
+extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                       int m, int n, int k, const void *alpha, const void *A,
+                                       cudaDataType_t at, int lda, const void *B, cudaDataType_t bt,
+                                       int ldb, const void *beta, void *C, cudaDataType_t ct,
+                                       int ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
     const char *fn = "cublasGemmEx";
     cublasStatus_t e = check_ex(fn, at, bt, ct, compute, algo);
@@ -1223,11 +1254,10 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
  * rows, are fine): cuBLAS leaves overlapping outputs undefined, so they are
  * refused here. */
 static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOperation_t ta,
-                                   cublasOperation_t tb, int m, int n, int k,
-                                   const float *alpha, const void *A, cudaDataType_t at, int lda,
-                                   long long sa, const void *B, cudaDataType_t bt, int ldb,
-                                   long long sb, const float *beta, float *C, int ldc,
-                                   long long sc, int batch)
+                                   cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                                   const void *A, cudaDataType_t at, int lda, long long sa,
+                                   const void *B, cudaDataType_t bt, int ldb, long long sb,
+                                   const float *beta, float *C, int ldc, long long sc, int batch)
 {
     if (!h)
         return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "no handle");
@@ -1241,8 +1271,8 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
     if (!alpha || !beta)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta NULL");
     if (sa < 0 || sb < 0 || sc < 0)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a negative stride (%lld, %lld, %lld)",
-                      sa, sb, sc);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a negative stride (%lld, %lld, %lld)", sa,
+                      sb, sc);
     int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
     size_t ea = extent(ar, ac, lda, type_size(at)), eb = extent(br, bc, ldb, type_size(bt)),
@@ -1275,14 +1305,14 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
            bc_ = (size_t)(batch - 1) * (size_t)sc * 4 + ec;
     const char *why;
     if (!pp_si_device_range(A, ba, &why))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a over %d batches (stride %lld): %s",
-                      batch, sa, why);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a over %d batches (stride %lld): %s", batch,
+                      sa, why);
     if (!pp_si_device_range(B, bb, &why))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "b over %d batches (stride %lld): %s",
-                      batch, sb, why);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "b over %d batches (stride %lld): %s", batch,
+                      sb, why);
     if (!pp_si_device_range(C, bc_, &why))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "c over %d batches (stride %lld): %s",
-                      batch, sc, why);
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "c over %d batches (stride %lld): %s", batch,
+                      sc, why);
     float al = *alpha, be = *beta;
     pp_si_access acc[3] = {{A, ba, 0}, {B, bb, 0}, {C, bc_, 1}};
     enqueue_now(h->st, fn, acc, 3, [=] {
@@ -1290,8 +1320,8 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
             const char *Ai = (const char *)A + (size_t)bi * (size_t)sa * type_size(at);
             const char *Bi = (const char *)B + (size_t)bi * (size_t)sb * type_size(bt);
             float *Ci = C + (size_t)bi * (size_t)sc;
-            std::vector<float> p = product(Ai, at, ta == CUBLAS_OP_T, lda, Bi, bt,
-                                           tb == CUBLAS_OP_T, ldb, m, n, k);
+            std::vector<float> p =
+                product(Ai, at, ta == CUBLAS_OP_T, lda, Bi, bt, tb == CUBLAS_OP_T, ldb, m, n, k);
             for (int j = 0; j < n; j++)
                 for (int i = 0; i < m; i++) {
                     float *c = &Ci[(size_t)i + (size_t)j * (size_t)ldc];
@@ -1303,27 +1333,29 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
     return CUBLAS_STATUS_SUCCESS;
 }
 
-extern "C" cublasStatus_t cublasSgemmStridedBatched(
-    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-    const float *alpha, const float *A, int lda, long long sa, const float *B, int ldb,
-    long long sb, const float *beta, float *C, int ldc, long long sc, int batch)
+extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                                    cublasOperation_t tb, int m, int n, int k,
+                                                    const float *alpha, const float *A, int lda,
+                                                    long long sa, const float *B, int ldb,
+                                                    long long sb, const float *beta, float *C,
+                                                    int ldc, long long sc, int batch)
 {
-    return gemm_batched("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F,
-                        lda, sa, B, CUDA_R_32F, ldb, sb, beta, C, ldc, sc, batch);
+    return gemm_batched("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda,
+                        sa, B, CUDA_R_32F, ldb, sb, beta, C, ldc, sc, batch);
 }
 
 extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
     const void *alpha, const void *A, cudaDataType_t at, int lda, long long sa, const void *B,
-    cudaDataType_t bt, int ldb, long long sb, const void *beta, void *C, cudaDataType_t ct,
-    int ldc, long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
+    cudaDataType_t bt, int ldb, long long sb, const void *beta, void *C, cudaDataType_t ct, int ldc,
+    long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
     const char *fn = "cublasGemmStridedBatchedEx";
     cublasStatus_t e = check_ex(fn, at, bt, ct, compute, algo);
     if (e != CUBLAS_STATUS_SUCCESS)
         return e;
-    return gemm_batched(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, sa, B, bt,
-                        ldb, sb, (const float *)beta, (float *)C, ldc, sc, batch);
+    return gemm_batched(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, sa, B, bt, ldb,
+                        sb, (const float *)beta, (float *)C, ldc, sc, batch);
 }
 
 extern "C" cublasStatus_t cublasSscal(cublasHandle_t h, int n, const float *alpha, float *x,
@@ -1392,14 +1424,13 @@ extern "C" cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
-                                                   cublasComputeType_t compute,
-                                                   cudaDataType_t scale)
+extern "C" cublasStatus_t
+cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale)
 {
     if (!d)
         return CUBLAS_STATUS_INVALID_VALUE;
-    *d = new pp_si_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT,
-                           NULL, -1, NULL, 0};
+    *d = new pp_si_lt_desc{
+        compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1, NULL, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
@@ -1408,15 +1439,14 @@ extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-#define SET(field, type)                                                                       \
-    do {                                                                                       \
-        if (size != sizeof(type))                                                              \
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute",       \
-                          "attribute %d: %zu bytes, expected %zu", (int)attr, size,            \
-                          sizeof(type));                                                       \
-        type v_;                                                                               \
-        memcpy(&v_, buf, sizeof v_);                                                           \
-        d->field = v_;                                                                         \
+#define SET(field, type)                                                                           \
+    do {                                                                                           \
+        if (size != sizeof(type))                                                                  \
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute",           \
+                          "attribute %d: %zu bytes, expected %zu", (int)attr, size, sizeof(type)); \
+        type v_;                                                                                   \
+        memcpy(&v_, buf, sizeof v_);                                                               \
+        d->field = v_;                                                                             \
     } while (0)
 
 extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
@@ -1426,13 +1456,27 @@ extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
     if (!d || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
     switch (attr) {
-    case CUBLASLT_MATMUL_DESC_TRANSA: SET(ta, int32_t); break;
-    case CUBLASLT_MATMUL_DESC_TRANSB: SET(tb, int32_t); break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: SET(epilogue, uint32_t); break;
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: SET(bias, const void *); break;
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: SET(bias_type, int32_t); break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: SET(aux, void *); break;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: SET(aux_ld, int64_t); break;
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+        SET(ta, int32_t);
+        break;
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+        SET(tb, int32_t);
+        break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+        SET(epilogue, uint32_t);
+        break;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        SET(bias, const void *);
+        break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+        SET(bias_type, int32_t);
+        break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        SET(aux, void *);
+        break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        SET(aux_ld, int64_t);
+        break;
     default:
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute",
                       "attribute %d is not modelled", (int)attr);
@@ -1473,9 +1517,10 @@ extern "C" cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreferen
     delete p;
     return CUBLAS_STATUS_SUCCESS;
 }
-extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
-    cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
-    size_t size)
+extern "C" cublasStatus_t
+cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                     cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                     size_t size)
 {
     if (!p || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -1519,7 +1564,8 @@ static cublasStatus_t lt_problem(const char *fn, cublasLtMatmulDesc_t op, cublas
                       (long long)c->ld, *m, *n, (long long)d->ld);
     switch (op->epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT:
-    case CUBLASLT_EPILOGUE_BIAS: break;
+    case CUBLASLT_EPILOGUE_BIAS:
+        break;
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
     case CUBLASLT_EPILOGUE_DGELU:
         /* cublasLt.h: the aux leading dimension is a multiple of 8 and at
@@ -1527,7 +1573,8 @@ static cublasStatus_t lt_problem(const char *fn, cublasLtMatmulDesc_t op, cublas
         if (!op->aux || op->aux_ld < *m || op->aux_ld % 8)
             return CUBLAS_STATUS_NOT_SUPPORTED;
         break;
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    default:
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if ((op->epilogue & CUBLASLT_EPILOGUE_BIAS) && op->bias_type != -1 &&
         op->bias_type != CUDA_R_32F)
@@ -1538,18 +1585,18 @@ static cublasStatus_t lt_problem(const char *fn, cublasLtMatmulDesc_t op, cublas
 static uint64_t lt_key(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, long m, long n, long k)
 {
     uint64_t h = 1469598103934665603ULL;
-    uint64_t v[7] = {(uint64_t)m, (uint64_t)n, (uint64_t)k, (uint64_t)op->ta, (uint64_t)op->tb,
-                     (uint64_t)op->epilogue, (uint64_t)a->type};
+    uint64_t v[7] = {(uint64_t)m,      (uint64_t)n,      (uint64_t)k,
+                     (uint64_t)op->ta, (uint64_t)op->tb, (uint64_t)op->epilogue,
+                     (uint64_t)a->type};
     for (int i = 0; i < 7; i++)
         h = (h ^ v[i]) * 1099511628211ULL;
     return h;
 }
 
 extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
-    cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-    cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t *results,
-    int *returned)
+    cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
+    int requested, cublasLtMatmulHeuristicResult_t *results, int *returned)
 {
     const char *fn = "cublasLtMatmulAlgoGetHeuristic";
     if (!h || !pref || requested < 1 || !results || !returned)
@@ -1587,13 +1634,11 @@ extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 #define GELU_C 0.044715f
 
 extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op,
-                                         const void *alpha, const void *A,
-                                         cublasLtMatrixLayout_t a, const void *B,
-                                         cublasLtMatrixLayout_t b, const void *beta,
+                                         const void *alpha, const void *A, cublasLtMatrixLayout_t a,
+                                         const void *B, cublasLtMatrixLayout_t b, const void *beta,
                                          const void *C, cublasLtMatrixLayout_t c, void *D,
-                                         cublasLtMatrixLayout_t d,
-                                         const cublasLtMatmulAlgo_t *algo, void *ws,
-                                         size_t ws_bytes, cudaStream_t st)
+                                         cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t *algo,
+                                         void *ws, size_t ws_bytes, cudaStream_t st)
 {
     const char *fn = "cublasLtMatmul", *why;
     if (!h || !alpha || !beta || !algo)
@@ -1615,12 +1660,12 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
     for (int i = 0; i < 4; i++) {
         if (i == 2 && be == 0.0f && !C)
             continue;
-        size_t bytes = extent((long)lay[i]->rows, (long)lay[i]->cols, lay[i]->ld,
-                              type_size(lay[i]->type));
+        size_t bytes =
+            extent((long)lay[i]->rows, (long)lay[i]->cols, lay[i]->ld, type_size(lay[i]->type));
         if (!pp_si_device_range(ptr[i], bytes, &why))
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s (%llux%llu, ld %lld): %s",
-                          name[i], (unsigned long long)lay[i]->rows,
-                          (unsigned long long)lay[i]->cols, (long long)lay[i]->ld, why);
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s (%llux%llu, ld %lld): %s", name[i],
+                          (unsigned long long)lay[i]->rows, (unsigned long long)lay[i]->cols,
+                          (long long)lay[i]->ld, why);
         if ((uintptr_t)ptr[i] % algo->data[2 + i])
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
                           "%s at %p is not aligned to the %llu bytes the algorithm assumed",
@@ -1643,8 +1688,8 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
     }
     if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU) {
         if (!pp_si_device_range(aux, extent(m, n, auxld, 4), &why))
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "aux (%ldx%ld, ld %ld): %s", m, n,
-                          auxld, why);
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "aux (%ldx%ld, ld %ld): %s", m, n, auxld,
+                          why);
         acc.push_back({aux, extent(m, n, auxld, 4), epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS});
     }
     if (ws && ws_bytes && !pp_si_device_range(ws, ws_bytes, &why))

@@ -87,7 +87,8 @@ START_TEST(missing_event_is_reported)
     ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the hazard was not reported:\n%s",
                   err);
     ck_assert_msg(strstr(err, "stream-ordering hazard: add_kernel on stream 2 reads") &&
-                      strstr(err, "on stream 1 (its operation") && strstr(err, "writes, and no event"),
+                      strstr(err, "on stream 1 (its operation") &&
+                      strstr(err, "writes, and no event"),
                   "unexpected message:\n%s", err);
     ck_assert_ptr_null(strstr(err, "finished"));
     free(err);
@@ -129,19 +130,25 @@ START_TEST(cublas_checks_arguments)
     cudaMalloc((void **)&b, 4 * 5 * sizeof(float));
     cudaMalloc((void **)&c, 64 * sizeof(float));
     /* C (6x5) = A (6x4) B (4x5), column-major */
-    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, c, 6),
-                     CUBLAS_STATUS_SUCCESS);
-    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 5, b, 4, &zero, c, 6),
-                     CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
-    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 6, 5, 4, &one, a, 3, b, 4, &zero, c, 6),
-                     CUBLAS_STATUS_INVALID_VALUE); /* lda < k with A transposed */
-    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, c, 5),
-                     CUBLAS_STATUS_INVALID_VALUE); /* ldc < m */
-    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 7, b, 4, &zero, c, 6),
-                     CUBLAS_STATUS_INVALID_VALUE); /* A's extent past its allocation */
+    ck_assert_int_eq(
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, c, 6),
+        CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 5, b, 4, &zero, c, 6),
+        CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
+    ck_assert_int_eq(
+        cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 6, 5, 4, &one, a, 3, b, 4, &zero, c, 6),
+        CUBLAS_STATUS_INVALID_VALUE); /* lda < k with A transposed */
+    ck_assert_int_eq(
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, c, 5),
+        CUBLAS_STATUS_INVALID_VALUE); /* ldc < m */
+    ck_assert_int_eq(
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 7, b, 4, &zero, c, 6),
+        CUBLAS_STATUS_INVALID_VALUE); /* A's extent past its allocation */
     float host[30];
-    ck_assert_int_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, host, 6),
-                     CUBLAS_STATUS_INVALID_VALUE); /* C in host memory */
+    ck_assert_int_eq(
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, 6, b, 4, &zero, host, 6),
+        CUBLAS_STATUS_INVALID_VALUE); /* C in host memory */
     ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 6, 5, 4, &one, a, CUDA_R_16BF, 6, b,
                                   CUDA_R_32F, 4, &zero, c, CUDA_R_32F, 6, CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT),
@@ -155,11 +162,13 @@ START_TEST(cublas_checks_arguments)
     cublasLtMatmulDesc_t op;
     cublasLtMatmulPreference_t pref;
     ck_assert_int_eq(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
-    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 6, 4, 5), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 6, 4, 5),
+                     CUBLAS_STATUS_INVALID_VALUE);
     ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 6, 4, 6), CUBLAS_STATUS_SUCCESS);
     ck_assert_int_eq(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 4, 5, 4), CUBLAS_STATUS_SUCCESS);
     ck_assert_int_eq(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 6, 5, 6), CUBLAS_STATUS_SUCCESS);
-    ck_assert_int_eq(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                     CUBLAS_STATUS_SUCCESS);
     ck_assert_int_eq(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
     cublasLtMatmulHeuristicResult_t res;
     int n = 0;
@@ -175,26 +184,32 @@ START_TEST(cublas_checks_arguments)
     float *aux;
     cudaMalloc((void **)&aux, 16 * 5 * sizeof(float));
     int64_t ld = 12;
-    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+    ck_assert_int_eq(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+        CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                    &aux, sizeof aux),
                      CUBLAS_STATUS_SUCCESS);
-    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                                    sizeof aux), CUBLAS_STATUS_SUCCESS);
-    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
-                                                    sizeof ld), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld),
+        CUBLAS_STATUS_SUCCESS);
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &n);
     ck_assert_msg(s != CUBLAS_STATUS_SUCCESS || n == 0, "aux ld 12 offered an algorithm");
     ld = 8;
-    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
-                                                    sizeof ld), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld),
+        CUBLAS_STATUS_SUCCESS);
     ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &n),
                      CUBLAS_STATUS_SUCCESS);
     ck_assert_int_eq(n, 1);
     float one_ = 1.0f, zero_ = 0.0f;
-    ck_assert_int_eq(cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c, lc, &res.algo,
-                                    NULL, 0, NULL), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(
+        cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c, lc, &res.algo, NULL, 0, NULL),
+        CUBLAS_STATUS_SUCCESS);
     /* the algorithm assumed 256-byte alignment; D one float in is not */
-    ck_assert_int_eq(cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c + 1, lc, &res.algo,
-                                    NULL, 0, NULL), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(cublasLtMatmul(lt, op, &one_, a, la, b, lb, &zero_, c, lc, c + 1, lc,
+                                    &res.algo, NULL, 0, NULL),
+                     CUBLAS_STATUS_INVALID_VALUE);
     cudaDeviceSynchronize();
     /* everything created is destroyed (make test SANITIZE=1 checks for leaks) */
     cublasLtMatrixLayoutDestroy(bad);
@@ -223,9 +238,9 @@ START_TEST(cublas_batched_checks_arguments)
     cublasHandle_t h;
     float *a, *b, *c, one = 1.0f, zero = 0.0f;
     ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
-    cudaMalloc((void **)&a, 4 * 3 * sizeof(float)); /* 4x3, ld 4: A_i = rows 2i, 2i+1 */
+    cudaMalloc((void **)&a, 4 * 3 * sizeof(float));     /* 4x3, ld 4: A_i = rows 2i, 2i+1 */
     cudaMalloc((void **)&b, 2 * 3 * 2 * sizeof(float)); /* two 3x2, ld 3, stride 6 */
-    cudaMalloc((void **)&c, 4 * 2 * sizeof(float)); /* 4x2, ld 4: C_i = rows 2i, 2i+1 */
+    cudaMalloc((void **)&c, 4 * 2 * sizeof(float));     /* 4x2, ld 4: C_i = rows 2i, 2i+1 */
     float ha[12], hb[12], hc[8], want[8];
     for (int i = 0; i < 12; i++) {
         ha[i] = (float)(i + 1);
@@ -235,7 +250,8 @@ START_TEST(cublas_batched_checks_arguments)
         for (int r = 0; r < 2; r++)
             for (int j = 0; j < 2; j++) {
                 float acc = 0.0f;
-                for (int l = 0; l < 3; l++) acc += ha[2 * bi + r + 4 * l] * hb[6 * bi + l + 3 * j];
+                for (int l = 0; l < 3; l++)
+                    acc += ha[2 * bi + r + 4 * l] * hb[6 * bi + l + 3 * j];
                 want[2 * bi + r + 4 * j] = acc;
             }
     cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice);
@@ -244,7 +260,8 @@ START_TEST(cublas_batched_checks_arguments)
                                                b, 3, 6, &zero, c, 4, 2, 2),
                      CUBLAS_STATUS_SUCCESS);
     cudaMemcpy(hc, c, sizeof hc, cudaMemcpyDeviceToHost);
-    for (int i = 0; i < 8; i++) ck_assert_float_eq(hc[i], want[i]);
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq(hc[i], want[i]);
     ck_assert_int_eq(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 4, 1,
                                                b, 3, 6, &zero, c, 4, 1, 2),
                      CUBLAS_STATUS_INVALID_VALUE); /* C_0 and C_1 share row 1 */
@@ -282,11 +299,12 @@ END_TEST
 static int group_run(const char *order, const char *mode, int allow, char **out)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "PP_STANDIN_NCCL_ORDER=%s PP_STANDIN_NCCL_HAZARD=%s timeout 120 mpirun --oversubscribe "
-             "--allow-run-as-root --bind-to none -np 2 -x PP_STANDIN_GPUS=2 -x PP_STANDIN_NCCL_ORDER "
-             "-x PP_STANDIN_NCCL_HAZARD %s/bin/standin-group-hazard %s",
-             order, allow ? "allow" : "refuse", PP_ROOT, mode);
+    snprintf(
+        cmd, sizeof cmd,
+        "PP_STANDIN_NCCL_ORDER=%s PP_STANDIN_NCCL_HAZARD=%s timeout 120 mpirun --oversubscribe "
+        "--allow-run-as-root --bind-to none -np 2 -x PP_STANDIN_GPUS=2 -x PP_STANDIN_NCCL_ORDER "
+        "-x PP_STANDIN_NCCL_HAZARD %s/bin/standin-group-hazard %s",
+        order, allow ? "allow" : "refuse", PP_ROOT, mode);
     return run_cmd(cmd, out);
 }
 
@@ -295,19 +313,23 @@ START_TEST(group_hazard_gives_wrong_numbers)
     char *out;
     ck_assert_msg(group_run("posted", "send-first", 1, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "rank 0: in place right, apart right") &&
-                      strstr(out, "rank 1: in place right, apart right"), "posted:\n%s", out);
+                      strstr(out, "rank 1: in place right, apart right"),
+                  "posted:\n%s", out);
     free(out);
     ck_assert_msg(group_run("reversed", "send-first", 1, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "rank 0: in place WRONG, apart right") &&
-                      strstr(out, "rank 1: in place WRONG, apart right"), "reversed:\n%s", out);
+                      strstr(out, "rank 1: in place WRONG, apart right"),
+                  "reversed:\n%s", out);
     free(out);
     ck_assert_msg(group_run("interleaved", "send-first", 1, &out) == 0, "%s", out);
-    ck_assert_msg(strstr(out, "apart right") && !strstr(out, "apart WRONG"), "interleaved:\n%s", out);
+    ck_assert_msg(strstr(out, "apart right") && !strstr(out, "apart WRONG"), "interleaved:\n%s",
+                  out);
     free(out);
     /* a receive posted first: `reversed` (make test's order) shows nothing */
     ck_assert_msg(group_run("reversed", "recv-first", 1, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "rank 0: in place right, apart right") &&
-                      strstr(out, "rank 1: in place right, apart right"), "recv-first:\n%s", out);
+                      strstr(out, "rank 1: in place right, apart right"),
+                  "recv-first:\n%s", out);
     free(out);
 }
 END_TEST

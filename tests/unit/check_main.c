@@ -116,14 +116,15 @@ static double now_s(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: check_pp [-j N] [--fast] [--list] [--failures FILE] [SUITE | SUITE:TCASE]...\n"
-               "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
-               "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
-               "  --fast   every suite but the mpirun ones and the GPU suites (make check)\n"
-               "  --list   print the suites (and the TCases that run as jobs)\n"
-               "  --failures FILE  also write the output of every failed job to FILE\n"
-               "           (make test prints it again at the very end, after the stand-ins)\n"
-               "suites:");
+    fprintf(f,
+            "usage: check_pp [-j N] [--fast] [--list] [--failures FILE] [SUITE | SUITE:TCASE]...\n"
+            "  -j N     run jobs while their processes (MPI ranks) fit in N\n"
+            "           (default: PP_TEST_JOBS, else 4 times the online CPUs)\n"
+            "  --fast   every suite but the mpirun ones and the GPU suites (make check)\n"
+            "  --list   print the suites (and the TCases that run as jobs)\n"
+            "  --failures FILE  also write the output of every failed job to FILE\n"
+            "           (make test prints it again at the very end, after the stand-ins)\n"
+            "suites:");
     for (int i = 0; i < NSUITES; i++)
         fprintf(f, " %s", suites[i].name);
     fprintf(f, "\n");
@@ -226,8 +227,9 @@ static void print_job(const job *j, FILE *to)
         int more = f && fgets(line, sizeof line, f);
         int pct;
         char c;
-        if (more && (!strncmp(line, "Running suite(s):", 17) ||
-                     sscanf(line, "%d%%: Checks: %*d, Failures: %*d, Errors: %*d%c", &pct, &c) == 2))
+        if (more &&
+            (!strncmp(line, "Running suite(s):", 17) ||
+             sscanf(line, "%d%%: Checks: %*d, Failures: %*d, Errors: %*d%c", &pct, &c) == 2))
             continue;
         if (more && !strcmp(line, prev)) {
             repeats++;
@@ -267,18 +269,12 @@ static int count_lines(const job *j, const char *prefix)
     return n;
 }
 
-static int count_skips(const job *j)
-{
-    return count_lines(j, "skipped:");
-}
+static int count_skips(const job *j) { return count_lines(j, "skipped:"); }
 
 /* The mpiruns a job repeated because Open MPI failed at exit after every
  * rank exited 0 (testutil.c's mpi_run says each with this line): counted
  * and reported in the summary, so that a rate that grows is seen. */
-static int count_reruns(const job *j)
-{
-    return count_lines(j, "note: mpirun ");
-}
+static int count_reruns(const job *j) { return count_lines(j, "note: mpirun "); }
 
 /* --failures: where failed jobs' output goes a second time, so that a log
  * whose tail is all that survives (CI) still shows what failed. */
@@ -304,8 +300,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "check_pp: --failures %s: %s\n", argv[i], strerror(errno));
                 return 2;
             }
-        }
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strncmp(argv[i], "-j", 2)) {
@@ -326,7 +321,9 @@ int main(int argc, char **argv)
     if (list) {
         for (int i = 0; i < NSUITES; i++) {
             printf("%s%s\n", suites[i].name,
-                   suites[i].kind & GPU ? " (gpu)" : suites[i].kind & MPI ? " (mpirun)" : "");
+                   suites[i].kind & GPU   ? " (gpu)"
+                   : suites[i].kind & MPI ? " (mpirun)"
+                                          : "");
             for (const pp_tcase_info *t = suites[i].split; t && t->tcase; t++)
                 printf("  %s:%s (%d ranks)\n", suites[i].name, t->tcase, t->procs);
         }
@@ -382,14 +379,17 @@ int main(int argc, char **argv)
                 for (int p = 0; p < npicks; p++)
                     in |= pick_suite[p] == i && picks[p] && !strcmp(picks[p], t->tcase);
                 if (in)
-                    jobs[njobs++] = (job){.suite = &suites[i], .tcase = t->tcase, .procs = t->procs};
+                    jobs[njobs++] =
+                        (job){.suite = &suites[i], .tcase = t->tcase, .procs = t->procs};
             }
         } else {
             if (whole[i] && njobs < 256)
-                jobs[njobs++] = (job){.suite = &suites[i], .tcase = run_case, .procs = suites[i].procs};
+                jobs[njobs++] =
+                    (job){.suite = &suites[i], .tcase = run_case, .procs = suites[i].procs};
             for (int p = 0; p < npicks; p++)
                 if (pick_suite[p] == i && picks[p] && njobs < 256)
-                    jobs[njobs++] = (job){.suite = &suites[i], .tcase = picks[p], .procs = suites[i].procs};
+                    jobs[njobs++] =
+                        (job){.suite = &suites[i], .tcase = picks[p], .procs = suites[i].procs};
         }
         suite_end[i] = njobs;
     }
@@ -455,13 +455,17 @@ int main(int argc, char **argv)
                     jobs[k].state = 3;
                 }
                 printf("%-13s %4d checks, %s %6.1f s", suites[i].name, c,
-                       f + e ? "FAILED" : sk == c ? "skipped" : "passed", last - first);
+                       f + e     ? "FAILED"
+                       : sk == c ? "skipped"
+                                 : "passed",
+                       last - first);
                 if (sk && sk < c)
                     printf(" (%d skipped)", sk);
                 if (suite_end[i] - suite_first[i] > 1)
                     printf(" (%d jobs, %.1f s in all)", suite_end[i] - suite_first[i], sum);
                 if (f + e)
-                    printf(": %d failure%s, %d error%s", f, f == 1 ? "" : "s", e, e == 1 ? "" : "s");
+                    printf(": %d failure%s, %d error%s", f, f == 1 ? "" : "s", e,
+                           e == 1 ? "" : "s");
                 printf("\n");
                 checks += c - sk; /* a skipped check is not counted as run */
                 skipped += sk;
@@ -514,8 +518,8 @@ int main(int argc, char **argv)
         printf("check_pp: %d checks skipped, not counted below (their suites' lines say which)\n",
                skipped);
     printf("check_pp: %d mpirun%s repeated after Open MPI failed at exit with every rank "
-           "exited 0 (each said above in a \"note: mpirun\" line)\n", reruns,
-           reruns == 1 ? "" : "s");
+           "exited 0 (each said above in a \"note: mpirun\" line)\n",
+           reruns, reruns == 1 ? "" : "s");
     /* Check's own summary line, for the totals */
     int pct = failures + errors == 0 ? 100
               : checks ? (int)((float)(checks - failures - errors) / (float)checks * 100.0f)

@@ -61,7 +61,8 @@ static const char *slot_str(const pp_instr *in, pp_role r, const char *absent, c
 static void comment_forward(text *t, const pp_instr *in)
 {
     char a[16], b[16], c[16], d[16];
-    const char *src = slot_str(in, PP_ROLE_IN, "?", a), *stash = slot_str(in, PP_ROLE_STASH, "?", b);
+    const char *src = slot_str(in, PP_ROLE_IN, "?", a),
+               *stash = slot_str(in, PP_ROLE_STASH, "?", b);
     const char *dst = slot_str(in, PP_ROLE_OUT, NULL, c), *tgt = slot_str(in, PP_ROLE_TGT, NULL, d);
     add(t, "F(%" PRId32 ",%" PRId32 "): ", in->stage, in->mb);
     if (dst && tgt)

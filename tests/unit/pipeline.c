@@ -5,7 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
+void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed)
+{
     *pl = (pipeline){.m = *m, .S = S};
     for (int s = 0; s < S; s++)
         if (pp_stage_workspace_bytes(m, S, s) > pl->work_bytes)
@@ -27,14 +28,17 @@ void pipe_init(pipeline *pl, const pp_model *m, int S, uint64_t seed) {
     }
 }
 
-void pipe_refresh(pipeline *pl) {
+void pipe_refresh(pipeline *pl)
+{
     for (int s = 0; s < pl->S; s++)
         pp_stage_compute_copy(&pl->m, pl->S, s, pl->p[s], pl->w[s]);
 }
 
-void pipe_free(pipeline *pl) {
+void pipe_free(pipeline *pl)
+{
     for (int s = 0; s < pl->S; s++) {
-        if (pl->w[s] != pl->p[s]) free(pl->w[s]);
+        if (pl->w[s] != pl->p[s])
+            free(pl->w[s]);
         free(pl->p[s]);
         free(pl->g[s]);
         free(pl->stash[s]);
@@ -44,7 +48,8 @@ void pipe_free(pipeline *pl) {
     free(pl->work);
 }
 
-double pipe_forward(pipeline *pl, const int32_t *tokens) {
+double pipe_forward(pipeline *pl, const int32_t *tokens)
+{
     double loss = 0.0;
     for (int s = 0; s < pl->S; s++) {
         const void *in = s == 0 ? (const void *)tokens : (const void *)pl->act[s - 1];
@@ -54,14 +59,16 @@ double pipe_forward(pipeline *pl, const int32_t *tokens) {
     return loss;
 }
 
-void pipe_backward(pipeline *pl, float loss_scale) {
+void pipe_backward(pipeline *pl, float loss_scale)
+{
     for (int s = pl->S - 1; s >= 0; s--)
         pp_stage_backward(&pl->m, pl->S, s, pl->w[s], pl->g[s], pl->stash[s], pl->work,
                           s < pl->S - 1 ? pl->dact[s + 1] : NULL, s > 0 ? pl->dact[s] : NULL,
                           loss_scale);
 }
 
-double pipe_rel_diff(const float *a, const float *b, size_t n) {
+double pipe_rel_diff(const float *a, const float *b, size_t n)
+{
     double d = 0.0, r = 0.0;
     for (size_t i = 0; i < n; i++) {
         d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);

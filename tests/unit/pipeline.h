@@ -16,8 +16,8 @@ enum { PIPE_MAX_S = 8 };
 typedef struct {
     pp_model m;
     int S;
-    size_t n[PIPE_MAX_S];                  /* each stage's parameters */
-    float *p[PIPE_MAX_S], *g[PIPE_MAX_S];  /* fp32 master weights and gradients */
+    size_t n[PIPE_MAX_S];                 /* each stage's parameters */
+    float *p[PIPE_MAX_S], *g[PIPE_MAX_S]; /* fp32 master weights and gradients */
     void *w[PIPE_MAX_S]; /* the compute copy F and B read: p[s] itself, or its bf16 copy */
     void *stash[PIPE_MAX_S];
     void *work; /* one workspace for every stage, as a rank has */

@@ -30,7 +30,8 @@ static void plan_init(plan_b *b, uint32_t rank, uint32_t S)
     b->p.slot_bytes = calloc(8, sizeof *b->p.slot_bytes);
     ck_assert(b->p.stage_role && b->p.slot_bytes);
     memset(b->p.stage_role, PP_ROLE_COMPUTE | PP_ROLE_OWNER, S);
-    b->p.model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
+    b->p.model =
+        (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
     for (int k = 0; k < 8; k++)
         b->p.slot_bytes[k] = 64;
 }
@@ -181,14 +182,14 @@ START_TEST(safe_streams_pass)
     for (int mb = 0; mb < 2; mb++) {
         int in = mb, out = 2 + mb, stash = 4 + mb;
         plan_put(&b, PP_OP_RecvActivation, 0, mb, 0, PP_ROLE_DST, in, END);
-        plan_put(&b, PP_OP_Forward, 1, mb, -1, PP_ROLE_IN, in, PP_ROLE_STASH, stash, PP_ROLE_OUT, out,
-            PP_ROLE_WTS, 7, END);
+        plan_put(&b, PP_OP_Forward, 1, mb, -1, PP_ROLE_IN, in, PP_ROLE_STASH, stash, PP_ROLE_OUT,
+                 out, PP_ROLE_WTS, 7, END);
         plan_put(&b, PP_OP_SendActivation, 1, mb, 2, PP_ROLE_SRC, out, END);
     }
     for (int mb = 0; mb < 2; mb++) {
         plan_put(&b, PP_OP_RecvGrad, 2, mb, 2, PP_ROLE_DST, 2 + mb, END);
         plan_put(&b, PP_OP_Backward, 1, mb, -1, PP_ROLE_STASH, 4 + mb, PP_ROLE_DOUT, 2 + mb,
-            PP_ROLE_DIN, mb, PP_ROLE_WTS, 7, PP_ROLE_WGRAD, 6, END);
+                 PP_ROLE_DIN, mb, PP_ROLE_WTS, 7, PP_ROLE_WGRAD, 6, END);
         plan_put(&b, PP_OP_SendGrad, 1, mb, 0, PP_ROLE_SRC, mb, END);
     }
     GROUP_START(&b);

@@ -60,7 +60,8 @@ static void resumes_bit_identical(const char *schedule, const char *defs, int np
     char *dir = compile_plan(schedule, defs), args[4096], kill[64], path[2048], *out;
     snprintf(args, sizeof args,
              "--backend cpu %s/plan --steps %d --checkpoint-dir %s/all --checkpoint-every 1 "
-             "--save %s/full --quiet", dir, steps, dir, dir);
+             "--save %s/full --quiet",
+             dir, steps, dir, dir);
     free(mpi_ok(np, args));
     for (int s = 1; s <= steps; s++) { /* --checkpoint-keep 2: the newest two only */
         snprintf(path, sizeof path, "%s/all/step-%06d/manifest", dir, s);
@@ -184,13 +185,19 @@ START_TEST(other_plans_checkpoints_kept)
              "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck --checkpoint-every 2 --quiet",
              ob, ob);
     free(mpi_ok(2, args));
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --reshard "
-             "--checkpoint-every 2 --quiet", gp, ob);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 4 --resume %s/ck --reshard "
+             "--checkpoint-every 2 --quiet",
+             gp, ob);
     free(mpi_ok(2, args));
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --resume %s/ck "
-             "--checkpoint-every 2 --quiet", ob, ob);
-    snprintf(msg, sizeof msg, "ppvm: rank 0: --resume: '%s/ck' holds '%s/ck/step-000004', a "
-             "checkpoint of another run (plan ", ob, ob);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 6 --resume %s/ck "
+             "--checkpoint-every 2 --quiet",
+             ob, ob);
+    snprintf(msg, sizeof msg,
+             "ppvm: rank 0: --resume: '%s/ck' holds '%s/ck/step-000004', a "
+             "checkpoint of another run (plan ",
+             ob, ob);
     mpi_fails_with(2, args, msg);
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --resume %s/ck --quiet", gp, ob);
     out = mpi_ok(2, args);
@@ -211,7 +218,8 @@ START_TEST(bad_checkpoints_fall_back_to_older)
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], p[2048], q[2048], *out;
     snprintf(args, sizeof args,
              "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck --checkpoint-every 1 "
-             "--checkpoint-keep 4 --save %s/full --quiet", dir, dir, dir);
+             "--checkpoint-keep 4 --save %s/full --quiet",
+             dir, dir, dir);
     free(mpi_ok(2, args));
     snprintf(p, sizeof p, "%s/ck/step-000004/stage1.w", dir);
     poke(p, 100, "\x55\xaa", 2);
@@ -222,8 +230,8 @@ START_TEST(bad_checkpoints_fall_back_to_older)
     copy_file(p, q);
     snprintf(p, sizeof p, "%s/ck/step-000001/stage0.w.tmp", dir);
     write_text(p, "junk");
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --save %s/res",
-             dir, dir, dir);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --save %s/res", dir,
+             dir, dir);
     out = mpi_ok(2, args);
     const char *want[] = {
         "step-000004/stage1.w': checksum mismatch",
@@ -260,8 +268,10 @@ END_TEST
 START_TEST(special_manifest_falls_back)
 {
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[4096], p[2048], *out, *why;
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --checkpoint-dir %s/ck "
-             "--checkpoint-every 1 --checkpoint-keep 3 --quiet", dir, dir);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 3 --checkpoint-dir %s/ck "
+             "--checkpoint-every 1 --checkpoint-keep 3 --quiet",
+             dir, dir);
     free(mpi_ok(2, args));
     snprintf(p, sizeof p, "%s/ck/step-000003/manifest", dir);
     ck_assert(unlink(p) == 0 && mkfifo(p, 0666) == 0);
@@ -270,11 +280,15 @@ START_TEST(special_manifest_falls_back)
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --resume %s/ck --quiet", dir, dir);
     int rc = mpi_run_within(2, args, 60, &out, &why);
     ck_assert_msg(rc == 0, "%s", why);
-    snprintf(p, sizeof p, "'%s/ck/step-000003/manifest' is a FIFO (named pipe), not a checkpoint "
-             "manifest", dir);
+    snprintf(p, sizeof p,
+             "'%s/ck/step-000003/manifest' is a FIFO (named pipe), not a checkpoint "
+             "manifest",
+             dir);
     ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
-    snprintf(p, sizeof p, "'%s/ck/step-000002/manifest' is a directory, not a checkpoint "
-             "manifest", dir);
+    snprintf(p, sizeof p,
+             "'%s/ck/step-000002/manifest' is a directory, not a checkpoint "
+             "manifest",
+             dir);
     ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
     snprintf(p, sizeof p, "resuming from '%s/ck/step-000001' (step 1", dir);
     ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
@@ -300,8 +314,8 @@ START_TEST(crash_while_writing_keeps_previous)
     snprintf(p, sizeof p, "%s/ck/step-000004/stage1.w", dir);
     snprintf(q, sizeof q, "%s/ck/step-000004/manifest", dir);
     ck_assert_msg(exists(p) && !exists(q), "step 4: expected stage files and no manifest");
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --save %s/res",
-             dir, dir, dir);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --save %s/res", dir,
+             dir, dir);
     out = mpi_ok(2, args);
     snprintf(p, sizeof p, "'%s/ck/step-000004/manifest': No such file", dir);
     ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
@@ -312,17 +326,20 @@ START_TEST(crash_while_writing_keeps_previous)
     snprintf(q, sizeof q, "%s/full", dir);
     compare_exact(p, q);
     /* a manifest cut short (no 'end') is refused like a missing one */
-    snprintf(args, sizeof args, "head -n -1 %s/ck/step-000002/manifest > %s/ck/step-000004/manifest",
-             dir, dir);
+    snprintf(args, sizeof args,
+             "head -n -1 %s/ck/step-000002/manifest > %s/ck/step-000004/manifest", dir, dir);
     free(run_expect(args, 0));
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --quiet", dir, dir);
-    snprintf(p, sizeof p, "'%s/ck/step-000004/manifest' is not a complete checkpoint manifest", dir);
+    snprintf(p, sizeof p, "'%s/ck/step-000004/manifest' is not a complete checkpoint manifest",
+             dir);
     out = mpi_ok(2, args);
     ck_assert_msg(strstr(out, p) != NULL, "expected \"%s\" in\n%s", p, out);
     free(out);
     /* another seed, other data: refused, naming the manifest */
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --seed 2", dir, dir);
-    mpi_fails_with(2, args, "step-000002/manifest' was written by a run with --seed 1, this one has 2");
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --seed 2", dir,
+             dir);
+    mpi_fails_with(2, args,
+                   "step-000002/manifest' was written by a run with --seed 1, this one has 2");
     snprintf(p, sizeof p, "%s/other-data", dir);
     write_text(p, "a few bytes of other training data, enough for a window");
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --resume %s/ck --data %s", dir,
@@ -344,15 +361,16 @@ START_TEST(unwritable_checkpoint_fails_every_rank)
     snprintf(p, sizeof p, "%s/ck/step-000002", dir);
     write_text(p, "");
     snprintf(args, sizeof args,
-             "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck --checkpoint-every 2", dir, dir);
+             "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck --checkpoint-every 2", dir,
+             dir);
     snprintf(p, sizeof p, "ppvm: rank 0: cannot prepare '%s/ck/step-000002': Not a directory", dir);
     mpi_fails_with(2, args, p);
     snprintf(p, sizeof p, "%s/ck/step-000002", dir);
     ck_assert(unlink(p) == 0 && mkdir(p, 0777) == 0);
     snprintf(p, sizeof p, "%s/ck/step-000002/stage1.w.tmp", dir);
     ck_assert(mkdir(p, 0777) == 0);
-    snprintf(p, sizeof p, "ppvm: rank 1: cannot create '%s/ck/step-000002/stage1.w.tmp': Is a directory",
-             dir);
+    snprintf(p, sizeof p,
+             "ppvm: rank 1: cannot create '%s/ck/step-000002/stage1.w.tmp': Is a directory", dir);
     mpi_fails_with(2, args, p);
     /* an old checkpoint that cannot be removed is said, and the run goes on */
     snprintf(p, sizeof p, "%s/ck2", dir);
@@ -363,7 +381,8 @@ START_TEST(unwritable_checkpoint_fails_every_rank)
     ck_assert(mkdir(p, 0777) == 0);
     snprintf(args, sizeof args,
              "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck2 --checkpoint-every 2 "
-             "--checkpoint-keep 1 --quiet", dir, dir);
+             "--checkpoint-keep 1 --quiet",
+             dir, dir);
     char *out = mpi_ok(2, args);
     snprintf(p, sizeof p, "cannot remove old checkpoint '%s/ck2/step-000001': Directory not empty",
              dir);
@@ -383,16 +402,18 @@ START_TEST(save_checks_its_directory_first)
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/w", dir, path);
     char *out, *why;
     ck_assert(mpi_run(2, args, &out, &why) != 0);
-    ck_assert_msg(strstr(out, "--save: cannot create directory '") && strstr(out, "Not a directory"),
+    ck_assert_msg(strstr(out, "--save: cannot create directory '") &&
+                      strstr(out, "Not a directory"),
                   "%s", out);
     ck_assert_msg(!strstr(out, "step    1/"), "trained before failing:\n%s", out);
     free(out);
     free(why);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 2 --save %s/w", PP_ROOT,
-             dir, path);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 2 --save %s/w", PP_ROOT, dir,
+             path);
     out = run_expect(cmd, 1);
     ck_assert_msg(strstr(out, "ppvm: --save: cannot create directory '") &&
-                      !strstr(out, "reference step"), "%s", out);
+                      !strstr(out, "reference step"),
+                  "%s", out);
     free(out);
     /* --checkpoint-dir likewise */
     snprintf(args, sizeof args,
@@ -453,13 +474,17 @@ START_TEST(failed_save_keeps_previous)
     snprintf(q, sizeof q, "%s/w3", dir);
     compare_exact(p, q);
     /* into a checkpoint's step directory: refused, the checkpoint untouched */
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
-             "--checkpoint-every 2 --quiet", dir, dir);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --quiet",
+             dir, dir);
     free(mpi_ok(2, args));
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/ck/step-000002", dir,
              dir);
-    snprintf(p, sizeof p, "ppvm: rank 0: --save: '%s/ck/step-000002' holds 'manifest', which "
-             "--save does not write", dir);
+    snprintf(p, sizeof p,
+             "ppvm: rank 0: --save: '%s/ck/step-000002' holds 'manifest', which "
+             "--save does not write",
+             dir);
     mpi_fails_with(2, args, p);
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --resume %s/ck --quiet", dir, dir);
     out = mpi_ok(2, args);
@@ -497,8 +522,7 @@ START_TEST(compare_rejects_bad_files)
     copy_file(q, p);
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/one %s/bad", PP_ROOT, dir, dir);
     out = run_expect(cmd, 1);
-    ck_assert_msg(strstr(out, "bad/stage1.w' is from plan ") &&
-                      strstr(out, "after step 2 but '") &&
+    ck_assert_msg(strstr(out, "bad/stage1.w' is from plan ") && strstr(out, "after step 2 but '") &&
                       strstr(out, "the directory mixes files of different runs"),
                   "%s", out);
     free(out);
@@ -536,8 +560,10 @@ static void set_weight(const char *path, size_t i, float v)
 START_TEST(compare_nonfinite_exactly)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[4096], p[2048], q[2048], *out;
-    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppvm --reference plan --steps 1 --save one --quiet "
-             "&& cp -r one two", dir, PP_ROOT);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/ppvm --reference plan --steps 1 --save one --quiet "
+             "&& cp -r one two",
+             dir, PP_ROOT);
     free(run_expect(cmd, 0));
     snprintf(p, sizeof p, "%s/one/stage1.w", dir);
     snprintf(q, sizeof q, "%s/two/stage1.w", dir);
@@ -562,7 +588,8 @@ START_TEST(compare_nonfinite_exactly)
         out = run_expect(cmd, 0);
         ck_assert_msg(strstr(out, "stage 1: ") &&
                           strstr(out, "max |diff| 0 (1 non-finite, the same in both) (within "
-                                 "tolerance)"), "value %g: %s", values[k], out);
+                                      "tolerance)"),
+                      "value %g: %s", values[k], out);
         free(out);
     }
     /* Inf against -Inf: different */
@@ -587,15 +614,17 @@ START_TEST(checkpoint_flag_errors)
         {"--checkpoint-dir d p", "--checkpoint-dir needs --checkpoint-every N"},
         {"--reshard p", "--reshard needs --resume DIR"},
         {"--reference --resume d p", "they do not go with --reference"},
-        {"--checkpoint-every 0 --checkpoint-dir d p", "--checkpoint-every 0: expected an integer in [1, "},
-        {"--checkpoint-keep x --checkpoint-every 1 --checkpoint-dir d p", "--checkpoint-keep x: expected"},
+        {"--checkpoint-every 0 --checkpoint-dir d p",
+         "--checkpoint-every 0: expected an integer in [1, "},
+        {"--checkpoint-keep x --checkpoint-every 1 --checkpoint-dir d p",
+         "--checkpoint-keep x: expected"},
     };
     char cmd[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "%s/bin/ppvm %s", PP_ROOT, bad[i].args);
         char *out = run_expect(cmd, 2);
-        ck_assert_msg(strstr(out, bad[i].message), "%s: expected '%s' in\n%s", cmd,
-                      bad[i].message, out);
+        ck_assert_msg(strstr(out, bad[i].message), "%s: expected '%s' in\n%s", cmd, bad[i].message,
+                      out);
         free(out);
     }
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[4096], msg[2048];
@@ -610,30 +639,39 @@ START_TEST(checkpoint_flag_errors)
     snprintf(msg, sizeof msg, "%s/none", dir);
     ck_assert_msg(!exists(msg), "--resume made its missing directory");
     /* a checkpoint past --steps: refused, not a run of 0 steps saving its weights */
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
-             "--checkpoint-every 2 --quiet", dir, dir);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 2 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --quiet",
+             dir, dir);
     free(mpi_ok(2, args));
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1 --resume %s/ck --save %s/w", dir,
              dir, dir);
-    snprintf(msg, sizeof msg, "ppvm: --resume '%s/ck': its newest usable checkpoint holds 2 steps, "
-             "more than --steps 1 (the total, counted from step 0); give --steps 2 or more", dir);
+    snprintf(msg, sizeof msg,
+             "ppvm: --resume '%s/ck': its newest usable checkpoint holds 2 steps, "
+             "more than --steps 1 (the total, counted from step 0); give --steps 2 or more",
+             dir);
     mpi_fails_with(2, args, msg);
     snprintf(msg, sizeof msg, "%s/w/stage0.w", dir);
     ck_assert_msg(!exists(msg), "weights saved by a run refused at start-up");
     /* a run that does not resume ck, checkpointing into it: refused before
      * its first checkpoint would prune ck's newer step 2 */
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1 --checkpoint-dir %s/ck "
-             "--checkpoint-every 1", dir, dir);
-    snprintf(msg, sizeof msg, "ppvm: rank 0: --checkpoint-dir: '%s/ck' already holds the checkpoint "
-             "'%s/ck/step-000002' of a run this one does not resume (this run's first checkpoint "
-             "would remove it): --resume %s/ck to continue that run, or another directory", dir,
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 1 --checkpoint-dir %s/ck "
+             "--checkpoint-every 1",
              dir, dir);
+    snprintf(msg, sizeof msg,
+             "ppvm: rank 0: --checkpoint-dir: '%s/ck' already holds the checkpoint "
+             "'%s/ck/step-000002' of a run this one does not resume (this run's first checkpoint "
+             "would remove it): --resume %s/ck to continue that run, or another directory",
+             dir, dir, dir);
     mpi_fails_with(2, args, msg);
     snprintf(msg, sizeof msg, "%s/ck/step-000002/manifest", dir);
     ck_assert_msg(exists(msg), "the refused run removed the checkpoint it was refused for");
     /* resuming it (named another way) writes on into it */
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 3 --resume %s/./ck --checkpoint-dir "
-             "%s/ck --checkpoint-every 1 --quiet", dir, dir, dir);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 3 --resume %s/./ck --checkpoint-dir "
+             "%s/ck --checkpoint-every 1 --quiet",
+             dir, dir, dir);
     free(mpi_ok(2, args));
     snprintf(msg, sizeof msg, "%s/ck/step-000003/manifest", dir);
     ck_assert_msg(exists(msg), "the resumed run wrote no checkpoint of step 3");
@@ -642,19 +680,19 @@ START_TEST(checkpoint_flag_errors)
 END_TEST
 
 #define CKPT_TESTS(X)                                                                              \
-    X(pipeline_adamw_bf16_resumes_bit_identical, 4)                                               \
-    X(fsdp_resumes_bit_identical, 4)                                                              \
-    X(lpp_replicas_resume_bit_identical, 4)                                                       \
-    X(reshard_gpipe_to_1f1b, 2)                                                                   \
-    X(other_plans_checkpoints_kept, 2)                                                            \
-    X(bad_checkpoints_fall_back_to_older, 2)                                                      \
-    X(special_manifest_falls_back, 2)                                                             \
-    X(crash_while_writing_keeps_previous, 2)                                                      \
-    X(unwritable_checkpoint_fails_every_rank, 2)                                                  \
-    X(save_checks_its_directory_first, 2)                                                         \
-    X(failed_save_keeps_previous, 2)                                                              \
-    X(compare_rejects_bad_files, 1)                                                               \
-    X(compare_nonfinite_exactly, 1)                                                               \
+    X(pipeline_adamw_bf16_resumes_bit_identical, 4)                                                \
+    X(fsdp_resumes_bit_identical, 4)                                                               \
+    X(lpp_replicas_resume_bit_identical, 4)                                                        \
+    X(reshard_gpipe_to_1f1b, 2)                                                                    \
+    X(other_plans_checkpoints_kept, 2)                                                             \
+    X(bad_checkpoints_fall_back_to_older, 2)                                                       \
+    X(special_manifest_falls_back, 2)                                                              \
+    X(crash_while_writing_keeps_previous, 2)                                                       \
+    X(unwritable_checkpoint_fails_every_rank, 2)                                                   \
+    X(save_checks_its_directory_first, 2)                                                          \
+    X(failed_save_keeps_previous, 2)                                                               \
+    X(compare_rejects_bad_files, 1)                                                                \
+    X(compare_nonfinite_exactly, 1)                                                                \
     X(checkpoint_flag_errors, 2)
 
 PP_JOB_SUITE(ckpt, CKPT_TESTS)

@@ -42,7 +42,8 @@ static const cli_row ppc_rows[] = {
     {"$PPC", 2, "ppc: no schedule file given"},
     {"$PPC gpipe.pp", 2, "ppc: no output directory (-o DIR)"},
     {"$PPC '' -o out", 2, "ppc: expected a schedule file, found an empty string"},
-    {"$PPC gpipe.pp gpipe.pp -o out", 2, "ppc: more than one schedule file ('gpipe.pp' and 'gpipe.pp')"},
+    {"$PPC gpipe.pp gpipe.pp -o out", 2,
+     "ppc: more than one schedule file ('gpipe.pp' and 'gpipe.pp')"},
     {PPC " --bogus", 2, "ppc: unknown option '--bogus'"},
     {"$PPC gpipe.pp -o", 2, "ppc: -o needs an argument"},
     {"$PPC gpipe.pp -o ''", 2, "ppc: -o: expected a directory, found an empty string"},
@@ -51,7 +52,8 @@ static const cli_row ppc_rows[] = {
     {PPC " -D S", 2, "ppc: -D S: expected NAME=VALUE, e.g. -D S=8"},
     {PPC " -D =4", 2, "ppc: -D =4: expected NAME=VALUE, e.g. -D S=8"},
     {PPC " -D S=", 2, "ppc: -D S=: the value '' is not an integer"},
-    {PPC " -D S=x", 2, "ppc: -D S=x: the value 'x' is not an integer (expected NAME=INTEGER, e.g. -D S=8)"},
+    {PPC " -D S=x", 2,
+     "ppc: -D S=x: the value 'x' is not an integer (expected NAME=INTEGER, e.g. -D S=8)"},
     {PPC " -DS=4.5", 2, "ppc: -D S=4.5: the value '4.5' is not an integer"},
     {PPC " -D S=nan", 2, "ppc: -D S=nan: the value 'nan' is not an integer"},
     {PPC " -D S=99999999999999999999", 2, "the value '99999999999999999999' is not an integer"},
@@ -70,21 +72,27 @@ static const cli_row ppc_rows[] = {
     {PPC " --precision bf16 --precision bf16", 2, "ppc: --precision given twice; give it once"},
     {PPC " --library lib", 2, "ppc: --library is only for --table"},
     {"$PPC --table --library ''", 2, "ppc: --library: expected a directory, found an empty string"},
-    {"$PPC --table gpipe.pp", 2, "ppc: --table takes only -D S/B/G/R and --library, not a schedule file"},
+    {"$PPC --table gpipe.pp", 2,
+     "ppc: --table takes only -D S/B/G/R and --library, not a schedule file"},
     {"$PPC --table -o out", 2, "ppc: --table takes only -D S/B/G/R and --library, not -o"},
     {"$PPC --table -D X=1", 2, "ppc --table: -D X: expected one of S, B, G, R"},
     {"$PPC --table -D S=0", 2, "ppc --table: -D S=0: expected 1 to 4096"},
     {"$PPC --table -D S=5000", 2, "ppc --table: -D S=5000: expected 1 to 4096"},
     /* input files */
     {"$PPC missing.pp -o out", 3, "error: cannot read 'missing.pp': No such file or directory"},
-    {"$PPC fifo -o out", 3, "error: cannot read 'fifo': it is a FIFO (named pipe), not a schedule file"},
-    {"$PPC emptydir -o out", 3, "error: cannot read 'emptydir': it is a directory, not a schedule file"},
+    {"$PPC fifo -o out", 3,
+     "error: cannot read 'fifo': it is a FIFO (named pipe), not a schedule file"},
+    {"$PPC emptydir -o out", 3,
+     "error: cannot read 'emptydir': it is a directory, not a schedule file"},
     {"$PPC empty -o out", 1, "empty: error: the schedule has no 'compute(s,b,d) = ...'"},
     {"$PPC deep.pp -o out", 1,
      "deep.pp:4:10006: error: nested too deeply: the parser holds at most 10000 pending symbols"},
-    {PPC " --costs missing.json", 3, "error: --costs: missing.json: cannot open: No such file or directory"},
-    {PPC " --costs fifo", 3, "error: --costs: fifo: cannot read: it is a FIFO (named pipe), not a costs file"},
-    {PPC " --costs emptydir", 3, "error: --costs: emptydir: cannot read: it is a directory, not a costs file"},
+    {PPC " --costs missing.json", 3,
+     "error: --costs: missing.json: cannot open: No such file or directory"},
+    {PPC " --costs fifo", 3,
+     "error: --costs: fifo: cannot read: it is a FIFO (named pipe), not a costs file"},
+    {PPC " --costs emptydir", 3,
+     "error: --costs: emptydir: cannot read: it is a directory, not a costs file"},
     /* extreme costs: refused with the range, never an internal error (exit 5) */
     {PPC " --costs F1e15.json", 1,
      "span too wide a range for the simulator's clock: jobs, transfers and optimizer steps add up "
@@ -117,47 +125,63 @@ static const cli_row ppvm_rows[] = {
     {REF " --data a --data b", 2, "ppvm: --data given twice ('a' and 'b'); give it once"},
     {REF " --save ''", 2, "ppvm: --save: expected a directory, found an empty string"},
     {"$PPVM plan --profile ''", 2, "ppvm: --profile: expected a file, found an empty string"},
-    {REF " --profile p.json", 2, "ppvm: --profile times the ranks of a plan's run; it does not go with --reference"},
+    {REF " --profile p.json", 2,
+     "ppvm: --profile times the ranks of a plan's run; it does not go with --reference"},
     {REF " --backend gpu", 2, "ppvm: --backend gpu: expected cuda or cpu"},
     {REF " --backend ''", 2, "ppvm: --backend : expected cuda or cpu"},
     {REF " --backend cpu --backend cuda", 2, "ppvm: --backend given twice ('cpu' and 'cuda')"},
     {REF " --transport tcp", 2, "ppvm: --transport tcp: expected nccl or mpi"},
     {REF " --backend cpu --transport nccl", 2, "the cpu backend has only the mpi transport"},
     {REF " --epilogues maybe", 2, "ppvm: --epilogues maybe: expected on or off"},
-    {"$PPVM plan --checkpoint-dir ''", 2, "ppvm: --checkpoint-dir: expected a directory, found an empty string"},
+    {"$PPVM plan --checkpoint-dir ''", 2,
+     "ppvm: --checkpoint-dir: expected a directory, found an empty string"},
     {"$PPVM plan --resume ''", 2, "ppvm: --resume: expected a directory, found an empty string"},
-    {"$PPVM plan --resume a --resume b", 2, "ppvm: --resume given twice ('a' and 'b'); give it once"},
+    {"$PPVM plan --resume a --resume b", 2,
+     "ppvm: --resume given twice ('a' and 'b'); give it once"},
     {"$PPVM plan --checkpoint-dir ck", 2, "ppvm: --checkpoint-dir needs --checkpoint-every N"},
     {"$PPVM plan --checkpoint-every 5", 2, "ppvm: --checkpoint-every needs --checkpoint-dir DIR"},
     {"$PPVM plan --reshard", 2, "ppvm: --reshard needs --resume DIR"},
-    {REF " --resume ck", 2, "ppvm: checkpoints and --resume are for a plan's run under mpirun; they do not go with --reference"},
-    {"$PPVM --compare w w --deterministic", 2, "ppvm: --deterministic changes how a run sums its gradients; it does not go with --compare"},
-    {"$PPVM plan --deterministic --transport nccl", 2, "ppvm: --deterministic moves its per-microbatch gradients with MPI; it takes --transport mpi, not nccl"},
+    {REF " --resume ck", 2,
+     "ppvm: checkpoints and --resume are for a plan's run under mpirun; they do not go with "
+     "--reference"},
+    {"$PPVM --compare w w --deterministic", 2,
+     "ppvm: --deterministic changes how a run sums its gradients; it does not go with --compare"},
+    {"$PPVM plan --deterministic --transport nccl", 2,
+     "ppvm: --deterministic moves its per-microbatch gradients with MPI; it takes --transport mpi, "
+     "not nccl"},
     {"$PPVM plan --grace 1 --grace 2", 2, "ppvm: --grace given twice ('1' and '2'); give it once"},
     /* the plan */
-    {"$PPVM --reference missing --steps 1", 1, "ppvm: missing: cannot open: No such file or directory"},
+    {"$PPVM --reference missing --steps 1", 1,
+     "ppvm: missing: cannot open: No such file or directory"},
     {"$PPVM --reference fifo --steps 1", 1,
      "ppvm: fifo: is a FIFO (named pipe), not a plan file (expected a rank<r>.bin that ppc wrote)"},
-    {"$PPVM --reference empty --steps 1", 1, "ppvm: empty: the file is empty (expected a plan that ppc wrote)"},
+    {"$PPVM --reference empty --steps 1", 1,
+     "ppvm: empty: the file is empty (expected a plan that ppc wrote)"},
     {"$PPVM --reference emptydir --steps 1", 1,
      "ppvm: emptydir: the directory holds no rank0.bin (expected a directory that ppc -o wrote"},
     {"$PPVM --reference short --steps 1", 1, "ppvm: short: bad magic: expected \"PPLN\""},
     {"$MPIRUN -np 2 $PPVM emptydir --steps 1", 1, "emptydir: the directory holds no rank1.bin"},
     /* the data */
     {REF " --data missing", 1, "ppvm: cannot open data file 'missing': No such file or directory"},
-    {REF " --data fifo", 1, "ppvm: data file 'fifo' is a FIFO (named pipe) (expected a regular file"},
-    {REF " --data emptydir", 1, "ppvm: data file 'emptydir' is a directory (expected a regular file"},
-    {REF " --data empty", 1, "ppvm: data file 'empty' is empty (expected raw bytes or an llm.c token shard)"},
-    {REF " --data short", 1, "ppvm: data file 'short' has 3 bytes; the model's context of 8 needs at least 9"},
+    {REF " --data fifo", 1,
+     "ppvm: data file 'fifo' is a FIFO (named pipe) (expected a regular file"},
+    {REF " --data emptydir", 1,
+     "ppvm: data file 'emptydir' is a directory (expected a regular file"},
+    {REF " --data empty", 1,
+     "ppvm: data file 'empty' is empty (expected raw bytes or an llm.c token shard)"},
+    {REF " --data short", 1,
+     "ppvm: data file 'short' has 3 bytes; the model's context of 8 needs at least 9"},
     /* as user 65534, ppvm copied into the fixture: the checkout's own path
      * need not be open to that user (CI's is not) */
     {"$AS_OTHER ./ppvm-copy --reference plan --steps 1 --quiet --data unreadable", 1,
      "ppvm: cannot open data file 'unreadable': Permission denied"},
     /* --compare */
     {"$PPVM --compare missing w", 1,
-     "ppvm: --compare: cannot use 'missing': No such file or directory (expected a directory that --save wrote)"},
+     "ppvm: --compare: cannot use 'missing': No such file or directory (expected a directory that "
+     "--save wrote)"},
     {"$PPVM --compare w empty", 1, "ppvm: --compare: 'empty' is a regular file, not a directory"},
-    {"$PPVM --compare w fifo", 1, "ppvm: --compare: 'fifo' is a FIFO (named pipe), not a directory"},
+    {"$PPVM --compare w fifo", 1,
+     "ppvm: --compare: 'fifo' is a FIFO (named pipe), not a directory"},
     {"$PPVM --compare emptydir w", 1, "ppvm: --compare: 'emptydir' holds no stage0.w"},
     {"$PPVM --compare w w_one", 1, "ppvm: w holds 2 stage files but w_one holds 1"},
     {"$PPVM --compare w w_trunc", 1,
@@ -168,7 +192,8 @@ static const cli_row ppvm_rows[] = {
      "and crc) but it has 281129 bytes"},
     {"$PPVM --compare w w_stage", 1,
      "ppvm: 'w_stage/stage0.w' holds stage 1 in 4-byte elements; expected stage 0 in fp32"},
-    {"$PPVM --compare w w_fifo", 1, "ppvm: 'w_fifo/stage0.w' is a FIFO (named pipe), not a weights file"},
+    {"$PPVM --compare w w_fifo", 1,
+     "ppvm: 'w_fifo/stage0.w' is a FIFO (named pipe), not a weights file"},
     {"$PPVM --compare w w_tiny", 1,
      "ppvm: 'w_tiny/stage0.w' is not a PPWT file (bad magic, or shorter than its header)"},
     {"$PPVM --compare w w", 0, "stage 1: 99456 weights, max |diff| 0 (within tolerance)"},
@@ -178,7 +203,7 @@ static const cli_row ppvm_rows[] = {
  * Each gets rows for: a non-number, a value out of range, nan, inf, the
  * empty string, no value, and the flag given twice. */
 typedef struct {
-    int ppc;             /* 1: a ppc flag (after PPC), 0: ppvm's (after --reference plan) */
+    int ppc; /* 1: a ppc flag (after PPC), 0: ppvm's (after --reference plan) */
     const char *flag;
     const char *expects; /* what the message says is expected */
     const char *good, *out_of_range;
@@ -209,7 +234,8 @@ static const num_flag num_flags[] = {
 static int gen_num_rows(const num_flag *f, cli_row *out, char (*buf)[2][256])
 {
     static const char *bad[] = {"x", NULL, "nan", "inf", "''"};
-    const char *base = f->ppc ? PPC : "$PPVM --reference plan --quiet", *tool = f->ppc ? "ppc" : "ppvm";
+    const char *base = f->ppc ? PPC : "$PPVM --reference plan --quiet",
+               *tool = f->ppc ? "ppc" : "ppvm";
     int n = 0;
     for (int k = 0; k < 5; k++, n++) {
         const char *v = bad[k] ? bad[k] : f->out_of_range;
@@ -305,8 +331,8 @@ static void run_rows(const char *dir, const cli_row *rows, int n)
         if (why && len + 4096 < cap) {
             char *story = proc_story(&p, 4);
             len += (size_t)snprintf(fails + len, cap - len,
-                                    "\n%s\n  %s: expected status %d saying \"%s\"; it %s",
-                                    r->cmd, why, r->status, r->says, story);
+                                    "\n%s\n  %s: expected status %d saying \"%s\"; it %s", r->cmd,
+                                    why, r->status, r->says, story);
             free(story);
             failed++;
         }

@@ -53,7 +53,8 @@ static void world_init(world *w, int W)
         p->plan_id = 42;
         p->rank = (uint32_t)r;
         p->world = (uint32_t)W;
-        p->model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
+        p->model = (pp_model){
+            .vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
     }
 }
 
@@ -73,10 +74,10 @@ static void code(world *w, int r, const pp_instr *list, int n)
     for (int i = 0; i < n; i++)
         put(w, r, list[i]);
 }
-#define CODE(w, r, ...)                                                                           \
-    do {                                                                                          \
-        const pp_instr list_[] = {__VA_ARGS__};                                                   \
-        code(w, r, list_, (int)(sizeof list_ / sizeof list_[0]));                                 \
+#define CODE(w, r, ...)                                                                            \
+    do {                                                                                           \
+        const pp_instr list_[] = {__VA_ARGS__};                                                    \
+        code(w, r, list_, (int)(sizeof list_ / sizeof list_[0]));                                  \
     } while (0)
 
 /* The same group in every rank's table, as the compiler emits it. */
@@ -142,10 +143,10 @@ static void expect_fail(world *w, const char *const *want)
     for (int k = 0; want[k]; k++)
         ck_assert_msg(strstr(msg, want[k]) != NULL, "message lacks \"%s\":\n%s", want[k], msg);
 }
-#define EXPECT_FAIL(w, ...)                                                                       \
-    do {                                                                                          \
-        const char *const want_[] = {__VA_ARGS__, NULL};                                          \
-        expect_fail(w, want_);                                                                    \
+#define EXPECT_FAIL(w, ...)                                                                        \
+    do {                                                                                           \
+        const char *const want_[] = {__VA_ARGS__, NULL};                                           \
+        expect_fail(w, want_);                                                                     \
     } while (0)
 
 /* --------------------------------------------------------- completing */
@@ -182,8 +183,8 @@ START_TEST(weights_and_collectives_ok)
     world_init(&w, 2);
     add_group(&w, both, 2);
     CODE(&w, 0, SW(0, 1), FWD(1, 0), BWD(1, 0), RWG(0, 1), STEP(0), RED(1, 0), STEP(1));
-    CODE(&w, 1, FW(0, 0), ZERO(0), FWD(0, 1), BWD(0, 1), SWG(0, 0), FWD(1, 1), BWD(1, 1),
-         RED(1, 0), STEP(1));
+    CODE(&w, 1, FW(0, 0), ZERO(0), FWD(0, 1), BWD(0, 1), SWG(0, 0), FWD(1, 1), BWD(1, 1), RED(1, 0),
+         STEP(1));
     expect_ok(&w);
     world_free(&w);
 }
@@ -265,10 +266,11 @@ START_TEST(collectives_in_different_orders)
     add_group(&w, both, 2);
     CODE(&w, 0, RED(0, 0), RED(1, 1));
     CODE(&w, 1, FWD(1, 0), RED(1, 1), RED(0, 0));
-    EXPECT_FAIL(&w, "deadlock: 2 of 2 ranks cannot finish",
-                "rank 0 @0 ReduceGrads(s=0,g=0): waits in group 0 {0,1} for rank 1 "
-                "(blocked at @1 ReduceGrads(s=1,g=1))",
-                "cycle: rank 0 @0 ReduceGrads(s=0,g=0) -> rank 1 @1 ReduceGrads(s=1,g=1) -> rank 0");
+    EXPECT_FAIL(
+        &w, "deadlock: 2 of 2 ranks cannot finish",
+        "rank 0 @0 ReduceGrads(s=0,g=0): waits in group 0 {0,1} for rank 1 "
+        "(blocked at @1 ReduceGrads(s=1,g=1))",
+        "cycle: rank 0 @0 ReduceGrads(s=0,g=0) -> rank 1 @1 ReduceGrads(s=1,g=1) -> rank 0");
     world_free(&w);
 }
 END_TEST
@@ -283,11 +285,12 @@ START_TEST(collective_and_p2p_cycle)
     CODE(&w, 0, RED(0, 0), SA(0, 0, 2));
     CODE(&w, 1, RED(0, 0));
     CODE(&w, 2, RA(0, 0, 0), RED(0, 0));
-    EXPECT_FAIL(&w, "deadlock: 3 of 3 ranks cannot finish",
-                "rank 1 @0 ReduceGrads(s=0,g=0): waits in group 0 {0,1,2} for rank 2 (blocked at @0 "
-                "RecvActivation(s=0,b=0) from 0)",
-                "cycle: rank 0 @0 ReduceGrads(s=0,g=0) -> rank 2 @0 RecvActivation(s=0,b=0) from 0 "
-                "-> rank 0");
+    EXPECT_FAIL(
+        &w, "deadlock: 3 of 3 ranks cannot finish",
+        "rank 1 @0 ReduceGrads(s=0,g=0): waits in group 0 {0,1,2} for rank 2 (blocked at @0 "
+        "RecvActivation(s=0,b=0) from 0)",
+        "cycle: rank 0 @0 ReduceGrads(s=0,g=0) -> rank 2 @0 RecvActivation(s=0,b=0) from 0 "
+        "-> rank 0");
     world_free(&w);
 }
 END_TEST
@@ -298,9 +301,10 @@ START_TEST(peer_ends_without_sending)
     world_init(&w, 4);
     CODE(&w, 2, LMB(0), FWD(2, 0), LMB(1), FWD(2, 1), ZERO(2), RG(3, 0, 3), BWD(2, 0));
     CODE(&w, 3, FWD(3, 0), BWD(3, 0));
-    EXPECT_FAIL(&w, "deadlock: 1 of 4 ranks cannot finish",
-                "  rank 2 @5 RecvGrad(s=3,b=0) from 3: rank 3 ended its stream without sending it\n",
-                "no cycle");
+    EXPECT_FAIL(
+        &w, "deadlock: 1 of 4 ranks cannot finish",
+        "  rank 2 @5 RecvGrad(s=3,b=0) from 3: rank 3 ended its stream without sending it\n",
+        "no cycle");
     world_free(&w);
 }
 END_TEST
@@ -314,11 +318,12 @@ START_TEST(peer_never_sends)
     CODE(&w, 0, RA(1, 0, 1), RA(1, 1, 1));
     CODE(&w, 1, SA(1, 0, 0), RG(2, 0, 2));
     CODE(&w, 2, FWD(2, 0));
-    EXPECT_FAIL(&w, "deadlock: 2 of 3 ranks cannot finish",
-                "rank 0 @1 RecvActivation(s=1,b=1) from 1: rank 1 never sends it (it sends to rank 0 "
-                "only 1 time)",
-                "rank 1 @1 RecvGrad(s=2,b=0) from 2: rank 2 ended its stream without sending it",
-                "no cycle");
+    EXPECT_FAIL(
+        &w, "deadlock: 2 of 3 ranks cannot finish",
+        "rank 0 @1 RecvActivation(s=1,b=1) from 1: rank 1 never sends it (it sends to rank 0 "
+        "only 1 time)",
+        "rank 1 @1 RecvGrad(s=2,b=0) from 2: rank 2 ended its stream without sending it",
+        "no cycle");
     world_free(&w);
 }
 END_TEST
@@ -395,12 +400,14 @@ START_TEST(invalid_operands)
     world w;
     world_init(&w, 2);
     CODE(&w, 0, SA(0, 0, 2));
-    EXPECT_FAIL(&w, "invalid: rank 0 @0 SendActivation(s=0,b=0) to 2: peer 2 out of range (world 2)");
+    EXPECT_FAIL(&w,
+                "invalid: rank 0 @0 SendActivation(s=0,b=0) to 2: peer 2 out of range (world 2)");
     world_free(&w);
 
     world_init(&w, 2);
     CODE(&w, 1, FWD(0, 0), RG(0, 0, 1));
-    EXPECT_FAIL(&w, "invalid: rank 1 @1 RecvGrad(s=0,b=0) from 1: a rank cannot receive from itself");
+    EXPECT_FAIL(&w,
+                "invalid: rank 1 @1 RecvGrad(s=0,b=0) from 1: a rank cannot receive from itself");
     world_free(&w);
 
     world_init(&w, 2);
@@ -418,7 +425,8 @@ START_TEST(invalid_operands)
     world_init(&w, 2);
     add_group(&w, one, 1);
     CODE(&w, 0, RED(0, 0));
-    EXPECT_FAIL(&w, "invalid: rank 0 @0 ReduceGrads(s=0,g=0): rank 0 is not a member of group 0 {1}");
+    EXPECT_FAIL(&w,
+                "invalid: rank 0 @0 ReduceGrads(s=0,g=0): rank 0 is not a member of group 0 {1}");
     world_free(&w);
 
     /* group 0 means {0,1} to rank 0 and {0} to rank 1 */
@@ -459,9 +467,10 @@ START_TEST(bounded_messages)
     ck_assert_int_eq(check(&w, msg, sizeof msg), -1);
     ck_assert_uint_lt(strlen(msg), sizeof msg);
     ck_assert_msg(!strncmp(msg, "deadlock: 64 of 64 ranks cannot finish\n", 39), "%s", msg);
-    ck_assert_msg(strstr(msg, "  ... 64 blocked ranks not listed\n  cycle: rank 0 @0 RecvActivation(s=1,b=0) "
-                              "from 1 -> rank 1 @0"),
-                  "%s", msg);
+    ck_assert_msg(
+        strstr(msg, "  ... 64 blocked ranks not listed\n  cycle: rank 0 @0 RecvActivation(s=1,b=0) "
+                    "from 1 -> rank 1 @0"),
+        "%s", msg);
     ck_assert_msg(strstr(msg, "-> ... (56 more) -> rank 62 @0 RecvActivation(s=63,b=0) from 63 -> "
                               "rank 63 @0 RecvActivation(s=0,b=0) from 0 -> rank 0"),
                   "%s", msg);

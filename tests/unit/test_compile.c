@@ -52,9 +52,9 @@ START_TEST(statuses)
     pp_compiled_free(&c);
 
     ck_assert_int_eq(compile_text_to(&c,
-                                  "param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\n"
-                                  "priority(s,b,d) = d == B ? b : 10 + b\norder strict\n",
-                                  0),
+                                     "param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\n"
+                                     "priority(s,b,d) = d == B ? b : 10 + b\norder strict\n",
+                                     0),
                      PP_COMPILE_ERRORS);
     ck_assert_int_eq(c.deadlock, 1);
     ck_assert_int_eq(c.reached, PP_STAGE_JOBS);

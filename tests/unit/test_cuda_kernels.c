@@ -35,20 +35,24 @@
 /* Helpers                                                                   */
 
 /* Deterministic test data in [-1, 1), as in test_kernels.c. */
-static float rnd(uint32_t *state) {
+static float rnd(uint32_t *state)
+{
     *state = *state * 1664525u + 1013904223u;
     return (float)((*state >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
 /* n values in [-scale, scale) (caller frees). */
-static float *rand_floats(size_t n, uint32_t seed, float scale) {
+static float *rand_floats(size_t n, uint32_t seed, float scale)
+{
     float *x = malloc((n ? n : 1) * sizeof *x);
-    for (size_t i = 0; i < n; i++) x[i] = scale * rnd(&seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * rnd(&seed);
     return x;
 }
 
 /* n byte tokens in [0, range) (caller frees). */
-static int32_t *rand_tokens(size_t n, uint32_t seed, int range) {
+static int32_t *rand_tokens(size_t n, uint32_t seed, int range)
+{
     int32_t *t = malloc((n ? n : 1) * sizeof *t);
     for (size_t i = 0; i < n; i++) {
         seed = seed * 1664525u + 1013904223u;
@@ -58,42 +62,49 @@ static int32_t *rand_tokens(size_t n, uint32_t seed, int range) {
 }
 
 /* A device copy of bytes of host memory (cudaFree it). */
-static void *dev_from(const void *host, size_t bytes) {
+static void *dev_from(const void *host, size_t bytes)
+{
     void *d = NULL;
     cudaCheck(cudaMalloc(&d, bytes ? bytes : 1));
-    if (bytes) cudaCheck(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    if (bytes)
+        cudaCheck(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
     return d;
 }
 
 /* Device memory for an output, every byte 0xff (a NaN as float), so an
  * element the kernel fails to write cannot pass for a result. */
-static void *dev_alloc(size_t bytes) {
+static void *dev_alloc(size_t bytes)
+{
     void *d = NULL;
     cudaCheck(cudaMalloc(&d, bytes ? bytes : 1));
     cudaCheck(cudaMemset(d, 0xff, bytes));
     return d;
 }
 
-static void host_from(void *host, const void *dev, size_t bytes) {
+static void host_from(void *host, const void *dev, size_t bytes)
+{
     cudaCheck(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
 /* Every kernel runs on a stream of its own, as in ppvm; copies go through
  * the legacy default stream, which synchronises with it. */
-static cudaStream_t stream_new(void) {
+static cudaStream_t stream_new(void)
+{
     cudaStream_t st;
     cudaCheck(cudaStreamCreate(&st));
     return st;
 }
 
-static void stream_done(cudaStream_t st) {
+static void stream_done(cudaStream_t st)
+{
     cudaCheck(cudaStreamSynchronize(st));
     cudaCheck(cudaStreamDestroy(st));
 }
 
 /* |got - want| <= atol + rtol |want| everywhere (NaN fails). */
 static void expect_close(const char *what, const float *got, const float *want, size_t n,
-                         double atol, double rtol) {
+                         double atol, double rtol)
+{
     double worst = 0.0; /* of |diff| / (atol + rtol |cpu|), PP_TEST_VERBOSE=1 prints it */
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
@@ -107,7 +118,8 @@ static void expect_close(const char *what, const float *got, const float *want, 
 }
 
 /* The same bits. */
-static void expect_same(const char *what, const float *got, const float *want, size_t n) {
+static void expect_same(const char *what, const float *got, const float *want, size_t n)
+{
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(memcmp(&got[i], &want[i], sizeof *got) == 0,
                       "%s[%zu]: gpu %.9g, cpu %.9g (bits differ)", what, i, (double)got[i],
@@ -125,7 +137,8 @@ enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 enum { EMB_B = 37, EMB_C = 5, EMB_E = 27, VOCAB = 256 };
 
 /* A copy: exact. Tokens cover all 256 rows of the table. */
-static void run_embedding_forward(void) {
+static void run_embedding_forward(void)
+{
     size_t nt = (size_t)EMB_B * (EMB_C + 1), no = (size_t)EMB_B * EMB_C * EMB_E;
     int32_t *tok = rand_tokens(nt, 1u, VOCAB);
     float *E = rand_floats((size_t)VOCAB * EMB_E, 2u, 1.0f);
@@ -155,7 +168,8 @@ static void run_embedding_forward(void) {
  * CPU's: sums of ~12 values in [-1, 1) onto [-1, 1), a dozen roundings of
  * partial sums below ~5 on each side (< 6e-6 together), so atol 2e-5,
  * rtol 1e-5. */
-static void run_embedding_backward(void) {
+static void run_embedding_backward(void)
+{
     size_t nt = (size_t)EMB_B * (EMB_C + 1), no = (size_t)EMB_B * EMB_C * EMB_E;
     size_t ne = (size_t)VOCAB * EMB_E;
     int32_t *tok = rand_tokens(nt, 3u, 16);
@@ -186,7 +200,8 @@ static void run_embedding_backward(void) {
 /* Bias, GELU, adds                                                          */
 
 /* One addition per element: exact. */
-static void run_bias_add(void) {
+static void run_bias_add(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -211,7 +226,8 @@ static void run_bias_add(void) {
 /* h += bias is one addition: exact. a = gelu(h) over [-5, 5): the GPU's
  * tanhf (2 ulp) and fused multiply-adds move t by a few 1e-7, a by up to
  * ~1e-6 where |h| is near 5, so atol 2e-6, rtol 1e-5. */
-static void run_bias_gelu_forward(void) {
+static void run_bias_gelu_forward(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -243,7 +259,8 @@ static void run_bias_gelu_forward(void) {
 /* x over [-6, 6): gelu'(x) has terms up to ~0.5 |x| k (1 + 3 c x^2) ~ 5
  * times sech^2, which the GPU's tanhf moves by a few 1e-7: atol 1e-5,
  * rtol 1e-5. Then dx aliasing dy must give the same bits as not. */
-static void run_gelu_backward(void) {
+static void run_gelu_backward(void)
+{
     const size_t n = 37 * 1000 + 13;
     float *x = rand_floats(n, 30u, 6.0f), *dy = rand_floats(n, 31u, 1.0f);
     float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got),
@@ -275,7 +292,8 @@ static void run_gelu_backward(void) {
  * order than the CPU's row by row: partial sums reach ~20, each rounding
  * ~1e-6, so atol 1e-4, rtol 1e-5. The extra shape has more rows than the
  * block has thread rows and fewer columns than a warp. */
-static void run_bias_grad(void) {
+static void run_bias_grad(void)
+{
     static const int more[][2] = {{300, 33}};
     for (int k = 0; k < NSHAPES + 1; k++) {
         int R = k < NSHAPES ? shapes[k][0] : more[0][0];
@@ -300,7 +318,8 @@ static void run_bias_grad(void) {
 }
 
 /* (y + x) + bias in the same order: exact. */
-static void run_residual_bias_add(void) {
+static void run_residual_bias_add(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -325,7 +344,8 @@ static void run_residual_bias_add(void) {
 }
 
 /* One addition per element: exact. */
-static void run_add(void) {
+static void run_add(void)
+{
     const size_t n = 37 * 1000 + 3;
     float *want = rand_floats(n, 60u, 1.0f), *x = rand_floats(n, 61u, 1.0f);
     float *got = malloc(n * sizeof *got);
@@ -348,14 +368,16 @@ static void run_add(void) {
 
 /* Rows of different spread (1 to 4) and offset (-1 to 1); gamma in
  * [0.5, 2.5), beta in [-1, 1). */
-static void ln_inputs(int R, int C, uint32_t seed, float **x, float **gamma, float **beta) {
+static void ln_inputs(int R, int C, uint32_t seed, float **x, float **gamma, float **beta)
+{
     *x = rand_floats((size_t)R * C, seed, 1.0f);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++)
-            (*x)[(size_t)r * C + c] = (*x)[(size_t)r * C + c] * (float)(1 + r % 4) +
-                                      (float)(r % 3 - 1);
+            (*x)[(size_t)r * C + c] =
+                (*x)[(size_t)r * C + c] * (float)(1 + r % 4) + (float)(r % 3 - 1);
     *gamma = rand_floats((size_t)C, seed + 1, 1.0f);
-    for (int c = 0; c < C; c++) (*gamma)[c] += 1.5f;
+    for (int c = 0; c < C; c++)
+        (*gamma)[c] += 1.5f;
     *beta = rand_floats((size_t)C, seed + 2, 1.0f);
 }
 
@@ -363,7 +385,8 @@ static void ln_inputs(int R, int C, uint32_t seed, float **x, float **gamma, flo
  * and rstd within ~1e-6 relative, y (|y| < ~6) within a few 1e-6: atol
  * 1e-5, rtol 1e-5 for all three. A row of one column has variance 0: rstd
  * = 1/sqrt(1e-5) and y = beta. */
-static void run_layernorm_forward(void) {
+static void run_layernorm_forward(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -411,7 +434,8 @@ static void run_layernorm_forward(void) {
  * to ~10 and the row means in float on the GPU: atol 1e-5, rtol 1e-4.
  * dgamma and dbeta are column sums of 37 terms up to ~6, in another order:
  * atol 1e-4, rtol 1e-5. */
-static void run_layernorm_backward(void) {
+static void run_layernorm_backward(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -421,13 +445,15 @@ static void run_layernorm_backward(void) {
               *rstd = malloc(R * sizeof *rstd);
         pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
         float *dy = rand_floats(n, 83u, 1.0f), *dx = rand_floats(n, 84u, 1.0f);
-        float *dgamma = rand_floats((size_t)C, 85u, 1.0f), *dbeta = rand_floats((size_t)C, 86u, 1.0f);
+        float *dgamma = rand_floats((size_t)C, 85u, 1.0f),
+              *dbeta = rand_floats((size_t)C, 86u, 1.0f);
         float *gdx = malloc(n * sizeof *gdx), *gdgamma = malloc(C * sizeof *gdgamma),
               *gdbeta = malloc(C * sizeof *gdbeta);
 
         cudaStream_t st = stream_new();
         float *d_x = dev_from(x, n * sizeof *x), *d_g = dev_from(gamma, C * sizeof *gamma);
-        float *d_mean = dev_from(mean, R * sizeof *mean), *d_rstd = dev_from(rstd, R * sizeof *rstd);
+        float *d_mean = dev_from(mean, R * sizeof *mean),
+              *d_rstd = dev_from(rstd, R * sizeof *rstd);
         float *d_dy = dev_from(dy, n * sizeof *dy), *d_dx = dev_from(dx, n * sizeof *dx);
         float *d_dgamma = dev_from(dgamma, C * sizeof *dgamma),
               *d_dbeta = dev_from(dbeta, C * sizeof *dbeta);
@@ -471,7 +497,8 @@ static void run_layernorm_backward(void) {
  * making all three, give the same bits, since the same deterministic
  * kernels (no atomics) run on the same inputs either way. Then dgamma
  * alone and dbeta alone, each with the other NULL. */
-static void run_layernorm_backward_null(void) {
+static void run_layernorm_backward_null(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C, xb = n * sizeof(float), cb = (size_t)C * sizeof(float);
@@ -480,7 +507,8 @@ static void run_layernorm_backward_null(void) {
         float *y = malloc(xb), *mean = malloc(R * sizeof *mean), *rstd = malloc(R * sizeof *rstd);
         pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
         float *dy = rand_floats(n, 93u, 1.0f), *dx = rand_floats(n, 94u, 1.0f);
-        float *dgamma = rand_floats((size_t)C, 95u, 1.0f), *dbeta = rand_floats((size_t)C, 96u, 1.0f);
+        float *dgamma = rand_floats((size_t)C, 95u, 1.0f),
+              *dbeta = rand_floats((size_t)C, 96u, 1.0f);
         float *all[3], *part[3];
         for (int i = 0; i < 3; i++) {
             all[i] = malloc(i ? cb : xb);
@@ -489,19 +517,20 @@ static void run_layernorm_backward_null(void) {
 
         cudaStream_t st = stream_new();
         float *d_x = dev_from(x, xb), *d_g = dev_from(gamma, cb);
-        float *d_mean = dev_from(mean, R * sizeof *mean), *d_rstd = dev_from(rstd, R * sizeof *rstd);
+        float *d_mean = dev_from(mean, R * sizeof *mean),
+              *d_rstd = dev_from(rstd, R * sizeof *rstd);
         float *d_dy = dev_from(dy, xb);
         float *d_dx_all = dev_from(dx, xb), *d_dg_all = dev_from(dgamma, cb),
               *d_db_all = dev_from(dbeta, cb);
         float *d_dx = dev_from(dx, xb), *d_dg = dev_from(dgamma, cb), *d_db = dev_from(dbeta, cb);
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_dx_all,
-                                           d_dg_all, d_db_all, st));
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_dx, NULL,
-                                           NULL, st));
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, d_dg,
-                                           d_db, st));
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, NULL,
-                                           NULL, st)); /* a no-op */
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_dx_all, d_dg_all,
+                                           d_db_all, st));
+        cudaCheck(
+            pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_dx, NULL, NULL, st));
+        cudaCheck(
+            pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, d_dg, d_db, st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, NULL, NULL,
+                                           st)); /* a no-op */
         stream_done(st);
         host_from(all[0], d_dx_all, xb);
         host_from(all[1], d_dg_all, cb);
@@ -517,20 +546,23 @@ static void run_layernorm_backward_null(void) {
         st = stream_new();
         cudaCheck(cudaMemcpy(d_dg, dgamma, cb, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(d_db, dbeta, cb, cudaMemcpyHostToDevice));
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, d_dg,
-                                           NULL, st));
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, NULL,
-                                           d_db, st));
+        cudaCheck(
+            pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, d_dg, NULL, st));
+        cudaCheck(
+            pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, NULL, NULL, d_db, st));
         stream_done(st);
         host_from(part[1], d_dg, cb);
         host_from(part[2], d_db, cb);
         expect_same("dgamma alone", part[1], all[1], (size_t)C);
         expect_same("dbeta alone", part[2], all[2], (size_t)C);
 
-        float *dev[] = {d_x, d_g, d_mean, d_rstd, d_dy, d_dx_all, d_dg_all, d_db_all, d_dx, d_dg, d_db};
-        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        float *dev[] = {d_x,      d_g,      d_mean, d_rstd, d_dy, d_dx_all,
+                        d_dg_all, d_db_all, d_dx,   d_dg,   d_db};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            cudaCheck(cudaFree(dev[i]));
         float *host[] = {x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta};
-        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+            free(host[i]);
         for (int i = 0; i < 3; i++) {
             free(all[i]);
             free(part[i]);
@@ -546,7 +578,8 @@ static void run_layernorm_backward_null(void) {
  * so dlogits within atol 5e-6 |scale|, rtol 1e-5; the loss (~5) within
  * atol 1e-5, rtol 1e-5. dlogits aliasing logits must give the same bits
  * as a separate buffer. V = 256 (one element per thread) and V = 1000. */
-static void check_softmax(int R, int V, uint32_t seed) {
+static void check_softmax(int R, int V, uint32_t seed)
+{
     const int stride = 3;
     const float scale = 1.0f / (float)R;
     size_t n = (size_t)R * V;
@@ -588,7 +621,8 @@ static void check_softmax(int R, int V, uint32_t seed) {
     free(gloss2);
 }
 
-static void run_softmax_xent_fused(void) {
+static void run_softmax_xent_fused(void)
+{
     check_softmax(37, 256, 90u);
     check_softmax(5, 1000, 91u);
     check_softmax(1, 1, 92u); /* p = 1: loss 0, dlogits 0 */
@@ -597,11 +631,14 @@ static void run_softmax_xent_fused(void) {
 /* acc (a device double, 1.5 to start) += sum of n floats in [0, 5), twice,
  * against the host's double sum: relative 1e-12. n = 37 is one block,
  * 100003 many blocks adding atomically. */
-static void check_sum_into(int n, uint32_t seed) {
+static void check_sum_into(int n, uint32_t seed)
+{
     float *loss = rand_floats((size_t)n, seed, 2.5f);
     double want = 1.5, got = 0.0;
-    for (int i = 0; i < n; i++) loss[i] += 2.5f;
-    for (int i = 0; i < n; i++) want += 2.0 * (double)loss[i];
+    for (int i = 0; i < n; i++)
+        loss[i] += 2.5f;
+    for (int i = 0; i < n; i++)
+        want += 2.0 * (double)loss[i];
     cudaStream_t st = stream_new();
     float *d_loss = dev_from(loss, (size_t)n * sizeof *loss);
     double start = 1.5;
@@ -617,7 +654,8 @@ static void check_sum_into(int n, uint32_t seed) {
     free(loss);
 }
 
-static void run_sum_into(void) {
+static void run_sum_into(void)
+{
     check_sum_into(37, 100u);
     check_sum_into(100003, 101u);
 }
@@ -627,7 +665,8 @@ static void run_sum_into(void) {
 
 /* copy (an optimizer's bf16 compute copy) is exactly w rounded to bf16. */
 static void expect_copy_is_rounding(const char *what, const uint16_t *copy, const float *w,
-                                    size_t n) {
+                                    size_t n)
+{
     uint16_t *want = malloc(n * sizeof *want);
     pp_f32_to_bf16(w, want, n);
     for (size_t i = 0; i < n; i++)
@@ -638,7 +677,8 @@ static void expect_copy_is_rounding(const char *what, const uint16_t *copy, cons
 
 /* p -= lr g may become one fused multiply-add: within half an ulp of lr g,
  * so atol 1e-7, rtol 1e-6; g must be exactly 0 after. */
-static void run_sgd_step(void) {
+static void run_sgd_step(void)
+{
     const size_t n = 37 * 1000 + 1;
     float *p = rand_floats(n, 110u, 1.0f), *g = rand_floats(n, 111u, 1.0f);
     float *gp = malloc(n * sizeof *gp), *gg = malloc(n * sizeof *gg);
@@ -678,7 +718,8 @@ static void run_sgd_step(void) {
  * each: fused multiply-adds move m and v by an ulp or so (rtol 1e-5; atol
  * 1e-7 for m, which can cancel to near 0), and p (|p| < 1, steps of ~lr)
  * by a few ulps: atol 1e-6, rtol 1e-5. */
-static void run_adamw_step(void) {
+static void run_adamw_step(void)
+{
     const size_t n = 37 * 1000 + 1;
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
     float *p = rand_floats(n, 120u, 1.0f), *m = calloc(n, sizeof *m), *v = calloc(n, sizeof *v);
@@ -734,7 +775,8 @@ static void run_adamw_step(void) {
 /* ------------------------------------------------------------------------ */
 /* bf16                                                                      */
 
-static float f32_of(uint32_t b) {
+static float f32_of(uint32_t b)
+{
     float f;
     memcpy(&f, &b, sizeof f);
     return f;
@@ -744,7 +786,8 @@ static float f32_of(uint32_t b) {
  * (the GPU gives its canonical NaN, so there only NaN-ness is compared).
  * Random values over 2^-140 .. 2^20 (float subnormals included) plus exact
  * halfway cases, overflow and infinities. */
-static void run_f32_to_bf16(void) {
+static void run_f32_to_bf16(void)
+{
     static const uint32_t special[] = {
         0x3f800000u, 0xbf800000u, 0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u,
         0x3f808001u, 0x3f807fffu, 0xbf818000u, 0x3fffffffu, 0x7f7fffffu, 0x7f800000u,
@@ -753,8 +796,10 @@ static void run_f32_to_bf16(void) {
     enum { NS = sizeof special / sizeof special[0] };
     const size_t n = 37 * 1000 + 5;
     float *x = rand_floats(n, 130u, 1.0f);
-    for (size_t i = 0; i < n; i++) x[i] *= powf(2.0f, (float)((int)(i % 161) - 140));
-    for (int i = 0; i < NS; i++) x[i * 997] = f32_of(special[i]);
+    for (size_t i = 0; i < n; i++)
+        x[i] *= powf(2.0f, (float)((int)(i % 161) - 140));
+    for (int i = 0; i < NS; i++)
+        x[i * 997] = f32_of(special[i]);
     uint16_t *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
     pp_f32_to_bf16(x, want, n);
 
@@ -769,8 +814,8 @@ static void run_f32_to_bf16(void) {
             ck_assert_msg((got[i] & 0x7f80u) == 0x7f80u && (got[i] & 0x7fu) != 0,
                           "[%zu]: NaN -> 0x%04x, not a NaN", i, (unsigned)got[i]);
         else
-            ck_assert_msg(got[i] == want[i], "[%zu]: %a -> gpu 0x%04x, cpu 0x%04x", i,
-                          (double)x[i], (unsigned)got[i], (unsigned)want[i]);
+            ck_assert_msg(got[i] == want[i], "[%zu]: %a -> gpu 0x%04x, cpu 0x%04x", i, (double)x[i],
+                          (unsigned)got[i], (unsigned)want[i]);
     }
     cudaCheck(cudaFree(d_x));
     cudaCheck(cudaFree(d_h));
@@ -781,11 +826,13 @@ static void run_f32_to_bf16(void) {
 
 /* Widening is exact: all 65536 bit patterns, the same bits as the CPU
  * (NaNs included: a shift keeps their payload). */
-static void run_bf16_to_f32(void) {
+static void run_bf16_to_f32(void)
+{
     enum { N = 65536 };
     uint16_t *h = malloc(N * sizeof *h);
     float *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
-    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    for (int i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
     pp_bf16_to_f32(h, want, N);
     cudaStream_t st = stream_new();
     uint16_t *d_h = dev_from(h, N * sizeof *h);
@@ -807,9 +854,11 @@ static void run_bf16_to_f32(void) {
 /* n parameters in [-scale, scale) + offset as a bf16 compute copy (bits)
  * and those values widened back to fp32 (wide): what the CPU twin reads. */
 static void bf16_params(size_t n, uint32_t seed, float scale, float offset, uint16_t **bits,
-                        float **wide) {
+                        float **wide)
+{
     float *x = rand_floats(n, seed, scale);
-    for (size_t i = 0; i < n; i++) x[i] += offset;
+    for (size_t i = 0; i < n; i++)
+        x[i] += offset;
     *bits = malloc((n ? n : 1) * sizeof **bits);
     *wide = malloc((n ? n : 1) * sizeof **wide);
     pp_f32_to_bf16(x, *bits, n);
@@ -823,7 +872,8 @@ static void bf16_params(size_t n, uint32_t seed, float scale, float offset, uint
  * fp32 GPU kernel on the widened parameters, which must give the same bits
  * (the same arithmetic on the same values). */
 
-static void run_embedding_forward_bf16w(void) {
+static void run_embedding_forward_bf16w(void)
+{
     size_t nt = (size_t)EMB_B * (EMB_C + 1), no = (size_t)EMB_B * EMB_C * EMB_E;
     size_t ne = (size_t)VOCAB * EMB_E;
     int32_t *tok = rand_tokens(nt, 140u, VOCAB);
@@ -848,13 +898,16 @@ static void run_embedding_forward_bf16w(void) {
     expect_same("out vs fp32 kernel", got, got32, no);
 
     void *dev[] = {d_tok, d_E16, d_E, d_out, d_out32};
-    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        cudaCheck(cudaFree(dev[i]));
     void *host[] = {tok, E16, E, want, got, got32};
-    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
 }
 
 /* One addition per element: exact. */
-static void run_bias_add_bf16w(void) {
+static void run_bias_add_bf16w(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -875,14 +928,17 @@ static void run_bias_add_bf16w(void) {
         expect_same("y", got, want, n);
         expect_same("y vs fp32 kernel", got, got32, n);
         void *dev[] = {d_y, d_y32, d_b16, d_b};
-        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            cudaCheck(cudaFree(dev[i]));
         void *host[] = {want, bias, b16, got, got32};
-        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+            free(host[i]);
     }
 }
 
 /* h exact, a = gelu(h) within run_bias_gelu_forward's atol 2e-6, rtol 1e-5. */
-static void run_bias_gelu_forward_bf16w(void) {
+static void run_bias_gelu_forward_bf16w(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C, hb = n * sizeof(float);
@@ -909,14 +965,17 @@ static void run_bias_gelu_forward_bf16w(void) {
         expect_same("h vs fp32 kernel", got_h, h32, n);
         expect_same("a vs fp32 kernel", got_a, a32, n);
         void *dev[] = {d_h, d_h32, d_b16, d_b, d_a, d_a32};
-        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            cudaCheck(cudaFree(dev[i]));
         void *host[] = {h, bias, b16, a, got_h, got_a, h32, a32};
-        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+            free(host[i]);
     }
 }
 
 /* (y + x) + bias in the same order: exact. */
-static void run_residual_bias_add_bf16w(void) {
+static void run_residual_bias_add_bf16w(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C;
@@ -938,15 +997,18 @@ static void run_residual_bias_add_bf16w(void) {
         expect_same("y", got, want, n);
         expect_same("y vs fp32 kernel", got, got32, n);
         void *dev[] = {d_y, d_y32, d_x, d_b, d_b16};
-        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            cudaCheck(cudaFree(dev[i]));
         void *host[] = {want, x, bias, b16, got, got32};
-        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+            free(host[i]);
     }
 }
 
 /* gamma in [0.5, 2.5) and beta in [-1, 1) as ln_inputs makes them, rounded
  * to bf16; tolerances as run_layernorm_forward's (atol 1e-5, rtol 1e-5). */
-static void run_layernorm_forward_bf16w(void) {
+static void run_layernorm_forward_bf16w(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C, xb = n * sizeof(float), rb = (size_t)R * sizeof(float);
@@ -974,8 +1036,8 @@ static void run_layernorm_forward_bf16w(void) {
         float *d_out32[3] = {dev_alloc(xb), dev_alloc(rb), dev_alloc(rb)};
         cudaCheck(pp_cu_layernorm_forward_bf16w(d_x, d_g16, d_b16, R, C, d_out[0], d_out[1],
                                                 d_out[2], st));
-        cudaCheck(pp_cu_layernorm_forward(d_x, d_g, d_b, R, C, d_out32[0], d_out32[1],
-                                          d_out32[2], st));
+        cudaCheck(
+            pp_cu_layernorm_forward(d_x, d_g, d_b, R, C, d_out32[0], d_out32[1], d_out32[2], st));
         stream_done(st);
         for (int i = 0; i < 3; i++) {
             host_from(got[i], d_out[i], i ? rb : xb);
@@ -989,7 +1051,8 @@ static void run_layernorm_forward_bf16w(void) {
         expect_same("rstd vs fp32 kernel", got[2], got32[2], (size_t)R);
 
         void *dev[] = {d_x, d_g, d_b, d_g16, d_b16};
-        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            cudaCheck(cudaFree(dev[i]));
         for (int i = 0; i < 3; i++) {
             cudaCheck(cudaFree(d_out[i]));
             cudaCheck(cudaFree(d_out32[i]));
@@ -997,14 +1060,16 @@ static void run_layernorm_forward_bf16w(void) {
             free(got32[i]);
         }
         void *host[] = {x, g0, b0, gamma, beta, g16, b16, y, mean, rstd};
-        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+            free(host[i]);
     }
 }
 
 /* dx (the one output that reads gamma) within run_layernorm_backward's atol
  * 1e-5, rtol 1e-4; dgamma and dbeta (which read no gamma) within its atol
  * 1e-4, rtol 1e-5. */
-static void run_layernorm_backward_bf16w(void) {
+static void run_layernorm_backward_bf16w(void)
+{
     for (int k = 0; k < NSHAPES; k++) {
         int R = shapes[k][0], C = shapes[k][1];
         size_t n = (size_t)R * C, xb = n * sizeof(float), cb = (size_t)C * sizeof(float);
@@ -1017,21 +1082,23 @@ static void run_layernorm_backward_bf16w(void) {
         float *y = malloc(xb), *mean = malloc(R * sizeof *mean), *rstd = malloc(R * sizeof *rstd);
         pp_layernorm_forward(x, gamma, beta, R, C, y, mean, rstd);
         float *dy = rand_floats(n, 193u, 1.0f), *dx = rand_floats(n, 194u, 1.0f);
-        float *dgamma = rand_floats((size_t)C, 195u, 1.0f), *dbeta = rand_floats((size_t)C, 196u, 1.0f);
+        float *dgamma = rand_floats((size_t)C, 195u, 1.0f),
+              *dbeta = rand_floats((size_t)C, 196u, 1.0f);
         float *got[3] = {malloc(xb), malloc(cb), malloc(cb)};
         float *got32[3] = {malloc(xb), malloc(cb), malloc(cb)};
 
         cudaStream_t st = stream_new();
         float *d_x = dev_from(x, xb), *d_g = dev_from(gamma, cb);
         uint16_t *d_g16 = dev_from(g16, C * sizeof *g16);
-        float *d_mean = dev_from(mean, R * sizeof *mean), *d_rstd = dev_from(rstd, R * sizeof *rstd);
+        float *d_mean = dev_from(mean, R * sizeof *mean),
+              *d_rstd = dev_from(rstd, R * sizeof *rstd);
         float *d_dy = dev_from(dy, xb);
         float *d_o[3] = {dev_from(dx, xb), dev_from(dgamma, cb), dev_from(dbeta, cb)};
         float *d_o32[3] = {dev_from(dx, xb), dev_from(dgamma, cb), dev_from(dbeta, cb)};
         cudaCheck(pp_cu_layernorm_backward_bf16w(d_x, d_g16, d_mean, d_rstd, d_dy, R, C, d_o[0],
                                                  d_o[1], d_o[2], st));
-        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_o32[0],
-                                           d_o32[1], d_o32[2], st));
+        cudaCheck(pp_cu_layernorm_backward(d_x, d_g, d_mean, d_rstd, d_dy, R, C, d_o32[0], d_o32[1],
+                                           d_o32[2], st));
         stream_done(st);
         for (int i = 0; i < 3; i++) {
             host_from(got[i], d_o[i], i ? cb : xb);
@@ -1046,7 +1113,8 @@ static void run_layernorm_backward_bf16w(void) {
         expect_same("dbeta vs fp32 kernel", got[2], got32[2], (size_t)C);
 
         void *dev[] = {d_x, d_g, d_g16, d_mean, d_rstd, d_dy};
-        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            cudaCheck(cudaFree(dev[i]));
         for (int i = 0; i < 3; i++) {
             cudaCheck(cudaFree(d_o[i]));
             cudaCheck(cudaFree(d_o32[i]));
@@ -1054,7 +1122,8 @@ static void run_layernorm_backward_bf16w(void) {
             free(got32[i]);
         }
         void *host[] = {x, g0, beta, gamma, g16, y, mean, rstd, dy, dx, dgamma, dbeta};
-        for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+        for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+            free(host[i]);
     }
 }
 
@@ -1062,7 +1131,8 @@ static void run_layernorm_backward_bf16w(void) {
 /* The gpt model's kernels                                                   */
 
 /* Rounding to bf16 in fp32 storage: the same bits as pp_round_bf16. */
-static void run_round_bf16(void) {
+static void run_round_bf16(void)
+{
     size_t n = 37001;
     float *x = rand_floats(n, 91, 3.0f), *want = malloc(n * sizeof *want),
           *got = malloc(n * sizeof *got);
@@ -1081,16 +1151,19 @@ static void run_round_bf16(void) {
 /* Token + position embeddings: B 3, T 7, C 13, V 50 (a copy and an add:
  * exact); the backward's dwte sums in the atomics' order (close), dwpe in
  * the CPU's order (exact); bf16w against the CPU on the widened tables. */
-static void run_embedding_pos(void) {
+static void run_embedding_pos(void)
+{
     enum { B = 3, T = 7, C = 13, V = 50 };
     size_t nt = (size_t)B * (T + 1), n = (size_t)B * T * C;
     int32_t *tok = rand_tokens(nt, 17, 5); /* few distinct tokens: repeats */
-    for (size_t i = 0; i < nt; i++) tok[i] += 40; /* rows 40..44 of 50 */
+    for (size_t i = 0; i < nt; i++)
+        tok[i] += 40; /* rows 40..44 of 50 */
     float *wte = rand_floats((size_t)V * C, 3, 1.0f), *wpe = rand_floats((size_t)T * C, 4, 1.0f);
     float *dout = rand_floats(n, 5, 1.0f);
     float *out = malloc(n * sizeof *out), *got = malloc(n * sizeof *got);
     float *dwte = rand_floats((size_t)V * C, 6, 0.5f), *dwpe = rand_floats((size_t)T * C, 7, 0.5f);
-    float *gwte = malloc((size_t)V * C * sizeof *gwte), *gwpe = malloc((size_t)T * C * sizeof *gwpe);
+    float *gwte = malloc((size_t)V * C * sizeof *gwte),
+          *gwpe = malloc((size_t)T * C * sizeof *gwpe);
     int32_t *d_tok = dev_from(tok, nt * sizeof *tok);
     float *d_wte = dev_from(wte, (size_t)V * C * 4), *d_wpe = dev_from(wpe, (size_t)T * C * 4);
     float *d_out = dev_alloc(n * 4), *d_dout = dev_from(dout, n * 4);
@@ -1114,7 +1187,8 @@ static void run_embedding_pos(void) {
     pp_f32_to_bf16(wpe, pe16, (size_t)T * C);
     pp_bf16_to_f32(te16, wte, (size_t)V * C);
     pp_bf16_to_f32(pe16, wpe, (size_t)T * C);
-    uint16_t *d_te16 = dev_from(te16, (size_t)V * C * 2), *d_pe16 = dev_from(pe16, (size_t)T * C * 2);
+    uint16_t *d_te16 = dev_from(te16, (size_t)V * C * 2),
+             *d_pe16 = dev_from(pe16, (size_t)T * C * 2);
     st = stream_new();
     cudaCheck(pp_cu_embedding_pos_forward_bf16w(d_tok, B, T, d_te16, d_pe16, C, d_out, st));
     stream_done(st);
@@ -1123,9 +1197,11 @@ static void run_embedding_pos(void) {
     expect_same("embedding_pos_forward_bf16w", got, out, n);
 
     void *dev[] = {d_tok, d_wte, d_wpe, d_out, d_dout, d_dwte, d_dwpe, d_te16, d_pe16};
-    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        cudaCheck(cudaFree(dev[i]));
     void *host[] = {tok, wte, wpe, dout, out, got, dwte, dwpe, gwte, gwpe, te16, pe16};
-    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
 }
 
 /* Attention, forward and backward, against pp_attention_forward and
@@ -1137,7 +1213,8 @@ static void run_embedding_pos(void) {
  * extent checks hold it to. bf16: qkv and dout rounded first, as the
  * caller does, and given to the GPU as bf16 (its GEMMs then bf16
  * strided-batched, with P and dS packed to bf16 in the scratch). */
-static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16) {
+static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16)
+{
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     size_t nsc = gpt_att_scratch_floats(T, rows);
     float *qkv = rand_floats(nq, 100 + T, 1.5f), *dout = rand_floats(no, 200 + T, 1.0f);
@@ -1189,44 +1266,53 @@ static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16) 
     expect_close(what, gdqkv, dqkv, nq, atol, rtol);
 
     void *dev[] = {d_qkv, d_dout, d_out, d_lse, d_dqkv, d_sc, d_cout, d_clse};
-    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaCheck(cudaFree(dev[i]));
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        cudaCheck(cudaFree(dev[i]));
     void *host[] = {qkv, dout, out, lse, dqkv, gout, glse, gdqkv, scratch, q16, o16};
-    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
 }
 
 static const int att_shapes[][5] = {
-    {2, 7, 12, 3, 3}, /* blocks of 3 rows: 3, 3, 1; one group of 3 heads */
-    {1, 5, 10, 5, 2}, /* 5 heads, 2 rows: groups of 2 heads, 1 row, the last of 1 head */
-    {3, 1, 4, 2, 1},  /* T = 1 */
+    {2, 7, 12, 3, 3},  /* blocks of 3 rows: 3, 3, 1; one group of 3 heads */
+    {1, 5, 10, 5, 2},  /* 5 heads, 2 rows: groups of 2 heads, 1 row, the last of 1 head */
+    {3, 1, 4, 2, 1},   /* T = 1 */
     {1, 70, 8, 2, 64}, /* gpt_att_rows's 64: blocks of 32 rows over 2 heads */
-    {2, 9, 9, 1, 9},  /* one head, one block */
+    {2, 9, 9, 1, 9},   /* one head, one block */
 };
 
-static void run_attention(void) {
+static void run_attention(void)
+{
     for (size_t i = 0; i < sizeof att_shapes / sizeof *att_shapes; i++)
-        run_attention_case(att_shapes[i][0], att_shapes[i][1], att_shapes[i][2],
-                           att_shapes[i][3], att_shapes[i][4], 0);
+        run_attention_case(att_shapes[i][0], att_shapes[i][1], att_shapes[i][2], att_shapes[i][3],
+                           att_shapes[i][4], 0);
 }
 
-static void run_attention_bf16(void) {
+static void run_attention_bf16(void)
+{
     for (size_t i = 0; i < sizeof att_shapes / sizeof *att_shapes; i++)
-        run_attention_case(att_shapes[i][0], att_shapes[i][1], att_shapes[i][2],
-                           att_shapes[i][3], att_shapes[i][4], 1);
+        run_attention_case(att_shapes[i][0], att_shapes[i][1], att_shapes[i][2], att_shapes[i][3],
+                           att_shapes[i][4], 1);
 }
 
 /* pp_cu_first_nonfinite against pp_first_nonfinite: no bad number, one at
  * the ends and around a block's stride, the first of several (an infinity
  * before a NaN), each sign, a single element and none. */
-static void run_first_nonfinite(void) {
+static void run_first_nonfinite(void)
+{
     static const struct {
         size_t n;
         long long at[2];
         float bad[2];
     } cases[] = {
-        {37000, {-1, -1}, {0, 0}},           {37000, {0, -1}, {NAN, 0}},
-        {37000, {255, -1}, {INFINITY, 0}},   {37000, {256, -1}, {-INFINITY, 0}},
-        {37000, {36999, -1}, {-NAN, 0}},     {37000, {5000, 1000}, {NAN, INFINITY}},
-        {1, {0, -1}, {NAN, 0}},              {1, {-1, -1}, {0, 0}},
+        {37000, {-1, -1}, {0, 0}},
+        {37000, {0, -1}, {NAN, 0}},
+        {37000, {255, -1}, {INFINITY, 0}},
+        {37000, {256, -1}, {-INFINITY, 0}},
+        {37000, {36999, -1}, {-NAN, 0}},
+        {37000, {5000, 1000}, {NAN, INFINITY}},
+        {1, {0, -1}, {NAN, 0}},
+        {1, {-1, -1}, {0, 0}},
         {0, {-1, -1}, {0, 0}},
     };
     cudaStream_t st = stream_new();
@@ -1234,7 +1320,8 @@ static void run_first_nonfinite(void) {
         size_t n = cases[c].n;
         float *x = rand_floats(n, 7 + (uint32_t)c, 3.0f);
         for (int k = 0; k < 2; k++)
-            if (cases[c].at[k] >= 0) x[cases[c].at[k]] = cases[c].bad[k];
+            if (cases[c].at[k] >= 0)
+                x[cases[c].at[k]] = cases[c].bad[k];
         long long want = pp_first_nonfinite(x, n);
         float *dx = dev_from(x, n * sizeof *x);
         double *drec = dev_alloc(2 * sizeof(double)), rec[2];
@@ -1245,8 +1332,8 @@ static void run_first_nonfinite(void) {
                       want);
         if (want >= 0) {
             double v = x[want];
-            ck_assert_msg(memcmp(&rec[1], &v, sizeof v) == 0 || (isnan(v) && isnan(rec[1]) &&
-                                                                  signbit(v) == signbit(rec[1])),
+            ck_assert_msg(memcmp(&rec[1], &v, sizeof v) == 0 ||
+                              (isnan(v) && isnan(rec[1]) && signbit(v) == signbit(rec[1])),
                           "case %zu: value %g, the C scan's %g", c, rec[1], v);
         }
         cudaCheck(cudaFree(dx));
@@ -1257,20 +1344,21 @@ static void run_first_nonfinite(void) {
 }
 
 /* A test per kernel: skipped without a GPU. */
-#define GPU_TEST(name)                                                                       \
-    START_TEST(test_cu_##name) {                                                             \
-        if (!have_gpu()) {                                                                   \
-            test_skipped("no GPU\n");                                                     \
-            return;                                                                          \
-        }                                                                                    \
-        run_##name();                                                                        \
-    }                                                                                        \
+#define GPU_TEST(name)                                                                             \
+    START_TEST(test_cu_##name)                                                                     \
+    {                                                                                              \
+        if (!have_gpu()) {                                                                         \
+            test_skipped("no GPU\n");                                                              \
+            return;                                                                                \
+        }                                                                                          \
+        run_##name();                                                                              \
+    }                                                                                              \
     END_TEST
 
 #else /* !PP_HAVE_CUDA */
 
-#define GPU_TEST(name)                                                                       \
-    START_TEST(test_cu_##name) { test_skipped("built without CUDA\n"); }                  \
+#define GPU_TEST(name)                                                                             \
+    START_TEST(test_cu_##name) { test_skipped("built without CUDA\n"); }                           \
     END_TEST
 
 #endif
@@ -1304,7 +1392,8 @@ GPU_TEST(attention)
 GPU_TEST(attention_bf16)
 GPU_TEST(first_nonfinite)
 
-Suite *cuda_kernels_suite(void) {
+Suite *cuda_kernels_suite(void)
+{
     Suite *s = suite_create("cuda_kernels");
     TCase *tc = tcase_create("cuda_kernels");
     tcase_add_test(tc, test_cu_embedding_forward);

@@ -11,12 +11,18 @@
 #include "suites.h"
 #include "testutil.h"
 
-static const pp_model mlp = {.kind = PP_MODEL_MLP, .context = 4, .embed = 2, .ffn = 4,
-                             .blocks = 1, .batch = 3};
+static const pp_model mlp = {
+    .kind = PP_MODEL_MLP, .context = 4, .embed = 2, .ffn = 4, .blocks = 1, .batch = 3};
 static pp_model gpt_with(uint32_t vocab)
 {
-    pp_model m = {.kind = PP_MODEL_GPT, .vocab = vocab, .context = 4, .embed = 8, .heads = 2,
-                  .ffn = 16, .blocks = 1, .batch = 3};
+    pp_model m = {.kind = PP_MODEL_GPT,
+                  .vocab = vocab,
+                  .context = 4,
+                  .embed = 8,
+                  .heads = 2,
+                  .ffn = 16,
+                  .blocks = 1,
+                  .batch = 3};
     return m;
 }
 
@@ -102,8 +108,9 @@ START_TEST(shard_loads_and_samples_like_bytes)
     pp_model m = gpt_with(50257);
     pp_dataset a, b;
     char err[1024];
-    ck_assert_msg(pp_data_load(&a, write_shard("s.bin", 20240520, 1, N, tok, N, 0), &m, err,
-                               sizeof err) == 0, "%s", err);
+    ck_assert_msg(
+        pp_data_load(&a, write_shard("s.bin", 20240520, 1, N, tok, N, 0), &m, err, sizeof err) == 0,
+        "%s", err);
     ck_assert_int_eq(a.format, PP_DATA_SHARD);
     ck_assert_uint_eq(a.len, N);
     for (int i = 0; i < N; i++)
@@ -137,7 +144,8 @@ START_TEST(shard_large_tokens_and_pinned_windows)
     pp_dataset ds;
     char err[1024];
     ck_assert_msg(pp_data_load(&ds, write_shard("s.bin", 20240520, 1, N, tok, N, 0), &m, err,
-                               sizeof err) == 0, "%s", err);
+                               sizeof err) == 0,
+                  "%s", err);
     int32_t t[3 * 5];
     pp_data_microbatch(&ds, &m, 5, 3, 2, t);
     const int start[3] = {733, 463, 905}; /* of 1000 - 4 windows */
@@ -180,7 +188,8 @@ START_TEST(bad_shards)
     pp_dataset ds;
     char err[1024];
     ck_assert_msg(pp_data_load(&ds, write_shard("ok.bin", 20240520, 1, 64, tok, 64, 0), &m, err,
-                               sizeof err) == 0, "%s", err);
+                               sizeof err) == 0,
+                  "%s", err);
     pp_data_free(&ds);
 }
 END_TEST

@@ -21,7 +21,7 @@
  * (caller frees) when it says the weights differ; any other failure fails
  * the test. */
 static char *run_and_compare(const char *schedule, const char *defs, int np, const char *flags,
-                           const char *ref_flags)
+                             const char *ref_flags)
 {
     char *dir = compile_plan(schedule, defs), *out, *why, cmd[4096];
     snprintf(cmd, sizeof cmd, "%s %s/plan --steps 3 --save %s/w --quiet", flags, dir, dir);
@@ -56,7 +56,6 @@ static void bit_identical(const char *schedule, const char *defs, int np)
                   "%s %s: --deterministic weights differ from --reference --deterministic:\n%s",
                   schedule, defs, said);
 }
-
 
 static void gpt_bit_identical(const char *schedule, const char *defs)
 {
@@ -152,8 +151,8 @@ START_TEST(determ_is_what_differs)
 {
     static const char *cases[] = {"ddp.pp", "fsdp.pp"};
     for (int i = 0; i < 2; i++) {
-        char *said = run_and_compare(cases[i], "-D S=4 -D B=4", 4, "--backend cpu",
-                                     "--deterministic");
+        char *said =
+            run_and_compare(cases[i], "-D S=4 -D B=4", 4, "--backend cpu", "--deterministic");
         ck_assert_msg(said != NULL,
                       "%s without --deterministic matched --reference --deterministic bit for bit",
                       cases[i]);
@@ -190,8 +189,8 @@ static void memory_is(const char *schedule, const char *defs, int ddp)
     snprintf(cmd, sizeof cmd, "cat %s/plan/report.json", dir);
     char *json = run_expect(cmd, 0);
     unsigned long long note[4], mem[4], rep[4];
-    numbers_after(out, "per-microbatch weight gradients, bytes per rank (in the memory below):",
-                  note, 4);
+    numbers_after(
+        out, "per-microbatch weight gradients, bytes per rank (in the memory below):", note, 4);
     numbers_after(out, "memory allocated at start-up, bytes per rank:", mem, 4);
     numbers_after(json, "\"mem_bytes\": [", rep, 1);
     for (int r = 1; r < 4; r++) { /* "a, b, ...": past each comma */
@@ -305,14 +304,16 @@ START_TEST(determ_refusals)
 {
     char cmd[2048], *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --transport nccl --deterministic %s/plan", PP_ROOT, dir);
-    fails_with(cmd, 2, "ppvm: --deterministic moves its per-microbatch gradients with MPI; it "
-                       "takes --transport mpi, not nccl");
+    fails_with(cmd, 2,
+               "ppvm: --deterministic moves its per-microbatch gradients with MPI; it "
+               "takes --transport mpi, not nccl");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --deterministic --backend cuda --transport nccl %s/plan",
              PP_ROOT, dir);
     fails_with(cmd, 2, "it takes --transport mpi, not nccl");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --deterministic", PP_ROOT, dir, dir);
-    fails_with(cmd, 2, "ppvm: --deterministic changes how a run sums its gradients; it does not "
-                       "go with --compare");
+    fails_with(cmd, 2,
+               "ppvm: --deterministic changes how a run sums its gradients; it does not "
+               "go with --compare");
     remove_dir(dir);
     determ_refuses("gpipe.pp", "-D S=4 -D B=4", twice_b2,
                    "rank1.bin: dataflow: rank 1: @34 Backward(s=1,b=2) reads slot s5 as its "

@@ -84,9 +84,8 @@ static void trains_like_reference_exactly(const char *schedule, const char *defs
  * middle stage of none, with a fused and with a split backward. */
 START_TEST(blocks_per_stage_train_alike)
 {
-    static const char *model =
-        "model { context = 8; embed = 16; ffn = 64; batch = 8\n"
-        "        blocks = s == 0 || s == S - 1 ? 1 : s == 2 ? 0 : 3 }";
+    static const char *model = "model { context = 8; embed = 16; ffn = 64; batch = 8\n"
+                               "        blocks = s == 0 || s == S - 1 ? 1 : s == 2 ? 0 : 3 }";
     char *gpipe = with_model("gpipe.pp", model), *zb = with_model("zb-h1.pp", model);
     trains_like_reference(gpipe, "-D S=4 -D B=4", 4);
     trains_like_reference(zb, "-D S=4 -D B=8", 4);
@@ -179,12 +178,14 @@ START_TEST(compare_tolerances)
              "%s/bin/ppvm --reference %s/plan --steps 2 --save %s/b --quiet",
              PP_ROOT, dir, dir, PP_ROOT, dir, dir);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --atol 1 --rtol 0", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --atol 1 --rtol 0", PP_ROOT, dir,
+             dir);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/a %s/b --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
     char *out = run_expect(cmd, 1);
-    ck_assert_msg(strstr(out, " beyond atol "), "%s: exit 1 but no weight beyond the tolerance:\n%s",
-                  cmd, out);
+    ck_assert_msg(strstr(out, " beyond atol "),
+                  "%s: exit 1 but no weight beyond the tolerance:\n%s", cmd, out);
     free(out);
     remove_dir(dir);
 }
@@ -217,22 +218,13 @@ START_TEST(reference_out_of_memory)
 }
 END_TEST
 
-START_TEST(gpipe_4_ranks)
-{
-    trains_like_reference_exactly("gpipe.pp", "-D S=4 -D B=4", 4);
-}
+START_TEST(gpipe_4_ranks) { trains_like_reference_exactly("gpipe.pp", "-D S=4 -D B=4", 4); }
 END_TEST
 
-START_TEST(ddp_4_ranks)
-{
-    trains_like_reference("ddp.pp", "-D S=4 -D B=4", 4);
-}
+START_TEST(ddp_4_ranks) { trains_like_reference("ddp.pp", "-D S=4 -D B=4", 4); }
 END_TEST
 
-START_TEST(one_f_one_b_4_ranks)
-{
-    trains_like_reference_exactly("1f1b.pp", "-D S=4 -D B=8", 4);
-}
+START_TEST(one_f_one_b_4_ranks) { trains_like_reference_exactly("1f1b.pp", "-D S=4 -D B=8", 4); }
 END_TEST
 
 START_TEST(one_f_one_b_greedy_4_ranks)
@@ -243,10 +235,7 @@ END_TEST
 
 /* Replicas across groups: stages 0 and 2 live on workers {0,2}, 1 and 3 on
  * {1,3}; their gradients are all-reduced over those sub-communicators. */
-START_TEST(lpp_4_ranks)
-{
-    trains_like_reference("lpp.pp", "-D S=4 -D B=4 -D G=2 -D R=2", 4);
-}
+START_TEST(lpp_4_ranks) { trains_like_reference("lpp.pp", "-D S=4 -D B=4 -D G=2 -D R=2", 4); }
 END_TEST
 
 START_TEST(interleaved_4_ranks)
@@ -268,10 +257,7 @@ START_TEST(depth_first_4_ranks)
 END_TEST
 
 /* split backward: BackwardInput now, BackwardWeight later, same weights */
-START_TEST(zb_h1_4_ranks)
-{
-    trains_like_reference_exactly("zb-h1.pp", "-D S=4 -D B=8", 4);
-}
+START_TEST(zb_h1_4_ranks) { trains_like_reference_exactly("zb-h1.pp", "-D S=4 -D B=8", 4); }
 END_TEST
 
 /* The state-of-the-art library (issue 17), each at a small shape (S <= 4):
@@ -280,23 +266,14 @@ END_TEST
  * B not a multiple of W, and the 2-D schedules: PP x DP (replicas of each
  * stage all-reduced across pipelines) and a pipeline of FSDP groups (shards
  * fetched inside each group, gradients returned to their owners). */
-START_TEST(zb_v_2_ranks)
-{
-    trains_like_reference_exactly("zb-v.pp", "-D W=2 -D B=4", 2);
-}
+START_TEST(zb_v_2_ranks) { trains_like_reference_exactly("zb-v.pp", "-D W=2 -D B=4", 2); }
 END_TEST
 
 /* DualPipeV's order (without its overlap), B not a multiple of W */
-START_TEST(dualpipev_2_ranks)
-{
-    trains_like_reference("dualpipev.pp", "-D W=2 -D B=5", 2);
-}
+START_TEST(dualpipev_2_ranks) { trains_like_reference("dualpipev.pp", "-D W=2 -D B=5", 2); }
 END_TEST
 
-START_TEST(zb_h2_3_ranks)
-{
-    trains_like_reference("zb-h2.pp", "-D S=3 -D B=5", 3);
-}
+START_TEST(zb_h2_3_ranks) { trains_like_reference("zb-h2.pp", "-D S=3 -D B=5", 3); }
 END_TEST
 
 START_TEST(interleaved_zb_2_ranks)
@@ -317,30 +294,18 @@ START_TEST(interleaved_any_b_2_ranks)
 }
 END_TEST
 
-START_TEST(pp_dp_4_ranks)
-{
-    trains_like_reference("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4);
-}
+START_TEST(pp_dp_4_ranks) { trains_like_reference("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4); }
 END_TEST
 
-START_TEST(pp_fsdp_4_ranks)
-{
-    trains_like_reference("pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4);
-}
+START_TEST(pp_fsdp_4_ranks) { trains_like_reference("pp-fsdp.pp", "-D P=2 -D D=2 -D B=4", 4); }
 END_TEST
 
 /* Weight ownership: FSDP and FSLPP fetch weights from their owners and send
  * weight gradients back (LPP with G=2 R=2, above, has replicas). */
-START_TEST(fsdp_4_ranks)
-{
-    trains_like_reference("fsdp.pp", "-D S=4 -D B=4", 4);
-}
+START_TEST(fsdp_4_ranks) { trains_like_reference("fsdp.pp", "-D S=4 -D B=4", 4); }
 END_TEST
 
-START_TEST(fslpp_4_ranks)
-{
-    trains_like_reference("fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2", 4);
-}
+START_TEST(fslpp_4_ranks) { trains_like_reference("fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2", 4); }
 END_TEST
 
 /* The prefetch window moves receives and fetches, never the result. */
@@ -409,7 +374,8 @@ START_TEST(bf16_loss_tracks_fp32)
     enum { STEPS = 60, FROM = 30 };
     double mean[2] = {0, 0};
     for (int bf16 = 0; bf16 < 2; bf16++) {
-        char *dir = compile_plan("gpipe.pp", bf16 ? "-D S=2 -D B=4 --precision bf16" : "-D S=2 -D B=4");
+        char *dir =
+            compile_plan("gpipe.pp", bf16 ? "-D S=2 -D B=4 --precision bf16" : "-D S=2 -D B=4");
         char args[2048];
         snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d", dir, STEPS);
         char *out = mpi_ok(2, args);
@@ -424,7 +390,8 @@ START_TEST(bf16_loss_tracks_fp32)
         remove_dir(dir);
     }
     ck_assert_msg(mean[0] > 0 && fabs(mean[1] - mean[0]) <= 0.02 * mean[0] && mean[1] != mean[0],
-                  "mean loss over steps %d-%d: fp32 %g, bf16 %g", FROM + 1, STEPS, mean[0], mean[1]);
+                  "mean loss over steps %d-%d: fp32 %g, bf16 %g", FROM + 1, STEPS, mean[0],
+                  mean[1]);
 }
 END_TEST
 
@@ -441,9 +408,10 @@ START_TEST(weightless_stages_train_alike)
                  PP_ROOT, cases[i][0], path);
         free(run_expect(cmd, 0));
         char *dir = compile_plan(path, cases[i][1]);
-        snprintf(cmd, sizeof cmd,
-                 "cat %s/plan/rank*.txt | grep -cE '(FetchWeights|ZeroGrads|SendWeightGrad) +[12] '",
-                 dir);
+        snprintf(
+            cmd, sizeof cmd,
+            "cat %s/plan/rank*.txt | grep -cE '(FetchWeights|ZeroGrads|SendWeightGrad) +[12] '",
+            dir);
         run_cmd(cmd, &out); /* grep -c: exit 1 when it counts 0 */
         ck_assert_msg(atoi(out) == 0, "%s: %s instructions move weightless stages' weights",
                       cases[i][0], out);
@@ -455,18 +423,18 @@ START_TEST(weightless_stages_train_alike)
 }
 END_TEST
 
-
 /* Static memory: what each ppvm rank allocates at start-up is what the
  * report says the plan needs (report.json's mem_bytes). */
 START_TEST(vm_allocates_what_the_report_says)
 {
-    static const char *cases[][2] = {{"fsdp.pp", "-D S=4"},
-                                     {"1f1b.pp", "-D S=4 -D B=8"},
-                                     {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"},
-                                     {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"},
-                                     {"ddp.pp", "-D S=4 --optimizer adamw"},
-                                     {"fsdp.pp", "-D S=4 --precision bf16"},
-                                     {"ddp.pp", "-D S=4 --optimizer adamw --precision bf16"}};
+    static const char *cases[][2] = {
+        {"fsdp.pp", "-D S=4"},
+        {"1f1b.pp", "-D S=4 -D B=8"},
+        {"fslpp.pp", "-D S=4 -D B=8 -D G=2 -D R=2"},
+        {"fsdp.pp", "-D S=8 -D B=4 --keep-weights --mem-limit 4200000"},
+        {"ddp.pp", "-D S=4 --optimizer adamw"},
+        {"fsdp.pp", "-D S=4 --precision bf16"},
+        {"ddp.pp", "-D S=4 --optimizer adamw --precision bf16"}};
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char *dir = compile_plan(cases[i][0], cases[i][1]), *out, *json, cmd[2048];
         snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 1", dir);
@@ -474,8 +442,8 @@ START_TEST(vm_allocates_what_the_report_says)
         snprintf(cmd, sizeof cmd, "cat %s/plan/report.json", dir);
         json = run_expect(cmd, 0);
         const char *vm = strstr(out, "bytes per rank:"), *rep = strstr(json, "\"mem_bytes\": [");
-        ck_assert_msg(vm != NULL, "%s %s: ppvm printed no 'bytes per rank:' line:\n%s",
-                      cases[i][0], cases[i][1], out);
+        ck_assert_msg(vm != NULL, "%s %s: ppvm printed no 'bytes per rank:' line:\n%s", cases[i][0],
+                      cases[i][1], out);
         ck_assert_msg(rep != NULL, "%s %s: report.json has no mem_bytes:\n%s", cases[i][0],
                       cases[i][1], json);
         vm += strlen("bytes per rank:");
@@ -508,8 +476,8 @@ START_TEST(loss_falls)
             first = v;
         last = v;
     }
-    ck_assert_msg(first > 5.0 && last < first - 1.0, "loss did not fall: %g -> %g\n%s", first,
-                  last, out);
+    ck_assert_msg(first > 5.0 && last < first - 1.0, "loss did not fall: %g -> %g\n%s", first, last,
+                  out);
     free(out);
     remove_dir(dir);
 }
@@ -522,7 +490,8 @@ static void fails_with(const char *cmd, const char *message)
     proc_result r;
     run_proc(cmd, CMD_TIMEOUT, &r);
     ck_assert_msg(r.status != 0 && !r.signal && !r.timed_out,
-                  "expected %s to exit non-zero with '%s'; it %s", cmd, message, proc_story(&r, 20));
+                  "expected %s to exit non-zero with '%s'; it %s", cmd, message,
+                  proc_story(&r, 20));
     ck_assert_msg(strstr(r.out, message) != NULL, "expected '%s' in the output of %s:\n%s", message,
                   cmd, r.out);
     proc_free(&r);
@@ -535,7 +504,8 @@ START_TEST(initial_weights_saved)
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 0 --save %s/w", dir, dir);
     free(mpi_ok(2, args));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 0 --save %s/r && "
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 0 --save %s/r && "
              "%s/bin/ppvm --compare %s/w %s/r --atol 0 --rtol 0",
              PP_ROOT, dir, dir, PP_ROOT, dir, dir);
     char *out = run_expect(cmd, 0);
@@ -580,19 +550,23 @@ START_TEST(token_shards)
     snprintf(args, sizeof args, "%s %s/plan --data %s/v1.bin --save %s/ws", flags, dir, dir, dir);
     char *shard_out = mpi_ok(2, args);
     const char *a = strstr(text_out, "step "), *b = strstr(shard_out, "step ");
-    ck_assert_msg(a && b && !strncmp(a, b, 30), "the shard's first loss differs from the text's:\n%s\n%s",
-                  text_out, shard_out);
+    ck_assert_msg(a && b && !strncmp(a, b, 30),
+                  "the shard's first loss differs from the text's:\n%s\n%s", text_out, shard_out);
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/wt %s/ws --atol 0 --rtol 0", PP_ROOT, dir,
              dir);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --data %s/v1.bin --quiet "
-             "--save %s/wr", PP_ROOT, dir, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 3 --data %s/v1.bin --quiet "
+             "--save %s/wr",
+             PP_ROOT, dir, dir, dir);
     free(run_expect(cmd, 0));
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/ws %s/wr", PP_ROOT, dir, dir);
     free(run_expect(cmd, 0));
     snprintf(args, sizeof args, "--backend cpu %s/plan --data %s/v2.bin", dir, dir);
-    snprintf(path, sizeof path, "data file '%s/v2.bin' is an llm.c token shard of version 2; "
-             "expected version 1", dir);
+    snprintf(path, sizeof path,
+             "data file '%s/v2.bin' is an llm.c token shard of version 2; "
+             "expected version 1",
+             dir);
     mpi_fails_with(2, args, path);
     free(text_out);
     free(shard_out);
@@ -615,8 +589,8 @@ START_TEST(exit_statuses)
      * reports, once another has exited 1), and at least one did */
     int st[2];
     rank_statuses(out, 2, st);
-    ck_assert_msg(rc != 0 && (st[0] == 1 || st[1] == 1) && st[0] != 0 && st[1] != 0 &&
-                      st[0] <= 1 && st[1] <= 1 && strstr(out, " not finite at step ") &&
+    ck_assert_msg(rc != 0 && (st[0] == 1 || st[1] == 1) && st[0] != 0 && st[1] != 0 && st[0] <= 1 &&
+                      st[1] <= 1 && strstr(out, " not finite at step ") &&
                       !strstr(out, "MPI_ABORT"),
                   "expected every rank to exit 1 saying a loss or gradient is not finite: %s\n%s",
                   rc ? why : "every rank exited 0", out);
@@ -648,7 +622,8 @@ END_TEST
 
 START_TEST(mixed_plan_ids)
 {
-    char *a = compile_plan("gpipe.pp", "-D S=4 -D B=4"), *b = compile_plan("gpipe.pp", "-D S=4 -D B=8");
+    char *a = compile_plan("gpipe.pp", "-D S=4 -D B=4"),
+         *b = compile_plan("gpipe.pp", "-D S=4 -D B=8");
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp %s/plan/rank2.bin %s/plan/rank2.bin", b, a);
     free(run_expect(cmd, 0));
@@ -744,7 +719,8 @@ START_TEST(profile_errors)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
     snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 1 --profile /nonexistent/c.json", dir);
-    mpi_fails_with(4, cmd, "ppvm: --profile /nonexistent/c.json: cannot write: No such file or directory");
+    mpi_fails_with(4, cmd,
+                   "ppvm: --profile /nonexistent/c.json: cannot write: No such file or directory");
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --profile %s/c.json", PP_ROOT, dir,
              dir);
     fails_with(cmd, "--profile times the ranks of a plan's run; it does not go with --reference");
@@ -818,7 +794,8 @@ START_TEST(bad_flags)
     fails_with(cmd, "--warmup 2.5: expected");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x -D S", PP_ROOT, PP_ROOT, x);
     fails_with(cmd, "expected NAME=VALUE");
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x -D Q=1", PP_ROOT, PP_ROOT, x);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x -D Q=1", PP_ROOT, PP_ROOT,
+             x);
     fails_with(cmd, "the schedule has no param 'Q'");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x --prefetch -2", PP_ROOT,
              PP_ROOT, x);
@@ -980,7 +957,7 @@ END_TEST
     X(loss_falls, 2)                                                                               \
     X(token_shards, 2)                                                                             \
     X(initial_weights_saved, 2)                                                                    \
-    X(launcher_failures_told_apart, 2)                                                            \
+    X(launcher_failures_told_apart, 2)                                                             \
     X(compare_tolerances, 1)                                                                       \
     X(reference_out_of_memory, 1)
 

@@ -21,14 +21,14 @@
 #include "suites.h"
 
 /* The expression under test is `let x` on line 8, from column 9. */
-#define EVAL_HEAD                                                                              \
-    "param S = 4\n"                                                                            \
-    "param B = 3\n"                                                                            \
-    "param W = 2\n"                                                                            \
-    "param P = 10\n"                                                                           \
-    "let sb = s * 10 + b\n"                                                                    \
-    "let dz = 5 / (d - 1)\n"                                                                   \
-    "compute(s,b,d) = 0\n"                                                                     \
+#define EVAL_HEAD                                                                                  \
+    "param S = 4\n"                                                                                \
+    "param B = 3\n"                                                                                \
+    "param W = 2\n"                                                                                \
+    "param P = 10\n"                                                                               \
+    "let sb = s * 10 + b\n"                                                                        \
+    "let dz = 5 / (d - 1)\n"                                                                       \
+    "compute(s,b,d) = 0\n"                                                                         \
     "let x = "
 
 typedef struct {
@@ -92,8 +92,9 @@ static long long value_env(const char *expr, pp_env env)
 static long long value(const char *expr) { return value_env(expr, ENV0); }
 
 /* Evaluates to v with no error. */
-#define ck_val(expr, v) ck_assert_msg(value(expr) == (long long)(v), "%s = %lld, expected %lld", \
-                                      expr, value(expr), (long long)(v))
+#define ck_val(expr, v)                                                                            \
+    ck_assert_msg(value(expr) == (long long)(v), "%s = %lld, expected %lld", expr, value(expr),    \
+                  (long long)(v))
 
 /* Fails with status st at the node of kind k (and operator op, if binary or
  * unary) on line 8 at column col. */
@@ -101,14 +102,14 @@ static void ck_fails(const char *expr, pp_env env, pp_eval_status st, pp_expr_ki
                      int col)
 {
     ev r = eval_env(expr, env, NULL, 0);
-    ck_assert_msg(r.st == st, "'%s': status %d, expected %d (value %lld)", expr, (int)r.st,
-                  (int)st, r.v);
+    ck_assert_msg(r.st == st, "'%s': status %d, expected %d (value %lld)", expr, (int)r.st, (int)st,
+                  r.v);
     ck_assert_msg(r.has_where, "'%s': no where", expr);
     ck_assert_msg(r.where_kind == k, "'%s': where is a node of kind %d, expected %d", expr,
                   (int)r.where_kind, (int)k);
     if (k == EX_BINARY || k == EX_UNARY)
-        ck_assert_msg(r.where_op == op, "'%s': where is operator %d, expected %d", expr,
-                      r.where_op, op);
+        ck_assert_msg(r.where_op == op, "'%s': where is operator %d, expected %d", expr, r.where_op,
+                      op);
     ck_assert_msg(r.where_loc.first_line == 8 && r.where_loc.first_column == col,
                   "'%s': where at %d:%d, expected 8:%d", expr, r.where_loc.first_line,
                   r.where_loc.first_column, col);
@@ -128,10 +129,10 @@ START_TEST(test_literals_and_precedence)
     ck_val("2 * 3 % 4", 2); /* (2 * 3) % 4: same level, left to right */
     ck_val("1 - 2 - 3", -4);
     ck_val("100 / 10 / 5", 2);
-    ck_val("1 + 1 == 2", 1);    /* arithmetic binds tighter than == */
-    ck_val("1 == 2 < 3", 1);    /* < binds tighter than ==: 1 == (2 < 3) */
-    ck_val("3 > 2 > 1", 0);     /* (3 > 2) > 1 */
-    ck_val("1 || 0 && 0", 1);   /* && binds tighter than || */
+    ck_val("1 + 1 == 2", 1);  /* arithmetic binds tighter than == */
+    ck_val("1 == 2 < 3", 1);  /* < binds tighter than ==: 1 == (2 < 3) */
+    ck_val("3 > 2 > 1", 0);   /* (3 > 2) > 1 */
+    ck_val("1 || 0 && 0", 1); /* && binds tighter than || */
     ck_val("0 && 0 || 1", 1);
     ck_val("1 == 1 && 2 != 3", 1);
     ck_val("0 || 1 ? 5 : 6", 5); /* ?: is the loosest */
@@ -269,13 +270,13 @@ START_TEST(test_variables_lets_params)
     ck_assert_int_eq(value_env("s", e), 2);
     ck_assert_int_eq(value_env("b", e), 3);
     ck_assert_int_eq(value_env("d", e), 1);
-    ck_assert_int_eq(value_env("sb", e), 23);  /* let sb = s * 10 + b */
+    ck_assert_int_eq(value_env("sb", e), 23); /* let sb = s * 10 + b */
     ck_assert_int_eq(value_env("sb + d", e), 24);
     ck_assert_int_eq(value_env("dz", (pp_env){0, 0, 0, 0}), -5); /* let dz = 5 / (d - 1) */
     ck_assert_int_eq(value_env("P * 2 + S + W", e), 26);
-    ck_assert_int_eq(value_env("d == B", e), 1);    /* opposite d, B is the direction */
-    ck_assert_int_eq(value_env("B", e), 3);         /* elsewhere, the param */
-    ck_assert_int_eq(value_env("F + W", e), 2);     /* no param F: the direction 0 */
+    ck_assert_int_eq(value_env("d == B", e), 1); /* opposite d, B is the direction */
+    ck_assert_int_eq(value_env("B", e), 3);      /* elsewhere, the param */
+    ck_assert_int_eq(value_env("F + W", e), 2);  /* no param F: the direction 0 */
 
     /* -D changes a param and everything computed from it */
     const pp_define p3 = {"P", 3};
@@ -297,8 +298,8 @@ START_TEST(test_overflow)
              EX_BINARY, '-', 38);
     /* (2^31)^2 * 2 is LLONG_MAX + 1 */
     ck_fails("2147483648 * 2147483648 * 2", ENV0, EVAL_OVERFLOW, EX_BINARY, '*', 33);
-    ck_fails("2147483648 * 2147483648 + (2147483648 * 2147483648 - 1) + 1", ENV0,
-             EVAL_OVERFLOW, EX_BINARY, '+', 65);
+    ck_fails("2147483648 * 2147483648 + (2147483648 * 2147483648 - 1) + 1", ENV0, EVAL_OVERFLOW,
+             EX_BINARY, '+', 65);
     /* LLONG_MIN itself is fine; negating it, |x| and x / -1 are not */
     ck_val("-2147483648 * 2147483648 * 2", LLONG_MIN);
     ck_val("-2147483648 * 2147483648 * 2 / 1", LLONG_MIN);

@@ -73,17 +73,17 @@ static int check_src(const char *src, const pp_define *defs, int ndefs, char **t
 
 /* The first line of a diagnostic, the source line and the caret line, in a
  * row: "t.pp:5:1: error: ...\n    5 | source\n      | ^~~\n". */
-#define ck_diag(text, head, line, caret)                                                    \
-    do {                                                                                    \
-        char want_[1024];                                                                   \
-        snprintf(want_, sizeof want_, "%s\n%s\n%s\n", head, line, caret);                   \
-        ck_assert_msg(strstr(text, want_) != NULL, "expected\n%s\nin the messages\n%s", want_, \
-                      text);                                                                \
+#define ck_diag(text, head, line, caret)                                                           \
+    do {                                                                                           \
+        char want_[1024];                                                                          \
+        snprintf(want_, sizeof want_, "%s\n%s\n%s\n", head, line, caret);                          \
+        ck_assert_msg(strstr(text, want_) != NULL, "expected\n%s\nin the messages\n%s", want_,     \
+                      text);                                                                       \
     } while (0)
 
-#define ck_has(text, s) \
+#define ck_has(text, s)                                                                            \
     ck_assert_msg(strstr(text, s) != NULL, "expected '%s' in the messages\n%s", s, text)
-#define ck_lacks(text, s) \
+#define ck_lacks(text, s)                                                                          \
     ck_assert_msg(strstr(text, s) == NULL, "did not expect '%s' in the messages\n%s", s, text)
 
 static int count_of(const char *text, const char *s)
@@ -128,13 +128,11 @@ START_TEST(test_unexpected_character)
 {
     char *text;
     int n = check_src(HEAD "compute(s,b,d) = s @ 1\n", NULL, 0, &text);
-    ck_diag(text, "t.pp:4:20: error: unexpected character '@'",
-            "    4 | compute(s,b,d) = s @ 1",
+    ck_diag(text, "t.pp:4:20: error: unexpected character '@'", "    4 | compute(s,b,d) = s @ 1",
             "      |                    ^");
     /* the character is dropped, so `s 1` is then a syntax error of its own */
     ck_diag(text, "t.pp:4:22: error: syntax error, unexpected integer",
-            "    4 | compute(s,b,d) = s @ 1",
-            "      |                      ^");
+            "    4 | compute(s,b,d) = s @ 1", "      |                      ^");
     ck_assert_int_eq(n, 2);
     free(text);
 }
@@ -173,12 +171,10 @@ START_TEST(test_literal_too_large)
                       NULL, 0, &text);
     ck_assert_int_eq(n, 3);
     ck_diag(text, "t.pp:6:11: error: integer literal 1000000000001 is too large (at most 10^12)",
-            "    6 | let big = 1000000000001",
-            "      |           ^~~~~~~~~~~~~");
+            "    6 | let big = 1000000000001", "      |           ^~~~~~~~~~~~~");
     ck_diag(text,
             "t.pp:7:11: error: integer literal 9223372036854775807 is too large (at most 10^12)",
-            "    7 | let max = 9223372036854775807",
-            "      |           ^~~~~~~~~~~~~~~~~~~");
+            "    7 | let max = 9223372036854775807", "      |           ^~~~~~~~~~~~~~~~~~~");
     ck_has(text, "t.pp:8:12: error: integer literal 99999999999999999999999 is too large");
     ck_lacks(text, ":5:");
     free(text);
@@ -191,8 +187,7 @@ START_TEST(test_syntax_error)
 {
     char *text;
     int n = check_src(HEAD "compute(s,b,d) = s +\nweights(s,b,d) = 0\n", NULL, 0, &text);
-    ck_diag(text, "t.pp:5:1: error: syntax error, unexpected weights",
-            "    5 | weights(s,b,d) = 0",
+    ck_diag(text, "t.pp:5:1: error: syntax error, unexpected weights", "    5 | weights(s,b,d) = 0",
             "      | ^~~~~~~");
     /* the broken compute was dropped by error recovery: that is no reason to
      * also claim the file has no compute */
@@ -232,9 +227,9 @@ START_TEST(test_syntax_error_swallows_param)
      * 'B'" on top of the real error. */
     char *text;
     const pp_define def = {"B", 3};
-    ck_assert_int_eq(check_src("param S = 4\nparam B = (\nparam W = 2\ncompute(s,b,d) = 0\n", &def,
-                               1, &text),
-                     1);
+    ck_assert_int_eq(
+        check_src("param S = 4\nparam B = (\nparam W = 2\ncompute(s,b,d) = 0\n", &def, 1, &text),
+        1);
     ck_has(text, "t.pp:3:1: error: syntax error, unexpected param\n");
     ck_lacks(text, "defines no");
     ck_lacks(text, "-D");
@@ -252,8 +247,7 @@ START_TEST(test_wrong_function_head)
             "    4 | compute(x,b,d) = 0", "      |         ^");
     free(text);
 
-    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = 0\nweights(s,d,b) = 0\n", NULL, 0, &text),
-                     2);
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = 0\nweights(s,d,b) = 0\n", NULL, 0, &text), 2);
     ck_has(text, "t.pp:5:11: error: parameter 2 of this function must be 'b'");
     ck_has(text, "t.pp:5:13: error: parameter 3 of this function must be 'd'");
     free(text);
@@ -273,8 +267,9 @@ START_TEST(test_unknown_words)
             "    6 | split forward", "      |       ^~~~~~~");
     ck_diag(text, "t.pp:7:7: error: unknown limit 'outflight': expected 'inflight'",
             "    7 | limit outflight = 1", "      |       ^~~~~~~~~");
-    ck_diag(text, "t.pp:8:6: error: unknown cost 'X': expected F, B, W, latency, bandwidth or overlap", "    8 | cost X = 1",
-            "      |      ^");
+    ck_diag(text,
+            "t.pp:8:6: error: unknown cost 'X': expected F, B, W, latency, bandwidth or overlap",
+            "    8 | cost X = 1", "      |      ^");
     ck_diag(text, "t.pp:9:11: error: unknown optimizer 'adam': expected 'sgd' or 'adamw'",
             "    9 | optimizer adam", "      |           ^~~~");
     ck_diag(text, "t.pp:10:11: error: unknown precision 'fp16': expected 'fp32' or 'bf16'",
@@ -381,8 +376,7 @@ START_TEST(test_redefinition)
 {
     char *text;
     ck_assert_int_eq(check_src(HEAD "param S = 3\ncompute(s,b,d) = 0\n", NULL, 0, &text), 1);
-    ck_diag(text, "t.pp:4:7: error: redefinition of 'S'", "    4 | param S = 3",
-            "      |       ^");
+    ck_diag(text, "t.pp:4:7: error: redefinition of 'S'", "    4 | param S = 3", "      |       ^");
     ck_diag(text, "t.pp:1:7: note: 'S' was first defined here", "    1 | param S = 4",
             "      |       ^");
     free(text);
@@ -423,9 +417,8 @@ START_TEST(test_model_fields)
     free(text);
 
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nmodel { ffn = W * 100; blocks = 0 }\n",
-                              NULL, 0),
-                     0);
+    ck_assert_int_eq(
+        fe_check(&r, HEAD "compute(s,b,d) = 0\nmodel { ffn = W * 100; blocks = 0 }\n", NULL, 0), 0);
     ck_assert_int_eq(r.sch.model.ffn, 200);
     ck_assert_int_eq(r.sch.model.blocks, 0);
     ck_assert_int_eq(r.sch.model.embed, 16); /* defaults for the rest */
@@ -439,9 +432,10 @@ END_TEST
 START_TEST(test_model_gpt)
 {
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\n"
-                                       "model gpt { vocab = 50257; context = 64; embed = 96;\n"
-                                       "  heads = 3; layers = 2; batch = 4 }\n",
+    ck_assert_int_eq(fe_check(&r,
+                              HEAD "compute(s,b,d) = 0\n"
+                                   "model gpt { vocab = 50257; context = 64; embed = 96;\n"
+                                   "  heads = 3; layers = 2; batch = 4 }\n",
                               NULL, 0),
                      0);
     ck_assert_int_eq(r.sch.model.kind, PP_MODEL_GPT);
@@ -453,16 +447,17 @@ START_TEST(test_model_gpt)
     fe_free(&r);
 
     /* optimizer and precision lines before the model block still count */
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\noptimizer adamw\nprecision bf16\n"
-                                       "model gpt { layers = 2 }\n",
+    ck_assert_int_eq(fe_check(&r,
+                              HEAD "compute(s,b,d) = 0\noptimizer adamw\nprecision bf16\n"
+                                   "model gpt { layers = 2 }\n",
                               NULL, 0),
                      0);
     ck_assert_int_eq(r.sch.model.optimizer, PP_OPT_ADAMW);
     ck_assert_int_eq(r.sch.model.precision, PP_PREC_BF16);
     fe_free(&r);
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\noptimizer adamw\nmodel { blocks = 2 }\n",
-                              NULL, 0),
-                     0);
+    ck_assert_int_eq(
+        fe_check(&r, HEAD "compute(s,b,d) = 0\noptimizer adamw\nmodel { blocks = 2 }\n", NULL, 0),
+        0);
     ck_assert_int_eq(r.sch.model.optimizer, PP_OPT_ADAMW);
     fe_free(&r);
 
@@ -511,8 +506,9 @@ END_TEST
 START_TEST(test_model_layers_per_stage)
 {
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = s\n"
-                                       "model gpt { layers = s == 0 || s == S - 1 ? 1 : 2 }\n",
+    ck_assert_int_eq(fe_check(&r,
+                              HEAD "compute(s,b,d) = s\n"
+                                   "model gpt { layers = s == 0 || s == S - 1 ? 1 : 2 }\n",
                               NULL, 0),
                      0);
     ck_assert_ptr_nonnull(r.sch.model.layers);
@@ -529,23 +525,22 @@ START_TEST(test_model_layers_per_stage)
     fe_free(&r);
 
     char *text;
-    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel { blocks = b + 1 }\n", NULL, 0,
-                               &text),
-                     1);
-    ck_diag(text, "t.pp:5:18: error: 'b' cannot be used in the model's blocks: only s (the "
-                  "stage) can",
+    ck_assert_int_eq(
+        check_src(HEAD "compute(s,b,d) = s\nmodel { blocks = b + 1 }\n", NULL, 0, &text), 1);
+    ck_diag(text,
+            "t.pp:5:18: error: 'b' cannot be used in the model's blocks: only s (the "
+            "stage) can",
             "    5 | model { blocks = b + 1 }", "      |                  ^");
     free(text);
 
-    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel { ffn = s + 1 }\n", NULL, 0,
-                               &text),
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel { ffn = s + 1 }\n", NULL, 0, &text),
                      1);
     ck_has(text, "t.pp:5:15: error: 's' is a job variable and cannot be used in the model block\n");
     free(text);
 
-    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = s\nmodel gpt { layers = 3 - s * 2 }\n",
-                               NULL, 0, &text),
-                     1);
+    ck_assert_int_eq(
+        check_src(HEAD "compute(s,b,d) = s\nmodel gpt { layers = 3 - s * 2 }\n", NULL, 0, &text),
+        1);
     ck_has(text, "t.pp:5:24: error: model layers = -1 at s = 2 is out of range [0, 1024]\n");
     free(text);
 
@@ -567,8 +562,7 @@ START_TEST(test_worker_variable)
 
     /* w is what limit inflight is for */
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlimit inflight = w + 1\n", NULL, 0),
-                     0);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlimit inflight = w + 1\n", NULL, 0), 0);
     pp_jobtable t;
     ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 0);
     ck_assert_ptr_nonnull(t.inflight);
@@ -578,17 +572,15 @@ START_TEST(test_worker_variable)
     fe_free(&r);
 
     /* s, b, d are not: once directly, and once through a let */
-    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = 0\nlimit inflight = w + s\n", NULL, 0,
-                               &text),
+    ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = 0\nlimit inflight = w + s\n", NULL, 0, &text),
                      1);
     ck_diag(text,
             "t.pp:5:22: error: 's' is a job variable and cannot be used in 'limit inflight' (it "
             "may use w and params)",
             "    5 | limit inflight = w + s", "      |                      ^");
     free(text);
-    ck_assert_int_eq(check_src(HEAD "let a = b\ncompute(s,b,d) = 0\nlimit inflight = a\n", NULL, 0,
-                               &text),
-                     1);
+    ck_assert_int_eq(
+        check_src(HEAD "let a = b\ncompute(s,b,d) = 0\nlimit inflight = a\n", NULL, 0, &text), 1);
     ck_has(text, "t.pp:6:18: error: 'limit inflight' may use w and params, not s, b or d\n");
     free(text);
 }
@@ -636,9 +628,8 @@ START_TEST(test_missing_counts)
     free(text);
 
     /* a let named S is not the count */
-    ck_assert_int_eq(check_src("param B = 1\nparam W = 1\nlet S = 4\ncompute(s,b,d) = 0\n", NULL,
-                               0, &text),
-                     1);
+    ck_assert_int_eq(
+        check_src("param B = 1\nparam W = 1\nlet S = 4\ncompute(s,b,d) = 0\n", NULL, 0, &text), 1);
     ck_has(text, "defines no 'S'");
     free(text);
 
@@ -711,12 +702,12 @@ START_TEST(test_several_errors)
 {
     char *text;
     const pp_define def = {"Nope", 1};
-    int n = check_src(HEAD "param X = s\n"      /* 4: job variable in a param */
-                           "let a = zz\n"       /* 5: unknown name */
+    int n = check_src(HEAD "param X = s\n"                 /* 4: job variable in a param */
+                           "let a = zz\n"                  /* 5: unknown name */
                            "compute(s,b,d) = a + max(1)\n" /* 6: arg count */
-                           "cost B = 1 / q\n"   /* 7: unknown name */
-                           "priority(s,b,d) = w\n" /* 8: w outside limit */
-                           "model { nope = 1 }\n", /* 9: unknown field */
+                           "cost B = 1 / q\n"              /* 7: unknown name */
+                           "priority(s,b,d) = w\n"         /* 8: w outside limit */
+                           "model { nope = 1 }\n",         /* 9: unknown field */
                       &def, 1, &text);
     ck_assert_int_eq(n, 7); /* and the -D */
     ck_assert_int_eq(count_of(text, ": error: "), 7);
@@ -805,7 +796,9 @@ START_TEST(test_transfer_costs)
 {
     char *text;
     ck_assert_int_eq(check_src(HEAD "compute(s,b,d) = 0\ncost latency = s\n", NULL, 0, &text), 1);
-    ck_diag(text, "t.pp:5:16: error: 's' is a job variable and cannot be used in 'cost latency' (it may use params)",
+    ck_diag(text,
+            "t.pp:5:16: error: 's' is a job variable and cannot be used in 'cost latency' (it may "
+            "use params)",
             "    5 | cost latency = s", "      |                ^");
     free(text);
     fe_run r;
@@ -844,8 +837,7 @@ START_TEST(test_placement_out_of_range)
     fe_free(&r);
 
     /* weights, below zero; the caret is on the expression's top node */
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nweights(s,b,d) = b - 1\n", NULL, 0),
-                     0);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nweights(s,b,d) = b - 1\n", NULL, 0), 0);
     ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     text = fe_text(&r);
     ck_diag(text,
@@ -873,8 +865,9 @@ END_TEST
 START_TEST(test_division_by_zero_at_job)
 {
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlet k = b - 1\n"
-                                       "priority(s,b,d) = 10 / k + s\n",
+    ck_assert_int_eq(fe_check(&r,
+                              HEAD "compute(s,b,d) = 0\nlet k = b - 1\n"
+                                   "priority(s,b,d) = 10 / k + s\n",
                               NULL, 0),
                      0);
     pp_jobtable t;
@@ -902,8 +895,9 @@ START_TEST(test_overflow_at_job)
     /* 10^18 * (s + 1) fits up to s = 8; -D S=10 reaches s = 9 */
     const pp_define s10 = {"S", 10};
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\n"
-                                       "priority(s,b,d) = 1000000000000 * 1000000 * (s + 1)\n",
+    ck_assert_int_eq(fe_check(&r,
+                              HEAD "compute(s,b,d) = 0\n"
+                                   "priority(s,b,d) = 1000000000000 * 1000000 * (s + 1)\n",
                               &s10, 1),
                      0);
     pp_jobtable t;
@@ -946,8 +940,7 @@ END_TEST
 START_TEST(test_inflight_below_one)
 {
     fe_run r;
-    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlimit inflight = w - 1\n", NULL, 0),
-                     0);
+    ck_assert_int_eq(fe_check(&r, HEAD "compute(s,b,d) = 0\nlimit inflight = w - 1\n", NULL, 0), 0);
     pp_jobtable t;
     ck_assert_int_eq(pp_jobtable_build(&t, &r.sch, NULL), 1);
     ck_diag(fe_text(&r), "t.pp:5:20: error: limit inflight = -1 at worker 0: it must be at least 1",
@@ -959,7 +952,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- suite */
 
-
 /* ------------------------------------------ found by the fuzz target */
 
 /* A param default with a bad call is reported, not evaluated (it crashed). */
@@ -967,7 +959,9 @@ START_TEST(test_bad_call_in_param)
 {
     char *text;
     ck_assert_int_ge(check_src("param S = min(1)\nparam B = foo(1)\nparam W = 1\n"
-                               "compute(s,b,d) = 0\n", NULL, 0, &text), 2);
+                               "compute(s,b,d) = 0\n",
+                               NULL, 0, &text),
+                     2);
     ck_has(text, "'min' takes 2 arguments, found 1");
     ck_has(text, "unknown function 'foo'");
     free(text);

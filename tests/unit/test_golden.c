@@ -38,7 +38,8 @@ START_TEST(listing_matches)
         int rc = run_cmd(cmd, &out);
         ck_assert_msg(rc != 1, "%s rank %d differs from its golden listing:\n%s", goldens[_i].name,
                       r, out);
-        ck_assert_msg(rc == 0, "%s rank %d: could not compare with its golden listing (exit %d): %s\n%s",
+        ck_assert_msg(rc == 0,
+                      "%s rank %d: could not compare with its golden listing (exit %d): %s\n%s",
                       goldens[_i].name, r, rc, cmd, out);
         free(out);
     }

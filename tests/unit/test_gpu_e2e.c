@@ -43,8 +43,8 @@ static void fails_with(const char *cmd, int want, const char *message)
 {
     proc_result r;
     run_proc(cmd, CMD_TIMEOUT, &r);
-    ck_assert_msg(r.status == want && !r.timed_out, "expected %s to exit with status %d; it %s", cmd,
-                  want, proc_story(&r, 20));
+    ck_assert_msg(r.status == want && !r.timed_out, "expected %s to exit with status %d; it %s",
+                  cmd, want, proc_story(&r, 20));
     ck_assert_msg(strstr(r.out, message) != NULL, "expected '%s' in the output of %s:\n%s", message,
                   cmd, r.out);
     proc_free(&r);
@@ -136,11 +136,12 @@ static void gpu_trains_like_cpu_with(const char *schedule, const char *defs, int
                       "%s %s (%s) step %d: loss %.4f on the GPU, %.4f on the CPU", schedule, defs,
                       transport, i + 1, lg[i], lc[i]);
 
-    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --reference %s/plan --steps 3 --save %s/ref --quiet %s",
-             PP_ROOT, dir, dir, vmflags);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/" PPVM " --reference %s/plan --steps 3 --save %s/ref --quiet %s", PP_ROOT, dir,
+             dir, vmflags);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/gpu %s/ref --atol 1e-4 --rtol 1e-3", PP_ROOT,
-             dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/gpu %s/ref --atol 1e-4 --rtol 1e-3",
+             PP_ROOT, dir, dir);
     proc_result r;
     run_proc(cmd, CMD_TIMEOUT, &r);
     if (r.status == 1 && (strstr(r.out, " beyond atol ") || strstr(r.out, " weights in ")))
@@ -200,20 +201,22 @@ START_TEST(cuda_without_gpu_fails_fast)
         printf("skipped: a GPU is visible\n");
         return;
     }
-    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), *one = compile_plan("gpipe.pp", "-D S=1 -D B=2");
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"),
+         *one = compile_plan("gpipe.pp", "-D S=1 -D B=2");
     char cmd[2048];
     time_t t0 = time(NULL);
-    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/" PPVM " --backend cuda %s/plan/rank0.bin", PP_ROOT,
-             one);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s/bin/" PPVM " --backend cuda %s/plan/rank0.bin",
+             PP_ROOT, one);
     fails_with(cmd, 1, "ppvm: rank 0: --backend cuda: no GPU visible (");
     snprintf(cmd, sizeof cmd, "--backend cuda %s/plan", dir);
     ranks_fail_with(2, cmd, 1, "--backend cuda: no GPU visible (");
     snprintf(cmd, sizeof cmd, "--transport nccl %s/plan", dir);
     ranks_fail_with(2, cmd, 1, "--transport nccl: no GPU visible (");
     /* seconds, not a hang: 60 s leaves room for a machine loaded by others */
-    ck_assert_msg(time(NULL) - t0 < 60 * (getenv("CK_TIMEOUT_MULTIPLIER") ?
-                                              atof(getenv("CK_TIMEOUT_MULTIPLIER")) : 1),
-                  "failing took %lds", (long)(time(NULL) - t0));
+    ck_assert_msg(
+        time(NULL) - t0 <
+            60 * (getenv("CK_TIMEOUT_MULTIPLIER") ? atof(getenv("CK_TIMEOUT_MULTIPLIER")) : 1),
+        "failing took %lds", (long)(time(NULL) - t0));
     /* and the default is the cpu backend */
     snprintf(cmd, sizeof cmd, "%s/plan --steps 1", dir);
     char *out = gpu_mpi_ok(2, cmd);
@@ -269,8 +272,8 @@ START_TEST(four_ranks_one_gpu_mpi)
         return;
     }
     char defs[128];
-    gpu_trains_like_cpu(schedule[_i % 4], defs_of(four_rank_defs, _i < 4 ? _i : _i + 4, defs,
-                                                  sizeof defs), 4, "mpi");
+    gpu_trains_like_cpu(schedule[_i % 4],
+                        defs_of(four_rank_defs, _i < 4 ? _i : _i + 4, defs, sizeof defs), 4, "mpi");
 }
 END_TEST
 
@@ -285,8 +288,9 @@ START_TEST(four_ranks_nccl)
         return;
     }
     char defs[128];
-    gpu_trains_like_cpu(schedule[_i % 4], defs_of(four_rank_defs, _i < 4 ? _i : _i + 4, defs,
-                                                  sizeof defs), 4, "nccl");
+    gpu_trains_like_cpu(schedule[_i % 4],
+                        defs_of(four_rank_defs, _i < 4 ? _i : _i + 4, defs, sizeof defs), 4,
+                        "nccl");
 }
 END_TEST
 
@@ -394,10 +398,7 @@ END_TEST
 
 /* The transport a test of two or four ranks runs on: nccl where every rank
  * has a GPU of its own, mpi elsewhere. */
-static const char *transport_for(int np)
-{
-    return gpu_count() >= np ? "nccl" : "mpi";
-}
+static const char *transport_for(int np) { return gpu_count() >= np ? "nccl" : "mpi"; }
 
 /* Runs np ranks with PP_INJECT_NAN=inject on the cuda backend and expects
  * every rank to exit 1 with `found` (the finding rank's line) and `stop`
@@ -431,25 +432,37 @@ START_TEST(cuda_bad_numbers)
     ranks_fail_with(2, cmd, 1, " not finite at step ");
     remove_dir(dir);
     dir = compile_plan("1f1b.pp", "-D S=2 -D B=2");
-    cuda_nan_stops(dir, "plan", tr, "3:1:1", "ppvm: rank 1: step 3, stage 1, microbatch 1: the "
-                   "loss is not finite (nan); every rank stops", "ppvm: loss is not finite at "
+    cuda_nan_stops(dir, "plan", tr, "3:1:1",
+                   "ppvm: rank 1: step 3, stage 1, microbatch 1: the "
+                   "loss is not finite (nan); every rank stops",
+                   "ppvm: loss is not finite at "
                    "step 3");
-    cuda_nan_stops(dir, "plan", "mpi", "2:0:0", "ppvm: rank 1: step 2, stage 1, microbatch 0: the "
-                   "loss is not finite", "ppvm: loss is not finite at step 2");
-    cuda_nan_stops(dir, "plan", tr, "2:1:0:din", "ppvm: rank 1: step 2, stage 1, microbatch 0: "
-                   "the input gradient is not finite (nan); every rank stops", "ppvm: a gradient "
+    cuda_nan_stops(dir, "plan", "mpi", "2:0:0",
+                   "ppvm: rank 1: step 2, stage 1, microbatch 0: the "
+                   "loss is not finite",
+                   "ppvm: loss is not finite at step 2");
+    cuda_nan_stops(dir, "plan", tr, "2:1:0:din",
+                   "ppvm: rank 1: step 2, stage 1, microbatch 0: "
+                   "the input gradient is not finite (nan); every rank stops",
+                   "ppvm: a gradient "
                    "is not finite at step 2");
-    cuda_nan_stops(dir, "plan", "mpi", "2:0:1:wgrad", "ppvm: rank 0: step 2, stage 0: the weight "
+    cuda_nan_stops(dir, "plan", "mpi", "2:0:1:wgrad",
+                   "ppvm: rank 0: step 2, stage 0: the weight "
                    "gradients (summed over microbatches 0 to 1) are not finite (nan) before its "
-                   "OptimizerStep; every rank stops", "ppvm: a gradient is not finite at step 2");
+                   "OptimizerStep; every rank stops",
+                   "ppvm: a gradient is not finite at step 2");
     /* split backward (B then W): the hook reaches BackwardInput and BackwardWeight */
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp -D S=2 -D B=4 -o %s/zb -q",
-             PP_ROOT, PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp -D S=2 -D B=4 -o %s/zb -q", PP_ROOT,
+             PP_ROOT, dir);
     free(run_expect(cmd, 0));
-    cuda_nan_stops(dir, "zb", tr, "1:1:3:din", "ppvm: rank 1: step 1, stage 1, microbatch 3: the "
-                   "input gradient is not finite", "ppvm: a gradient is not finite at step 1");
-    cuda_nan_stops(dir, "zb", "mpi", "1:1:2:wgrad", "ppvm: rank 1: step 1, stage 1: the weight "
-                   "gradients", "ppvm: a gradient is not finite at step 1");
+    cuda_nan_stops(dir, "zb", tr, "1:1:3:din",
+                   "ppvm: rank 1: step 1, stage 1, microbatch 3: the "
+                   "input gradient is not finite",
+                   "ppvm: a gradient is not finite at step 1");
+    cuda_nan_stops(dir, "zb", "mpi", "1:1:2:wgrad",
+                   "ppvm: rank 1: step 1, stage 1: the weight "
+                   "gradients",
+                   "ppvm: a gradient is not finite at step 1");
     remove_dir(dir);
 }
 END_TEST
@@ -474,8 +487,9 @@ static void cuda_skipped_last_step(const char *schedule, const char *defs, const
                   "%s %s (%s, %s): expected one line saying step 3 was skipped:\n%s", schedule,
                   defs, transport, inject, out);
     free(out);
-    snprintf(args, sizeof args, "%s/plan --backend cuda --transport %s --steps 2 --save %s/n --quiet",
-             dir, transport, dir);
+    snprintf(args, sizeof args,
+             "%s/plan --backend cuda --transport %s --steps 2 --save %s/n --quiet", dir, transport,
+             dir);
     free(gpu_mpi_ok(2, args));
     snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir,
              dir);
@@ -500,7 +514,8 @@ START_TEST(cuda_nonfinite_steps_skipped)
     char *out = gpu_mpi_ok(2, args);
     unsetenv("PP_INJECT_NAN");
     ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
-                              "not finite (nan); step 2 skipped on every rank"), "%s", out);
+                              "not finite (nan); step 2 skipped on every rank"),
+                  "%s", out);
     const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
     ck_assert_msg(s3 && s4 && atof(s3 + 18) > 0 && atof(s4 + 18) > 0, "%s", out);
     free(out);
@@ -514,8 +529,8 @@ static void cuda_determ_run(const char *schedule, const char *defs, int np, cons
                             const char *save)
 {
     char *dir = compile_plan(schedule, defs), args[4096];
-    snprintf(args, sizeof args, "%s/plan --backend cuda --steps 3 --quiet %s --save %s", dir,
-             flags, save);
+    snprintf(args, sizeof args, "%s/plan --backend cuda --steps 3 --quiet %s --save %s", dir, flags,
+             save);
     free(gpu_mpi_ok(np, args));
     remove_dir(dir);
 }
@@ -563,14 +578,16 @@ static void cuda_determ_alike(const char *adamw_defs)
         if (i == 0)
             snprintf(first, sizeof first, "%s", save);
         else
-            ck_assert_msg(same_bits(save, first), "%s %s: --deterministic on cuda ends with other "
-                          "weights than gpipe.pp's", runs[i].schedule, all);
+            ck_assert_msg(same_bits(save, first),
+                          "%s %s: --deterministic on cuda ends with other "
+                          "weights than gpipe.pp's",
+                          runs[i].schedule, all);
     }
     snprintf(save, sizeof save, "%s/plain", tmp);
     snprintf(all, sizeof all, "-D S=4 -D B=4 %s", adamw_defs);
     cuda_determ_run("ddp.pp", all, 4, "", save);
     ck_assert_msg(!same_bits(save, first), "ddp.pp without --deterministic matched gpipe.pp's bits "
-                  "(the test would not see a wrong sum)");
+                                           "(the test would not see a wrong sum)");
     remove_dir(tmp);
 }
 
@@ -584,7 +601,8 @@ START_TEST(cuda_deterministic)
     cuda_determ_alike("--optimizer adamw --precision bf16");
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), cmd[2048];
     snprintf(cmd, sizeof cmd, "%s/plan --backend cuda --transport nccl --deterministic", dir);
-    ranks_fail_with(2, cmd, 2, "ppvm: --deterministic moves its per-microbatch gradients with "
+    ranks_fail_with(2, cmd, 2,
+                    "ppvm: --deterministic moves its per-microbatch gradients with "
                     "MPI; it takes --transport mpi, not nccl");
     remove_dir(dir);
 }
@@ -619,8 +637,9 @@ START_TEST(profile_on_the_gpu)
         ck_assert_int_eq(profile_values(json, "W", v, 8), np);
         ck_assert_int_eq(profile_values(json, "O", v, 8), np);
         ck_assert_int_eq(profile_values(json, "latency", v, 8), np > 1);
-        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp %s -o %s/q -q --costs %s/c.json",
-                 PP_ROOT, PP_ROOT, defs, dir, dir);
+        snprintf(cmd, sizeof cmd,
+                 "%s/bin/ppc %s/schedules/zb-h1.pp %s -o %s/q -q --costs %s/c.json", PP_ROOT,
+                 PP_ROOT, defs, dir, dir);
         out = run_expect(cmd, 0);
         free(out);
         free(json);
@@ -642,14 +661,16 @@ START_TEST(checkpoint_resume_cuda)
     const char *transport = gpu_count() >= 4 ? "nccl" : "mpi";
     char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4 --optimizer adamw --precision bf16");
     char args[4096], a[2048], b[2048], *out, *why;
-    snprintf(args, sizeof args,
-             "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --save %s/full --quiet",
-             transport, dir, dir);
+    snprintf(
+        args, sizeof args,
+        "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --save %s/full --quiet",
+        transport, dir, dir);
     ck_assert_msg(!mpi_run_within(4, args, GPU_MPIRUN_TIMEOUT, &out, &why), "%s", why);
     free(out);
     snprintf(args, sizeof args,
              "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --checkpoint-dir "
-             "%s/ck --checkpoint-every 2 --quiet", transport, dir, dir);
+             "%s/ck --checkpoint-every 2 --quiet",
+             transport, dir, dir);
     setenv("PPVM_TEST_KILL", "2:4:step", 1);
     int rc = mpi_run_within(4, args, GPU_MPIRUN_TIMEOUT, &out, &why);
     unsetenv("PPVM_TEST_KILL");
@@ -658,7 +679,8 @@ START_TEST(checkpoint_resume_cuda)
     free(why);
     snprintf(args, sizeof args,
              "--backend cuda --transport %s %s/plan --steps 4 --adam-eps 1e-3 --resume %s/ck "
-             "--save %s/res --quiet", transport, dir, dir, dir);
+             "--save %s/res --quiet",
+             transport, dir, dir, dir);
     ck_assert_msg(!mpi_run_within(4, args, GPU_MPIRUN_TIMEOUT, &out, &why), "%s", why);
     snprintf(a, sizeof a, "resuming from '%s/ck/step-000002'", dir);
     ck_assert_msg(strstr(out, a) != NULL, "expected \"%s\" in\n%s", a, out);
@@ -754,8 +776,8 @@ END_TEST
 static void no_compute_cuda_case(const char *file, const char *defs, int np, const char *transport)
 {
     char *dir = compile_plan(file, defs), args[2048], want[160];
-    snprintf(args, sizeof args, "%s/plan --backend cuda --transport %s --no-compute --steps 3",
-             dir, transport);
+    snprintf(args, sizeof args, "%s/plan --backend cuda --transport %s --no-compute --steps 3", dir,
+             transport);
     char *out = mpi_ok(np, args);
     long total = 0, all = -1;
     const char *plan = strstr(out, "\nplan: "), *row = strstr(out, "\nall ");
@@ -771,8 +793,10 @@ static void no_compute_cuda_case(const char *file, const char *defs, int np, con
         want_total += atol(n);
         free(n);
     }
-    ck_assert_msg(total == want_total, "%s: the table counts %ld instructions a step, the listings "
-                  "%ld", file, total, want_total);
+    ck_assert_msg(total == want_total,
+                  "%s: the table counts %ld instructions a step, the listings "
+                  "%ld",
+                  file, total, want_total);
     snprintf(want, sizeof want, "no-compute: %d ranks, 2 steps counted", np);
     ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
     ck_assert_msg(!strstr(out, "loss") && strstr(out, "backend cuda"), "%s", out);

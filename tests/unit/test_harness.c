@@ -128,7 +128,8 @@ START_TEST(model_bench_bad_flags)
     const struct {
         const char *args, *says;
     } cases[] = {
-        {"--batch 0", "model_bench: --batch '0': expected up to 8 numbers 1..65536 separated by commas"},
+        {"--batch 0",
+         "model_bench: --batch '0': expected up to 8 numbers 1..65536 separated by commas"},
         {"--batch 16,x", "model_bench: --batch '16,x': expected up to 8 numbers 1..65536"},
         {"--batch 65537", "model_bench: --batch '65537': expected"},
         {"--batch ''", "model_bench: --batch '': expected"},

@@ -20,13 +20,16 @@
 #include "suites.h"
 
 /* Deterministic test data in [-1, 1). */
-static float rnd(uint32_t *state) {
+static float rnd(uint32_t *state)
+{
     *state = *state * 1664525u + 1013904223u;
     return (float)((*state >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static void fill(float *x, size_t n, uint32_t seed) {
-    for (size_t i = 0; i < n; i++) x[i] = rnd(&seed);
+static void fill(float *x, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = rnd(&seed);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -34,7 +37,8 @@ static void fill(float *x, size_t n, uint32_t seed) {
 
 /* Runs both GEMMs on the same C and compares. beta == 0 starts C as NaN:
  * BLAS semantics say C is then not read, so no NaN may leak through. */
-static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float beta) {
+static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float beta)
+{
     float *A = malloc(sizeof(float) * (size_t)(M * K + 1));
     float *B = malloc(sizeof(float) * (size_t)(K * N + 1));
     float *C = malloc(sizeof(float) * (size_t)(M * N));
@@ -43,7 +47,8 @@ static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float b
     fill(B, (size_t)(K * N), 23u + (uint32_t)N);
     fill(C, (size_t)(M * N), 37u);
     if (beta == 0.0f)
-        for (int i = 0; i < M * N; i++) C[i] = NAN;
+        for (int i = 0; i < M * N; i++)
+            C[i] = NAN;
     memcpy(R, C, sizeof(float) * (size_t)(M * N));
 
     pp_gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
@@ -60,7 +65,8 @@ static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float b
     free(R);
 }
 
-START_TEST(test_gemm_transposes) {
+START_TEST(test_gemm_transposes)
+{
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             check_gemm(ta, tb, 7, 5, 11, 1.0f, 0.0f);
@@ -72,19 +78,23 @@ START_TEST(test_gemm_transposes) {
 END_TEST
 
 /* An empty inner dimension must still apply beta (and not crash the BLAS). */
-START_TEST(test_gemm_empty_k) {
+START_TEST(test_gemm_empty_k)
+{
     float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {0}, B[1] = {0};
     pp_gemm(0, 0, 2, 3, 0, 1.0f, A, B, 0.5f, C);
-    for (int i = 0; i < 6; i++) ck_assert_float_eq(C[i], 0.5f * (float)(i + 1));
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(C[i], 0.5f * (float)(i + 1));
     pp_gemm(1, 1, 2, 3, 0, 1.0f, A, B, 0.0f, C);
-    for (int i = 0; i < 6; i++) ck_assert_float_eq(C[i], 0.0f);
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(C[i], 0.0f);
 }
 END_TEST
 
 /* ------------------------------------------------------------------------ */
 /* GELU                                                                      */
 
-START_TEST(test_gelu_values) {
+START_TEST(test_gelu_values)
+{
     float x[3] = {0.0f, 1.0f, -1.0f}, y[3];
     pp_gelu_forward(x, y, 3);
     ck_assert_float_eq(y[0], 0.0f);
@@ -94,10 +104,12 @@ START_TEST(test_gelu_values) {
 }
 END_TEST
 
-START_TEST(test_gelu_backward_fd) {
+START_TEST(test_gelu_backward_fd)
+{
     enum { N = 81 };
     float x[N], dy[N], dx[N];
-    for (int i = 0; i < N; i++) x[i] = -5.0f + 0.125f * (float)i; /* covers both tails */
+    for (int i = 0; i < N; i++)
+        x[i] = -5.0f + 0.125f * (float)i; /* covers both tails */
     fill(dy, N, 5u);
     pp_gelu_backward(x, dy, dx, N);
     for (int i = 0; i < N; i++) {
@@ -106,8 +118,8 @@ START_TEST(test_gelu_backward_fd) {
         pp_gelu_forward(&xp, &yp, 1);
         pp_gelu_forward(&xm, &ym, 1);
         float fd = dy[i] * (yp - ym) / (xp - xm);
-        ck_assert_msg(fabsf(dx[i] - fd) <= 1e-3f, "x=%g: dx %g, fd %g", (double)x[i],
-                      (double)dx[i], (double)fd);
+        ck_assert_msg(fabsf(dx[i] - fd) <= 1e-3f, "x=%g: dx %g, fd %g", (double)x[i], (double)dx[i],
+                      (double)fd);
     }
     /* dy and dx may alias. */
     float same[N];
@@ -125,14 +137,16 @@ enum { ROWS = 4, V = 9, STRIDE = 3 };
 /* Targets with a stride, as the model reads them from [batch][context+1]. */
 static const int32_t targets[ROWS * STRIDE] = {2, -1, -1, 0, -1, -1, 8, -1, -1, 2, -1, -1};
 
-START_TEST(test_softmax_xent_forward) {
+START_TEST(test_softmax_xent_forward)
+{
     float logits[ROWS * V], probs[ROWS * V], shifted[ROWS * V], probs2[ROWS * V];
     fill(logits, ROWS * V, 77u);
     double loss = pp_softmax_xent_forward(logits, targets, STRIDE, ROWS, V, probs);
     double expect = 0.0;
     for (int r = 0; r < ROWS; r++) {
         double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += probs[r * V + j];
+        for (int j = 0; j < V; j++)
+            sum += probs[r * V + j];
         ck_assert_double_eq_tol(sum, 1.0, 1e-6);
         expect -= log((double)probs[r * V + targets[r * STRIDE]]);
     }
@@ -140,15 +154,18 @@ START_TEST(test_softmax_xent_forward) {
 
     /* Subtracting the max makes huge logits harmless and the result shift
      * invariant. */
-    for (int i = 0; i < ROWS * V; i++) shifted[i] = logits[i] + 1000.0f;
+    for (int i = 0; i < ROWS * V; i++)
+        shifted[i] = logits[i] + 1000.0f;
     double loss2 = pp_softmax_xent_forward(shifted, targets, STRIDE, ROWS, V, probs2);
     ck_assert(isfinite(loss2));
     ck_assert_double_eq_tol(loss2, loss, 1e-3);
-    for (int i = 0; i < ROWS * V; i++) ck_assert_float_eq_tol(probs2[i], probs[i], 1e-4f);
+    for (int i = 0; i < ROWS * V; i++)
+        ck_assert_float_eq_tol(probs2[i], probs[i], 1e-4f);
 }
 END_TEST
 
-START_TEST(test_softmax_xent_backward_fd) {
+START_TEST(test_softmax_xent_backward_fd)
+{
     float logits[ROWS * V], probs[ROWS * V], dlogits[ROWS * V];
     const float scale = 0.5f;
     fill(logits, ROWS * V, 99u);
@@ -173,21 +190,26 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Embedding and bias                                                        */
 
-START_TEST(test_embedding) {
+START_TEST(test_embedding)
+{
     enum { B = 2, C = 3, E = 2 };
     /* [batch][context+1]; the last column is the target and must be ignored.
      * Byte 7 occurs three times, once in the other row. */
     const int32_t tokens[B * (C + 1)] = {7, 1, 7, 200, 0, 7, 255, 100};
     float table[256 * E], out[B * C * E], dE[256 * E];
-    for (int i = 0; i < 256 * E; i++) table[i] = (float)i;
+    for (int i = 0; i < 256 * E; i++)
+        table[i] = (float)i;
     pp_embedding_forward(tokens, B, C, table, E, out);
     const int32_t window[B * C] = {7, 1, 7, 0, 7, 255};
     for (int i = 0; i < B * C; i++)
-        for (int e = 0; e < E; e++) ck_assert_float_eq(out[i * E + e], (float)(window[i] * E + e));
+        for (int e = 0; e < E; e++)
+            ck_assert_float_eq(out[i * E + e], (float)(window[i] * E + e));
 
     float dout[B * C * E];
-    for (int i = 0; i < B * C * E; i++) dout[i] = (float)(i + 1);
-    for (int i = 0; i < 256 * E; i++) dE[i] = 0.5f; /* backward accumulates */
+    for (int i = 0; i < B * C * E; i++)
+        dout[i] = (float)(i + 1);
+    for (int i = 0; i < 256 * E; i++)
+        dE[i] = 0.5f; /* backward accumulates */
     pp_embedding_backward(tokens, B, C, dout, E, dE);
     /* byte 7: positions 0, 2 (row 0) and 1 (row 1) -> dout rows 0, 2, 4 */
     ck_assert_float_eq(dE[7 * E + 0], 0.5f + 1 + 5 + 9);
@@ -200,7 +222,8 @@ START_TEST(test_embedding) {
 }
 END_TEST
 
-START_TEST(test_bias) {
+START_TEST(test_bias)
+{
     float y[6] = {1, 2, 3, 4, 5, 6}, bias[3] = {10, 20, 30}, db[3] = {1, 1, 1};
     pp_bias_add(y, bias, 2, 3);
     ck_assert_float_eq(y[0], 11.0f);
@@ -215,11 +238,13 @@ END_TEST
 /* CPU twins of the CUDA kernels                                             */
 
 /* The fused kernels give the same bits as the kernels they fuse. */
-START_TEST(test_bias_gelu_forward) {
+START_TEST(test_bias_gelu_forward)
+{
     enum { R = 5, C = 7 };
     float h[R * C], h2[R * C], bias[C], a[R * C], a2[R * C];
     fill(h, R * C, 3u);
-    for (int i = 0; i < R * C; i++) h[i] *= 4.0f; /* GELU's tails too */
+    for (int i = 0; i < R * C; i++)
+        h[i] *= 4.0f; /* GELU's tails too */
     fill(bias, C, 4u);
     memcpy(h2, h, sizeof h);
     pp_bias_gelu_forward(h, bias, a, R, C);
@@ -230,7 +255,8 @@ START_TEST(test_bias_gelu_forward) {
 }
 END_TEST
 
-START_TEST(test_residual_bias_add) {
+START_TEST(test_residual_bias_add)
+{
     enum { R = 4, C = 9 };
     float y[R * C], y2[R * C], x[R * C], bias[C];
     fill(y, R * C, 5u);
@@ -251,19 +277,22 @@ START_TEST(test_residual_bias_add) {
 END_TEST
 
 /* Layer norm data: rows of different spread, gamma away from 0. */
-static void ln_data(float *x, float *gamma, float *beta, int rows, int cols, uint32_t seed) {
+static void ln_data(float *x, float *gamma, float *beta, int rows, int cols, uint32_t seed)
+{
     fill(x, (size_t)rows * cols, seed);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) x[r * cols + c] = x[r * cols + c] * (float)(r + 1) + (float)r;
+        for (int c = 0; c < cols; c++)
+            x[r * cols + c] = x[r * cols + c] * (float)(r + 1) + (float)r;
     fill(gamma, (size_t)cols, seed + 1);
-    for (int c = 0; c < cols; c++) gamma[c] += 1.5f;
+    for (int c = 0; c < cols; c++)
+        gamma[c] += 1.5f;
     fill(beta, (size_t)cols, seed + 2);
 }
 
-START_TEST(test_layernorm_forward) {
+START_TEST(test_layernorm_forward)
+{
     enum { R = 3, C = 11 };
-    float x[R * C], gamma[C], beta[C], ones[C], zeros[C], y[R * C], yn[R * C], mean[R],
-        rstd[R];
+    float x[R * C], gamma[C], beta[C], ones[C], zeros[C], y[R * C], yn[R * C], mean[R], rstd[R];
     ln_data(x, gamma, beta, R, C, 41u);
     for (int c = 0; c < C; c++) {
         ones[c] = 1.0f;
@@ -272,16 +301,20 @@ START_TEST(test_layernorm_forward) {
     pp_layernorm_forward(x, ones, zeros, R, C, yn, mean, rstd);
     for (int r = 0; r < R; r++) {
         double mu = 0.0, var = 0.0, ym = 0.0, yv = 0.0;
-        for (int c = 0; c < C; c++) mu += x[r * C + c];
+        for (int c = 0; c < C; c++)
+            mu += x[r * C + c];
         mu /= C;
-        for (int c = 0; c < C; c++) var += (x[r * C + c] - mu) * (x[r * C + c] - mu);
+        for (int c = 0; c < C; c++)
+            var += (x[r * C + c] - mu) * (x[r * C + c] - mu);
         var /= C; /* biased */
         ck_assert_double_eq_tol(mean[r], mu, 1e-6 * (1.0 + fabs(mu)));
         ck_assert_double_eq_tol(rstd[r], 1.0 / sqrt(var + 1e-5), 1e-6 / sqrt(var + 1e-5));
         /* Normalised: mean 0, variance var / (var + eps). */
-        for (int c = 0; c < C; c++) ym += yn[r * C + c];
+        for (int c = 0; c < C; c++)
+            ym += yn[r * C + c];
         ym /= C;
-        for (int c = 0; c < C; c++) yv += (yn[r * C + c] - ym) * (yn[r * C + c] - ym);
+        for (int c = 0; c < C; c++)
+            yv += (yn[r * C + c] - ym) * (yn[r * C + c] - ym);
         yv /= C;
         ck_assert_double_eq_tol(ym, 0.0, 1e-6);
         ck_assert_double_eq_tol(yv, var / (var + 1e-5), 1e-5);
@@ -296,13 +329,15 @@ END_TEST
 /* sum(w * layernorm(x)) in double, the function whose gradient the backward
  * computes when dy = w. */
 static double ln_objective(const float *x, const float *gamma, const float *beta, int rows,
-                           int cols, const float *w) {
+                           int cols, const float *w)
+{
     size_t n = (size_t)rows * cols;
     float *y = malloc(n * sizeof *y), *mean = malloc((size_t)rows * sizeof *mean),
           *rstd = malloc((size_t)rows * sizeof *rstd);
     pp_layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd);
     double l = 0.0;
-    for (size_t i = 0; i < n; i++) l += (double)w[i] * y[i];
+    for (size_t i = 0; i < n; i++)
+        l += (double)w[i] * y[i];
     free(y);
     free(mean);
     free(rstd);
@@ -316,8 +351,9 @@ static double ln_objective(const float *x, const float *gamma, const float *beta
  * tolerance 1e-3 (1 + |grad|) leaves a margin of ten; a wrong term in the
  * backward is off by O(0.1) or more. */
 static void check_ln_fd(float *v, size_t nv, const float *grad, float start, const char *what,
-                        const float *x, const float *gamma, const float *beta, int rows,
-                        int cols, const float *w) {
+                        const float *x, const float *gamma, const float *beta, int rows, int cols,
+                        const float *w)
+{
     for (size_t i = 0; i < nv; i++) {
         float keep = v[i];
         v[i] = keep + 1e-2f;
@@ -329,15 +365,17 @@ static void check_ln_fd(float *v, size_t nv, const float *grad, float start, con
         v[i] = keep;
         double fd = (lp - lm) / ((double)up - (double)down);
         double got = (double)grad[i] - start; /* the backward accumulates onto start */
-        ck_assert_msg(fabs(got - fd) <= 1e-3 * (1.0 + fabs(fd)), "%dx%d d%s[%zu]: %g, fd %g",
-                      rows, cols, what, i, got, fd);
+        ck_assert_msg(fabs(got - fd) <= 1e-3 * (1.0 + fabs(fd)), "%dx%d d%s[%zu]: %g, fd %g", rows,
+                      cols, what, i, got, fd);
     }
 }
 
-static void check_layernorm_backward(int rows, int cols, uint32_t seed) {
+static void check_layernorm_backward(int rows, int cols, uint32_t seed)
+{
     size_t n = (size_t)rows * cols;
     float *x = malloc(n * sizeof *x), *w = malloc(n * sizeof *w), *dx = malloc(n * sizeof *dx);
-    float *gamma = malloc((size_t)cols * sizeof *gamma), *beta = malloc((size_t)cols * sizeof *beta);
+    float *gamma = malloc((size_t)cols * sizeof *gamma),
+          *beta = malloc((size_t)cols * sizeof *beta);
     float *dgamma = malloc((size_t)cols * sizeof *dgamma),
           *dbeta = malloc((size_t)cols * sizeof *dbeta);
     float *y = malloc(n * sizeof *y), *mean = malloc((size_t)rows * sizeof *mean),
@@ -345,8 +383,10 @@ static void check_layernorm_backward(int rows, int cols, uint32_t seed) {
     ln_data(x, gamma, beta, rows, cols, seed);
     fill(w, n, seed + 3);
     const float start = 0.25f;
-    for (size_t i = 0; i < n; i++) dx[i] = start;
-    for (int c = 0; c < cols; c++) dgamma[c] = dbeta[c] = start;
+    for (size_t i = 0; i < n; i++)
+        dx[i] = start;
+    for (int c = 0; c < cols; c++)
+        dgamma[c] = dbeta[c] = start;
     pp_layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd);
     pp_layernorm_backward(x, gamma, mean, rstd, w, rows, cols, dx, dgamma, dbeta);
     check_ln_fd(x, n, dx, start, "x", x, gamma, beta, rows, cols, w);
@@ -364,7 +404,8 @@ static void check_layernorm_backward(int rows, int cols, uint32_t seed) {
     free(rstd);
 }
 
-START_TEST(test_layernorm_backward_fd) {
+START_TEST(test_layernorm_backward_fd)
+{
     check_layernorm_backward(3, 7, 51u);
     check_layernorm_backward(2, 33, 61u);
 }
@@ -373,7 +414,8 @@ END_TEST
 /* NULL outputs skip their part (a split backward's B and W): dx alone,
  * then the parameters alone (and each parameter alone), give the same bits
  * as one call computing all three, and a skipped output is not needed. */
-START_TEST(test_layernorm_backward_null_outputs) {
+START_TEST(test_layernorm_backward_null_outputs)
+{
     enum { R = 4, C = 19, N = R * C };
     float x[N], gamma[C], beta[C], y[N], mean[R], rstd[R], dy[N];
     float dx_all[N], dg_all[C], db_all[C], dx[N], dg[C], db[C], dg2[C], db2[C];
@@ -408,11 +450,13 @@ END_TEST
 /* The fused kernel against pp_softmax_xent_forward + _backward: the same
  * bits for dlogits, each row's loss within float rounding of the double
  * one, and the same again with dlogits aliasing logits. */
-START_TEST(test_softmax_xent_fused) {
+START_TEST(test_softmax_xent_fused)
+{
     float logits[ROWS * V], probs[ROWS * V], dref[ROWS * V], d[ROWS * V], loss[ROWS];
     const float scale = 0.25f;
     fill(logits, ROWS * V, 123u);
-    for (int i = 0; i < ROWS * V; i++) logits[i] *= 6.0f;
+    for (int i = 0; i < ROWS * V; i++)
+        logits[i] *= 6.0f;
     pp_softmax_xent_forward(logits, targets, STRIDE, ROWS, V, probs);
     pp_softmax_xent_backward(probs, targets, STRIDE, ROWS, V, scale, dref);
     pp_softmax_xent_fused(logits, targets, STRIDE, ROWS, V, scale, d, loss);
@@ -443,11 +487,13 @@ END_TEST
  *     gradient moves by lr): p = -2 + 0.1 (1 + 0.02) = -1.898, then
  *     -1.898 + 0.1 (1 + 0.01898) = -1.796102
  *   p = 0.5, g = 0: only the decay, p = 0.5 * 0.999^2 = 0.4990005. */
-START_TEST(test_adamw_two_steps) {
+START_TEST(test_adamw_two_steps)
+{
     float p[3] = {1.0f, -2.0f, 0.5f}, m[3] = {0}, v[3] = {0};
     float g1[3] = {0.5f, -1.0f, 0.0f}, g2[3] = {-0.25f, -1.0f, 0.0f};
     pp_adamw_step(p, g1, m, v, 3, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f);
-    for (int i = 0; i < 3; i++) ck_assert_float_eq(g1[i], 0.0f);
+    for (int i = 0; i < 3; i++)
+        ck_assert_float_eq(g1[i], 0.0f);
     ck_assert_float_eq_tol(p[0], 0.899f, 1e-6f);
     ck_assert_float_eq_tol(p[1], -1.898f, 1e-6f);
     ck_assert_float_eq_tol(p[2], 0.4995f, 1e-6f);
@@ -456,7 +502,8 @@ START_TEST(test_adamw_two_steps) {
     ck_assert_float_eq_tol(m[0], 0.05f, 1e-7f);
     ck_assert_float_eq_tol(v[0], 0.00025f, 0.00025f * 2e-5f);
     pp_adamw_step(p, g2, m, v, 3, 2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f);
-    for (int i = 0; i < 3; i++) ck_assert_float_eq(g2[i], 0.0f);
+    for (int i = 0; i < 3; i++)
+        ck_assert_float_eq(g2[i], 0.0f);
     ck_assert_float_eq_tol(m[0], 0.02f, 1e-7f);
     ck_assert_float_eq_tol(v[0], 0.00031225f, 0.00031225f * 2e-5f);
     ck_assert_float_eq_tol(m[1], -0.19f, 1e-7f);
@@ -467,13 +514,15 @@ START_TEST(test_adamw_two_steps) {
 }
 END_TEST
 
-static uint32_t f32_bits(float f) {
+static uint32_t f32_bits(float f)
+{
     uint32_t b;
     memcpy(&b, &f, sizeof b);
     return b;
 }
 
-static float f32_of(uint32_t b) {
+static float f32_of(uint32_t b)
+{
     float f;
     memcpy(&f, &b, sizeof f);
     return f;
@@ -481,7 +530,8 @@ static float f32_of(uint32_t b) {
 
 /* Exact cases of round to nearest even (bf16 keeps 7 mantissa bits, so the
  * float's low 16 bits decide), then a round trip of random values. */
-START_TEST(test_bf16) {
+START_TEST(test_bf16)
+{
     const struct {
         uint32_t in;
         uint16_t out;
@@ -505,7 +555,8 @@ START_TEST(test_bf16) {
     enum { NC = sizeof cases / sizeof cases[0] };
     float in[NC];
     uint16_t out[NC];
-    for (int i = 0; i < NC; i++) in[i] = f32_of(cases[i].in);
+    for (int i = 0; i < NC; i++)
+        in[i] = f32_of(cases[i].in);
     pp_f32_to_bf16(in, out, NC);
     for (int i = 0; i < NC; i++)
         ck_assert_msg(out[i] == cases[i].out, "0x%08x -> 0x%04x, want 0x%04x",
@@ -526,7 +577,8 @@ START_TEST(test_bf16) {
     float x[N], y[N];
     uint16_t h[N], h2[N];
     fill(x, N, 17u);
-    for (int i = 0; i < N; i++) x[i] *= powf(2.0f, (float)(i % 41 - 20));
+    for (int i = 0; i < N; i++)
+        x[i] *= powf(2.0f, (float)(i % 41 - 20));
     pp_f32_to_bf16(x, h, N);
     pp_bf16_to_f32(h, y, N);
     for (int i = 0; i < N; i++) {
@@ -553,13 +605,15 @@ END_TEST
 /* exp: relative error <= 1.5e-7 (measured 8.0e-8, 1.34 ulp) on
  * [-87.33, 88] in steps of 1e-4 (1.75 million points); exactly 1 at 0;
  * 0 below -87.34 (where exp < 1.2e-38); NaN stays NaN. */
-START_TEST(test_vmath_exp) {
+START_TEST(test_vmath_exp)
+{
     double worst = 0.0, at = 0.0;
     for (double x = -87.33; x <= 88.0; x += 1e-4) {
         float xf = (float)x;
         double want = exp((double)xf), got = v8_exp(v8_set(xf))[0];
         double e = fabs(got - want) / want;
-        if (!(e <= worst)) worst = e, at = x; /* NaN counts as worst */
+        if (!(e <= worst))
+            worst = e, at = x; /* NaN counts as worst */
     }
     ck_assert_msg(worst <= 1.5e-7, "exp: relative error %.3g at x = %.6f", worst, at);
     ck_assert_float_eq(v8_exp(v8_set(0.0f))[0], 1.0f);
@@ -573,14 +627,17 @@ END_TEST
 /* tanh: |error| <= 1.5e-7 and relative error <= 2.5e-7 (measured 7.5e-8
  * and 1.3e-7) on [-20, 20] in steps of 1e-5 (4 million points); +-1 for
  * large |x| up to infinity; odd; NaN stays NaN. */
-START_TEST(test_vmath_tanh) {
+START_TEST(test_vmath_tanh)
+{
     double wa = 0.0, wr = 0.0, aa = 0.0, ar = 0.0;
     for (double x = -20.0; x <= 20.0; x += 1e-5) {
         float xf = (float)x;
         double want = tanh((double)xf), got = v8_tanh(v8_set(xf))[0];
         double d = fabs(got - want);
-        if (!(d <= wa)) wa = d, aa = x;
-        if (want != 0.0 && !(d / fabs(want) <= wr)) wr = d / fabs(want), ar = x;
+        if (!(d <= wa))
+            wa = d, aa = x;
+        if (want != 0.0 && !(d / fabs(want) <= wr))
+            wr = d / fabs(want), ar = x;
     }
     ck_assert_msg(wa <= 1.5e-7, "tanh: absolute error %.3g at x = %.6f", wa, aa);
     ck_assert_msg(wr <= 2.5e-7, "tanh: relative error %.3g at x = %.6f", wr, ar);
@@ -601,12 +658,14 @@ END_TEST
  * gives 1.3e-7 and 1.4e-7) on [-30, 30] in steps of 1e-4 (an odd count, so
  * the arrays end in a partial vector); NaN-free out to +-FLT_MAX; and an
  * element's value does not depend on its place in the array. */
-START_TEST(test_gelu_exact) {
+START_TEST(test_gelu_exact)
+{
     const double K = 0.7978845608028654, C = 0.044715;
     size_t n = 600001;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(n * sizeof *g),
           *one = malloc(n * sizeof *one);
-    for (size_t i = 0; i < n; i++) x[i] = (float)(-30.0 + 1e-4 * (double)i), one[i] = 1.0f;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(-30.0 + 1e-4 * (double)i), one[i] = 1.0f;
     pp_gelu_forward(x, y, n);
     pp_gelu_backward(x, one, g, n);
     double wf = 0.0, wb = 0.0, af = 0.0, ab = 0.0;
@@ -615,8 +674,10 @@ START_TEST(test_gelu_exact) {
         double f = 0.5 * v * (1.0 + t);
         double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * K * (1.0 + 3.0 * C * v * v);
         double ef = fabs(y[i] - f) / fmax(1.0, fabs(v)), eb = fabs(g[i] - d) / fmax(1.0, fabs(v));
-        if (!(ef <= wf)) wf = ef, af = v;
-        if (!(eb <= wb)) wb = eb, ab = v;
+        if (!(ef <= wf))
+            wf = ef, af = v;
+        if (!(eb <= wb))
+            wb = eb, ab = v;
     }
     ck_assert_msg(wf <= 2e-7, "gelu: error %.3g max(1,|x|) at x = %.6f", wf, af);
     ck_assert_msg(wb <= 2.5e-7, "gelu': error %.3g max(1,|x|) at x = %.6f", wb, ab);
@@ -643,9 +704,11 @@ END_TEST
 /* pp_round_bf16's vector body against pp_f32_to_bf16 (scalar) widened back,
  * bit for bit, over bit patterns stepping through every exponent with
  * mantissas near the rounding ties, NaNs, infinities and zeros of both signs. */
-START_TEST(test_round_bf16_vector) {
+START_TEST(test_round_bf16_vector)
+{
     enum { N = 1 << 16 };
-    float *x = malloc(N * sizeof *x), *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
+    float *x = malloc(N * sizeof *x), *got = malloc(N * sizeof *got),
+          *want = malloc(N * sizeof *want);
     uint16_t *h = malloc(N * sizeof *h);
     uint32_t seed = 99u;
     for (uint32_t i = 0; i < N; i++) {
@@ -667,11 +730,13 @@ END_TEST
 /* The vector body and the scalar tail of SGD and AdamW compute the same
  * operations: n = 19 (two vectors and a tail of 3) against a scalar
  * loop written here, bit for bit. */
-START_TEST(test_optimizers_bits) {
+START_TEST(test_optimizers_bits)
+{
     enum { N = 19 };
     float p[N], g[N], m[N], v[N], rp[N], rg[N], rm[N], rv[N];
     fill(p, N, 3u), fill(g, N, 4u), fill(m, N, 5u), fill(v, N, 6u);
-    for (int i = 0; i < N; i++) v[i] = fabsf(v[i]);
+    for (int i = 0; i < N; i++)
+        v[i] = fabsf(v[i]);
     memcpy(rp, p, sizeof p), memcpy(rg, g, sizeof g), memcpy(rm, m, sizeof m);
     memcpy(rv, v, sizeof v);
     float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
@@ -686,7 +751,8 @@ START_TEST(test_optimizers_bits) {
     ck_assert_mem_eq(p, rp, sizeof p);
     ck_assert_mem_eq(m, rm, sizeof m);
     ck_assert_mem_eq(v, rv, sizeof v);
-    for (int i = 0; i < N; i++) ck_assert_float_eq(g[i], 0.0f);
+    for (int i = 0; i < N; i++)
+        ck_assert_float_eq(g[i], 0.0f);
     fill(g, N, 7u);
     memcpy(rg, g, sizeof g);
     pp_sgd_step(p, g, N, 0.3f);
@@ -698,7 +764,8 @@ START_TEST(test_optimizers_bits) {
 }
 END_TEST
 
-Suite *kernels_suite(void) {
+Suite *kernels_suite(void)
+{
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("kernels");
     tcase_add_test(tc, test_gemm_transposes);

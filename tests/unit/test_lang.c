@@ -32,9 +32,9 @@
 #define HEAD "param S = 4\nparam B = 6\nparam W = 4\n"
 #define BODY "compute(s,b,d) = s\n"
 
-#define ck_has(text, s) \
+#define ck_has(text, s)                                                                            \
     ck_assert_msg(strstr(text, s) != NULL, "expected\n%s\nin the messages\n%s", s, text)
-#define ck_lacks(text, s) \
+#define ck_lacks(text, s)                                                                          \
     ck_assert_msg(strstr(text, s) == NULL, "did not expect '%s' in the messages\n%s", s, text)
 
 static const char *msgs(const compiled *c) { return c->msgs ? c->msgs : ""; }
@@ -280,9 +280,9 @@ END_TEST
  * for 'split backward when', and no pair; one forward is enough to pair. */
 START_TEST(warn_overlap_when_nowhere)
 {
-#define OV1F1B                                                                                  \
-    HEAD BODY "let warm = S - 1 - s\n"                                                          \
-              "priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : warm + 1 + 2 * b\n"  \
+#define OV1F1B                                                                                     \
+    HEAD BODY "let warm = S - 1 - s\n"                                                             \
+              "priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : warm + 1 + 2 * b\n"     \
               "order strict\n"
     compiled c;
     compile_src(&c, OV1F1B "overlap F with B when b >= B\n", NULL, 0);
@@ -309,7 +309,8 @@ START_TEST(ppc_require_and_warning_exit_status)
     snprintf(path, sizeof path, "%s/t.pp", dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fputs(HEAD "require B % W == 0, \"whole rounds\"\n" BODY "order strict\nlimit inflight = 2\n", f);
+    fputs(HEAD "require B % W == 0, \"whole rounds\"\n" BODY "order strict\nlimit inflight = 2\n",
+          f);
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/out -q 2>&1 >/dev/null", PP_ROOT, path, dir);
     char *out = run_expect(cmd, 1);
@@ -350,12 +351,12 @@ END_TEST
 
 /* ZB-H1 (zb-h1.pp's order) with only the even microbatches' backwards
  * split. */
-#define MIXED                                                                                   \
-    "param S = 4\nparam B = 4\nparam W = S\n"                                                   \
-    "split backward when b % 2 == 0\n"                                                          \
-    "let k = min(S - 1 - s, B)\n"                                                               \
-    "compute(s,b,d) = s\n"                                                                      \
-    "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"           \
+#define MIXED                                                                                      \
+    "param S = 4\nparam B = 4\nparam W = S\n"                                                      \
+    "split backward when b % 2 == 0\n"                                                             \
+    "let k = min(S - 1 - s, B)\n"                                                                  \
+    "compute(s,b,d) = s\n"                                                                         \
+    "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"              \
     "order strict\n"
 
 START_TEST(mixed_jobs_and_costs)
@@ -416,9 +417,11 @@ START_TEST(mixed_priority_only_where_w_exists)
         }
     compiled_free(&c);
     /* splitting the even ones instead makes the priority divide by zero */
-    compile_src(&c, "param S = 2\nparam B = 4\nparam W = 2\ncompute(s,b,d) = s\n"
-                    "split backward when b % 2 == 0\n"
-                    "priority(s,b,d) = d == W ? 100 / (b % 2) : 0\n", NULL, 0);
+    compile_src(&c,
+                "param S = 2\nparam B = 4\nparam W = 2\ncompute(s,b,d) = s\n"
+                "split backward when b % 2 == 0\n"
+                "priority(s,b,d) = d == W ? 100 / (b % 2) : 0\n",
+                NULL, 0);
     ck_assert_int_eq(c.errors, 1);
     ck_has(msgs(&c), "error: division by zero in priority(s,b,d) at (s=0, b=0, d=W)\n");
     compiled_free(&c);
@@ -473,9 +476,9 @@ static char *compute_ops(const pp_plan *p)
     size_t n = 0;
     for (uint32_t i = 0; i < p->ninstr; i++) {
         const pp_instr *in = &p->code[i];
-        const char *name = in->op == PP_OP_Forward         ? "F"
-                           : in->op == PP_OP_Backward      ? "B"
-                           : in->op == PP_OP_BackwardInput ? "BI"
+        const char *name = in->op == PP_OP_Forward          ? "F"
+                           : in->op == PP_OP_Backward       ? "B"
+                           : in->op == PP_OP_BackwardInput  ? "BI"
                            : in->op == PP_OP_BackwardWeight ? "W"
                                                             : NULL;
         if (name)
@@ -516,8 +519,8 @@ START_TEST(mixed_lowers_both_kinds)
                 uint64_t want = in->mb % 2 == 0 ? pp_stage_stash_bytes_split(m, 4, r)
                                                 : pp_stage_stash_bytes(m, 4, r);
                 int k = pp_slot(in, PP_ROLE_STASH);
-                ck_assert_msg(p->slot_bytes[k] >= want, "rank %d F%d: stash slot of %llu bytes",
-                              r, in->mb, (unsigned long long)p->slot_bytes[k]);
+                ck_assert_msg(p->slot_bytes[k] >= want, "rank %d F%d: stash slot of %llu bytes", r,
+                              in->mb, (unsigned long long)p->slot_bytes[k]);
             }
             if (in->op == PP_OP_Backward || in->op == PP_OP_BackwardInput ||
                 in->op == PP_OP_BackwardWeight)
@@ -570,8 +573,9 @@ START_TEST(mixed_report_and_greedy)
     ck_assert_ptr_nonnull(f);
     fputs(MIXED, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/out -q && cat %s/out/report.txt %s/out/report.json",
-             PP_ROOT, path, dir, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -o %s/out -q && cat %s/out/report.txt %s/out/report.json", PP_ROOT,
+             path, dir, dir, dir);
     char *out = run_expect(cmd, 0);
     ck_has(out, "strict order, split backward for 8 of 16 (s,b))\n");
     ck_has(out, "          B s0-s3 1\n          W s0-s3 1\n          B full s0-s3 2\n");
@@ -580,9 +584,11 @@ START_TEST(mixed_report_and_greedy)
     remove_dir(dir);
 
     compiled c;
-    compile_src(&c, "param S = 4\nparam B = 4\nparam W = 4\ncompute(s,b,d) = s\n"
-                    "split backward when s < 2\npriority(s,b,d) = d == B ? b : B + b\n"
-                    "limit inflight = S - w\n", NULL, 0);
+    compile_src(&c,
+                "param S = 4\nparam B = 4\nparam W = 4\ncompute(s,b,d) = s\n"
+                "split backward when s < 2\npriority(s,b,d) = d == B ? b : B + b\n"
+                "limit inflight = S - w\n",
+                NULL, 0);
     ck_assert_msg(c.errors == 0 && !c.deadlock, "%s", msgs(&c));
     ck_assert_int_eq(job_total(&c.t.js), 4 * 4 * 2 + 2 * 4);
     pp_plan *plans = lower(&c);
@@ -754,29 +760,50 @@ START_TEST(library_requirements_fire)
         int nbad;
         const char *want;
     } lib[] = {
-        {"gpipe.pp", {{"W", 2}}, 1, "requirement failed: W == S (compute = s puts stage s on "
-                                    "worker s: W must be S) with W=2, S=4"},
+        {"gpipe.pp",
+         {{"W", 2}},
+         1,
+         "requirement failed: W == S (compute = s puts stage s on "
+         "worker s: W must be S) with W=2, S=4"},
         {"1f1b.pp", {{"W", 8}}, 1, "requirement failed: W == S"},
         {"1f1b-greedy.pp", {{"W", 3}}, 1, "requirement failed: W == S"},
         {"1f1b-limit.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
         {"1f1b-gpt.pp", {{"W", 2}}, 1, "requirement failed: W == S"},
         {"zb-h1.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
-        {"ddp.pp", {{"W", 2}}, 1, "requirement failed: W == B (compute = b puts microbatch b on "
-                                  "worker b: W must be B) with W=2, B=4"},
+        {"ddp.pp",
+         {{"W", 2}},
+         1,
+         "requirement failed: W == B (compute = b puts microbatch b on "
+         "worker b: W must be B) with W=2, B=4"},
         {"fsdp.pp", {{"W", 2}}, 1, "requirement failed: W == B"},
-        {"lpp.pp", {{"W", 3}}, 1, "requirement failed: W == G * R (G groups of R workers: give "
-                                  "W = G * R) with W=3, G=2, R=2"},
-        {"lpp.pp", {{"S", 5}}, 1, "requirement failed: R >= 1 && S % R == 0 (each group loops "
-                                  "over its R workers: S must be a multiple of R) with R=2, S=5"},
+        {"lpp.pp",
+         {{"W", 3}},
+         1,
+         "requirement failed: W == G * R (G groups of R workers: give "
+         "W = G * R) with W=3, G=2, R=2"},
+        {"lpp.pp",
+         {{"S", 5}},
+         1,
+         "requirement failed: R >= 1 && S % R == 0 (each group loops "
+         "over its R workers: S must be a multiple of R) with R=2, S=5"},
         {"fslpp.pp", {{"S", 3}}, 1, "requirement failed: R >= 1 && S % R == 0"},
         {"fslpp.pp", {{"G", 3}, {"W", 4}}, 2, "requirement failed: W == G * R"},
-        {"1f1b-overlap.pp", {{"W", 2}}, 1, "requirement failed: W == S (compute = s puts "
-                                           "stage s on worker s: W must be S) with W=2, S=4"},
-        {"v-overlap.pp", {{"S", 6}}, 1, "requirement failed: S == 2 * W (worker v holds "
-                                         "stages v and 2W-1-v: S must be 2W) with S=6, W=4"},
-        {"depth-first.pp", {{"S", 6}}, 1, "requirement failed: W >= 1 && S % W == 0 (stage s "
-                                          "runs on worker s % W: S must be a multiple of W) "
-                                          "with W=4, S=6"},
+        {"1f1b-overlap.pp",
+         {{"W", 2}},
+         1,
+         "requirement failed: W == S (compute = s puts "
+         "stage s on worker s: W must be S) with W=2, S=4"},
+        {"v-overlap.pp",
+         {{"S", 6}},
+         1,
+         "requirement failed: S == 2 * W (worker v holds "
+         "stages v and 2W-1-v: S must be 2W) with S=6, W=4"},
+        {"depth-first.pp",
+         {{"S", 6}},
+         1,
+         "requirement failed: W >= 1 && S % W == 0 (stage s "
+         "runs on worker s % W: S must be a multiple of W) "
+         "with W=4, S=6"},
     };
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++) {
         compiled c;

@@ -17,13 +17,13 @@
 #include "suites.h"
 #include "testutil.h"
 
-#define MIXED_ZB                                                                                \
-    "param S = 4\nparam B = 8\nparam W = S\n"                                                   \
-    "require W == S\n"                                                                          \
-    "split backward when b % 2 == 0\n"                                                          \
-    "let k = min(S - 1 - s, B)\n"                                                               \
-    "compute(s,b,d) = s\nweights(s,b,d) = s\n"                                                  \
-    "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"           \
+#define MIXED_ZB                                                                                   \
+    "param S = 4\nparam B = 8\nparam W = S\n"                                                      \
+    "require W == S\n"                                                                             \
+    "split backward when b % 2 == 0\n"                                                             \
+    "let k = min(S - 1 - s, B)\n"                                                                  \
+    "compute(s,b,d) = s\nweights(s,b,d) = s\n"                                                     \
+    "priority(s,b,d) = d == F ? 3 * (b - k) : d == B ? 3 * b + 1 : 3 * (b + s) + 2\n"              \
     "order strict\n"
 
 #define MLP "model { context = 8  embed = 16  ffn = 256  blocks = 1  batch = 16 }\n"
@@ -64,10 +64,9 @@ static void mixed_plan_trains_like_reference(const char *src, const char *model,
     proc_free(&r);
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref %s", PP_ROOT, dir, dir, tolerance);
     run_proc(cmd, CMD_TIMEOUT, &r);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance") &&
-                      !strstr(r.out, " beyond atol "),
-                  "mixed %s %s: weights differ from the reference (%s):\n%s", defs, flags, cmd,
-                  r.out);
+    ck_assert_msg(
+        r.status == 0 && strstr(r.out, "within tolerance") && !strstr(r.out, " beyond atol "),
+        "mixed %s %s: weights differ from the reference (%s):\n%s", defs, flags, cmd, r.out);
     proc_free(&r);
     remove_dir(dir);
 }
@@ -114,8 +113,10 @@ START_TEST(mixed_backward_profile)
     snprintf(path, sizeof path, "%s/t.pp", dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "param S = 4\nparam B = 4\nparam W = S\ncompute(s,b,d) = s\n"
-               "split backward when s < 2\npriority(s,b,d) = d == F ? b : B + b\n%s", MLP);
+    fprintf(f,
+            "param S = 4\nparam B = 4\nparam W = S\ncompute(s,b,d) = s\n"
+            "split backward when s < 2\npriority(s,b,d) = d == F ? b : B + b\n%s",
+            MLP);
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/plan -q", PP_ROOT, path, dir);
     free(run_expect(cmd, 0));

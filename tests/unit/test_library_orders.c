@@ -50,8 +50,8 @@ static char *ppc_order(const compiled *c, int w)
         int j = c->sim.order[k], d = job_d(js, j), p = c->sim.partner ? c->sim.partner[j] : -1;
         int opens = p >= 0 && k + 1 < c->sim.off[w + 1] && c->sim.order[k + 1] == p;
         int closes = p >= 0 && k > c->sim.off[w] && c->sim.order[k - 1] == p;
-        char a = d == 0   ? 'F'
-                 : d == 2 ? 'W'
+        char a = d == 0                                             ? 'F'
+                 : d == 2                                           ? 'W'
                  : has_weight_job(c, w, job_s(js, j), job_b(js, j)) ? 'I'
                                                                     : 'B';
         n += (size_t)snprintf(out + n, cap - n, "%s%s%c(%d,%d)%s", n ? " " : "", opens ? "[" : "",
@@ -108,8 +108,7 @@ static int read_golden(const char *path, char **want, int max)
         if (n && line[n - 1] == '\n')
             line[--n] = '\0';
         int r, at = 0;
-        ck_assert_msg(sscanf(line, "rank %d: %n", &r, &at) == 1 && at > 0 && r == ranks &&
-                          r < max,
+        ck_assert_msg(sscanf(line, "rank %d: %n", &r, &at) == 1 && at > 0 && r == ranks && r < max,
                       "%s: malformed line '%.60s'", path, line);
         want[ranks++] = strdup(line + at);
     }
@@ -140,7 +139,7 @@ static int shape_of(const char *name, const char *prefix, int *W, int *V, int *B
 typedef struct {
     const char *golden; /* file prefix under tests/golden/torch-orders */
     const char *schedule;
-    int pass_v;         /* -D V=v */
+    int pass_v; /* -D V=v */
 } order_case;
 
 static const order_case cases[] = {
@@ -177,8 +176,8 @@ static int compare_file(const order_case *oc, const char *file, int W, int V, in
         char *got = ppc_order(&c, r), msg[256];
         if (strcmp(got, want[r])) {
             first_difference(got, want[r], msg, sizeof msg);
-            fprintf(report, "%s vs %s rank %d: %s\n  got  %s\n  want %s\n", oc->schedule, file,
-                    r, msg, got, want[r]);
+            fprintf(report, "%s vs %s rank %d: %s\n  got  %s\n  want %s\n", oc->schedule, file, r,
+                    msg, got, want[r]);
             bad++;
         }
         free(got);
@@ -210,8 +209,8 @@ START_TEST(library_matches_reference_orders)
     closedir(dir);
     fclose(report);
     ck_assert_msg(files > 0, "no golden file %s/%s-W*-V*-B*.txt", GOLDEN_DIR, oc->golden);
-    ck_assert_msg(bad == 0, "%s: %d rank(s) differ from %s over %d shapes:\n%s", oc->schedule,
-                  bad, oc->golden, files, all);
+    ck_assert_msg(bad == 0, "%s: %d rank(s) differ from %s over %d shapes:\n%s", oc->schedule, bad,
+                  oc->golden, files, all);
     free(all);
 }
 END_TEST
@@ -236,8 +235,9 @@ START_TEST(first_difference_names_the_action)
     int W, V, B, G;
     ck_assert(shape_of("zb-v-W4-V2-B12.txt", "zb-v", &W, &V, &B, &G) && W == 4 && V == 2 &&
               B == 12 && G == 0);
-    ck_assert(shape_of("megatron-interleaved-W4-V2-B10-G5.txt", "megatron-interleaved", &W, &V,
-                       &B, &G) && B == 10 && G == 5);
+    ck_assert(
+        shape_of("megatron-interleaved-W4-V2-B10-G5.txt", "megatron-interleaved", &W, &V, &B, &G) &&
+        B == 10 && G == 5);
     ck_assert(!shape_of("zb-v-W4-V2-B12.txt.orig", "zb-v", &W, &V, &B, &G));
     ck_assert(!shape_of("interleaved-zb-W4-V2-B8.txt", "interleaved-1f1b", &W, &V, &B, &G));
 }

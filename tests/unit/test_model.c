@@ -24,14 +24,15 @@ enum { TINY_S = 3, MAX_S = 4 };
 /* ------------------------------------------------------------------------ */
 /* A pipeline run on one thread: F(0..S-1), then B(S-1..0).                  */
 
-
 /* Windows of context+1 bytes of text starting at start, start+step, ... */
-static void load_windows(const pp_model *m, const char *text, size_t len, size_t start,
-                         size_t step, int32_t *tokens) {
+static void load_windows(const pp_model *m, const char *text, size_t len, size_t start, size_t step,
+                         int32_t *tokens)
+{
     size_t w = m->context + 1;
     for (size_t b = 0; b < m->batch; b++) {
         size_t at = (start + b * step) % (len - w + 1);
-        for (size_t c = 0; c < w; c++) tokens[b * w + c] = (unsigned char)text[at + c];
+        for (size_t c = 0; c < w; c++)
+            tokens[b * w + c] = (unsigned char)text[at + c];
     }
 }
 
@@ -40,7 +41,8 @@ static void load_windows(const pp_model *m, const char *text, size_t len, size_t
 
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
 
-START_TEST(test_sizes) {
+START_TEST(test_sizes)
+{
     const size_t D = 6, F = 5, B = 3, V = 256;
     const size_t block = 2 * D + F * D + F + D * F + D; /* 83 */
     const size_t head = 2 * D + V * D + V;
@@ -61,7 +63,8 @@ START_TEST(test_sizes) {
     ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 1), blocks);
     ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, 2), blocks + headst);
     ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 1, 0), tokens + blocks + headst);
-    for (int s = 0; s < 3; s++) ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, s) % 16, 0);
+    for (int s = 0; s < 3; s++)
+        ck_assert_uint_eq(pp_stage_stash_bytes(&tiny, 3, s) % 16, 0);
 
     /* The workspace: the head's logits, the blocks' dh, du, and dx. */
     size_t scratch = h + x + x;
@@ -98,7 +101,8 @@ START_TEST(test_sizes) {
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     for (int s = 0; s < 3; s++) {
-        ck_assert_uint_eq(pp_stage_compute_bytes(&tiny, 3, s), 4 * pp_stage_param_count(&tiny, 3, s));
+        ck_assert_uint_eq(pp_stage_compute_bytes(&tiny, 3, s),
+                          4 * pp_stage_param_count(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_compute_bytes(&bf, 3, s), 2 * pp_stage_param_count(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, s), pp_stage_stash_bytes(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_stash_bytes_split(&bf, 3, s),
@@ -119,7 +123,8 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Initialisation                                                            */
 
-START_TEST(test_init_deterministic) {
+START_TEST(test_init_deterministic)
+{
     float *p[TINY_S], *q[TINY_S];
     for (int s = 0; s < TINY_S; s++) {
         size_t n = pp_stage_param_count(&tiny, TINY_S, s);
@@ -128,8 +133,10 @@ START_TEST(test_init_deterministic) {
         memset(q[s], 0xAB, n * sizeof(float)); /* init must overwrite everything */
     }
     /* Forward order into p, reverse order (and stage 2 twice) into q. */
-    for (int s = 0; s < TINY_S; s++) pp_stage_init(&tiny, TINY_S, s, 42, p[s]);
-    for (int s = TINY_S - 1; s >= 0; s--) pp_stage_init(&tiny, TINY_S, s, 42, q[s]);
+    for (int s = 0; s < TINY_S; s++)
+        pp_stage_init(&tiny, TINY_S, s, 42, p[s]);
+    for (int s = TINY_S - 1; s >= 0; s--)
+        pp_stage_init(&tiny, TINY_S, s, 42, q[s]);
     pp_stage_init(&tiny, TINY_S, 2, 42, q[2]);
     for (int s = 0; s < TINY_S; s++)
         ck_assert_mem_eq(p[s], q[s], pp_stage_param_count(&tiny, TINY_S, s) * sizeof(float));
@@ -137,7 +144,8 @@ START_TEST(test_init_deterministic) {
     /* Another seed changes the weights (biases stay zero). */
     size_t n2 = pp_stage_param_count(&tiny, TINY_S, 2), differ = 0;
     pp_stage_init(&tiny, TINY_S, 2, 43, q[2]);
-    for (size_t i = 0; i < n2; i++) differ += p[2][i] != q[2][i];
+    for (size_t i = 0; i < n2; i++)
+        differ += p[2][i] != q[2][i];
     ck_assert_uint_gt(differ, n2 / 2);
 
     /* Stages 1 and 2 have the same block shapes but must not share values. */
@@ -149,17 +157,25 @@ START_TEST(test_init_deterministic) {
     for (int k = 0; k < 2; k++) {
         const float *blk = p[1] + 83 * k;
         const float *g = blk, *beta = blk + 6, *b1 = blk + 42, *b2 = blk + 77;
-        for (int i = 0; i < 6; i++) ck_assert_float_eq(g[i], 1.0f);
-        for (int i = 0; i < 6; i++) ck_assert_float_eq(beta[i], 0.0f);
-        for (int i = 0; i < 5; i++) ck_assert_float_eq(b1[i], 0.0f);
-        for (int i = 0; i < 6; i++) ck_assert_float_eq(b2[i], 0.0f);
+        for (int i = 0; i < 6; i++)
+            ck_assert_float_eq(g[i], 1.0f);
+        for (int i = 0; i < 6; i++)
+            ck_assert_float_eq(beta[i], 0.0f);
+        for (int i = 0; i < 5; i++)
+            ck_assert_float_eq(b1[i], 0.0f);
+        for (int i = 0; i < 6; i++)
+            ck_assert_float_eq(b2[i], 0.0f);
     }
     const float *gf = p[2] + 2 * 83, *betaf = gf + 6, *bh = gf + 12 + 256 * 6;
-    for (int i = 0; i < 6; i++) ck_assert_float_eq(gf[i], 1.0f);
-    for (int i = 0; i < 6; i++) ck_assert_float_eq(betaf[i], 0.0f);
-    for (int i = 0; i < 256; i++) ck_assert_float_eq(bh[i], 0.0f);
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(gf[i], 1.0f);
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(betaf[i], 0.0f);
+    for (int i = 0; i < 256; i++)
+        ck_assert_float_eq(bh[i], 0.0f);
     ck_assert_uint_eq(pp_stage_param_count(&tiny, TINY_S, 2), 2 * 83 + 12 + 256 * 6 + 256);
-    for (size_t i = 0; i < 512; i++) ck_assert(fabsf(p[0][i]) <= 1.0f);
+    for (size_t i = 0; i < 512; i++)
+        ck_assert(fabsf(p[0][i]) <= 1.0f);
     ck_assert(p[0][0] != p[0][1]);
     for (int s = 0; s < TINY_S; s++) {
         free(p[s]);
@@ -177,27 +193,36 @@ enum { T_E, T_G, T_BETA, T_W1, T_B1, T_W2, T_B2, T_GF, T_BETAF, T_WH, T_BH, T_CO
 static const char *const tensor_names[T_COUNT] = {"E",  "g",  "beta",  "W1", "b1", "W2",
                                                   "b2", "gf", "betaf", "Wh", "bh"};
 
-static int tensor_of(const pp_model *m, int S, int s, size_t i) {
+static int tensor_of(const pp_model *m, int S, int s, size_t i)
+{
     const size_t D = pp_model_width(m), F = m->ffn, V = PP_VOCAB;
     const size_t block = 2 * D + 2 * F * D + F + D;
     if (s == 0) {
-        if (i < V * m->embed) return T_E;
+        if (i < V * m->embed)
+            return T_E;
         i -= V * m->embed;
     }
     if (i < m->blocks * block) {
         i %= block;
-        if (i < D) return T_G;
-        if (i < 2 * D) return T_BETA;
+        if (i < D)
+            return T_G;
+        if (i < 2 * D)
+            return T_BETA;
         i -= 2 * D;
-        if (i < F * D) return T_W1;
-        if (i < F * D + F) return T_B1;
-        if (i < F * D + F + D * F) return T_W2;
+        if (i < F * D)
+            return T_W1;
+        if (i < F * D + F)
+            return T_B1;
+        if (i < F * D + F + D * F)
+            return T_W2;
         return T_B2;
     }
     ck_assert_int_eq(s, S - 1);
     i -= m->blocks * block;
-    if (i < D) return T_GF;
-    if (i < 2 * D) return T_BETAF;
+    if (i < D)
+        return T_GF;
+    if (i < 2 * D)
+        return T_BETAF;
     i -= 2 * D;
     return i < V * D ? T_WH : T_BH;
 }
@@ -205,7 +230,8 @@ static int tensor_of(const pp_model *m, int S, int s, size_t i) {
 /* Compares the chained backward of an S-stage pipeline with central
  * differences of the summed loss, for EVERY parameter (the models are
  * tiny), and checks that every tensor of every stage had real gradients. */
-static void gradient_check(const pp_model *m, int S, uint64_t seed) {
+static void gradient_check(const pp_model *m, int S, uint64_t seed)
+{
     static const char text[] = "pipelines overlap the microbatches";
     int32_t *tokens = malloc(pp_tokens_bytes(m));
     pipeline pl;
@@ -247,7 +273,8 @@ static void gradient_check(const pp_model *m, int S, uint64_t seed) {
             int t = tensor_of(m, S, s, i);
             ck_assert_msg(err <= 1e-2, "S=%d stage %d %s[%zu]: analytic %.6g, fd %.6g", S, s,
                           tensor_names[t], i, g, fd);
-            if (err > worst) worst = err;
+            if (err > worst)
+                worst = err;
             checked[s][t]++;
             nonzero[s][t] += fabs(g) > 1e-3;
         }
@@ -256,8 +283,8 @@ static void gradient_check(const pp_model *m, int S, uint64_t seed) {
         for (int t = 0; t < T_COUNT; t++) {
             int present = t == T_E ? s == 0 : t >= T_GF ? s == S - 1 : m->blocks > 0;
             ck_assert_int_eq(checked[s][t] > 0, present);
-            ck_assert_msg(!present || nonzero[s][t] > 0, "S=%d stage %d %s: none nonzero", S,
-                          s, tensor_names[t]);
+            ck_assert_msg(!present || nonzero[s][t] > 0, "S=%d stage %d %s: none nonzero", S, s,
+                          tensor_names[t]);
         }
     if (getenv("PP_TEST_VERBOSE"))
         fprintf(stderr, "gradient check S=%d blocks=%u: worst error %.3g\n", S, m->blocks, worst);
@@ -273,7 +300,8 @@ START_TEST(test_gradient_check_single_stage) { gradient_check(&tiny, 1, 8); }
 END_TEST
 
 /* No blocks: the middle stage is the identity and must pass the gradient. */
-START_TEST(test_gradient_check_no_blocks) {
+START_TEST(test_gradient_check_no_blocks)
+{
     pp_model m = tiny;
     m.blocks = 0;
     gradient_check(&m, 3, 9);
@@ -282,7 +310,8 @@ END_TEST
 
 /* Backward leaves the saved activations alone: running it twice on the same
  * stash accumulates exactly twice the gradients. */
-START_TEST(test_backward_repeatable) {
+START_TEST(test_backward_repeatable)
+{
     int32_t tokens[3 * 4];
     pipeline pl;
     pipe_init(&pl, &tiny, TINY_S, 3);
@@ -304,7 +333,8 @@ END_TEST
  * lets one per rank serve every stash it holds: filling it with NaNs
  * between F and B (and between the stages) changes no bit of the
  * gradients. Both precisions (bf16 rounds its operands there too). */
-static void workspace_is_scratch(const pp_model *m) {
+static void workspace_is_scratch(const pp_model *m)
+{
     int32_t tokens[3 * 4];
     pipeline clean, dirty;
     pipe_init(&clean, m, TINY_S, 5);
@@ -334,7 +364,8 @@ static void workspace_is_scratch(const pp_model *m) {
     pipe_free(&dirty);
 }
 
-START_TEST(test_workspace_is_scratch) {
+START_TEST(test_workspace_is_scratch)
+{
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     workspace_is_scratch(&tiny);
@@ -347,7 +378,8 @@ END_TEST
 
 /* A split backward (B, then W later) gives the same bits as the fused one:
  * the same input gradients and the same weight gradients. */
-static void split_matches_fused(const pp_model *m, int S) {
+static void split_matches_fused(const pp_model *m, int S)
+{
     int32_t tokens[3 * 4];
     pipeline fused, split;
     pipe_init(&fused, m, S, 11);
@@ -372,7 +404,8 @@ static void split_matches_fused(const pp_model *m, int S) {
     pipe_free(&split);
 }
 
-START_TEST(test_split_backward_matches_fused) {
+START_TEST(test_split_backward_matches_fused)
+{
     split_matches_fused(&tiny, TINY_S);
     split_matches_fused(&tiny, 1);
     pp_model noblocks = tiny;
@@ -389,7 +422,8 @@ static const char train_text[] = "the cat sat on the mat. the cat ate the rat. "
                                  "the rat sat on the cat. the mat ate the hat. ";
 
 /* Mean loss over every window of the text, in batch-sized groups. */
-static double eval_loss(pipeline *pl) {
+static double eval_loss(pipeline *pl)
+{
     size_t len = sizeof train_text - 1, nwin = len - pl->m.context, b = pl->m.batch;
     int32_t *tokens = malloc(pp_tokens_bytes(&pl->m));
     double total = 0.0;
@@ -403,7 +437,8 @@ static double eval_loss(pipeline *pl) {
     return total / (double)rows;
 }
 
-static void training_reduces_loss(const pp_model *m) {
+static void training_reduces_loss(const pp_model *m)
+{
     const size_t len = sizeof train_text - 1;
     int32_t tokens[3 * 4];
     pipeline pl;
@@ -416,7 +451,8 @@ static void training_reduces_loss(const pp_model *m) {
             pipe_forward(&pl, tokens);
             pipe_backward(&pl, 1.0f / (2.0f * m->batch));
         }
-        for (int s = 0; s < TINY_S; s++) pp_sgd_step(pl.p[s], pl.g[s], pl.n[s], 0.3f);
+        for (int s = 0; s < TINY_S; s++)
+            pp_sgd_step(pl.p[s], pl.g[s], pl.n[s], 0.3f);
         pipe_refresh(&pl);
     }
     double after = eval_loss(&pl);
@@ -427,14 +463,16 @@ static void training_reduces_loss(const pp_model *m) {
     ck_assert_msg(after < 0.6 * before, "loss %g -> %g after 200 steps", before, after);
     /* pp_sgd_step cleared the gradients. */
     for (int s = 0; s < TINY_S; s++)
-        for (size_t i = 0; i < pl.n[s]; i++) ck_assert_float_eq(pl.g[s][i], 0.0f);
+        for (size_t i = 0; i < pl.n[s]; i++)
+            ck_assert_float_eq(pl.g[s][i], 0.0f);
     pipe_free(&pl);
 }
 
 START_TEST(test_training_reduces_loss) { training_reduces_loss(&tiny); }
 END_TEST
 
-START_TEST(test_training_reduces_loss_bf16) {
+START_TEST(test_training_reduces_loss_bf16)
+{
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     training_reduces_loss(&bf);
@@ -444,7 +482,8 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* bf16                                                                      */
 
-START_TEST(test_bf16_compute_copy) {
+START_TEST(test_bf16_compute_copy)
+{
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     size_t n = pp_stage_param_count(&bf, TINY_S, 2);
@@ -468,7 +507,8 @@ END_TEST
  * plain kernels: w are the widened bf16 weights (g, beta, W1, b1, W2, b2);
  * the layer norm, biases and GELU run in fp32; the GEMMs' activation
  * operands are rounded to bf16; the GEMMs accumulate in fp32. */
-static void bf16_block_by_hand(int B, int D, int F, const float *w, const float *x, float *y) {
+static void bf16_block_by_hand(int B, int D, int F, const float *w, const float *x, float *y)
+{
     const float *g = w, *beta = g + D, *W1 = beta + D, *b1 = W1 + F * D, *W2 = b1 + F,
                 *b2 = W2 + D * F;
     float *u = malloc((size_t)B * D * sizeof *u), *h = malloc((size_t)B * F * sizeof *h);
@@ -490,7 +530,8 @@ static void bf16_block_by_hand(int B, int D, int F, const float *w, const float 
 /* A middle stage of one block: the CPU's bf16 forward is the hand-written
  * one up to summation order, and measurably not the fp32 forward with the
  * same (bf16-valued) weights, which does not round the activations. */
-START_TEST(test_bf16_block_matches_hand_written) {
+START_TEST(test_bf16_block_matches_hand_written)
+{
     pp_model bf = tiny, fp = tiny;
     bf.blocks = fp.blocks = 1;
     bf.precision = PP_PREC_BF16;
@@ -502,10 +543,12 @@ START_TEST(test_bf16_block_matches_hand_written) {
     void *stash = malloc(pp_stage_stash_bytes(&bf, S, 1));
     void *work = malloc(pp_stage_workspace_bytes(&bf, S, 1));
     pp_stage_init(&bf, S, 1, 21, master);
-    for (size_t i = 0; i < n; i++) master[i] *= 1.0f + 0.01f * (float)(i % 7); /* ragged bits */
+    for (size_t i = 0; i < n; i++)
+        master[i] *= 1.0f + 0.01f * (float)(i % 7); /* ragged bits */
     pp_stage_compute_copy(&bf, S, 1, master, copy);
     pp_bf16_to_f32(copy, wide, n);
-    for (int i = 0; i < B * D; i++) x[i] = sinf(0.7f * (float)i + 0.3f) * (1.0f + 0.1f * (float)i);
+    for (int i = 0; i < B * D; i++)
+        x[i] = sinf(0.7f * (float)i + 0.3f) * (1.0f + 0.1f * (float)i);
 
     bf16_block_by_hand(B, D, F, wide, x, want);
     pp_stage_forward(&bf, S, 1, copy, x, NULL, stash, work, got);
@@ -516,7 +559,8 @@ START_TEST(test_bf16_block_matches_hand_written) {
                       "y[%d] = %.9g, by hand %.9g", i, got[i], want[i]);
         worst32 = fmaxf(worst32, fabsf(got32[i] - want[i]));
     }
-    ck_assert_msg(worst32 > 1e-4f, "fp32 forward within %g of bf16: operands not rounded?", worst32);
+    ck_assert_msg(worst32 > 1e-4f, "fp32 forward within %g of bf16: operands not rounded?",
+                  worst32);
     free(master);
     free(wide);
     free(copy);
@@ -530,7 +574,8 @@ END_TEST
  * after F, B and W on a workspace of exactly pp_stage_workspace_bytes
  * (filled with NaNs first), that region holds exactly the widened compute
  * copy, and the results are those of a generous workspace. */
-START_TEST(test_bf16_widens_into_workspace) {
+START_TEST(test_bf16_widens_into_workspace)
+{
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     const int S = 3;
@@ -547,7 +592,8 @@ START_TEST(test_bf16_widens_into_workspace) {
         float *g = calloc(n, sizeof *g), *g2 = calloc(n, sizeof *g2);
         int32_t tokens[3 * 4];
         load_windows(&bf, "pack my box with five dozen", 27, 1, 4, tokens);
-        for (size_t i = 0; i < ab / sizeof(float); i++) dout[i] = 0.01f * (float)(i % 11) - 0.05f;
+        for (size_t i = 0; i < ab / sizeof(float); i++)
+            dout[i] = 0.01f * (float)(i % 11) - 0.05f;
         pp_stage_init(&bf, S, s, 9, master);
         pp_stage_compute_copy(&bf, S, s, master, copy);
         pp_bf16_to_f32(copy, wide, n);
@@ -569,16 +615,18 @@ START_TEST(test_bf16_widens_into_workspace) {
         ck_assert_int_eq(memcmp(out, out2, ab), 0);
         ck_assert_int_eq(memcmp(din, din2, ab), 0);
         ck_assert_int_eq(memcmp(g, g2, n * sizeof *g), 0);
-        void *owned[] = {master, wide, copy, work, big, stash, stash2, out, out2, din, din2,
-                         dout, g, g2};
-        for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
+        void *owned[] = {master, wide, copy, work, big,  stash, stash2,
+                         out,    out2, din,  din2, dout, g,     g2};
+        for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
+            free(owned[i]);
     }
 }
 END_TEST
 
 /* ppvm --warmup: step t < warmup takes lr * t / warmup, then lr; the
  * optimizers take that rate (SGD's step is exactly lr_t * g). */
-START_TEST(test_lr_warmup) {
+START_TEST(test_lr_warmup)
+{
     pp_optim o = pp_optim_defaults(PP_OPT_SGD);
     o.lr = 0.5f;
     ck_assert_float_eq(pp_optim_lr(&o, 1), 0.5f); /* no warmup */
@@ -599,7 +647,8 @@ END_TEST
  * loss within 1%, every stage's gradients within 2% (relative 2-norm; 0.3
  * to 0.5% seen). bf16 keeps 8 significant bits, so per-value errors of
  * ~0.4% are expected. */
-START_TEST(test_bf16_near_fp32) {
+START_TEST(test_bf16_near_fp32)
+{
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
     int32_t tokens[3 * 4];
@@ -614,7 +663,8 @@ START_TEST(test_bf16_near_fp32) {
     ck_assert_msg(l16 != l32, "bf16 loss equals fp32's bit for bit");
     for (int s = 0; s < TINY_S; s++) {
         double r = pipe_rel_diff(b16.g[s], f32.g[s], b16.n[s]);
-        if (getenv("PP_TEST_VERBOSE")) fprintf(stderr, "bf16 stage %d grads: rel %.3g\n", s, r);
+        if (getenv("PP_TEST_VERBOSE"))
+            fprintf(stderr, "bf16 stage %d grads: rel %.3g\n", s, r);
         ck_assert_msg(r < 0.02, "stage %d gradients differ by %g (relative)", s, r);
     }
     pipe_free(&b16);
@@ -622,7 +672,8 @@ START_TEST(test_bf16_near_fp32) {
 }
 END_TEST
 
-Suite *model_suite(void) {
+Suite *model_suite(void)
+{
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, test_sizes);

@@ -36,23 +36,23 @@
 /* Odd sizes everywhere (D = 35), three stages: a first, a middle and a last
  * stage, each with its own parameter and stash layout. */
 static const pp_model odd = {.context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5};
-static const pp_model odd_no_blocks = {.context = 7, .embed = 5, .ffn = 45, .blocks = 0,
-                                       .batch = 5};
+static const pp_model odd_no_blocks = {
+    .context = 7, .embed = 5, .ffn = 45, .blocks = 0, .batch = 5};
 /* Wide enough for cuBLAS to pick other kernels than for the tiny GEMMs. */
 static const pp_model wide = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1, .batch = 33};
 /* Inner width a multiple of 8: cuBLASLt's GELU epilogues need their aux
  * matrix's leading dimension (ffn) so, so only here can the block's GELU
  * GEMMs be fused (the bias epilogues take any width). */
 static const pp_model wide8 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 1, .batch = 33};
-static const pp_model wide8_bf16 = {.context = 16, .embed = 8, .ffn = 296, .blocks = 1,
-                                    .batch = 33, .precision = PP_PREC_BF16};
+static const pp_model wide8_bf16 = {
+    .context = 16, .embed = 8, .ffn = 296, .blocks = 1, .batch = 33, .precision = PP_PREC_BF16};
 /* The same three in bf16 mixed precision. */
-static const pp_model odd_bf16 = {.context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5,
-                                  .precision = PP_PREC_BF16};
-static const pp_model odd_no_blocks_bf16 = {.context = 7, .embed = 5, .ffn = 45, .blocks = 0,
-                                            .batch = 5, .precision = PP_PREC_BF16};
-static const pp_model wide_bf16 = {.context = 16, .embed = 8, .ffn = 300, .blocks = 1,
-                                   .batch = 33, .precision = PP_PREC_BF16};
+static const pp_model odd_bf16 = {
+    .context = 7, .embed = 5, .ffn = 45, .blocks = 2, .batch = 5, .precision = PP_PREC_BF16};
+static const pp_model odd_no_blocks_bf16 = {
+    .context = 7, .embed = 5, .ffn = 45, .blocks = 0, .batch = 5, .precision = PP_PREC_BF16};
+static const pp_model wide_bf16 = {
+    .context = 16, .embed = 8, .ffn = 300, .blocks = 1, .batch = 33, .precision = PP_PREC_BF16};
 
 /* GPT-2 (gpt_cuda.cu against gpt.c): odd sizes (C 12 in 3 heads of 4, F
  * 20, V 37, T 7, batch 2) with per-stage layer counts: 4 stages of 2, 1, 0
@@ -65,26 +65,33 @@ static const pp_model wide_bf16 = {.context = 16, .embed = 8, .ffn = 300, .block
  * only the head). The same in bf16. */
 static uint32_t gpt_layers4[] = {2, 1, 0, 1}, gpt_layers1[] = {2}, gpt_layers_long[] = {1, 1},
                 gpt_layers_heads[] = {1, 0};
-#define GPT_ODD(prec)                                                                           \
-    {.kind = PP_MODEL_GPT, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,      \
-     .blocks = 1, .batch = 2, .precision = prec, .layers = gpt_layers4}
-#define GPT_ONE(prec)                                                                           \
-    {.kind = PP_MODEL_GPT, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,      \
-     .blocks = 2, .batch = 2, .precision = prec, .layers = gpt_layers1}
-#define GPT_LONG(prec)                                                                          \
-    {.kind = PP_MODEL_GPT, .vocab = 19, .context = 67, .embed = 8, .heads = 2, .ffn = 16,      \
-     .blocks = 1, .batch = 1, .precision = prec, .layers = gpt_layers_long}
-#define GPT_HEADS(prec)                                                                         \
-    {.kind = PP_MODEL_GPT, .vocab = 23, .context = 9, .embed = 5, .heads = 5, .ffn = 7,        \
-     .blocks = 1, .batch = 3, .precision = prec, .layers = gpt_layers_heads}
+#define GPT_ODD(prec)                                                                              \
+    {                                                                                              \
+        .kind = PP_MODEL_GPT, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,       \
+        .blocks = 1, .batch = 2, .precision = prec, .layers = gpt_layers4                          \
+    }
+#define GPT_ONE(prec)                                                                              \
+    {                                                                                              \
+        .kind = PP_MODEL_GPT, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,       \
+        .blocks = 2, .batch = 2, .precision = prec, .layers = gpt_layers1                          \
+    }
+#define GPT_LONG(prec)                                                                             \
+    {                                                                                              \
+        .kind = PP_MODEL_GPT, .vocab = 19, .context = 67, .embed = 8, .heads = 2, .ffn = 16,       \
+        .blocks = 1, .batch = 1, .precision = prec, .layers = gpt_layers_long                      \
+    }
+#define GPT_HEADS(prec)                                                                            \
+    {                                                                                              \
+        .kind = PP_MODEL_GPT, .vocab = 23, .context = 9, .embed = 5, .heads = 5, .ffn = 7,         \
+        .blocks = 1, .batch = 3, .precision = prec, .layers = gpt_layers_heads                     \
+    }
 static const pp_model gpt_odd = GPT_ODD(PP_PREC_FP32), gpt_odd_bf16 = GPT_ODD(PP_PREC_BF16);
 static const pp_model gpt_one = GPT_ONE(PP_PREC_FP32), gpt_one_bf16 = GPT_ONE(PP_PREC_BF16);
 static const pp_model gpt_long = GPT_LONG(PP_PREC_FP32), gpt_long_bf16 = GPT_LONG(PP_PREC_BF16);
-static const pp_model gpt_heads = GPT_HEADS(PP_PREC_FP32),
-                      gpt_heads_bf16 = GPT_HEADS(PP_PREC_BF16);
+static const pp_model gpt_heads = GPT_HEADS(PP_PREC_FP32), gpt_heads_bf16 = GPT_HEADS(PP_PREC_BF16);
 
-enum { GUARD = 256 };   /* bytes after every device buffer */
-#define POISON 0xFF     /* every byte 0xFF: a NaN as float */
+enum { GUARD = 256 }; /* bytes after every device buffer */
+#define POISON 0xFF   /* every byte 0xFF: a NaN as float */
 #define LOSS_SCALE 0.37f
 
 /* Tolerances (expect_close): every element's relative error at most max,
@@ -118,7 +125,8 @@ static const tol TOL_CPU_BF16 = {2e-2, 2e-3};
 
 #define CU(call) ck_assert_msg((call) == cudaSuccess, "%s failed", #call)
 
-static void *dev_alloc(size_t bytes) {
+static void *dev_alloc(size_t bytes)
+{
     void *p = NULL;
     CU(cudaMalloc(&p, bytes + GUARD));
     CU(cudaMemset(p, POISON, bytes + GUARD));
@@ -126,19 +134,22 @@ static void *dev_alloc(size_t bytes) {
     return p;
 }
 
-static void upload(cudaStream_t st, void *dst, const void *src, size_t bytes) {
+static void upload(cudaStream_t st, void *dst, const void *src, size_t bytes)
+{
     CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
     CU(cudaStreamSynchronize(st));
 }
 
-static void download(cudaStream_t st, void *dst, const void *src, size_t bytes) {
+static void download(cudaStream_t st, void *dst, const void *src, size_t bytes)
+{
     CU(cudaStreamSynchronize(st)); /* surfaces the stage's errors here */
     CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st));
     CU(cudaStreamSynchronize(st));
 }
 
 /* The GUARD bytes after a buffer of `bytes` are untouched. */
-static void check_guard(cudaStream_t st, const char *what, const void *p, size_t bytes) {
+static void check_guard(cudaStream_t st, const char *what, const void *p, size_t bytes)
+{
     unsigned char g[GUARD];
     download(st, g, (const char *)p + bytes, GUARD);
     for (int i = 0; i < GUARD; i++)
@@ -147,14 +158,18 @@ static void check_guard(cudaStream_t st, const char *what, const void *p, size_t
 }
 
 static uint32_t rng_state;
-static float uniform(void) { /* [-1, 1) */
+static float uniform(void)
+{ /* [-1, 1) */
     rng_state = rng_state * 1664525u + 1013904223u;
     return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
 }
-static void fill(float *x, size_t n, float scale) {
-    for (size_t i = 0; i < n; i++) x[i] = scale * uniform();
+static void fill(float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * uniform();
 }
-static int32_t rand_byte(void) {
+static int32_t rand_byte(void)
+{
     uniform();
     return (int32_t)(rng_state >> 16 & 0xFF);
 }
@@ -168,15 +183,18 @@ static int32_t rand_byte(void) {
  * or offset) are O(1) errors. And the root mean square of those relative
  * errors is at most t.rms (for fp32 t.rms = t.max: no further bound). */
 static void expect_close(const char *what, int s, const float *got, const float *want, size_t n,
-                         tol t) {
+                         tol t)
+{
     double maxabs = 0.0, worst = 0.0, sum2 = 0.0;
-    for (size_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs((double)want[i]));
+    for (size_t i = 0; i < n; i++)
+        maxabs = fmax(maxabs, fabs((double)want[i]));
     double floor_ = 0.1 * maxabs + 1e-30;
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - (double)want[i]) / (fabs((double)want[i]) + floor_);
-        ck_assert_msg(err <= t.max, "stage %d %s[%zu]: got %.9g, want %.9g (rel err %.3g)", s,
-                      what, i, got[i], want[i], err);
-        if (err > worst) worst = err;
+        ck_assert_msg(err <= t.max, "stage %d %s[%zu]: got %.9g, want %.9g (rel err %.3g)", s, what,
+                      i, got[i], want[i], err);
+        if (err > worst)
+            worst = err;
         sum2 += err * err;
     }
     double rms = n ? sqrt(sum2 / (double)n) : 0.0;
@@ -188,7 +206,8 @@ static void expect_close(const char *what, int s, const float *got, const float 
 
 /* expect_close on one tensor, named "what block k W1" (k >= 0) or "what Wh". */
 static size_t compare_tensor(const char *what, const char *label, int k, int s, const float *got,
-                             const float *want, size_t n, tol t) {
+                             const float *want, size_t n, tol t)
+{
     char name[96];
     if (k < 0)
         snprintf(name, sizeof name, "%s %s", what, label);
@@ -201,9 +220,9 @@ static size_t compare_tensor(const char *what, const char *label, int k, int s, 
 /* The same for what a backward added to the grads it started from (base),
  * tensor by tensor (model.h's layout), each with its own scale: the
  * accumulation is what is compared, not the starting values. */
-static void expect_close_added(const char *what, const pp_model *m, int S, int s,
-                               const float *got, const float *want, const float *base,
-                               tol t) {
+static void expect_close_added(const char *what, const pp_model *m, int S, int s, const float *got,
+                               const float *want, const float *base, tol t)
+{
     const size_t D = pp_model_width(m), F = m->ffn, V = PP_VOCAB;
     size_t n = pp_stage_param_count(m, S, s), at = 0;
     float *g = malloc(n * sizeof(float) + 4), *w = malloc(n * sizeof(float) + 4);
@@ -239,7 +258,8 @@ static void expect_close_added(const char *what, const pp_model *m, int S, int s
         }
         goto done;
     }
-    if (s == 0) TENSOR("E", -1, V * m->embed);
+    if (s == 0)
+        TENSOR("E", -1, V * m->embed);
     for (int k = 0; k < (int)pp_model_layers(m, s); k++) {
         TENSOR("g", k, D);
         TENSOR("beta", k, D);
@@ -261,7 +281,8 @@ done:
     free(w);
 }
 
-static void expect_loss(const char *what, int s, double got, double want, double rtol) {
+static void expect_loss(const char *what, int s, double got, double want, double rtol)
+{
     ck_assert_msg(fabs(got - want) <= rtol * fabs(want), "stage %d %s: got %.9g, want %.9g", s,
                   what, got, want);
 }
@@ -271,7 +292,8 @@ static void expect_loss(const char *what, int s, double got, double want, double
  * GPU's workspace is filled with NaNs before every call: it is scratch,
  * and nothing may read what a call before left there. */
 static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStream_t st,
-                        pp_cuda_model *cm) {
+                        pp_cuda_model *cm)
+{
     const int first = s == 0, last = s == S - 1;
     const size_t np = pp_stage_param_count(m, S, s), pbytes = np * sizeof(float);
     const size_t abytes = pp_act_bytes(m), tbytes = pp_tokens_bytes(m);
@@ -300,7 +322,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     void *stash_cpu = malloc(sbytes_split), *work_cpu = malloc(kbytes);
     rng_state = (uint32_t)(seed * 2654435761u + (uint64_t)s);
     pp_stage_init(m, S, s, seed, p);
-    for (size_t i = 0; i < np; i++) p[i] += 0.1f * uniform();
+    for (size_t i = 0; i < np; i++)
+        p[i] += 0.1f * uniform();
     fill(g0, np, 0.01f);
     fill(x_in, na, 1.0f);
     fill(dout, na, 0.1f);
@@ -364,8 +387,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     /* GPU fused B, onto the same initial grads. */
     upload(st, d_g, g0, pbytes);
     POISON_WORK();
-    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, d_work, dout_gpu,
-                           first ? NULL : d_din);
+    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, d_work, dout_gpu, first ? NULL : d_din);
     download(st, g_gpu, d_g, pbytes);
     expect_close_added("fused grads", m, S, s, g_gpu, g_cpu, g0, tol_cpu);
     if (!first) {
@@ -377,8 +399,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     float *g_again = malloc(pbytes + 4), *din_again = malloc(abytes);
     upload(st, d_g, g0, pbytes);
     POISON_WORK();
-    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, d_work, dout_gpu,
-                           first ? NULL : d_din);
+    pp_cuda_stage_backward(cm, m, S, s, d_w, d_g, d_stash, d_work, dout_gpu, first ? NULL : d_din);
     download(st, g_again, d_g, pbytes);
     expect_close_added("fused grads, repeated", m, S, s, g_again, g_gpu, g0, TOL_GPU);
     if (!first) {
@@ -393,7 +414,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     pp_cuda_stage_forward(cm, m, S, s, d_w, in_gpu, d_tok, d_stash_split, d_work,
                           last ? NULL : d_out, LOSS_SCALE);
     double loss_split = pp_cuda_loss_take(cm);
-    if (last) expect_loss("loss (split stash)", s, loss_split, loss_gpu, 1e-9); /* same work */
+    if (last)
+        expect_loss("loss (split stash)", s, loss_split, loss_gpu, 1e-9); /* same work */
     POISON_WORK();
     pp_cuda_stage_backward_input(cm, m, S, s, d_w, d_stash_split, d_work, dout_gpu,
                                  first ? NULL : d_din);
@@ -422,18 +444,21 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     check_guard(st, "params", d_p, pbytes);
     check_guard(st, "compute copy", d_w, wbytes);
 
-    void *dev[] = {d_p, d_w, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split,
-                   d_work};
-    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) CU(cudaFree(dev[i]));
-    void *host[] = {p, p_dev_init, w, w_gpu, g0, g_cpu, g_gpu, x_in, dout, out_cpu, out_gpu,
-                    din_cpu, din_gpu, tokens, stash_cpu, work_cpu, g_again, din_again};
-    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+    void *dev[] = {d_p, d_w, d_g, d_x, d_dout, d_out, d_din, d_tok, d_stash, d_stash_split, d_work};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        CU(cudaFree(dev[i]));
+    void *host[] = {p,       p_dev_init, w,         w_gpu,    g0,      g_cpu,
+                    g_gpu,   x_in,       dout,      out_cpu,  out_gpu, din_cpu,
+                    din_gpu, tokens,     stash_cpu, work_cpu, g_again, din_again};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
 }
 
 /* Every stage of the model, with the fused epilogues on (the default: the
  * GEMMs cuBLASLt offers them for) and off (every GEMM and kernel apart),
  * each against the CPU with the same tolerances. */
-static void check_model(const pp_model *m, int S, uint64_t seed) {
+static void check_model(const pp_model *m, int S, uint64_t seed)
+{
     for (int epilogues = 1; epilogues >= 0; epilogues--) {
         cudaStream_t st;
         pp_cuda_model *cm = NULL;
@@ -441,15 +466,18 @@ static void check_model(const pp_model *m, int S, uint64_t seed) {
         CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
         ck_assert_msg(pp_cuda_model_create(&cm, st, err, sizeof err) == 0, "create: %s", err);
         ck_assert(pp_cuda_model_stream(cm) == st);
-        if (!epilogues) pp_cuda_model_set_epilogues(cm, 0);
-        for (int s = 0; s < S; s++) check_stage(m, S, s, seed, st, cm);
+        if (!epilogues)
+            pp_cuda_model_set_epilogues(cm, 0);
+        for (int s = 0; s < S; s++)
+            check_stage(m, S, s, seed, st, cm);
         pp_cuda_model_destroy(cm);
         CU(cudaStreamDestroy(st));
     }
 }
 
 /* The loss accumulates over forwards until taken, and taking it zeroes it. */
-static void loss_accumulates(void) {
+static void loss_accumulates(void)
+{
     const pp_model *m = &odd;
     const int S = 2, s = 1;
     size_t np = pp_stage_param_count(m, S, s), abytes = pp_act_bytes(m);
@@ -461,7 +489,8 @@ static void loss_accumulates(void) {
     rng_state = 99;
     pp_stage_init(m, S, s, 3, p);
     fill(x, abytes / sizeof(float), 1.0f);
-    for (size_t i = 0; i < tbytes / sizeof(int32_t); i++) tokens[i] = rand_byte();
+    for (size_t i = 0; i < tbytes / sizeof(int32_t); i++)
+        tokens[i] = rand_byte();
     double want = pp_stage_forward(m, S, s, p, x, tokens, stash, work, NULL);
 
     cudaStream_t st;
@@ -500,13 +529,13 @@ static void loss_accumulates(void) {
 
 /* Each test: skipped (and passing) without CUDA or without a GPU. */
 #ifdef PP_HAVE_CUDA
-#define GPU_ONLY(call)                                                                         \
-    do {                                                                                       \
-        if (!have_gpu()) {                                                                     \
-            test_skipped("no GPU\n");                                                       \
-            return;                                                                            \
-        }                                                                                      \
-        call;                                                                                  \
+#define GPU_ONLY(call)                                                                             \
+    do {                                                                                           \
+        if (!have_gpu()) {                                                                         \
+            test_skipped("no GPU\n");                                                              \
+            return;                                                                                \
+        }                                                                                          \
+        call;                                                                                      \
     } while (0)
 #else
 #define GPU_ONLY(call) test_skipped("built without CUDA\n")
@@ -553,15 +582,15 @@ static const struct {
 
 START_TEST(test_cuda_gpt_matches_cpu)
 {
-    GPU_ONLY(check_model(gpt_cases[_i % 4].m[_i / 4], gpt_cases[_i % 4].S,
-                         gpt_cases[_i % 4].seed));
+    GPU_ONLY(check_model(gpt_cases[_i % 4].m[_i / 4], gpt_cases[_i % 4].S, gpt_cases[_i % 4].seed));
 }
 END_TEST
 
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
-Suite *model_cuda_suite(void) {
+Suite *model_cuda_suite(void)
+{
     Suite *s = suite_create("model_cuda");
     TCase *tc = tcase_create("model_cuda");
     tcase_set_timeout(tc, 120); /* the first CUDA call of a process is slow */

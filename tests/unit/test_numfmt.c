@@ -58,13 +58,46 @@ static double some_double(void)
     }
 }
 
-static const double EDGES[] = {0.0, -0.0, 1.0, -1.0, 0.5, 0.25, 0.125, -0.125, 0.375, 2.675,
-                               1.005, 0.005, -0.005, 0.0049999, 0.015, 0.025, 1e-4, 1e-5,
-                               0.0001220703125, 1.52587890625e-05, 9007199254740991.0,
-                               9007199254740992.0, 9007199254740993.0, 1e15, 1e15 - 1,
-                               99999999999999.99, 1e16, 1e17, 123456789012345678.0, 0.1, 0.2,
-                               0.30000000000000004, 16510, 4600000.0000000019, DBL_MAX, DBL_MIN,
-                               5e-324, INFINITY, -INFINITY, NAN};
+static const double EDGES[] = {0.0,
+                               -0.0,
+                               1.0,
+                               -1.0,
+                               0.5,
+                               0.25,
+                               0.125,
+                               -0.125,
+                               0.375,
+                               2.675,
+                               1.005,
+                               0.005,
+                               -0.005,
+                               0.0049999,
+                               0.015,
+                               0.025,
+                               1e-4,
+                               1e-5,
+                               0.0001220703125,
+                               1.52587890625e-05,
+                               9007199254740991.0,
+                               9007199254740992.0,
+                               9007199254740993.0,
+                               1e15,
+                               1e15 - 1,
+                               99999999999999.99,
+                               1e16,
+                               1e17,
+                               123456789012345678.0,
+                               0.1,
+                               0.2,
+                               0.30000000000000004,
+                               16510,
+                               4600000.0000000019,
+                               DBL_MAX,
+                               DBL_MIN,
+                               5e-324,
+                               INFINITY,
+                               -INFINITY,
+                               NAN};
 
 static void expect_g(double x, int prec)
 {
@@ -128,9 +161,14 @@ START_TEST(exact_takes_only_short_exact_decimals)
     ck_assert_uint_eq(pp_fmt_exact(b, 0, 17), 1);
     ck_assert_str_eq(b, "0");
     strcpy(b, "untouched");
-    static const double refused[] = {0.1, -0.0, INFINITY, NAN, 9007199254740992.0,
+    static const double refused[] = {0.1,
+                                     -0.0,
+                                     INFINITY,
+                                     NAN,
+                                     9007199254740992.0,
                                      1.52587890625e-05 /* %g writes 1.52...e-05 */,
-                                     1e15 /* %.15g writes 1e+15 */, 0.5 / 65536 / 2};
+                                     1e15 /* %.15g writes 1e+15 */,
+                                     0.5 / 65536 / 2};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         ck_assert_msg(pp_fmt_exact(b, refused[i], 15) == 0, "took %a", refused[i]);
     ck_assert_str_eq(b, "untouched");
@@ -143,8 +181,19 @@ END_TEST
 
 START_TEST(integers_match_printf)
 {
-    static const long long v[] = {0, 1, -1, 9, 10, -10, 99, 100, 2147483647, -2147483648LL,
-                                  LLONG_MAX, LLONG_MIN, 1000000000000LL};
+    static const long long v[] = {0,
+                                  1,
+                                  -1,
+                                  9,
+                                  10,
+                                  -10,
+                                  99,
+                                  100,
+                                  2147483647,
+                                  -2147483648LL,
+                                  LLONG_MAX,
+                                  LLONG_MIN,
+                                  1000000000000LL};
     char want[PP_NUMFMT_MAX], got[PP_NUMFMT_MAX];
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         snprintf(want, sizeof want, "%lld", v[i]);
@@ -161,8 +210,8 @@ END_TEST
  * plan may hold. */
 static int32_t some_operand(void)
 {
-    static const int32_t pick[] = {-1, 0, 1, 2, 7, 63, 99, 100, 1000, 65535, 1000000,
-                                   INT32_MAX, INT32_MIN, -2, -100};
+    static const int32_t pick[] = {-1,   0,     1,       2,         7,         63, 99,  100,
+                                   1000, 65535, 1000000, INT32_MAX, INT32_MIN, -2, -100};
     uint64_t r = rng();
     return r % 4 == 0 ? (int32_t)(r >> 32) : pick[(r >> 8) % (sizeof pick / sizeof pick[0])];
 }

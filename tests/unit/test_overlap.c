@@ -19,7 +19,7 @@
  * B2, worker 0's F0 F1 B0 F2 B1 B2; with `when b > warm` the pairs are
  * (B(1,0), F(1,1)), (B(1,1), F(1,2)) and (B(0,0), F(0,2)). */
 #define SMALL                                                                                      \
-    "param S = 2\nparam B = 3\nparam W = 2\nparam P = 50\n"                                       \
+    "param S = 2\nparam B = 3\nparam W = 2\nparam P = 50\n"                                        \
     "let warm = S - 1 - s\n"                                                                       \
     "compute(s,b,d) = s\n"                                                                         \
     "priority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : warm + 1 + 2 * b\n"               \
@@ -146,9 +146,10 @@ START_TEST(pairs_that_deadlock)
     compile_text(&c, src, NULL, PP_STAGE_SIMULATE, NULL, 0);
     ck_assert_int_eq(c.status, PP_COMPILE_ERRORS);
     ck_assert(c.deadlock);
-    ck_assert_msg(strstr(c.msgs, "t.pp: error: the strict order deadlocks; each worker's blocked job:\n"
-                                 "  worker 0 waits at B(0,0) (overlapped with F(0,3)), which needs "
-                                 "B(1,0) from worker 1\n"),
+    ck_assert_msg(strstr(c.msgs,
+                         "t.pp: error: the strict order deadlocks; each worker's blocked job:\n"
+                         "  worker 0 waits at B(0,0) (overlapped with F(0,3)), which needs "
+                         "B(1,0) from worker 1\n"),
                   "%s", c.msgs);
     ck_assert_msg(strstr(c.msgs, "  worker 3 waits at F(3,1) (overlapped with B(3,0)), which needs "
                                  "F(2,1) from worker 2\n"),
@@ -164,7 +165,8 @@ START_TEST(ppc_exit_status)
     snprintf(path, sizeof path, "%s/t.pp", dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fputs("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\noverlap F with B when 1\n", f);
+    fputs("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\noverlap F with B when 1\n",
+          f);
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -o %s/out -q", PP_ROOT, path, dir);
     char *out = run_expect(cmd, 1);
@@ -179,8 +181,9 @@ START_TEST(ppc_exit_status)
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/1f1b-overlap.pp -o %s/out -q --costs %s",
              PP_ROOT, PP_ROOT, dir, path);
     out = run_expect(cmd, 3);
-    ck_assert_msg(strstr(out, "c.json:2:13: expected a fraction in [0, 1] for \"overlap\", found 2"),
-                  "%s", out);
+    ck_assert_msg(
+        strstr(out, "c.json:2:13: expected a fraction in [0, 1] for \"overlap\", found 2"), "%s",
+        out);
     free(out);
     remove_dir(dir);
 }
@@ -251,7 +254,7 @@ END_TEST
 #define ONE_WORKER(form)                                                                           \
     "param S = 1\nparam B = 3\nparam W = 1\n"                                                      \
     "compute(s,b,d) = 0\n"                                                                         \
-    "priority(s,b,d) = d == F ? (b <= 1 ? b : 2 * b - 1) : 2 + 2 * b\n"                             \
+    "priority(s,b,d) = d == F ? (b <= 1 ? b : 2 * b - 1) : 2 + 2 * b\n"                            \
     "order strict\n"                                                                               \
     "overlap F " form " B when b == 2\n"
 START_TEST(then_pairs_forward_first)
@@ -301,8 +304,9 @@ START_TEST(costs_override_and_report)
                               "takes max(tF, tB) + 0 * min(tF, tB)\n"
                               "  worker 0: F(0,2) with B(0,0) at 4-6\n"),
                   "%s", txt);
-    ck_assert_msg(strstr(json, "\"overlap\": 0,\n  \"pairs\": [\n    {\"worker\": 0, \"F\": [0, 2], "
-                               "\"B\": [0, 0], \"start\": 4, \"end\": 6},"),
+    ck_assert_msg(strstr(json,
+                         "\"overlap\": 0,\n  \"pairs\": [\n    {\"worker\": 0, \"F\": [0, 2], "
+                         "\"B\": [0, 0], \"start\": 4, \"end\": 6},"),
                   "%s", json);
     ck_assert_msg(!strstr(txt, "more (report.json"), "%s", txt);
     free(txt);
@@ -405,9 +409,8 @@ START_TEST(lowered_sequence)
     uint64_t slots = 0;
     for (uint32_t k = 0; k < c.plans[0].nslots; k++)
         slots += c.plans[0].slot_bytes[k];
-    ck_assert_uint_eq(c.rep.w[0].mem_bytes,
-                      slots + 2 * c.plans[0].workspace_bytes +
-                          2 * pp_stage_weight_bytes(&c.sch.model, 2, 0));
+    ck_assert_uint_eq(c.rep.w[0].mem_bytes, slots + 2 * c.plans[0].workspace_bytes +
+                                                2 * pp_stage_weight_bytes(&c.sch.model, 2, 0));
     pp_compiled_free(&c);
 
     /* weights owned by the other worker: each backward's first use of a
@@ -443,8 +446,9 @@ START_TEST(lowered_sequence)
 
     /* no pair: one workspace, no marker */
     const pp_define none[] = {{"P", 100}};
-    compile_text(&c, "param S = 2\nparam B = 3\nparam W = 2\nparam P = 1\ncompute(s,b,d) = s\n"
-                     "order strict\noverlap F with B when P == 0\n",
+    compile_text(&c,
+                 "param S = 2\nparam B = 3\nparam W = 2\nparam P = 1\ncompute(s,b,d) = s\n"
+                 "order strict\noverlap F with B when P == 0\n",
                  NULL, PP_STAGE_PLANS, none, 1);
     ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
     for (int r = 0; r < 2; r++) {
@@ -473,7 +477,8 @@ static void plan_init(plan_b *b)
     ck_assert(b->p.stage_role && b->p.slot_bytes);
     memset(b->p.stage_role, 0, 2);
     b->p.stage_role[0] = PP_ROLE_COMPUTE | PP_ROLE_OWNER;
-    b->p.model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
+    b->p.model =
+        (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16};
     for (int k = 0; k < 8; k++)
         b->p.slot_bytes[k] = 64;
 }
@@ -488,7 +493,8 @@ static void pipeline_start(plan_b *b)
     plan_init(b);
     for (int mb = 0; mb < 2; mb++) {
         plan_put(b, PP_OP_LoadMicroBatch, -1, mb, -1, PP_ROLE_TOKENS, 0, END);
-        plan_put(b, PP_OP_Forward, 0, mb, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1 + mb, PP_ROLE_OUT, 3, END);
+        plan_put(b, PP_OP_Forward, 0, mb, -1, PP_ROLE_IN, 0, PP_ROLE_STASH, 1 + mb, PP_ROLE_OUT, 3,
+                 END);
         plan_put(b, PP_OP_SendActivation, 0, mb, 1, PP_ROLE_SRC, 3, END);
     }
     plan_put(b, PP_OP_LoadMicroBatch, -1, 2, -1, PP_ROLE_TOKENS, 0, END);
@@ -605,8 +611,8 @@ static void trains_like_reference_cpu(const char *schedule, const char *defs)
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
              PP_ROOT, dir, dir);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref --atol 0 --rtol 0", PP_ROOT,
-             dir, dir); /* bit for bit: zero tolerance */
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref --atol 0 --rtol 0", PP_ROOT, dir,
+             dir); /* bit for bit: zero tolerance */
     char *cmp = run_expect(cmd, 0);
     ck_assert_msg(strstr(cmp, "max |diff| 0 (within tolerance)") && !strstr(cmp, "beyond"), "%s",
                   cmp);
@@ -632,10 +638,7 @@ static void trains_like_reference_cpu(const char *schedule, const char *defs)
     remove_dir(dir);
 }
 
-START_TEST(one_way_pairs_train)
-{
-    trains_like_reference_cpu("1f1b-overlap.pp", "-D S=4 -D B=4");
-}
+START_TEST(one_way_pairs_train) { trains_like_reference_cpu("1f1b-overlap.pp", "-D S=4 -D B=4"); }
 END_TEST
 
 /* v-overlap.pp with every stage's weights on the next worker, so jobs
@@ -645,10 +648,11 @@ START_TEST(v_pairs_fetching_weights_train)
 {
     char path[1024], *dir = temp_dir(), cmd[4096];
     snprintf(path, sizeof path, "%s/v.pp", dir);
-    snprintf(cmd, sizeof cmd,
-             "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/v-overlap.pp "
-             "> %s && grep -q '(v + 1) %% W' %s",
-             PP_ROOT, path, path);
+    snprintf(
+        cmd, sizeof cmd,
+        "sed 's/^weights(s,b,d)  = v$/weights(s,b,d)  = (v + 1) %% W/' %s/schedules/v-overlap.pp "
+        "> %s && grep -q '(v + 1) %% W' %s",
+        PP_ROOT, path, path);
     free(run_expect(cmd, 0));
     trains_like_reference_cpu(path, "-D W=4 -D B=8 --keep-weights");
     trains_like_reference_cpu(path, "-D W=4 -D B=8 --precision bf16 --prefetch 3");
@@ -657,10 +661,7 @@ START_TEST(v_pairs_fetching_weights_train)
 END_TEST
 
 /* S = 8 stages in a V on 4 ranks, 8 microbatches: 4 pairs per worker */
-START_TEST(v_pairs_train)
-{
-    trains_like_reference_cpu("v-overlap.pp", "-D W=4 -D B=8");
-}
+START_TEST(v_pairs_train) { trains_like_reference_cpu("v-overlap.pp", "-D W=4 -D B=8"); }
 END_TEST
 
 Suite *overlap_e2e_suite(void)

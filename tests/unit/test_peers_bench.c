@@ -17,9 +17,11 @@
 static char *no_torch_dir(void)
 {
     char *dir = temp_dir(), path[1024];
-    snprintf(path, sizeof path, "mkdir -p %s/torch %s/numpy && touch %s/numpy/__init__.py && "
-                                "echo 'raise ImportError(\"no torch in this test\")' > "
-                                "%s/torch/__init__.py", dir, dir, dir, dir);
+    snprintf(path, sizeof path,
+             "mkdir -p %s/torch %s/numpy && touch %s/numpy/__init__.py && "
+             "echo 'raise ImportError(\"no torch in this test\")' > "
+             "%s/torch/__init__.py",
+             dir, dir, dir, dir);
     free(run_expect(path, 0));
     return dir;
 }
@@ -31,7 +33,8 @@ START_TEST(skips_without_torch)
     char *out = run_expect(cmd, 0);
     ck_assert_msg(!strncmp(out, "peers_bench: skipped: no PyTorch in ", 36), "%s", out);
     ck_assert_msg(strstr(out, "(no torch in this test); run `make oracle` once or set "
-                              "TORCH_PYTHON\n") != NULL, "%s", out);
+                              "TORCH_PYTHON\n") != NULL,
+                  "%s", out);
     /* one line, nothing else */
     ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
     free(out);
@@ -94,8 +97,8 @@ END_TEST
 START_TEST(scripts_parse)
 {
     free(run_expect("python3 -c 'import ast, sys\n"
-                    "for f in sys.argv[1:]: ast.parse(open(f).read(), f)' " SCRIPT " "
-                    PP_ROOT "/tests/bench/peers_torch.py",
+                    "for f in sys.argv[1:]: ast.parse(open(f).read(), f)' " SCRIPT " " PP_ROOT
+                    "/tests/bench/peers_torch.py",
                     0));
 }
 END_TEST

@@ -44,7 +44,8 @@ START_TEST(pictures_skipped_above_the_limit_by_default)
     ck_assert(exists(dir, "timeline.svg") && exists(dir, "trace.json"));
     free(out);
     out = compile_b(dir, 25001, "");
-    ck_assert_msg(strstr(out, "wrote ") && strstr(out, "/report.txt, report.json, rank0..1.{bin,txt}"),
+    ck_assert_msg(strstr(out, "wrote ") &&
+                      strstr(out, "/report.txt, report.json, rank0..1.{bin,txt}"),
                   "%s", out);
     ck_assert_msg(strstr(out, "  no timeline.svg or trace.json: 100004 jobs, more than 100000 "
                               "(--pictures draws them)\n"),
@@ -97,14 +98,18 @@ END_TEST
 START_TEST(rank_file_failure_leaves_none)
 {
     char *dir = temp_dir(), cmd[2048];
-    snprintf(cmd, sizeof cmd, PP_ROOT "/bin/ppc " PP_ROOT "/schedules/1f1b.pp -D S=8 -D B=16 "
-             "-o %s/plan -q", dir);
+    snprintf(cmd, sizeof cmd,
+             PP_ROOT "/bin/ppc " PP_ROOT "/schedules/1f1b.pp -D S=8 -D B=16 "
+                     "-o %s/plan -q",
+             dir);
     free(run_expect(cmd, 0));
     ck_assert(exists(dir, "rank7.bin") && exists(dir, "rank2.txt"));
     snprintf(cmd, sizeof cmd, "rm %s/plan/rank2.bin && mkdir %s/plan/rank2.bin.tmp", dir, dir);
     free(run_expect(cmd, 0));
-    snprintf(cmd, sizeof cmd, PP_ROOT "/bin/ppc " PP_ROOT "/schedules/1f1b.pp -D S=8 -D B=16 "
-             "-o %s/plan -q", dir);
+    snprintf(cmd, sizeof cmd,
+             PP_ROOT "/bin/ppc " PP_ROOT "/schedules/1f1b.pp -D S=8 -D B=16 "
+                     "-o %s/plan -q",
+             dir);
     char *out = run_expect(cmd, 3);
     ck_assert_msg(strstr(out, "/plan/rank2.bin.tmp: cannot create: Is a directory\n"), "%s", out);
     free(out);

@@ -40,7 +40,14 @@ static void build_plan(pp_plan *p)
     p->world = 4;
     p->S = 4;
     p->B = 2;
-    p->model = (pp_model){.vocab = 256, .context = 8, .embed = 16, .ffn = 256, .blocks = 1, .batch = 16, .optimizer = PP_OPT_ADAMW, .precision = PP_PREC_BF16};
+    p->model = (pp_model){.vocab = 256,
+                          .context = 8,
+                          .embed = 16,
+                          .ffn = 256,
+                          .blocks = 1,
+                          .batch = 16,
+                          .optimizer = PP_OPT_ADAMW,
+                          .precision = PP_PREC_BF16};
     p->stage_role = malloc(sizeof roles);
     memcpy(p->stage_role, roles, sizeof roles);
     p->nslots = 5;
@@ -130,10 +137,10 @@ static void expect_valid(const pp_plan *p, pp_plan_status status, const char *wa
  * number, and the test then requires PP_PLAN_VERSION past format 7. */
 #define PINNED_VERSION 7u
 static const char *const PINNED[] = {
-    "LoadMicroBatch", "Forward",  "SendActivation", "RecvActivation", "Backward",
-    "BackwardInput",  "BackwardWeight", "SendGrad", "RecvGrad",      "FetchWeights",
-    "SendWeights",    "ZeroGrads", "SendWeightGrad", "RecvWeightGrad", "ReduceGrads",
-    "OptimizerStep",  "GroupStart", "GroupEnd",       "Overlap",
+    "LoadMicroBatch", "Forward",        "SendActivation", "RecvActivation", "Backward",
+    "BackwardInput",  "BackwardWeight", "SendGrad",       "RecvGrad",       "FetchWeights",
+    "SendWeights",    "ZeroGrads",      "SendWeightGrad", "RecvWeightGrad", "ReduceGrads",
+    "OptimizerStep",  "GroupStart",     "GroupEnd",       "Overlap",
 };
 
 START_TEST(test_opcode_numbers_are_pinned)
@@ -186,11 +193,10 @@ START_TEST(test_opcode_table_is_complete)
             ck_assert_msg(!o->uses && !pp_op_nslots(op) && !o->params && !o->grads,
                           "%s: a marker does no work", name);
         else
-            ck_assert_msg(pp_op_nslots(op) || o->params || o->grads,
-                          "%s: touches no buffer", name);
+            ck_assert_msg(pp_op_nslots(op) || o->params || o->grads, "%s: touches no buffer", name);
         ck_assert_msg(o->kind != PP_KIND_COLLECTIVE || (o->uses & PP_U_GROUP), "%s: group", name);
-        ck_assert_msg(o->kind != PP_KIND_COMPUTE || (o->uses & (PP_U_STAGE | PP_U_MB)) ==
-                                                        (PP_U_STAGE | PP_U_MB),
+        ck_assert_msg(o->kind != PP_KIND_COMPUTE ||
+                          (o->uses & (PP_U_STAGE | PP_U_MB)) == (PP_U_STAGE | PP_U_MB),
                       "%s: a job names its stage and microbatch", name);
         for (int k = 0; k < pp_op_nslots(op); k++) {
             const pp_slot_spec *sp = &o->slot[k];
@@ -200,19 +206,19 @@ START_TEST(test_opcode_table_is_complete)
             ck_assert_int_eq(pp_slot_index(op, sp->role), k); /* roles are unique */
             ck_assert_msg(sp->when == PP_WHEN_ANY || (sp->optional && (o->uses & PP_U_STAGE)),
                           "%s: slot %d is tied to the stage's place but is not optional", name, k);
-            ck_assert_int_eq(pp_slot_wanted(sp, 0, 3), sp->when == PP_WHEN_NOT_FIRST ? 0
-                                                          : sp->when == PP_WHEN_LAST    ? 0
-                                                          : sp->when == PP_WHEN_NOT_LAST ? 1
-                                                          : sp->optional                 ? -1
-                                                                                         : 1);
+            ck_assert_int_eq(pp_slot_wanted(sp, 0, 3), sp->when == PP_WHEN_NOT_FIRST  ? 0
+                                                       : sp->when == PP_WHEN_LAST     ? 0
+                                                       : sp->when == PP_WHEN_NOT_LAST ? 1
+                                                       : sp->optional                 ? -1
+                                                                                      : 1);
             ck_assert_str_ne(pp_role_name(sp->role), "?");
         }
         /* the job, family and tag columns agree with the kind */
         int job = pp_op_is_job(op);
-        ck_assert_msg(job == (o->kind == PP_KIND_COMPUTE), "%s: a COMPUTE opcode runs F, B, BI or W",
-                      name);
+        ck_assert_msg(job == (o->kind == PP_KIND_COMPUTE),
+                      "%s: a COMPUTE opcode runs F, B, BI or W", name);
         ck_assert_msg(o->job != PP_JOB_O || (o->kind == PP_KIND_LOCAL && o->uses == PP_U_STAGE &&
-                                              o->params == PP_ACC_UP),
+                                             o->params == PP_ACC_UP),
                       "%s: the optimizer step updates its stage's weights", name);
         ck_assert_msg(o->family >= 0 && o->family < PP_FAMILY_COUNT, "%s: family", name);
         ck_assert_str_eq(pp_family_name(pp_op_family_of(op)), pp_family_name(o->family));
@@ -232,10 +238,9 @@ START_TEST(test_opcode_table_is_complete)
             ck_assert_msg(q == op || q == o->pairs || pp_op(q)->tag != o->tag,
                           "%s and %s share a tag class but do not pair", name, pp_op_name(q));
         pp_plan tp = {.S = 3, .B = 5};
-        ck_assert_int_eq(pp_transfer_tag(&tp, op, 2, 4),
-                         transfer ? (2 * 5 + ((o->uses & PP_U_MB) ? 4 : 0)) * PP_TAG_CLASSES +
-                                        (int)o->tag
-                                  : -1);
+        ck_assert_int_eq(
+            pp_transfer_tag(&tp, op, 2, 4),
+            transfer ? (2 * 5 + ((o->uses & PP_U_MB) ? 4 : 0)) * PP_TAG_CLASSES + (int)o->tag : -1);
         ck_assert_int_lt(pp_transfer_tag(&tp, op, 2, 4), pp_transfer_tags(&tp));
         /* the listing's comment template parses and names only its operands */
         char why[160];
@@ -294,7 +299,8 @@ START_TEST(test_opcode_markdown)
     pp_ops_markdown(m);
     fclose(m);
     const char *line = gen;
-    ck_assert(!strncmp(line, "| # | opcode | kind | pairs with | stream | job | family | tag |", 61));
+    ck_assert(
+        !strncmp(line, "| # | opcode | kind | pairs with | stream | job | family | tag |", 61));
     line = strchr(line, '\n') + 1;
     line = strchr(line, '\n') + 1; /* the rule under the header */
     for (int op = 0; op < PP_OP_COUNT; op++) {
@@ -305,14 +311,16 @@ START_TEST(test_opcode_markdown)
         ck_assert_ptr_nonnull(end);
         char syn[160];
         snprintf(syn, sizeof syn, "| %s |", pp_op_synopsis(op));
-        ck_assert_msg(end - line > (long)strlen(syn) && !strncmp(end - strlen(syn), syn, strlen(syn)),
+        ck_assert_msg(end - line > (long)strlen(syn) &&
+                          !strncmp(end - strlen(syn), syn, strlen(syn)),
                       "row %d lacks its synopsis", op);
         line = end + 1;
     }
     ck_assert_str_eq(line, "");
     ck_assert_ptr_nonnull(strstr(gen, "| 1 | Forward | compute | - | compute | F | compute | - |"));
-    ck_assert_ptr_nonnull(strstr(gen, "| 9 | FetchWeights | receive | SendWeights | up/down, groupable | - | "
-                                      "weights | weights |"));
+    ck_assert_ptr_nonnull(
+        strstr(gen, "| 9 | FetchWeights | receive | SendWeights | up/down, groupable | - | "
+                    "weights | weights |"));
     ck_assert_ptr_nonnull(strstr(gen, "`din?` (not first stage) writes input gradient of B"));
     free(gen);
 }
@@ -339,7 +347,6 @@ START_TEST(test_slots_by_role)
     ck_assert_int_eq(t[2].spec->role, PP_ROLE_WGRAD);
 }
 END_TEST
-
 
 START_TEST(test_op_metadata)
 {
@@ -532,8 +539,7 @@ START_TEST(test_model_size_bounds)
     expect_valid(&a, PP_PLAN_EHEADER, "model: ffn is 1048577 (expected 1 to 1048576)");
     a.model.ffn = 256;
     a.model.batch = UINT32_MAX;
-    expect_valid(&a, PP_PLAN_EHEADER,
-                 "model: batch is 4294967295 (expected 1 to 1048576 samples)");
+    expect_valid(&a, PP_PLAN_EHEADER, "model: batch is 4294967295 (expected 1 to 1048576 samples)");
     /* mlp: 2^20 samples of 4096 * 16 floats */
     a.model.batch = 1u << 20;
     a.model.context = 4096;
@@ -738,8 +744,7 @@ START_TEST(test_absurd_counts)
     put_le32(buf + SLOTS + 4 + 5 * 8 + 8, 0x40000000u);
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the group table");
     /* a file that ends inside the workspace size */
-    expect(buf, SLOTS + 4 + 5 * 8 + 3, PP_PLAN_ETRUNC,
-           "while reading the workspace size");
+    expect(buf, SLOTS + 4 + 5 * 8 + 3, PP_PLAN_ETRUNC, "while reading the workspace size");
     put_le32(buf + 24, 0xfffffff0u); /* S: magic, version, plan id, rank, world */
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the stage roles");
     free(buf);
@@ -831,10 +836,12 @@ START_TEST(test_validate_header)
     p.model.blocks = 0; /* allowed: a stage may have only its embedding/head */
     expect_valid(&p, PP_PLAN_OK, "ok");
     p.model.optimizer = PP_OPT_COUNT;
-    expect_valid(&p, PP_PLAN_EHEADER, "model: optimizer 2 is unknown (expected 0 for sgd or 1 for adamw)");
+    expect_valid(&p, PP_PLAN_EHEADER,
+                 "model: optimizer 2 is unknown (expected 0 for sgd or 1 for adamw)");
     p.model.optimizer = PP_OPT_SGD;
     p.model.precision = PP_PREC_COUNT;
-    expect_valid(&p, PP_PLAN_EHEADER, "model: precision 2 is unknown (expected 0 for fp32 or 1 for bf16)");
+    expect_valid(&p, PP_PLAN_EHEADER,
+                 "model: precision 2 is unknown (expected 0 for fp32 or 1 for bf16)");
     p.model.precision = PP_PREC_FP32;
     p.stage_role[2] = 4;
     expect_valid(&p, PP_PLAN_EHEADER, "stage 2 has role 0x04");
@@ -981,28 +988,38 @@ START_TEST(test_disasm)
     assert_line(t, "; groups: g0 = {0,1,2,3}, g1 = {1,3}");
     assert_line(t, "; slots:  s0 4096 B, s1 8192 B, s2 4096 B, s3 4096 B, s4 512 B");
     assert_line(t, "; workspace: 98304 B (scratch of every F and B here, one at a time)");
-    assert_line(t, "addr  opcode          stage    mb  peer  grp  slots                             comment");
-    assert_line(t, "----  --------------  -----  ----  ----  ---  --------------------------------  "
-                   "-------------------------------");
-    assert_line(t, "   0  RecvActivation      0     0     0    .  dst=s0                            "
-                   "F(0,0) output from rank 0 into s0");
-    assert_line(t, "   1  Forward             1     0     .    .  in=s0 stash=s1 out=s2             "
-                   "F(1,0): s0 -> s2 (stash s1)");
-    assert_line(t, "   2  SendActivation      1     0     2    .  src=s2                            F(1,0) output "
-                   "s2 to rank 2");
-    assert_line(t, "   3  RecvGrad            2     0     2    .  dst=s3                            "
-                   "B(2,0) input grad from rank 2 into s3");
-    assert_line(t, "   4  Backward            1     0     .    .  stash=s1 dout=s3 din=s0           "
-                   "B(1,0): grad s3 -> s0 (stash s1)");
-    assert_line(t, "   5  SendGrad            1     0     0    .  src=s0                            B(1,0) input "
-                   "grad s0 to rank 0");
-    assert_line(t, "   6  LoadMicroBatch      .     1     .    .  tokens=s4                         microbatch 1 "
-                   "tokens into s4");
-    assert_line(t, "   7  ReduceGrads         1     .     .    0                                    "
-                   "all-reduce stage 1 grads over g0 {0,1,2,3}");
     assert_line(
         t,
-        "   8  OptimizerStep       1     .     .    .                                    update stage 1 weights (adamw)");
+        "addr  opcode          stage    mb  peer  grp  slots                             comment");
+    assert_line(t,
+                "----  --------------  -----  ----  ----  ---  --------------------------------  "
+                "-------------------------------");
+    assert_line(t,
+                "   0  RecvActivation      0     0     0    .  dst=s0                            "
+                "F(0,0) output from rank 0 into s0");
+    assert_line(t,
+                "   1  Forward             1     0     .    .  in=s0 stash=s1 out=s2             "
+                "F(1,0): s0 -> s2 (stash s1)");
+    assert_line(t, "   2  SendActivation      1     0     2    .  src=s2                           "
+                   " F(1,0) output "
+                   "s2 to rank 2");
+    assert_line(t,
+                "   3  RecvGrad            2     0     2    .  dst=s3                            "
+                "B(2,0) input grad from rank 2 into s3");
+    assert_line(t,
+                "   4  Backward            1     0     .    .  stash=s1 dout=s3 din=s0           "
+                "B(1,0): grad s3 -> s0 (stash s1)");
+    assert_line(t, "   5  SendGrad            1     0     0    .  src=s0                           "
+                   " B(1,0) input "
+                   "grad s0 to rank 0");
+    assert_line(t, "   6  LoadMicroBatch      .     1     .    .  tokens=s4                        "
+                   " microbatch 1 "
+                   "tokens into s4");
+    assert_line(t,
+                "   7  ReduceGrads         1     .     .    0                                    "
+                "all-reduce stage 1 grads over g0 {0,1,2,3}");
+    assert_line(t, "   8  OptimizerStep       1     .     .    .                                   "
+                   " update stage 1 weights (adamw)");
     assert_line(t, "; end of plan (9 instructions)");
     free(t);
 
@@ -1012,10 +1029,12 @@ START_TEST(test_disasm)
     p.ngroups = 0;
     p.nslots = 0;
     t = listing(&p);
-    assert_line(t, "   1  Forward             3     1     .    .  in=s0 stash=s1 tgt=s4             "
-                   "F(3,1): loss of s0 vs targets s4 (stash s1)");
-    assert_line(t, "   4  Backward            3     1     .    .  stash=s1 din=s2                   "
-                   "B(3,1): grad of loss -> s2 (stash s1)");
+    assert_line(t,
+                "   1  Forward             3     1     .    .  in=s0 stash=s1 tgt=s4             "
+                "F(3,1): loss of s0 vs targets s4 (stash s1)");
+    assert_line(t,
+                "   4  Backward            3     1     .    .  stash=s1 din=s2                   "
+                "B(3,1): grad of loss -> s2 (stash s1)");
     assert_line(t, "; groups: none");
     assert_line(t, "; slots:  none");
     free(t);

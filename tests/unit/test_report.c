@@ -117,8 +117,8 @@ static pp_plan *lower_all(compiled *c)
 {
     pp_lower_opts lo = {1, 0};
     pp_plan *plans;
-    ck_assert_msg(pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, &c->diag, &plans) == 0,
-                  "%s", c->msgs);
+    ck_assert_msg(pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, &c->diag, &plans) == 0, "%s",
+                  c->msgs);
     return plans;
 }
 
@@ -229,15 +229,15 @@ START_TEST(bf16_fsdp_halves_weight_traffic)
     }
     for (int i = 0; i < r16.nxfer; i++)
         if (r16.xfer[i].kind == XFER_WEIGHT)
-            ck_assert_uint_eq(r16.xfer[i].bytes,
-                              c16.t.cbytes[job_s(&c16.t.js, r16.xfer[i].job)]);
+            ck_assert_uint_eq(r16.xfer[i].bytes, c16.t.cbytes[job_s(&c16.t.js, r16.xfer[i].job)]);
     for (int opt = 0; opt < PP_OPT_COUNT; opt++) {
         c32.sch.model.optimizer = c16.sch.model.optimizer = (uint32_t)opt;
         pp_plan *p32 = lower_all(&c32), *p16 = lower_all(&c16);
         for (int w = 0; w < 4; w++) {
             ck_assert_uint_eq(p16[w].model.precision, PP_PREC_BF16);
             uint64_t f32 = 0, f16 = 0;
-            uint64_t g32 = check_weight_slots(&p32[w], &f32), g16 = check_weight_slots(&p16[w], &f16);
+            uint64_t g32 = check_weight_slots(&p32[w], &f32),
+                     g16 = check_weight_slots(&p16[w], &f16);
             ck_assert_uint_gt(f32, 0);
             ck_assert_uint_eq(2 * f16, f32); /* the same fetches, half the bytes */
             ck_assert_uint_eq(f16, r16.w[w].weight_recv_bytes);
@@ -292,13 +292,12 @@ START_TEST(step_adds_the_end_of_the_step)
     compiled_free(&c);
 
     /* with no transfer costs and no optimizer cost the step is the makespan */
-    static const char *const lib[] = {"gpipe.pp", "1f1b.pp", "zb-h1.pp", "fsdp.pp", "ddp.pp",
-                                      "lpp.pp", "fslpp.pp"};
+    static const char *const lib[] = {"gpipe.pp", "1f1b.pp", "zb-h1.pp", "fsdp.pp",
+                                      "ddp.pp",   "lpp.pp",  "fslpp.pp"};
     for (size_t k = 0; k < sizeof lib / sizeof *lib; k++) {
         compile_library(&c, lib[k], defs, 2);
         build_report(&c, &r);
-        ck_assert_msg(r.step == r.makespan, "%s: step %g, makespan %g", lib[k], r.step,
-                      r.makespan);
+        ck_assert_msg(r.step == r.makespan, "%s: step %g, makespan %g", lib[k], r.step, r.makespan);
         pp_report_free(&r);
         compiled_free(&c);
     }
@@ -542,8 +541,10 @@ START_TEST(flops_proportional_default_costs)
     compiled_free(&c);
     free(withcost);
 
-    compile_src(&c, "param S = 4\nparam B = 2\nparam W = 4\ncompute(s,b,d) = s\n"
-                    "model { blocks = 2 }\n", NULL, 0);
+    compile_src(&c,
+                "param S = 4\nparam B = 2\nparam W = 4\ncompute(s,b,d) = s\n"
+                "model { blocks = 2 }\n",
+                NULL, 0);
     for (int j = 0; j < job_count(&c.t.js); j++)
         ck_assert_double_eq(c.t.cost[j], 1);
     compiled_free(&c);
@@ -569,7 +570,7 @@ START_TEST(lpp_interpolates_gpipe_to_ddp)
         compiled_free(&c);
     }
     ck_assert_double_eq(first, 2 * (8 + 8 - 1)); /* GPipe's */
-    ck_assert_double_eq(last, 2 * 8);             /* DDP's */
+    ck_assert_double_eq(last, 2 * 8);            /* DDP's */
 }
 END_TEST
 
@@ -659,14 +660,15 @@ START_TEST(ppc_writes_the_report)
              dir);
     free(run_expect(cmd, 0));
     snprintf(cmd, sizeof cmd,
-             "cd %s && sed 1d %s/p/report.txt | diff -u - <(sed 1d tests/golden/report-1f1b-S4-B8/report.txt)",
+             "cd %s && sed 1d %s/p/report.txt | diff -u - <(sed 1d "
+             "tests/golden/report-1f1b-S4-B8/report.txt)",
              PP_ROOT, dir);
     char bash[4200];
     snprintf(bash, sizeof bash, "bash -c '%s'", cmd);
     int rc = run_cmd(bash, &out);
     ck_assert_msg(rc != 1, "report.txt differs from the golden file:\n%s", out);
-    ck_assert_msg(rc == 0, "could not compare report.txt with the golden file (exit %d): %s\n%s", rc,
-                  bash, out);
+    ck_assert_msg(rc == 0, "could not compare report.txt with the golden file (exit %d): %s\n%s",
+                  rc, bash, out);
     free(out);
     snprintf(cmd, sizeof cmd, "xmllint --noout %s/p/timeline.svg", dir);
     rc = run_cmd(cmd, &out);
@@ -688,7 +690,8 @@ START_TEST(ppc_writes_the_report)
     char *json = read_text(path);
     ck_assert_ptr_nonnull(strstr(json, "\"peak_act\": [4, 3, 2, 1]"));
     ck_assert_ptr_nonnull(strstr(json, "\"act_recv\": [8, 16, 16, 8]"));
-    ck_assert_ptr_nonnull(strstr(json, "{\"s\": 0, \"b\": 0, \"d\": \"F\", \"start\": 0, \"end\": 1}"));
+    ck_assert_ptr_nonnull(
+        strstr(json, "{\"s\": 0, \"b\": 0, \"d\": \"F\", \"start\": 0, \"end\": 1}"));
     free(json);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run_cmd(cmd, NULL);
@@ -745,7 +748,8 @@ START_TEST(ppc_costs_file)
              "./bin/ppc schedules/gpipe.pp --costs %s/bad.json -o %s/q",
              PP_ROOT, dir, dir, dir);
     out = run_expect(cmd, 1);
-    ck_assert_msg(strstr(out, "\"F\" has 2 entries; expected 1 or one per stage (S = 4)"), "%s", out);
+    ck_assert_msg(strstr(out, "\"F\" has 2 entries; expected 1 or one per stage (S = 4)"), "%s",
+                  out);
     free(out);
     snprintf(cmd, sizeof cmd, "cd %s && ./bin/ppc schedules/gpipe.pp --costs %s/none.json -o %s/q",
              PP_ROOT, dir, dir);
@@ -770,33 +774,38 @@ END_TEST
 START_TEST(ppc_mem_limit)
 {
     char *dir = temp_dir(), cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 700000",
-             PP_ROOT, PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 700000", PP_ROOT,
+             PP_ROOT, dir);
     out = run_expect(cmd, 1);
     ck_assert_msg(strstr(out, "error: worker 0 needs ") && strstr(out, "over --mem-limit 700000") &&
                       strstr(out, "at instruction "),
                   "%s", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 100000000",
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p --mem-limit 100000000",
              PP_ROOT, PP_ROOT, dir);
     out = run_expect(cmd, 0);
     free(out);
     /* --keep-weights says what it kept, in report.txt and report.json */
     snprintf(cmd, sizeof cmd,
-             "%s/bin/ppc %s/schedules/fsdp.pp -D S=8 -D B=4 -o %s/p --keep-weights --mem-limit 3400000 -q"
+             "%s/bin/ppc %s/schedules/fsdp.pp -D S=8 -D B=4 -o %s/p --keep-weights --mem-limit "
+             "3400000 -q"
              " && cat %s/p/report.txt %s/p/report.json",
              PP_ROOT, PP_ROOT, dir, dir, dir);
     out = run_expect(cmd, 0);
-    ck_assert_msg(strstr(out, "(--keep-weights: window 10 of 15 jobs, the largest under --mem-limit)") &&
-                      strstr(out, "\"keep_weights\": \"window 10 of 15 jobs") &&
-                      strstr(out, "\"weight_kept\": [4, 4, 4, 3]"),
-                  "%s", out);
+    ck_assert_msg(
+        strstr(out, "(--keep-weights: window 10 of 15 jobs, the largest under --mem-limit)") &&
+            strstr(out, "\"keep_weights\": \"window 10 of 15 jobs") &&
+            strstr(out, "\"weight_kept\": [4, 4, 4, 3]"),
+        "%s", out);
     free(out);
     /* nothing fits: the limit's error, and the report says why nothing was kept */
-    snprintf(cmd, sizeof cmd,
-             "%s/bin/ppc %s/schedules/fsdp.pp -D S=8 -D B=4 -o %s/p --keep-weights --mem-limit 3100000;"
-             " cat %s/p/report.txt",
-             PP_ROOT, PP_ROOT, dir, dir);
+    snprintf(
+        cmd, sizeof cmd,
+        "%s/bin/ppc %s/schedules/fsdp.pp -D S=8 -D B=4 -o %s/p --keep-weights --mem-limit 3100000;"
+        " cat %s/p/report.txt",
+        PP_ROOT, PP_ROOT, dir, dir);
     run_cmd(cmd, &out);
     ck_assert_msg(strstr(out, "over --mem-limit 3100000") &&
                       strstr(out, "nothing kept, any window would cross --mem-limit"),
@@ -867,9 +876,10 @@ START_TEST(ppc_precision)
                       strstr(out, " for its workspace"),
                   "%s", out);
     free(out);
-    static const char *bad[][2] = {{"--precision fp16", "ppc: --precision fp16: expected fp32 or bf16"},
-                                   {"--precision BF16", "ppc: --precision BF16: expected fp32 or bf16"},
-                                   {"--precision", "ppc: --precision needs an argument"}};
+    static const char *bad[][2] = {
+        {"--precision fp16", "ppc: --precision fp16: expected fp32 or bf16"},
+        {"--precision BF16", "ppc: --precision BF16: expected fp32 or bf16"},
+        {"--precision", "ppc: --precision needs an argument"}};
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/p %s", PP_ROOT, PP_ROOT,
                  dir, bad[i][0]);

@@ -46,21 +46,24 @@ static void run_and_act(const char *dir, const char *args, const char *rank1_arg
                         const char *wait_for, const char *action, proc_result *r)
 {
     char *cmd;
-    if (asprintf(&cmd,
-                 "d=%s; rm -f $d/pid.0 $d/pid.1; " MPIRUN " -np 2 sh -c '\"$0\" \"$@\" $([ $OMPI_COMM_WORLD_RANK = 1 ] && "
-                 "echo %s) & echo $! > %s/pid.$OMPI_COMM_WORLD_RANK; "
-                 "wait $!; rc=$?; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' "
-                 "%s/bin/" PPVM " %s > $d/out 2>&1 & m=$!; "
-                 "i=0; until %s%s%s [ -s $d/pid.0 ] && [ -s $d/pid.1 ]; do "
-                 "sleep 0.1; i=$((i+1)); [ $i -gt 900 ] && break; done; "
-                 "P0=$(cat $d/pid.0); P1=$(cat $d/pid.1); %s; t0=$(date +%%s.%%N); "
-                 "wait $m; rc=$?; echo \"mpirun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
-                 "awk '{print $1 - $2}') s\"; "
-                 "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" != Z ]; }; "
-                 "for i in $(seq 50); do alive $P0 || alive $P1 || break; sleep 0.2; done; "
-                 "for p in $P0 $P1; do alive $p && echo \"left behind: $p\"; done; cat $d/out",
-                 dir, rank1_args ? rank1_args : "", dir, PP_ROOT, args, wait_for ? "grep -q '" : "", wait_for ? wait_for : "",
-                 wait_for ? "' $d/out &&" : "", action) < 0)
+    if (asprintf(
+            &cmd,
+            "d=%s; rm -f $d/pid.0 $d/pid.1; " MPIRUN
+            " -np 2 sh -c '\"$0\" \"$@\" $([ $OMPI_COMM_WORLD_RANK = 1 ] && "
+            "echo %s) & echo $! > %s/pid.$OMPI_COMM_WORLD_RANK; "
+            "wait $!; rc=$?; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' "
+            "%s/bin/" PPVM " %s > $d/out 2>&1 & m=$!; "
+            "i=0; until %s%s%s [ -s $d/pid.0 ] && [ -s $d/pid.1 ]; do "
+            "sleep 0.1; i=$((i+1)); [ $i -gt 900 ] && break; done; "
+            "P0=$(cat $d/pid.0); P1=$(cat $d/pid.1); %s; t0=$(date +%%s.%%N); "
+            "wait $m; rc=$?; echo \"mpirun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
+            "awk '{print $1 - $2}') s\"; "
+            "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" "
+            "!= Z ]; }; "
+            "for i in $(seq 50); do alive $P0 || alive $P1 || break; sleep 0.2; done; "
+            "for p in $P0 $P1; do alive $p && echo \"left behind: $p\"; done; cat $d/out",
+            dir, rank1_args ? rank1_args : "", dir, PP_ROOT, args, wait_for ? "grep -q '" : "",
+            wait_for ? wait_for : "", wait_for ? "' $d/out &&" : "", action) < 0)
         abort();
     run_proc(cmd, MPIRUN_TIMEOUT, r);
     free(cmd);
@@ -104,8 +107,8 @@ START_TEST(stopped_rank_times_out)
     run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1", &r);
     double t;
     int rc = mpirun_ended(&r, &t);
-    ck_assert_msg(rc != 0 && t < 3 + 15, "mpirun exited %d %g s after rank 1 was stopped:\n%s",
-                  rc, t, r.out);
+    ck_assert_msg(rc != 0 && t < 3 + 15, "mpirun exited %d %g s after rank 1 was stopped:\n%s", rc,
+                  t, r.out);
     ck_assert_msg(strstr(r.out, "ppvm: rank 0: step ") &&
                       strstr(r.out, ": not finished after 3 s, see --timeout (") &&
                       strstr(r.out, "rank 1 is lost or stalled)"),
@@ -129,16 +132,20 @@ START_TEST(stalled_start_up_times_out)
         abort();
     proc_result r;
     char *mpi;
-    if (asprintf(&mpi, "PPVM_TEST_KILL=1:0:load-stall " MPIRUN " -np 2 sh -c '%s; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $?\"'; "
-                 "echo \"mpirun exited $?\"", full) < 0)
+    if (asprintf(&mpi,
+                 "PPVM_TEST_KILL=1:0:load-stall " MPIRUN
+                 " -np 2 sh -c '%s; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $?\"'; "
+                 "echo \"mpirun exited $?\"",
+                 full) < 0)
         abort();
     run_proc(mpi, MPIRUN_TIMEOUT, &r);
     ck_assert_msg(!r.timed_out && r.seconds < 3 + 30 && strstr(r.out, "mpirun exited ") &&
                       !strstr(r.out, "mpirun exited 0"),
                   "expected mpirun to end non-zero within 33 s; it %s", proc_story(&r, 20));
-    ck_assert_msg(strstr(r.out, "ppvm: rank 0: start-up: not finished after 3 s, see --timeout (") &&
-                      strstr(r.out, "rank 1 is lost or stalled)"),
-                  "rank 0 did not say the start-up stalled on rank 1:\n%s", r.out);
+    ck_assert_msg(
+        strstr(r.out, "ppvm: rank 0: start-up: not finished after 3 s, see --timeout (") &&
+            strstr(r.out, "rank 1 is lost or stalled)"),
+        "rank 0 did not say the start-up stalled on rank 1:\n%s", r.out);
     /* the stalled rank blames nobody else: its own phase is local */
     ck_assert_msg(!strstr(r.out, "ppvm: rank 1: start-up:") ||
                       strstr(r.out, "ppvm: rank 1: start-up: not finished after 3 s, see --timeout "
@@ -159,8 +166,10 @@ END_TEST
 START_TEST(stalled_checkpoint_times_out)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048], *out, *why;
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck "
-             "--checkpoint-every 2 --timeout 3 --quiet", dir, dir);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps 4 --checkpoint-dir %s/ck "
+             "--checkpoint-every 2 --timeout 3 --quiet",
+             dir, dir);
     setenv("PPVM_TEST_KILL", "1:2:checkpoint-stall", 1);
     int rc = mpi_run(2, args, &out, &why);
     unsetenv("PPVM_TEST_KILL");
@@ -177,8 +186,10 @@ START_TEST(stalled_checkpoint_times_out)
                   "no rank named the checkpoint:\n%s", out);
     ck_assert_msg(!strstr(out, "agreeing on its loss"), "blamed the step's end:\n%s", out);
     char path[2048];
-    snprintf(path, sizeof path, "test -e %s/ck/step-000002/stage0.w && ! test -e "
-             "%s/ck/step-000002/manifest", dir, dir);
+    snprintf(path, sizeof path,
+             "test -e %s/ck/step-000002/stage0.w && ! test -e "
+             "%s/ck/step-000002/manifest",
+             dir, dir);
     ck_assert_msg(run_cmd(path, NULL) == 0, "expected step 2's stage files and no manifest");
     free(out);
     free(why);
@@ -218,18 +229,25 @@ START_TEST(sigterm_stops_every_rank)
     double t;
     int rc = mpirun_ended(&r, &t), st[2], steps = 0;
     rank_statuses(r.out, 2, st);
-    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143,
-                  "expected every rank to exit 143 soon after SIGTERM; mpirun exited %d after %g s, "
-                  "ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    ck_assert_msg(
+        rc != 0 && t < 15 && st[0] == 143 && st[1] == 143,
+        "expected every rank to exit 143 soon after SIGTERM; mpirun exited %d after %g s, "
+        "ranks %d and %d:\n%s",
+        rc, t, st[0], st[1], r.out);
     const char *p = strstr(r.out, "ppvm: stopped by SIGTERM after step ");
-    ck_assert_msg(p && sscanf(p, "ppvm: stopped by SIGTERM after step %d of 1000000 (exit status 143)",
-                              &steps) == 1 && steps >= 1, "no stop message:\n%s", r.out);
+    ck_assert_msg(p &&
+                      sscanf(p,
+                             "ppvm: stopped by SIGTERM after step %d of 1000000 (exit status 143)",
+                             &steps) == 1 &&
+                      steps >= 1,
+                  "no stop message:\n%s", r.out);
     nothing_left_behind(&r);
     proc_free(&r);
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --save %s/n --quiet", dir, steps,
              dir);
     free(mpi_ok(2, args));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
     compared_equal(cmd);
     remove_dir(dir);
 }
@@ -241,31 +259,38 @@ END_TEST
 START_TEST(sigterm_writes_a_checkpoint)
 {
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
-    snprintf(args, sizeof args,
-             "--backend cpu %s/plan --steps 1000000 --checkpoint-dir %s/ck --checkpoint-every 100000",
-             dir, dir);
+    snprintf(
+        args, sizeof args,
+        "--backend cpu %s/plan --steps 1000000 --checkpoint-dir %s/ck --checkpoint-every 100000",
+        dir, dir);
     proc_result r;
     run_and_act(dir, args, NULL, "^step ", "kill -TERM $P0 $P1", &r);
     double t;
     int rc = mpirun_ended(&r, &t), st[2], steps = 0;
     rank_statuses(r.out, 2, st);
-    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143,
-                  "expected every rank to exit 143 soon after SIGTERM; mpirun exited %d after %g s, "
-                  "ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    ck_assert_msg(
+        rc != 0 && t < 15 && st[0] == 143 && st[1] == 143,
+        "expected every rank to exit 143 soon after SIGTERM; mpirun exited %d after %g s, "
+        "ranks %d and %d:\n%s",
+        rc, t, st[0], st[1], r.out);
     const char *p = strstr(r.out, "ppvm: stopped by SIGTERM after step ");
-    ck_assert_msg(p && sscanf(p, "ppvm: stopped by SIGTERM after step %d of 1000000", &steps) == 1 &&
-                      steps >= 1, "no stop message:\n%s", r.out);
+    ck_assert_msg(p &&
+                      sscanf(p, "ppvm: stopped by SIGTERM after step %d of 1000000", &steps) == 1 &&
+                      steps >= 1,
+                  "no stop message:\n%s", r.out);
     nothing_left_behind(&r);
     proc_free(&r);
     snprintf(cmd, sizeof cmd, "%s/ck/step-%06d/manifest", dir, steps);
     ck_assert_msg(access(cmd, R_OK) == 0, "the stopped run after step %d wrote no %s", steps, cmd);
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --resume %s/ck --save %s/w --quiet",
-             dir, steps + 3, dir, dir);
+    snprintf(args, sizeof args,
+             "--backend cpu %s/plan --steps %d --resume %s/ck --save %s/w --quiet", dir, steps + 3,
+             dir, dir);
     free(mpi_ok(2, args));
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --save %s/n --quiet", dir,
              steps + 3, dir);
     free(mpi_ok(2, args));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
     compared_equal(cmd);
     remove_dir(dir);
 }
@@ -294,10 +319,11 @@ START_TEST(sigterm_before_the_first_step)
     double t;
     int rc = mpirun_ended(&r, &t), st[2];
     rank_statuses(r.out, 2, st);
-    ck_assert_msg(rc != 0 && t < 15 && st[0] == 143 && st[1] == 143 &&
-                      strstr(r.out, "ppvm: stopped by SIGTERM after step 0 of 5 (exit status 143)") &&
-                      !strstr(r.out, "step    1/5"),
-                  "mpirun exited %d after %g s, ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
+    ck_assert_msg(
+        rc != 0 && t < 15 && st[0] == 143 && st[1] == 143 &&
+            strstr(r.out, "ppvm: stopped by SIGTERM after step 0 of 5 (exit status 143)") &&
+            !strstr(r.out, "step    1/5"),
+        "mpirun exited %d after %g s, ranks %d and %d:\n%s", rc, t, st[0], st[1], r.out);
     nothing_left_behind(&r);
     proc_free(&r);
     remove_dir(dir);
@@ -309,16 +335,18 @@ END_TEST
 START_TEST(signal_grace_and_second_signal)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
-    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 100 --grace 2", dir);
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 100 --grace 2",
+             dir);
     proc_result r;
     run_and_act(dir, args, NULL, "^step ", "kill -STOP $P1; sleep 0.5; kill -TERM $P0", &r);
     double t;
     int rc = mpirun_ended(&r, &t), st[2];
     rank_statuses(r.out, 2, st);
-    ck_assert_msg(rc != 0 && t < 2 + 15 && st[0] == 143, "mpirun exited %d after %g s, rank 0 %d:\n%s",
-                  rc, t, st[0], r.out);
+    ck_assert_msg(rc != 0 && t < 2 + 15 && st[0] == 143,
+                  "mpirun exited %d after %g s, rank 0 %d:\n%s", rc, t, st[0], r.out);
     ck_assert_msg(strstr(r.out, "ppvm: rank 0: SIGTERM: the step did not end within --grace 2 s; "
-                                "exiting at once with status 143"), "%s", r.out);
+                                "exiting at once with status 143"),
+                  "%s", r.out);
     nothing_left_behind(&r);
     proc_free(&r);
 
@@ -328,17 +356,20 @@ START_TEST(signal_grace_and_second_signal)
     /* Two SIGTERMs sent while the first is still pending are one signal
      * (a loaded machine may not run rank 0 for a while): the second is sent
      * once /proc shows the first delivered (SIGTERM out of ShdPnd and SigPnd). */
-    run_and_act(dir, args, NULL, "^step ",
-                "kill -STOP $P1; sleep 0.5; kill -TERM $P0; "
-                "pending() { awk '/^(ShdPnd|SigPnd)/ {print $2}' /proc/$1/status | "
-                "while read m; do [ $(( 0x$m & 0x4000 )) -ne 0 ] && echo y; done | grep -q y; }; "
-                "j=0; while pending $P0; do sleep 0.05; j=$((j+1)); [ $j -gt 1200 ] && break; done; "
-                "sleep 0.2; kill -TERM $P0", &r);
+    run_and_act(
+        dir, args, NULL, "^step ",
+        "kill -STOP $P1; sleep 0.5; kill -TERM $P0; "
+        "pending() { awk '/^(ShdPnd|SigPnd)/ {print $2}' /proc/$1/status | "
+        "while read m; do [ $(( 0x$m & 0x4000 )) -ne 0 ] && echo y; done | grep -q y; }; "
+        "j=0; while pending $P0; do sleep 0.05; j=$((j+1)); [ $j -gt 1200 ] && break; done; "
+        "sleep 0.2; kill -TERM $P0",
+        &r);
     rc = mpirun_ended(&r, &t);
     rank_statuses(r.out, 2, st);
     ck_assert_msg(rc != 0 && t < 15 && st[0] == 143, "mpirun exited %d after %g s, rank 0 %d:\n%s",
                   rc, t, st[0], r.out);
-    ck_assert_msg(strstr(r.out, "ppvm: rank 0: a second stop signal: exiting at once"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "ppvm: rank 0: a second stop signal: exiting at once"), "%s",
+                  r.out);
     nothing_left_behind(&r);
     proc_free(&r);
     remove_dir(dir);
@@ -351,7 +382,8 @@ static void nan_stops(const char *dir, const char *plan, const char *inject, con
                       const char *stop)
 {
     char args[2048], *out, *why;
-    snprintf(args, sizeof args, "--backend cpu %s/%s --steps 4 --quiet --save %s/w", dir, plan, dir);
+    snprintf(args, sizeof args, "--backend cpu %s/%s --steps 4 --quiet --save %s/w", dir, plan,
+             dir);
     setenv("PP_INJECT_NAN", inject, 1);
     int rc = mpi_run(2, args, &out, &why);
     unsetenv("PP_INJECT_NAN");
@@ -361,8 +393,8 @@ static void nan_stops(const char *dir, const char *plan, const char *inject, con
                       (st[0] == 1 || st[1] == 1) && !strstr(out, "MPI_ABORT"),
                   "PP_INJECT_NAN=%s: expected every rank to exit 1: %s\n%s", inject,
                   rc ? why : "every rank exited 0", out);
-    ck_assert_msg(strstr(out, found) && strstr(out, stop), "PP_INJECT_NAN=%s: expected '%s' and '%s':\n%s",
-                  inject, found, stop, out);
+    ck_assert_msg(strstr(out, found) && strstr(out, stop),
+                  "PP_INJECT_NAN=%s: expected '%s' and '%s':\n%s", inject, found, stop, out);
     char cmd[1024];
     /* --save's directory is made before the first step; no stage file in it */
     snprintf(cmd, sizeof cmd, "ls %s/w/stage* 2>/dev/null | grep -q .", dir);
@@ -377,21 +409,31 @@ static void nan_stops(const char *dir, const char *plan, const char *inject, con
 START_TEST(nonfinite_stops_every_rank)
 {
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), cmd[1024];
-    nan_stops(dir, "plan", "3:1:1", "ppvm: rank 1: step 3, stage 1, microbatch 1: the loss is not "
-              "finite (nan); every rank stops", "ppvm: loss is not finite at step 3");
-    nan_stops(dir, "plan", "2:0:0", "ppvm: rank 1: step 2, stage 1, microbatch 0: the loss is not "
-              "finite", "ppvm: loss is not finite at step 2");
-    nan_stops(dir, "plan", "2:1:0:din", "ppvm: rank 1: step 2, stage 1, microbatch 0: the input "
-              "gradient is not finite (nan); every rank stops", "ppvm: a gradient is not finite at step 2");
-    nan_stops(dir, "plan", "2:0:1:wgrad", "ppvm: rank 0: step 2, stage 0: the weight gradients "
+    nan_stops(dir, "plan", "3:1:1",
+              "ppvm: rank 1: step 3, stage 1, microbatch 1: the loss is not "
+              "finite (nan); every rank stops",
+              "ppvm: loss is not finite at step 3");
+    nan_stops(dir, "plan", "2:0:0",
+              "ppvm: rank 1: step 2, stage 1, microbatch 0: the loss is not "
+              "finite",
+              "ppvm: loss is not finite at step 2");
+    nan_stops(dir, "plan", "2:1:0:din",
+              "ppvm: rank 1: step 2, stage 1, microbatch 0: the input "
+              "gradient is not finite (nan); every rank stops",
+              "ppvm: a gradient is not finite at step 2");
+    nan_stops(dir, "plan", "2:0:1:wgrad",
+              "ppvm: rank 0: step 2, stage 0: the weight gradients "
               "(summed over microbatches 0 to 1) are not finite (nan) before its OptimizerStep; "
-              "every rank stops", "ppvm: a gradient is not finite at step 2");
+              "every rank stops",
+              "ppvm: a gradient is not finite at step 2");
     /* split backward (B then W): the hook reaches BackwardInput and BackwardWeight */
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/zb-h1.pp -D S=2 -D B=4 -o %s/zb -q", PP_ROOT,
              PP_ROOT, dir);
     free(run_expect(cmd, 0));
-    nan_stops(dir, "zb", "1:1:3:din", "ppvm: rank 1: step 1, stage 1, microbatch 3: the input "
-              "gradient is not finite", "ppvm: a gradient is not finite at step 1");
+    nan_stops(dir, "zb", "1:1:3:din",
+              "ppvm: rank 1: step 1, stage 1, microbatch 3: the input "
+              "gradient is not finite",
+              "ppvm: a gradient is not finite at step 1");
     nan_stops(dir, "zb", "1:1:2:wgrad", "ppvm: rank 1: step 1, stage 1: the weight gradients",
               "ppvm: a gradient is not finite at step 1");
     remove_dir(dir);
@@ -415,7 +457,8 @@ static void skipped_last_step(const char *optimizer, const char *inject)
     free(out);
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --save %s/n --quiet", dir, dir);
     free(mpi_ok(2, args));
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/n --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
     compared_equal(cmd);
     remove_dir(dir);
 }
@@ -431,8 +474,10 @@ START_TEST(nonfinite_steps_skipped)
              dir);
     setenv("PP_INJECT_NAN", "2:1:2:din", 1);
     char *out = mpi_ok(2, args);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --skip-nonfinite --save "
-             "%s/r", PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 4 --skip-nonfinite --save "
+             "%s/r",
+             PP_ROOT, dir, dir);
     char *ref = run_expect(cmd, 0);
     unsetenv("PP_INJECT_NAN");
     ck_assert_msg(strstr(ref, "reference step    2/4  left out"), "%s", ref);
@@ -441,13 +486,16 @@ START_TEST(nonfinite_steps_skipped)
              dir);
     compared_equal(cmd);
     /* and the reference that takes every step differs: the skip mattered */
-    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 4 --quiet --save %s/all && "
-             "%s/bin/ppvm --compare %s/w %s/all", PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppvm --reference %s/plan --steps 4 --quiet --save %s/all && "
+             "%s/bin/ppvm --compare %s/w %s/all",
+             PP_ROOT, dir, dir, PP_ROOT, dir, dir);
     char *cmp = run_expect(cmd, 1); /* 1 from --compare finding a difference, not a failed run */
     ck_assert_msg(strstr(cmp, " beyond atol ") && strstr(cmp, "stage 0: "), "%s", cmp);
     free(cmp);
     ck_assert_msg(strstr(out, "ppvm: rank 1: step 2, stage 1, microbatch 2: the input gradient is "
-                              "not finite (nan); step 2 skipped on every rank"), "%s", out);
+                              "not finite (nan); step 2 skipped on every rank"),
+                  "%s", out);
     const char *s3 = strstr(out, "step    3/4  loss "), *s4 = strstr(out, "step    4/4  loss ");
     ck_assert_msg(s3 && s4 && atof(s3 + 18) > 0 && atof(s4 + 18) > 0, "%s", out);
     free(out);
@@ -485,8 +533,10 @@ START_TEST(robust_bad_input)
     for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
         char msg[256];
         setenv("PP_INJECT_NAN", bad[i], 1);
-        snprintf(msg, sizeof msg, "ppvm: rank 0: PP_INJECT_NAN=%s: expected STEP:STAGE:MB[:out|din|"
-                 "wgrad], a step from 1, a stage in [0, 2) and a microbatch in [0, 2)", bad[i]);
+        snprintf(msg, sizeof msg,
+                 "ppvm: rank 0: PP_INJECT_NAN=%s: expected STEP:STAGE:MB[:out|din|"
+                 "wgrad], a step from 1, a stage in [0, 2) and a microbatch in [0, 2)",
+                 bad[i]);
         mpi_fails_with(2, args, msg);
     }
     unsetenv("PP_INJECT_NAN");
@@ -504,7 +554,8 @@ START_TEST(robust_bad_input)
     snprintf(args, sizeof args, "--backend cpu %s/plan --steps 2 --skip-nonfinite", dir);
     /* the start-up verifier refuses it before --skip-nonfinite's own check
      * (interp.c check_deferrable) could */
-    mpi_fails_with(2, args, "rank0.bin: instruction 10 (Backward): touches stage 0's own weights "
+    mpi_fails_with(2, args,
+                   "rank0.bin: instruction 10 (Backward): touches stage 0's own weights "
                    "after its OptimizerStep at 9 (expected every use of a stage before its "
                    "optimizer step)");
     remove_dir(dir);
@@ -581,7 +632,7 @@ START_TEST(plan_larger_than_memory_refused)
     rank_statuses(out, 2, st);
     ck_assert_msg(rc != 0 && st[0] == 1 && st[1] == 1 &&
                       strstr(out, "the plan needs more memory than this node has: its 2 ranks "
-                             "would allocate ") &&
+                                  "would allocate ") &&
                       strstr(out, " bytes are available (MemAvailable") &&
                       !strstr(out, "memory allocated at start-up"),
                   "expected every rank to exit 1, refusing the plan before allocating:\n%s", out);
@@ -606,7 +657,8 @@ START_TEST(stopped_rank_named_in_a_pipeline)
     for (size_t k = 0; k < sizeof victims / sizeof *victims; k++) {
         int v = victims[k];
         if (asprintf(&cmd,
-                     "d=%s; rm -f $d/pid.* $d/out; " MPIRUN " -np 4 sh -c '\"$0\" \"$@\" & echo $! > "
+                     "d=%s; rm -f $d/pid.* $d/out; " MPIRUN
+                     " -np 4 sh -c '\"$0\" \"$@\" & echo $! > "
                      "%s/pid.$OMPI_COMM_WORLD_RANK; wait $!' %s/bin/" PPVM " --backend cpu $d/plan "
                      "--steps 1000000 --timeout 5 > $d/out 2>&1 & m=$!; i=0; "
                      "until grep -q '^step ' $d/out && [ -s $d/pid.%d ]; do sleep 0.1; "
@@ -621,7 +673,8 @@ START_TEST(stopped_rank_named_in_a_pipeline)
         char named[64];
         snprintf(named, sizeof named, "rank %d is lost or stalled)", v);
         int lines = 0, right = 0;
-        for (const char *p = r.out; (p = strstr(p, ": not finished after 5 s, see --timeout (")); p++) {
+        for (const char *p = r.out; (p = strstr(p, ": not finished after 5 s, see --timeout ("));
+             p++) {
             const char *end = strchr(p, '\n');
             lines++;
             right += end && (size_t)(end - p) > strlen(named) &&
@@ -630,7 +683,8 @@ START_TEST(stopped_rank_named_in_a_pipeline)
         ck_assert_msg(strstr(r.out, "mpirun exited ") && !strstr(r.out, "mpirun exited 0") &&
                           lines > 0 && right == lines,
                       "rank %d stopped (try %zu): expected every watchdog line to end with "
-                      "\"%s\":\n%s", v, k + 1, named, r.out);
+                      "\"%s\":\n%s",
+                      v, k + 1, named, r.out);
         proc_free(&r);
     }
     remove_dir(dir);

@@ -105,7 +105,8 @@ START_TEST(many_lets_errors)
     ck_assert_int_eq(compile_text_to(&c, src, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
     ck_assert_ptr_nonnull(c.msgs);
     ck_assert_ptr_nonnull(strstr(c.msgs, "t.pp:50005:5: error: redefinition of 'x123'"));
-    ck_assert_ptr_nonnull(strstr(c.msgs, "t.pp:50006:13: error: 'later' is used before it is defined"));
+    ck_assert_ptr_nonnull(
+        strstr(c.msgs, "t.pp:50006:13: error: 'later' is used before it is defined"));
     ck_assert_ptr_nonnull(strstr(c.msgs, "t.pp:50008:5: error: redefinition of 'W'"));
     ck_assert_ptr_nonnull(strstr(c.msgs, "t.pp:50009:9: error: unknown name 'nosuch'"));
     ck_assert_int_eq(c.errors, 4);
@@ -142,8 +143,8 @@ START_TEST(requires_walk_lets_afresh)
         len += (size_t)snprintf(big + len, cap - len, "let y%d = y%d + 1\n", i,
                                 i % 1000 ? i - 1 : 0); /* chains of 1,000: within the depth bound */
     for (int i = 0; i < N; i++)
-        len += (size_t)snprintf(big + len, cap - len, "require y%d %s 0\n", i,
-                                i == N - 1 ? "<" : ">");
+        len +=
+            (size_t)snprintf(big + len, cap - len, "require y%d %s 0\n", i, i == N - 1 ? "<" : ">");
     snprintf(big + len, cap - len, "compute(s,b,d) = s\n");
     ck_assert_int_eq(compile_text_to(&c, big, PP_STAGE_CHECK), PP_COMPILE_ERRORS);
     ck_assert_int_eq(c.errors, 1);
@@ -223,10 +224,10 @@ START_TEST(pool_policies)
     ck_assert_int_eq(pp_slot_pool_put(&p, 1, 4096), 0);
     ck_assert_int_eq(pp_slot_pool_put(&p, 2, 256), 0);
     ck_assert_int_eq(pp_slot_pool_take(&p, 128, 0), -1);
-    ck_assert_int_eq(pp_slot_pool_take(&p, 100, 1), 2);    /* 256: smallest >= 100 */
-    ck_assert_int_eq(pp_slot_pool_take(&p, 5000, 1), 1);   /* none holds it: 4096 */
-    ck_assert_int_eq(pp_slot_pool_take(&p, 4096, 0), -1);  /* taken */
-    ck_assert_int_eq(pp_slot_pool_take(&p, 1, 1), 0);      /* 64, the last */
+    ck_assert_int_eq(pp_slot_pool_take(&p, 100, 1), 2);   /* 256: smallest >= 100 */
+    ck_assert_int_eq(pp_slot_pool_take(&p, 5000, 1), 1);  /* none holds it: 4096 */
+    ck_assert_int_eq(pp_slot_pool_take(&p, 4096, 0), -1); /* taken */
+    ck_assert_int_eq(pp_slot_pool_take(&p, 1, 1), 0);     /* 64, the last */
     ck_assert_int_eq(pp_slot_pool_take(&p, 1, 1), -1);
     pp_slot_pool_free(&p);
 }

@@ -129,10 +129,7 @@ static void run_candidate(const char *file, const char *args, double *time, doub
     remove_dir(dir);
 }
 
-static int same_time(double a, double b)
-{
-    return fabs(a - b) <= 1e-9 * fmax(1, fabs(b));
-}
+static int same_time(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1, fabs(b)); }
 
 /* ---- known optima ------------------------------------------------------------ */
 
@@ -196,8 +193,10 @@ START_TEST(test_split_backward_zb_h1_beats_1f1b)
         double *t = ends_with(r.c[i].file, "/zb-h1.pp") ? &zb : &onef;
         *t = fmin(*t, r.c[i].time);
     }
-    ck_assert_msg(same_time(onef, 33) && same_time(zb, 27), "1F1B %g (expected 33), ZB-H1 %g "
-                  "(expected 27)", onef, zb);
+    ck_assert_msg(same_time(onef, 33) && same_time(zb, 27),
+                  "1F1B %g (expected 33), ZB-H1 %g "
+                  "(expected 27)",
+                  onef, zb);
     ck_assert(ends_with(r.c[r.front[0]].file, "/zb-h1.pp"));
     ck_assert(same_time(r.c[r.front[0]].time, 27));
     pp_search_free(&r);
@@ -214,15 +213,14 @@ static void check_pareto(const pp_search_result *r)
         const pp_search_cand *x = &r->c[r->front[f]];
         ck_assert_int_eq(x->front, f + 1);
         if (f)
-            ck_assert(r->c[r->front[f - 1]].time < x->time &&
-                      r->c[r->front[f - 1]].mem > x->mem);
+            ck_assert(r->c[r->front[f - 1]].time < x->time && r->c[r->front[f - 1]].mem > x->mem);
         for (int i = 0; i < r->n; i++) {
             const pp_search_cand *y = &r->c[i];
             if (y->state != PP_CAND_OK)
                 continue;
-            ck_assert_msg(!(y->time <= x->time && y->mem <= x->mem &&
-                            (y->time < x->time || y->mem < x->mem)),
-                          "%s %s beats front row %d", y->file, y->args, f + 1);
+            ck_assert_msg(
+                !(y->time <= x->time && y->mem <= x->mem && (y->time < x->time || y->mem < x->mem)),
+                "%s %s beats front row %d", y->file, y->args, f + 1);
         }
     }
     for (int i = 0; i < r->n; i++) {
@@ -255,8 +253,8 @@ START_TEST(test_front_first_is_fastest)
         double t, m;
         run_candidate(k->file, k->args, &t, &m);
         ck_assert_msg(same_time(t, k->time) && m == (double)k->mem,
-                      "%s %s: the search says %g and %llu bytes, ppc %g and %.0f", k->file,
-                      k->args, k->time, (unsigned long long)k->mem, t, m);
+                      "%s %s: the search says %g and %llu bytes, ppc %g and %.0f", k->file, k->args,
+                      k->time, (unsigned long long)k->mem, t, m);
         fastest = fmin(fastest, t);
         checked++;
     }
@@ -283,7 +281,8 @@ static int check_printed_rows(const char *flags)
         double time, bubble;
         unsigned long long mem;
         int at = 0;
-        if (sscanf(line, "%d %lf %lf%% %llu %*s %*s ppc %n", &rank, &time, &bubble, &mem, &at) != 4 ||
+        if (sscanf(line, "%d %lf %lf%% %llu %*s %*s ppc %n", &rank, &time, &bubble, &mem, &at) !=
+                4 ||
             !at)
             continue;
         ck_assert_int_eq(rank, ++rows);
@@ -321,8 +320,7 @@ END_TEST
 
 /* DDP's placement (compute = b), which needs W = B: with 4 workers for 8
  * microbatches, job (0, 4) lands outside them. */
-#define DP_FILE                                                                                    \
-    "param S = 4\nparam B = 8\nparam W = B\ncompute(s,b,d) = b\n# search: S=W\n"
+#define DP_FILE "param S = 4\nparam B = 8\nparam W = B\ncompute(s,b,d) = b\n# search: S=W\n"
 
 /* The table's layout and the counts line, on a library of one file. */
 START_TEST(test_output_layout)
@@ -339,9 +337,11 @@ START_TEST(test_output_layout)
     ck_assert_msg(strstr(out, want), "expected the row\n%sin\n%s", want, out);
     ck_assert_msg(strstr(out, "3 candidates from 1 files in "), "%s", out);
     ck_assert_msg(strstr(out, "3 compiled (1 on the front), 0 refused, 0 over --mem-limit, "
-                              "0 another model\n"), "%s", out);
+                              "0 another model\n"),
+                  "%s", out);
     ck_assert_msg(strstr(out, "model mlp context 8 embed 16 ffn 256 batch 16, 4 stages of 1 "
-                              "block, sgd, fp32"), "%s", out);
+                              "block, sgd, fp32"),
+                  "%s", out);
     free(out);
 
     /* --all: every candidate, a refused one with its compile's first error */
@@ -352,7 +352,8 @@ START_TEST(test_output_layout)
     static const char *const lines[] = {
         "state     front     step time    memory (B)  command\n",
         "compiled      1            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4\n",
-        "compiled      -            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 --prefetch 2\n",
+        "compiled      -            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
+        "--prefetch 2\n",
         "refused       -             -             -  ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
         "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
         "4 candidates from 2 files in ",
@@ -395,8 +396,7 @@ START_TEST(test_json_output)
     for (int i = 0; i < r.n; i++) {
         json_t *x = json_array_get(all, (size_t)i);
         ck_assert_str_eq(json_string_value(json_object_get(x, "file")), r.c[i].file);
-        ck_assert_int_eq(json_is_null(json_object_get(x, "why")),
-                         r.c[i].state != PP_CAND_REFUSED);
+        ck_assert_int_eq(json_is_null(json_object_get(x, "why")), r.c[i].state != PP_CAND_REFUSED);
     }
     pp_search_free(&r);
     json_decref(j);
@@ -465,7 +465,8 @@ START_TEST(test_search_line_values)
 
     /* min, max, ?:, comparisons and %: every value is S=4 (the flooring
      * (W+1)/2*2-1 = 3 would be a second candidate; inexact, it is none) */
-    write_file(dir, "a.pp", TINY_HEAD
+    write_file(dir, "a.pp",
+               TINY_HEAD
                "# search: S=max(W, 2*W - 4), W % 3 == 1 ? W : 0, (W+1)/2*2-1, min(abs(-W), 8)\n");
     search(&o, &r, PP_SEARCH_OK);
     ck_assert_int_eq(r.n, 3);
@@ -488,16 +489,17 @@ START_TEST(test_search_line_api)
     ck_assert_ptr_nonnull(m);
     pp_diag d;
     diag_init(&d, "t.pp", src, sizeof src - 1, m);
-    size_t off = (size_t)(strstr(src, "search:") - src) + 7, end = (size_t)(strrchr(src, '\n') - src);
+    size_t off = (size_t)(strstr(src, "search:") - src) + 7,
+           end = (size_t)(strrchr(src, '\n') - src);
     pp_assign *a = pp_parse_search(&d, off, end - off, 2, (int)(off - 12) + 1);
     ck_assert_ptr_nonnull(a);
     ck_assert_str_eq(a->name, "K");
     ck_assert_int_eq(a->name_loc.first_line, 2);
     ck_assert_int_eq(a->name_loc.first_column, 11);
-    ck_assert_ptr_nonnull(a->values->hi);           /* 1-W..W */
+    ck_assert_ptr_nonnull(a->values->hi); /* 1-W..W */
     ck_assert_int_eq(a->values->loc.first_column, 13);
     ck_assert_int_eq(a->values->loc.last_column, 18);
-    ck_assert_ptr_null(a->values->next->hi);        /* 7 */
+    ck_assert_ptr_null(a->values->next->hi); /* 7 */
     ck_assert_ptr_null(a->values->next->next);
     ck_assert_str_eq(a->next->name, "S");
     ck_assert_ptr_null(a->next->next);
@@ -560,7 +562,8 @@ START_TEST(test_no_search_line)
     search(&o, &r, PP_SEARCH_OK);
     ck_assert_int_eq(r.refused, 2);
     ck_assert_str_eq(r.c[r.n - 1].args, "-D B=4 -D W=2");
-    ck_assert_msg(strstr(r.c[r.n - 1].why, "b.pp:1:11: error: syntax error"), "%s", r.c[r.n - 1].why);
+    ck_assert_msg(strstr(r.c[r.n - 1].why, "b.pp:1:11: error: syntax error"), "%s",
+                  r.c[r.n - 1].why);
     pp_search_free(&r);
     remove_dir(dir);
 }
@@ -606,9 +609,8 @@ typedef struct {
 START_TEST(test_errors)
 {
     char *dir = temp_dir(), cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "mkdir %s/lib %s/empty %s/bad %s/ddp && cp %s/1f1b.pp %s/lib/", dir, dir, dir, dir,
-             LIB, dir);
+    snprintf(cmd, sizeof cmd, "mkdir %s/lib %s/empty %s/bad %s/ddp && cp %s/1f1b.pp %s/lib/", dir,
+             dir, dir, dir, LIB, dir);
     free(run_expect(cmd, 0));
     char bad[600];
     snprintf(bad, sizeof bad, "%s/bad", dir);
@@ -618,31 +620,54 @@ START_TEST(test_errors)
     snprintf(ddp, sizeof ddp, "%s/ddp", dir);
     write_file(ddp, "ddp.pp", DP_FILE);
     const err_row rows[] = {
-        {"--search", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES, e.g. ppc --search -D W=8 -D B=32\n"},
+        {"--search", 2,
+         "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES, e.g. ppc --search -D W=8 -D "
+         "B=32\n"},
         {"--search -D W=4", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES"},
-        {"--search -D W=4 -D B=8 -D S=4", 2, "ppc: --search: -D S: expected only -D W=WORKERS and -D B=MICROBATCHES"},
+        {"--search -D W=4 -D B=8 -D S=4", 2,
+         "ppc: --search: -D S: expected only -D W=WORKERS and -D B=MICROBATCHES"},
         {"--search -D W=0 -D B=8", 2, "ppc: --search: -D W=0: expected 1 to 1024\n"},
         {"--search -D W=1025 -D B=8", 2, "ppc: --search: -D W=1025: expected 1 to 1024\n"},
         {"--search -D W=4 -D B=65537", 2, "ppc: --search: -D B=65537: expected 1 to 65536\n"},
-        {"--search -D W=4 -D B=8 lib/1f1b.pp", 2, "ppc: --search compiles the library's schedules and writes no plan: expected no schedule file\n"},
+        {"--search -D W=4 -D B=8 lib/1f1b.pp", 2,
+         "ppc: --search compiles the library's schedules and writes no plan: expected no schedule "
+         "file\n"},
         {"--search -D W=4 -D B=8 -o out", 2, "expected no -o\n"},
-        {"--search -D W=4 -D B=8 --keep-weights", 2, "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights itself; expected no --keep-weights\n"},
+        {"--search -D W=4 -D B=8 --keep-weights", 2,
+         "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights itself; expected no "
+         "--keep-weights\n"},
         {"--search -D W=4 -D B=8 --prefetch 2", 2, "expected no --prefetch\n"},
-        {"--search -D W=4 -D B=8 --no-pictures", 2, "ppc: --search prints a table and writes no report or plan; expected no --no-pictures\n"},
+        {"--search -D W=4 -D B=8 --no-pictures", 2,
+         "ppc: --search prints a table and writes no report or plan; expected no --no-pictures\n"},
         {"--search -q -D W=4 -D B=8", 2, "expected no -q\n"},
         {"--search --search -D W=4 -D B=8", 2, "ppc: --search given twice; give it once\n"},
-        {"--search -D W=4 -D B=8 --top 0", 2, "ppc: --top expects a number of rows from 1 to 1000000, found '0'\n"},
-        {"--search -D W=4 -D B=8 --top", 2, "ppc: --top expects a number of rows from 1 to 1000000, found nothing\n"},
+        {"--search -D W=4 -D B=8 --top 0", 2,
+         "ppc: --top expects a number of rows from 1 to 1000000, found '0'\n"},
+        {"--search -D W=4 -D B=8 --top", 2,
+         "ppc: --top expects a number of rows from 1 to 1000000, found nothing\n"},
         {"lib/1f1b.pp -o out --top 3", 2, "ppc: --top is only for --search\n"},
         {"lib/1f1b.pp -o out --all", 2, "ppc: --all is only for --search\n"},
         {"lib/1f1b.pp -o out --json", 2, "ppc: --json is only for --search\n"},
-        {"--search -D W=4 -D B=8 --library nowhere", 3, "ppc --search: cannot read the library 'nowhere': No such file or directory (expected a directory of .pp schedules, see --library)\n"},
-        {"--search -D W=4 -D B=8 --library empty", 3, "ppc --search: the library 'empty' holds no .pp file"},
-        {"--search -D W=4 -D B=8 --library lib --costs c.json", 3, "ppc --search: --costs: c.json:1:7: expected a positive cost"},
-        {"--search -D W=4 -D B=8 --library lib --mem-limit 1000", 1, "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 3 over it needs 943424 bytes on a worker (ppc lib/1f1b.pp -D S=4 -D B=8 -D W=4 --mem-limit 1000); expected a limit of at least that\n"},
-        {"--search -D W=4 -D B=5 --library bad", 1, "bad/a.pp:7:19: error: search line: syntax error, unexpected end of the line, expecting '='\n    7 | # search: S=1..W V\n      |                   ^\n"},
+        {"--search -D W=4 -D B=8 --library nowhere", 3,
+         "ppc --search: cannot read the library 'nowhere': No such file or directory (expected a "
+         "directory of .pp schedules, see --library)\n"},
+        {"--search -D W=4 -D B=8 --library empty", 3,
+         "ppc --search: the library 'empty' holds no .pp file"},
+        {"--search -D W=4 -D B=8 --library lib --costs c.json", 3,
+         "ppc --search: --costs: c.json:1:7: expected a positive cost"},
+        {"--search -D W=4 -D B=8 --library lib --mem-limit 1000", 1,
+         "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 3 over it "
+         "needs 943424 bytes on a worker (ppc lib/1f1b.pp -D S=4 -D B=8 -D W=4 --mem-limit 1000); "
+         "expected a limit of at least that\n"},
+        {"--search -D W=4 -D B=5 --library bad", 1,
+         "bad/a.pp:7:19: error: search line: syntax error, unexpected end of the line, expecting "
+         "'='\n    7 | # search: S=1..W V\n      |                   ^\n"},
         /* DDP's placement needs W = B (DP_FILE) */
-        {"--search -D W=4 -D B=8 --library ddp", 1, "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 train another model); the first refused, ppc ddp/ddp.pp -D S=4 -D B=8 -D W=4: ddp/ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n"},
+        {"--search -D W=4 -D B=8 --library ddp", 1,
+         "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 "
+         "train another model); the first refused, ppc ddp/ddp.pp -D S=4 -D B=8 -D W=4: "
+         "ddp/ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, "
+         "W=4)\n"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s", dir, PP_ROOT, rows[i].args);
@@ -656,33 +681,63 @@ START_TEST(test_errors)
     static const struct {
         const char *line, *says;
     } lines[] = {
-        {"# search: S=1..W,\n", "a.pp:7:18: error: search line: syntax error, unexpected end of the line\n    7 | # search: S=1..W,\n      |                  ^\n"},
-        {"# search: S=Q\n", "a.pp:7:13: error: search line: unknown name 'Q'\n    7 | # search: S=Q\n      |             ^\n"},
-        {"# search: S=K K=1..2\n", "a.pp:7:13: error: search line: 'K' is used before it is defined\n"},
-        {"# search: S=s\n", "a.pp:7:13: error: search line: 's' is a job variable and cannot be used in a search line\n"},
-        {"# search: s=1\n", "a.pp:7:11: error: search line: 's' is a job variable and cannot be redefined\n"},
-        {"# search: S=min(W)\n", "a.pp:7:13: error: search line: 'min' takes 2 arguments, found 1\n    7 | # search: S=min(W)\n      |             ^~~~~~\n"},
-        {"# search: S=foo(W)\n", "a.pp:7:13: error: search line: unknown function 'foo' (functions are min, max, abs)\n"},
-        {"# search: S=(W\n", "a.pp:7:15: error: search line: syntax error, unexpected end of the line\n"},
-        {"# search: S=W;\n", "a.pp:7:14: error: search line: syntax error, unexpected ';', expecting name or end of the line\n"},
-        {"# search: S=W..\n", "a.pp:7:16: error: search line: syntax error, unexpected end of the line\n"},
+        {"# search: S=1..W,\n",
+         "a.pp:7:18: error: search line: syntax error, unexpected end of the line\n    7 | # "
+         "search: S=1..W,\n      |                  ^\n"},
+        {"# search: S=Q\n", "a.pp:7:13: error: search line: unknown name 'Q'\n    7 | # search: "
+                            "S=Q\n      |             ^\n"},
+        {"# search: S=K K=1..2\n",
+         "a.pp:7:13: error: search line: 'K' is used before it is defined\n"},
+        {"# search: S=s\n", "a.pp:7:13: error: search line: 's' is a job variable and cannot be "
+                            "used in a search line\n"},
+        {"# search: s=1\n",
+         "a.pp:7:11: error: search line: 's' is a job variable and cannot be redefined\n"},
+        {"# search: S=min(W)\n", "a.pp:7:13: error: search line: 'min' takes 2 arguments, found "
+                                 "1\n    7 | # search: S=min(W)\n      |             ^~~~~~\n"},
+        {"# search: S=foo(W)\n",
+         "a.pp:7:13: error: search line: unknown function 'foo' (functions are min, max, abs)\n"},
+        {"# search: S=(W\n",
+         "a.pp:7:15: error: search line: syntax error, unexpected end of the line\n"},
+        {"# search: S=W;\n", "a.pp:7:14: error: search line: syntax error, unexpected ';', "
+                             "expecting name or end of the line\n"},
+        {"# search: S=W..\n",
+         "a.pp:7:16: error: search line: syntax error, unexpected end of the line\n"},
         {"# search: S=1...4\n", "a.pp:7:16: error: search line: unexpected character '.'\n"},
-        {"# search: S=W%0\n", "a.pp:7:14: error: search line: division by zero\n    7 | # search: S=W%0\n      |              ^\n"},
-        {"# search: S=W*1000000000*1000000000*10\n", "a.pp:7:36: error: search line: integer overflow\n"},
-        {"# search: S=1..5000\n", "a.pp:7:13: error: search line: 1..5000 gives more than 4096 values for one name\n    7 | # search: S=1..5000\n      |             ^~~~~~~\n"},
-        {"# search: W=4\n", "a.pp:7:11: error: search line: W and B are the search's own (-D W, -D B), not the line's to assign\n"},
-        {"# search: S=1 B=2\n", "a.pp:7:15: error: search line: W and B are the search's own (-D W, -D B), not the line's to assign\n"},
-        {"# search: S=1 S=2\n", "a.pp:7:15: error: search line: redefinition of 'S'\n    7 | # search: S=1 S=2\n      |               ^\nbad/a.pp:7:11: note: search line: 'S' was first defined here\n"},
-        {"# search: S=\n", "a.pp:7:13: error: search line: syntax error, unexpected end of the line\n"},
-        {"# search: S\n", "a.pp:7:12: error: search line: syntax error, unexpected end of the line, expecting '='\n"},
-        {"# search:\n", "a.pp:7:10: error: search line: syntax error, unexpected end of the line, expecting name\n"},
-        {"# search:   # only a comment\n", "a.pp:7:29: error: search line: syntax error, unexpected end of the line, expecting name\n"},
-        {"# search: 2S=1\n", "a.pp:7:11: error: search line: syntax error, unexpected integer, expecting name\n"},
-        {"# search: S=W order=1\n", "a.pp:7:15: error: search line: syntax error, unexpected order, expecting name or end of the line\n"},
-        {"# search: A=1..64 C=1..64 S=1..2\n", "a.pp:7: error: search line: more than 4096 combinations; narrow its ranges\n"},
-        {"# search: A=1 C=1 D=1 E=1 F=1 G=1 H=1 I=1 J=1 K=1 L=1 M=1 N=1 O=1 P=1 Q=1 S=1\n", "a.pp:7:75: error: search line: more than 16 assignments on the line\n"},
-        {"# search: S=99999999999\n", "a.pp:7:13: error: search line: value 99999999999 is out of range [-1000000000, 1000000000]\n    7 | # search: S=99999999999\n      |             ^~~~~~~~~~~\n"},
-        {"# search: S=-1000000001..W\n", "a.pp:7:13: error: search line: value -1000000001 is out of range [-1000000000, 1000000000]\n"},
+        {"# search: S=W%0\n", "a.pp:7:14: error: search line: division by zero\n    7 | # search: "
+                              "S=W%0\n      |              ^\n"},
+        {"# search: S=W*1000000000*1000000000*10\n",
+         "a.pp:7:36: error: search line: integer overflow\n"},
+        {"# search: S=1..5000\n",
+         "a.pp:7:13: error: search line: 1..5000 gives more than 4096 values for one name\n    7 | "
+         "# search: S=1..5000\n      |             ^~~~~~~\n"},
+        {"# search: W=4\n", "a.pp:7:11: error: search line: W and B are the search's own (-D W, -D "
+                            "B), not the line's to assign\n"},
+        {"# search: S=1 B=2\n", "a.pp:7:15: error: search line: W and B are the search's own (-D "
+                                "W, -D B), not the line's to assign\n"},
+        {"# search: S=1 S=2\n",
+         "a.pp:7:15: error: search line: redefinition of 'S'\n    7 | # search: S=1 S=2\n      |   "
+         "            ^\nbad/a.pp:7:11: note: search line: 'S' was first defined here\n"},
+        {"# search: S=\n",
+         "a.pp:7:13: error: search line: syntax error, unexpected end of the line\n"},
+        {"# search: S\n", "a.pp:7:12: error: search line: syntax error, unexpected end of the "
+                          "line, expecting '='\n"},
+        {"# search:\n", "a.pp:7:10: error: search line: syntax error, unexpected end of the line, "
+                        "expecting name\n"},
+        {"# search:   # only a comment\n", "a.pp:7:29: error: search line: syntax error, "
+                                           "unexpected end of the line, expecting name\n"},
+        {"# search: 2S=1\n",
+         "a.pp:7:11: error: search line: syntax error, unexpected integer, expecting name\n"},
+        {"# search: S=W order=1\n", "a.pp:7:15: error: search line: syntax error, unexpected "
+                                    "order, expecting name or end of the line\n"},
+        {"# search: A=1..64 C=1..64 S=1..2\n",
+         "a.pp:7: error: search line: more than 4096 combinations; narrow its ranges\n"},
+        {"# search: A=1 C=1 D=1 E=1 F=1 G=1 H=1 I=1 J=1 K=1 L=1 M=1 N=1 O=1 P=1 Q=1 S=1\n",
+         "a.pp:7:75: error: search line: more than 16 assignments on the line\n"},
+        {"# search: S=99999999999\n",
+         "a.pp:7:13: error: search line: value 99999999999 is out of range [-1000000000, "
+         "1000000000]\n    7 | # search: S=99999999999\n      |             ^~~~~~~~~~~\n"},
+        {"# search: S=-1000000001..W\n", "a.pp:7:13: error: search line: value -1000000001 is out "
+                                         "of range [-1000000000, 1000000000]\n"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         char text[512];
@@ -691,8 +746,8 @@ START_TEST(test_errors)
         snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library bad", dir,
                  PP_ROOT);
         char *out = run_expect(cmd, 1);
-        ck_assert_msg(strstr(out, lines[i].says), "%ssaid:\n%s\nexpected:\n%s", lines[i].line,
-                      out, lines[i].says);
+        ck_assert_msg(strstr(out, lines[i].says), "%ssaid:\n%s\nexpected:\n%s", lines[i].line, out,
+                      lines[i].says);
         free(out);
     }
     /* a line nested deeper than the parser holds: an error where its stack
@@ -807,8 +862,10 @@ START_TEST(test_layers_v2_beats_1f1b)
             v2 = fmin(v2, k->time);
         }
     }
-    ck_assert_msg(same_time(onef, 44) && same_time(v2, 38), "1F1B %g (expected 44), V=2 %g "
-                  "(expected 38)", onef, v2);
+    ck_assert_msg(same_time(onef, 44) && same_time(v2, 38),
+                  "1F1B %g (expected 44), V=2 %g "
+                  "(expected 38)",
+                  onef, v2);
     ck_assert_int_eq(r.refused, 2);
     ck_assert_int_eq(r.indivisible, 2);
     ck_assert_int_eq(r.other_model, 0);
@@ -830,8 +887,9 @@ START_TEST(test_layers_v2_beats_1f1b)
              dir);
     char *out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "costs: each file's cost lines, per block, times each stage's "
-                              "blocks;") && strstr(out, " refused (2: S does not divide --layers)"
-                                                        ", 0 over --mem-limit, 0 another model\n"),
+                              "blocks;") &&
+                      strstr(out, " refused (2: S does not divide --layers)"
+                                  ", 0 over --mem-limit, 0 another model\n"),
                   "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8 --json",
@@ -849,7 +907,8 @@ START_TEST(test_layers_v2_beats_1f1b)
     snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s", PP_ROOT, dir);
     out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, " another model: give --layers L to compare them\n") &&
-                      !strstr(out, "does not divide"), "%s", out);
+                      !strstr(out, "does not divide"),
+                  "%s", out);
     free(out);
     remove_dir(dir);
 }
@@ -861,13 +920,16 @@ END_TEST
 static void same_plans(const char *dir, const char *a, const char *b, int W)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s -o a -q --no-pictures && "
-             "%s/bin/ppc %s -o b -q --no-pictures", dir, PP_ROOT, a, PP_ROOT, b);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/ppc %s -o a -q --no-pictures && "
+             "%s/bin/ppc %s -o b -q --no-pictures",
+             dir, PP_ROOT, a, PP_ROOT, b);
     free(run_expect(cmd, 0));
     for (int r = 0; r < W; r++) {
-        snprintf(cmd, sizeof cmd, "cd %s && cmp a/rank%d.bin b/rank%d.bin && "
-                 "cmp a/rank%d.txt b/rank%d.txt && grep -c 'plan id' a/rank%d.txt", dir, r, r, r,
-                 r, r);
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && cmp a/rank%d.bin b/rank%d.bin && "
+                 "cmp a/rank%d.txt b/rank%d.txt && grep -c 'plan id' a/rank%d.txt",
+                 dir, r, r, r, r, r);
         char *out = run_expect(cmd, 0);
         ck_assert_msg(!strcmp(out, "1\n"), "ppc %s / ppc %s rank %d: %s", a, b, r, out);
         free(out);
@@ -914,9 +976,9 @@ START_TEST(test_layers_costs_per_block)
         const char *costs; /* NULL: the defaults */
         double f1, b1;     /* F and B of stage 1 (not the last: no head) */
     } rows[] = {
-        {"1f1b.pp", 4, 8, NULL, 2, 2},       /* unit costs, 2 blocks */
-        {"1f1b.pp", 2, 8, NULL, 4, 4},       /* 4 blocks */
-        {"1f1b-gpt.pp", 4, 8, NULL, 2, 4},   /* FLOPs: 2 layers, backward twice */
+        {"1f1b.pp", 4, 8, NULL, 2, 2},     /* unit costs, 2 blocks */
+        {"1f1b.pp", 2, 8, NULL, 4, 4},     /* 4 blocks */
+        {"1f1b-gpt.pp", 4, 8, NULL, 2, 4}, /* FLOPs: 2 layers, backward twice */
         {"1f1b-gpt.pp", 4, 12, NULL, 3, 6},
         {"1f1b.pp", 4, 8, "{\"F\": 0.5, \"B\": 1.5, \"O\": 0.25, \"latency\": 0.125}", 1, 3},
     };
@@ -940,9 +1002,10 @@ START_TEST(test_layers_costs_per_block)
         ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s: %s", rows[i].file, c.msgs);
         const pp_jobtable *t = &c.t;
         double f = t->cost[job_id(&t->js, 1, 0, 0)], b = t->cost[job_id(&t->js, 1, 0, 1)];
-        ck_assert_msg(f == rows[i].f1 && b == rows[i].b1, "%s S=%lld --layers %lld: F %g B %g, "
-                      "expected %g %g", rows[i].file, rows[i].S, rows[i].layers, f, b,
-                      rows[i].f1, rows[i].b1);
+        ck_assert_msg(f == rows[i].f1 && b == rows[i].b1,
+                      "%s S=%lld --layers %lld: F %g B %g, "
+                      "expected %g %g",
+                      rows[i].file, rows[i].S, rows[i].layers, f, b, rows[i].f1, rows[i].b1);
         if (rows[i].costs) {
             ck_assert(t->opt[1] == 0.25 * 2);
             ck_assert(c.t.latency == 0.125);
@@ -960,15 +1023,28 @@ START_TEST(test_layers_errors)
 {
     char *dir = temp_dir(), cmd[2048];
     static const err_row rows[] = {
-        {"--search -D W=4 -D B=8 --layers 0", 2, "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found '0'\n"},
-        {"--search -D W=4 -D B=8 --layers eight", 2, "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found 'eight'\n"},
+        {"--search -D W=4 -D B=8 --layers 0", 2,
+         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found "
+         "'0'\n"},
+        {"--search -D W=4 -D B=8 --layers eight", 2,
+         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found "
+         "'eight'\n"},
         {"--search -D W=4 -D B=8 --layers 1073741825", 2, "found '1073741825'\n"},
-        {"--search -D W=4 -D B=8 --layers 99999999999999999999", 2, "found '99999999999999999999'\n"},
-        {"--search -D W=4 -D B=8 --layers", 2, "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found nothing\n"},
-        {"--search -D W=4 -D B=8 --layers 8 --layers 8", 2, "ppc: --layers given twice; give it once\n"},
-        {"SCHED -D S=4 -o out --layers 6", 1, "1f1b.pp: error: --layers 6: S = 4 does not divide it (S does not divide --layers); expected a multiple of the 4 stages\n"},
-        {"SCHED -D S=4 -o out --layers 8192", 1, "1f1b.pp: error: --layers 8192: 2048 blocks on each of S = 4 stages is more than a stage may have (1024); expected at most 4096\n"},
-        {"--table --layers 8", 2, "ppc: --table takes only -D S/B/G/R and --library, not --layers\n"},
+        {"--search -D W=4 -D B=8 --layers 99999999999999999999", 2,
+         "found '99999999999999999999'\n"},
+        {"--search -D W=4 -D B=8 --layers", 2,
+         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found "
+         "nothing\n"},
+        {"--search -D W=4 -D B=8 --layers 8 --layers 8", 2,
+         "ppc: --layers given twice; give it once\n"},
+        {"SCHED -D S=4 -o out --layers 6", 1,
+         "1f1b.pp: error: --layers 6: S = 4 does not divide it (S does not divide --layers); "
+         "expected a multiple of the 4 stages\n"},
+        {"SCHED -D S=4 -o out --layers 8192", 1,
+         "1f1b.pp: error: --layers 8192: 2048 blocks on each of S = 4 stages is more than a stage "
+         "may have (1024); expected at most 4096\n"},
+        {"--table --layers 8", 2,
+         "ppc: --table takes only -D S/B/G/R and --library, not --layers\n"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const char *a = rows[i].args;

@@ -146,7 +146,8 @@ END_TEST
 START_TEST(tie_rule)
 {
     const char *greedy = "param S = 2\nparam B = 3\nparam W = 1\ncompute(s,b,d) = 0\n";
-    const char *strict = "param S = 2\nparam B = 3\nparam W = 1\ncompute(s,b,d) = 0\norder strict\n";
+    const char *strict =
+        "param S = 2\nparam B = 3\nparam W = 1\ncompute(s,b,d) = 0\norder strict\n";
     compiled g, s;
     compile_src(&g, greedy, NULL, 0);
     compile_src(&s, strict, NULL, 0);
@@ -188,7 +189,6 @@ START_TEST(greedy_inflight_limit_gives_1f1b)
     compiled_free(&c);
 }
 END_TEST
-
 
 static void assert_same_orders(const compiled *a, const compiled *b)
 {
@@ -425,8 +425,8 @@ START_TEST(zb_h2_closed_forms)
     static const struct {
         int S, B;
         double f, b, w;
-    } cases[] = {{4, 8, 1, 1, 1}, {4, 8, 1, 2, 1}, {4, 8, 2, 2, 1}, {3, 5, 1, 2, 1},
-                 {4, 12, 2, 3, 2}, {2, 4, 1, 1, 1}};
+    } cases[] = {{4, 8, 1, 1, 1}, {4, 8, 1, 2, 1},  {4, 8, 2, 2, 1},
+                 {3, 5, 1, 2, 1}, {4, 12, 2, 3, 2}, {2, 4, 1, 1, 1}};
     for (int i = 0; i < 6; i++) {
         int S = cases[i].S, B = cases[i].B;
         double f = cases[i].f, b = cases[i].b, w = cases[i].w;
@@ -478,7 +478,9 @@ START_TEST(library_refuses_outside_its_range)
         {"interleaved-1f1b.pp", {{"S", 7}}, 1, "S must be W * V) with S=7, W=4, V=2"},
         {"looped-bfs.pp", {{"S", 7}}, 1, "S must be W * V, V >= 1) with V=2, S=7, W=4"},
         {"breadth-first.pp", {{"S", 6}}, 1, "S must be a multiple of W) with W=4, S=6"},
-        {"interleaved-zb.pp", {{"W", 4}, {"B", 9}}, 2,
+        {"interleaved-zb.pp",
+         {{"W", 4}, {"B", 9}},
+         2,
          "B must be a multiple of max(1, B / W)) with B=9, R=2"},
         {"interleaved-zb.pp", {{"S", 6}}, 1, "S must be W * V) with S=6, W=4, V=2"},
         {"zb-v.pp", {{"S", 5}}, 1, "S must be 2W) with S=5, W=4"},
@@ -502,8 +504,8 @@ START_TEST(library_refuses_outside_its_range)
                           strstr(c.msgs, cases[i].message) && strstr(c.msgs, "|         ^~"),
                       "%s -D %s=%lld: want the requirement '%s' with a caret, got status %d:\n%s",
                       cases[i].file, cases[i].def[cases[i].ndefs - 1].name,
-                      (long long)cases[i].def[cases[i].ndefs - 1].value, cases[i].message,
-                      c.status, c.msgs ? c.msgs : "");
+                      (long long)cases[i].def[cases[i].ndefs - 1].value, cases[i].message, c.status,
+                      c.msgs ? c.msgs : "");
         compiled_free(&c);
     }
     /* and ppc exits 1 with the message */
@@ -558,7 +560,8 @@ START_TEST(plan_id_covers_peers_and_groups)
         if (group < 0 && (pp_op_uses(in->op) & PP_U_GROUP))
             group = (int)i;
     }
-    ck_assert_msg(peer >= 0 && group >= 0 && plans[1].ngroups > 0, "LPP R=2 has transfers and groups");
+    ck_assert_msg(peer >= 0 && group >= 0 && plans[1].ngroups > 0,
+                  "LPP R=2 has transfers and groups");
     plans[1].code[peer].peer ^= 2; /* another peer */
     ck_assert_uint_ne(pp_plans_id(plans, W), id);
     plans[1].code[peer].peer ^= 2;
@@ -592,14 +595,14 @@ START_TEST(library_compiles_over_documented_ranges)
         const char *file, *p1, *p2; /* p2 NULL: one parameter */
         int rule;
     } lib[] = {
-        {"gpipe.pp", "S", "B", PLAIN},         {"ddp.pp", "S", "B", PLAIN},
-        {"1f1b.pp", "S", "B", PLAIN},          {"1f1b-greedy.pp", "S", "B", PLAIN},
-        {"fsdp.pp", "S", NULL, PLAIN},         {"breadth-first.pp", "W", "B", LOOPED},
-        {"depth-first.pp", "W", "B", LOOPED},  {"interleaved-1f1b.pp", "W", "B", PLAIN},
-        {"zb-h1.pp", "S", "B", PLAIN},         {"1f1b-overlap.pp", "S", "B", PLAIN},
+        {"gpipe.pp", "S", "B", PLAIN},        {"ddp.pp", "S", "B", PLAIN},
+        {"1f1b.pp", "S", "B", PLAIN},         {"1f1b-greedy.pp", "S", "B", PLAIN},
+        {"fsdp.pp", "S", NULL, PLAIN},        {"breadth-first.pp", "W", "B", LOOPED},
+        {"depth-first.pp", "W", "B", LOOPED}, {"interleaved-1f1b.pp", "W", "B", PLAIN},
+        {"zb-h1.pp", "S", "B", PLAIN},        {"1f1b-overlap.pp", "S", "B", PLAIN},
         {"v-overlap.pp", "W", "B", PLAIN},    {"zb-v.pp", "W", "B", PLAIN},
-        {"looped-bfs.pp", "W", "B", PLAIN},    {"interleaved-zb.pp", "W", "B", ROUNDS},
-        {"zb-h2.pp", "S", "B", PLAIN},         {"dualpipev.pp", "W", "B", DUAL},
+        {"looped-bfs.pp", "W", "B", PLAIN},   {"interleaved-zb.pp", "W", "B", ROUNDS},
+        {"zb-h2.pp", "S", "B", PLAIN},        {"dualpipev.pp", "W", "B", DUAL},
     };
     int values[] = {1, 2, 3, 4, 8, 16};
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++)

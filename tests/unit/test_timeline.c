@@ -312,7 +312,8 @@ static const json_t *trace_slice(const json_t *root, const char *name)
 START_TEST(trace_in_the_costs_unit_at_s16_b64)
 {
     char *dir = temp_dir(), cmd[4096], path[512];
-    static const char *files[] = {"{\"F\": 0.5, \"B\": 1.0}", "{\"F\": 0.5, \"B\": 1.0, \"unit\": \"ms\"}"};
+    static const char *files[] = {"{\"F\": 0.5, \"B\": 1.0}",
+                                  "{\"F\": 0.5, \"B\": 1.0, \"unit\": \"ms\"}"};
     static const double us[] = {1e6, 1e3};
     static const char *unit[] = {"s", "ms"};
     for (int i = 0; i < 2; i++) {
@@ -357,8 +358,10 @@ START_TEST(trace_in_the_costs_unit_at_s16_b64)
 
         /* report.txt's diagram: a column per shortest job (0.5), 237 of
          * them in 3 bands of report.txt's 100 columns */
-        snprintf(cmd, sizeof cmd, "grep -c '^1 column = 0.5 time units; time runs on through 3 "
-                 "bands' %s/p%d/report.txt", dir, i);
+        snprintf(cmd, sizeof cmd,
+                 "grep -c '^1 column = 0.5 time units; time runs on through 3 "
+                 "bands' %s/p%d/report.txt",
+                 dir, i);
         free(run_expect(cmd, 0));
         /* report.txt names the unit with the costs file */
         snprintf(cmd, sizeof cmd, "grep '^costs ' %s/p%d/report.txt", dir, i);
@@ -444,7 +447,8 @@ START_TEST(ascii_gpipe_s4_b4_exact)
     assert_line(a, 2, "w1 |.. F0 F1 F2 F3 .. .. .. .. B0 B1 B2 B3 .. |");
     assert_line(a, 3, "w2 |.. .. F0 F1 F2 F3 .. .. B0 B1 B2 B3 .. .. |");
     assert_line(a, 4, "w3 |.. .. .. F0 F1 F2 F3 B0 B1 B2 B3 .. .. .. |");
-    assert_line(a, 5, "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a");
+    assert_line(a, 5,
+                "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a");
     assert_line(a, 6, "cell, '.' idle; columns per time unit: 3");
     ck_assert_int_eq(count(a, "\n"), 7);
     assert_width(a, 80);
@@ -459,12 +463,15 @@ START_TEST(ascii_1f1b_two_digit_microbatches)
     compiled c;
     compile_lib(&c, "1f1b.pp", 2, 12);
     char *a = render(&c, ASCII, 200, NULL, 0);
-    assert_line(a, 0, "    0   1   2   3   4   5   6   7   8   9   10  11  12  13  14  15  16  17  "
-                      "18  19  20  21  22  23  24  25  26");
-    assert_line(a, 1, "w0 |F0  F1  ... B0  F2  B1  F3  B2  F4  B3  F5  B4  F6  B5  F7  B6  F8  B7  "
-                      "F9  B8  F10 B9  F11 B10 ... B11 |");
-    assert_line(a, 2, "w1 |... F0  B0  F1  B1  F2  B2  F3  B3  F4  B4  F5  B5  F6  B6  F7  B7  F8  "
-                      "B8  F9  B9  F10 B10 F11 B11 ... |");
+    assert_line(a, 0,
+                "    0   1   2   3   4   5   6   7   8   9   10  11  12  13  14  15  16  17  "
+                "18  19  20  21  22  23  24  25  26");
+    assert_line(a, 1,
+                "w0 |F0  F1  ... B0  F2  B1  F3  B2  F4  B3  F5  B4  F6  B5  F7  B6  F8  B7  "
+                "F9  B8  F10 B9  F11 B10 ... B11 |");
+    assert_line(a, 2,
+                "w1 |... F0  B0  F1  B1  F2  B2  F3  B3  F4  B4  F5  B5  F6  B6  F7  B7  F8  "
+                "B8  F9  B9  F10 B10 F11 B11 ... |");
     assert_width(a, 200);
     free(a);
     compiled_free(&c);
@@ -490,7 +497,8 @@ START_TEST(ascii_non_unit_costs_exact)
     assert_line(a, 2, "w1 |.. F0 F1 F2 F3 .. .. .. .. ... B0-- B1-- B2-- B3-- .... |");
     assert_line(a, 3, "w2 |.. .. F0 F1 F2 F3 .. .... B0-- B1-- B2-- B3-- .. .. ... |");
     assert_line(a, 4, "w3 |.. .. .. F0 F1 F2 F3 B0-- B1-- B2-- B3-- .. .. .. .. .. |");
-    assert_line(a, 5, "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a");
+    assert_line(a, 5,
+                "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a");
     assert_line(a, 6, "cell, '.' idle; columns per time unit: 1");
     assert_width(a, 80);
     free(a);
@@ -619,7 +627,8 @@ static void assert_exact(const compiled *c, const diagram *g)
         for (int j = 0; j < job_count(js); j++) {
             if (c->t.worker[j] != w)
                 continue;
-            int a = (int)nearbyint(c->sim.start[j] / g->k), b = (int)nearbyint(c->sim.end[j] / g->k);
+            int a = (int)nearbyint(c->sim.start[j] / g->k),
+                b = (int)nearbyint(c->sim.end[j] / g->k);
             ck_assert_double_eq_tol(a * g->k, c->sim.start[j], 1e-9);
             ck_assert_double_eq_tol(b * g->k, c->sim.end[j], 1e-9);
             memset(want + a, '-', (size_t)(b - a));
@@ -641,7 +650,8 @@ static void assert_scaled(const compiled *c, const diagram *g)
     for (int w = 0; w < g->W; w++) {
         int ncols = (int)strlen(g->row[w]);
         ck_assert_int_eq(ncols, (int)ceil(c->sim.makespan / g->k - 1e-9));
-        double *busy = calloc((size_t)ncols, sizeof *busy), *most = calloc((size_t)ncols, sizeof *most);
+        double *busy = calloc((size_t)ncols, sizeof *busy),
+               *most = calloc((size_t)ncols, sizeof *most);
         int *dirs = calloc((size_t)ncols, sizeof *dirs);
         for (int j = 0; j < job_count(js); j++) {
             if (c->t.worker[j] != w)
@@ -664,7 +674,9 @@ static void assert_scaled(const compiled *c, const diagram *g)
             else if (ch == 'F' || ch == 'B' || ch == 'W' || ch == '-')
                 where = most[col] > 1 - 1e-6 ? NULL : "no one job fills a job column";
             else if (ch == 'f' || ch == 'b' || ch == 'w')
-                where = busy[col] > 1 - 1e-6 && dirs[col] == 1 << (ch == 'f' ? 0 : ch == 'b' ? 1 : 2)
+                where = busy[col] > 1 - 1e-6 && dirs[col] == 1 << (ch == 'f'   ? 0
+                                                                   : ch == 'b' ? 1
+                                                                               : 2)
                             ? NULL
                             : "not filled by jobs of that direction";
             else if (ch == '*')
@@ -754,8 +766,8 @@ START_TEST(ascii_scaled_never_misrepresents)
         const char *file;
         int S, B, width;
         double k;
-    } cases[] = {{"gpipe.pp", 16, 256, 100, 2}, {"gpipe.pp", 64, 256, 100, 2},
-                 {"1f1b.pp", 16, 64, 40, 2}};
+    } cases[] = {
+        {"gpipe.pp", 16, 256, 100, 2}, {"gpipe.pp", 64, 256, 100, 2}, {"1f1b.pp", 16, 64, 40, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         compiled c;
         compile_lib(&c, cases[i].file, cases[i].S, cases[i].B);
@@ -808,8 +820,8 @@ START_TEST(ascii_scaled_keeps_jobs_far_shorter_than_a_column)
         ck_assert_double_eq(g.k, cases[i].k);
         assert_scaled(&c, &g);
         for (int w = 0; w < 4; w++)
-            ck_assert_msg(strchr(g.row[w], ':') || strchr(g.row[w], 'F'), "w%d shows no job: %s",
-                          w, g.row[w]);
+            ck_assert_msg(strchr(g.row[w], ':') || strchr(g.row[w], 'F'), "w%d shows no job: %s", w,
+                          g.row[w]);
         ck_assert_int_eq(g.row[0][0], ':');
         diagram_free(&g);
         free(a);

@@ -180,8 +180,10 @@ static const char *check_overlap_or_cell(const char *cell, int w, int S, int B, 
     char ka, kb;
     if (parse_cell(a, &sa, &ka, &ba) || parse_cell(b, &sb, &kb, &bb) ||
         !((ka == 'F') ^ (kb == 'F')) || strchr("W", ka == 'F' ? kb : ka) || ba == bb) {
-        snprintf(why, n, "rank %d: '%s': expected a forward and a backward (B or I) of "
-                 "different microbatches", w, cell);
+        snprintf(why, n,
+                 "rank %d: '%s': expected a forward and a backward (B or I) of "
+                 "different microbatches",
+                 w, cell);
         return why;
     }
     const char *bad = check_cell(a, w, S, B, split, rank, seen, why, n);
@@ -195,8 +197,8 @@ static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
 {
     static char why[512];
     if (r->nrows != W || r->empty) {
-        snprintf(why, sizeof why, "%d rows and %d empty cells, expected %d rows and none",
-                 r->nrows, r->empty, W);
+        snprintf(why, sizeof why, "%d rows and %d empty cells, expected %d rows and none", r->nrows,
+                 r->empty, W);
         return why;
     }
     int *rank = malloc(sizeof(int) * (size_t)S), *seen = calloc((size_t)S * (size_t)B, sizeof(int));
@@ -205,11 +207,13 @@ static const char *check_rows(const csv_rows *r, int W, int S, int B, int split)
     const char *bad = NULL;
     for (int w = 0; w < W && !bad; w++)
         for (int k = 0; k < r->ncells[w] && !bad; k++)
-            bad = check_overlap_or_cell(r->cells[w][k], w, S, B, split, rank, seen, why, sizeof why);
+            bad =
+                check_overlap_or_cell(r->cells[w][k], w, S, B, split, rank, seen, why, sizeof why);
     int full = split == 1 ? 7 : 3;
     for (int i = 0; i < S * B && !bad; i++)
         if (seen[i] != full && !(split == 2 && (seen[i] == 7 || seen[i] == (3 | 8)))) {
-            snprintf(why, sizeof why, "stage %d microbatch %d: not every action once", i / B, i % B);
+            snprintf(why, sizeof why, "stage %d microbatch %d: not every action once", i / B,
+                     i % B);
             bad = why;
         }
     free(rank);
@@ -249,8 +253,9 @@ START_TEST(matches_pytorch)
     ck_assert_int_eq(mine->nrows, W);
     ck_assert_int_eq(gold->nrows, W);
     for (int r = 0; r < W; r++) {
-        ck_assert_msg(mine->ncells[r] == gold->ncells[r], "%s rank %d: %d actions, PyTorch's %d\n%s",
-                      goldens[_i].schedule, r, mine->ncells[r], gold->ncells[r], mine_text);
+        ck_assert_msg(mine->ncells[r] == gold->ncells[r],
+                      "%s rank %d: %d actions, PyTorch's %d\n%s", goldens[_i].schedule, r,
+                      mine->ncells[r], gold->ncells[r], mine_text);
         for (int k = 0; k < mine->ncells[r]; k++)
             ck_assert_msg(!strcmp(mine->cells[r][k], gold->cells[r][k]),
                           "%s rank %d action %d: pp %s, PyTorch %s\npp:\n%s\nPyTorch:\n%s",
@@ -278,14 +283,15 @@ static const struct {
 } refused[] = {
     {"ddp.pp", "stage 0's weights live on workers 0 (F(0,0)) and 1 (F(0,1)): replicas"},
     {"lpp.pp", "stage 0's weights live on workers 0 (F(0,0)) and 2 (F(0,1)): replicas"},
-    {"fsdp.pp", "F(0,1) computes on worker 1, away from stage 0's weights on worker 0 (a weight fetch"},
-    {"fslpp.pp", "F(0,1) computes on worker 2, away from stage 0's weights on worker 0 (a weight fetch"},
+    {"fsdp.pp",
+     "F(0,1) computes on worker 1, away from stage 0's weights on worker 0 (a weight fetch"},
+    {"fslpp.pp",
+     "F(0,1) computes on worker 2, away from stage 0's weights on worker 0 (a weight fetch"},
 };
 /* Library schedules it must accept (others added later are checked too). */
-static const char *const accepted[] = {"gpipe.pp",         "1f1b.pp",          "1f1b-greedy.pp",
-                                       "interleaved-1f1b.pp", "breadth-first.pp", "depth-first.pp",
-                                       "zb-h1.pp",         "1f1b-gpt.pp",      "v-overlap.pp",
-                                       "1f1b-overlap.pp"};
+static const char *const accepted[] = {
+    "gpipe.pp",       "1f1b.pp",  "1f1b-greedy.pp", "interleaved-1f1b.pp", "breadth-first.pp",
+    "depth-first.pp", "zb-h1.pp", "1f1b-gpt.pp",    "v-overlap.pp",        "1f1b-overlap.pp"};
 
 /* One library schedule at its defaults, or with -D B=4 (a second shape):
  * accepted ones write rows of good cells; refused ones say why. 1 if it
@@ -316,7 +322,9 @@ static int check_library_file(const char *file, const pp_define *defs, int ndefs
         csv_rows *rows = malloc(sizeof *rows);
         csv_parse(text, rows);
         const char *bad = check_rows(rows, c.t.W, c.t.js.S, c.t.js.B,
-                                     c.t.js.ND < 3 ? 0 : c.t.js.split ? 2 : 1);
+                                     c.t.js.ND < 3  ? 0
+                                     : c.t.js.split ? 2
+                                                    : 1);
         ck_assert_msg(bad == NULL, "%s: %s\n%s", file, bad, text);
         /* Each row is its worker's jobs in the simulator's order, an
          * overlapped pair (adjacent there) one cell. */
@@ -327,7 +335,8 @@ static int check_library_file(const char *file, const pp_define *defs, int ndefs
                 int j = c.sim.order[i];
                 pp_torch_csv_action(&c.t, j, cell, 64);
                 if (c.sim.partner && c.sim.partner[j] >= 0) {
-                    ck_assert_msg(i + 1 < c.sim.off[w + 1] && c.sim.order[i + 1] == c.sim.partner[j],
+                    ck_assert_msg(i + 1 < c.sim.off[w + 1] &&
+                                      c.sim.order[i + 1] == c.sim.partner[j],
                                   "%s: a pair not adjacent in worker %d's order", file, w);
                     pp_torch_csv_action(&c.t, c.sim.order[++i], mate, sizeof mate);
                     snprintf(pair, sizeof pair, "(%.63s;%.63s)OVERLAP_F_B", cell, mate);
@@ -435,14 +444,16 @@ START_TEST(refusals_exit_1_and_write_nothing)
              "printf 'param S = 4\\nparam B = 4\\nparam W = 5\\ncompute(s,b,d) = s\\n' > idle.pp",
              dir, PP_ROOT, PP_ROOT);
     free(run_expect(cmd, 0));
-    ppc_expect(dir, "ddp.pp --emit torch-csv csv", 1,
-               "ddp.pp: error: cannot emit torch-csv: stage 0's weights live on workers 0 (F(0,0)) "
-               "and 1 (F(0,1)): replicas all-reduced as DDP does, but a PyTorch pipeline CSV places "
-               "each stage on one rank");
-    ppc_expect(dir, "fsdp.pp --emit torch-csv csv -o plan", 1,
-               "fsdp.pp: error: cannot emit torch-csv: F(0,1) computes on worker 1, away from stage "
-               "0's weights on worker 0 (a weight fetch, as FSDP does), but PyTorch's pipeline "
-               "runtime runs a stage only on the rank that holds it");
+    ppc_expect(
+        dir, "ddp.pp --emit torch-csv csv", 1,
+        "ddp.pp: error: cannot emit torch-csv: stage 0's weights live on workers 0 (F(0,0)) "
+        "and 1 (F(0,1)): replicas all-reduced as DDP does, but a PyTorch pipeline CSV places "
+        "each stage on one rank");
+    ppc_expect(
+        dir, "fsdp.pp --emit torch-csv csv -o plan", 1,
+        "fsdp.pp: error: cannot emit torch-csv: F(0,1) computes on worker 1, away from stage "
+        "0's weights on worker 0 (a weight fetch, as FSDP does), but PyTorch's pipeline "
+        "runtime runs a stage only on the rank that holds it");
     ppc_expect(dir, "idle.pp --emit torch-csv csv", 1,
                "idle.pp: error: cannot emit torch-csv: worker 4 computes no job, but every rank of "
                "a PyTorch pipeline holds a stage (W = 5 workers for S = 4 stages)");
@@ -469,7 +480,8 @@ START_TEST(bad_command_lines_exit_2)
     free(run_expect(cmd, 0));
     ppc_expect(dir, "1f1b.pp --emit", 2,
                "ppc: --emit needs a format and a directory, e.g. --emit torch-csv out/csv");
-    ppc_expect(dir, "1f1b.pp --emit csv out", 2, "ppc: --emit 'csv': unknown format; expected torch-csv");
+    ppc_expect(dir, "1f1b.pp --emit csv out", 2,
+               "ppc: --emit 'csv': unknown format; expected torch-csv");
     ppc_expect(dir, "1f1b.pp --emit torch-csv", 2,
                "ppc: --emit torch-csv needs a directory, e.g. --emit torch-csv out/csv");
     ppc_expect(dir, "1f1b.pp --emit torch-csv ''", 2,

@@ -99,12 +99,18 @@ static const struct {
     const char *name, *defs;
     int optimizer, precision;
 } library[] = {
-    {"gpipe.pp", "S=4 B=4", -1, -1},         {"1f1b.pp", "S=4 B=8", -1, -1},
-    {"1f1b-greedy.pp", "S=4 B=8", -1, -1},   {"zb-h1.pp", "S=4 B=8", -1, -1},
-    {"ddp.pp", "S=4 B=4", PP_OPT_ADAMW, -1}, {"fsdp.pp", "S=4 B=4", PP_OPT_ADAMW, PP_PREC_BF16},
-    {"lpp.pp", "", -1, -1},                  {"fslpp.pp", "", -1, -1},
-    {"interleaved-1f1b.pp", "", -1, -1},     {"breadth-first.pp", "", -1, -1},
-    {"depth-first.pp", "", -1, -1},          {"1f1b-gpt.pp", "", -1, -1},
+    {"gpipe.pp", "S=4 B=4", -1, -1},
+    {"1f1b.pp", "S=4 B=8", -1, -1},
+    {"1f1b-greedy.pp", "S=4 B=8", -1, -1},
+    {"zb-h1.pp", "S=4 B=8", -1, -1},
+    {"ddp.pp", "S=4 B=4", PP_OPT_ADAMW, -1},
+    {"fsdp.pp", "S=4 B=4", PP_OPT_ADAMW, PP_PREC_BF16},
+    {"lpp.pp", "", -1, -1},
+    {"fslpp.pp", "", -1, -1},
+    {"interleaved-1f1b.pp", "", -1, -1},
+    {"breadth-first.pp", "", -1, -1},
+    {"depth-first.pp", "", -1, -1},
+    {"1f1b-gpt.pp", "", -1, -1},
 };
 
 START_TEST(library_plans_verify)
@@ -124,8 +130,9 @@ END_TEST
  * windows, per-stage blocks with a stage of none, a GPT in bf16. */
 START_TEST(compile_variants_verify)
 {
-    char *blocks = with_model("zb-h1.pp", "model { context = 8; embed = 16; ffn = 64; batch = 8\n"
-                                          "        blocks = s == 0 || s == S - 1 ? 1 : s == 2 ? 0 : 3 }");
+    char *blocks =
+        with_model("zb-h1.pp", "model { context = 8; embed = 16; ffn = 64; batch = 8\n"
+                               "        blocks = s == 0 || s == S - 1 ? 1 : s == 2 ? 0 : 3 }");
     const struct {
         const char *name, *defs;
         int optimizer, precision, keep, prefetch;
@@ -140,8 +147,7 @@ START_TEST(compile_variants_verify)
         planset s = compile_set_with(v[i].name, v[i].defs, v[i].optimizer, v[i].precision,
                                      v[i].keep, v[i].prefetch);
         char err[1024];
-        ck_assert_msg(verify_set(&s, err, sizeof err) == 0, "%s %s: %s", v[i].name, v[i].defs,
-                      err);
+        ck_assert_msg(verify_set(&s, err, sizeof err) == 0, "%s %s: %s", v[i].name, v[i].defs, err);
         free_set(&s);
     }
     remove_schedule(blocks);
@@ -187,16 +193,20 @@ START_TEST(slots_against_the_stage_place)
     planset s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
     pp_instr *f = find(&s, 3, PP_OP_Forward, 3);
     pp_set_slot(f, PP_ROLE_OUT, pp_slot(f, PP_ROLE_TGT));
-    refused(&s, "(Forward): stage 3 of 4 has an out slot (expected one on every stage but the last)");
+    refused(&s,
+            "(Forward): stage 3 of 4 has an out slot (expected one on every stage but the last)");
     free_set(&s);
     s = compile_set("1f1b.pp", "S=4 B=8", -1, -1);
     pp_set_slot(find(&s, 1, PP_OP_Forward, 1), PP_ROLE_OUT, -1);
-    refused(&s, "(Forward): stage 1 of 4 lacks an out slot (expected one on every stage but the last)");
+    refused(&s,
+            "(Forward): stage 1 of 4 lacks an out slot (expected one on every stage but the last)");
     free_set(&s);
     s = compile_set("zb-h1.pp", "S=4 B=8", -1, -1);
     pp_instr *bi = find(&s, 0, PP_OP_BackwardInput, 0);
     pp_set_slot(bi, PP_ROLE_DIN, pp_slot(bi, PP_ROLE_DOUT));
-    refused(&s, "(BackwardInput): stage 0 of 4 has a din slot (expected one on every stage but the first)");
+    refused(
+        &s,
+        "(BackwardInput): stage 0 of 4 has a din slot (expected one on every stage but the first)");
     free_set(&s);
 }
 END_TEST
@@ -332,8 +342,9 @@ END_TEST
 START_TEST(ppc_failure_leaves_no_stale_plans)
 {
     char *dir = temp_dir(), cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p -q && ls %s/p",
-             PP_ROOT, PP_ROOT, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/gpipe.pp -D S=4 -D B=8 -o %s/p -q && ls %s/p", PP_ROOT,
+             PP_ROOT, dir, dir);
     char *out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "rank3.bin"), "%s", out);
     free(out);

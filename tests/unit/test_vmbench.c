@@ -46,8 +46,8 @@ static long plan_counts(const char *dir, int np, long *count)
 static void check_table(const char *out, const char *dir, int np, int steps)
 {
     long want[PP_OP_COUNT] = {0}, seen[PP_OP_COUNT] = {0}, fam_sum[8] = {0};
-    const char *fams[] = {"compute", "optimizer", "transfer", "weights", "collective",
-                          "bookkeeping"};
+    const char *fams[] = {"compute", "optimizer",  "transfer",
+                          "weights", "collective", "bookkeeping"};
     long total = plan_counts(dir, np, want);
     char head[128];
     snprintf(head, sizeof head, "no-compute: %d rank%s, %d step%s counted", np, np == 1 ? "" : "s",
@@ -61,9 +61,11 @@ static void check_table(const char *out, const char *dir, int np, int steps)
         char fam[32], op[32];
         long n;
         double ns, wait, slowest;
-        ck_assert_msg(sscanf(line, "%31s %31s %ld %lf %lf %lf", fam, op, &n, &ns, &wait,
-                             &slowest) == 6, "a row that is not 'family opcode n ns wait "
-                      "slowest': %.80s", line);
+        ck_assert_msg(
+            sscanf(line, "%31s %31s %ld %lf %lf %lf", fam, op, &n, &ns, &wait, &slowest) == 6,
+            "a row that is not 'family opcode n ns wait "
+            "slowest': %.80s",
+            line);
         ck_assert_msg(ns >= 0 && wait >= 0 && wait <= ns + 0.05 && slowest >= 0,
                       "times out of range: %.80s", line);
         int f = -1;
@@ -93,8 +95,8 @@ static void check_table(const char *out, const char *dir, int np, int steps)
     ck_assert_int_eq(all_rows, 1);
     ck_assert_int_gt(rows, 2);
     for (int o = 0; o < PP_OP_COUNT; o++)
-        ck_assert_msg(!want[o] || seen[o], "the plans hold %ld %s but the table has no row", want[o],
-                      pp_op_name(o));
+        ck_assert_msg(!want[o] || seen[o], "the plans hold %ld %s but the table has no row",
+                      want[o], pp_op_name(o));
     char plan_line[128];
     snprintf(plan_line, sizeof plan_line, "plan: %ld instructions a step on all ranks", total);
     ck_assert_msg(strstr(out, plan_line), "no '%s' in:\n%s", plan_line, out);
@@ -114,7 +116,8 @@ static void check_step_lines(const char *out, int steps)
     ck_assert_msg(!strstr(out, "loss") && !strstr(out, "samples/s"),
                   "--no-compute claims a loss or a rate:\n%s", out);
     ck_assert_msg(strstr(out, "no compute (benchmark mode: no kernel runs, every message is 4 "
-                              "bytes)"), "the start-up line does not say the mode:\n%s", out);
+                              "bytes)"),
+                  "the start-up line does not say the mode:\n%s", out);
 }
 
 /* One rank, no mpirun: gpipe S=1 (F, B, LoadMicroBatch, OptimizerStep) and
@@ -146,8 +149,9 @@ START_TEST(one_rank)
                  PPVM, dir);
         out = run_expect(cmd, 0);
         ck_assert_msg(strstr(out, "no-compute: 1 rank, 0 steps counted;") &&
-                      strstr(out, "\nno step ran: nothing was counted\n") &&
-                      !strstr(out, "\nfamily "), "%s", out);
+                          strstr(out, "\nno step ran: nothing was counted\n") &&
+                          !strstr(out, "\nfamily "),
+                      "%s", out);
         free(out);
         remove_dir(dir);
     }
@@ -201,8 +205,10 @@ START_TEST(flag_errors)
         char cmd[1024], want[256];
         snprintf(cmd, sizeof cmd, "%s/bin/%s --no-compute %s plan", PP_ROOT, PPVM, bad[i][0]);
         char *out = run_expect(cmd, 2);
-        snprintf(want, sizeof want, "ppvm: --no-compute runs no kernel and trains nothing (a "
-                 "benchmark of the interpreter); it does not go with %s\n", bad[i][1]);
+        snprintf(want, sizeof want,
+                 "ppvm: --no-compute runs no kernel and trains nothing (a "
+                 "benchmark of the interpreter); it does not go with %s\n",
+                 bad[i][1]);
         ck_assert_msg(strstr(out, want), "%s: expected '%s' in:\n%s", cmd, want, out);
         free(out);
     }
@@ -213,11 +219,14 @@ START_TEST(flag_errors)
     free(out);
     /* the test hook has nothing to put a NaN into: every rank exits 1 */
     char *dir = compile_plan("gpipe.pp", "-D S=1 -D B=2");
-    snprintf(cmd, sizeof cmd, "PP_INJECT_NAN=1:0:0 %s/bin/%s --no-compute --steps 1 "
-             "%s/plan/rank0.bin", PP_ROOT, PPVM, dir);
+    snprintf(cmd, sizeof cmd,
+             "PP_INJECT_NAN=1:0:0 %s/bin/%s --no-compute --steps 1 "
+             "%s/plan/rank0.bin",
+             PP_ROOT, PPVM, dir);
     out = run_expect(cmd, 1);
     ck_assert_msg(strstr(out, "ppvm: rank 0: PP_INJECT_NAN: --no-compute computes nothing to put "
-                              "a NaN into (unset it, or drop --no-compute)"), "%s", out);
+                              "a NaN into (unset it, or drop --no-compute)"),
+                  "%s", out);
     free(out);
     remove_dir(dir);
 }
@@ -229,8 +238,10 @@ END_TEST
 START_TEST(mixed_modes_refused)
 {
     char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), cmd[2048];
-    snprintf(cmd, sizeof cmd, MPIRUN_CMD " -np 1 %s/bin/%s --no-compute --steps 1 %s/plan : "
-             "-np 1 %s/bin/%s --steps 1 %s/plan", PP_ROOT, PPVM, dir, PP_ROOT, PPVM, dir);
+    snprintf(cmd, sizeof cmd,
+             MPIRUN_CMD " -np 1 %s/bin/%s --no-compute --steps 1 %s/plan : "
+                        "-np 1 %s/bin/%s --steps 1 %s/plan",
+             PP_ROOT, PPVM, dir, PP_ROOT, PPVM, dir);
     proc_result r;
     run_proc(cmd, MPIRUN_TIMEOUT, &r);
     ck_assert_msg(!r.timed_out && r.status != 0, "%s: expected a failure, got:\n%s", cmd, r.out);

@@ -18,10 +18,9 @@
 
 #include <check.h>
 
-
 /* The tests' compile: as far as the simulation, diagnostics collected. */
-static void compile_to_sim(compiled *c, const char *path, const char *text,
-                           const pp_define *defs, int ndefs)
+static void compile_to_sim(compiled *c, const char *path, const char *text, const pp_define *defs,
+                           int ndefs)
 {
     pp_compile_opts o = pp_compile_defaults();
     o.path = path;
@@ -294,8 +293,8 @@ char *proc_story(const proc_result *r, int lines)
     if (!*tail) {
         if (asprintf(&s, "%s, printing nothing", how) < 0)
             abort();
-    } else if (asprintf(&s, "%s; %s:\n%s", how, tail == r->out ? "its output" : "the last lines of its output",
-                        tail) < 0)
+    } else if (asprintf(&s, "%s; %s:\n%s", how,
+                        tail == r->out ? "its output" : "the last lines of its output", tail) < 0)
         abort();
     return s;
 }
@@ -308,8 +307,8 @@ int run_cmd(const char *cmd, char **out)
         char how[256];
         how_it_ended(&r, how, sizeof how);
         char *s;
-        if (asprintf(&s, "%s%s[%s]\n", r.out, *r.out && r.out[strlen(r.out) - 1] != '\n' ? "\n" : "",
-                     how) < 0)
+        if (asprintf(&s, "%s%s[%s]\n", r.out,
+                     *r.out && r.out[strlen(r.out) - 1] != '\n' ? "\n" : "", how) < 0)
             abort();
         free(r.out);
         r.out = s;
@@ -326,8 +325,8 @@ char *run_expect_at(const char *file, int line, const char *cmd, int want)
     proc_result r;
     run_proc(cmd, CMD_TIMEOUT, &r);
     if (r.status != want || r.timed_out)
-        _ck_assert_failed(file, line, "Command failed", "%s\n  expected exit status %d; it %s",
-                          cmd, want, proc_story(&r, 20));
+        _ck_assert_failed(file, line, "Command failed", "%s\n  expected exit status %d; it %s", cmd,
+                          want, proc_story(&r, 20));
     return r.out;
 }
 
@@ -366,8 +365,8 @@ static void describe_ranks(const int *st, int np, char *buf, size_t len)
             n += (size_t)snprintf(buf + n, len - n, "%srank %d was killed by signal %d (%s)",
                                   n ? "; " : "", r, st[r] - 128, strsignal(st[r] - 128));
         else
-            n += (size_t)snprintf(buf + n, len - n, "%srank %d exited with status %d", n ? "; " : "",
-                                  r, st[r]);
+            n += (size_t)snprintf(buf + n, len - n, "%srank %d exited with status %d",
+                                  n ? "; " : "", r, st[r]);
         if (n >= len)
             n = len - 1;
     }
@@ -482,9 +481,10 @@ void mpi_fails_with_at(const char *file, int line, int np, const char *args, con
     char *out, *why;
     int rc = mpi_run(np, args, &out, &why);
     if (rc == 0)
-        _ck_assert_failed(file, line, "mpirun succeeded", "expected a failure with '%s' from "
-                          "mpirun -np %d ppvm %s, but every rank exited 0:\n%s", message, np, args,
-                          last_lines(out, 20));
+        _ck_assert_failed(file, line, "mpirun succeeded",
+                          "expected a failure with '%s' from "
+                          "mpirun -np %d ppvm %s, but every rank exited 0:\n%s",
+                          message, np, args, last_lines(out, 20));
     int st[np], rank_failed = 0;
     rank_statuses(out, np, st);
     for (int i = 0; i < np; i++)
@@ -515,8 +515,8 @@ char *compile_plan(const char *schedule, const char *args)
     if (strchr(schedule, '/')) /* a path, not a library schedule */
         snprintf(cmd, sizeof cmd, "%s/bin/ppc %s %s -o %s/plan -q", PP_ROOT, schedule, args, dir);
     else
-        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT,
-                 PP_ROOT, schedule, args, dir);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/%s %s -o %s/plan -q", PP_ROOT, PP_ROOT,
+                 schedule, args, dir);
     free(run_expect(cmd, 0));
     return dir;
 }

@@ -61,7 +61,7 @@ typedef struct {
     int lingered;  /* it exited, but processes it started kept running and were killed */
     int timeout;   /* the limit it ran under, in seconds (scaled) */
     double seconds;
-    char *out;     /* stdout and stderr, interleaved */
+    char *out; /* stdout and stderr, interleaved */
 } proc_result;
 
 /* Limits in seconds, before scaling: an ordinary command, an mpirun. */
@@ -127,7 +127,8 @@ int mpi_run_mpmd(int n, const char *const *pre, const char *const *args, int tim
 char *mpi_ok_at(const char *file, int line, int np, const char *args);
 /* The run must fail because a rank failed (not mpirun alone, not a
  * timeout), with `message` in its output. */
-#define mpi_fails_with(np, args, message) mpi_fails_with_at(__FILE__, __LINE__, (np), (args), (message))
+#define mpi_fails_with(np, args, message)                                                          \
+    mpi_fails_with_at(__FILE__, __LINE__, (np), (args), (message))
 void mpi_fails_with_at(const char *file, int line, int np, const char *args, const char *message);
 /* The numbers of `key` in a ppvm --profile file: "key": [a, b, ...] or
  * "key": a. Returns how many (at most max), all asserted > 0. */

@@ -46,9 +46,9 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float *B, int ldb, const float *beta, float *C, int ldc);
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                             int n, int k, const void *alpha, const void *A, cudaDataType_t Atype,
-                            int lda, const void *B, cudaDataType_t Btype, int ldb,
-                            const void *beta, void *C, cudaDataType_t Ctype, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+                            int lda, const void *B, cudaDataType_t Btype, int ldb, const void *beta,
+                            void *C, cudaDataType_t Ctype, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          cublasOperation_t tb, int m, int n, int k,
                                          const float *alpha, const float *A, int lda,
@@ -60,8 +60,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           const void *alpha, const void *A, cudaDataType_t Atype,
                                           int lda, long long strideA, const void *B,
                                           cudaDataType_t Btype, int ldb, long long strideB,
-                                          const void *beta, void *C, cudaDataType_t Ctype,
-                                          int ldc, long long strideC, int batchCount,
+                                          const void *beta, void *C, cudaDataType_t Ctype, int ldc,
+                                          long long strideC, int batchCount,
                                           cublasComputeType_t compute, cublasGemmAlgo_t algo);
 cublasStatus_t cublasSscal(cublasHandle_t h, int n, const float *alpha, float *x, int incx);
 #ifdef __cplusplus

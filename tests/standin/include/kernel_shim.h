@@ -50,7 +50,8 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int la
     static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
     uint64_t u = 0;
     memcpy(&u, &v, sizeof v);
-    int lane = (int)(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y) & 31;
+    int lane =
+        (int)(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y) & 31;
     u = pp_si_warp_exchange(u, lane ^ lanemask);
     T r;
     memcpy(&r, &u, sizeof r);
@@ -106,8 +107,7 @@ template <typename T> static inline void pp_si_collect(pp_si_ptr_arg *out, int *
  * *mode is the launch site's: 0 unknown, 1 used no barrier (threads run as
  * plain calls), 2 used one (fibers). Sets the last error. */
 void pp_si_launch_grid(dim3 grid, dim3 block, size_t shmem, cudaStream_t st, const char *name,
-                       std::function<void()> body, const pp_si_ptr_arg *args, int nargs,
-                       int *mode);
+                       std::function<void()> body, const pp_si_ptr_arg *args, int nargs, int *mode);
 
 template <typename F, typename... A>
 static inline void pp_si_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t st,

@@ -17,7 +17,14 @@ typedef enum {
     ncclRemoteError = 6,
     ncclInProgress = 7
 } ncclResult_t;
-typedef enum { ncclInt8 = 0, ncclChar = 0, ncclUint8 = 1, ncclInt32 = 2, ncclFloat32 = 7, ncclFloat = 7 } ncclDataType_t;
+typedef enum {
+    ncclInt8 = 0,
+    ncclChar = 0,
+    ncclUint8 = 1,
+    ncclInt32 = 2,
+    ncclFloat32 = 7,
+    ncclFloat = 7
+} ncclDataType_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
 #define NCCL_UNIQUE_ID_BYTES 128
 typedef struct {
