@@ -142,11 +142,12 @@ oom:
  * step. 0, or -1 with err. */
 static int check_ops(const pp_vm_ops *o, const pp_vm_mem *mem, char *err, size_t errlen)
 {
+/* clang-format off */
 #define PP_OPS_REQUIRED(X)                                                                         \
-    X(slot)                                                                                        \
-    X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) X(backward) X(backward_input)      \
-        X(backward_weight) X(poison) X(check) X(zero) X(accumulate) X(update) X(send) X(recv)      \
-            X(reduce) X(mark) X(elapsed)
+    X(slot) X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) X(backward)                \
+    X(backward_input) X(backward_weight) X(poison) X(check) X(zero) X(accumulate) X(update)        \
+    X(send) X(recv) X(reduce) X(mark) X(elapsed)
+/* clang-format on */
 #define PP_OPS_CHECK(name)                                                                         \
     if (!o->name) {                                                                                \
         snprintf(err, errlen, "this backend lacks the VM core's operation '%s'", #name);           \
@@ -288,7 +289,10 @@ int pp_vm_core_defer(pp_vm_core *c, const pp_instr *in)
     return 1;
 }
 
-int pp_vm_core_det(const pp_vm_core *c, int s) { return c->det && pp_determ_tracks(c->det, s); }
+int pp_vm_core_det(const pp_vm_core *c, int s)
+{
+    return c->det && s >= 0 && s < (int)c->p->S && pp_determ_tracks(c->det, s);
+}
 
 float *pp_vm_core_det_job(pp_vm_core *c, int s, int b) { return pp_determ_job(c->det, s, b); }
 

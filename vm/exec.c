@@ -111,8 +111,11 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     j.lane = j.pair == 2;
     if (j.s >= 0 && j.s < (int)p->S)
         j.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
-    if (pp_vm_core_det(c, j.s) && (in->op == PP_OP_SendWeightGrad ||
-                                   in->op == PP_OP_RecvWeightGrad || in->op == PP_OP_ReduceGrads)) {
+    /* (the opcode first: only these carry a stage --deterministic tracks;
+     * a marker's or a microbatch load's stage is -1) */
+    if ((in->op == PP_OP_SendWeightGrad || in->op == PP_OP_RecvWeightGrad ||
+         in->op == PP_OP_ReduceGrads) &&
+        pp_vm_core_det(c, j.s)) {
         pp_vm_core_det_transfer(c, in); /* host memory, MPI (--no-compute refuses it) */
         return;
     }
