@@ -4,7 +4,8 @@
 #   make test     build and run every test and the layering check (make
 #                 layering); ends with Check's summary line
 #                 (one suite: make test SUITE=e2e; see tests/README.md)
-#   make demo     compile schedules/gpipe.pp and train the demo model under mpirun
+#   make demo     compile schedules/gpipe.pp and train the demo model (bin/pprun: mpirun,
+#                 as many ranks as the plan has)
 #   make deps     install what is missing from Debian's packages (idempotent)
 #   make oracle   train the model in PyTorch too and compare (not part of make test)
 #   make layering check the layers: sibling tools, no BLAS in ppc, no cycles between
@@ -61,8 +62,6 @@ DEMO_SCHEDULE ?= schedules/gpipe.pp
 DEMO_FLAGS ?=
 STEPS ?= 200
 endif
-DEMO_NP ?= 4
-MPIRUN := mpirun --oversubscribe --allow-run-as-root --bind-to none
 
 DEB_PACKAGES := flex bison g++ check pkg-config libsubunit-dev libopenmpi-dev openmpi-bin libopenblas-dev base-files libxml2-utils \
                 libjansson-dev zlib1g-dev python3
@@ -80,7 +79,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
             compiler/table.c compiler/keep.c compiler/transfer_groups.c \
             compiler/plans.c compiler/compile.c compiler/torch_csv.c compiler/search.c compiler/names.c compiler/slot_pool.c compiler/radix_sort.c
 COMP_SRC += compiler/numfmt.c
-VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
+VM_SRC   := $(filter-out vm/ppvm.c vm/pprun.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
 ISA_OBJ  := $(ISA_SRC:%.c=$(B)/%.o)
@@ -92,7 +91,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
 .PHONY: all deps check test layering layering-selftest demo clean golden torch-orders bench bench-interp bench-compile bench-kernels gpu-bench standin-test oracle fuzz harnesses torch-csv-check
 SHELL := /bin/bash
-all: bin/ppc bin/ppvm
+all: bin/ppc bin/ppvm bin/pprun
 
 # ---- dependencies --------------------------------------------------------
 deps:
@@ -146,6 +145,12 @@ bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(JSON_LIBS) $(ZLIB_LIBS) -lm -o $@
 
+# pprun, the launcher (vm/pprun.c): ppvm under mpirun; it reads only plan
+# headers, so it links isa/ alone (no MPI, no BLAS).
+bin/pprun: $(B)/vm/pprun.o $(ISA_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) -lm -o $@
+
 bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
@@ -168,7 +173,7 @@ CXX       ?= g++
 MPICXX    ?= mpicxx
 SI_CFLAGS := -DPP_HAVE_CUDA -Itests/standin/include
 SI_CXXFLAGS := -O2 -g -std=c++17 -Wall -Wextra -Werror -Itests/standin/include
-SI_VM_OBJ := $(patsubst %.c,$(SI)/%.o,$(filter-out vm/ppvm.c,$(wildcard vm/*.c)))
+SI_VM_OBJ := $(patsubst %.c,$(SI)/%.o,$(filter-out vm/ppvm.c vm/pprun.c,$(wildcard vm/*.c)))
 SI_CU_OBJ := $(patsubst kernels/%.cu,$(SI)/kernels/%.o,$(wildcard kernels/*.cu))
 SI_TEST_OBJ := $(patsubst %.c,$(SI)/%.o,tests/unit/test_cuda_kernels.c tests/unit/test_model_cuda.c \
                tests/unit/test_gpu_e2e.c tests/unit/testutil.c tests/standin/test_standin.c \
@@ -261,7 +266,7 @@ layering-selftest:
 demo: deps
 	$(MAKE) all
 	./bin/ppc $(DEMO_SCHEDULE) -o out/demo
-	OPENBLAS_NUM_THREADS=1 $(MPIRUN) -np $(DEMO_NP) ./bin/ppvm out/demo --steps $(STEPS) $(DEMO_FLAGS)
+	./bin/pprun out/demo --steps $(STEPS) $(DEMO_FLAGS)
 
 # ---- fuzz targets and harnesses -------------------------------------------------
 # libFuzzer targets (clang -fsanitize=fuzzer), built from the same source lists

@@ -68,7 +68,7 @@ static struct {
     _Atomic long long since; /* CLOCK_MONOTONIC ns when the phase's clock started */
     _Atomic uint32_t index;  /* the instruction in progress, PP_AT_STEP */
     _Atomic int op, stage, mb, peer;
-    char second[96]; /* the second signal's line, made before any signal */
+    char second[160]; /* the second signal's line, made before any signal */
 } g;
 
 /* The first SIGTERM/SIGINT, or 0. A lock-free atomic, not a volatile
@@ -94,15 +94,38 @@ const char *pp_guard_signal_name(int sig)
 int pp_guard_signal(void) { return atomic_load(&stop_signal); }
 
 /* Async-signal-safe: the first signal is only noted; a second one ends the
- * process at once with the line made at start-up. */
+ * process at once with the line made at start-up. SIGUSR1 and SIGUSR2 are
+ * SIGTERM and SIGINT relayed by bin/pprun (mpirun passes only those two on
+ * to every rank without ending the job: vm/pprun.c), noted as what they
+ * relay. In MPI_Finalize, with the run's work done, a signal (mpirun
+ * ending the ranks that are still there once one exited non-zero) ends
+ * the process without a line. */
 static void on_signal(int sig)
 {
-    if (atomic_load(&stop_signal)) {
-        ssize_t w = write(2, g.second, strlen(g.second));
-        (void)w;
-        _exit(128 + sig);
+    sig = sig == SIGUSR1 ? SIGTERM : sig == SIGUSR2 ? SIGINT : sig;
+    int first = atomic_load(&stop_signal);
+    if (first) {
+        if (atomic_load_explicit(&g.phase, memory_order_relaxed) != PP_AT_FINALIZE) {
+            ssize_t w = write(2, g.second, strlen(g.second));
+            (void)w;
+        }
+        _exit(128 + first);
     }
     atomic_store(&stop_signal, sig);
+}
+
+int pp_guard_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    const int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigaction(sigs[i], &sa, NULL))
+            return -1;
+    return 0;
 }
 
 void pp_guard_phase(pp_phase ph, int step)
@@ -364,16 +387,12 @@ int pp_guard_start(int me, int world, double timeout, double grace)
     g.world = world;
     g.timeout = timeout;
     g.grace = grace;
-    snprintf(g.second, sizeof g.second, "ppvm: rank %d: a second stop signal: exiting at once\n",
+    snprintf(g.second, sizeof g.second,
+             "ppvm: rank %d: a second stop signal: exiting at once, without --save or a "
+             "checkpoint\n",
              me);
     pp_guard_phase(PP_AT_STARTUP, 0);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    pp_guard_signals(); /* (again: MPI_Init may have set its own) */
     pthread_t t;
     pthread_attr_t attr;
     int rc = pthread_attr_init(&attr);
@@ -386,6 +405,8 @@ int pp_guard_start(int me, int world, double timeout, double grace)
         sigemptyset(&block);
         sigaddset(&block, SIGTERM);
         sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGUSR1);
+        sigaddset(&block, SIGUSR2);
         pthread_sigmask(SIG_BLOCK, &block, &old);
         rc = pthread_create(&t, &attr, watch, NULL);
         pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -14,7 +14,8 @@
  * the thread never calls MPI, since the main thread is blocked inside it,
  * and Open MPI's mpirun then ends the job non-zero.
  *
- * The first SIGTERM or SIGINT only sets a flag (pp_guard_signal); the
+ * The first SIGTERM or SIGINT (or SIGUSR1, SIGUSR2: the two relayed by
+ * bin/pprun) only sets a flag (pp_guard_signal); the
  * driver has the ranks agree on it at the end of the step and stop together.
  * A second one, or --grace seconds without the step ending, ends the
  * process at once with status 128 + the signal's number. */
@@ -37,7 +38,13 @@ typedef enum {
     PP_AT_FINALIZE,   /* MPI_Finalize, everything else done (its own clock) */
 } pp_phase;
 
-/* Installs the SIGTERM and SIGINT handlers and starts the watchdog thread,
+/* Installs the stop signals' handlers: SIGTERM, SIGINT, and SIGUSR1 and
+ * SIGUSR2, which bin/pprun relays them as (taken as SIGTERM and SIGINT).
+ * Called first thing in main, so that a signal during MPI_Init stops the
+ * run rather than ending the process; 0, or -1. */
+int pp_guard_signals(void);
+
+/* Installs the stop signals' handlers (again) and starts the watchdog thread,
  * in phase PP_AT_STARTUP. timeout, grace: seconds (> 0). Returns 0, or -1
  * when the thread cannot be started (said on stderr). */
 int pp_guard_start(int me, int world, double timeout, double grace);

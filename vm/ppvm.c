@@ -823,6 +823,7 @@ int main(int argc, char **argv)
     if (o.reference)
         return run_reference(&o);
 
+    pp_guard_signals(); /* before MPI_Init: a stop signal there stops the run, not the process */
     mpiCheck(MPI_Init(&argc, &argv));
     int me, size, tag_ub_ok = 1;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));

@@ -199,6 +199,66 @@ static const cli_row ppvm_rows[] = {
     {"$PPVM --compare w w", 0, "stage 1: 99456 weights, max |diff| 0 (within tolerance)"},
 };
 
+/* ---- pprun (vm/pprun.c) -----------------------------------------------------
+ * Its command line, bad plans, and the mpirun line it prints (--dry-run):
+ * the rank count from the plan, root, oversubscription when the ranks
+ * outnumber the cores (taskset: one core), hosts, the forwarded
+ * environment, quoting; and its exit status, mpirun's (a stand-in). */
+#define PPRUN_DRY "$PPRUN plan --dry-run"
+
+static const cli_row pprun_rows[] = {
+    {"$PPRUN", 2, "pprun: no plan given (pprun PLAN_DIR [ppvm options]; ppc SCHEDULE.pp -o"},
+    {"$PPRUN missing", 2,
+     "pprun: 'missing': No such file or directory: no such plan directory; compile one with ppc "
+     "SCHEDULE.pp -o missing"},
+    {"$PPRUN gpipe.pp", 2,
+     "pprun: 'gpipe.pp' is a schedule, not a plan: compile it first (ppc gpipe.pp -o out/plan), "
+     "then pprun out/plan"},
+    {"$PPRUN nothere.pp", 2, "pprun takes a plan that ppc compiled (ppc SCHEDULE.pp -o DIR"},
+    {"$PPRUN emptydir", 2,
+     "pprun: 'emptydir' holds no rank0.bin: not a plan directory (ppc SCHEDULE.pp -o emptydir "
+     "writes one)"},
+    {"$PPRUN short", 2, "pprun: short: bad magic"},
+    {"$PPRUN plan/rank1.bin", 2, "pprun: 'plan/rank1.bin' is one rank's file of a 2-rank plan"},
+    {"$PPRUN --steps 3 plan", 2, "pprun: '--steps' before the plan: give the plan directory first"},
+    {"$PPRUN plan --hosts", 2, "pprun: --hosts needs a value (HOST:RANKS,..."},
+    {"$PPRUN plan --hosts a:1", 2,
+     "pprun: --hosts a:1 gives 1 rank; the plan has 2 (one rank per plan file)"},
+    {"$PPRUN plan --hosts a:x,b:1", 2,
+     "pprun: --hosts a:x,b:1: 'a:x': expected HOST:RANKS with RANKS a positive integer"},
+    {"$PPRUN plan --hosts a:1,", 2, "pprun: --hosts a:1,: a trailing comma"},
+    {"$PPRUN plan --hosts a:2 --hosts b:2", 2, "pprun: --hosts given twice; give it once"},
+    {"$PPRUN plan --hosts a:2 --hostfile hf", 2,
+     "pprun: --hosts and --hostfile both given; give one"},
+    /* the line */
+    {"env -i PATH=\"$PATH\" $PPRUN plan --dry-run --steps 3 'a b' \"it's\"", 0,
+     " --bind-to none -x OPENBLAS_NUM_THREADS=1 "},
+    {"env -i PATH=\"$PATH\" $PPRUN plan --dry-run --steps 3 'a b' \"it's\" | sed \"s#$R#R#\"", 0,
+     "R/bin/ppvm plan --steps 3 'a b' 'it'\\''s'"},
+    {"$PPRUN plan --dry-run", 0, "mpirun -np 2 "},
+    {"$PPC gpipe.pp -D S=4 -o four -q && $PPRUN four --dry-run", 0, "mpirun -np 4 "},
+    {"echo \"[$(taskset -c 0 $PPRUN plan --dry-run | grep -o ' --oversubscribe --bind-to none "
+     "')]\"",
+     0, "[ --oversubscribe --bind-to none ]"},
+    {"$PPC gpipe.pp -D S=1 -o one -q && echo \"[$(taskset -c 0 $PPRUN one --dry-run | "
+     "grep -c oversubscribe)]\"",
+     0, "[0]"},
+    {"echo \"[$(taskset -c 0 $PPRUN plan --dry-run --hosts a:1,b:1 | grep -c oversubscribe)]\"", 0,
+     "[0]"},
+    {PPRUN_DRY " --hosts a:1,b:1", 0, " --bind-to none --host a:1,b:1 -x OPENBLAS_NUM_THREADS"},
+    {PPRUN_DRY " --hostfile hf", 0, " --bind-to none --hostfile hf -x OPENBLAS_NUM_THREADS"},
+    {"OPENBLAS_NUM_THREADS=2 " PPRUN_DRY, 0, " -x OPENBLAS_NUM_THREADS -x"},
+    {"NCCL_DEBUG=INFO " PPRUN_DRY, 0, " -x NCCL_DEBUG "},
+    {"PPVM_TEST_KILL=1:1:step " PPRUN_DRY, 0, " -x PPVM_TEST_KILL "},
+    /* --allow-run-as-root exactly when root */
+    {"a=$(" PPRUN_DRY " | grep -c -- '-np 2 --allow-run-as-root '); "
+     "[ $a = $([ $(id -u) = 0 ] && echo 1 || echo 0) ] && echo as-root-iff-root",
+     0, "as-root-iff-root"},
+    /* the status: mpirun's */
+    {"PPRUN_MPIRUN=false $PPRUN plan", 1, "pprun: mpirun exited with status 1"},
+    {"PPRUN_MPIRUN=./no-such-mpirun $PPRUN plan", 127, "pprun: cannot run ./no-such-mpirun"},
+};
+
 /* ---- numeric flags ---------------------------------------------------------
  * Each gets rows for: a non-number, a value out of range, nan, inf, the
  * empty string, no value, and the flag given twice. */
@@ -312,11 +372,12 @@ static void run_rows(const char *dir, const cli_row *rows, int n)
         const cli_row *r = &rows[i];
         char cmd[4096];
         snprintf(cmd, sizeof cmd,
-                 "cd %s && export PPC=%s/bin/ppc PPVM=%s/bin/" PPVM " OPENBLAS_NUM_THREADS=1 "
+                 "cd %s && export R=%s PPC=%s/bin/ppc PPVM=%s/bin/" PPVM " PPRUN=%s/bin/pprun "
+                 "OPENBLAS_NUM_THREADS=1 "
                  "MPIRUN='mpirun --oversubscribe --allow-run-as-root --bind-to none' "
                  "AS_OTHER=$([ $(id -u) = 0 ] && echo 'setpriv --reuid=65534 --regid=65534 "
                  "--clear-groups'); %s",
-                 dir, PP_ROOT, PP_ROOT, r->cmd);
+                 dir, PP_ROOT, PP_ROOT, PP_ROOT, PP_ROOT, r->cmd);
         proc_result p;
         run_proc(cmd, strstr(r->cmd, "$MPIRUN") ? MPIRUN_SECONDS : CLI_SECONDS, &p);
         const char *why = NULL;
@@ -360,6 +421,14 @@ START_TEST(ppvm_bad_input)
 }
 END_TEST
 
+START_TEST(pprun_command_line)
+{
+    char *dir = fixture();
+    run_rows(dir, pprun_rows, NROWS(pprun_rows));
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(numeric_flags)
 {
     char *dir = fixture();
@@ -377,12 +446,13 @@ END_TEST
  * once: most of their time is starting ppvm (about 0.15 s, its CUDA and
  * MPI libraries), one command after another. ppvm's runs one mpirun of 2
  * ranks. */
-const pp_tcase_info cli_tcases[] = {{"ppc", 1}, {"ppvm", 2}, {"numeric", 1}, {NULL, 0}};
+const pp_tcase_info cli_tcases[] = {
+    {"ppc", 1}, {"ppvm", 2}, {"numeric", 1}, {"pprun", 1}, {NULL, 0}};
 
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
-    const TTest *const tests[] = {ppc_bad_input, ppvm_bad_input, numeric_flags};
+    const TTest *const tests[] = {ppc_bad_input, ppvm_bad_input, numeric_flags, pprun_command_line};
     for (int i = 0; cli_tcases[i].tcase; i++) {
         TCase *tc = tcase_create(cli_tcases[i].tcase);
         tcase_add_test(tc, tests[i]);

@@ -691,6 +691,124 @@ START_TEST(stopped_rank_named_in_a_pipeline)
 }
 END_TEST
 
+/* ---- bin/pprun's signals (vm/pprun.c) ------------------------------------------
+ * Runs `setsid pprun DIR/plan ARGS` in the background (a session of its
+ * own, as a terminal's foreground job: its process group is its pid),
+ * waits for rank 0's first step line, finds mpirun ($M, pprun's child)
+ * and the ranks ($RANKS, mpirun's children), runs the shell `action` ($P:
+ * pprun's pid), then waits for pprun and prints "pprun exited RC after T s",
+ * "left behind: PID" for each rank still alive 10 s later, and the output. */
+static void pprun_and_act(const char *dir, const char *args, const char *action, proc_result *r)
+{
+    char *cmd;
+    if (asprintf(&cmd,
+                 "d=%s; setsid %s/bin/pprun $d/plan %s > $d/out 2>&1 & P=$!; i=0; "
+                 "until grep -q '^step ' $d/out; do sleep 0.1; i=$((i+1)); "
+                 "[ $i -gt 900 ] && break; done; "
+                 "[ \"$(ps -o pgid= $P | tr -d ' ')\" = $P ] || echo \"pprun is no group leader\"; "
+                 "M=$(pgrep -P $P); RANKS=$(pgrep -P $M | tr '\\n' ' '); %s; "
+                 "t0=$(date +%%s.%%N); wait $P; rc=$?; echo \"pprun exited $rc after $(echo "
+                 "\"$(date +%%s.%%N) $t0\" | awk '{print $1 - $2}') s\"; "
+                 "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && "
+                 "[ \"$s\" != Z ]; }; "
+                 "for i in $(seq 50); do n=0; for q in $RANKS; do alive $q && n=1; done; "
+                 "[ $n = 0 ] && break; sleep 0.2; done; "
+                 "for q in $RANKS; do alive $q && echo \"left behind: $q\"; done; cat $d/out",
+                 dir, PP_ROOT, args, action) < 0)
+        abort();
+    run_proc(cmd, MPIRUN_TIMEOUT, r);
+    free(cmd);
+}
+
+static int pprun_ended(const proc_result *r, double *seconds)
+{
+    int rc = -1;
+    const char *p = strstr(r->out, "pprun exited ");
+    ck_assert_msg(p && sscanf(p, "pprun exited %d after %lf s", &rc, seconds) == 2,
+                  "the test's script did not finish: %s", r->out);
+    return rc;
+}
+
+/* SIGTERM to pprun (as a scheduler sends) and SIGINT to its process group
+ * (as a terminal's Ctrl-C sends) each reach every rank: the ranks stop
+ * together after a step, rank 0 names the signal, pprun exits with the
+ * status rank 0 printed (143, 130), and --save holds the weights of
+ * exactly the steps done (equal, bit for bit, to an uninterrupted run of
+ * as many steps). Bare mpirun instead SIGKILLs the ranks 1 s after its
+ * SIGTERM, --save unwritten, and calls a SIGINT SIGTERM. */
+START_TEST(pprun_signal_reaches_every_rank)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=2"), args[2048], cmd[2048];
+    const struct {
+        const char *action, *name;
+        int status;
+    } cases[] = {{"kill -TERM $P", "SIGTERM", 143}, {"env kill -s INT -- -$P", "SIGINT", 130}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "--backend cpu --steps 1000000 --save %s/w%d", dir, k);
+        proc_result r;
+        pprun_and_act(dir, args, cases[k].action, &r);
+        double t;
+        int rc = pprun_ended(&r, &t), steps = 0;
+        char want[160];
+        snprintf(want, sizeof want, "ppvm: stopped by %s after step ", cases[k].name);
+        const char *p = strstr(r.out, want);
+        snprintf(want, sizeof want,
+                 "ppvm: stopped by %s after step %%d of 1000000 (exit status %d)", cases[k].name,
+                 cases[k].status);
+        ck_assert_msg(rc == cases[k].status && t < 15 && p && sscanf(p, want, &steps) == 1 &&
+                          steps >= 1,
+                      "%s: expected pprun to exit %d soon, with rank 0's stop line; it exited %d "
+                      "after %g s:\n%s",
+                      cases[k].action, cases[k].status, rc, t, r.out);
+        snprintf(want, sizeof want, "pprun: %s: every rank stops after its step", cases[k].name);
+        ck_assert_msg(strstr(r.out, want) && !strstr(r.out, "a second stop signal"),
+                      "%s: expected '%s':\n%s", cases[k].action, want, r.out);
+        snprintf(want, sizeof want, "pprun: mpirun exited with status %d", cases[k].status);
+        ck_assert_msg(strstr(r.out, want), "%s: expected '%s':\n%s", cases[k].action, want, r.out);
+        nothing_left_behind(&r);
+        proc_free(&r);
+        snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --save %s/n%d --quiet", dir,
+                 steps, dir, k);
+        free(mpi_ok(2, args));
+        snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w%d %s/n%d --atol 0 --rtol 0", PP_ROOT,
+                 dir, k, dir, k);
+        compared_equal(cmd);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
+/* A second signal to pprun, with a rank stopped (SIGSTOP) so that no step
+ * can end: pprun says what it does, the running rank exits at once saying
+ * so, and pprun exits 143 within a bound. */
+START_TEST(pprun_second_signal)
+{
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2");
+    proc_result r;
+    pprun_and_act(
+        dir, "--backend cpu --steps 1000000 --timeout 100 --grace 100",
+        "set -- $RANKS; kill -STOP $2; sleep 0.5; kill -TERM $P; "
+        "pending() { awk '/^(ShdPnd|SigPnd)/ {print $2}' /proc/$1/status | "
+        "while read m; do [ $(( 0x$m & 0x200 )) -ne 0 ] && echo y; done | grep -q y; }; "
+        "j=0; until grep -q 'Forwarding signal 10' $d/out; do sleep 0.05; j=$((j+1)); "
+        "[ $j -gt 600 ] && break; done; "
+        "j=0; while pending $1; do sleep 0.05; j=$((j+1)); [ $j -gt 1200 ] && break; done; "
+        "sleep 0.3; kill -TERM $P",
+        &r);
+    double t;
+    int rc = pprun_ended(&r, &t);
+    ck_assert_msg(rc == 143 && t < 15, "pprun exited %d after %g s:\n%s", rc, t, r.out);
+    ck_assert_msg(strstr(r.out, "pprun: a second signal (SIGTERM): every rank exits at once, "
+                                "without finishing its step or saving") &&
+                      strstr(r.out, ": a second stop signal: exiting at once, without --save or "
+                                    "a checkpoint"),
+                  "expected pprun's and a rank's second-signal lines:\n%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
 #define ROBUST_TESTS(X)                                                                            \
     X(sigterm_stops_every_rank, 2)                                                                 \
     X(sigterm_writes_a_checkpoint, 2)                                                              \
@@ -705,6 +823,8 @@ END_TEST
     X(robust_bad_input, 2)                                                                         \
     X(mpmd_flags_must_agree, 2)                                                                    \
     X(plan_larger_than_memory_refused, 2)                                                          \
-    X(stopped_rank_named_in_a_pipeline, 4)
+    X(stopped_rank_named_in_a_pipeline, 4)                                                         \
+    X(pprun_signal_reaches_every_rank, 2)                                                          \
+    X(pprun_second_signal, 2)
 
 PP_JOB_SUITE(robust, ROBUST_TESTS)
