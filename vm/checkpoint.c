@@ -699,9 +699,11 @@ void pp_checkpoint_test_kill(const pp_run *run, const char *where, int step)
     if (spec && sscanf(spec, "%d:%d:%31s", &rank, &at, what) == 3 && rank == run->me &&
         at == step && !strncmp(what, where, strlen(where))) {
         fflush(stdout);
-        if (!strcmp(what + strlen(where), "-stall"))
+        if (!strcmp(what + strlen(where), "-stall")) {
+            pp_guard_stalled();        /* it waits on nobody: the others name it */
             while (!pp_guard_signal()) /* a rank that hangs here: the watchdog's to end, or */
                 usleep(10000);         /* a stop signal's to release */
+        }
         if (!what[strlen(where)])
             raise(SIGKILL);
     }

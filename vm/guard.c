@@ -46,6 +46,8 @@ typedef struct {
 typedef struct {
     uint64_t token; /* the job's, so that another job's datagrams are ignored */
     int32_t rank;
+    int32_t waiting;   /* the sender waits on other ranks (a transfer, a collective) */
+    uint64_t progress; /* its phase, step and instruction: a change is progress */
 } hb_msg;
 
 static struct {
@@ -62,13 +64,21 @@ static struct {
      * job, so by the time a slower watchdog times out the stopped rank may
      * be beating again */
     long long *longest, *longest_end;
+    /* each rank's last progress key, when it last changed, and whether it
+     * said it waits: a rank that beats but has not moved for a while and
+     * waits on nobody is the stalled one (issue 29) */
+    uint64_t *progress;
+    long long *moved;
+    int *waiting;
     long long sent;
     double timeout, grace;
     _Atomic int phase, step;
     _Atomic long long since; /* CLOCK_MONOTONIC ns when the phase's clock started */
     _Atomic uint32_t index;  /* the instruction in progress, PP_AT_STEP */
     _Atomic int op, stage, mb, peer;
-    char second[160]; /* the second signal's line, made before any signal */
+    _Atomic int in_wait;    /* inside a backend's blocking wait (PP_WAITED) */
+    _Atomic int hook_stall; /* stalled on purpose by PPVM_TEST_KILL's -stall */
+    char second[160];       /* the second signal's line, made before any signal */
 } g;
 
 /* The first SIGTERM/SIGINT, or 0. A lock-free atomic, not a volatile
@@ -128,6 +138,44 @@ int pp_guard_signals(void)
     return 0;
 }
 
+void pp_guard_waiting(int on) { atomic_store_explicit(&g.in_wait, on, memory_order_relaxed); }
+
+void pp_guard_stalled(void) { atomic_store(&g.hook_stall, 1); }
+
+/* Whether this rank waits on others now: a phase that is a collective of
+ * every rank, a transfer or collective instruction, a backend's wait. */
+static int me_waiting(void)
+{
+    if (atomic_load(&g.hook_stall))
+        return 0;
+    if (atomic_load_explicit(&g.in_wait, memory_order_relaxed))
+        return 1;
+    switch ((pp_phase)atomic_load_explicit(&g.phase, memory_order_relaxed)) {
+    case PP_AT_STARTUP:
+    case PP_AT_BARRIER:
+    case PP_AT_STEP_END:
+    case PP_AT_FINALIZE:
+        return 1;
+    case PP_AT_STEP: {
+        if (atomic_load_explicit(&g.index, memory_order_relaxed) == UINT32_MAX)
+            return 0;
+        const pp_op_info *info = pp_op(atomic_load_explicit(&g.op, memory_order_relaxed));
+        return info && (info->kind == PP_KIND_SEND || info->kind == PP_KIND_RECV ||
+                        info->kind == PP_KIND_COLLECTIVE);
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Where this rank is: a key that changes whenever it moves on. */
+static uint64_t me_progress(void)
+{
+    return ((uint64_t)atomic_load_explicit(&g.phase, memory_order_relaxed) << 56) ^
+           ((uint64_t)(uint32_t)atomic_load_explicit(&g.step, memory_order_relaxed) << 24) ^
+           atomic_load_explicit(&g.index, memory_order_relaxed);
+}
+
 void pp_guard_phase(pp_phase ph, int step)
 {
     if (ph != PP_AT_STEP_END)
@@ -174,18 +222,55 @@ static void silent_ranks(char *buf, size_t len)
                  n > 1 ? "s" : "", list, n > 8 ? " and more" : "", n > 1 ? "are" : "is");
 }
 
-/* Who a collective of every rank waits on: the silent ranks when
- * heartbeats name them; else the other rank when there are two, else any
- * of them. */
-static void lost_rank(char *buf, size_t len)
+/* The ranks that beat but have made no progress for longer than a few
+ * heartbeats while waiting on nobody: stalled (a hung job, a stuck disk).
+ * Only a rank that waits itself can tell: a busy rank's peers may be
+ * waiting on it. "" when none. */
+static void stalled_ranks(char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (!atomic_load(&g.ready) || !me_waiting())
+        return;
+    long long now = now_ns(), worst = 0;
+    int n = 0, at = 0;
+    char list[200] = "";
+    for (int r = 0; r < g.world; r++)
+        if (r != g.me && !g.waiting[r] && now - g.moved[r] > SILENT_NS) {
+            if (now - g.moved[r] > worst)
+                worst = now - g.moved[r];
+            if (n++ < 8 && at < (int)sizeof list - 16)
+                at += snprintf(list + at, sizeof list - (size_t)at, "%s%d", n > 1 ? ", " : "", r);
+        }
+    if (n)
+        snprintf(buf, len,
+                 "rank%s %s%s %s stalled (heartbeats, but no progress for %.1f s outside a wait)",
+                 n > 1 ? "s" : "", list, n > 8 ? " and more" : "", n > 1 ? "are" : "is",
+                 worst / 1e9);
+}
+
+/* What the heartbeats tell: the silent ranks, else the stalled ones, else
+ * (this rank itself on hold: a test's stall) that; "" when nothing. */
+static void known_cause(char *buf, size_t len)
 {
     silent_ranks(buf, len);
+    if (!buf[0])
+        stalled_ranks(buf, len);
+    if (!buf[0] && atomic_load(&g.hook_stall))
+        snprintf(buf, len, "this rank is stalled (PPVM_TEST_KILL)");
+}
+
+/* Who a collective of every rank waits on: what the heartbeats tell; else
+ * whom it waits on, which is all it knows: the other rank when there are
+ * two, else any of them. */
+static void lost_rank(char *buf, size_t len)
+{
+    known_cause(buf, len);
     if (buf[0])
         return;
     if (g.world == 2)
-        snprintf(buf, len, "rank %d is lost or stalled", 1 - g.me);
+        snprintf(buf, len, "waiting on rank %d", 1 - g.me);
     else
-        snprintf(buf, len, "a rank that has not reached it is lost or stalled");
+        snprintf(buf, len, "waiting on a rank that has not reached it");
 }
 
 /* The instruction in progress, in words, into buf. */
@@ -196,7 +281,7 @@ static void what_instr(char *buf, size_t len)
     int s = atomic_load_explicit(&g.stage, memory_order_relaxed);
     int b = atomic_load_explicit(&g.mb, memory_order_relaxed);
     int peer = atomic_load_explicit(&g.peer, memory_order_relaxed);
-    char where[64] = "", lost[96];
+    char where[64] = "", lost[200];
     lost_rank(lost, sizeof lost);
     if (i == UINT32_MAX) { /* between the barrier's end and the first instruction */
         snprintf(buf, len, "before its first instruction; %s", lost);
@@ -208,27 +293,29 @@ static void what_instr(char *buf, size_t len)
         snprintf(where, sizeof where, ", stage %d", s);
     const pp_op_info *info = pp_op(op);
     int kind = info ? (int)info->kind : -1;
-    char silent[160];
-    silent_ranks(silent, sizeof silent);
-    if ((kind == PP_KIND_SEND || kind == PP_KIND_RECV) && peer >= 0 && silent[0])
+    char known[200];
+    known_cause(known, sizeof known);
+    if ((kind == PP_KIND_SEND || kind == PP_KIND_RECV) && peer >= 0 && known[0])
         snprintf(buf, len, "instruction %u, %s %s rank %d%s; %s", i, pp_op_name(op),
-                 kind == PP_KIND_RECV ? "from" : "to", peer, where, silent);
-    else if ((kind == PP_KIND_SEND || kind == PP_KIND_RECV) && peer >= 0)
-        snprintf(buf, len, "instruction %u, %s %s rank %d%s; rank %d is lost or stalled", i,
-                 pp_op_name(op), kind == PP_KIND_RECV ? "from" : "to", peer, where, peer);
-    else if (kind == PP_KIND_COLLECTIVE && silent[0])
-        snprintf(buf, len, "instruction %u, %s%s; %s", i, pp_op_name(op), where, silent);
+                 kind == PP_KIND_RECV ? "from" : "to", peer, where, known);
+    else if (kind == PP_KIND_SEND || kind == PP_KIND_RECV)
+        snprintf(buf, len, "instruction %u, %s %s rank %d%s; waiting on rank %d", i, pp_op_name(op),
+                 kind == PP_KIND_RECV ? "from" : "to", peer, where, peer);
+    else if (kind == PP_KIND_COLLECTIVE && known[0])
+        snprintf(buf, len, "instruction %u, %s%s; %s", i, pp_op_name(op), where, known);
     else if (kind == PP_KIND_COLLECTIVE)
-        snprintf(buf, len, "instruction %u, %s%s; a rank of its group is lost or stalled", i,
+        snprintf(buf, len, "instruction %u, %s%s; waiting on a rank of its group", i,
+                 pp_op_name(op), where);
+    else if (!atomic_load_explicit(&g.in_wait, memory_order_relaxed) && !known[0])
+        snprintf(buf, len,
+                 "instruction %u, %s%s: computing, no wait on any rank: this rank is stalled", i,
                  pp_op_name(op), where);
     else
-        snprintf(buf, len,
-                 "instruction %u, %s%s: computing, or waiting for an earlier send from its slots; "
-                 "%s",
+        snprintf(buf, len, "instruction %u, %s%s: waiting for an earlier send from its slots; %s",
                  i, pp_op_name(op), where,
-                 silent[0]      ? silent
+                 known[0]       ? known
                  : g.world == 2 ? lost
-                                : "a peer may be lost or stalled");
+                                : "waiting on a peer");
 }
 
 /* The line for a phase past --timeout. */
@@ -236,7 +323,7 @@ static void timeout_line(char *line, size_t len, double waited)
 {
     int ph = atomic_load_explicit(&g.phase, memory_order_relaxed);
     int step = atomic_load_explicit(&g.step, memory_order_relaxed) + 1;
-    char what[320], lost[96], when[32];
+    char what[480], lost[200], when[32];
     lost_rank(lost, sizeof lost);
     snprintf(when, sizeof when, "step %d", step);
     switch ((pp_phase)ph) {
@@ -304,7 +391,7 @@ static void heartbeat(long long now)
     if (!atomic_load(&g.ready))
         return;
     if (now - g.sent >= HEARTBEAT_NS) {
-        hb_msg m = {g.token, g.me};
+        hb_msg m = {g.token, g.me, me_waiting(), me_progress()};
         for (int r = 0; r < g.world; r++) {
             if (r == g.me)
                 continue;
@@ -325,6 +412,9 @@ static void heartbeat(long long now)
             if (g.longest_end[r] < since || quiet > g.longest[r])
                 g.longest[r] = quiet, g.longest_end[r] = now;
             g.heard[r] = now;
+            if (m.progress != g.progress[r])
+                g.progress[r] = m.progress, g.moved[r] = now;
+            g.waiting[r] = m.waiting;
         }
 }
 
@@ -345,7 +435,7 @@ static void *watch(void *arg)
     (void)arg;
     const struct timespec nap = {0, 50 * 1000 * 1000};
     long long signalled_at = 0, last = now_ns();
-    char line[640];
+    char line[800];
     for (;;) {
         nanosleep(&nap, NULL);
         long long now = now_ns(), gap = now - last - 50 * 1000 * 1000LL;
@@ -449,7 +539,10 @@ int pp_guard_heartbeats(void)
     long long *heard = malloc((size_t)g.world * sizeof *heard);
     long long *longest = calloc((size_t)g.world, sizeof *longest);
     long long *longest_end = calloc((size_t)g.world, sizeof *longest_end);
-    ok = ok && peers && heard && longest && longest_end;
+    uint64_t *progress = calloc((size_t)g.world, sizeof *progress);
+    long long *moved = calloc((size_t)g.world, sizeof *moved);
+    int *waiting = calloc((size_t)g.world, sizeof *waiting);
+    ok = ok && peers && heard && longest && longest_end && progress && moved && waiting;
     /* every rank takes part in the same calls; heartbeats only when all can */
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
@@ -459,6 +552,9 @@ int pp_guard_heartbeats(void)
         free(heard);
         free(longest);
         free(longest_end);
+        free(progress);
+        free(moved);
+        free(waiting);
         return -1;
     }
     MPI_Allgather(&mine, sizeof mine, MPI_BYTE, peers, sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
@@ -466,13 +562,16 @@ int pp_guard_heartbeats(void)
     MPI_Bcast(&token, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     long long now = now_ns();
     for (int r = 0; r < g.world; r++)
-        heard[r] = now;
+        heard[r] = moved[r] = now, waiting[r] = 1; /* nobody is called stalled before it beats */
     g.fd = fd;
     g.token = token;
     g.peers = peers;
     g.heard = heard;
     g.longest = longest;
     g.longest_end = longest_end;
+    g.progress = progress;
+    g.moved = moved;
+    g.waiting = waiting;
     g.sent = 0;
     atomic_store(&g.ready, 1); /* (seq_cst: the thread sees the fields above) */
     return 0;

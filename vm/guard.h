@@ -69,6 +69,15 @@ void pp_guard_phase(pp_phase ph, int step);
 /* Inside a step: instruction `index` of the plan, `in`, is in progress. */
 void pp_guard_instr(uint32_t index, const pp_instr *in);
 
+/* A backend's blocking wait on other ranks begins (1) or ends (0): the
+ * heartbeats tell the other ranks that this rank waits, not that it is
+ * stalled (PP_WAITED in vmbench.h brackets every such wait). */
+void pp_guard_waiting(int on);
+
+/* This rank stops making progress on purpose (PPVM_TEST_KILL's -stall):
+ * it waits on nobody, so the others' watchdogs name it as stalled. */
+void pp_guard_stalled(void);
+
 /* The first stop signal received (SIGTERM or SIGINT), or 0. */
 int pp_guard_signal(void);
 

@@ -18,6 +18,7 @@
 
 #include "../isa/opcodes.h"
 #include "../isa/plan.h"
+#include "guard.h"
 
 /* The size of every message in --no-compute mode, in bytes: one float. */
 #define PP_NO_COMPUTE_MSG_BYTES 4
@@ -62,11 +63,14 @@ static inline void pp_vmbench_tick(pp_vmbench *b, int op, unsigned long long *wa
 
 /* A backend's blocking call, timed into *waited in --no-compute mode (on):
  * PP_WAITED(on, &run->waited_ns, MPI_Recv(...)). Two clock reads, only
- * in that mode. */
+ * in that mode; always marked as a wait for the watchdog's heartbeats
+ * (pp_guard_waiting), so that a rank waiting here is not called stalled. */
 #define PP_WAITED(on, waited, call)                                                                \
     do {                                                                                           \
         uint64_t pp_w0_ = (on) ? pp_vmbench_now() : 0;                                             \
+        pp_guard_waiting(1);                                                                       \
         call;                                                                                      \
+        pp_guard_waiting(0);                                                                       \
         if (on)                                                                                    \
             *(waited) += pp_vmbench_now() - pp_w0_;                                                \
     } while (0)

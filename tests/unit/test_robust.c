@@ -144,8 +144,8 @@ START_TEST(stalled_start_up_times_out)
                   "expected mpirun to end non-zero within 33 s; it %s", proc_story(&r, 20));
     ck_assert_msg(
         strstr(r.out, "ppvm: rank 0: start-up: not finished after 3 s, see --timeout (") &&
-            strstr(r.out, "rank 1 is lost or stalled)"),
-        "rank 0 did not say the start-up stalled on rank 1:\n%s", r.out);
+            strstr(r.out, "waiting on rank 1)"),
+        "rank 0 did not say the start-up waits on rank 1:\n%s", r.out);
     /* the stalled rank blames nobody else: its own phase is local */
     ck_assert_msg(!strstr(r.out, "ppvm: rank 1: start-up:") ||
                       strstr(r.out, "ppvm: rank 1: start-up: not finished after 3 s, see --timeout "
@@ -179,10 +179,11 @@ START_TEST(stalled_checkpoint_times_out)
      * mpirun end the other rank before it prints */
     ck_assert_msg(strstr(out, "ppvm: rank 0: step 2: not finished after 3 s, see --timeout "
                               "(writing the checkpoint of this step or agreeing on it with the "
-                              "other ranks; a slow disk, or rank 1 is lost or stalled)") ||
+                              "other ranks; a slow disk, or waiting on rank 1)") ||
                       strstr(out, "ppvm: rank 1: step 2: not finished after 3 s, see --timeout "
                                   "(writing the checkpoint of this step or agreeing on it with "
-                                  "the other ranks; a slow disk, or rank 0 is lost or stalled)"),
+                                  "the other ranks; a slow disk, or this rank is stalled "
+                                  "(PPVM_TEST_KILL))"),
                   "no rank named the checkpoint:\n%s", out);
     ck_assert_msg(!strstr(out, "agreeing on its loss"), "blamed the step's end:\n%s", out);
     char path[2048];
@@ -691,6 +692,42 @@ START_TEST(stopped_rank_named_in_a_pipeline)
 }
 END_TEST
 
+/* A rank stalled while its watchdog still beats (PPVM_TEST_KILL's
+ * step-stall: rank 2 of a 4-rank 1F1B hangs before step 3, waiting on
+ * nobody) is named by the run: every watchdog line that times out names
+ * rank 2 as stalled (a waiting rank's) or is rank 2's own; no line calls a
+ * waiting rank lost or stalled. */
+START_TEST(stalled_rank_named_by_the_run)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=4 -D B=4"), args[2048], *out, *why;
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 6 --timeout 3 --quiet", dir);
+    setenv("PPVM_TEST_KILL", "2:3:step-stall", 1);
+    int rc = mpi_run(4, args, &out, &why);
+    unsetenv("PPVM_TEST_KILL");
+    ck_assert_msg(rc != 0 && rc != 124, "expected the watchdog to end the run: %s\n%s",
+                  rc ? why : "it succeeded", out);
+    int lines = 0, right = 0;
+    for (const char *p = out; (p = strstr(p, ": not finished after 3 s, see --timeout (")); p++) {
+        const char *start = p, *end = strchr(p, '\n');
+        while (start > out && start[-1] != '\n')
+            start--;
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)((end ? end : p + strlen(p)) - start), start);
+        lines++;
+        int own = !strncmp(line, "ppvm: rank 2: ", 14) && strstr(line, "this rank is stalled");
+        right += (own || strstr(line, "rank 2 is stalled (heartbeats, but no progress for ")) &&
+                 !strstr(line, "lost") && !strstr(line, "rank 0 is") &&
+                 !strstr(line, "rank 1 is") && !strstr(line, "rank 3 is");
+    }
+    ck_assert_msg(lines > 0 && right == lines,
+                  "expected every watchdog line to name rank 2 as stalled (%d of %d did):\n%s",
+                  right, lines, out);
+    free(out);
+    free(why);
+    remove_dir(dir);
+}
+END_TEST
+
 /* ---- bin/pprun's signals (vm/pprun.c) ------------------------------------------
  * Runs `setsid pprun DIR/plan ARGS` in the background (a session of its
  * own, as a terminal's foreground job: its process group is its pid),
@@ -825,6 +862,7 @@ END_TEST
     X(plan_larger_than_memory_refused, 2)                                                          \
     X(stopped_rank_named_in_a_pipeline, 4)                                                         \
     X(pprun_signal_reaches_every_rank, 2)                                                          \
-    X(pprun_second_signal, 2)
+    X(pprun_second_signal, 2)                                                                      \
+    X(stalled_rank_named_by_the_run, 4)
 
 PP_JOB_SUITE(robust, ROBUST_TESTS)
