@@ -689,7 +689,7 @@ static int w_json(FILE *f, const void *c)
 static int w_svg(FILE *f, const void *c)
 {
     const report_ctx *x = c;
-    return pp_timeline_svg(f, x->t, x->sim);
+    return pp_timeline_svg_unit(f, x->t, x->sim, x->unit);
 }
 static int w_trace(FILE *f, const void *c)
 {

@@ -84,7 +84,7 @@ enum {
     SVG_ROW = 14,     /* px per worker row */
     SVG_CELL_H = 12,  /* the 2 px left over separate the rows */
     SVG_TOP = 56,     /* title and two lines of legend */
-    SVG_AXIS = 28,    /* time axis below the rows */
+    SVG_AXIS = 42,    /* time axis below the rows, and its unit */
     SVG_PALETTE = 16, /* hues; microbatch b gets hue b mod 16 */
 };
 /* A plot wide enough for the shortest job's label, up to this: 1F1B at
@@ -193,6 +193,12 @@ static void svg_cell(FILE *f, int d, int s, int b, int w, double x, int y, doubl
 }
 
 int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
+{
+    return pp_timeline_svg_unit(f, t, sim, NULL);
+}
+
+int pp_timeline_svg_unit(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
+                         const char *time_unit)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js), W = t->W;
@@ -319,7 +325,17 @@ int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim)
             fprintf(f, "\">%g</text>\n", k * step);
         }
     }
-    fputs("</svg>\n", f);
+    /* the axis's unit: --costs' (seconds unless it says), else the schedule's */
+    fputs("<text class=\"tk\" x=\"", f);
+    px(f, left + plot / 2);
+    fputs("\" y=\"", f);
+    px(f, ay + 32);
+    fputs("\">time (", f);
+    xml_text(f, time_unit && pp_costs_unit_us(time_unit) > 0
+                    ? time_unit
+                    : "schedule time units: a job costs 1 unless "
+                      "its cost says");
+    fputs(")</text>\n</svg>\n", f);
     return fflush(f) || ferror(f) ? -1 : 0;
 }
 
@@ -576,7 +592,32 @@ typedef struct {
     int fine;   /* every job spans at least two columns: a shared column shows its majority */
     int cell;   /* ASCII_LABELS: columns of the shortest job, its label and a space */
     double tol; /* column positions this close to a whole column are on it */
+    int stages; /* some worker runs several stages: labels say the stage, "F1.3" */
 } ascii_layout;
+
+/* Whether some worker runs jobs of more than one stage (interleaved,
+ * looped and data-parallel schedules): then a label without the stage
+ * ("F0 F1 F0 F1") would not say which chunk runs. */
+static int several_stages(const pp_jobtable *t, const pp_sim_result *sim)
+{
+    const pp_jobspace *js = &t->js;
+    int N = job_count(js), *first = malloc((size_t)t->W * sizeof *first), several = 0;
+    if (!first)
+        return 0;
+    for (int w = 0; w < t->W; w++)
+        first[w] = -1;
+    for (int j = 0; j < N && !several; j++) {
+        if (!job_ok(t, sim, j))
+            continue;
+        int w = t->worker[j], s = job_s(js, j);
+        if (first[w] < 0)
+            first[w] = s;
+        else if (first[w] != s)
+            several = 1;
+    }
+    free(first);
+    return several;
+}
 
 /* Column symbols other than a job id. */
 enum { SYM_IDLE = -1, SYM_MIXED = -2, SYM_PART = -3, SYM_SEVERAL = -4 /* - direction */ };
@@ -625,7 +666,9 @@ static void choose_layout(ascii_layout *L, const pp_jobtable *t, const pp_sim_re
     double u = min_cost(t, sim), grain = 0;
     int mb = max_bands(t->W);
     memset(L, 0, sizeof *L);
-    L->cell = 2 + digits(js->B > 0 ? js->B - 1 : 0);
+    L->stages = several_stages(t, sim);
+    L->cell = 2 + digits(js->B > 0 ? js->B - 1 : 0) +
+              (L->stages ? 1 + digits(js->S > 0 ? js->S - 1 : 0) : 0);
     L->fine = 1;
     L->tol = 1e-6;
     if (avail >= L->cell && exact_at(t, sim, u / L->cell)) {
@@ -850,7 +893,9 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
                     char dir = dir_char(job_d(js, j));
                     if (L.mode == ASCII_LABELS) {
                         char l[16];
-                        int ln = snprintf(l, sizeof l, "%c%d", dir, job_b(js, j));
+                        int ln = L.stages ? snprintf(l, sizeof l, "%c%d.%d", dir, job_s(js, j),
+                                                     job_b(js, j))
+                                          : snprintf(l, sizeof l, "%c%d", dir, job_b(js, j));
                         draw_labelled(p, n, l, ln, dir, starts, ends, L.cell);
                     } else {
                         memset(p, '-', (size_t)n);
@@ -873,7 +918,12 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
         }
     }
 
-    if (L.mode == ASCII_LABELS)
+    if (L.mode == ASCII_LABELS && L.stages)
+        snprintf(line, sizeof line,
+                 "cells: F/B/W, stage and microbatch (B1.3 = backward of stage 1, microbatch 3), "
+                 "'-' continues a cell, '.' idle; columns per time unit: %g",
+                 L.cpu);
+    else if (L.mode == ASCII_LABELS)
         snprintf(line, sizeof line,
                  "cells: F/B/W and microbatch (B3 = backward of microbatch 3), '-' continues a "
                  "cell, '.' idle; columns per time unit: %g",

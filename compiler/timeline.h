@@ -21,6 +21,9 @@
  * where the label fits, each with a <title> tooltip, coloured by
  * microbatch. Returns 0, or -1 if writing failed. */
 int pp_timeline_svg(FILE *f, const pp_jobtable *t, const pp_sim_result *sim);
+/* The same, its time axis labelled in `unit` ("s", "ms", "us", "ns": what
+ * --costs' times are in), or in schedule time units when NULL. */
+int pp_timeline_svg_unit(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, const char *unit);
 /* DIR/trace.json (Chrome trace event format): a track per worker with a
  * slice per job, and a slice per transfer on the receiving worker's
  * transfer track. Timestamps are microseconds: `unit` is what the times are

@@ -25,7 +25,7 @@ static char *render_unit(const compiled *c, kind k, int width, const pp_transfer
     FILE *f = open_memstream(&buf, &len);
     ck_assert_ptr_nonnull(f);
     if (k == SVG)
-        ck_assert_int_eq(pp_timeline_svg(f, &c->t, &c->sim), 0);
+        ck_assert_int_eq(pp_timeline_svg_unit(f, &c->t, &c->sim, unit), 0);
     else if (k == TRACE)
         ck_assert_int_eq(pp_timeline_trace(f, &c->t, &c->sim, x, nx, unit), 0);
     else
@@ -111,6 +111,29 @@ static void assert_svg(const compiled *c, const char *svg)
     ck_assert_ptr_null(strcasestr(svg, "inf"));
     ck_assert_ptr_null(strstr(svg, "=\"-"));
 }
+
+/* The time axis names its unit: --costs' ("s", "us"), else the
+ * schedule's time units. */
+START_TEST(svg_axis_names_its_unit)
+{
+    compiled c;
+    compile_lib(&c, "gpipe.pp", 4, 4);
+    char *svg = render(&c, SVG, 0, NULL, 0);
+    ck_assert_msg(strstr(svg, ">time (schedule time units: a job costs 1 unless its cost "
+                              "says)</text>\n</svg>"),
+                  "no unit under the axis:\n%s", last_lines(svg, 3));
+    free(svg);
+    const char *units[] = {"s", "us"};
+    for (int i = 0; i < 2; i++) {
+        svg = render_unit(&c, SVG, 0, NULL, 0, units[i]);
+        char want[64];
+        snprintf(want, sizeof want, ">time (%s)</text>\n</svg>", units[i]);
+        ck_assert_msg(strstr(svg, want), "expected '%s':\n%s", want, last_lines(svg, 3));
+        free(svg);
+    }
+    compiled_free(&c);
+}
+END_TEST
 
 START_TEST(svg_gpipe_small)
 {
@@ -452,6 +475,29 @@ START_TEST(ascii_gpipe_s4_b4_exact)
     assert_line(a, 6, "cell, '.' idle; columns per time unit: 3");
     ck_assert_int_eq(count(a, "\n"), 7);
     assert_width(a, 80);
+    free(a);
+    compiled_free(&c);
+}
+END_TEST
+
+/* A worker running several stages (interleaved 1F1B, two chunks each):
+ * its cells say the stage too, or "F0 F1 F0 F1" would not tell the chunks
+ * apart; one stage a worker keeps the short labels (above). */
+START_TEST(ascii_interleaved_names_stages)
+{
+    compiled c;
+    pp_define d[] = {{"W", 2}, {"B", 4}};
+    compile_library(&c, "interleaved-1f1b.pp", d, 2);
+    char *a = render(&c, ASCII, 200, NULL, 0);
+    assert_line(a, 1,
+                "w0 |F0.0 F0.1 F2.0 F2.1 F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 .... B2.2 .... "
+                "B2.3 B0.2 B0.3 |");
+    assert_line(a, 2,
+                "w1 |.... F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 "
+                "B1.2 B1.3 .... |");
+    ck_assert_msg(strstr(a, "cells: F/B/W, stage and microbatch (B1.3 = backward of stage 1, "
+                            "microbatch 3)"),
+                  "%s", a);
     free(a);
     compiled_free(&c);
 }
@@ -925,6 +971,8 @@ Suite *timeline_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, svg_gpipe_small);
+    tcase_add_test(tc, svg_axis_names_its_unit);
+    tcase_add_test(tc, ascii_interleaved_names_stages);
     tcase_add_test(tc, svg_gpipe_large_stays_bounded);
     tcase_add_test(tc, svg_split_backward);
     tcase_add_test(tc, svg_1f1b_s16_b64_every_cell_labelled);
