@@ -71,7 +71,7 @@ B := build
 # satisfy (the two proofs, bufcheck and commcheck, and the start-up checks,
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
-ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c
+ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c
 KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
@@ -139,6 +139,16 @@ $(B)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # ---- binaries --------------------------------------------------------------
+# --version: git describe's, baked into the two mains; the stamp changes
+# (and they rebuild) only when it does.
+PP_VERSION := $(shell git -C $(CURDIR) describe --always --dirty 2>/dev/null || echo unknown)
+$(B)/version.stamp: FORCE
+	@mkdir -p $(B); echo '$(PP_VERSION)' | cmp -s - $@ || echo '$(PP_VERSION)' > $@
+$(B)/compiler/ppc.o $(B)/vm/ppvm.o $(B)/standin/vm/ppvm.o: $(B)/version.stamp
+$(B)/compiler/ppc.o $(B)/vm/ppvm.o $(B)/standin/vm/ppvm.o: CFLAGS += -DPP_VERSION='"$(PP_VERSION)"'
+.PHONY: FORCE
+FORCE:
+
 # ppc computes no tensor: the model's shapes are isa/model_shape.c's, so it
 # links no kernel and no BLAS.
 bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ)

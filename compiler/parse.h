@@ -22,6 +22,7 @@ typedef struct {
     int ended;             /* that token was returned */
     jmp_buf *fatal;        /* where the scanner's fatal errors return to (parse.c) */
     const char *fatal_msg; /* and what flex said */
+    char last_name[64];    /* the last name scanned: a syntax error's "did you mean" */
 } pp_parse_ctx;
 
 /* Parse d->src. Returns the statement list (possibly partial after errors);

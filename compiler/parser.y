@@ -34,9 +34,11 @@
 #include <string.h>
 
 #include "../isa/model_desc.h"
+#include "../isa/suggest.h"
 
 int yylex(YYSTYPE *lval, YYLTYPE *lloc, void *scanner);
 static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *msg);
+static const char *keyword_near(const char *name);
 static void append(pp_parse_ctx *ctx, pp_stmt *s);
 static pp_stmt *func_stmt(pp_parse_ctx *ctx, int func, YYLTYPE loc, char *a, YYLTYPE la,
                           char *b, YYLTYPE lb, char *d, YYLTYPE ld, pp_expr *e);
@@ -248,8 +250,21 @@ static void yyerror(YYLTYPE *loc, void *scanner, pp_parse_ctx *ctx, const char *
                    "operators and operands still open); %s",
                    PP_PARSER_MAX_DEPTH,
                    ctx->search ? "nest less" : "split the expression with 'let'");
+    else if (!ctx->search && strstr(msg, "unexpected name") && keyword_near(ctx->last_name))
+        /* a statement's first word misspelt: "parm S = 4", "weight(s,b,d) = s" */
+        diag_error(ctx->diag, *loc, "%s '%s' (did you mean '%s'?)", msg, ctx->last_name,
+                   keyword_near(ctx->last_name));
     else
         diag_error(ctx->diag, *loc, "%s", msg);
+}
+
+/* The keyword `name` is a slip of, or NULL (lexer.l's keywords). */
+static const char *keyword_near(const char *name)
+{
+    static const char *const words[] = {"param", "let",       "compute",   "weights", "priority",
+                                        "order", "split",     "limit",     "cost",    "model",
+                                        "optimizer", "precision", "require", "overlap"};
+    return pp_suggest(name, words, sizeof words / sizeof *words);
 }
 
 static int too_deep(pp_parse_ctx *ctx, pp_expr *e)

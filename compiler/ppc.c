@@ -19,8 +19,10 @@
  * 2 bad command line; 3 a file could not be read or written; 4 out of
  * memory; 5 internal error (plans that fail the compiler's own checks).
  * Only main exits; everything below returns. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 #include "table.h"
 #include "timeline.h"
 #include "torch_csv.h"
+#include "../isa/suggest.h"
 
 enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_NOMEM = 4, EXIT_INTERNAL = 5 };
 
@@ -108,7 +111,9 @@ static void usage(FILE *f)
                "  --pictures      draw timeline.svg and trace.json whatever the size\n"
                "  --prefetch N    post receives and weight fetches N jobs before their\n"
                "                  consumer, never before their producer ends (default 1)\n"
-               "  --mem-limit B   fail if a worker would allocate more than B bytes\n"
+               "  --mem-limit B   fail if a worker would allocate more than B bytes (or\n"
+               "                  512MiB, 2GiB: KiB/MiB/GiB 1024-based, KB/MB/GB 1000-based)\n"
+               "  --version       print ppc's version and its plan format's, then exit\n"
                "  --keep-weights  keep fetched weights for later jobs of the same stage\n"
                "                  instead of fetching again (as many as --mem-limit allows)\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
@@ -144,6 +149,63 @@ static void usage(FILE *f)
                "  --all           with --search, then list every candidate: compiled, refused\n"
                "                  (and why), over --mem-limit, or another model\n"
                "  --json          with --search, print the front (and --all's list) as JSON\n");
+}
+
+#ifndef PP_VERSION
+#define PP_VERSION "unknown" /* the Makefile passes git describe's */
+#endif
+
+/* "; did you mean '--steps'?" for a mistyped flag (the usage's nearest), or "". */
+static const char *did_you_mean(const char *flag, char *buf, size_t len)
+{
+    char *text = NULL, near[80];
+    size_t n = 0;
+    FILE *m = open_memstream(&text, &n);
+    buf[0] = 0;
+    if (m) {
+        usage(m);
+        if (!fclose(m) && pp_suggest_flag(flag, text, near, sizeof near))
+            snprintf(buf, len, "; did you mean '%s'?", near);
+    }
+    free(text);
+    return buf;
+}
+
+/* --mem-limit's value: bytes, or with a unit: KiB, MiB, GiB, TiB (powers
+ * of 1024) or KB, MB, GB, TB (powers of 1000), as "512MiB" or "1.5 GiB"
+ * hold whole bytes. -1 when malformed or out of range. */
+static long long parse_bytes(const char *s)
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1},
+                 {"B", 1},
+                 {"KiB", 1024.0},
+                 {"MiB", 1024.0 * 1024},
+                 {"GiB", 1024.0 * 1024 * 1024},
+                 {"TiB", 1024.0 * 1024 * 1024 * 1024},
+                 {"KB", 1e3},
+                 {"MB", 1e6},
+                 {"GB", 1e9},
+                 {"TB", 1e12}};
+    char *end;
+    if (!s[0] || isspace((unsigned char)s[0]) || s[0] == '-' || s[0] == '+')
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (!strcmp(end, units[i].unit)) {
+            double b = v * units[i].scale;
+            if (b > 9.2e18 || (units[i].scale == 1 && v != floor(v)) || b != floor(b))
+                return -1;
+            return (long long)b;
+        }
+    return -1;
 }
 
 /* -D NAME=VALUE into defs[*n]; a name given twice is refused (the second
@@ -399,6 +461,8 @@ static int parse_args(int argc, char **argv, options *o)
             continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
+        else if (!strcmp(a, "--version"))
+            return 3;
         else if (!strcmp(a, "--opcodes"))
             return 2;
         else if (!strcmp(a, "-q"))
@@ -419,14 +483,17 @@ static int parse_args(int argc, char **argv, options *o)
             if ((rc = parse_emit(argc, argv, &i, o)) != 0)
                 return rc;
         } else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
-            char *end;
+            char *end = NULL;
             errno = 0;
-            long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || argv[i + 1][0] == '\0' || *end || errno || v < 0 ||
+            long long v = i + 1 >= argc ? -1
+                          : a[2] == 'p' ? strtoll(argv[i + 1], &end, 10)
+                                        : parse_bytes(argv[i + 1]);
+            if (i + 1 >= argc || argv[i + 1][0] == '\0' || (end && *end) || errno || v < 0 ||
                 (a[2] == 'p' && v > 1000000)) {
                 fprintf(stderr, "ppc: %s expects %s, found %s%s%s\n", a,
                         a[2] == 'p' ? "a number of jobs from 0 to 1000000"
-                                    : "a number of bytes (a non-negative integer)",
+                                    : "a number of bytes (a non-negative integer, or with KiB, "
+                                      "MiB, GiB (1024-based) or KB, MB, GB (1000-based))",
                         i + 1 < argc ? "'" : "", i + 1 < argc ? argv[i + 1] : "nothing",
                         i + 1 < argc ? "'" : "");
                 return -1;
@@ -475,7 +542,8 @@ static int parse_args(int argc, char **argv, options *o)
             if ((rc = parse_define(a + 2, o->defs, &o->ndefs)) != 0)
                 return rc;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "ppc: unknown option '%s'\n", a);
+            char hint[120];
+            fprintf(stderr, "ppc: unknown option '%s'%s\n", a, did_you_mean(a, hint, sizeof hint));
             return -1;
         } else if (o->file) {
             fprintf(stderr, "ppc: more than one schedule file ('%s' and '%s')\n", o->file, a);
@@ -935,7 +1003,9 @@ int main(int argc, char **argv)
     } else if (args < 0) { /* what is wrong is said; the usage would bury it */
         fprintf(stderr, "ppc: see ppc --help for the options\n");
         rc = EXIT_USAGE;
-    } else if (args == 2) /* --opcodes: the table isa/README.md shows */
+    } else if (args == 3) /* --version */
+        printf("ppc (pp) %s, plan format %u\n", PP_VERSION, PP_PLAN_VERSION);
+    else if (args == 2) /* --opcodes: the table isa/README.md shows */
         pp_ops_markdown(stdout);
     else if (args > 0) /* --help */
         usage(stdout);

@@ -54,6 +54,7 @@
 #include "check.h"
 #include "checkpoint.h"
 #include "guard.h"
+#include "../isa/suggest.h"
 #include "../isa/verify.h"
 #include "vm.h"
 #include "weights.h"
@@ -100,6 +101,7 @@ static void usage(FILE *f)
             "  --save DIR    write the final weights to DIR/stage<s>.w (--steps 0: the\n"
             "                initial weights)\n"
             "  --quiet       no per-step lines\n"
+            "  --version     print ppvm's version and its plan format's, then exit\n"
             "  --loss-digits N  decimals of the per-step loss (default 4)\n"
             "  --backend B   cuda or cpu (default: cuda when this ppvm has CUDA and every rank\n"
             "                sees a GPU, else cpu; --reference always trains on the cpu)\n"
@@ -144,6 +146,26 @@ static void usage(FILE *f)
             "                each instruction, and print ns per instruction by opcode and\n"
             "                family instead of a loss (vm/README.md, \"Benchmark mode\")\n",
             PP_DEFAULT_DATA);
+}
+
+#ifndef PP_VERSION
+#define PP_VERSION "unknown" /* the Makefile passes git describe's */
+#endif
+
+/* "; did you mean '--steps'?" for a mistyped flag (the usage's nearest), or "". */
+static const char *did_you_mean(const char *flag, char *buf, size_t len)
+{
+    char *text = NULL, near[80];
+    size_t n = 0;
+    FILE *m = open_memstream(&text, &n);
+    buf[0] = 0;
+    if (m) {
+        usage(m);
+        if (!fclose(m) && pp_suggest_flag(flag, text, near, sizeof near))
+            snprintf(buf, len, "; did you mean '%s'?", near);
+    }
+    free(text);
+    return buf;
 }
 
 /* Only one process of an mpirun prints command-line errors. */
@@ -311,6 +333,9 @@ static int parse_args(int argc, char **argv, options *o)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 1;
+        } else if (!strcmp(a, "--version")) {
+            printf("ppvm (pp) %s, plan format %u\n", PP_VERSION, PP_PLAN_VERSION);
+            return 1;
         } else if (!strcmp(a, "--reference"))
             o->reference = 1;
         else if (!strcmp(a, "--compare"))
@@ -435,8 +460,9 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1; /* a[2]: the 'a' of --atol or the 'r' of --rtol (a[3] is 't' in both,
                             * which sent --atol to rtol and left atol at its default) */
         } else if (a[0] == '-' && a[1]) {
+            char hint[120];
             if (first_process())
-                pp_vm_error(-1, "unknown option '%s'", a);
+                pp_vm_error(-1, "unknown option '%s'%s", a, did_you_mean(a, hint, sizeof hint));
             return -1;
         } else if (npos < 3)
             pos[npos++] = a;
@@ -519,7 +545,20 @@ static int read_plan(const char *plan, int rank, pp_plan *p, char *path, size_t 
         }
     } else
         snprintf(path, pathlen, "%s", plan);
-    return pp_plan_read(path, p, err, errlen) ? -1 : 0;
+    if (!pp_plan_read(path, p, err, errlen))
+        return 0;
+    /* what a new user most likely meant (issue 29): a schedule, or a plan
+     * not compiled yet */
+    size_t n = strlen(plan), at = strlen(err);
+    if (n > 3 && !strcmp(plan + n - 3, ".pp"))
+        snprintf(err + at, errlen - at,
+                 "; '%.200s' looks like a schedule: compile it first (ppc %.200s -o out/plan), "
+                 "then run the plan (bin/pprun out/plan)",
+                 plan, plan);
+    else if (stat(plan, &st) && errno == ENOENT)
+        snprintf(err + at, errlen - at,
+                 "; no such plan directory: ppc SCHEDULE.pp -o %.200s compiles one there", plan);
+    return -1;
 }
 
 /* Load this rank's plan and check it; 0 or -1 with err. */

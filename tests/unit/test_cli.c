@@ -45,6 +45,18 @@ static const cli_row ppc_rows[] = {
     {"$PPC gpipe.pp gpipe.pp -o out", 2,
      "ppc: more than one schedule file ('gpipe.pp' and 'gpipe.pp')"},
     {PPC " --bogus", 2, "ppc: unknown option '--bogus'"},
+    {PPC " --prefech 2", 2, "ppc: unknown option '--prefech'; did you mean '--prefetch'?"},
+    {"$PPC --version", 0, "ppc (pp) "},
+    {"printf 'parm S = 4\\n' > k.pp && $PPC k.pp -o out", 1,
+     "k.pp:1:1: error: syntax error, unexpected name 'parm' (did you mean 'param'?)"},
+    {"printf 'param S = 2\\nweight(s,b,d) = s\\n' > k.pp && $PPC k.pp -o out", 1,
+     "k.pp:2:1: error: syntax error, unexpected name 'weight' (did you mean 'weights'?)"},
+    /* --mem-limit with a unit: 1024-based KiB/MiB/GiB, 1000-based KB/MB/GB */
+    {PPC " --mem-limit 1MiB", 1, "over --mem-limit 1048576:"},
+    {PPC " --mem-limit 1.5KB", 1, "over --mem-limit 1500:"},
+    {PPC " --mem-limit '2 GiB' && echo fits", 0, "fits"},
+    {PPC " --mem-limit 1.5B", 2, "ppc: --mem-limit expects a number of bytes"},
+    {PPC " --mem-limit 1XB", 2, "ppc: --mem-limit expects a number of bytes"},
     {"$PPC gpipe.pp -o", 2, "ppc: -o needs an argument"},
     {"$PPC gpipe.pp -o ''", 2, "ppc: -o: expected a directory, found an empty string"},
     {PPC " -o other", 2, "ppc: -o given twice ('out' and 'other'); give it once"},
@@ -120,6 +132,8 @@ static const cli_row ppvm_rows[] = {
     {"$PPVM a b c d", 2, "ppvm: unexpected argument 'd'"},
     {"$PPVM --compare w", 2, "ppvm: expected two weight directories after --compare"},
     {REF " --bogus", 2, "ppvm: unknown option '--bogus'"},
+    {REF " --step 3", 2, "ppvm: unknown option '--step'; did you mean '--steps'?"},
+    {"$PPVM --version", 0, "ppvm (pp) "},
     {REF " --data", 2, "ppvm: --data needs a value"},
     {REF " --data ''", 2, "ppvm: --data: expected a file, found an empty string"},
     {REF " --data a --data b", 2, "ppvm: --data given twice ('a' and 'b'); give it once"},
@@ -152,7 +166,12 @@ static const cli_row ppvm_rows[] = {
     {"$PPVM plan --grace 1 --grace 2", 2, "ppvm: --grace given twice ('1' and '2'); give it once"},
     /* the plan */
     {"$PPVM --reference missing --steps 1", 1,
-     "ppvm: missing: cannot open: No such file or directory"},
+     "ppvm: missing: cannot open: No such file or directory; no such plan directory: ppc "
+     "SCHEDULE.pp -o missing compiles one there"},
+    {"$PPVM --reference gpipe.pp --steps 1", 1,
+     "bad magic: expected \"PPLN\", found 23 20 67 70 (not a pp plan file); 'gpipe.pp' looks "
+     "like a schedule: compile it first (ppc gpipe.pp -o out/plan), then run the plan "
+     "(bin/pprun out/plan)"},
     {"$PPVM --reference fifo --steps 1", 1,
      "ppvm: fifo: is a FIFO (named pipe), not a plan file (expected a rank<r>.bin that ppc wrote)"},
     {"$PPVM --reference empty --steps 1", 1,
@@ -271,7 +290,10 @@ typedef struct {
 
 static const num_flag num_flags[] = {
     {1, "--prefetch", "a number of jobs from 0 to 1000000", "2", "1000001"},
-    {1, "--mem-limit", "a number of bytes (a non-negative integer)", "100000000", "-1"},
+    {1, "--mem-limit",
+     "a number of bytes (a non-negative integer, or with KiB, MiB, GiB (1024-based) or KB, MB, GB "
+     "(1000-based))",
+     "100000000", "-1"},
     {1, "--top", "a number of rows from 1 to 1000000", "2", "0"},
     {1, "--layers", "the model's blocks (layers) in total, from 1 to 1073741824", "8", "0"},
     {0, "--steps", "an integer in [0, 1e+09]", "1", "1000000001"},
