@@ -243,16 +243,23 @@ standin-test: bin/ppc bin/ppvm bin/ppvm-standin bin/check_pp-standin bin/standin
 	$(SI_ENV) PP_STANDIN_GPUS=4 PP_STANDIN_NCCL_ORDER=$(SI_NCCL_ORDER) PP_TEST_MUST_RUN=gpu \
 	  ./bin/check_pp-standin
 
+# tests/tools/alloc_count.c: an LD_PRELOAD library counting the allocations
+# ppvm's own code makes (the robust suite's check that no step allocates).
+$(B)/alloc_count.so: tests/tools/alloc_count.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -Werror -shared -fPIC $< -o $@
+
 # ---- the test commands -------------------------------------------------------
 # check_pp runs its jobs in parallel (-j: processes at once, default 4 times
 # the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
 TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 check: deps
-	$(MAKE) all bin/check_pp bin/model_bench
+	$(MAKE) all bin/check_pp bin/model_bench $(B)/alloc_count.so
 	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
 
 test: deps
-	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses
+	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses \
+	  $(B)/alloc_count.so
 	@mkdir -p build
 	$(TEST_ENV) ./bin/check_pp --failures build/test-failures.txt $(SUITE); rc=$$?; \
 	  if [ -z "$(SUITE)" ]; then python3 tests/layering.py || rc=1; \

@@ -728,6 +728,49 @@ START_TEST(stalled_rank_named_by_the_run)
 }
 END_TEST
 
+/* Nothing allocates inside a step (isa/README.md: every buffer at
+ * start-up): with build/alloc_count.so preloaded (tests/tools/alloc_count.c,
+ * counting the allocations whose caller is ppvm's own code, not Open MPI's
+ * or OpenBLAS's), a run of 3 steps makes as many on every rank as a run of
+ * 1, for the mlp 1F1B and the GPT. */
+START_TEST(no_allocation_inside_a_step)
+{
+#ifdef __SANITIZE_ADDRESS__
+    test_skipped("AddressSanitizer replaces malloc itself: no preloaded counter\n");
+    return;
+#endif
+    const char *plans[][2] = {{"1f1b.pp", "-D S=4 -D B=4"}, {"1f1b-gpt.pp", "-D S=4 -D B=4"}};
+    char shim[1024];
+    snprintf(shim, sizeof shim, "%s/build/alloc_count.so", PP_ROOT);
+    ck_assert_msg(access(shim, R_OK) == 0, "%s is not built (make test builds it)", shim);
+    for (int k = 0; k < 2; k++) {
+        char *dir = compile_plan(plans[k][0], plans[k][1]), args[2048];
+        long n[2][4];
+        for (int run = 0; run < 2; run++) {
+            snprintf(args, sizeof args, "--backend cpu %s/plan --steps %d --quiet", dir,
+                     run ? 3 : 1);
+            setenv("LD_PRELOAD", shim, 1);
+            char *out = mpi_ok(4, args);
+            unsetenv("LD_PRELOAD");
+            for (int r = 0; r < 4; r++) {
+                char want[64];
+                snprintf(want, sizeof want, "alloc-count: rank %d: ", r);
+                const char *p = strstr(out, want);
+                ck_assert_msg(p && sscanf(p + strlen(want), "%ld", &n[run][r]) == 1,
+                              "%s: no count from rank %d:\n%s", plans[k][0], r, out);
+            }
+            free(out);
+        }
+        for (int r = 0; r < 4; r++)
+            ck_assert_msg(n[0][r] > 0 && n[1][r] == n[0][r],
+                          "%s rank %d: %ld allocations by ppvm's code in a run of 1 step, %ld "
+                          "in 3: a step allocates",
+                          plans[k][0], r, n[0][r], n[1][r]);
+        remove_dir(dir);
+    }
+}
+END_TEST
+
 /* ---- bin/pprun's signals (vm/pprun.c) ------------------------------------------
  * Runs `setsid pprun DIR/plan ARGS` in the background (a session of its
  * own, as a terminal's foreground job: its process group is its pid),
@@ -863,6 +906,7 @@ END_TEST
     X(stopped_rank_named_in_a_pipeline, 4)                                                         \
     X(pprun_signal_reaches_every_rank, 2)                                                          \
     X(pprun_second_signal, 2)                                                                      \
-    X(stalled_rank_named_by_the_run, 4)
+    X(stalled_rank_named_by_the_run, 4)                                                            \
+    X(no_allocation_inside_a_step, 4)
 
 PP_JOB_SUITE(robust, ROBUST_TESTS)
