@@ -472,7 +472,7 @@ static int run(argv_b *a)
 
 int main(int argc, char **argv)
 {
-    options o;
+    static options o; /* static: what it points to stays reachable (LeakSanitizer) */
     int parsed = parse(argc, argv, &o);
     if (parsed)
         return parsed > 0 ? 0 : 2;
