@@ -34,7 +34,10 @@ static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_resul
         int j = sim->blocked[w];
         if (j < 0)
             continue;
-        int p = job_pred(&t->js, j);
+        int p = job_pred(&t->js, j), p2 = job_pred2(&t->js, j);
+        /* a recomputed B may wait for its R instead (an uncommitted job ends at 0) */
+        if (p2 >= 0 && (p < 0 || sim->end[p] > 0) && sim->end[p2] == 0)
+            p = p2;
         fprintf(d->out, "  worker %d waits at %c(%d,%d)", w, dir_char(job_d(&t->js, j)),
                 job_s(&t->js, j), job_b(&t->js, j));
         int q = sim->partner ? sim->partner[j] : -1; /* an overlapped pair waits as one */

@@ -25,6 +25,14 @@ static int chain_pos(const pp_jobspace *js, int j)
     return job_d(js, j) == 0 ? s : js->S - 1 - s;
 }
 
+/* Directions in tie-break order: F, R, B, W (a re-run forward whose
+ * priority equals its backward's goes right before it). */
+static int dir_rank(const pp_jobspace *js, int j)
+{
+    int d = job_d(js, j);
+    return d == JOB_DIR_R ? 1 : 2 * d;
+}
+
 /* The tie-break key: (priority, d, b, position along the chain). */
 static int cmp_key(const keyctx *k, int x, int y)
 {
@@ -33,7 +41,7 @@ static int cmp_key(const keyctx *k, int x, int y)
     if (px != py)
         return px < py ? -1 : 1;
     int a, b;
-    if ((a = job_d(js, x)) != (b = job_d(js, y)))
+    if ((a = dir_rank(js, x)) != (b = dir_rank(js, y)))
         return a < b ? -1 : 1;
     if ((a = job_b(js, x)) != (b = job_b(js, y)))
         return a < b ? -1 : 1;
@@ -141,6 +149,22 @@ static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, 
     return t > f ? t : f;
 }
 
+/* The same over both of j's predecessors: a recomputed B also waits for
+ * its R (on its own worker: no transfer). */
+static double ready_all(const pp_sim_input *in, const pp_sim_result *r, int j)
+{
+    double t = ready_time(in, r, j, job_pred(&in->js, j));
+    int p2 = job_pred2(&in->js, j);
+    return p2 >= 0 && r->end[p2] > t ? r->end[p2] : t;
+}
+
+/* Whether every predecessor of j is done. */
+static int preds_done(const pp_jobspace *js, const char *done, int j)
+{
+    int p = job_pred(js, j), p2 = job_pred2(js, j);
+    return (p < 0 || done[p]) && (p2 < 0 || done[p2]);
+}
+
 /* One entry of the global heap: worker w's best job and when it can start.
  * Entries go stale when the worker's candidate is recomputed (version). */
 typedef struct {
@@ -245,6 +269,7 @@ typedef struct {
     keyctx k;
     worker_heaps *wh;
     double *ready, *free_at;
+    char *done; /* [N] committed */
     long long *held;
     unsigned *version;
     cand_heap global;
@@ -289,15 +314,16 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
     int N = job_count(js), W = in->W, rc = -1, committed = 0, total = job_total(js);
-    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0}};
+    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0}};
     int *fill = calloc((size_t)W, sizeof *fill);
     g.ready = calloc((size_t)N, sizeof *g.ready);
     g.free_at = calloc((size_t)W, sizeof *g.free_at);
+    g.done = calloc((size_t)N, 1);
     g.held = calloc((size_t)W, sizeof *g.held);
     g.version = calloc((size_t)W, sizeof *g.version);
     g.wh = calloc((size_t)W, sizeof *g.wh);
     g.k.ready = g.ready;
-    if (!fill || !g.ready || !g.free_at || !g.held || !g.version || !g.wh ||
+    if (!fill || !g.ready || !g.free_at || !g.done || !g.held || !g.version || !g.wh ||
         cores_open(in, &g.cores))
         goto out;
     for (int w = 0; w < W; w++)
@@ -337,6 +363,7 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         r->end[j] = r->start[j] + in->cost[j];
         cores_take(&g.cores, r->end[j]);
         g.free_at[w] = r->end[j];
+        g.done[j] = 1;
         r->order[r->off[w] + fill[w]++] = j;
         if (r->end[j] > r->makespan)
             r->makespan = r->end[j];
@@ -351,7 +378,9 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         int succ[2], ns = job_succ(js, j, succ);
         for (int i = 0; i < ns; i++) {
             int sj = succ[i], sw = in->worker[sj];
-            g.ready[sj] = ready_time(in, r, sj, j);
+            if (!preds_done(js, g.done, sj)) /* a recomputed B waits for F's chain and R */
+                continue;
+            g.ready[sj] = ready_all(in, r, sj);
             if (heap_push(&g.k, &g.wh[sw].h[job_d(js, sj) == 0 ? PEND_F : PEND_O], sj))
                 goto out;
             touched[nt++] = sw;
@@ -377,6 +406,7 @@ out:
     free(g.version);
     free(g.held);
     free(g.free_at);
+    free(g.done);
     free(g.ready);
     free(fill);
     return rc;
@@ -423,7 +453,7 @@ static double strict_ready(const pp_sim_input *in, const pp_sim_result *r, int w
     double t = free_at[w];
     int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
     for (int i = 0; i < n; i++) {
-        double ready = ready_time(in, r, jobs[i], job_pred(&in->js, jobs[i]));
+        double ready = ready_all(in, r, jobs[i]);
         if (ready > t)
             t = ready;
     }
@@ -503,9 +533,9 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
             for (int w = 0; w < W; w++) {
                 if (r->off[w] + next[w] >= r->off[w + 1])
                     continue;
-                int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
-                int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
-                if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
+                int j = r->order[r->off[w] + next[w]];
+                int q = r->partner ? r->partner[j] : -1;
+                if (!preds_done(js, done, j) || (q >= 0 && !preds_done(js, done, q)))
                     continue;
                 double t = strict_ready(in, r, w, j, q, free_at);
                 if (best < 0 || t < bt) {
@@ -528,9 +558,9 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     while (qh < qt && !cores.n) {
         int w = queue[qh++];
         while (r->off[w] + next[w] < r->off[w + 1]) {
-            int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
-            int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
-            if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
+            int j = r->order[r->off[w] + next[w]];
+            int q = r->partner ? r->partner[j] : -1;
+            if (!preds_done(js, done, j) || (q >= 0 && !preds_done(js, done, q)))
                 break;
             commit_strict(in, r, w, j, q, free_at, done, next, queue, &qt, &cores);
             committed += q >= 0 ? 2 : 1;
@@ -539,9 +569,9 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     if (committed < total) {
         for (int w = 0; w < W; w++) {
             int j = r->off[w] + next[w] < r->off[w + 1] ? r->order[r->off[w] + next[w]] : -1;
-            int q = j >= 0 && r->partner ? r->partner[j] : -1, p = j >= 0 ? job_pred(js, j) : -1;
+            int q = j >= 0 && r->partner ? r->partner[j] : -1;
             /* of a pair, name the job whose predecessor is missing */
-            r->blocked[w] = q >= 0 && (p < 0 || done[p]) ? q : j;
+            r->blocked[w] = q >= 0 && preds_done(js, done, j) ? q : j;
         }
         r->deadlock = 1;
         rc = 1;
