@@ -303,8 +303,9 @@ static int build_recompute(pp_jobtable *t, const pp_schedule *sch)
  * theirs: B's worker; F's weights; the priority at d = R where the
  * priority names R, else B's (the re-run then goes right before its
  * backward); `cost R` (per block with --layers), else F's cost. F and B
- * must share a worker (R re-reads F's kept input there), which must own
- * the stage's weights (R fetches none). Returns 1 after an error. */
+ * must share a worker (R re-reads F's kept input there). Away from the
+ * stage's owner R reads fetched weights like any job (a fetch, or a kept
+ * one with --keep-weights). Returns 1 after an error. */
 static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *te, err_tally *tcost)
 {
     const pp_jobspace *js = &t->js;
@@ -317,14 +318,6 @@ static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *te, 
                    "recompute at (s=%d, b=%d): F runs on worker %d but B on worker %d; a "
                    "recomputed forward's F and B must share a worker (R re-reads F's input there)",
                    s, b, t->worker[f], t->worker[bk]);
-        return 1;
-    }
-    if (pp_job_reads_remote_weights(t, f) && te->count++ == 0) {
-        diag_error(sch->diag, sch->recompute_when ? sch->recompute_when->loc : sch->fn_loc[FN_WEIGHTS],
-                   "recompute at (s=%d, b=%d): worker %d computes stage %d away from its "
-                   "weights (owner %d); recomputing a forward whose weights are fetched is not "
-                   "supported (exclude such stages in 'recompute when')",
-                   s, b, t->worker[f], s, t->owner[f]);
         return 1;
     }
     long long v = t->priority[bk];

@@ -210,8 +210,8 @@ static int lower_forward(lowering *L, int j)
 
 /* R(s,b) (recompute): F(s,b) again, from the input F kept, into a new
  * stash that B (and W) then read; the output goes to a buffer that dies
- * here, and the VM counts no loss. Its weights are the rank's own (the
- * job table refuses a recomputed stage computed away from its owner). */
+ * here, and the VM counts no loss. Away from the stage's owner it reads
+ * fetched weights, as F and B do. */
 static int lower_recompute(lowering *L, int j)
 {
     const pp_jobtable *t = L->t;
@@ -224,15 +224,18 @@ static int lower_recompute(lowering *L, int j)
                                  : pp_stage_stash_bytes(L->m, S, s));
     if (s < S - 1)
         out = new_buf(L, pp_act_bytes(L->m));
+    int wts = weights_buffer(L, j);
     int at = emit(L, PP_OP_Recompute, s, b, -1, -1);
     slot(L, at, PP_ROLE_IN, in);
     slot(L, at, PP_ROLE_STASH, stash);
     slot(L, at, PP_ROLE_OUT, out);
     slot(L, at, PP_ROLE_TGT, tgt);
+    slot(L, at, PP_ROLE_WTS, wts);
     if (in < 0 || stash < 0 || at < 0)
         return -1;
     use(L, in, at);
     use(L, tgt, at);
+    use(L, wts, at);
     L->st.buf[stash].def = at;
     L->stash[sb(L, s, b)] = stash;
     if (out >= 0) {
