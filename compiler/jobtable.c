@@ -306,14 +306,15 @@ static int build_recompute(pp_jobtable *t, const pp_schedule *sch)
  * must share a worker (R re-reads F's kept input there). Away from the
  * stage's owner R reads fetched weights like any job (a fetch, or a kept
  * one with --keep-weights). Returns 1 after an error. */
-static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *te, err_tally *tcost)
+static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *tplace,
+                  err_tally *te, err_tally *tcost)
 {
     const pp_jobspace *js = &t->js;
     int s = job_s(js, j), b = job_b(js, j), f = job_id(js, s, b, DIR_F), bk = job_id(js, s, b, DIR_B);
     pp_env env = {s, b, DIR_R, 0};
     t->worker[j] = t->worker[bk];
     t->owner[j] = t->owner[f];
-    if (t->worker[f] != t->worker[bk] && te->count++ == 0) {
+    if (t->worker[f] != t->worker[bk] && tplace->count++ == 0) {
         diag_error(sch->diag, sch->recompute_when ? sch->recompute_when->loc : sch->fn_loc[FN_COMPUTE],
                    "recompute at (s=%d, b=%d): F runs on worker %d but B on worker %d; a "
                    "recomputed forward's F and B must share a worker (R re-reads F's input there)",
@@ -418,14 +419,14 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         diag_nomem(sch->diag, "for the stages' default costs");
         return 1;
     }
-    err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0};
+    err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0}, trc = {0};
     const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (int j = 0; j < N; j++) {
         pp_env env = {job_s(&t->js, j), job_b(&t->js, j), job_d(&t->js, j), 0};
         long long v = 0;
         if (env.d == DIR_R) { /* after every F/B/W id: its F and B are filled */
             if (job_exists(&t->js, j))
-                fill_r(t, sch, j, &te[0], &tcost);
+                fill_r(t, sch, j, &trc, &te[2], &tcost);
             continue;
         }
         if (!job_exists(&t->js, j)) { /* W(s,b) of a backward that is not split */
@@ -458,6 +459,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         free(flops_cost[d]);
     for (int f = 0; f < FN_COUNT; f++)
         tally_note(sch, &te[f], what[f]);
+    tally_note(sch, &trc, "recompute's placement");
     tally_note(sch, &trange[0], "the range check of compute");
     tally_note(sch, &trange[1], "the range check of weights");
     if (sch->inflight) {

@@ -25,12 +25,15 @@ static int chain_pos(const pp_jobspace *js, int j)
     return job_d(js, j) == 0 ? s : js->S - 1 - s;
 }
 
-/* Directions in tie-break order: F, R, B, W (a re-run forward whose
- * priority equals its backward's goes right before it). */
+/* Directions in tie-break order: F, B, W, where a re-run forward R(s,b)
+ * ranks as its backward, and goes right before it where everything else
+ * ties (the last key): so an R whose priority is its B's (the default)
+ * runs right before that B, not before every backward. */
+enum { DIR_RANK_B = 1 };
 static int dir_rank(const pp_jobspace *js, int j)
 {
     int d = job_d(js, j);
-    return d == JOB_DIR_R ? 1 : 2 * d;
+    return d == JOB_DIR_R ? DIR_RANK_B : d;
 }
 
 /* The tie-break key: (priority, d, b, position along the chain). */
@@ -46,6 +49,8 @@ static int cmp_key(const keyctx *k, int x, int y)
     if ((a = job_b(js, x)) != (b = job_b(js, y)))
         return a < b ? -1 : 1;
     if ((a = chain_pos(js, x)) != (b = chain_pos(js, y)))
+        return a < b ? -1 : 1;
+    if ((a = job_d(js, x) != JOB_DIR_R) != (b = job_d(js, y) != JOB_DIR_R))
         return a < b ? -1 : 1;
     return 0;
 }
