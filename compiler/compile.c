@@ -82,6 +82,21 @@ static pp_compile_status read_source(const pp_compile_opts *o, pp_compiled *c)
     return PP_COMPILE_IO;
 }
 
+/* --recompute EXPR: the line `recompute when EXPR` after the source (on
+ * a line of its own, so that messages about it quote it with a caret). */
+static int append_recompute(const char *expr, pp_compiled *c)
+{
+    size_t n = strlen(expr) + 32;
+    char *s = realloc(c->src, c->len + n);
+    if (!s) {
+        diag_nomem(&c->diag, "for --recompute");
+        return -1;
+    }
+    c->src = s;
+    c->len += (size_t)snprintf(s + c->len, n, "\nrecompute when %s\n", expr);
+    return 0;
+}
+
 /* The report's line on what --keep-weights chose. */
 static void keep_note(pp_compiled *c)
 {
@@ -208,6 +223,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     } while (0)
 
     pp_compile_status st = read_source(o, c);
+    if (st == PP_COMPILE_OK && o->recompute && append_recompute(o->recompute, c))
+        st = PP_COMPILE_NOMEM;
     if (st != PP_COMPILE_OK)
         return st;
     d->src = c->src;

@@ -42,3 +42,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: S=W P=0..S

@@ -40,3 +40,4 @@ model {
     blocks  = 1
     batch   = 16
 }
+# search: S=W K=0..S
