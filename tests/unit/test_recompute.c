@@ -12,6 +12,7 @@
 
 #include "../../isa/bufcheck.h"
 #include "../../isa/verify.h"
+#include "search.h"
 #include "torch_csv.h"
 #include "suites.h"
 #include "testutil.h"
@@ -288,6 +289,32 @@ START_TEST(torch_csv_refuses)
 }
 END_TEST
 
+/* --search tries each combination with --recompute 1 and 's < S - 1':
+ * 1F1B at batch 128 (stashes dominate) over a cap that plain 1F1B
+ * exceeds is answered by recomputing every stage but the last, whose
+ * makespan (28) beats full recompute's (30) at the same peak. */
+START_TEST(search_finds_recompute)
+{
+    char *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "sed 's/batch   = 16/batch   = 128/' %s/schedules/1f1b.pp > %s/1f1b.pp", PP_ROOT, dir);
+    free(run_expect(cmd, 0));
+    pp_search_opts o = {dir, 4, 8, NULL, 2400000, -1, -1, 0};
+    pp_search_result r;
+    pp_search_status st = pp_search_run(&o, &r, stderr);
+    ck_assert_int_eq(st, PP_SEARCH_OK);
+    ck_assert_int_eq(r.n, 5); /* three prefetches, two recomputes */
+    ck_assert_int_eq(r.over, 3);
+    ck_assert_msg(r.nfront >= 1, "empty front");
+    const pp_search_cand *best = &r.c[r.front[0]];
+    ck_assert_msg(strstr(best->args, "--recompute 's < S - 1'") != NULL, "best: %s", best->args);
+    ck_assert_double_eq(best->time, 28);
+    ck_assert_uint_eq(best->mem, 1977856);
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *recompute_suite(void)
 {
     Suite *s = suite_create("recompute");
@@ -298,6 +325,7 @@ Suite *recompute_suite(void)
     tcase_add_test(tc, memory_and_lowering);
     tcase_add_test(tc, broken_plans_refused);
     tcase_add_test(tc, torch_csv_refuses);
+    tcase_add_test(tc, search_finds_recompute);
     suite_add_tcase(s, tc);
     return s;
 }
