@@ -315,6 +315,67 @@ START_TEST(search_finds_recompute)
 }
 END_TEST
 
+/* The library's recompute files compile, lower and pass both proofs over
+ * their ranges (S = 2..5, B = 1, S, 2S+1, every K and P); their plan
+ * memory never grows as K recomputes more stages; a K outside 0..S is
+ * refused by its require line. */
+START_TEST(library_files_over_their_range)
+{
+    char *rc = library("1f1b-recompute.pp", ""), *bubble = library("1f1b-bubble-recompute.pp", "");
+    for (int S = 2; S <= 5; S++) {
+        int Bs[3] = {1, S, 2 * S + 1};
+        for (int bi = 0; bi < 3; bi++) {
+            uint64_t prev = UINT64_MAX;
+            for (int k = 0; k <= S; k++) {
+                pp_define defs[3] = {{"S", S}, {"B", Bs[bi]}, {"K", k}};
+                pp_compiled c;
+                pp_compile_opts o = pp_compile_defaults();
+                o.path = "1f1b-recompute.pp";
+                o.text = rc;
+                o.len = strlen(rc);
+                o.defs = defs;
+                o.ndefs = 3;
+                o.capture = 1;
+                pp_compile(&o, &c);
+                ck_assert_msg(c.status == PP_COMPILE_OK, "S=%d B=%d K=%d:\n%s", S, Bs[bi], k,
+                              c.msgs);
+                uint64_t peak = 0;
+                for (int w = 0; w < S; w++)
+                    peak = c.rep.w[w].mem_bytes > peak ? c.rep.w[w].mem_bytes : peak;
+                ck_assert_msg(peak <= prev, "S=%d B=%d: K=%d needs %llu bytes, K=%d %llu", S,
+                              Bs[bi], k, (unsigned long long)peak, k - 1, (unsigned long long)prev);
+                prev = peak;
+                pp_compiled_free(&c);
+                defs[2].name = "P"; /* the bubble file's P over the same range */
+                o.path = "1f1b-bubble-recompute.pp";
+                o.text = bubble;
+                o.len = strlen(bubble);
+                pp_compile(&o, &c);
+                ck_assert_msg(c.status == PP_COMPILE_OK, "bubble S=%d B=%d P=%d:\n%s", S, Bs[bi], k,
+                              c.msgs);
+                pp_compiled_free(&c);
+            }
+        }
+    }
+    pp_compiled c;
+    pp_compile_opts o = pp_compile_defaults();
+    pp_define bad[1] = {{"K", 5}};
+    o.path = "1f1b-recompute.pp";
+    o.text = rc;
+    o.len = strlen(rc);
+    o.defs = bad;
+    o.ndefs = 1;
+    o.capture = 1;
+    pp_compile(&o, &c);
+    ck_assert_msg(c.status == PP_COMPILE_ERRORS && strstr(c.msgs, "requirement failed: K >= 0 && K "
+                                                                  "<= S (K counts stages"),
+                  "%s", c.msgs);
+    pp_compiled_free(&c);
+    free(rc);
+    free(bubble);
+}
+END_TEST
+
 Suite *recompute_suite(void)
 {
     Suite *s = suite_create("recompute");
@@ -326,6 +387,7 @@ Suite *recompute_suite(void)
     tcase_add_test(tc, broken_plans_refused);
     tcase_add_test(tc, torch_csv_refuses);
     tcase_add_test(tc, search_finds_recompute);
+    tcase_add_test(tc, library_files_over_their_range);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -416,8 +478,37 @@ END_TEST
 START_TEST(fsdp_keep) { same_weights("fsdp.pp", "recompute", "-D W=4 -D B=4 --keep-weights", 4); }
 END_TEST
 
+/* The library's recompute files train to the reference's weights, bit for
+ * bit (their arithmetic is a pipeline's: each microbatch's F, R and B on
+ * one rank, gradients summed in microbatch order). */
+static void library_trains(const char *name, const char *defs)
+{
+    char *dir = compile_plan(name, defs), cmd[4096];
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
+             PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    char *cmp = run_expect(cmd, 0);
+    ck_assert_msg(strstr(cmp, "max |diff| 0 (within tolerance)") && !strstr(cmp, "beyond"),
+                  "%s %s:\n%s", name, defs, cmp);
+    free(cmp);
+    remove_dir(dir);
+}
+
+START_TEST(library_files_train)
+{
+    library_trains("1f1b-recompute.pp", "-D K=4");
+    library_trains("1f1b-bubble-recompute.pp", "-D B=6 --precision bf16");
+}
+END_TEST
+
 #define RECOMPUTE_E2E_TESTS(X)                                                                     \
     X(onef1b_mlp, 4)                                                                               \
     X(onef1b_gpt_bf16, 4)                                                                          \
-    X(zb_h1, 4) X(interleaved, 4) X(zb_v_bf16, 4) X(dualpipev, 4) X(gpipe, 4) X(fsdp_keep, 4)
+    X(zb_h1, 4)                                                                                    \
+    X(interleaved, 4) X(zb_v_bf16, 4) X(dualpipev, 4) X(gpipe, 4) X(fsdp_keep, 4)                  \
+        X(library_files_train, 4)
 PP_JOB_SUITE(recompute_e2e, RECOMPUTE_E2E_TESTS)
