@@ -134,7 +134,7 @@ static void keep_note(pp_compiled *c)
 #define PP_COST_MOST 1e302
 static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
 {
-    long long N = (long long)t->js.S * t->js.B * t->js.ND;
+    long long N = job_count(&t->js); /* R ids too: recompute's jobs cost time */
     double total = 0, least = INFINITY;
     for (long long j = 0; j < N; j++) {
         if (!job_exists(&t->js, (int)j)) /* W of a backward that is not split: no job */

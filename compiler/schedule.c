@@ -843,10 +843,12 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
     if (!d->errors)
         model_layers(sch);
-    long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
+    /* ids per (s,b): F, B, a W with a split backward, an R with recompute */
+    int per = (sch->split ? 3 : 2) + (sch->recompute ? 1 : 0);
+    long long jobs = sch->S * sch->B * per;
     if (!d->errors && jobs > 50000000)
         diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",
-                         sch->split ? 3 : 2, jobs);
+                         per, jobs);
     return d->errors;
 }
 
