@@ -383,6 +383,21 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         int succ[2], ns = job_succ(js, j, succ);
         for (int i = 0; i < ns; i++) {
             int sj = succ[i], sw = in->worker[sj];
+            if (job_d(js, sj) == JOB_DIR_R) /* released with its B's other input, below */
+                continue;
+            if (job_d(js, sj) == 1 && job_pred2(js, sj) >= 0 && job_pred(js, sj) == j) {
+                /* Greedy: R(s,b) is released when B(s,b)'s other input is
+                 * done (sim.h), not when F(s,b) is, or every idle worker
+                 * would re-run its forwards at once and hold the stashes
+                 * R exists to drop. */
+                int rj = job_pred2(js, sj), rw = in->worker[rj];
+                double t = ready_time(in, r, rj, job_pred(js, rj));
+                g.ready[rj] = r->end[j] > t ? r->end[j] : t;
+                if (heap_push(&g.k, &g.wh[rw].h[PEND_O], rj))
+                    goto out;
+                touched[nt++] = rw;
+                continue; /* B itself follows its R */
+            }
             if (!preds_done(js, g.done, sj)) /* a recomputed B waits for F's chain and R */
                 continue;
             g.ready[sj] = ready_all(in, r, sj);

@@ -154,6 +154,31 @@ START_TEST(sim_hand_worked)
 }
 END_TEST
 
+static char *library(const char *name, const char *extra);
+
+/* Greedy order (1f1b-greedy.pp, S = 4, B = 8): R(s,b) starts no earlier
+ * than the end of B(s,b)'s other input (B(s+1,b), or F(3,b)), so each
+ * worker holds one rebuilt stash at a time; released with F it ran right
+ * after F (every worker idle then) and held S - s. */
+START_TEST(greedy_releases_r_with_the_gradient)
+{
+    char *src = library("1f1b-greedy.pp", "\nrecompute\n");
+    pp_compiled c;
+    compile_text(&c, src, PP_STAGE_PLANS);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    for (int s = 0; s < 4; s++)
+        for (int b = 0; b < 8; b++) {
+            int r = job(&c, s, b, DIR_R), in = job_pred(&c.t.js, job(&c, s, b, DIR_B));
+            ck_assert_msg(c.sim.start[r] >= c.sim.end[in], "R(%d,%d) at %g, its B's input ends %g",
+                          s, b, c.sim.start[r], c.sim.end[in]);
+        }
+    for (int w = 0; w < 4; w++)
+        ck_assert_int_eq(c.rep.w[w].peak_act, 1);
+    pp_compiled_free(&c);
+    free(src);
+}
+END_TEST
+
 static uint64_t mem_of(const char *src, int rank, pp_compiled *keep)
 {
     pp_compiled c;
@@ -383,6 +408,7 @@ Suite *recompute_suite(void)
     tcase_add_test(tc, statement_errors);
     tcase_add_test(tc, job_table);
     tcase_add_test(tc, sim_hand_worked);
+    tcase_add_test(tc, greedy_releases_r_with_the_gradient);
     tcase_add_test(tc, memory_and_lowering);
     tcase_add_test(tc, broken_plans_refused);
     tcase_add_test(tc, torch_csv_refuses);
@@ -509,6 +535,6 @@ END_TEST
     X(onef1b_mlp, 4)                                                                               \
     X(onef1b_gpt_bf16, 4)                                                                          \
     X(zb_h1, 4)                                                                                    \
-    X(interleaved, 4) X(zb_v_bf16, 4) X(dualpipev, 4) X(gpipe, 4) X(fsdp_keep, 4)                  \
-        X(library_files_train, 4)
+    X(interleaved, 4)                                                                              \
+    X(zb_v_bf16, 4) X(dualpipev, 4) X(gpipe, 4) X(fsdp_keep, 4) X(library_files_train, 4)
 PP_JOB_SUITE(recompute_e2e, RECOMPUTE_E2E_TESTS)
