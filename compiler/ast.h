@@ -14,7 +14,8 @@ typedef struct {
 /* What a `cost` line sets (pp_stmt.dir): F, B, W (0-2), then the transfer costs. */
 /* COST_OVERLAP: `cost overlap = P`, the percent of the shorter job of an overlapped
  * pair that the pair still pays for (schedule.h). */
-enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_OVERLAP = 5, COST_COUNT = 6 };
+/* COST_R: `cost R = expr` (may use s), a re-run forward's cost (recompute). */
+enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_OVERLAP = 5, COST_R = 6, COST_COUNT = 7 };
 
 typedef enum {
     EX_INT,    /* value */
@@ -65,7 +66,8 @@ typedef enum {
     ST_OPTIMIZER, /* optimizer sgd|adamw: flag = the pp_optimizer */
     ST_PRECISION, /* precision fp32|bf16: flag = the pp_precision */
     ST_REQUIRE,   /* require expr [, "msg"]: name = msg or NULL, name_loc = expr's span */
-    ST_OVERLAP    /* overlap F with B when expr: the condition, on the forward (schedule.h) */
+    ST_OVERLAP,   /* overlap F with B when expr: the condition, on the forward (schedule.h) */
+    ST_RECOMPUTE  /* recompute [when expr]: expr NULL = every (s,b) (schedule.h) */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

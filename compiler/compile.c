@@ -34,7 +34,10 @@ static void report_deadlock(pp_diag *d, const pp_jobtable *t, const pp_sim_resul
         int j = sim->blocked[w];
         if (j < 0)
             continue;
-        int p = job_pred(&t->js, j);
+        int p = job_pred(&t->js, j), p2 = job_pred2(&t->js, j);
+        /* a recomputed B may wait for its R instead (an uncommitted job ends at 0) */
+        if (p2 >= 0 && (p < 0 || sim->end[p] > 0) && sim->end[p2] == 0)
+            p = p2;
         fprintf(d->out, "  worker %d waits at %c(%d,%d)", w, dir_char(job_d(&t->js, j)),
                 job_s(&t->js, j), job_b(&t->js, j));
         int q = sim->partner ? sim->partner[j] : -1; /* an overlapped pair waits as one */
@@ -79,6 +82,21 @@ static pp_compile_status read_source(const pp_compile_opts *o, pp_compiled *c)
     return PP_COMPILE_IO;
 }
 
+/* --recompute EXPR: the line `recompute when EXPR` after the source (on
+ * a line of its own, so that messages about it quote it with a caret). */
+static int append_recompute(const char *expr, pp_compiled *c)
+{
+    size_t n = strlen(expr) + 32;
+    char *s = realloc(c->src, c->len + n);
+    if (!s) {
+        diag_nomem(&c->diag, "for --recompute");
+        return -1;
+    }
+    c->src = s;
+    c->len += (size_t)snprintf(s + c->len, n, "\nrecompute when %s\n", expr);
+    return 0;
+}
+
 /* The report's line on what --keep-weights chose. */
 static void keep_note(pp_compiled *c)
 {
@@ -116,7 +134,7 @@ static void keep_note(pp_compiled *c)
 #define PP_COST_MOST 1e302
 static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
 {
-    long long N = (long long)t->js.S * t->js.B * t->js.ND;
+    long long N = job_count(&t->js); /* R ids too: recompute's jobs cost time */
     double total = 0, least = INFINITY;
     for (long long j = 0; j < N; j++) {
         if (!job_exists(&t->js, (int)j)) /* W of a backward that is not split: no job */
@@ -205,6 +223,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     } while (0)
 
     pp_compile_status st = read_source(o, c);
+    if (st == PP_COMPILE_OK && o->recompute && append_recompute(o->recompute, c))
+        st = PP_COMPILE_NOMEM;
     if (st != PP_COMPILE_OK)
         return st;
     d->src = c->src;

@@ -63,6 +63,11 @@ typedef struct {
      * and job costs are per block, scaled by the stage's blocks
      * (pp_schedule.per_block). 0 = the model block as written. */
     long long layers;
+    /* --recompute EXPR: the schedule as if it ended with a line
+     * `recompute when EXPR` (issue 26; what --search's recompute rows
+     * reproduce with); NULL = as written. A file with its own `recompute`
+     * then has it twice: an error. */
+    const char *recompute;
     pp_stage stop_after; /* PP_STAGE_PLANS (everything) unless less is wanted */
     /* Bounds for callers that must stay small (the fuzzer): more jobs or
      * workers than this is an error after the check. 0 = no bound. */

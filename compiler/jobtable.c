@@ -18,7 +18,7 @@ static void job_str(char *buf, size_t n, const pp_env *env, int with_d)
     if (with_d == 2) /* split backward when: one value for B and W */
         snprintf(buf, n, "(s=%lld, b=%lld)", env->s, env->b);
     else if (with_d)
-        snprintf(buf, n, "(s=%lld, b=%lld, d=%c)", env->s, env->b, "FBW"[env->d]);
+        snprintf(buf, n, "(s=%lld, b=%lld, d=%c)", env->s, env->b, "FBWR"[env->d]);
     else
         snprintf(buf, n, "(w=%lld)", env->w);
 }
@@ -73,7 +73,7 @@ uint64_t pp_job_input_bytes(const pp_jobtable *t, const pp_model *m, int j)
 {
     const pp_jobspace *js = &t->js;
     int s = job_s(js, j), d = job_d(js, j);
-    if (d == DIR_F)
+    if (d == DIR_F || d == DIR_R) /* R re-reads F's kept input */
         return s > 0 ? pp_act_bytes(m) : 0;
     if (d == DIR_W)
         return pp_stage_stash_bytes_split(m, js->S, s);
@@ -265,6 +265,79 @@ static int build_split(pp_jobtable *t, const pp_schedule *sch)
     return 0;
 }
 
+/* `recompute [when]`: t->recompute[s*B + b] for every (s,b) (all 1 without
+ * a condition); stays NULL, with no R jobs, where none holds (a warning).
+ * Returns -1 out of memory, else the number of errors. */
+static int build_recompute(pp_jobtable *t, const pp_schedule *sch)
+{
+    if (!sch->recompute)
+        return 0;
+    size_t n = (size_t)sch->S * (size_t)sch->B, nr = 0;
+    if (!(t->recompute = malloc(n)))
+        return -1;
+    err_tally tally = {0};
+    for (size_t i = 0; i < n; i++) {
+        pp_env env = {(long long)(i / (size_t)sch->B), (long long)(i % (size_t)sch->B), DIR_F, 0};
+        long long v = 1;
+        if (sch->recompute_when)
+            eval_at(sch, sch->recompute_when, &env, &v, "recompute when", &tally, 2);
+        t->recompute[i] = v != 0;
+        nr += t->recompute[i];
+    }
+    tally_note(sch, &tally, "recompute when");
+    if (tally.count)
+        return tally.count;
+    if (nr == 0) {
+        for (const pp_stmt *st = sch->stmts; st; st = st->next)
+            if (st->kind == ST_RECOMPUTE)
+                diag_warning(sch->diag, st->loc,
+                             "'recompute when' holds for no job: nothing is recomputed");
+        free(t->recompute);
+        t->recompute = NULL;
+    }
+    t->js.recompute = t->recompute;
+    return 0;
+}
+
+/* R(s,b)'s placement, priority and cost, once F(s,b) and B(s,b) have
+ * theirs: B's worker; F's weights; the priority at d = R where the
+ * priority names R, else B's (the re-run then goes right before its
+ * backward); `cost R` (per block with --layers), else F's cost. F and B
+ * must share a worker (R re-reads F's kept input there). Away from the
+ * stage's owner R reads fetched weights like any job (a fetch, or a kept
+ * one with --keep-weights). Returns 1 after an error. */
+static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *tplace,
+                  err_tally *te, err_tally *tcost)
+{
+    const pp_jobspace *js = &t->js;
+    int s = job_s(js, j), b = job_b(js, j), f = job_id(js, s, b, DIR_F), bk = job_id(js, s, b, DIR_B);
+    pp_env env = {s, b, DIR_R, 0};
+    t->worker[j] = t->worker[bk];
+    t->owner[j] = t->owner[f];
+    if (t->worker[f] != t->worker[bk] && tplace->count++ == 0) {
+        diag_error(sch->diag, sch->recompute_when ? sch->recompute_when->loc : sch->fn_loc[FN_COMPUTE],
+                   "recompute at (s=%d, b=%d): F runs on worker %d but B on worker %d; a "
+                   "recomputed forward's F and B must share a worker (R re-reads F's input there)",
+                   s, b, t->worker[f], t->worker[bk]);
+        return 1;
+    }
+    long long v = t->priority[bk];
+    if (sch->priority_r && sch->fn[FN_PRIORITY])
+        eval_at(sch, sch->fn[FN_PRIORITY], &env, &v, "priority(s,b,d)", te, 1);
+    t->priority[j] = v;
+    t->cost[j] = t->cost[f];
+    if (sch->cost[COST_R]) {
+        v = 1;
+        if (eval_at(sch, sch->cost[COST_R], &env, &v, "a cost", tcost, 1) && v <= 0 &&
+            tcost->count++ == 0)
+            diag_error(sch->diag, sch->cost[COST_R]->loc,
+                       "cost R = %lld at (s=%d, b=%d): costs must be positive", v, s, b);
+        t->cost[j] = (double)(v > 0 ? v : 1) *
+                     (sch->per_block ? pp_model_layers(&sch->model, s) : 1);
+    }
+    return 0;
+}
+
 /* What a job costs, from (last wins) the cost line or 1, the FLOPs
  * default, --costs; with --layers (per_block) times the stage's blocks,
  * except FLOPs costs, which count them already. */
@@ -298,7 +371,7 @@ static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double 
 int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
 {
     memset(t, 0, sizeof *t);
-    t->js = (pp_jobspace){(int)sch->S, (int)sch->B, 2, NULL};
+    t->js = (pp_jobspace){(int)sch->S, (int)sch->B, 2, NULL, NULL};
     t->W = (int)sch->W;
     int before = sch->diag->errors, split_rc = build_split(t, sch);
     if (split_rc < 0) {
@@ -306,6 +379,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         return 1;
     }
     if (split_rc)
+        return sch->diag->errors - before;
+    int rc_rc = build_recompute(t, sch);
+    if (rc_rc < 0) {
+        diag_nomem(sch->diag, "for 'recompute' at %lld jobs", sch->S * sch->B);
+        return 1;
+    }
+    if (rc_rc)
         return sch->diag->errors - before;
     int N = job_count(&t->js);
     t->worker = calloc((size_t)N, sizeof *t->worker);
@@ -339,11 +419,16 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         diag_nomem(sch->diag, "for the stages' default costs");
         return 1;
     }
-    err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0};
+    err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0}, trc = {0};
     const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (int j = 0; j < N; j++) {
         pp_env env = {job_s(&t->js, j), job_b(&t->js, j), job_d(&t->js, j), 0};
         long long v = 0;
+        if (env.d == DIR_R) { /* after every F/B/W id: its F and B are filled */
+            if (job_exists(&t->js, j))
+                fill_r(t, sch, j, &trc, &te[2], &tcost);
+            continue;
+        }
         if (!job_exists(&t->js, j)) { /* W(s,b) of a backward that is not split */
             t->worker[j] = t->worker[j - 1];
             t->owner[j] = t->owner[j - 1];
@@ -374,6 +459,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         free(flops_cost[d]);
     for (int f = 0; f < FN_COUNT; f++)
         tally_note(sch, &te[f], what[f]);
+    tally_note(sch, &trc, "recompute's placement");
     tally_note(sch, &trange[0], "the range check of compute");
     tally_note(sch, &trange[1], "the range check of weights");
     if (sch->inflight) {
@@ -425,6 +511,7 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->cbytes);
     free(t->opt);
     free(t->split);
+    free(t->recompute);
     free(t->pairable);
     memset(t, 0, sizeof *t);
 }

@@ -18,6 +18,9 @@ typedef struct {
      * when all or none are (js.ND says which). Ids of W jobs that do not
      * exist (job_exists) have worker/owner of their B, priority 0, cost 0. */
     unsigned char *split;
+    /* [S*B] `recompute [when]`: 1 where R(s,b) is a job; NULL when none is
+     * (js.recompute points at it). R ids that are not jobs have worker 0. */
+    unsigned char *recompute;
     int *worker;         /* [N] compute(s,b,d) */
     int *owner;          /* [N] weights(s,b,d) */
     long long *priority; /* [N] */

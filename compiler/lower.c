@@ -195,9 +195,52 @@ static int lower_forward(lowering *L, int j)
     use(L, wts, at);
     L->st.buf[stash].def = at;
     L->stash[sb(L, s, b)] = stash;
+    if (job_recomputed(&t->js, s, b)) {
+        /* recompute: the stash dies with F (its slot is free for the next
+         * job); F's input (and targets) stay live until R re-reads them */
+        use(L, stash, at);
+        L->stash[sb(L, s, b)] = -1;
+    }
     if (out >= 0) {
         L->st.buf[out].def = at;
         L->out[sb(L, s, b)] = out;
+    }
+    return 0;
+}
+
+/* R(s,b) (recompute): F(s,b) again, from the input F kept, into a new
+ * stash that B (and W) then read; the output goes to a buffer that dies
+ * here, and the VM counts no loss. Away from the stage's owner it reads
+ * fetched weights, as F and B do. */
+static int lower_recompute(lowering *L, int j)
+{
+    const pp_jobtable *t = L->t;
+    int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), tgt = -1, out = -1;
+    int in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
+    if (s == S - 1)
+        tgt = tokens_for(L, b);
+    int split = job_split(&t->js, s, b);
+    int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
+                                 : pp_stage_stash_bytes(L->m, S, s));
+    if (s < S - 1)
+        out = new_buf(L, pp_act_bytes(L->m));
+    int wts = weights_buffer(L, j);
+    int at = emit(L, PP_OP_Recompute, s, b, -1, -1);
+    slot(L, at, PP_ROLE_IN, in);
+    slot(L, at, PP_ROLE_STASH, stash);
+    slot(L, at, PP_ROLE_OUT, out);
+    slot(L, at, PP_ROLE_TGT, tgt);
+    slot(L, at, PP_ROLE_WTS, wts);
+    if (in < 0 || stash < 0 || at < 0)
+        return -1;
+    use(L, in, at);
+    use(L, tgt, at);
+    use(L, wts, at);
+    L->st.buf[stash].def = at;
+    L->stash[sb(L, s, b)] = stash;
+    if (out >= 0) {
+        L->st.buf[out].def = at;
+        use(L, out, at);
     }
     return 0;
 }
@@ -295,6 +338,7 @@ static int lower_item(lowering *L, const item *x)
             L->pair_next = -1;
         return d == DIR_F   ? lower_forward(L, x->job)
                : d == DIR_B ? lower_backward(L, x->job)
+               : d == DIR_R ? lower_recompute(L, x->job)
                             : lower_weight(L, x->job);
     }
     case IT_RECV_ACT:

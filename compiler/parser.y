@@ -51,6 +51,8 @@ static void append_assign(pp_parse_ctx *ctx, pp_assign *a);
 static pp_stmt *require_stmt(pp_parse_ctx *ctx, YYLTYPE loc, pp_expr *e, YYLTYPE eloc, char *msg);
 static pp_stmt *split_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *word, YYLTYPE wloc,
                                 char *when, YYLTYPE whenloc, pp_expr *e);
+static pp_stmt *recompute_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, YYLTYPE whenloc,
+                                    pp_expr *e);
 static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
                              pp_expr *e);
 
@@ -100,6 +102,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
 %token OPTIMIZER "optimizer" PRECISION "precision" REQUIRE "require"
 %token OVERLAP "overlap"
+%token RECOMPUTE "recompute"
 %token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 %token DOTDOT ".."
@@ -107,7 +110,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token START_FILE START_SEARCH       /* the first token: which grammar (parse.c) */
 
 %type <expr> expr
-%type <stmt> stmt overlap_stmt
+%type <stmt> stmt overlap_stmt recompute_stmt
 %type <range> item
 %type <ranges> values
 %destructor { free($$); } <str>
@@ -170,6 +173,13 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
                               if ($$) $$->body = ctx->model_head; else ast_free_stmts(ctx->model_head);
                               ctx->model_head = ctx->model_tail = NULL; STOP_IF_NOMEM(); }
     | overlap_stmt          { $$ = $1; }
+    | recompute_stmt        { $$ = $1; }
+    ;
+
+/* Recomputation (schedule.h): `recompute` or `recompute when EXPR`. "when"
+ * is a name, not a keyword, as in 'split backward when'. */
+recompute_stmt: RECOMPUTE   { $$ = ast_stmt(ST_RECOMPUTE, @1); NEED($$); }
+    | RECOMPUTE IDENT expr  { $$ = recompute_when_stmt(ctx, @1, $2, @2, $3); STOP_IF_NOMEM(); }
     ;
 
 /* Overlapped jobs (schedule.h), kept in rules of their own. "with" and
@@ -389,13 +399,15 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = 1;
         else if (!strcmp(word, "W"))
             s->dir = 2;
+        else if (!strcmp(word, "R"))
+            s->dir = COST_R;
         else if (!strcmp(word, "latency"))
             s->dir = COST_LATENCY;
         else if (!strcmp(word, "bandwidth"))
             s->dir = COST_BANDWIDTH;
         else {
             diag_error(ctx->diag, L(wloc),
-                       "unknown cost '%s': expected F, B, W, latency, bandwidth or overlap", word);
+                       "unknown cost '%s': expected F, B, W, R, latency, bandwidth or overlap", word);
             ok = 0;
         }
         break;
@@ -493,6 +505,27 @@ static pp_stmt *split_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *word, YYLT
     if (!s || !ok) {
         ast_free_expr(e);
         ast_free_stmts(s);
+        return NULL;
+    }
+    s->expr = e;
+    return s;
+}
+
+/* `recompute when expr`: which (s,b) re-run their forward before the
+ * backward (expr over s, b and params; checked in schedule.c). */
+static pp_stmt *recompute_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, YYLTYPE whenloc,
+                                    pp_expr *e)
+{
+    int ok = !strcmp(when, "when");
+    if (!ok)
+        diag_error(ctx->diag, L(whenloc), "expected 'recompute' or 'recompute when EXPR', found '%s'",
+                   when);
+    free(when);
+    pp_stmt *s = ok ? ast_stmt(ST_RECOMPUTE, L(loc)) : NULL;
+    if (!s) {
+        ast_free_expr(e);
+        if (ok)
+            diag_nomem(ctx->diag, "while parsing");
         return NULL;
     }
     s->expr = e;

@@ -82,6 +82,7 @@ typedef struct {
     int all;              /* --all: --search lists every candidate too */
     int json;             /* --json: --search prints JSON */
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
+    const char *recompute; /* --recompute EXPR (issue 26), or NULL */
     int seen_flags;       /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
                              (not for --search) */
 } options;
@@ -90,7 +91,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
-               "           [--precision fp32|bf16] [--layers L] [--[no-]pictures] [-q]\n"
+               "           [--precision fp32|bf16] [--layers L] [--recompute EXPR]\n"
+               "           [--[no-]pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
@@ -116,6 +118,8 @@ static void usage(FILE *f)
                "  --version       print ppc's version and its plan format's, then exit\n"
                "  --keep-weights  keep fetched weights for later jobs of the same stage\n"
                "                  instead of fetching again (as many as --mem-limit allows)\n"
+               "  --recompute E   as if the file ended with 'recompute when E': F(s,b) keeps\n"
+               "                  its input, R(s,b) re-runs it before B(s,b) where E holds\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
                "                  (AdamW's two moments are state the owners hold)\n"
                "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
@@ -479,6 +483,15 @@ static int parse_args(int argc, char **argv, options *o)
             o->pictures = want;
         } else if (!strcmp(a, "--keep-weights"))
             o->keep = 1;
+        else if (!strcmp(a, "--recompute")) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0' || o->recompute) {
+                fprintf(stderr, "ppc: --recompute expects one expression over s, b and params "
+                                "(as 'recompute when EXPR'), %s\n",
+                        o->recompute ? "given twice" : "found nothing");
+                return -1;
+            }
+            o->recompute = argv[++i];
+        }
         else if (!strcmp(a, "--emit")) {
             if ((rc = parse_emit(argc, argv, &i, o)) != 0)
                 return rc;
@@ -1025,6 +1038,7 @@ int main(int argc, char **argv)
         co.mem_limit = (uint64_t)o.mem_limit;
         co.keep_weights = o.keep;
         co.layers = o.layers;
+        co.recompute = o.recompute;
         pp_compiled c;
         rc = exit_code(pp_compile(&co, &c));
         /* --emit torch-csv of a schedule PyTorch cannot run writes nothing. */

@@ -59,7 +59,7 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
                             const pp_model *m)
 {
     const pp_jobspace *js = &t->js;
-    size_t n = (size_t)js->S * (size_t)js->B * 3;
+    size_t n = (size_t)js->S * (size_t)js->B * 6;
     mem_event *ev = malloc(n * sizeof *ev);
     if (!ev)
         return -1;
@@ -72,7 +72,16 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
             int f = job_id(js, s, b, DIR_F), bw = job_id(js, s, b, DIR_B);
             int last = split ? job_id(js, s, b, DIR_W) : bw;
             int w = t->worker[f];
-            ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
+            if (job_recomputed(js, s, b)) {
+                /* F's stash only while F runs; its input until R has re-read it */
+                int rj = job_id(js, s, b, JOB_DIR_R);
+                long long in = (long long)(s > 0 ? pp_act_bytes(m) : pp_tokens_bytes(m));
+                ev[k++] = (mem_event){sim->start[f], w, 0, 0, stash + in};
+                ev[k++] = (mem_event){sim->end[f], w, 1, 0, -stash};
+                ev[k++] = (mem_event){sim->start[rj], w, 0, 1, stash};
+                ev[k++] = (mem_event){sim->end[rj], w, 1, 0, -in};
+            } else
+                ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
             ev[k++] = (mem_event){sim->end[bw], w, 1, -1, last == bw ? -stash : 0};
             if (last != bw)
                 ev[k++] = (mem_event){sim->end[last], w, 1, 0, -stash};
@@ -260,7 +269,9 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
     r->B = js->B;
     r->W = t->W;
     r->split = js->ND == 3;
-    r->nsplit = js->ND == 3 ? job_total(js) - 2 * js->S * js->B : 0;
+    for (int i = 0; js->recompute && i < js->S * js->B; i++)
+        r->nrecompute += js->recompute[i];
+    r->nsplit = js->ND == 3 ? job_total(js) - 2 * js->S * js->B - r->nrecompute : 0;
     r->makespan = sim->makespan;
     r->w = calloc((size_t)t->W, sizeof *r->w);
     if (!r->w)

@@ -14,7 +14,10 @@
  *  - peak_act: the most microbatches a worker holds between F(s,b) and
  *    B(s,b) at once; peak_act_bytes: the most stash bytes it holds at once,
  *    each stash held from its F's start to the end of the job that last
- *    reads it (B, or W with a split backward).
+ *    reads it (B, or W with a split backward). A recomputed (s,b)
+ *    (`recompute`) counts from R(s,b)'s start instead: its bytes are F's
+ *    stash while F runs, then F's kept input until R ends, then the stash
+ *    R rebuilt until B (or W) ends.
  *  - weight_store: stages whose weights the worker holds as owner (every
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
@@ -60,6 +63,7 @@ typedef struct {
     int S, B, W, split;
     int nsplit;              /* the (s,b) whose backward is split: S*B with `split backward`,
                  * fewer with `split backward when`, 0 without */
+    int nrecompute;          /* R jobs: the (s,b) whose forward is recomputed */
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */

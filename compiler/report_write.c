@@ -76,10 +76,10 @@ static void print_stage_costs(FILE *f, const pp_jobtable *t)
         uniform = !job_exists(js, j) || t->cost[j] == 1.0;
     if (uniform)
         return;
-    int mixed = js->split != NULL;
-    for (int row = 0; row < js->ND + mixed; row++) {
-        int d = row < js->ND ? row : DIR_B, kind = row < js->ND;
-        fprintf(f, "          %c%s", dir_char(d), row < js->ND ? "" : " full");
+    int mixed = js->split != NULL, rrow = js->recompute != NULL;
+    for (int row = 0; row < js->ND + mixed + rrow; row++) {
+        int d = row < js->ND ? row : row < js->ND + mixed ? DIR_B : DIR_R, kind = row < js->ND;
+        fprintf(f, "          %c%s", dir_char(d), row < js->ND || d == DIR_R ? "" : " full");
         for (int s = 0; s < js->S;) {
             double c = stage_cost(t, s, d, kind);
             int e = s;
@@ -107,6 +107,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                  r->S * r->B);
     else if (r->split)
         snprintf(split, sizeof split, ", split backward");
+    if (r->nrecompute) /* recompute [when]: R jobs */
+        snprintf(split + strlen(split), sizeof split - strlen(split), ", recompute %d of %d (s,b)",
+                 r->nrecompute, r->S * r->B);
     fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order, split);
     fprintf(f, "costs     %s\n", info->costs);
     print_stage_costs(f, t);
@@ -348,8 +351,10 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
         pp_json_str(f, info->keep);
     else
         fputs("null", f);
-    fprintf(f, ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s, \"split_backwards\": %d,\n",
-            r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit);
+    fprintf(f,
+            ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s, \"split_backwards\": %d, "
+            "\"recomputes\": %d,\n",
+            r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit, r->nrecompute);
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
             r->bubble, r->step);

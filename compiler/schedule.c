@@ -50,6 +50,8 @@ static int dir_literal(const char *name)
         return DIR_B;
     if (!strcmp(name, "W"))
         return DIR_W;
+    if (!strcmp(name, "R"))
+        return DIR_R;
     return -1;
 }
 
@@ -417,6 +419,43 @@ static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
     sch->split_when = st->expr;
 }
 
+/* recompute when expr: s, b, params and lets, but not d (a forward is
+ * recomputed or not as a whole: its F, R and B go together). */
+static void check_recompute_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
+{
+    int before = sch->diag->errors;
+    resolve(sch, st->expr, sc);
+    check_depth(sch, st->expr);
+    if (sch->diag->errors != before)
+        return;
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
+    if (at && via)
+        diag_error(sch->diag, at->loc,
+                   "'%s' uses d: 'recompute when' may use s, b, params and lets without d "
+                   "(a forward is recomputed or not as a whole)",
+                   sch->lets[via->index].name);
+    else if (at)
+        diag_error(sch->diag, at->loc,
+                   "'d' cannot be used in 'recompute when': it may use s, b, params and lets "
+                   "(a forward is recomputed or not as a whole)");
+    sch->recompute_when = st->expr;
+}
+
+/* Does e (or a let it uses) name the direction R? Lets form no cycle, so
+ * the walk ends; each let is looked at once per walk. */
+static int mentions_r(pp_schedule *sch, const pp_expr *e)
+{
+    if (!e)
+        return 0;
+    if (e->kind == EX_DIR)
+        return e->value == DIR_R;
+    if (e->kind == EX_LET)
+        return !visited(sch, sch->let_mark, e->index) &&
+               mentions_r(sch, sch->lets[e->index].expr);
+    return mentions_r(sch, e->a) || mentions_r(sch, e->b) || mentions_r(sch, e->c);
+}
+
 /* Options the schedule states that cannot change anything: warnings at
  * their statements, the compile goes on. */
 static void warn_no_effect(pp_schedule *sch)
@@ -431,6 +470,10 @@ static void warn_no_effect(pp_schedule *sch)
             diag_warning(sch->diag, st->loc,
                          "'cost W' has no effect: the schedule has no 'split backward', so it has "
                          "no W jobs");
+        if (st->kind == ST_COST && st->dir == COST_R && !sch->recompute)
+            diag_warning(sch->diag, st->loc,
+                         "'cost R' has no effect: the schedule has no 'recompute', so it has "
+                         "no R jobs");
         if (st->kind == ST_COST && st->dir == COST_OVERLAP && !sch->overlap)
             diag_warning(sch->diag, st->loc,
                          "'cost overlap' has no effect: the schedule has no 'overlap F with B "
@@ -693,7 +736,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
         seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0, seen_precision = 0,
-        seen_overlap = 0;
+        seen_overlap = 0, seen_recompute = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
         scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0, 0};
@@ -734,7 +777,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             break;
         case ST_COST:
             set_once(sch, st, &seen_cost[st->dir], "this cost");
-            if (st->dir >= COST_LATENCY) {
+            if (st->dir >= COST_LATENCY && st->dir != COST_R) {
                 fn_scope.job = 0;
                 fn_scope.what = st->dir == COST_LATENCY   ? "'cost latency' (it may use params)"
                                 : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
@@ -765,6 +808,12 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             sch->overlap_loc = st->loc;
             sch->overlap_then = st->flag;
             break;
+        case ST_RECOMPUTE:
+            set_once(sch, st, &seen_recompute, "recompute");
+            sch->recompute = 1;
+            if (st->expr)
+                check_recompute_when(sch, st, &fn_scope);
+            break;
         }
     }
     if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE] && !parse_errors)
@@ -772,8 +821,12 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                             "where each job runs");
     if (sch->inflight && uses_job(sch, sch->inflight))
         diag_error(d, sch->inflight->loc, "'limit inflight' may use w and params, not s, b or d");
+    if (sch->fn[FN_PRIORITY] && !d->errors) {
+        new_walk(sch);
+        sch->priority_r = mentions_r(sch, sch->fn[FN_PRIORITY]);
+    }
     for (int c = COST_LATENCY; c < COST_COUNT; c++)
-        if (sch->cost[c] && uses_job(sch, sch->cost[c]))
+        if (c != COST_R && sch->cost[c] && uses_job(sch, sch->cost[c]))
             diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
                        c == COST_LATENCY   ? "latency"
                        : c == COST_OVERLAP ? "overlap"
@@ -790,10 +843,12 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
     if (!d->errors)
         model_layers(sch);
-    long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
+    /* ids per (s,b): F, B, a W with a split backward, an R with recompute */
+    int per = (sch->split ? 3 : 2) + (sch->recompute ? 1 : 0);
+    long long jobs = sch->S * sch->B * per;
     if (!d->errors && jobs > 50000000)
         diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",
-                         sch->split ? 3 : 2, jobs);
+                         per, jobs);
     return d->errors;
 }
 

@@ -4,6 +4,7 @@
  * Names: S, B and W (stages, microbatches, workers) must be params. Inside
  * functions and lets the job variables s, b, d are visible; w (the worker)
  * only in `limit inflight`. F, B, W are also the direction literals 0, 1, 2:
+ * (R = 3, a re-run forward, see `recompute`)
  * a bare F/B/W means the direction unless a param or let of that name exists,
  * and on either side of == or != opposite d it always means the direction, so
  * `d == B` reads as "the job is a backward" while `b < B` uses the count. */
@@ -15,7 +16,7 @@
 #include "diag.h"
 #include "names.h"
 
-enum { DIR_F = 0, DIR_B = 1, DIR_W = 2 };
+enum { DIR_F = 0, DIR_B = 1, DIR_W = 2, DIR_R = 3 };
 
 typedef struct {
     char *name;
@@ -83,6 +84,15 @@ typedef struct {
      * backward right after it, never with the one before (PyTorch's
      * OVERLAP_F_B pairs, written forward first) */
     int overlap_then;
+    /* `recompute [when expr]` (expr over s, b, params and lets; not d):
+     * recompute = 1 and recompute_when the condition (NULL: every (s,b)).
+     * F(s,b) then keeps only its input and R(s,b), on B(s,b)'s worker,
+     * rebuilds the stash before B(s,b) (jobs.h). priority_r: the priority
+     * mentions the direction R, so it is evaluated at d = R; otherwise
+     * R(s,b) takes B(s,b)'s priority and runs right before it. */
+    int recompute;
+    pp_expr *recompute_when;
+    int priority_r;
     long long S, B, W;
     pp_model model;       /* model.layers: [S] when layers_expr is set, else NULL; owned */
     pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */

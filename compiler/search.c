@@ -32,6 +32,15 @@
 static const int prefetches[] = {1, 0, 2};
 #define NPREFETCH ((int)(sizeof prefetches / sizeof prefetches[0]))
 
+/* Recomputation tried on every combination whose file has no `recompute`
+ * of its own (issue 26), as --recompute EXPR, at the default --prefetch:
+ * every stage (Megatron's full recompute) and every stage but the last
+ * (which holds the fewest stashes in a pipeline). Per-stage choices and
+ * bubble placement are the library's recompute files, searched over their
+ * own lines. */
+static const char *const recomputes[] = {"1", "s < S - 1"};
+#define NRECOMPUTE ((int)(sizeof recomputes / sizeof recomputes[0]))
+
 static double now(void)
 {
     struct timespec ts;
@@ -248,7 +257,8 @@ static int shell_word(FILE *f, const char *s)
 }
 
 /* The flags after the file that reproduce a candidate (without -o). */
-static char *cand_args(const family *f, const pp_define *defs, int nd, int prefetch, int keep)
+static char *cand_args(const family *f, const pp_define *defs, int nd, int prefetch, int keep,
+                       const char *rc)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -269,6 +279,10 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fprintf(m, " --prefetch %d", prefetch);
     if (keep)
         fputs(" --keep-weights", m);
+    if (rc) {
+        fputs(" --recompute ", m);
+        shell_word(m, rc);
+    }
     if (f->o->mem_limit)
         fprintf(m, " --mem-limit %llu", (unsigned long long)f->o->mem_limit);
     if (f->o->layers)
@@ -342,7 +356,7 @@ static char *resolved(const pp_schedule *sch)
 }
 
 static pp_compile_status compile_cand(const family *f, const pp_define *defs, int nd, int prefetch,
-                                      int keep, pp_compiled *c)
+                                      int keep, const char *rc, pp_compiled *c)
 {
     pp_compile_opts co = pp_compile_defaults();
     co.path = f->path;
@@ -359,6 +373,7 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.capture = 1;
     co.max_jobs = MAX_JOBS;
     co.layers = f->o->layers;
+    co.recompute = rc;
     return pp_compile(&co, c);
 }
 
@@ -430,13 +445,14 @@ static void judge(const family *f, const pp_compiled *c, uint64_t mem, pp_search
 }
 
 /* Records one candidate. Returns it, or NULL out of memory. */
-static pp_search_cand *record(family *f, const pp_define *defs, int nd, int prefetch, int keep)
+static pp_search_cand *record(family *f, const pp_define *defs, int nd, int prefetch, int keep,
+                              const char *rc)
 {
     pp_search_cand *k = new_cand(f);
     if (!k)
         return NULL;
     k->file = strdup(f->path);
-    k->args = cand_args(f, defs, nd, prefetch, keep);
+    k->args = cand_args(f, defs, nd, prefetch, keep, rc);
     if (!k->file || !k->args)
         return NULL;
     return k;
@@ -473,7 +489,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
      * varied) is one candidate; so are two that resolve to the same params
      * (below). The flags' text starts with '-', a resolved list with a
      * name, so both kinds of key share the seen list. */
-    char *flags = cand_args(f, defs, nd, prefetches[0], 0);
+    char *flags = cand_args(f, defs, nd, prefetches[0], 0, NULL);
     int dup = flags ? seen_before(f, flags) : -1;
     if (dup) {
         if (dup < 0)
@@ -481,7 +497,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         return dup < 0 ? -1 : 0;
     }
     pp_compiled c;
-    pp_compile_status st = compile_cand(f, defs, nd, prefetches[0], 0, &c);
+    pp_compile_status st = compile_cand(f, defs, nd, prefetches[0], 0, NULL, &c);
     int rc = 0;
     if (c.reached >= PP_STAGE_CHECK) {
         char *key = resolved(&c.sch);
@@ -495,7 +511,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     }
     /* Candidates are kept in an array that recording may move: the base
      * is held by its index. */
-    pp_search_cand *base = record(f, defs, nd, prefetches[0], 0);
+    pp_search_cand *base = record(f, defs, nd, prefetches[0], 0, NULL);
     if (!base) {
         f->fatal = PP_SEARCH_NOMEM;
         pp_compiled_free(&c);
@@ -523,13 +539,13 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     }
     judge(f, &c, peak_memory(c.plans, c.t.W), base);
     int usable = base->state != PP_CAND_REFUSED;
-    int fetches = c.rep.total.weight_recv > 0;
+    int fetches = c.rep.total.weight_recv > 0, own_recompute = c.sch.recompute;
     /* The other prefetches change only the lowering: same simulation. */
     for (int i = 1; usable && i < NPREFETCH && !rc; i++) {
         pp_lower_opts lo = {prefetches[i], 0};
         pp_plan *plans = NULL;
         pp_compile_status ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
-        pp_search_cand *k = record(f, defs, nd, prefetches[i], 0);
+        pp_search_cand *k = record(f, defs, nd, prefetches[i], 0, NULL);
         if (!k || !(k->model = strdup(f->r->c[bi].model))) {
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
@@ -547,8 +563,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     pp_compiled_free(&c);
     /* Keeping fetched weights: only where something is fetched. */
     for (int i = 0; usable && fetches && i < NPREFETCH && !rc; i++) {
-        st = compile_cand(f, defs, nd, prefetches[i], 1, &c);
-        pp_search_cand *k = record(f, defs, nd, prefetches[i], 1);
+        st = compile_cand(f, defs, nd, prefetches[i], 1, NULL, &c);
+        pp_search_cand *k = record(f, defs, nd, prefetches[i], 1, NULL);
         if (!k) {
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
@@ -570,6 +586,30 @@ static int try_combination(family *f, const pp_define *defs, int nd)
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
             }
+        } else {
+            f->fatal = fatal(f, st, &c, k->args);
+            rc = -1;
+        }
+        pp_compiled_free(&c);
+    }
+    /* Recomputation (recomputes above): a refused variant (F and B on
+     * different workers) is listed as refused, like any candidate. */
+    for (int i = 0; usable && !own_recompute && i < NRECOMPUTE && !rc; i++) {
+        st = compile_cand(f, defs, nd, prefetches[0], 0, recomputes[i], &c);
+        pp_search_cand *k = record(f, defs, nd, prefetches[0], 0, recomputes[i]);
+        if (!k) {
+            f->fatal = PP_SEARCH_NOMEM;
+            rc = -1;
+        } else if (st == PP_COMPILE_OK) {
+            k->model = model_words(&c.sch.model, c.sch.S, f->o->layers);
+            if (!k->model) {
+                f->fatal = PP_SEARCH_NOMEM;
+                rc = -1;
+            } else
+                judge(f, &c, peak_memory(c.plans, c.t.W), k);
+        } else if (st == PP_COMPILE_ERRORS) {
+            k->state = PP_CAND_REFUSED;
+            why_compile(k, &c);
         } else {
             f->fatal = fatal(f, st, &c, k->args);
             rc = -1;
@@ -696,7 +736,7 @@ static pp_search_status search_file(const pp_search_opts *o, pp_search_result *r
     int fp = file_params(&f, &why);
     if (fp > 0) { /* a file that does not parse: one candidate, refused */
         pp_define wb[] = {{"B", o->B}, {"W", o->W}};
-        pp_search_cand *k = record(&f, wb, 2, 1, 0);
+        pp_search_cand *k = record(&f, wb, 2, 1, 0, NULL);
         if (k) {
             k->state = PP_CAND_REFUSED;
             k->why = why;

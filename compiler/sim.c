@@ -25,6 +25,17 @@ static int chain_pos(const pp_jobspace *js, int j)
     return job_d(js, j) == 0 ? s : js->S - 1 - s;
 }
 
+/* Directions in tie-break order: F, B, W, where a re-run forward R(s,b)
+ * ranks as its backward, and goes right before it where everything else
+ * ties (the last key): so an R whose priority is its B's (the default)
+ * runs right before that B, not before every backward. */
+enum { DIR_RANK_B = 1 };
+static int dir_rank(const pp_jobspace *js, int j)
+{
+    int d = job_d(js, j);
+    return d == JOB_DIR_R ? DIR_RANK_B : d;
+}
+
 /* The tie-break key: (priority, d, b, position along the chain). */
 static int cmp_key(const keyctx *k, int x, int y)
 {
@@ -33,11 +44,13 @@ static int cmp_key(const keyctx *k, int x, int y)
     if (px != py)
         return px < py ? -1 : 1;
     int a, b;
-    if ((a = job_d(js, x)) != (b = job_d(js, y)))
+    if ((a = dir_rank(js, x)) != (b = dir_rank(js, y)))
         return a < b ? -1 : 1;
     if ((a = job_b(js, x)) != (b = job_b(js, y)))
         return a < b ? -1 : 1;
     if ((a = chain_pos(js, x)) != (b = chain_pos(js, y)))
+        return a < b ? -1 : 1;
+    if ((a = job_d(js, x) != JOB_DIR_R) != (b = job_d(js, y) != JOB_DIR_R))
         return a < b ? -1 : 1;
     return 0;
 }
@@ -139,6 +152,22 @@ static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, 
         return fetch;
     double t = r->end[p] + xfer, f = r->start[p] + fetch;
     return t > f ? t : f;
+}
+
+/* The same over both of j's predecessors: a recomputed B also waits for
+ * its R (on its own worker: no transfer). */
+static double ready_all(const pp_sim_input *in, const pp_sim_result *r, int j)
+{
+    double t = ready_time(in, r, j, job_pred(&in->js, j));
+    int p2 = job_pred2(&in->js, j);
+    return p2 >= 0 && r->end[p2] > t ? r->end[p2] : t;
+}
+
+/* Whether every predecessor of j is done. */
+static int preds_done(const pp_jobspace *js, const char *done, int j)
+{
+    int p = job_pred(js, j), p2 = job_pred2(js, j);
+    return (p < 0 || done[p]) && (p2 < 0 || done[p2]);
 }
 
 /* One entry of the global heap: worker w's best job and when it can start.
@@ -245,6 +274,7 @@ typedef struct {
     keyctx k;
     worker_heaps *wh;
     double *ready, *free_at;
+    char *done; /* [N] committed */
     long long *held;
     unsigned *version;
     cand_heap global;
@@ -289,15 +319,16 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
 {
     const pp_jobspace *js = &in->js;
     int N = job_count(js), W = in->W, rc = -1, committed = 0, total = job_total(js);
-    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0}};
+    greedy g = {in, {in, NULL}, NULL, NULL, NULL, NULL, NULL, NULL, {NULL, 0, 0}, {NULL, 0}};
     int *fill = calloc((size_t)W, sizeof *fill);
     g.ready = calloc((size_t)N, sizeof *g.ready);
     g.free_at = calloc((size_t)W, sizeof *g.free_at);
+    g.done = calloc((size_t)N, 1);
     g.held = calloc((size_t)W, sizeof *g.held);
     g.version = calloc((size_t)W, sizeof *g.version);
     g.wh = calloc((size_t)W, sizeof *g.wh);
     g.k.ready = g.ready;
-    if (!fill || !g.ready || !g.free_at || !g.held || !g.version || !g.wh ||
+    if (!fill || !g.ready || !g.free_at || !g.done || !g.held || !g.version || !g.wh ||
         cores_open(in, &g.cores))
         goto out;
     for (int w = 0; w < W; w++)
@@ -337,6 +368,7 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         r->end[j] = r->start[j] + in->cost[j];
         cores_take(&g.cores, r->end[j]);
         g.free_at[w] = r->end[j];
+        g.done[j] = 1;
         r->order[r->off[w] + fill[w]++] = j;
         if (r->end[j] > r->makespan)
             r->makespan = r->end[j];
@@ -351,7 +383,24 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         int succ[2], ns = job_succ(js, j, succ);
         for (int i = 0; i < ns; i++) {
             int sj = succ[i], sw = in->worker[sj];
-            g.ready[sj] = ready_time(in, r, sj, j);
+            if (job_d(js, sj) == JOB_DIR_R) /* released with its B's other input, below */
+                continue;
+            if (job_d(js, sj) == 1 && job_pred2(js, sj) >= 0 && job_pred(js, sj) == j) {
+                /* Greedy: R(s,b) is released when B(s,b)'s other input is
+                 * done (sim.h), not when F(s,b) is, or every idle worker
+                 * would re-run its forwards at once and hold the stashes
+                 * R exists to drop. */
+                int rj = job_pred2(js, sj), rw = in->worker[rj];
+                double t = ready_time(in, r, rj, job_pred(js, rj));
+                g.ready[rj] = r->end[j] > t ? r->end[j] : t;
+                if (heap_push(&g.k, &g.wh[rw].h[PEND_O], rj))
+                    goto out;
+                touched[nt++] = rw;
+                continue; /* B itself follows its R */
+            }
+            if (!preds_done(js, g.done, sj)) /* a recomputed B waits for F's chain and R */
+                continue;
+            g.ready[sj] = ready_all(in, r, sj);
             if (heap_push(&g.k, &g.wh[sw].h[job_d(js, sj) == 0 ? PEND_F : PEND_O], sj))
                 goto out;
             touched[nt++] = sw;
@@ -377,6 +426,7 @@ out:
     free(g.version);
     free(g.held);
     free(g.free_at);
+    free(g.done);
     free(g.ready);
     free(fill);
     return rc;
@@ -423,7 +473,7 @@ static double strict_ready(const pp_sim_input *in, const pp_sim_result *r, int w
     double t = free_at[w];
     int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
     for (int i = 0; i < n; i++) {
-        double ready = ready_time(in, r, jobs[i], job_pred(&in->js, jobs[i]));
+        double ready = ready_all(in, r, jobs[i]);
         if (ready > t)
             t = ready;
     }
@@ -503,9 +553,9 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
             for (int w = 0; w < W; w++) {
                 if (r->off[w] + next[w] >= r->off[w + 1])
                     continue;
-                int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
-                int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
-                if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
+                int j = r->order[r->off[w] + next[w]];
+                int q = r->partner ? r->partner[j] : -1;
+                if (!preds_done(js, done, j) || (q >= 0 && !preds_done(js, done, q)))
                     continue;
                 double t = strict_ready(in, r, w, j, q, free_at);
                 if (best < 0 || t < bt) {
@@ -528,9 +578,9 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     while (qh < qt && !cores.n) {
         int w = queue[qh++];
         while (r->off[w] + next[w] < r->off[w + 1]) {
-            int j = r->order[r->off[w] + next[w]], p = job_pred(js, j);
-            int q = r->partner ? r->partner[j] : -1, pq = q >= 0 ? job_pred(js, q) : -1;
-            if ((p >= 0 && !done[p]) || (pq >= 0 && !done[pq]))
+            int j = r->order[r->off[w] + next[w]];
+            int q = r->partner ? r->partner[j] : -1;
+            if (!preds_done(js, done, j) || (q >= 0 && !preds_done(js, done, q)))
                 break;
             commit_strict(in, r, w, j, q, free_at, done, next, queue, &qt, &cores);
             committed += q >= 0 ? 2 : 1;
@@ -539,9 +589,9 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     if (committed < total) {
         for (int w = 0; w < W; w++) {
             int j = r->off[w] + next[w] < r->off[w + 1] ? r->order[r->off[w] + next[w]] : -1;
-            int q = j >= 0 && r->partner ? r->partner[j] : -1, p = j >= 0 ? job_pred(js, j) : -1;
+            int q = j >= 0 && r->partner ? r->partner[j] : -1;
             /* of a pair, name the job whose predecessor is missing */
-            r->blocked[w] = q >= 0 && (p < 0 || done[p]) ? q : j;
+            r->blocked[w] = q >= 0 && preds_done(js, done, j) ? q : j;
         }
         r->deadlock = 1;
         rc = 1;

@@ -13,6 +13,13 @@
  * forward while it holds that many microbatches' activations (F done, B not
  * yet; with a split backward the W that follows B is not counted).
  *
+ * Recompute (jobs.h): a job R(s,b) runs after F(s,b) and before B(s,b),
+ * which waits for both B(s+1,b) (or F(S-1,b)) and R(s,b). The strict order
+ * places R by its key like any job. The greedy order releases R(s,b) only
+ * when B(s,b)'s other input is done, so R runs just before its backward:
+ * released with F, it would run in the first idle moment after F and hold
+ * its rebuilt stash as long as F's would have been held.
+ *
  * Only ids that are jobs (job_exists: with `split backward when`, no W for
  * a backward that is not split) are scheduled and appear in `order`.
  *

@@ -245,6 +245,9 @@ int pp_timeline_svg_unit(FILE *f, const pp_jobtable *t, const pp_sim_result *sim
         for (int d = 0; d < js->ND; d++)
             fprintf(f, ".%c%d{fill:hsl(%.1f,70%%,%d%%)}\n", dir_char(d), k,
                     fmod(k * 137.50776405, 360.0), light[d]);
+    /* re-run forwards (recompute): the forward's hue, greyed */
+    for (int k = 0; js->recompute && k < SVG_PALETTE && k < js->B; k++)
+        fprintf(f, ".R%d{fill:hsl(%.1f,25%%,70%%)}\n", k, fmod(k * 137.50776405, 360.0));
     fputs("</style>\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n", f);
 
     char line[256];
@@ -260,8 +263,9 @@ int pp_timeline_svg_unit(FILE *f, const pp_jobtable *t, const pp_sim_result *sim
         labelled = job_ok(t, sim, j) && svg_fits(svg_label(lab, sizeof lab, js, j),
                                                  (sim->end[j] - sim->start[j]) * scale);
     }
-    snprintf(line, sizeof line, "label F3.17: forward of stage 3, microbatch 17 (B backward%s); %s",
-             js->ND == 3 ? ", W weight gradient" : "",
+    snprintf(line, sizeof line,
+             "label F3.17: forward of stage 3, microbatch 17 (B backward%s%s); %s",
+             js->ND == 3 ? ", W weight gradient" : "", js->recompute ? ", R re-run forward" : "",
              labelled ? "cells too narrow for theirs: hover for the job and its times"
                       : "no cell is wide enough for one at this scale: hover for the job and its "
                         "times");
@@ -853,8 +857,8 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
             sym[k] = cover[k] >= idle ? best[k] : SYM_IDLE;
         else if (idle > eps)
             sym[k] = SYM_PART;
-        else if (dirs[k] == 1 || dirs[k] == 2 || dirs[k] == 4)
-            sym[k] = SYM_SEVERAL - (dirs[k] == 1 ? 0 : dirs[k] == 2 ? 1 : 2);
+        else if (dirs[k] == 1 || dirs[k] == 2 || dirs[k] == 4 || dirs[k] == 8) /* 8: R jobs */
+            sym[k] = SYM_SEVERAL - (dirs[k] == 1 ? 0 : dirs[k] == 2 ? 1 : dirs[k] == 4 ? 2 : 3);
         else
             sym[k] = SYM_MIXED;
     }
@@ -940,6 +944,9 @@ void pp_timeline_ascii(FILE *f, const pp_jobtable *t, const pp_sim_result *sim, 
                  "a column, 'f'/'b'/'w' several of one direction, '*' of several directions, ':' "
                  "jobs and idle time; '.' idle");
     wrap(f, line, width > 1 ? width : 1);
+    if (js->recompute) /* recompute: R cells, 'r' where several share a column */
+        wrap(f, "R: a forward re-run to rebuild its stash before its backward (recompute)",
+             width > 1 ? width : 1);
 out:
     free(row);
     free(dirs);

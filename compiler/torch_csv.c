@@ -27,6 +27,16 @@ int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n)
 {
     const pp_jobspace *js = &t->js;
     int N = job_count(js);
+    /* Recomputation (issue 26): PyTorch's actions have no re-run forward */
+    for (int j = job_rbase(js); js->recompute && j < N; j++)
+        if (job_exists(js, j)) {
+            snprintf(why, n,
+                     "R(%d,%d) re-runs a forward to rebuild its stash ('recompute'), but PyTorch's "
+                     "pipeline actions (F, B, I, W and the transfers) have no re-run forward: "
+                     "activation checkpointing there is a module wrapper, not a schedule action",
+                     job_s(js, j), job_b(js, j));
+            return 1;
+        }
     /* Replicas first: a replicated stage also computes away from some of
      * its copies, but "replicas" is the reason PyTorch cannot run it. */
     for (int j = 0; j < N; j++) {

@@ -28,9 +28,9 @@
 #include "sim.h"
 
 /* Whether the schedule can be written: 0 if so; otherwise 1, with one
- * line in why[0..n) naming the first reason (replicated weights, a job
- * computing away from its stage's weights, a worker without jobs); -1 out
- * of memory. */
+ * line in why[0..n) naming the first reason (a recomputed forward, R jobs,
+ * replicated weights, a job computing away from its stage's weights, a
+ * worker without jobs); -1 out of memory. */
 int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n);
 
 /* Job j's cell, e.g. "3I5", into buf[0..n); returns its length as snprintf does. */

@@ -39,7 +39,8 @@
  *            gradients only when that slot is absent.
  *   job      the job it runs: F, B (a whole backward), BI (backward input),
  *            W (backward weight) of (s,b), O (stage s's optimizer step, no
- *            job of a microbatch), NONE. A COMPUTE instruction runs one of
+ *            job of a microbatch), R (a re-run forward that rebuilds F's
+ *            stash, recompute), NONE. A COMPUTE instruction runs one of
  *            F, B, BI, W; the verifier counts them, the profile times them.
  *   family   the row ppvm --no-compute reports it under: COMPUTE, OPTIMIZER,
  *            TRANSFER (activations and gradients), WEIGHTS (weights and
@@ -204,7 +205,15 @@
     X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                      \
       (),                                                                                        \
       "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair", \
-      "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")
+      "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")                     \
+    /* ---- recomputation (issue 26: `recompute when`, compiler/jobs.h) ---- */                 \
+    X(Recompute, 19, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, R, COMPUTE, NONE,     \
+      (REQ(IN, RD, ACT, -1), REQ(STASH, WR, STASH, 0),                                           \
+       NOTLAST(OUT, WR, ACT, 0), LAST(TGT, RD, TOKENS, 0),                                       \
+       OPT(WTS, RD, WTS, 0)),                                                                    \
+      "R(s,b): re-run F(s,b) from its kept input to rebuild the stash B needs (no loss counted)", \
+      "R({s},{b}): rebuild stash {stash} from {in}"                                              \
+      "[?out: (output {out} discarded)][?tgt: (targets {tgt})][+wts: with weights {wts}]")
 /* clang-format on */
 
 typedef enum {
@@ -222,7 +231,8 @@ _Static_assert(PP_OP_COUNT == 0 PP_OPCODES(PP_OP_ONE),
 
 /* When an optional slot must be present (LAST, NOTLAST, NOTFIRST above). */
 typedef enum { PP_WHEN_ANY, PP_WHEN_LAST, PP_WHEN_NOT_LAST, PP_WHEN_NOT_FIRST } pp_when;
-typedef enum { PP_JOB_NONE, PP_JOB_F, PP_JOB_B, PP_JOB_BI, PP_JOB_W, PP_JOB_O } pp_op_job;
+/* PP_JOB_R: a re-run forward (Recompute), last so that F, B, BI, W stay 1-4. */
+typedef enum { PP_JOB_NONE, PP_JOB_F, PP_JOB_B, PP_JOB_BI, PP_JOB_W, PP_JOB_O, PP_JOB_R } pp_op_job;
 /* Family names (vm/vmbench.c's table rows), in this order. */
 #define PP_FAMILIES(X)                                                                             \
     X(COMPUTE, "compute")                                                                          \

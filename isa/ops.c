@@ -90,7 +90,7 @@ pp_op_job pp_op_job_of(int op) { return pp_op(op) ? OPS[op].job : PP_JOB_NONE; }
 int pp_op_is_job(int op)
 {
     pp_op_job j = pp_op_job_of(op);
-    return j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI || j == PP_JOB_W;
+    return j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI || j == PP_JOB_W || j == PP_JOB_R;
 }
 
 pp_op_family pp_op_family_of(int op) { return pp_op(op) ? OPS[op].family : PP_FAMILY_BOOKKEEPING; }
@@ -197,7 +197,7 @@ void pp_ops_markdown(FILE *out)
     static const char *const kind[] = {"marker", "compute", "local",
                                        "send",   "receive", "collective"};
     static const char *const lane[] = {"-", "compute", "up/down", "up/down, groupable"};
-    static const char *const job[] = {"-", "F", "B", "BI", "W", "O"};
+    static const char *const job[] = {"-", "F", "B", "BI", "W", "O", "R"};
     static const char *const tag[] = {"act", "grad", "weights", "wgrad"};
     static const char *const when[] = {"", " (last stage)", " (not last stage)",
                                        " (not first stage)"};

@@ -57,18 +57,20 @@ static void say(char *err, size_t len, const char *fmt, ...)
 /* ---- jobs ------------------------------------------------------------------ */
 
 /* The jobs of a microbatch, from the opcode table's job column. */
-enum { JOB_F, JOB_B, JOB_BI, JOB_W, JOB_NONE };
+enum { JOB_F, JOB_B, JOB_BI, JOB_W, JOB_R, JOB_NONE };
 
 static int job_kind(int op)
 {
     if (!pp_op_is_job(op))
         return JOB_NONE;
+    if (pp_op_job_of(op) == PP_JOB_R)
+        return JOB_R;
     return (int)pp_op_job_of(op) - PP_JOB_F; /* PP_JOB_F, B, BI, W in this order */
 }
 
 static const char *job_name(int k)
 {
-    static const char *n[] = {"F", "B", "B (BackwardInput)", "W"};
+    static const char *n[] = {"F", "B", "B (BackwardInput)", "W", "R (Recompute)"};
     return k < JOB_NONE ? n[k] : "?";
 }
 
@@ -442,11 +444,13 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
     for (uint32_t s = 0; s < S && !rc; s++)
         for (uint32_t b = 0; b < B && !rc; b++) {
             int count[JOB_NONE] = {0};
-            uint32_t rank[JOB_NONE] = {0};
+            uint32_t rank[JOB_NONE] = {0}, at[JOB_NONE] = {0};
             for (; k < n && list[k].s == s && list[k].b == b; k++) {
                 count[list[k].kind]++;
                 rank[list[k].kind] = list[k].rank;
+                at[list[k].kind] = list[k].at;
             }
+            int bk = count[JOB_BI] ? JOB_BI : JOB_B; /* the backward that reads F's stash */
             int split = count[JOB_BI] || count[JOB_W];
             if (count[JOB_F] != 1) {
                 say(err, len, "job F(%u,%u) runs %d times over all ranks (expected exactly once)",
@@ -467,6 +471,20 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
                     "job W(%u,%u) runs on rank %u but its BackwardInput on rank %u (expected "
                     "both on one rank, which holds the stash)",
                     s, b, rank[JOB_W], rank[JOB_BI]);
+                rc = -1;
+            } else if (count[JOB_R] > 1) {
+                say(err, len, "job R(%u,%u) runs %d times over all ranks (expected at most once)",
+                    s, b, count[JOB_R]);
+                rc = -1;
+            } else if (count[JOB_R] &&
+                       (rank[JOB_R] != rank[bk] || rank[JOB_F] != rank[bk] ||
+                        at[JOB_F] > at[JOB_R] || at[JOB_R] > at[bk])) {
+                /* a re-run forward rebuilds the stash from F's kept input,
+                 * between F and the backward, on the rank that holds both */
+                say(err, len,
+                    "job R(%u,%u) runs on rank %u at instruction %u, F on rank %u at %u, B on "
+                    "rank %u at %u (expected all three on one rank, R after F and before B)",
+                    s, b, rank[JOB_R], at[JOB_R], rank[JOB_F], at[JOB_F], rank[bk], at[bk]);
                 rc = -1;
             }
         }

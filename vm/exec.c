@@ -143,6 +143,16 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         }
         end(c, &j);
         break;
+    case PP_OP_Recompute: /* F again, into the stash; its loss was counted by F */
+        j.x = slot_of(c, in, PP_ROLE_IN);
+        j.stash = slot_of(c, in, PP_ROLE_STASH);
+        j.out = slot_of(c, in, PP_ROLE_OUT);
+        j.tgt = slot_of(c, in, PP_ROLE_TGT);
+        j.w = weights_of(c, in);
+        begin(c, &j);
+        run_job(c, &j, o->forward);
+        end(c, &j);
+        break;
     case PP_OP_Backward:
         j.stash = slot_of(c, in, PP_ROLE_STASH);
         j.dout = slot_of(c, in, PP_ROLE_DOUT);

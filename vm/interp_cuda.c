@@ -480,12 +480,20 @@ static void op_load(void *be, const pp_vm_job *j)
     cudaCheck(cudaEventRecord(v->tok_ev[b], cs));
 }
 
+static double *nf_record(cuda_vm *v, const pp_vm_job *j);
+
 static void op_forward(void *be, const pp_vm_job *j)
 {
     cuda_vm *v = be;
     const pp_model *m = &v->p->model;
     pp_cuda_stage_forward(cm_of(v, j), m, (int)v->p->S, j->s, j->w, j->x, j->tgt, j->stash,
                           work_of(v, j), j->out, pp_loss_scale(m, (int)v->p->B));
+    /* a re-run forward (Recompute) on the last stage added its loss to the
+     * context's sum again: moved out into its own record, whose kind stays
+     * 0, so read_checks counts it nowhere (F counted it; the cpu backend's
+     * op_loss is simply not called) */
+    if (j->in->op == PP_OP_Recompute && j->s == (int)v->p->S - 1)
+        pp_cuda_loss_move(cm_of(v, j), nf_record(v, j));
 }
 
 static void op_backward(void *be, const pp_vm_job *j)

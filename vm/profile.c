@@ -72,7 +72,8 @@ int pp_profile_dir(const pp_instr *in)
     /* the opcode table's job column (isa/opcodes.h) */
     static const int dir[] = {
         [PP_JOB_NONE] = -1,      [PP_JOB_F] = PP_PROF_F, [PP_JOB_B] = PP_PROF_BFULL,
-        [PP_JOB_BI] = PP_PROF_B, [PP_JOB_W] = PP_PROF_W, [PP_JOB_O] = PP_PROF_O};
+        [PP_JOB_BI] = PP_PROF_B, [PP_JOB_W] = PP_PROF_W, [PP_JOB_O] = PP_PROF_O,
+        [PP_JOB_R] = -1}; /* a re-run forward is not a sample of F's own time */
     return dir[pp_op_job_of(in->op)];
 }
 

@@ -90,6 +90,9 @@ static const struct suite_entry {
     {"vmbench", vmbench_suite, MPI, 4, vmbench_tcases},
     {"numfmt", numfmt_suite, FAST, 1, NULL},
     {"pictures", pictures_suite, FAST, 1, NULL},
+    /* issue 26: recomputation */
+    {"recompute", recompute_suite, FAST, 1, NULL},
+    {"recompute_e2e", recompute_e2e_suite, MPI, 4, recompute_e2e_tcases},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

@@ -44,6 +44,9 @@ Suite *numfmt_suite(void);
 Suite *pictures_suite(void);
 Suite *scale_suite(void);
 Suite *peers_bench_suite(void);
+/* issue 26: recompute */
+Suite *recompute_suite(void);
+Suite *recompute_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -71,6 +74,7 @@ void pp_add_job_tcase(Suite *s, const char *name, const TTest *test);
     }
 
 extern const pp_tcase_info e2e_tcases[];
+extern const pp_tcase_info recompute_e2e_tcases[]; /* issue 26 */
 extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];

@@ -829,6 +829,24 @@ START_TEST(standin_streams_and_allocations)
 }
 END_TEST
 
+/* Recompute (issue 26): the re-run forwards on the compute stream, in
+ * plan order, reading the input slot F kept and writing the stash slot B
+ * reads; on the stand-ins a missing wait is a hazard that ends the run.
+ * The weights must be the reference's, the losses the CPU's (a re-run
+ * forward on the last stage counts no loss), on mlp and GPT, fp32 and
+ * bf16, a split backward and fetched weights. */
+START_TEST(recompute_cuda)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    gpu_trains_like_cpu("1f1b-recompute.pp", "-D S=4 -D B=4 -D K=4", 4, "mpi");
+    gpu_trains_like_cpu("1f1b-bubble-recompute.pp", "-D S=4 -D B=6 --precision bf16", 4, "mpi");
+    gpu_trains_like_cpu("1f1b-recompute.pp", "-D S=2 -D B=4 -D K=2", 2, "mpi");
+}
+END_TEST
+
 /* ppvm --no-compute on the cuda backend (issue 18, vm/README.md "Benchmark
  * mode"): its host side with no kernel launched, over mpi on 2 ranks (1f1b)
  * and on 4 (pp-fsdp: weights in transfer groups), over nccl where there
@@ -909,5 +927,10 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(ov, overlap_pairs_two_streams);
     tcase_add_test(ov, standin_streams_and_allocations);
     suite_add_tcase(s, ov);
+    /* issue 26: CK_RUN_CASE=recompute */
+    TCase *rc = tcase_create("recompute");
+    tcase_set_timeout(rc, 900);
+    tcase_add_test(rc, recompute_cuda);
+    suite_add_tcase(s, rc);
     return s;
 }

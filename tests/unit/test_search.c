@@ -335,8 +335,9 @@ START_TEST(test_output_layout)
              "-D B=8 -D W=4 -o out/1f1b\n",
              dir);
     ck_assert_msg(strstr(out, want), "expected the row\n%sin\n%s", want, out);
-    ck_assert_msg(strstr(out, "3 candidates from 1 files in "), "%s", out);
-    ck_assert_msg(strstr(out, "3 compiled (1 on the front), 0 refused, 0 over --mem-limit, "
+    /* three prefetches and two recomputes (--recompute 1, 's < S - 1') */
+    ck_assert_msg(strstr(out, "5 candidates from 1 files in "), "%s", out);
+    ck_assert_msg(strstr(out, "5 compiled (1 on the front), 0 refused, 0 over --mem-limit, "
                               "0 another model\n"),
                   "%s", out);
     ck_assert_msg(strstr(out, "model mlp context 8 embed 16 ffn 256 batch 16, 4 stages of 1 "
@@ -356,7 +357,9 @@ START_TEST(test_output_layout)
         "--prefetch 2\n",
         "refused       -             -             -  ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
         "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
-        "4 candidates from 2 files in ",
+        "compiled      -            28        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
+        "--recompute 's < S - 1'\n",
+        "6 candidates from 2 files in ",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg(strstr(out, lines[i]), "expected\n%sin\n%s", lines[i], out);
@@ -420,20 +423,23 @@ START_TEST(test_search_line_values)
     pp_search_opts o = opts(dir, 4, 8);
     pp_search_result r;
     search(&o, &r, PP_SEARCH_OK);
-    /* S=4 with prefetch 1, 0, 2; S=5 refused once; the rest duplicates */
-    ck_assert_int_eq(r.n, 4);
-    ck_assert_int_eq(r.ok, 3);
+    /* S=4 with prefetch 1, 0, 2 and two recomputes; S=5 refused once; the
+     * rest duplicates */
+    ck_assert_int_eq(r.n, 6);
+    ck_assert_int_eq(r.ok, 5);
     ck_assert_int_eq(r.refused, 1);
     ck_assert_str_eq(r.c[0].args, "-D S=4 -D B=8 -D W=4");
     ck_assert_str_eq(r.c[1].args, "-D S=4 -D B=8 -D W=4 --prefetch 0");
-    ck_assert_str_eq(r.c[3].args, "-D S=5 -D B=8 -D W=4");
+    ck_assert_str_eq(r.c[3].args, "-D S=4 -D B=8 -D W=4 --recompute 1");
+    ck_assert_str_eq(r.c[4].args, "-D S=4 -D B=8 -D W=4 --recompute 's < S - 1'");
+    ck_assert_str_eq(r.c[5].args, "-D S=5 -D B=8 -D W=4");
     pp_search_free(&r);
 
     /* names of the line that are no param of the file only feed others;
      * ranges use earlier names */
     write_file(dir, "a.pp", TINY_HEAD "# search: K=1..2 S=W*K/K G=K..2\n");
     search(&o, &r, PP_SEARCH_OK);
-    ck_assert_int_eq(r.n, 3); /* every combination resolves to S=4 */
+    ck_assert_int_eq(r.n, 5); /* every combination resolves to S=4 */
     pp_search_free(&r);
 
     /* the same -D values from several combinations are one candidate, also
@@ -457,8 +463,8 @@ START_TEST(test_search_line_values)
      * ends the line as in a file. */
     write_file(dir, "a.pp", TINY_HEAD "# search: K=-2..0,-3 S=-W/K  // S: 2, 4, -, -\n");
     search(&o, &r, PP_SEARCH_OK);
-    ck_assert_int_eq(r.n, 4);
-    ck_assert_int_eq(r.ok, 3);
+    ck_assert_int_eq(r.n, 6); /* S=4: three prefetches, two recomputes */
+    ck_assert_int_eq(r.ok, 5);
     ck_assert_str_eq(r.c[0].args, "-D S=2 -D B=8 -D W=4");
     ck_assert_str_eq(r.c[1].args, "-D S=4 -D B=8 -D W=4");
     pp_search_free(&r);
@@ -469,8 +475,8 @@ START_TEST(test_search_line_values)
                TINY_HEAD
                "# search: S=max(W, 2*W - 4), W % 3 == 1 ? W : 0, (W+1)/2*2-1, min(abs(-W), 8)\n");
     search(&o, &r, PP_SEARCH_OK);
-    ck_assert_int_eq(r.n, 3);
-    ck_assert_int_eq(r.ok, 3);
+    ck_assert_int_eq(r.n, 5);
+    ck_assert_int_eq(r.ok, 5);
     ck_assert_str_eq(r.c[0].args, "-D S=4 -D B=8 -D W=4");
     pp_search_free(&r);
     remove_dir(dir);
@@ -551,9 +557,9 @@ START_TEST(test_no_search_line)
     pp_search_result r;
     search(&o, &r, PP_SEARCH_OK);
     /* as written: S=4 on W=2 puts jobs outside the workers (refused);
-     * S=W=2 compiles with three prefetches */
+     * S=W=2 compiles with three prefetches and two recomputes */
     ck_assert_int_eq(r.refused, 1);
-    ck_assert_int_eq(r.ok, 3);
+    ck_assert_int_eq(r.ok, 5);
     ck_assert_str_eq(r.c[1].args, "-D S=2 -D B=4 -D W=2");
     pp_search_free(&r);
 
@@ -589,8 +595,8 @@ START_TEST(test_keep_weights_and_models)
         }
     }
     ck_assert_int_eq(keep, 3); /* fsdp only: 1f1b fetches nothing */
-    ck_assert_int_eq(gpt, 3);
-    ck_assert_int_eq(r.other_model, 3);
+    ck_assert_int_eq(gpt, 5);  /* three prefetches, two recomputes */
+    ck_assert_int_eq(r.other_model, 5);
     ck_assert(strstr(r.model, "mlp ") == r.model);
     check_pareto(&r);
     pp_search_free(&r);
@@ -656,7 +662,7 @@ START_TEST(test_errors)
         {"--search -D W=4 -D B=8 --library lib --costs c.json", 3,
          "ppc --search: --costs: c.json:1:7: expected a positive cost"},
         {"--search -D W=4 -D B=8 --library lib --mem-limit 1000", 1,
-         "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 3 over it "
+         "ppc --search: no candidate fits under --mem-limit 1000: the smallest of the 5 over it "
          "needs 943424 bytes on a worker (ppc lib/1f1b.pp -D S=4 -D B=8 -D W=4 --mem-limit 1000); "
          "expected a limit of at least that\n"},
         {"--search -D W=4 -D B=5 --library bad", 1,

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# recompute_bench.sh - memory as a schedule decision (issue 26; part of
+# `make bench`): a GPT on 4 CPU ranks whose plain 1F1B plan is over a
+# memory cap. Side by side:
+#   plain      1F1B without the cap (the reference point: fastest, largest)
+#   full       1F1B recomputing every stage (Megatron's full recompute,
+#              `--recompute 1`), under the cap
+#   search     the fastest candidate `ppc --search` finds under the cap, over
+#              a library of GPT versions of the pipeline files (1F1B,
+#              1F1B with per-stage and bubble-placed recompute, GPipe),
+#              each with the search's recompute variants
+# Each is compiled with the costs ppvm --profile measured on the plain run,
+# trained STEPS steps, and printed with its predicted step (the report's
+# "step", in ms), the median measured step after SKIP steps, their ratio,
+# the device peak (the largest plan memory over ranks: what ppvm
+# allocates, exact) and the host bytes (0: offload is not implemented).
+# CAP (bytes) defaults to 92% of plain 1F1B's peak. STEPS (default 8),
+# SKIP (2), B (microbatches, 8), BATCH (the model's batch, 16).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+steps=${STEPS:-8}
+skip=${SKIP:-2}
+mbs=${B:-8}
+batch=${BATCH:-16}
+mpirun="mpirun -np 4 --oversubscribe --allow-run-as-root --bind-to none"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OPENBLAS_NUM_THREADS=1
+ppc="$root/bin/ppc"
+
+model="model gpt {
+    vocab   = 256
+    context = 64
+    embed   = 64
+    heads   = 4
+    ffn     = 256
+    layers  = 2
+    batch   = $batch
+}
+optimizer adamw"
+
+# gpt FILE: schedules/FILE with its model block replaced by the GPT above
+mkdir -p "$out/lib"
+gpt() {
+  python3 - "$root/schedules/$1" "$model" > "$out/lib/$1" <<'EOF'
+import re, sys
+src = open(sys.argv[1]).read()
+src = re.sub(r"^model\b[^{]*\{.*?^\}\n?", "", src, flags=re.S | re.M)
+src = re.sub(r"^optimizer .*\n", "", src, flags=re.M)
+print(src.rstrip() + "\n\n" + sys.argv[2])
+EOF
+}
+for f in 1f1b.pp 1f1b-recompute.pp 1f1b-bubble-recompute.pp gpipe.pp 1f1b-greedy.pp; do
+  gpt "$f"
+done
+
+# peak JSON: the largest mem_bytes of a report
+peak() { python3 -c 'import json,sys; print(max(json.load(open(sys.argv[1]))["mem_bytes"]))' "$1"; }
+# median RUN_TXT: ppvm's median step time after SKIP steps, in ms
+median() {
+  python3 - "$1" "$skip" <<'EOF'
+import re, statistics, sys
+t = [float(m) for m in re.findall(r"^step .* time +([0-9.]+) ms", open(sys.argv[1]).read(), re.M)]
+print("%.2f" % statistics.median(t[int(sys.argv[2]):]))
+EOF
+}
+
+echo "recompute bench: GPT (context 64, embed 64, 2 layers a stage, batch $batch) on 4 ranks, B=$mbs, $steps steps"
+echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+
+# plain 1F1B, profiled: the costs every prediction below uses
+"$ppc" "$out/lib/1f1b.pp" -D B="$mbs" -o "$out/plain0" -q --no-pictures
+$mpirun "$root/bin/ppvm" "$out/plain0" --steps "$steps" --profile "$out/costs.json" \
+  > "$out/plain0.txt" < /dev/null
+python3 - "$out/costs.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c.pop("measured", None); c["unit"] = c.get("unit", "s")
+json.dump(c, open(sys.argv[1], "w"))
+EOF
+"$ppc" "$out/lib/1f1b.pp" -D B="$mbs" -o "$out/plain" -q --no-pictures --costs "$out/costs.json"
+plain_peak=$(peak "$out/plain/report.json")
+cap=${CAP:-$((plain_peak * 92 / 100))}
+echo "memory cap: $cap bytes (plain 1F1B's peak: $plain_peak)"
+if "$ppc" "$out/lib/1f1b.pp" -D B="$mbs" -o "$out/over" -q --no-pictures --costs "$out/costs.json" \
+  --mem-limit "$cap" 2> "$out/over.txt"; then
+  echo "plain 1F1B fits under the cap: choose a smaller CAP" >&2
+  exit 1
+fi
+
+# the search's best under the cap
+"$ppc" --search -D W=4 -D B="$mbs" --library "$out/lib" --costs "$out/costs.json" \
+  --mem-limit "$cap" --top 5 > "$out/search.txt"
+best=$(grep -m1 -E '^ +1 ' "$out/search.txt" | sed -E 's/.* (ppc .*) -o .*/\1/')
+echo "search's best under the cap: $best"
+
+printf '%-8s %12s %12s %7s %14s %11s  %s\n' run predicted measured ratio "device peak" "host bytes" command
+row() { # NAME PLAN_DIR COMMAND
+  $mpirun "$root/bin/ppvm" "$2" --steps "$steps" > "$2.txt" < /dev/null
+  local pred meas
+  pred=$(python3 -c 'import json,sys; print("%.2f" % (1000 * json.load(open(sys.argv[1]))["step"]))' "$2/report.json")
+  meas=$(median "$2.txt")
+  printf '%-8s %9s ms %9s ms %7.3f %14s %11s  %s\n' "$1" "$pred" "$meas" \
+    "$(python3 -c "print($pred / $meas)")" "$(peak "$2/report.json")" 0 "$3"
+}
+row plain "$out/plain" "ppc 1f1b.pp (no cap)"
+"$ppc" "$out/lib/1f1b.pp" -D B="$mbs" -o "$out/full" -q --no-pictures --costs "$out/costs.json" \
+  --mem-limit "$cap" --recompute 1
+row full "$out/full" "ppc 1f1b.pp --recompute 1 --mem-limit $cap"
+# shellcheck disable=SC2086 # the search's flags, as it printed them
+eval "$root/bin/$best" -o "$out/best" -q --no-pictures
+row search "$out/best" "$best"
