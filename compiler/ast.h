@@ -65,7 +65,8 @@ typedef enum {
     ST_OPTIMIZER, /* optimizer sgd|adamw: flag = the pp_optimizer */
     ST_PRECISION, /* precision fp32|bf16: flag = the pp_precision */
     ST_REQUIRE,   /* require expr [, "msg"]: name = msg or NULL, name_loc = expr's span */
-    ST_OVERLAP    /* overlap F with B when expr: the condition, on the forward (schedule.h) */
+    ST_OVERLAP,   /* overlap F with B when expr: the condition, on the forward (schedule.h) */
+    ST_TENSOR     /* tensor = expr: tensor-parallel ranks per worker (params only) */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

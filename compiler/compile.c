@@ -279,8 +279,9 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, d, &c->plans);
     if (st != PP_COMPILE_OK)
         return st;
-    for (int w = 0; w < c->t.W; w++) {
-        c->rep.w[w].mem_bytes = pp_plan_memory(&c->plans[w]);
+    for (int w = 0; w < c->t.W; w++) { /* a worker's: its rank t = 0's (all alike) */
+        c->rep.w[w].mem_bytes =
+            pp_plan_memory(&c->plans[w * (int)pp_model_tensor(&c->sch.model)]);
         c->rep.total.mem_bytes += c->rep.w[w].mem_bytes;
     }
     DONE(PP_STAGE_PLANS);

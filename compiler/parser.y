@@ -9,6 +9,7 @@
  *           | "precision" ("fp32"|"bf16")
  *           | "require" expr ["," STRING] | "split" "backward" "when" expr
  *           | "overlap" "F" ("with"|"then") "B" "when" expr | "cost" "overlap" "=" expr
+ *           | "tensor" "=" expr
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs.
  *
@@ -98,6 +99,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
 %token OPTIMIZER "optimizer" PRECISION "precision" REQUIRE "require"
 %token OVERLAP "overlap"
+%token TENSOR "tensor"
 %token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 %token DOTDOT ".."
@@ -168,6 +170,8 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
                               if ($$) $$->body = ctx->model_head; else ast_free_stmts(ctx->model_head);
                               ctx->model_head = ctx->model_tail = NULL; STOP_IF_NOMEM(); }
     | overlap_stmt          { $$ = $1; }
+    /* `tensor = expr` (issue 27): tensor-parallel ranks per worker */
+    | TENSOR '=' expr       { $$ = ast_stmt(ST_TENSOR, @1); NEED($$); $$->expr = $3; }
     ;
 
 /* Overlapped jobs (schedule.h), kept in rules of their own. "with" and

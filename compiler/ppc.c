@@ -759,7 +759,8 @@ static void summary(const options *o, const pp_schedule *sch, const pp_report *r
            pp_human_bytes(rep->total.act_recv_bytes + rep->total.weight_recv_bytes, hb[1]));
     int draw = pictures_drawn(o, rep);
     printf("wrote %s/report.txt, report.json%s, rank0..%lld.{bin,txt}, plan id %016llx\n",
-           o->outdir, draw ? ", timeline.svg, trace.json" : "", sch->W - 1,
+           o->outdir, draw ? ", timeline.svg, trace.json" : "",
+           sch->W * pp_model_tensor(&sch->model) - 1,
            (unsigned long long)plans[0].plan_id);
     if (!draw && o->pictures < 0)
         printf("  no timeline.svg or trace.json: %d jobs, more than %d (--pictures draws them)\n",
@@ -968,7 +969,7 @@ int main(int argc, char **argv)
                 rc = wrc;
         }
         if (o.outdir && rc == 0)
-            rc = write_plans(&o, c.plans, c.t.W);
+            rc = write_plans(&o, c.plans, (int)c.plans[0].world);
         /* A failure after the report was written (lowering, --mem-limit, a
          * plan that could not be written) leaves no rank file of an older
          * compile beside the new report for ppvm to run. */

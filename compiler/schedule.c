@@ -575,6 +575,43 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
 
 /* A per-stage `layers` (or `blocks`) expression, evaluated for every stage
  * s of S into the model's table. */
+/* `tensor = T` (issue 27): T in [1, PP_MAX_TENSOR], and T must divide
+ * what the Megatron split cuts: the MLP's inner width (both kinds) and,
+ * for gpt, the heads (QKV is split by heads). Sets model.tensor. */
+static void check_tensor(pp_schedule *sch)
+{
+    pp_expr *e = sch->tensor_expr;
+    long long v;
+    if (!eval_const(sch, e, &v))
+        return;
+    if (v < 1 || v > PP_MAX_TENSOR) {
+        diag_error(sch->diag, e->loc, "tensor = %lld is out of range [1, %u]", v, PP_MAX_TENSOR);
+        return;
+    }
+    const pp_model *m = &sch->model;
+    if (m->kind == PP_MODEL_GPT && m->heads % v)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld does not divide the model's heads (%u): the attention is "
+                   "split by heads",
+                   v, m->heads);
+    else if (m->ffn % v)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld does not divide the model's ffn (%u): the MLP's inner layer "
+                   "is split in equal column shards",
+                   v, m->ffn);
+    else if (v > 1 && m->kind == PP_MODEL_GPT)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld with model gpt: the gpt split (QKV by heads) is not "
+                   "implemented yet; tensor > 1 works with the mlp model",
+                   v);
+    else if (v > 1 && sch->overlap)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld with 'overlap': an overlapped pair's two jobs would make "
+                   "their tensor all-reduces at once, which the plans do not express yet",
+                   v);
+    sch->model.tensor = (uint32_t)v;
+}
+
 static void model_layers(pp_schedule *sch)
 {
     if (!sch->layers_expr || sch->S < 1)
@@ -693,7 +730,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
         seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0, seen_precision = 0,
-        seen_overlap = 0;
+        seen_overlap = 0, seen_tensor = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
         scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0, 0};
@@ -765,8 +802,18 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             sch->overlap_loc = st->loc;
             sch->overlap_then = st->flag;
             break;
+        case ST_TENSOR:
+            set_once(sch, st, &seen_tensor, "tensor");
+            fn_scope.job = 0;
+            fn_scope.what = "'tensor' (it may use params)";
+            resolve(sch, st->expr, &fn_scope);
+            check_depth(sch, st->expr);
+            sch->tensor_expr = st->expr;
+            break;
         }
     }
+    if (sch->tensor_expr && uses_job(sch, sch->tensor_expr))
+        diag_error(d, sch->tensor_expr->loc, "'tensor' may use params, not s, b or d");
     if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE] && !parse_errors)
         diag_error_noloc(d, "the schedule has no 'compute(s,b,d) = ...': every schedule says "
                             "where each job runs");
@@ -790,6 +837,8 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
     if (!d->errors)
         model_layers(sch);
+    if (!d->errors && sch->tensor_expr)
+        check_tensor(sch);
     long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
     if (!d->errors && jobs > 50000000)
         diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",

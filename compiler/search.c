@@ -521,7 +521,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         pp_compiled_free(&c);
         return -1;
     }
-    judge(f, &c, peak_memory(c.plans, c.t.W), base);
+    judge(f, &c, peak_memory(c.plans, (int)c.plans[0].world), base);
     int usable = base->state != PP_CAND_REFUSED;
     int fetches = c.rep.total.weight_recv > 0;
     /* The other prefetches change only the lowering: same simulation. */
@@ -541,7 +541,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             f->fatal = fatal(f, ls, &c, k->args);
             rc = -1;
         } else
-            judge(f, &c, peak_memory(plans, c.t.W), k);
+            judge(f, &c, peak_memory(plans, (int)plans[0].world), k);
         pp_plans_free(plans, c.t.W);
     }
     pp_compiled_free(&c);
@@ -558,7 +558,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
             } else
-                judge(f, &c, peak_memory(c.plans, c.t.W), k);
+                judge(f, &c, peak_memory(c.plans, (int)c.plans[0].world), k);
         } else if (st == PP_COMPILE_ERRORS) {
             /* The same plan without kept weights compiled: what fails now
              * is the window under --mem-limit, which keeping only adds to. */

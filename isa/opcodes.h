@@ -204,7 +204,13 @@
     X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                      \
       (),                                                                                        \
       "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair", \
-      "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")
+      "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")                     \
+    /* tensor parallelism (issue 27, isa/tensor.h) */                                            \
+    X(TensorReduce, 19, COLLECTIVE, NONE, COMPUTE,                                            \
+      PP_U_STAGE | PP_U_MB | PP_U_GROUP, NO, NO, NONE, COLLECTIVE, NONE,                         \
+      (),                                                                                        \
+      "the next job, F or B of (s,b), makes its tensor all-reduces over group g (per block)",    \
+      "{tp} in the next job ({s},{b}) over tensor group g{g} {members}")
 /* clang-format on */
 
 typedef enum {

@@ -71,6 +71,7 @@ static const struct suite_entry {
     {"orders", orders_suite, FAST, 1, NULL},
     {"harness", harness_suite, FAST, 1, NULL},
     {"verify", verify_suite, FAST, 1, NULL},
+    {"tensor", tensor_suite, FAST, 1, NULL},
     {"cli", cli_suite, FAST, 1, cli_tcases},
     {"lang", lang_suite, FAST, 1, NULL},
     {"torch_csv", torch_csv_suite, FAST, 1, NULL},
