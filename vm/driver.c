@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../kernels/tensor_shard.h"
 #include "agree.h"
 #include "backend.h"
 #include "check.h"
@@ -207,7 +208,10 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         find_nonfinite(be, st, mine_loss, &found);
         if (bench) /* no number was computed: nothing to find */
             found = (pp_nonfinite){.kind = PP_NF_NONE, .stage = -1, .mb = -1};
-        double mine[AG_N] = {mine_loss, MPI_Wtime() - run->t0, pp_guard_signal(),
+        /* tensor = T: the T ranks of a worker compute the same loss; rank
+         * t = 0's counts */
+        double counted = p->rank % pp_model_tensor(&p->model) ? 0.0 : mine_loss;
+        double mine[AG_N] = {counted, MPI_Wtime() - run->t0, pp_guard_signal(),
                              finding_key(p, &found, run->me)};
         double all[AG_N];
         mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
@@ -257,6 +261,62 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
     return 0;
 }
 
+/* --save under tensor = T (kernels/tensor_shard.h): the T ranks of the
+ * lowest owner's worker, first .. first+T-1, send their shards of stage s
+ * to first, which writes the whole stage, so a save (and --compare
+ * against the reference) means the same whatever T was. 0, or -1 with err
+ * (on the rank that failed; every member still takes part). */
+#define SHARD_TAG 32767 /* MPI's smallest allowed largest tag; no plan message is in flight */
+static int save_shards(const pp_run *run, const pp_backend *be, void *st, int s, int first,
+                       const char *staging, char *err, size_t errlen)
+{
+    const pp_plan *p = run->p;
+    int S = (int)p->S, me = run->me, T = (int)pp_model_tensor(&p->model);
+    if (me / T != first / T)
+        return 0;
+    size_t n = pp_stage_param_count(&p->model, S, s);
+    float *host = malloc(n * sizeof *host + 1);
+    if (me != first) {
+        if (host)
+            be->weights(st, s, host);
+        else
+            snprintf(err, errlen, "out of memory saving stage %d", s);
+        /* sent even when out of memory (then nothing), so first never waits */
+        int have = host != NULL;
+        mpiCheck(MPI_Send(host, have ? (int)n : 0, MPI_FLOAT, first, SHARD_TAG, MPI_COMM_WORLD));
+        free(host);
+        return have ? 0 : -1;
+    }
+    size_t wn = pp_stage_whole_count(&p->model, S, s);
+    float *whole = malloc(wn * sizeof *whole + 1);
+    int rc = host && whole ? 0 : -1;
+    if (!rc) {
+        be->weights(st, s, host);
+        pp_stage_shard_put(&p->model, S, s, 0, host, whole);
+    }
+    for (int t = 1; t < T; t++) {
+        MPI_Status stat;
+        int got = 0;
+        mpiCheck(MPI_Probe(first + t, SHARD_TAG, MPI_COMM_WORLD, &stat));
+        mpiCheck(MPI_Get_count(&stat, MPI_FLOAT, &got));
+        float *buf = !rc && (size_t)got == n ? host : NULL;
+        float dummy;
+        mpiCheck(MPI_Recv(buf ? buf : &dummy, buf ? got : 0, MPI_FLOAT, first + t, SHARD_TAG,
+                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        if (buf)
+            pp_stage_shard_put(&p->model, S, s, t, host, whole);
+        else
+            rc = -1;
+    }
+    if (rc)
+        snprintf(err, errlen, "out of memory (or a shard missing) saving stage %d", s);
+    else
+        rc = pp_weights_save(staging, s, p->plan_id, run->done, whole, wn, err, errlen) ? -1 : 0;
+    free(whole);
+    free(host);
+    return rc;
+}
+
 /* --save: the lowest-ranked owner of each stage writes it, so a replicated
  * stage is saved once, into DIR.ppvm-new, which rank 0 then puts in DIR's
  * place once every rank has written (vm/save.h): a save that fails on any
@@ -275,6 +335,11 @@ static int save_weights(const pp_run *run, const pp_backend *be, void *st)
     for (int s = 0; s < S; s++) {
         int mine = (p->stage_role[s] & PP_ROLE_OWNER) ? me : (int)p->world, first;
         mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        if (pp_model_tensor(&p->model) > 1) { /* shards: the whole stage is saved */
+            if (save_shards(run, be, st, s, first, staging, err, sizeof err))
+                ok = 0;
+            continue;
+        }
         if (first != me || !ok)
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);

@@ -227,11 +227,11 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         if (o->group)
             o->group(c, in->op == PP_OP_GroupStart);
         break;
+    case PP_OP_TensorReduce: /* the next job makes the all-reduces (isa/tensor.h) */
+        if (o->tensor)
+            o->tensor(c, &j);
+        break;
     case PP_OP_Overlap: /* the next two jobs: pp_vm_core_pair_pos counts them */
-    /* tensor parallelism's all-reduces belong to the job after it; ppvm
-     * refuses a plan with tensor > 1 at start-up (ppvm.c's load) until the
-     * sharded kernels make them, so this never runs */
-    case PP_OP_TensorReduce:
     case PP_OP_COUNT:
         break;
     }

@@ -534,16 +534,6 @@ static int load(const char *plan, int rank, pp_plan *p, char *err, size_t errlen
         pp_plan_free(p);
         return -1;
     }
-    /* issue 27: the plans and their proofs exist, the sharded kernels do not */
-    if (pp_model_tensor(&p->model) > 1) {
-        snprintf(err, errlen,
-                 "%.200s: the plan is tensor-parallel (tensor = %u), which this ppvm does not "
-                 "run yet (the sharded kernels and tensor communicators are missing): compile "
-                 "with tensor = 1 to train",
-                 path, pp_model_tensor(&p->model));
-        pp_plan_free(p);
-        return -1;
-    }
     return 0;
 }
 
