@@ -461,6 +461,17 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     be->connect(st);
     if (opts->save && check_save_dir(&run))
         goto out;
+    /* issue 27: checkpoints of tensor-parallel runs are not written yet (a
+     * checkpoint holds whole stages; the shards would have to be gathered
+     * as --save does), so refuse them rather than write shards as stages */
+    if ((opts->resume || opts->checkpoint_every) && pp_model_tensor(&p->model) > 1) {
+        if (run.me == 0)
+            pp_vm_error(run.me,
+                        "--checkpoint-every and --resume do not work with a tensor-parallel plan "
+                        "yet (tensor = %u): use --save, whose weights any tensor can --compare",
+                        pp_model_tensor(&p->model));
+        goto out;
+    }
     if (opts->resume) { /* before the checkpoint directory is made: it may be this one */
         pp_guard_phase(PP_AT_RESUME, 0); /* its reads have a --timeout of their own */
         int resumed = pp_checkpoint_resume(&run, be, st);

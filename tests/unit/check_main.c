@@ -85,6 +85,7 @@ static const struct suite_entry {
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
     {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
     {"lang_e2e", lang_e2e_suite, MPI, 4, lang_e2e_tcases},
+    {"tensor_e2e", tensor_e2e_suite, MPI, 8, tensor_e2e_tcases},
     {"overlap", overlap_suite, FAST, 1, NULL},
     {"overlap_e2e", overlap_e2e_suite, MPI, 4, NULL},
     {"search_e2e", search_e2e_suite, MPI, 4, search_e2e_tcases},
