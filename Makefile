@@ -81,7 +81,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
             compiler/table.c compiler/keep.c compiler/transfer_groups.c \
             compiler/plans.c compiler/compile.c compiler/torch_csv.c compiler/search.c compiler/names.c compiler/slot_pool.c compiler/radix_sort.c
 COMP_SRC += compiler/numfmt.c
-COMP_SRC += compiler/tensor.c
+COMP_SRC += compiler/tensor.c compiler/report_tensor.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 

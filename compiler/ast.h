@@ -14,7 +14,16 @@ typedef struct {
 /* What a `cost` line sets (pp_stmt.dir): F, B, W (0-2), then the transfer costs. */
 /* COST_OVERLAP: `cost overlap = P`, the percent of the shorter job of an overlapped
  * pair that the pair still pays for (schedule.h). */
-enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_OVERLAP = 5, COST_COUNT = 6 };
+/* COST_TENSOR_*: `cost tensor_latency|tensor_bandwidth = expr`, params only
+ * (issue 27): a tensor all-reduce of n bytes takes latency + n / bandwidth. */
+enum {
+    COST_LATENCY = 3,
+    COST_BANDWIDTH = 4,
+    COST_OVERLAP = 5,
+    COST_TENSOR_LATENCY = 6,
+    COST_TENSOR_BANDWIDTH = 7,
+    COST_COUNT = 8
+};
 
 typedef enum {
     EX_INT,    /* value */

@@ -382,9 +382,15 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = COST_LATENCY;
         else if (!strcmp(word, "bandwidth"))
             s->dir = COST_BANDWIDTH;
+        else if (!strcmp(word, "tensor_latency")) /* issue 27 */
+            s->dir = COST_TENSOR_LATENCY;
+        else if (!strcmp(word, "tensor_bandwidth"))
+            s->dir = COST_TENSOR_BANDWIDTH;
         else {
             diag_error(ctx->diag, L(wloc),
-                       "unknown cost '%s': expected F, B, W, latency, bandwidth or overlap", word);
+                       "unknown cost '%s': expected F, B, W, latency, bandwidth, overlap, "
+                       "tensor_latency or tensor_bandwidth",
+                       word);
             ok = 0;
         }
         break;

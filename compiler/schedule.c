@@ -775,7 +775,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                 fn_scope.job = 0;
                 fn_scope.what = st->dir == COST_LATENCY   ? "'cost latency' (it may use params)"
                                 : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
-                                                          : "'cost bandwidth' (it may use params)";
+                                : st->dir == COST_TENSOR_LATENCY
+                                    ? "'cost tensor_latency' (it may use params)"
+                                : st->dir == COST_TENSOR_BANDWIDTH
+                                    ? "'cost tensor_bandwidth' (it may use params)"
+                                    : "'cost bandwidth' (it may use params)";
             }
             resolve(sch, st->expr, &fn_scope);
             check_depth(sch, st->expr);
@@ -822,9 +826,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     for (int c = COST_LATENCY; c < COST_COUNT; c++)
         if (sch->cost[c] && uses_job(sch, sch->cost[c]))
             diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
-                       c == COST_LATENCY   ? "latency"
-                       : c == COST_OVERLAP ? "overlap"
-                                           : "bandwidth");
+                       c == COST_LATENCY            ? "latency"
+                       : c == COST_OVERLAP          ? "overlap"
+                       : c == COST_TENSOR_LATENCY   ? "tensor_latency"
+                       : c == COST_TENSOR_BANDWIDTH ? "tensor_bandwidth"
+                                                    : "bandwidth");
     warn_no_effect(sch);
     /* A pair is two neighbours in a worker's order, which only a strict
      * order fixes before simulating; greedy picks the next job as it goes. */

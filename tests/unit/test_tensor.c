@@ -11,6 +11,7 @@
 
 #include "../../compiler/lower.h"
 #include "../../compiler/readfile.h"
+#include "../../compiler/report.h"
 #include "../../isa/commcheck.h"
 #include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
@@ -331,6 +332,81 @@ START_TEST(commcheck_refuses)
 }
 END_TEST
 
+/* ------------------------------------------------- simulator and report */
+
+static char *report_text(pp_compiled *c, int json)
+{
+    pp_report_info info = {"t.pp", "S=2 B=4 W=2", "strict", "cost lines", NULL};
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (json)
+        ck_assert_int_eq(pp_report_write_json(f, &c->rep, &info, &c->t, &c->sim), 0);
+    else
+        ck_assert_int_eq(pp_report_write_txt(f, &c->rep, &info, &c->t, &c->sim), 0);
+    fclose(f);
+    return buf;
+}
+
+/* compute / T: 1F1B on 2 stages, 4 microbatches, unit costs, takes 10 with
+ * T = 1 and 5 with T = 2; each all-reduce adds `cost tensor_latency` (+
+ * bytes / tensor_bandwidth) to F and B, never to W. */
+START_TEST(simulator_prices_tensor)
+{
+    pp_compiled one, two, lat;
+    ck_assert_int_eq(compile_text_to(&one, HEAD "split backward\n", PP_STAGE_PLANS), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&two, HEAD "split backward\ntensor = 2\n", PP_STAGE_PLANS),
+                     PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&lat,
+                                     HEAD "split backward\ntensor = 2\nmodel { blocks = 2 }\n"
+                                          "cost tensor_latency = 3\ncost tensor_bandwidth = 8192\n",
+                                     PP_STAGE_PLANS),
+                     PP_COMPILE_OK);
+    ck_assert_double_eq_tol(two.sim.makespan, one.sim.makespan / 2, 1e-9);
+    for (int j = 0; j < job_count(&two.t.js); j++) {
+        ck_assert_double_eq_tol(two.t.cost[j], one.t.cost[j] / 2, 1e-12);
+        /* 2 blocks: 2 all-reduces of 8192 B, each 3 + 8192 / 8192 */
+        double ar = job_d(&lat.t.js, j) == DIR_W ? 0 : 2 * (3 + 1);
+        ck_assert_double_eq_tol(lat.t.cost[j], one.t.cost[j] / 2 + ar, 1e-12);
+    }
+    /* the report: per rank 2 stages' jobs ... worker 0 runs F and B of 4
+     * microbatches, one all-reduce each (W none) */
+    ck_assert_int_eq(two.rep.tensor, 2);
+    ck_assert_int_eq(two.rep.w[0].tensor_allreduces, 8);
+    ck_assert_uint_eq(two.rep.w[0].tensor_bytes, 8 * 8192);
+    char *txt = report_text(&two, 0), *json = report_text(&two, 1);
+    ck_has(txt, "tensor    T=2 ranks per worker (rank = w*2 + t), compute / 2; per rank and step "
+                "8 all-reduces, 64.0 KiB (worker 0)");
+    ck_has(json, "\"tensor\": {\"T\": 2, \"latency\": 0, \"bandwidth\": 0, \"allreduces\": [8, 8], "
+                 "\"bytes\": [65536, 65536]}");
+    free(txt);
+    free(json);
+    txt = report_text(&one, 0);
+    json = report_text(&one, 1);
+    ck_assert_msg(!strstr(txt, "tensor") && !strstr(json, "tensor"),
+                  "a T = 1 report mentions tensor:\n%s\n%s", txt, json);
+    free(txt);
+    free(json);
+    /* params only; --costs keys of their own */
+    expect_error(HEAD "cost tensor_latency = b\n",
+                 "cannot be used in 'cost tensor_latency' (it may use params)");
+    expect_error(HEAD "cost tensor_speed = 1\n", "expected F, B, W, latency, bandwidth, overlap, "
+                                                 "tensor_latency or tensor_bandwidth");
+    pp_costs mc;
+    char err[512];
+    const char *js = "{\"tensor_latency\": 2, \"tensor_bandwidth\": 100}";
+    ck_assert_int_eq(pp_costs_parse(&mc, "c.json", js, strlen(js), err, sizeof err), 0);
+    ck_assert(mc.has_tensor_latency && mc.tensor_latency == 2 && mc.tensor_bandwidth == 100);
+    pp_costs_free(&mc);
+    js = "{\"tensor_latency\": -1}";
+    ck_assert_int_ne(pp_costs_parse(&mc, "c.json", js, strlen(js), err, sizeof err), 0);
+    ck_has(err, "expected a number >= 0 for \"tensor_latency\"");
+    pp_compiled_free(&one);
+    pp_compiled_free(&two);
+    pp_compiled_free(&lat);
+}
+END_TEST
+
 Suite *tensor_suite(void)
 {
     Suite *s = suite_create("tensor");
@@ -342,6 +418,7 @@ Suite *tensor_suite(void)
     tcase_add_test(plans, listing);
     tcase_add_test(plans, library_tensor_2);
     tcase_add_test(plans, library_tensor_4);
+    tcase_add_test(plans, simulator_prices_tensor);
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");
     tcase_add_test(proofs, validator_refuses);
