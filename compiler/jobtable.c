@@ -307,7 +307,9 @@ static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double 
  * divided by T, and F, B and BackwardInput add their all-reduces, each
  * tensor_latency + bytes / tensor_bandwidth (`cost tensor_*` lines, or
  * --costs "tensor_latency" / "tensor_bandwidth"; default 0: free, as
- * transfers are). The report counts the all-reduces (report_tensor.c). */
+ * transfers are). A direction --costs gives is taken as measured on a
+ * rank of the run, all-reduces included. The report counts the
+ * all-reduces (report_tensor.c). */
 static void tensor_costs(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
 {
     uint32_t T = pp_model_tensor(&sch->model);
@@ -323,7 +325,9 @@ static void tensor_costs(pp_jobtable *t, const pp_schedule *sch, const pp_costs 
     double one =
         t->tensor_latency + (t->tensor_bandwidth > 0 ? (double)bytes / t->tensor_bandwidth : 0);
     for (int j = 0; j < job_count(&t->js); j++) {
-        if (!job_exists(&t->js, j))
+        /* a --costs time was measured on a rank of such a run: its shard's
+         * compute and its all-reduces already */
+        if (!job_exists(&t->js, j) || (measured && measured->dir[job_d(&t->js, j)]))
             continue;
         t->cost[j] /= T;
         if (job_d(&t->js, j) != DIR_W)
