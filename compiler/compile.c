@@ -10,6 +10,7 @@
 
 #include "parse.h"
 #include "readfile.h"
+#include "tensor.h"
 
 pp_compile_opts pp_compile_defaults(void)
 {
@@ -229,6 +230,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         c->sch.model.optimizer = (uint32_t)o->optimizer;
     if (o->precision >= 0)
         c->sch.model.precision = (uint32_t)o->precision;
+    if (o->tensor > 0 && pp_tensor_override(d, &c->sch, o->tensor))
+        return PP_COMPILE_ERRORS;
     if (o->layers && apply_layers(d, &c->sch, o->layers))
         return PP_COMPILE_ERRORS;
     long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);

@@ -265,6 +265,8 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fprintf(m, " --optimizer %s", f->o->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd");
     if (f->o->precision >= 0)
         fprintf(m, " --precision %s", f->o->precision == PP_PREC_BF16 ? "bf16" : "fp32");
+    if (f->o->tensor > 0)
+        fprintf(m, " --tensor %d", f->o->tensor);
     if (prefetch != 1)
         fprintf(m, " --prefetch %d", prefetch);
     if (keep)
@@ -351,6 +353,7 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.costs = f->o->costs;
     co.optimizer = f->o->optimizer;
     co.precision = f->o->precision;
+    co.tensor = f->o->tensor;
     co.prefetch = prefetch;
     co.keep_weights = keep;
     /* Without --keep-weights the limit is checked here, so that a plan over
@@ -860,10 +863,23 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
         }
         pp_costs_free(&c);
     }
+    if (o->tensor > 0 && o->W % o->tensor) {
+        fprintf(err, "ppc --search: --tensor %d does not divide W=%lld (W counts ranks: W/T "
+                     "workers of T ranks each)\n", o->tensor, o->W);
+        return PP_SEARCH_NONE;
+    }
     char **files;
     pp_search_status st = list_library(o->library, &files, &r->files, err);
+    /* --tensor: each file once per tensor degree, on W / T workers */
     for (int i = 0; st == PP_SEARCH_OK && i < r->files; i++)
-        st = search_file(o, r, err, files[i]);
+        for (long long T = 1; st == PP_SEARCH_OK && T <= o->W; T++) {
+            if (o->tensor == 0 ? T > 1 : o->tensor > 0 ? T != o->tensor : o->W % T || T > PP_MAX_TENSOR)
+                continue;
+            pp_search_opts sub = *o;
+            sub.W = o->W / T;
+            sub.tensor = T > 1 || o->tensor > 0 ? (int)T : 0;
+            st = search_file(&sub, r, err, files[i]);
+        }
     for (int i = 0; i < r->files; i++)
         free(files[i]);
     free(files);

@@ -10,6 +10,30 @@
 
 int pp_tensor_ranks(int W, const pp_model *m) { return W * (int)pp_model_tensor(m); }
 
+int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T)
+{
+    const pp_model *m = &sch->model;
+    if (T < 1 || T > PP_MAX_TENSOR)
+        diag_error_noloc(d, "--tensor %lld: expected 1 to %u", T, PP_MAX_TENSOR);
+    else if (T > 1 && m->kind == PP_MODEL_GPT)
+        diag_error_noloc(d,
+                         "--tensor %lld with model gpt: the gpt split (QKV by heads) is not "
+                         "implemented yet; tensor > 1 works with the mlp model",
+                         T);
+    else if (m->ffn % T)
+        diag_error_noloc(d,
+                         "--tensor %lld does not divide the model's ffn (%u): the MLP's inner "
+                         "layer is split in equal column shards",
+                         T, m->ffn);
+    else if (T > 1 && sch->overlap)
+        diag_error_noloc(d, "--tensor %lld with 'overlap': not expressed by the plans yet", T);
+    else {
+        sch->model.tensor = (uint32_t)T;
+        return 0;
+    }
+    return 1;
+}
+
 /* Whether op is a job that makes tensor all-reduces: F, B and the input
  * half of a split backward (W computes its shard's weight gradients only). */
 static int makes_allreduces(int op)

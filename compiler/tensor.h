@@ -21,11 +21,18 @@
 
 #include "../isa/plan.h"
 #include "diag.h"
+#include "schedule.h"
 
 /* *plans holds W plans of one compile; with pp_model_tensor(m) = T > 1 it is
  * replaced by an array of W*T (the old one freed). Returns 0, or -1 out of
  * memory (reported through d, *plans untouched). */
 int pp_tensor_expand(pp_plan **plans, int W, const pp_model *m, pp_diag *d);
+
+/* ppc --tensor T (and the search's): the schedule's model made T-way
+ * tensor-parallel, with the checks of the `tensor` statement (T in
+ * [1, 64], dividing ffn, no gpt or overlap yet). Returns 0, or 1 after an
+ * error reported through d. */
+int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T);
 
 /* How many plans a compile of W workers makes: W * T. */
 int pp_tensor_ranks(int W, const pp_model *m);

@@ -12,6 +12,7 @@
 #include "../../compiler/lower.h"
 #include "../../compiler/readfile.h"
 #include "../../compiler/report.h"
+#include "../../compiler/search.h"
 #include "../../isa/commcheck.h"
 #include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
@@ -407,6 +408,69 @@ START_TEST(simulator_prices_tensor)
 }
 END_TEST
 
+/* ppc --tensor T: the same plans as the statement; its errors */
+START_TEST(tensor_flag)
+{
+    pp_compiled a, b;
+    ck_assert_int_eq(compile_text_to(&a, HEAD "tensor = 2\n", PP_STAGE_PLANS), PP_COMPILE_OK);
+    pp_compile_opts co = pp_compile_defaults();
+    co.path = "t.pp";
+    co.text = HEAD;
+    co.len = strlen(HEAD);
+    co.tensor = 2;
+    co.capture = 1;
+    ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_OK);
+    ck_assert_uint_eq(b.plans[0].world, 4);
+    ck_assert(a.plans[0].plan_id == b.plans[0].plan_id);
+    pp_compiled_free(&b);
+    co.tensor = 3;
+    ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_ERRORS);
+    ck_has(b.msgs, "--tensor 3 does not divide the model's ffn (128)");
+    pp_compiled_free(&b);
+    pp_compiled_free(&a);
+}
+END_TEST
+
+/* ppc --search --tensor auto: W counts ranks; every file is also tried on
+ * W / T workers of T ranks for each divisor T; --tensor T that does not
+ * divide W is refused. */
+START_TEST(search_explores_tensor)
+{
+    pp_search_opts o = {.library = PP_ROOT "/schedules",
+                        .W = 4,
+                        .B = 8,
+                        .optimizer = -1,
+                        .precision = -1,
+                        .tensor = -1};
+    pp_search_result r;
+    char *msg = NULL;
+    size_t n = 0;
+    FILE *err = open_memstream(&msg, &n);
+    ck_assert_int_eq(pp_search_run(&o, &r, err), PP_SEARCH_OK);
+    int seen[5] = {0};
+    for (int i = 0; i < r.n; i++) {
+        const pp_search_cand *k = &r.c[i];
+        const char *t = strstr(k->args, "--tensor ");
+        int T = t ? atoi(t + 9) : 1;
+        ck_assert_msg(T == 1 || T == 2 || T == 4, "%s %s: tensor %d", k->file, k->args, T);
+        char w[16];
+        snprintf(w, sizeof w, "-D W=%d", 4 / T);
+        ck_assert_msg(strstr(k->args, w) != NULL, "%s %s: expected %s", k->file, k->args, w);
+        seen[T] += k->state == PP_CAND_OK;
+    }
+    ck_assert_msg(seen[1] && seen[2] && seen[4], "compiled: T=1 %d, T=2 %d, T=4 %d", seen[1],
+                  seen[2], seen[4]);
+    pp_search_free(&r);
+    o.tensor = 3;
+    ck_assert_int_eq(pp_search_run(&o, &r, err), PP_SEARCH_NONE);
+    fflush(err);
+    ck_has(msg, "ppc --search: --tensor 3 does not divide W=4");
+    pp_search_free(&r);
+    fclose(err);
+    free(msg);
+}
+END_TEST
+
 Suite *tensor_suite(void)
 {
     Suite *s = suite_create("tensor");
@@ -419,6 +483,8 @@ Suite *tensor_suite(void)
     tcase_add_test(plans, library_tensor_2);
     tcase_add_test(plans, library_tensor_4);
     tcase_add_test(plans, simulator_prices_tensor);
+    tcase_add_test(plans, tensor_flag);
+    tcase_add_test(plans, search_explores_tensor);
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");
     tcase_add_test(proofs, validator_refuses);
