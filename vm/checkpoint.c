@@ -37,6 +37,7 @@
 #include "../kernels/model.h"
 #include "check.h"
 #include "guard.h"
+#include "tensor_stage.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -51,8 +52,12 @@ static const struct {
 
 /* Elements (and their bytes) of stage s's file of kind k; 0 elements
  * when the plan has no such file (no optimizer state, an fp32 run). */
-static uint64_t kind_count(const pp_model *m, int S, int s, int k, uint32_t *elem)
+static uint64_t kind_count(const pp_model *plan_model, int S, int s, int k, uint32_t *elem)
 {
+    /* a checkpoint holds whole stages, whatever the run's tensor (issue 27) */
+    pp_model whole = *plan_model;
+    whole.tensor = 1;
+    const pp_model *m = &whole;
     size_t n = pp_stage_param_count(m, S, s);
     *elem = k == K_BF16 ? 2 : 4;
     if (k == K_WEIGHTS)
@@ -423,9 +428,12 @@ static int *lowest_owners(const pp_plan *p, int me)
     return first;
 }
 
-/* Stage s's files into sub; their sizes and crcs into info. 0 or -1 with err. */
+/* Stage s's files into sub; their sizes and crcs into info. 0 or -1 with err.
+ * Under tensor = T every rank of the lowest owner's worker calls it: they
+ * send their shards to its rank t = 0 (first), which writes the whole
+ * stage (its compute copy made again from the whole weights). */
 static int write_stage(const pp_run *run, const pp_backend *be, void *st, const char *sub, int s,
-                       uint64_t *info, char *err, size_t errlen)
+                       int first, uint64_t *info, char *err, size_t errlen)
 {
     const pp_plan *p = run->p;
     const pp_model *m = &p->model;
@@ -433,12 +441,27 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
     uint32_t elem;
     uint64_t n = kind_count(m, S, s, K_WEIGHTS, &elem);
     uint64_t nopt = kind_count(m, S, s, K_OPT, &elem), nbf = kind_count(m, S, s, K_BF16, &elem);
+    float *whole = NULL, *wopt = NULL;
+    if (pp_model_tensor(m) > 1) {
+        if (pp_tensor_stage_gather(p, be, st, s, first, run->me, &whole, &wopt, err, errlen))
+            return -1;
+        if (run->me != first) /* sent its shard: first writes */
+            return 0;
+    }
     void *data[K_COUNT] = {malloc(n * 4 + 1), malloc(nopt * 4 + 1), malloc(nbf * 2 + 1)};
     if (!data[0] || !data[1] || !data[2]) {
         snprintf(err, errlen, "out of memory writing stage %d's checkpoint", s);
         goto out;
     }
-    if (n)
+    if (whole) {
+        pp_model wm = *m;
+        wm.tensor = 1;
+        memcpy(data[K_WEIGHTS], whole, n * 4);
+        if (nopt)
+            memcpy(data[K_OPT], wopt, nopt * 4);
+        if (nbf)
+            pp_stage_compute_copy(&wm, S, s, whole, data[K_BF16]);
+    } else if (n)
         be->stage_get(st, s, data[K_WEIGHTS], nopt ? data[K_OPT] : NULL, nbf ? data[K_BF16] : NULL);
     for (int k = 0; k < K_COUNT; k++) {
         if (!kind_exists(m, k))
@@ -459,6 +482,7 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
 out:
     for (int k = 0; k < K_COUNT; k++)
         free(data[k]);
+    free(whole);
     return rc;
 }
 
@@ -488,8 +512,10 @@ int pp_checkpoint_write(const pp_run *run, const pp_backend *be, void *st)
     }
     if (!pp_vm_all_ok(ok, me, err))
         goto out;
-    for (int s = 0; s < S && ok; s++)
-        if (owner[s] == me && write_stage(run, be, st, sub, s, info, err, sizeof err))
+    int T = (int)pp_model_tensor(&p->model);
+    for (int s = 0; s < S; s++) /* under tensor = T the owner's worker's T ranks */
+        if ((T > 1 ? owner[s] / T == me / T : owner[s] == me && ok) &&
+            write_stage(run, be, st, sub, s, owner[s], info, err, sizeof err))
             ok = 0;
     if (!pp_vm_all_ok(ok, me, err))
         goto out;
@@ -612,6 +638,34 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
     return 0;
 }
 
+/* Restores owned stage s from the whole stage l holds: as it is, or under
+ * tensor = T this rank's shard of it (its compute copy made again). */
+static void set_stage(const pp_run *run, const pp_backend *be, void *st, int s, const loaded *l)
+{
+    const pp_plan *p = run->p;
+    void *const *d = &l->data[s * K_COUNT];
+    uint32_t T = pp_model_tensor(&p->model);
+    if (T < 2) {
+        be->stage_set(st, s, d[K_WEIGHTS], d[K_OPT], d[K_BF16]);
+        return;
+    }
+    int S = (int)p->S;
+    size_t n = pp_stage_param_count(&p->model, S, s);
+    size_t k = pp_optimizer_state_floats(p->model.optimizer);
+    float *sw = malloc(n * (1 + k) * sizeof *sw + 1);
+    void *copy = p->model.precision == PP_PREC_FP32 ? NULL : malloc(n * 2 + 1);
+    if (!sw || (p->model.precision != PP_PREC_FP32 && !copy)) {
+        pp_vm_error(run->me, "out of memory restoring stage %d's shard", s);
+        exit(1); /* after the ranks agreed to restore: nothing left to agree */
+    }
+    pp_tensor_stage_cut(p, s, (int)(p->rank % T), d[K_WEIGHTS], d[K_OPT], sw, k ? sw + n : NULL);
+    if (copy)
+        pp_stage_compute_copy(&p->model, S, s, sw, copy);
+    be->stage_set(st, s, sw, k ? sw + n : NULL, copy);
+    free(copy);
+    free(sw);
+}
+
 /* Tries the checkpoint of `step`; 0 when every rank loaded it (then
  * restored), -1 when some rank could not (the lowest says why, and what
  * comes next). */
@@ -635,8 +689,7 @@ static int try_step(pp_run *run, const pp_backend *be, void *st, int step, int o
     if (all) {
         for (int s = 0; s < S; s++)
             if ((p->stage_role[s] & PP_ROLE_OWNER) && pp_stage_param_count(&p->model, S, s))
-                be->stage_set(st, s, l.data[s * K_COUNT + K_WEIGHTS], l.data[s * K_COUNT + K_OPT],
-                              l.data[s * K_COUNT + K_BF16]);
+                set_stage(run, be, st, s, &l);
         run->done = mf.step;
         resumed_plan = mf.plan_id;
         if (run->me == 0) /* even with --quiet: where the run goes on from */

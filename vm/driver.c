@@ -26,6 +26,7 @@
 #include "memcheck.h"
 #include "profile.h"
 #include "save.h"
+#include "tensor_stage.h"
 #include "vm.h"
 #include "vmbench.h"
 #include "weights.h"
@@ -266,54 +267,20 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
  * to first, which writes the whole stage, so a save (and --compare
  * against the reference) means the same whatever T was. 0, or -1 with err
  * (on the rank that failed; every member still takes part). */
-#define SHARD_TAG 32767 /* MPI's smallest allowed largest tag; no plan message is in flight */
 static int save_shards(const pp_run *run, const pp_backend *be, void *st, int s, int first,
                        const char *staging, char *err, size_t errlen)
 {
     const pp_plan *p = run->p;
-    int S = (int)p->S, me = run->me, T = (int)pp_model_tensor(&p->model);
-    if (me / T != first / T)
-        return 0;
-    size_t n = pp_stage_param_count(&p->model, S, s);
-    float *host = malloc(n * sizeof *host + 1);
-    if (me != first) {
-        if (host)
-            be->weights(st, s, host);
-        else
-            snprintf(err, errlen, "out of memory saving stage %d", s);
-        /* sent even when out of memory (then nothing), so first never waits */
-        int have = host != NULL;
-        mpiCheck(MPI_Send(host, have ? (int)n : 0, MPI_FLOAT, first, SHARD_TAG, MPI_COMM_WORLD));
-        free(host);
-        return have ? 0 : -1;
-    }
-    size_t wn = pp_stage_whole_count(&p->model, S, s);
-    float *whole = malloc(wn * sizeof *whole + 1);
-    int rc = host && whole ? 0 : -1;
-    if (!rc) {
-        be->weights(st, s, host);
-        pp_stage_shard_put(&p->model, S, s, 0, host, whole);
-    }
-    for (int t = 1; t < T; t++) {
-        MPI_Status stat;
-        int got = 0;
-        mpiCheck(MPI_Probe(first + t, SHARD_TAG, MPI_COMM_WORLD, &stat));
-        mpiCheck(MPI_Get_count(&stat, MPI_FLOAT, &got));
-        float *buf = !rc && (size_t)got == n ? host : NULL;
-        float dummy;
-        mpiCheck(MPI_Recv(buf ? buf : &dummy, buf ? got : 0, MPI_FLOAT, first + t, SHARD_TAG,
-                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        if (buf)
-            pp_stage_shard_put(&p->model, S, s, t, host, whole);
-        else
-            rc = -1;
-    }
-    if (rc)
-        snprintf(err, errlen, "out of memory (or a shard missing) saving stage %d", s);
-    else
-        rc = pp_weights_save(staging, s, p->plan_id, run->done, whole, wn, err, errlen) ? -1 : 0;
+    float *whole, *opt;
+    if (pp_tensor_stage_gather(p, be, st, s, first, run->me, &whole, &opt, err, errlen))
+        return -1;
+    int rc = 0;
+    if (whole)
+        rc = pp_weights_save(staging, s, p->plan_id, run->done, whole,
+                             pp_stage_whole_count(&p->model, (int)p->S, s), err, errlen)
+                 ? -1
+                 : 0;
     free(whole);
-    free(host);
     return rc;
 }
 
@@ -461,17 +428,6 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     be->connect(st);
     if (opts->save && check_save_dir(&run))
         goto out;
-    /* issue 27: checkpoints of tensor-parallel runs are not written yet (a
-     * checkpoint holds whole stages; the shards would have to be gathered
-     * as --save does), so refuse them rather than write shards as stages */
-    if ((opts->resume || opts->checkpoint_every) && pp_model_tensor(&p->model) > 1) {
-        if (run.me == 0)
-            pp_vm_error(run.me,
-                        "--checkpoint-every and --resume do not work with a tensor-parallel plan "
-                        "yet (tensor = %u): use --save, whose weights any tensor can --compare",
-                        pp_model_tensor(&p->model));
-        goto out;
-    }
     if (opts->resume) { /* before the checkpoint directory is made: it may be this one */
         pp_guard_phase(PP_AT_RESUME, 0); /* its reads have a --timeout of their own */
         int resumed = pp_checkpoint_resume(&run, be, st);

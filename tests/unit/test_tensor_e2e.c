@@ -4,8 +4,8 @@
  * default tolerance of the reference (|a - b| <= 1e-5 + 1e-4 |b|, the one
  * for summed gradients: the row-parallel layer's partial sums are added in
  * another order than one GEMM adds them; measured max |diff| 1.2e-7). The
- * 8-rank PP x TP x DP case is pp-dp.pp with tensor = 2. Checkpoints of a
- * tensor-parallel run are refused with a message, not written wrong. */
+ * 8-rank PP x TP x DP case is pp-dp.pp with tensor = 2. Checkpoints hold
+ * whole stages: T = 2 resumes with T = 1 and back (--reshard). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,15 +95,56 @@ END_TEST
 START_TEST(tensor_pp_dp) { tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8); }
 END_TEST
 
-START_TEST(tensor_checkpoint_refused)
+/* Checkpoints hold whole stages: a run with tensor = 2 resumes with
+ * tensor = 1 (--reshard) and the other way round, each ending where the
+ * reference does after 4 steps; resumed at the same T, the weights are
+ * those of the uninterrupted run bit for bit. */
+static void reshard(const char *from, int np_from, const char *to, int np_to, const char *dir)
 {
-    char *src = with_tensor("1f1b.pp", 2);
-    char *dir = compile_plan(src, "-D S=2 -D B=4"), cmd[4096];
+    char cmd[4096], *out;
     snprintf(cmd, sizeof cmd,
-             "--backend cpu %s/plan --steps 2 --checkpoint-every 1 --checkpoint-dir %s/ck", dir,
+             "--backend cpu %s/%s --steps 2 --checkpoint-every 1 --checkpoint-dir %s/ck --quiet",
+             dir, from, dir);
+    free(mpi_ok(np_from, cmd));
+    snprintf(cmd, sizeof cmd,
+             "--backend cpu %s/%s --steps 4 --resume %s/ck --reshard --save %s/w --quiet", dir, to,
+             dir, dir);
+    out = mpi_ok(np_to, cmd);
+    ck_assert_msg(strstr(out, "resharded"), "%s -> %s: not resumed from the checkpoint:\n%s", from,
+                  to, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref; rm -rf %s/ck %s/w", PP_ROOT, dir,
+             dir, dir, dir);
+    proc_result r;
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                  "%s -> %s: weights differ from the reference (%s):\n%s", from, to, cmd, r.out);
+    proc_free(&r);
+}
+
+START_TEST(tensor_checkpoint_reshard)
+{
+    char *src = with_tensor("1f1b.pp", 2), *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s/schedules/1f1b.pp -D S=2 "
+             "-D B=4 -o %s/t1 -q && %s/bin/ppvm --reference %s/t1 --steps 4 --save %s/ref --quiet",
+             PP_ROOT, src, dir, PP_ROOT, PP_ROOT, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    reshard("t2", 4, "t1", 2, dir);
+    reshard("t1", 2, "t2", 4, dir);
+    /* the same T: exactly the uninterrupted run */
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t2 --steps 4 --save %s/u --quiet", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd,
+             "--backend cpu %s/t2 --steps 2 --checkpoint-every 2 --checkpoint-dir %s/ck --quiet",
+             dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t2 --steps 4 --resume %s/ck --save %s/w --quiet",
+             dir, dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/u --atol 0 --rtol 0", PP_ROOT, dir,
              dir);
-    mpi_fails_with(4, cmd,
-                   "--checkpoint-every and --resume do not work with a tensor-parallel plan");
+    free(run_expect(cmd, 0));
     remove_dir(dir);
     remove_file_dir(src);
 }
@@ -117,6 +158,6 @@ END_TEST
     X(tensor_ddp_fsdp, 4)                                                                          \
     X(tensor_4, 8)                                                                                 \
     X(tensor_pp_dp, 8)                                                                             \
-    X(tensor_checkpoint_refused, 4)
+    X(tensor_checkpoint_reshard, 4)
 
 PP_JOB_SUITE(tensor_e2e, TENSOR_E2E_TESTS)
