@@ -824,7 +824,11 @@ static int run_table(const options *o)
     }
     char buf[PATH_MAX];
     const char *lib = o->library ? o->library : default_library(buf, sizeof buf);
-    return exit_code(pp_print_table(stdout, lib, v[0], v[1], v[2], v[3]));
+    if (o->tensor < 0) {
+        fprintf(stderr, "ppc --table: --tensor auto goes with --search (expected a number)\n");
+        return EXIT_USAGE;
+    }
+    return exit_code(pp_print_table(stdout, lib, v[0], v[1], v[2], v[3], o->tensor));
 }
 
 /* --search: the front on stdout; exit 0, 1 when nothing compiles or fits,

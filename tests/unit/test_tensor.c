@@ -13,6 +13,7 @@
 #include "../../compiler/readfile.h"
 #include "../../compiler/report.h"
 #include "../../compiler/search.h"
+#include "../../compiler/table.h"
 #include "../../isa/commcheck.h"
 #include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
@@ -471,6 +472,22 @@ START_TEST(search_explores_tensor)
 }
 END_TEST
 
+/* ppc --table --tensor 2: every row compiled with tensor = 2, the latency
+ * halved, the all-reduces per rank in a last column */
+START_TEST(table_with_tensor)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    ck_assert_int_eq(pp_print_table(f, PP_ROOT "/schedules", 8, 16, 2, 2, 2), PP_COMPILE_OK);
+    fclose(f);
+    ck_has(buf, "weight storage tensor a-r");
+    ck_has(buf, "DDP    W=B          yes     16    16 | 4 / 8 ");
+    ck_has(buf, "GPipe  W=S          yes     16     8 | 11.5 / 23 ");
+    free(buf);
+}
+END_TEST
+
 Suite *tensor_suite(void)
 {
     Suite *s = suite_create("tensor");
@@ -485,6 +502,7 @@ Suite *tensor_suite(void)
     tcase_add_test(plans, simulator_prices_tensor);
     tcase_add_test(plans, tensor_flag);
     tcase_add_test(plans, search_explores_tensor);
+    tcase_add_test(plans, table_with_tensor);
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");
     tcase_add_test(proofs, validator_refuses);
