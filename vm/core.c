@@ -181,8 +181,8 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
         return -1;
     if (pp_model_tensor(&p->model) > 1 && !ops->tensor) {
         snprintf(err, errlen,
-                 "the plan is tensor-parallel (tensor = %u), which this backend does not run yet "
-                 "(the cpu backend does; compile with tensor = 1 for this one)",
+                 "the plan is tensor-parallel (tensor = %u), which this backend does not run "
+                 "(it has no tensor operation; compile with tensor = 1 for it)",
                  pp_model_tensor(&p->model));
         return -1;
     }

@@ -150,6 +150,66 @@ START_TEST(tensor_checkpoint_reshard)
 }
 END_TEST
 
+/* The cuda backend on the GPU stand-ins (tests/standin/: host code, not a
+ * GPU; bin/ppvm-standin, which make test builds): the tensor all-reduces
+ * as ncclAllReduce on each tensor group's ncclCommSplit communicator, on
+ * the compute stream, under both of the stand-in's adversarial stream
+ * orders, and through the host with --transport mpi; and bf16 on both
+ * backends, against the bf16 reference within the GPU suite's tolerance
+ * (--atol 1e-4 --rtol 1e-3: bf16 rounds the all-reduced sums' next
+ * operands; measured 3.7e-5). */
+static void standin_run(const char *dir, const char *plan, const char *env, const char *flags,
+                        const char *save)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s mpirun --oversubscribe --bind-to none -x PP_STANDIN_GPUS=4 -x PP_STANDIN_ORDER "
+             "-np 4 %s/bin/ppvm-standin %s/%s --backend cuda %s --steps 3 --timeout 120 "
+             "--save %s/%s --quiet",
+             env, PP_ROOT, dir, plan, flags, dir, save);
+    proc_result r;
+    run_proc(cmd, MPIRUN_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0, "%s failed: %s", cmd, r.out);
+    proc_free(&r);
+}
+
+static void compare_ok(const char *dir, const char *a, const char *b, const char *tol)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/%s %s/%s %s", PP_ROOT, dir, a, dir, b, tol);
+    proc_result r;
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"), "%s:\n%s", cmd, r.out);
+    proc_free(&r);
+}
+
+START_TEST(tensor_cuda_standin)
+{
+    char *src = with_tensor("1f1b.pp", 2), *dir = temp_dir(), cmd[4096], *out;
+    snprintf(cmd, sizeof cmd,
+             "test -x %s/bin/ppvm-standin && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && "
+             "%s/bin/ppc %s -D S=2 -D B=4 --precision bf16 -o %s/b2 -q && "
+             "%s/bin/ppvm --reference %s/t2 --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --reference %s/b2 --steps 3 --save %s/bref --quiet",
+             PP_ROOT, PP_ROOT, src, dir, PP_ROOT, src, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport nccl", "n1");
+    compare_ok(dir, "n1", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=fifo", "--transport nccl", "n2");
+    compare_ok(dir, "n2", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport mpi", "m1");
+    compare_ok(dir, "m1", "ref", "");
+    standin_run(dir, "b2", "PP_STANDIN_ORDER=latest", "--transport nccl", "bn");
+    compare_ok(dir, "bn", "bref", "--atol 1e-4 --rtol 1e-3");
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/b2 --steps 3 --save %s/bc --quiet", dir, dir);
+    out = mpi_ok(4, cmd);
+    free(out);
+    compare_ok(dir, "bc", "bref", "--atol 1e-4 --rtol 1e-3");
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
 #define TENSOR_E2E_TESTS(X)                                                                        \
     X(tensor_1f1b, 4)                                                                              \
     X(tensor_gpipe, 4)                                                                             \
@@ -158,6 +218,7 @@ END_TEST
     X(tensor_ddp_fsdp, 4)                                                                          \
     X(tensor_4, 8)                                                                                 \
     X(tensor_pp_dp, 8)                                                                             \
-    X(tensor_checkpoint_reshard, 4)
+    X(tensor_checkpoint_reshard, 4)                                                                \
+    X(tensor_cuda_standin, 4)
 
 PP_JOB_SUITE(tensor_e2e, TENSOR_E2E_TESTS)
