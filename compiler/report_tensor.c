@@ -23,6 +23,24 @@ void pp_report_tensor_build(pp_report *r, const pp_jobtable *t, const pp_model *
     }
 }
 
+/* "64.0 KiB": as report_write.c's pp_human_bytes, kept here so that the two
+ * files do not call each other */
+static const char *human(uint64_t bytes, char *buf)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, 16, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, 16, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
 void pp_report_tensor_txt(FILE *f, const pp_report *r, const pp_jobtable *t)
 {
     if (r->tensor < 2)
@@ -32,14 +50,14 @@ void pp_report_tensor_txt(FILE *f, const pp_report *r, const pp_jobtable *t)
             "tensor    T=%u ranks per worker (rank = w*%u + t), compute / %u; per rank and step "
             "%lld all-reduces, %s (worker 0); ",
             r->tensor, r->tensor, r->tensor, r->w[0].tensor_allreduces,
-            pp_human_bytes(r->w[0].tensor_bytes, hb[0]));
+            human(r->w[0].tensor_bytes, hb[0]));
     if (t->tensor_bandwidth > 0)
         fprintf(f, "each takes %g + bytes / %g\n", t->tensor_latency, t->tensor_bandwidth);
     else
         fprintf(f, "each takes %g, bandwidth unlimited\n", t->tensor_latency);
     fprintf(f, "          all workers' ranks: %lld all-reduces, %s\n",
             r->total.tensor_allreduces * r->tensor,
-            pp_human_bytes(r->total.tensor_bytes * r->tensor, hb[1]));
+            human(r->total.tensor_bytes * r->tensor, hb[1]));
 }
 
 void pp_report_tensor_json(FILE *f, const pp_report *r, const pp_jobtable *t)

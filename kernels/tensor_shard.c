@@ -1,5 +1,5 @@
-/* tensor_shard.c - tensor parallelism's CPU side (tensor_shard.h): the
- * all-reduce hook and the mlp stage's shards. */
+/* tensor_shard.c - tensor parallelism's CPU side (tensor_shard.h): the mlp
+ * stage's shards cut from and put into the whole stage. */
 #include "tensor_shard.h"
 
 #include <stdlib.h>
@@ -9,23 +9,6 @@
 #include "../isa/model_shape.h"
 #include "../isa/tensor.h"
 #include "model.h"
-
-static pp_tensor_allreduce_fn hook_fn;
-static void *hook_ctx;
-
-void pp_tensor_hook_set(pp_tensor_allreduce_fn fn, void *ctx)
-{
-    hook_fn = fn;
-    hook_ctx = fn ? ctx : NULL;
-}
-
-int pp_tensor_hook_active(void) { return hook_fn != NULL; }
-
-void pp_tensor_allreduce(float *buf, size_t n)
-{
-    if (hook_fn)
-        hook_fn(hook_ctx, buf, n);
-}
 
 static pp_model whole_of(const pp_model *m)
 {

@@ -583,6 +583,38 @@ static int manifest_usable(const pp_run *run, const char *sub, manifest *mf, cha
     return -1;
 }
 
+/* Under tensor = T: the whole stage s that l holds replaced by this rank's
+ * shard of it (weights and moments; the compute copy made again from the
+ * shard's weights). 0, or -1 out of memory with err. */
+static int cut_stage(const pp_run *run, int s, loaded *l, char *err, size_t errlen)
+{
+    const pp_plan *p = run->p;
+    void **d = &l->data[s * K_COUNT];
+    int S = (int)p->S;
+    uint32_t T = pp_model_tensor(&p->model);
+    size_t n = pp_stage_param_count(&p->model, S, s);
+    size_t k = pp_optimizer_state_floats(p->model.optimizer);
+    float *sw = malloc(n * sizeof *sw + 1), *sopt = k ? malloc(n * k * sizeof *sopt + 1) : NULL;
+    void *copy = p->model.precision == PP_PREC_FP32 ? NULL : malloc(n * 2 + 1);
+    if (!sw || (k && !sopt) || (p->model.precision != PP_PREC_FP32 && !copy)) {
+        free(sw);
+        free(sopt);
+        free(copy);
+        snprintf(err, errlen, "out of memory cutting stage %d's shard", s);
+        return -1;
+    }
+    pp_tensor_stage_cut(p, s, (int)(p->rank % T), d[K_WEIGHTS], d[K_OPT], sw, sopt);
+    if (copy)
+        pp_stage_compute_copy(&p->model, S, s, sw, copy);
+    free(d[K_WEIGHTS]);
+    free(d[K_OPT]);
+    free(d[K_BF16]);
+    d[K_WEIGHTS] = sw;
+    d[K_OPT] = sopt;
+    d[K_BF16] = copy;
+    return 0;
+}
+
 /* Reads the files of the stages this rank owns and checks each against
  * the manifest and the plan. 0 or -1 with err naming the file. */
 static int load_stages(const pp_run *run, const char *sub, const manifest *mf, loaded *l, char *err,
@@ -634,36 +666,13 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
                 return -1;
             }
         }
+        /* under tensor = T this rank restores its shard (before the ranks
+         * agree, so running out of memory here is agreed too) */
+        if (pp_model_tensor(m) > 1 && pp_stage_param_count(m, S, s) &&
+            cut_stage(run, s, l, err, errlen))
+            return -1;
     }
     return 0;
-}
-
-/* Restores owned stage s from the whole stage l holds: as it is, or under
- * tensor = T this rank's shard of it (its compute copy made again). */
-static void set_stage(const pp_run *run, const pp_backend *be, void *st, int s, const loaded *l)
-{
-    const pp_plan *p = run->p;
-    void *const *d = &l->data[s * K_COUNT];
-    uint32_t T = pp_model_tensor(&p->model);
-    if (T < 2) {
-        be->stage_set(st, s, d[K_WEIGHTS], d[K_OPT], d[K_BF16]);
-        return;
-    }
-    int S = (int)p->S;
-    size_t n = pp_stage_param_count(&p->model, S, s);
-    size_t k = pp_optimizer_state_floats(p->model.optimizer);
-    float *sw = malloc(n * (1 + k) * sizeof *sw + 1);
-    void *copy = p->model.precision == PP_PREC_FP32 ? NULL : malloc(n * 2 + 1);
-    if (!sw || (p->model.precision != PP_PREC_FP32 && !copy)) {
-        pp_vm_error(run->me, "out of memory restoring stage %d's shard", s);
-        exit(1); /* after the ranks agreed to restore: nothing left to agree */
-    }
-    pp_tensor_stage_cut(p, s, (int)(p->rank % T), d[K_WEIGHTS], d[K_OPT], sw, k ? sw + n : NULL);
-    if (copy)
-        pp_stage_compute_copy(&p->model, S, s, sw, copy);
-    be->stage_set(st, s, sw, k ? sw + n : NULL, copy);
-    free(copy);
-    free(sw);
 }
 
 /* Tries the checkpoint of `step`; 0 when every rank loaded it (then
@@ -689,7 +698,8 @@ static int try_step(pp_run *run, const pp_backend *be, void *st, int step, int o
     if (all) {
         for (int s = 0; s < S; s++)
             if ((p->stage_role[s] & PP_ROLE_OWNER) && pp_stage_param_count(&p->model, S, s))
-                set_stage(run, be, st, s, &l);
+                be->stage_set(st, s, l.data[s * K_COUNT + K_WEIGHTS], l.data[s * K_COUNT + K_OPT],
+                              l.data[s * K_COUNT + K_BF16]);
         run->done = mf.step;
         resumed_plan = mf.plan_id;
         if (run->me == 0) /* even with --quiet: where the run goes on from */
