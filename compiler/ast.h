@@ -14,8 +14,18 @@ typedef struct {
 /* What a `cost` line sets (pp_stmt.dir): F, B, W (0-2), then the transfer costs. */
 /* COST_OVERLAP: `cost overlap = P`, the percent of the shorter job of an overlapped
  * pair that the pair still pays for (schedule.h). */
-/* COST_R: `cost R = expr` (may use s), a re-run forward's cost (recompute). */
-enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_OVERLAP = 5, COST_R = 6, COST_COUNT = 7 };
+/* COST_R: `cost R = expr` (may use s), a re-run forward's cost (recompute).
+ * COST_TENSOR_*: `cost tensor_latency|tensor_bandwidth = expr`, params only
+ * (issue 27): a tensor all-reduce of n bytes takes latency + n / bandwidth. */
+enum {
+    COST_LATENCY = 3,
+    COST_BANDWIDTH = 4,
+    COST_OVERLAP = 5,
+    COST_R = 6,
+    COST_TENSOR_LATENCY = 7,
+    COST_TENSOR_BANDWIDTH = 8,
+    COST_COUNT = 9
+};
 
 typedef enum {
     EX_INT,    /* value */
@@ -67,7 +77,8 @@ typedef enum {
     ST_PRECISION, /* precision fp32|bf16: flag = the pp_precision */
     ST_REQUIRE,   /* require expr [, "msg"]: name = msg or NULL, name_loc = expr's span */
     ST_OVERLAP,   /* overlap F with B when expr: the condition, on the forward (schedule.h) */
-    ST_RECOMPUTE  /* recompute [when expr]: expr NULL = every (s,b) (schedule.h) */
+    ST_RECOMPUTE, /* recompute [when expr]: expr NULL = every (s,b) (schedule.h) */
+    ST_TENSOR     /* tensor = expr: tensor-parallel ranks per worker (params only) */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

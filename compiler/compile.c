@@ -10,6 +10,7 @@
 
 #include "parse.h"
 #include "readfile.h"
+#include "tensor.h"
 
 pp_compile_opts pp_compile_defaults(void)
 {
@@ -249,6 +250,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         c->sch.model.optimizer = (uint32_t)o->optimizer;
     if (o->precision >= 0)
         c->sch.model.precision = (uint32_t)o->precision;
+    if (o->tensor > 0 && pp_tensor_override(d, &c->sch, o->tensor))
+        return PP_COMPILE_ERRORS;
     if (o->layers && apply_layers(d, &c->sch, o->layers))
         return PP_COMPILE_ERRORS;
     long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);
@@ -299,8 +302,9 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, d, &c->plans);
     if (st != PP_COMPILE_OK)
         return st;
-    for (int w = 0; w < c->t.W; w++) {
-        c->rep.w[w].mem_bytes = pp_plan_memory(&c->plans[w]);
+    for (int w = 0; w < c->t.W; w++) { /* a worker's: its rank t = 0's (all alike) */
+        c->rep.w[w].mem_bytes =
+            pp_plan_memory(&c->plans[w * (int)pp_model_tensor(&c->sch.model)]);
         c->rep.total.mem_bytes += c->rep.w[w].mem_bytes;
     }
     DONE(PP_STAGE_PLANS);

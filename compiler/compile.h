@@ -55,6 +55,7 @@ typedef struct {
     const char *costs;  /* --costs FILE, or NULL for the schedule's cost lines */
     int optimizer;      /* a pp_optimizer, or -1 for the schedule's line */
     int precision;      /* a pp_precision, or -1 for the schedule's line */
+    int tensor;         /* --tensor T (1..64), or 0 for the schedule's `tensor` line */
     int prefetch;       /* --prefetch N */
     uint64_t mem_limit; /* --mem-limit BYTES, 0 = none */
     int keep_weights;   /* --keep-weights */

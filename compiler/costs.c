@@ -27,10 +27,13 @@ enum {
     KEY_OVERLAP,
     KEY_MEASURED,
     KEY_CORES,
+    KEY_TENSOR_LATENCY,
+    KEY_TENSOR_BANDWIDTH,
     NKEYS
 };
-static const char *const key_names[NKEYS] = {"F",         "B",    "W",       "O",        "latency",
-                                             "bandwidth", "unit", "overlap", "measured", "cores"};
+static const char *const key_names[NKEYS] = {
+    "F",    "B",       "W",        "O",     "latency",        "bandwidth",
+    "unit", "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -336,7 +339,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\", \"unit\", \"overlap\", \"cores\" or \"measured\"",
+                "\"bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
+                "\"tensor_bandwidth\" or \"measured\"",
                 quote(key, q));
             goto out;
         }
@@ -359,6 +363,14 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->latency) != 0)
                 goto out;
             c->has_latency = 1;
+        } else if (k == KEY_TENSOR_LATENCY) {
+            if (read_nonneg(&x, k, v, &c->tensor_latency) != 0)
+                goto out;
+            c->has_tensor_latency = 1;
+        } else if (k == KEY_TENSOR_BANDWIDTH) {
+            if (read_nonneg(&x, k, v, &c->tensor_bandwidth) != 0)
+                goto out;
+            c->has_tensor_bandwidth = 1;
         } else if (k == KEY_BANDWIDTH) {
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;

@@ -12,6 +12,8 @@
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
  *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
  *                               a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
+ *     "tensor_latency": 1e-5,   tensor = T: each tensor all-reduce (isa/tensor.h) takes
+ *     "tensor_bandwidth": 1e10  tensor_latency + bytes / tensor_bandwidth (0: free)
  *     "cores": 2,               at most 2 jobs compute at once over all workers (ranks
  *                               sharing a machine's cores: sim.h); a whole number >= 1
  *     "measured": {...}         ppvm --profile's record of the run's steps (vm/profile.h):
@@ -42,6 +44,8 @@ typedef struct {
                        give it */
     int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
     int has_latency, has_bandwidth, has_overlap, has_cores;
+    int has_tensor_latency, has_tensor_bandwidth;
+    double tensor_latency, tensor_bandwidth; /* issue 27: a tensor all-reduce's cost */
     int cores; /* "cores": at most this many jobs compute at once machine-wide (>= 1) */
     double latency, bandwidth, overlap;
     const char *unit; /* "s" (no "unit" key), "ms", "us" or "ns"; NULL when nothing was loaded */

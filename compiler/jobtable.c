@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../isa/model_shape.h"
+#include "../isa/tensor.h"
 
 /* Errors of one function are reported once (the first job that fails) with a
  * count of the other jobs that failed the same way, so a wrong formula does
@@ -88,7 +89,10 @@ static double transfer_cost(const pp_schedule *sch, int c)
 {
     if (!sch->cost[c])
         return 0;
-    const char *name = c == COST_LATENCY ? "latency" : "bandwidth";
+    const char *name = c == COST_LATENCY            ? "latency"
+                       : c == COST_TENSOR_LATENCY   ? "tensor_latency"
+                       : c == COST_TENSOR_BANDWIDTH ? "tensor_bandwidth"
+                                                    : "bandwidth";
     pp_env env = {0, 0, 0, 0};
     long long v = 0;
     err_tally tally = {0};
@@ -192,7 +196,11 @@ int pp_jobtable_flops_costs(const pp_model *m, long long S)
  * schedule or --costs gives the direction's cost, or unit costs apply. */
 static int default_costs(const pp_schedule *sch, const pp_costs *measured, int ND, double *cost[3])
 {
-    const pp_model *m = &sch->model;
+    /* the whole model's FLOPs: tensor = T divides every job's cost by T
+     * afterwards (tensor_costs), so costs compare across T */
+    pp_model whole = sch->model;
+    whole.tensor = 1;
+    const pp_model *m = &whole;
     int S = (int)sch->S;
     if (!pp_jobtable_flops_costs(m, S))
         return 0;
@@ -368,6 +376,38 @@ static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double 
     return cost;
 }
 
+/* tensor = T (issue 27, isa/tensor.h): a job computes its shard, its cost
+ * divided by T, and F, B and BackwardInput add their all-reduces, each
+ * tensor_latency + bytes / tensor_bandwidth (`cost tensor_*` lines, or
+ * --costs "tensor_latency" / "tensor_bandwidth"; default 0: free, as
+ * transfers are). A direction --costs gives is taken as measured on a
+ * rank of the run, all-reduces included. The report counts the
+ * all-reduces (report_tensor.c). */
+static void tensor_costs(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
+{
+    uint32_t T = pp_model_tensor(&sch->model);
+    t->tensor_latency = measured && measured->has_tensor_latency
+                            ? measured->tensor_latency
+                            : transfer_cost(sch, COST_TENSOR_LATENCY);
+    t->tensor_bandwidth = measured && measured->has_tensor_bandwidth
+                              ? measured->tensor_bandwidth
+                              : transfer_cost(sch, COST_TENSOR_BANDWIDTH);
+    if (T < 2)
+        return;
+    size_t bytes = pp_tensor_allreduce_bytes(&sch->model);
+    double one =
+        t->tensor_latency + (t->tensor_bandwidth > 0 ? (double)bytes / t->tensor_bandwidth : 0);
+    for (int j = 0; j < job_count(&t->js); j++) {
+        /* a --costs time was measured on a rank of such a run: its shard's
+         * compute and its all-reduces already */
+        if (!job_exists(&t->js, j) || (measured && measured->dir[job_d(&t->js, j)]))
+            continue;
+        t->cost[j] /= T;
+        if (job_d(&t->js, j) != DIR_W)
+            t->cost[j] += one * pp_tensor_allreduces(&sch->model, job_s(&t->js, j));
+    }
+}
+
 int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *measured)
 {
     memset(t, 0, sizeof *t);
@@ -457,6 +497,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     }
     for (int d = 0; d < 3; d++)
         free(flops_cost[d]);
+    tensor_costs(t, sch, measured);
     for (int f = 0; f < FN_COUNT; f++)
         tally_note(sch, &te[f], what[f]);
     tally_note(sch, &trc, "recompute's placement");

@@ -29,6 +29,9 @@ typedef struct {
     /* Transfers, from `cost latency/bandwidth` (or --costs): a transfer of n
      * bytes takes latency + n / bandwidth (bandwidth 0: no time for the bytes). */
     double latency, bandwidth;
+    /* tensor = T: each tensor all-reduce takes tensor_latency + n /
+     * tensor_bandwidth (jobtable.c's tensor_costs, already in cost[]) */
+    double tensor_latency, tensor_bandwidth;
     double *
         xfer; /* [N] for job j's input to arrive from its predecessor's worker; 0 on the same one */
     double *fetch; /* [N] to fetch job j's weights from their owner; 0 when it needs no fetch */

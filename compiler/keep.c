@@ -105,8 +105,8 @@ static int fits(pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     if (pp_compile_plans(t, &replay, m, &lo, d, &plans) != PP_COMPILE_OK)
         goto out;
     rc = 1;
-    for (int w = 0; w < t->W; w++)
-        if (pp_plan_memory(&plans[w]) > opts->mem_limit)
+    for (int r = 0; r < (int)plans[0].world; r++) /* t->W, or W*T under tensor = T */
+        if (pp_plan_memory(&plans[r]) > opts->mem_limit)
             rc = 0;
 out:
     pp_plans_free(plans, t->W);

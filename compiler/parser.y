@@ -9,6 +9,7 @@
  *           | "precision" ("fp32"|"bf16")
  *           | "require" expr ["," STRING] | "split" "backward" "when" expr
  *           | "overlap" "F" ("with"|"then") "B" "when" expr | "cost" "overlap" "=" expr
+ *           | "tensor" "=" expr
  *   Statements may be separated by ';'. Expressions are C-like with
  *   ?:, ||, &&, comparisons, + -, * / %, unary - and !, and min/max/abs.
  *
@@ -103,6 +104,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token OPTIMIZER "optimizer" PRECISION "precision" REQUIRE "require"
 %token OVERLAP "overlap"
 %token RECOMPUTE "recompute"
+%token TENSOR "tensor"
 %token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 %token DOTDOT ".."
@@ -174,6 +176,8 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
                               ctx->model_head = ctx->model_tail = NULL; STOP_IF_NOMEM(); }
     | overlap_stmt          { $$ = $1; }
     | recompute_stmt        { $$ = $1; }
+    /* `tensor = expr` (issue 27): tensor-parallel ranks per worker */
+    | TENSOR '=' expr       { $$ = ast_stmt(ST_TENSOR, @1); NEED($$); $$->expr = $3; }
     ;
 
 /* Recomputation (schedule.h): `recompute` or `recompute when EXPR`. "when"
@@ -405,9 +409,15 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = COST_LATENCY;
         else if (!strcmp(word, "bandwidth"))
             s->dir = COST_BANDWIDTH;
+        else if (!strcmp(word, "tensor_latency")) /* issue 27 */
+            s->dir = COST_TENSOR_LATENCY;
+        else if (!strcmp(word, "tensor_bandwidth"))
+            s->dir = COST_TENSOR_BANDWIDTH;
         else {
             diag_error(ctx->diag, L(wloc),
-                       "unknown cost '%s': expected F, B, W, R, latency, bandwidth or overlap", word);
+                       "unknown cost '%s': expected F, B, W, R, latency, bandwidth, overlap, "
+                       "tensor_latency or tensor_bandwidth",
+                       word);
             ok = 0;
         }
         break;

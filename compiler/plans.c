@@ -7,6 +7,7 @@
 
 #include "../isa/bufcheck.h"
 #include "../isa/commcheck.h"
+#include "tensor.h"
 
 /* A checker's failure, through d: a message starting "error:" is the
  * checker running out of memory, any other the plans failing it. */
@@ -50,6 +51,8 @@ static pp_compile_status verify_plans(const pp_plan *plans, int W, pp_diag *d)
 
 void pp_plans_free(pp_plan *plans, int W)
 {
+    if (plans && (int)plans[0].world > W) /* tensor = T: W*T plans (tensor.h) */
+        W = (int)plans[0].world;
     for (int w = 0; plans && w < W; w++)
         pp_plan_free(&plans[w]);
     free(plans);
@@ -77,7 +80,11 @@ pp_compile_status pp_compile_plans(const pp_jobtable *t, const pp_sim_result *si
             diag_error_noloc(d, "internal error: lowering failed without saying why");
         return pp_compile_failed(d);
     }
-    pp_compile_status st = verify_plans(plans, t->W, d);
+    if (pp_tensor_expand(&plans, t->W, m, d)) {
+        pp_plans_free(plans, t->W);
+        return PP_COMPILE_NOMEM;
+    }
+    pp_compile_status st = verify_plans(plans, pp_tensor_ranks(t->W, m), d);
     if (st != PP_COMPILE_OK) {
         pp_plans_free(plans, t->W);
         return st;

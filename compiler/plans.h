@@ -29,13 +29,15 @@ pp_compile_status pp_compile_failed(const pp_diag *d);
 
 /* The lowering step on its own, for callers that lower one simulation more
  * than once (--keep-weights' bisection, tests): lowers sim with opts into
- * *plans (an array of t->W it allocates) and verifies them. Returns
+ * *plans (an array of t->W it allocates, t->W * T under tensor = T, rank
+ * w*T + t: compiler/tensor.h) and verifies them. Returns
  * PP_COMPILE_OK, or a status with the errors reported through d and *plans
  * NULL. pp_compile lowers through this too. */
 pp_compile_status pp_compile_plans(const pp_jobtable *t, const pp_sim_result *sim,
                                    const pp_model *m, const pp_lower_opts *opts, pp_diag *d,
                                    pp_plan **plans);
-/* Frees plans[0..W) and the array (NULL is fine). */
+/* Frees plans[0..W) and the array (NULL is fine); under tensor = T the
+ * array holds W*T plans (compiler/tensor.h), which plans[0].world says. */
 void pp_plans_free(pp_plan *plans, int W);
 
 #endif

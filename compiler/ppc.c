@@ -75,6 +75,7 @@ typedef struct {
     int keep;             /* --keep-weights */
     long long mem_limit;  /* --mem-limit BYTES, 0 = none */
     int optimizer;        /* --optimizer NAME: a pp_optimizer, or -1 for the schedule's */
+    int tensor;           /* --tensor T (> 0), -1 for auto (--search only), 0: the file's */
     int precision;        /* --precision NAME: a pp_precision, or -1 for the schedule's */
     const char *emit_dir; /* --emit torch-csv DIR, or NULL */
     int search;           /* --search */
@@ -91,13 +92,13 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
-               "           [--precision fp32|bf16] [--layers L] [--recompute EXPR]\n"
+               "           [--precision fp32|bf16] [--layers L] [--recompute EXPR] [--tensor T]\n"
                "           [--[no-]pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
                "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
                "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--json]\n"
-               "           [--optimizer O] [--precision P] [--layers L]\n"
+               "           [--optimizer O] [--precision P] [--layers L] [--tensor T|auto]\n"
                "       ppc --opcodes\n"
                "  -o DIR          write DIR/rank<r>.bin and .txt for every worker r, and\n"
                "                  DIR/report.txt, report.json, timeline.svg, trace.json\n"
@@ -120,6 +121,9 @@ static void usage(FILE *f)
                "                  instead of fetching again (as many as --mem-limit allows)\n"
                "  --recompute E   as if the file ended with 'recompute when E': F(s,b) keeps\n"
                "                  its input, R(s,b) re-runs it before B(s,b) where E holds\n"
+               "  --tensor T      T tensor-parallel ranks per worker, overriding the\n"
+               "                  schedule's 'tensor' line; with --search, W counts ranks and\n"
+               "                  'auto' tries every divisor of W\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
                "                  (AdamW's two moments are state the owners hold)\n"
                "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
@@ -522,12 +526,30 @@ static int parse_args(int argc, char **argv, options *o)
                 o->mem_limit = v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
                    !strcmp(a, "--library") || !strcmp(a, "--optimizer") ||
-                   !strcmp(a, "--precision")) {
+                   !strcmp(a, "--precision") || !strcmp(a, "--tensor")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "ppc: %s needs an argument\n", a);
                 return -1;
             }
-            if (!strcmp(a, "--optimizer") || !strcmp(a, "--precision")) {
+            if (!strcmp(a, "--tensor")) { /* issue 27: 1..64, or auto for --search */
+                const char *v = argv[++i];
+                char *end;
+                long t = strtol(v, &end, 10);
+                if (o->tensor) {
+                    fprintf(stderr, "ppc: --tensor given twice; give it once\n");
+                    return -1;
+                }
+                if (!strcmp(v, "auto"))
+                    o->tensor = -1;
+                else if (end == v || *end || t < 1 || t > PP_MAX_TENSOR) {
+                    fprintf(stderr,
+                            "ppc: --tensor %s: expected a number of ranks per worker, 1 to %u "
+                            "(or auto with --search: every divisor of W)\n",
+                            v, PP_MAX_TENSOR);
+                    return -1;
+                } else
+                    o->tensor = (int)t;
+            } else if (!strcmp(a, "--optimizer") || !strcmp(a, "--precision")) {
                 int opt = a[2] == 'o';
                 int v = opt ? pp_optimizer_parse(argv[++i]) : pp_precision_parse(argv[++i]);
                 if (v < 0) {
@@ -840,7 +862,8 @@ static void summary(const options *o, const pp_schedule *sch, const pp_report *r
            pp_human_bytes(rep->total.act_recv_bytes + rep->total.weight_recv_bytes, hb[1]));
     int draw = pictures_drawn(o, rep);
     printf("wrote %s/report.txt, report.json%s, rank0..%lld.{bin,txt}, plan id %016llx\n",
-           o->outdir, draw ? ", timeline.svg, trace.json" : "", sch->W - 1,
+           o->outdir, draw ? ", timeline.svg, trace.json" : "",
+           sch->W * pp_model_tensor(&sch->model) - 1,
            (unsigned long long)plans[0].plan_id);
     if (!draw && o->pictures < 0)
         printf("  no timeline.svg or trace.json: %d jobs, more than %d (--pictures draws them)\n",
@@ -882,7 +905,11 @@ static int run_table(const options *o)
     }
     char buf[PATH_MAX];
     const char *lib = o->library ? o->library : default_library(buf, sizeof buf);
-    return exit_code(pp_print_table(stdout, lib, v[0], v[1], v[2], v[3]));
+    if (o->tensor < 0) {
+        fprintf(stderr, "ppc --table: --tensor auto goes with --search (expected a number)\n");
+        return EXIT_USAGE;
+    }
+    return exit_code(pp_print_table(stdout, lib, v[0], v[1], v[2], v[3], o->tensor));
 }
 
 /* --search: the front on stdout; exit 0, 1 when nothing compiles or fits,
@@ -904,7 +931,7 @@ static int run_search(const options *o)
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
     pp_search_opts so = {lib,          W,        B, o->costs, (uint64_t)o->mem_limit, o->optimizer,
-                         o->precision, o->layers};
+                         o->precision, o->layers, o->tensor};
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
@@ -1033,6 +1060,12 @@ int main(int argc, char **argv)
         co.ndefs = o.ndefs;
         co.costs = o.costs;
         co.optimizer = o.optimizer;
+        if (o.tensor < 0) {
+            fprintf(stderr, "ppc: --tensor auto goes with --search (expected a number of ranks "
+                            "per worker)\n");
+            return 2;
+        }
+        co.tensor = o.tensor;
         co.precision = o.precision;
         co.prefetch = o.prefetch;
         co.mem_limit = (uint64_t)o.mem_limit;
@@ -1052,7 +1085,7 @@ int main(int argc, char **argv)
                 rc = wrc;
         }
         if (o.outdir && rc == 0)
-            rc = write_plans(&o, c.plans, c.t.W);
+            rc = write_plans(&o, c.plans, (int)c.plans[0].world);
         /* A failure after the report was written (lowering, --mem-limit, a
          * plan that could not be written) leaves no rank file of an older
          * compile beside the new report for ppvm to run. */

@@ -289,6 +289,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         goto fail;
     r->optimizer = m->optimizer;
     r->precision = m->precision;
+    pp_report_tensor_build(r, t, m);
     pp_worker_report *tot = &r->total;
     for (int w = 0; w < r->W; w++) {
         const pp_worker_report *x = &r->w[w];
@@ -307,6 +308,8 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->opt_store_bytes += x->opt_store_bytes;
         tot->copy_store_bytes += x->copy_store_bytes;
         tot->mem_bytes += x->mem_bytes;
+        tot->tensor_allreduces += x->tensor_allreduces;
+        tot->tensor_bytes += x->tensor_bytes;
     }
     r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;
     return 0;

@@ -57,6 +57,10 @@ typedef struct {
     long long act_recv, weight_recv, weight_kept, peak_act, weight_store;
     uint64_t act_recv_bytes, weight_recv_bytes, peak_act_bytes, weight_store_bytes;
     uint64_t grad_store_bytes, opt_store_bytes, copy_store_bytes, mem_bytes;
+    /* tensor = T (issue 27): the tensor all-reduces each of the worker's T
+     * ranks makes in a step, and their bytes (0 when T = 1) */
+    long long tensor_allreduces;
+    uint64_t tensor_bytes;
 } pp_worker_report;
 
 typedef struct {
@@ -66,6 +70,7 @@ typedef struct {
     int nrecompute;          /* R jobs: the (s,b) whose forward is recomputed */
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
+    uint32_t tensor;         /* tensor-parallel ranks per worker (1: none) */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */
     /* The whole step: the makespan, then the step's end as the plan's
      * epilogue runs it (report.c's step_time): gradient returns, the
@@ -98,6 +103,12 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                         const pp_jobtable *t, const pp_sim_result *sim);
 int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info,
                          const pp_jobtable *t, const pp_sim_result *sim);
+/* Tensor parallelism's part of the report (report_tensor.c), written only
+ * when T > 1, so a T = 1 report is what it always was: the per-worker
+ * all-reduces (report.txt) and report.json's "tensor" object. */
+void pp_report_tensor_build(pp_report *r, const pp_jobtable *t, const pp_model *m);
+void pp_report_tensor_txt(FILE *f, const pp_report *r, const pp_jobtable *t);
+void pp_report_tensor_json(FILE *f, const pp_report *r, const pp_jobtable *t);
 /* s as a JSON string literal (jansson's escapes; JSON text is UTF-8, so
  * bytes above 0x7f of a string that is not, as a path may be, are written
  * as '?'); NULL as null. report.json's and ppc --search --json's. */

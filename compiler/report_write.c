@@ -127,6 +127,7 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     else
         fprintf(f, "transfers latency %g, bandwidth unlimited%s\n", t->latency,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
+    pp_report_tensor_txt(f, r, t);
     fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n", r->makespan,
             100 * r->bubble, r->W);
     fprintf(f,
@@ -356,6 +357,7 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
             "\"recomputes\": %d,\n",
             r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit, r->nrecompute);
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
+    pp_report_tensor_json(f, r, t);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
             r->bubble, r->step);
     /* overlapped pairs (sim.h): null without an overlap line */

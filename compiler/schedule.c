@@ -618,6 +618,43 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
 
 /* A per-stage `layers` (or `blocks`) expression, evaluated for every stage
  * s of S into the model's table. */
+/* `tensor = T` (issue 27): T in [1, PP_MAX_TENSOR], and T must divide
+ * what the Megatron split cuts: the MLP's inner width (both kinds) and,
+ * for gpt, the heads (QKV is split by heads). Sets model.tensor. */
+static void check_tensor(pp_schedule *sch)
+{
+    pp_expr *e = sch->tensor_expr;
+    long long v;
+    if (!eval_const(sch, e, &v))
+        return;
+    if (v < 1 || v > PP_MAX_TENSOR) {
+        diag_error(sch->diag, e->loc, "tensor = %lld is out of range [1, %u]", v, PP_MAX_TENSOR);
+        return;
+    }
+    const pp_model *m = &sch->model;
+    if (m->kind == PP_MODEL_GPT && m->heads % v)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld does not divide the model's heads (%u): the attention is "
+                   "split by heads",
+                   v, m->heads);
+    else if (m->ffn % v)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld does not divide the model's ffn (%u): the MLP's inner layer "
+                   "is split in equal column shards",
+                   v, m->ffn);
+    else if (v > 1 && m->kind == PP_MODEL_GPT)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld with model gpt: the gpt split (QKV by heads) is not "
+                   "implemented yet; tensor > 1 works with the mlp model",
+                   v);
+    else if (v > 1 && sch->overlap)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld with 'overlap': an overlapped pair's two jobs would make "
+                   "their tensor all-reduces at once, which the plans do not express yet",
+                   v);
+    sch->model.tensor = (uint32_t)v;
+}
+
 static void model_layers(pp_schedule *sch)
 {
     if (!sch->layers_expr || sch->S < 1)
@@ -736,7 +773,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
         seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0, seen_precision = 0,
-        seen_overlap = 0, seen_recompute = 0;
+        seen_overlap = 0, seen_recompute = 0, seen_tensor = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
         scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0, 0};
@@ -781,7 +818,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                 fn_scope.job = 0;
                 fn_scope.what = st->dir == COST_LATENCY   ? "'cost latency' (it may use params)"
                                 : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
-                                                          : "'cost bandwidth' (it may use params)";
+                                : st->dir == COST_TENSOR_LATENCY
+                                    ? "'cost tensor_latency' (it may use params)"
+                                : st->dir == COST_TENSOR_BANDWIDTH
+                                    ? "'cost tensor_bandwidth' (it may use params)"
+                                    : "'cost bandwidth' (it may use params)";
             }
             resolve(sch, st->expr, &fn_scope);
             check_depth(sch, st->expr);
@@ -814,8 +855,18 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             if (st->expr)
                 check_recompute_when(sch, st, &fn_scope);
             break;
+        case ST_TENSOR:
+            set_once(sch, st, &seen_tensor, "tensor");
+            fn_scope.job = 0;
+            fn_scope.what = "'tensor' (it may use params)";
+            resolve(sch, st->expr, &fn_scope);
+            check_depth(sch, st->expr);
+            sch->tensor_expr = st->expr;
+            break;
         }
     }
+    if (sch->tensor_expr && uses_job(sch, sch->tensor_expr))
+        diag_error(d, sch->tensor_expr->loc, "'tensor' may use params, not s, b or d");
     if (!sch->fn[FN_COMPUTE] && !seen_fn[FN_COMPUTE] && !parse_errors)
         diag_error_noloc(d, "the schedule has no 'compute(s,b,d) = ...': every schedule says "
                             "where each job runs");
@@ -828,9 +879,11 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     for (int c = COST_LATENCY; c < COST_COUNT; c++)
         if (c != COST_R && sch->cost[c] && uses_job(sch, sch->cost[c]))
             diag_error(d, sch->cost[c]->loc, "'cost %s' may use params, not s, b or d",
-                       c == COST_LATENCY   ? "latency"
-                       : c == COST_OVERLAP ? "overlap"
-                                           : "bandwidth");
+                       c == COST_LATENCY            ? "latency"
+                       : c == COST_OVERLAP          ? "overlap"
+                       : c == COST_TENSOR_LATENCY   ? "tensor_latency"
+                       : c == COST_TENSOR_BANDWIDTH ? "tensor_bandwidth"
+                                                    : "bandwidth");
     warn_no_effect(sch);
     /* A pair is two neighbours in a worker's order, which only a strict
      * order fixes before simulating; greedy picks the next job as it goes. */
@@ -843,6 +896,8 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
     if (!d->errors)
         model_layers(sch);
+    if (!d->errors && sch->tensor_expr)
+        check_tensor(sch);
     /* ids per (s,b): F, B, a W with a split backward, an R with recompute */
     int per = (sch->split ? 3 : 2) + (sch->recompute ? 1 : 0);
     long long jobs = sch->S * sch->B * per;

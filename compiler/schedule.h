@@ -94,6 +94,8 @@ typedef struct {
     pp_expr *recompute_when;
     int priority_r;
     long long S, B, W;
+    /* `tensor = expr` (params only) or NULL; its value lands in model.tensor */
+    pp_expr *tensor_expr;
     pp_model model;       /* model.layers: [S] when layers_expr is set, else NULL; owned */
     pp_expr *layers_expr; /* a model's `layers` (or `blocks`) that uses s, or NULL */
     /* Set by the compile driver for --layers (compile.h): costs are those of

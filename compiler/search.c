@@ -275,6 +275,8 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fprintf(m, " --optimizer %s", f->o->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd");
     if (f->o->precision >= 0)
         fprintf(m, " --precision %s", f->o->precision == PP_PREC_BF16 ? "bf16" : "fp32");
+    if (f->o->tensor > 0)
+        fprintf(m, " --tensor %d", f->o->tensor);
     if (prefetch != 1)
         fprintf(m, " --prefetch %d", prefetch);
     if (keep)
@@ -365,6 +367,7 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.costs = f->o->costs;
     co.optimizer = f->o->optimizer;
     co.precision = f->o->precision;
+    co.tensor = f->o->tensor;
     co.prefetch = prefetch;
     co.keep_weights = keep;
     /* Without --keep-weights the limit is checked here, so that a plan over
@@ -537,7 +540,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         pp_compiled_free(&c);
         return -1;
     }
-    judge(f, &c, peak_memory(c.plans, c.t.W), base);
+    judge(f, &c, peak_memory(c.plans, (int)c.plans[0].world), base);
     int usable = base->state != PP_CAND_REFUSED;
     int fetches = c.rep.total.weight_recv > 0, own_recompute = c.sch.recompute;
     /* The other prefetches change only the lowering: same simulation. */
@@ -557,7 +560,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             f->fatal = fatal(f, ls, &c, k->args);
             rc = -1;
         } else
-            judge(f, &c, peak_memory(plans, c.t.W), k);
+            judge(f, &c, peak_memory(plans, (int)plans[0].world), k);
         pp_plans_free(plans, c.t.W);
     }
     pp_compiled_free(&c);
@@ -574,7 +577,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
             } else
-                judge(f, &c, peak_memory(c.plans, c.t.W), k);
+                judge(f, &c, peak_memory(c.plans, (int)c.plans[0].world), k);
         } else if (st == PP_COMPILE_ERRORS) {
             /* The same plan without kept weights compiled: what fails now
              * is the window under --mem-limit, which keeping only adds to. */
@@ -900,10 +903,23 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
         }
         pp_costs_free(&c);
     }
+    if (o->tensor > 0 && o->W % o->tensor) {
+        fprintf(err, "ppc --search: --tensor %d does not divide W=%lld (W counts ranks: W/T "
+                     "workers of T ranks each)\n", o->tensor, o->W);
+        return PP_SEARCH_NONE;
+    }
     char **files;
     pp_search_status st = list_library(o->library, &files, &r->files, err);
+    /* --tensor: each file once per tensor degree, on W / T workers */
     for (int i = 0; st == PP_SEARCH_OK && i < r->files; i++)
-        st = search_file(o, r, err, files[i]);
+        for (long long T = 1; st == PP_SEARCH_OK && T <= o->W; T++) {
+            if (o->tensor == 0 ? T > 1 : o->tensor > 0 ? T != o->tensor : o->W % T || T > PP_MAX_TENSOR)
+                continue;
+            pp_search_opts sub = *o;
+            sub.W = o->W / T;
+            sub.tensor = T > 1 || o->tensor > 0 ? (int)T : 0;
+            st = search_file(&sub, r, err, files[i]);
+        }
     for (int i = 0; i < r->files; i++)
         free(files[i]);
     free(files);

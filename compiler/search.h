@@ -51,6 +51,10 @@ typedef struct {
      * does not divide L is refused (counted in indivisible). 0 = each
      * file's model block, and candidates of another are set aside. */
     long long layers;
+    /* --tensor (issue 27): 0, each file's own; T > 0, every candidate with
+     * tensor = T on W / T workers (T must divide W); -1 (auto), every
+     * divisor T of W so, T = 1 being the file's own: W counts ranks. */
+    int tensor;
 } pp_search_opts;
 
 typedef enum {

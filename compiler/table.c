@@ -44,9 +44,11 @@ static void seed_entries(row *r, const params *p, long long B)
 
 /* Compile one library schedule as far as its report (unit costs: the
  * library's cost lines are 1 or absent). */
-static pp_compile_status measure(const char *path, const pp_define *defs, int ndefs, pp_compiled *c)
+static pp_compile_status measure(const char *path, const pp_define *defs, int ndefs, int tensor,
+                                 pp_compiled *c)
 {
     pp_compile_opts o = pp_compile_defaults();
+    o.tensor = tensor;
     o.path = path;
     o.defs = defs;
     o.ndefs = ndefs;
@@ -75,7 +77,7 @@ static void range_cell(char *buf, size_t n, const pp_report *r, size_t field, do
 }
 
 pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long long B, long long G,
-                                 long long R)
+                                 long long R, int tensor)
 {
     params p = {S, B, G, R};
     row rows[] = {
@@ -93,9 +95,14 @@ pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long 
             "(makespan / 2); transfers and storage are per worker (min..max over workers);\n"
             "activation transfers count both passes, weight fetches one pass.\n\n",
             S, B, G, R);
-    fprintf(f, "%-6s %-12s %-4s %5s %5s | %-14s %-14s %-14s %-14s %-14s\n", "scheme", "constraint",
-            "ok", "B", "W", "latency", "act transfers", "weight fetches", "act storage",
-            "weight storage");
+    if (tensor > 1)
+        fprintf(f,
+                "With tensor = %d: W workers of %d ranks, each job's cost / %d; the last column\n"
+                "is the tensor all-reduces per rank and step (each of batch x width floats).\n\n",
+                tensor, tensor, tensor);
+    fprintf(f, "%-6s %-12s %-4s %5s %5s | %-14s %-14s %-14s %-14s %-14s%s\n", "scheme",
+            "constraint", "ok", "B", "W", "latency", "act transfers", "weight fetches",
+            "act storage", "weight storage", tensor > 1 ? " tensor a-r" : "");
     pp_compile_status failed = PP_COMPILE_OK;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         row *r = &rows[i];
@@ -107,7 +114,7 @@ pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long 
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", libdir, r->file);
         pp_compiled comp;
-        pp_compile_status st = measure(path, defs, ndefs, &comp);
+        pp_compile_status st = measure(path, defs, ndefs, tensor, &comp);
         if (st != PP_COMPILE_OK) {
             if (failed == PP_COMPILE_OK)
                 failed = st;
@@ -135,8 +142,13 @@ pp_compile_status pp_print_table(FILE *f, const char *libdir, long long S, long 
         snprintf(c[3], 64, "%s / %lld", m, r->actst);
         range_cell(m, sizeof m, &rep, offsetof(pp_worker_report, weight_store), 1);
         snprintf(c[4], 64, "%s / %lld", m, r->wst);
-        fprintf(f, "%-6s %-12s %-4s %5lld %5lld | %-14s %-14s %-14s %-14s %-14s\n", r->name,
+        fprintf(f, "%-6s %-12s %-4s %5lld %5lld | %-14s %-14s %-14s %-14s %-14s", r->name,
                 r->constraint, ok ? "yes" : "no", b, gotW, c[0], c[1], c[2], c[3], c[4]);
+        if (tensor > 1) {
+            range_cell(m, sizeof m, &rep, offsetof(pp_worker_report, tensor_allreduces), 1);
+            fprintf(f, " %s", m);
+        }
+        fputc('\n', f);
         pp_compiled_free(&comp);
     }
     fprintf(f, "\n'ok' says whether the row's constraint holds at these parameters; where it\n"

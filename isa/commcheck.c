@@ -412,6 +412,25 @@ static int arrive(checker *c, int r, int *completed)
     if (c->arrived[g] > 0) {
         int f = c->first[g];
         const pp_instr *x = instr_at(c, f, c->pc[f]);
+        /* a TensorReduce is its next job's all-reduces: the members must
+         * run one job (issue 27), so the microbatch and that job agree too */
+        int tensor_bad = in->op == PP_OP_TensorReduce && x->op == in->op &&
+                         x->stage == in->stage &&
+                         (x->mb != in->mb || c->pc[f] + 1 >= c->plans[f].ninstr ||
+                          c->pc[r] + 1 >= c->plans[r].ninstr ||
+                          instr_at(c, f, c->pc[f] + 1)->op != instr_at(c, r, c->pc[r] + 1)->op);
+        if (tensor_bad) {
+            sb_printf(c->out, "mismatch: ");
+            fmt_at(c->out, c, f, c->pc[f]);
+            sb_printf(c->out, " and ");
+            fmt_at(c->out, c, r, c->pc[r]);
+            sb_printf(c->out, " meet in the same tensor all-reduce on group %u ", g);
+            fmt_group(c->out, grp);
+            sb_printf(c->out, ", but %s",
+                      x->mb != in->mb ? "their microbatches differ"
+                                      : "the jobs after them differ (F, B or BackwardInput)");
+            return -1;
+        }
         if (x->op != in->op || x->stage != in->stage) {
             sb_printf(c->out, "mismatch: ");
             fmt_at(c->out, c, f, c->pc[f]);

@@ -16,6 +16,8 @@
 
 #include "comment.h"
 
+#include "tensor.h"
+
 /* The comment being written: appends past cap - 1 bytes are cut, as
  * vsnprintf cuts them. */
 typedef struct {
@@ -116,7 +118,8 @@ enum {
     ST_OPTIMIZER,
     ST_NEXT,
     ST_DIR,
-    ST_COND
+    ST_COND,
+    ST_TP
 };
 
 /* The step kinds of the scalar names and the operand each needs (PP_U_*). */
@@ -131,7 +134,8 @@ static const struct {
                {"members", ST_MEMBERS, PP_U_GROUP},
                {"optimizer", ST_OPTIMIZER, 0},
                {"next", ST_NEXT, 0},
-               {"dir", ST_DIR, 0}};
+               {"dir", ST_DIR, 0},
+               {"tp", ST_TP, PP_U_STAGE}};
 
 /* A compile of one template: its steps, and the first fault. */
 typedef struct {
@@ -331,6 +335,17 @@ size_t pp_instr_comment(const pp_comments *c, const pp_plan *p, const pp_instr *
         case ST_DIR:
             group_after(p, in, &up);
             put_str(&o, up ? "upward" : "downward");
+            break;
+        case ST_TP: /* a TensorAllReduce's count and size (isa/tensor.h) */
+            if (in->stage >= 0 && (uint32_t)in->stage < p->S) {
+                put_u32(&o, pp_tensor_allreduces(&p->model, in->stage));
+                char bytes[32];
+                snprintf(bytes, sizeof bytes, " all-reduces of %zu B",
+                         pp_tensor_allreduce_bytes(&p->model));
+                put_str(&o, bytes);
+            } else {
+                put_str(&o, "? all-reduces");
+            }
             break;
         case ST_COND: {
             int32_t v = pp_slot(in, (pp_role)st->role);

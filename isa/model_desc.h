@@ -57,6 +57,9 @@ typedef struct {
     uint32_t batch;     /* samples per microbatch */
     uint32_t optimizer; /* pp_optimizer: what OptimizerStep runs, and the state owners keep */
     uint32_t precision; /* pp_precision: the arithmetic of the GEMMs and the weights jobs read */
+    /* Tensor-parallel ranks per worker (`tensor = T`, issue 27): each
+     * stage's split layers are cut T ways (pp_model_tensor; 0 reads as 1). */
+    uint32_t tensor;
     /* [S] blocks or layers of each stage, or NULL: every stage has `blocks`.
      * Owned by whoever filled it (a pp_plan, a pp_schedule); copies of a
      * pp_model share it. */
@@ -68,6 +71,12 @@ static inline uint32_t pp_model_layers(const pp_model *m, int s)
 {
     return m->layers ? m->layers[s] : m->blocks;
 }
+
+/* The tensor-parallel degree T: 1 unless the schedule says `tensor = T`. */
+static inline uint32_t pp_model_tensor(const pp_model *m) { return m->tensor > 1 ? m->tensor : 1; }
+
+/* The most tensor-parallel ranks per worker ppc accepts. */
+#define PP_MAX_TENSOR 64u
 
 /* Floats per sample of the activations between stages: context*embed for
  * both kinds (mlp: the concatenated window; gpt: [context][embed]). */

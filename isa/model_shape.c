@@ -4,6 +4,8 @@
  * dispatch to it, and the sizes every kind shares. */
 #include "model_shape.h"
 
+#include "tensor.h"
+
 #include "gpt_layout.h"
 #include "mlp_layout.h"
 
@@ -105,34 +107,41 @@ const pp_model_shape *pp_model_shape_of(const pp_model *m)
     return m->kind < PP_MODEL_COUNT ? &shapes[m->kind] : NULL;
 }
 
+/* Every size below is one rank's: under tensor = T, its shard's
+ * (isa/tensor.h's pp_model_shard). */
 size_t pp_stage_param_count(const pp_model *m, int S, int s)
 {
     const pp_model_shape *t = pp_model_shape_of(m);
-    return t ? t->param_count(m, S, s) : 0;
+    pp_model sh = pp_model_shard(m);
+    return t ? t->param_count(&sh, S, s) : 0;
 }
 
 size_t pp_stage_stash_bytes(const pp_model *m, int S, int s)
 {
     const pp_model_shape *t = pp_model_shape_of(m);
-    return t ? t->stash_bytes(m, S, s) : 0;
+    pp_model sh = pp_model_shard(m);
+    return t ? t->stash_bytes(&sh, S, s) : 0;
 }
 
 size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s)
 {
     const pp_model_shape *t = pp_model_shape_of(m);
-    return t ? t->stash_bytes_split(m, S, s) : 0;
+    pp_model sh = pp_model_shard(m);
+    return t ? t->stash_bytes_split(&sh, S, s) : 0;
 }
 
 size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s)
 {
     const pp_model_shape *t = pp_model_shape_of(m);
-    return t ? t->workspace_bytes(m, S, s) : 0;
+    pp_model sh = pp_model_shard(m);
+    return t ? t->workspace_bytes(&sh, S, s) : 0;
 }
 
 double pp_stage_flops(const pp_model *m, int S, int s, int backward)
 {
     const pp_model_shape *t = pp_model_shape_of(m);
-    return t ? t->flops(m, S, s, backward) : 0.0;
+    pp_model sh = pp_model_shard(m);
+    return t ? t->flops(&sh, S, s, backward) : 0.0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -213,7 +213,13 @@
        OPT(WTS, RD, WTS, 0)),                                                                    \
       "R(s,b): re-run F(s,b) from its kept input to rebuild the stash B needs (no loss counted)", \
       "R({s},{b}): rebuild stash {stash} from {in}"                                              \
-      "[?out: (output {out} discarded)][?tgt: (targets {tgt})][+wts: with weights {wts}]")
+      "[?out: (output {out} discarded)][?tgt: (targets {tgt})][+wts: with weights {wts}]") \
+    /* tensor parallelism (issue 27, isa/tensor.h) */                                            \
+    X(TensorReduce, 20, COLLECTIVE, NONE, COMPUTE,                                            \
+      PP_U_STAGE | PP_U_MB | PP_U_GROUP, NO, NO, NONE, COLLECTIVE, NONE,                         \
+      (),                                                                                        \
+      "the next job, F or B of (s,b), makes its tensor all-reduces over group g (per block)",    \
+      "{tp} in the next job ({s},{b}) over tensor group g{g} {members}")
 /* clang-format on */
 
 typedef enum {

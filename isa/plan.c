@@ -97,6 +97,8 @@ uint64_t pp_plans_id(const pp_plan *plans, int W)
                                m->ffn,  m->blocks, m->batch,   m->optimizer, m->precision};
         for (size_t k = 0; k < sizeof mf / sizeof *mf; k++)
             h = fnv_le(h, mf[k], 4);
+        if (pp_model_tensor(m) > 1) /* only then: plans without it keep their ids */
+            h = fnv_le(h, pp_model_tensor(m), 4);
         h = fnv_le(h, 0, 8);
         for (uint32_t s = 0; s < p->S; s++) /* the layer table, also where it is NULL */
             h = fnv_le(h, pp_model_layers(m, (int)s), 4);
@@ -141,7 +143,7 @@ long long pp_transfer_tags(const pp_plan *p) { return (long long)p->S * p->B * P
 /* ---------------------------------------------------------------- encoding */
 
 #define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */
-#define MODEL_BYTES (10 * 4)
+#define MODEL_BYTES (11 * 4)
 #define INSTR_BYTES (1 + 4 * 4 + 4 * PP_MAX_SLOTS)
 
 /* Byte writers: explicit little-endian stores, so the file is the same on
@@ -187,6 +189,7 @@ static void put_model(writer *w, const pp_model *m)
     put_u32(w, m->batch);
     put_u32(w, m->optimizer);
     put_u32(w, m->precision);
+    put_u32(w, pp_model_tensor(m));
 }
 
 static void put_instr(writer *w, const pp_instr *in)
@@ -385,6 +388,7 @@ static void read_header(reader *r, pp_plan *p)
     p->model.batch = rd_u32(r, "the model description");
     p->model.optimizer = rd_u32(r, "the model description");
     p->model.precision = rd_u32(r, "the model description");
+    p->model.tensor = rd_u32(r, "the model description");
 }
 
 static void read_stage_roles(reader *r, pp_plan *p)
@@ -681,6 +685,17 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
     REQUIRE(p->model.precision < PP_PREC_COUNT,
             "model: precision %" PRIu32 " is unknown (expected 0 for fp32 or 1 for bf16)",
             p->model.precision);
+    /* tensor = T (issue 27): rank = worker * T + t, and T cuts what the
+     * Megatron split cuts (compiler/schedule.c's check_tensor) */
+    REQUIRE(p->model.tensor <= PP_MAX_TENSOR && p->world % pp_model_tensor(&p->model) == 0,
+            "model: tensor is %" PRIu32 " (expected 1 to %u, dividing the world of %" PRIu32
+            " ranks)",
+            p->model.tensor, PP_MAX_TENSOR, p->world);
+    REQUIRE(p->model.ffn % pp_model_tensor(&p->model) == 0 &&
+                (p->model.kind != PP_MODEL_GPT || p->model.heads % pp_model_tensor(&p->model) == 0),
+            "model: tensor %" PRIu32 " does not divide ffn %" PRIu32 "%s", p->model.tensor,
+            p->model.ffn, p->model.kind == PP_MODEL_GPT ? " and heads (expected both split evenly)"
+                                                        : " (expected an even split)");
     REQUIRE(p->stage_role, "header: stage role table missing (expected %" PRIu32 " entries)", p->S);
     /* model.layers NULL (a plan built in memory) means `blocks` everywhere;
      * the decoder always fills it in. */
@@ -908,6 +923,47 @@ static bool check_overlaps(const pp_plan *p, char *err, size_t errlen)
     return true;
 }
 
+/* TensorReduce (issue 27, isa/tensor.h): under tensor = T > 1 every
+ * Forward, Backward and BackwardInput comes right after one of its stage
+ * and microbatch, whose group is T ranks holding this one; with T = 1
+ * there is none. */
+static bool check_tensor_reduces(const pp_plan *p, char *err, size_t errlen)
+{
+    uint32_t T = pp_model_tensor(&p->model);
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        const pp_instr *in = &p->code[i];
+        pp_op_job j = pp_op_job_of(in->op);
+        bool job = j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI;
+        if (in->op == PP_OP_TensorReduce) {
+            const pp_instr *x = i + 1 < p->ninstr ? in + 1 : NULL;
+            pp_op_job xj = x ? pp_op_job_of(x->op) : PP_JOB_NONE;
+            const pp_group *g = &p->groups[in->group];
+            bool member = false;
+            for (uint32_t k = 0; k < g->n; k++)
+                member |= g->member[k] == p->rank;
+            if (T < 2 || !x || !(xj == PP_JOB_F || xj == PP_JOB_B || xj == PP_JOB_BI) ||
+                x->stage != in->stage || x->mb != in->mb || g->n != T || !member) {
+                set_err(err, errlen,
+                        "instruction %" PRIu32 " (TensorReduce): %s", i,
+                        T < 2 ? "the plan is not tensor-parallel (tensor is 1)"
+                        : !x || !(xj == PP_JOB_F || xj == PP_JOB_B || xj == PP_JOB_BI)
+                            ? "expected a Forward, Backward or BackwardInput right after it"
+                        : x->stage != in->stage || x->mb != in->mb
+                            ? "the job after it is of another stage or microbatch"
+                            : "its group is not this rank's tensor group of tensor ranks");
+                return false;
+            }
+        } else if (job && T > 1 && (i == 0 || p->code[i - 1].op != PP_OP_TensorReduce)) {
+            set_err(err, errlen,
+                    "instruction %" PRIu32 " (%s): a tensor-parallel job without a "
+                    "TensorReduce right before it (expected one naming its all-reduces)",
+                    i, pp_op_name(in->op));
+            return false;
+        }
+    }
+    return true;
+}
+
 uint32_t pp_plan_workspaces(const pp_plan *p)
 {
     for (uint32_t i = 0; i < p->ninstr; i++)
@@ -926,7 +982,8 @@ pp_plan_status pp_plan_validate(const pp_plan *p, char *err, size_t errlen)
     for (uint32_t i = 0; i < p->ninstr; i++)
         if (!check_instr(p, i, err, errlen))
             return PP_PLAN_EOPERAND;
-    if (!check_transfer_groups(p, err, errlen) || !check_overlaps(p, err, errlen))
+    if (!check_transfer_groups(p, err, errlen) || !check_overlaps(p, err, errlen) ||
+        !check_tensor_reduces(p, err, errlen))
         return PP_PLAN_EOPERAND;
     set_err(err, errlen, "ok");
     return PP_PLAN_OK;

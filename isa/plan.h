@@ -4,7 +4,7 @@
  * Layout (all integers little-endian):
  *   "PPLN"  u32 version  u64 plan_id  u32 rank  u32 world  u32 S  u32 B
  *   model: u32 kind (pp_model_kind), vocab, context, embed, heads, ffn, blocks,
- *          batch, optimizer (pp_optimizer), precision (pp_precision)
+ *          batch, optimizer (pp_optimizer), precision (pp_precision), tensor
  *   u8 stage_role[S]                      (PP_ROLE_* bits for this rank)
  *   u32 stage_layers[S]                   (pp_model_layers of each stage)
  *   u32 nslots, u64 slot_bytes[nslots], u64 workspace_bytes
@@ -29,7 +29,7 @@
     8u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
                               4: precision; 5: workspace; 6: model kind, vocab, heads,
                               per-stage layers; 7: Overlap (a second workspace);
-                              8: Recompute */
+                              8: Recompute; tensor (model) and TensorReduce */
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */

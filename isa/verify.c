@@ -336,6 +336,7 @@ static int check_header(const pp_plan *a, const pp_plan *b, int r, char *err, si
     SAME(model.blocks, "blocks")
     SAME(model.batch, "batch")
     SAME(model.optimizer, "optimizer")
+    SAME(model.tensor, "tensor")
     SAME(model.precision, "precision")
     SAME(ngroups, "group count")
 #undef SAME
@@ -379,6 +380,11 @@ static int check_owners(const pp_plan *plans, int W, char *err, size_t len)
             goto out;
         }
     }
+    /* tensor = T: every worker's T ranks own alike (compiler/tensor.h), and
+     * each t all-reduces among its own rank of each owner */
+    uint32_t T = pp_model_tensor(&plans[0].model);
+    for (uint32_t s = 0; s < S; s++)
+        owners[s] /= T;
     for (int r = 0; r < W; r++) {
         const pp_plan *p = &plans[r];
         for (uint32_t i = 0; i < p->ninstr; i++) {
@@ -389,10 +395,11 @@ static int check_owners(const pp_plan *plans, int W, char *err, size_t len)
             const pp_group *g = &p->groups[in->group];
             int own = (p->stage_role[s] & PP_ROLE_OWNER) != 0;
             int match = own && owners[s] > 1 && seen[s] != r;
-            if (match && group_ok[s] != in->group) {
+            if (match && (T > 1 || group_ok[s] != in->group)) {
                 match = g->n == owners[s];
                 for (uint32_t k = 0; match && k < g->n; k++)
-                    match = (plans[g->member[k]].stage_role[s] & PP_ROLE_OWNER) != 0;
+                    match = (plans[g->member[k]].stage_role[s] & PP_ROLE_OWNER) != 0 &&
+                            g->member[k] % T == (uint32_t)r % T;
                 if (match)
                     group_ok[s] = in->group;
             }
@@ -439,6 +446,8 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
         n += collect_jobs(&plans[r], list + n);
     qsort(list, n, sizeof *list, job_cmp);
     uint32_t S = plans[0].S, B = plans[0].B;
+    /* tensor = T: each job once per tensor rank t, T times in all */
+    int T = (int)pp_model_tensor(&plans[0].model);
     int rc = 0;
     size_t k = 0;
     for (uint32_t s = 0; s < S && !rc; s++)
@@ -452,12 +461,13 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
             }
             int bk = count[JOB_BI] ? JOB_BI : JOB_B; /* the backward that reads F's stash */
             int split = count[JOB_BI] || count[JOB_W];
-            if (count[JOB_F] != 1) {
-                say(err, len, "job F(%u,%u) runs %d times over all ranks (expected exactly once)",
-                    s, b, count[JOB_F]);
+            if (count[JOB_F] != T) {
+                say(err, len,
+                    "job F(%u,%u) runs %d times over all ranks (expected exactly once%s)", s, b,
+                    count[JOB_F], T > 1 ? " per tensor rank" : "");
                 rc = -1;
-            } else if (split ? count[JOB_B] || count[JOB_BI] != 1 || count[JOB_W] != 1
-                             : count[JOB_B] != 1) {
+            } else if (split ? count[JOB_B] || count[JOB_BI] != T || count[JOB_W] != T
+                             : count[JOB_B] != T) {
                 /* say every count: "B runs 1 times" would be no reason when
                  * the fault is a BackwardWeight beside it */
                 say(err, len,

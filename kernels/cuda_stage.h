@@ -22,6 +22,10 @@ struct pp_cuda_model {
     pp_lt *lt;      /* cuBLASLt: handle, workspace, the fused problems' cache */
     int epilogues;  /* fused epilogues where cuBLASLt offers them (default 1) */
     double *d_loss; /* summed loss since the last pp_cuda_loss_take */
+    /* tensor = T (issue 27): the all-reduce over the rank's tensor group
+     * the mlp blocks call on st (pp_cuda_model_set_tensor), or NULL */
+    void (*tp_fn)(void *ctx, float *buf, size_t n, cudaStream_t st);
+    void *tp_ctx;
 };
 
 /* One model kind's stages on the device: the pp_cuda_stage_* functions of

@@ -66,6 +66,7 @@
 
 #include "cpu_kernels.h"
 #include "init.h"
+#include "tensor_shard.h"
 
 /* ------------------------------------------------------------------------ */
 /* Initialisation (init.h's counter-based generator). */
@@ -141,8 +142,18 @@ static void block_forward(const shape *sh, const gemms *g, const param_layout *P
     pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
     pp_gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
     pp_bias_gelu_forward(s->h, p + P->b1, s->a, B, F); /* one pass: h += b1, a = gelu(h) */
-    memcpy(y, s->x, (size_t)B * D * sizeof *y);        /* residual: accumulate onto x */
-    pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
+    if (pp_tensor_hook_active()) {
+        /* tensor parallel (tensor_shard.h): W2 is row-parallel, so a W2^T
+         * is this rank's partial sum; summed over the group before b2 and
+         * the residual, which every rank adds once */
+        pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 0.0f, y);
+        pp_tensor_allreduce(y, (size_t)B * D);
+        for (size_t i = 0; i < (size_t)B * D; i++)
+            y[i] += s->x[i];
+    } else {
+        memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
+        pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
+    }
     pp_bias_add(y, p + P->b2, B, D);
 }
 
@@ -184,6 +195,9 @@ static void block_du(const shape *sh, const gemms *g, const param_layout *P, con
 {
     int B = sh->B, D = sh->D, F = sh->F;
     pp_gemm_aw(g, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
+    /* tensor parallel: W1 is column-parallel, so du is a partial sum (the f
+     * operator's backward); a no-op when the hook is unset */
+    pp_tensor_allreduce(du, (size_t)B * D);
 }
 
 /* dgamma, dbeta need no gamma: the layer norm's parameter pass reads only

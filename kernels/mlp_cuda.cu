@@ -94,7 +94,13 @@ static void block_forward(const run *r, const shape *sh, const param_layout *P, 
     /* y = (a W2^T + x) + b2: one GEMM with C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
     const void *a = operand(r, s->a, (size_t)B * F, p);
-    if (!gemm_fused(r, 0, 1, B, D, F, a, p + P->W2, bf16, epi_bias(p + P->b2, s->x), y)) {
+    if (r->cm->tp_fn) {
+        /* tensor parallel (mlp.c's twin): a W2^T is this rank's partial
+         * sum, summed over the group before the residual and b2 */
+        gemm(r, 0, 1, B, D, F, 1.0f, a, p + P->W2, bf16, 0.0f, y);
+        r->cm->tp_fn(r->cm->tp_ctx, y, (size_t)B * D, r->st);
+        cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, r->st));
+    } else if (!gemm_fused(r, 0, 1, B, D, F, a, p + P->W2, bf16, epi_bias(p + P->b2, s->x), y)) {
         gemm(r, 0, 1, B, D, F, 1.0f, a, p + P->W2, bf16, 0.0f, y);
         cudaCheck(pp_cu_residual_bias_add(y, s->x, p + P->b2, B, D, r->st));
     }
@@ -164,6 +170,8 @@ static void block_du(const run *r, const shape *sh, const param_layout *P, const
 {
     int B = sh->B, D = sh->D, F = sh->F;
     gemm_w(r, 0, 0, B, D, F, dh, p + P->W1, 0.0f, du); /* du = dh W1 */
+    if (r->cm->tp_fn) /* tensor parallel: du is a partial sum (mlp.c's twin) */
+        r->cm->tp_fn(r->cm->tp_ctx, du, (size_t)B * D, r->st);
 }
 
 /* The layer norm's parameter pass needs no gamma (so W needs no params). */

@@ -22,6 +22,8 @@
 
 extern "C" {
 #include "model.h"
+#include "tensor_shard.h"
+#include "../isa/tensor.h"
 }
 
 /* ------------------------------------------------------------------------ */
@@ -103,6 +105,14 @@ cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm) { return cm->st; }
 
 void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on) { cm->epilogues = on != 0; }
 
+void pp_cuda_model_set_tensor(pp_cuda_model *cm,
+                              void (*fn)(void *ctx, float *buf, size_t n, cudaStream_t st),
+                              void *ctx)
+{
+    cm->tp_fn = fn;
+    cm->tp_ctx = fn ? ctx : NULL;
+}
+
 double pp_cuda_loss_take(pp_cuda_model *cm)
 {
     double loss = 0.0;
@@ -140,6 +150,22 @@ void pp_cuda_stage_init(pp_cuda_model *cm, const pp_model *m, int S, int s, uint
     free(host);
 }
 
+void pp_cuda_stage_init_shard(pp_cuda_model *cm, const pp_model *m, int S, int s, uint64_t seed,
+                              int t, float *params)
+{
+    size_t n = pp_stage_param_count(m, S, s);
+    if (n == 0)
+        return;
+    float *host = (float *)malloc(n * sizeof(float));
+    if (!host || pp_stage_shard_init(m, S, s, seed, t, host)) {
+        fprintf(stderr, "ppvm: out of memory initialising stage %d's shard (%zu floats)\n", s, n);
+        pp_cuda_fatal();
+    }
+    cudaCheck(cudaMemcpyAsync(params, host, n * sizeof(float), cudaMemcpyHostToDevice, cm->st));
+    cudaCheck(cudaStreamSynchronize(cm->st));
+    free(host);
+}
+
 void pp_cuda_stage_compute_copy(pp_cuda_model *cm, const pp_model *m, int S, int s,
                                 const float *master, void *copy)
 {
@@ -170,6 +196,8 @@ void pp_cuda_stage_forward(pp_cuda_model *cm, const pp_model *m, int S, int s, c
                            const void *in, const int32_t *tgt, void *stash, void *work, float *out,
                            float loss_scale)
 {
+    pp_model shard = pp_model_shard(m); /* under tensor = T, this rank's part */
+    m = &shard;
     const pp_cuda_model_impl *k = impl_of(m);
     if (k)
         k->forward(cm, m, S, s, weights, in, tgt, stash, work, out, loss_scale);
@@ -179,6 +207,8 @@ void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s, 
                             float *grads, const void *stash, void *work, const float *dout,
                             float *din)
 {
+    pp_model shard = pp_model_shard(m); /* under tensor = T, this rank's part */
+    m = &shard;
     const pp_cuda_model_impl *k = impl_of(m);
     if (k)
         k->backward(cm, m, S, s, weights, grads, stash, work, dout, din);
@@ -188,6 +218,8 @@ void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, i
                                   const void *weights, void *stash, void *work, const float *dout,
                                   float *din)
 {
+    pp_model shard = pp_model_shard(m); /* under tensor = T, this rank's part */
+    m = &shard;
     const pp_cuda_model_impl *k = impl_of(m);
     if (k)
         k->backward_input(cm, m, S, s, weights, stash, work, dout, din);
@@ -196,6 +228,8 @@ void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, i
 void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, int s, float *grads,
                                    const void *stash, void *work)
 {
+    pp_model shard = pp_model_shard(m); /* under tensor = T, this rank's part */
+    m = &shard;
     const pp_cuda_model_impl *k = impl_of(m);
     if (k)
         k->backward_weight(cm, m, S, s, grads, stash, work);

@@ -45,6 +45,20 @@ extern "C" {
 
 typedef struct pp_cuda_model pp_cuda_model;
 
+/* Tensor parallelism (issue 27, kernels/tensor_shard.h): with fn set, the
+ * mlp blocks sum their row-parallel output and their layer-norm-input
+ * gradient with fn(ctx, buf, n, st) over the rank's tensor group, on the
+ * context's stream st (ordered with the GEMMs around it by the stream
+ * itself); NULL clears it. The compute functions below take the plan's
+ * model and run its rank's shard (isa/tensor.h's pp_model_shard). */
+void pp_cuda_model_set_tensor(pp_cuda_model *cm,
+                              void (*fn)(void *ctx, float *buf, size_t n, cudaStream_t st),
+                              void *ctx);
+/* Rank t's shard of stage s as pp_cuda_stage_init would make the whole
+ * stage (the slice of it, made on the host). */
+void pp_cuda_stage_init_shard(pp_cuda_model *cm, const pp_model *m, int S, int s, uint64_t seed,
+                              int t, float *params);
+
 /* A context for one stream: a cuBLAS handle bound to `st`, a cuBLASLt
  * handle and workspace, and the loss accumulator. Returns 0, or -1 with a message in err. */
 int pp_cuda_model_create(pp_cuda_model **out, cudaStream_t st, char *err, size_t errlen);

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "../isa/tensor.h"
+
 static const pp_model_impl *impl_of(const pp_model *m)
 {
     switch (m->kind) {
@@ -16,6 +18,13 @@ static const pp_model_impl *impl_of(const pp_model *m)
         return NULL; /* refused by the plan reader and the compiler */
     }
 }
+
+/* Under tensor = T a job computes its rank's shard of the stage, the model
+ * with the MLP's inner width cut T ways (isa/tensor.h); m then names the
+ * shard for the rest of the function. */
+#define SHARD(model)                                                                               \
+    pp_model shard_ = pp_model_shard(model);                                                       \
+    const pp_model *m = &shard_
 
 /* The stage as a job sees it. weights NULL: W, which reads no weights. */
 static pp_stage open_stage(const pp_model_impl *k, const pp_model *m, int S, int s,
@@ -51,9 +60,10 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
         k->init(m, S, s, seed, params);
 }
 
-double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
+double pp_stage_forward(const pp_model *model, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, void *work, float *out)
 {
+    SHARD(model);
     const pp_model_impl *k = impl_of(m);
     if (!k)
         return 0.0;
@@ -108,18 +118,20 @@ static void backward_walk(const pp_model_impl *k, const pp_model *m, int S, int 
     }
 }
 
-void pp_stage_backward(const pp_model *m, int S, int s, const void *weights, float *grads,
+void pp_stage_backward(const pp_model *model, int S, int s, const void *weights, float *grads,
                        const void *stash, void *work, const float *dout, float *din,
                        float loss_scale)
 {
+    SHARD(model);
     const pp_model_impl *k = impl_of(m);
     if (k)
         backward_walk(k, m, S, s, weights, grads, stash, work, dout, din, loss_scale);
 }
 
-void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weights, void *stash,
+void pp_stage_backward_input(const pp_model *model, int S, int s, const void *weights, void *stash,
                              void *work, const float *dout, float *din, float loss_scale)
 {
+    SHARD(model);
     const pp_model_impl *k = impl_of(m);
     if (k)
         backward_walk(k, m, S, s, weights, NULL, stash, work, dout, din, loss_scale);
@@ -127,9 +139,10 @@ void pp_stage_backward_input(const pp_model *m, int S, int s, const void *weight
 
 /* Exactly the weight-gradient work of the fused walk, in its order, from
  * what B saved. */
-void pp_stage_backward_weight(const pp_model *m, int S, int s, float *grads, const void *stash,
+void pp_stage_backward_weight(const pp_model *model, int S, int s, float *grads, const void *stash,
                               void *work)
 {
+    SHARD(model);
     const pp_model_impl *k = impl_of(m);
     if (!k)
         return;

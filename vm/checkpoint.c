@@ -37,6 +37,7 @@
 #include "../kernels/model.h"
 #include "check.h"
 #include "guard.h"
+#include "tensor_stage.h"
 #include "vm.h"
 #include "weights.h"
 
@@ -51,8 +52,12 @@ static const struct {
 
 /* Elements (and their bytes) of stage s's file of kind k; 0 elements
  * when the plan has no such file (no optimizer state, an fp32 run). */
-static uint64_t kind_count(const pp_model *m, int S, int s, int k, uint32_t *elem)
+static uint64_t kind_count(const pp_model *plan_model, int S, int s, int k, uint32_t *elem)
 {
+    /* a checkpoint holds whole stages, whatever the run's tensor (issue 27) */
+    pp_model whole = *plan_model;
+    whole.tensor = 1;
+    const pp_model *m = &whole;
     size_t n = pp_stage_param_count(m, S, s);
     *elem = k == K_BF16 ? 2 : 4;
     if (k == K_WEIGHTS)
@@ -423,9 +428,12 @@ static int *lowest_owners(const pp_plan *p, int me)
     return first;
 }
 
-/* Stage s's files into sub; their sizes and crcs into info. 0 or -1 with err. */
+/* Stage s's files into sub; their sizes and crcs into info. 0 or -1 with err.
+ * Under tensor = T every rank of the lowest owner's worker calls it: they
+ * send their shards to its rank t = 0 (first), which writes the whole
+ * stage (its compute copy made again from the whole weights). */
 static int write_stage(const pp_run *run, const pp_backend *be, void *st, const char *sub, int s,
-                       uint64_t *info, char *err, size_t errlen)
+                       int first, uint64_t *info, char *err, size_t errlen)
 {
     const pp_plan *p = run->p;
     const pp_model *m = &p->model;
@@ -433,12 +441,27 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
     uint32_t elem;
     uint64_t n = kind_count(m, S, s, K_WEIGHTS, &elem);
     uint64_t nopt = kind_count(m, S, s, K_OPT, &elem), nbf = kind_count(m, S, s, K_BF16, &elem);
+    float *whole = NULL, *wopt = NULL;
+    if (pp_model_tensor(m) > 1) {
+        if (pp_tensor_stage_gather(p, be, st, s, first, run->me, &whole, &wopt, err, errlen))
+            return -1;
+        if (run->me != first) /* sent its shard: first writes */
+            return 0;
+    }
     void *data[K_COUNT] = {malloc(n * 4 + 1), malloc(nopt * 4 + 1), malloc(nbf * 2 + 1)};
     if (!data[0] || !data[1] || !data[2]) {
         snprintf(err, errlen, "out of memory writing stage %d's checkpoint", s);
         goto out;
     }
-    if (n)
+    if (whole) {
+        pp_model wm = *m;
+        wm.tensor = 1;
+        memcpy(data[K_WEIGHTS], whole, n * 4);
+        if (nopt)
+            memcpy(data[K_OPT], wopt, nopt * 4);
+        if (nbf)
+            pp_stage_compute_copy(&wm, S, s, whole, data[K_BF16]);
+    } else if (n)
         be->stage_get(st, s, data[K_WEIGHTS], nopt ? data[K_OPT] : NULL, nbf ? data[K_BF16] : NULL);
     for (int k = 0; k < K_COUNT; k++) {
         if (!kind_exists(m, k))
@@ -459,6 +482,7 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
 out:
     for (int k = 0; k < K_COUNT; k++)
         free(data[k]);
+    free(whole);
     return rc;
 }
 
@@ -488,8 +512,10 @@ int pp_checkpoint_write(const pp_run *run, const pp_backend *be, void *st)
     }
     if (!pp_vm_all_ok(ok, me, err))
         goto out;
-    for (int s = 0; s < S && ok; s++)
-        if (owner[s] == me && write_stage(run, be, st, sub, s, info, err, sizeof err))
+    int T = (int)pp_model_tensor(&p->model);
+    for (int s = 0; s < S; s++) /* under tensor = T the owner's worker's T ranks */
+        if ((T > 1 ? owner[s] / T == me / T : owner[s] == me && ok) &&
+            write_stage(run, be, st, sub, s, owner[s], info, err, sizeof err))
             ok = 0;
     if (!pp_vm_all_ok(ok, me, err))
         goto out;
@@ -557,6 +583,38 @@ static int manifest_usable(const pp_run *run, const char *sub, manifest *mf, cha
     return -1;
 }
 
+/* Under tensor = T: the whole stage s that l holds replaced by this rank's
+ * shard of it (weights and moments; the compute copy made again from the
+ * shard's weights). 0, or -1 out of memory with err. */
+static int cut_stage(const pp_run *run, int s, loaded *l, char *err, size_t errlen)
+{
+    const pp_plan *p = run->p;
+    void **d = &l->data[s * K_COUNT];
+    int S = (int)p->S;
+    uint32_t T = pp_model_tensor(&p->model);
+    size_t n = pp_stage_param_count(&p->model, S, s);
+    size_t k = pp_optimizer_state_floats(p->model.optimizer);
+    float *sw = malloc(n * sizeof *sw + 1), *sopt = k ? malloc(n * k * sizeof *sopt + 1) : NULL;
+    void *copy = p->model.precision == PP_PREC_FP32 ? NULL : malloc(n * 2 + 1);
+    if (!sw || (k && !sopt) || (p->model.precision != PP_PREC_FP32 && !copy)) {
+        free(sw);
+        free(sopt);
+        free(copy);
+        snprintf(err, errlen, "out of memory cutting stage %d's shard", s);
+        return -1;
+    }
+    pp_tensor_stage_cut(p, s, (int)(p->rank % T), d[K_WEIGHTS], d[K_OPT], sw, sopt);
+    if (copy)
+        pp_stage_compute_copy(&p->model, S, s, sw, copy);
+    free(d[K_WEIGHTS]);
+    free(d[K_OPT]);
+    free(d[K_BF16]);
+    d[K_WEIGHTS] = sw;
+    d[K_OPT] = sopt;
+    d[K_BF16] = copy;
+    return 0;
+}
+
 /* Reads the files of the stages this rank owns and checks each against
  * the manifest and the plan. 0 or -1 with err naming the file. */
 static int load_stages(const pp_run *run, const char *sub, const manifest *mf, loaded *l, char *err,
@@ -608,6 +666,11 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
                 return -1;
             }
         }
+        /* under tensor = T this rank restores its shard (before the ranks
+         * agree, so running out of memory here is agreed too) */
+        if (pp_model_tensor(m) > 1 && pp_stage_param_count(m, S, s) &&
+            cut_stage(run, s, l, err, errlen))
+            return -1;
     }
     return 0;
 }

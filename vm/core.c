@@ -179,6 +179,13 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
                       .first = {.kind = PP_NF_NONE, .stage = -1, .mb = -1}};
     if (check_ops(ops, mem, err, errlen))
         return -1;
+    if (pp_model_tensor(&p->model) > 1 && !ops->tensor) {
+        snprintf(err, errlen,
+                 "the plan is tensor-parallel (tensor = %u), which this backend does not run "
+                 "(it has no tensor operation; compile with tensor = 1 for it)",
+                 pp_model_tensor(&p->model));
+        return -1;
+    }
     c->params = calloc((size_t)S, sizeof *c->params);
     c->grads = calloc((size_t)S, sizeof *c->grads);
     c->state = calloc((size_t)S, sizeof *c->state);

@@ -122,6 +122,10 @@ typedef struct {
     void (*recv)(void *be, const pp_vm_job *j);
     void (*reduce)(void *be, const pp_vm_job *j);
     void (*group)(void *be, int start); /* GroupStart/End, or NULL */
+    /* TensorReduce (issue 27): the next job's all-reduces go over tensor
+     * group j->in->group. NULL: the backend cannot run a plan with
+     * tensor > 1, which pp_vm_core_open then refuses. */
+    void (*tensor)(void *be, const pp_vm_job *j);
     /* --profile: a mark just before (end 0) and after (end 1) a job's or an
      * optimizer step's work; elapsed: the seconds between instruction i's
      * two marks, once the step's work is done */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../kernels/tensor_shard.h"
 #include "agree.h"
 #include "backend.h"
 #include "check.h"
@@ -25,6 +26,7 @@
 #include "memcheck.h"
 #include "profile.h"
 #include "save.h"
+#include "tensor_stage.h"
 #include "vm.h"
 #include "vmbench.h"
 #include "weights.h"
@@ -207,7 +209,10 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         find_nonfinite(be, st, mine_loss, &found);
         if (bench) /* no number was computed: nothing to find */
             found = (pp_nonfinite){.kind = PP_NF_NONE, .stage = -1, .mb = -1};
-        double mine[AG_N] = {mine_loss, MPI_Wtime() - run->t0, pp_guard_signal(),
+        /* tensor = T: the T ranks of a worker compute the same loss; rank
+         * t = 0's counts */
+        double counted = p->rank % pp_model_tensor(&p->model) ? 0.0 : mine_loss;
+        double mine[AG_N] = {counted, MPI_Wtime() - run->t0, pp_guard_signal(),
                              finding_key(p, &found, run->me)};
         double all[AG_N];
         mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
@@ -257,6 +262,28 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
     return 0;
 }
 
+/* --save under tensor = T (kernels/tensor_shard.h): the T ranks of the
+ * lowest owner's worker, first .. first+T-1, send their shards of stage s
+ * to first, which writes the whole stage, so a save (and --compare
+ * against the reference) means the same whatever T was. 0, or -1 with err
+ * (on the rank that failed; every member still takes part). */
+static int save_shards(const pp_run *run, const pp_backend *be, void *st, int s, int first,
+                       const char *staging, char *err, size_t errlen)
+{
+    const pp_plan *p = run->p;
+    float *whole, *opt;
+    if (pp_tensor_stage_gather(p, be, st, s, first, run->me, &whole, &opt, err, errlen))
+        return -1;
+    int rc = 0;
+    if (whole)
+        rc = pp_weights_save(staging, s, p->plan_id, run->done, whole,
+                             pp_stage_whole_count(&p->model, (int)p->S, s), err, errlen)
+                 ? -1
+                 : 0;
+    free(whole);
+    return rc;
+}
+
 /* --save: the lowest-ranked owner of each stage writes it, so a replicated
  * stage is saved once, into DIR.ppvm-new, which rank 0 then puts in DIR's
  * place once every rank has written (vm/save.h): a save that fails on any
@@ -275,6 +302,11 @@ static int save_weights(const pp_run *run, const pp_backend *be, void *st)
     for (int s = 0; s < S; s++) {
         int mine = (p->stage_role[s] & PP_ROLE_OWNER) ? me : (int)p->world, first;
         mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        if (pp_model_tensor(&p->model) > 1) { /* shards: the whole stage is saved */
+            if (save_shards(run, be, st, s, first, staging, err, sizeof err))
+                ok = 0;
+            continue;
+        }
         if (first != me || !ok)
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);

@@ -237,6 +237,10 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         if (o->group)
             o->group(c, in->op == PP_OP_GroupStart);
         break;
+    case PP_OP_TensorReduce: /* the next job makes the all-reduces (isa/tensor.h) */
+        if (o->tensor)
+            o->tensor(c, &j);
+        break;
     case PP_OP_Overlap: /* the next two jobs: pp_vm_core_pair_pos counts them */
     case PP_OP_COUNT:
         break;

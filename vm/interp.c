@@ -53,6 +53,7 @@
 
 #include "../kernels/finite.h"
 #include "../kernels/model.h"
+#include "../kernels/tensor_shard.h"
 #include "backend.h"
 #include "check.h"
 #include "core.h"
@@ -71,6 +72,7 @@ typedef struct {
     size_t work_stride;
     MPI_Request *req;      /* [nslots] a send in flight from the slot */
     MPI_Comm *comm;        /* [ngroups] MPI_COMM_NULL where not a member */
+    int tensor_group;      /* tensor = T > 1: the group of the last TensorReduce */
     MPI_Request *wsend;    /* weight sends in flight (SendWeights) */
     int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
     double loss;           /* summed over this step's microbatches on this rank */
@@ -290,6 +292,24 @@ static double op_elapsed(void *be, uint32_t i)
  * one by one in that order are one of the executions the group allows, so
  * MPI needs no bracket. An Overlap pair's two jobs run in turn (see the
  * header). */
+/* TensorReduce: the mlp blocks' all-reduces (kernels/tensor_shard.h) go
+ * over this rank's tensor group from here on; a rank has one tensor group,
+ * so the hook simply stays set for the rest of the run. */
+static void tensor_allreduce(void *ctx, float *buf, size_t n)
+{
+    vm *v = ctx;
+    PP_WAITED(v->nc, &v->run->waited_ns,
+              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+                                     v->comm[v->tensor_group])));
+}
+
+static void op_tensor(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    v->tensor_group = j->in->group;
+    pp_tensor_hook_set(tensor_allreduce, v);
+}
+
 static const pp_vm_ops cpu_ops = {
     .slot = op_slot,
     .weights = op_weights,
@@ -309,6 +329,7 @@ static const pp_vm_ops cpu_ops = {
     .send = op_send,
     .recv = op_recv,
     .reduce = op_reduce,
+    .tensor = op_tensor,
     .mark = op_mark,
     .elapsed = op_elapsed,
 };
@@ -333,8 +354,8 @@ static const pp_vm_mem host_mem = {
 };
 
 /* Each owned stage's initial weights, their compute copy, zero gradients
- * and optimizer state. */
-static void init_weights(vm *v)
+ * and optimizer state. 0, or -1 out of memory (a shard's whole stage). */
+static int init_weights(vm *v)
 {
     const pp_plan *p = v->p;
     int S = (int)p->S;
@@ -342,7 +363,12 @@ static void init_weights(vm *v)
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
-        pp_stage_init(&p->model, S, s, v->opts->seed, v->c.params[s]);
+        if (pp_model_tensor(&p->model) > 1) { /* this rank's shard of the whole stage */
+            if (pp_stage_shard_init(&p->model, S, s, v->opts->seed,
+                                    (int)(p->rank % pp_model_tensor(&p->model)), v->c.params[s]))
+                return -1;
+        } else
+            pp_stage_init(&p->model, S, s, v->opts->seed, v->c.params[s]);
         memset(v->c.grads[s], 0, n * sizeof(float));
         if (v->c.state[s])
             memset(v->c.state[s], 0,
@@ -350,6 +376,7 @@ static void init_weights(vm *v)
         if (v->c.compute[s] != v->c.params[s])
             pp_stage_compute_copy(&p->model, S, s, v->c.params[s], v->c.compute[s]);
     }
+    return 0;
 }
 
 /* Everything a step needs beside the core's, at the plan's sizes; local.
@@ -417,7 +444,10 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory allocating weights and slots");
         goto fail;
     }
-    init_weights(v);
+    if (init_weights(v)) {
+        snprintf(err, errlen, "out of memory initialising the tensor-parallel shards");
+        goto fail;
+    }
     return v;
 fail:
     teardown(v);

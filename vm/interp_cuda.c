@@ -323,6 +323,7 @@ static void teardown(cuda_vm *v)
     if (v->commit_ev)
         cudaCheck(cudaEventDestroy(v->commit_ev));
     free(v->nf_host);
+    free(v->tp_host);
     free(v->nf_kind);
     free(v->nf_lane);
     for (uint32_t k = 0; v->slot && k < p->nslots; k++) {
@@ -365,7 +366,11 @@ static void init_weights(cuda_vm *v)
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
         size_t n = pp_stage_param_count(&p->model, S, s);
-        pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->c.params[s]);
+        if (pp_model_tensor(&p->model) > 1) /* this rank's shard of the whole stage */
+            pp_cuda_stage_init_shard(v->cm, &p->model, S, s, v->opts->seed,
+                                     (int)(p->rank % pp_model_tensor(&p->model)), v->c.params[s]);
+        else
+            pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->c.params[s]);
         pp_cuda_stage_compute_copy(v->cm, &p->model, S, s, v->c.params[s], v->c.compute[s]);
         cudaCheck(cudaMemsetAsync(v->c.grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
         if (v->c.state[s]) /* AdamW's moments start at zero */
@@ -694,6 +699,15 @@ static void op_committed(void *be)
     cvm_host_wait(v, v->commit_ev, "the step's deferred optimizer updates");
 }
 
+/* TensorReduce: the next jobs' all-reduces over this group (a rank has
+ * one tensor group, so the hook stays set), cvm_tensor_allreduce. */
+static void op_tensor(void *be, const pp_vm_job *j)
+{
+    cuda_vm *v = be;
+    v->tensor_group = j->in->group;
+    pp_cuda_model_set_tensor(v->cm, cvm_tensor_allreduce, v);
+}
+
 static const pp_vm_ops cuda_ops = {
     .slot = op_slot,
     .weights = op_weights,
@@ -717,6 +731,7 @@ static const pp_vm_ops cuda_ops = {
     .send = op_transfer,
     .recv = op_transfer,
     .reduce = op_transfer,
+    .tensor = op_tensor,
     .group = op_group,
     .mark = op_mark,
     .elapsed = op_elapsed,

@@ -41,9 +41,14 @@ static int left_out(const pp_train_opts *opts)
     return opts->skip_nonfinite && env && sscanf(env, "%d:", &step) == 1 ? step : 0;
 }
 
-int pp_run_reference(const pp_model *m, int S, int B, uint64_t plan_id, const pp_dataset *ds,
-                     const pp_train_opts *opts)
+int pp_run_reference(const pp_model *plan_model, int S, int B, uint64_t plan_id,
+                     const pp_dataset *ds, const pp_train_opts *opts)
 {
+    /* the whole model, whatever tensor the plan says (issue 27): its shards
+     * put together are what the reference trains */
+    pp_model whole = *plan_model;
+    whole.tensor = 1;
+    const pp_model *m = &whole;
     int rc = 1;
     char err[4200];
     if (opts->save && pp_save_check(opts->save, err, sizeof err)) { /* before training */

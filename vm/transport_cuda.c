@@ -640,3 +640,24 @@ int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwi
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
     return 1;
 }
+
+void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st)
+{
+    cuda_vm *v = ctx;
+    int g = v->tensor_group;
+    if (v->transport == PP_TRANSPORT_NCCL) {
+        ncclCheck(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, v->group_nccl[g], st));
+        return;
+    }
+    if (!v->tp_host && !(v->tp_host = malloc(pp_act_bytes(&v->p->model) + 1))) {
+        pp_vm_error(v->me, "out of memory for the tensor all-reduce's host buffer");
+        pp_cuda_fatal();
+    }
+    cudaCheck(cudaMemcpyAsync(v->tp_host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
+    PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
+              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->tp_host, (int)n, MPI_FLOAT, MPI_SUM,
+                                     v->group_mpi[g])));
+    cudaCheck(cudaMemcpyAsync(dev, v->tp_host, n * sizeof(float), cudaMemcpyHostToDevice, st));
+    cudaCheck(cudaStreamSynchronize(st)); /* tp_host is reused by the next one */
+}

@@ -110,6 +110,11 @@ typedef struct {
 
     /* --profile */
     cudaEvent_t *prof_ev; /* [2 * ninstr] timing events before and after each job */
+
+    /* tensor = T (issue 27): the group of the last TensorReduce, and the
+     * mpi transport's host copy of an all-reduce's buffer */
+    int tensor_group;
+    float *tp_host;
 } cuda_vm;
 
 /* The stream an instruction's transfer runs on: a send to a higher rank or
@@ -166,6 +171,12 @@ void cvm_group(cuda_vm *v, int start);
 /* OptimizerStep changed params[s] and compute[s] (the mpi transport's host
  * copy is stale). */
 void cvm_params_changed(cuda_vm *v, int s);
+/* A tensor all-reduce of n floats at dev over v->tensor_group, on stream
+ * st (kernels/model_cuda.h's hook; ctx is v): ncclAllReduce on the group's
+ * communicator there, ordered with the GEMMs before and after it by the
+ * stream; with the mpi transport the stream is waited for and the sum
+ * made on the host over the group's MPI communicator. */
+void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st);
 /* End of a step, after the streams are idle: every send complete (mpi). */
 void cvm_transport_drain(cuda_vm *v);
 /* 1 with a message naming the communicator if NCCL reports an asynchronous

@@ -47,6 +47,8 @@ Suite *peers_bench_suite(void);
 /* issue 26: recompute */
 Suite *recompute_suite(void);
 Suite *recompute_e2e_suite(void);
+Suite *tensor_suite(void);
+Suite *tensor_e2e_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -82,5 +84,6 @@ extern const pp_tcase_info cli_tcases[];
 extern const pp_tcase_info search_e2e_tcases[];
 extern const pp_tcase_info lang_e2e_tcases[];
 extern const pp_tcase_info vmbench_tcases[];
+extern const pp_tcase_info tensor_e2e_tcases[];
 
 #endif

@@ -56,7 +56,7 @@ static void write_file(const char *dir, const char *name, const char *text)
 
 static pp_search_opts opts(const char *lib, long long W, long long B)
 {
-    return (pp_search_opts){lib, W, B, NULL, 0, -1, -1, 0};
+    return (pp_search_opts){lib, W, B, NULL, 0, -1, -1, 0, 0};
 }
 
 /* Runs the search in process, asserting its status. */

@@ -1,0 +1,224 @@
+/* test_tensor_e2e.c - tensor parallelism trained under mpirun (issue 27):
+ * library schedules with `tensor = T` appended (the mlp model, fp32) train
+ * three steps and --save whole stages that --compare puts within the
+ * default tolerance of the reference (|a - b| <= 1e-5 + 1e-4 |b|, the one
+ * for summed gradients: the row-parallel layer's partial sums are added in
+ * another order than one GEMM adds them; measured max |diff| 1.2e-7). The
+ * 8-rank PP x TP x DP case is pp-dp.pp with tensor = 2. Checkpoints hold
+ * whole stages: T = 2 resumes with T = 1 and back (--reshard). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/readfile.h"
+#include "suites.h"
+#include "testutil.h"
+
+/* schedules/<name> with "tensor = T" appended, in a fresh directory. */
+static char *with_tensor(const char *name, int T)
+{
+    char path[512];
+    snprintf(path, sizeof path, PP_ROOT "/schedules/%s", name);
+    const char *failed = NULL;
+    size_t len;
+    char *text = pp_read_file(path, &len, &failed);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    char *dir = temp_dir(), *file = malloc(strlen(dir) + 16);
+    sprintf(file, "%s/t.pp", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", file);
+    fprintf(f, "%s\ntensor = %d\n", text, T);
+    fclose(f);
+    free(text);
+    free(dir);
+    return file;
+}
+
+static void remove_file_dir(char *file)
+{
+    *strrchr(file, '/') = 0;
+    remove_dir(file);
+}
+
+/* Trains schedule with tensor = T on np ranks and compares with the
+ * reference, as test_e2e.c's trains_like_reference does. */
+static void tensor_trains(const char *schedule, const char *defs, int T, int np)
+{
+    char *src = with_tensor(schedule, T);
+    char *dir = compile_plan(src, defs), *out, *why, cmd[4096];
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w --quiet", dir, dir);
+    if (mpi_run(np, cmd, &out, &why))
+        ck_abort_msg("%s %s tensor = %d: training under mpirun failed: %s", schedule, defs, T, why);
+    free(out);
+    proc_result r;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
+             PP_ROOT, dir, dir);
+    if (run_proc(cmd, CMD_TIMEOUT, &r))
+        ck_abort_msg("%s: the reference run failed: %s\n  it %s", schedule, cmd,
+                     proc_story(&r, 20));
+    proc_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref", PP_ROOT, dir, dir);
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                  "%s %s tensor = %d: weights differ from the reference (%s):\n%s", schedule, defs,
+                  T, cmd, r.out);
+    proc_free(&r);
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+
+START_TEST(tensor_1f1b) { tensor_trains("1f1b.pp", "-D S=2 -D B=4", 2, 4); }
+END_TEST
+
+START_TEST(tensor_gpipe) { tensor_trains("gpipe.pp", "-D S=2 -D B=4", 2, 4); }
+END_TEST
+
+/* split backward (BackwardInput makes the all-reduces, W none) */
+START_TEST(tensor_zb_h1) { tensor_trains("zb-h1.pp", "-D S=2 -D B=4", 2, 4); }
+END_TEST
+
+START_TEST(tensor_interleaved) { tensor_trains("interleaved-1f1b.pp", "-D W=2 -D B=4", 2, 4); }
+END_TEST
+
+/* replicas all-reduce per t, fetches and gradient returns per t */
+START_TEST(tensor_ddp_fsdp)
+{
+    tensor_trains("ddp.pp", "-D S=2 -D B=2", 2, 4);
+    tensor_trains("fsdp.pp", "-D S=2", 2, 4);
+}
+END_TEST
+
+START_TEST(tensor_4) { tensor_trains("1f1b.pp", "-D S=2 -D B=4", 4, 8); }
+END_TEST
+
+/* PP x TP x DP: pp-dp.pp (2 stages x 2 replicas) with tensor = 2 */
+START_TEST(tensor_pp_dp) { tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8); }
+END_TEST
+
+/* Checkpoints hold whole stages: a run with tensor = 2 resumes with
+ * tensor = 1 (--reshard) and the other way round, each ending where the
+ * reference does after 4 steps; resumed at the same T, the weights are
+ * those of the uninterrupted run bit for bit. */
+static void reshard(const char *from, int np_from, const char *to, int np_to, const char *dir)
+{
+    char cmd[4096], *out;
+    snprintf(cmd, sizeof cmd,
+             "--backend cpu %s/%s --steps 2 --checkpoint-every 1 --checkpoint-dir %s/ck --quiet",
+             dir, from, dir);
+    free(mpi_ok(np_from, cmd));
+    snprintf(cmd, sizeof cmd,
+             "--backend cpu %s/%s --steps 4 --resume %s/ck --reshard --save %s/w --quiet", dir, to,
+             dir, dir);
+    out = mpi_ok(np_to, cmd);
+    ck_assert_msg(strstr(out, "resharded"), "%s -> %s: not resumed from the checkpoint:\n%s", from,
+                  to, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref; rm -rf %s/ck %s/w", PP_ROOT, dir,
+             dir, dir, dir);
+    proc_result r;
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                  "%s -> %s: weights differ from the reference (%s):\n%s", from, to, cmd, r.out);
+    proc_free(&r);
+}
+
+START_TEST(tensor_checkpoint_reshard)
+{
+    char *src = with_tensor("1f1b.pp", 2), *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s/schedules/1f1b.pp -D S=2 "
+             "-D B=4 -o %s/t1 -q && %s/bin/ppvm --reference %s/t1 --steps 4 --save %s/ref --quiet",
+             PP_ROOT, src, dir, PP_ROOT, PP_ROOT, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    reshard("t2", 4, "t1", 2, dir);
+    reshard("t1", 2, "t2", 4, dir);
+    /* the same T: exactly the uninterrupted run */
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t2 --steps 4 --save %s/u --quiet", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd,
+             "--backend cpu %s/t2 --steps 2 --checkpoint-every 2 --checkpoint-dir %s/ck --quiet",
+             dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t2 --steps 4 --resume %s/ck --save %s/w --quiet",
+             dir, dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/u --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
+/* The cuda backend on the GPU stand-ins (tests/standin/: host code, not a
+ * GPU; bin/ppvm-standin, which make test builds): the tensor all-reduces
+ * as ncclAllReduce on each tensor group's ncclCommSplit communicator, on
+ * the compute stream, under both of the stand-in's adversarial stream
+ * orders, and through the host with --transport mpi; and bf16 on both
+ * backends, against the bf16 reference within the GPU suite's tolerance
+ * (--atol 1e-4 --rtol 1e-3: bf16 rounds the all-reduced sums' next
+ * operands; measured 3.7e-5). */
+static void standin_run(const char *dir, const char *plan, const char *env, const char *flags,
+                        const char *save)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s mpirun --oversubscribe --bind-to none -x PP_STANDIN_GPUS=4 -x PP_STANDIN_ORDER "
+             "-np 4 %s/bin/ppvm-standin %s/%s --backend cuda %s --steps 3 --timeout 120 "
+             "--save %s/%s --quiet",
+             env, PP_ROOT, dir, plan, flags, dir, save);
+    proc_result r;
+    run_proc(cmd, MPIRUN_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0, "%s failed: %s", cmd, r.out);
+    proc_free(&r);
+}
+
+static void compare_ok(const char *dir, const char *a, const char *b, const char *tol)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/%s %s/%s %s", PP_ROOT, dir, a, dir, b, tol);
+    proc_result r;
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"), "%s:\n%s", cmd, r.out);
+    proc_free(&r);
+}
+
+START_TEST(tensor_cuda_standin)
+{
+    char *src = with_tensor("1f1b.pp", 2), *dir = temp_dir(), cmd[4096], *out;
+    snprintf(cmd, sizeof cmd,
+             "test -x %s/bin/ppvm-standin && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && "
+             "%s/bin/ppc %s -D S=2 -D B=4 --precision bf16 -o %s/b2 -q && "
+             "%s/bin/ppvm --reference %s/t2 --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --reference %s/b2 --steps 3 --save %s/bref --quiet",
+             PP_ROOT, PP_ROOT, src, dir, PP_ROOT, src, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport nccl", "n1");
+    compare_ok(dir, "n1", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=fifo", "--transport nccl", "n2");
+    compare_ok(dir, "n2", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport mpi", "m1");
+    compare_ok(dir, "m1", "ref", "");
+    standin_run(dir, "b2", "PP_STANDIN_ORDER=latest", "--transport nccl", "bn");
+    compare_ok(dir, "bn", "bref", "--atol 1e-4 --rtol 1e-3");
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/b2 --steps 3 --save %s/bc --quiet", dir, dir);
+    out = mpi_ok(4, cmd);
+    free(out);
+    compare_ok(dir, "bc", "bref", "--atol 1e-4 --rtol 1e-3");
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
+#define TENSOR_E2E_TESTS(X)                                                                        \
+    X(tensor_1f1b, 4)                                                                              \
+    X(tensor_gpipe, 4)                                                                             \
+    X(tensor_zb_h1, 4)                                                                             \
+    X(tensor_interleaved, 4)                                                                       \
+    X(tensor_ddp_fsdp, 4)                                                                          \
+    X(tensor_4, 8)                                                                                 \
+    X(tensor_pp_dp, 8)                                                                             \
+    X(tensor_checkpoint_reshard, 4)                                                                \
+    X(tensor_cuda_standin, 4)
+
+PP_JOB_SUITE(tensor_e2e, TENSOR_E2E_TESTS)
