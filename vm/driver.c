@@ -24,6 +24,7 @@
 #include "guard.h"
 #include "memcheck.h"
 #include "profile.h"
+#include "progress.h"
 #include "save.h"
 #include "vm.h"
 #include "vmbench.h"
@@ -187,7 +188,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
          * of the stop signal, so that a signal between steps (or before
          * the first) stops every rank before the next one */
         int sig = pp_guard_signal(), any;
-        mpiCheck(MPI_Allreduce(&sig, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        pp_progress_allreduce(&sig, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD); /* sleeps */
         if (any)
             return stop(run, be, st, any, &saved);
         pp_guard_phase(PP_AT_STEP, run->step);
@@ -210,7 +211,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         double mine[AG_N] = {mine_loss, MPI_Wtime() - run->t0, pp_guard_signal(),
                              finding_key(p, &found, run->me)};
         double all[AG_N];
-        mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
+        pp_progress_allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD); /* sleeps */
         double loss = all[AG_LOSS], dt = all[AG_TIME];
         if (run->prof)
             pp_profile_step(run->prof, run->step, dt);
