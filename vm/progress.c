@@ -1,16 +1,19 @@
 /* progress.c - the cpu backend's communication thread (progress.h): one
- * thread per rank that owns the requests handed to it, drives Open MPI's
- * progress with MPI_Testsome and sleeps between tries; waits sleep on a
- * condition variable.
+ * thread per rank that drives Open MPI's progress with MPI_Testsome over
+ * the requests handed to it while the main thread computes, and waits
+ * that sleep.
  *
  * Why a sleeping poll and not a blocking MPI call: Open MPI 4.1's blocking
  * waits are themselves a polling loop (opal_progress) that holds a core,
  * and its shared-memory transport has no descriptor to sleep on. So the
  * thread polls, but slowly: after a try that completed nothing it sleeps
- * an interval that doubles from POLL_MIN_NS to POLL_MAX_NS (POLL_WAIT_NS
- * while the main thread waits, whose wake-up is then on the critical
- * path); a new request or a completion starts again at the minimum. With
- * nothing in flight it sleeps until a request arrives. */
+ * an interval that doubles from POLL_MIN_NS to POLL_MAX_NS; a new request
+ * or a completion starts again at the minimum; with nothing in flight it
+ * sleeps until a request arrives. While the main thread waits, the waiter
+ * polls for itself (one hand-off between threads less on the critical
+ * path): back to back for at most SPIN_NS, then with sleeps of POLL_MIN_NS
+ * doubling to POLL_WAIT_NS; the thread sleeps meanwhile. One thread tests
+ * at a time (`polling`): MPI forbids two testing one request. */
 #include "progress.h"
 
 #include <errno.h>
@@ -271,19 +274,24 @@ void pp_progress_wait(pp_progress *pg, int t)
     pthread_mutex_unlock(&pg->mu);
 }
 
+void pp_progress_complete(MPI_Request *r)
+{
+    int t = process_thread ? pp_progress_add(process_thread, *r) : -1;
+    if (t < 0) /* no thread (or, which a step never leaves, no room): here */
+        mpiCheck(MPI_Wait(r, MPI_STATUS_IGNORE));
+    else
+        pp_progress_wait(process_thread, t);
+    *r = MPI_REQUEST_NULL;
+}
+
 void pp_progress_allreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
                            MPI_Comm comm)
 {
-    int t = -1;
-    MPI_Request r;
-    if (process_thread) {
-        mpiCheck(MPI_Iallreduce(send, recv, count, type, op, comm, &r));
-        t = pp_progress_add(process_thread, r);
-        if (t < 0) /* no room: wait here (cannot happen between steps) */
-            mpiCheck(MPI_Wait(&r, MPI_STATUS_IGNORE));
-        else
-            pp_progress_wait(process_thread, t);
+    if (!process_thread) {
+        mpiCheck(MPI_Allreduce(send, recv, count, type, op, comm));
         return;
     }
-    mpiCheck(MPI_Allreduce(send, recv, count, type, op, comm));
+    MPI_Request r;
+    mpiCheck(MPI_Iallreduce(send, recv, count, type, op, comm, &r));
+    pp_progress_complete(&r);
 }

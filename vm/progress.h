@@ -44,6 +44,10 @@ void pp_progress_wait(pp_progress *pg, int ticket);
  * MPI_Test. */
 int pp_progress_done(pp_progress *pg, int ticket);
 
+/* Waits for a posted request as a step's transfers are waited for: through
+ * the process's communication thread when one runs, else MPI_Wait. */
+void pp_progress_complete(MPI_Request *r);
+
 /* MPI_Allreduce whose wait sleeps: through the process's communication
  * thread when one runs (the cpu backend's, between pp_progress_new and
  * pp_progress_free), else MPI_Allreduce itself. The driver's per-step
