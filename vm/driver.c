@@ -428,6 +428,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth);
         if (link < 0) /* every rank; said */
             pp_profile_discard(run.prof);
+        else
+            pp_profile_backend(run.prof, be->name);
         if (link < 0 ||
             pp_profile_finish(run.prof, link, latency, bandwidth, be->profile_overlap)) /* frees */
             rc = 1;
