@@ -200,7 +200,7 @@ static void what_instr(char *buf, size_t len)
                  pp_op_name(op), where);
     else
         snprintf(buf, len,
-                 "instruction %u, %s%s: computing, or waiting for an earlier send from its slots; "
+                 "instruction %u, %s%s: computing, or waiting for a transfer on its slots; "
                  "%s",
                  i, pp_op_name(op), where,
                  silent[0]      ? silent
