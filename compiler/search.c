@@ -896,6 +896,9 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
             fprintf(err, "ppc --search: --costs: %s\n", msg);
             return PP_SEARCH_IO;
         }
+        snprintf(r->costs_backend, sizeof r->costs_backend, "%s", c.backend ? c.backend : "");
+        r->costs_ranks_per_core = c.has_ranks_per_core ? c.ranks_per_core : 0;
+        r->costs_cores = c.has_cores;
         pp_costs_free(&c);
     }
     char **files;
@@ -1017,6 +1020,13 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
         fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
     else
         fputs("none\n", f);
+    if (r->costs_ranks_per_core > 1 && !r->costs_cores)
+        fprintf(f,
+                "note: --costs was measured with %.3g ranks per core (backend %s) and gives no "
+                "\"cores\": the simulation does not model ranks waiting for a core, so these "
+                "times are known to miss where ranks share cores (tests/bench/predict_bench.sh's "
+                "4-rank table); give \"cores\" or measure with a core per rank\n",
+                r->costs_ranks_per_core, r->costs_backend[0] ? r->costs_backend : "unknown");
     fprintf(f, "Pareto front of predicted step time against peak plan memory per worker, "
                "fastest first:\n");
     fprintf(f, "%4s  %12s  %7s  %12s  %10s  %s\n", "rank", "step time", "bubble", "memory (B)",

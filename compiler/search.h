@@ -94,6 +94,12 @@ typedef struct {
     int nfront;
     char *model;    /* the search's model */
     double seconds; /* wall time of the whole search */
+    /* what --costs was measured on (its "backend", "ranks_per_core", and
+     * whether it gives "cores"): rows' times are known to miss when ranks
+     * shared cores and the file does not say how many (pp_search_print) */
+    char costs_backend[16];
+    double costs_ranks_per_core; /* 0: not recorded */
+    int costs_cores;
 } pp_search_result;
 
 typedef enum {

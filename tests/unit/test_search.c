@@ -358,6 +358,33 @@ START_TEST(test_front_tolerance)
 }
 END_TEST
 
+/* Costs measured with ranks sharing cores and no "cores": the table says
+ * its times are known to miss; with "cores" (or a core per rank) it does
+ * not. */
+START_TEST(test_known_miss_note)
+{
+    char *dir = temp_dir(), cmd[1024];
+    static const char *const files[] = {
+        "{\"F\": 1.5, \"B\": 2.5, \"ranks_per_core\": 2, \"backend\": \"cpu\"}",
+        "{\"F\": 1.5, \"B\": 2.5, \"ranks_per_core\": 2, \"cores\": 2}",
+        "{\"F\": 1.5, \"B\": 2.5, \"ranks_per_core\": 1}",
+    };
+    for (int i = 0; i < 3; i++) {
+        write_file(dir, "c.json", files[i]);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --costs %s/c.json --top 1",
+                 PP_ROOT, dir);
+        char *out = run_expect(cmd, 0);
+        const char *note = strstr(out, "note: --costs was measured with 2 ranks per core "
+                                       "(backend cpu) and gives no \"cores\"");
+        ck_assert_msg(i == 0 ? note != NULL : strstr(out, "note:") == NULL,
+                      "costs %s: the known-miss note %s:\n%s", files[i],
+                      i == 0 ? "is missing" : "is printed", out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 /* DDP's placement (compute = b), which needs W = B: with 4 workers for 8
  * microbatches, job (0, 4) lands outside them. */
 #define DP_FILE "param S = 4\nparam B = 8\nparam W = B\ncompute(s,b,d) = b\n# search: S=W\n"
@@ -1222,6 +1249,7 @@ Suite *search_suite(void)
     tcase_add_test(cli, test_errors);
     tcase_add_test(cli, test_json_output);
     tcase_add_test(cli, test_front_tolerance);
+    tcase_add_test(cli, test_known_miss_note);
     suite_add_tcase(s, cli);
     TCase *line = tcase_create("line");
     tcase_set_timeout(line, 60);
