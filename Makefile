@@ -71,7 +71,7 @@ B := build
 # satisfy (the two proofs, bufcheck and commcheck, and the start-up checks,
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
-ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c
+ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c isa/model_words.c
 KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 KERN_SRC += kernels/tensor_shard.c kernels/tensor_hook.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
@@ -265,10 +265,25 @@ test: deps
 	@mkdir -p build
 	$(TEST_ENV) ./bin/check_pp --failures build/test-failures.txt $(SUITE); rc=$$?; \
 	  if [ -z "$(SUITE)" ]; then python3 tests/layering.py || rc=1; \
-	    $(MAKE) --no-print-directory standin-test || rc=1; fi; \
+	    $(MAKE) --no-print-directory standin-test || rc=1; \
+	    $(MAKE) --no-print-directory test-hosts HOSTS_PREDICT=report || rc=1; fi; \
 	  if [ -s build/test-failures.txt ]; then \
 	    echo "==== make test: the failed checks again (their output is above too) ===="; \
 	    cat build/test-failures.txt; fi; exit $$rc
+
+# Across "hosts" (issue 29 part 2, tests/hosts/hosts_test.sh): network
+# namespaces joined by veth links, Open MPI over TCP through an rsh agent
+# that enters them; training to the reference, shaped links (tc tbf)
+# predicted from ppvm --profile, a lost host. About a minute. Where
+# namespaces cannot be made (not root, no CAP_NET_ADMIN) it prints one
+# "test-hosts: skipped: ..." line and succeeds. make test runs it with
+# HOSTS_PREDICT=report: a prediction outside 10% is printed, not failed (the
+# machine it shares with other work makes the measured step noisy).
+.PHONY: test-hosts
+HOSTS_PREDICT ?=
+test-hosts: all
+	@$(TEST_ENV) HOSTS_PREDICT=$(HOSTS_PREDICT) bash tests/hosts/hosts_test.sh; rc=$$?; \
+	  [ $$rc = 77 ] && rc=0; exit $$rc
 
 # The layers (tests/layering.py): vm/ and compiler/ include nothing of each
 # other, bin/ppc links no BLAS and no kernels/ object, no cycles between

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../isa/model_words.h"
 #include "parse.h"
 #include "readfile.h"
 #include "tensor.h"
@@ -208,6 +209,46 @@ static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
 }
 
 /* The steps, in order; returns at the first that fails or at stop_after. */
+/* The model in words without its stage clause (", 4 stages of 1 block"):
+ * with --layers the costs are per block, whatever the stages. */
+static void without_stages(const char *w, char *out, size_t n)
+{
+    const char *at = strstr(w, " stages of ");
+    const char *start = at ? at : w;
+    while (at && start > w && start[-1] != ',')
+        start--;
+    const char *end = at ? strstr(at, ", ") : NULL;
+    if (!at || start == w || !end)
+        snprintf(out, n, "%s", w);
+    else
+        snprintf(out, n, "%.*s%s", (int)(start - 1 - w), w, end);
+}
+
+/* --costs measured on another model (its "model", ppvm --profile's) is
+ * refused: its job costs are another model's. With --layers, per block. */
+static int check_costs_model(pp_diag *d, const pp_costs *k, const pp_schedule *sch,
+                             const char *path, long long layers)
+{
+    if (!k->model)
+        return 0; /* a hand-written file, or one from before ppvm recorded it */
+    char mine[1024], a[1024], b[1024];
+    pp_model_words(&sch->model, sch->S, mine, sizeof mine);
+    if (layers) {
+        without_stages(mine, a, sizeof a);
+        without_stages(k->model, b, sizeof b);
+    } else {
+        snprintf(a, sizeof a, "%s", mine);
+        snprintf(b, sizeof b, "%s", k->model);
+    }
+    if (!strcmp(a, b))
+        return 0;
+    diag_error_noloc(d,
+                     "--costs %s was measured on another model (%s); this compile trains %s: "
+                     "expected a profile of this model (ppvm --profile on its plan)",
+                     path, k->model, mine);
+    return -1;
+}
+
 static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
 {
     pp_stage last = o->stop_after ? o->stop_after : PP_STAGE_PLANS;
@@ -253,6 +294,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     if (o->tensor > 0 && pp_tensor_override(d, &c->sch, o->tensor))
         return PP_COMPILE_ERRORS;
     if (o->layers && apply_layers(d, &c->sch, o->layers))
+        return PP_COMPILE_ERRORS;
+    if (o->costs && check_costs_model(d, &c->costs, &c->sch, o->costs, o->layers))
         return PP_COMPILE_ERRORS;
     long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);
     if (o->max_jobs && jobs > o->max_jobs) {

@@ -29,11 +29,16 @@ enum {
     KEY_CORES,
     KEY_TENSOR_LATENCY,
     KEY_TENSOR_BANDWIDTH,
+    /* what ppvm --profile measured on (issue 29): not costs */
+    KEY_MODEL,
+    KEY_BACKEND,
+    KEY_RANKS_PER_CORE,
     NKEYS
 };
 static const char *const key_names[NKEYS] = {
-    "F",    "B",       "W",        "O",     "latency",        "bandwidth",
-    "unit", "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth"};
+    "F",       "B",        "W",     "O",     "latency", "bandwidth",     "unit",
+    "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth", "model", "backend",
+    "ranks_per_core"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -301,6 +306,21 @@ static int read_cores(const ctx *x, const json_t *v, int *out)
     return 0;
 }
 
+/* "model" and "backend": a non-empty string, kept (caller frees). */
+static int read_words(const ctx *x, int k, const json_t *v, char **out)
+{
+    if (!json_is_string(v) || !json_string_length(v))
+        return bad(x, locate(x, key_names[k], 0, -1),
+                   "expected a non-empty string (what ppvm --profile measured on) for \"%s\", "
+                   "found %s",
+                   key_names[k], json_is_string(v) ? "an empty string" : kind_name(v));
+    if (!(*out = strdup(json_string_value(v)))) {
+        nomem(x);
+        return -1;
+    }
+    return 0;
+}
+
 int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, char *err,
                    size_t errlen)
 {
@@ -340,11 +360,23 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
                 "\"bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
-                "\"tensor_bandwidth\" or \"measured\"",
+                "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\" or \"ranks_per_core\"",
                 quote(key, q));
             goto out;
         }
-        if (k == KEY_CORES) {
+        if (k == KEY_MODEL || k == KEY_BACKEND) {
+            if (read_words(&x, k, v, k == KEY_MODEL ? &c->model : &c->backend) != 0)
+                goto out;
+        } else if (k == KEY_RANKS_PER_CORE) {
+            if (read_nonneg(&x, k, v, &c->ranks_per_core) != 0)
+                goto out;
+            if (!(c->ranks_per_core > 0)) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected a number > 0 for \"ranks_per_core\", found %g", c->ranks_per_core);
+                goto out;
+            }
+            c->has_ranks_per_core = 1;
+        } else if (k == KEY_CORES) {
             if (read_cores(&x, v, &c->cores) != 0)
                 goto out;
             c->has_cores = 1;
@@ -422,5 +454,7 @@ void pp_costs_free(pp_costs *c)
 {
     for (int d = 0; d < 4; d++)
         free(c->dir[d]);
+    free(c->model);
+    free(c->backend);
     memset(c, 0, sizeof *c);
 }

@@ -17,7 +17,11 @@
  *     "cores": 2,               at most 2 jobs compute at once over all workers (ranks
  *                               sharing a machine's cores: sim.h); a whole number >= 1
  *     "measured": {...}         ppvm --profile's record of the run's steps (vm/profile.h):
- *   }                           any object, skipped (it is no cost)
+ *                               any object, skipped (it is no cost)
+ *     "model": "mlp ...",       what the costs were measured on (ppvm --profile writes
+ *     "backend": "cpu",         them): the model in words (isa/model_words.h), which a
+ *     "ranks_per_core": 2       compile of another model refuses; the backend; ranks per
+ *   }                           online core on the measuring node (> 1: ranks shared cores)
  *
  * Every key is optional; a key the file does not give keeps the schedule's
  * value. Times are in seconds, as ppvm --profile writes them, unless "unit"
@@ -49,6 +53,10 @@ typedef struct {
     int cores; /* "cores": at most this many jobs compute at once machine-wide (>= 1) */
     double latency, bandwidth, overlap;
     const char *unit; /* "s" (no "unit" key), "ms", "us" or "ns"; NULL when nothing was loaded */
+    char *model;      /* "model": the model measured on, in words, or NULL */
+    char *backend;    /* "backend", or NULL */
+    int has_ranks_per_core;
+    double ranks_per_core;
 } pp_costs;
 
 /* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for

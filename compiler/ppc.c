@@ -914,7 +914,7 @@ static int run_table(const options *o)
 
 /* --search: the front on stdout; exit 0, 1 when nothing compiles or fits,
  * 1 for a malformed search line, 3 an unreadable library or --costs, 4, 5. */
-static int run_search(const options *o)
+static int run_search(const options *o, const char *prog)
 {
     char buf[PATH_MAX], rel[PATH_MAX], cwd[PATH_MAX];
     const char *lib = o->library;
@@ -931,7 +931,7 @@ static int run_search(const options *o)
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
     pp_search_opts so = {lib,          W,        B, o->costs, (uint64_t)o->mem_limit, o->optimizer,
-                         o->precision, o->layers, o->tensor};
+                         o->precision, o->layers, o->tensor, prog};
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
@@ -1052,7 +1052,7 @@ int main(int argc, char **argv)
     else if (o.table)
         rc = run_table(&o);
     else if (o.search)
-        rc = run_search(&o);
+        rc = run_search(&o, argv[0]); /* the rows' commands say ppc as it was typed */
     else {
         pp_compile_opts co = pp_compile_defaults();
         co.path = o.file;

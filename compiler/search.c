@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "../isa/model_words.h"
 #include "compile.h"
 #include "parse.h"
 #include "readfile.h"
@@ -301,6 +303,13 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
  * candidate of 8 stages of 1 block and one of 4 of 2 train one model. */
 static char *model_words(const pp_model *m, long long S, long long layers)
 {
+    if (!layers) { /* the words ppvm --profile records (isa/model_words.h) */
+        int len = pp_model_words(m, S, (char[1]){0}, 1);
+        char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (buf)
+            pp_model_words(m, S, buf, (size_t)len + 1);
+        return buf;
+    }
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -312,24 +321,11 @@ static char *model_words(const pp_model *m, long long S, long long layers)
     else
         fprintf(f, "mlp context %u embed %u ffn %u batch %u", m->context, m->embed, m->ffn,
                 m->batch);
-    /* Without --layers the stages are part of the model: a stage's blocks,
-     * and without cost lines its unit cost, are per stage, so 16 stages of
-     * one block are twice the model of 8. */
-    if (layers)
-        fprintf(f, ", %lld %s in total", layers,
-                m->kind == PP_MODEL_GPT ? (layers == 1 ? "layer" : "layers")
-                                        : (layers == 1 ? "block" : "blocks"));
-    else {
-        fprintf(f, ", %lld stages of ", S);
-        if (m->layers) {
-            for (long long s = 0; s < S; s++)
-                fprintf(f, "%s%u", s ? "," : "", m->layers[s]);
-            fputs(m->kind == PP_MODEL_GPT ? " layers" : " blocks", f);
-        } else
-            fprintf(f, "%u %s", m->blocks,
-                    m->kind == PP_MODEL_GPT ? (m->blocks == 1 ? "layer" : "layers")
-                                            : (m->blocks == 1 ? "block" : "blocks"));
-    }
+    /* With --layers the blocks in total: candidates of other stage counts
+     * train one model */
+    fprintf(f, ", %lld %s in total", layers,
+            m->kind == PP_MODEL_GPT ? (layers == 1 ? "layer" : "layers")
+                                    : (layers == 1 ? "block" : "blocks"));
     fprintf(f, ", %s, %s", m->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd",
             m->precision == PP_PREC_BF16 ? "bf16" : "fp32");
     if (fclose(f)) {
@@ -826,6 +822,8 @@ static pp_search_status list_library(const char *dir, char ***out, int *n, FILE 
 
 /* ==== The front ============================================================ */
 
+static void out_dir(const char *file, char *buf, size_t n);
+
 static const pp_search_cand *sort_base;
 static int by_time_mem(const void *a, const void *b)
 {
@@ -867,7 +865,19 @@ static int pick_model(pp_search_result *r)
     return 0;
 }
 
-static int build_front(pp_search_result *r)
+/* Whether candidate j beats candidate i: not slower (within
+ * PP_SEARCH_TIME_TOL) and not larger, and better in one (faster beyond the
+ * tolerance, or smaller); between equals, the first generated. */
+static int beats(const pp_search_cand *c, int j, int i)
+{
+    double tj = c[j].time, ti = c[i].time, tol = PP_SEARCH_TIME_TOL * fmax(fabs(ti), fabs(tj));
+    if (tj > ti + tol || c[j].mem > c[i].mem)
+        return 0;
+    return c[j].mem < c[i].mem || tj < ti - tol || j < i;
+}
+
+/* The front: every compiled candidate no other beats, fastest first. */
+int pp_search_front(pp_search_result *r)
 {
     int *idx = malloc(((size_t)(unsigned)r->n + 1) * sizeof *idx);
     if (!idx)
@@ -876,17 +886,45 @@ static int build_front(pp_search_result *r)
     for (int i = 0; i < r->n; i++)
         if (r->c[i].state == PP_CAND_OK)
             idx[n++] = i;
-    sort_base = r->c;
-    qsort(idx, (size_t)n, sizeof *idx, by_time_mem);
     r->nfront = 0;
-    uint64_t least = 0;
-    for (int i = 0; i < n; i++) /* sorted by time: on the front iff smaller than all before */
-        if (r->nfront == 0 || r->c[idx[i]].mem < least) {
-            least = r->c[idx[i]].mem;
-            idx[r->nfront++] = idx[i];
-            r->c[idx[i]].front = r->nfront;
-        }
+    for (int a = 0; a < n; a++) {
+        int beaten = 0;
+        for (int b = 0; b < n && !beaten; b++)
+            beaten = b != a && beats(r->c, idx[b], idx[a]);
+        if (!beaten)
+            idx[r->nfront++] = idx[a];
+    }
+    sort_base = r->c;
+    qsort(idx, (size_t)r->nfront, sizeof *idx, by_time_mem);
+    for (int i = 0; i < r->nfront; i++)
+        r->c[idx[i]].front = i + 1;
     r->front = idx;
+    return 0;
+}
+
+/* Each candidate's -o: out/<stem> for the first front row of its file,
+ * out/<stem>-<rank> for the next ones, out/<stem>-c<n> off the front. */
+static int name_outputs(pp_search_result *r)
+{
+    char dir[256], buf[300];
+    for (int i = 0; i < r->n; i++) {
+        pp_search_cand *k = &r->c[i];
+        out_dir(k->file, dir, sizeof dir);
+        int first = k->front > 0;
+        for (int f = 0; first && f < k->front - 1; f++) {
+            char other[256];
+            out_dir(r->c[r->front[f]].file, other, sizeof other);
+            first = strcmp(other, dir) != 0;
+        }
+        if (first)
+            snprintf(buf, sizeof buf, "%s", dir);
+        else if (k->front)
+            snprintf(buf, sizeof buf, "%s-%d", dir, k->front);
+        else
+            snprintf(buf, sizeof buf, "%s-c%d", dir, i + 1);
+        if (!(k->out = strdup(buf)))
+            return -1;
+    }
     return 0;
 }
 
@@ -901,6 +939,9 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
             fprintf(err, "ppc --search: --costs: %s\n", msg);
             return PP_SEARCH_IO;
         }
+        snprintf(r->costs_backend, sizeof r->costs_backend, "%s", c.backend ? c.backend : "");
+        r->costs_ranks_per_core = c.has_ranks_per_core ? c.ranks_per_core : 0;
+        r->costs_cores = c.has_cores;
         pp_costs_free(&c);
     }
     if (o->tensor > 0 && o->W % o->tensor) {
@@ -925,7 +966,7 @@ pp_search_status pp_search_run(const pp_search_opts *o, pp_search_result *r, FIL
     free(files);
     if (st != PP_SEARCH_OK)
         return st;
-    if (pick_model(r) || build_front(r))
+    if (pick_model(r) || pp_search_front(r) || name_outputs(r))
         return PP_SEARCH_NOMEM;
     for (int i = 0; i < r->n; i++) {
         r->ok += r->c[i].state == PP_CAND_OK;
@@ -994,8 +1035,11 @@ static const char *state_word(pp_cand_state st)
     return "?";
 }
 
+/* The program as the user ran it. */
+static const char *prog_of(const pp_search_opts *o) { return o->prog ? o->prog : "ppc"; }
+
 /* --all: every candidate in the order generated. */
-static void print_all(FILE *f, const pp_search_result *r)
+static void print_all(FILE *f, const pp_search_opts *o, const pp_search_result *r)
 {
     fprintf(f, "every candidate (front: its rank; model: another model than the search's):\n");
     fprintf(f, "%-8s  %5s  %12s  %12s  %s\n", "state", "front", "step time", "memory (B)",
@@ -1010,7 +1054,9 @@ static void print_all(FILE *f, const pp_search_result *r)
         }
         if (k->front)
             snprintf(fr, sizeof fr, "%d", k->front);
-        fprintf(f, "%-8s  %5s  %12s  %12s  ppc ", state_word(k->state), fr, t, m);
+        fprintf(f, "%-8s  %5s  %12s  %12s  ", state_word(k->state), fr, t, m);
+        shell_word(f, prog_of(o));
+        fputc(' ', f);
         shell_word(f, k->file);
         fprintf(f, " %s", k->args);
         if (k->state == PP_CAND_REFUSED || (k->state == PP_CAND_OVER && k->why))
@@ -1030,6 +1076,13 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
         fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
     else
         fputs("none\n", f);
+    if (r->costs_ranks_per_core > 1 && !r->costs_cores)
+        fprintf(f,
+                "note: --costs was measured with %.3g ranks per core (backend %s) and gives no "
+                "\"cores\": the simulation does not model ranks waiting for a core, so these "
+                "times are known to miss where ranks share cores (tests/bench/predict_bench.sh's "
+                "4-rank table); give \"cores\" or measure with a core per rank\n",
+                r->costs_ranks_per_core, r->costs_backend[0] ? r->costs_backend : "unknown");
     fprintf(f, "Pareto front of predicted step time against peak plan memory per worker, "
                "fastest first:\n");
     fprintf(f, "%4s  %12s  %7s  %12s  %10s  %s\n", "rank", "step time", "bubble", "memory (B)",
@@ -1037,12 +1090,13 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
     int rows = top > 0 && top < r->nfront ? top : r->nfront;
     for (int i = 0; i < rows; i++) {
         const pp_search_cand *k = &r->c[r->front[i]];
-        char hb[16], dir[256];
-        out_dir(k->file, dir, sizeof dir);
-        fprintf(f, "%4d  %12.6g  %6.1f%%  %12llu  %10s  ppc ", i + 1, k->time, 100.0 * k->bubble,
+        char hb[16];
+        fprintf(f, "%4d  %12.6g  %6.1f%%  %12llu  %10s  ", i + 1, k->time, 100.0 * k->bubble,
                 (unsigned long long)k->mem, pp_human_bytes(k->mem, hb));
+        shell_word(f, prog_of(o));
+        fputc(' ', f);
         shell_word(f, k->file);
-        fprintf(f, " %s -o %s\n", k->args, dir);
+        fprintf(f, " %s -o %s\n", k->args, k->out);
     }
     if (rows < r->nfront)
         fprintf(f, "(%d more on the front; --top shows more)\n", r->nfront - rows);
@@ -1057,7 +1111,7 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
         fputs(": give --layers L to compare them", f);
     fputc('\n', f);
     if (all)
-        print_all(f, r);
+        print_all(f, o, r);
 }
 
 void pp_search_free(pp_search_result *r)
@@ -1067,6 +1121,7 @@ void pp_search_free(pp_search_result *r)
         free(r->c[i].args);
         free(r->c[i].model);
         free(r->c[i].why);
+        free(r->c[i].out);
     }
     free(r->c);
     free(r->front);
@@ -1075,17 +1130,17 @@ void pp_search_free(pp_search_result *r)
 }
 
 /* A candidate's whole command, as the table prints it (caller frees). */
-static char *command_line(const pp_search_cand *k)
+static char *command_line(const pp_search_opts *o, const pp_search_cand *k)
 {
-    char *buf = NULL, dir[256];
+    char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     if (!m)
         return NULL;
-    out_dir(k->file, dir, sizeof dir);
-    fputs("ppc ", m);
+    shell_word(m, prog_of(o));
+    fputc(' ', m);
     shell_word(m, k->file);
-    fprintf(m, " %s -o %s", k->args, dir);
+    fprintf(m, " %s -o %s", k->args, k->out);
     if (fclose(m)) {
         free(buf);
         return NULL;
@@ -1093,7 +1148,7 @@ static char *command_line(const pp_search_cand *k)
     return buf;
 }
 
-static void json_cand(FILE *f, const pp_search_cand *k)
+static void json_cand(FILE *f, const pp_search_opts *o, const pp_search_cand *k)
 {
     int known = k->state != PP_CAND_REFUSED && k->mem;
     fputs("{\"state\": ", f);
@@ -1108,7 +1163,7 @@ static void json_cand(FILE *f, const pp_search_cand *k)
     pp_json_str(f, k->file);
     fputs(", \"args\": ", f);
     pp_json_str(f, k->args);
-    char *cmd = command_line(k);
+    char *cmd = command_line(o, k);
     fputs(", \"command\": ", f);
     pp_json_str(f, cmd);
     free(cmd);
@@ -1139,14 +1194,14 @@ void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_resu
     int rows = top > 0 && top < r->nfront ? top : r->nfront;
     for (int i = 0; i < rows; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
-        json_cand(f, &r->c[r->front[i]]);
+        json_cand(f, o, &r->c[r->front[i]]);
     }
     fputs(rows ? "\n  ]" : "]", f);
     if (all) {
         fputs(",\n  \"candidates\": [", f);
         for (int i = 0; i < r->n; i++) {
             fputs(i ? ",\n    " : "\n    ", f);
-            json_cand(f, &r->c[i]);
+            json_cand(f, o, &r->c[i]);
         }
         fputs(r->n ? "\n  ]" : "]", f);
     }

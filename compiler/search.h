@@ -31,8 +31,16 @@
  * optimizer steps), the bubble, and the peak plan memory over workers (what
  * ppvm allocates, exact: from the lowered, verified plans). The Pareto front
  * is the candidates no other candidate beats in both (not slower and not
- * larger, and better in one); among equal ones the first generated (the
- * default flags first) stands for them. */
+ * larger, and better in one); times within PP_SEARCH_TIME_TOL of each
+ * other count as equal (float noise: a row as fast as another up to the
+ * last digits but larger is not on the front); among equal ones the first
+ * generated (the default flags first) stands for them.
+ *
+ * Each row's command is the one that reproduces it, as the user would type
+ * it: the program as they ran it (argv[0]) and an output directory of its
+ * own, out/<file's stem>, then out/<stem>-<front rank> for the next rows of
+ * one file (out/<stem>-c<n> for candidate n off the front, in --json). */
+#define PP_SEARCH_TIME_TOL 1e-6 /* relative */
 #ifndef PP_SEARCH_H
 #define PP_SEARCH_H
 
@@ -55,6 +63,9 @@ typedef struct {
      * tensor = T on W / T workers (T must divide W); -1 (auto), every
      * divisor T of W so, T = 1 being the file's own: W counts ranks. */
     int tensor;
+    /* How the user ran ppc (argv[0] as typed, "bin/ppc"), for the rows'
+     * commands; NULL: "ppc". */
+    const char *prog;
 } pp_search_opts;
 
 typedef enum {
@@ -75,6 +86,7 @@ typedef struct {
     char *model;     /* the model, in words (what "other model" compares) */
     char *why;       /* refused or over: the compile's first error, or the search's reason */
     int front;       /* rank on the Pareto front (1 = fastest), 0 = not on it */
+    char *out;       /* its command's -o: out/<file's stem>, made unique (pp_search_run) */
     int indivisible; /* refused: its S does not divide --layers */
 } pp_search_cand;
 
@@ -88,6 +100,12 @@ typedef struct {
     int nfront;
     char *model;    /* the search's model */
     double seconds; /* wall time of the whole search */
+    /* what --costs was measured on (its "backend", "ranks_per_core", and
+     * whether it gives "cores"): rows' times are known to miss when ranks
+     * shared cores and the file does not say how many (pp_search_print) */
+    char costs_backend[16];
+    double costs_ranks_per_core; /* 0: not recorded */
+    int costs_cores;
 } pp_search_result;
 
 typedef enum {
@@ -112,5 +130,9 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
 void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top,
                           int all);
 void pp_search_free(pp_search_result *r);
+/* The front of r's compiled candidates (r->front, r->nfront, each one's
+ * front rank) by the rule above, as pp_search_run builds it; for the
+ * tests. 0, or -1 when out of memory. */
+int pp_search_front(pp_search_result *r);
 
 #endif

@@ -25,6 +25,7 @@
 #include "guard.h"
 #include "memcheck.h"
 #include "profile.h"
+#include "progress.h"
 #include "save.h"
 #include "tensor_stage.h"
 #include "vm.h"
@@ -189,7 +190,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
          * of the stop signal, so that a signal between steps (or before
          * the first) stops every rank before the next one */
         int sig = pp_guard_signal(), any;
-        mpiCheck(MPI_Allreduce(&sig, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        pp_progress_allreduce(&sig, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD); /* sleeps */
         if (any)
             return stop(run, be, st, any, &saved);
         pp_guard_phase(PP_AT_STEP, run->step);
@@ -215,7 +216,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         double mine[AG_N] = {counted, MPI_Wtime() - run->t0, pp_guard_signal(),
                              finding_key(p, &found, run->me)};
         double all[AG_N];
-        mpiCheck(MPI_Allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD));
+        pp_progress_allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD); /* sleeps */
         double loss = all[AG_LOSS], dt = all[AG_TIME];
         if (run->prof)
             pp_profile_step(run->prof, run->step, dt);
@@ -459,6 +460,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth);
         if (link < 0) /* every rank; said */
             pp_profile_discard(run.prof);
+        else
+            pp_profile_backend(run.prof, be->name);
         if (link < 0 ||
             pp_profile_finish(run.prof, link, latency, bandwidth, be->profile_overlap)) /* frees */
             rc = 1;

@@ -311,7 +311,7 @@ static void what_instr(char *buf, size_t len)
                  "instruction %u, %s%s: computing, no wait on any rank: this rank is stalled", i,
                  pp_op_name(op), where);
     else
-        snprintf(buf, len, "instruction %u, %s%s: waiting for an earlier send from its slots; %s",
+        snprintf(buf, len, "instruction %u, %s%s: waiting for a transfer on its slots; %s",
                  i, pp_op_name(op), where,
                  known[0]       ? known
                  : g.world == 2 ? lost

@@ -58,6 +58,7 @@
 #include "check.h"
 #include "core.h"
 #include "profile.h"
+#include "progress.h"
 #include "vm.h"
 #include "vmbench.h"
 
@@ -70,22 +71,49 @@ typedef struct {
     void *work;  /* the workspace every F and B uses in turn; with an Overlap
                                 pair, two of them, work_stride bytes apart */
     size_t work_stride;
-    MPI_Request *req;      /* [nslots] a send in flight from the slot */
+    pp_progress *pg;       /* the communication thread (vm/progress.h) */
+    int *tk;               /* [nslots] the ticket of a send or receive in flight on the slot, or -1 */
+    int *red;              /* [S] the ticket of the stage's all-reduce in flight, or -1 */
     MPI_Comm *comm;        /* [ngroups] MPI_COMM_NULL where not a member */
     int tensor_group;      /* tensor = T > 1: the group of the last TensorReduce */
-    MPI_Request *wsend;    /* weight sends in flight (SendWeights) */
+    int *wsend;            /* tickets of the weight sends in flight (SendWeights) */
     int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
+    /* receives posted ahead (see recv_ahead): the plan's receives in order,
+     * the instruction after which each one's slot is free, the next one to
+     * post, and which instructions' receives are posted */
+    uint32_t *recvs, nrecvs, next_recv;
+    uint32_t *free_after;  /* [ninstr] */
+    unsigned char *posted; /* [ninstr] */
     double loss;           /* summed over this step's microbatches on this rank */
     double fwd_loss;       /* the last Forward's, until op_loss takes it */
     double *prof_t;        /* --profile: [2 * ninstr] the wall clock at each job's marks */
     int nc;                /* --no-compute (vm/vmbench.h): no kernel body, 4-byte messages */
 } vm;
 
+/* A posted request, handed to the communication thread: its ticket. */
+static int hand_over(vm *v, MPI_Request r)
+{
+    int t = pp_progress_add(v->pg, r);
+    if (t < 0) { /* the capacity counts every request a step can have in flight */
+        fprintf(stderr, "ppvm: rank %d: more transfers in flight than the plan allows\n",
+                v->run->me);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return t;
+}
+
+/* Waits for a ticket (-1: none) and clears it. */
+static void wait_ticket(vm *v, int *t)
+{
+    if (*t >= 0)
+        PP_WAITED(v->nc, &v->run->waited_ns, pp_progress_wait(v->pg, *t));
+    *t = -1;
+}
+
 static void wait_weight_sends(vm *v)
 {
-    if (v->nwsend)
-        PP_WAITED(v->nc, &v->run->waited_ns,
-                  mpiCheck(MPI_Waitall(v->nwsend, v->wsend, MPI_STATUSES_IGNORE)));
+    for (int i = 0; i < v->nwsend; i++)
+        wait_ticket(v, &v->wsend[i]);
     v->nwsend = 0;
 }
 
@@ -104,18 +132,23 @@ static int msg_floats(const vm *v, size_t n)
 
 /* ---- the operations the core's dispatch calls (core.h: pp_vm_ops) ----------- */
 
-/* A slot, once any send still in flight from it is complete. */
+/* A slot, once any send from it or receive into it in flight is complete. */
 static void *op_slot(void *be, int k)
 {
     vm *v = be;
-    if (v->req[k] != MPI_REQUEST_NULL)
-        PP_WAITED(v->nc, &v->run->waited_ns, mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE)));
+    wait_ticket(v, &v->tk[k]);
     return v->slot[k];
 }
 
 static const void *op_weights(void *be, int s) { return ((vm *)be)->c.compute[s]; }
 
-static float *op_grads(void *be, int s) { return ((vm *)be)->c.grads[s]; }
+/* The own gradients, once the stage's all-reduce in flight is complete. */
+static float *op_grads(void *be, int s)
+{
+    vm *v = be;
+    wait_ticket(v, &v->red[s]);
+    return v->c.grads[s];
+}
 
 /* --deterministic: the core's zeroed host buffer for the job. */
 static float *op_det_grads(void *be, const pp_vm_job *j)
@@ -231,47 +264,86 @@ static void op_send(void *be, const pp_vm_job *j)
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
     int s = j->s, k = j->k, peer = j->in->peer, tag = pp_transfer_tag(p, j->in->op, s, j->b);
+    MPI_Request r;
     if (j->in->op == PP_OP_SendWeights) {
         mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s)),
-                           MPI_BYTE, peer, tag, MPI_COMM_WORLD, &v->wsend[v->nwsend++]));
+                           MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r));
+        v->wsend[v->nwsend++] = hand_over(v, r);
         return;
     }
-    op_slot(v, k); /* at most one send in flight per slot */
+    op_slot(v, k); /* at most one transfer in flight per slot */
     if (j->in->op == PP_OP_SendWeightGrad)
         mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-                           &v->req[k]));
+                           &r));
     else
         mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer, tag,
-                           MPI_COMM_WORLD, &v->req[k]));
+                           MPI_COMM_WORLD, &r));
+    v->tk[k] = hand_over(v, r);
 }
 
-/* Receives block where the plan puts them. */
-static void op_recv(void *be, const pp_vm_job *j)
+/* Posts instruction i's receive into its slot (whose earlier transfer, if
+ * any, is complete); the slot's next use waits for it (op_slot). */
+static void post_recv(vm *v, uint32_t i)
 {
-    vm *v = be;
     const pp_plan *p = v->p;
     const pp_model *m = &p->model;
-    int s = j->s, op = j->in->op;
-    void *dst = op_slot(v, j->k);
+    const pp_instr *in = &p->code[i];
+    int s = in->stage, op = in->op, k = pp_transfer_slot(in);
+    void *dst = op_slot(v, k);
     int count = msg_bytes(v, pp_act_bytes(m)); /* RecvActivation, RecvGrad */
     MPI_Datatype type = MPI_BYTE;
     if (op == PP_OP_FetchWeights)
         count = msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s));
     else if (op == PP_OP_RecvWeightGrad) {
-        count = msg_floats(v, j->np);
+        count = msg_floats(v, pp_stage_param_count(m, (int)p->S, s));
         type = MPI_FLOAT;
     }
-    PP_WAITED(v->nc, &v->run->waited_ns,
-              mpiCheck(MPI_Recv(dst, count, type, j->in->peer, pp_transfer_tag(p, op, s, j->b),
-                                MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
+    MPI_Request r;
+    mpiCheck(MPI_Irecv(dst, count, type, in->peer, pp_transfer_tag(p, op, s, in->mb),
+                       MPI_COMM_WORLD, &r));
+    v->tk[k] = hand_over(v, r);
+    v->posted[i] = 1;
 }
 
+/* Receives posted ahead, so that the communication thread moves the data
+ * while this rank computes: before instruction i runs, every receive of
+ * the plan whose slot no instruction before it still uses (free_after <=
+ * i) is posted, in the plan's order (MPI matches messages of one peer and
+ * tag in posting order), stopping at the first whose slot still has a
+ * transfer in flight. */
+static void recv_ahead(vm *v, uint32_t i)
+{
+    while (v->next_recv < v->nrecvs) {
+        uint32_t r = v->recvs[v->next_recv];
+        int *t = &v->tk[pp_transfer_slot(&v->p->code[r])];
+        if (v->free_after[r] > i || (*t >= 0 && !pp_progress_done(v->pg, *t)))
+            return;
+        post_recv(v, r);
+        v->next_recv++;
+    }
+}
+
+/* A receive: posted now unless recv_ahead posted it. */
+static void op_recv(void *be, const pp_vm_job *j)
+{
+    vm *v = be;
+    uint32_t i = (uint32_t)(j->in - v->p->code);
+    if (v->posted[i])
+        return;
+    post_recv(v, i); /* every earlier receive is posted: this is next_recv */
+    v->next_recv++;
+}
+
+/* Non-blocking: the stage's gradients are waited for where they are next
+ * used (op_grads) or at the end of the step. */
 static void op_reduce(void *be, const pp_vm_job *j)
 {
     vm *v = be;
-    PP_WAITED(v->nc, &v->run->waited_ns,
-              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np),
-                                     MPI_FLOAT, MPI_SUM, v->comm[j->in->group])));
+    MPI_Request r;
+    wait_ticket(v, &v->red[j->s]);
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np), MPI_FLOAT,
+                            MPI_SUM, v->comm[j->in->group], &r));
+    v->red[j->s] = hand_over(v, r);
 }
 
 /* --profile: the wall clock at instruction i's two marks. */
@@ -379,13 +451,46 @@ static int init_weights(vm *v)
     return 0;
 }
 
+/* The plan's receives in order and, for each, the instruction after which
+ * its slot is free: the last one before it in the step that touches the
+ * slot (pp_instr_touches), plus one. --deterministic's weight-gradient
+ * receives are its own (vm/determ.h) and not posted ahead. */
+static void plan_receives(vm *v)
+{
+    const pp_plan *p = v->p;
+    for (uint32_t r = 0; r < p->ninstr; r++) {
+        const pp_instr *in = &p->code[r];
+        int op = in->op;
+        if (op != PP_OP_RecvActivation && op != PP_OP_RecvGrad && op != PP_OP_FetchWeights &&
+            op != PP_OP_RecvWeightGrad)
+            continue;
+        if (op == PP_OP_RecvWeightGrad && pp_vm_core_det(&v->c, in->stage))
+            continue;
+        int k = pp_transfer_slot(in);
+        uint32_t after = 0;
+        for (uint32_t i = r; i-- > 0 && !after;) {
+            pp_touch t[PP_MAX_TOUCH];
+            int n = pp_instr_touches(&p->code[i], t);
+            for (int e = 0; e < n; e++)
+                if (t[e].kind == PP_BUF_SLOT && t[e].index == k)
+                    after = i + 1;
+        }
+        v->free_after[r] = after;
+        v->recvs[v->nrecvs++] = r;
+    }
+}
+
 /* Everything a step needs beside the core's, at the plan's sizes; local.
  * 0, or -1 when out of memory (teardown frees what was made). */
 static int setup(vm *v)
 {
     const pp_plan *p = v->p;
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
-    v->req = malloc((p->nslots + 1) * sizeof *v->req);
+    v->tk = malloc((p->nslots + 1) * sizeof *v->tk);
+    v->red = malloc((p->S + 1) * sizeof *v->red);
+    v->recvs = malloc((p->ninstr + 1) * sizeof *v->recvs);
+    v->free_after = calloc(p->ninstr + 1, sizeof *v->free_after);
+    v->posted = calloc(p->ninstr + 1, 1);
     v->comm = malloc((p->ngroups + 1) * sizeof *v->comm);
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         v->comm[g] = MPI_COMM_NULL; /* until connect; teardown reads them */
@@ -394,14 +499,23 @@ static int setup(vm *v)
     v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
     if (v->opts->profile)
         v->prof_t = calloc(2 * (size_t)p->ninstr + 1, sizeof *v->prof_t);
-    if (!v->slot || !v->req || !v->comm || !v->wsend || (v->opts->profile && !v->prof_t))
+    if (!v->slot || !v->tk || !v->red || !v->recvs || !v->free_after || !v->posted || !v->comm ||
+        !v->wsend || (v->opts->profile && !v->prof_t))
+        return -1;
+    for (uint32_t s = 0; s < p->S; s++)
+        v->red[s] = -1;
+    plan_receives(v);
+    /* every request a step can have in flight: one per slot, the weight
+     * sends, one all-reduce per stage */
+    v->pg = pp_progress_new((int)(p->nslots + v->wsend_cap + p->S) + 1, pp_progress_threaded());
+    if (!v->pg)
         return -1;
     /* All activation memory the step needs, allocated once: the plan's slots
      * and its workspace. */
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot[k] = aligned_alloc(64, (p->slot_bytes[k] + 63) / 64 * 64);
         v->c.allocated += p->slot_bytes[k];
-        v->req[k] = MPI_REQUEST_NULL;
+        v->tk[k] = -1;
         if (!v->slot[k])
             return -1;
     }
@@ -421,8 +535,13 @@ static void teardown(vm *v)
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         if (v->comm[g] != MPI_COMM_NULL)
             mpiCheck(MPI_Comm_free(&v->comm[g]));
+    pp_progress_free(v->pg);
     free(v->slot);
-    free(v->req);
+    free(v->tk);
+    free(v->red);
+    free(v->recvs);
+    free(v->free_after);
+    free(v->posted);
     free(v->comm);
     free(v->wsend);
     free(v->prof_t);
@@ -476,14 +595,29 @@ static double cpu_end_step(void *be)
 {
     vm *v = be;
     for (uint32_t k = 0; k < v->p->nslots; k++)
-        if (v->req[k] != MPI_REQUEST_NULL)
-            mpiCheck(MPI_Wait(&v->req[k], MPI_STATUS_IGNORE));
+        wait_ticket(v, &v->tk[k]);
+    for (uint32_t s = 0; s < v->p->S; s++)
+        wait_ticket(v, &v->red[s]);
     wait_weight_sends(v);
     pp_vm_core_end_step(&v->c);
     pp_vm_core_prof_collect(&v->c, 0);
     double loss = v->loss;
     v->loss = 0;
     return loss;
+}
+
+/* One instruction: the receives whose slots are free posted first
+ * (recv_ahead), then the core's dispatch. */
+static void cpu_exec(void *be, const pp_instr *in)
+{
+    vm *v = be;
+    uint32_t i = (uint32_t)(in - v->p->code);
+    if (i == 0) { /* a new step: every transfer of the last one is complete */
+        v->next_recv = 0;
+        memset(v->posted, 0, v->p->ninstr);
+    }
+    recv_ahead(v, i);
+    pp_vm_core_exec(be, in);
 }
 
 static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth)
@@ -504,7 +638,7 @@ const pp_backend pp_backend_cpu = {
     .create = cpu_create,
     .connect = cpu_connect,
     .allocated = pp_vm_core_allocated,
-    .exec = pp_vm_core_exec,
+    .exec = cpu_exec,
     .end_step = cpu_end_step,
     .link = cpu_link,
     .weights = pp_vm_core_weights,

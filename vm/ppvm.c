@@ -863,7 +863,10 @@ int main(int argc, char **argv)
         return run_reference(&o);
 
     pp_guard_signals(); /* before MPI_Init: a stop signal there stops the run, not the process */
-    mpiCheck(MPI_Init(&argc, &argv));
+    /* MPI_THREAD_MULTIPLE: the cpu backend's communication thread calls MPI
+     * beside the main thread (vm/progress.h); with less it has none */
+    int provided = MPI_THREAD_SINGLE;
+    mpiCheck(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
     int me, size, tag_ub_ok = 1;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));

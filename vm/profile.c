@@ -7,9 +7,12 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../kernels/model.h"
+#include "../isa/model_words.h"
 #include "check.h"
+#include "progress.h"
 #include "vm.h"
 
 /* The durations of one (direction, stage): a growing array. */
@@ -26,7 +29,27 @@ struct pp_profile {
     samples *t;   /* [PP_PROF_DIRS * S] */
     double *busy; /* [steps] this rank's time in jobs and optimizer steps, per step */
     double *span; /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
+    char model[1024];  /* the plan's model in words (isa/model_words.h) */
+    char backend[16];  /* pp_profile_backend's */
 };
+
+void pp_profile_backend(pp_profile *pr, const char *name)
+{
+    snprintf(pr->backend, sizeof pr->backend, "%s", name);
+}
+
+/* Ranks per online core on rank 0's node (collective): > 1 when ranks
+ * shared cores while they were measured. */
+static double ranks_per_core(void)
+{
+    MPI_Comm node;
+    int n = 1;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    mpiCheck(MPI_Comm_size(node, &n));
+    mpiCheck(MPI_Comm_free(&node));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return (double)n / (double)(cores > 0 ? cores : 1);
+}
 
 pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me)
 {
@@ -37,6 +60,7 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
     else {
         pr->path = path;
         pr->S = (int)p->S;
+        pp_model_words(&p->model, p->S, pr->model, sizeof pr->model);
         pr->steps = steps;
         pr->me = me;
         pr->t = calloc((size_t)PP_PROF_DIRS * p->S, sizeof *pr->t);
@@ -262,6 +286,7 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         med[k] = me == 0 ? pp_median(all, count[k]) : 0.0;
     }
     rc = 0;
+    double rpc = ranks_per_core();
     if (me == 0) {
         split_full_backwards(med, count, S);
         static const char *key[PP_PROF_O + 1] = {"F", "B", "W", "O"};
@@ -273,6 +298,11 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
         if (overlap >= 0) /* what this backend does with an overlapped pair */
             fprintf(pr->out, ",\n  \"overlap\": %.9g", overlap);
+        /* what it was measured on: ppc --costs refuses another model */
+        fprintf(pr->out, ",\n  \"model\": \"%s\"", pr->model);
+        if (pr->backend[0])
+            fprintf(pr->out, ",\n  \"backend\": \"%s\"", pr->backend);
+        fprintf(pr->out, ",\n  \"ranks_per_core\": %.6g", rpc);
         write_measured(pr->out, busy_all, pr->span, size, steps, tmp);
         fprintf(pr->out, "\n}\n");
         int failed = ferror(pr->out) | fclose(pr->out);
@@ -349,18 +379,26 @@ typedef struct {
     int me;
 } mpi_probe;
 
+/* One message of the probe, posted and waited for as a step's transfers
+ * are (vm/progress.h: through the communication thread where it runs), so
+ * that the latency measured is the one the steps pay. */
+static void probe_msg(char *buf, size_t bytes, int peer, int send)
+{
+    MPI_Request r;
+    if (send)
+        mpiCheck(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &r));
+    else
+        mpiCheck(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &r));
+    pp_progress_complete(&r);
+}
+
 /* The cpu backend's round trip: MPI, host memory to host memory. */
 static double round_trip_mpi(void *ctx, size_t bytes)
 {
     const mpi_probe *m = ctx;
     double t0 = MPI_Wtime();
-    if (m->me == 0) {
-        mpiCheck(MPI_Send(m->buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD));
-        mpiCheck(MPI_Recv(m->buf, (int)bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    } else {
-        mpiCheck(MPI_Recv(m->buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        mpiCheck(MPI_Send(m->buf, (int)bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD));
-    }
+    probe_msg(m->buf, bytes, 1 - m->me, m->me == 0);
+    probe_msg(m->buf, bytes, 1 - m->me, m->me != 0);
     return MPI_Wtime() - t0;
 }
 

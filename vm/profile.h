@@ -68,6 +68,10 @@ void pp_profile_step(pp_profile *pr, int step, double seconds);
  * whichever is larger, at most 256 MiB. */
 size_t pp_profile_probe_bytes(const pp_plan *p);
 
+/* What the run measures on, for the file's "backend" (the model's words
+ * and the ranks per core it finds itself): the backend's name. */
+void pp_profile_backend(pp_profile *pr, const char *name);
+
 /* Collective: gathers every rank's job times and writes the file (rank 0),
  * with the link's latency and bandwidth when `link` (rank 0's values count),
  * and "overlap" when overlap >= 0 (the backend's pp_backend.profile_overlap).

@@ -15,6 +15,7 @@
 
 #include "../../compiler/costs.h"
 #include "suites.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------------- fixtures */
 
@@ -184,8 +185,8 @@ START_TEST(test_unknown_key)
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
     err_at("{\"f\": 1}", "1:2",
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
-           "\"unit\", \"overlap\", \"cores\", \"tensor_latency\", \"tensor_bandwidth\" or "
-           "\"measured\"");
+           "\"unit\", \"overlap\", \"cores\", \"tensor_latency\", \"tensor_bandwidth\", "
+           "\"measured\", \"model\", \"backend\" or \"ranks_per_core\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -215,6 +216,66 @@ START_TEST(test_measured)
            "expected an object (ppvm --profile's record of the run) for \"measured\", found a "
            "number");
     err_at("{\"measured\": [1]}", "1:14", "for \"measured\", found an array");
+}
+END_TEST
+
+/* What ppvm --profile measured on (issue 29): "model" and "backend" are
+ * kept, "ranks_per_core" a number > 0; other shapes are errors at the
+ * value. */
+START_TEST(test_measured_on)
+{
+    pp_costs c;
+    ok(&c, "{\"F\": 2, \"model\": \"mlp context 8\", \"backend\": \"cpu\", "
+           "\"ranks_per_core\": 2}");
+    ck_assert_str_eq(c.model, "mlp context 8");
+    ck_assert_str_eq(c.backend, "cpu");
+    ck_assert_int_eq(c.has_ranks_per_core, 1);
+    ck_assert_double_eq(c.ranks_per_core, 2);
+    pp_costs_free(&c);
+    ck_assert_ptr_null(c.model);
+    err_at("{\"model\": 3}", "1:11",
+           "expected a non-empty string (what ppvm --profile measured on) for \"model\", found a "
+           "number");
+    err_at("{\"backend\": \"\"}", "1:13", "for \"backend\", found an empty string");
+    err_at("{\"ranks_per_core\": 0}", "1:20", "expected a number > 0 for \"ranks_per_core\"");
+    err_at("{\"ranks_per_core\": -1}", "1:20", "expected a number >= 0 for \"ranks_per_core\"");
+}
+END_TEST
+
+/* ppc --costs refuses a profile of another model, and takes one of this
+ * model; a file without "model" (hand-written) is taken as before. */
+START_TEST(test_costs_of_another_model)
+{
+    char *dir = temp_dir(), cmd[2048];
+    static const char *const files[] = {
+        "{\"F\": 2, \"model\": \"mlp context 8 embed 16 ffn 256 batch 16, 2 stages of 1 block, "
+        "sgd, fp32\"}",
+        "{\"F\": 2, \"model\": \"mlp context 8 embed 16 ffn 256 batch 16, 2 stages of 1 block, "
+        "adamw, fp32\"}",
+        "{\"F\": 2}",
+    };
+    static const int want[] = {0, 1, 0};
+    for (int i = 0; i < 3; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/c.json", dir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(files[i], f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "%s/bin/ppc %s/schedules/1f1b.pp -D S=2 -D B=8 -o %s/p -q --no-pictures "
+                 "--costs %s 2>&1",
+                 PP_ROOT, PP_ROOT, dir, path);
+        char *out = run_expect(cmd, want[i]);
+        if (want[i])
+            ck_assert_msg(strstr(out, "was measured on another model (mlp context 8 embed 16 ffn "
+                                      "256 batch 16, 2 stages of 1 block, adamw, fp32); this "
+                                      "compile trains mlp context 8 embed 16 ffn 256 batch 16, 2 "
+                                      "stages of 1 block, sgd, fp32"),
+                          "%s", out);
+        free(out);
+    }
+    remove_dir(dir);
 }
 END_TEST
 
@@ -630,6 +691,8 @@ Suite *costs_suite(void)
     tcase_add_test(keys, test_duplicate_key);
     tcase_add_test(keys, test_unit);
     tcase_add_test(keys, test_measured);
+    tcase_add_test(keys, test_measured_on);
+    tcase_add_test(keys, test_costs_of_another_model);
     suite_add_tcase(s, keys);
 
     TCase *vals = tcase_create("values");

@@ -56,7 +56,7 @@ static void write_file(const char *dir, const char *name, const char *text)
 
 static pp_search_opts opts(const char *lib, long long W, long long B)
 {
-    return (pp_search_opts){lib, W, B, NULL, 0, -1, -1, 0, 0};
+    return (pp_search_opts){lib, W, B, NULL, 0, -1, -1, 0, 0, NULL};
 }
 
 /* Runs the search in process, asserting its status. */
@@ -272,22 +272,29 @@ static int check_printed_rows(const char *flags)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd %s && bin/ppc --search -D W=4 -D B=8 %s", PP_ROOT, flags);
-    char *out = run_expect(cmd, 0);
+    char *out = run_expect(cmd, 0), *dirs[64];
     ck_assert_msg(strstr(out, "rank     step time   bubble    memory (B)      memory  command"),
                   "%s", out);
-    int rows = 0;
+    int rows = 0, ndirs = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
         int rank;
         double time, bubble;
         unsigned long long mem;
         int at = 0;
-        if (sscanf(line, "%d %lf %lf%% %llu %*s %*s ppc %n", &rank, &time, &bubble, &mem, &at) !=
-                4 ||
+        if (sscanf(line, "%d %lf %lf%% %llu %*s %*s bin/ppc %n", &rank, &time, &bubble, &mem,
+                   &at) != 4 ||
             !at)
             continue;
         ck_assert_int_eq(rank, ++rows);
         char *o = strstr(line + at, " -o out/");
         ck_assert_msg(o != NULL, "row without -o: %s", line);
+        /* every row writes a directory of its own */
+        ck_assert_msg(ndirs < 64, "more rows than the test keeps");
+        dirs[ndirs] = strdup(o + 4);
+        for (int d = 0; d < ndirs; d++)
+            ck_assert_msg(strcmp(dirs[d], dirs[ndirs]), "rows %d and %d both write %s", d + 1,
+                          rows, dirs[d]);
+        ndirs++;
         *o = '\0';
         char *file = line + at, *sp = strchr(file, ' ');
         ck_assert_ptr_nonnull(sp);
@@ -299,6 +306,8 @@ static int check_printed_rows(const char *flags)
                       file, sp + 1, time, mem, t, m);
     }
     free(out);
+    for (int d = 0; d < ndirs; d++)
+        free(dirs[d]);
     return rows;
 }
 
@@ -318,6 +327,64 @@ START_TEST(test_printed_commands_reproduce)
 }
 END_TEST
 
+/* Rows within float noise of each other are one time: the larger leaves
+ * the front (issue 29: a row as fast as another up to the last digits but
+ * larger was listed); a real difference keeps both; equals: the first. */
+START_TEST(test_front_tolerance)
+{
+    pp_search_cand c[5] = {
+        {.state = PP_CAND_OK, .time = 10.0, .mem = 200},               /* beaten by 1 */
+        {.state = PP_CAND_OK, .time = 10.0 * (1 + 1e-12), .mem = 100}, /* front */
+        {.state = PP_CAND_OK, .time = 20.0, .mem = 50},                /* front */
+        {.state = PP_CAND_OK, .time = 9.0, .mem = 300},                /* front: faster */
+        {.state = PP_CAND_OK, .time = 20.0, .mem = 50},                /* equal to 2: off */
+    };
+    pp_search_result r = {.c = c, .n = 5};
+    ck_assert_int_eq(pp_search_front(&r), 0);
+    ck_assert_int_eq(r.nfront, 3);
+    ck_assert_int_eq(r.front[0], 3);
+    ck_assert_int_eq(r.front[1], 1);
+    ck_assert_int_eq(r.front[2], 2);
+    ck_assert_msg(c[0].front == 0 && c[4].front == 0,
+                  "the larger row within float noise (front %d) or the later equal (front %d) "
+                  "stayed on the front",
+                  c[0].front, c[4].front);
+    /* beyond the tolerance the faster row stands beside the smaller */
+    c[1].time = 10.0 * (1 + 1e-4);
+    free(r.front);
+    ck_assert_int_eq(pp_search_front(&r), 0);
+    ck_assert_int_eq(r.nfront, 4);
+    free(r.front);
+}
+END_TEST
+
+/* Costs measured with ranks sharing cores and no "cores": the table says
+ * its times are known to miss; with "cores" (or a core per rank) it does
+ * not. */
+START_TEST(test_known_miss_note)
+{
+    char *dir = temp_dir(), cmd[1024];
+    static const char *const files[] = {
+        "{\"F\": 1.5, \"B\": 2.5, \"ranks_per_core\": 2, \"backend\": \"cpu\"}",
+        "{\"F\": 1.5, \"B\": 2.5, \"ranks_per_core\": 2, \"cores\": 2}",
+        "{\"F\": 1.5, \"B\": 2.5, \"ranks_per_core\": 1}",
+    };
+    for (int i = 0; i < 3; i++) {
+        write_file(dir, "c.json", files[i]);
+        snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --costs %s/c.json --top 1",
+                 PP_ROOT, dir);
+        char *out = run_expect(cmd, 0);
+        const char *note = strstr(out, "note: --costs was measured with 2 ranks per core "
+                                       "(backend cpu) and gives no \"cores\"");
+        ck_assert_msg(i == 0 ? note != NULL : strstr(out, "note:") == NULL,
+                      "costs %s: the known-miss note %s:\n%s", files[i],
+                      i == 0 ? "is missing" : "is printed", out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 /* DDP's placement (compute = b), which needs W = B: with 4 workers for 8
  * microbatches, job (0, 4) lands outside them. */
 #define DP_FILE "param S = 4\nparam B = 8\nparam W = B\ncompute(s,b,d) = b\n# search: S=W\n"
@@ -331,9 +398,9 @@ START_TEST(test_output_layout)
     char *out = run_expect(cmd, 0);
     char want[1024];
     snprintf(want, sizeof want,
-             "   1            22    27.3%%        943424   921.3 KiB  ppc %s/1f1b.pp -D S=4 "
+             "   1            22    27.3%%        943424   921.3 KiB  %s/bin/ppc %s/1f1b.pp -D S=4 "
              "-D B=8 -D W=4 -o out/1f1b\n",
-             dir);
+             PP_ROOT, dir);
     ck_assert_msg(strstr(out, want), "expected the row\n%sin\n%s", want, out);
     /* three prefetches and two recomputes (--recompute 1, 's < S - 1') */
     ck_assert_msg(strstr(out, "5 candidates from 1 files in "), "%s", out);
@@ -347,15 +414,17 @@ START_TEST(test_output_layout)
 
     /* --all: every candidate, a refused one with its compile's first error */
     write_file(dir, "ddp.pp", DP_FILE);
-    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --library . --all", dir,
-             PP_ROOT);
+    /* (argv[0] as typed: ../ppc through a link in the library's parent) */
+    snprintf(cmd, sizeof cmd, "ln -s %s/bin/ppc %s/ppc && cd %s && mkdir lib && cd lib && "
+             "mv ../1f1b.pp ../ddp.pp . && ../ppc --search -D W=4 -D B=8 --library . --all",
+             PP_ROOT, dir, dir);
     out = run_expect(cmd, 0);
     static const char *const lines[] = {
         "state     front     step time    memory (B)  command\n",
-        "compiled      1            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4\n",
-        "compiled      -            22        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
+        "compiled      1            22        943424  ../ppc ./1f1b.pp -D S=4 -D B=8 -D W=4\n",
+        "compiled      -            22        943424  ../ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
         "--prefetch 2\n",
-        "refused       -             -             -  ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
+        "refused       -             -             -  ../ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
         "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
         "compiled      -            28        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
         "--recompute 's < S - 1'\n",
@@ -1185,6 +1254,8 @@ Suite *search_suite(void)
     tcase_add_test(cli, test_output_layout);
     tcase_add_test(cli, test_errors);
     tcase_add_test(cli, test_json_output);
+    tcase_add_test(cli, test_front_tolerance);
+    tcase_add_test(cli, test_known_miss_note);
     suite_add_tcase(s, cli);
     TCase *line = tcase_create("line");
     tcase_set_timeout(line, 60);
