@@ -477,7 +477,8 @@ clean:
 # Every C, C++ and MPI object and binary gets ASan and UBSan (UB is an error:
 # no recovery); CUDA is left out (NVCC= on the inner command line: the
 # stand-ins test the cuda backend's logic, sanitized). Leak detection is on,
-# with suppressions only for the libraries named in tests/sanitize/lsan.supp.
+# with suppressions only for the libraries named in tests/sanitize/lsan.supp
+# (libmpi only under MPI_Init and MPI_Finalize).
 # fast_unwind_on_malloc=0: the frame-pointer unwinder stops inside libc
 # (built without frame pointers), so a block Open MPI allocates through
 # vasprintf would have no library to suppress by. allocator_may_return_null:
