@@ -426,7 +426,7 @@ START_TEST(test_output_layout)
         "--prefetch 2\n",
         "refused       -             -             -  ../ppc ./ddp.pp -D S=4 -D B=8 -D W=4   # "
         "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
-        "compiled      -            28        943424  ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
+        "compiled      -            28        943424  ../ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
         "--recompute 's < S - 1'\n",
         "6 candidates from 2 files in ",
     };
