@@ -165,7 +165,7 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
  * applied after the check so that S is known with every -D applied. */
 static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
 {
-    const char *what = sch->model.kind == PP_MODEL_GPT ? "layers" : "blocks";
+    const char *what = sch->model.kind != PP_MODEL_MLP ? "layers" : "blocks";
     if (L % sch->S != 0) {
         diag_error_noloc(d,
                          "--layers %lld: S = %lld does not divide it (S does not divide "

@@ -866,8 +866,8 @@ static int write_reports(const options *o, const pp_compiled *c)
         size_t n = strlen(costs_from);
         snprintf(costs_from + n, sizeof costs_from - n,
                  "; --layers %lld (%u %s a stage): per block, times the stage's %s", o->layers,
-                 c->sch.model.blocks, c->sch.model.kind == PP_MODEL_GPT ? "layers" : "blocks",
-                 c->sch.model.kind == PP_MODEL_GPT ? "layers" : "blocks");
+                 c->sch.model.blocks, c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks",
+                 c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks");
     }
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
                            o->keep ? c->keep_note : NULL};

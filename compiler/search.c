@@ -290,7 +290,10 @@ static char *model_words(const pp_model *m, long long S, long long layers)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return NULL;
-    if (m->kind == PP_MODEL_GPT)
+    if (m->kind == PP_MODEL_LLAMA)
+        fprintf(f, "llama vocab %u context %u embed %u heads %u kv_heads %u ffn %u batch %u",
+                m->vocab, m->context, m->embed, m->heads, m->kv_heads, m->ffn, m->batch);
+    else if (m->kind == PP_MODEL_GPT)
         fprintf(f, "gpt vocab %u context %u embed %u heads %u ffn %u batch %u", m->vocab,
                 m->context, m->embed, m->heads, m->ffn, m->batch);
     else
@@ -301,17 +304,17 @@ static char *model_words(const pp_model *m, long long S, long long layers)
      * one block are twice the model of 8. */
     if (layers)
         fprintf(f, ", %lld %s in total", layers,
-                m->kind == PP_MODEL_GPT ? (layers == 1 ? "layer" : "layers")
+                m->kind != PP_MODEL_MLP ? (layers == 1 ? "layer" : "layers")
                                         : (layers == 1 ? "block" : "blocks"));
     else {
         fprintf(f, ", %lld stages of ", S);
         if (m->layers) {
             for (long long s = 0; s < S; s++)
                 fprintf(f, "%s%u", s ? "," : "", m->layers[s]);
-            fputs(m->kind == PP_MODEL_GPT ? " layers" : " blocks", f);
+            fputs(m->kind != PP_MODEL_MLP ? " layers" : " blocks", f);
         } else
             fprintf(f, "%u %s", m->blocks,
-                    m->kind == PP_MODEL_GPT ? (m->blocks == 1 ? "layer" : "layers")
+                    m->kind != PP_MODEL_MLP ? (m->blocks == 1 ? "layer" : "layers")
                                             : (m->blocks == 1 ? "block" : "blocks"));
     }
     fprintf(f, ", %s, %s", m->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd",

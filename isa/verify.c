@@ -335,6 +335,16 @@ static int check_header(const pp_plan *a, const pp_plan *b, int r, char *err, si
     SAME(model.batch, "batch")
     SAME(model.optimizer, "optimizer")
     SAME(model.precision, "precision")
+    SAME(model.kv_heads, "kv_heads")
+    SAME(model.rope_theta, "rope_theta")
+    SAME(model.tie, "tie")
+    if (memcmp(&a->model.norm_eps, &b->model.norm_eps, sizeof a->model.norm_eps)) {
+        say(err, len,
+            "rank %d's plan has norm_eps %g but rank 0's has %g (expected every rank's header "
+            "alike)",
+            r, (double)b->model.norm_eps, (double)a->model.norm_eps);
+        return -1;
+    }
     SAME(ngroups, "group count")
 #undef SAME
     for (uint32_t s = 0; s < a->S; s++)
