@@ -77,7 +77,7 @@ KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
-            compiler/table.c compiler/keep.c compiler/transfer_groups.c \
+            compiler/table.c compiler/keep.c compiler/auto_layers.c compiler/transfer_groups.c \
             compiler/plans.c compiler/compile.c compiler/torch_csv.c compiler/search.c compiler/names.c compiler/slot_pool.c compiler/radix_sort.c
 COMP_SRC += compiler/numfmt.c
 VM_SRC   := $(filter-out vm/ppvm.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))

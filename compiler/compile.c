@@ -188,6 +188,37 @@ static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
     return 0;
 }
 
+/* `layers = auto(L)`: the split the simulator likes best (auto_layers.c).
+ * Cost lines and --costs are one layer's, as with --layers; FLOPs costs
+ * count each stage's layers and its head already. */
+static int choose_layers(const pp_compile_opts *o, pp_compiled *c)
+{
+    pp_schedule *sch = &c->sch;
+    if (o->layers) {
+        diag_error(&c->diag, sch->auto_loc,
+                   "layers = auto(%lld) and --layers %lld both split the layers: give one",
+                   sch->auto_layers, o->layers);
+        return 1;
+    }
+    for (int k = 0; k < 3; k++)
+        if (sch->cost[k])
+            sch->per_block = 1;
+    if (o->costs)
+        sch->per_block = 1;
+    pp_lower_opts lo = {o->prefetch, o->mem_limit};
+    if (pp_auto_layers(sch, o->costs ? &c->costs : NULL, &lo, &c->diag, &c->autoc))
+        return 1;
+    if (!c->autoc.fits) {
+        diag_error(&c->diag, sch->auto_loc,
+                   "layers = auto(%lld): no split of the %lld stages found under --mem-limit %llu "
+                   "(the least found needs %llu bytes on its busiest worker, after %d splits)",
+                   sch->auto_layers, sch->S, (unsigned long long)o->mem_limit,
+                   (unsigned long long)c->autoc.mem, c->autoc.evaluated);
+        return 1;
+    }
+    return 0;
+}
+
 /* The steps, in order; returns at the first that fails or at stop_after. */
 static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
 {
@@ -231,6 +262,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         c->sch.model.precision = (uint32_t)o->precision;
     if (o->layers && apply_layers(d, &c->sch, o->layers))
         return PP_COMPILE_ERRORS;
+    if (c->sch.auto_layers && choose_layers(o, c))
+        return pp_compile_failed(d);
     long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);
     if (o->max_jobs && jobs > o->max_jobs) {
         diag_error_noloc(d, "the schedule has %lld jobs, more than this compile allows (%lld)",
@@ -313,6 +346,7 @@ pp_compile_status pp_compile(const pp_compile_opts *o, pp_compiled *c)
 void pp_compiled_free(pp_compiled *c)
 {
     pp_plans_free(c->plans, c->t.W);
+    pp_auto_choice_free(&c->autoc);
     pp_report_free(&c->rep);
     pp_sim_free(&c->sim);
     pp_jobtable_free(&c->t);

@@ -543,6 +543,30 @@ static void check_real_field(pp_schedule *sch, pp_stmt *f)
     sch->model.norm_eps = (float)f->real;
 }
 
+/* `layers = auto(L)`: L a constant expression, the layers of all stages
+ * together (compiler/auto_layers.c chooses each stage's). */
+static void check_auto_layers(pp_schedule *sch, pp_stmt *f)
+{
+    pp_expr *e = f->expr;
+    if (e->nargs != 1) {
+        diag_error(sch->diag, e->loc, "auto takes one argument, the layers in all: auto(L)");
+        return;
+    }
+    scope sc = {sch->nparams, 0, 0, 0, "auto's layer count", 0, 0};
+    int before = sch->diag->errors;
+    resolve(sch, e->a, &sc);
+    long long v;
+    if (sch->diag->errors != before || !eval_const(sch, e->a, &v))
+        return;
+    if (v < 1 || (uint64_t)v > PP_MAX_TOTAL_LAYERS) {
+        diag_error(sch->diag, e->a->loc, "auto(%lld): the layers in all are out of range [1, %llu]",
+                   v, (unsigned long long)PP_MAX_TOTAL_LAYERS);
+        return;
+    }
+    sch->auto_layers = v;
+    sch->auto_loc = e->loc;
+}
+
 /* kv_heads divides heads; each head's width is even (rotary embeddings
  * turn pairs of its columns). */
 static void check_llama(pp_schedule *sch, pp_stmt *st, pp_expr *heads_expr, pp_expr *kv_expr)
@@ -594,6 +618,10 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
             diag_error(sch->diag, f->name_loc, "model field '%s' is given more than once", f->name);
         if (!strcmp(f->name, "norm_eps") || !f->expr) {
             check_real_field(sch, f);
+            continue;
+        }
+        if (fields[k].per_stage && f->expr->kind == EX_CALL && !strcmp(f->expr->name, "auto")) {
+            check_auto_layers(sch, f);
             continue;
         }
         scope sc = {sch->nparams, 0, 0, 0, "the model block", fields[k].per_stage, 0};
@@ -661,6 +689,21 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
  * s of S into the model's table. */
 static void model_layers(pp_schedule *sch)
 {
+    if (sch->auto_layers && sch->S >= 1) { /* the even split, until the driver chooses */
+        if (!(sch->model.layers = malloc((size_t)sch->S * sizeof *sch->model.layers))) {
+            diag_nomem(sch->diag, "while splitting the model's layers over %lld stages", sch->S);
+            return;
+        }
+        if (sch->auto_layers > (long long)PP_MAX_LAYERS * sch->S)
+            diag_error(sch->diag, sch->auto_loc,
+                       "auto(%lld): more layers than %lld stages of at most %u can hold",
+                       sch->auto_layers, sch->S, PP_MAX_LAYERS);
+        for (long long s = 0; s < sch->S; s++) /* the remainder on the middle stages */
+            sch->model.layers[s] = (uint32_t)(sch->auto_layers / sch->S);
+        for (long long r = 0; r < sch->auto_layers % sch->S; r++)
+            sch->model.layers[(sch->S - sch->auto_layers % sch->S) / 2 + r]++;
+        return;
+    }
     if (!sch->layers_expr || sch->S < 1)
         return;
     sch->model.layers = malloc((size_t)sch->S * sizeof *sch->model.layers);

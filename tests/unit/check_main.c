@@ -56,6 +56,7 @@ static const struct suite_entry {
     {"model", model_suite, FAST, 1, NULL},
     {"gpt", gpt_suite, FAST, 1, NULL},
     {"llama", llama_suite, FAST, 1, NULL},
+    {"auto_layers", auto_layers_suite, FAST, 1, NULL},
     {"data", data_suite, FAST, 1, NULL},
     {"model_cuda", model_cuda_suite, GPU, 1, NULL},
     {"frontend", frontend_suite, FAST, 1, NULL},

@@ -11,6 +11,7 @@ Suite *model_suite(void);
 Suite *gpt_suite(void);
 Suite *llama_suite(void);
 Suite *llama_e2e_suite(void);
+Suite *auto_layers_suite(void);
 Suite *data_suite(void);
 Suite *model_cuda_suite(void);
 Suite *frontend_suite(void);
