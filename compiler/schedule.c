@@ -669,9 +669,6 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
         return;
     if (kind == PP_MODEL_LLAMA)
         check_llama(sch, st, heads_expr, kv_expr);
-    if (sch->model.tie) /* TIE-PENDING: the plans do not sum the two gradients yet */
-        diag_error(sch->diag, st->loc, "model %s: tie = 1 is not implemented yet",
-                   pp_model_kind_name(kind));
     if (sch->model.embed % sch->model.heads != 0) {
         if (heads_expr)
             diag_error(
@@ -917,6 +914,9 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
     sch->W = count_param(sch, "W", "the number of workers", 1 << 16, !parse_errors);
     if (!d->errors)
         model_layers(sch);
+    if (!d->errors && sch->model.tie && sch->S < 2)
+        diag_error_noloc(d, "model tie = 1 ties stage 0's embedding to the last stage's head: it "
+                            "needs S >= 2 stages (S is 1: untie it, tie = 0)");
     long long jobs = sch->S * sch->B * (sch->split ? 3 : 2);
     if (!d->errors && jobs > 50000000)
         diag_error_noloc(d, "S*B*%d = %lld jobs is more than this compiler handles (50,000,000)",

@@ -181,6 +181,21 @@ double pp_stage_flops(const pp_model *m, int S, int s, int backward)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Tied embeddings                                                           */
+
+size_t pp_stage_tied_offset(const pp_model *m, int S, int s)
+{
+    if (m->kind == PP_MODEL_LLAMA) {
+        llama_shape sh = llama_shape_of(m, S, s);
+        llama_param_layout P = llama_param_layout_of(&sh);
+        return s == 0 ? P.wte : P.wlm;
+    }
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    gpt_param_layout P = gpt_param_layout_of(&sh);
+    return s == 0 ? P.wte : P.wlm;
+}
+
+/* ------------------------------------------------------------------------ */
 /* What every kind shares                                                    */
 
 size_t pp_stage_compute_bytes(const pp_model *m, int S, int s)

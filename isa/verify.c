@@ -195,8 +195,11 @@ static int check_own(const pp_plan *p, uint32_t i, stage_state *st, char *err, s
                 s->stepped);
             return -1;
         }
+        /* (AddTiedGrad adds the other tied stage's gradients, reduced alike
+         * among its replicas, after the all-reduce: every replica adds the
+         * same) */
         if (t[k].kind == PP_BUF_GRADS && (t[k].access & PP_ACC_WR) && s->phase == OWN_REDUCED &&
-            in->op != PP_OP_OptimizerStep) {
+            in->op != PP_OP_OptimizerStep && in->op != PP_OP_AddTiedGrad) {
             say(err, len,
                 "instruction %u (%s): adds to stage %d's gradients after its ReduceGrads at %u "
                 "(expected every gradient in before the all-reduce)",

@@ -235,7 +235,7 @@ static void op_send(void *be, const pp_vm_job *j)
         return;
     }
     op_slot(v, k); /* at most one send in flight per slot */
-    if (j->in->op == PP_OP_SendWeightGrad)
+    if (j->in->op == PP_OP_SendWeightGrad || j->in->op == PP_OP_SendTiedGrad)
         mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
                            &v->req[k]));
     else
@@ -255,7 +255,7 @@ static void op_recv(void *be, const pp_vm_job *j)
     MPI_Datatype type = MPI_BYTE;
     if (op == PP_OP_FetchWeights)
         count = msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s));
-    else if (op == PP_OP_RecvWeightGrad) {
+    else if (op == PP_OP_RecvWeightGrad || op == PP_OP_RecvTiedGrad) {
         count = msg_floats(v, j->np);
         type = MPI_FLOAT;
     }
