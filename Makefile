@@ -328,6 +328,7 @@ bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
+	bash tests/bench/auto_bench.sh
 	bash tests/bench/soak.sh $(CURDIR)
 	bash tests/bench/determ_bench.sh
 	bash tests/bench/mutate.sh
