@@ -331,6 +331,12 @@ def train_torch(m, init_dir, tok, args, opt, dt):
                 x = stage_forward(m, s, views(flat[s], lays[s]), x, tk)
             total += float(x.detach())
             (x * float(scale)).backward()
+        if m["tie"]:  # one tensor: both copies step on the summed gradient, as pp's plans do
+            V, C = m["vocab"], m["embed"]
+            g0, g1 = flat[0].grad[:V * C], flat[S - 1].grad[flat[S - 1].numel() - V * C:]
+            both = g0 + g1
+            g0.copy_(both)
+            g1.copy_(both)
         optim.step()
         optim.zero_grad(set_to_none=False)
         losses.append(total / count)
@@ -431,7 +437,8 @@ def gpt_schedule(args, tmp, kind="gpt"):
     text = re.sub(r"^model\b[^{]*\{.*?^\}\n", "", open(os.path.join(ROOT, args.schedule)).read(),
                   flags=re.M | re.S)
     sizes = dict(kv.split("=") for kv in getattr(args, kind).split(","))
-    text += "model %s {\n%s}\n" % (kind, "".join("    %s = %s\n" % kv for kv in sizes.items()))
+    text += "model %s {\n%s}\n" % (kind.split("_")[0],
+                                    "".join("    %s = %s\n" % kv for kv in sizes.items()))
     path = os.path.join(tmp, kind + "-" + os.path.basename(args.schedule))
     open(path, "w").write(text)
     return path, int(sizes["vocab"])
@@ -461,10 +468,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--optimizers", default="sgd,adamw")
-    ap.add_argument("--models", default="mlp,gpt,llama",
+    ap.add_argument("--models", default="mlp,gpt,gpt-tied,llama",
                     help="mlp: the schedule's own model block; gpt (llama): that block replaced "
                     "by model gpt { --gpt } (model llama { --llama }), trained on an llm.c shard "
-                    "made from --data (mlp,gpt,llama)")
+                    "made from --data; gpt-tied: the gpt with tie = 1 (mlp,gpt,gpt-tied,llama)")
     ap.add_argument("--gpt", default="vocab=512,context=16,embed=32,heads=4,ffn=128,layers=2,batch=4",
                     help="the gpt model's sizes (layers per stage)")
     ap.add_argument("--llama", default="vocab=512,context=16,embed=32,heads=4,kv_heads=2,ffn=64,"
@@ -482,7 +489,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pp-oracle-") as tmp:
         for model in args.models.split(","):
             schedule, data = args.schedule, args.data
-            if model in ("gpt", "llama"):
+            if model == "gpt-tied":
+                args.gpt_tied = args.gpt + ",tie=1"
+                schedule, vocab = gpt_schedule(args, tmp, "gpt_tied")
+                data = make_shard(args, tmp, vocab)
+            elif model in ("gpt", "llama"):
                 schedule, vocab = gpt_schedule(args, tmp, model)
                 data = make_shard(args, tmp, vocab)
             for opt in args.optimizers.split(","):
