@@ -205,23 +205,23 @@
       (),                                                                                        \
       "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair", \
       "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")                     \
-    /* tied embeddings (model tie = 1): stage 0's wte and stage S-1's head are one tensor, \
-       each owner keeping a copy; both gradients are summed before either optimizer step */   \
-    X(StashTiedGrad, 19, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, RD, NONE, BOOKKEEPING, NONE,        \
+    /* tied embeddings (model tie = 1): stage 0's wte and stage S-1's head are one tensor,       \
+       each owner keeping a copy; both gradients are summed before either optimizer step */      \
+    X(StashTiedGrad, 19, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, RD, NONE, BOOKKEEPING, NONE,      \
       (REQ(TMP, WR, TIED, 0)),                                                                   \
       "copy stage s's gradients of the tied embedding (its wte, or its head) into a slot",       \
       "stage {s} tied embedding grads into {tmp}")                                               \
-    X(SendTiedGrad, 20, SEND, RecvTiedGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE,    \
+    X(SendTiedGrad, 20, SEND, RecvTiedGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE,     \
       WEIGHTS, TIED,                                                                             \
       (REQ(SRC, RD, TIED, 0)),                                                                   \
       "send stage s's tied embedding gradients to the owner of the other tied stage",            \
       "stage {s} tied embedding grads {src} to rank {p}")                                        \
-    X(RecvTiedGrad, 21, RECV, SendTiedGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE,    \
+    X(RecvTiedGrad, 21, RECV, SendTiedGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE,     \
       WEIGHTS, TIED,                                                                             \
       (REQ(DST, WR, TIED, 0)),                                                                   \
       "receive stage s's tied embedding gradients from its owner",                               \
       "stage {s} tied embedding grads from rank {p} into {dst}")                                 \
-    X(AddTiedGrad, 22, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, UP, NONE, BOOKKEEPING, NONE,          \
+    X(AddTiedGrad, 22, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, UP, NONE, BOOKKEEPING, NONE,        \
       (REQ(TMP, RD, TIED, 0)),                                                                   \
       "add the other tied stage's embedding gradients (a slot) to stage s's own",                \
       "stage {s} tied embedding grads += {tmp}")
