@@ -4,7 +4,8 @@
  * layer fewer on the first and last stage), each compiled on its own as
  * `layers = f(s)` to check the prediction is the compile's; the split sums
  * to L; --mem-limit steers it to a split that fits (or says none does);
- * auto's errors. */
+ * auto's errors. And tie = 1's lowering error when the tied stages' owners
+ * cannot be paired. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,30 @@ START_TEST(test_auto_errors)
 }
 END_TEST
 
+/* Stage 0 replicated on workers 0 and 1, stage 1 on worker 2 alone: the
+ * tied copies have no pairing; the compile says so and fails. */
+START_TEST(test_tie_unpaired_owners)
+{
+    static const char *src =
+        "param S = 2\nparam B = 4\nparam W = 3\n"
+        "compute(s,b,d) = s == 0 ? b % 2 : 2\n"
+        "weights(s,b,d) = s == 0 ? b % 2 : 2\n"
+        "model gpt { vocab = 64; context = 8; embed = 16; heads = 2; ffn = 32\n"
+        "            batch = 2; layers = 1; tie = 1 }\n";
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = "t.pp";
+    o.text = src;
+    o.len = strlen(src);
+    o.capture = 1;
+    pp_compiled c;
+    ck_assert_int_ne(pp_compile(&o, &c), PP_COMPILE_OK);
+    ck_assert_msg(strstr(c.msgs, "tie = 1: 2 rank(s) own only stage 0 and 1 only stage 1, so the "
+                                 "tied embedding's copies cannot be paired"),
+                  "%s", c.msgs);
+    pp_compiled_free(&c);
+}
+END_TEST
+
 Suite *auto_layers_suite(void)
 {
     Suite *s = suite_create("auto_layers");
@@ -128,6 +153,7 @@ Suite *auto_layers_suite(void)
     tcase_add_test(tc, test_auto_beats_even_split);
     tcase_add_test(tc, test_auto_under_mem_limit);
     tcase_add_test(tc, test_auto_errors);
+    tcase_add_test(tc, test_tie_unpaired_owners);
     suite_add_tcase(s, tc);
     return s;
 }
