@@ -19,8 +19,8 @@
 #define AUTO_MAX_EVALS 4000
 
 typedef struct {
-    double step;  /* INFINITY: deadlocked or refused */
-    uint64_t mem; /* the worst worker's bytes (with a limit), else 0 */
+    double step;   /* INFINITY: deadlocked or refused */
+    uint64_t mem;  /* the worst worker's bytes (with a limit), else 0 */
     double spread; /* the sum of squared layer counts: among equal steps the evener split,
                       whose stages off the critical path hold fewer activations */
 } score;
