@@ -72,12 +72,12 @@ B := build
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c isa/model_words.c
-KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
+KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c kernels/llama.c kernels/llama_kernels.c
 KERN_SRC += kernels/tensor_shard.c kernels/tensor_hook.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
-            compiler/table.c compiler/keep.c compiler/transfer_groups.c \
+            compiler/table.c compiler/keep.c compiler/auto_layers.c compiler/transfer_groups.c \
             compiler/plans.c compiler/compile.c compiler/torch_csv.c compiler/search.c compiler/names.c compiler/slot_pool.c compiler/radix_sort.c
 COMP_SRC += compiler/numfmt.c
 COMP_SRC += compiler/tensor.c compiler/report_tensor.c
@@ -368,6 +368,7 @@ bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
 	bash tests/bench/recompute_bench.sh
+	bash tests/bench/auto_bench.sh
 	bash tests/bench/soak.sh $(CURDIR)
 	bash tests/bench/determ_bench.sh
 	bash tests/bench/mutate.sh

@@ -93,6 +93,7 @@ struct pp_stmt {
     pp_expr *expr;
     pp_stmt *body; /* ST_MODEL: a list of ST_LET-like field statements */
     pp_stmt *next;
+    double real; /* a model field given a decimal number (norm_eps = 1e-5): expr is NULL */
 };
 
 /* Constructors own what they are given: out of memory, they free it and

@@ -185,7 +185,7 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
  * applied after the check so that S is known with every -D applied. */
 static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
 {
-    const char *what = sch->model.kind == PP_MODEL_GPT ? "layers" : "blocks";
+    const char *what = sch->model.kind != PP_MODEL_MLP ? "layers" : "blocks";
     if (L % sch->S != 0) {
         diag_error_noloc(d,
                          "--layers %lld: S = %lld does not divide it (S does not divide "
@@ -205,6 +205,37 @@ static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
     sch->model.layers = NULL;
     sch->model.blocks = (uint32_t)(L / sch->S);
     sch->per_block = 1;
+    return 0;
+}
+
+/* `layers = auto(L)`: the split the simulator likes best (auto_layers.c).
+ * Cost lines and --costs are one layer's, as with --layers; FLOPs costs
+ * count each stage's layers and its head already. */
+static int choose_layers(const pp_compile_opts *o, pp_compiled *c)
+{
+    pp_schedule *sch = &c->sch;
+    if (o->layers) {
+        diag_error(&c->diag, sch->auto_loc,
+                   "layers = auto(%lld) and --layers %lld both split the layers: give one",
+                   sch->auto_layers, o->layers);
+        return 1;
+    }
+    for (int k = 0; k < 3; k++)
+        if (sch->cost[k])
+            sch->per_block = 1;
+    if (o->costs)
+        sch->per_block = 1;
+    pp_lower_opts lo = {o->prefetch, o->mem_limit};
+    if (pp_auto_layers(sch, o->costs ? &c->costs : NULL, &lo, &c->diag, &c->autoc))
+        return 1;
+    if (!c->autoc.fits) {
+        diag_error(&c->diag, sch->auto_loc,
+                   "layers = auto(%lld): no split of the %lld stages found under --mem-limit %llu "
+                   "(the least found needs %llu bytes on its busiest worker, after %d splits)",
+                   sch->auto_layers, sch->S, (unsigned long long)o->mem_limit,
+                   (unsigned long long)c->autoc.mem, c->autoc.evaluated);
+        return 1;
+    }
     return 0;
 }
 
@@ -297,6 +328,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         return PP_COMPILE_ERRORS;
     if (o->costs && check_costs_model(d, &c->costs, &c->sch, o->costs, o->layers))
         return PP_COMPILE_ERRORS;
+    if (c->sch.auto_layers && choose_layers(o, c))
+        return pp_compile_failed(d);
     long long jobs = c->sch.S * c->sch.B * (c->sch.split ? 3 : 2);
     if (o->max_jobs && jobs > o->max_jobs) {
         diag_error_noloc(d, "the schedule has %lld jobs, more than this compile allows (%lld)",
@@ -380,6 +413,7 @@ pp_compile_status pp_compile(const pp_compile_opts *o, pp_compiled *c)
 void pp_compiled_free(pp_compiled *c)
 {
     pp_plans_free(c->plans, c->t.W);
+    pp_auto_choice_free(&c->autoc);
     pp_report_free(&c->rep);
     pp_sim_free(&c->sim);
     pp_jobtable_free(&c->t);

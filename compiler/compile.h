@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "../isa/plan.h"
+#include "auto_layers.h"
 #include "costs.h"
 #include "diag.h"
 #include "jobtable.h"
@@ -106,6 +107,7 @@ typedef struct {
     pp_report rep;                  /* from PP_STAGE_REPORT on, even when lowering then fails */
     pp_plan *plans;                 /* [t.W] from PP_STAGE_PLANS on, else NULL */
     double seconds[PP_STAGE_COUNT]; /* wall time spent in each stage (the benches print it) */
+    pp_auto_choice autoc;           /* `layers = auto(L)`: the split chosen (sch.model.layers) */
 } pp_compiled;
 
 /* Compiles as far as opts->stop_after; returns (and sets c->status)

@@ -371,9 +371,85 @@ static int lower_item(lowering *L, const item *x)
     return 0;
 }
 
+/* Tied embeddings (model tie = 1): after the replicas' all-reduces and
+ * before either optimizer step, each owner of stage 0 or S-1 adds the other
+ * tied stage's gradients to its own copy. An owner of both adds its two
+ * copies here (no transfer); the others pair up in rank order, the i-th
+ * owner of only stage 0 with the i-th owner of only stage S-1, and swap
+ * copies through two slots, the stage-0 side sending first (with blocking
+ * sends neither waits on the other). Returns 0, 1 (an error said) or -1. */
+static int lower_tie(lowering *L)
+{
+    const ownership *o = L->own;
+    int S = L->t->js.S, me = L->rank, last = S - 1;
+    uint64_t bytes = (uint64_t)pp_tied_floats(L->m) * sizeof(float);
+    int own0 = owns_stage(L, 0, me), own1 = owns_stage(L, last, me);
+    if (!L->m->tie || (!own0 && !own1))
+        return 0;
+    if (own0 && own1) {
+        int a = new_buf(L, bytes), b = new_buf(L, bytes);
+        int at[4] = {emit(L, PP_OP_StashTiedGrad, 0, -1, -1, -1),
+                     emit(L, PP_OP_StashTiedGrad, last, -1, -1, -1),
+                     emit(L, PP_OP_AddTiedGrad, 0, -1, -1, -1),
+                     emit(L, PP_OP_AddTiedGrad, last, -1, -1, -1)};
+        if (a < 0 || b < 0 || at[0] < 0 || at[1] < 0 || at[2] < 0 || at[3] < 0)
+            return -1;
+        slot(L, at[0], PP_ROLE_TMP, a);
+        slot(L, at[1], PP_ROLE_TMP, b);
+        slot(L, at[2], PP_ROLE_TMP, b);
+        slot(L, at[3], PP_ROLE_TMP, a);
+        L->st.buf[a].def = at[0];
+        L->st.buf[b].def = at[1];
+        use(L, a, at[3]);
+        use(L, b, at[2]);
+        return 0;
+    }
+    /* my place among the owners of only my tied stage, and my partner's */
+    int mine = own0 ? 0 : last, other = own0 ? last : 0, k = 0, n[2] = {0, 0}, peer = -1;
+    for (int i = 0; i < o->nowners[mine]; i++)
+        if (!owns_stage(L, other, o->owners[mine][i]))
+            k += o->owners[mine][i] < me;
+    for (int side = 0; side < 2; side++) {
+        int st = side ? other : mine, os = side ? mine : other;
+        for (int i = 0; i < o->nowners[st]; i++)
+            if (!owns_stage(L, os, o->owners[st][i])) {
+                if (side && n[1] == k)
+                    peer = o->owners[st][i];
+                n[side]++;
+            }
+    }
+    if (n[0] != n[1]) {
+        if (mine == 0 && me == o->owners[mine][0]) /* said once */
+            diag_error_noloc(L->d,
+                             "tie = 1: %d rank(s) own only stage %d and %d only stage %d, so the "
+                             "tied embedding's copies cannot be paired (expected as many owners "
+                             "of each, or owners of both)",
+                             n[0], mine, n[1], other);
+        return 1;
+    }
+    int a = new_buf(L, bytes), at = emit(L, PP_OP_StashTiedGrad, mine, -1, -1, -1);
+    slot(L, at, PP_ROLE_TMP, a);
+    if (a < 0 || at < 0)
+        return -1;
+    L->st.buf[a].def = at;
+    int r = -1;
+    if (!own0 && (r = recv_into(L, PP_OP_RecvTiedGrad, other, -1, peer, bytes)) < 0)
+        return -1;
+    if (send_from(L, PP_OP_SendTiedGrad, mine, -1, peer, a) < 0)
+        return -1;
+    if (own0 && (r = recv_into(L, PP_OP_RecvTiedGrad, other, -1, peer, bytes)) < 0)
+        return -1;
+    at = emit(L, PP_OP_AddTiedGrad, mine, -1, -1, -1);
+    slot(L, at, PP_ROLE_TMP, r);
+    if (at < 0)
+        return -1;
+    use(L, r, at);
+    return 0;
+}
+
 /* The end of the step, in one order on every rank (every weight gradient
  * has reached its owner by now): per stage, the replicas' all-reduce; then
- * every owner's optimizer step. */
+ * the tied embedding's sum (lower_tie); then every owner's optimizer step. */
 static int lower_epilogue(lowering *L)
 {
     const ownership *o = L->own;
@@ -383,6 +459,9 @@ static int lower_epilogue(lowering *L)
         if (o->group_of[s] >= 0 && emit(L, PP_OP_ReduceGrads, s, -1, -1, o->group_of[s]) < 0)
             return -1;
     }
+    int rc = lower_tie(L);
+    if (rc)
+        return rc;
     for (int k = from; k < to; k++)
         if (emit(L, PP_OP_OptimizerStep, o->owned[k], -1, -1, -1) < 0)
             return -1;
@@ -418,8 +497,8 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
         if ((rc = lower_item(L, &items[i].it)) != 0)
             return rc;
     forget_rank(L, items, nitems);
-    if (lower_epilogue(L))
-        return -1;
+    if ((rc = lower_epilogue(L)) != 0)
+        return rc;
     if (lower_assign_slots(&L->st, (uint32_t)w, p))
         return -1;
     p->ninstr = (uint32_t)L->st.n;

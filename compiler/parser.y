@@ -90,6 +90,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 
 %union {
     long long num;
+    double real;
     char *str;
     pp_expr *expr;
     pp_stmt *stmt;
@@ -98,6 +99,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 }
 
 %token <num> INT "integer"
+%token <real> REAL "decimal number"
 %token <str> IDENT "name"
 %token PARAM "param" LET "let" COMPUTE "compute" WEIGHTS "weights" PRIORITY "priority"
 %token ORDER "order" SPLIT "split" LIMIT "limit" COST "cost" MODEL "model"
@@ -200,6 +202,14 @@ fields: %empty
       | fields IDENT '=' expr {
             pp_stmt *f = named_stmt(ctx, ST_LET, @2, $2, @2, $4);
             STOP_IF_NOMEM();
+            if (ctx->model_tail) ctx->model_tail->next = f; else ctx->model_head = f;
+            ctx->model_tail = f;
+        }
+      | fields IDENT '=' REAL { /* only a real-valued field (llama's norm_eps) takes one */
+            pp_stmt *f = named_stmt(ctx, ST_LET, @2, $2, @2, NULL);
+            STOP_IF_NOMEM();
+            f->real = $4;
+            f->name_loc = @4; /* where a wrong use of the number points */
             if (ctx->model_tail) ctx->model_tail->next = f; else ctx->model_head = f;
             ctx->model_tail = f;
         }
@@ -380,7 +390,7 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
     case ST_MODEL:
         s->flag = pp_model_kind_parse(word);
         if (s->flag < 0) {
-            diag_error(ctx->diag, L(wloc), "unknown model '%s': expected 'mlp' or 'gpt'", word);
+            diag_error(ctx->diag, L(wloc), "unknown model '%s': expected 'mlp', 'gpt' or 'llama'", word);
             ok = 0;
         }
         break;

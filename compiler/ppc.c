@@ -974,13 +974,16 @@ static int write_reports(const options *o, const pp_compiled *c)
         size_t n = strlen(costs_from);
         snprintf(costs_from + n, sizeof costs_from - n,
                  "; --layers %lld (%u %s a stage): per block, times the stage's %s", o->layers,
-                 c->sch.model.blocks, c->sch.model.kind == PP_MODEL_GPT ? "layers" : "blocks",
-                 c->sch.model.kind == PP_MODEL_GPT ? "layers" : "blocks");
+                 c->sch.model.blocks, c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks",
+                 c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks");
     }
+    char *split = c->sch.auto_layers ? pp_auto_describe(&c->sch, &c->autoc) : NULL;
     pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
-                           o->keep ? c->keep_note : NULL};
+                           o->keep ? c->keep_note : NULL, split};
     report_ctx x = {&c->rep, &info, &c->t, &c->sim, o->costs ? c->costs.unit : NULL};
-    return write_report(o, &x);
+    int rc = write_report(o, &x);
+    free(split);
+    return rc;
 }
 
 /* --emit torch-csv, before anything is written: whether PyTorch's runtime
@@ -1093,6 +1096,11 @@ int main(int argc, char **argv)
             remove_rank_files(o.outdir, 0);
         if (o.outdir && rc == 0 && !o.quiet)
             summary(&o, &c.sch, &c.rep, c.plans);
+        if (o.outdir && rc == 0 && !o.quiet && c.sch.auto_layers) {
+            char *split = pp_auto_describe(&c.sch, &c.autoc);
+            printf("  layers = %s\n", split ? split : "auto (out of memory describing it)");
+            free(split);
+        }
         if (o.emit_dir && rc == 0)
             rc = write_torch_csv(&o, &c);
         if (c.status == PP_COMPILE_ERRORS)

@@ -190,8 +190,38 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
  * with R > 1 owners, in stage order, all-reduces its fp32 gradients once
  * every replica is there (a ring: 2(R-1) transfers of 1/R of them); then
  * each owner runs its stages' optimizer steps (--costs "O", else 0). With
- * no transfer costs and no "O" this is the makespan. */
-static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim)
+ * no transfer costs and no "O" this is the makespan. A tied model (tie = 1)
+ * swaps the embedding's gradients between the i-th owner of only stage 0
+ * and the i-th owner of only stage S-1 before either steps (compiler/lower.c,
+ * lower_tie); an owner of both adds them with no transfer. */
+static int owns_of(const int *owner, const int *off, int s, int w)
+{
+    for (int k = off[s]; k < off[s + 1]; k++)
+        if (owner[k] == w)
+            return 1;
+    return 0;
+}
+
+static void tied_exchange(const pp_jobtable *t, const pp_model *m, const int *owner, const int *off,
+                          double *at)
+{
+    int last = t->js.S - 1, i = off[0], k = off[last];
+    double move = pp_transfer_time(t, (uint64_t)pp_tied_floats(m) * sizeof(float));
+    for (;;) { /* the next owner of only stage 0 with the next of only stage S-1 */
+        while (i < off[1] && owns_of(owner, off, last, owner[i]))
+            i++;
+        while (k < off[last + 1] && owns_of(owner, off, 0, owner[k]))
+            k++;
+        if (i >= off[1] || k >= off[last + 1])
+            return;
+        int a = owner[i++], b = owner[k++];
+        double x = (at[a] > at[b] ? at[a] : at[b]) + move;
+        at[a] = at[b] = x;
+    }
+}
+
+static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim,
+                     const pp_model *m)
 {
     const pp_jobspace *js = &t->js;
     int W = t->W, S = js->S, N = job_count(js), per_stage = js->B * js->ND, rc = -1;
@@ -243,6 +273,8 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         for (int k = off[s]; k < off[s + 1]; k++)
             at[owner[k]] = end;
     }
+    if (m->tie && S > 1)
+        tied_exchange(t, m, owner, off, at);
     /* optimizer steps: each worker adds its stages' in stage order */
     for (int s = 0; s < S; s++)
         for (int k = off[s]; k < off[s + 1]; k++)
@@ -284,7 +316,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         int paired = sim->partner && sim->partner[j] >= 0;
         r->w[t->worker[j]].busy += paired ? (sim->end[j] - sim->start[j]) / 2 : t->cost[j];
     }
-    if (step_time(r, t, sim) || transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
+    if (step_time(r, t, sim, m) || transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||
         stage_worker_pairs(r, t, m, 1) || stage_worker_pairs(r, t, m, 0))
         goto fail;
     r->optimizer = m->optimizer;

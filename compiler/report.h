@@ -94,6 +94,7 @@ typedef struct {
     const char *order;    /* "greedy" or "strict" */
     const char *costs;    /* e.g. "cost lines of the schedule" or "--costs prof.json" */
     const char *keep;     /* how --keep-weights chose, e.g. "window 6 jobs"; NULL without it */
+    const char *layers;   /* layers = auto(L): the split chosen (pp_auto_describe); else NULL */
 } pp_report_info;
 
 /* DIR/report.txt: the summary, a per-worker table and the ASCII diagram.

@@ -155,6 +155,8 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
         if (sim->npairs > listed)
             fprintf(f, "  ... and %d more (report.json lists every pair)\n", sim->npairs - listed);
     }
+    if (info->layers)
+        fprintf(f, "layers    %s\n", info->layers);
     if (info->keep)
         fprintf(f,
                 "kept      %lld jobs read weights fetched for an earlier job of their stage "
@@ -347,6 +349,10 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     pp_json_str(f, pp_optimizer_name(r->optimizer));
     fprintf(f, ",\n  \"precision\": ");
     pp_json_str(f, pp_precision_name(r->precision));
+    if (info->layers) { /* only then: every other report keeps its keys */
+        fprintf(f, ",\n  \"auto_layers\": ");
+        pp_json_str(f, info->layers);
+    }
     fprintf(f, ",\n  \"keep_weights\": ");
     if (info->keep)
         pp_json_str(f, info->keep);

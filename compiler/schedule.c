@@ -513,6 +513,22 @@ static const model_field gpt_fields[] = {
     {"ffn", offsetof(pp_model, ffn), 1, PP_MAX_FFN, 0},
     {"layers", offsetof(pp_model, blocks), 0, PP_MAX_LAYERS, 1},
     {"batch", offsetof(pp_model, batch), 1, PP_MAX_BATCH, 0},
+    {"tie", offsetof(pp_model, tie), 0, 1, 0},
+};
+
+/* llama's (norm_eps is the one real-valued field: its offset is a float's) */
+static const model_field llama_fields[] = {
+    {"vocab", offsetof(pp_model, vocab), 2, PP_MAX_VOCAB, 0},
+    {"context", offsetof(pp_model, context), 1, PP_MAX_CONTEXT, 0},
+    {"embed", offsetof(pp_model, embed), 1, PP_MAX_EMBED, 0},
+    {"heads", offsetof(pp_model, heads), 1, PP_MAX_HEADS, 0},
+    {"kv_heads", offsetof(pp_model, kv_heads), 1, PP_MAX_HEADS, 0},
+    {"ffn", offsetof(pp_model, ffn), 1, PP_MAX_FFN, 0},
+    {"layers", offsetof(pp_model, blocks), 0, PP_MAX_LAYERS, 1},
+    {"batch", offsetof(pp_model, batch), 1, PP_MAX_BATCH, 0},
+    {"rope_theta", offsetof(pp_model, rope_theta), 1, 1000000000, 0},
+    {"norm_eps", offsetof(pp_model, norm_eps), 0, 0, 0},
+    {"tie", offsetof(pp_model, tie), 0, 1, 0},
 };
 
 #define NFIELDS(a) ((int)(sizeof a / sizeof a[0]))
@@ -522,6 +538,16 @@ static const model_field gpt_fields[] = {
  * is known. */
 static pp_model model_defaults(uint32_t kind)
 {
+    if (kind == PP_MODEL_LLAMA) /* kv_heads (= heads) and ffn: check_model, once known */
+        return (pp_model){.kind = PP_MODEL_LLAMA,
+                          .vocab = 256,
+                          .context = 32,
+                          .embed = 64,
+                          .heads = 4,
+                          .blocks = 1,
+                          .batch = 8,
+                          .rope_theta = PP_LLAMA_ROPE_THETA,
+                          .norm_eps = PP_LLAMA_NORM_EPS};
     if (kind == PP_MODEL_GPT)
         return (pp_model){.kind = PP_MODEL_GPT,
                           .vocab = 256,
@@ -539,17 +565,83 @@ static pp_model model_defaults(uint32_t kind)
                       .batch = 16};
 }
 
+/* norm_eps = a decimal number in (0, 1); any other field takes an
+ * expression. */
+static void check_real_field(pp_schedule *sch, pp_stmt *f)
+{
+    if (strcmp(f->name, "norm_eps") != 0) {
+        diag_error(sch->diag, f->name_loc,
+                   "model field '%s' takes an integer expression, not a decimal number", f->name);
+        return;
+    }
+    if (f->expr) {
+        diag_error(sch->diag, f->expr->loc,
+                   "model norm_eps takes a decimal number such as 1e-5 or 0.000001");
+        return;
+    }
+    if (!(f->real > 0.0 && f->real < 1.0) || (float)f->real == 0.0f) {
+        diag_error(sch->diag, f->name_loc, "model norm_eps = %g is out of range (0, 1)", f->real);
+        return;
+    }
+    sch->model.norm_eps = (float)f->real;
+}
+
+/* `layers = auto(L)`: L a constant expression, the layers of all stages
+ * together (compiler/auto_layers.c chooses each stage's). */
+static void check_auto_layers(pp_schedule *sch, pp_stmt *f)
+{
+    pp_expr *e = f->expr;
+    if (e->nargs != 1) {
+        diag_error(sch->diag, e->loc, "auto takes one argument, the layers in all: auto(L)");
+        return;
+    }
+    scope sc = {sch->nparams, 0, 0, 0, "auto's layer count", 0, 0};
+    int before = sch->diag->errors;
+    resolve(sch, e->a, &sc);
+    long long v;
+    if (sch->diag->errors != before || !eval_const(sch, e->a, &v))
+        return;
+    if (v < 1 || (uint64_t)v > PP_MAX_TOTAL_LAYERS) {
+        diag_error(sch->diag, e->a->loc, "auto(%lld): the layers in all are out of range [1, %llu]",
+                   v, (unsigned long long)PP_MAX_TOTAL_LAYERS);
+        return;
+    }
+    sch->auto_layers = v;
+    sch->auto_loc = e->loc;
+}
+
+/* kv_heads divides heads; each head's width is even (rotary embeddings
+ * turn pairs of its columns). */
+static void check_llama(pp_schedule *sch, pp_stmt *st, pp_expr *heads_expr, pp_expr *kv_expr)
+{
+    pp_model *m = &sch->model;
+    if (m->heads % m->kv_heads != 0)
+        diag_error(sch->diag, kv_expr ? kv_expr->loc : st->loc,
+                   "model kv_heads = %u does not divide heads = %u (each key/value head serves "
+                   "heads/kv_heads query heads)",
+                   m->kv_heads, m->heads);
+    if (m->embed % m->heads == 0 && (m->embed / m->heads) % 2 != 0)
+        diag_error(sch->diag, heads_expr ? heads_expr->loc : st->loc,
+                   "model llama: each head is embed/heads = %u wide, which is odd (rotary "
+                   "embeddings need an even head width)",
+                   m->embed / m->heads);
+}
+
 static void check_model(pp_schedule *sch, pp_stmt *st)
 {
     uint32_t kind = (uint32_t)st->flag;
-    const model_field *fields = kind == PP_MODEL_GPT ? gpt_fields : mlp_fields;
-    int nf = kind == PP_MODEL_GPT ? NFIELDS(gpt_fields) : NFIELDS(mlp_fields);
-    char list[96] = ""; /* the field names, for "unknown model field" */
+    const model_field *fields = kind == PP_MODEL_GPT     ? gpt_fields
+                                : kind == PP_MODEL_LLAMA ? llama_fields
+                                                         : mlp_fields;
+    int nf = kind == PP_MODEL_GPT     ? NFIELDS(gpt_fields)
+             : kind == PP_MODEL_LLAMA ? NFIELDS(llama_fields)
+                                      : NFIELDS(mlp_fields);
+    char list[160] = ""; /* the field names, for "unknown model field" */
     for (int k = 0; k < nf; k++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
                  fields[k].name);
-    int seen[8] = {0};
-    pp_expr *heads_expr = NULL;
+    int seen[16] = {0};
+    pp_expr *heads_expr = NULL, *kv_expr = NULL;
     /* The sizes start from the kind's defaults; the optimizer and precision
      * lines are statements of their own, which may come before this one. */
     pp_model m = model_defaults(kind);
@@ -567,9 +659,17 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
         }
         if (seen[k]++)
             diag_error(sch->diag, f->name_loc, "model field '%s' is given more than once", f->name);
+        if (!strcmp(f->name, "norm_eps") || !f->expr) {
+            check_real_field(sch, f);
+            continue;
+        }
+        if (fields[k].per_stage && f->expr->kind == EX_CALL && !strcmp(f->expr->name, "auto")) {
+            check_auto_layers(sch, f);
+            continue;
+        }
         scope sc = {sch->nparams, 0, 0, 0, "the model block", fields[k].per_stage, 0};
         if (fields[k].per_stage)
-            sc.what = kind == PP_MODEL_GPT ? "the model's layers" : "the model's blocks";
+            sc.what = kind != PP_MODEL_MLP ? "the model's layers" : "the model's blocks";
         int before = sch->diag->errors;
         resolve(sch, f->expr, &sc);
         if (sch->diag->errors != before)
@@ -588,20 +688,30 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
         }
         if (!strcmp(f->name, "heads"))
             heads_expr = f->expr;
+        if (!strcmp(f->name, "kv_heads"))
+            kv_expr = f->expr;
         *(uint32_t *)((char *)&sch->model + fields[k].offset) = (uint32_t)v;
     }
+    if (sch->model.ffn == 0 && kind == PP_MODEL_LLAMA) /* Llama's 2/3 * 4 * embed, to 8 */
+        sch->model.ffn = (8 * sch->model.embed / 3 + 7) / 8 * 8;
     if (sch->model.ffn == 0) /* gpt's default (a given ffn is at least 1) */
         sch->model.ffn = 4 * sch->model.embed;
+    if (kind == PP_MODEL_LLAMA && sch->model.kv_heads == 0)
+        sch->model.kv_heads = sch->model.heads;
     if (pp_model_widest_elems(&sch->model) > PP_MAX_TENSOR_ELEMS)
         diag_error(sch->diag, st->loc,
                    "model %s: its widest activation tensor (%s) would have %llu elements, more "
                    "than the kernels can index (%llu): make batch, context or the widths smaller",
                    pp_model_kind_name(kind),
                    kind == PP_MODEL_GPT ? "batch * context rows of max(3 * embed, ffn, vocab)"
-                                        : "batch rows of max(context * embed, ffn, 256)",
+                   : kind == PP_MODEL_LLAMA
+                       ? "batch * context rows of max(3 * embed, 2 * ffn, vocab)"
+                       : "batch rows of max(context * embed, ffn, 256)",
                    (unsigned long long)pp_model_widest_elems(&sch->model), PP_MAX_TENSOR_ELEMS);
-    if (kind != PP_MODEL_GPT)
+    if (kind == PP_MODEL_MLP)
         return;
+    if (kind == PP_MODEL_LLAMA)
+        check_llama(sch, st, heads_expr, kv_expr);
     if (sch->model.embed % sch->model.heads != 0) {
         if (heads_expr)
             diag_error(
@@ -609,10 +719,9 @@ static void check_model(pp_schedule *sch, pp_stmt *st)
                 "model heads = %u does not divide embed = %u (each head is embed/heads wide)",
                 sch->model.heads, sch->model.embed);
         else
-            diag_error(
-                sch->diag, st->loc,
-                "model gpt: embed = %u is not a multiple of the default 4 heads (give heads)",
-                sch->model.embed);
+            diag_error(sch->diag, st->loc,
+                       "model %s: embed = %u is not a multiple of the default 4 heads (give heads)",
+                       pp_model_kind_name(kind), sch->model.embed);
     }
 }
 
@@ -642,11 +751,11 @@ static void check_tensor(pp_schedule *sch)
                    "tensor = %lld does not divide the model's ffn (%u): the MLP's inner layer "
                    "is split in equal column shards",
                    v, m->ffn);
-    else if (v > 1 && m->kind == PP_MODEL_GPT)
+    else if (v > 1 && m->kind != PP_MODEL_MLP)
         diag_error(sch->diag, e->loc,
-                   "tensor = %lld with model gpt: the gpt split (QKV by heads) is not "
+                   "tensor = %lld with model %s: its split (QKV by heads) is not "
                    "implemented yet; tensor > 1 works with the mlp model",
-                   v);
+                   v, m->kind == PP_MODEL_GPT ? "gpt" : "llama");
     else if (v > 1 && sch->overlap)
         diag_error(sch->diag, e->loc,
                    "tensor = %lld with 'overlap': an overlapped pair's two jobs would make "
@@ -657,6 +766,21 @@ static void check_tensor(pp_schedule *sch)
 
 static void model_layers(pp_schedule *sch)
 {
+    if (sch->auto_layers && sch->S >= 1) { /* the even split, until the driver chooses */
+        if (!(sch->model.layers = malloc((size_t)sch->S * sizeof *sch->model.layers))) {
+            diag_nomem(sch->diag, "while splitting the model's layers over %lld stages", sch->S);
+            return;
+        }
+        if (sch->auto_layers > (long long)PP_MAX_LAYERS * sch->S)
+            diag_error(sch->diag, sch->auto_loc,
+                       "auto(%lld): more layers than %lld stages of at most %u can hold",
+                       sch->auto_layers, sch->S, PP_MAX_LAYERS);
+        for (long long s = 0; s < sch->S; s++) /* the remainder on the middle stages */
+            sch->model.layers[s] = (uint32_t)(sch->auto_layers / sch->S);
+        for (long long r = 0; r < sch->auto_layers % sch->S; r++)
+            sch->model.layers[(sch->S - sch->auto_layers % sch->S) / 2 + r]++;
+        return;
+    }
     if (!sch->layers_expr || sch->S < 1)
         return;
     sch->model.layers = malloc((size_t)sch->S * sizeof *sch->model.layers);
@@ -664,7 +788,7 @@ static void model_layers(pp_schedule *sch)
         diag_nomem(sch->diag, "while evaluating the model's layers for %lld stages", sch->S);
         return;
     }
-    const char *name = sch->model.kind == PP_MODEL_GPT ? "layers" : "blocks";
+    const char *name = sch->model.kind != PP_MODEL_MLP ? "layers" : "blocks";
     for (long long st = 0; st < sch->S; st++) {
         pp_env env = {st, 0, 0, 0};
         const pp_expr *where = sch->layers_expr;
@@ -898,6 +1022,9 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
         model_layers(sch);
     if (!d->errors && sch->tensor_expr)
         check_tensor(sch);
+    if (!d->errors && sch->model.tie && sch->S < 2)
+        diag_error_noloc(d, "model tie = 1 ties stage 0's embedding to the last stage's head: it "
+                            "needs S >= 2 stages (S is 1: untie it, tie = 0)");
     /* ids per (s,b): F, B, a W with a split backward, an R with recompute */
     int per = (sch->split ? 3 : 2) + (sch->recompute ? 1 : 0);
     long long jobs = sch->S * sch->B * per;

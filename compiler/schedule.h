@@ -101,6 +101,11 @@ typedef struct {
     /* Set by the compile driver for --layers (compile.h): costs are those of
      * one block, scaled by each stage's blocks (jobtable.c). 0 = as today. */
     int per_block;
+    /* `layers = auto(L)`: L layers in all, which the compile driver splits
+     * over the stages (compiler/auto_layers.c); 0 = none. auto_loc: the
+     * call, for messages. */
+    long long auto_layers;
+    pp_loc auto_loc;
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
     /* name -> index into params / lets, and name -> 1 (param) | 2 (let) for
      * every definition in the file, earlier or later (owned; names.h) */

@@ -315,7 +315,10 @@ static char *model_words(const pp_model *m, long long S, long long layers)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return NULL;
-    if (m->kind == PP_MODEL_GPT)
+    if (m->kind == PP_MODEL_LLAMA)
+        fprintf(f, "llama vocab %u context %u embed %u heads %u kv_heads %u ffn %u batch %u",
+                m->vocab, m->context, m->embed, m->heads, m->kv_heads, m->ffn, m->batch);
+    else if (m->kind == PP_MODEL_GPT)
         fprintf(f, "gpt vocab %u context %u embed %u heads %u ffn %u batch %u", m->vocab,
                 m->context, m->embed, m->heads, m->ffn, m->batch);
     else
@@ -324,7 +327,7 @@ static char *model_words(const pp_model *m, long long S, long long layers)
     /* With --layers the blocks in total: candidates of other stage counts
      * train one model */
     fprintf(f, ", %lld %s in total", layers,
-            m->kind == PP_MODEL_GPT ? (layers == 1 ? "layer" : "layers")
+            m->kind != PP_MODEL_MLP ? (layers == 1 ? "layer" : "layers")
                                     : (layers == 1 ? "block" : "blocks"));
     fprintf(f, ", %s, %s", m->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd",
             m->precision == PP_PREC_BF16 ? "bf16" : "fp32");

@@ -145,6 +145,8 @@ static content expected(const pp_instr *in, const pp_touch *t)
         c.s = -1;
     if (c.c == PP_CONTENT_WTS || c.c == PP_CONTENT_WGRAD || c.c == PP_CONTENT_TMP)
         c.b = -1;
+    if (c.c == PP_CONTENT_TIED) /* either tied stage's copy: the two are summed */
+        c.s = c.b = -1;
     return c;
 }
 

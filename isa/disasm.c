@@ -44,7 +44,7 @@ static const char *role_words(uint8_t r)
  * "; layers per stage: s0 1, s1-s2 2, s3 1". */
 static void print_layers(const pp_plan *p, FILE *out)
 {
-    fprintf(out, "; %s per stage:", p->model.kind == PP_MODEL_GPT ? "layers" : "blocks");
+    fprintf(out, "; %s per stage:", p->model.kind != PP_MODEL_MLP ? "layers" : "blocks");
     for (uint32_t s = 0; s < p->S;) {
         uint32_t n = pp_model_layers(&p->model, (int)s), e = s;
         while (e + 1 < p->S && pp_model_layers(&p->model, (int)(e + 1)) == n)
@@ -115,12 +115,20 @@ static void print_header(const pp_plan *p, FILE *out)
     fprintf(out,
             "; rank %" PRIu32 " of %" PRIu32 ", S=%" PRIu32 " stages, B=%" PRIu32 " microbatches\n",
             p->rank, p->world, p->S, p->B);
-    if (m->kind == PP_MODEL_GPT)
+    if (m->kind == PP_MODEL_LLAMA)
+        fprintf(out,
+                "; model: llama, vocab %" PRIu32 ", context %" PRIu32 ", embed %" PRIu32
+                ", heads %" PRIu32 ", kv_heads %" PRIu32 ", ffn %" PRIu32 ", batch %" PRIu32
+                ", rope_theta %" PRIu32 ", norm_eps %g%s; optimizer %s; precision %s\n",
+                m->vocab, m->context, m->embed, m->heads, m->kv_heads, m->ffn, m->batch,
+                m->rope_theta, (double)m->norm_eps, m->tie ? ", tied" : "",
+                pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
+    else if (m->kind == PP_MODEL_GPT)
         fprintf(out,
                 "; model: gpt, vocab %" PRIu32 ", context %" PRIu32 ", embed %" PRIu32
                 ", heads %" PRIu32 ", ffn %" PRIu32 ", batch %" PRIu32
-                "; optimizer %s; precision %s\n",
-                m->vocab, m->context, m->embed, m->heads, m->ffn, m->batch,
+                "%s; optimizer %s; precision %s\n",
+                m->vocab, m->context, m->embed, m->heads, m->ffn, m->batch, m->tie ? ", tied" : "",
                 pp_optimizer_name(m->optimizer), pp_precision_name(m->precision));
     else
         fprintf(out,

@@ -44,7 +44,17 @@
  * 2^31: see pp_model_widest_elems. */
 #define PP_MAX_TENSOR_ELEMS 2147483647ull
 
-typedef enum { PP_MODEL_MLP = 0, PP_MODEL_GPT = 1, PP_MODEL_COUNT } pp_model_kind;
+typedef enum {
+    PP_MODEL_MLP = 0,
+    PP_MODEL_GPT = 1,
+    PP_MODEL_LLAMA = 2,
+    PP_MODEL_COUNT
+} pp_model_kind;
+
+/* The llama kind's defaults (model_desc.h's fields below): Llama's rotary
+ * base and RMSNorm epsilon. */
+#define PP_LLAMA_ROPE_THETA 10000u
+#define PP_LLAMA_NORM_EPS 1e-5f
 
 typedef struct {
     uint32_t kind;      /* pp_model_kind */
@@ -60,6 +70,11 @@ typedef struct {
     /* Tensor-parallel ranks per worker (`tensor = T`, issue 27): each
      * stage's split layers are cut T ways (pp_model_tensor; 0 reads as 1). */
     uint32_t tensor;
+    /* llama only (0 for the other kinds; plan format 8 carries them): */
+    uint32_t kv_heads;   /* key/value heads, dividing heads (grouped-query attention) */
+    uint32_t rope_theta; /* the rotary embeddings' base */
+    float norm_eps;      /* RMSNorm's epsilon */
+    uint32_t tie;        /* gpt, llama: 1 = the head is the token embedding (tied) */
     /* [S] blocks or layers of each stage, or NULL: every stage has `blocks`.
      * Owned by whoever filled it (a pp_plan, a pp_schedule); copies of a
      * pp_model share it. */
@@ -91,7 +106,7 @@ static inline uint32_t pp_model_vocab(const pp_model *m)
 /* Next-token predictions per sample, over which the loss is averaged. */
 static inline uint32_t pp_model_predictions(const pp_model *m)
 {
-    return m->kind == PP_MODEL_GPT ? m->context : 1;
+    return m->kind == PP_MODEL_MLP ? 1 : m->context;
 }
 
 /* Elements of the model's widest activation tensor of one microbatch:
@@ -102,9 +117,11 @@ static inline uint32_t pp_model_predictions(const pp_model *m)
 static inline uint64_t pp_model_widest_elems(const pp_model *m)
 {
     uint64_t rows, w;
-    if (m->kind == PP_MODEL_GPT) {
+    if (m->kind != PP_MODEL_MLP) { /* gpt, llama: the rows of qkv, the MLP, the logits */
         rows = (uint64_t)m->batch * m->context;
         w = 3 * (uint64_t)m->embed;
+        if (m->kind == PP_MODEL_LLAMA && w < 2 * (uint64_t)m->ffn)
+            w = 2 * (uint64_t)m->ffn;
         if (w < m->ffn)
             w = m->ffn;
         if (w < m->vocab)
@@ -122,7 +139,10 @@ static inline uint64_t pp_model_widest_elems(const pp_model *m)
 
 static inline const char *pp_model_kind_name(uint32_t kind)
 {
-    return kind == PP_MODEL_MLP ? "mlp" : kind == PP_MODEL_GPT ? "gpt" : "unknown";
+    return kind == PP_MODEL_MLP     ? "mlp"
+           : kind == PP_MODEL_GPT   ? "gpt"
+           : kind == PP_MODEL_LLAMA ? "llama"
+                                    : "unknown";
 }
 
 /* The pp_model_kind a name (as in `model gpt { ... }`) stands for, or -1. */

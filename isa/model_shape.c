@@ -1,12 +1,13 @@
-/* model_shape.c - the shape arithmetic of both model kinds (model_shape.h):
+/* model_shape.c - the shape arithmetic of every model kind (model_shape.h):
  * each kind's sizes and FLOPs from its layouts (mlp_layout.h,
- * gpt_layout.h), the table per kind, the pp_stage_* functions that
+ * gpt_layout.h, llama_layout.h), the table per kind, the pp_stage_* functions that
  * dispatch to it, and the sizes every kind shares. */
 #include "model_shape.h"
 
 #include "tensor.h"
 
 #include "gpt_layout.h"
+#include "llama_layout.h"
 #include "mlp_layout.h"
 
 /* ------------------------------------------------------------------------ */
@@ -93,6 +94,48 @@ static double gpt_flops(const pp_model *m, int S, int s, int backward)
 }
 
 /* ------------------------------------------------------------------------ */
+/* llama                                                                     */
+
+static size_t llama_param_count(const pp_model *m, int S, int s)
+{
+    llama_shape sh = llama_shape_of(m, S, s);
+    return llama_param_layout_of(&sh).total;
+}
+
+static size_t llama_stash_bytes(const pp_model *m, int S, int s)
+{
+    llama_shape sh = llama_shape_of(m, S, s);
+    return llama_stash_layout_of(&sh).total;
+}
+
+static size_t llama_stash_bytes_split(const pp_model *m, int S, int s)
+{
+    llama_shape sh = llama_shape_of(m, S, s);
+    return llama_stash_layout_of(&sh).total_split;
+}
+
+static size_t llama_workspace_bytes(const pp_model *m, int S, int s)
+{
+    llama_shape sh = llama_shape_of(m, S, s);
+    return llama_work_layout_of(&sh).total;
+}
+
+/* The GEMMs only, as gpt_flops: per layer the fused q, k, v projection
+ * (Q x C), wo (C x C), gate and up (2F x C) and down (C x F) on BT rows,
+ * attention's q k^T and P v as full T x T, and the head's V x C on the last
+ * stage. Backward: twice the forward. */
+static double llama_flops(const pp_model *m, int S, int s, int backward)
+{
+    llama_shape sh = llama_shape_of(m, S, s);
+    double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, Q = sh.Q, BT = B * T;
+    double layer = 2.0 * BT * (Q * C + C * C + 3.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
+    double f = sh.L * layer;
+    if (sh.last)
+        f += 2.0 * BT * C * V;
+    return backward ? 2.0 * f : f;
+}
+
+/* ------------------------------------------------------------------------ */
 /* The table and the dispatch                                                */
 
 static const pp_model_shape shapes[PP_MODEL_COUNT] = {
@@ -100,6 +143,8 @@ static const pp_model_shape shapes[PP_MODEL_COUNT] = {
                       mlp_workspace_bytes, mlp_flops},
     [PP_MODEL_GPT] = {"gpt", gpt_param_count, gpt_stash_bytes, gpt_stash_bytes_split,
                       gpt_workspace_bytes, gpt_flops},
+    [PP_MODEL_LLAMA] = {"llama", llama_param_count, llama_stash_bytes, llama_stash_bytes_split,
+                        llama_workspace_bytes, llama_flops},
 };
 
 const pp_model_shape *pp_model_shape_of(const pp_model *m)
@@ -142,6 +187,21 @@ double pp_stage_flops(const pp_model *m, int S, int s, int backward)
     const pp_model_shape *t = pp_model_shape_of(m);
     pp_model sh = pp_model_shard(m);
     return t ? t->flops(&sh, S, s, backward) : 0.0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tied embeddings                                                           */
+
+size_t pp_stage_tied_offset(const pp_model *m, int S, int s)
+{
+    if (m->kind == PP_MODEL_LLAMA) {
+        llama_shape sh = llama_shape_of(m, S, s);
+        llama_param_layout P = llama_param_layout_of(&sh);
+        return s == 0 ? P.wte : P.wlm;
+    }
+    gpt_shape sh = gpt_shape_of(m, S, s);
+    gpt_param_layout P = gpt_param_layout_of(&sh);
+    return s == 0 ? P.wte : P.wlm;
 }
 
 /* ------------------------------------------------------------------------ */

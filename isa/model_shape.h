@@ -71,6 +71,13 @@ static inline float pp_loss_scale(const pp_model *m, int B)
     return 1.0f / ((float)B * (float)m->batch * (float)pp_model_predictions(m));
 }
 
+/* Tied embeddings (model tie = 1, gpt and llama): the float offset of the
+ * tied tensor in stage s's parameters (= its gradients), stage 0's token
+ * embedding wte or stage S-1's head wlm, and its size in floats (vocab x
+ * embed). S >= 2: the compiler refuses a tied model of one stage. */
+size_t pp_stage_tied_offset(const pp_model *m, int S, int s);
+static inline size_t pp_tied_floats(const pp_model *m) { return (size_t)m->vocab * m->embed; }
+
 /* (Optimizer-state floats per weight: pp_optimizer_state_floats in
  * model_desc.h.) */
 

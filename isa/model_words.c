@@ -12,8 +12,11 @@
 
 static void words(const pp_model *m, long long S, char *buf, size_t n, size_t *at)
 {
-    int gpt = m->kind == PP_MODEL_GPT;
-    if (gpt)
+    int gpt = m->kind != PP_MODEL_MLP; /* a transformer: its blocks are layers */
+    if (m->kind == PP_MODEL_LLAMA)
+        PUT("llama vocab %u context %u embed %u heads %u kv_heads %u ffn %u batch %u", m->vocab,
+            m->context, m->embed, m->heads, m->kv_heads, m->ffn, m->batch);
+    else if (gpt)
         PUT("gpt vocab %u context %u embed %u heads %u ffn %u batch %u", m->vocab, m->context,
             m->embed, m->heads, m->ffn, m->batch);
     else

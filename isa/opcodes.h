@@ -219,7 +219,27 @@
       PP_U_STAGE | PP_U_MB | PP_U_GROUP, NO, NO, NONE, COLLECTIVE, NONE,                         \
       (),                                                                                        \
       "the next job, F or B of (s,b), makes its tensor all-reduces over group g (per block)",    \
-      "{tp} in the next job ({s},{b}) over tensor group g{g} {members}")
+      "{tp} in the next job ({s},{b}) over tensor group g{g} {members}") \
+    /* tied embeddings (model tie = 1): stage 0's wte and stage S-1's head are one tensor,       \
+       each owner keeping a copy; both gradients are summed before either optimizer step */      \
+    X(StashTiedGrad, 21, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, RD, NONE, BOOKKEEPING, NONE,      \
+      (REQ(TMP, WR, TIED, 0)),                                                                   \
+      "copy stage s's gradients of the tied embedding (its wte, or its head) into a slot",       \
+      "stage {s} tied embedding grads into {tmp}")                                               \
+    X(SendTiedGrad, 22, SEND, RecvTiedGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE,     \
+      WEIGHTS, TIED,                                                                             \
+      (REQ(SRC, RD, TIED, 0)),                                                                   \
+      "send stage s's tied embedding gradients to the owner of the other tied stage",            \
+      "stage {s} tied embedding grads {src} to rank {p}")                                        \
+    X(RecvTiedGrad, 23, RECV, SendTiedGrad, GROUPABLE, PP_U_STAGE | PP_U_PEER, NO, NO, NONE,     \
+      WEIGHTS, TIED,                                                                             \
+      (REQ(DST, WR, TIED, 0)),                                                                   \
+      "receive stage s's tied embedding gradients from its owner",                               \
+      "stage {s} tied embedding grads from rank {p} into {dst}")                                 \
+    X(AddTiedGrad, 24, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, UP, NONE, BOOKKEEPING, NONE,        \
+      (REQ(TMP, RD, TIED, 0)),                                                                   \
+      "add the other tied stage's embedding gradients (a slot) to stage s's own",                \
+      "stage {s} tied embedding grads += {tmp}")
 /* clang-format on */
 
 typedef enum {
@@ -257,6 +277,7 @@ typedef enum {
     PP_TAG_GRAD,
     PP_TAG_WEIGHTS,
     PP_TAG_WGRAD,
+    PP_TAG_TIED, /* (appended: the tied embedding's gradients) */
     PP_TAG_CLASSES
 } pp_op_tag;
 typedef enum {
@@ -290,7 +311,7 @@ typedef enum {
     X(TOKENS, "microbatch")                                                                        \
     X(ACT, "output of F") X(GRAD, "input gradient of B") X(STASH, "stash of F")                    \
         X(STASHW, "stash B left for W") X(WTS, "fetched weights") X(WGRAD, "weight gradients")     \
-            X(TMP, "received weight gradients")
+            X(TMP, "received weight gradients") X(TIED, "tied embedding gradients")
 typedef enum {
     PP_CONTENT_NONE = 0,
 #define PP_CONTENT_ENUM(C, words) PP_CONTENT_##C,

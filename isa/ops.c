@@ -198,7 +198,7 @@ void pp_ops_markdown(FILE *out)
                                        "send",   "receive", "collective"};
     static const char *const lane[] = {"-", "compute", "up/down", "up/down, groupable"};
     static const char *const job[] = {"-", "F", "B", "BI", "W", "O", "R"};
-    static const char *const tag[] = {"act", "grad", "weights", "wgrad"};
+    static const char *const tag[] = {"act", "grad", "weights", "wgrad", "tied"};
     static const char *const when[] = {"", " (last stage)", " (not last stage)",
                                        " (not first stage)"};
     fprintf(out,

@@ -100,6 +100,14 @@ uint64_t pp_plans_id(const pp_plan *plans, int W)
         if (pp_model_tensor(m) > 1) /* only then: plans without it keep their ids */
             h = fnv_le(h, pp_model_tensor(m), 4);
         h = fnv_le(h, 0, 8);
+        /* Format 8's fields only where set, so every earlier plan keeps its id. */
+        if (m->kv_heads || m->rope_theta || m->norm_eps != 0.0f || m->tie) {
+            uint32_t eps;
+            memcpy(&eps, &m->norm_eps, 4);
+            const uint32_t xf[] = {m->kv_heads, m->rope_theta, eps, m->tie};
+            for (size_t k = 0; k < sizeof xf / sizeof *xf; k++)
+                h = fnv_le(h, xf[k], 4);
+        }
         for (uint32_t s = 0; s < p->S; s++) /* the layer table, also where it is NULL */
             h = fnv_le(h, pp_model_layers(m, (int)s), 4);
         h = pp_fnv1a64(h, p->stage_role, p->S);
@@ -143,7 +151,7 @@ long long pp_transfer_tags(const pp_plan *p) { return (long long)p->S * p->B * P
 /* ---------------------------------------------------------------- encoding */
 
 #define HEADER_BYTES (4 + 4 + 8 + 4 * 4) /* magic .. B */
-#define MODEL_BYTES (11 * 4)
+#define MODEL_BYTES (15 * 4) /* format 8: 10 fields, then tensor, kv_heads, rope_theta, norm_eps, tie */
 #define INSTR_BYTES (1 + 4 * 4 + 4 * PP_MAX_SLOTS)
 
 /* Byte writers: explicit little-endian stores, so the file is the same on
@@ -190,6 +198,12 @@ static void put_model(writer *w, const pp_model *m)
     put_u32(w, m->optimizer);
     put_u32(w, m->precision);
     put_u32(w, pp_model_tensor(m));
+    uint32_t eps;
+    memcpy(&eps, &m->norm_eps, 4);
+    put_u32(w, m->kv_heads);
+    put_u32(w, m->rope_theta);
+    put_u32(w, eps);
+    put_u32(w, m->tie);
 }
 
 static void put_instr(writer *w, const pp_instr *in)
@@ -389,6 +403,11 @@ static void read_header(reader *r, pp_plan *p)
     p->model.optimizer = rd_u32(r, "the model description");
     p->model.precision = rd_u32(r, "the model description");
     p->model.tensor = rd_u32(r, "the model description");
+    p->model.kv_heads = rd_u32(r, "the model description");
+    p->model.rope_theta = rd_u32(r, "the model description");
+    uint32_t eps = rd_u32(r, "the model description");
+    memcpy(&p->model.norm_eps, &eps, 4);
+    p->model.tie = rd_u32(r, "the model description");
 }
 
 static void read_stage_roles(reader *r, pp_plan *p)
@@ -651,7 +670,8 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
     REQUIRE(p->S >= 1, "header: S is 0 (expected at least 1 stage)");
     REQUIRE(p->B >= 1, "header: B is 0 (expected at least 1 microbatch)");
     REQUIRE(p->model.kind < PP_MODEL_COUNT,
-            "model: kind %" PRIu32 " is unknown (expected 0 for mlp or 1 for gpt)", p->model.kind);
+            "model: kind %" PRIu32 " is unknown (expected 0 for mlp, 1 for gpt or 2 for llama)",
+            p->model.kind);
     REQUIRE(p->model.context >= 1 && p->model.context <= PP_MAX_CONTEXT,
             "model: context is %" PRIu32 " (expected 1 to %u tokens)", p->model.context,
             PP_MAX_CONTEXT);
@@ -670,6 +690,25 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
                     p->model.embed % p->model.heads == 0,
                 "model: gpt heads is %" PRIu32 " (expected 1 to %u, dividing embed %" PRIu32 ")",
                 p->model.heads, PP_MAX_HEADS, p->model.embed);
+    }
+    REQUIRE(p->model.tie <= 1 && (p->model.tie == 0 || p->model.kind != PP_MODEL_MLP),
+            "model: tie is %" PRIu32 " (expected 0, or 1 for gpt and llama)", p->model.tie);
+    if (p->model.kind == PP_MODEL_LLAMA) {
+        REQUIRE(p->model.kv_heads >= 1 && p->model.heads % p->model.kv_heads == 0,
+                "model: llama kv_heads is %" PRIu32 " (expected 1 to heads %" PRIu32
+                ", dividing it)",
+                p->model.kv_heads, p->model.heads);
+        REQUIRE((p->model.embed / p->model.heads) % 2 == 0,
+                "model: llama head width embed/heads = %" PRIu32
+                " is odd (expected even: rotary embeddings turn pairs)",
+                p->model.embed / p->model.heads);
+        REQUIRE(p->model.rope_theta >= 1, "model: llama rope_theta is 0 (expected at least 1)");
+        REQUIRE(p->model.norm_eps > 0.0f && p->model.norm_eps < 1.0f,
+                "model: llama norm_eps is %g (expected in (0, 1))", (double)p->model.norm_eps);
+    } else {
+        REQUIRE(p->model.kv_heads == 0 && p->model.rope_theta == 0 && p->model.norm_eps == 0.0f,
+                "model: %s has llama's kv_heads, rope_theta or norm_eps set (expected 0)",
+                pp_model_kind_name(p->model.kind));
     }
     REQUIRE(p->model.ffn >= 1 && p->model.ffn <= PP_MAX_FFN,
             "model: ffn is %" PRIu32 " (expected 1 to %u)", p->model.ffn, PP_MAX_FFN);

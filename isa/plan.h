@@ -29,7 +29,9 @@
     8u /* 2: five slot operands, weight fetch opcodes; 3: optimizer;
                               4: precision; 5: workspace; 6: model kind, vocab, heads,
                               per-stage layers; 7: Overlap (a second workspace);
-                              8: Recompute; tensor (model) and TensorReduce */
+                              8: Recompute; tensor (model) and TensorReduce; llama's
+                              kv_heads, rope_theta, norm_eps; tie; the tied
+                              embedding's four opcodes */
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */

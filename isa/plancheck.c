@@ -35,6 +35,8 @@ static uint64_t content_bytes(const pp_plan *p, const pp_instr *in, pp_content c
     case PP_CONTENT_WGRAD:
     case PP_CONTENT_TMP:
         return (uint64_t)pp_stage_param_count(m, S, s) * sizeof(float);
+    case PP_CONTENT_TIED: /* the token embedding: vocab x embed */
+        return (uint64_t)m->vocab * m->embed * sizeof(float);
     case PP_CONTENT_NONE:
     case PP_CONTENT_COUNT:
         break;

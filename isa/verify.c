@@ -197,8 +197,11 @@ static int check_own(const pp_plan *p, uint32_t i, stage_state *st, char *err, s
                 s->stepped);
             return -1;
         }
+        /* (AddTiedGrad adds the other tied stage's gradients, reduced alike
+         * among its replicas, after the all-reduce: every replica adds the
+         * same) */
         if (t[k].kind == PP_BUF_GRADS && (t[k].access & PP_ACC_WR) && s->phase == OWN_REDUCED &&
-            in->op != PP_OP_OptimizerStep) {
+            in->op != PP_OP_OptimizerStep && in->op != PP_OP_AddTiedGrad) {
             say(err, len,
                 "instruction %u (%s): adds to stage %d's gradients after its ReduceGrads at %u "
                 "(expected every gradient in before the all-reduce)",
@@ -338,6 +341,16 @@ static int check_header(const pp_plan *a, const pp_plan *b, int r, char *err, si
     SAME(model.optimizer, "optimizer")
     SAME(model.tensor, "tensor")
     SAME(model.precision, "precision")
+    SAME(model.kv_heads, "kv_heads")
+    SAME(model.rope_theta, "rope_theta")
+    SAME(model.tie, "tie")
+    if (memcmp(&a->model.norm_eps, &b->model.norm_eps, sizeof a->model.norm_eps)) {
+        say(err, len,
+            "rank %d's plan has norm_eps %g but rank 0's has %g (expected every rank's header "
+            "alike)",
+            r, (double)b->model.norm_eps, (double)a->model.norm_eps);
+        return -1;
+    }
     SAME(ngroups, "group count")
 #undef SAME
     for (uint32_t s = 0; s < a->S; s++)

@@ -45,6 +45,7 @@ typedef struct {
 
 extern const pp_cuda_model_impl pp_cuda_model_mlp; /* mlp_cuda.cu */
 extern const pp_cuda_model_impl pp_cuda_model_gpt; /* gpt_cuda.cu */
+extern const pp_cuda_model_impl pp_cuda_model_llama; /* llama_cuda.cu */
 
 /* ------------------------------------------------------------------------ */
 /* The stage code's context                                                  */

@@ -83,7 +83,13 @@ static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *para
     }
     if (sh.last) {
         fill(params + P.lnfw, C, 1.0f);
-        init_uniform(params, P.wlm, V * C, a, key);
+        if (m->tie) { /* tied: stage 0's wte (at offset 0 of stage 0), element for element */
+            uint64_t key0 = pp_init_stage_key(seed, 0);
+            for (size_t i = 0; i < V * C; i++)
+                params[P.wlm + i] = a * uniform_pm1(key0, i);
+        } else {
+            init_uniform(params, P.wlm, V * C, a, key);
+        }
     }
 }
 

@@ -14,6 +14,8 @@ static const pp_model_impl *impl_of(const pp_model *m)
         return &pp_model_mlp;
     case PP_MODEL_GPT:
         return &pp_model_gpt;
+    case PP_MODEL_LLAMA:
+        return &pp_model_llama;
     default:
         return NULL; /* refused by the plan reader and the compiler */
     }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "llama_frame.h"
 #include "stage_frame.h"
 #include "stage_gemm.h"
 
@@ -32,6 +33,7 @@ typedef struct pp_stage {
     union {
         mlp_layouts mlp;
         gpt_layouts gpt;
+        llama_layouts llama;
     } y;                 /* the kind's layouts (its open fills its member) */
     const float *params; /* the weights as fp32 (NULL in W, which reads none) */
     char *st, *wk;       /* the stash and the workspace */
@@ -61,8 +63,9 @@ typedef struct {
     void (*head_weight)(const pp_stage *c, float *grads);
 } pp_model_impl;
 
-extern const pp_model_impl pp_model_mlp; /* mlp.c */
-extern const pp_model_impl pp_model_gpt; /* gpt.c */
+extern const pp_model_impl pp_model_mlp;   /* mlp.c */
+extern const pp_model_impl pp_model_gpt;   /* gpt.c */
+extern const pp_model_impl pp_model_llama; /* llama.c */
 
 /* A stash region saved by F, read-only for B and W. */
 static inline const float *pp_saved(const void *stash, size_t off)

@@ -215,6 +215,35 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     case PP_OP_ReduceGrads:
         o->reduce(c, &j);
         break;
+    /* tied embeddings: a copy of the own tied gradients into a slot (zeroed,
+     * then added: 0 + x is x), sent and received as a slot, added back */
+    case PP_OP_StashTiedGrad:
+    case PP_OP_AddTiedGrad: {
+        float *own = o->grads(c, j.s) + pp_stage_tied_offset(&p->model, (int)p->S, j.s);
+        float *tmp = slot_of(c, in, PP_ROLE_TMP);
+        int stash = in->op == PP_OP_StashTiedGrad;
+        j.np = pp_tied_floats(&p->model);
+        j.g = stash ? tmp : own;
+        j.tmp = stash ? own : tmp;
+        begin(c, &j);
+        if (!c->nc) {
+            if (stash)
+                o->zero(c, &j);
+            o->accumulate(c, &j);
+        }
+        end(c, &j);
+        break;
+    }
+    case PP_OP_SendTiedGrad:
+        j.np = pp_tied_floats(&p->model);
+        j.k = pp_transfer_slot(in);
+        o->send(c, &j);
+        break;
+    case PP_OP_RecvTiedGrad:
+        j.np = pp_tied_floats(&p->model);
+        j.k = pp_transfer_slot(in);
+        o->recv(c, &j);
+        break;
     case PP_OP_OptimizerStep:
         /* the own weights too: the update waits for what reads them */
         j.w = o->weights(c, j.s);

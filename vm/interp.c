@@ -272,7 +272,7 @@ static void op_send(void *be, const pp_vm_job *j)
         return;
     }
     op_slot(v, k); /* at most one transfer in flight per slot */
-    if (j->in->op == PP_OP_SendWeightGrad)
+    if (j->in->op == PP_OP_SendWeightGrad || j->in->op == PP_OP_SendTiedGrad)
         mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
                            &r));
     else
@@ -296,6 +296,9 @@ static void post_recv(vm *v, uint32_t i)
         count = msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s));
     else if (op == PP_OP_RecvWeightGrad) {
         count = msg_floats(v, pp_stage_param_count(m, (int)p->S, s));
+        type = MPI_FLOAT;
+    } else if (op == PP_OP_RecvTiedGrad) {
+        count = msg_floats(v, pp_tied_floats(m));
         type = MPI_FLOAT;
     }
     MPI_Request r;

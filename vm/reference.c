@@ -136,6 +136,12 @@ int pp_run_reference(const pp_model *plan_model, int S, int B, uint64_t plan_id,
                 dout = din;
             }
         }
+        if (m->tie && S > 1) { /* one tensor: both copies step on the summed gradient */
+            float *g0 = grads[0] + pp_stage_tied_offset(m, S, 0);
+            float *g1 = grads[S - 1] + pp_stage_tied_offset(m, S, S - 1);
+            for (size_t i = 0; i < pp_tied_floats(m); i++)
+                g0[i] = g1[i] = g0[i] + g1[i];
+        }
         for (int s = 0; s < S; s++) {
             pp_optimizer_step(m->optimizer, &opts->optim, params[s], grads[s], state[s],
                               pp_stage_param_count(m, S, s), t + 1);

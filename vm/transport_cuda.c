@@ -431,6 +431,14 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in)
         recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev,
              msg_bytes(v, stage_bytes(v, s)), d, h);
         break;
+    case PP_OP_SendTiedGrad:
+        send(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev,
+             msg_bytes(v, pp_tied_floats(&p->model) * sizeof(float)), d, h);
+        break;
+    case PP_OP_RecvTiedGrad:
+        recv(v, st, in->peer, pp_transfer_tag(p, in->op, s, -1), dev,
+             msg_bytes(v, pp_tied_floats(&p->model) * sizeof(float)), d, h);
+        break;
     case PP_OP_SendWeights:
         send_weights(v, st, s, in->peer);
         break;

@@ -78,6 +78,10 @@ def read_model(plan_dir):
     m = {"kind": line.group(1)}
     for key, val in re.findall(r"(\w+) (\d+)", line.group(2)):
         m[key] = int(val)
+    eps = re.search(r"norm_eps ([0-9.e+-]+)", line.group(2))
+    if eps:  # llama: a decimal (the integer pattern above read its digits before the dot)
+        m["norm_eps"] = float(eps.group(1))
+    m["tie"] = ", tied" in line.group(2)
     m["optimizer"] = re.search(r"optimizer (\w+)", line.group(2)).group(1)
     m["precision"] = re.search(r"precision (\w+)", line.group(2)).group(1)
     if m["kind"] == "mlp":
@@ -94,7 +98,7 @@ def read_model(plan_dir):
 
 
 def predictions(m):
-    return m["context"] if m["kind"] == "gpt" else 1
+    return 1 if m["kind"] == "mlp" else m["context"]
 
 
 # ---- parameter layouts (one flat array per stage) ----------------------------
@@ -130,8 +134,24 @@ def gpt_layout(m, s):
     return t
 
 
+def llama_layout(m, s):
+    """isa/llama_layout.h, llama_param_layout_of (kernels/README.md, "The Llama model")."""
+    S, V, C, Fw, NH, KV = m["S"], m["vocab"], m["embed"], m["ffn"], m["heads"], m["kv_heads"]
+    Q = C + 2 * KV * (C // NH)
+    t = []
+    if s == 0:
+        t.append(("wte", (V, C)))
+    for k in range(m["layers"][s]):
+        t += [("l%d.%s" % (k, n), shape) for n, shape in (
+            ("n1w", (C,)), ("wqkv", (Q, C)), ("wo", (C, C)), ("n2w", (C,)), ("wgu", (2 * Fw, C)),
+            ("wd", (C, Fw)))]
+    if s == S - 1:
+        t += [("nfw", (C,)), ("wlm", (V, C))]
+    return t
+
+
 def layout(m, s):
-    return mlp_layout(m, s) if m["kind"] == "mlp" else gpt_layout(m, s)
+    return {"mlp": mlp_layout, "gpt": gpt_layout, "llama": llama_layout}[m["kind"]](m, s)
 
 
 def views(flat, lay):
@@ -191,8 +211,52 @@ def gpt_stage(m, s, p, x, tok):
     return F.cross_entropy(logits.reshape(B * T, -1), tok[:, 1:].reshape(-1), reduction="sum")
 
 
+def rms(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, cos, sin):
+    """Rotate-half rotary embeddings on x [B][H][T][hs] (the Llama of Hugging Face)."""
+    h = x.shape[-1] // 2
+    rot = torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+    return x * cos + rot * sin
+
+
+def llama_stage(m, s, p, x, tok):
+    """kernels/llama.c, written with PyTorch's own operators: RMSNorm, rotary
+    embeddings, grouped-query attention (k and v repeated with
+    repeat_interleave), SwiGLU, no biases."""
+    B, T, C, NH, KV = m["batch"], m["context"], m["embed"], m["heads"], m["kv_heads"]
+    hs, eps = C // NH, m["norm_eps"]
+    Kd = KV * hs
+    dt = x.dtype if x is not None else p["wte"].dtype
+    if s == 0:
+        x = p["wte"][tok[:, :T]]
+    inv = torch.tensor([m["rope_theta"] ** (-2.0 * i / hs) for i in range(hs // 2)],
+                       dtype=torch.float64)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos = torch.cat((ang.cos(), ang.cos()), dim=-1).to(dt)
+    sin = torch.cat((ang.sin(), ang.sin()), dim=-1).to(dt)
+    for k in range(m["layers"][s]):
+        w = lambda n: p["l%d.%s" % (k, n)]
+        q, kk, v = F.linear(rms(x, w("n1w"), eps), w("wqkv")).split([C, Kd, Kd], dim=2)
+        q = rope(q.view(B, T, NH, hs).transpose(1, 2), cos, sin)
+        kk = rope(kk.view(B, T, KV, hs).transpose(1, 2), cos, sin)
+        v = v.view(B, T, KV, hs).transpose(1, 2)
+        kk = kk.repeat_interleave(NH // KV, dim=1)
+        v = v.repeat_interleave(NH // KV, dim=1)
+        y = F.scaled_dot_product_attention(q, kk, v, is_causal=True)
+        x = x + F.linear(y.transpose(1, 2).reshape(B, T, C), w("wo"))
+        g, u = F.linear(rms(x, w("n2w"), eps), w("wgu")).split(m["ffn"], dim=2)
+        x = x + F.linear(F.silu(g) * u, w("wd"))
+    if s < m["S"] - 1:
+        return x
+    logits = F.linear(rms(x, p["nfw"], eps), p["wlm"])
+    return F.cross_entropy(logits.reshape(B * T, -1), tok[:, 1:].reshape(-1), reduction="sum")
+
+
 def stage_forward(m, s, p, x, tok):
-    return (mlp_stage if m["kind"] == "mlp" else gpt_stage)(m, s, p, x, tok)
+    return {"mlp": mlp_stage, "gpt": gpt_stage, "llama": llama_stage}[m["kind"]](m, s, p, x, tok)
 
 
 # ---- data: vm/data.c again ---------------------------------------------------
@@ -267,6 +331,12 @@ def train_torch(m, init_dir, tok, args, opt, dt):
                 x = stage_forward(m, s, views(flat[s], lays[s]), x, tk)
             total += float(x.detach())
             (x * float(scale)).backward()
+        if m["tie"]:  # one tensor: both copies step on the summed gradient, as pp's plans do
+            V, C = m["vocab"], m["embed"]
+            g0, g1 = flat[0].grad[:V * C], flat[S - 1].grad[flat[S - 1].numel() - V * C:]
+            both = g0 + g1
+            g0.copy_(both)
+            g1.copy_(both)
         optim.step()
         optim.zero_grad(set_to_none=False)
         losses.append(total / count)
@@ -325,8 +395,8 @@ def check(args, opt, tmp, schedule, data):
 
     sched = os.path.basename(args.schedule)
     where = "data %s%s" % (os.path.basename(data), " (llm.c shard)" if data.endswith(".bin") else "")
-    desc = ", ".join("%s %d" % (k, m[k]) for k in ("vocab", "context", "embed", "heads", "ffn",
-                                                   "batch") if k in m)
+    desc = ", ".join("%s %d" % (k, m[k]) for k in ("vocab", "context", "embed", "heads",
+                                                   "kv_heads", "ffn", "batch") if k in m)
     hp = ("lr %g" % args.lr_sgd if opt == "sgd" else "lr %g, weight decay %g, betas 0.9 0.999, "
           "eps %g" % (args.lr_adamw, args.weight_decay, args.adam_eps))
     print("\n== %s model (%s, layers per stage %s), %s, %s; %s S=%d B=%d on %d ranks; %s, "
@@ -361,13 +431,15 @@ def check(args, opt, tmp, schedule, data):
     return worst <= args.tol
 
 
-def gpt_schedule(args, tmp):
-    """args.schedule with its model block replaced by `model gpt { ... }`."""
+def gpt_schedule(args, tmp, kind="gpt"):
+    """args.schedule with its model block replaced by `model gpt { --gpt }`
+    (or `model llama { --llama }`)."""
     text = re.sub(r"^model\b[^{]*\{.*?^\}\n", "", open(os.path.join(ROOT, args.schedule)).read(),
                   flags=re.M | re.S)
-    sizes = dict(kv.split("=") for kv in args.gpt.split(","))
-    text += "model gpt {\n%s}\n" % "".join("    %s = %s\n" % kv for kv in sizes.items())
-    path = os.path.join(tmp, "gpt-" + os.path.basename(args.schedule))
+    sizes = dict(kv.split("=") for kv in getattr(args, kind).split(","))
+    text += "model %s {\n%s}\n" % (kind.split("_")[0],
+                                    "".join("    %s = %s\n" % kv for kv in sizes.items()))
+    path = os.path.join(tmp, kind + "-" + os.path.basename(args.schedule))
     open(path, "w").write(text)
     return path, int(sizes["vocab"])
 
@@ -396,11 +468,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--optimizers", default="sgd,adamw")
-    ap.add_argument("--models", default="mlp,gpt",
-                    help="mlp: the schedule's own model block; gpt: that block replaced by "
-                    "model gpt { --gpt }, trained on an llm.c shard made from --data (mlp,gpt)")
+    ap.add_argument("--models", default="mlp,gpt,gpt-tied,llama",
+                    help="mlp: the schedule's own model block; gpt (llama): that block replaced "
+                    "by model gpt { --gpt } (model llama { --llama }), trained on an llm.c shard "
+                    "made from --data; gpt-tied: the gpt with tie = 1 (mlp,gpt,gpt-tied,llama)")
     ap.add_argument("--gpt", default="vocab=512,context=16,embed=32,heads=4,ffn=128,layers=2,batch=4",
                     help="the gpt model's sizes (layers per stage)")
+    ap.add_argument("--llama", default="vocab=512,context=16,embed=32,heads=4,kv_heads=2,ffn=64,"
+                    "layers=2,batch=4,rope_theta=10000,norm_eps=1e-5",
+                    help="the llama model's sizes (layers per stage)")
     ap.add_argument("--lr-sgd", type=float, default=0.3)
     ap.add_argument("--lr-adamw", type=float, default=4e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
@@ -413,8 +489,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pp-oracle-") as tmp:
         for model in args.models.split(","):
             schedule, data = args.schedule, args.data
-            if model == "gpt":
-                schedule, vocab = gpt_schedule(args, tmp)
+            if model == "gpt-tied":
+                args.gpt_tied = args.gpt + ",tie=1"
+                schedule, vocab = gpt_schedule(args, tmp, "gpt_tied")
+                data = make_shard(args, tmp, vocab)
+            elif model in ("gpt", "llama"):
+                schedule, vocab = gpt_schedule(args, tmp, model)
                 data = make_shard(args, tmp, vocab)
             for opt in args.optimizers.split(","):
                 ok &= check(args, opt, tmp, schedule, data)

@@ -9,6 +9,9 @@ Suite *kernels_suite(void);
 Suite *cuda_kernels_suite(void);
 Suite *model_suite(void);
 Suite *gpt_suite(void);
+Suite *llama_suite(void);
+Suite *llama_e2e_suite(void);
+Suite *auto_layers_suite(void);
 Suite *data_suite(void);
 Suite *model_cuda_suite(void);
 Suite *frontend_suite(void);
@@ -77,6 +80,7 @@ void pp_add_job_tcase(Suite *s, const char *name, const TTest *test);
 
 extern const pp_tcase_info e2e_tcases[];
 extern const pp_tcase_info recompute_e2e_tcases[]; /* issue 26 */
+extern const pp_tcase_info llama_e2e_tcases[];
 extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];

@@ -465,7 +465,7 @@ START_TEST(test_model_gpt)
     char *text;
     int n = check_src(HEAD "compute(s,b,d) = 0\nmodel gtp { layers = 1 }\n", NULL, 0, &text);
     ck_assert_int_ge(n, 1);
-    ck_diag(text, "t.pp:5:7: error: unknown model 'gtp': expected 'mlp' or 'gpt'",
+    ck_diag(text, "t.pp:5:7: error: unknown model 'gtp': expected 'mlp', 'gpt' or 'llama'",
             "    5 | model gtp { layers = 1 }", "      |       ^~~");
     free(text);
 
@@ -475,7 +475,7 @@ START_TEST(test_model_gpt)
     ck_assert_int_eq(n, 2);
     ck_diag(text,
             "t.pp:8:3: error: unknown gpt model field 'blocks' (fields are vocab, context, "
-            "embed, heads, ffn, layers, batch)",
+            "embed, heads, ffn, layers, batch, tie)",
             "    8 |   blocks = 2", "      |   ^~~~~~");
     ck_diag(text,
             "t.pp:7:11: error: model heads = 4 does not divide embed = 10 (each head is "

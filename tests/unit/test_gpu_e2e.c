@@ -379,6 +379,64 @@ START_TEST(gpt_four_ranks)
 }
 END_TEST
 
+/* tie = 1 on the GPU: the tied embedding's swap (SendTiedGrad and
+ * RecvTiedGrad between two ranks) and its local sum (ZB-V's worker 0 owns
+ * both tied stages) train as the CPU does. */
+START_TEST(tied_gpt_ranks)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    static const char *cases[][4] = {
+        {"1f1b.pp", "-D S=4 -D B=4", "4", "nccl"},
+        {"zb-v.pp", "-D W=2 -D B=4", "2", "nccl"},
+        {"pp-dp.pp", "-D S=2 -D D=2 -D B=4", "4", "mpi"},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        char *src = temp_dir(), path[1024], cmd[4096];
+        snprintf(path, sizeof path, "%s/tied-%s", src, cases[i][0]);
+        snprintf(cmd, sizeof cmd,
+                 "sed '/^model {/,/^}/d' %s/schedules/%s > %s && printf 'model gpt {\n"
+                 "vocab = 256\ncontext = 16\nembed = 16\nheads = 2\nffn = 32\n"
+                 "layers = 1\nbatch = 2\ntie = 1\n}\n' >> %s",
+                 PP_ROOT, cases[i][0], path, path);
+        free(run_expect(cmd, 0));
+        int np = atoi(cases[i][2]), nccl = !strcmp(cases[i][3], "nccl") && gpu_count() >= np;
+        gpu_trains_like_cpu_with(path, cases[i][1], np, nccl ? "nccl" : "mpi", "");
+        remove_dir(src);
+    }
+}
+END_TEST
+
+/* The Llama on the GPU (llama_cuda.cu), grouped-query attention, tied, a
+ * split backward in bf16, against the CPU and the reference. */
+START_TEST(llama_four_ranks)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    static const char *cases[][3] = {
+        {"1f1b.pp", "-D S=4 -D B=4", "nccl"},
+        {"zb-h1.pp", "-D S=4 -D B=4 --precision bf16", "mpi"},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        char *src = temp_dir(), path[1024], cmd[4096];
+        snprintf(path, sizeof path, "%s/llama-%s", src, cases[i][0]);
+        snprintf(cmd, sizeof cmd,
+                 "sed '/^model {/,/^}/d' %s/schedules/%s > %s && printf 'model llama {\n"
+                 "vocab = 256\ncontext = 16\nembed = 16\nheads = 4\nkv_heads = 2\nffn = 32\n"
+                 "layers = 1\nbatch = 2\ntie = 1\n}\n' >> %s",
+                 PP_ROOT, cases[i][0], path, path);
+        free(run_expect(cmd, 0));
+        int nccl = !strcmp(cases[i][2], "nccl") && gpu_count() >= 4;
+        gpu_trains_like_cpu_with(path, cases[i][1], 4, nccl ? "nccl" : "mpi", "");
+        remove_dir(src);
+    }
+}
+END_TEST
+
 /* nccl cannot put two ranks on one GPU: every rank exits 1, telling the
  * user to use --transport mpi, and nothing hangs. */
 START_TEST(nccl_refuses_shared_gpu)
@@ -908,6 +966,8 @@ Suite *gpu_e2e_suite(void)
     tcase_add_test(tc, adamw_four_ranks_mpi);
     tcase_add_test(tc, weightless_stage_four_ranks);
     tcase_add_test(tc, gpt_four_ranks);
+    tcase_add_test(tc, tied_gpt_ranks);
+    tcase_add_test(tc, llama_four_ranks);
     tcase_add_test(tc, profile_on_the_gpu);
     tcase_add_test(tc, nccl_refuses_shared_gpu);
     tcase_add_test(tc, checkpoint_resume_cuda);

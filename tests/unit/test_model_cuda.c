@@ -90,6 +90,26 @@ static const pp_model gpt_one = GPT_ONE(PP_PREC_FP32), gpt_one_bf16 = GPT_ONE(PP
 static const pp_model gpt_long = GPT_LONG(PP_PREC_FP32), gpt_long_bf16 = GPT_LONG(PP_PREC_BF16);
 static const pp_model gpt_heads = GPT_HEADS(PP_PREC_FP32), gpt_heads_bf16 = GPT_HEADS(PP_PREC_BF16);
 
+/* The Llama (llama_cuda.cu against llama.c): 3 query heads of 4 sharing one
+ * key/value head over 4 stages of 2, 1, 0 and 1 layers; T 67 (several
+ * attention row blocks) with 2 heads and 2 kv heads in 2 stages. */
+static uint32_t llama_layers4[] = {2, 1, 0, 1}, llama_layers_long[] = {1, 1};
+#define LLAMA_ODD(prec)                                                                            \
+    {                                                                                              \
+        .kind = PP_MODEL_LLAMA, .vocab = 37, .context = 7, .embed = 12, .heads = 3, .ffn = 20,     \
+        .blocks = 1, .batch = 2, .precision = prec, .kv_heads = 1, .rope_theta = 10000,            \
+        .norm_eps = 1e-5f, .layers = llama_layers4                                                 \
+    }
+#define LLAMA_LONG(prec)                                                                           \
+    {                                                                                              \
+        .kind = PP_MODEL_LLAMA, .vocab = 19, .context = 67, .embed = 8, .heads = 2, .ffn = 16,     \
+        .blocks = 1, .batch = 1, .precision = prec, .kv_heads = 2, .rope_theta = 500000,           \
+        .norm_eps = 1e-6f, .layers = llama_layers_long                                             \
+    }
+static const pp_model llama_odd = LLAMA_ODD(PP_PREC_FP32), llama_odd_bf16 = LLAMA_ODD(PP_PREC_BF16);
+static const pp_model llama_long = LLAMA_LONG(PP_PREC_FP32),
+                      llama_long_bf16 = LLAMA_LONG(PP_PREC_BF16);
+
 enum { GUARD = 256 }; /* bytes after every device buffer */
 #define POISON 0xFF   /* every byte 0xFF: a NaN as float */
 #define LOSS_SCALE 0.37f
@@ -254,6 +274,24 @@ static void expect_close_added(const char *what, const pp_model *m, int S, int s
         if (s == S - 1) {
             TENSOR("lnfw", -1, C);
             TENSOR("lnfb", -1, C);
+            TENSOR("wlm", -1, GV * C);
+        }
+        goto done;
+    }
+    if (m->kind == PP_MODEL_LLAMA) { /* llama_layout.h's order */
+        const size_t C = m->embed, GV = m->vocab, Q = C + 2 * (size_t)m->kv_heads * (C / m->heads);
+        if (s == 0)
+            TENSOR("wte", -1, GV * C);
+        for (int k = 0; k < (int)pp_model_layers(m, s); k++) {
+            TENSOR("n1w", k, C);
+            TENSOR("wqkv", k, Q * C);
+            TENSOR("wo", k, C * C);
+            TENSOR("n2w", k, C);
+            TENSOR("wgu", k, 2 * F * C);
+            TENSOR("wd", k, C * F);
+        }
+        if (s == S - 1) {
+            TENSOR("nfw", -1, C);
             TENSOR("wlm", -1, GV * C);
         }
         goto done;
@@ -586,6 +624,23 @@ START_TEST(test_cuda_gpt_matches_cpu)
 }
 END_TEST
 
+/* The Llama: _i < 2 fp32, else bf16. */
+#ifdef PP_HAVE_CUDA
+static const struct {
+    const pp_model *m[2];
+    int S;
+    uint64_t seed;
+} llama_cases[2] = {{{&llama_odd, &llama_odd_bf16}, 4, 15},
+                    {{&llama_long, &llama_long_bf16}, 2, 16}};
+#endif
+
+START_TEST(test_cuda_llama_matches_cpu)
+{
+    GPU_ONLY(check_model(llama_cases[_i % 2].m[_i / 2], llama_cases[_i % 2].S,
+                         llama_cases[_i % 2].seed));
+}
+END_TEST
+
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
@@ -596,6 +651,7 @@ Suite *model_cuda_suite(void)
     tcase_set_timeout(tc, 120); /* the first CUDA call of a process is slow */
     tcase_add_loop_test(tc, test_cuda_model_matches_cpu, 0, 10);
     tcase_add_loop_test(tc, test_cuda_gpt_matches_cpu, 0, 8);
+    tcase_add_loop_test(tc, test_cuda_llama_matches_cpu, 0, 4);
     tcase_add_test(tc, test_cuda_loss_accumulates);
     suite_add_tcase(s, tc);
     return s;

@@ -296,7 +296,7 @@ START_TEST(costs_override_and_report)
     char *txt = NULL, *json = NULL;
     size_t nt = 0, nj = 0;
     FILE *ft = open_memstream(&txt, &nt), *fj = open_memstream(&json, &nj);
-    pp_report_info info = {"t.pp", "S=2 B=3 W=2", "strict", path, NULL};
+    pp_report_info info = {"t.pp", "S=2 B=3 W=2", "strict", path, NULL, NULL};
     ck_assert_int_eq(pp_report_write_txt(ft, &c.rep, &info, &c.t, &c.sim), 0);
     ck_assert_int_eq(pp_report_write_json(fj, &c.rep, &info, &c.t, &c.sim), 0);
     fclose(ft);
@@ -359,7 +359,7 @@ START_TEST(report_without_pairs)
     char *json = NULL;
     size_t nj = 0;
     FILE *fj = open_memstream(&json, &nj);
-    pp_report_info info = {"t.pp", "", "greedy", "", NULL};
+    pp_report_info info = {"t.pp", "", "greedy", "", NULL, NULL};
     ck_assert_int_eq(pp_report_write_json(fj, &c.rep, &info, &c.t, &c.sim), 0);
     fclose(fj);
     ck_assert_msg(strstr(json, "\"overlap\": null,\n  \"pairs\": null,\n"), "%s", json);

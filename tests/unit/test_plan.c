@@ -503,8 +503,37 @@ START_TEST(test_model_gpt_header)
     pp_plan_free(&b);
 
     a.model.kind = PP_MODEL_COUNT;
-    expect_valid(&a, PP_PLAN_EHEADER, "model: kind 2 is unknown (expected 0 for mlp or 1 for gpt)");
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: kind 3 is unknown (expected 0 for mlp, 1 for gpt or 2 for llama)");
     a.model.kind = PP_MODEL_GPT;
+    a.model.tie = 2;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: tie is 2 (expected 0, or 1 for gpt and llama)");
+    a.model.tie = 0;
+    a.model.kv_heads = 1;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: gpt has llama's kv_heads, rope_theta or norm_eps set (expected 0)");
+    a.model.kind = PP_MODEL_LLAMA; /* embed 16, heads 4 */
+    a.model.kv_heads = 3;
+    a.model.rope_theta = 10000;
+    a.model.norm_eps = 1e-5f;
+    expect_valid(&a, PP_PLAN_EHEADER,
+                 "model: llama kv_heads is 3 (expected 1 to heads 4, dividing it)");
+    a.model.kv_heads = 2;
+    a.model.norm_eps = 0.0f;
+    expect_valid(&a, PP_PLAN_EHEADER, "model: llama norm_eps is 0 (expected in (0, 1))");
+    a.model.norm_eps = 1e-5f;
+    ck_assert_int_eq(pp_plan_validate(&a, err, sizeof err), PP_PLAN_OK);
+    ck_assert_int_eq(pp_plan_encode(&a, &buf, &len), PP_PLAN_OK);
+    ck_assert_int_eq(pp_plan_decode(buf, len, &b, err, sizeof err), PP_PLAN_OK);
+    ck_assert_uint_eq(b.model.kv_heads, 2);
+    ck_assert_uint_eq(b.model.rope_theta, 10000);
+    ck_assert(b.model.norm_eps == 1e-5f);
+    free(buf);
+    pp_plan_free(&b);
+    a.model.kind = PP_MODEL_GPT;
+    a.model.kv_heads = 0;
+    a.model.rope_theta = 0;
+    a.model.norm_eps = 0.0f;
     a.model.heads = 3;
     expect_valid(&a, PP_PLAN_EHEADER,
                  "model: gpt heads is 3 (expected 1 to 4096, dividing embed 16)");
@@ -737,8 +766,9 @@ START_TEST(test_absurd_counts)
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the instruction table");
     free(buf);
     encode_sample(&buf, &len);
-    /* nslots, after header, model (11 u32: format 8 added tensor), 4 roles, 4 layer counts */
-    enum { SLOTS = 32 + 44 + 4 + 16 };
+    /* nslots, after header, model (15 u32: format 8 added tensor, kv_heads, rope_theta,
+     * norm_eps, tie), 4 roles, 4 layer counts */
+    enum { SLOTS = 32 + 60 + 4 + 16 };
     put_le32(buf + SLOTS, 0x7fffffffu);
     expect(buf, len, PP_PLAN_ETRUNC, "while reading the slot table");
     put_le32(buf + SLOTS, 5);

@@ -709,7 +709,7 @@ START_TEST(report_json_escapes_strings)
     pp_report r;
     build_report(&c, &r);
     pp_report_info info = {"dir/\"q\"\\\n\xc3\xa9.pp", "S=2 B=2 W=2", "greedy",
-                           "--costs caf\xe9.json", NULL};
+                           "--costs caf\xe9.json", NULL, NULL};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

@@ -44,7 +44,7 @@ START_TEST(language_errors)
     expect_error(HEAD "tensor = 8\nmodel gpt { heads = 4 }\n",
                  "t.pp:5:10: error: tensor = 8 does not divide the model's heads (4)");
     expect_error(HEAD "tensor = 2\nmodel gpt { heads = 4 }\n",
-                 "t.pp:5:10: error: tensor = 2 with model gpt: the gpt split");
+                 "t.pp:5:10: error: tensor = 2 with model gpt: its split (QKV by heads) is not");
     expect_error(HEAD "tensor = 2\ntensor = 2\n",
                  "t.pp:6:1: error: tensor is given more than once");
     expect_error(HEAD "param Z = 0\ntensor = 2 / Z\n", "t.pp:6:12: error: division by zero");
