@@ -338,7 +338,7 @@ END_TEST
 
 static char *report_text(pp_compiled *c, int json)
 {
-    pp_report_info info = {"t.pp", "S=2 B=4 W=2", "strict", "cost lines", NULL};
+    pp_report_info info = {"t.pp", "S=2 B=4 W=2", "strict", "cost lines", NULL, NULL};
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
