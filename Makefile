@@ -73,7 +73,8 @@ B := build
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c
-KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
+KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c \
+            kernels/attention_fused_ref.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \
@@ -166,13 +167,13 @@ bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(if $(NVCC),$(B)/vm/fatal_cuda.o) $(CO
 SI        := $(B)/standin
 CXX       ?= g++
 MPICXX    ?= mpicxx
-SI_CFLAGS := -DPP_HAVE_CUDA -Itests/standin/include
+SI_CFLAGS := -DPP_HAVE_CUDA -DPP_STANDIN -Itests/standin/include
 SI_CXXFLAGS := -O2 -g -std=c++17 -Wall -Wextra -Werror -Itests/standin/include
 SI_VM_OBJ := $(patsubst %.c,$(SI)/%.o,$(filter-out vm/ppvm.c,$(wildcard vm/*.c)))
 SI_CU_OBJ := $(patsubst kernels/%.cu,$(SI)/kernels/%.o,$(wildcard kernels/*.cu))
 SI_TEST_OBJ := $(patsubst %.c,$(SI)/%.o,tests/unit/test_cuda_kernels.c tests/unit/test_model_cuda.c \
                tests/unit/test_gpu_e2e.c tests/unit/testutil.c tests/standin/test_standin.c \
-               tests/standin/check_standin.c)
+               tests/standin/check_standin.c tests/unit/test_attention_fused.c)
 SI_ENV    := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
 .PRECIOUS: $(SI)/kernels/%.cpp

@@ -14,6 +14,7 @@ int main(void)
     srunner_add_suite(sr, cuda_kernels_suite());
     srunner_add_suite(sr, model_cuda_suite());
     srunner_add_suite(sr, gpu_e2e_suite());
+    srunner_add_suite(sr, attention_fused_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

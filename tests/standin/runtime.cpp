@@ -861,6 +861,14 @@ static void warp_barrier(void)
     fiber_yield(g_fib[me]);
 }
 
+/* __syncwarp: a barrier between the live threads of the calling warp. */
+void __syncwarp(unsigned mask)
+{
+    (void)mask;
+    must_be_fiber("__syncwarp");
+    warp_barrier();
+}
+
 uint64_t pp_si_warp_exchange(uint64_t mine, int src)
 {
     must_be_fiber("__shfl_xor_sync");

@@ -90,6 +90,8 @@ static const struct suite_entry {
     {"vmbench", vmbench_suite, MPI, 4, vmbench_tcases},
     {"numfmt", numfmt_suite, FAST, 1, NULL},
     {"pictures", pictures_suite, FAST, 1, NULL},
+    {"attention_ref", attention_ref_suite, FAST, 1, NULL},
+    {"attention_fused", attention_fused_suite, GPU, 1, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

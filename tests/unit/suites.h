@@ -44,6 +44,8 @@ Suite *numfmt_suite(void);
 Suite *pictures_suite(void);
 Suite *scale_suite(void);
 Suite *peers_bench_suite(void);
+Suite *attention_ref_suite(void);
+Suite *attention_fused_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
