@@ -364,6 +364,14 @@ bin/gemm_bench: tests/bench/gemm_bench.cu kernels/cuda_check.h
 gpu-bench: all bin/gemm_bench
 	bash tests/bench/gpu_bench.sh
 
+# GPT-2 124M in bf16: ppvm on 1, 2 and 4 ranks beside PyTorch eager and
+# torch.compile (tests/bench/gpt_bench.sh; tables into OUT, default
+# build/gpu-bench-gpt; "skipped: no GPU" where there is none). The GPU
+# window's one script, the GPU suites then this: tests/bench/gpu_check.sh OUTDIR.
+.PHONY: gpu-bench-gpt
+gpu-bench-gpt: all
+	bash tests/bench/gpt_bench.sh $(or $(OUT),build/gpu-bench-gpt)
+
 # The outside oracle (tests/bench/torch_oracle.py, tests/README.md): the same
 # model in PyTorch, from pp's initial weights, on the same microbatches, with
 # SGD and AdamW, against ppvm --reference and a 4-rank 1F1B run. Not part of
