@@ -364,6 +364,15 @@ bin/gemm_bench: tests/bench/gemm_bench.cu kernels/cuda_check.h
 gpu-bench: all bin/gemm_bench
 	bash tests/bench/gpu_bench.sh
 
+# The fused attention against the blocked path on a GPU, at GPT-2's shape,
+# and its results for PyTorch's SDPA (tests/bench/attn_bench.c,
+# attn_sdpa_check.py; "skipped: no GPU" where there is none).
+bin/attn_bench: $(B)/tests/bench/attn_bench.o $(B)/kernels/attention_fused_cuda.o \
+                $(B)/kernels/attention_cuda.o $(B)/kernels/cuda_kernels.o $(B)/vm/fatal_cuda.o \
+                $(B)/kernels/cpu_kernels.o $(B)/kernels/kprof.o
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
+
 # GPT-2 124M in bf16: ppvm on 1, 2 and 4 ranks beside PyTorch eager and
 # torch.compile (tests/bench/gpt_bench.sh; tables into OUT, default
 # build/gpu-bench-gpt; "skipped: no GPU" where there is none). The GPU
