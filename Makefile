@@ -173,7 +173,8 @@ SI_VM_OBJ := $(patsubst %.c,$(SI)/%.o,$(filter-out vm/ppvm.c,$(wildcard vm/*.c))
 SI_CU_OBJ := $(patsubst kernels/%.cu,$(SI)/kernels/%.o,$(wildcard kernels/*.cu))
 SI_TEST_OBJ := $(patsubst %.c,$(SI)/%.o,tests/unit/test_cuda_kernels.c tests/unit/test_model_cuda.c \
                tests/unit/test_gpu_e2e.c tests/unit/testutil.c tests/standin/test_standin.c \
-               tests/standin/check_standin.c tests/unit/test_attention_fused.c)
+               tests/standin/check_standin.c tests/unit/test_attention_fused.c \
+               tests/standin/test_graph.c)
 SI_ENV    := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
 .PRECIOUS: $(SI)/kernels/%.cpp
@@ -185,6 +186,10 @@ $(SI)/kernels/%.o: $(SI)/kernels/%.cpp tests/standin/include/kernel_shim.h
 	$(CXX) $(SI_CXXFLAGS) -Ikernels -include kernel_shim.h -MMD -MP -c $< -o $@
 
 $(SI)/runtime.o: tests/standin/runtime.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(SI_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(SI)/graph.o: tests/standin/graph.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(SI_CXXFLAGS) -MMD -MP -c $< -o $@
 
@@ -201,15 +206,15 @@ $(SI)/tests/%.o: tests/%.c
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(SI_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' \
 	  -DPPVM='"ppvm-standin"' -MMD -MP -c $< -o $@
 
-bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
+bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/graph.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
-bin/check_pp-standin: $(SI_TEST_OBJ) $(SI)/vm/fatal_cuda.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
+bin/check_pp-standin: $(SI_TEST_OBJ) $(SI)/vm/fatal_cuda.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/graph.o
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
-bin/standin-group-hazard: $(SI)/tests/standin/group_hazard.o $(SI)/runtime.o $(SI)/nccl.o
+bin/standin-group-hazard: $(SI)/tests/standin/group_hazard.o $(SI)/runtime.o $(SI)/graph.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ -lstdc++ -lm -o $@
 

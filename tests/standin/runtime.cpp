@@ -225,6 +225,8 @@ void pp_si_enqueue(cudaStream_t st, const char *what, const pp_si_access *acc, i
                    std::function<void()> start, std::function<int()> done)
 {
     pp_si_stream *s = stream_of(st);
+    if (pp_si_capture_take(st, what, acc, nacc, start, done))
+        return; /* recorded into a graph (graph.cpp) */
     if (s == &g_null_stream) { /* the legacy stream waits for the blocking streams */
         for (int i = 1; i < g_nstreams; i++)
             if (g_stream[i] && g_stream[i]->live && g_stream[i]->blocking)
@@ -381,6 +383,12 @@ const char *cudaGetErrorName(cudaError_t e)
         return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure:
         return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalState:
+        return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+        return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+        return "cudaErrorStreamCaptureInvalidated";
     }
     return "cudaErrorUnknown";
 }
@@ -412,6 +420,12 @@ const char *cudaGetErrorString(cudaError_t e)
         return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure:
         return "unspecified launch failure";
+    case cudaErrorIllegalState:
+        return "operation not permitted in this state (stand-in: stream capture)";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }
@@ -456,6 +470,8 @@ cudaError_t cudaSetDevice(int d)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     device_sync();
     return cudaSuccess;
 }
@@ -547,6 +563,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
+    if (pp_si_capture_sync()) /* the legacy stream's synchronous copy */
+        return fail(cudaErrorStreamCaptureUnsupported);
     if (!bytes)
         return cudaSuccess;
     cudaError_t e = check_copy(dst, src, bytes, kind);
@@ -574,6 +592,8 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t st)
 
 cudaError_t cudaMemset(void *p, int value, size_t bytes)
 {
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     cudaError_t e = cudaMemsetAsync(p, value, bytes, NULL);
     if (e == cudaSuccess)
         host_wait(g_null_stream.vc);
@@ -606,6 +626,8 @@ cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlag
 
 cudaError_t cudaStreamSynchronize(cudaStream_t st)
 {
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     pp_si_stream *s = stream_of(st);
     uint64_t t[MAXS];
     memcpy(t, s->vc, sizeof t);
@@ -656,6 +678,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st)
     if (!ev)
         return fail(cudaErrorInvalidResourceHandle);
     pp_si_stream *s = stream_of(st);
+    pp_si_capture_event_record(ev, st);
     enqueue_now(st, "cudaEventRecord", NULL, 0, [ev] { ev->t = now(); });
     memcpy(ev->vc, s->vc, sizeof ev->vc);
     ev->recorded = 1;
@@ -668,6 +691,8 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
     if (!ev)
         return fail(cudaErrorInvalidResourceHandle);
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     if (!drain(ev->vc, 0))
         return cudaErrorNotReady; /* not sticky */
     join(g_host, ev->vc);
@@ -678,6 +703,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
     if (!ev)
         return fail(cudaErrorInvalidResourceHandle);
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     host_wait(ev->vc);
     return cudaSuccess;
 }
@@ -687,6 +714,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)
     if (!ev || flags)
         return fail(cudaErrorInvalidValue);
     pp_si_stream *s = stream_of(st);
+    pp_si_capture_event_wait(st, ev);
     join(s->vc, ev->vc);
     return cudaSuccess;
 }
