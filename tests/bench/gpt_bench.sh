@@ -100,7 +100,8 @@ for mode in $torch_runs; do
   flag=
   [ "$mode" = compile ] && flag=--compile
   # torch.compile compiles in its first step: twice the time limit
-  [ "$mode" = compile ] && tmo=$((2 * ${RUN_TIMEOUT:-240}))
+  tmo=${RUN_TIMEOUT:-240}
+  [ "$mode" = compile ] && tmo=$((2 * tmo))
   run "torch-$mode" "$py" "$root/tests/bench/gpt_torch.py" --weights "$out/init" \
     --data "$out/tokens.bin" --B "$B" --steps "$steps" "${dims[@]}" $flag
 done
