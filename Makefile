@@ -72,7 +72,8 @@ B := build
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c isa/model_words.c
-KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c kernels/llama.c kernels/llama_kernels.c
+KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c kernels/llama.c kernels/llama_kernels.c \
+            kernels/attention_fused_ref.c
 KERN_SRC += kernels/tensor_shard.c kernels/tensor_hook.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
@@ -183,13 +184,14 @@ bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(if $(NVCC),$(B)/vm/fatal_cuda.o) $(CO
 SI        := $(B)/standin
 CXX       ?= g++
 MPICXX    ?= mpicxx
-SI_CFLAGS := -DPP_HAVE_CUDA -Itests/standin/include
+SI_CFLAGS := -DPP_HAVE_CUDA -DPP_STANDIN -Itests/standin/include
 SI_CXXFLAGS := -O2 -g -std=c++17 -Wall -Wextra -Werror -Itests/standin/include
 SI_VM_OBJ := $(patsubst %.c,$(SI)/%.o,$(filter-out vm/ppvm.c vm/pprun.c,$(wildcard vm/*.c)))
 SI_CU_OBJ := $(patsubst kernels/%.cu,$(SI)/kernels/%.o,$(wildcard kernels/*.cu))
 SI_TEST_OBJ := $(patsubst %.c,$(SI)/%.o,tests/unit/test_cuda_kernels.c tests/unit/test_model_cuda.c \
                tests/unit/test_gpu_e2e.c tests/unit/testutil.c tests/standin/test_standin.c \
-               tests/standin/check_standin.c)
+               tests/standin/check_standin.c tests/unit/test_attention_fused.c \
+               tests/standin/test_graph.c)
 SI_ENV    := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
 .PRECIOUS: $(SI)/kernels/%.cpp
@@ -201,6 +203,10 @@ $(SI)/kernels/%.o: $(SI)/kernels/%.cpp tests/standin/include/kernel_shim.h
 	$(CXX) $(SI_CXXFLAGS) -Ikernels -include kernel_shim.h -MMD -MP -c $< -o $@
 
 $(SI)/runtime.o: tests/standin/runtime.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(SI_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(SI)/graph.o: tests/standin/graph.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(SI_CXXFLAGS) -MMD -MP -c $< -o $@
 
@@ -217,15 +223,15 @@ $(SI)/tests/%.o: tests/%.c
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(SI_CFLAGS) -Icompiler -I$(B)/gen -DPP_ROOT='"$(CURDIR)"' \
 	  -DPPVM='"ppvm-standin"' -MMD -MP -c $< -o $@
 
-bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/nccl.o
+bin/ppvm-standin: $(SI)/vm/ppvm.o $(SI_VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/graph.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
-bin/check_pp-standin: $(SI_TEST_OBJ) $(SI)/vm/fatal_cuda.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o
+bin/check_pp-standin: $(SI_TEST_OBJ) $(SI)/vm/fatal_cuda.o $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(SI_CU_OBJ) $(SI)/runtime.o $(SI)/graph.o
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -lstdc++ -lm -o $@
 
-bin/standin-group-hazard: $(SI)/tests/standin/group_hazard.o $(SI)/runtime.o $(SI)/nccl.o
+bin/standin-group-hazard: $(SI)/tests/standin/group_hazard.o $(SI)/runtime.o $(SI)/graph.o $(SI)/nccl.o
 	@mkdir -p bin
 	$(MPICC) $(CFLAGS) $^ -lstdc++ -lm -o $@
 
@@ -403,6 +409,23 @@ bin/gemm_bench: tests/bench/gemm_bench.cu kernels/cuda_check.h
 
 gpu-bench: all bin/gemm_bench
 	bash tests/bench/gpu_bench.sh
+
+# The fused attention against the blocked path on a GPU, at GPT-2's shape,
+# and its results for PyTorch's SDPA (tests/bench/attn_bench.c,
+# attn_sdpa_check.py; "skipped: no GPU" where there is none).
+bin/attn_bench: $(B)/tests/bench/attn_bench.o $(B)/kernels/attention_fused_cuda.o \
+                $(B)/kernels/attention_cuda.o $(B)/kernels/cuda_kernels.o $(B)/vm/fatal_cuda.o \
+                $(B)/kernels/cpu_kernels.o $(B)/kernels/kprof.o
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
+
+# GPT-2 124M in bf16: ppvm on 1, 2 and 4 ranks beside PyTorch eager and
+# torch.compile (tests/bench/gpt_bench.sh; tables into OUT, default
+# build/gpu-bench-gpt; "skipped: no GPU" where there is none). The GPU
+# window's one script, the GPU suites then this: tests/bench/gpu_check.sh OUTDIR.
+.PHONY: gpu-bench-gpt
+gpu-bench-gpt: all
+	bash tests/bench/gpt_bench.sh $(or $(OUT),build/gpu-bench-gpt)
 
 # The outside oracle (tests/bench/torch_oracle.py, tests/README.md): the same
 # model in PyTorch, from pp's initial weights, on the same microbatches, with

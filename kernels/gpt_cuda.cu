@@ -1,8 +1,10 @@
 /* gpt_cuda.cu - GPT-2's layers on a GPU (see model_cuda.h; model_cuda.cu
  * dispatches here for PP_MODEL_GPT): the twin of gpt.c, layer for layer,
  * inside the stage skeleton of stage_cuda.h, with the GEMMs on cuBLAS
- * (cuda_stage.h's gemm_w and gemm_grad), the attention on attention_cuda.h (cuBLAS strided-batched
- * GEMMs over heads and the row-block kernels) and everything else in the
+ * (cuda_stage.h's gemm_w and gemm_grad), the attention in the fused
+ * kernels of attention_fused_cuda.h (or, for a head size they do not take
+ * or with PP_ATTENTION=blocked, attention_cuda.h's cuBLAS strided-batched
+ * GEMMs over heads and row-block kernels) and everything else in the
  * kernels of cuda_kernels.h. The notation is gpt_layout.h's: B = batch,
  * T = context, C = embed, NH = heads, hs = C / NH, F = ffn, V = vocab,
  * L = this stage's layers, BT = B * T rows.
@@ -11,8 +13,8 @@
  * grads array may be copied between the CPU and the GPU as it is), the
  * stash and the workspace, so pp_stage_stash_bytes (_split) and
  * pp_stage_workspace_bytes bound what a stage uses by construction. The
- * attention's row blocks use the workspace's att region, no more
- * (attention_cuda.h).
+ * blocked attention's row blocks use the workspace's att region, no more
+ * (attention_cuda.h); the fused kernels use none of it.
  * Two regions of the last stage's stash hold something else on the GPU, as
  * on mlp_cuda.cu, because its forward computes the loss gradient in the
  * same pass as the loss (pp_cu_softmax_xent_fused):
@@ -61,6 +63,7 @@
 #include <string.h>
 
 #include "attention_cuda.h"
+#include "attention_fused_cuda.h"
 #include "stage_cuda.h"
 
 typedef gpt_layouts layouts;
@@ -125,8 +128,12 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
         cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * C, r->st));
     }
     const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
-    pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
-                            gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+    if (pp_cu_attention_fused_use(C, sh->NH))
+        pp_cu_attention_fused_forward(r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+                                      sh->bf16);
+    else
+        pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+                                gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
     const void *atty = operand(r, a->atty, y->BT * (size_t)C, p);
@@ -267,8 +274,12 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     gemm_w(r, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, datt);
     const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
     const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
-    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T,
-                             C, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+    if (pp_cu_attention_fused_use(C, sh->NH))
+        pp_cu_attention_fused_backward(r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, C,
+                                       sh->NH, sh->bf16);
+    else
+        pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
+                                 sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
     gemm_w(r, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
     if (g)

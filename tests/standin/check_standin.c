@@ -7,6 +7,7 @@
 #include "../unit/suites.h"
 
 Suite *standin_suite(void);
+Suite *standin_graph_suite(void);
 
 int main(void)
 {
@@ -14,6 +15,8 @@ int main(void)
     srunner_add_suite(sr, cuda_kernels_suite());
     srunner_add_suite(sr, model_cuda_suite());
     srunner_add_suite(sr, gpu_e2e_suite());
+    srunner_add_suite(sr, attention_fused_suite());
+    srunner_add_suite(sr, standin_graph_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -245,6 +245,8 @@ void pp_si_enqueue(cudaStream_t st, const char *what, const pp_si_access *acc, i
                    std::function<void()> start, std::function<int()> done)
 {
     pp_si_stream *s = stream_of(st);
+    if (pp_si_capture_take(st, what, acc, nacc, start, done))
+        return; /* recorded into a graph (graph.cpp) */
     if (s == &g_null_stream) { /* the legacy stream waits for the blocking streams */
         for (int i = 1; i < g_nstreams; i++)
             if (g_stream[i] && g_stream[i]->live && g_stream[i]->blocking)
@@ -403,6 +405,12 @@ const char *cudaGetErrorName(cudaError_t e)
         return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure:
         return "cudaErrorLaunchFailure";
+    case cudaErrorIllegalState:
+        return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+        return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+        return "cudaErrorStreamCaptureInvalidated";
     }
     return "cudaErrorUnknown";
 }
@@ -434,6 +442,12 @@ const char *cudaGetErrorString(cudaError_t e)
         return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure:
         return "unspecified launch failure";
+    case cudaErrorIllegalState:
+        return "operation not permitted in this state (stand-in: stream capture)";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }
@@ -478,6 +492,8 @@ cudaError_t cudaSetDevice(int d)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     device_sync();
     return cudaSuccess;
 }
@@ -569,6 +585,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
+    if (pp_si_capture_sync()) /* the legacy stream's synchronous copy */
+        return fail(cudaErrorStreamCaptureUnsupported);
     if (!bytes)
         return cudaSuccess;
     cudaError_t e = check_copy(dst, src, bytes, kind);
@@ -596,6 +614,8 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t st)
 
 cudaError_t cudaMemset(void *p, int value, size_t bytes)
 {
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     cudaError_t e = cudaMemsetAsync(p, value, bytes, NULL);
     if (e == cudaSuccess)
         host_wait(g_null_stream.vc);
@@ -628,6 +648,8 @@ cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlag
 
 cudaError_t cudaStreamSynchronize(cudaStream_t st)
 {
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     pp_si_stream *s = stream_of(st);
     uint64_t t[MAXS];
     memcpy(t, s->vc, sizeof t);
@@ -678,6 +700,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st)
     if (!ev)
         return fail(cudaErrorInvalidResourceHandle);
     pp_si_stream *s = stream_of(st);
+    pp_si_capture_event_record(ev, st);
     enqueue_now(st, "cudaEventRecord", NULL, 0, [ev] { ev->t = now(); });
     memcpy(ev->vc, s->vc, sizeof ev->vc);
     ev->recorded = 1;
@@ -690,6 +713,8 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
     if (!ev)
         return fail(cudaErrorInvalidResourceHandle);
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     if (!drain(ev->vc, 0))
         return cudaErrorNotReady; /* not sticky */
     join(g_host, ev->vc);
@@ -700,6 +725,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
     if (!ev)
         return fail(cudaErrorInvalidResourceHandle);
+    if (pp_si_capture_sync())
+        return fail(cudaErrorStreamCaptureUnsupported);
     host_wait(ev->vc);
     return cudaSuccess;
 }
@@ -709,6 +736,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)
     if (!ev || flags)
         return fail(cudaErrorInvalidValue);
     pp_si_stream *s = stream_of(st);
+    pp_si_capture_event_wait(st, ev);
     join(s->vc, ev->vc);
     return cudaSuccess;
 }
@@ -881,6 +909,14 @@ static void warp_barrier(void)
     }
     g_fib[me].state = F_WARP;
     fiber_yield(g_fib[me]);
+}
+
+/* __syncwarp: a barrier between the live threads of the calling warp. */
+void __syncwarp(unsigned mask)
+{
+    (void)mask;
+    must_be_fiber("__syncwarp");
+    warp_barrier();
 }
 
 uint64_t pp_si_warp_exchange(uint64_t mine, int src)

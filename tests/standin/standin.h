@@ -27,6 +27,18 @@ int pp_si_device_range(const void *p, size_t bytes, const char **why);
 void pp_si_enqueue(cudaStream_t st, const char *what, const pp_si_access *acc, int nacc,
                    std::function<void()> start, std::function<int()> done);
 
+/* Stream capture (graph.cpp). take: when st is capturing, records the
+ * operation (moving start and done) and returns 1, else 0. sync: a host
+ * synchronisation; when a capture is active it invalidates every capture
+ * and returns 1 (the call then fails with cudaErrorStreamCaptureUnsupported).
+ * The event hooks make a stream that waits for an event recorded in a
+ * capture join it. */
+int pp_si_capture_take(cudaStream_t st, const char *what, const pp_si_access *acc, int nacc,
+                       std::function<void()> &start, std::function<int()> &done);
+int pp_si_capture_sync(void);
+void pp_si_capture_event_record(cudaEvent_t ev, cudaStream_t st);
+void pp_si_capture_event_wait(cudaStream_t st, cudaEvent_t ev);
+
 /* The device cudaSetDevice chose. */
 extern "C" int pp_si_current_device(void);
 

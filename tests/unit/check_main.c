@@ -98,6 +98,8 @@ static const struct suite_entry {
     /* issue 26: recomputation */
     {"recompute", recompute_suite, FAST, 1, NULL},
     {"recompute_e2e", recompute_e2e_suite, MPI, 4, recompute_e2e_tcases},
+    {"attention_ref", attention_ref_suite, FAST, 1, NULL},
+    {"attention_fused", attention_fused_suite, GPU, 1, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

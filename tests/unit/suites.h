@@ -52,6 +52,8 @@ Suite *recompute_suite(void);
 Suite *recompute_e2e_suite(void);
 Suite *tensor_suite(void);
 Suite *tensor_e2e_suite(void);
+Suite *attention_ref_suite(void);
+Suite *attention_fused_suite(void);
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs

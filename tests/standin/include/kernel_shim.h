@@ -1,7 +1,7 @@
 /* kernel_shim.h - HOST STAND-IN (tests/standin): what a .cu file needs to
  * compile as host C++. __global__/__device__ vanish; threadIdx, blockIdx,
- * blockDim, gridDim name the running stand-in thread's; __syncthreads and
- * __shfl_xor_sync are barriers between the block's threads, which run as
+ * blockDim, gridDim name the running stand-in thread's; __syncthreads,
+ * __syncwarp and __shfl_xor_sync are barriers between the block's threads, which run as
  * fibers (ucontext). The Makefile rewrites each `k<<<g, b, sh, st>>>(args)`
  * into pp_si_launch(g, b, sh, st, "k", [=]() { k(args); }, args), which
  * checks the configuration and the pointer arguments (device memory, and
@@ -41,6 +41,9 @@ extern dim3 pp_si_blockDim, pp_si_gridDim;
 #define gridDim pp_si_gridDim
 
 void __syncthreads(void);
+/* A barrier between the live threads of the calling warp (the mask is
+ * taken as full). */
+void __syncwarp(unsigned mask = 0xffffffffu);
 /* One warp-wide exchange: every live lane of the warp posts 8 bytes and
  * reads lane `src`'s (its own when src is out of the warp). */
 uint64_t pp_si_warp_exchange(uint64_t mine, int src);
