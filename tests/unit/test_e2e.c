@@ -802,7 +802,8 @@ START_TEST(bad_flags)
     fails_with(cmd, "--prefetch expects a number of jobs from 0 to 1000000, found '-2'");
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/schedules/gpipe.pp -o %s/x --mem-limit lots", PP_ROOT,
              PP_ROOT, x);
-    fails_with(cmd, "--mem-limit expects a number of bytes (a non-negative integer), found 'lots'");
+    fails_with(cmd, "--mem-limit expects a number of bytes (a non-negative integer, or with KiB, "
+                    "MiB, GiB (1024-based) or KB, MB, GB (1000-based)), found 'lots'");
     char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2");
     snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --data /nonexistent", dir);
     mpi_fails_with(2, cmd, "cannot open data file '/nonexistent'");
