@@ -287,7 +287,8 @@ static const char *keyword_near(const char *name)
 {
     static const char *const words[] = {"param", "let",       "compute",   "weights", "priority",
                                         "order", "split",     "limit",     "cost",    "model",
-                                        "optimizer", "precision", "require", "overlap"};
+                                        "optimizer", "precision", "require", "overlap",
+                                        "recompute", "tensor"};
     return pp_suggest(name, words, sizeof words / sizeof *words);
 }
 

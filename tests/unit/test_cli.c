@@ -51,6 +51,8 @@ static const cli_row ppc_rows[] = {
      "k.pp:1:1: error: syntax error, unexpected name 'parm' (did you mean 'param'?)"},
     {"printf 'param S = 2\\nweight(s,b,d) = s\\n' > k.pp && $PPC k.pp -o out", 1,
      "k.pp:2:1: error: syntax error, unexpected name 'weight' (did you mean 'weights'?)"},
+    {"printf 'param S = 2\nrecomput when s == 0\n' > k.pp && $PPC k.pp -o out", 1,
+     "k.pp:2:1: error: syntax error, unexpected name 'recomput' (did you mean 'recompute'?)"},
     /* --mem-limit with a unit: 1024-based KiB/MiB/GiB, 1000-based KB/MB/GB */
     {PPC " --mem-limit 1MiB", 1, "over --mem-limit 1048576:"},
     {PPC " --mem-limit 1.5KB", 1, "over --mem-limit 1500:"},
