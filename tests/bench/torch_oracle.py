@@ -397,6 +397,7 @@ def check(args, opt, tmp, schedule, data):
     where = "data %s%s" % (os.path.basename(data), " (llm.c shard)" if data.endswith(".bin") else "")
     desc = ", ".join("%s %d" % (k, m[k]) for k in ("vocab", "context", "embed", "heads",
                                                    "kv_heads", "ffn", "batch") if k in m)
+    desc += ", tied" if m["tie"] else ""
     hp = ("lr %g" % args.lr_sgd if opt == "sgd" else "lr %g, weight decay %g, betas 0.9 0.999, "
           "eps %g" % (args.lr_adamw, args.weight_decay, args.adam_eps))
     print("\n== %s model (%s, layers per stage %s), %s, %s; %s S=%d B=%d on %d ranks; %s, "
@@ -412,23 +413,30 @@ def check(args, opt, tmp, schedule, data):
     print("final weights, max|pp - torch| / max|torch| per tensor, the stage's worst tensor:")
     print("%5s  %8s  %-25s  %-25s  %-25s" % ("stage", "weights", "reference vs torch",
                                           sched[:-3] + " vs torch", "(torch vs torch fp64)"))
+    noise = 0.0  # torch in fp32 against fp64: how far fp32 rounding alone carries a weight
     for s in range(m["S"]):
         lay = layout(m, s)
         r = rel_weights(read_weights(refw, s), torch_w[s], lay)
         p = rel_weights(read_weights(mpiw, s), torch_w[s], lay)
         x = rel_weights(torch_w[s], exact_w[s], lay)
         figures += [r[0], p[0]]
+        noise = max(noise, x[0])
         print("%5d  %8d  %8.2e %-16s  %8.2e %-16s  %8.2e %-16s" % (
             s, torch_w[s].size, r[0], "(" + r[1] + ")", p[0], "(" + p[1] + ")", x[0],
             "(" + x[1] + ")"))
     same = max(float(np.abs(read_weights(refw, s) - read_weights(mpiw, s)).max())
                for s in range(m["S"]))
     print("reference vs %s: max |difference| of any weight %.3g" % (sched[:-3], same))
-    worst = max(figures)
-    print("%s: worst relative difference %.2e (losses %.2e, weights %.2e; tolerance %g): %s" % (
-        opt, worst, max(figures[:2]), max(figures[2:]), args.tol,
-        "ok" if worst <= args.tol else "EXCEEDED"))
-    return worst <= args.tol
+    # The weights' tolerance: --tol, or, where fp32 rounding alone (torch fp32
+    # against fp64) moves a weight further, that distance: pp may differ from
+    # torch as much as torch differs from exact arithmetic, no more.
+    wtol = max(args.tol, noise)
+    ok = max(figures[:2]) <= args.tol and max(figures[2:]) <= wtol
+    print("%s: worst relative difference %.2e (losses %.2e, weights %.2e; tolerance %g%s): %s" % (
+        opt, max(figures), max(figures[:2]), max(figures[2:]), args.tol,
+        ", weights %.2e: torch fp32 vs fp64" % wtol if wtol > args.tol else "",
+        "ok" if ok else "EXCEEDED"))
+    return ok
 
 
 def gpt_schedule(args, tmp, kind="gpt"):
