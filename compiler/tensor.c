@@ -34,11 +34,13 @@ int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T)
     return 1;
 }
 
-/* Whether op is a job that makes tensor all-reduces: F, B and the input
- * half of a split backward (W computes its shard's weight gradients only). */
+/* Whether op is a job that makes tensor all-reduces: F, B, the input half
+ * of a split backward (W computes its shard's weight gradients only) and a
+ * re-run forward (Recompute makes the forward's all-reduces again). */
 static int makes_allreduces(int op)
 {
-    return op == PP_OP_Forward || op == PP_OP_Backward || op == PP_OP_BackwardInput;
+    return op == PP_OP_Forward || op == PP_OP_Backward || op == PP_OP_BackwardInput ||
+           op == PP_OP_Recompute;
 }
 
 /* The group table every rank's plan carries: each of the G replica groups

@@ -70,7 +70,8 @@ START_TEST(statement_errors)
     fails_with(HEAD "recompute\ncost R = s - 1\n",
                "t.pp:6:12: error: cost R = -1 at (s=0, b=0): costs must be positive");
     fails_with(HEAD "cost Q = 1\n",
-               "unknown cost 'Q': expected F, B, W, R, latency, bandwidth or overlap");
+               "unknown cost 'Q': expected F, B, W, R, latency, bandwidth, overlap, "
+               "tensor_latency or tensor_bandwidth");
     /* F and B on different workers: R re-reads F's input where B runs */
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = d == B ? 1 - s : s\n"
                "recompute when s == 1\n",
@@ -324,7 +325,7 @@ START_TEST(search_finds_recompute)
     snprintf(cmd, sizeof cmd,
              "sed 's/batch   = 16/batch   = 128/' %s/schedules/1f1b.pp > %s/1f1b.pp", PP_ROOT, dir);
     free(run_expect(cmd, 0));
-    pp_search_opts o = {dir, 4, 8, NULL, 2400000, -1, -1, 0};
+    pp_search_opts o = {dir, 4, 8, NULL, 2400000, -1, -1, 0, 0};
     pp_search_result r;
     pp_search_status st = pp_search_run(&o, &r, stderr);
     ck_assert_int_eq(st, PP_SEARCH_OK);

@@ -1,7 +1,8 @@
 /* test_tensor.c - tensor parallelism in the compiler and the plans (issue
  * 27): `tensor = EXPR` and its errors; the W*T plans (rank w*T + t, peers
  * (w,t) -> (w',t), replica groups per t, one tensor group per worker, a
- * TensorReduce before every F, B and BackwardInput, shard sizes); every
+ * TensorReduce before every F, B, BackwardInput and Recompute, shard
+ * sizes); every
  * library schedule with tensor = 2 (and some with 4) compiles and passes
  * both proofs; and plans broken after the fact are refused by the
  * validator or the deadlock proof. */
@@ -18,6 +19,7 @@
 #include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
 #include "../../isa/tensor.h"
+#include "../../isa/verify.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -70,7 +72,8 @@ static int count_op(const pp_plan *p, int op)
     return n;
 }
 
-/* Every F, B and BackwardInput right after a TensorReduce of its (s,b) on
+/* Every F, B, BackwardInput and Recompute (a re-run forward makes the
+ * forward's all-reduces) right after a TensorReduce of its (s,b) on
  * its worker's tensor group; peers and groups of rank w*T+t at t. */
 static void check_layout(const pp_plan *plans, int W, int T)
 {
@@ -100,7 +103,7 @@ static void check_layout(const pp_plan *plans, int W, int T)
                     ck_assert_int_eq((int)g->member[k] % T, t);
             }
             if (in->op == PP_OP_Forward || in->op == PP_OP_Backward ||
-                in->op == PP_OP_BackwardInput)
+                in->op == PP_OP_BackwardInput || in->op == PP_OP_Recompute)
                 ck_assert_msg(i > 0 && in[-1].op == PP_OP_TensorReduce,
                               "rank %d instruction %u: a job without its TensorReduce", r, i);
         }
@@ -194,6 +197,8 @@ static void library_with(const char *name, int T)
                       msg);
         ck_assert_msg(!pp_buffer_check(c.plans, (int)c.t.W * T, msg, sizeof msg), "%s: %s", name,
                       msg);
+        ck_assert_msg(!pp_verify_world(c.plans, (int)c.t.W * T, msg, sizeof msg), "%s: %s", name,
+                      msg);
     }
     pp_compiled_free(&c);
     free(src);
@@ -201,6 +206,8 @@ static void library_with(const char *name, int T)
 }
 
 static const char *const LIBRARY[] = {
+    "1f1b-bubble-recompute.pp",
+    "1f1b-recompute.pp",
     "1f1b-gpt.pp",
     "1f1b-greedy.pp",
     "1f1b-limit.pp",
@@ -234,6 +241,7 @@ END_TEST
 
 START_TEST(library_tensor_4)
 {
+    library_with("1f1b-recompute.pp", 4);
     library_with("1f1b.pp", 4);
     library_with("zb-h1.pp", 4);
     library_with("fsdp.pp", 4);
@@ -290,6 +298,29 @@ START_TEST(validator_refuses)
     p->ninstr--;
     ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_EOPERAND);
     ck_has(err, "a tensor-parallel job without a TensorReduce right before it");
+    pp_compiled_free(&c);
+}
+END_TEST
+
+/* Recompute under tensor = 2: each rank of the worker re-runs the forward
+ * once (the world check counts R per tensor rank, as F and B), after its
+ * own TensorReduce; without it the validator refuses the plan. */
+START_TEST(validator_recompute)
+{
+    pp_compiled c;
+    char err[512];
+    ck_assert_int_eq(
+        compile_text_to(&c, HEAD "recompute when s == 0\ntensor = 2\n", PP_STAGE_PLANS),
+        PP_COMPILE_OK);
+    ck_assert_int_eq(pp_verify_world(c.plans, 4, err, sizeof err), 0);
+    pp_plan *p = &c.plans[1];
+    uint32_t i = find_op(p, PP_OP_Recompute, 0);
+    ck_assert_int_eq(p->code[i - 1].op, PP_OP_TensorReduce);
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_OK);
+    memmove(&p->code[i - 1], &p->code[i], (p->ninstr - i) * sizeof *p->code);
+    p->ninstr--;
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_EOPERAND);
+    ck_has(err, "(Recompute): a tensor-parallel job without a TensorReduce right before it");
     pp_compiled_free(&c);
 }
 END_TEST
@@ -506,6 +537,7 @@ Suite *tensor_suite(void)
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");
     tcase_add_test(proofs, validator_refuses);
+    tcase_add_test(proofs, validator_recompute);
     tcase_add_test(proofs, commcheck_refuses);
     suite_add_tcase(s, proofs);
     return s;

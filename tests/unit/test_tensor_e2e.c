@@ -95,6 +95,31 @@ END_TEST
 START_TEST(tensor_pp_dp) { tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8); }
 END_TEST
 
+/* Recompute under tensor = 2: a re-run forward makes the forward's
+ * all-reduces again (a TensorReduce before each R). 1f1b-recompute.pp
+ * trains to the reference, and its weights are bit for bit those of the
+ * same file with no stage recomputing (K = 0). */
+START_TEST(tensor_recompute)
+{
+    tensor_trains("1f1b-recompute.pp", "-D S=2 -D B=4 -D K=2", 2, 4);
+    char *src = with_tensor("1f1b-recompute.pp", 2), *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -D K=2 -o %s/r -q && %s/bin/ppc %s -D S=2 -D B=4 -D K=0 "
+             "-o %s/n -q && grep -q Recompute %s/r/rank0.txt && ! grep -q Recompute %s/n/rank0.txt",
+             PP_ROOT, src, dir, PP_ROOT, src, dir, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/r --steps 3 --save %s/wr --quiet", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/n --steps 3 --save %s/wn --quiet", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/wr %s/wn --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
 /* Checkpoints hold whole stages: a run with tensor = 2 resumes with
  * tensor = 1 (--reshard) and the other way round, each ending where the
  * reference does after 4 steps; resumed at the same T, the weights are
@@ -218,6 +243,7 @@ END_TEST
     X(tensor_ddp_fsdp, 4)                                                                          \
     X(tensor_4, 8)                                                                                 \
     X(tensor_pp_dp, 8)                                                                             \
+    X(tensor_recompute, 4)                                                                         \
     X(tensor_checkpoint_reshard, 4)                                                                \
     X(tensor_cuda_standin, 4)
 
