@@ -13,7 +13,7 @@
  * entries [t*F/T, (t+1)*F/T) and W2's columns in that range; everything
  * else whole (model_desc.h's layouts, isa/mlp_layout.h). A whole stage is
  * what the reference trains and what --save writes, so T is free to change
- * between runs. mlp only: gpt is refused by ppc with T > 1. */
+ * between runs. gpt: gpt_shard_copy in tensor_shard.c (isa/tensor.h). */
 #ifndef PP_TENSOR_SHARD_H
 #define PP_TENSOR_SHARD_H
 
