@@ -273,6 +273,27 @@ START_TEST(tensor_checkpoint_reshard)
 }
 END_TEST
 
+/* The gpt's checkpoints hold whole stages too, AdamW's moments included:
+ * T = 2 resumes with T = 1 and back, ending at the reference's weights. */
+START_TEST(tensor_gpt_checkpoint_reshard)
+{
+    char *dir = temp_dir(), *sub = malloc(strlen(dir) + 8), f2[1024], f1[1024], cmd[8192];
+    sprintf(sub, "%s/one", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    gpt_file("1f1b.pp", 2, 0, dir, f2, sizeof f2);
+    gpt_file("1f1b.pp", 1, 0, sub, f1, sizeof f1);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t1 -q "
+             "&& %s/bin/ppvm --reference %s/t1 --steps 4 --save %s/ref --quiet",
+             PP_ROOT, f2, dir, PP_ROOT, f1, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    reshard("t2", 4, "t1", 2, dir);
+    reshard("t1", 2, "t2", 4, dir);
+    free(sub);
+    remove_dir(dir);
+}
+END_TEST
+
 /* The cuda backend on the GPU stand-ins (tests/standin/: host code, not a
  * GPU; bin/ppvm-standin, which make test builds): the tensor all-reduces
  * as ncclAllReduce on each tensor group's ncclCommSplit communicator, on
@@ -378,6 +399,7 @@ END_TEST
     X(tensor_gpt_4, 8)                                                                             \
     X(tensor_gpt_pp_dp, 8)                                                                         \
     X(tensor_gpt_cuda_standin, 4)                                                                  \
+    X(tensor_gpt_checkpoint_reshard, 4)                                                            \
     X(tensor_checkpoint_reshard, 4)                                                                \
     X(tensor_cuda_standin, 4)
 
