@@ -1,10 +1,11 @@
 /* tensor_shard.h - tensor parallelism on the CPU (issue 27, isa/tensor.h):
- * the all-reduce hook the mlp blocks call inside F and B, and a stage's
- * shards cut from and put back into the whole stage.
+ * the all-reduce hook the mlp and gpt blocks call inside F and B, and a
+ * stage's shards cut from and put back into the whole stage.
  *
  * The hook: the VM sets it to an all-reduce over the rank's tensor group
- * (vm/interp.c, at a TensorReduce); with it set, an mlp block sums its
- * row-parallel output and its layer-norm-input gradient over the group.
+ * (vm/interp.c, at a TensorReduce); with it set, an mlp block (a gpt
+ * layer's attention and MLP each) sums its row-parallel output and its
+ * layer-norm-input gradient over the group.
  * Unset (every T = 1 run, the reference), the blocks run exactly as they
  * always did. The compute functions of model.h take the plan's model and
  * work on its shard (pp_model_shard) themselves.
