@@ -751,11 +751,11 @@ static void check_tensor(pp_schedule *sch)
                    "tensor = %lld does not divide the model's ffn (%u): the MLP's inner layer "
                    "is split in equal column shards",
                    v, m->ffn);
-    else if (v > 1 && m->kind != PP_MODEL_MLP)
+    else if (v > 1 && m->kind == PP_MODEL_LLAMA)
         diag_error(sch->diag, e->loc,
-                   "tensor = %lld with model %s: its split (QKV by heads) is not "
-                   "implemented yet; tensor > 1 works with the mlp model",
-                   v, m->kind == PP_MODEL_GPT ? "gpt" : "llama");
+                   "tensor = %lld with model llama: its split (QKV by heads) is not "
+                   "implemented yet; tensor > 1 works with the mlp and gpt models",
+                   v);
     else if (v > 1 && sch->overlap)
         diag_error(sch->diag, e->loc,
                    "tensor = %lld with 'overlap': an overlapped pair's two jobs would make "

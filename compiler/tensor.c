@@ -15,11 +15,16 @@ int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T)
     const pp_model *m = &sch->model;
     if (T < 1 || T > PP_MAX_TENSOR)
         diag_error_noloc(d, "--tensor %lld: expected 1 to %u", T, PP_MAX_TENSOR);
-    else if (T > 1 && m->kind != PP_MODEL_MLP)
+    else if (T > 1 && m->kind == PP_MODEL_LLAMA)
         diag_error_noloc(d,
-                         "--tensor %lld with model %s: its split (QKV by heads) is not "
-                         "implemented yet; tensor > 1 works with the mlp model",
-                         T, m->kind == PP_MODEL_GPT ? "gpt" : "llama");
+                         "--tensor %lld with model llama: its split (QKV by heads) is not "
+                         "implemented yet; tensor > 1 works with the mlp and gpt models",
+                         T);
+    else if (m->kind == PP_MODEL_GPT && m->heads % T)
+        diag_error_noloc(d,
+                         "--tensor %lld does not divide the model's heads (%u): the attention is "
+                         "split by heads",
+                         T, m->heads);
     else if (m->ffn % T)
         diag_error_noloc(d,
                          "--tensor %lld does not divide the model's ffn (%u): the MLP's inner "
@@ -34,11 +39,13 @@ int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T)
     return 1;
 }
 
-/* Whether op is a job that makes tensor all-reduces: F, B and the input
- * half of a split backward (W computes its shard's weight gradients only). */
+/* Whether op is a job that makes tensor all-reduces: F, B, the input half
+ * of a split backward (W computes its shard's weight gradients only) and a
+ * re-run forward (Recompute makes the forward's all-reduces again). */
 static int makes_allreduces(int op)
 {
-    return op == PP_OP_Forward || op == PP_OP_Backward || op == PP_OP_BackwardInput;
+    return op == PP_OP_Forward || op == PP_OP_Backward || op == PP_OP_BackwardInput ||
+           op == PP_OP_Recompute;
 }
 
 /* The group table every rank's plan carries: each of the G replica groups

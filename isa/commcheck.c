@@ -428,7 +428,7 @@ static int arrive(checker *c, int r, int *completed)
             fmt_group(c->out, grp);
             sb_printf(c->out, ", but %s",
                       x->mb != in->mb ? "their microbatches differ"
-                                      : "the jobs after them differ (F, B or BackwardInput)");
+                                      : "the jobs after them differ (F, B, BackwardInput or Recompute)");
             return -1;
         }
         if (x->op != in->op || x->stage != in->stage) {

@@ -8,7 +8,8 @@
  * kernels/README.md ("The GPT model"). Header-only: included from C and from
  * CUDA C++. Every name starts with gpt_ so it can sit beside mlp_layout.h.
  *
- * Notation: B = batch, T = context, C = embed, NH = heads, hs = C / NH,
+ * Notation: B = batch, T = context, C = embed, NH = heads, hs = A / NH,
+ * A = the attention's inner width (C; C / T on a rank of tensor = T),
  * F = ffn, V = vocab, L = pp_model_layers(m, s) (this stage's layers),
  * BT = B * T rows (a row is one position of one sample). */
 #ifndef PP_GPT_LAYOUT_H
@@ -26,7 +27,9 @@
 #define GPT_ATT_ROWS 64
 
 typedef struct {
-    int B, T, C, NH, hs, F, V, L;
+    /* A: the attention's inner width, NH * hs: C, or C / T on one rank of a
+     * tensor-parallel stage (NH then its heads / T; model_desc.h's attn) */
+    int B, T, C, NH, hs, A, F, V, L;
     int first, last;
     int bf16; /* precision bf16: weights are the bf16 copy, GEMM operands bf16 */
 } gpt_shape;
@@ -38,7 +41,8 @@ static inline gpt_shape gpt_shape_of(const pp_model *m, int S, int s)
     sh.T = (int)m->context;
     sh.C = (int)m->embed;
     sh.NH = (int)m->heads;
-    sh.hs = sh.NH > 0 ? sh.C / sh.NH : 0;
+    sh.A = m->attn ? (int)m->attn : sh.C;
+    sh.hs = sh.NH > 0 ? sh.A / sh.NH : 0;
     sh.F = (int)m->ffn;
     sh.V = (int)m->vocab;
     sh.L = (int)pp_model_layers(m, s);
@@ -60,11 +64,11 @@ static inline int gpt_att_rows(const gpt_shape *sh)
  * the weight files ppvm --save writes are this array. In order:
  *   s == 0:    wte [V][C], wpe [T][C]
  *   layer l (at layers + l*layer_stride), llm.c's order:
- *              ln1w [C], ln1b [C], qkvw [3C][C], qkvb [3C],
- *              attprojw [C][C], attprojb [C], ln2w [C], ln2b [C],
+ *              ln1w [C], ln1b [C], qkvw [3A][C], qkvb [3A],
+ *              attprojw [C][A], attprojb [C], ln2w [C], ln2b [C],
  *              fcw [F][C], fcb [F], fcprojw [C][F], fcprojb [C]
  *   s == S-1:  lnfw [C], lnfb [C], wlm [V][C] (no bias; untied from wte)
- * qkvw's rows are [q (C rows) | k (C) | v (C)], head h's rows of each at
+ * qkvw's rows are [q (A rows) | k (A) | v (A)], head h's rows of each at
  * h*hs. The per-layer offsets are relative to the layer's start. */
 typedef struct {
     size_t wte, wpe;             /* first stage */
@@ -79,6 +83,7 @@ static inline gpt_param_layout gpt_param_layout_of(const gpt_shape *sh)
 {
     gpt_param_layout P;
     size_t C = (size_t)sh->C, F = (size_t)sh->F, V = (size_t)sh->V, T = (size_t)sh->T;
+    size_t A = (size_t)sh->A;
     size_t n = 0;
     memset(&P, 0, sizeof P);
     if (sh->first) {
@@ -90,9 +95,9 @@ static inline gpt_param_layout gpt_param_layout_of(const gpt_shape *sh)
     P.ln1w = 0;
     P.ln1b = P.ln1w + C;
     P.qkvw = P.ln1b + C;
-    P.qkvb = P.qkvw + 3 * C * C;
-    P.attprojw = P.qkvb + 3 * C;
-    P.attprojb = P.attprojw + C * C;
+    P.qkvb = P.qkvw + 3 * A * C;
+    P.attprojw = P.qkvb + 3 * A;
+    P.attprojb = P.attprojw + C * A;
     P.ln2w = P.attprojb + C;
     P.ln2b = P.ln2w + C;
     P.fcw = P.ln2b + C;
@@ -129,8 +134,8 @@ static inline size_t gpt_take(size_t *cur, size_t bytes)
  *                 x       float [BT][C]    the layer's input
  *                 ln1     float [BT][C]    ln1's output
  *                 ln1_mean, ln1_rstd float [BT]
- *                 qkv     float [BT][3C]   row = [q | k | v]
- *                 atty    float [BT][C]    attention output (before attproj)
+ *                 qkv     float [BT][3A]   row = [q | k | v]
+ *                 atty    float [BT][A]    attention output (before attproj)
  *                 lse     float [B][NH][T] per query row: log sum exp of its
  *                                          scaled scores (the attention's
  *                                          backward recomputes P from it)
@@ -151,7 +156,7 @@ static inline size_t gpt_take(size_t *cur, size_t bytes)
  *                 dh      float [BT][F]    gradient at fch (before GELU)
  *                 dln2    float [BT][C]    gradient at ln2's output
  *                 dres    float [BT][C]    gradient at res
- *                 dqkv    float [BT][3C]   gradient at qkv
+ *                 dqkv    float [BT][3A]   gradient at qkv
  *                 dln1    float [BT][C]    gradient at ln1's output
  *   s == S-1:     dlogits float [BT][V], dlnf float [BT][C]
  *   s == 0:       dx0     float [BT][C]    gradient at the embeddings' sum
@@ -174,7 +179,7 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V;
     size_t xb = BT * C * sizeof(float), hb = BT * F * sizeof(float);
-    size_t rb = BT * sizeof(float);
+    size_t ab = BT * (size_t)sh->A * sizeof(float), rb = BT * sizeof(float);
     size_t cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
     if (sh->first)
@@ -183,8 +188,8 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
     L.ln1 = gpt_take(&blk, xb);
     L.ln1_mean = gpt_take(&blk, rb);
     L.ln1_rstd = gpt_take(&blk, rb);
-    L.qkv = gpt_take(&blk, 3 * xb);
-    L.atty = gpt_take(&blk, xb);
+    L.qkv = gpt_take(&blk, 3 * ab);
+    L.atty = gpt_take(&blk, ab);
     L.lse = gpt_take(&blk, (size_t)sh->B * (size_t)sh->NH * (size_t)sh->T * sizeof(float));
     L.res = gpt_take(&blk, xb);
     L.ln2 = gpt_take(&blk, xb);
@@ -213,7 +218,7 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
     L.wdh = gpt_take(&blk, hb);
     L.wdln2 = gpt_take(&blk, xb);
     L.wdres = gpt_take(&blk, xb);
-    L.wdqkv = gpt_take(&blk, 3 * xb);
+    L.wdqkv = gpt_take(&blk, 3 * ab);
     L.wdln1 = gpt_take(&blk, xb);
     L.wlayer_stride = blk;
     L.wlayers = cur;
@@ -233,15 +238,15 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
  *   s == S-1:         logits float [BT][V]  logits in F, dlogits in B
  *   L > 0:            dh     float [BT][F]  d(gelu out), then d(fch)
  *                     dres   float [BT][C]  gradient at res
- *                     datt   float [BT][C]  gradient at atty
- *                     dqkv   float [BT][3C] gradient at qkv
+ *                     datt   float [BT][A]  gradient at atty
+ *                     dqkv   float [BT][3A] gradient at qkv
  *                     att    float [2*R*T + R] attention scratch, R =
  *                                           gpt_att_rows: one row block of
  *                                           scores/P, one of dP/dS, and the
  *                                           block's D_i = rowsum(dout o out)
  *   L > 0 or s == S-1: dln   float [BT][C]  gradient at a layer norm's output
  *   always:           dx     float [BT][C]  the running input gradient
- *   bf16:             ca, cb float [BT][max(3C, F, V)]  GEMM operands rounded
+ *   bf16:             ca, cb float [BT][max(C, 3A, F, V)]  GEMM operands rounded
  *                                           (ca: the first operand, or qkv
  *                                           for the attention; cb: the
  *                                           second, or the attention's dout)
@@ -268,7 +273,7 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
     gpt_work_layout W;
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V;
-    size_t xb = BT * C * sizeof(float);
+    size_t xb = BT * C * sizeof(float), ab = BT * (size_t)sh->A * sizeof(float);
     size_t cur = 0;
     memset(&W, 0, sizeof W);
     if (sh->last)
@@ -276,15 +281,17 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
     if (sh->L > 0) {
         W.dh = gpt_take(&cur, BT * F * sizeof(float));
         W.dres = gpt_take(&cur, xb);
-        W.datt = gpt_take(&cur, xb);
-        W.dqkv = gpt_take(&cur, 3 * xb);
+        W.datt = gpt_take(&cur, ab);
+        W.dqkv = gpt_take(&cur, 3 * ab);
         W.att = gpt_take(&cur, gpt_att_scratch_floats(sh->T, gpt_att_rows(sh)) * sizeof(float));
     }
     if (sh->L > 0 || sh->last)
         W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
-        size_t widest = 3 * C;
+        size_t widest = 3 * (size_t)sh->A;
+        if (widest < C)
+            widest = C;
         if (widest < F)
             widest = F;
         if (widest < V)

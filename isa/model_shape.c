@@ -77,16 +77,17 @@ static size_t gpt_workspace_bytes(const pp_model *m, int S, int s)
     return gpt_work_layout_of(&sh).total;
 }
 
-/* The GEMMs only, 2 FLOPs per multiply-add: per layer qkv (3C x C), attproj
- * (C x C), fc (F x C) and fcproj (C x F) on BT rows, plus attention's
- * q k^T and P v counted as full T x T (2 B T T C each; the causal half the
+/* The GEMMs only, 2 FLOPs per multiply-add: per layer qkv (3A x C), attproj
+ * (C x A), fc (F x C) and fcproj (C x F) on BT rows, plus attention's
+ * q k^T and P v counted as full T x T (2 B T T A each, A = C unless
+ * tensor-parallel; the causal half the
  * kernels actually skip is not subtracted, the usual convention); the head's
  * V x C on the last stage. Backward: twice the forward. */
 static double gpt_flops(const pp_model *m, int S, int s, int backward)
 {
     gpt_shape sh = gpt_shape_of(m, S, s);
-    double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, BT = B * T;
-    double layer = 2.0 * BT * (3.0 * C * C + C * C + 2.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
+    double B = sh.B, T = sh.T, C = sh.C, A = sh.A, F = sh.F, V = sh.V, BT = B * T;
+    double layer = 2.0 * BT * (3.0 * A * C + A * C + 2.0 * C * F) + 2.0 * 2.0 * B * T * T * A;
     double f = sh.L * layer;
     if (sh.last)
         f += 2.0 * BT * C * V;

@@ -963,7 +963,8 @@ static bool check_overlaps(const pp_plan *p, char *err, size_t errlen)
 }
 
 /* TensorReduce (issue 27, isa/tensor.h): under tensor = T > 1 every
- * Forward, Backward and BackwardInput comes right after one of its stage
+ * Forward, Backward, BackwardInput and Recompute (a re-run forward makes
+ * the forward's all-reduces) comes right after one of its stage
  * and microbatch, whose group is T ranks holding this one; with T = 1
  * there is none. */
 static bool check_tensor_reduces(const pp_plan *p, char *err, size_t errlen)
@@ -972,7 +973,7 @@ static bool check_tensor_reduces(const pp_plan *p, char *err, size_t errlen)
     for (uint32_t i = 0; i < p->ninstr; i++) {
         const pp_instr *in = &p->code[i];
         pp_op_job j = pp_op_job_of(in->op);
-        bool job = j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI;
+        bool job = j == PP_JOB_F || j == PP_JOB_B || j == PP_JOB_BI || j == PP_JOB_R;
         if (in->op == PP_OP_TensorReduce) {
             const pp_instr *x = i + 1 < p->ninstr ? in + 1 : NULL;
             pp_op_job xj = x ? pp_op_job_of(x->op) : PP_JOB_NONE;
@@ -980,13 +981,15 @@ static bool check_tensor_reduces(const pp_plan *p, char *err, size_t errlen)
             bool member = false;
             for (uint32_t k = 0; k < g->n; k++)
                 member |= g->member[k] == p->rank;
-            if (T < 2 || !x || !(xj == PP_JOB_F || xj == PP_JOB_B || xj == PP_JOB_BI) ||
+            bool xjob = xj == PP_JOB_F || xj == PP_JOB_B || xj == PP_JOB_BI || xj == PP_JOB_R;
+            if (T < 2 || !x || !xjob ||
                 x->stage != in->stage || x->mb != in->mb || g->n != T || !member) {
                 set_err(err, errlen,
                         "instruction %" PRIu32 " (TensorReduce): %s", i,
                         T < 2 ? "the plan is not tensor-parallel (tensor is 1)"
-                        : !x || !(xj == PP_JOB_F || xj == PP_JOB_B || xj == PP_JOB_BI)
-                            ? "expected a Forward, Backward or BackwardInput right after it"
+                        : !x || !xjob
+                            ? "expected a Forward, Backward, BackwardInput or Recompute right "
+                              "after it"
                         : x->stage != in->stage || x->mb != in->mb
                             ? "the job after it is of another stage or microbatch"
                             : "its group is not this rank's tensor group of tensor ranks");

@@ -19,10 +19,16 @@
  * shard's. Replicated parameters see the same inputs on every rank of a
  * group, so their gradients agree without an all-reduce.
  *
- * gpt's split (QKV by heads, the attention's output projection by rows,
- * the MLP as above) is counted here too (two all-reduces a layer), but its
- * shard is not a smaller gpt (the attention's inner width becomes
- * embed/T), so ppc refuses gpt with tensor > 1 until its kernels exist. */
+ * gpt's split: each layer's QKV projection is column-parallel by heads
+ * (rank t holds heads [t*NH/T, (t+1)*NH/T): those rows of q, k and v in
+ * qkvw and qkvb), the attention's output projection row-parallel (attprojw's
+ * input columns of those heads), the MLP as above (fcw, fcb by rows,
+ * fcprojw by columns); layer norms, attprojb, fcprojb, the embeddings and
+ * the head replicated. A shard is the gpt with heads/T, ffn/T and an
+ * attention width (model_desc.h's attn) of embed/T, the model width staying
+ * embed. Two all-reduces a layer in the forward (attproj's and fcproj's
+ * partial sums) and two in the backward (the gradients at ln1's and ln2's
+ * outputs). */
 #ifndef PP_TENSOR_H
 #define PP_TENSOR_H
 
@@ -40,6 +46,10 @@ static inline pp_model pp_model_shard(const pp_model *m)
     if (T > 1) {
         sh.ffn = m->ffn / T;
         sh.tensor = 1;
+        if (m->kind == PP_MODEL_GPT) { /* the attention by heads */
+            sh.heads = m->heads / T;
+            sh.attn = m->embed / T;
+        }
     }
     return sh;
 }

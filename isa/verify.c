@@ -495,9 +495,9 @@ static int check_jobs(const pp_plan *plans, int W, char *err, size_t len)
                     "both on one rank, which holds the stash)",
                     s, b, rank[JOB_W], rank[JOB_BI]);
                 rc = -1;
-            } else if (count[JOB_R] > 1) {
-                say(err, len, "job R(%u,%u) runs %d times over all ranks (expected at most once)",
-                    s, b, count[JOB_R]);
+            } else if (count[JOB_R] && count[JOB_R] != T) {
+                say(err, len, "job R(%u,%u) runs %d times over all ranks (expected at most once%s)",
+                    s, b, count[JOB_R], T > 1 ? ", on every tensor rank or none" : "");
                 rc = -1;
             } else if (count[JOB_R] &&
                        (rank[JOB_R] != rank[bk] || rank[JOB_F] != rank[bk] ||

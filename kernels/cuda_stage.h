@@ -23,7 +23,7 @@ struct pp_cuda_model {
     int epilogues;  /* fused epilogues where cuBLASLt offers them (default 1) */
     double *d_loss; /* summed loss since the last pp_cuda_loss_take */
     /* tensor = T (issue 27): the all-reduce over the rank's tensor group
-     * the mlp blocks call on st (pp_cuda_model_set_tensor), or NULL */
+     * the mlp and gpt blocks call on st (pp_cuda_model_set_tensor), or NULL */
     void (*tp_fn)(void *ctx, float *buf, size_t n, cudaStream_t st);
     void *tp_ctx;
 };

@@ -37,6 +37,13 @@
  * layer norm weights 1; biases 0. With wlm's small logits the loss at init
  * is close to ln V.
  *
+ * Tensor parallelism (isa/tensor.h, tensor_shard.h): a rank of a plan with
+ * tensor = T runs its shard, heads/T heads (attention width A = C/T) and
+ * ffn/T; with the VM's all-reduce hook set, attproj's and fcproj's
+ * row-parallel products are summed over the group before the residual and
+ * bias (row_parallel), and dln2 = dh fcw and dln1 = dqkv qkvw before they
+ * are read (Megatron's g and f). Unset, the arithmetic is the old one.
+ *
  * The split backward (backward_input then backward_weight) saves at every
  * GEMM output the gradient that the weight-gradient GEMM or bias sum needs
  * (gpt_layout.h's split region), and W performs exactly the fused
@@ -51,6 +58,7 @@
 
 #include "cpu_kernels.h"
 #include "init.h"
+#include "tensor_shard.h"
 
 /* ------------------------------------------------------------------------ */
 /* Initialisation                                                            */
@@ -135,28 +143,44 @@ static const float *att_qkv(const gpt_shape *sh, const gemms *g, const float *qk
 {
     if (!g->bf16)
         return qkv;
-    pp_round_bf16(qkv, g->ca, (size_t)sh->B * sh->T * 3 * sh->C);
+    pp_round_bf16(qkv, g->ca, (size_t)sh->B * sh->T * 3 * sh->A);
     return g->ca;
+}
+
+/* out = x + in W^T, W [C][K]: the residual accumulated onto x by the GEMM;
+ * or, tensor-parallel (the hook set, tensor_shard.h), W row-parallel: in W^T
+ * is this rank's partial sum, summed over the group (Megatron's g) before
+ * every rank adds the residual once. */
+static void row_parallel(const gemms *g, int BT, int C, int K, const float *in, const float *w,
+                         const float *x, float *out)
+{
+    size_t xn = (size_t)BT * C;
+    if (pp_tensor_hook_active()) {
+        pp_gemm_aw(g, 0, 1, BT, C, K, in, w, 0.0f, out);
+        pp_tensor_allreduce(out, xn);
+        for (size_t i = 0; i < xn; i++)
+            out[i] += x[i];
+    } else {
+        memcpy(out, x, xn * sizeof *out);
+        pp_gemm_aw(g, 0, 1, BT, C, K, in, w, 1.0f, out);
+    }
 }
 
 static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
                           const float *p, const layer_acts *a, float *att_scratch, float *y)
 {
-    int BT = sh->B * sh->T, C = sh->C, F = sh->F;
-    size_t xn = (size_t)BT * C;
+    int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
     pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean, a->ln1_rstd);
-    pp_gemm_aw(g, 0, 1, BT, 3 * C, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
-    pp_bias_add(a->qkv, p + P->qkvb, BT, 3 * C);
-    pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+    pp_gemm_aw(g, 0, 1, BT, 3 * A, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
+    pp_bias_add(a->qkv, p + P->qkvb, BT, 3 * A);
+    pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                          gpt_att_rows(sh), att_scratch, sh->bf16);
-    memcpy(a->res, a->x, xn * sizeof *a->res);
-    pp_gemm_aw(g, 0, 1, BT, C, C, a->atty, p + P->attprojw, 1.0f, a->res);
+    row_parallel(g, BT, C, A, a->atty, p + P->attprojw, a->x, a->res);
     pp_bias_add(a->res, p + P->attprojb, BT, C);
     pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean, a->ln2_rstd);
     pp_gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
     pp_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F); /* one pass */
-    memcpy(y, a->res, xn * sizeof *y);
-    pp_gemm_aw(g, 0, 1, BT, C, F, a->fcg, p + P->fcprojw, 1.0f, y);
+    row_parallel(g, BT, C, F, a->fcg, p + P->fcprojw, a->res, y);
     pp_bias_add(y, p + P->fcprojb, BT, C);
 }
 
@@ -204,11 +228,11 @@ static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
                              float *g, const layer_acts *a, const float *dres, const float *dqkv,
                              const float *dln1)
 {
-    int BT = sh->B * sh->T, C = sh->C;
-    pp_gemm_aa(mm, 1, 0, C, C, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
+    int BT = sh->B * sh->T, C = sh->C, A = sh->A;
+    pp_gemm_aa(mm, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
     pp_bias_grad(dres, BT, C, g + P->attprojb);
-    pp_gemm_aa(mm, 1, 0, 3 * C, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
-    pp_bias_grad(dqkv, BT, 3 * C, g + P->qkvb);
+    pp_gemm_aa(mm, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
+    pp_bias_grad(dqkv, BT, 3 * A, g + P->qkvb);
     pp_layernorm_backward(a->x, NULL, a->ln1_mean, a->ln1_rstd, dln1, BT, C, NULL, g + P->ln1w,
                           g + P->ln1b);
 }
@@ -221,29 +245,34 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
                            const float *p, float *grads, const layer_acts *a, const layer_grads *d,
                            float *att_scratch, const float *dy, float *dx)
 {
-    int BT = sh->B * sh->T, C = sh->C, F = sh->F;
+    int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
     size_t xn = (size_t)BT * C;
-    /* MLP: dh = (dy fcprojw) * gelu'(fch); dln2 = dh fcw; dres = dy + LN2'. */
+    /* MLP: dh = (dy fcprojw) * gelu'(fch); dln2 = dh fcw; dres = dy + LN2'.
+     * Tensor-parallel, fcw is column-parallel, so dh fcw is a partial sum
+     * (Megatron's f in the backward): summed over the group, a no-op when
+     * the hook is unset; likewise dln1 below. */
     pp_gemm_aw(g, 0, 0, BT, F, C, dy, p + P->fcprojw, 0.0f, d->dh);
     pp_gelu_backward(a->fch, d->dh, d->dh, (size_t)BT * F);
     pp_gemm_aw(g, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
+    pp_tensor_allreduce(d->dln2, xn);
     if (grads)
         mlp_weight_grads(sh, g, P, grads, a, dy, d->dh, d->dln2);
     memcpy(d->dres, dy, xn * sizeof *d->dres);
     pp_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT, C, d->dres,
                           NULL, NULL);
     /* Attention: datt = dres attprojw; dqkv; dln1 = dqkv qkvw; dx = dres + LN1'. */
-    pp_gemm_aw(g, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, d->datt);
+    pp_gemm_aw(g, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, d->datt);
     {
         const float *qkv = att_qkv(sh, g, a->qkv), *dout = d->datt;
         if (g->bf16) {
-            pp_round_bf16(d->datt, g->cb, xn);
+            pp_round_bf16(d->datt, g->cb, (size_t)BT * A);
             dout = g->cb;
         }
-        pp_attention_backward(qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, C, sh->NH,
+        pp_attention_backward(qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, A, sh->NH,
                               gpt_att_rows(sh), att_scratch, sh->bf16);
     }
-    pp_gemm_aw(g, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    pp_gemm_aw(g, 0, 0, BT, C, 3 * A, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    pp_tensor_allreduce(d->dln1, xn);
     if (grads)
         att_weight_grads(sh, g, P, grads, a, d->dres, d->dqkv, d->dln1);
     memcpy(dx, d->dres, xn * sizeof *dx);

@@ -6,8 +6,12 @@
  * or with PP_ATTENTION=blocked, attention_cuda.h's cuBLAS strided-batched
  * GEMMs over heads and row-block kernels) and everything else in the
  * kernels of cuda_kernels.h. The notation is gpt_layout.h's: B = batch,
- * T = context, C = embed, NH = heads, hs = C / NH, F = ffn, V = vocab,
- * L = this stage's layers, BT = B * T rows.
+ * T = context, C = embed, NH = heads, hs = A / NH, A = the attention's
+ * width (C, or C / T on a rank of tensor = T), F = ffn, V = vocab,
+ * L = this stage's layers, BT = B * T rows. Tensor-parallel (the
+ * all-reduce set, gpt.c's twin): attproj and fcproj are row-parallel, so
+ * their GEMMs make partial sums, all-reduced on the stream before the
+ * residual and bias; dln2 and dln1 are all-reduced before they are read.
  *
  * Layouts: gpt_layout.h's, the CPU's own, for the parameters (a params or
  * grads array may be copied between the CPU and the GPU as it is), the
@@ -117,29 +121,35 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
 {
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
-    int BT = (int)y->BT, C = sh->C, F = sh->F, bf16 = is_bf16(p);
+    int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, bf16 = is_bf16(p);
+    void (*tp)(void *, float *, size_t, cudaStream_t) = r->cm->tp_fn;
     cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean,
                                       a->ln1_rstd, r->st));
     /* qkv = ln1 qkvw^T + qkvb: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
     const void *ln1 = operand(r, a->ln1, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 1, BT, 3 * C, C, ln1, p + P->qkvw, bf16, epi_bias(p + P->qkvb, NULL),
+    if (!gemm_fused(r, 0, 1, BT, 3 * A, C, ln1, p + P->qkvw, bf16, epi_bias(p + P->qkvb, NULL),
                     a->qkv)) {
-        gemm(r, 0, 1, BT, 3 * C, C, 1.0f, ln1, p + P->qkvw, bf16, 0.0f, a->qkv);
-        cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * C, r->st));
+        gemm(r, 0, 1, BT, 3 * A, C, 1.0f, ln1, p + P->qkvw, bf16, 0.0f, a->qkv);
+        cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * A, r->st));
     }
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
-    if (pp_cu_attention_fused_use(C, sh->NH))
-        pp_cu_attention_fused_forward(r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    if (pp_cu_attention_fused_use(A, sh->NH))
+        pp_cu_attention_fused_forward(r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                                       sh->bf16);
     else
-        pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+        pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                                 gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
-     * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
-    const void *atty = operand(r, a->atty, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 1, BT, C, C, atty, p + P->attprojw, bf16, epi_bias(p + P->attprojb, a->x),
-                    a->res)) {
-        gemm(r, 0, 1, BT, C, C, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
+     * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order);
+     * tensor-parallel, the partial sum all-reduced first */
+    const void *atty = operand(r, a->atty, y->BT * (size_t)A, p);
+    if (tp) {
+        gemm(r, 0, 1, BT, C, A, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
+        tp(r->cm->tp_ctx, a->res, y->BT * (size_t)C, r->st);
+        cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
+    } else if (!gemm_fused(r, 0, 1, BT, C, A, atty, p + P->attprojw, bf16,
+                           epi_bias(p + P->attprojb, a->x), a->res)) {
+        gemm(r, 0, 1, BT, C, A, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
         cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
     }
     cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean,
@@ -154,8 +164,12 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     }
     /* y = (fcg fcprojw^T + res) + fcprojb, as res */
     const void *fcg = operand(r, a->fcg, y->BT * (size_t)F, p);
-    if (!gemm_fused(r, 0, 1, BT, C, F, fcg, p + P->fcprojw, bf16, epi_bias(p + P->fcprojb, a->res),
-                    out)) {
+    if (tp) {
+        gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
+        tp(r->cm->tp_ctx, out, y->BT * (size_t)C, r->st);
+        cudaCheck(pp_cu_residual_bias_add(out, a->res, p + P->fcprojb, BT, C, r->st));
+    } else if (!gemm_fused(r, 0, 1, BT, C, F, fcg, p + P->fcprojw, bf16,
+                           epi_bias(p + P->fcprojb, a->res), out)) {
         gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
         cudaCheck(pp_cu_residual_bias_add(out, a->res, p + P->fcprojb, BT, C, r->st));
     }
@@ -232,11 +246,11 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
                       const float *dres, const float *dqkv, const float *dln1)
 {
     const gpt_param_layout *P = &y->P;
-    int BT = (int)y->BT, C = y->sh.C;
-    gemm_grad(r, 1, 0, C, C, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
+    int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
+    gemm_grad(r, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
     cudaCheck(pp_cu_bias_grad(dres, BT, C, g + P->attprojb, r->st));
-    gemm_grad(r, 1, 0, 3 * C, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
-    cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * C, g + P->qkvb, r->st));
+    gemm_grad(r, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
+    cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * A, g + P->qkvb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->x, (const float *)NULL, a->ln1_mean, a->ln1_rstd, dln1,
                                        BT, C, NULL, g + P->ln1w, g + P->ln1b, r->st));
 }
@@ -252,7 +266,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
 {
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
-    int BT = (int)y->BT, C = sh->C, F = sh->F;
+    int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F;
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *datt = at(work, y->W.datt);
     /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
@@ -264,6 +278,8 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     }
     /* dln2 = dh fcw */
     gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
+    if (r->cm->tp_fn) /* tensor parallel: a partial sum (gpt.c's twin) */
+        r->cm->tp_fn(r->cm->tp_ctx, d->dln2, y->BT * (size_t)C, r->st);
     if (g)
         grads_mlp(r, y, g, a, dy, d->dh, d->dln2);
     /* dres = dy + LN2'(dln2) */
@@ -271,17 +287,19 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     cudaCheck(pp_cu_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT,
                                        C, d->dres, NULL, NULL, r->st));
     /* datt = dres attprojw; dqkv = the attention's backward */
-    gemm_w(r, 0, 0, BT, C, C, d->dres, p + P->attprojw, 0.0f, datt);
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
-    const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
-    if (pp_cu_attention_fused_use(C, sh->NH))
-        pp_cu_attention_fused_backward(r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, C,
+    gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, datt);
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
+    if (pp_cu_attention_fused_use(A, sh->NH))
+        pp_cu_attention_fused_backward(r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, A,
                                        sh->NH, sh->bf16);
     else
         pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
-                                 sh->T, C, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+                                 sh->T, A, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
-    gemm_w(r, 0, 0, BT, C, 3 * C, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    gemm_w(r, 0, 0, BT, C, 3 * A, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    if (r->cm->tp_fn)
+        r->cm->tp_fn(r->cm->tp_ctx, d->dln1, y->BT * (size_t)C, r->st);
     if (g)
         grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
     /* dx = dres + LN1'(dln1) */

@@ -1,4 +1,4 @@
-/* tensor_hook.c - the all-reduce hook the mlp blocks call inside F and B
+/* tensor_hook.c - the all-reduce hook the mlp and gpt blocks call inside F and B
  * under tensor parallelism (tensor_shard.h): apart from the shards, which
  * use the stage functions, so that the blocks depend on nothing above
  * them. */

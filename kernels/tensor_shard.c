@@ -1,10 +1,11 @@
-/* tensor_shard.c - tensor parallelism's CPU side (tensor_shard.h): the mlp
- * stage's shards cut from and put into the whole stage. */
+/* tensor_shard.c - tensor parallelism's CPU side (tensor_shard.h): an mlp
+ * or gpt stage's shards cut from and put into the whole stage. */
 #include "tensor_shard.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "../isa/gpt_layout.h"
 #include "../isa/mlp_layout.h"
 #include "../isa/model_shape.h"
 #include "../isa/tensor.h"
@@ -23,14 +24,6 @@ size_t pp_stage_whole_count(const pp_model *m, int S, int s)
     return pp_stage_param_count(&w, S, s);
 }
 
-/* Copies between the whole stage and shard t, one way or the other. */
-static void shard_copy(const pp_model *m, int S, int s, int t, float *whole, float *shard,
-                       int to_shard)
-{
-    pp_model w = whole_of(m), sh = pp_model_shard(m);
-    shape ws = shape_of(&w, S, s), ss = shape_of(&sh, S, s);
-    param_layout WP = param_layout_of(&ws), SP = param_layout_of(&ss);
-    size_t D = (size_t)ws.D, F = (size_t)ws.F, Fs = (size_t)ss.F, off = (size_t)t * Fs;
 #define COPY(wo, so, n)                                                                            \
     do {                                                                                           \
         if (to_shard)                                                                              \
@@ -38,6 +31,62 @@ static void shard_copy(const pp_model *m, int S, int s, int t, float *whole, flo
         else                                                                                       \
             memcpy(whole + (wo), shard + (so), (n) * sizeof(float));                               \
     } while (0)
+
+/* gpt (isa/tensor.h): of each layer, rank t holds heads [t*NH/T,
+ * (t+1)*NH/T) of q, k and v (rows [t*A, (t+1)*A) of each third of qkvw
+ * and qkvb), attprojw's input columns of those heads, fcw's rows and fcb's
+ * entries [t*F/T, (t+1)*F/T) and fcprojw's columns there; the rest whole. */
+static void gpt_shard_copy(const pp_model *m, int S, int s, int t, float *whole, float *shard,
+                           int to_shard)
+{
+    pp_model w = whole_of(m), sh = pp_model_shard(m);
+    gpt_shape ws = gpt_shape_of(&w, S, s), ss = gpt_shape_of(&sh, S, s);
+    gpt_param_layout WP = gpt_param_layout_of(&ws), SP = gpt_param_layout_of(&ss);
+    size_t C = (size_t)ws.C, V = (size_t)ws.V, F = (size_t)ws.F, Fs = (size_t)ss.F;
+    size_t A = (size_t)ss.A, aoff = (size_t)t * A, foff = (size_t)t * Fs;
+    if (ws.first) {
+        COPY(WP.wte, SP.wte, V * C);
+        COPY(WP.wpe, SP.wpe, (size_t)ws.T * C);
+    }
+    for (int l = 0; l < ws.L; l++) {
+        size_t wl = WP.layers + (size_t)l * WP.layer_stride;
+        size_t sl = SP.layers + (size_t)l * SP.layer_stride;
+        COPY(wl + WP.ln1w, sl + SP.ln1w, C);
+        COPY(wl + WP.ln1b, sl + SP.ln1b, C);
+        for (size_t k = 0; k < 3; k++) { /* q, k, v: rows [aoff, aoff+A) of each [C][C] */
+            COPY(wl + WP.qkvw + (k * C + aoff) * C, sl + SP.qkvw + k * A * C, A * C);
+            COPY(wl + WP.qkvb + k * C + aoff, sl + SP.qkvb + k * A, A);
+        }
+        for (size_t r = 0; r < C; r++) /* columns [aoff, aoff+A) of [C][C] */
+            COPY(wl + WP.attprojw + r * C + aoff, sl + SP.attprojw + r * A, A);
+        COPY(wl + WP.attprojb, sl + SP.attprojb, C);
+        COPY(wl + WP.ln2w, sl + SP.ln2w, C);
+        COPY(wl + WP.ln2b, sl + SP.ln2b, C);
+        COPY(wl + WP.fcw + foff * C, sl + SP.fcw, Fs * C); /* rows of [F][C] */
+        COPY(wl + WP.fcb + foff, sl + SP.fcb, Fs);
+        for (size_t r = 0; r < C; r++) /* columns [foff, foff+Fs) of [C][F] */
+            COPY(wl + WP.fcprojw + r * F + foff, sl + SP.fcprojw + r * Fs, Fs);
+        COPY(wl + WP.fcprojb, sl + SP.fcprojb, C);
+    }
+    if (ws.last) {
+        COPY(WP.lnfw, SP.lnfw, C);
+        COPY(WP.lnfb, SP.lnfb, C);
+        COPY(WP.wlm, SP.wlm, V * C);
+    }
+}
+
+/* Copies between the whole stage and shard t, one way or the other. */
+static void shard_copy(const pp_model *m, int S, int s, int t, float *whole, float *shard,
+                       int to_shard)
+{
+    if (m->kind == PP_MODEL_GPT) {
+        gpt_shard_copy(m, S, s, t, whole, shard, to_shard);
+        return;
+    }
+    pp_model w = whole_of(m), sh = pp_model_shard(m);
+    shape ws = shape_of(&w, S, s), ss = shape_of(&sh, S, s);
+    param_layout WP = param_layout_of(&ws), SP = param_layout_of(&ss);
+    size_t D = (size_t)ws.D, F = (size_t)ws.F, Fs = (size_t)ss.F, off = (size_t)t * Fs;
     if (ws.first)
         COPY(WP.E, SP.E, (size_t)PP_VOCAB * (size_t)ws.E);
     for (int k = 0; k < ws.nb; k++) {

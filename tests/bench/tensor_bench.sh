@@ -6,9 +6,11 @@
 # measured step (after SKIP steps), the memory ppvm allocates per rank (the
 # report's, which ppvm's memory line equals), and the traffic of a step
 # per rank: activations and gradients received, weights fetched, and
-# tensor all-reduces. The model is the mlp (gpt has no tensor split yet):
-# width 16 x 64 = 1024, ffn 4096, 4 blocks in all, batch 32, B = 8.
-# STEPS (default 12), SKIP (default 3). Not a test: prints a table.
+# tensor all-reduces. Two models, a table each: the mlp (width 16 x 64 =
+# 1024, ffn 4096, 4 blocks in all, batch 32) and a GPT (context 64, embed
+# 128, 4 heads, ffn 512, 4 layers in all, batch 8, AdamW), B = 8.
+# MODELS (default "mlp gpt"), STEPS (default 12), SKIP (default 3). Not a
+# test: prints a table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 steps=${STEPS:-12}
@@ -18,7 +20,16 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OPENBLAS_NUM_THREADS=1
 
-model() { echo "model { context = 16 embed = 64 ffn = 4096 blocks = $1 batch = 32 }"; }
+model() {
+  if [ "$kind" = gpt ]; then
+    printf 'optimizer adamw\nmodel gpt { context = 64 embed = 128 heads = 4 ffn = 512 layers = %s batch = 8 }\n' "$1"
+  else
+    echo "model { context = 16 embed = 64 ffn = 4096 blocks = $1 batch = 32 }"
+  fi
+}
+
+echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+for kind in ${MODELS:-mlp gpt}; do
 
 cat > "$out/pp.pp" <<PP
 param S = 4
@@ -51,7 +62,7 @@ weights(s,b,d) = b % W
 $(model 4)
 PP
 
-echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+echo "model $kind"
 printf '%-10s %5s %10s %10s %6s %12s %12s %12s %14s\n' case ranks predicted measured ratio \
   "mem/rank" "act+grad in" "weights in" "tensor a-r"
 for c in pp pptp tpdp; do
@@ -74,4 +85,5 @@ tr = "%d, %s" % (max(t["allreduces"]), mib(max(t["bytes"]))) if t else "-"
 print("%-10s %5s %9.2fms %9.2fms %6.2f %12s %12s %12s %14s" % (sys.argv[4], sys.argv[5],
       rep["step"] * 1e3, measured * 1e3, rep["step"] / measured, mib(mem), mib(act), mib(wts), tr))
 PY
+done
 done

@@ -1,7 +1,8 @@
 /* test_tensor.c - tensor parallelism in the compiler and the plans (issue
  * 27): `tensor = EXPR` and its errors; the W*T plans (rank w*T + t, peers
  * (w,t) -> (w',t), replica groups per t, one tensor group per worker, a
- * TensorReduce before every F, B and BackwardInput, shard sizes); every
+ * TensorReduce before every F, B, BackwardInput and Recompute, shard
+ * sizes); every
  * library schedule with tensor = 2 (and some with 4) compiles and passes
  * both proofs; and plans broken after the fact are refused by the
  * validator or the deadlock proof. */
@@ -18,6 +19,7 @@
 #include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
 #include "../../isa/tensor.h"
+#include "../../isa/verify.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -43,8 +45,8 @@ START_TEST(language_errors)
                  "t.pp:5:10: error: tensor = 3 does not divide the model's ffn (128)");
     expect_error(HEAD "tensor = 8\nmodel gpt { heads = 4 }\n",
                  "t.pp:5:10: error: tensor = 8 does not divide the model's heads (4)");
-    expect_error(HEAD "tensor = 2\nmodel gpt { heads = 4 }\n",
-                 "t.pp:5:10: error: tensor = 2 with model gpt: its split (QKV by heads) is not");
+    expect_error(HEAD "tensor = 2\nmodel llama { heads = 4 }\n",
+                 "t.pp:5:10: error: tensor = 2 with model llama: its split (QKV by heads) is not");
     expect_error(HEAD "tensor = 2\ntensor = 2\n",
                  "t.pp:6:1: error: tensor is given more than once");
     expect_error(HEAD "param Z = 0\ntensor = 2 / Z\n", "t.pp:6:12: error: division by zero");
@@ -70,7 +72,8 @@ static int count_op(const pp_plan *p, int op)
     return n;
 }
 
-/* Every F, B and BackwardInput right after a TensorReduce of its (s,b) on
+/* Every F, B, BackwardInput and Recompute (a re-run forward makes the
+ * forward's all-reduces) right after a TensorReduce of its (s,b) on
  * its worker's tensor group; peers and groups of rank w*T+t at t. */
 static void check_layout(const pp_plan *plans, int W, int T)
 {
@@ -100,7 +103,7 @@ static void check_layout(const pp_plan *plans, int W, int T)
                     ck_assert_int_eq((int)g->member[k] % T, t);
             }
             if (in->op == PP_OP_Forward || in->op == PP_OP_Backward ||
-                in->op == PP_OP_BackwardInput)
+                in->op == PP_OP_BackwardInput || in->op == PP_OP_Recompute)
                 ck_assert_msg(i > 0 && in[-1].op == PP_OP_TensorReduce,
                               "rank %d instruction %u: a job without its TensorReduce", r, i);
         }
@@ -167,7 +170,7 @@ END_TEST
 
 /* Every library schedule with tensor = 2 (and tensor = 4 on some): compiled,
  * verified by both proofs inside the compile, laid out as above. The ones
- * ppc refuses say why (gpt: not split yet; overlap). */
+ * ppc refuses say why (overlap). */
 static void library_with(const char *name, int T)
 {
     char path[512];
@@ -180,10 +183,7 @@ static void library_with(const char *name, int T)
     snprintf(src, len + 64, "%s\ntensor = %d\n", text, T);
     pp_compiled c;
     pp_compile_status st = compile_text_to(&c, src, PP_STAGE_PLANS);
-    if (strstr(text, "model gpt"))
-        ck_assert_msg(st == PP_COMPILE_ERRORS && strstr(c.msgs, "with model gpt"), "%s: %s", name,
-                      c.msgs);
-    else if (strstr(text, "\noverlap"))
+    if (strstr(text, "\noverlap"))
         ck_assert_msg(st == PP_COMPILE_ERRORS && strstr(c.msgs, "with 'overlap'"), "%s: %s", name,
                       c.msgs);
     else {
@@ -194,6 +194,8 @@ static void library_with(const char *name, int T)
                       msg);
         ck_assert_msg(!pp_buffer_check(c.plans, (int)c.t.W * T, msg, sizeof msg), "%s: %s", name,
                       msg);
+        ck_assert_msg(!pp_verify_world(c.plans, (int)c.t.W * T, msg, sizeof msg), "%s: %s", name,
+                      msg);
     }
     pp_compiled_free(&c);
     free(src);
@@ -201,6 +203,8 @@ static void library_with(const char *name, int T)
 }
 
 static const char *const LIBRARY[] = {
+    "1f1b-bubble-recompute.pp",
+    "1f1b-recompute.pp",
     "1f1b-gpt.pp",
     "1f1b-greedy.pp",
     "1f1b-limit.pp",
@@ -234,6 +238,8 @@ END_TEST
 
 START_TEST(library_tensor_4)
 {
+    library_with("1f1b-recompute.pp", 4);
+    library_with("1f1b-gpt.pp", 4);
     library_with("1f1b.pp", 4);
     library_with("zb-h1.pp", 4);
     library_with("fsdp.pp", 4);
@@ -290,6 +296,29 @@ START_TEST(validator_refuses)
     p->ninstr--;
     ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_EOPERAND);
     ck_has(err, "a tensor-parallel job without a TensorReduce right before it");
+    pp_compiled_free(&c);
+}
+END_TEST
+
+/* Recompute under tensor = 2: each rank of the worker re-runs the forward
+ * once (the world check counts R per tensor rank, as F and B), after its
+ * own TensorReduce; without it the validator refuses the plan. */
+START_TEST(validator_recompute)
+{
+    pp_compiled c;
+    char err[512];
+    ck_assert_int_eq(
+        compile_text_to(&c, HEAD "recompute when s == 0\ntensor = 2\n", PP_STAGE_PLANS),
+        PP_COMPILE_OK);
+    ck_assert_int_eq(pp_verify_world(c.plans, 4, err, sizeof err), 0);
+    pp_plan *p = &c.plans[1];
+    uint32_t i = find_op(p, PP_OP_Recompute, 0);
+    ck_assert_int_eq(p->code[i - 1].op, PP_OP_TensorReduce);
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_OK);
+    memmove(&p->code[i - 1], &p->code[i], (p->ninstr - i) * sizeof *p->code);
+    p->ninstr--;
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_EOPERAND);
+    ck_has(err, "(Recompute): a tensor-parallel job without a TensorReduce right before it");
     pp_compiled_free(&c);
 }
 END_TEST
@@ -409,6 +438,72 @@ START_TEST(simulator_prices_tensor)
 }
 END_TEST
 
+/* The gpt split's shard (isa/tensor.h): per layer, the QKV projection by
+ * heads (3A rows of qkvw and qkvb, A = embed / T), attprojw's A columns,
+ * fcw's and fcb's F/T rows, fcprojw's F/T columns; the rest whole. Each
+ * size exactly, and one gpt layer makes two all-reduces per job. */
+START_TEST(gpt_shard_sizes)
+{
+    const char *src = HEAD "model gpt {\n vocab = 256\n context = 16\n embed = 32\n heads = 4\n"
+                           " ffn = 64\n layers = 1\n batch = 4\n}\n";
+    char *two = malloc(strlen(src) + 16);
+    sprintf(two, "%stensor = 2\n", src);
+    pp_compiled a, b;
+    ck_assert_int_eq(compile_text_to(&a, src, PP_STAGE_PLANS), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&b, two, PP_STAGE_PLANS), PP_COMPILE_OK);
+    size_t C = 32, A = 16, F = 64, Fs = 32, V = 256, T = 16;
+    size_t whole = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C;
+    size_t shard = 2 * C + 3 * A * C + 3 * A + C * A + C + 2 * C + Fs * C + Fs + C * Fs + C;
+    const pp_model *m = &b.plans[0].model;
+    ck_assert_uint_eq(pp_stage_param_count(&a.plans[0].model, 2, 0), V * C + T * C + whole);
+    ck_assert_uint_eq(pp_stage_param_count(m, 2, 0), V * C + T * C + shard);
+    ck_assert_uint_eq(pp_stage_param_count(m, 2, 1), shard + 2 * C + V * C);
+    pp_model sh = pp_model_shard(m);
+    ck_assert_uint_eq(sh.heads, 2);
+    ck_assert_uint_eq(sh.attn, 16);
+    ck_assert_uint_eq(sh.ffn, 32);
+    ck_assert_uint_eq(sh.embed, 32);
+    ck_assert_uint_lt(pp_stage_stash_bytes(m, 2, 0), pp_stage_stash_bytes(&a.plans[0].model, 2, 0));
+    ck_assert_uint_eq(pp_tensor_allreduces(m, 0), 2);
+    ck_assert_int_eq(count_op(&b.plans[0], PP_OP_TensorReduce),
+                     count_op(&a.plans[0], PP_OP_Forward) + count_op(&a.plans[0], PP_OP_Backward));
+    pp_compiled_free(&a);
+    pp_compiled_free(&b);
+    free(two);
+}
+END_TEST
+
+/* The simulator and the report for the gpt split: a job costs its whole
+ * stage's FLOPs / T plus two all-reduces a layer (F, B and R; each of
+ * batch x context x embed floats, 8192 B here: 3 + 8192 / 8192), and a
+ * re-run forward makes its forward's. */
+START_TEST(gpt_prices)
+{
+#define GPT_M "model gpt {\n context = 16\n embed = 32\n heads = 4\n ffn = 64\n batch = 4\n}\n"
+    pp_compiled one, lat;
+    ck_assert_int_eq(compile_text_to(&one, HEAD "recompute when s == 0\n" GPT_M, PP_STAGE_PLANS),
+                     PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&lat,
+                                     HEAD "recompute when s == 0\n" GPT_M
+                                          "tensor = 2\ncost tensor_latency = 3\n"
+                                          "cost tensor_bandwidth = 8192\n",
+                                     PP_STAGE_PLANS),
+                     PP_COMPILE_OK);
+#undef GPT_M
+    ck_assert_uint_eq(pp_tensor_allreduce_bytes(&lat.plans[0].model), 8192);
+    for (int j = 0; j < job_count(&lat.t.js); j++)
+        if (job_exists(&lat.t.js, j))
+            ck_assert_double_eq_tol(lat.t.cost[j], one.t.cost[j] / 2 + 2 * (3 + 1), 1e-9);
+    /* worker 0: F, R and B of 4 microbatches, two all-reduces each */
+    ck_assert_int_eq(lat.rep.w[0].tensor_allreduces, 24);
+    ck_assert_uint_eq(lat.rep.w[0].tensor_bytes, 24 * 8192);
+    ck_assert_int_eq(lat.rep.w[1].tensor_allreduces, 16);
+    ck_assert_uint_lt(lat.rep.w[0].mem_bytes, one.rep.w[0].mem_bytes);
+    pp_compiled_free(&one);
+    pp_compiled_free(&lat);
+}
+END_TEST
+
 /* ppc --tensor T: the same plans as the statement; its errors */
 START_TEST(tensor_flag)
 {
@@ -427,6 +522,13 @@ START_TEST(tensor_flag)
     co.tensor = 3;
     ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_ERRORS);
     ck_has(b.msgs, "--tensor 3 does not divide the model's ffn (128)");
+    pp_compiled_free(&b);
+    const char *gpt = HEAD "model gpt { heads = 4 }\n";
+    co.text = gpt;
+    co.len = strlen(gpt);
+    co.tensor = 8;
+    ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_ERRORS);
+    ck_has(b.msgs, "--tensor 8 does not divide the model's heads (4)");
     pp_compiled_free(&b);
     pp_compiled_free(&a);
 }
@@ -499,6 +601,8 @@ Suite *tensor_suite(void)
     tcase_add_test(plans, listing);
     tcase_add_test(plans, library_tensor_2);
     tcase_add_test(plans, library_tensor_4);
+    tcase_add_test(plans, gpt_shard_sizes);
+    tcase_add_test(plans, gpt_prices);
     tcase_add_test(plans, simulator_prices_tensor);
     tcase_add_test(plans, tensor_flag);
     tcase_add_test(plans, search_explores_tensor);
@@ -506,6 +610,7 @@ Suite *tensor_suite(void)
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");
     tcase_add_test(proofs, validator_refuses);
+    tcase_add_test(proofs, validator_recompute);
     tcase_add_test(proofs, commcheck_refuses);
     suite_add_tcase(s, proofs);
     return s;

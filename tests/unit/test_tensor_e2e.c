@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../../compiler/readfile.h"
 #include "suites.h"
@@ -67,6 +68,10 @@ static void tensor_trains(const char *schedule, const char *defs, int T, int np)
     remove_file_dir(src);
 }
 
+static void standin_run(const char *dir, const char *plan, const char *env, const char *flags,
+                        const char *save);
+static void compare_ok(const char *dir, const char *a, const char *b, const char *tol);
+
 START_TEST(tensor_1f1b) { tensor_trains("1f1b.pp", "-D S=2 -D B=4", 2, 4); }
 END_TEST
 
@@ -93,6 +98,124 @@ END_TEST
 
 /* PP x TP x DP: pp-dp.pp (2 stages x 2 replicas) with tensor = 2 */
 START_TEST(tensor_pp_dp) { tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8); }
+END_TEST
+
+/* Recompute under tensor = 2: a re-run forward makes the forward's
+ * all-reduces again (a TensorReduce before each R). 1f1b-recompute.pp
+ * trains to the reference, and its weights are bit for bit those of the
+ * same file with no stage recomputing (K = 0). */
+START_TEST(tensor_recompute)
+{
+    tensor_trains("1f1b-recompute.pp", "-D S=2 -D B=4 -D K=2", 2, 4);
+    char *src = with_tensor("1f1b-recompute.pp", 2), *dir = temp_dir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -D K=2 -o %s/r -q && %s/bin/ppc %s -D S=2 -D B=4 -D K=0 "
+             "-o %s/n -q && grep -q Recompute %s/r/rank0.txt && ! grep -q Recompute %s/n/rank0.txt",
+             PP_ROOT, src, dir, PP_ROOT, src, dir, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/r --steps 3 --save %s/wr --quiet", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/n --steps 3 --save %s/wn --quiet", dir, dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/wr %s/wn --atol 0 --rtol 0", PP_ROOT, dir,
+             dir);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
+/* The gpt split (isa/tensor.h): schedules/<name> with its model block
+ * replaced by a small gpt (4 heads, so T = 2 and 4 divide them) and
+ * tensor = T, trained three steps on np ranks and compared with the
+ * reference of the same plan (the whole model) within tol: fp32 with AdamW
+ * within the default (summed gradients; measured max |diff| 4.3e-6), bf16
+ * (tol given) with SGD within the GPU suite's (measured 3e-8): AdamW moves
+ * a weight whose gradient is near 0 by about lr whatever that gradient's
+ * rounding, so the bf16 operands' one-ulp differences between the summed
+ * shards and one GEMM would show as 1e-3 in such weights. */
+/* schedules/<schedule> as such a gpt file in dir/g.pp (adamw unless sgd). */
+static void gpt_file(const char *schedule, int T, int sgd, const char *dir, char *file, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, PP_ROOT "/schedules/%s", schedule);
+    const char *failed = NULL;
+    size_t len;
+    char *text = pp_read_file(path, &len, &failed);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    char *m = strstr(text, "\nmodel {"), *end = m ? strstr(m, "\n}") : NULL;
+    ck_assert_msg(m && end, "%s: no model block", schedule);
+    *m = 0;
+    snprintf(file, n, "%s/g.pp", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", file);
+    fprintf(f,
+            "%s\n%s\n%s\nmodel gpt {\n    vocab = 256\n    context = 16\n"
+            "    embed = 32\n    heads = 4\n    ffn = 64\n    layers = 1\n    batch = 4\n}\n"
+            "tensor = %d\n",
+            text, end + 3, sgd ? "" : "optimizer adamw", T);
+    fclose(f);
+    free(text);
+}
+
+static void gpt_tensor_trains(const char *schedule, const char *defs, int T, int np,
+                              const char *tol)
+{
+    char *dir = temp_dir(), file[4200], cmd[4096], *out, *why;
+    gpt_file(schedule, T, *tol != 0, dir, file, sizeof file);
+    char *plan = compile_plan(file, defs);
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w --quiet", plan, plan);
+    if (mpi_run(np, cmd, &out, &why))
+        ck_abort_msg("gpt %s %s tensor = %d: training under mpirun failed: %s", schedule, defs, T,
+                     why);
+    free(out);
+    proc_result r;
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
+             PP_ROOT, plan, plan);
+    if (run_proc(cmd, CMD_TIMEOUT, &r))
+        ck_abort_msg("gpt %s: the reference run failed: %s\n  it %s", schedule, cmd,
+                     proc_story(&r, 20));
+    proc_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref %s", PP_ROOT, plan, plan, tol);
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                  "gpt %s %s tensor = %d: weights differ from the reference (%s):\n%s", schedule,
+                  defs, T, cmd, r.out);
+    proc_free(&r);
+    remove_dir(plan);
+    remove_dir(dir);
+}
+
+#define BF16_TOL "--atol 1e-4 --rtol 1e-3"
+
+START_TEST(tensor_gpt_pipelines)
+{
+    gpt_tensor_trains("1f1b.pp", "-D S=2 -D B=4", 2, 4, "");
+    gpt_tensor_trains("1f1b.pp", "-D S=2 -D B=4 --precision bf16", 2, 4, BF16_TOL);
+    gpt_tensor_trains("gpipe.pp", "-D S=2 -D B=4", 2, 4, "");
+    gpt_tensor_trains("zb-h1.pp", "-D S=2 -D B=4", 2, 4, "");
+    gpt_tensor_trains("zb-h1.pp", "-D S=2 -D B=4 --precision bf16", 2, 4, BF16_TOL);
+    gpt_tensor_trains("interleaved-1f1b.pp", "-D W=2 -D B=4", 2, 4, "");
+}
+END_TEST
+
+START_TEST(tensor_gpt_replicas)
+{
+    gpt_tensor_trains("ddp.pp", "-D S=2 -D B=2", 2, 4, "");
+    gpt_tensor_trains("fsdp.pp", "-D S=2", 2, 4, "");
+    gpt_tensor_trains("fsdp.pp", "-D S=2 --precision bf16", 2, 4, BF16_TOL);
+}
+END_TEST
+
+START_TEST(tensor_gpt_4) { gpt_tensor_trains("1f1b.pp", "-D S=2 -D B=4", 4, 8, ""); }
+END_TEST
+
+/* PP x TP x DP with the gpt: 8 ranks */
+START_TEST(tensor_gpt_pp_dp)
+{
+    gpt_tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8, "");
+    gpt_tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4 --precision bf16", 2, 8, BF16_TOL);
+}
 END_TEST
 
 /* Checkpoints hold whole stages: a run with tensor = 2 resumes with
@@ -147,6 +270,27 @@ START_TEST(tensor_checkpoint_reshard)
     free(run_expect(cmd, 0));
     remove_dir(dir);
     remove_file_dir(src);
+}
+END_TEST
+
+/* The gpt's checkpoints hold whole stages too, AdamW's moments included:
+ * T = 2 resumes with T = 1 and back, ending at the reference's weights. */
+START_TEST(tensor_gpt_checkpoint_reshard)
+{
+    char *dir = temp_dir(), *sub = malloc(strlen(dir) + 8), f2[1024], f1[1024], cmd[8192];
+    sprintf(sub, "%s/one", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    gpt_file("1f1b.pp", 2, 0, dir, f2, sizeof f2);
+    gpt_file("1f1b.pp", 1, 0, sub, f1, sizeof f1);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t1 -q "
+             "&& %s/bin/ppvm --reference %s/t1 --steps 4 --save %s/ref --quiet",
+             PP_ROOT, f2, dir, PP_ROOT, f1, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    reshard("t2", 4, "t1", 2, dir);
+    reshard("t1", 2, "t2", 4, dir);
+    free(sub);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -210,6 +354,37 @@ START_TEST(tensor_cuda_standin)
 }
 END_TEST
 
+/* The gpt split on the cuda backend (gpt_cuda.cu) on the stand-ins: fp32
+ * with AdamW under both stream orders (nccl) and through the host (mpi),
+ * bf16 with SGD, each against the whole model's reference. */
+START_TEST(tensor_gpt_cuda_standin)
+{
+    char *dir = temp_dir(), f32[1024], f16[1024], cmd[16384];
+    char *sub = malloc(strlen(dir) + 8);
+    sprintf(sub, "%s/b", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    gpt_file("1f1b.pp", 2, 0, dir, f32, sizeof f32);
+    gpt_file("1f1b.pp", 2, 1, sub, f16, sizeof f16);
+    snprintf(cmd, sizeof cmd,
+             "test -x %s/bin/ppvm-standin && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && "
+             "%s/bin/ppc %s -D S=2 -D B=4 --precision bf16 -o %s/b2 -q && "
+             "%s/bin/ppvm --reference %s/t2 --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --reference %s/b2 --steps 3 --save %s/bref --quiet",
+             PP_ROOT, PP_ROOT, f32, dir, PP_ROOT, f16, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport nccl", "n1");
+    compare_ok(dir, "n1", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=fifo", "--transport nccl", "n2");
+    compare_ok(dir, "n2", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport mpi", "m1");
+    compare_ok(dir, "m1", "ref", "");
+    standin_run(dir, "b2", "PP_STANDIN_ORDER=latest", "--transport nccl", "bn");
+    compare_ok(dir, "bn", "bref", BF16_TOL);
+    free(sub);
+    remove_dir(dir);
+}
+END_TEST
+
 #define TENSOR_E2E_TESTS(X)                                                                        \
     X(tensor_1f1b, 4)                                                                              \
     X(tensor_gpipe, 4)                                                                             \
@@ -218,6 +393,13 @@ END_TEST
     X(tensor_ddp_fsdp, 4)                                                                          \
     X(tensor_4, 8)                                                                                 \
     X(tensor_pp_dp, 8)                                                                             \
+    X(tensor_recompute, 4)                                                                         \
+    X(tensor_gpt_pipelines, 4)                                                                     \
+    X(tensor_gpt_replicas, 4)                                                                      \
+    X(tensor_gpt_4, 8)                                                                             \
+    X(tensor_gpt_pp_dp, 8)                                                                         \
+    X(tensor_gpt_cuda_standin, 4)                                                                  \
+    X(tensor_gpt_checkpoint_reshard, 4)                                                            \
     X(tensor_checkpoint_reshard, 4)                                                                \
     X(tensor_cuda_standin, 4)
 
