@@ -15,7 +15,16 @@ typedef struct {
 /* COST_OVERLAP: `cost overlap = P`, the percent of the shorter job of an overlapped
  * pair that the pair still pays for (schedule.h). */
 /* COST_R: `cost R = expr` (may use s), a re-run forward's cost (recompute). */
-enum { COST_LATENCY = 3, COST_BANDWIDTH = 4, COST_OVERLAP = 5, COST_R = 6, COST_COUNT = 7 };
+/* COST_HOST_BANDWIDTH: `cost host_bandwidth = expr` (params), bytes per time
+ * unit of the host-copy lane that offload and reload use (0: free). */
+enum {
+    COST_LATENCY = 3,
+    COST_BANDWIDTH = 4,
+    COST_OVERLAP = 5,
+    COST_R = 6,
+    COST_HOST_BANDWIDTH = 7,
+    COST_COUNT = 8
+};
 
 typedef enum {
     EX_INT,    /* value */
@@ -67,7 +76,8 @@ typedef enum {
     ST_PRECISION, /* precision fp32|bf16: flag = the pp_precision */
     ST_REQUIRE,   /* require expr [, "msg"]: name = msg or NULL, name_loc = expr's span */
     ST_OVERLAP,   /* overlap F with B when expr: the condition, on the forward (schedule.h) */
-    ST_RECOMPUTE  /* recompute [when expr]: expr NULL = every (s,b) (schedule.h) */
+    ST_RECOMPUTE, /* recompute [when expr]: expr NULL = every (s,b) (schedule.h) */
+    ST_OFFLOAD    /* offload [when expr]: expr NULL = every (s,b) (schedule.h) */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

@@ -97,6 +97,21 @@ static int append_recompute(const char *expr, pp_compiled *c)
     return 0;
 }
 
+/* --offload EXPR: the line `offload when EXPR` after the source, as
+ * append_recompute. */
+static int append_offload(const char *expr, pp_compiled *c)
+{
+    size_t n = strlen(expr) + 32;
+    char *s = realloc(c->src, c->len + n);
+    if (!s) {
+        diag_nomem(&c->diag, "for --offload");
+        return -1;
+    }
+    c->src = s;
+    c->len += (size_t)snprintf(s + c->len, n, "\noffload when %s\n", expr);
+    return 0;
+}
+
 /* The report's line on what --keep-weights chose. */
 static void keep_note(pp_compiled *c)
 {
@@ -225,6 +240,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     pp_compile_status st = read_source(o, c);
     if (st == PP_COMPILE_OK && o->recompute && append_recompute(o->recompute, c))
         st = PP_COMPILE_NOMEM;
+    if (st == PP_COMPILE_OK && o->offload && append_offload(o->offload, c))
+        st = PP_COMPILE_NOMEM;
     if (st != PP_COMPILE_OK)
         return st;
     d->src = c->src;
@@ -295,6 +312,12 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     }
     DONE(PP_STAGE_REPORT);
 
+    /* offload is simulated and reported; the plans do not move stashes yet */
+    for (const pp_stmt *sp = c->stmts; c->t.offload && sp; sp = sp->next)
+        if (sp->kind == ST_OFFLOAD)
+            diag_warning(d, sp->loc,
+                         "offload is simulated and reported, but not yet lowered: the plans keep "
+                         "every stash on the device (their 'plan memory' does not drop)");
     /* lowering and plan verification: pp_compile_plans */
     st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, d, &c->plans);
     if (st != PP_COMPILE_OK)

@@ -27,10 +27,12 @@ enum {
     KEY_OVERLAP,
     KEY_MEASURED,
     KEY_CORES,
+    KEY_HOST_BANDWIDTH,
     NKEYS
 };
 static const char *const key_names[NKEYS] = {"F",         "B",    "W",       "O",        "latency",
-                                             "bandwidth", "unit", "overlap", "measured", "cores"};
+                                             "bandwidth", "unit", "overlap", "measured", "cores",
+                                             "host_bandwidth"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -336,7 +338,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\", \"unit\", \"overlap\", \"cores\" or \"measured\"",
+                "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\" or "
+                "\"measured\"",
                 quote(key, q));
             goto out;
         }
@@ -363,6 +366,10 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
+        } else if (k == KEY_HOST_BANDWIDTH) {
+            if (read_nonneg(&x, k, v, &c->host_bandwidth) != 0)
+                goto out;
+            c->has_host_bandwidth = 1;
         } else if (k == KEY_OVERLAP) {
             if (read_nonneg(&x, k, v, &c->overlap) != 0)
                 goto out;

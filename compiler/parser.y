@@ -53,6 +53,8 @@ static pp_stmt *recompute_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, 
                                     pp_expr *e);
 static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
                              pp_expr *e);
+static pp_stmt *offload_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, YYLTYPE whenloc,
+                                  pp_expr *e);
 
 /* Bison's stack of pending symbols: a file nesting deeper (a long run of
  * '(' or unary '-', each waiting for its operand) overflows it, and bison
@@ -101,6 +103,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token OPTIMIZER "optimizer" PRECISION "precision" REQUIRE "require"
 %token OVERLAP "overlap"
 %token RECOMPUTE "recompute"
+%token OFFLOAD "offload"
 %token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 %token DOTDOT ".."
@@ -108,7 +111,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token START_FILE START_SEARCH       /* the first token: which grammar (parse.c) */
 
 %type <expr> expr
-%type <stmt> stmt overlap_stmt recompute_stmt
+%type <stmt> stmt overlap_stmt recompute_stmt offload_stmt
 %type <range> item
 %type <ranges> values
 %destructor { free($$); } <str>
@@ -172,6 +175,12 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
                               ctx->model_head = ctx->model_tail = NULL; STOP_IF_NOMEM(); }
     | overlap_stmt          { $$ = $1; }
     | recompute_stmt        { $$ = $1; }
+    | offload_stmt          { $$ = $1; }
+    ;
+
+/* Offload (schedule.h): `offload` or `offload when EXPR`, as recompute. */
+offload_stmt: OFFLOAD       { $$ = ast_stmt(ST_OFFLOAD, @1); NEED($$); }
+    | OFFLOAD IDENT expr    { $$ = offload_when_stmt(ctx, @1, $2, @2, $3); STOP_IF_NOMEM(); }
     ;
 
 /* Recomputation (schedule.h): `recompute` or `recompute when EXPR`. "when"
@@ -390,9 +399,13 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = COST_LATENCY;
         else if (!strcmp(word, "bandwidth"))
             s->dir = COST_BANDWIDTH;
+        else if (!strcmp(word, "host_bandwidth"))
+            s->dir = COST_HOST_BANDWIDTH;
         else {
             diag_error(ctx->diag, L(wloc),
-                       "unknown cost '%s': expected F, B, W, R, latency, bandwidth or overlap", word);
+                       "unknown cost '%s': expected F, B, W, R, latency, bandwidth, "
+                       "host_bandwidth or overlap",
+                       word);
             ok = 0;
         }
         break;
@@ -507,6 +520,27 @@ static pp_stmt *recompute_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, 
                    when);
     free(when);
     pp_stmt *s = ok ? ast_stmt(ST_RECOMPUTE, L(loc)) : NULL;
+    if (!s) {
+        ast_free_expr(e);
+        if (ok)
+            diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
+    s->expr = e;
+    return s;
+}
+
+/* `offload when expr`: which (s,b) move their stash to host memory between
+ * F and B (expr over s, b and params; checked in schedule.c). */
+static pp_stmt *offload_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, YYLTYPE whenloc,
+                                  pp_expr *e)
+{
+    int ok = !strcmp(when, "when");
+    if (!ok)
+        diag_error(ctx->diag, L(whenloc), "expected 'offload' or 'offload when EXPR', found '%s'",
+                   when);
+    free(when);
+    pp_stmt *s = ok ? ast_stmt(ST_OFFLOAD, L(loc)) : NULL;
     if (!s) {
         ast_free_expr(e);
         if (ok)

@@ -18,6 +18,10 @@
  *    (`recompute`) counts from R(s,b)'s start instead: its bytes are F's
  *    stash while F runs, then F's kept input until R ends, then the stash
  *    R rebuilt until B (or W) ends.
+ *    An offloaded (s,b) (`offload`) is away from the device from the end
+ *    of its offload copy to the start of its reload (sim_offload.h);
+ *    host_bytes: the most offloaded stash bytes a worker's host memory
+ *    holds at once (offload start to reload end).
  *  - weight_store: stages whose weights the worker holds as owner (every
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
@@ -57,6 +61,7 @@ typedef struct {
     long long act_recv, weight_recv, weight_kept, peak_act, weight_store;
     uint64_t act_recv_bytes, weight_recv_bytes, peak_act_bytes, weight_store_bytes;
     uint64_t grad_store_bytes, opt_store_bytes, copy_store_bytes, mem_bytes;
+    uint64_t host_bytes; /* offload: the most stash bytes in host memory at once */
 } pp_worker_report;
 
 typedef struct {
@@ -64,6 +69,7 @@ typedef struct {
     int nsplit;              /* the (s,b) whose backward is split: S*B with `split backward`,
                  * fewer with `split backward when`, 0 without */
     int nrecompute;          /* R jobs: the (s,b) whose forward is recomputed */
+    int noffload;            /* the (s,b) whose stash is offloaded to host memory */
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
     double makespan, bubble; /* bubble: idle fraction of W * makespan */

@@ -47,6 +47,7 @@ Suite *peers_bench_suite(void);
 /* issue 26: recompute */
 Suite *recompute_suite(void);
 Suite *recompute_e2e_suite(void);
+Suite *offload_suite(void); /* issue 26: offload */
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs

@@ -184,7 +184,7 @@ START_TEST(test_unknown_key)
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
     err_at("{\"f\": 1}", "1:2",
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
-           "\"unit\", \"overlap\", \"cores\" or \"measured\"");
+           "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\" or \"measured\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");

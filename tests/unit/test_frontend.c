@@ -268,7 +268,7 @@ START_TEST(test_unknown_words)
     ck_diag(text, "t.pp:7:7: error: unknown limit 'outflight': expected 'inflight'",
             "    7 | limit outflight = 1", "      |       ^~~~~~~~~");
     ck_diag(text,
-            "t.pp:8:6: error: unknown cost 'X': expected F, B, W, R, latency, bandwidth or overlap",
+            "t.pp:8:6: error: unknown cost 'X': expected F, B, W, R, latency, bandwidth, host_bandwidth or overlap",
             "    8 | cost X = 1", "      |      ^");
     ck_diag(text, "t.pp:9:11: error: unknown optimizer 'adam': expected 'sgd' or 'adamw'",
             "    9 | optimizer adam", "      |           ^~~~");

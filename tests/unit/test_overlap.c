@@ -115,7 +115,7 @@ START_TEST(statement_errors)
                "t.pp:7:16: error: 'cost overlap' may use params, not s, b or d");
     /* an unknown cost names overlap among the choices */
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\ncost X = 1\n",
-               "unknown cost 'X': expected F, B, W, R, latency, bandwidth or overlap");
+               "unknown cost 'X': expected F, B, W, R, latency, bandwidth, host_bandwidth or overlap");
 }
 END_TEST
 
