@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../isa/model_shape.h"
+#include "timeline.h"
 #include "torch_csv.h"
 #include "suites.h"
 #include "testutil.h"
@@ -222,6 +223,33 @@ START_TEST(report_memory)
 }
 END_TEST
 
+/* trace.json draws each copy on its worker's host-copy lane (a track of
+ * its own after the workers' and their receives'), at the simulated times. */
+START_TEST(trace_draws_copies)
+{
+    pp_compiled c;
+    compile_text(&c, ONE_F_ONE_B "offload when s == 1 && b == 2\ncost host_bandwidth = 1000\n",
+                 PP_STAGE_REPORT, NULL);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    char *txt = NULL;
+    size_t n;
+    FILE *f = open_memstream(&txt, &n);
+    ck_assert_int_eq(pp_timeline_trace(f, &c.t, &c.sim, c.rep.xfer, c.rep.nxfer, NULL), 0);
+    fclose(f);
+    ck_assert_msg(strstr(txt, "\"name\":\"worker 1 host copies\""), "%s", txt);
+    char want[160];
+    snprintf(want, sizeof want,
+             "\"tid\":9,\"name\":\"offload (s=1,b=2)\",\"cat\":\"host\",\"ts\":%g",
+             c.sim.off_start[6] * 1000);
+    ck_assert_msg(strstr(txt, want), "no '%s' in:\n%s", want, txt);
+    ck_assert_msg(strstr(txt, "\"name\":\"reload (s=1,b=2)\""), "%s", txt);
+    ck_assert_msg(!strstr(txt, "(s=1,b=1)\",\"cat\":\"host\""), "only (1,2) is offloaded:\n%s",
+                  txt);
+    free(txt);
+    pp_compiled_free(&c);
+}
+END_TEST
+
 /* --costs "host_bandwidth" overrides the cost line; a bad value is refused. */
 START_TEST(costs_key)
 {
@@ -299,6 +327,7 @@ Suite *offload_suite(void)
     tcase_add_test(tc, report_memory);
     tcase_add_test(tc, costs_key);
     tcase_add_test(tc, offload_option);
+    tcase_add_test(tc, trace_draws_copies);
     tcase_add_test(tc, torch_csv_refuses);
     suite_add_tcase(s, tc);
     return s;
