@@ -72,7 +72,7 @@ B := build
 # satisfy (the two proofs, bufcheck and commcheck, and the start-up checks,
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
-ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c
+ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/hostslots.c
 KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/sim_offload.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \

@@ -312,12 +312,6 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     }
     DONE(PP_STAGE_REPORT);
 
-    /* offload is simulated and reported; the plans do not move stashes yet */
-    for (const pp_stmt *sp = c->stmts; c->t.offload && sp; sp = sp->next)
-        if (sp->kind == ST_OFFLOAD)
-            diag_warning(d, sp->loc,
-                         "offload is simulated and reported, but not yet lowered: the plans keep "
-                         "every stash on the device (their 'plan memory' does not drop)");
     /* lowering and plan verification: pp_compile_plans */
     st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, d, &c->plans);
     if (st != PP_COMPILE_OK)

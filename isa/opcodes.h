@@ -213,7 +213,23 @@
        OPT(WTS, RD, WTS, 0)),                                                                    \
       "R(s,b): re-run F(s,b) from its kept input to rebuild the stash B needs (no loss counted)", \
       "R({s},{b}): rebuild stash {stash} from {in}"                                              \
-      "[?out: (output {out} discarded)][?tgt: (targets {tgt})][+wts: with weights {wts}]")
+      "[?out: (output {out} discarded)][?tgt: (targets {tgt})][+wts: with weights {wts}]") \
+    /* ---- offload (issue 26: `offload when`). Number 20 is main's TensorReduce    \
+     * (tensor parallelism); this branch holds it with a row no lowering emits, which \
+     * the merge replaces by TensorReduce's. A host slot is one an Offload writes:    \
+     * pp_plan_host_slots; the VM allocates it in host memory (pinned on cuda). ---- */ \
+    X(HeldTwenty, 20, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                   \
+      (),                                                                                        \
+      "(reserved for TensorReduce; no plan of this branch holds it)",                            \
+      "reserved")                                                                                \
+    X(Offload, 21, LOCAL, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,  \
+      (REQ(SRC, RD, STASH, 0), REQ(DST, WR, HSTASH, 0)),                                         \
+      "copy F(s,b)'s stash from its device slot to a host slot (the device slot dies here)",     \
+      "F({s},{b}) stash {src} to host {dst}")                                                    \
+    X(Reload, 22, LOCAL, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,   \
+      (REQ(SRC, RD, HSTASH, 0), REQ(DST, WR, STASH, 0)),                                         \
+      "copy F(s,b)'s offloaded stash from its host slot back to a device slot for B(s,b)",       \
+      "F({s},{b}) stash from host {src} into {dst}")
 /* clang-format on */
 
 typedef enum {
@@ -284,7 +300,7 @@ typedef enum {
     X(TOKENS, "microbatch")                                                                        \
     X(ACT, "output of F") X(GRAD, "input gradient of B") X(STASH, "stash of F")                    \
         X(STASHW, "stash B left for W") X(WTS, "fetched weights") X(WGRAD, "weight gradients")     \
-            X(TMP, "received weight gradients")
+            X(TMP, "received weight gradients") X(HSTASH, "stash of F on the host")
 typedef enum {
     PP_CONTENT_NONE = 0,
 #define PP_CONTENT_ENUM(C, words) PP_CONTENT_##C,
