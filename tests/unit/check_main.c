@@ -93,6 +93,7 @@ static const struct suite_entry {
     /* issue 26: recomputation */
     {"recompute", recompute_suite, FAST, 1, NULL},
     {"recompute_e2e", recompute_e2e_suite, MPI, 4, recompute_e2e_tcases},
+    {"offload_e2e", offload_e2e_suite, MPI, 4, offload_e2e_tcases},
     {"offload", offload_suite, FAST, 1, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))

@@ -47,6 +47,7 @@ Suite *peers_bench_suite(void);
 /* issue 26: recompute */
 Suite *recompute_suite(void);
 Suite *recompute_e2e_suite(void);
+Suite *offload_e2e_suite(void); /* issue 26: offload trained */
 Suite *offload_suite(void); /* issue 26: offload */
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
@@ -76,6 +77,7 @@ void pp_add_job_tcase(Suite *s, const char *name, const TTest *test);
 
 extern const pp_tcase_info e2e_tcases[];
 extern const pp_tcase_info recompute_e2e_tcases[]; /* issue 26 */
+extern const pp_tcase_info offload_e2e_tcases[];   /* issue 26 */
 extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];
