@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
+#include "../../isa/verify.h"
+#include "lower.h"
 #include "timeline.h"
 #include "torch_csv.h"
 #include "suites.h"
@@ -318,6 +321,177 @@ START_TEST(torch_csv_refuses)
 }
 END_TEST
 
+/* ---- plans: Offload and Reload (lowering, memory, the proof) ------------- */
+
+/* The first instruction at or after `from` of opcode op and microbatch b
+ * (any when b < 0); ninstr when none. */
+static uint32_t find_op(const pp_plan *p, uint32_t from, int op, int b)
+{
+    while (from < p->ninstr && !(p->code[from].op == op && (b < 0 || p->code[from].mb == b)))
+        from++;
+    return from;
+}
+
+static void compile_plans(pp_compiled *c, const char *src, int prefetch)
+{
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = "t.pp";
+    o.text = src;
+    o.len = strlen(src);
+    o.stop_after = PP_STAGE_PLANS;
+    o.capture = 1;
+    o.prefetch = prefetch;
+    pp_compile(&o, c);
+    ck_assert_msg(c->status == PP_COMPILE_OK, "%s", c->msgs ? c->msgs : "");
+}
+
+/* 1F1B with every stash offloaded: on each rank an Offload right after
+ * each F, a Reload --prefetch jobs before its B (0: right before it),
+ * between a device slot and a host slot; the plans pass the proofs, the
+ * device figure drops on the first stages, the host pool appears, no
+ * warning says offload is not lowered, and --mem-limit reads the device
+ * figure. */
+START_TEST(plans_offload)
+{
+    pp_compiled c0, c1, c2;
+    char err[1024];
+    compile_plans(&c0, ONE_F_ONE_B, 1);
+    compile_plans(&c1, ONE_F_ONE_B "offload when 1\n", 1);
+    compile_plans(&c2, ONE_F_ONE_B "offload when 1\n", 0);
+    ck_assert_msg(!c1.msgs || !strstr(c1.msgs, "not yet lowered"), "%s", c1.msgs);
+    ck_assert_int_eq(pp_verify_world(c1.plans, 4, err, sizeof err), 0);
+    ck_assert_msg(pp_buffer_check(c1.plans, 4, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(pp_buffer_check(c2.plans, 4, err, sizeof err) == 0, "%s", err);
+    for (int w = 0; w < 4; w++) {
+        const pp_plan *p = &c1.plans[w], *q = &c2.plans[w];
+        uint8_t host[64];
+        ck_assert(p->nslots < 64);
+        ck_assert_int_gt(pp_plan_host_slots(p, host), 0);
+        for (int b = 0; b < 4; b++) {
+            uint32_t f = find_op(p, 0, PP_OP_Forward, b), o = find_op(p, 0, PP_OP_Offload, b);
+            uint32_t r = find_op(p, 0, PP_OP_Reload, b), bk = find_op(p, 0, PP_OP_Backward, b);
+            ck_assert_msg(o == f + 1 && o < r && r < bk,
+                          "rank %d b %d: F @%u Offload @%u Reload @%u B @%u", w, b, f, o, r, bk);
+            ck_assert_int_eq(p->code[o].stage, w);
+            ck_assert_int_eq(pp_slot(&p->code[o], PP_ROLE_SRC),
+                             pp_slot(&p->code[f], PP_ROLE_STASH));
+            ck_assert(host[pp_slot(&p->code[o], PP_ROLE_DST)]);
+            ck_assert_int_eq(pp_slot(&p->code[r], PP_ROLE_SRC), pp_slot(&p->code[o], PP_ROLE_DST));
+            ck_assert(!host[pp_slot(&p->code[r], PP_ROLE_DST)]);
+            ck_assert_int_eq(pp_slot(&p->code[bk], PP_ROLE_STASH),
+                             pp_slot(&p->code[r], PP_ROLE_DST));
+            /* --prefetch 0: the Reload right before its B */
+            uint32_t r0 = find_op(q, 0, PP_OP_Reload, b), b0 = find_op(q, 0, PP_OP_Backward, b);
+            ck_assert_msg(r0 + 1 == b0, "rank %d b %d, --prefetch 0: Reload @%u, B @%u", w, b, r0,
+                          b0);
+        }
+        ck_assert_uint_gt(pp_plan_host_memory(p), 0);
+        ck_assert_uint_eq(pp_plan_host_memory(&c0.plans[w]), 0);
+        ck_assert_uint_eq(c1.rep.w[w].mem_bytes, pp_plan_memory(p));
+    }
+    /* 1F1B holds 4 - w stashes on worker w; offloaded, fewer */
+    for (int w = 0; w < 3; w++)
+        ck_assert_msg(pp_plan_memory(&c1.plans[w]) < pp_plan_memory(&c0.plans[w]),
+                      "worker %d: device %llu, not below %llu without offload", w,
+                      (unsigned long long)pp_plan_memory(&c1.plans[w]),
+                      (unsigned long long)pp_plan_memory(&c0.plans[w]));
+    /* --mem-limit reads the device figure: the largest worker's, which
+     * has a host pool too, is exactly enough, a byte less is not */
+    int big = 0;
+    for (int w = 1; w < 4; w++)
+        if (pp_plan_memory(&c1.plans[w]) > pp_plan_memory(&c1.plans[big]))
+            big = w;
+    ck_assert_uint_gt(pp_plan_host_memory(&c1.plans[big]), 0);
+    for (int k = 0; k < 2; k++) {
+        pp_compiled c;
+        pp_compile_opts o = pp_compile_defaults();
+        const char *src = ONE_F_ONE_B "offload when 1\n";
+        o.path = "t.pp";
+        o.text = src;
+        o.len = strlen(src);
+        o.stop_after = PP_STAGE_PLANS;
+        o.capture = 1;
+        o.mem_limit = pp_plan_memory(&c1.plans[big]) - (uint64_t)k;
+        pp_compile(&o, &c);
+        ck_assert_msg((c.status == PP_COMPILE_OK) == !k, "--mem-limit %llu: status %d %s",
+                      (unsigned long long)o.mem_limit, c.status, c.msgs ? c.msgs : "");
+        pp_compiled_free(&c);
+    }
+    pp_compiled_free(&c0);
+    pp_compiled_free(&c1);
+    pp_compiled_free(&c2);
+}
+END_TEST
+
+/* The buffer proof refuses broken offload plans, each with what is wrong. */
+START_TEST(broken_plans_refused)
+{
+    pp_compiled c;
+    char err[1024];
+    pp_plan *p;
+    uint32_t o, r, bk;
+
+    /* a Reload gone: B reads its stash's device slot after an Offload
+     * emptied it (--prefetch 0: every Reload right before its B, all into
+     * the slot the Forwards and Offloads use in turn) */
+    compile_plans(&c, ONE_F_ONE_B "offload when 1\n", 0);
+    p = &c.plans[0];
+    r = find_op(p, 0, PP_OP_Reload, 0);
+    bk = find_op(p, 0, PP_OP_Backward, 0);
+    ck_assert_msg(r + 1 == bk, "rank 0: Reload(0,0) @%u, B(0,0) @%u", r, bk);
+    ck_assert_int_eq(pp_slot(&p->code[r], PP_ROLE_DST), pp_slot(&p->code[bk], PP_ROLE_STASH));
+    memmove(&p->code[r], &p->code[r + 1], (p->ninstr - r - 1) * sizeof p->code[0]);
+    p->ninstr--;
+    ck_assert_int_eq(pp_buffer_check_plan(p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "Backward(s=0,b=0) reads slot") &&
+                      strstr(err, "'s stash went to the host), offloaded by") &&
+                      strstr(err, "Offload(s=0,b="),
+                  "%s", err);
+    pp_compiled_free(&c);
+
+    /* a Reload without its Offload: the host slot was never written */
+    compile_plans(&c, ONE_F_ONE_B "offload when 1\n", 1);
+    p = &c.plans[0];
+    o = find_op(p, 0, PP_OP_Offload, 0);
+    memmove(&p->code[o], &p->code[o + 1], (p->ninstr - o - 1) * sizeof p->code[0]);
+    p->ninstr--;
+    ck_assert_int_eq(pp_buffer_check_plan(p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "Reload(s=0,b=0) reads slot") &&
+                      strstr(err, "which should hold F(0,0)'s stash on the host but holds nothing "
+                                  "(never written)"),
+                  "%s", err);
+    pp_compiled_free(&c);
+
+    /* a Reload into a device slot still in use: with --prefetch 1,
+     * Reload(0,1) comes right before B(0,0); sent into B(0,0)'s stash
+     * slot, it overwrites the stash B(0,0) is about to read */
+    compile_plans(&c, ONE_F_ONE_B "offload when 1\n", 1);
+    p = &c.plans[0];
+    r = find_op(p, 0, PP_OP_Reload, 1);
+    bk = find_op(p, 0, PP_OP_Backward, 0);
+    ck_assert_msg(r + 1 == bk, "rank 0: Reload(0,1) @%u, B(0,0) @%u", r, bk);
+    pp_set_slot(&p->code[r], PP_ROLE_DST, pp_slot(&p->code[bk], PP_ROLE_STASH));
+    ck_assert_int_eq(pp_buffer_check_plan(p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "dataflow: rank 0: ") && strstr(err, "Backward(s=0,b=0) reads") &&
+                      strstr(err, "holds F(0,1)'s stash, written by") &&
+                      strstr(err, "Reload(s=0,b=1)"),
+                  "%s", err);
+    pp_compiled_free(&c);
+
+    /* a job's slot used as a host slot */
+    compile_plans(&c, ONE_F_ONE_B "offload when 1\n", 1);
+    p = &c.plans[0];
+    o = find_op(p, 0, PP_OP_Offload, 0);
+    uint32_t f = find_op(p, o, PP_OP_Forward, -1);
+    pp_set_slot(&p->code[f], PP_ROLE_OUT, pp_slot(&p->code[o], PP_ROLE_DST));
+    ck_assert_int_eq(pp_buffer_check_plan(p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "host: rank 0: ") && strstr(err, "as its out, but") &&
+                      strstr(err, "is a host slot (expected a device slot"),
+                  "%s", err);
+    pp_compiled_free(&c);
+}
+END_TEST
+
 Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
@@ -329,6 +503,8 @@ Suite *offload_suite(void)
     tcase_add_test(tc, offload_option);
     tcase_add_test(tc, trace_draws_copies);
     tcase_add_test(tc, torch_csv_refuses);
+    tcase_add_test(tc, plans_offload);
+    tcase_add_test(tc, broken_plans_refused);
     suite_add_tcase(s, tc);
     return s;
 }
