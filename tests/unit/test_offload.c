@@ -206,7 +206,7 @@ START_TEST(report_memory)
     char *txt = NULL, *json = NULL;
     size_t n;
     FILE *f = open_memstream(&txt, &n);
-    pp_report_info info = {"t.pp", "S=4 B=4 W=4", "strict", "cost lines", NULL};
+    pp_report_info info = {"t.pp", "S=4 B=4 W=4", "strict", "cost lines", NULL, NULL};
     ck_assert_int_eq(pp_report_write_txt(f, &c1.rep, &info, &c1.t, &c1.sim), 0);
     fclose(f);
     f = open_memstream(&json, &n);
