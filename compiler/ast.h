@@ -16,7 +16,9 @@ typedef struct {
  * pair that the pair still pays for (schedule.h). */
 /* COST_R: `cost R = expr` (may use s), a re-run forward's cost (recompute).
  * COST_TENSOR_*: `cost tensor_latency|tensor_bandwidth = expr`, params only
- * (issue 27): a tensor all-reduce of n bytes takes latency + n / bandwidth. */
+ * (issue 27): a tensor all-reduce of n bytes takes latency + n / bandwidth.
+ * COST_HOST_BANDWIDTH: `cost host_bandwidth = expr` (params), bytes per time
+ * unit of the host-copy lane that offload and reload use (0: free). */
 enum {
     COST_LATENCY = 3,
     COST_BANDWIDTH = 4,
@@ -24,7 +26,8 @@ enum {
     COST_R = 6,
     COST_TENSOR_LATENCY = 7,
     COST_TENSOR_BANDWIDTH = 8,
-    COST_COUNT = 9
+    COST_HOST_BANDWIDTH = 9,
+    COST_COUNT = 10
 };
 
 typedef enum {
@@ -78,7 +81,8 @@ typedef enum {
     ST_REQUIRE,   /* require expr [, "msg"]: name = msg or NULL, name_loc = expr's span */
     ST_OVERLAP,   /* overlap F with B when expr: the condition, on the forward (schedule.h) */
     ST_RECOMPUTE, /* recompute [when expr]: expr NULL = every (s,b) (schedule.h) */
-    ST_TENSOR     /* tensor = expr: tensor-parallel ranks per worker (params only) */
+    ST_TENSOR,    /* tensor = expr: tensor-parallel ranks per worker (params only) */
+    ST_OFFLOAD    /* offload [when expr]: expr NULL = every (s,b) (schedule.h) */
 } pp_stmt_kind;
 
 enum { FN_COMPUTE, FN_WEIGHTS, FN_PRIORITY, FN_COUNT };

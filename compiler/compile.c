@@ -99,6 +99,21 @@ static int append_recompute(const char *expr, pp_compiled *c)
     return 0;
 }
 
+/* --offload EXPR: the line `offload when EXPR` after the source, as
+ * append_recompute. */
+static int append_offload(const char *expr, pp_compiled *c)
+{
+    size_t n = strlen(expr) + 32;
+    char *s = realloc(c->src, c->len + n);
+    if (!s) {
+        diag_nomem(&c->diag, "for --offload");
+        return -1;
+    }
+    c->src = s;
+    c->len += (size_t)snprintf(s + c->len, n, "\noffload when %s\n", expr);
+    return 0;
+}
+
 /* The report's line on what --keep-weights chose. */
 static void keep_note(pp_compiled *c)
 {
@@ -297,6 +312,8 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
 
     pp_compile_status st = read_source(o, c);
     if (st == PP_COMPILE_OK && o->recompute && append_recompute(o->recompute, c))
+        st = PP_COMPILE_NOMEM;
+    if (st == PP_COMPILE_OK && o->offload && append_offload(o->offload, c))
         st = PP_COMPILE_NOMEM;
     if (st != PP_COMPILE_OK)
         return st;

@@ -70,6 +70,9 @@ typedef struct {
      * reproduce with); NULL = as written. A file with its own `recompute`
      * then has it twice: an error. */
     const char *recompute;
+    /* --offload EXPR: likewise a line `offload when EXPR` (after any
+     * --recompute line); NULL = as written. */
+    const char *offload;
     pp_stage stop_after; /* PP_STAGE_PLANS (everything) unless less is wanted */
     /* Bounds for callers that must stay small (the fuzzer): more jobs or
      * workers than this is an error after the check. 0 = no bound. */

@@ -29,6 +29,7 @@ enum {
     KEY_CORES,
     KEY_TENSOR_LATENCY,
     KEY_TENSOR_BANDWIDTH,
+    KEY_HOST_BANDWIDTH,
     /* what ppvm --profile measured on (issue 29): not costs */
     KEY_MODEL,
     KEY_BACKEND,
@@ -37,8 +38,8 @@ enum {
 };
 static const char *const key_names[NKEYS] = {
     "F",       "B",        "W",     "O",     "latency", "bandwidth",     "unit",
-    "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth", "model", "backend",
-    "ranks_per_core"};
+    "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth", "host_bandwidth",
+    "model", "backend", "ranks_per_core"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -359,8 +360,9 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         if (k == NKEYS) {
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
-                "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\" or \"ranks_per_core\"",
+                "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\", "
+                "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\" "
+                "or \"ranks_per_core\"",
                 quote(key, q));
             goto out;
         }
@@ -407,6 +409,10 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
+        } else if (k == KEY_HOST_BANDWIDTH) {
+            if (read_nonneg(&x, k, v, &c->host_bandwidth) != 0)
+                goto out;
+            c->has_host_bandwidth = 1;
         } else if (k == KEY_OVERLAP) {
             if (read_nonneg(&x, k, v, &c->overlap) != 0)
                 goto out;

@@ -9,6 +9,7 @@
  *     "O": [0.4, 0.4, 0.4, 0.9] the optimizer step of a stage, on each owner
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
+ *     "host_bandwidth": 1e10,   bytes per time unit of offload's device<->host copies
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
  *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
  *                               a fraction in [0, 1] (the schedule's `cost overlap` is a percent)
@@ -47,11 +48,11 @@ typedef struct {
     double *dir[4]; /* F, B, W, O (PP_COSTS_O): per-stage costs, or NULL when the file does not
                        give it */
     int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
-    int has_latency, has_bandwidth, has_overlap, has_cores;
+    int has_latency, has_bandwidth, has_overlap, has_cores, has_host_bandwidth;
     int has_tensor_latency, has_tensor_bandwidth;
     double tensor_latency, tensor_bandwidth; /* issue 27: a tensor all-reduce's cost */
     int cores; /* "cores": at most this many jobs compute at once machine-wide (>= 1) */
-    double latency, bandwidth, overlap;
+    double latency, bandwidth, overlap, host_bandwidth;
     const char *unit; /* "s" (no "unit" key), "ms", "us" or "ns"; NULL when nothing was loaded */
     char *model;      /* "model": the model measured on, in words, or NULL */
     char *backend;    /* "backend", or NULL */

@@ -92,6 +92,7 @@ static double transfer_cost(const pp_schedule *sch, int c)
     const char *name = c == COST_LATENCY            ? "latency"
                        : c == COST_TENSOR_LATENCY   ? "tensor_latency"
                        : c == COST_TENSOR_BANDWIDTH ? "tensor_bandwidth"
+                       : c == COST_HOST_BANDWIDTH   ? "host_bandwidth"
                                                     : "bandwidth";
     pp_env env = {0, 0, 0, 0};
     long long v = 0;
@@ -307,6 +308,69 @@ static int build_recompute(pp_jobtable *t, const pp_schedule *sch)
     return 0;
 }
 
+/* `offload [when]`: t->offload[s*B + b] for every (s,b) (all 1 without a
+ * condition); NULL where none holds (a warning). A recomputed (s,b) keeps
+ * no stash to move: both at one (s,b) is an error. Returns -1 out of
+ * memory, else the number of errors. */
+static int build_offload(pp_jobtable *t, const pp_schedule *sch)
+{
+    if (!sch->offload)
+        return 0;
+    size_t n = (size_t)sch->S * (size_t)sch->B, no = 0;
+    if (!(t->offload = malloc(n)))
+        return -1;
+    err_tally tally = {0};
+    int both = 0;
+    for (size_t i = 0; i < n; i++) {
+        pp_env env = {(long long)(i / (size_t)sch->B), (long long)(i % (size_t)sch->B), DIR_F, 0};
+        long long v = 1;
+        if (sch->offload_when)
+            eval_at(sch, sch->offload_when, &env, &v, "offload when", &tally, 2);
+        t->offload[i] = v != 0;
+        no += t->offload[i];
+        if (t->offload[i] && t->recompute && t->recompute[i] && both++ == 0)
+            diag_error(sch->diag,
+                       sch->offload_when ? sch->offload_when->loc : sch->fn_loc[FN_COMPUTE],
+                       "offload at (s=%lld, b=%lld) is also recomputed: a recomputed forward "
+                       "keeps no stash to offload (make 'offload when' and 'recompute when' "
+                       "exclusive)",
+                       env.s, env.b);
+    }
+    tally_note(sch, &tally, "offload when");
+    if (tally.count || both)
+        return tally.count + both;
+    if (no == 0) {
+        for (const pp_stmt *st = sch->stmts; st; st = st->next)
+            if (st->kind == ST_OFFLOAD)
+                diag_warning(sch->diag, st->loc,
+                             "'offload when' holds for no job: nothing is offloaded");
+        free(t->offload);
+        t->offload = NULL;
+    }
+    return 0;
+}
+
+/* Offload's placement rule: F(s,b) and B(s,b) share a worker (its host
+ * memory holds the stash between them). 1 after an error. */
+static int check_offload_workers(pp_jobtable *t, const pp_schedule *sch)
+{
+    const pp_jobspace *js = &t->js;
+    for (int i = 0; t->offload && i < js->S * js->B; i++) {
+        int s = i / js->B, b = i % js->B;
+        int f = job_id(js, s, b, DIR_F), bk = job_id(js, s, b, DIR_B);
+        if (t->offload[i] && t->worker[f] != t->worker[bk]) {
+            diag_error(sch->diag,
+                       sch->offload_when ? sch->offload_when->loc : sch->fn_loc[FN_COMPUTE],
+                       "offload at (s=%d, b=%d): F runs on worker %d but B on worker %d; an "
+                       "offloaded stash's F and B must share a worker (its host memory holds "
+                       "the stash between them)",
+                       s, b, t->worker[f], t->worker[bk]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* R(s,b)'s placement, priority and cost, once F(s,b) and B(s,b) have
  * theirs: B's worker; F's weights; the priority at d = R where the
  * priority names R, else B's (the re-run then goes right before its
@@ -427,6 +491,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     }
     if (rc_rc)
         return sch->diag->errors - before;
+    int off_rc = build_offload(t, sch);
+    if (off_rc < 0) {
+        diag_nomem(sch->diag, "for 'offload' at %lld jobs", sch->S * sch->B);
+        return 1;
+    }
+    if (off_rc)
+        return sch->diag->errors - before;
     int N = job_count(&t->js);
     t->worker = calloc((size_t)N, sizeof *t->worker);
     t->owner = calloc((size_t)N, sizeof *t->owner);
@@ -526,6 +597,25 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         measured && measured->has_latency ? measured->latency : transfer_cost(sch, COST_LATENCY);
     t->bandwidth = measured && measured->has_bandwidth ? measured->bandwidth
                                                        : transfer_cost(sch, COST_BANDWIDTH);
+    t->host_bandwidth = measured && measured->has_host_bandwidth
+                            ? measured->host_bandwidth
+                            : transfer_cost(sch, COST_HOST_BANDWIDTH);
+    if (t->offload && check_offload_workers(t, sch))
+        return sch->diag->errors - before;
+    if (t->offload) {
+        size_t SB = (size_t)t->js.S * (size_t)t->js.B;
+        if (!(t->hcopy = calloc(SB, sizeof *t->hcopy))) {
+            diag_nomem(sch->diag, "for 'offload' at %zu jobs", SB);
+            return 1;
+        }
+        for (int i = 0; i < (int)SB; i++) {
+            int s = i / t->js.B, b = i % t->js.B;
+            uint64_t n = job_split(&t->js, s, b)
+                             ? pp_stage_stash_bytes_split(&sch->model, t->js.S, s)
+                             : pp_stage_stash_bytes(&sch->model, t->js.S, s);
+            t->hcopy[i] = t->host_bandwidth > 0 ? (double)n / t->host_bandwidth : 0;
+        }
+    }
     for (int j = 0; j < N; j++) {
         int p = job_pred(&t->js, j);
         if (!job_exists(&t->js, j))
@@ -553,6 +643,8 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->opt);
     free(t->split);
     free(t->recompute);
+    free(t->offload);
+    free(t->hcopy);
     free(t->pairable);
     memset(t, 0, sizeof *t);
 }

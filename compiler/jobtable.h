@@ -21,6 +21,13 @@ typedef struct {
     /* [S*B] `recompute [when]`: 1 where R(s,b) is a job; NULL when none is
      * (js.recompute points at it). R ids that are not jobs have worker 0. */
     unsigned char *recompute;
+    /* [S*B] `offload [when]`: 1 where F(s,b)'s stash goes to host memory
+     * until B(s,b) (sim.h's host-copy lane); NULL when none does. Copies
+     * take stash bytes / host_bandwidth (`cost host_bandwidth`, --costs
+     * "host_bandwidth"; 0: free). */
+    unsigned char *offload;
+    double host_bandwidth;
+    double *hcopy; /* [S*B] one copy of (s,b)'s stash each way; NULL without offload */
     int *worker;         /* [N] compute(s,b,d) */
     int *owner;          /* [N] weights(s,b,d) */
     long long *priority; /* [N] */
@@ -104,7 +111,8 @@ uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
     return (pp_sim_input){t->js,       t->W,    t->worker, t->priority, t->cost,    strict,
-                          t->inflight, t->xfer, t->fetch,  t->pairable, t->overlap, t->cores};
+                          t->inflight, t->xfer, t->fetch,  t->pairable, t->overlap, t->cores,
+                          t->offload,  t->hcopy};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

@@ -29,6 +29,16 @@ typedef struct {
     int prefetch;   /* hoist receives and fetches this many jobs ahead */
     const ownership *own;
     int pair_next; /* the second job of the overlapped pair just opened, or -1 */
+    /* offload (lower_offload below): per (s,b) the host buffer of an
+     * offloaded stash (-1 before its Offload); per job the first (s,b)
+     * whose Reload goes right before it, chained through reload_next;
+     * and what waits for the end of an overlapped pair (no instruction
+     * may stand between Overlap and its two jobs) */
+    int *hstash;       /* [S*B] */
+    int *reload_head;  /* [N] */
+    int *reload_next;  /* [S*B] */
+    int *pend;         /* [S*B] pending: (s,b) << 1 | 1 for a Reload, 0 an Offload */
+    int npend;
 } lowering;
 
 static int grow(void **p, int *cap, int need, size_t elem)
@@ -51,7 +61,7 @@ static int new_buf(lowering *L, uint64_t bytes)
     stream *st = &L->st;
     if (grow((void **)&st->buf, &st->bufcap, st->nbuf + 1, sizeof *st->buf))
         return -1;
-    st->buf[st->nbuf] = (lbuf){bytes, -1, -1, -1};
+    st->buf[st->nbuf] = (lbuf){bytes, -1, -1, -1, 0};
     return st->nbuf++;
 }
 
@@ -205,6 +215,70 @@ static int lower_forward(lowering *L, int j)
         L->st.buf[out].def = at;
         L->out[sb(L, s, b)] = out;
     }
+    if (t->offload && t->offload[sb(L, s, b)])
+        L->pend[L->npend++] = sb(L, s, b) << 1; /* right after F (or its pair) */
+    return 0;
+}
+
+/* Offload of (s,b) at k = s*B + b: F's stash into a new host buffer; the
+ * device buffer dies here, so its slot is free for the next job. */
+static int lower_offload(lowering *L, int k)
+{
+    int s = k / L->t->js.B, b = k % L->t->js.B, stash = L->stash[k];
+    int h = new_buf(L, stash >= 0 ? L->st.buf[stash].bytes : 0);
+    int at = emit(L, PP_OP_Offload, s, b, -1, -1);
+    slot(L, at, PP_ROLE_SRC, stash);
+    slot(L, at, PP_ROLE_DST, h);
+    if (stash < 0 || h < 0 || at < 0)
+        return -1;
+    use(L, stash, at);
+    L->st.buf[h].def = at;
+    L->st.buf[h].host = 1;
+    L->hstash[k] = h;
+    L->stash[k] = -1;
+    return 0;
+}
+
+/* Reload of (s,b): the host buffer back into a new device stash, which B
+ * (and W) then read; the host buffer dies here. */
+static int lower_reload(lowering *L, int k)
+{
+    int s = k / L->t->js.B, b = k % L->t->js.B, h = L->hstash[k];
+    int stash = new_buf(L, h >= 0 ? L->st.buf[h].bytes : 0);
+    int at = emit(L, PP_OP_Reload, s, b, -1, -1);
+    slot(L, at, PP_ROLE_SRC, h);
+    slot(L, at, PP_ROLE_DST, stash);
+    if (stash < 0 || h < 0 || at < 0)
+        return -1;
+    use(L, h, at);
+    L->st.buf[stash].def = at;
+    L->stash[k] = stash;
+    L->hstash[k] = -1;
+    return 0;
+}
+
+/* The Reloads placed before job j: each now if its Offload is out, else
+ * after the pair that holds its F (flush_pending). */
+static int reloads_before(lowering *L, int j)
+{
+    for (int k = j >= 0 ? L->reload_head[j] : -1; k >= 0; k = L->reload_next[k]) {
+        if (L->hstash[k] < 0)
+            L->pend[L->npend++] = k << 1 | 1;
+        else if (lower_reload(L, k))
+            return -1;
+    }
+    return 0;
+}
+
+/* Outside an overlapped pair: the Offloads, then the Reloads, waiting. */
+static int flush_pending(lowering *L)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < L->npend; i++)
+            if ((L->pend[i] & 1) == pass &&
+                (pass ? lower_reload(L, L->pend[i] >> 1) : lower_offload(L, L->pend[i] >> 1)))
+                return -1;
+    L->npend = 0;
     return 0;
 }
 
@@ -309,14 +383,11 @@ static int lower_weight(lowering *L, int j)
     return 0;
 }
 
-static int lower_item(lowering *L, const item *x)
+/* Job x (direction d, overlapped with q or -1): the Overlap marker before
+ * a pair's first job, then the job. */
+static int lower_job(lowering *L, const item *x, int d, int q)
 {
     const pp_jobtable *t = L->t;
-    uint64_t act = pp_act_bytes(L->m);
-    int buf;
-    switch (x->what) {
-    case IT_JOB: {
-        int d = job_d(&t->js, x->job), q = L->sim->partner ? L->sim->partner[x->job] : -1;
         /* An overlapped pair (sim.h) starts at one time, after every
          * transfer it needs (transfers sort first at equal times), so its
          * two jobs are neighbours here: Overlap goes before the first. */
@@ -340,6 +411,25 @@ static int lower_item(lowering *L, const item *x)
                : d == DIR_B ? lower_backward(L, x->job)
                : d == DIR_R ? lower_recompute(L, x->job)
                             : lower_weight(L, x->job);
+}
+
+static int lower_item(lowering *L, const item *x)
+{
+    const pp_jobtable *t = L->t;
+    uint64_t act = pp_act_bytes(L->m);
+    int buf;
+    switch (x->what) {
+    case IT_JOB: {
+        int d = job_d(&t->js, x->job), q = L->sim->partner ? L->sim->partner[x->job] : -1;
+        if (t->offload) { /* reloads go before the job, or before its pair */
+            if (L->pair_next != x->job && (reloads_before(L, x->job) || reloads_before(L, q)))
+                return -1;
+            int rc = lower_job(L, x, d, q);
+            if (rc || L->pair_next >= 0)
+                return rc;
+            return flush_pending(L);
+        }
+        return lower_job(L, x, d, q);
     }
     case IT_RECV_ACT:
         buf = recv_into(L, PP_OP_RecvActivation, x->s, x->b, x->src, act);
@@ -522,13 +612,56 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
     return lower_copy_groups(L->own, p);
 }
 
+/* Where each Reload goes: --prefetch jobs before its B in the worker's
+ * order, as receives are posted, but after its F (whose Offload must come
+ * first). 0, or -1 out of memory. */
+static int offload_setup(lowering *L, int prefetch)
+{
+    const pp_jobtable *t = L->t;
+    const pp_sim_result *sim = L->sim;
+    int S = t->js.S, B = t->js.B, N = job_count(&t->js);
+    int *pos = malloc(((size_t)N + 1) * sizeof *pos);
+    L->hstash = malloc((size_t)S * B * sizeof(int));
+    L->reload_next = malloc((size_t)S * B * sizeof(int));
+    L->pend = malloc((size_t)S * B * sizeof(int));
+    L->reload_head = malloc((size_t)N * sizeof(int));
+    if (!pos || !L->hstash || !L->reload_next || !L->pend || !L->reload_head) {
+        free(pos);
+        return -1;
+    }
+    for (int j = 0; j < N; j++)
+        L->reload_head[j] = pos[j] = -1;
+    for (int w = 0; w < t->W; w++)
+        for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
+            pos[sim->order[k]] = k;
+    /* chained in descending (s,b) so each job's list rises */
+    for (int k = S * B - 1; k >= 0; k--) {
+        L->hstash[k] = L->reload_next[k] = -1;
+        if (!t->offload[k])
+            continue;
+        int jf = job_id(&t->js, k / B, k % B, DIR_F), jb = job_id(&t->js, k / B, k % B, DIR_B);
+        int w = t->worker[jb], at = pos[jb] - prefetch;
+        if (at <= pos[jf])
+            at = pos[jf] + 1;
+        if (at < sim->off[w])
+            at = sim->off[w];
+        int j = sim->order[at];
+        L->reload_next[k] = L->reload_head[j];
+        L->reload_head[j] = k;
+    }
+    L->npend = 0;
+    free(pos);
+    return 0;
+}
+
 int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
              const pp_lower_opts *opts, pp_diag *d, pp_plan *plans)
 {
     int prefetch = opts->prefetch;
     int S = t->js.S, B = t->js.B, W = t->W, N = job_count(&t->js), errors = 0, nitems = 0;
     ownership o;
-    lowering L = {.t = t, .sim = sim, .m = m, .d = d, .prefetch = prefetch, .own = &o};
+    lowering L = {.t = t, .sim = sim, .m = m, .d = d, .prefetch = prefetch, .own = &o,
+                  .hstash = NULL, .reload_head = NULL, .reload_next = NULL, .pend = NULL};
     L.tokens = malloc((size_t)B * sizeof(int));
     L.out = malloc((size_t)S * B * sizeof(int));
     L.stash = malloc((size_t)S * B * sizeof(int));
@@ -541,7 +674,7 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     gradient_returns g = {NULL, 0};
     int ret_rc = own_rc ? -1 : lower_build_returns(t, sim, &o, &g);
     ranked_item *items = ret_rc ? NULL : lower_build_items(t, sim, prefetch, &g, &nitems);
-    if (own_rc || ret_rc || !items || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
+    if (own_rc || ret_rc || !items || (t->offload && offload_setup(&L, prefetch)) || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
         !L.wgrad || !L.held || !L.work) {
         diag_nomem(d, "while lowering");
         errors = 1;
@@ -589,6 +722,10 @@ out:
     lower_free_ownership(&o, S);
     free(g.ret);
     free(items);
+    free(L.hstash);
+    free(L.reload_head);
+    free(L.reload_next);
+    free(L.pend);
     free(L.wgrad);
     free(L.held);
     free(L.work);

@@ -39,5 +39,8 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
  * workspace, and the weights, gradients and optimizer state of the stages
  * the rank owns, and with precision bf16 their bf16 compute copies. */
 uint64_t pp_plan_memory(const pp_plan *p);
+/* Offload's host slots: the bytes ppvm allocates in host memory for plan p
+ * beside pp_plan_memory's device figure (0 without offload). */
+uint64_t pp_plan_host_memory(const pp_plan *p);
 
 #endif

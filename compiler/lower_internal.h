@@ -17,6 +17,7 @@ typedef struct {
     int def;      /* instruction that writes it */
     int last_use; /* last instruction that needs it */
     int end;      /* last_use, or the end of the transfer group holding it (assign_slots) */
+    int host;     /* 1: an offloaded stash on the host (its own pool of slots) */
 } lbuf;
 
 /* One rank's instructions over logical buffers (slot operands hold buffer

@@ -39,9 +39,12 @@ static void sort_by_end(const stream *st, int *idx, int *count)
  * weight fetch, then the fp32 gradients of the same stage, twice its
  * size). `by_end` orders the buffers by last use. Among equally good free
  * slots the one earliest in the free list wins (slot_pool.h): the
- * pool answers in O(log n) what a scan of every free slot answered. */
+ * pool answers in O(log n) what a scan of every free slot answered.
+ * `host` picks the buffers of one side: device (0) or offloaded stashes on
+ * the host (1); the two never share a slot. */
 static int scan_slots(const stream *st, const int *by_end, const int *run_first, int grow,
-                      const uint64_t *classes, int nclass, int *slot_of, uint64_t *sizes)
+                      int host, const uint64_t *classes, int nclass, int *slot_of,
+                      uint64_t *sizes)
 {
     pp_slot_pool pool;
     int nslots = 0, e = 0;
@@ -58,7 +61,7 @@ static int scan_slots(const stream *st, const int *by_end, const int *run_first,
         }
         for (int k = 0; k < PP_MAX_SLOTS; k++) {
             int b = st->code[i].slot[k];
-            if (b < 0 || st->buf[b].def != i || slot_of[b] >= 0)
+            if (b < 0 || st->buf[b].def != i || slot_of[b] >= 0 || st->buf[b].host != host)
                 continue;
             uint64_t want = st->buf[b].bytes;
             int f = pp_slot_pool_take(&pool, want, grow);
@@ -145,7 +148,7 @@ int lower_assign_slots(stream *st, uint32_t rank, pp_plan *p)
     int *run_first = malloc(((size_t)st->n + 1) * sizeof *run_first);
     int *run_last = malloc(((size_t)st->n + 1) * sizeof *run_last);
     int *ends = malloc(((size_t)st->n + 1) * sizeof *ends); /* sort_by_end's counts */
-    int nslots[2], rc = -1;
+    int nslots[2], rc = -1, *final = NULL;
     if (!slot_of[0] || !slot_of[1] || !sizes[0] || !sizes[1] || !classes || !by_end || !run_first ||
         !run_last || !ends)
         goto out;
@@ -164,22 +167,33 @@ int lower_assign_slots(stream *st, uint32_t rank, pp_plan *p)
     int nclass = size_classes(st, classes);
     if (nclass < 0)
         goto out;
-    for (int grow = 0; grow < 2; grow++)
-        if ((nslots[grow] = scan_slots(st, by_end, run_first, grow, classes, nclass, slot_of[grow],
-                                       sizes[grow])) < 0)
-            goto out;
-    int pick = total_bytes(sizes[1], nslots[1]) < total_bytes(sizes[0], nslots[0]);
+    /* the device slots first, then the host slots (offload), each side by
+     * its better policy; a plan without offload has no host side. final[]
+     * takes each buffer's slot. */
+    p->nslots = 0;
+    p->slot_bytes = malloc(n * sizeof *p->slot_bytes);
+    final = malloc(n * sizeof *final);
+    if (!p->slot_bytes || !final)
+        goto out;
+    for (int host = 0; host < 2; host++) {
+        for (int grow = 0; grow < 2; grow++)
+            if ((nslots[grow] = scan_slots(st, by_end, run_first, grow, host, classes, nclass,
+                                           slot_of[grow], sizes[grow])) < 0)
+                goto out;
+        int pick = total_bytes(sizes[1], nslots[1]) < total_bytes(sizes[0], nslots[0]);
+        for (int k = 0; k < st->nbuf; k++)
+            if (st->buf[k].host == host)
+                final[k] = slot_of[pick][k] + (int)p->nslots;
+        memcpy(p->slot_bytes + p->nslots, sizes[pick], (size_t)nslots[pick] * sizeof *sizes[pick]);
+        p->nslots += (uint32_t)nslots[pick];
+    }
     for (int i = 0; i < st->n; i++)
         for (int k = 0; k < PP_MAX_SLOTS; k++)
             if (st->code[i].slot[k] >= 0)
-                st->code[i].slot[k] = slot_of[pick][st->code[i].slot[k]];
-    p->nslots = (uint32_t)nslots[pick];
-    p->slot_bytes = malloc(((size_t)nslots[pick] + 1) * sizeof *p->slot_bytes);
-    if (!p->slot_bytes)
-        goto out;
-    memcpy(p->slot_bytes, sizes[pick], (size_t)nslots[pick] * sizeof *p->slot_bytes);
+                st->code[i].slot[k] = final[st->code[i].slot[k]];
     rc = 0;
 out:
+    free(final);
     free(ends);
     free(run_last);
     free(run_first);

@@ -56,6 +56,8 @@ static pp_stmt *recompute_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, 
                                     pp_expr *e);
 static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE wl[4],
                              pp_expr *e);
+static pp_stmt *offload_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, YYLTYPE whenloc,
+                                  pp_expr *e);
 
 /* Bison's stack of pending symbols: a file nesting deeper (a long run of
  * '(' or unary '-', each waiting for its operand) overflows it, and bison
@@ -107,6 +109,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token OVERLAP "overlap"
 %token RECOMPUTE "recompute"
 %token TENSOR "tensor"
+%token OFFLOAD "offload"
 %token <str> STRING "string"
 %token EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
 %token DOTDOT ".."
@@ -114,7 +117,7 @@ static pp_stmt *overlap_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *w[4], YYLTYPE
 %token START_FILE START_SEARCH       /* the first token: which grammar (parse.c) */
 
 %type <expr> expr
-%type <stmt> stmt overlap_stmt recompute_stmt
+%type <stmt> stmt overlap_stmt recompute_stmt offload_stmt
 %type <range> item
 %type <ranges> values
 %destructor { free($$); } <str>
@@ -180,6 +183,12 @@ stmt: PARAM IDENT '=' expr  { $$ = named_stmt(ctx, ST_PARAM, @1, $2, @2, $4); ST
     | recompute_stmt        { $$ = $1; }
     /* `tensor = expr` (issue 27): tensor-parallel ranks per worker */
     | TENSOR '=' expr       { $$ = ast_stmt(ST_TENSOR, @1); NEED($$); $$->expr = $3; }
+    | offload_stmt          { $$ = $1; }
+    ;
+
+/* Offload (schedule.h): `offload` or `offload when EXPR`, as recompute. */
+offload_stmt: OFFLOAD       { $$ = ast_stmt(ST_OFFLOAD, @1); NEED($$); }
+    | OFFLOAD IDENT expr    { $$ = offload_when_stmt(ctx, @1, $2, @2, $3); STOP_IF_NOMEM(); }
     ;
 
 /* Recomputation (schedule.h): `recompute` or `recompute when EXPR`. "when"
@@ -288,7 +297,7 @@ static const char *keyword_near(const char *name)
     static const char *const words[] = {"param", "let",       "compute",   "weights", "priority",
                                         "order", "split",     "limit",     "cost",    "model",
                                         "optimizer", "precision", "require", "overlap",
-                                        "recompute", "tensor"};
+                                        "recompute", "tensor", "offload"};
     return pp_suggest(name, words, sizeof words / sizeof *words);
 }
 
@@ -424,10 +433,12 @@ static pp_stmt *word_stmt(pp_parse_ctx *ctx, pp_stmt_kind kind, YYLTYPE loc, cha
             s->dir = COST_TENSOR_LATENCY;
         else if (!strcmp(word, "tensor_bandwidth"))
             s->dir = COST_TENSOR_BANDWIDTH;
+        else if (!strcmp(word, "host_bandwidth"))
+            s->dir = COST_HOST_BANDWIDTH;
         else {
             diag_error(ctx->diag, L(wloc),
                        "unknown cost '%s': expected F, B, W, R, latency, bandwidth, overlap, "
-                       "tensor_latency or tensor_bandwidth",
+                       "tensor_latency, tensor_bandwidth or host_bandwidth",
                        word);
             ok = 0;
         }
@@ -543,6 +554,27 @@ static pp_stmt *recompute_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, 
                    when);
     free(when);
     pp_stmt *s = ok ? ast_stmt(ST_RECOMPUTE, L(loc)) : NULL;
+    if (!s) {
+        ast_free_expr(e);
+        if (ok)
+            diag_nomem(ctx->diag, "while parsing");
+        return NULL;
+    }
+    s->expr = e;
+    return s;
+}
+
+/* `offload when expr`: which (s,b) move their stash to host memory between
+ * F and B (expr over s, b and params; checked in schedule.c). */
+static pp_stmt *offload_when_stmt(pp_parse_ctx *ctx, YYLTYPE loc, char *when, YYLTYPE whenloc,
+                                  pp_expr *e)
+{
+    int ok = !strcmp(when, "when");
+    if (!ok)
+        diag_error(ctx->diag, L(whenloc), "expected 'offload' or 'offload when EXPR', found '%s'",
+                   when);
+    free(when);
+    pp_stmt *s = ok ? ast_stmt(ST_OFFLOAD, L(loc)) : NULL;
     if (!s) {
         ast_free_expr(e);
         if (ok)

@@ -84,6 +84,7 @@ typedef struct {
     int json;             /* --json: --search prints JSON */
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
     const char *recompute; /* --recompute EXPR (issue 26), or NULL */
+    const char *offload;   /* --offload EXPR (issue 26), or NULL */
     int seen_flags;       /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
                              (not for --search) */
 } options;
@@ -93,6 +94,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
                "           [--precision fp32|bf16] [--layers L] [--recompute EXPR] [--tensor T]\n"
+               "           [--offload EXPR]\n"
                "           [--[no-]pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
@@ -124,6 +126,8 @@ static void usage(FILE *f)
                "  --tensor T      T tensor-parallel ranks per worker, overriding the\n"
                "                  schedule's 'tensor' line; with --search, W counts ranks and\n"
                "                  'auto' tries every divisor of W\n"
+               "  --offload E     as if the file ended with 'offload when E': F(s,b)'s stash\n"
+               "                  goes to host memory until B(s,b) where E holds\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
                "                  (AdamW's two moments are state the owners hold)\n"
                "  --precision P   fp32 or bf16, overriding the schedule's 'precision' line\n"
@@ -495,6 +499,14 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->recompute = argv[++i];
+        } else if (!strcmp(a, "--offload")) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0' || o->offload) {
+                fprintf(stderr, "ppc: --offload expects one expression over s, b and params "
+                                "(as 'offload when EXPR'), %s\n",
+                        o->offload ? "given twice" : "found nothing");
+                return -1;
+            }
+            o->offload = argv[++i];
         }
         else if (!strcmp(a, "--emit")) {
             if ((rc = parse_emit(argc, argv, &i, o)) != 0)
@@ -1075,6 +1087,7 @@ int main(int argc, char **argv)
         co.keep_weights = o.keep;
         co.layers = o.layers;
         co.recompute = o.recompute;
+        co.offload = o.offload;
         pp_compiled c;
         rc = exit_code(pp_compile(&co, &c));
         /* --emit torch-csv of a schedule PyTorch cannot run writes nothing. */

@@ -59,7 +59,7 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
                             const pp_model *m)
 {
     const pp_jobspace *js = &t->js;
-    size_t n = (size_t)js->S * (size_t)js->B * 6;
+    size_t n = (size_t)js->S * (size_t)js->B * 8;
     mem_event *ev = malloc(n * sizeof *ev);
     if (!ev)
         return -1;
@@ -82,6 +82,16 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
                 ev[k++] = (mem_event){sim->end[rj], w, 1, 0, -in};
             } else
                 ev[k++] = (mem_event){sim->start[f], w, 0, 1, stash};
+            if (t->offload && t->offload[s * js->B + b]) {
+                /* offload: away from the device between the copies; in host
+                 * memory (group W + w) from the offload's start to the
+                 * reload's end (sim_offload.h) */
+                int i = s * js->B + b, hw = t->W + w;
+                ev[k++] = (mem_event){sim->off_end[i], w, 1, 0, -stash};
+                ev[k++] = (mem_event){sim->rel_start[i], w, 0, 0, stash};
+                ev[k++] = (mem_event){sim->off_start[i], hw, 0, 0, stash};
+                ev[k++] = (mem_event){sim->rel_end[i], hw, 1, 0, -stash};
+            }
             ev[k++] = (mem_event){sim->end[bw], w, 1, -1, last == bw ? -stash : 0};
             if (last != bw)
                 ev[k++] = (mem_event){sim->end[last], w, 1, 0, -stash};
@@ -97,6 +107,12 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
             count = bytes = 0;
         count += ev[i].count;
         bytes += ev[i].bytes;
+        if (ev[i].w >= t->W) { /* host memory (offload) */
+            pp_worker_report *hr = &r->w[ev[i].w - t->W];
+            if (bytes > (long long)hr->host_bytes)
+                hr->host_bytes = (uint64_t)bytes;
+            continue;
+        }
         pp_worker_report *wr = &r->w[ev[i].w];
         if (count > wr->peak_act)
             wr->peak_act = count;
@@ -303,6 +319,8 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
     r->split = js->ND == 3;
     for (int i = 0; js->recompute && i < js->S * js->B; i++)
         r->nrecompute += js->recompute[i];
+    for (int i = 0; t->offload && i < js->S * js->B; i++)
+        r->noffload += t->offload[i];
     r->nsplit = js->ND == 3 ? job_total(js) - 2 * js->S * js->B - r->nrecompute : 0;
     r->makespan = sim->makespan;
     r->w = calloc((size_t)t->W, sizeof *r->w);
@@ -342,6 +360,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->mem_bytes += x->mem_bytes;
         tot->tensor_allreduces += x->tensor_allreduces;
         tot->tensor_bytes += x->tensor_bytes;
+        tot->host_bytes += x->host_bytes;
     }
     r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;
     return 0;

@@ -18,6 +18,10 @@
  *    (`recompute`) counts from R(s,b)'s start instead: its bytes are F's
  *    stash while F runs, then F's kept input until R ends, then the stash
  *    R rebuilt until B (or W) ends.
+ *    An offloaded (s,b) (`offload`) is away from the device from the end
+ *    of its offload copy to the start of its reload (sim_offload.h);
+ *    host_bytes: the most offloaded stash bytes a worker's host memory
+ *    holds at once (offload start to reload end).
  *  - weight_store: stages whose weights the worker holds as owner (every
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
@@ -61,6 +65,7 @@ typedef struct {
      * ranks makes in a step, and their bytes (0 when T = 1) */
     long long tensor_allreduces;
     uint64_t tensor_bytes;
+    uint64_t host_bytes; /* offload: the most stash bytes in host memory at once */
 } pp_worker_report;
 
 typedef struct {
@@ -68,6 +73,7 @@ typedef struct {
     int nsplit;              /* the (s,b) whose backward is split: S*B with `split backward`,
                  * fewer with `split backward when`, 0 without */
     int nrecompute;          /* R jobs: the (s,b) whose forward is recomputed */
+    int noffload;            /* the (s,b) whose stash is offloaded to host memory */
     uint32_t optimizer;      /* pp_optimizer of the model */
     uint32_t precision;      /* pp_precision of the model */
     uint32_t tensor;         /* tensor-parallel ranks per worker (1: none) */

@@ -101,7 +101,7 @@ static void print_stage_costs(FILE *f, const pp_jobtable *t)
 int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                         const pp_jobtable *t, const pp_sim_result *sim)
 {
-    char split[96] = "";
+    char split[160] = "";
     if (r->split && r->nsplit < r->S * r->B) /* split backward when */
         snprintf(split, sizeof split, ", split backward for %d of %d (s,b)", r->nsplit,
                  r->S * r->B);
@@ -110,6 +110,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     if (r->nrecompute) /* recompute [when]: R jobs */
         snprintf(split + strlen(split), sizeof split - strlen(split), ", recompute %d of %d (s,b)",
                  r->nrecompute, r->S * r->B);
+    if (r->noffload) /* offload [when]: stashes in host memory between F and B */
+        snprintf(split + strlen(split), sizeof split - strlen(split), ", offload %d of %d (s,b)",
+                 r->noffload, r->S * r->B);
     fprintf(f, "schedule  %s (%s, %s order%s)\n", info->schedule, info->params, info->order, split);
     fprintf(f, "costs     %s\n", info->costs);
     print_stage_costs(f, t);
@@ -128,6 +131,19 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
         fprintf(f, "transfers latency %g, bandwidth unlimited%s\n", t->latency,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
     pp_report_tensor_txt(f, r, t);
+    if (r->noffload) {
+        char hb[16];
+        fprintf(f, "offload   stashes copied to host memory after F and back before B on a "
+                   "host-copy lane, ");
+        if (t->host_bandwidth > 0)
+            fprintf(f, "bytes / %g bytes per time unit\n", t->host_bandwidth);
+        else
+            fprintf(f, "host bandwidth unlimited (no 'cost host_bandwidth')\n");
+        fprintf(f, "host      bytes held at most:");
+        for (int w = 0; w < r->W; w++)
+            fprintf(f, "%s w%d %s", w ? "," : "", w, pp_human_bytes(r->w[w].host_bytes, hb));
+        fputc('\n', f);
+    }
     fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n", r->makespan,
             100 * r->bubble, r->W);
     fprintf(f,
@@ -198,6 +214,7 @@ enum {
     F_OPTB,
     F_COPYB,
     F_MEM,
+    F_HOST,
     F_COUNT
 };
 static const char *field_name[F_COUNT] = {"jobs_count",         "busy",
@@ -207,7 +224,7 @@ static const char *field_name[F_COUNT] = {"jobs_count",         "busy",
                                           "peak_act_bytes",     "weight_store",
                                           "weight_store_bytes", "grad_store_bytes",
                                           "opt_store_bytes",    "copy_store_bytes",
-                                          "mem_bytes"};
+                                          "mem_bytes",          "host_bytes"};
 
 /* pp_json_str (report.h): jansson escapes; bytes above 0x7f of a string
  * that is not UTF-8 become '?'; NULL is null. */
@@ -278,6 +295,9 @@ static void json_field(FILE *f, const pp_worker_report *x, int k)
         break;
     case F_MEM:
         fprintf(f, "%" PRIu64, x->mem_bytes);
+        break;
+    case F_HOST:
+        fprintf(f, "%" PRIu64, x->host_bytes);
         break;
     }
 }
@@ -360,8 +380,9 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
         fputs("null", f);
     fprintf(f,
             ",\n  \"S\": %d, \"B\": %d, \"W\": %d, \"split\": %s, \"split_backwards\": %d, "
-            "\"recomputes\": %d,\n",
-            r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit, r->nrecompute);
+            "\"recomputes\": %d, \"offloads\": %d,\n",
+            r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit, r->nrecompute, r->noffload);
+    fprintf(f, "  \"host_bandwidth\": %.17g,\n", t->host_bandwidth);
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
     pp_report_tensor_json(f, r, t);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,

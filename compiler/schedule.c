@@ -442,6 +442,29 @@ static void check_recompute_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
     sch->recompute_when = st->expr;
 }
 
+/* offload when expr: as recompute when (s, b, params and lets, not d: a
+ * stash goes to host memory or not as a whole). */
+static void check_offload_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
+{
+    int before = sch->diag->errors;
+    resolve(sch, st->expr, sc);
+    check_depth(sch, st->expr);
+    if (sch->diag->errors != before)
+        return;
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
+    if (at && via)
+        diag_error(sch->diag, at->loc,
+                   "'%s' uses d: 'offload when' may use s, b, params and lets without d "
+                   "(a stash is offloaded or not as a whole)",
+                   sch->lets[via->index].name);
+    else if (at)
+        diag_error(sch->diag, at->loc,
+                   "'d' cannot be used in 'offload when': it may use s, b, params and lets "
+                   "(a stash is offloaded or not as a whole)");
+    sch->offload_when = st->expr;
+}
+
 /* Does e (or a let it uses) name the direction R? Lets form no cycle, so
  * the walk ends; each let is looked at once per walk. */
 static int mentions_r(pp_schedule *sch, const pp_expr *e)
@@ -470,6 +493,10 @@ static void warn_no_effect(pp_schedule *sch)
             diag_warning(sch->diag, st->loc,
                          "'cost W' has no effect: the schedule has no 'split backward', so it has "
                          "no W jobs");
+        if (st->kind == ST_COST && st->dir == COST_HOST_BANDWIDTH && !sch->offload)
+            diag_warning(sch->diag, st->loc,
+                         "'cost host_bandwidth' has no effect: the schedule has no 'offload', so "
+                         "nothing moves to host memory");
         if (st->kind == ST_COST && st->dir == COST_R && !sch->recompute)
             diag_warning(sch->diag, st->loc,
                          "'cost R' has no effect: the schedule has no 'recompute', so it has "
@@ -897,7 +924,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
 
     int seen_fn[FN_COUNT] = {0}, seen_order = 0, seen_split = 0, seen_limit = 0,
         seen_cost[COST_COUNT] = {0}, seen_model = 0, seen_optimizer = 0, seen_precision = 0,
-        seen_overlap = 0, seen_recompute = 0, seen_tensor = 0;
+        seen_overlap = 0, seen_recompute = 0, seen_tensor = 0, seen_offload = 0;
     static const char *fn_names[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (pp_stmt *st = stmts; st; st = st->next) {
         scope fn_scope = {sch->nparams, sch->nlets, 1, 0, "a function", 0, 0};
@@ -946,6 +973,8 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                                     ? "'cost tensor_latency' (it may use params)"
                                 : st->dir == COST_TENSOR_BANDWIDTH
                                     ? "'cost tensor_bandwidth' (it may use params)"
+                                : st->dir == COST_HOST_BANDWIDTH
+                                    ? "'cost host_bandwidth' (it may use params)"
                                     : "'cost bandwidth' (it may use params)";
             }
             resolve(sch, st->expr, &fn_scope);
@@ -987,6 +1016,12 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             check_depth(sch, st->expr);
             sch->tensor_expr = st->expr;
             break;
+        case ST_OFFLOAD:
+            set_once(sch, st, &seen_offload, "offload");
+            sch->offload = 1;
+            if (st->expr)
+                check_offload_when(sch, st, &fn_scope);
+            break;
         }
     }
     if (sch->tensor_expr && uses_job(sch, sch->tensor_expr))
@@ -1007,6 +1042,7 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
                        : c == COST_OVERLAP          ? "overlap"
                        : c == COST_TENSOR_LATENCY   ? "tensor_latency"
                        : c == COST_TENSOR_BANDWIDTH ? "tensor_bandwidth"
+                       : c == COST_HOST_BANDWIDTH   ? "host_bandwidth"
                                                     : "bandwidth");
     warn_no_effect(sch);
     /* A pair is two neighbours in a worker's order, which only a strict

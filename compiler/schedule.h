@@ -92,6 +92,12 @@ typedef struct {
      * R(s,b) takes B(s,b)'s priority and runs right before it. */
     int recompute;
     pp_expr *recompute_when;
+    /* `offload [when expr]` (the same scope): offload = 1 and offload_when
+     * the condition (NULL: every (s,b)). F(s,b)'s stash moves to host memory
+     * after F and comes back before B(s,b), on the worker's host-copy lane
+     * (sim.h); never together with recompute at one (s,b). */
+    int offload;
+    pp_expr *offload_when;
     int priority_r;
     long long S, B, W;
     /* `tensor = expr` (params only) or NULL; its value lands in model.tensor */

@@ -8,6 +8,7 @@
  * a global heap of per-worker candidates. Commit times never decrease, so
  * this is exactly the seed's argmin rule. */
 #include "sim.h"
+#include "sim_offload.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -156,11 +157,12 @@ static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, 
 
 /* The same over both of j's predecessors: a recomputed B also waits for
  * its R (on its own worker: no transfer). */
-static double ready_all(const pp_sim_input *in, const pp_sim_result *r, int j)
+static double ready_all(const pp_sim_input *in, pp_sim_result *r, int j)
 {
     double t = ready_time(in, r, j, job_pred(&in->js, j));
     int p2 = job_pred2(&in->js, j);
-    return p2 >= 0 && r->end[p2] > t ? r->end[p2] : t;
+    t = p2 >= 0 && r->end[p2] > t ? r->end[p2] : t;
+    return pp_sim_offload_ready(in, r, j, t); /* and an offloaded stash's reload */
 }
 
 /* Whether every predecessor of j is done. */
@@ -369,6 +371,7 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         cores_take(&g.cores, r->end[j]);
         g.free_at[w] = r->end[j];
         g.done[j] = 1;
+        pp_sim_offload_after(in, r, j);
         r->order[r->off[w] + fill[w]++] = j;
         if (r->end[j] > r->makespan)
             r->makespan = r->end[j];
@@ -467,7 +470,7 @@ static int find_pairs(const pp_sim_input *in, pp_sim_result *r)
 }
 
 /* The earliest job j (and its partner q, or -1) can start on worker w. */
-static double strict_ready(const pp_sim_input *in, const pp_sim_result *r, int w, int j, int q,
+static double strict_ready(const pp_sim_input *in, pp_sim_result *r, int w, int j, int q,
                            const double *free_at)
 {
     double t = free_at[w];
@@ -503,6 +506,7 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
         r->end[jobs[i]] = t + dur;
         done[jobs[i]] = 1;
         next[w]++;
+        pp_sim_offload_after(in, r, jobs[i]);
     }
     for (int i = 0; i < n; i++) {
         int succ[2], ns = job_succ(js, jobs[i], succ);
@@ -610,7 +614,7 @@ out:
 
 int pp_simulate(const pp_sim_input *in, pp_sim_result *out)
 {
-    if (alloc_result(in, out)) {
+    if (alloc_result(in, out) || pp_sim_offload_open(in, out)) {
         pp_sim_free(out);
         return -1;
     }
@@ -625,5 +629,10 @@ void pp_sim_free(pp_sim_result *r)
     free(r->off);
     free(r->blocked);
     free(r->partner);
+    free(r->off_start);
+    free(r->off_end);
+    free(r->rel_start);
+    free(r->rel_end);
+    free(r->lane);
     memset(r, 0, sizeof *r);
 }

@@ -20,6 +20,9 @@
  * released with F, it would run in the first idle moment after F and hold
  * its rebuilt stash as long as F's would have been held.
  *
+ * Offload (sim_offload.h): a backward whose stash was offloaded also waits
+ * for its reload on the worker's host-copy lane.
+ *
  * Only ids that are jobs (job_exists: with `split backward when`, no W for
  * a backward that is not split) are scheduled and appear in `order`.
  *
@@ -73,6 +76,11 @@ typedef struct {
     double overlap;                /* a pair's share of its shorter job, in [0, 1] */
     int cores; /* at most this many jobs (a pair is one) compute at once over all workers;
                   0 (or >= W): no limit (see "Shared cores" above) */
+    /* `offload when` (sim_offload.h): [S*B] 1 where (s,b)'s stash goes to
+     * host memory between F and B, and hcopy[S*B] each copy's time; NULL
+     * without offload */
+    const unsigned char *offload;
+    const double *hcopy;
 } pp_sim_input;
 
 typedef struct {
@@ -86,6 +94,10 @@ typedef struct {
     int *blocked; /* [W] */
     int *partner; /* [N] the job's pair partner, or -1; NULL when nothing pairs */
     int npairs;
+    /* offload (sim_offload.h): [S*B] each offloaded stash's copy to host
+     * and back (rel_start -1 where none), and lane[W] each worker's
+     * host-copy lane's end; NULL without offload */
+    double *off_start, *off_end, *rel_start, *rel_end, *lane;
 } pp_sim_result;
 
 /* Returns 0 on success, 1 on deadlock (result->blocked says where), -1 out of memory. */

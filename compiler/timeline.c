@@ -484,12 +484,33 @@ static int write_trace(FILE *f, const pp_jobtable *t, const pp_sim_result *sim,
         trace_meta(f, "thread_name", 2 * w + 1, "name", name, 0);
         trace_meta(f, "thread_sort_index", 2 * w + 1, "sort_index", NULL, 2 * w + 1);
     }
+    for (int w = 0; t->offload && w < t->W; w++) { /* offload: each worker's host-copy lane */
+        snprintf(name, sizeof name, "worker %d host copies", w);
+        trace_meta(f, "thread_name", 2 * t->W + w, "name", name, 0);
+        trace_meta(f, "thread_sort_index", 2 * t->W + w, "sort_index", NULL, 2 * t->W + w);
+    }
     for (int j = 0; j < N; j++) {
         if (!job_ok(t, sim, j))
             continue;
         int s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
         trace_job(f, 2 * t->worker[j], d, s, b, sim->start[j] * us,
                   (sim->end[j] - sim->start[j]) * us);
+    }
+    for (int i = 0; t->offload && sim->off_start && i < js->S * js->B; i++) {
+        if (!t->offload[i])
+            continue;
+        int s = i / js->B, b = i % js->B, tid = 2 * t->W + t->worker[job_id(js, s, b, DIR_F)];
+        double at[2] = {sim->off_start[i], sim->rel_start[i]};
+        double to[2] = {sim->off_end[i], sim->rel_end[i]};
+        for (int k = 0; k < 2; k++) {
+            fprintf(f, ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s (s=%d,b=%d)\","
+                       "\"cat\":\"host\",\"ts\":",
+                    tid, k ? "reload" : "offload", s, b);
+            json_num(f, at[k] * us);
+            fputs(",\"dur\":", f);
+            json_num(f, (to[k] - at[k]) * us);
+            fputc('}', f);
+        }
     }
     for (int i = 0; i < nxfer; i++) {
         const pp_transfer *x = &xfer[i];

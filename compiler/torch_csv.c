@@ -37,6 +37,16 @@ int pp_torch_csv_check(const pp_jobtable *t, char *why, size_t n)
                      job_s(js, j), job_b(js, j));
             return 1;
         }
+    /* Offload (issue 26): PyTorch's actions move no stash to host memory */
+    for (int i = 0; t->offload && i < js->S * js->B; i++)
+        if (t->offload[i]) {
+            snprintf(why, n,
+                     "(s=%d, b=%d)'s stash is offloaded to host memory ('offload'), but PyTorch's "
+                     "pipeline actions (F, B, I, W and the transfers) have no offload or reload: "
+                     "activation offloading there is a hook outside the schedule",
+                     i / js->B, i % js->B);
+            return 1;
+        }
     /* Replicas first: a replicated stage also computes away from some of
      * its copies, but "replicas" is the reason PyTorch cannot run it. */
     for (int j = 0; j < N; j++) {

@@ -129,16 +129,17 @@ static int check_pairs(const pp_plan *p, char *msg, size_t len)
 /* ---- 2. every read finds what it needs ------------------------------------ */
 
 typedef struct {
-    pp_content c; /* PP_CONTENT_NONE: never written */
+    pp_content c; /* PP_CONTENT_NONE: never written, or moved (below) */
     int32_t s, b;
     uint32_t writer;
+    int moved; /* 1: an Offload (writer) took F(s,b)'s stash to the host from here */
 } content;
 
 /* What slot touch t of instruction in holds when read, or after the write. */
 static content expected(const pp_instr *in, const pp_touch *t)
 {
     const pp_slot_spec *sp = t->spec;
-    content c = {sp->content, in->stage + sp->dstage, in->mb, 0};
+    content c = {sp->content, in->stage + sp->dstage, in->mb, 0, 0};
     if (c.c == PP_CONTENT_ACT && c.s < 0) /* F(-1,b)'s output is the microbatch */
         c.c = PP_CONTENT_TOKENS;
     if (c.c == PP_CONTENT_TOKENS)
@@ -155,7 +156,13 @@ static const char *fmt_content(const content *c, char buf[64])
 {
     switch (c->c) {
     case PP_CONTENT_NONE:
-        snprintf(buf, 64, "nothing (never written)");
+        if (c->moved)
+            snprintf(buf, 64, "nothing (F(%d,%d)'s stash went to the host)", (int)c->s, (int)c->b);
+        else
+            snprintf(buf, 64, "nothing (never written)");
+        break;
+    case PP_CONTENT_HSTASH:
+        snprintf(buf, 64, "F(%d,%d)'s stash on the host", (int)c->s, (int)c->b);
         break;
     case PP_CONTENT_TOKENS:
         snprintf(buf, 64, "microbatch %d", (int)c->b);
@@ -218,8 +225,9 @@ static int check_dataflow(const pp_plan *p, content *slots, char *msg, size_t le
             content want = expected(in, &t[k]), *have = &slots[t[k].index];
             if ((t[k].access & PP_ACC_RD) && !same(have, &want)) {
                 char a[96], b[64], c[64], d[128] = "";
-                if (have->c != PP_CONTENT_NONE)
-                    snprintf(d, sizeof d, ", written by %s", fmt_instr(p, have->writer, a));
+                if (have->c != PP_CONTENT_NONE || have->moved)
+                    snprintf(d, sizeof d, ", %s by %s", have->moved ? "offloaded" : "written",
+                             fmt_instr(p, have->writer, a));
                 say(msg, len,
                     "dataflow: rank %u: %s reads slot s%d as its %s, which should hold %s but "
                     "holds %s%s",
@@ -236,6 +244,43 @@ static int check_dataflow(const pp_plan *p, content *slots, char *msg, size_t le
                 c.writer = i;
                 slots[t[k].index] = c;
             }
+        /* an Offload ends its device stash: whatever reads the slot before
+         * a Reload (or another write) fills it again reads nothing */
+        if (in->op == PP_OP_Offload) {
+            int src = pp_slot(in, PP_ROLE_SRC);
+            if (src >= 0 && (uint32_t)src < p->nslots)
+                slots[src] = (content){PP_CONTENT_NONE, in->stage, in->mb, i, 1};
+        }
+    }
+    return 0;
+}
+
+/* ---- 3. host slots hold only offloaded stashes ------------------------------- */
+
+/* Offload's pool (pp_plan_host_slots) is host memory on the cuda backend:
+ * a job or transfer must never touch it, and an Offload or Reload must
+ * move between a device slot and a host slot. */
+static int check_host(const pp_plan *p, uint8_t *host, char *msg, size_t len)
+{
+    pp_plan_host_slots(p, host);
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        pp_touch t[PP_MAX_TOUCH];
+        int n = pp_instr_touches(&p->code[i], t);
+        for (int k = 0; k < n; k++) {
+            if (t[k].kind != PP_BUF_SLOT || t[k].index < 0 || (uint32_t)t[k].index >= p->nslots)
+                continue;
+            int want = t[k].spec->content == PP_CONTENT_HSTASH;
+            if (host[t[k].index] != want) {
+                char a[96];
+                say(msg, len,
+                    "host: rank %u: %s uses slot s%d as its %s, but s%d is %s (expected %s: "
+                    "offload's host slots hold only stashes an Offload wrote)",
+                    p->rank, fmt_instr(p, i, a), (int)t[k].index, pp_role_name(t[k].spec->role),
+                    (int)t[k].index, want ? "a device slot" : "a host slot",
+                    want ? "a host slot" : "a device slot");
+                return -1;
+            }
+        }
     }
     return 0;
 }
@@ -245,14 +290,16 @@ int pp_buffer_check_plan(const pp_plan *p, char *msg, size_t msglen)
     size_t nstamps = (size_t)p->nslots + 2 * (size_t)p->S;
     stamp *stamps = calloc(nstamps + 1, sizeof *stamps);
     content *slots = calloc((size_t)p->nslots + 1, sizeof *slots);
+    uint8_t *host = calloc((size_t)p->nslots + 1, 1);
     int rc = -1;
-    if (!stamps || !slots)
+    if (!stamps || !slots || !host)
         say(msg, msglen, "error: out of memory checking rank %u's buffers", p->rank);
     else if (!check_groups(p, stamps, msg, msglen) && !check_pairs(p, msg, msglen) &&
-             !check_dataflow(p, slots, msg, msglen)) {
+             !check_host(p, host, msg, msglen) && !check_dataflow(p, slots, msg, msglen)) {
         say(msg, msglen, "ok");
         rc = 0;
     }
+    free(host);
     free(slots);
     free(stamps);
     return rc;

@@ -23,7 +23,13 @@
  *      `in`, the stash B(s,b) left for BackwardWeight s b, ...): nothing is
  *      read before it arrives or out of order, and nothing still needed is
  *      overwritten first (a reused stash, a receive into a slot whose data
- *      is yet to be sent).
+ *      is yet to be sent). Offload (issue 26) leaves its device slot
+ *      holding nothing, so a B that reads the stash before its Reload is
+ *      refused, as is a Reload whose host slot no Offload filled and a
+ *      Reload into a slot whose content is still to be read;
+ *   4. offload's host slots (pp_plan_host_slots) hold only stashes an
+ *      Offload wrote: no job or transfer touches one, and every Offload
+ *      and Reload moves between a device slot and a host slot.
  * Out of scope: the order of updates to a rank's own weights and gradients
  * and to a wgrad slot (e.g. an accumulation after the SendWeightGrad that
  * returns it): those follow from the job order the simulator proves, and

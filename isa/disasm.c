@@ -92,9 +92,15 @@ static void print_groups(const pp_plan *p, FILE *out)
 
 static void print_slots(const pp_plan *p, FILE *out)
 {
+    /* offload's host slots say so (plans without offload print as before) */
+    uint8_t *host = p->slot_bytes ? calloc((size_t)p->nslots + 1, 1) : NULL;
+    if (host)
+        pp_plan_host_slots(p, host);
     fprintf(out, "; slots: ");
     for (uint32_t i = 0; p->slot_bytes && i < p->nslots; i++)
-        fprintf(out, "%s s%" PRIu32 " %" PRIu64 " B", i ? "," : "", i, p->slot_bytes[i]);
+        fprintf(out, "%s s%" PRIu32 " %" PRIu64 " B%s", i ? "," : "", i, p->slot_bytes[i],
+                host && host[i] ? " (host)" : "");
+    free(host);
     fprintf(out, "%s\n", p->nslots && p->slot_bytes ? "" : " none");
     if (pp_plan_workspaces(p) > 1)
         fprintf(out,

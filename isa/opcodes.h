@@ -239,7 +239,17 @@
     X(AddTiedGrad, 24, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, UP, NONE, BOOKKEEPING, NONE,        \
       (REQ(TMP, RD, TIED, 0)),                                                                   \
       "add the other tied stage's embedding gradients (a slot) to stage s's own",                \
-      "stage {s} tied embedding grads += {tmp}")
+      "stage {s} tied embedding grads += {tmp}") \
+    /* ---- offload (issue 26: `offload when`). A host slot is one an Offload writes:  \
+     * pp_plan_host_slots; the VM allocates it in host memory (pinned on cuda). ---- */ \
+    X(Offload, 25, LOCAL, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,  \
+      (REQ(SRC, RD, STASH, 0), REQ(DST, WR, HSTASH, 0)),                                         \
+      "copy F(s,b)'s stash from its device slot to a host slot (the device slot dies here)",     \
+      "F({s},{b}) stash {src} to host {dst}")                                                    \
+    X(Reload, 26, LOCAL, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, NO, NO, NONE, BOOKKEEPING, NONE,   \
+      (REQ(SRC, RD, HSTASH, 0), REQ(DST, WR, STASH, 0)),                                         \
+      "copy F(s,b)'s offloaded stash from its host slot back to a device slot for B(s,b)",       \
+      "F({s},{b}) stash from host {src} into {dst}")
 /* clang-format on */
 
 typedef enum {
@@ -311,7 +321,8 @@ typedef enum {
     X(TOKENS, "microbatch")                                                                        \
     X(ACT, "output of F") X(GRAD, "input gradient of B") X(STASH, "stash of F")                    \
         X(STASHW, "stash B left for W") X(WTS, "fetched weights") X(WGRAD, "weight gradients")     \
-            X(TMP, "received weight gradients") X(TIED, "tied embedding gradients")
+            X(TMP, "received weight gradients") X(TIED, "tied embedding gradients")                \
+            X(HSTASH, "stash of F on the host")
 typedef enum {
     PP_CONTENT_NONE = 0,
 #define PP_CONTENT_ENUM(C, words) PP_CONTENT_##C,

@@ -31,7 +31,8 @@
                               per-stage layers; 7: Overlap (a second workspace);
                               8: Recompute; tensor (model) and TensorReduce; llama's
                               kv_heads, rope_theta, norm_eps; tie; the tied
-                              embedding's four opcodes */
+                              embedding's four opcodes; Offload, Reload (host slots:
+                              pp_plan_host_slots) */
 
 /* stage_role bits */
 #define PP_ROLE_COMPUTE 1u /* this rank runs jobs of the stage */
@@ -93,6 +94,13 @@ int pp_plan_set_model(pp_plan *p, const pp_model *m);
 /* How many workspaces of workspace_bytes the plan needs: 2 when it holds
  * an Overlap pair, else 1. */
 uint32_t pp_plan_workspaces(const pp_plan *p);
+
+/* Offload's host slots (isa/hostslots.c): host[k] = 1 for every slot k
+ * that holds a stash on the host (an Offload's dst, a Reload's src), 0 for
+ * the device slots; host has p->nslots entries. Returns how many are host
+ * slots. pp_plan_host_bytes: their summed sizes. */
+int pp_plan_host_slots(const pp_plan *p, uint8_t *host);
+uint64_t pp_plan_host_bytes(const pp_plan *p, const uint8_t *host);
 
 /* The one message tag scheme of every transport (the cpu backend's and the
  * cuda backend's MPI transfers): the tag of a point-to-point message of

@@ -27,6 +27,7 @@ static uint64_t content_bytes(const pp_plan *p, const pp_instr *in, pp_content c
     case PP_CONTENT_GRAD:
         return pp_act_bytes(m);
     case PP_CONTENT_STASH:
+    case PP_CONTENT_HSTASH: /* offload's copy of it on the host */
         return pp_stage_stash_bytes(m, S, s);
     case PP_CONTENT_STASHW:
         return pp_stage_stash_bytes_split(m, S, s);

@@ -111,6 +111,9 @@ struct pp_backend {
     void *(*create)(pp_run *run, char *err, size_t errlen);
     void (*connect)(void *be);
     unsigned long long (*allocated)(void *be);
+    /* offload's host slots, bytes (a second memory line when any rank has
+     * some); NULL: none */
+    unsigned long long (*host_allocated)(void *be);
     void (*exec)(void *be, const pp_instr *in);
     double (*end_step)(void *be);
     /* 0 with one rank; else 1 with *latency and *bandwidth set on rank 0,

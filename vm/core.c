@@ -140,7 +140,8 @@ oom:
 /* Every operation the dispatch (vm/exec.c) calls without asking, so that
  * a backend lacking one (a new opcode's) stops at start-up, not inside a
  * step. 0, or -1 with err. */
-static int check_ops(const pp_vm_ops *o, const pp_vm_mem *mem, char *err, size_t errlen)
+static int check_ops(const pp_plan *p, const pp_vm_ops *o, const pp_vm_mem *mem, char *err,
+                     size_t errlen)
 {
 /* clang-format off */
 #define PP_OPS_REQUIRED(X)                                                                         \
@@ -156,6 +157,14 @@ static int check_ops(const pp_vm_ops *o, const pp_vm_mem *mem, char *err, size_t
     PP_OPS_REQUIRED(PP_OPS_CHECK)
 #undef PP_OPS_CHECK
 #undef PP_OPS_REQUIRED
+    for (uint32_t i = 0; !o->host_copy && i < p->ninstr; i++)
+        if (p->code[i].op == PP_OP_Offload || p->code[i].op == PP_OP_Reload) {
+            snprintf(err, errlen,
+                     "this backend cannot run offload: instruction %u is %s (expected a plan "
+                     "compiled without 'offload when', or the cpu backend)",
+                     i, pp_op_name(p->code[i].op));
+            return -1;
+        }
     if (!mem->host && (!o->det_done || !o->det_put)) { /* its gradients are not in host memory */
         snprintf(err, errlen, "this backend lacks the VM core's operations det_done and det_put");
         return -1;
@@ -177,7 +186,7 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
                       .me = run->me,
                       .nc = run->opts->no_compute,
                       .first = {.kind = PP_NF_NONE, .stage = -1, .mb = -1}};
-    if (check_ops(ops, mem, err, errlen))
+    if (check_ops(p, ops, mem, err, errlen))
         return -1;
     if (pp_model_tensor(&p->model) > 1 && !ops->tensor) {
         snprintf(err, errlen,
@@ -341,6 +350,10 @@ void pp_vm_core_end_step(pp_vm_core *c)
 /* ---- the shared backend hooks (backend.h) --------------------------------- */
 
 unsigned long long pp_vm_core_allocated(void *be) { return ((pp_vm_core *)be)->allocated; }
+unsigned long long pp_vm_core_host_allocated(void *be)
+{
+    return ((pp_vm_core *)be)->host_allocated;
+}
 
 void pp_vm_core_weights(void *be, int s, float *out)
 {

@@ -132,6 +132,11 @@ typedef struct {
     void (*mark)(void *be, const pp_vm_job *j, int end);
     double (*elapsed)(void *be, uint32_t i);
     void (*committed)(void *be); /* after commit's loop: wait for it, or NULL */
+    /* Offload (to_host 1) and Reload (0): bytes from src to dst, one of
+     * them a host slot, in order with the jobs around it; NULL where the
+     * backend cannot (the core then stops: the plan was refused at create) */
+    void (*host_copy)(void *be, const pp_vm_job *j, void *dst, const void *src, size_t bytes,
+                      int to_host);
 } pp_vm_ops;
 
 typedef struct {
@@ -147,6 +152,7 @@ typedef struct {
     float **state;                /* [S] the optimizer's (AdamW: m then v); NULL for SGD */
     void **compute;               /* [S] the compute copy: params[s] (fp32) or its own (bf16) */
     unsigned long long allocated; /* the memory line: the core's and the backend's bytes */
+    unsigned long long host_allocated; /* offload's host slots (pp_plan_host_slots) */
     int pair_left;                /* jobs of the open Overlap pair not yet run (2, 1 or 0) */
     pp_nonfinite first;           /* the step's first non-finite number (pp_nonfinite_order) */
     int inject_step, inject_stage, inject_mb, inject_where; /* PP_INJECT_NAN; step 0: none */
@@ -201,6 +207,7 @@ void pp_vm_core_end_step(pp_vm_core *c);
 /* The backend hooks every backend shares (backend.h); `be` begins with a
  * pp_vm_core. */
 unsigned long long pp_vm_core_allocated(void *be);
+unsigned long long pp_vm_core_host_allocated(void *be);
 void pp_vm_core_weights(void *be, int s, float *out);
 void pp_vm_core_stage_get(void *be, int s, float *params, float *state, void *compute);
 void pp_vm_core_stage_set(void *be, int s, const float *params, const float *state,

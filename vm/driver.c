@@ -49,6 +49,26 @@ static void print_memory(const pp_run *run, unsigned long long allocated)
     free(mem);
 }
 
+/* Offload's host pool per rank (the plan's host figure), a line of its own
+ * only when some rank has one, so plans without offload print as before.
+ * Collective. */
+static void print_host_memory(const pp_run *run, unsigned long long host)
+{
+    const pp_plan *p = run->p;
+    unsigned long long *mem = run->me == 0 ? malloc(p->world * sizeof *mem) : NULL, any = 0;
+    mpiCheck(MPI_Gather(&host, 1, MPI_UNSIGNED_LONG_LONG, mem, 1, MPI_UNSIGNED_LONG_LONG, 0,
+                        MPI_COMM_WORLD));
+    for (uint32_t r = 0; mem && r < p->world; r++)
+        any |= mem[r];
+    if (run->me == 0 && mem && any && !run->opts->quiet) {
+        printf("host memory (offloaded stashes) allocated at start-up, bytes per rank:");
+        for (uint32_t r = 0; r < p->world; r++)
+            printf(" %llu", mem[r]);
+        printf("\n");
+    }
+    free(mem);
+}
+
 /* ---- the end-of-step agreement ------------------------------------------------
  * One allreduce of four doubles per step (it replaced the loss's reduce and
  * broadcast and the time's reduce): the step's loss (summed), this rank's
@@ -442,6 +462,7 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (opts->checkpoint_every && pp_checkpoint_prepare(&run))
         goto out;
     print_memory(&run, be->allocated(st));
+    print_host_memory(&run, be->host_allocated ? be->host_allocated(st) : 0);
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))
         goto out;
     trained = train(&run, be, st, agreement, agree, bench);

@@ -270,6 +270,16 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         if (o->tensor)
             o->tensor(c, &j);
         break;
+    case PP_OP_Offload: /* a stash to its host slot, or back (no arithmetic) */
+    case PP_OP_Reload: {
+        int src = pp_slot(in, PP_ROLE_SRC), dst = pp_slot(in, PP_ROLE_DST);
+        uint64_t n = p->slot_bytes[src] < p->slot_bytes[dst] ? p->slot_bytes[src]
+                                                             : p->slot_bytes[dst];
+        if (!c->nc)
+            o->host_copy(c, &j, o->slot(c, dst), o->slot(c, src), (size_t)n,
+                         in->op == PP_OP_Offload);
+        break;
+    }
     case PP_OP_Overlap: /* the next two jobs: pp_vm_core_pair_pos counts them */
     case PP_OP_COUNT:
         break;

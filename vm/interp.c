@@ -362,6 +362,17 @@ static double op_elapsed(void *be, uint32_t i)
     return v->prof_t[2 * i + 1] - v->prof_t[2 * i];
 }
 
+/* Offload and Reload: a memory copy between a device slot and a host slot
+ * (both host memory here; the host pool is counted apart, as on cuda). */
+static void op_host_copy(void *be, const pp_vm_job *j, void *dst, const void *src, size_t bytes,
+                         int to_host)
+{
+    (void)be;
+    (void)j;
+    (void)to_host;
+    memcpy(dst, src, bytes);
+}
+
 /* GroupStart and GroupEnd: nothing (group NULL). Sends are already
  * non-blocking and posted in the plan's order, and a group's receives taken
  * one by one in that order are one of the executions the group allows, so
@@ -407,6 +418,7 @@ static const pp_vm_ops cpu_ops = {
     .tensor = op_tensor,
     .mark = op_mark,
     .elapsed = op_elapsed,
+    .host_copy = op_host_copy,
 };
 
 /* Host memory, for the core's per-stage state. */
@@ -514,14 +526,22 @@ static int setup(vm *v)
     if (!v->pg)
         return -1;
     /* All activation memory the step needs, allocated once: the plan's slots
-     * and its workspace. */
+     * and its workspace; offload's host slots are the host pool, counted on
+     * a line of their own (pp_plan_host_slots). */
+    uint8_t *host = calloc(p->nslots + 1, 1);
+    if (!host)
+        return -1;
+    pp_plan_host_slots(p, host);
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot[k] = aligned_alloc(64, (p->slot_bytes[k] + 63) / 64 * 64);
-        v->c.allocated += p->slot_bytes[k];
+        *(host[k] ? &v->c.host_allocated : &v->c.allocated) += p->slot_bytes[k];
         v->tk[k] = -1;
-        if (!v->slot[k])
+        if (!v->slot[k]) {
+            free(host);
             return -1;
+        }
     }
+    free(host);
     v->work_stride = (p->workspace_bytes + 63) / 64 * 64;
     v->work = aligned_alloc(64, pp_plan_workspaces(p) * v->work_stride + 64); /* never 0 bytes */
     v->c.allocated += pp_plan_workspaces(p) * p->workspace_bytes;
@@ -641,6 +661,7 @@ const pp_backend pp_backend_cpu = {
     .create = cpu_create,
     .connect = cpu_connect,
     .allocated = pp_vm_core_allocated,
+    .host_allocated = pp_vm_core_host_allocated,
     .exec = cpu_exec,
     .end_step = cpu_end_step,
     .link = cpu_link,

@@ -242,13 +242,23 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
             return -1;
     }
     /* All activation memory the step needs, allocated once: the plan's slots
-     * and its workspace. */
+     * and its workspace; offload's host slots pinned in host memory (the
+     * copy stream's DMA needs it), counted on their own line. */
+    v->host_slot = calloc(p->nslots + 1, 1);
+    if (!v->host_slot)
+        return -1;
+    pp_plan_host_slots(p, v->host_slot);
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot_dep[k].stream = -1;
-        if (dev_alloc(&v->slot[k], p->slot_bytes[k], err, errlen) ||
-            new_dep(&v->slot_dep[k], err, errlen))
+        if (v->host_slot[k]) {
+            TRY(cudaHostAlloc(&v->slot[k], p->slot_bytes[k], cudaHostAllocDefault));
+            v->c.host_allocated += p->slot_bytes[k];
+        } else if (dev_alloc(&v->slot[k], p->slot_bytes[k], err, errlen))
             return -1;
-        v->c.allocated += p->slot_bytes[k];
+        else
+            v->c.allocated += p->slot_bytes[k];
+        if (new_dep(&v->slot_dep[k], err, errlen))
+            return -1;
     }
     if (dev_alloc(&v->work, p->workspace_bytes, err, errlen))
         return -1;
@@ -327,7 +337,11 @@ static void teardown(cuda_vm *v)
     free(v->nf_kind);
     free(v->nf_lane);
     for (uint32_t k = 0; v->slot && k < p->nslots; k++) {
-        cudaCheck(cudaFree(v->slot[k]));
+        if (v->host_slot && v->host_slot[k]) {
+            if (v->slot[k])
+                cudaCheck(cudaFreeHost(v->slot[k]));
+        } else
+            cudaCheck(cudaFree(v->slot[k]));
         if (v->slot_dep && v->slot_dep[k].ev) /* either table may be missing */
             cudaCheck(cudaEventDestroy(v->slot_dep[k].ev));
     }
@@ -351,6 +365,7 @@ static void teardown(cuda_vm *v)
     free(v->param_dep);
     free(v->grad_dep);
     free(v->slot);
+    free(v->host_slot);
     free(v->slot_dep);
     free(v->tok_host);
     free(v->tok_ev);
@@ -433,6 +448,26 @@ static float *op_det_grads(void *be, const pp_vm_job *j)
     if (!v->c.nc)
         cudaCheck(cudaMemsetAsync(g, 0, j->np * sizeof(float), stream_of(v, j)));
     return g;
+}
+
+/* Offload and Reload on the copy stream: it waits for the last operation
+ * on either slot (the Forward that wrote the stash; a B that read the
+ * device slot before a Reload refills it), copies, and records both
+ * slots' events, so the next job on either waits for the copy. The plain
+ * C reference is interp.c's op_host_copy (a memcpy). */
+static void op_host_copy(void *be, const pp_vm_job *j, void *dst, const void *src, size_t bytes,
+                         int to_host)
+{
+    cuda_vm *v = be;
+    int s = pp_slot(j->in, PP_ROLE_SRC), d = pp_slot(j->in, PP_ROLE_DST);
+    v->njd -= 2; /* the core's op_slot of dst and src: ordered here, not by a job's end */
+    cvm_wait(v, &v->slot_dep[s], ST_COPY);
+    cvm_wait(v, &v->slot_dep[d], ST_COPY);
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes,
+                              to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                              v->st[ST_COPY]));
+    cvm_record(v, &v->slot_dep[s], ST_COPY);
+    cvm_record(v, &v->slot_dep[d], ST_COPY);
 }
 
 /* Before an operation on the compute lane: wait for its buffers' events. */
@@ -736,6 +771,7 @@ static const pp_vm_ops cuda_ops = {
     .mark = op_mark,
     .elapsed = op_elapsed,
     .committed = op_committed,
+    .host_copy = op_host_copy,
 };
 
 /* ---- the backend's interface (backend.h) ------------------------------------ */
@@ -840,6 +876,7 @@ const pp_backend pp_backend_cuda = {
     .create = cuda_create,
     .connect = cuda_connect,
     .allocated = pp_vm_core_allocated,
+    .host_allocated = pp_vm_core_host_allocated,
     .exec = pp_vm_core_exec,
     .end_step = cuda_end_step,
     .link = cuda_link,

@@ -552,7 +552,7 @@ void cvm_host_wait(cuda_vm *v, cudaEvent_t ev, const char *what)
  * --timeout ends the run with a message instead of a hang. */
 void cvm_finish_step(cuda_vm *v)
 {
-    static const char *name[ST_COUNT] = {"compute", "up", "down", "compute2"};
+    static const char *name[ST_COUNT] = {"compute", "up", "down", "compute2", "copy"};
     int busy[ST_COUNT], left;
     for (int i = 0; i < ST_COUNT; i++) {
         cudaCheck(cudaEventRecord(v->done[i], v->st[i]));

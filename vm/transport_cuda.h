@@ -22,7 +22,9 @@
  * clearing, accumulation, the all-reduce and the optimizer. */
 /* COMPUTE2 runs the second job of an overlapped pair (Overlap) beside the
  * first, which runs on COMPUTE; nothing else. */
-enum { ST_COMPUTE, ST_UP, ST_DOWN, ST_COMPUTE2, ST_COUNT };
+/* ST_COPY: offload's Offload and Reload, between device slots and pinned
+ * host slots (interp_cuda.c's op_host_copy) */
+enum { ST_COMPUTE, ST_UP, ST_DOWN, ST_COMPUTE2, ST_COPY, ST_COUNT };
 
 /* The last operation that touched a device buffer: the event recorded after
  * it and the stream it ran on (-1: none yet). Ops on a buffer are thereby in
@@ -57,6 +59,7 @@ typedef struct {
     cvm_dep *param_dep, *grad_dep; /* [S]; param_dep covers params[s] and compute[s] */
     void **slot;                   /* [nslots] device, the plan's sizes exactly */
     cvm_dep *slot_dep;             /* [nslots] */
+    uint8_t *host_slot;            /* [nslots] 1: offload's pinned host slot */
     void *work;                    /* device, the plan's workspace: only the compute stream's jobs
                                    touch it, one after another, so it needs no dep */
     /* Overlapped pairs (a plan with Overlap): the second compute stream's

@@ -100,6 +100,8 @@ static const struct suite_entry {
     {"recompute_e2e", recompute_e2e_suite, MPI, 4, recompute_e2e_tcases},
     {"attention_ref", attention_ref_suite, FAST, 1, NULL},
     {"attention_fused", attention_fused_suite, GPU, 1, NULL},
+    {"offload_e2e", offload_e2e_suite, MPI, 4, offload_e2e_tcases},
+    {"offload", offload_suite, FAST, 1, NULL},
 };
 #define NSUITES ((int)(sizeof suites / sizeof suites[0]))
 

@@ -54,6 +54,8 @@ Suite *tensor_suite(void);
 Suite *tensor_e2e_suite(void);
 Suite *attention_ref_suite(void);
 Suite *attention_fused_suite(void);
+Suite *offload_e2e_suite(void); /* issue 26: offload trained */
+Suite *offload_suite(void); /* issue 26: offload */
 
 /* A suite whose TCases check_pp may run at the same time, each in a worker
  * of its own: each TCase's name and the most processes (MPI ranks) it runs
@@ -83,6 +85,7 @@ void pp_add_job_tcase(Suite *s, const char *name, const TTest *test);
 extern const pp_tcase_info e2e_tcases[];
 extern const pp_tcase_info recompute_e2e_tcases[]; /* issue 26 */
 extern const pp_tcase_info llama_e2e_tcases[];
+extern const pp_tcase_info offload_e2e_tcases[];   /* issue 26 */
 extern const pp_tcase_info ckpt_tcases[];
 extern const pp_tcase_info robust_tcases[];
 extern const pp_tcase_info determ_tcases[];

@@ -185,8 +185,8 @@ START_TEST(test_unknown_key)
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
     err_at("{\"f\": 1}", "1:2",
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
-           "\"unit\", \"overlap\", \"cores\", \"tensor_latency\", \"tensor_bandwidth\", "
-           "\"measured\", \"model\", \"backend\" or \"ranks_per_core\"");
+           "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
+           "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\" or \"ranks_per_core\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");

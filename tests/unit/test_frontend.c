@@ -269,7 +269,7 @@ START_TEST(test_unknown_words)
             "    7 | limit outflight = 1", "      |       ^~~~~~~~~");
     ck_diag(text,
             "t.pp:8:6: error: unknown cost 'X': expected F, B, W, R, latency, bandwidth, overlap, "
-            "tensor_latency or tensor_bandwidth",
+            "tensor_latency, tensor_bandwidth or host_bandwidth",
             "    8 | cost X = 1", "      |      ^");
     ck_diag(text, "t.pp:9:11: error: unknown optimizer 'adam': expected 'sgd' or 'adamw'",
             "    9 | optimizer adam", "      |           ^~~~");

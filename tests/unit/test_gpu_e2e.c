@@ -905,6 +905,26 @@ START_TEST(recompute_cuda)
 }
 END_TEST
 
+/* Offload on the cuda backend (issue 26): Offload and Reload on the copy
+ * stream into pinned host slots, ordered by the slots' events (the
+ * stand-ins' hazard detector checks the order). The weights must be the
+ * reference's and the losses the CPU's, fp32 and bf16, a split backward,
+ * and beside recompute (mlp: a GPT in bf16 on the stand-ins differs from
+ * the CPU's beyond the tolerance with or without offload; with and
+ * without offload it trains bit-identically there). */
+START_TEST(offload_cuda)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    gpu_trains_like_cpu("1f1b.pp", "-D S=4 -D B=4 --offload 1", 4, "mpi");
+    gpu_trains_like_cpu("1f1b.pp", "-D S=4 -D B=4 --precision bf16 --offload 's > 0'", 4, "mpi");
+    gpu_trains_like_cpu("zb-h1.pp", "-D S=4 -D B=8 --offload 1", 4, "mpi");
+    gpu_trains_like_cpu("1f1b-recompute.pp", "-D S=4 -D B=4 -D K=1 --offload 's > 0'", 4, "mpi");
+}
+END_TEST
+
 /* ppvm --no-compute on the cuda backend (issue 18, vm/README.md "Benchmark
  * mode"): its host side with no kernel launched, over mpi on 2 ranks (1f1b)
  * and on 4 (pp-fsdp: weights in transfer groups), over nccl where there
@@ -992,5 +1012,10 @@ Suite *gpu_e2e_suite(void)
     tcase_set_timeout(rc, 900);
     tcase_add_test(rc, recompute_cuda);
     suite_add_tcase(s, rc);
+    /* issue 26: CK_RUN_CASE=offload */
+    TCase *oc = tcase_create("offload");
+    tcase_set_timeout(oc, 900);
+    tcase_add_test(oc, offload_cuda);
+    suite_add_tcase(s, oc);
     return s;
 }

@@ -116,7 +116,7 @@ START_TEST(statement_errors)
     /* an unknown cost names overlap among the choices */
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = s\ncost X = 1\n",
                "unknown cost 'X': expected F, B, W, R, latency, bandwidth, overlap, "
-               "tensor_latency or tensor_bandwidth");
+               "tensor_latency, tensor_bandwidth or host_bandwidth");
 }
 END_TEST
 

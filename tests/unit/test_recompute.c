@@ -71,7 +71,7 @@ START_TEST(statement_errors)
                "t.pp:6:12: error: cost R = -1 at (s=0, b=0): costs must be positive");
     fails_with(HEAD "cost Q = 1\n",
                "unknown cost 'Q': expected F, B, W, R, latency, bandwidth, overlap, "
-               "tensor_latency or tensor_bandwidth");
+               "tensor_latency, tensor_bandwidth or host_bandwidth");
     /* F and B on different workers: R re-reads F's input where B runs */
     fails_with("param S = 2\nparam B = 2\nparam W = 2\ncompute(s,b,d) = d == B ? 1 - s : s\n"
                "recompute when s == 1\n",

@@ -422,7 +422,7 @@ START_TEST(simulator_prices_tensor)
     expect_error(HEAD "cost tensor_latency = b\n",
                  "cannot be used in 'cost tensor_latency' (it may use params)");
     expect_error(HEAD "cost tensor_speed = 1\n", "expected F, B, W, R, latency, bandwidth, overlap, "
-                                                 "tensor_latency or tensor_bandwidth");
+                                                 "tensor_latency, tensor_bandwidth or host_bandwidth");
     pp_costs mc;
     char err[512];
     const char *js = "{\"tensor_latency\": 2, \"tensor_bandwidth\": 100}";
