@@ -396,73 +396,49 @@ static void check_require(pp_schedule *sch, pp_stmt *st)
                st->name ? " (" : "", st->name ? st->name : "", st->name ? ")" : "", with);
 }
 
-/* split backward when expr: s, b, params and lets, but not d (a job's
- * backward is split or not as a whole: its B and its W go together). */
+/* `split backward when`, `recompute when`, `offload when`: the condition
+ * may use s, b, params and lets, but not d, since it chooses for a job's
+ * F, B (and W or R) together; why says so in the message. Returns 0 when
+ * the expression resolved (d or not), so that the caller keeps it. */
+static int check_when_without_d(pp_schedule *sch, pp_stmt *st, const scope *sc, const char *what,
+                                const char *why)
+{
+    int before = sch->diag->errors;
+    resolve(sch, st->expr, sc);
+    check_depth(sch, st->expr);
+    if (sch->diag->errors != before)
+        return -1;
+    new_walk(sch);
+    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
+    if (at && via)
+        diag_error(sch->diag, at->loc,
+                   "'%s' uses d: '%s' may use s, b, params and lets without d (%s)",
+                   sch->lets[via->index].name, what, why);
+    else if (at)
+        diag_error(sch->diag, at->loc,
+                   "'d' cannot be used in '%s': it may use s, b, params and lets (%s)", what, why);
+    return 0;
+}
+
 static void check_split_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
 {
-    int before = sch->diag->errors;
-    resolve(sch, st->expr, sc);
-    check_depth(sch, st->expr);
-    if (sch->diag->errors != before)
-        return;
-    new_walk(sch);
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
-    if (at && via)
-        diag_error(sch->diag, at->loc,
-                   "'%s' uses d: 'split backward when' may use s, b, params and lets without d "
-                   "(a backward is split or not as a whole)",
-                   sch->lets[via->index].name);
-    else if (at)
-        diag_error(sch->diag, at->loc,
-                   "'d' cannot be used in 'split backward when': it may use s, b, params and lets "
-                   "(a backward is split or not as a whole)");
-    sch->split_when = st->expr;
+    if (!check_when_without_d(sch, st, sc, "split backward when",
+                              "a backward is split or not as a whole"))
+        sch->split_when = st->expr;
 }
 
-/* recompute when expr: s, b, params and lets, but not d (a forward is
- * recomputed or not as a whole: its F, R and B go together). */
 static void check_recompute_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
 {
-    int before = sch->diag->errors;
-    resolve(sch, st->expr, sc);
-    check_depth(sch, st->expr);
-    if (sch->diag->errors != before)
-        return;
-    new_walk(sch);
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
-    if (at && via)
-        diag_error(sch->diag, at->loc,
-                   "'%s' uses d: 'recompute when' may use s, b, params and lets without d "
-                   "(a forward is recomputed or not as a whole)",
-                   sch->lets[via->index].name);
-    else if (at)
-        diag_error(sch->diag, at->loc,
-                   "'d' cannot be used in 'recompute when': it may use s, b, params and lets "
-                   "(a forward is recomputed or not as a whole)");
-    sch->recompute_when = st->expr;
+    if (!check_when_without_d(sch, st, sc, "recompute when",
+                              "a forward is recomputed or not as a whole"))
+        sch->recompute_when = st->expr;
 }
 
-/* offload when expr: as recompute when (s, b, params and lets, not d: a
- * stash goes to host memory or not as a whole). */
 static void check_offload_when(pp_schedule *sch, pp_stmt *st, const scope *sc)
 {
-    int before = sch->diag->errors;
-    resolve(sch, st->expr, sc);
-    check_depth(sch, st->expr);
-    if (sch->diag->errors != before)
-        return;
-    new_walk(sch);
-    const pp_expr *via = NULL, *at = find_var(sch, st->expr, 'd', &via);
-    if (at && via)
-        diag_error(sch->diag, at->loc,
-                   "'%s' uses d: 'offload when' may use s, b, params and lets without d "
-                   "(a stash is offloaded or not as a whole)",
-                   sch->lets[via->index].name);
-    else if (at)
-        diag_error(sch->diag, at->loc,
-                   "'d' cannot be used in 'offload when': it may use s, b, params and lets "
-                   "(a stash is offloaded or not as a whole)");
-    sch->offload_when = st->expr;
+    if (!check_when_without_d(sch, st, sc, "offload when",
+                              "a stash is offloaded or not as a whole"))
+        sch->offload_when = st->expr;
 }
 
 /* Does e (or a let it uses) name the direction R? Lets form no cycle, so
@@ -474,8 +450,7 @@ static int mentions_r(pp_schedule *sch, const pp_expr *e)
     if (e->kind == EX_DIR)
         return e->value == DIR_R;
     if (e->kind == EX_LET)
-        return !visited(sch, sch->let_mark, e->index) &&
-               mentions_r(sch, sch->lets[e->index].expr);
+        return !visited(sch, sch->let_mark, e->index) && mentions_r(sch, sch->lets[e->index].expr);
     return mentions_r(sch, e->a) || mentions_r(sch, e->b) || mentions_r(sch, e->c);
 }
 
@@ -967,15 +942,14 @@ int pp_schedule_check(pp_schedule *sch, pp_diag *d, pp_stmt *stmts, const pp_def
             set_once(sch, st, &seen_cost[st->dir], "this cost");
             if (st->dir >= COST_LATENCY && st->dir != COST_R) {
                 fn_scope.job = 0;
-                fn_scope.what = st->dir == COST_LATENCY   ? "'cost latency' (it may use params)"
-                                : st->dir == COST_OVERLAP ? "'cost overlap' (it may use params)"
-                                : st->dir == COST_TENSOR_LATENCY
-                                    ? "'cost tensor_latency' (it may use params)"
-                                : st->dir == COST_TENSOR_BANDWIDTH
-                                    ? "'cost tensor_bandwidth' (it may use params)"
-                                : st->dir == COST_HOST_BANDWIDTH
-                                    ? "'cost host_bandwidth' (it may use params)"
-                                    : "'cost bandwidth' (it may use params)";
+                fn_scope.what =
+                    st->dir == COST_LATENCY          ? "'cost latency' (it may use params)"
+                    : st->dir == COST_OVERLAP        ? "'cost overlap' (it may use params)"
+                    : st->dir == COST_TENSOR_LATENCY ? "'cost tensor_latency' (it may use params)"
+                    : st->dir == COST_TENSOR_BANDWIDTH
+                        ? "'cost tensor_bandwidth' (it may use params)"
+                    : st->dir == COST_HOST_BANDWIDTH ? "'cost host_bandwidth' (it may use params)"
+                                                     : "'cost bandwidth' (it may use params)";
             }
             resolve(sch, st->expr, &fn_scope);
             check_depth(sch, st->expr);
