@@ -85,7 +85,7 @@ typedef struct {
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
     const char *recompute; /* --recompute EXPR (issue 26), or NULL */
     const char *offload;   /* --offload EXPR (issue 26), or NULL */
-    int seen_flags;       /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
+    int seen_flags;        /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
                              (not for --search) */
 } options;
 
@@ -166,22 +166,6 @@ static void usage(FILE *f)
 #ifndef PP_VERSION
 #define PP_VERSION "unknown" /* the Makefile passes git describe's */
 #endif
-
-/* "; did you mean '--steps'?" for a mistyped flag (the usage's nearest), or "". */
-static const char *did_you_mean(const char *flag, char *buf, size_t len)
-{
-    char *text = NULL, near[80];
-    size_t n = 0;
-    FILE *m = open_memstream(&text, &n);
-    buf[0] = 0;
-    if (m) {
-        usage(m);
-        if (!fclose(m) && pp_suggest_flag(flag, text, near, sizeof near))
-            snprintf(buf, len, "; did you mean '%s'?", near);
-    }
-    free(text);
-    return buf;
-}
 
 /* --mem-limit's value: bytes, or with a unit: KiB, MiB, GiB, TiB (powers
  * of 1024) or KB, MB, GB, TB (powers of 1000), as "512MiB" or "1.5 GiB"
@@ -493,22 +477,23 @@ static int parse_args(int argc, char **argv, options *o)
             o->keep = 1;
         else if (!strcmp(a, "--recompute")) {
             if (i + 1 >= argc || argv[i + 1][0] == '\0' || o->recompute) {
-                fprintf(stderr, "ppc: --recompute expects one expression over s, b and params "
-                                "(as 'recompute when EXPR'), %s\n",
+                fprintf(stderr,
+                        "ppc: --recompute expects one expression over s, b and params "
+                        "(as 'recompute when EXPR'), %s\n",
                         o->recompute ? "given twice" : "found nothing");
                 return -1;
             }
             o->recompute = argv[++i];
         } else if (!strcmp(a, "--offload")) {
             if (i + 1 >= argc || argv[i + 1][0] == '\0' || o->offload) {
-                fprintf(stderr, "ppc: --offload expects one expression over s, b and params "
-                                "(as 'offload when EXPR'), %s\n",
+                fprintf(stderr,
+                        "ppc: --offload expects one expression over s, b and params "
+                        "(as 'offload when EXPR'), %s\n",
                         o->offload ? "given twice" : "found nothing");
                 return -1;
             }
             o->offload = argv[++i];
-        }
-        else if (!strcmp(a, "--emit")) {
+        } else if (!strcmp(a, "--emit")) {
             if ((rc = parse_emit(argc, argv, &i, o)) != 0)
                 return rc;
         } else if (!strcmp(a, "--prefetch") || !strcmp(a, "--mem-limit")) {
@@ -590,7 +575,8 @@ static int parse_args(int argc, char **argv, options *o)
                 return rc;
         } else if (a[0] == '-' && a[1]) {
             char hint[120];
-            fprintf(stderr, "ppc: unknown option '%s'%s\n", a, did_you_mean(a, hint, sizeof hint));
+            fprintf(stderr, "ppc: unknown option '%s'%s\n", a,
+                    pp_did_you_mean(a, usage, hint, sizeof hint));
             return -1;
         } else if (o->file) {
             fprintf(stderr, "ppc: more than one schedule file ('%s' and '%s')\n", o->file, a);
@@ -875,8 +861,7 @@ static void summary(const options *o, const pp_schedule *sch, const pp_report *r
     int draw = pictures_drawn(o, rep);
     printf("wrote %s/report.txt, report.json%s, rank0..%lld.{bin,txt}, plan id %016llx\n",
            o->outdir, draw ? ", timeline.svg, trace.json" : "",
-           sch->W * pp_model_tensor(&sch->model) - 1,
-           (unsigned long long)plans[0].plan_id);
+           sch->W * pp_model_tensor(&sch->model) - 1, (unsigned long long)plans[0].plan_id);
     if (!draw && o->pictures < 0)
         printf("  no timeline.svg or trace.json: %d jobs, more than %d (--pictures draws them)\n",
                rep->total.jobs, PICTURES_MAX_JOBS);
@@ -942,8 +927,9 @@ static int run_search(const options *o, const char *prog)
     long long W = 0, B = 0;
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
-    pp_search_opts so = {lib,          W,        B, o->costs, (uint64_t)o->mem_limit, o->optimizer,
-                         o->precision, o->layers, o->tensor, prog};
+    pp_search_opts so = {
+        lib,          W,         B,         o->costs, (uint64_t)o->mem_limit, o->optimizer,
+        o->precision, o->layers, o->tensor, prog};
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
@@ -990,8 +976,12 @@ static int write_reports(const options *o, const pp_compiled *c)
                  c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks");
     }
     char *split = c->sch.auto_layers ? pp_auto_describe(&c->sch, &c->autoc) : NULL;
-    pp_report_info info = {o->file, params, c->sch.strict ? "strict" : "greedy", costs_from,
-                           o->keep ? c->keep_note : NULL, split};
+    pp_report_info info = {o->file,
+                           params,
+                           c->sch.strict ? "strict" : "greedy",
+                           costs_from,
+                           o->keep ? c->keep_note : NULL,
+                           split};
     report_ctx x = {&c->rep, &info, &c->t, &c->sim, o->costs ? c->costs.unit : NULL};
     int rc = write_report(o, &x);
     free(split);

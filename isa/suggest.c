@@ -5,6 +5,8 @@
 #include "suggest.h"
 
 #include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SUGGEST_MAX 64 /* longer words are not compared */
@@ -85,4 +87,20 @@ const char *pp_suggest_flag(const char *word, const char *text, char *buf, size_
         p += k;
     }
     return found ? buf : NULL;
+}
+
+const char *pp_did_you_mean(const char *flag, void (*usage)(FILE *f), char *buf, size_t len)
+{
+    char *text = NULL, near[80];
+    size_t n = 0;
+    FILE *m = open_memstream(&text, &n);
+    if (len)
+        buf[0] = 0;
+    if (m) {
+        usage(m);
+        if (!fclose(m) && pp_suggest_flag(flag, text, near, sizeof near))
+            snprintf(buf, len, "; did you mean '%s'?", near);
+    }
+    free(text);
+    return buf;
 }

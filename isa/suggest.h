@@ -5,6 +5,7 @@
 #define PP_SUGGEST_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The candidate nearest to `word` by edit distance (an insertion, deletion,
  * substitution or swap of two neighbours each count 1), if near enough to
@@ -18,5 +19,10 @@ const char *pp_suggest(const char *word, const char *const *cands, size_t n);
  * slip allowed is that of the name without its dashes.
  * Returns buf, or NULL when none is near. */
 const char *pp_suggest_flag(const char *word, const char *text, char *buf, size_t len);
+
+/* A tool's hint for a mistyped flag: "; did you mean '--steps'?", the
+ * nearest option its usage(f) prints, written into buf; "" when none is
+ * near (or the usage text cannot be made). Returns buf. */
+const char *pp_did_you_mean(const char *flag, void (*usage)(FILE *f), char *buf, size_t len);
 
 #endif

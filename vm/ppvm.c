@@ -152,22 +152,6 @@ static void usage(FILE *f)
 #define PP_VERSION "unknown" /* the Makefile passes git describe's */
 #endif
 
-/* "; did you mean '--steps'?" for a mistyped flag (the usage's nearest), or "". */
-static const char *did_you_mean(const char *flag, char *buf, size_t len)
-{
-    char *text = NULL, near[80];
-    size_t n = 0;
-    FILE *m = open_memstream(&text, &n);
-    buf[0] = 0;
-    if (m) {
-        usage(m);
-        if (!fclose(m) && pp_suggest_flag(flag, text, near, sizeof near))
-            snprintf(buf, len, "; did you mean '%s'?", near);
-    }
-    free(text);
-    return buf;
-}
-
 /* Only one process of an mpirun prints command-line errors. */
 static int first_process(void)
 {
@@ -462,7 +446,8 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (a[0] == '-' && a[1]) {
             char hint[120];
             if (first_process())
-                pp_vm_error(-1, "unknown option '%s'%s", a, did_you_mean(a, hint, sizeof hint));
+                pp_vm_error(-1, "unknown option '%s'%s", a,
+                            pp_did_you_mean(a, usage, hint, sizeof hint));
             return -1;
         } else if (npos < 3)
             pos[npos++] = a;
