@@ -110,12 +110,15 @@ run_mpi() {
   wait "$mpi_pid"
   local rc=$?
   mpi_pid=
-  # Open MPI's daemons sometimes fail to route to each other on a loaded
-  # machine (ORTE's "no-path", an error of the launcher, not of ppvm): once
-  # more, said
-  if [ $rc != 0 ] && [ -z "${retried:-}" ] && grep -aq "no-path\|does not know how to route" "$tmp/out"; then
-    echo "test-hosts: (Open MPI's daemons could not route to each other; running again)"
-    retried=1 run_mpi "$np" "$nh" "$limit" "$@"
+  # Open MPI's daemons sometimes fail to start or to route to each other
+  # across the namespaces (ORTE's "no-path", or "unable to reliably start
+  # one or more daemons": errors of the launcher before any ppvm runs, not
+  # of ppvm; seen in 1 of 4 starts here, cause not found): up to four more
+  # tries, each said
+  if [ $rc != 0 ] && [ "${retried:-0}" -lt 4 ] &&
+    grep -aq "no-path\|does not know how to route\|unable to reliably start one or more daemons" "$tmp/out"; then
+    echo "test-hosts: (Open MPI's daemons could not start or route to each other; running again)"
+    retried=$((${retried:-0} + 1)) run_mpi "$np" "$nh" "$limit" "$@"
     return
   fi
   return $rc
@@ -257,14 +260,22 @@ lost_host() {
       echo "test-hosts: host $h's rank ended ${ended[$h]} s after host 2's link went down"
     fi
   done
+  # The first rank whose --timeout fires exits, and mpirun then ends the
+  # others, so a rank whose own watchdog had not fired yet says nothing:
+  # every rank that speaks must name rank 2 (and no other), and one must.
+  local named=0
   for r in 0 1 3; do
     if grep -aE "^ppvm: rank $r: .*not finished after 5 s.*rank(s)? ([0-9, ]*)?\b2\b.* lost or stalled" "$tmp/out" > "$tmp/line"; then
       echo "test-hosts: rank $r said: $(head -1 "$tmp/line")"
-    else
+      named=$((named + 1))
+    elif grep -aq "^ppvm: rank $r: .*not finished after" "$tmp/out"; then
       fail "lost host: rank $r did not name rank 2 (its output: $(grep -a "^ppvm: rank $r:" "$tmp/out" | head -2))"
+    else
+      echo "test-hosts: rank $r said nothing (mpirun ended it after another rank's timeout)"
     fi
   done
-  [ "$fails" = 0 ] && pass "a lost host: every rank ended within $limit s, the others naming rank 2"
+  [ "$named" -gt 0 ] || fail "lost host: no rank named rank 2"
+  [ "$fails" = 0 ] && pass "a lost host: every rank ended within $limit s, those that spoke naming rank 2"
 }
 lost_host
 
