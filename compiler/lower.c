@@ -34,10 +34,10 @@ typedef struct {
      * whose Reload goes right before it, chained through reload_next;
      * and what waits for the end of an overlapped pair (no instruction
      * may stand between Overlap and its two jobs) */
-    int *hstash;       /* [S*B] */
-    int *reload_head;  /* [N] */
-    int *reload_next;  /* [S*B] */
-    int *pend;         /* [S*B] pending: (s,b) << 1 | 1 for a Reload, 0 an Offload */
+    int *hstash;      /* [S*B] */
+    int *reload_head; /* [N] */
+    int *reload_next; /* [S*B] */
+    int *pend;        /* [S*B] pending: (s,b) << 1 | 1 for a Reload, 0 an Offload */
     int npend;
 } lowering;
 
@@ -177,34 +177,47 @@ static int weights_buffer(lowering *L, int j)
     return L->held[s];
 }
 
-static int lower_forward(lowering *L, int j)
+/* The instruction F(s,b) and R(s,b) share (op Forward or Recompute): from
+ * F's input (the tokens on stage 0, else stage s-1's output) and, on the
+ * last stage, the targets, into a new stash and, before the last stage, a
+ * new output; fetched weights away from the owner. Sets *stash, *out and
+ * the instruction's index *at; -1 when out of memory. */
+static int emit_forward(lowering *L, int j, int op, int *stash, int *out, int *at)
 {
     const pp_jobtable *t = L->t;
-    int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), in, tgt = -1, out = -1;
-    in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
+    int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), tgt = -1;
+    int in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
     if (s == S - 1)
         tgt = tokens_for(L, b);
     /* a split backward's B leaves more in the stash for W: sized per job,
      * since with `split backward when` a stage may have both kinds */
     int split = job_split(&t->js, s, b);
-    int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
-                                 : pp_stage_stash_bytes(L->m, S, s));
-    if (s < S - 1)
-        out = new_buf(L, pp_act_bytes(L->m));
+    *stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
+                              : pp_stage_stash_bytes(L->m, S, s));
+    *out = s < S - 1 ? new_buf(L, pp_act_bytes(L->m)) : -1;
     int wts = weights_buffer(L, j);
-    int at = emit(L, PP_OP_Forward, s, b, -1, -1);
-    slot(L, at, PP_ROLE_IN, in);
-    slot(L, at, PP_ROLE_STASH, stash);
-    slot(L, at, PP_ROLE_OUT, out);
-    slot(L, at, PP_ROLE_TGT, tgt);
-    slot(L, at, PP_ROLE_WTS, wts);
-    if (in < 0 || stash < 0 || at < 0)
+    *at = emit(L, op, s, b, -1, -1);
+    slot(L, *at, PP_ROLE_IN, in);
+    slot(L, *at, PP_ROLE_STASH, *stash);
+    slot(L, *at, PP_ROLE_OUT, *out);
+    slot(L, *at, PP_ROLE_TGT, tgt);
+    slot(L, *at, PP_ROLE_WTS, wts);
+    if (in < 0 || *stash < 0 || *at < 0)
         return -1;
-    use(L, in, at);
-    use(L, tgt, at);
-    use(L, wts, at);
-    L->st.buf[stash].def = at;
-    L->stash[sb(L, s, b)] = stash;
+    use(L, in, *at);
+    use(L, tgt, *at);
+    use(L, wts, *at);
+    L->st.buf[*stash].def = *at;
+    L->stash[sb(L, s, b)] = *stash;
+    return 0;
+}
+
+static int lower_forward(lowering *L, int j)
+{
+    const pp_jobtable *t = L->t;
+    int s = job_s(&t->js, j), b = job_b(&t->js, j), stash, out, at;
+    if (emit_forward(L, j, PP_OP_Forward, &stash, &out, &at))
+        return -1;
     if (job_recomputed(&t->js, s, b)) {
         /* recompute: the stash dies with F (its slot is free for the next
          * job); F's input (and targets) stay live until R re-reads them */
@@ -288,30 +301,9 @@ static int flush_pending(lowering *L)
  * fetched weights, as F and B do. */
 static int lower_recompute(lowering *L, int j)
 {
-    const pp_jobtable *t = L->t;
-    int S = t->js.S, s = job_s(&t->js, j), b = job_b(&t->js, j), tgt = -1, out = -1;
-    int in = s == 0 ? tokens_for(L, b) : L->out[sb(L, s - 1, b)];
-    if (s == S - 1)
-        tgt = tokens_for(L, b);
-    int split = job_split(&t->js, s, b);
-    int stash = new_buf(L, split ? pp_stage_stash_bytes_split(L->m, S, s)
-                                 : pp_stage_stash_bytes(L->m, S, s));
-    if (s < S - 1)
-        out = new_buf(L, pp_act_bytes(L->m));
-    int wts = weights_buffer(L, j);
-    int at = emit(L, PP_OP_Recompute, s, b, -1, -1);
-    slot(L, at, PP_ROLE_IN, in);
-    slot(L, at, PP_ROLE_STASH, stash);
-    slot(L, at, PP_ROLE_OUT, out);
-    slot(L, at, PP_ROLE_TGT, tgt);
-    slot(L, at, PP_ROLE_WTS, wts);
-    if (in < 0 || stash < 0 || at < 0)
+    int stash, out, at;
+    if (emit_forward(L, j, PP_OP_Recompute, &stash, &out, &at))
         return -1;
-    use(L, in, at);
-    use(L, tgt, at);
-    use(L, wts, at);
-    L->st.buf[stash].def = at;
-    L->stash[sb(L, s, b)] = stash;
     if (out >= 0) {
         L->st.buf[out].def = at;
         use(L, out, at);
@@ -388,29 +380,29 @@ static int lower_weight(lowering *L, int j)
 static int lower_job(lowering *L, const item *x, int d, int q)
 {
     const pp_jobtable *t = L->t;
-        /* An overlapped pair (sim.h) starts at one time, after every
+    /* An overlapped pair (sim.h) starts at one time, after every
          * transfer it needs (transfers sort first at equal times), so its
          * two jobs are neighbours here: Overlap goes before the first. */
-        if (q >= 0 && L->pair_next != x->job) {
-            /* what the jobs would emit first goes before the marker, not
+    if (q >= 0 && L->pair_next != x->job) {
+        /* what the jobs would emit first goes before the marker, not
              * between the two: a forward's microbatch load (first and last
              * stage), a full backward's ZeroGrads (a stage it does not
              * own; with `split backward when` a backward that is not split
              * is full too, and a split one's B accumulates nothing) */
-            int f = d == DIR_F ? x->job : q, fs = job_s(&t->js, f), bk = f == q ? x->job : q;
-            if ((fs == 0 || fs == t->js.S - 1) && tokens_for(L, job_b(&t->js, f)) < 0)
-                return -1;
-            if (job_makes_wgrad(&t->js, bk) && wgrad_for(L, job_s(&t->js, bk)) == -2)
-                return -1;
-            if (emit(L, PP_OP_Overlap, -1, -1, -1, -1) < 0)
-                return -1;
-            L->pair_next = q;
-        } else if (q >= 0)
-            L->pair_next = -1;
-        return d == DIR_F   ? lower_forward(L, x->job)
-               : d == DIR_B ? lower_backward(L, x->job)
-               : d == DIR_R ? lower_recompute(L, x->job)
-                            : lower_weight(L, x->job);
+        int f = d == DIR_F ? x->job : q, fs = job_s(&t->js, f), bk = f == q ? x->job : q;
+        if ((fs == 0 || fs == t->js.S - 1) && tokens_for(L, job_b(&t->js, f)) < 0)
+            return -1;
+        if (job_makes_wgrad(&t->js, bk) && wgrad_for(L, job_s(&t->js, bk)) == -2)
+            return -1;
+        if (emit(L, PP_OP_Overlap, -1, -1, -1, -1) < 0)
+            return -1;
+        L->pair_next = q;
+    } else if (q >= 0)
+        L->pair_next = -1;
+    return d == DIR_F   ? lower_forward(L, x->job)
+           : d == DIR_B ? lower_backward(L, x->job)
+           : d == DIR_R ? lower_recompute(L, x->job)
+                        : lower_weight(L, x->job);
 }
 
 static int lower_item(lowering *L, const item *x)
@@ -660,8 +652,16 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     int prefetch = opts->prefetch;
     int S = t->js.S, B = t->js.B, W = t->W, N = job_count(&t->js), errors = 0, nitems = 0;
     ownership o;
-    lowering L = {.t = t, .sim = sim, .m = m, .d = d, .prefetch = prefetch, .own = &o,
-                  .hstash = NULL, .reload_head = NULL, .reload_next = NULL, .pend = NULL};
+    lowering L = {.t = t,
+                  .sim = sim,
+                  .m = m,
+                  .d = d,
+                  .prefetch = prefetch,
+                  .own = &o,
+                  .hstash = NULL,
+                  .reload_head = NULL,
+                  .reload_next = NULL,
+                  .pend = NULL};
     L.tokens = malloc((size_t)B * sizeof(int));
     L.out = malloc((size_t)S * B * sizeof(int));
     L.stash = malloc((size_t)S * B * sizeof(int));
@@ -674,8 +674,8 @@ int pp_lower(const pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     gradient_returns g = {NULL, 0};
     int ret_rc = own_rc ? -1 : lower_build_returns(t, sim, &o, &g);
     ranked_item *items = ret_rc ? NULL : lower_build_items(t, sim, prefetch, &g, &nitems);
-    if (own_rc || ret_rc || !items || (t->offload && offload_setup(&L, prefetch)) || !L.tokens || !L.out || !L.stash || !L.din || !L.wts ||
-        !L.wgrad || !L.held || !L.work) {
+    if (own_rc || ret_rc || !items || (t->offload && offload_setup(&L, prefetch)) || !L.tokens ||
+        !L.out || !L.stash || !L.din || !L.wts || !L.wgrad || !L.held || !L.work) {
         diag_nomem(d, "while lowering");
         errors = 1;
         goto out;
