@@ -348,6 +348,12 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         c->sch.model = pp_user_model_apply(o->model, &c->sch.model);
         c->sch.layers_expr = NULL;
         c->sch.auto_layers = 0;
+        if (c->sch.model.tie && c->sch.S < 2) { /* the check's rule, for this model */
+            diag_error_noloc(d, "the model of %s has tie = 1 (stage 0's embedding is the last "
+                                "stage's head): it needs S >= 2 stages, and this schedule has 1",
+                             o->model_path ? o->model_path : "--model");
+            return PP_COMPILE_ERRORS;
+        }
     }
     if (o->optimizer >= 0)
         c->sch.model.optimizer = (uint32_t)o->optimizer;

@@ -932,6 +932,7 @@ START_TEST(test_model_file_errors)
     write_file(dir, "perstage.pp", "model {\n  blocks = s + 1\n}\n");
     write_file(dir, "zero.pp", "model {\n  blocks = 0\n}\n");
     write_file(dir, "nob.pp", "model {\n  blocks = 4\n}\n");
+    write_file(dir, "tie.pp", "model gpt {\n  layers = 2\n  tie = 1\n}\n");
     const err_row rows[] = {
         {"--search nomodel.pp -D W=4 -D B=8", 1,
          "nomodel.pp: error: no model block: --search FILE and --model FILE take the model from "
@@ -957,6 +958,9 @@ START_TEST(test_model_file_errors)
         {"" LIB "/1f1b.pp -o out --model", 2, "ppc: --model needs a .pp file with a model block\n"},
         {"" LIB "/1f1b.pp -D S=3 -o out --model nob.pp", 1,
          "error: the model of nob.pp (4 blocks in all): S = 3 does not divide it"},
+        {"" LIB "/gpipe.pp -D S=1 -D W=1 -o out --model tie.pp", 1,
+         "error: the model of tie.pp has tie = 1 (stage 0's embedding is the last stage's head): "
+         "it needs S >= 2 stages, and this schedule has 1\n"},
         {"--table --model nob.pp", 2,
          "ppc: --table takes only -D S/B/G/R and --library, not --model\n"},
     };
