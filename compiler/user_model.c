@@ -172,11 +172,3 @@ int pp_user_model_load(const char *path, pp_user_model *um, FILE *err)
     free(text);
     return rc;
 }
-
-pp_model pp_user_model_apply(const pp_user_model *um, const pp_model *schedule_model)
-{
-    pp_model m = um->model;
-    m.layers = NULL;
-    m.tensor = schedule_model->tensor;
-    return m;
-}

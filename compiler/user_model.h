@@ -33,7 +33,14 @@ int pp_user_model_load(const char *path, pp_user_model *um, FILE *err);
 
 /* The model a schedule compiled with um trains: um's, on sch's stages
  * (blocks = what the caller splits; layers NULL), keeping the schedule's
- * tensor degree (--tensor then decides). */
-pp_model pp_user_model_apply(const pp_user_model *um, const pp_model *schedule_model);
+ * tensor degree (--tensor then decides). Inline: compile.c uses it, and
+ * this file's loader uses compile.c (no cycle between the two files). */
+static inline pp_model pp_user_model_apply(const pp_user_model *um, const pp_model *schedule_model)
+{
+    pp_model m = um->model;
+    m.layers = NULL;
+    m.tensor = schedule_model->tensor;
+    return m;
+}
 
 #endif
