@@ -12,6 +12,7 @@
 #include "parse.h"
 #include "readfile.h"
 #include "tensor.h"
+#include "user_model.h"
 
 pp_compile_opts pp_compile_defaults(void)
 {
@@ -198,21 +199,26 @@ static int check_cost_span(pp_diag *d, const pp_jobtable *t, const char *costs)
 /* --layers L (compile.h): L/S blocks (layers) on every stage, in place of
  * the model block's, and costs per block (jobtable.c). The override is
  * applied after the check so that S is known with every -D applied. */
-static int apply_layers(pp_diag *d, pp_schedule *sch, long long L)
+static int apply_layers(pp_diag *d, pp_schedule *sch, long long L, const char *model_file)
 {
     const char *what = sch->model.kind != PP_MODEL_MLP ? "layers" : "blocks";
+    char from[600]; /* what gave L: --layers, or the user's model file */
+    if (model_file)
+        snprintf(from, sizeof from, "the model of %s (%lld %s in all)", model_file, L, what);
+    else
+        snprintf(from, sizeof from, "--layers %lld", L);
     if (L % sch->S != 0) {
         diag_error_noloc(d,
-                         "--layers %lld: S = %lld does not divide it (S does not divide "
-                         "--layers); expected a multiple of the %lld stages",
-                         L, sch->S, sch->S);
+                         "%s: S = %lld does not divide it (S does not divide "
+                         "%s); expected a multiple of the %lld stages",
+                         from, sch->S, model_file ? "its count" : "--layers", sch->S);
         return 1;
     }
     if (L / sch->S > PP_MAX_LAYERS) {
         diag_error_noloc(d,
-                         "--layers %lld: %lld %s on each of S = %lld stages is more than a "
+                         "%s: %lld %s on each of S = %lld stages is more than a "
                          "stage may have (%u); expected at most %lld",
-                         L, L / sch->S, what, sch->S, PP_MAX_LAYERS,
+                         from, L / sch->S, what, sch->S, PP_MAX_LAYERS,
                          (long long)PP_MAX_LAYERS * sch->S);
         return 1;
     }
@@ -335,15 +341,29 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     }
     if (pp_schedule_check(&c->sch, d, c->stmts, o->defs, o->ndefs) || d->errors)
         return pp_compile_failed(d);
+    /* --model FILE: the user's model, its count split as --layers splits */
+    long long layers = o->layers ? o->layers : o->model ? o->model->total : 0;
+    if (o->model) {
+        free(c->sch.model.layers);
+        c->sch.model = pp_user_model_apply(o->model, &c->sch.model);
+        c->sch.layers_expr = NULL;
+        c->sch.auto_layers = 0;
+        if (c->sch.model.tie && c->sch.S < 2) { /* the check's rule, for this model */
+            diag_error_noloc(d, "the model of %s has tie = 1 (stage 0's embedding is the last "
+                                "stage's head): it needs S >= 2 stages, and this schedule has 1",
+                             o->model_path ? o->model_path : "--model");
+            return PP_COMPILE_ERRORS;
+        }
+    }
     if (o->optimizer >= 0)
         c->sch.model.optimizer = (uint32_t)o->optimizer;
     if (o->precision >= 0)
         c->sch.model.precision = (uint32_t)o->precision;
     if (o->tensor > 0 && pp_tensor_override(d, &c->sch, o->tensor))
         return PP_COMPILE_ERRORS;
-    if (o->layers && apply_layers(d, &c->sch, o->layers))
+    if (layers && apply_layers(d, &c->sch, layers, o->layers ? NULL : o->model_path))
         return PP_COMPILE_ERRORS;
-    if (o->costs && check_costs_model(d, &c->costs, &c->sch, o->costs, o->layers))
+    if (o->costs && check_costs_model(d, &c->costs, &c->sch, o->costs, layers))
         return PP_COMPILE_ERRORS;
     if (c->sch.auto_layers && choose_layers(o, c))
         return pp_compile_failed(d);

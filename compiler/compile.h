@@ -73,6 +73,13 @@ typedef struct {
     /* --offload EXPR: likewise a line `offload when EXPR` (after any
      * --recompute line); NULL = as written. */
     const char *offload;
+    /* --model FILE / --search FILE (user_model.h): the user's model in
+     * place of the schedule's model block, its optimizer and precision
+     * lines too (--optimizer and --precision still win); its whole-model
+     * count split L/S a stage as --layers L (which, given, counts
+     * instead). NULL = the schedule's own. */
+    const struct pp_user_model_s *model;
+    const char *model_path; /* its file, for messages */
     pp_stage stop_after; /* PP_STAGE_PLANS (everything) unless less is wanted */
     /* Bounds for callers that must stay small (the fuzzer): more jobs or
      * workers than this is an error after the check. 0 = no bound. */

@@ -3,7 +3,7 @@
  *   ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--layers L] [--[no-]pictures] [-q]
  *   ppc FILE.pp --emit torch-csv DIR [-o DIR] ...
  *   ppc --table [-D S=..] [-D B=..] [-D G=..] [-D R=..] [--library DIR]
- *   ppc --search -D W=.. -D B=.. [--costs FILE] [--mem-limit BYTES] [--library DIR] [--top N] [--layers L]
+ *   ppc --search [MODEL.pp] -D W=.. -D B=.. [--costs FILE] [--mem-limit BYTES] [--library DIR] [--top N] [--layers L]
  *   ppc --opcodes
  *
  * Compiles the schedule (compile.h: parse, check, evaluate, simulate, keep
@@ -35,6 +35,8 @@
 #include "table.h"
 #include "timeline.h"
 #include "torch_csv.h"
+#include "user_model.h"
+#include "costs_backend.h"
 #include "../isa/suggest.h"
 
 enum { EXIT_SCHEDULE = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_NOMEM = 4, EXIT_INTERNAL = 5 };
@@ -85,6 +87,8 @@ typedef struct {
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
     const char *recompute; /* --recompute EXPR (issue 26), or NULL */
     const char *offload;   /* --offload EXPR (issue 26), or NULL */
+    const char *backend;   /* --backend cpu|cuda (costs_backend.h), or NULL */
+    const char *model;     /* --model FILE (user_model.h), or NULL; with --search, file */
     int seen_flags;        /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
                              (not for --search) */
 } options;
@@ -94,11 +98,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: ppc FILE.pp -o DIR [-D NAME=VALUE]... [--costs FILE] [--prefetch N]\n"
                "           [--mem-limit BYTES] [--keep-weights] [--optimizer sgd|adamw]\n"
                "           [--precision fp32|bf16] [--layers L] [--recompute EXPR] [--tensor T]\n"
-               "           [--offload EXPR]\n"
+               "           [--offload EXPR] [--model MODEL.pp] [--backend cpu|cuda]\n"
                "           [--[no-]pictures] [-q]\n"
                "       ppc FILE.pp --emit torch-csv DIR [-o DIR] [the options above]\n"
                "       ppc --table [-D S=8] [-D B=16] [-D G=2] [-D R=2] [--library DIR]\n"
-               "       ppc --search -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
+               "       ppc --search [MODEL.pp] -D W=WORKERS -D B=MICROBATCHES [--costs FILE]\n"
                "           [--mem-limit BYTES] [--library DIR] [--top N] [--all] [--json]\n"
                "           [--optimizer O] [--precision P] [--layers L] [--tensor T|auto]\n"
                "       ppc --opcodes\n"
@@ -138,6 +142,11 @@ static void usage(FILE *f)
                "                  divide L); job costs (cost lines, 1, --costs) are then one\n"
                "                  block's, times the stage's blocks; with --search, every\n"
                "                  family trains the same model, whatever its S\n"
+               "  --backend B     cpu or cuda, what the plans will run on (ppvm --backend):\n"
+               "                  a --costs profile measured on the other gets a warning\n"
+               "  --model M.pp    train M.pp's model block (its optimizer, precision, tensor\n"
+               "                  lines too) in place of the schedule's: its blocks (layers)\n"
+               "                  count the whole model's, split L/S a stage as --layers\n"
                "  --emit torch-csv DIR\n"
                "                  also (or, without -o, only) write DIR/<name>.csv for FILE\n"
                "                  <name>.pp: one row per rank of the actions PyTorch's\n"
@@ -156,7 +165,8 @@ static void usage(FILE *f)
                "                  and B microbatches, and print the Pareto front of predicted\n"
                "                  step time against peak plan memory per worker, fastest first,\n"
                "                  each row a command that reproduces it; --mem-limit drops the\n"
-               "                  candidates over it\n"
+               "                  candidates over it; with MODEL.pp, for its model block\n"
+               "                  (as --model; B defaults to its 'param B')\n"
                "  --top N         print only the first N rows of --search's front\n"
                "  --all           with --search, then list every candidate: compiled, refused\n"
                "                  (and why), over --mem-limit, or another model\n"
@@ -350,13 +360,13 @@ static int check_search_args(const options *o)
                          : "--json");
         return -1;
     }
-    if (o->file || o->outdir || o->table) {
+    if (o->outdir || o->table || o->model) {
         fprintf(stderr,
                 "ppc: --search compiles the library's schedules and writes no plan: "
                 "expected no %s\n",
-                o->file     ? "schedule file"
-                : o->outdir ? "-o"
-                            : "--table");
+                o->outdir ? "-o"
+                : o->model ? "--model (give the model's file alone: ppc --search MODEL.pp)"
+                           : "--table");
         return -1;
     }
     for (int k = 0; k < NCONFLICTS; k++)
@@ -392,7 +402,7 @@ static int check_search_args(const options *o)
         }
         have[n[0] == 'B'] = 1;
     }
-    if (!have[0] || !have[1]) {
+    if (!have[0] || (!have[1] && !o->file)) { /* a model file may give B (run_search) */
         fprintf(stderr, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES, e.g. "
                         "ppc --search -D W=8 -D B=32\n");
         return -1;
@@ -521,6 +531,22 @@ static int parse_args(int argc, char **argv, options *o)
                 o->prefetch = (int)v;
             else
                 o->mem_limit = v;
+        } else if (!strcmp(a, "--backend")) {
+            if (i + 1 >= argc || !pp_backend_known(argv[i + 1])) {
+                fprintf(stderr, "ppc: --backend expects cpu or cuda, found %s%s%s\n",
+                        i + 1 < argc ? "'" : "", i + 1 < argc ? argv[i + 1] : "nothing",
+                        i + 1 < argc ? "'" : "");
+                return -1;
+            }
+            if (set_string(a, argv[++i], &o->backend))
+                return -1;
+        } else if (!strcmp(a, "--model")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "ppc: --model needs a .pp file with a model block\n");
+                return -1;
+            }
+            if (set_string(a, argv[++i], &o->model))
+                return -1;
         } else if (!strcmp(a, "-o") || !strcmp(a, "-D") || !strcmp(a, "--costs") ||
                    !strcmp(a, "--library") || !strcmp(a, "--optimizer") ||
                    !strcmp(a, "--precision") || !strcmp(a, "--tensor")) {
@@ -590,13 +616,16 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->search || o->top || o->all || o->json)
         return check_search_args(o);
     if (o->table) {
-        if (o->file || o->outdir || o->costs || o->emit_dir || o->layers) {
+        if (o->file || o->outdir || o->costs || o->emit_dir || o->layers || o->model ||
+            o->backend) {
             fprintf(stderr, "ppc: --table takes only -D S/B/G/R and --library, not %s\n",
                     o->file       ? "a schedule file"
                     : o->outdir   ? "-o"
                     : o->costs    ? "--costs"
                     : o->emit_dir ? "--emit"
-                                  : "--layers");
+                    : o->layers   ? "--layers"
+                    : o->model    ? "--model"
+                                  : "--backend");
             return -1;
         }
         return 0;
@@ -927,9 +956,34 @@ static int run_search(const options *o, const char *prog)
     long long W = 0, B = 0;
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
-    pp_search_opts so = {
-        lib,          W,         B,         o->costs, (uint64_t)o->mem_limit, o->optimizer,
-        o->precision, o->layers, o->tensor, prog};
+    pp_search_opts so = {.library = lib,
+                         .W = W,
+                         .B = B,
+                         .costs = o->costs,
+                         .mem_limit = (uint64_t)o->mem_limit,
+                         .optimizer = o->optimizer,
+                         .precision = o->precision,
+                         .layers = o->layers,
+                         .tensor = o->tensor,
+                         .prog = prog};
+    pp_user_model um;
+    if (o->file) { /* ppc --search MODEL.pp: the user's model for every candidate */
+        int lrc = pp_user_model_load(o->file, &um, stderr);
+        if (lrc)
+            return lrc < 0 ? EXIT_SCHEDULE : EXIT_IO;
+        if (!B && !(B = um.B)) {
+            fprintf(stderr,
+                    "ppc --search: %s has no 'param B' and no -D B was given: expected -D "
+                    "B=MICROBATCHES\n",
+                    o->file);
+            return EXIT_USAGE;
+        }
+        so.B = B;
+        so.model = &um;
+        so.model_file = o->file;
+        if (!so.tensor && um.tensor > 1) /* its `tensor` line: W counts ranks */
+            so.tensor = um.tensor;
+    }
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)
@@ -1038,6 +1092,13 @@ static int write_torch_csv(const options *o, const pp_compiled *c)
     return rc;
 }
 
+static void free_defs(options *o)
+{
+    for (int i = 0; i < o->ndefs; i++)
+        free((char *)o->defs[i].name);
+    free(o->defs);
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -1056,9 +1117,13 @@ int main(int argc, char **argv)
         usage(stdout);
     else if (o.table)
         rc = run_table(&o);
-    else if (o.search)
+    else if (o.search) {
+        if (o.backend && o.costs) /* a warning: the search goes on */
+            pp_costs_backend_warn(o.costs, o.backend, stderr);
         rc = run_search(&o, argv[0]); /* the rows' commands say ppc as it was typed */
-    else {
+    } else {
+        if (o.backend && o.costs)
+            pp_costs_backend_warn(o.costs, o.backend, stderr);
         pp_compile_opts co = pp_compile_defaults();
         co.path = o.file;
         co.defs = o.defs;
@@ -1078,6 +1143,14 @@ int main(int argc, char **argv)
         co.layers = o.layers;
         co.recompute = o.recompute;
         co.offload = o.offload;
+        pp_user_model um;
+        int lrc = o.model ? pp_user_model_load(o.model, &um, stderr) : 0;
+        if (lrc) {
+            free_defs(&o);
+            return lrc < 0 ? EXIT_SCHEDULE : EXIT_IO;
+        }
+        co.model = o.model ? &um : NULL;
+        co.model_path = o.model;
         pp_compiled c;
         rc = exit_code(pp_compile(&co, &c));
         /* --emit torch-csv of a schedule PyTorch cannot run writes nothing. */
@@ -1110,8 +1183,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %d error%s\n", o.file, c.errors, c.errors == 1 ? "" : "s");
         pp_compiled_free(&c);
     }
-    for (int i = 0; i < o.ndefs; i++)
-        free((char *)o.defs[i].name);
-    free(o.defs);
+    free_defs(&o);
     return rc;
 }

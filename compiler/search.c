@@ -19,6 +19,7 @@
 #include "parse.h"
 #include "readfile.h"
 #include "report.h"
+#include "user_model.h"
 
 #define MAX_ASSIGN 16            /* assignments on one search line */
 #define MAX_COMBOS 4096          /* combinations of one file */
@@ -48,6 +49,13 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The blocks (layers) every candidate's model has in total: --layers, else
+ * the user's model's (--search FILE), else 0 (each file's model block). */
+static long long total_layers(const pp_search_opts *o)
+{
+    return o->layers ? o->layers : o->model ? o->model->total : 0;
 }
 
 /* ==== The search line ======================================================
@@ -287,6 +295,10 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fputs(" --recompute ", m);
         shell_word(m, rc);
     }
+    if (f->o->model_file) {
+        fputs(" --model ", m);
+        shell_word(m, f->o->model_file);
+    }
     if (f->o->mem_limit)
         fprintf(m, " --mem-limit %llu", (unsigned long long)f->o->mem_limit);
     if (f->o->layers)
@@ -375,6 +387,8 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.capture = 1;
     co.max_jobs = MAX_JOBS;
     co.layers = f->o->layers;
+    co.model = f->o->model;
+    co.model_path = f->o->model_file;
     co.recompute = rc;
     return pp_compile(&co, c);
 }
@@ -523,7 +537,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     if (st == PP_COMPILE_ERRORS) {
         base->state = PP_CAND_REFUSED;
         /* the check found S; the --layers override then refused it */
-        base->indivisible = f->o->layers && c.sch.S > 0 && f->o->layers % c.sch.S != 0;
+        base->indivisible = total_layers(f->o) && c.sch.S > 0 && total_layers(f->o) % c.sch.S != 0;
         why_compile(base, &c);
         pp_compiled_free(&c);
         return 0;
@@ -533,7 +547,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         pp_compiled_free(&c);
         return -1;
     }
-    base->model = model_words(&c.sch.model, c.sch.S, f->o->layers);
+    base->model = model_words(&c.sch.model, c.sch.S, total_layers(f->o));
     if (!base->model) {
         f->fatal = PP_SEARCH_NOMEM;
         pp_compiled_free(&c);
@@ -571,7 +585,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
         } else if (st == PP_COMPILE_OK) {
-            k->model = model_words(&c.sch.model, c.sch.S, f->o->layers);
+            k->model = model_words(&c.sch.model, c.sch.S, total_layers(f->o));
             if (!k->model) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
@@ -603,7 +617,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
         } else if (st == PP_COMPILE_OK) {
-            k->model = model_words(&c.sch.model, c.sch.S, f->o->layers);
+            k->model = model_words(&c.sch.model, c.sch.S, total_layers(f->o));
             if (!k->model) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
@@ -1072,9 +1086,10 @@ static void print_all(FILE *f, const pp_search_opts *o, const pp_search_result *
 
 void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r, int top, int all)
 {
-    fprintf(f, "ppc --search: W=%lld B=%lld; model %s; costs: %s%s%s; --mem-limit ", o->W, o->B,
-            r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
-            o->costs ? o->costs : "", o->layers ? ", per block, times each stage's blocks" : "");
+    fprintf(f, "ppc --search: W=%lld B=%lld; model %s%s%s%s; costs: %s%s%s; --mem-limit ", o->W,
+            o->B, o->model_file ? "of " : "", o->model_file ? o->model_file : "",
+            o->model_file ? ": " : "", r->model ? r->model : "(none)", o->costs ? "--costs " : "each file's cost lines",
+            o->costs ? o->costs : "", total_layers(o) ? ", per block, times each stage's blocks" : "");
     if (o->mem_limit)
         fprintf(f, "%llu bytes\n", (unsigned long long)o->mem_limit);
     else
@@ -1105,12 +1120,13 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
         fprintf(f, "(%d more on the front; --top shows more)\n", r->nfront - rows);
     fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused",
             r->n, r->files, r->seconds, r->ok, r->nfront, r->refused);
-    if (o->layers)
-        fprintf(f, " (%d: S does not divide --layers)", r->indivisible);
+    if (total_layers(o))
+        fprintf(f, " (%d: S does not divide %s)", r->indivisible,
+                o->layers ? "--layers" : "the model's count");
     fprintf(f, ", %d over --mem-limit, %d another model", r->over, r->other_model);
     /* Without --layers each file trains its own model block: the deeper
      * models of V > 1 stages per worker compare only with one model size. */
-    if (r->other_model && !o->layers)
+    if (r->other_model && !total_layers(o))
         fputs(": give --layers L to compare them", f);
     fputc('\n', f);
     if (all)
@@ -1185,8 +1201,8 @@ void pp_search_print_json(FILE *f, const pp_search_opts *o, const pp_search_resu
     fputs(",\n  \"costs\": ", f);
     pp_json_str(f, o->costs);
     fprintf(f, ",\n  \"mem_limit\": %llu,\n", (unsigned long long)o->mem_limit);
-    if (o->layers)
-        fprintf(f, "  \"layers\": %lld,\n", o->layers);
+    if (total_layers(o))
+        fprintf(f, "  \"layers\": %lld,\n", total_layers(o));
     else
         fputs("  \"layers\": null,\n", f);
     fprintf(f,

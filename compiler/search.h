@@ -66,6 +66,12 @@ typedef struct {
     /* How the user ran ppc (argv[0] as typed, "bin/ppc"), for the rows'
      * commands; NULL: "ppc". */
     const char *prog;
+    /* ppc --search FILE (user_model.h): every candidate trains FILE's
+     * model, its count split L/S a stage (as --layers; layers above, when
+     * given, counts instead), and the rows' commands say --model FILE.
+     * NULL = each file's model block. */
+    const struct pp_user_model_s *model;
+    const char *model_file;
 } pp_search_opts;
 
 typedef enum {

@@ -325,7 +325,7 @@ START_TEST(search_finds_recompute)
     snprintf(cmd, sizeof cmd,
              "sed 's/batch   = 16/batch   = 128/' %s/schedules/1f1b.pp > %s/1f1b.pp", PP_ROOT, dir);
     free(run_expect(cmd, 0));
-    pp_search_opts o = {dir, 4, 8, NULL, 2400000, -1, -1, 0, 0, NULL};
+    pp_search_opts o = {.library = dir, .W = 4, .B = 8, .mem_limit = 2400000, .optimizer = -1, .precision = -1};
     pp_search_result r;
     pp_search_status st = pp_search_run(&o, &r, stderr);
     ck_assert_int_eq(st, PP_SEARCH_OK);

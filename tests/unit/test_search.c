@@ -56,7 +56,7 @@ static void write_file(const char *dir, const char *name, const char *text)
 
 static pp_search_opts opts(const char *lib, long long W, long long B)
 {
-    return (pp_search_opts){lib, W, B, NULL, 0, -1, -1, 0, 0, NULL};
+    return (pp_search_opts){.library = lib, .W = W, .B = B, .optimizer = -1, .precision = -1};
 }
 
 /* Runs the search in process, asserting its status. */
@@ -704,9 +704,9 @@ START_TEST(test_errors)
         {"--search -D W=0 -D B=8", 2, "ppc: --search: -D W=0: expected 1 to 1024\n"},
         {"--search -D W=1025 -D B=8", 2, "ppc: --search: -D W=1025: expected 1 to 1024\n"},
         {"--search -D W=4 -D B=65537", 2, "ppc: --search: -D B=65537: expected 1 to 65536\n"},
-        {"--search -D W=4 -D B=8 lib/1f1b.pp", 2,
-         "ppc: --search compiles the library's schedules and writes no plan: expected no schedule "
-         "file\n"},
+        {"--search -D W=4 -D B=8 --model lib/1f1b.pp", 2,
+         "ppc: --search compiles the library's schedules and writes no plan: expected no --model "
+         "(give the model's file alone: ppc --search MODEL.pp)\n"},
         {"--search -D W=4 -D B=8 -o out", 2, "expected no -o\n"},
         {"--search -D W=4 -D B=8 --keep-weights", 2,
          "ppc: --search tries --prefetch 0, 1, 2 and --keep-weights itself; expected no "
@@ -841,6 +841,202 @@ START_TEST(test_errors)
     ck_assert_msg(strstr(out, "a.pp:7:10009: error: search line: nested too deeply: the parser "
                               "holds at most 10000 pending symbols"),
                   "said:\n%.300s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- the user's model: ppc --search MODEL.pp ----------------------------------------- */
+
+/* A model file of nothing but a model block (and its B): a GPT of 8 layers
+ * in all, unlike every library file's. */
+#define MY_MODEL                                                                                   \
+    "# a model file: the model and its microbatches, no schedule\n"                                \
+    "param B = 8\n"                                                                                \
+    "model gpt {\n"                                                                                \
+    "    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"                           \
+    "    layers = 8\n    batch = 4\n}\n"
+
+/* Every row trains the file's model (its layers split L/S a stage), says
+ * --model FILE and reproduces its time and memory through its command;
+ * a candidate whose S does not divide the 8 layers is refused and counted;
+ * B comes from the file's param B. */
+START_TEST(test_model_file_search)
+{
+    char *dir = temp_dir(), cmd[2048];
+    snprintf(cmd, sizeof cmd, "mkdir %s/lib && cp %s/1f1b.pp %s/gpipe.pp %s/interleaved-1f1b.pp %s/lib/",
+             dir, LIB, LIB, LIB, dir);
+    free(run_expect(cmd, 0));
+    write_file(dir, "my.pp", MY_MODEL);
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search my.pp -D W=4 --library lib --json --all",
+             dir, PP_ROOT);
+    char *out = run_expect(cmd, 0);
+    json_error_t e;
+    json_t *j = json_loads(out, 0, &e);
+    ck_assert_msg(j != NULL, "--json is not JSON (%s):\n%s", e.text, out);
+    const char *model = json_string_value(json_object_get(j, "model"));
+    ck_assert_msg(model && strstr(model, "gpt vocab 256 context 16 embed 32 heads 4") &&
+                      strstr(model, "8 layers in total"),
+                  "the search's model is not my.pp's: %s", model ? model : "(none)");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "B")), 8);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "layers")), 8);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "other_model")), 0);
+    /* interleaved-1f1b V=3 has S = 12 stages: 8 layers do not split */
+    ck_assert_msg(json_integer_value(json_object_get(j, "indivisible")) > 0,
+                  "no candidate refused for S not dividing the model's 8 layers:\n%s", out);
+    json_t *front = json_object_get(j, "front");
+    ck_assert_msg(json_array_size(front) > 0, "an empty front:\n%s", out);
+    for (size_t i = 0; i < json_array_size(front); i++) {
+        json_t *row = json_array_get(front, i);
+        const char *args = json_string_value(json_object_get(row, "args"));
+        const char *file = json_string_value(json_object_get(row, "file"));
+        ck_assert_msg(strstr(args, "--model my.pp"), "row %zu does not say --model my.pp: %s", i,
+                      args);
+        char full[1024], margs[1024];
+        snprintf(full, sizeof full, "%s/%s", dir, file);
+        /* the row's command from its directory: my.pp is relative to it */
+        snprintf(margs, sizeof margs, "%s", args);
+        char *at = strstr(margs, "--model my.pp");
+        snprintf(at, sizeof margs - (size_t)(at - margs), "--model %s/my.pp%s", dir,
+                 strstr(args, "--model my.pp") + strlen("--model my.pp"));
+        double t, m;
+        run_candidate(full, margs, &t, &m);
+        double want_t = json_real_value(json_object_get(row, "time"));
+        double want_m = (double)json_integer_value(json_object_get(row, "mem_bytes"));
+        ck_assert_msg(same_time(t, want_t) && m == want_m,
+                      "row %zu (%s %s): the search says step %g, %g bytes; its command gives %g, "
+                      "%g",
+                      i, file, args, want_t, want_m, t, m);
+    }
+    json_decref(j);
+    free(out);
+    /* the table's header names the file; the first row's plan is the gpt's */
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search my.pp -D W=4 -D B=4 --library lib --top 1",
+             dir, PP_ROOT);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "ppc --search: W=4 B=4; model of my.pp: gpt vocab 256"),
+                  "the header does not name my.pp's model (or -D B does not win):\n%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A model file's errors: each with its place (file:line:col and a caret)
+ * or what is missing, a non-zero exit and nothing else run. */
+START_TEST(test_model_file_errors)
+{
+    char *dir = temp_dir(), cmd[2048];
+    write_file(dir, "nomodel.pp", "param S = 4\ncompute(s,b,d) = s\n");
+    write_file(dir, "syntax.pp", "model gpt {\n  layers = 2 *\n}\n");
+    write_file(dir, "heads.pp", "param E = 32\nmodel gpt {\n  embed = E\n  heads = 3\n}\n");
+    write_file(dir, "perstage.pp", "model {\n  blocks = s + 1\n}\n");
+    write_file(dir, "zero.pp", "model {\n  blocks = 0\n}\n");
+    write_file(dir, "nob.pp", "model {\n  blocks = 4\n}\n");
+    write_file(dir, "tie.pp", "model gpt {\n  layers = 2\n  tie = 1\n}\n");
+    const err_row rows[] = {
+        {"--search nomodel.pp -D W=4 -D B=8", 1,
+         "nomodel.pp: error: no model block: --search FILE and --model FILE take the model from "
+         "FILE's 'model { ... }' block; expected one"},
+        {"--search syntax.pp -D W=4 -D B=8", 1,
+         "syntax.pp:3:1: error: syntax error, unexpected '}'\n    3 | }\n      | ^\n"},
+        {"--search heads.pp -D W=4 -D B=8", 1,
+         "heads.pp:4:11: error: model heads = 3 does not divide embed = 32"},
+        {"--search perstage.pp -D W=4 -D B=8", 1,
+         "perstage.pp:2:14: error: the model's blocks are the whole model's for --search FILE and "
+         "--model FILE"},
+        {"--search zero.pp -D W=4 -D B=8", 1,
+         "zero.pp:1:1: error: the model has 0 blocks: expected at least one"},
+        {"--search nob.pp -D W=4", 2,
+         "ppc --search: nob.pp has no 'param B' and no -D B was given: expected -D "
+         "B=MICROBATCHES\n"},
+        {"--search missing.pp -D W=4 -D B=8", 3,
+         "ppc: cannot read the model file 'missing.pp': No such file or directory\n"},
+        {"--search nob.pp", 2, "ppc: --search needs -D W=WORKERS and -D B=MICROBATCHES"},
+        {"--search nob.pp -D W=4 -D B=8 -D S=2", 2, "ppc: --search: -D S: expected only"},
+        /* --model on a plain compile: the same checks, and the split's */
+        {"" LIB "/1f1b.pp -o out --model heads.pp", 1, "heads.pp:4:11: error: model heads = 3"},
+        {"" LIB "/1f1b.pp -o out --model", 2, "ppc: --model needs a .pp file with a model block\n"},
+        {"" LIB "/1f1b.pp -D S=3 -o out --model nob.pp", 1,
+         "error: the model of nob.pp (4 blocks in all): S = 3 does not divide it"},
+        {"" LIB "/gpipe.pp -D S=1 -D W=1 -o out --model tie.pp", 1,
+         "error: the model of tie.pp has tie = 1 (stage 0's embedding is the last stage's head): "
+         "it needs S >= 2 stages, and this schedule has 1\n"},
+        {"--table --model nob.pp", 2,
+         "ppc: --table takes only -D S/B/G/R and --library, not --model\n"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s", dir, PP_ROOT, rows[i].args);
+        char *out = run_expect(cmd, rows[i].status);
+        ck_assert_msg(strstr(out, rows[i].says), "ppc %s\nsaid:\n%s\nexpected:\n%s", rows[i].args,
+                      out, rows[i].says);
+        ck_assert_msg(!strstr(out, "Pareto front"), "ppc %s searched anyway:\n%s", rows[i].args,
+                      out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
+/* --model on a plain compile trains the file's model: 1f1b.pp on 4 stages
+ * with nob.pp's 4 blocks in all has one block a stage, the plan of
+ * 1f1b.pp as written (its model block is the same mlp of one block). */
+START_TEST(test_model_flag_plain_compile)
+{
+    char *dir = temp_dir(), cmd[2048];
+    write_file(dir, "four.pp", "model {\n  context = 8\n  embed = 16\n  ffn = 256\n  blocks = 4\n"
+                               "  batch = 16\n}\n");
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/ppc %s/1f1b.pp -o a -q && %s/bin/ppc %s/1f1b.pp -o b -q --model "
+             "four.pp && cmp a/rank1.bin b/rank1.bin && %s/bin/ppc %s/1f1b.pp -o c -q -D S=2 -D "
+             "W=2 --model four.pp && grep -q '^; blocks per stage: s0-s1 2$' c/rank0.txt",
+             dir, PP_ROOT, LIB, PP_ROOT, LIB, PP_ROOT, LIB);
+    free(run_expect(cmd, 0));
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- --backend: a --costs profile of another backend -------------------------------- */
+
+/* A profile measured on cuda, for plans named as the cpu's: a warning that
+ * names both and the compile's exit 0; the same backend, or a profile that
+ * does not record one, no warning; a backend ppc does not know: exit 2. */
+START_TEST(test_backend_warning)
+{
+    char *dir = temp_dir(), cmd[2048];
+    write_file(dir, "cuda.json", "{\"F\": 1.5, \"B\": 2.5, \"backend\": \"cuda\"}\n");
+    write_file(dir, "plain.json", "{\"F\": 1.5, \"B\": 2.5}\n");
+    static const struct {
+        const char *args;
+        int status;
+        int warns;
+    } rows[] = {
+        {"LIB/1f1b.pp -o out --costs cuda.json --backend cpu", 0, 1},
+        {"--search -D W=4 -D B=8 --top 1 --costs cuda.json --backend cpu", 0, 1},
+        {"LIB/1f1b.pp -o out --costs cuda.json --backend cuda", 0, 0},
+        {"LIB/1f1b.pp -o out --costs plain.json --backend cpu", 0, 0},
+        {"LIB/1f1b.pp -o out --costs cuda.json", 0, 0},
+    };
+    const char *warning = "ppc: warning: --costs cuda.json was measured on the cuda backend, and "
+                          "these plans are for cpu (--backend cpu): its job and transfer times are "
+                          "cuda's; expected a profile from ppvm --backend cpu --profile\n";
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char args[512];
+        const char *at = strstr(rows[i].args, "LIB/");
+        if (at)
+            snprintf(args, sizeof args, "%s/%s", LIB, at + 4);
+        else
+            snprintf(args, sizeof args, "%s", rows[i].args);
+        snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc %s", dir, PP_ROOT, args);
+        char *out = run_expect(cmd, rows[i].status);
+        ck_assert_msg(rows[i].warns ? strstr(out, warning) != NULL : !strstr(out, "warning"),
+                      "ppc %s: the backend warning %s:\n%s", args,
+                      rows[i].warns ? "is missing" : "is printed", out);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/1f1b.pp -o %s/out --backend tpu", PP_ROOT, LIB, dir);
+    char *out = run_expect(cmd, 2);
+    ck_assert_msg(strstr(out, "ppc: --backend expects cpu or cuda, found 'tpu'\n"), "said:\n%s",
+                  out);
     free(out);
     remove_dir(dir);
 }
@@ -1272,6 +1468,10 @@ Suite *search_suite(void)
     tcase_add_test(layers, test_layers_same_plan_as_file);
     tcase_add_test(layers, test_layers_costs_per_block);
     tcase_add_test(layers, test_layers_errors);
+    tcase_add_test(layers, test_model_file_search);
+    tcase_add_test(layers, test_model_file_errors);
+    tcase_add_test(layers, test_model_flag_plain_compile);
+    tcase_add_test(layers, test_backend_warning);
     suite_add_tcase(s, layers);
     return s;
 }
