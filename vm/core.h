@@ -163,6 +163,7 @@ typedef struct {
     float **det_sum;              /* [S] the ordered sum of an owned stage's gradients: grads[s]
                                 in host memory, else a host buffer of its own */
     MPI_Comm *det_comm;           /* [ngroups] the replica groups, for pp_determ_reduce */
+    int tied_shared;              /* isa/tied.h: stage S-1's memory runs into stage 0's */
 } pp_vm_core;
 
 /* Set-up, local: the tables and an owned stage's buffers (their contents
@@ -175,6 +176,12 @@ void pp_vm_core_free(pp_vm_core *c);
 /* Collective, after every rank's init: --deterministic's communicators,
  * and its note of the bytes each rank holds for it (rank 0). */
 void pp_vm_core_connect(pp_vm_core *c);
+
+/* The floats of stage s's weights this rank stores for it alone (its
+ * gradients as many, its optimizer state and compute copy in proportion):
+ * what its OptimizerStep updates and its ReduceGrads all-reduces
+ * (isa/tied.h's pp_stage_own_count). */
+size_t pp_vm_core_own_count(const pp_vm_core *c, int s);
 
 /* Which job of an Overlap pair `in` is: 0 none, 1 the first, 2 the second.
  * Call once per instruction, in plan order (Overlap opens a pair). */
