@@ -154,10 +154,11 @@ static int det_init(pp_vm_core *c, char *err, size_t errlen)
     int S = (int)p->S;
     c->det = pp_determ_create(p, &c->det_bytes);
     c->det_sum = calloc((size_t)S, sizeof *c->det_sum);
+    c->det_early = calloc((size_t)S, 1);
     c->det_comm = malloc((p->ngroups + 1) * sizeof *c->det_comm);
     for (uint32_t g = 0; c->det_comm && g < p->ngroups; g++)
         c->det_comm[g] = MPI_COMM_NULL; /* until connect; free reads them */
-    if (!c->det || !c->det_sum || !c->det_comm)
+    if (!c->det || !c->det_sum || !c->det_comm || !c->det_early)
         goto oom;
     for (int s = 0; s < S; s++) {
         if (!c->grads[s] || !pp_determ_tracks(c->det, s))
@@ -280,6 +281,7 @@ void pp_vm_core_free(pp_vm_core *c)
             mpiCheck(MPI_Comm_free(&c->det_comm[g]));
     free(c->det_comm);
     free(c->det_sum);
+    free(c->det_early);
     free(c->params);
     free(c->grads);
     free(c->state);
@@ -384,6 +386,20 @@ void pp_vm_core_det_transfer(pp_vm_core *c, const pp_instr *in)
 const float *pp_vm_core_det_sum(pp_vm_core *c, int s)
 {
     pp_determ_finish(c->det, s); /* the gradients summed in microbatch order */
+    if (c->det_early[s]) {       /* put already, and the tied sum added there */
+        c->det_early[s] = 0;
+        return c->grads[s];
+    }
+    return c->det_sum[s];
+}
+
+const float *pp_vm_core_det_tied(pp_vm_core *c, int s)
+{
+    pp_determ_check(c->det, s,
+                    "the tied embedding's sum came before this microbatch's weight gradient");
+    if (c->det_sum[s] == c->grads[s] || c->det_early[s])
+        return NULL;
+    c->det_early[s] = 1;
     return c->det_sum[s];
 }
 

@@ -164,6 +164,7 @@ typedef struct {
                                 in host memory, else a host buffer of its own */
     MPI_Comm *det_comm;           /* [ngroups] the replica groups, for pp_determ_reduce */
     int tied_shared;              /* isa/tied.h: stage S-1's memory runs into stage 0's */
+    unsigned char *det_early;     /* [S] pp_vm_core_det_tied put the sum into grads[s] */
 } pp_vm_core;
 
 /* Set-up, local: the tables and an owned stage's buffers (their contents
@@ -207,6 +208,12 @@ void pp_vm_core_det_transfer(pp_vm_core *c, const pp_instr *in);
 /* OptimizerStep: the sum of all B microbatches, in host memory (det_sum[s];
  * the caller copies it into grads[s] when they differ). */
 const float *pp_vm_core_det_sum(pp_vm_core *c, int s);
+/* StashTiedGrad and AddTiedGrad of a tracked stage (model tie = 1): its
+ * ordered sum is complete by then (else every rank ends), and is returned
+ * for the caller to put into grads[s] once, where they differ (the cuda
+ * backend's), so that the tied sum adds the ordered sums; NULL when there
+ * is nothing to put. pp_vm_core_det_sum then returns grads[s] itself. */
+const float *pp_vm_core_det_tied(pp_vm_core *c, int s);
 
 /* The end of a step, every backend's: --deterministic's sends complete. */
 void pp_vm_core_end_step(pp_vm_core *c);

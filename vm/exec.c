@@ -241,6 +241,14 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.g = stash ? tmp : own;
         j.tmp = stash ? own : tmp;
         begin(c, &j);
+        if (!c->nc && pp_vm_core_det(c, j.s)) { /* the ordered sum, where the add reads it */
+            const float *sum = pp_vm_core_det_tied(c, j.s);
+            pp_vm_job put = j;
+            put.g = own - pp_stage_tied_offset(&p->model, (int)p->S, j.s); /* grads[s] */
+            put.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
+            if (sum)
+                o->det_put(c, &put, sum);
+        }
         if (!c->nc) {
             if (stash)
                 o->zero(c, &j);
@@ -269,8 +277,10 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         if (!c->nc) {
             if (pp_vm_core_det(c, j.s)) { /* the ordered sum of all B microbatches */
                 const float *sum = pp_vm_core_det_sum(c, j.s);
+                pp_vm_job put = j; /* (the whole stage: a head stored once too) */
+                put.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
                 if (sum != j.g)
-                    o->det_put(c, &j, sum);
+                    o->det_put(c, &put, sum);
             }
             o->check(c, &j, j.g, j.np, PP_NF_WEIGHT_GRAD);
         }
