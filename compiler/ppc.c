@@ -83,6 +83,7 @@ typedef struct {
     int all;              /* --all: --search lists every candidate too */
     int json;             /* --json: --search prints JSON */
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
+    int layers_auto;      /* --layers auto(L): split as `layers = auto(L)` (--search: always) */
     const char *recompute; /* --recompute EXPR (issue 26), or NULL */
     const char *offload;   /* --offload EXPR (issue 26), or NULL */
     int seen_flags;        /* --prefetch, --keep-weights, -q, --pictures or --no-pictures given
@@ -137,7 +138,9 @@ static void usage(FILE *f)
                "                  on every stage, whatever the model block says (S must\n"
                "                  divide L); job costs (cost lines, 1, --costs) are then one\n"
                "                  block's, times the stage's blocks; with --search, every\n"
-               "                  family trains the same model, whatever its S\n"
+               "                  family trains the same model, whatever its S, and each\n"
+               "                  candidate the split auto(L) chooses for it\n"
+               "  --layers auto(L) L layers split as 'layers = auto(L)' would split them\n"
                "  --emit torch-csv DIR\n"
                "                  also (or, without -o, only) write DIR/<name>.csv for FILE\n"
                "                  <name>.pp: one row per rank of the actions PyTorch's\n"
@@ -409,14 +412,21 @@ static int parse_layers(int argc, char **argv, int *i, options *o)
 {
     if (strcmp(argv[*i], "--layers"))
         return 0;
-    char *end;
+    char *end = NULL;
     errno = 0;
-    long long v = *i + 1 < argc ? strtoll(argv[*i + 1], &end, 10) : -1;
+    /* auto(L): the compiler splits them (--search prints it so) */
+    const char *arg = *i + 1 < argc ? argv[*i + 1] : "";
+    int is_auto = !strncmp(arg, "auto(", 5);
+    long long v = *i + 1 < argc ? strtoll(arg + (is_auto ? 5 : 0), &end, 10) : -1;
+    if (is_auto && end && *end == ')' && end > arg + 5)
+        end++;
+    else if (is_auto)
+        v = -1;
     if (*i + 1 >= argc || !argv[*i + 1][0] || *end || errno || v < 1 ||
         (uint64_t)v > PP_MAX_TOTAL_LAYERS) {
         fprintf(stderr,
                 "ppc: --layers expects the model's blocks (layers) in total, from 1 to "
-                "%llu, found %s%s%s\n",
+                "%llu, or auto(L) for the compiler to split them, found %s%s%s\n",
                 (unsigned long long)PP_MAX_TOTAL_LAYERS, *i + 1 < argc ? "'" : "",
                 *i + 1 < argc ? argv[*i + 1] : "nothing", *i + 1 < argc ? "'" : "");
         return -1;
@@ -426,6 +436,7 @@ static int parse_layers(int argc, char **argv, int *i, options *o)
         return -1;
     }
     o->layers = v;
+    o->layers_auto = is_auto;
     (*i)++;
     return 1;
 }
@@ -968,7 +979,12 @@ static int write_reports(const options *o, const pp_compiled *c)
                                "one block's forward)"
                              : "cost lines of the schedule (FLOPs-proportional where none, 1 = "
                                "the mean forward)");
-    if (o->layers) { /* jobtable.c: cost lines, 1 and --costs are one block's */
+    if (o->layers && o->layers_auto) { /* the split: the report's `layers` line */
+        size_t n = strlen(costs_from);
+        snprintf(costs_from + n, sizeof costs_from - n,
+                 "; --layers auto(%lld): per block, times the stage's %s", o->layers,
+                 c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks");
+    } else if (o->layers) { /* jobtable.c: cost lines, 1 and --costs are one block's */
         size_t n = strlen(costs_from);
         snprintf(costs_from + n, sizeof costs_from - n,
                  "; --layers %lld (%u %s a stage): per block, times the stage's %s", o->layers,
@@ -1076,6 +1092,7 @@ int main(int argc, char **argv)
         co.mem_limit = (uint64_t)o.mem_limit;
         co.keep_weights = o.keep;
         co.layers = o.layers;
+        co.layers_auto = o.layers_auto;
         co.recompute = o.recompute;
         co.offload = o.offload;
         pp_compiled c;

@@ -88,6 +88,7 @@ typedef struct {
     int front;       /* rank on the Pareto front (1 = fastest), 0 = not on it */
     char *out;       /* its command's -o: out/<file's stem>, made unique (pp_search_run) */
     int indivisible; /* refused: its S does not divide --layers */
+    char *split;     /* --layers: its layers per stage ("4,4,4,0"), else NULL */
 } pp_search_cand;
 
 typedef struct {
