@@ -71,7 +71,7 @@ B := build
 # satisfy (the two proofs, bufcheck and commcheck, and the start-up checks,
 # verify and plancheck): ppc runs the proofs on every plan it emits, ppvm
 # runs them all at start-up.
-ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c isa/model_words.c isa/hostslots.c
+ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c isa/model_words.c isa/hostslots.c isa/tied.c
 KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c kernels/llama.c kernels/llama_kernels.c \
             kernels/attention_fused_ref.c
 KERN_SRC += kernels/tensor_shard.c kernels/tensor_hook.c
@@ -83,6 +83,7 @@ COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c 
 COMP_SRC += compiler/numfmt.c
 COMP_SRC += compiler/tensor.c compiler/report_tensor.c
 COMP_SRC += compiler/user_model.c compiler/costs_backend.c
+COMP_SRC += compiler/end_costs.c
 VM_SRC   := $(filter-out vm/ppvm.c vm/pprun.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 

@@ -229,13 +229,42 @@ static int apply_layers(pp_diag *d, pp_schedule *sch, long long L, const char *m
     return 0;
 }
 
+/* --layers auto(L): the model's layers become `layers = auto(L)`, from the
+ * even split (the remainder on the middle stages, as schedule.c starts
+ * it), costs per layer as with --layers; choose_layers then moves them. */
+static int flag_auto_layers(pp_diag *d, pp_schedule *sch, long long L)
+{
+    if (L > (long long)PP_MAX_LAYERS * sch->S) {
+        diag_error_noloc(d,
+                         "--layers auto(%lld): more layers than %lld stages of at most %u can "
+                         "hold",
+                         L, sch->S, PP_MAX_LAYERS);
+        return 1;
+    }
+    uint32_t *n = malloc((size_t)sch->S * sizeof *n);
+    if (!n) {
+        diag_nomem(d, "while splitting the model's layers over %lld stages", sch->S);
+        return 1;
+    }
+    for (long long s = 0; s < sch->S; s++)
+        n[s] = (uint32_t)(L / sch->S);
+    for (long long r = 0; r < L % sch->S; r++)
+        n[(sch->S - L % sch->S) / 2 + r]++;
+    free(sch->model.layers);
+    sch->model.layers = n;
+    sch->auto_layers = L;
+    sch->auto_flag = 1;
+    sch->per_block = 1;
+    return 0;
+}
+
 /* `layers = auto(L)`: the split the simulator likes best (auto_layers.c).
  * Cost lines and --costs are one layer's, as with --layers; FLOPs costs
  * count each stage's layers and its head already. */
 static int choose_layers(const pp_compile_opts *o, pp_compiled *c)
 {
     pp_schedule *sch = &c->sch;
-    if (o->layers) {
+    if (o->layers && !o->layers_auto) {
         diag_error(&c->diag, sch->auto_loc,
                    "layers = auto(%lld) and --layers %lld both split the layers: give one",
                    sch->auto_layers, o->layers);
@@ -246,15 +275,22 @@ static int choose_layers(const pp_compile_opts *o, pp_compiled *c)
             sch->per_block = 1;
     if (o->costs)
         sch->per_block = 1;
-    pp_lower_opts lo = {o->prefetch, o->mem_limit};
+    pp_lower_opts lo = {o->prefetch, o->mem_limit ? o->mem_limit : o->auto_mem_limit};
     if (pp_auto_layers(sch, o->costs ? &c->costs : NULL, &lo, &c->diag, &c->autoc))
         return 1;
-    if (!c->autoc.fits) {
-        diag_error(&c->diag, sch->auto_loc,
-                   "layers = auto(%lld): no split of the %lld stages found under --mem-limit %llu "
-                   "(the least found needs %llu bytes on its busiest worker, after %d splits)",
-                   sch->auto_layers, sch->S, (unsigned long long)o->mem_limit,
-                   (unsigned long long)c->autoc.mem, c->autoc.evaluated);
+    if (!c->autoc.fits && o->mem_limit) {
+        char head[64];
+        snprintf(head, sizeof head, "%sauto(%lld)", sch->auto_flag ? "--layers " : "layers = ",
+                 sch->auto_layers);
+        const char *fmt = "%s: no split of the %lld stages found under --mem-limit %llu (the "
+                          "least found needs %llu bytes on its busiest worker, after %d splits)";
+        if (sch->auto_flag)
+            diag_error_noloc(&c->diag, fmt, head, sch->S, (unsigned long long)o->mem_limit,
+                             (unsigned long long)c->autoc.mem, c->autoc.evaluated);
+        else
+            diag_error(&c->diag, sch->auto_loc, fmt, head, sch->S,
+                       (unsigned long long)o->mem_limit, (unsigned long long)c->autoc.mem,
+                       c->autoc.evaluated);
         return 1;
     }
     return 0;
@@ -361,7 +397,9 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
         c->sch.model.precision = (uint32_t)o->precision;
     if (o->tensor > 0 && pp_tensor_override(d, &c->sch, o->tensor))
         return PP_COMPILE_ERRORS;
-    if (layers && apply_layers(d, &c->sch, layers, o->layers ? NULL : o->model_path))
+    if (layers && (o->layers && o->layers_auto
+                       ? flag_auto_layers(d, &c->sch, o->layers)
+                       : apply_layers(d, &c->sch, layers, o->layers ? NULL : o->model_path)))
         return PP_COMPILE_ERRORS;
     if (o->costs && check_costs_model(d, &c->costs, &c->sch, o->costs, layers))
         return PP_COMPILE_ERRORS;

@@ -65,6 +65,13 @@ typedef struct {
      * and job costs are per block, scaled by the stage's blocks
      * (pp_schedule.per_block). 0 = the model block as written. */
     long long layers;
+    /* --layers auto(L) (layers_auto 1): the L layers split as `layers =
+     * auto(L)` would split them (costs per layer, as --layers), in place of
+     * the model block's. auto_mem_limit: a --mem-limit the split honours
+     * without the compile checking it (ppc --search's candidates, which it
+     * judges "over" itself); 0 = mem_limit's. */
+    int layers_auto;
+    uint64_t auto_mem_limit;
     /* --recompute EXPR: the schedule as if it ended with a line
      * `recompute when EXPR` (issue 26; what --search's recompute rows
      * reproduce with); NULL = as written. A file with its own `recompute`

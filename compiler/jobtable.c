@@ -1,5 +1,6 @@
 /* jobtable.c - evaluating compute/weights/priority/cost at every job. */
 #include "jobtable.h"
+#include "end_costs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -412,9 +413,11 @@ static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *tpla
 
 /* What a job costs, from (last wins) the cost line or 1, the FLOPs
  * default, --costs; with --layers (per_block) times the stage's blocks,
- * except FLOPs costs, which count them already. */
+ * except FLOPs costs, which count them already; a --costs time then also
+ * counts the stage's embedding or head, as ends (end_costs.h) of the
+ * layers it measured. */
 static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double *flops_cost[3],
-                       const pp_env *env, err_tally *tcost, err_tally *tneg)
+                       double *const ends[2], const pp_env *env, err_tally *tcost, err_tally *tneg)
 {
     const pp_expr *c = sch->cost[env->d];
     long long v = 1;
@@ -430,13 +433,15 @@ static double dir_cost(const pp_schedule *sch, const pp_costs *measured, double 
         cost = flops_cost[env->d][env->s];
         scaled = 1;
     }
+    double end = 0;
     if (measured && measured->dir[env->d]) {
         cost = measured->dir[env->d][measured->n[env->d] == 1 ? 0 : env->s];
         scaled = 0;
+        end = ends[0] ? ends[env->d != DIR_F][env->s] : 0;
     }
     /* --layers: a cost line, the unit cost and --costs are one block's */
     if (sch->per_block && !scaled)
-        cost *= pp_model_layers(&sch->model, (int)env->s);
+        cost *= pp_model_layers(&sch->model, (int)env->s) + end;
     return cost;
 }
 
@@ -530,6 +535,13 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         diag_nomem(sch->diag, "for the stages' default costs");
         return 1;
     }
+    double *ends[2] = {NULL, NULL}; /* per block, a --costs time is one layer's */
+    if (sch->per_block && measured && pp_end_costs(sch, ends)) {
+        for (int d = 0; d < 3; d++)
+            free(flops_cost[d]);
+        diag_nomem(sch->diag, "for the stages' end costs");
+        return 1;
+    }
     err_tally te[FN_COUNT] = {{0}}, trange[2] = {{0}}, tcost = {0}, tneg = {0}, trc = {0};
     const char *what[FN_COUNT] = {"compute(s,b,d)", "weights(s,b,d)", "priority(s,b,d)"};
     for (int j = 0; j < N; j++) {
@@ -558,16 +570,18 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         if (sch->fn[FN_PRIORITY])
             eval_at(sch, sch->fn[FN_PRIORITY], &env, &v, what[2], &te[2], 1 | SAME_ENV);
         t->priority[j] = v;
-        t->cost[j] = dir_cost(sch, measured, flops_cost, &env, &tcost, &tneg);
+        t->cost[j] = dir_cost(sch, measured, flops_cost, ends, &env, &tcost, &tneg);
         if (job_makes_wgrad(&t->js, j) && env.d == DIR_B && t->js.ND == 3) {
             /* a full backward among split ones does both halves' work */
             pp_env w = env;
             w.d = DIR_W;
-            t->cost[j] += dir_cost(sch, measured, flops_cost, &w, &tcost, &tneg);
+            t->cost[j] += dir_cost(sch, measured, flops_cost, ends, &w, &tcost, &tneg);
         }
     }
     for (int d = 0; d < 3; d++)
         free(flops_cost[d]);
+    free(ends[0]);
+    free(ends[1]);
     tensor_costs(t, sch, measured);
     for (int f = 0; f < FN_COUNT; f++)
         tally_note(sch, &te[f], what[f]);

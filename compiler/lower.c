@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../isa/model_shape.h"
+#include "../isa/tied.h"
 
 typedef struct {
     const pp_jobtable *t;
@@ -455,11 +456,14 @@ static int lower_item(lowering *L, const item *x)
 
 /* Tied embeddings (model tie = 1): after the replicas' all-reduces and
  * before either optimizer step, each owner of stage 0 or S-1 adds the other
- * tied stage's gradients to its own copy. An owner of both adds its two
- * copies here (no transfer); the others pair up in rank order, the i-th
- * owner of only stage 0 with the i-th owner of only stage S-1, and swap
- * copies through two slots, the stage-0 side sending first (with blocking
- * sends neither waits on the other). Returns 0, 1 (an error said) or -1. */
+ * tied stage's gradients to its own copy. An owner of both stores the
+ * weights once (isa/tied.h): it adds the head's gradients into the
+ * embedding's through one slot, for stage 0's optimizer step alone (under
+ * tensor > 1 it keeps two copies and adds each into the other); no
+ * transfer either way. The others pair up in rank order, the i-th owner
+ * of only stage 0 with the i-th owner of only stage S-1, and swap copies
+ * through two slots, the stage-0 side sending first (with blocking sends
+ * neither waits on the other). Returns 0, 1 (an error said) or -1. */
 static int lower_tie(lowering *L)
 {
     const ownership *o = L->own;
@@ -468,6 +472,17 @@ static int lower_tie(lowering *L)
     int own0 = owns_stage(L, 0, me), own1 = owns_stage(L, last, me);
     if (!L->m->tie || (!own0 && !own1))
         return 0;
+    if (pp_tied_shared(L->m, S, own0, own1)) {
+        int a = new_buf(L, bytes), at[2] = {emit(L, PP_OP_StashTiedGrad, last, -1, -1, -1),
+                                            emit(L, PP_OP_AddTiedGrad, 0, -1, -1, -1)};
+        if (a < 0 || at[0] < 0 || at[1] < 0)
+            return -1;
+        slot(L, at[0], PP_ROLE_TMP, a);
+        slot(L, at[1], PP_ROLE_TMP, a);
+        L->st.buf[a].def = at[0];
+        use(L, a, at[1]);
+        return 0;
+    }
     if (own0 && own1) {
         int a = new_buf(L, bytes), b = new_buf(L, bytes);
         int at[4] = {emit(L, PP_OP_StashTiedGrad, 0, -1, -1, -1),

@@ -99,8 +99,6 @@ ranked_item *lower_build_items(const pp_jobtable *t, const pp_sim_result *sim, i
  * operands into slot numbers and fills p's slot table. 0, or -1 out of memory. */
 int lower_assign_slots(stream *st, uint32_t rank, pp_plan *p);
 
-/* What an owner of stage s holds outside the slots (plan_memory.c). */
-uint64_t lower_owned_stage_bytes(const pp_model *m, int S, int s);
 /* --mem-limit: reports through d and returns 1 when plan p (of `rank`)
  * needs more than limit bytes at some instruction; else 0. */
 int lower_check_mem_limit(const pp_plan *p, int rank, uint64_t limit, pp_diag *d);

@@ -7,17 +7,7 @@
 #include "lower_internal.h"
 
 #include "../isa/model_shape.h"
-
-/* What an owner of stage s holds for it outside the slots: its fp32
- * weights, their gradients and the optimizer's state, and with precision
- * bf16 the bf16 compute copy its jobs read and its SendWeights send. */
-uint64_t lower_owned_stage_bytes(const pp_model *m, int S, int s)
-{
-    uint64_t bytes = (2 + pp_optimizer_state_floats(m->optimizer)) * pp_stage_weight_bytes(m, S, s);
-    if (m->precision == PP_PREC_BF16)
-        bytes += pp_stage_compute_bytes(m, S, s);
-    return bytes;
-}
+#include "../isa/tied.h"
 
 /* The workspace, twice with an Overlap pair (isa/plan.h). */
 static uint64_t workspace_total(const pp_plan *p)
@@ -44,11 +34,11 @@ uint64_t pp_plan_host_memory(const pp_plan *p) { return slot_total(p, 1); }
 
 uint64_t pp_plan_memory(const pp_plan *p)
 {
-    uint64_t bytes = workspace_total(p) + slot_total(p, 0);
-    for (uint32_t s = 0; s < p->S; s++)
-        if (p->stage_role[s] & PP_ROLE_OWNER)
-            bytes += lower_owned_stage_bytes(&p->model, (int)p->S, (int)s);
-    return bytes;
+    /* what an owner holds outside the slots: its fp32 weights, their
+     * gradients and the optimizer's state, and with precision bf16 the
+     * compute copy its jobs read and its SendWeights send (the tied
+     * embedding once where it owns both tied stages: isa/tied.h) */
+    return workspace_total(p) + slot_total(p, 0) + pp_plan_owned_bytes(p);
 }
 
 /* --mem-limit: the first instruction at which the rank's memory (its own
@@ -61,10 +51,7 @@ int lower_check_mem_limit(const pp_plan *p, int rank, uint64_t limit, pp_diag *d
     const char *owned = p->model.precision == PP_PREC_BF16
                             ? "weights, gradients, optimizer state and bf16 copies"
                             : "weights, gradients and optimizer state";
-    uint64_t own = 0, total;
-    for (uint32_t s = 0; s < p->S; s++)
-        if (p->stage_role[s] & PP_ROLE_OWNER)
-            own += lower_owned_stage_bytes(&p->model, (int)p->S, (int)s);
+    uint64_t own = pp_plan_owned_bytes(p), total;
     uint64_t work = workspace_total(p);
     const char *works = pp_plan_workspaces(p) > 1 ? "its two workspaces" : "its workspace";
     total = own + work;

@@ -85,6 +85,7 @@ typedef struct {
     int all;              /* --all: --search lists every candidate too */
     int json;             /* --json: --search prints JSON */
     long long layers;     /* --layers L: L blocks (layers) in total, L/S a stage; 0 = the file's */
+    int layers_auto;      /* --layers auto(L): split as `layers = auto(L)` (--search: always) */
     const char *recompute; /* --recompute EXPR (issue 26), or NULL */
     const char *offload;   /* --offload EXPR (issue 26), or NULL */
     const char *backend;   /* --backend cpu|cuda (costs_backend.h), or NULL */
@@ -141,7 +142,9 @@ static void usage(FILE *f)
                "                  on every stage, whatever the model block says (S must\n"
                "                  divide L); job costs (cost lines, 1, --costs) are then one\n"
                "                  block's, times the stage's blocks; with --search, every\n"
-               "                  family trains the same model, whatever its S\n"
+               "                  family trains the same model, whatever its S, and each\n"
+               "                  candidate the split auto(L) chooses for it\n"
+               "  --layers auto(L) L layers split as 'layers = auto(L)' would split them\n"
                "  --backend B     cpu or cuda, what the plans will run on (ppvm --backend):\n"
                "                  a --costs profile measured on the other gets a warning\n"
                "  --model M.pp    train M.pp's model block (its optimizer, precision, tensor\n"
@@ -419,14 +422,21 @@ static int parse_layers(int argc, char **argv, int *i, options *o)
 {
     if (strcmp(argv[*i], "--layers"))
         return 0;
-    char *end;
+    char *end = NULL;
     errno = 0;
-    long long v = *i + 1 < argc ? strtoll(argv[*i + 1], &end, 10) : -1;
+    /* auto(L): the compiler splits them (--search prints it so) */
+    const char *arg = *i + 1 < argc ? argv[*i + 1] : "";
+    int is_auto = !strncmp(arg, "auto(", 5);
+    long long v = *i + 1 < argc ? strtoll(arg + (is_auto ? 5 : 0), &end, 10) : -1;
+    if (is_auto && end && *end == ')' && end > arg + 5)
+        end++;
+    else if (is_auto)
+        v = -1;
     if (*i + 1 >= argc || !argv[*i + 1][0] || *end || errno || v < 1 ||
         (uint64_t)v > PP_MAX_TOTAL_LAYERS) {
         fprintf(stderr,
                 "ppc: --layers expects the model's blocks (layers) in total, from 1 to "
-                "%llu, found %s%s%s\n",
+                "%llu, or auto(L) for the compiler to split them, found %s%s%s\n",
                 (unsigned long long)PP_MAX_TOTAL_LAYERS, *i + 1 < argc ? "'" : "",
                 *i + 1 < argc ? argv[*i + 1] : "nothing", *i + 1 < argc ? "'" : "");
         return -1;
@@ -436,6 +446,7 @@ static int parse_layers(int argc, char **argv, int *i, options *o)
         return -1;
     }
     o->layers = v;
+    o->layers_auto = is_auto;
     (*i)++;
     return 1;
 }
@@ -1022,7 +1033,12 @@ static int write_reports(const options *o, const pp_compiled *c)
                                "one block's forward)"
                              : "cost lines of the schedule (FLOPs-proportional where none, 1 = "
                                "the mean forward)");
-    if (o->layers) { /* jobtable.c: cost lines, 1 and --costs are one block's */
+    if (o->layers && o->layers_auto) { /* the split: the report's `layers` line */
+        size_t n = strlen(costs_from);
+        snprintf(costs_from + n, sizeof costs_from - n,
+                 "; --layers auto(%lld): per block, times the stage's %s", o->layers,
+                 c->sch.model.kind != PP_MODEL_MLP ? "layers" : "blocks");
+    } else if (o->layers) { /* jobtable.c: cost lines, 1 and --costs are one block's */
         size_t n = strlen(costs_from);
         snprintf(costs_from + n, sizeof costs_from - n,
                  "; --layers %lld (%u %s a stage): per block, times the stage's %s", o->layers,
@@ -1141,6 +1157,7 @@ int main(int argc, char **argv)
         co.mem_limit = (uint64_t)o.mem_limit;
         co.keep_weights = o.keep;
         co.layers = o.layers;
+        co.layers_auto = o.layers_auto;
         co.recompute = o.recompute;
         co.offload = o.offload;
         pp_user_model um;

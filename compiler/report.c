@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../isa/model_shape.h"
+#include "../isa/tied.h"
 #include "radix_sort.h"
 
 /* A (time, change) event on one worker's activation storage. */
@@ -123,6 +124,8 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
     return 0;
 }
 
+static int tied_once(pp_report *r, const pp_jobtable *t, const pp_model *m);
+
 /* Distinct (stage, worker) pairs among the jobs `owners` selects, each
  * counted once on its worker: weights held by owners, gradient
  * accumulators on the workers that compute a stage's weight gradient.
@@ -157,6 +160,36 @@ static int stage_worker_pairs(pp_report *r, const pp_jobtable *t, const pp_model
                 r->w[w].grad_store_bytes += bytes;
         }
     free(stamp);
+    return owners ? 0 : tied_once(r, t, m);
+}
+
+/* A worker that owns both tied stages stores the tied weights once
+ * (isa/tied.h): its weights, optimizer state and bf16 copy count the
+ * tensor once (its gradients stay two). 0, or -1 out of memory. */
+static int tied_once(pp_report *r, const pp_jobtable *t, const pp_model *m)
+{
+    const pp_jobspace *js = &t->js;
+    int per_stage = js->B * js->ND, last = js->S - 1;
+    if (!pp_tied_shared(m, js->S, 1, 1))
+        return 0;
+    unsigned char *bits = calloc((size_t)t->W + 1, 1); /* 1 owns stage 0, 2 stage S-1 */
+    if (!bits)
+        return -1;
+    for (int k = 0; k < 2; k++)
+        for (int j = (k ? last : 0) * per_stage; j < ((k ? last : 0) + 1) * per_stage; j++)
+            if (job_exists(js, j))
+                bits[t->owner[j]] |= (unsigned char)(1 << k);
+    uint64_t tied = (uint64_t)pp_tied_floats(m) * sizeof(float);
+    for (int w = 0; w < t->W; w++) {
+        pp_worker_report *x = &r->w[w];
+        if (bits[w] != 3)
+            continue;
+        x->weight_store_bytes -= tied;
+        x->opt_store_bytes -= pp_optimizer_state_floats(m->optimizer) * tied;
+        if (m->precision == PP_PREC_BF16)
+            x->copy_store_bytes -= tied / 2;
+    }
+    free(bits);
     return 0;
 }
 

@@ -112,6 +112,7 @@ typedef struct {
      * call, for messages. */
     long long auto_layers;
     pp_loc auto_loc;
+    int auto_flag; /* auto_layers came from --layers auto(L), not the model block */
     pp_eval_memo *memo; /* owned; NULL evaluates lets without a memo */
     /* name -> index into params / lets, and name -> 1 (param) | 2 (let) for
      * every definition in the file, earlier or later (owned; names.h) */

@@ -301,9 +301,32 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
     }
     if (f->o->mem_limit)
         fprintf(m, " --mem-limit %llu", (unsigned long long)f->o->mem_limit);
-    if (f->o->layers)
-        fprintf(m, " --layers %lld", f->o->layers);
+    if (f->o->layers) { /* each candidate's own split, as ppc chooses it again */
+        char a[40];
+        snprintf(a, sizeof a, "auto(%lld)", f->o->layers);
+        fputs(" --layers ", m);
+        shell_word(m, a);
+    }
     if (fclose(m)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* With --layers: the candidate's layers per stage ("4,4,4,0"), which its
+ * command's --layers auto(L) chooses again; NULL without (or out of
+ * memory). */
+static char *split_words(const pp_schedule *sch)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = sch->auto_flag ? open_memstream(&buf, &len) : NULL;
+    if (!f)
+        return NULL;
+    for (long long s = 0; s < sch->S; s++)
+        fprintf(f, "%s%u", s ? "," : "", sch->model.layers[s]);
+    if (fclose(f)) {
         free(buf);
         return NULL;
     }
@@ -389,6 +412,8 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.layers = f->o->layers;
     co.model = f->o->model;
     co.model_path = f->o->model_file;
+    co.layers_auto = f->o->layers != 0; /* the split auto(L) chooses, under the limit */
+    co.auto_mem_limit = f->o->mem_limit;
     co.recompute = rc;
     return pp_compile(&co, c);
 }
@@ -536,8 +561,10 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     int bi = (int)(base - f->r->c);
     if (st == PP_COMPILE_ERRORS) {
         base->state = PP_CAND_REFUSED;
-        /* the check found S; the --layers override then refused it */
-        base->indivisible = total_layers(f->o) && c.sch.S > 0 && total_layers(f->o) % c.sch.S != 0;
+        /* the check found S; a model file's even split then refused it
+           (--layers L gives each candidate auto(L)'s split: never refused) */
+        base->indivisible = !f->o->layers && total_layers(f->o) && c.sch.S > 0 &&
+                            total_layers(f->o) % c.sch.S != 0;
         why_compile(base, &c);
         pp_compiled_free(&c);
         return 0;
@@ -548,7 +575,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         return -1;
     }
     base->model = model_words(&c.sch.model, c.sch.S, total_layers(f->o));
-    if (!base->model) {
+    base->split = split_words(&c.sch);
+    if (!base->model || (f->o->layers && !base->split)) {
         f->fatal = PP_SEARCH_NOMEM;
         pp_compiled_free(&c);
         return -1;
@@ -562,7 +590,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         pp_plan *plans = NULL;
         pp_compile_status ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
         pp_search_cand *k = record(f, defs, nd, prefetches[i], 0, NULL);
-        if (!k || !(k->model = strdup(f->r->c[bi].model))) {
+        if (!k || !(k->model = strdup(f->r->c[bi].model)) ||
+            (f->r->c[bi].split && !(k->split = strdup(f->r->c[bi].split)))) {
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;
         } else if (ls == PP_COMPILE_ERRORS) {
@@ -586,7 +615,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             rc = -1;
         } else if (st == PP_COMPILE_OK) {
             k->model = model_words(&c.sch.model, c.sch.S, total_layers(f->o));
-            if (!k->model) {
+            k->split = split_words(&c.sch);
+            if (!k->model || (f->o->layers && !k->split)) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
             } else
@@ -618,7 +648,8 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             rc = -1;
         } else if (st == PP_COMPILE_OK) {
             k->model = model_words(&c.sch.model, c.sch.S, total_layers(f->o));
-            if (!k->model) {
+            k->split = split_words(&c.sch);
+            if (!k->model || (f->o->layers && !k->split)) {
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
             } else
@@ -1080,6 +1111,8 @@ static void print_all(FILE *f, const pp_search_opts *o, const pp_search_result *
             fprintf(f, "   # %s", k->why ? k->why : "(not known)");
         else if (k->state == PP_CAND_OTHER_MODEL)
             fprintf(f, "   # %s", k->model);
+        else if (k->split)
+            fprintf(f, "   # layers %s", k->split);
         fputc('\n', f);
     }
 }
@@ -1114,15 +1147,17 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
         shell_word(f, prog_of(o));
         fputc(' ', f);
         shell_word(f, k->file);
-        fprintf(f, " %s -o %s\n", k->args, k->out);
+        fprintf(f, " %s -o %s", k->args, k->out);
+        if (k->split)
+            fprintf(f, "   # layers %s", k->split);
+        fputc('\n', f);
     }
     if (rows < r->nfront)
         fprintf(f, "(%d more on the front; --top shows more)\n", r->nfront - rows);
     fprintf(f, "%d candidates from %d files in %.2f s: %d compiled (%d on the front), %d refused",
             r->n, r->files, r->seconds, r->ok, r->nfront, r->refused);
-    if (total_layers(o))
-        fprintf(f, " (%d: S does not divide %s)", r->indivisible,
-                o->layers ? "--layers" : "the model's count");
+    if (total_layers(o) && !o->layers)
+        fprintf(f, " (%d: S does not divide the model's count)", r->indivisible);
     fprintf(f, ", %d over --mem-limit, %d another model", r->over, r->other_model);
     /* Without --layers each file trains its own model block: the deeper
      * models of V > 1 stages per worker compare only with one model size. */
@@ -1141,6 +1176,7 @@ void pp_search_free(pp_search_result *r)
         free(r->c[i].model);
         free(r->c[i].why);
         free(r->c[i].out);
+        free(r->c[i].split);
     }
     free(r->c);
     free(r->front);
@@ -1190,6 +1226,8 @@ static void json_cand(FILE *f, const pp_search_opts *o, const pp_search_cand *k)
     pp_json_str(f, k->model);
     fputs(", \"why\": ", f);
     pp_json_str(f, k->why);
+    fputs(", \"split\": ", f);
+    pp_json_str(f, k->split);
     fputs("}", f);
 }
 

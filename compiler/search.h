@@ -55,9 +55,10 @@ typedef struct {
     int optimizer;       /* a pp_optimizer, or -1 for each file's line */
     int precision;       /* a pp_precision, or -1 */
     /* --layers L: every candidate trains one model of L blocks (layers),
-     * L/S per stage, with costs per block (compile.h); a candidate whose S
-     * does not divide L is refused (counted in indivisible). 0 = each
-     * file's model block, and candidates of another are set aside. */
+     * split over its stages as `layers = auto(L)` chooses, with costs per
+     * block (compile.h). 0 = each file's model block (or the model file's,
+     * split L/S a stage, a candidate whose S does not divide L refused and
+     * counted in indivisible), and candidates of another are set aside. */
     long long layers;
     /* --tensor (issue 27): 0, each file's own; T > 0, every candidate with
      * tensor = T on W / T workers (T must divide W); -1 (auto), every
@@ -93,7 +94,8 @@ typedef struct {
     char *why;       /* refused or over: the compile's first error, or the search's reason */
     int front;       /* rank on the Pareto front (1 = fastest), 0 = not on it */
     char *out;       /* its command's -o: out/<file's stem>, made unique (pp_search_run) */
-    int indivisible; /* refused: its S does not divide --layers */
+    int indivisible; /* refused: its S does not divide the model file's count */
+    char *split;     /* --layers: its layers per stage ("4,4,4,0"), else NULL */
 } pp_search_cand;
 
 typedef struct {
@@ -101,7 +103,7 @@ typedef struct {
     int n, cap;
     int files; /* .pp files in the library */
     int ok, refused, over, other_model;
-    int indivisible; /* of the refused: S does not divide --layers */
+    int indivisible; /* of the refused: S does not divide the model file's count */
     int *front;      /* indices into c, fastest first */
     int nfront;
     char *model;    /* the search's model */

@@ -36,6 +36,7 @@
 #include "../isa/openfile.h"
 #include "../kernels/model.h"
 #include "check.h"
+#include "ckpt_tied.h"
 #include "guard.h"
 #include "tensor_stage.h"
 #include "vm.h"
@@ -58,13 +59,14 @@ static uint64_t kind_count(const pp_model *plan_model, int S, int s, int k, uint
     pp_model whole = *plan_model;
     whole.tensor = 1;
     const pp_model *m = &whole;
-    size_t n = pp_stage_param_count(m, S, s);
+    /* a tied model's stage S-1 stops before its head (ckpt_tied.h) */
+    size_t n = pp_stage_param_count(m, S, s) - pp_ckpt_tied_cut(m, S, s);
     *elem = k == K_BF16 ? 2 : 4;
     if (k == K_WEIGHTS)
         return n;
     if (k == K_OPT)
         return (uint64_t)pp_optimizer_state_floats(m->optimizer) * n;
-    return m->precision == PP_PREC_FP32 ? 0 : pp_stage_compute_bytes(m, S, s) / 2;
+    return m->precision == PP_PREC_FP32 ? 0 : n;
 }
 
 static int kind_exists(const pp_model *m, int k)
@@ -439,8 +441,10 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
     const pp_model *m = &p->model;
     int S = (int)p->S, rc = -1;
     uint32_t elem;
-    uint64_t n = kind_count(m, S, s, K_WEIGHTS, &elem);
-    uint64_t nopt = kind_count(m, S, s, K_OPT, &elem), nbf = kind_count(m, S, s, K_BF16, &elem);
+    /* the whole stage's counts (the files may leave the tied head out) */
+    uint64_t cut = pp_ckpt_tied_cut(m, S, s), k = pp_optimizer_state_floats(m->optimizer);
+    uint64_t n = kind_count(m, S, s, K_WEIGHTS, &elem) + cut;
+    uint64_t nopt = kind_exists(m, K_OPT) ? k * n : 0, nbf = kind_exists(m, K_BF16) ? n : 0;
     float *whole = NULL, *wopt = NULL;
     if (pp_model_tensor(m) > 1) {
         if (pp_tensor_stage_gather(p, be, st, s, first, run->me, &whole, &wopt, err, errlen))
@@ -463,6 +467,8 @@ static int write_stage(const pp_run *run, const pp_backend *be, void *st, const 
             pp_stage_compute_copy(&wm, S, s, whole, data[K_BF16]);
     } else if (n)
         be->stage_get(st, s, data[K_WEIGHTS], nopt ? data[K_OPT] : NULL, nbf ? data[K_BF16] : NULL);
+    if (cut && nopt) /* (the weights and the bf16 copy: their first n - cut) */
+        pp_ckpt_tied_pack(data[K_OPT], k, n, cut);
     for (int k = 0; k < K_COUNT; k++) {
         if (!kind_exists(m, k))
             continue;
@@ -615,6 +621,74 @@ static int cut_stage(const pp_run *run, int s, loaded *l, char *err, size_t errl
     return 0;
 }
 
+/* Reads sub's file of stage s, kind k, into *data, checked against the
+ * manifest and the plan. 0 or -1 with err naming the file. */
+static int read_kind(const pp_run *run, const char *sub, const manifest *mf, int s, int k,
+                     void **data, char *err, size_t errlen)
+{
+    const pp_model *m = &run->p->model;
+    int S = (int)run->p->S;
+    char name[64], path[PATHLEN + 64];
+    snprintf(name, sizeof name, "stage%d.%s", s, kinds[k].ext);
+    snprintf(path, sizeof path, "%s/%s", sub, name);
+    const mfile *e = manifest_file(mf, name);
+    pp_wfile_head h;
+    uint64_t size;
+    uint32_t crc, elem;
+    uint64_t want = kind_count(m, S, s, k, &elem); /* AdamW's 2n passes 2^32 early */
+    if (!e) {
+        snprintf(err, errlen, "'%s/manifest' lists no %s", sub, name);
+        return -1;
+    }
+    if (pp_wfile_read(path, kinds[k].magic, &h, data, &size, &crc, err, errlen))
+        return -1;
+    if (size != e->size || crc != e->crc) {
+        snprintf(err, errlen,
+                 "'%s' does not match its manifest: %" PRIu64 " bytes, crc32 %08" PRIx32
+                 ", but the manifest says %" PRIu64 " bytes, crc32 %08" PRIx32,
+                 path, size, crc, e->size, e->crc);
+        return -1;
+    }
+    if (h.plan_id != mf->plan_id || h.step != (uint32_t)mf->step || h.stage != (uint32_t)s ||
+        h.count != want || h.elem != elem) {
+        snprintf(err, errlen,
+                 "'%s' holds stage %u after step %u of plan %016" PRIx64 " (%" PRIu64
+                 " elements); its manifest expects stage %d after step %d of plan %016" PRIx64
+                 " (%" PRIu64 " elements)",
+                 path, h.stage, h.step, h.plan_id, h.count, s, mf->step, mf->plan_id, want);
+        return -1;
+    }
+    return 0;
+}
+
+/* A tied model's stage S-1, read from files that stop before its head:
+ * each of its vectors gets stage 0's embedding back (ckpt_tied.h), read
+ * from stage 0's files. 0 or -1 with err. */
+static int tied_head(const pp_run *run, const char *sub, const manifest *mf, void **d, char *err,
+                     size_t errlen)
+{
+    const pp_model *m = &run->p->model;
+    int S = (int)run->p->S;
+    uint32_t elem;
+    size_t cut = pp_ckpt_tied_cut(m, S, S - 1), n = kind_count(m, S, S - 1, K_WEIGHTS, &elem),
+           n0 = kind_count(m, S, 0, K_WEIGHTS, &elem);
+    for (int k = 0; k < K_COUNT; k++) {
+        if (!kind_exists(m, k))
+            continue;
+        void *first = NULL;
+        size_t vectors = k == K_OPT ? pp_optimizer_state_floats(m->optimizer) : 1;
+        int rc = read_kind(run, sub, mf, 0, k, &first, err, errlen);
+        if (!rc && pp_ckpt_tied_unpack(&d[k], first, vectors, n, n0, cut, k == K_BF16 ? 2 : 4)) {
+            snprintf(err, errlen, "out of memory resuming stage %d", S - 1);
+            rc = -1;
+        }
+        free(first);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
 /* Reads the files of the stages this rank owns and checks each against
  * the manifest and the plan. 0 or -1 with err naming the file. */
 static int load_stages(const pp_run *run, const char *sub, const manifest *mf, loaded *l, char *err,
@@ -630,42 +704,13 @@ static int load_stages(const pp_run *run, const char *sub, const manifest *mf, l
     for (int s = 0; s < S; s++) {
         if (!(p->stage_role[s] & PP_ROLE_OWNER))
             continue;
-        for (int k = 0; k < K_COUNT; k++) {
-            if (!kind_exists(m, k))
-                continue;
-            char name[64], path[PATHLEN + 64];
-            snprintf(name, sizeof name, "stage%d.%s", s, kinds[k].ext);
-            snprintf(path, sizeof path, "%s/%s", sub, name);
-            const mfile *e = manifest_file(mf, name);
-            pp_wfile_head h;
-            uint64_t size;
-            uint32_t crc, elem;
-            uint64_t want = kind_count(m, S, s, k, &elem); /* AdamW's 2n passes 2^32 early */
-            if (!e) {
-                snprintf(err, errlen, "'%s/manifest' lists no %s", sub, name);
+        for (int k = 0; k < K_COUNT; k++)
+            if (kind_exists(m, k) &&
+                read_kind(run, sub, mf, s, k, &l->data[s * K_COUNT + k], err, errlen))
                 return -1;
-            }
-            if (pp_wfile_read(path, kinds[k].magic, &h, &l->data[s * K_COUNT + k], &size, &crc, err,
-                              errlen))
-                return -1;
-            if (size != e->size || crc != e->crc) {
-                snprintf(err, errlen,
-                         "'%s' does not match its manifest: %" PRIu64 " bytes, crc32 %08" PRIx32
-                         ", but the manifest says %" PRIu64 " bytes, crc32 %08" PRIx32,
-                         path, size, crc, e->size, e->crc);
-                return -1;
-            }
-            if (h.plan_id != mf->plan_id || h.step != (uint32_t)mf->step ||
-                h.stage != (uint32_t)s || h.count != want || h.elem != elem) {
-                snprintf(
-                    err, errlen,
-                    "'%s' holds stage %u after step %u of plan %016" PRIx64 " (%" PRIu64
-                    " elements); its manifest expects stage %d after step %d of plan %016" PRIx64
-                    " (%" PRIu64 " elements)",
-                    path, h.stage, h.step, h.plan_id, h.count, s, mf->step, mf->plan_id, want);
-                return -1;
-            }
-        }
+        if (pp_ckpt_tied_cut(m, S, s) &&
+            tied_head(run, sub, mf, &l->data[s * K_COUNT], err, errlen))
+            return -1;
         /* under tensor = T this rank restores its shard (before the ranks
          * agree, so running out of memory here is agreed too) */
         if (pp_model_tensor(m) > 1 && pp_stage_param_count(m, S, s) &&

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../isa/tied.h"
 #include "../kernels/model.h"
 #include "check.h"
 
@@ -105,6 +106,46 @@ static int stage_alloc(pp_vm_core *c, int s, char *err, size_t errlen)
     return 0;
 }
 
+/* The two tied stages of an owner of both (isa/tied.h): one buffer for the
+ * weights, and one for the compute copy, holds stage S-1's own part and
+ * then stage 0's, so stage S-1's head (its last tensor) is stage 0's token
+ * embedding (its first); the gradients apart, whole; the optimizer state
+ * apart, stage S-1's only for its own part. params[0] and compute[0] point
+ * into stage S-1's buffers (pp_vm_core_free releases those). 0 or -1. */
+static int tied_alloc(pp_vm_core *c, char *err, size_t errlen)
+{
+    const pp_model *m = &c->p->model;
+    int S = (int)c->p->S, last = S - 1;
+    size_t n0 = pp_stage_param_count(m, S, 0), n1 = pp_stage_param_count(m, S, last);
+    size_t own = pp_vm_core_own_count(c, last);
+    size_t k = pp_optimizer_state_floats(m->optimizer), wb = pp_precision_weight_bytes(m->precision);
+    if (c->mem->alloc((void **)&c->params[last], (own + n0) * sizeof(float), err, errlen))
+        return -1;
+    c->params[0] = c->params[last] + own;
+    if (c->mem->alloc((void **)&c->grads[0], n0 * sizeof(float), err, errlen) ||
+        c->mem->alloc((void **)&c->grads[last], n1 * sizeof(float), err, errlen))
+        return -1;
+    if (k && (c->mem->alloc((void **)&c->state[0], k * n0 * sizeof(float), err, errlen) ||
+              c->mem->alloc((void **)&c->state[last], k * own * sizeof(float), err, errlen)))
+        return -1;
+    c->allocated += ((1 + k) * (own + n0) + n0 + n1) * sizeof(float);
+    c->compute[0] = c->params[0];
+    c->compute[last] = c->params[last];
+    if (m->precision != PP_PREC_FP32) {
+        c->compute[last] = NULL;
+        if (c->mem->alloc(&c->compute[last], (own + n0) * wb, err, errlen))
+            return -1;
+        c->compute[0] = (char *)c->compute[last] + own * wb;
+        c->allocated += (own + n0) * wb;
+    }
+    return 0;
+}
+
+size_t pp_vm_core_own_count(const pp_vm_core *c, int s)
+{
+    return pp_stage_own_count(&c->p->model, (int)c->p->S, s, c->tied_shared);
+}
+
 /* --deterministic's buffers: determ.h's per-microbatch gradients and, for
  * a backend whose memory is not the host's, a host sum per owned stage. */
 static int det_init(pp_vm_core *c, char *err, size_t errlen)
@@ -113,10 +154,11 @@ static int det_init(pp_vm_core *c, char *err, size_t errlen)
     int S = (int)p->S;
     c->det = pp_determ_create(p, &c->det_bytes);
     c->det_sum = calloc((size_t)S, sizeof *c->det_sum);
+    c->det_early = calloc((size_t)S, 1);
     c->det_comm = malloc((p->ngroups + 1) * sizeof *c->det_comm);
     for (uint32_t g = 0; c->det_comm && g < p->ngroups; g++)
         c->det_comm[g] = MPI_COMM_NULL; /* until connect; free reads them */
-    if (!c->det || !c->det_sum || !c->det_comm)
+    if (!c->det || !c->det_sum || !c->det_comm || !c->det_early)
         goto oom;
     for (int s = 0; s < S; s++) {
         if (!c->grads[s] || !pp_determ_tracks(c->det, s))
@@ -204,8 +246,11 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    c->tied_shared = pp_plan_tied_shared(p);
+    if (c->tied_shared && tied_alloc(c, err, errlen))
+        return -1;
     for (int s = 0; s < S; s++)
-        if ((p->stage_role[s] & PP_ROLE_OWNER) && stage_alloc(c, s, err, errlen))
+        if ((p->stage_role[s] & PP_ROLE_OWNER) && !c->params[s] && stage_alloc(c, s, err, errlen))
             return -1;
     if (parse_inject(c, err, errlen) ||
         (c->opts->skip_nonfinite && check_deferrable(p, err, errlen)))
@@ -219,14 +264,16 @@ void pp_vm_core_free(pp_vm_core *c)
     for (uint32_t s = 0; s < p->S; s++) {
         if (c->det_sum && c->grads && c->det_sum[s] != c->grads[s])
             free(c->det_sum[s]);
+        if (c->state)
+            c->mem->release(c->state[s]);
+        if (c->grads)
+            c->mem->release(c->grads[s]);
+        if (s == 0 && c->tied_shared) /* inside stage S-1's buffers (tied_alloc) */
+            continue;
         if (c->compute && c->params && c->compute[s] != c->params[s])
             c->mem->release(c->compute[s]);
         if (c->params)
             c->mem->release(c->params[s]);
-        if (c->grads)
-            c->mem->release(c->grads[s]);
-        if (c->state)
-            c->mem->release(c->state[s]);
     }
     pp_determ_free(c->det);
     for (uint32_t g = 0; c->det_comm && g < p->ngroups; g++)
@@ -234,6 +281,7 @@ void pp_vm_core_free(pp_vm_core *c)
             mpiCheck(MPI_Comm_free(&c->det_comm[g]));
     free(c->det_comm);
     free(c->det_sum);
+    free(c->det_early);
     free(c->params);
     free(c->grads);
     free(c->state);
@@ -338,6 +386,20 @@ void pp_vm_core_det_transfer(pp_vm_core *c, const pp_instr *in)
 const float *pp_vm_core_det_sum(pp_vm_core *c, int s)
 {
     pp_determ_finish(c->det, s); /* the gradients summed in microbatch order */
+    if (c->det_early[s]) {       /* put already, and the tied sum added there */
+        c->det_early[s] = 0;
+        return c->grads[s];
+    }
+    return c->det_sum[s];
+}
+
+const float *pp_vm_core_det_tied(pp_vm_core *c, int s)
+{
+    pp_determ_check(c->det, s,
+                    "the tied embedding's sum came before this microbatch's weight gradient");
+    if (c->det_sum[s] == c->grads[s] || c->det_early[s])
+        return NULL;
+    c->det_early[s] = 1;
     return c->det_sum[s];
 }
 
@@ -369,11 +431,19 @@ void pp_vm_core_stage_get(void *be, int s, float *params, float *state, void *co
     pp_vm_core *c = be;
     const pp_model *m = &c->p->model;
     int S = (int)c->p->S;
-    size_t n = pp_stage_param_count(m, S, s);
+    size_t n = pp_stage_param_count(m, S, s), own = pp_vm_core_own_count(c, s);
+    size_t k = pp_optimizer_state_floats(m->optimizer);
     c->mem->to_host(params, c->params[s], n * sizeof *params);
-    if (state)
-        c->mem->to_host(state, c->state[s],
-                        pp_optimizer_state_floats(m->optimizer) * n * sizeof *state);
+    /* each moment of the whole stage: stage S-1's own part, then (stored
+     * once, isa/tied.h) its head's, which is stage 0's embedding's */
+    for (size_t i = 0; state && i < k; i++) {
+        c->mem->to_host(state + i * n, c->state[s] + i * own, own * sizeof *state);
+        if (own < n)
+            c->mem->to_host(state + i * n + own,
+                            c->state[0] + i * pp_stage_param_count(m, S, 0) +
+                                pp_stage_tied_offset(m, S, 0),
+                            (n - own) * sizeof *state);
+    }
     if (compute)
         c->mem->to_host(compute, c->compute[s], pp_stage_compute_bytes(m, S, s));
 }
@@ -384,11 +454,13 @@ void pp_vm_core_stage_set(void *be, int s, const float *params, const float *sta
     pp_vm_core *c = be;
     const pp_model *m = &c->p->model;
     int S = (int)c->p->S;
-    size_t n = pp_stage_param_count(m, S, s);
+    size_t n = pp_stage_param_count(m, S, s), own = pp_vm_core_own_count(c, s);
+    size_t k = pp_optimizer_state_floats(m->optimizer);
+    /* (stored once: stage S-1's head is stage 0's embedding, the same
+     * numbers in a checkpoint, so writing it twice is harmless) */
     c->mem->from_host(c->params[s], params, n * sizeof *params);
-    if (state)
-        c->mem->from_host(c->state[s], state,
-                          pp_optimizer_state_floats(m->optimizer) * n * sizeof *state);
+    for (size_t i = 0; state && i < k; i++)
+        c->mem->from_host(c->state[s] + i * own, state + i * n, own * sizeof *state);
     if (compute)
         c->mem->from_host(c->compute[s], compute, pp_stage_compute_bytes(m, S, s));
     if (c->mem->settle)

@@ -163,6 +163,8 @@ typedef struct {
     float **det_sum;              /* [S] the ordered sum of an owned stage's gradients: grads[s]
                                 in host memory, else a host buffer of its own */
     MPI_Comm *det_comm;           /* [ngroups] the replica groups, for pp_determ_reduce */
+    int tied_shared;              /* isa/tied.h: stage S-1's memory runs into stage 0's */
+    unsigned char *det_early;     /* [S] pp_vm_core_det_tied put the sum into grads[s] */
 } pp_vm_core;
 
 /* Set-up, local: the tables and an owned stage's buffers (their contents
@@ -175,6 +177,12 @@ void pp_vm_core_free(pp_vm_core *c);
 /* Collective, after every rank's init: --deterministic's communicators,
  * and its note of the bytes each rank holds for it (rank 0). */
 void pp_vm_core_connect(pp_vm_core *c);
+
+/* The floats of stage s's weights this rank stores for it alone (its
+ * gradients as many, its optimizer state and compute copy in proportion):
+ * what its OptimizerStep updates and its ReduceGrads all-reduces
+ * (isa/tied.h's pp_stage_own_count). */
+size_t pp_vm_core_own_count(const pp_vm_core *c, int s);
 
 /* Which job of an Overlap pair `in` is: 0 none, 1 the first, 2 the second.
  * Call once per instruction, in plan order (Overlap opens a pair). */
@@ -200,6 +208,12 @@ void pp_vm_core_det_transfer(pp_vm_core *c, const pp_instr *in);
 /* OptimizerStep: the sum of all B microbatches, in host memory (det_sum[s];
  * the caller copies it into grads[s] when they differ). */
 const float *pp_vm_core_det_sum(pp_vm_core *c, int s);
+/* StashTiedGrad and AddTiedGrad of a tracked stage (model tie = 1): its
+ * ordered sum is complete by then (else every rank ends), and is returned
+ * for the caller to put into grads[s] once, where they differ (the cuda
+ * backend's), so that the tied sum adds the ordered sums; NULL when there
+ * is nothing to put. pp_vm_core_det_sum then returns grads[s] itself. */
+const float *pp_vm_core_det_tied(pp_vm_core *c, int s);
 
 /* The end of a step, every backend's: --deterministic's sends complete. */
 void pp_vm_core_end_step(pp_vm_core *c);

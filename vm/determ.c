@@ -234,11 +234,15 @@ void pp_determ_reduce(pp_determ *d, int s, MPI_Comm comm, float *g)
     d->summed[s] = 1;
 }
 
-void pp_determ_finish(pp_determ *d, int s)
+void pp_determ_check(pp_determ *d, int s, const char *what)
 {
     if (d->group[s] ? !d->summed[s] : d->next[s] < d->B)
-        give_up(d, "the optimizer step came before this microbatch's weight gradient", s,
-                d->group[s] ? 0 : d->next[s]);
+        give_up(d, what, s, d->group[s] ? 0 : d->next[s]);
+}
+
+void pp_determ_finish(pp_determ *d, int s)
+{
+    pp_determ_check(d, s, "the optimizer step came before this microbatch's weight gradient");
     d->next[s] = 0;
     d->summed[s] = 0;
 }

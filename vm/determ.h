@@ -78,6 +78,10 @@ void pp_determ_reduce(pp_determ *d, int s, MPI_Comm comm, float *g);
  * stage for the next step. Ends every rank (a plan the VM cannot run) if
  * not. */
 void pp_determ_finish(pp_determ *d, int s);
+/* Whether g holds all B microbatches' sum (the tied embedding's sum reads
+ * it before the OptimizerStep); ends every rank, saying `what` came too
+ * early, if not. */
+void pp_determ_check(pp_determ *d, int s, const char *what);
 /* The end of a step: every send complete. */
 void pp_determ_end_step(pp_determ *d);
 void pp_determ_free(pp_determ *d);

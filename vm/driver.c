@@ -428,9 +428,6 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (!pp_flags_agree(&run, be->name)) /* before any call that a flag decides */
         return 1;
     const char *why = unsupported(opts, be);
-    if (!why && p->model.tie && opts->deterministic)
-        why = "--deterministic: a tied model's embedding gradients are summed after the ordered "
-              "sums, which it does not do yet (drop --deterministic)";
     if (!pp_vm_all_ok(why == NULL, run.me, why ? why : ""))
         return 1;
     if (!same_mode(&run))

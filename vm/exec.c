@@ -93,12 +93,27 @@ static void backward_done(pp_vm_core *c, const pp_vm_job *j, int writes_din, int
     }
 }
 
+/* Stage S-1's head gradients where the tied weights are stored once
+ * (isa/tied.h): added into stage 0's by AddTiedGrad, and zeroed when the
+ * update zeroes the rest (which covers the own part, j->np). */
+static void zero_head(pp_vm_core *c, const pp_vm_job *j)
+{
+    size_t n = pp_stage_param_count(&c->p->model, (int)c->p->S, j->s);
+    if (c->nc || j->np == n)
+        return;
+    pp_vm_job z = *j;
+    z.g = j->g + j->np;
+    z.np = n - j->np;
+    c->ops->zero(c, &z);
+}
+
 /* An OptimizerStep's update between --profile's marks. */
 static void update(pp_vm_core *c, const pp_vm_job *j)
 {
     mark(c, j, 0);
     c->ops->update(c, j);
     mark(c, j, 1);
+    zero_head(c, j);
 }
 
 void pp_vm_core_exec(void *be, const pp_instr *in)
@@ -226,6 +241,14 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.g = stash ? tmp : own;
         j.tmp = stash ? own : tmp;
         begin(c, &j);
+        if (!c->nc && pp_vm_core_det(c, j.s)) { /* the ordered sum, where the add reads it */
+            const float *sum = pp_vm_core_det_tied(c, j.s);
+            pp_vm_job put = j;
+            put.g = own - pp_stage_tied_offset(&p->model, (int)p->S, j.s); /* grads[s] */
+            put.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
+            if (sum)
+                o->det_put(c, &put, sum);
+        }
         if (!c->nc) {
             if (stash)
                 o->zero(c, &j);
@@ -245,6 +268,8 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         o->recv(c, &j);
         break;
     case PP_OP_OptimizerStep:
+        /* (a head stored once is stage 0's to step: isa/tied.h) */
+        j.np = pp_vm_core_own_count(c, j.s);
         /* the own weights too: the update waits for what reads them */
         j.w = o->weights(c, j.s);
         j.g = o->grads(c, j.s);
@@ -252,8 +277,10 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         if (!c->nc) {
             if (pp_vm_core_det(c, j.s)) { /* the ordered sum of all B microbatches */
                 const float *sum = pp_vm_core_det_sum(c, j.s);
+                pp_vm_job put = j; /* (the whole stage: a head stored once too) */
+                put.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
                 if (sum != j.g)
-                    o->det_put(c, &j, sum);
+                    o->det_put(c, &put, sum);
             }
             o->check(c, &j, j.g, j.np, PP_NF_WEIGHT_GRAD);
         }
@@ -292,19 +319,20 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
 void pp_vm_core_commit(void *be, int apply)
 {
     pp_vm_core *c = be;
-    const pp_plan *p = c->p;
     int n = c->ndeferred;
     for (int i = 0; i < n; i++) {
         const pp_instr *in = c->deferred[i];
         pp_vm_job j = {.in = in, .s = in->stage, .b = in->mb, .k = -1};
-        j.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
+        j.np = pp_vm_core_own_count(c, j.s);
         j.w = c->ops->weights(c, j.s);
         j.g = c->ops->grads(c, j.s);
         begin(c, &j);
         if (apply)
             update(c, &j);
-        else
+        else {
             c->ops->zero(c, &j);
+            zero_head(c, &j);
+        }
         end(c, &j);
     }
     if (c->ops->committed)

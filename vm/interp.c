@@ -457,9 +457,10 @@ static int init_weights(vm *v)
         } else
             pp_stage_init(&p->model, S, s, v->opts->seed, v->c.params[s]);
         memset(v->c.grads[s], 0, n * sizeof(float));
-        if (v->c.state[s])
+        if (v->c.state[s]) /* (stage S-1's own part where the head is stored once) */
             memset(v->c.state[s], 0,
-                   pp_optimizer_state_floats(p->model.optimizer) * n * sizeof(float));
+                   pp_optimizer_state_floats(p->model.optimizer) * pp_vm_core_own_count(&v->c, s) *
+                       sizeof(float));
         if (v->c.compute[s] != v->c.params[s])
             pp_stage_compute_copy(&p->model, S, s, v->c.params[s], v->c.compute[s]);
     }

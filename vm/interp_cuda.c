@@ -388,10 +388,11 @@ static void init_weights(cuda_vm *v)
             pp_cuda_stage_init(v->cm, &p->model, S, s, v->opts->seed, v->c.params[s]);
         pp_cuda_stage_compute_copy(v->cm, &p->model, S, s, v->c.params[s], v->c.compute[s]);
         cudaCheck(cudaMemsetAsync(v->c.grads[s], 0, n * sizeof(float), v->st[ST_COMPUTE]));
-        if (v->c.state[s]) /* AdamW's moments start at zero */
-            cudaCheck(cudaMemsetAsync(
-                v->c.state[s], 0, pp_optimizer_state_floats(p->model.optimizer) * n * sizeof(float),
-                v->st[ST_COMPUTE]));
+        if (v->c.state[s]) /* AdamW's moments start at zero (stage S-1's own part: tied.h) */
+            cudaCheck(cudaMemsetAsync(v->c.state[s], 0,
+                                      pp_optimizer_state_floats(p->model.optimizer) *
+                                          pp_vm_core_own_count(&v->c, s) * sizeof(float),
+                                      v->st[ST_COMPUTE]));
     }
     cudaCheck(cudaDeviceSynchronize()); /* start-up only */
 }
@@ -415,6 +416,8 @@ static const void *op_weights(void *be, int s)
     if (!(v->p->stage_role[s] & PP_ROLE_OWNER))
         return NULL; /* a stage without weights (plancheck.c): nothing to order */
     v->jd[v->njd++] = &v->param_dep[s];
+    if (cvm_tied_other(v, s) >= 0) /* stored once: the other tied stage's too */
+        v->jd[v->njd++] = &v->param_dep[cvm_tied_other(v, s)];
     return v->c.compute[s];
 }
 
@@ -698,6 +701,8 @@ static void op_update(void *be, const pp_vm_job *j)
     else
         cudaCheck(pp_cu_sgd_step(w, g, np, pp_optim_lr(o, v->run->step + 1), copy, cs));
     cvm_params_changed(v, s);
+    if (cvm_tied_other(v, s) >= 0) /* its staged copy holds the tied tensor too */
+        cvm_params_changed(v, cvm_tied_other(v, s));
 }
 
 /* Every transfer (vm/transport_cuda.c) records its own dependencies, on

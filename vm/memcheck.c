@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../isa/tied.h"
 #include "../kernels/model.h"
 #include "check.h"
 #include "vm.h"
@@ -15,19 +16,10 @@ unsigned long long pp_memory_needed(const pp_plan *p)
 {
     /* the same sum as interp.c's cpu_create (and compiler/plan_memory.c's
      * pp_plan_memory, which ppvm does not link) */
-    int S = (int)p->S;
     unsigned long long bytes = (unsigned long long)pp_plan_workspaces(p) * p->workspace_bytes;
     for (uint32_t k = 0; k < p->nslots; k++)
         bytes += p->slot_bytes[k];
-    for (int s = 0; s < S; s++) {
-        if (!(p->stage_role[s] & PP_ROLE_OWNER))
-            continue;
-        unsigned long long n = pp_stage_param_count(&p->model, S, s);
-        bytes += (2 + (unsigned long long)pp_optimizer_state_floats(p->model.optimizer)) * n * 4;
-        if (p->model.precision != PP_PREC_FP32)
-            bytes += pp_stage_compute_bytes(&p->model, S, s);
-    }
-    return bytes;
+    return bytes + pp_plan_owned_bytes(p); /* the tied embedding once (isa/tied.h) */
 }
 
 /* The first number in file `path` (after `key`, when given); 0 when none. */

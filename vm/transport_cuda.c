@@ -374,6 +374,12 @@ static void send_weights(cuda_vm *v, int st, int s, int peer)
                        &v->wsend[v->nwsend++]));
 }
 
+int cvm_tied_other(const cuda_vm *v, int s)
+{
+    int last = (int)v->p->S - 1;
+    return !v->c.tied_shared ? -1 : s == 0 ? last : s == last ? 0 : -1;
+}
+
 static void reduce_grads(cuda_vm *v, int st, int s, int g)
 {
     size_t n = msg_bytes(v, stage_bytes(v, s)) / sizeof(float);

@@ -69,11 +69,11 @@ typedef struct {
      * COMPUTE at the pair's end. NULL / 0 without pairs. */
     pp_cuda_model *cm2;
     void *work2;
-    cvm_dep *pair_dep[2 * (PP_MAX_SLOTS + 2)];
+    cvm_dep *pair_dep[2 * (PP_MAX_SLOTS + 3)];
     /* the buffers the instruction in progress touches on the compute lane
      * (op_slot, op_weights, op_grads): waited for by op_begin, recorded by
      * op_end */
-    cvm_dep *jd[PP_MAX_SLOTS + 2];
+    cvm_dep *jd[PP_MAX_SLOTS + 3]; /* slots, weights (tied: two stages'), grads */
     int njd;
     int npair_dep;
     cudaEvent_t pair_ev;
@@ -171,6 +171,11 @@ void cvm_transfer(cuda_vm *v, const pp_instr *in);
  * transfers between them, whose buffers' events are recorded after
  * ncclGroupEnd, which is when NCCL launches them; nothing on mpi. */
 void cvm_group(cuda_vm *v, int start);
+/* Where a rank stores the tied embedding once (isa/tied.h), stage 0's and
+ * stage S-1's weights overlap: for s one of them, the other, whose weight
+ * dependency its operations also wait for and record; else -1. */
+int cvm_tied_other(const cuda_vm *v, int s);
+
 /* OptimizerStep changed params[s] and compute[s] (the mpi transport's host
  * copy is stale). */
 void cvm_params_changed(cuda_vm *v, int s);

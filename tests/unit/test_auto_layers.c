@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../compiler/compile.h"
+#include "../../compiler/jobs.h"
 #include "suites.h"
 
 /* 1F1B on S = 4 stages, GPT-2 small's shape (its head costs about 5.4
@@ -101,6 +103,48 @@ START_TEST(test_auto_under_mem_limit)
 }
 END_TEST
 
+/* Under --costs a time is one layer's: the head (about 5.4 layers of
+ * GPT-2's FLOPs) counts on the last stage as the FLOPs costs count it
+ * (compiler/end_costs.c), so uniform measured costs still give the head's
+ * stage fewer layers and a shorter step than the even split; stage 1 costs
+ * its layers alone. */
+START_TEST(test_auto_measured_counts_the_ends)
+{
+    char dir[] = "/tmp/pp-auto-costs-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/costs.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"F\": 1, \"B\": 2}\n", f);
+    fclose(f);
+    pp_compiled c;
+    char src[2048];
+    snprintf(src, sizeof src, "%sauto(12) }\n", HEAD);
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = "t.pp";
+    o.text = src;
+    o.len = strlen(src);
+    o.capture = 1;
+    o.costs = path;
+    ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s", c.msgs ? c.msgs : "");
+    const uint32_t *n = c.sch.model.layers;
+    const pp_jobspace *js = &c.t.js;
+    double f1 = c.t.cost[job_id(js, 1, 0, DIR_F)], f3 = c.t.cost[job_id(js, 3, 0, DIR_F)];
+    double b3 = c.t.cost[job_id(js, 3, 0, DIR_B)];
+    ck_assert_msg(f1 == n[1], "F(1,0) costs %g for %u layers (expected one per layer)", f1, n[1]);
+    ck_assert_msg(f3 > n[3] + 4 && f3 < n[3] + 7 && b3 > 2 * (n[3] + 4),
+                  "F(3,0) costs %g and B(3,0) %g for %u layers and the head (expected about "
+                  "5.4 layers more, twice that for B)",
+                  f3, b3, n[3]);
+    ck_assert_msg(n[3] < n[1], "the head's stage holds %u layers, stage 1 %u", n[3], n[1]);
+    ck_assert_msg(c.autoc.step < 0.9 * c.autoc.even_step, "auto predicts %g, the even split %g",
+                  c.autoc.step, c.autoc.even_step);
+    pp_compiled_free(&c);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_auto_errors)
 {
     static const struct {
@@ -153,6 +197,7 @@ Suite *auto_layers_suite(void)
     tcase_add_test(tc, test_auto_beats_even_split);
     tcase_add_test(tc, test_auto_under_mem_limit);
     tcase_add_test(tc, test_auto_errors);
+    tcase_add_test(tc, test_auto_measured_counts_the_ends);
     tcase_add_test(tc, test_tie_unpaired_owners);
     suite_add_tcase(s, tc);
     return s;

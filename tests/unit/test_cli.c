@@ -297,7 +297,10 @@ static const num_flag num_flags[] = {
      "(1000-based))",
      "100000000", "-1"},
     {1, "--top", "a number of rows from 1 to 1000000", "2", "0"},
-    {1, "--layers", "the model's blocks (layers) in total, from 1 to 1073741824", "8", "0"},
+    {1, "--layers",
+     "the model's blocks (layers) in total, from 1 to 1073741824, or auto(L) for the compiler to "
+     "split them",
+     "8", "0"},
     {0, "--steps", "an integer in [0, 1e+09]", "1", "1000000001"},
     {0, "--seed", "an integer in [0, 9e+15]", "2", "-1"},
     {0, "--lr", "a number in [1e-12, 1000]", "0.1", "0"},

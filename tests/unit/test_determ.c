@@ -142,6 +142,42 @@ START_TEST(determ_adamw_bf16)
 }
 END_TEST
 
+/* Tied embeddings (tie = 1): the tied sum adds the two stages' ordered
+ * sums, stage 0's first, so every schedule ends with the deterministic
+ * reference's bits: ZB-V and DualPipeV (one worker stores the tensor
+ * once), 1F1B and FSDP (owners swap copies), DDP (replicas storing it
+ * once), PP x DP (replicas swapping), AdamW and bf16; and without the flag
+ * DDP's partial sums differ, so the agreement is the mode's. */
+START_TEST(determ_tied)
+{
+    static const char *const tied =
+        "model gpt { vocab = 256; context = 16; embed = 32; heads = 4; ffn = 64; batch = 4\n"
+        "            layers = s == 0 || s == S - 1 ? 1 : 2; tie = 1 }";
+    static const struct {
+        const char *schedule, *defs;
+        int np;
+    } runs[] = {
+        {"zb-v.pp", "-D W=2 -D B=4", 2},
+        {"dualpipev.pp", "-D W=2 -D B=5 --optimizer adamw --precision bf16", 2},
+        {"1f1b.pp", "-D S=4 -D B=4", 4},
+        {"fsdp.pp", "-D S=4 -D B=4", 4},
+        {"ddp.pp", "-D S=4 -D B=4 --optimizer adamw", 4},
+        {"pp-dp.pp", "-D S=2 -D D=2 -D B=4", 4},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char *path = with_model(runs[i].schedule, tied);
+        bit_identical(path, runs[i].defs, runs[i].np);
+        remove_schedule(path);
+    }
+    char *ddp = with_model("ddp.pp", tied);
+    char *said = run_and_compare(ddp, "-D S=4 -D B=4", 4, "--backend cpu", "--deterministic");
+    ck_assert_msg(said != NULL, "tied DDP without --deterministic matched the deterministic "
+                                "reference bit for bit: the test shows nothing");
+    free(said);
+    remove_schedule(ddp);
+}
+END_TEST
+
 /* The flag is what makes the bits agree: without it DDP and FSDP sum
  * partial sums and end off the deterministic reference by rounding (and
  * within --compare's default tolerance, as test_e2e.c holds them). A test
@@ -339,6 +375,7 @@ END_TEST
     X(determ_state_of_the_art, 4)                                                                  \
     X(determ_is_what_differs, 4)                                                                   \
     X(determ_memory, 4)                                                                            \
-    X(determ_refusals, 4)
+    X(determ_refusals, 4)                                                                          \
+    X(determ_tied, 4)
 
 PP_JOB_SUITE(determ, DETERM_TESTS)

@@ -381,17 +381,21 @@ END_TEST
 
 /* tie = 1 on the GPU: the tied embedding's swap (SendTiedGrad and
  * RecvTiedGrad between two ranks) and its local sum (ZB-V's worker 0 owns
- * both tied stages) train as the CPU does. */
+ * both tied stages and stores the tied weights once, isa/tied.h) train as
+ * the CPU does, allocating what it does; so does ZB-V under
+ * --deterministic (the ordered sums put on the device before the tied
+ * sum). */
 START_TEST(tied_gpt_ranks)
 {
     if (!have_gpu()) {
         test_skipped("no GPU\n");
         return;
     }
-    static const char *cases[][4] = {
-        {"1f1b.pp", "-D S=4 -D B=4", "4", "nccl"},
-        {"zb-v.pp", "-D W=2 -D B=4", "2", "nccl"},
-        {"pp-dp.pp", "-D S=2 -D D=2 -D B=4", "4", "mpi"},
+    static const char *cases[][5] = {
+        {"1f1b.pp", "-D S=4 -D B=4", "4", "nccl", ""},
+        {"zb-v.pp", "-D W=2 -D B=4", "2", "nccl", ""},
+        {"pp-dp.pp", "-D S=2 -D D=2 -D B=4", "4", "mpi", ""},
+        {"zb-v.pp", "-D W=2 -D B=4", "2", "mpi", "--deterministic"},
     };
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char *src = temp_dir(), path[1024], cmd[4096];
@@ -403,7 +407,7 @@ START_TEST(tied_gpt_ranks)
                  PP_ROOT, cases[i][0], path, path);
         free(run_expect(cmd, 0));
         int np = atoi(cases[i][2]), nccl = !strcmp(cases[i][3], "nccl") && gpu_count() >= np;
-        gpu_trains_like_cpu_with(path, cases[i][1], np, nccl ? "nccl" : "mpi", "");
+        gpu_trains_like_cpu_with(path, cases[i][1], np, nccl ? "nccl" : "mpi", cases[i][4]);
         remove_dir(src);
     }
 }

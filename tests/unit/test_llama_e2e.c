@@ -172,6 +172,145 @@ START_TEST(tied_4_ranks)
 }
 END_TEST
 
+/* The first n numbers after key in text. */
+static void numbers_after(const char *text, const char *key, unsigned long long *v, int n)
+{
+    const char *p = strstr(text, key);
+    ck_assert_msg(p != NULL, "no '%s' in:\n%s", key, text);
+    p += strlen(key);
+    for (int i = 0; i < n; i++) {
+        char *e;
+        v[i] = strtoull(p, &e, 10);
+        ck_assert_msg(e != p, "'%s': fewer than %d numbers in:\n%s", key, n, text);
+        p = e + 1;
+    }
+}
+
+/* Stage s's weights in DIR: how many (the file's count). */
+static size_t stage_count(const char *dir, int s)
+{
+    size_t n;
+    free(read_stage(dir, s, &n));
+    return n;
+}
+
+/* Trains plan dir/<plan> on np cpu ranks with `args`; the output. */
+static char *train(int np, const char *dir, const char *plan, const char *args)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/%s %s", dir, plan, args);
+    return mpi_ok(np, cmd);
+}
+
+static void same_weights(const char *a, const char *b, const char *what)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s %s " EXACT, PP_ROOT, a, b);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "within tolerance") && !strstr(out, "beyond"),
+                  "%s: the weights differ (%s):\n%s", what, cmd, out);
+    free(out);
+}
+
+/* ZB-V puts stage 0 and stage 3 on worker 0, which stores the tied
+ * embedding once (isa/tied.h), with AdamW and bf16 so that every stored
+ * part counts: the report's weights, moments and bf16 copy count it once,
+ * ppvm allocates what the report says, the plan sums the two gradients
+ * with one local add (no transfer), training matches the reference bit
+ * for bit, and a checkpoint holds the tied weights once (stage 3's files
+ * stop before its head) and resumes, on the same plan and resharded
+ * between ZB-V and 1F1B (two copies) either way, to the same bits. */
+START_TEST(tied_stored_once)
+{
+    const char *opt = "--optimizer adamw --precision bf16";
+    char *zbv = with_model("zb-v.pp", tied_gpt), *f1b = with_model("1f1b.pp", tied_gpt);
+    char *dir = temp_dir(), cmd[8192], p[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc %s -D W=2 -D B=4 %s -o %s/zbv -q && %s/bin/ppc %s -D S=4 "
+             "-D B=4 %s -o %s/f1b -q",
+             PP_ROOT, zbv, opt, dir, PP_ROOT, f1b, opt, dir);
+    free(run_expect(cmd, 0));
+
+    /* the plan: one local add on worker 0, no tied transfer anywhere */
+    snprintf(cmd, sizeof cmd, "cat %s/zbv/rank0.txt", dir);
+    char *lst = run_expect(cmd, 0);
+    const char *a = strstr(lst, " StashTiedGrad "), *b = strstr(lst, " AddTiedGrad ");
+    ck_assert_msg(a && b && !strstr(a + 1, " StashTiedGrad ") && !strstr(b + 1, " AddTiedGrad ") &&
+                      !strstr(lst, "SendTiedGrad") && !strstr(lst, "RecvTiedGrad"),
+                  "worker 0 of ZB-V: expected one StashTiedGrad and one AddTiedGrad, no "
+                  "transfer:\n%s",
+                  lst);
+    free(lst);
+
+    /* training: the reference's bits, and the report's memory is ppvm's */
+    snprintf(p, sizeof p, "--steps 4 --save %s/full", dir);
+    char *out = train(2, dir, "zbv", p);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/zbv --steps 4 --save %s/ref --quiet",
+             PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    snprintf(p, sizeof p, "%s/full", dir);
+    snprintf(cmd, sizeof cmd, "%s/ref", dir);
+    same_weights(p, cmd, "ZB-V tied against the reference");
+    tied_copies_equal(p, 4, 256, 32, "ZB-V tied");
+    unsigned long long vm[2], mem[2], wst[2], ost[2], cst[2];
+    snprintf(cmd, sizeof cmd, "cat %s/zbv/report.json", dir);
+    char *json = run_expect(cmd, 0);
+    numbers_after(out, "memory allocated at start-up, bytes per rank:", vm, 2);
+    numbers_after(json, "\"mem_bytes\": [", mem, 2);
+    numbers_after(json, "\"weight_store_bytes\": [", wst, 2);
+    numbers_after(json, "\"opt_store_bytes\": [", ost, 2);
+    numbers_after(json, "\"copy_store_bytes\": [", cst, 2);
+    free(json);
+    free(out);
+    unsigned long long n0 = stage_count(p, 0), n3 = stage_count(p, 3), VC = 256 * 32;
+    for (int r = 0; r < 2; r++)
+        ck_assert_msg(vm[r] == mem[r], "rank %d: ppvm allocates %llu bytes, the report says %llu",
+                      r, vm[r], mem[r]);
+    ck_assert_msg(wst[0] == 4 * (n0 + n3 - VC) && ost[0] == 2 * wst[0] && cst[0] == wst[0] / 2,
+                  "worker 0 (stages 0 and 3, %llu and %llu weights, tied %llu): the report holds "
+                  "%llu bytes of weights, %llu of moments, %llu of bf16 copy (expected the tied "
+                  "embedding once: %llu, %llu, %llu)",
+                  n0, n3, VC, wst[0], ost[0], cst[0], 4 * (n0 + n3 - VC), 8 * (n0 + n3 - VC),
+                  2 * (n0 + n3 - VC));
+
+    /* a checkpoint after 2 steps holds stage 3 without its head */
+    snprintf(p, sizeof p, "--steps 2 --checkpoint-dir %s/ck --checkpoint-every 2 --quiet", dir);
+    free(train(2, dir, "zbv", p));
+    snprintf(p, sizeof p, "%s/ck/step-000002", dir);
+    ck_assert_msg(stage_count(p, 3) == n3 - VC && stage_count(p, 0) == n0,
+                  "the checkpoint's stage 3 holds %zu weights, stage 0 %zu (expected %llu and %llu: "
+                  "the tied embedding once)",
+                  stage_count(p, 3), stage_count(p, 0), n3 - VC, n0);
+    snprintf(p, sizeof p, "%s/full", dir);
+    static const struct {
+        const char *plan, *resume, *extra, *what;
+        int np;
+    } runs[] = {
+        {"zbv", "ck", "", "ZB-V resumed", 2},
+        {"f1b", "ck", "--reshard", "ZB-V's checkpoint resumed by 1F1B", 4},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char args[4096], w[4096];
+        snprintf(args, sizeof args, "--steps 4 --resume %s/%s %s --save %s/r%zu --quiet", dir,
+                 runs[i].resume, runs[i].extra, dir, i);
+        free(train(runs[i].np, dir, runs[i].plan, args));
+        snprintf(w, sizeof w, "%s/r%zu", dir, i);
+        same_weights(w, p, runs[i].what);
+    }
+    /* and back: 1F1B's checkpoint (two copies) resumed by ZB-V (one) */
+    snprintf(cmd, sizeof cmd, "--steps 2 --checkpoint-dir %s/ck2 --checkpoint-every 2 --quiet",
+             dir);
+    free(train(4, dir, "f1b", cmd));
+    snprintf(cmd, sizeof cmd, "--steps 4 --resume %s/ck2 --reshard --save %s/r9 --quiet", dir,
+             dir);
+    free(train(2, dir, "zbv", cmd));
+    snprintf(cmd, sizeof cmd, "%s/r9", dir);
+    same_weights(cmd, p, "1F1B's checkpoint resumed by ZB-V");
+    remove_dir(dir);
+    remove_schedule(zbv);
+    remove_schedule(f1b);
+}
+END_TEST
+
 /* What the schedule checker says about a bad llama block. */
 START_TEST(llama_model_errors)
 {
@@ -210,6 +349,7 @@ END_TEST
     X(llama_state_of_the_art, 4)                                                                   \
     X(llama_variants_4_ranks, 4)                                                                   \
     X(tied_4_ranks, 4)                                                                             \
+    X(tied_stored_once, 4)                                                                         \
     X(llama_model_errors, 1)
 
 PP_JOB_SUITE(llama_e2e, LLAMA_E2E_TESTS)

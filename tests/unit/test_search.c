@@ -292,8 +292,8 @@ static int check_printed_rows(const char *flags)
         ck_assert_msg(ndirs < 64, "more rows than the test keeps");
         dirs[ndirs] = strdup(o + 4);
         for (int d = 0; d < ndirs; d++)
-            ck_assert_msg(strcmp(dirs[d], dirs[ndirs]), "rows %d and %d both write %s", d + 1,
-                          rows, dirs[d]);
+            ck_assert_msg(strcmp(dirs[d], dirs[ndirs]), "rows %d and %d both write %s", d + 1, rows,
+                          dirs[d]);
         ndirs++;
         *o = '\0';
         char *file = line + at, *sp = strchr(file, ' ');
@@ -415,7 +415,8 @@ START_TEST(test_output_layout)
     /* --all: every candidate, a refused one with its compile's first error */
     write_file(dir, "ddp.pp", DP_FILE);
     /* (argv[0] as typed: ../ppc through a link in the library's parent) */
-    snprintf(cmd, sizeof cmd, "ln -s %s/bin/ppc %s/ppc && cd %s && mkdir lib && cd lib && "
+    snprintf(cmd, sizeof cmd,
+             "ln -s %s/bin/ppc %s/ppc && cd %s && mkdir lib && cd lib && "
              "mv ../1f1b.pp ../ddp.pp . && ../ppc --search -D W=4 -D B=8 --library . --all",
              PP_ROOT, dir, dir);
     out = run_expect(cmd, 0);
@@ -1097,14 +1098,16 @@ END_TEST
 
 /* ---- --layers: one model for every S ----------------------------------------- */
 
-/* W=4 B=8 --layers 8 with unit costs (per block): 1F1B has S = 4 stages of
- * 2 blocks, each job costing 2, so (B + S - 1)(F + B) = 11 * 4 = 44;
- * interleaved V=2 has S = 8 stages of 1 block on 4 workers, each worker
- * computes 2BV = 32 and waits (W - 1)(F + B) = 6: 38. Both are compiled
- * (one model now), V=2 leads the front, its row's command (with --layers)
- * reproduces its time and memory, and V=3, V=4 (S = 12, 16) are refused
- * and counted. Without --layers the V > 1 candidates are another model,
- * and the summary says how to compare them. */
+/* W=4 B=8 --layers 8 with unit costs (per block): each candidate takes the
+ * split auto(8) chooses for it. 1F1B keeps S = 4 stages of 2 blocks, each
+ * job costing 2, so (B + S - 1)(F + B) = 11 * 4 = 44; interleaved V=2 has
+ * S = 8 stages of 1 block on 4 workers, each worker computes 2BV = 32 and
+ * waits (W - 1)(F + B) = 6: 38. Both are compiled (one model now), V=2
+ * leads the front, its row's command (with --layers auto(8)) reproduces its
+ * time and memory, and V=3, V=4 (S = 12, 16, more stages than blocks) are
+ * compiled too, some stages empty, every split summing to 8. Without
+ * --layers the V > 1 candidates are another model, and the summary says how
+ * to compare them. */
 START_TEST(test_layers_v2_beats_1f1b)
 {
     char *dir = temp_dir();
@@ -1117,14 +1120,15 @@ START_TEST(test_layers_v2_beats_1f1b)
     double onef = INFINITY, v2 = INFINITY;
     for (int i = 0; i < r.n; i++) {
         const pp_search_cand *k = &r.c[i];
-        ck_assert_msg(strstr(k->args, " --layers 8"), "%s", k->args);
-        if (k->state == PP_CAND_REFUSED) {
-            ck_assert_msg(k->S == 0 && (strstr(k->args, "-D V=3 ") || strstr(k->args, "-D V=4 ")),
-                          "%s %s refused: %s", k->file, k->args, k->why);
-            ck_assert_msg(strstr(k->why, "(S does not divide --layers)"), "%s", k->why);
-            continue;
-        }
-        ck_assert_int_eq(k->state, PP_CAND_OK);
+        ck_assert_msg(strstr(k->args, " --layers 'auto(8)'"), "%s", k->args);
+        ck_assert_msg(k->state == PP_CAND_OK, "%s %s: %s", k->file, k->args,
+                      k->why ? k->why : "not compiled");
+        ck_assert_msg(k->split != NULL, "%s %s: no split", k->file, k->args);
+        int sum = 0, n = 0;
+        for (const char *p = k->split; *p; p += strcspn(p, ","), p += *p == ',')
+            sum += atoi(p), n++;
+        ck_assert_msg(sum == 8 && n == k->S, "%s %s: split %s (S = %lld)", k->file, k->args,
+                      k->split, k->S);
         if (ends_with(k->file, "/1f1b.pp")) {
             ck_assert_int_eq(k->S, 4);
             onef = fmin(onef, k->time);
@@ -1137,8 +1141,8 @@ START_TEST(test_layers_v2_beats_1f1b)
                   "1F1B %g (expected 44), V=2 %g "
                   "(expected 38)",
                   onef, v2);
-    ck_assert_int_eq(r.refused, 2);
-    ck_assert_int_eq(r.indivisible, 2);
+    ck_assert_int_eq(r.refused, 0);
+    ck_assert_int_eq(r.indivisible, 0);
     ck_assert_int_eq(r.other_model, 0);
     ck_assert_msg(strstr(r.model, ", 8 blocks in total, "), "%s", r.model);
     check_pareto(&r);
@@ -1159,14 +1163,17 @@ START_TEST(test_layers_v2_beats_1f1b)
     char *out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "costs: each file's cost lines, per block, times each stage's "
                               "blocks;") &&
-                      strstr(out, " refused (2: S does not divide --layers)"
-                                  ", 0 over --mem-limit, 0 another model\n"),
+                      strstr(out, " 0 refused, 0 over --mem-limit, 0 another model\n") &&
+                      strstr(out, "--layers 'auto(8)' -o out/interleaved-1f1b   # layers "
+                                  "1,1,1,1,1,1,1,1\n"),
                   "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8 --json",
              PP_ROOT, dir);
     out = run_expect(cmd, 0);
-    ck_assert_msg(strstr(out, "\"layers\": 8,") && strstr(out, "\"indivisible\": 2,"), "%s", out);
+    ck_assert_msg(strstr(out, "\"layers\": 8,") && strstr(out, "\"indivisible\": 0,") &&
+                      strstr(out, "\"split\": \"2,2,2,2\"}"),
+                  "%s", out);
     free(out);
 
     /* without --layers: each file's own model, V > 1 set aside */
@@ -1181,6 +1188,80 @@ START_TEST(test_layers_v2_beats_1f1b)
                       !strstr(out, "does not divide"),
                   "%s", out);
     free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* The candidate of `file` without --prefetch, --keep-weights or
+ * --recompute (the base one), or NULL. */
+static const pp_search_cand *base_of(const pp_search_result *r, const char *file)
+{
+    for (int i = 0; i < r->n; i++)
+        if (ends_with(r->c[i].file, file) && !strstr(r->c[i].args, "--prefetch") &&
+            !strstr(r->c[i].args, "--keep-weights") && !strstr(r->c[i].args, "--recompute"))
+            return &r->c[i];
+    return NULL;
+}
+
+/* GPT-2's 50257-token head on 1F1B, --layers 12: the search gives the
+ * candidate auto(12)'s split (its row says it; the head's stage lighter),
+ * and the row's command compiles that split again (the report's `layers`
+ * line) with the same time and memory. Under a --mem-limit below that
+ * split's memory the candidate's split fits it, or the row is over. */
+START_TEST(test_layers_search_splits)
+{
+    char *dir = temp_dir();
+    write_file(dir, "gpt-1f1b.pp",
+               "param S = 4\nparam B = 8\nparam W = S\n"
+               "compute(s,b,d) = s\nweights(s,b,d) = s\n"
+               "priority(s,b,d) = d == F ? 2 * b + 2 * s : 2 * b + 2 * S - 1\n"
+               "order strict\n"
+               "model gpt { vocab = 50257; context = 32; embed = 768; heads = 12\n"
+               "            ffn = 3072; batch = 2; layers = 3 }\n");
+    pp_search_opts o = opts(dir, 4, 8);
+    o.layers = 12;
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    const pp_search_cand *k = base_of(&r, "/gpt-1f1b.pp");
+    ck_assert_msg(k && k->state == PP_CAND_OK && k->split, "no compiled base candidate");
+    unsigned n[4];
+    ck_assert_int_eq(sscanf(k->split, "%u,%u,%u,%u", &n[0], &n[1], &n[2], &n[3]), 4);
+    ck_assert_msg(n[0] + n[1] + n[2] + n[3] == 12 && n[3] < n[1],
+                  "split %s: expected 12 layers, the head's stage lighter", k->split);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/ppc %s %s -o p -q --no-pictures && grep '^layers' p/report.txt", dir,
+             PP_ROOT, k->file, k->args);
+    char *out = run_expect(cmd, 0), want[64];
+    snprintf(want, sizeof want, "auto(12): %s, predicted step", k->split);
+    ck_assert_msg(strstr(out, want), "ppc %s: expected '%s' in %s", k->args, want, out);
+    free(out);
+    double t, m;
+    run_candidate(k->file, k->args, &t, &m);
+    ck_assert_msg(same_time(t, k->time) && m == (double)k->mem,
+                  "%s: search %g and %llu, ppc %g and %.0f", k->args, k->time,
+                  (unsigned long long)k->mem, t, m);
+    uint64_t unlimited = k->mem;
+    char *first = strdup(k->split);
+    pp_search_free(&r);
+
+    o.mem_limit = unlimited - 1;
+    search(&o, &r, PP_SEARCH_OK);
+    k = base_of(&r, "/gpt-1f1b.pp");
+    ck_assert_ptr_nonnull(k);
+    if (k->state == PP_CAND_OK) {
+        ck_assert_msg(k->mem < unlimited && k->split && strcmp(k->split, first),
+                      "under --mem-limit %llu: split %s, %llu bytes (unlimited %s)",
+                      (unsigned long long)o.mem_limit, k->split ? k->split : "-",
+                      (unsigned long long)k->mem, first);
+        run_candidate(k->file, k->args, &t, &m);
+        ck_assert_msg(same_time(t, k->time) && m == (double)k->mem, "%s: search %g, ppc %g",
+                      k->args, k->time, t);
+    } else
+        ck_assert_msg(k->state == PP_CAND_OVER, "under --mem-limit: state %d (%s)", k->state,
+                      k->why ? k->why : "");
+    free(first);
+    pp_search_free(&r);
     remove_dir(dir);
 }
 END_TEST
@@ -1287,24 +1368,27 @@ START_TEST(test_layers_costs_per_block)
 }
 END_TEST
 
-/* --layers' errors: a bad value is one line and exit 2; S not dividing
- * L, or more blocks on a stage than a plan holds, is the schedule's error
- * (exit 1); --table refuses it. */
+/* --layers' errors: a bad value (auto(L)'s too) is one line and exit 2; S
+ * not dividing L, or more blocks on a stage than a plan holds, is the
+ * schedule's error (exit 1); --table refuses it. */
 START_TEST(test_layers_errors)
 {
     char *dir = temp_dir(), cmd[2048];
     static const err_row rows[] = {
         {"--search -D W=4 -D B=8 --layers 0", 2,
-         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found "
+         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, or "
+         "auto(L) for the compiler to split them, found "
          "'0'\n"},
         {"--search -D W=4 -D B=8 --layers eight", 2,
-         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found "
+         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, or "
+         "auto(L) for the compiler to split them, found "
          "'eight'\n"},
         {"--search -D W=4 -D B=8 --layers 1073741825", 2, "found '1073741825'\n"},
         {"--search -D W=4 -D B=8 --layers 99999999999999999999", 2,
          "found '99999999999999999999'\n"},
         {"--search -D W=4 -D B=8 --layers", 2,
-         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, found "
+         "ppc: --layers expects the model's blocks (layers) in total, from 1 to 1073741824, or "
+         "auto(L) for the compiler to split them, found "
          "nothing\n"},
         {"--search -D W=4 -D B=8 --layers 8 --layers 8", 2,
          "ppc: --layers given twice; give it once\n"},
@@ -1314,6 +1398,11 @@ START_TEST(test_layers_errors)
         {"SCHED -D S=4 -o out --layers 8192", 1,
          "1f1b.pp: error: --layers 8192: 2048 blocks on each of S = 4 stages is more than a stage "
          "may have (1024); expected at most 4096\n"},
+        {"--search -D W=4 -D B=8 --layers 'auto(x)'", 2, "them, found 'auto(x)'\n"},
+        {"--search -D W=4 -D B=8 --layers 'auto(8'", 2, "them, found 'auto(8'\n"},
+        {"SCHED -D S=4 -o out --layers 'auto(8192)'", 1,
+         "1f1b.pp: error: --layers auto(8192): more layers than 4 stages of at most 1024 can "
+         "hold\n"},
         {"--table --layers 8", 2,
          "ppc: --table takes only -D S/B/G/R and --library, not --layers\n"},
     };
@@ -1465,6 +1554,7 @@ Suite *search_suite(void)
     TCase *layers = tcase_create("layers");
     tcase_set_timeout(layers, 120);
     tcase_add_test(layers, test_layers_v2_beats_1f1b);
+    tcase_add_test(layers, test_layers_search_splits);
     tcase_add_test(layers, test_layers_same_plan_as_file);
     tcase_add_test(layers, test_layers_costs_per_block);
     tcase_add_test(layers, test_layers_errors);
