@@ -80,9 +80,9 @@ extern "C" cudaError_t pp_cu_sgd_step_dev(float *p, float *g, size_t n,
 }
 
 extern "C" cudaError_t pp_cu_adamw_step_dev(float *p, float *g, float *m, float *v, size_t n,
-                                            const pp_cu_step_hyper *hyper, float beta1,
-                                            float beta2, float eps, float weight_decay,
-                                            uint16_t *copy, cudaStream_t st)
+                                            const pp_cu_step_hyper *hyper, float beta1, float beta2,
+                                            float eps, float weight_decay, uint16_t *copy,
+                                            cudaStream_t st)
 {
     if (n == 0)
         return cudaSuccess;

@@ -32,8 +32,8 @@ cudaError_t pp_cu_sgd_step_dev(float *p, float *g, size_t n, const pp_cu_step_hy
                                uint16_t *copy, cudaStream_t st);
 /* pp_cu_adamw_step with lr, bc1 and bc2 read from hyper on the device. */
 cudaError_t pp_cu_adamw_step_dev(float *p, float *g, float *m, float *v, size_t n,
-                                 const pp_cu_step_hyper *hyper, float beta1, float beta2,
-                                 float eps, float weight_decay, uint16_t *copy, cudaStream_t st);
+                                 const pp_cu_step_hyper *hyper, float beta1, float beta2, float eps,
+                                 float weight_decay, uint16_t *copy, cudaStream_t st);
 
 #ifdef __cplusplus
 }
