@@ -63,11 +63,11 @@ const char *cvm_graph_blocker(const cuda_vm *v)
     const pp_train_opts *o = v->opts;
     if (o->graph == PP_GRAPH_OFF)
         return "--graph off";
+    if (o->deterministic) /* (before mpi: it takes --transport mpi) */
+        return "--deterministic: the host sums each microbatch's weight gradients inside the step";
     if (v->transport == PP_TRANSPORT_MPI)
         return "--transport mpi: its transfers wait on the host inside a step (staging copies "
                "and MPI calls); --transport nccl is captured";
-    if (o->deterministic)
-        return "--deterministic: the host sums each microbatch's weight gradients inside the step";
     if (o->skip_nonfinite)
         return "--skip-nonfinite: the step's optimizer updates wait for the ranks' agreement on "
                "the host";
