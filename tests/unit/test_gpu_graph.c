@@ -13,7 +13,8 @@
  * would differ). The runs that must launch say why (--transport mpi,
  * --deterministic, --skip-nonfinite, --profile, --no-compute,
  * PP_INJECT_NAN, --graph off); --graph on refuses them, and the cpu
- * backend; bad --graph values are usage errors. */
+ * backend; bad --graph values are usage errors. On the stand-ins' own
+ * count, replayed steps allocate nothing (1 step and 3 allocate alike). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,15 +151,29 @@ START_TEST(fallback_reasons)
         ck_assert_msg(strstr(out, want) != NULL, "expected '%s' from %s:\n%s", want, cmd, out);
         free(out);
     }
-    /* on: the nccl run that can, does */
-    snprintf(cmd, sizeof cmd,
-             "%s/bin/" PPVM
-             " --backend cuda --transport nccl --graph on --steps 2 %s/plan/rank0.bin",
-             PP_ROOT, dir);
-    char *out = run_expect(cmd, 0);
-    ck_assert_msg(strstr(out, "graph: on, each rank's step captured once") != NULL,
-                  "--graph on did not replay:\n%s", out);
-    free(out);
+    /* on: the nccl run that can, does; and on the stand-ins' own count,
+     * replaying allocates nothing (1 step and 3 make as many allocations) */
+    int allocs[2] = {-1, -1};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "env PP_STANDIN_REPORT=1 %s/bin/" PPVM
+                 " --backend cuda --transport nccl --graph on --steps %d %s/plan/rank0.bin",
+                 PP_ROOT, 1 + 2 * k, dir);
+        char *out = run_expect(cmd, 0);
+        ck_assert_msg(strstr(out, "graph: on, each rank's step captured once") != NULL,
+                      "--graph on did not replay:\n%s", out);
+        const char *at = strstr(out, " device and pinned allocations");
+        while (at && at > out && at[-1] != ' ')
+            at--;
+        if (at && at > out)
+            allocs[k] = atoi(at);
+        free(out);
+    }
+    if (!strcmp(PPVM, "ppvm-standin"))
+        ck_assert_msg(allocs[0] > 0 && allocs[1] == allocs[0],
+                      "replayed steps: %d device and pinned allocations in 1 step, %d in 3: a "
+                      "replay allocates",
+                      allocs[0], allocs[1]);
     remove_dir(dir);
 }
 END_TEST
