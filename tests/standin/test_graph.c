@@ -168,6 +168,8 @@ START_TEST(test_fork_join)
     cudaCheck(cudaGraphDestroy(gr));
     cudaCheck(cudaFree(x));
     cudaCheck(cudaFree(y));
+    cudaCheck(cudaEventDestroy(fork));
+    cudaCheck(cudaEventDestroy(join));
     cudaCheck(cudaStreamDestroy(a));
     cudaCheck(cudaStreamDestroy(b));
 }
