@@ -698,12 +698,13 @@ static void op_update(void *be, const pp_vm_job *j)
     /* bf16: the optimizer writes the compute copy in its own pass (for
      * fp32 the copy is the weights themselves) */
     uint16_t *copy = m->precision == PP_PREC_BF16 ? (uint16_t *)v->c.compute[s] : NULL;
-    const pp_cu_step_hyper *hyper = cvm_graph_hyper(v); /* a graph's: the step's lr on the device */
+    /* a step captured as a graph reads its lr from the device (graph_cuda.c) */
+    const pp_cu_step_hyper *hyper = cvm_graph_hyper(v);
     if (v->c.nc) /* --no-compute: no update */
         ;
     else if (hyper && m->optimizer == PP_OPT_ADAMW)
-        cudaCheck(pp_cu_adamw_step_dev(w, g, v->c.state[s], v->c.state[s] + np, np, hyper,
-                                       o->beta1, o->beta2, o->eps, o->weight_decay, copy, cs));
+        cudaCheck(pp_cu_adamw_step_dev(w, g, v->c.state[s], v->c.state[s] + np, np, hyper, o->beta1,
+                                       o->beta2, o->eps, o->weight_decay, copy, cs));
     else if (hyper)
         cudaCheck(pp_cu_sgd_step_dev(w, g, np, hyper, copy, cs));
     else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
