@@ -120,6 +120,12 @@
  * the ordered sum to the device first. Hence --transport mpi (ppvm.c): every
  * transfer then blocks the host in plan order, these too.
  *
+ * Whole steps as CUDA graphs (vm/graph_cuda.c, ppvm --graph): where the run
+ * allows, the driver's step is cvm_graph_step, which runs the instructions
+ * below once under stream capture and replays the graph every step; then
+ * op_load only copies the tokens the host put in the pinned buffer before
+ * the launch, and op_update reads the step's lr from the device.
+ *
  * --no-compute (issue 18, vm/vmbench.h): every instruction still takes its
  * operands, waits for and records their events, issues its transfers (one
  * float each, NCCL or MPI with its staging copies) and groups, but launches
