@@ -10,7 +10,7 @@
  * rank and as a 2-rank 1F1B pipeline over nccl, in fp32 and bf16, for the
  * mlp and the GPT, with SGD and AdamW under a learning-rate warmup (so a
  * replay that kept the captured step's tokens, learning rate or AdamW step
- * would differ). The runs that must launch say why (--transport mpi,
+ * would differ), and 1F1B with re-run forwards and offload's host copies. The runs that must launch say why (--transport mpi,
  * --deterministic, --skip-nonfinite, --profile, --no-compute,
  * PP_INJECT_NAN, --graph off); --graph on refuses them, and the cpu
  * backend; bad --graph values are usage errors. On the stand-ins' own
@@ -48,19 +48,22 @@ __attribute__((noinline)) static char *ok_run(int np, const char *args)
 }
 
 /* The cases: ranks, model (NULL: the schedule's mlp), precision and
- * optimizer flags for ppc, training flags for ppvm. */
+ * optimizer flags for ppc, training flags for ppvm, and the schedule (NULL:
+ * 1f1b.pp). */
 static const struct {
     int np;
-    const char *gpt, *ppc, *vm;
+    const char *gpt, *ppc, *vm, *sched;
 } cases[] = {
-    {1, NULL, "-D S=1 -D B=4", "--warmup 2"},
-    {1, NULL, "-D S=1 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3"},
-    {1, "1", "-D S=1 -D B=2 --optimizer adamw", "--warmup 2 --lr 1e-3"},
-    {1, "1", "-D S=1 -D B=2 --precision bf16", "--warmup 2"},
-    {2, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3"},
-    {2, NULL, "-D S=2 -D B=4 --precision bf16", "--warmup 2"},
-    {2, "1", "-D S=2 -D B=4", "--warmup 2"},
-    {2, "1", "-D S=2 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3"},
+    {1, NULL, "-D S=1 -D B=4", "--warmup 2", NULL},
+    {1, NULL, "-D S=1 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {1, "1", "-D S=1 -D B=2 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {1, "1", "-D S=1 -D B=2 --precision bf16", "--warmup 2", NULL},
+    {2, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {2, NULL, "-D S=2 -D B=4 --precision bf16", "--warmup 2", NULL},
+    {2, "1", "-D S=2 -D B=4", "--warmup 2", NULL},
+    {2, "1", "-D S=2 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    /* re-run forwards and offload's copies to pinned host slots, captured too */
+    {2, NULL, "-D S=2 -D B=4 -D K=1 --offload 's > 0'", "", "1f1b-recompute.pp"},
 };
 
 /* 1F1B: replayed steps end with the launched steps' weights, bit for bit. */
@@ -72,15 +75,16 @@ START_TEST(replay_matches_launch)
         return;
     }
     char *src = temp_dir(), path[1024], cmd[4096];
-    snprintf(path, sizeof path, "%s/1f1b.pp", src);
+    const char *sched = cases[_i].sched ? cases[_i].sched : "1f1b.pp";
+    snprintf(path, sizeof path, "%s/%s", src, sched);
     if (cases[_i].gpt)
         snprintf(cmd, sizeof cmd,
-                 "sed '/^model {/,/^}/d' %s/schedules/1f1b.pp > %s && printf 'model gpt {\n"
+                 "sed '/^model {/,/^}/d' %s/schedules/%s > %s && printf 'model gpt {\n"
                  "vocab = 256\ncontext = 16\nembed = 16\nheads = 2\nffn = 32\n"
                  "layers = %s\nbatch = 2\n}\n' >> %s",
-                 PP_ROOT, path, cases[_i].gpt, path);
+                 PP_ROOT, sched, path, cases[_i].gpt, path);
     else
-        snprintf(cmd, sizeof cmd, "cp %s/schedules/1f1b.pp %s", PP_ROOT, path);
+        snprintf(cmd, sizeof cmd, "cp %s/schedules/%s %s", PP_ROOT, sched, path);
     free(run_expect(cmd, 0));
     char *dir = compile_plan(path, cases[_i].ppc), *out[2];
     const char *mode[2] = {"auto", "off"};
