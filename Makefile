@@ -193,7 +193,7 @@ SI_CU_OBJ := $(patsubst kernels/%.cu,$(SI)/kernels/%.o,$(wildcard kernels/*.cu))
 SI_TEST_OBJ := $(patsubst %.c,$(SI)/%.o,tests/unit/test_cuda_kernels.c tests/unit/test_model_cuda.c \
                tests/unit/test_gpu_e2e.c tests/unit/testutil.c tests/standin/test_standin.c \
                tests/standin/check_standin.c tests/unit/test_attention_fused.c \
-               tests/standin/test_graph.c)
+               tests/standin/test_graph.c tests/unit/test_gpu_graph.c)
 SI_ENV    := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
 .PRECIOUS: $(SI)/kernels/%.cpp

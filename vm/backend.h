@@ -43,6 +43,10 @@
  *              a stage's summed weight gradients before its OptimizerStep),
  *              in the order the driver ranks findings (pp_nonfinite).
  *              Without it the driver checks only this rank's summed loss.
+ *   step       instead of exec for each instruction: runs the whole step
+ *              itself and returns 1 (the cuda backend's CUDA graph replay,
+ *              vm/graph_cuda.c), or returns 0 and the driver execs each
+ *              instruction; end_step follows either way
  *   commit     after the ranks agreed on the step (--skip-nonfinite): apply
  *              the step's optimizer updates (apply 1), or drop them and
  *              zero the gradients (apply 0), so that a skipped step leaves
@@ -135,6 +139,7 @@ struct pp_backend {
     void (*destroy)(void *be);
     void (*nonfinite)(void *be, pp_nonfinite *first); /* or NULL */
     void (*commit)(void *be, int apply);              /* or NULL */
+    int (*step)(void *be);                            /* or NULL */
 };
 
 #endif

@@ -217,7 +217,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         run->t0 = MPI_Wtime();
         if (bench) /* --no-compute: each instruction timed (vmbench.h) */
             run_timed(run, be, st, bench);
-        else
+        else if (!be->step || !be->step(st)) /* a whole step at once (a CUDA graph), or */
             for (uint32_t i = 0; i < p->ninstr; i++) {
                 pp_guard_instr(i, &p->code[i]);
                 be->exec(st, &p->code[i]);
@@ -385,6 +385,13 @@ static const char *unsupported(const pp_train_opts *opts, const pp_backend *be)
         snprintf(why, sizeof why,
                  "--skip-nonfinite: the %s backend cannot undo a step's optimizer "
                  "updates (use --backend cpu)",
+                 be->name);
+        return why;
+    }
+    if (opts->graph == PP_GRAPH_ON && !be->step) {
+        snprintf(why, sizeof why,
+                 "--graph on: the %s backend runs no CUDA graphs (use --backend cuda, or "
+                 "--graph auto)",
                  be->name);
         return why;
     }

@@ -120,6 +120,12 @@
  * the ordered sum to the device first. Hence --transport mpi (ppvm.c): every
  * transfer then blocks the host in plan order, these too.
  *
+ * Whole steps as CUDA graphs (vm/graph_cuda.c, ppvm --graph): where the run
+ * allows, the driver's step is cvm_graph_step, which runs the instructions
+ * below once under stream capture and replays the graph every step; then
+ * op_load only copies the tokens the host put in the pinned buffer before
+ * the launch, and op_update reads the step's lr from the device.
+ *
  * --no-compute (issue 18, vm/vmbench.h): every instruction still takes its
  * operands, waits for and records their events, issues its transfers (one
  * float each, NCCL or MPI with its staging copies) and groups, but launches
@@ -132,6 +138,7 @@
 #include "../kernels/finite_cuda.h"
 #include "../kernels/model.h"
 #include "check.h"
+#include "graph_cuda.h"
 #include "profile.h"
 #include "transport_cuda.h"
 #include "vmbench.h"
@@ -299,7 +306,9 @@ static int setup(cuda_vm *v, char *err, size_t errlen)
             for (int k = 0; k < 2 && pp_profile_dir(&p->code[i]) >= 0; k++)
                 TRY(cudaEventCreateWithFlags(&v->prof_ev[2 * i + k], cudaEventDefault));
     }
-    return cvm_transport_setup(v, err, errlen);
+    if (cvm_transport_setup(v, err, errlen))
+        return -1;
+    return cvm_graph_setup(v, err, errlen); /* after what it reads: tok_host, the transport */
 }
 
 /* Frees whatever setup and connect made; after a successful run the streams are idle. */
@@ -309,6 +318,7 @@ static void teardown(cuda_vm *v)
     for (int i = 0; i < ST_COUNT; i++)
         if (v->st[i])
             cudaCheck(cudaStreamSynchronize(v->st[i]));
+    cvm_graph_teardown(v);
     cvm_transport_teardown(v);
     if (v->cm)
         pp_cuda_model_destroy(v->cm);
@@ -512,6 +522,11 @@ static void op_load(void *be, const pp_vm_job *j)
     const pp_model *m = &v->p->model;
     int b = j->b;
     cudaStream_t cs = stream_of(v, j);
+    if (cvm_graph_hyper(v)) { /* captured: the host fills tok_host[b] before each replay */
+        cudaCheck(cudaMemcpyAsync(j->tokens, v->tok_host[b], pp_tokens_bytes(m),
+                                  cudaMemcpyHostToDevice, cs));
+        return;
+    }
     /* the last copy out of this pinned buffer (a step ago) is done;
      * polled, so even this wait meets the watchdog */
     cvm_host_wait(v, v->tok_ev[b], "the last copy of a microbatch's tokens");
@@ -692,8 +707,15 @@ static void op_update(void *be, const pp_vm_job *j)
     /* bf16: the optimizer writes the compute copy in its own pass (for
      * fp32 the copy is the weights themselves) */
     uint16_t *copy = m->precision == PP_PREC_BF16 ? (uint16_t *)v->c.compute[s] : NULL;
+    /* a step captured as a graph reads its lr from the device (graph_cuda.c) */
+    const pp_cu_step_hyper *hyper = cvm_graph_hyper(v);
     if (v->c.nc) /* --no-compute: no update */
         ;
+    else if (hyper && m->optimizer == PP_OPT_ADAMW)
+        cudaCheck(pp_cu_adamw_step_dev(w, g, v->c.state[s], v->c.state[s] + np, np, hyper, o->beta1,
+                                       o->beta2, o->eps, o->weight_decay, copy, cs));
+    else if (hyper)
+        cudaCheck(pp_cu_sgd_step_dev(w, g, np, hyper, copy, cs));
     else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
         cudaCheck(pp_cu_adamw_step(w, g, v->c.state[s], v->c.state[s] + np, np, v->run->step + 1,
                                    pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2, o->eps,
@@ -855,6 +877,7 @@ static void cuda_connect(void *be)
     cvm_transport_connect(v);
     pp_vm_core_connect(&v->c);
     init_weights(v);
+    cvm_graph_report(v);
 }
 
 /* Every stream idle (polled under the watchdog), every send complete, the
@@ -891,4 +914,5 @@ const pp_backend pp_backend_cuda = {
     .destroy = cuda_destroy,
     .nonfinite = pp_vm_core_nonfinite,
     .commit = pp_vm_core_commit,
+    .step = cvm_graph_step,
 };

@@ -121,6 +121,10 @@ static void usage(FILE *f)
             "                with exit 1\n"
             "  --epilogues E cuda: on (default) fuses bias, GELU and residual adds into the\n"
             "                GEMMs where cuBLASLt offers it; off runs them as separate kernels\n"
+            "  --graph G     cuda: auto (default) captures a rank's step once as a CUDA\n"
+            "                graph and replays it each step where the run allows (else it\n"
+            "                launches instruction by instruction and says why); on refuses a\n"
+            "                run that cannot; off always launches instruction by instruction\n"
             "  --profile FILE  write what this run measured (each stage's F, B, W and\n"
             "                optimizer step O, the link's latency and bandwidth, in seconds)\n"
             "                as a ppc --costs file\n"
@@ -339,7 +343,7 @@ static int parse_args(int argc, char **argv, options *o)
                  !strcmp(a, "--warmup") || !strcmp(a, "--adam-beta2") || !strcmp(a, "--data") ||
                  !strcmp(a, "--save") || !strcmp(a, "--atol") || !strcmp(a, "--rtol") ||
                  !strcmp(a, "--backend") || !strcmp(a, "--transport") || !strcmp(a, "--timeout") ||
-                 !strcmp(a, "--epilogues") || !strcmp(a, "--profile") ||
+                 !strcmp(a, "--epilogues") || !strcmp(a, "--graph") || !strcmp(a, "--profile") ||
                  !strcmp(a, "--loss-digits") || !strcmp(a, "--checkpoint-dir") ||
                  !strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-keep") ||
                  !strcmp(a, "--resume") || !strcmp(a, "--grace")) {
@@ -398,6 +402,16 @@ static int parse_args(int argc, char **argv, options *o)
                 else {
                     if (first_process())
                         pp_vm_error(-1, "--epilogues %s: expected on or off", val);
+                    return -1;
+                }
+            } else if (!strcmp(a, "--graph")) {
+                if (!strcmp(val, "auto") || !strcmp(val, "on") || !strcmp(val, "off"))
+                    o->train.graph = !strcmp(val, "auto") ? PP_GRAPH_AUTO
+                                     : !strcmp(val, "on") ? PP_GRAPH_ON
+                                                          : PP_GRAPH_OFF;
+                else {
+                    if (first_process())
+                        pp_vm_error(-1, "--graph %s: expected auto, on or off", val);
                     return -1;
                 }
             } else if (!strcmp(a, "--grace")) {

@@ -118,6 +118,9 @@ typedef struct {
      * mpi transport's host copy of an all-reduce's buffer */
     int tensor_group;
     float *tp_host;
+
+    /* whole steps as CUDA graphs (vm/graph_cuda.c); NULL before set-up */
+    struct cvm_graph *graph;
 } cuda_vm;
 
 /* The stream an instruction's transfer runs on: a send to a higher rank or

@@ -16,6 +16,12 @@
  * backend has only MPI. */
 typedef enum { PP_TRANSPORT_MPI, PP_TRANSPORT_NCCL } pp_transport;
 
+/* ppvm --graph (cuda backend, vm/graph_cuda.c): capture a step as a CUDA
+ * graph and replay it where the run allows (auto, the default), insist on
+ * it (on: a run that cannot is refused at start-up), or launch instruction
+ * by instruction (off). */
+typedef enum { PP_GRAPH_AUTO, PP_GRAPH_ON, PP_GRAPH_OFF } pp_graph_mode;
+
 typedef struct {
     int steps;
     uint64_t seed;
@@ -43,6 +49,7 @@ typedef struct {
      * no kernel body runs, every message is PP_NO_COMPUTE_MSG_BYTES, and the
      * driver times each instruction */
     int no_compute;
+    int graph; /* a pp_graph_mode (cuda backend) */
 } pp_train_opts;
 
 /* The backends (vm/backend.h): cpu always, cuda when built with CUDA. */

@@ -9,7 +9,10 @@
 # network). Writes to OUTDIR (default build/gpu-bench-gpt): gpt_bench.md (the
 # table: tokens/s, step time, MFU against the card's dense bf16 peak, peak
 # GPU memory, the first steps' losses against pp's one-rank run), losses.csv,
-# and every run's log. Without a GPU it says "skipped: no GPU" and exits 0.
+# and every run's log. The table's "CUDA graph" column is each ppvm run's
+# --graph choice (ppvm's "graph:" line): the one-rank run replays its steps
+# as CUDA graphs; the mpi transport's runs launch instruction by instruction.
+# Without a GPU it says "skipped: no GPU" and exits 0.
 #
 # Environment: STEPS (20), B (microbatches per step, 8; batch 8 each), RANKS
 # ("1 2 4"), TORCH_PYTHON (python3), TORCH_RUNS ("eager compile"),

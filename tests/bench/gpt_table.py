@@ -47,13 +47,17 @@ def read_run(out, name):
     mib = open(os.path.join(out, name + ".peak_mib")).read().strip()
     log = open(os.path.join(out, name + ".log")).read()
     r = {"name": name, "rc": rc, "peak_mib": float(mib) if mib else None, "losses": [],
-         "ms": [], "alloc": None, "note": ""}
+         "ms": [], "alloc": None, "note": "", "graph": "-"}
     if name.startswith("pp-"):
         for loss, ms in re.findall(r"^step\s+\d+/\d+\s+loss (\S+)\s+time\s+(\S+) ms", log, re.M):
             r["losses"].append(float(loss))
             r["ms"].append(float(ms))
-        note = [ln for ln in log.splitlines() if "attention" in ln or "graph" in ln]
+        note = [ln for ln in log.splitlines() if "attention" in ln]
         r["note"] = "; ".join(note[:2])
+        # ppvm's "graph: on, ..." or "graph: off, launching ... (why)" (vm/README.md)
+        g = re.search(r"^graph: (on|off)[^(\n]*(?:\((.*)\))?$", log, re.M)
+        if g:
+            r["graph"] = g.group(1) + (" (%s)" % g.group(2).split(":")[0] if g.group(2) else "")
     else:
         js = [ln for ln in log.splitlines() if ln.startswith("{")]
         if js:
@@ -89,8 +93,9 @@ def main():
              % (a.gpu, ("%g" % a.peak) if a.peak else "unknown", tokens, a.B, m["batch"],
                 m["context"], flops / 1e12))
     lines = [head, "",
-             "| run | exit | tokens/s | step ms | MFU | peak GPU MiB | worst loss diff vs ppvm 1 rank |",
-             "|---|---|---|---|---|---|---|"]
+             "| run | exit | CUDA graph | tokens/s | step ms | MFU | peak GPU MiB "
+             "| worst loss diff vs ppvm 1 rank |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ms = statistics.median(r["ms"][2:]) if len(r["ms"]) > 2 else None
         tps = "%.0f" % (tokens / (ms / 1e3)) if ms else "-"
@@ -104,8 +109,8 @@ def main():
             worst = max(abs(x - y) / abs(y) for x, y in zip(r["losses"][:n], ref["losses"][:n]))
             diff = "%.2e over %d steps (%s %g)" % (worst, n, "within" if worst <= a.loss_rtol
                                                   else "OVER", a.loss_rtol)
-        lines.append("| %s | %d | %s | %s | %s | %s | %s |" % (
-            label.get(r["name"], r["name"]), r["rc"], tps, "%.1f" % ms if ms else "-", mfu, mem,
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+            label.get(r["name"], r["name"]), r["rc"], r["graph"], tps, "%.1f" % ms if ms else "-", mfu, mem,
             diff))
     notes = sorted(set(r["note"] for r in runs if r["note"]))
     notes.append("PyTorch starts from ppvm's one-rank initial weights; the 2- and 4-rank "

@@ -2,12 +2,12 @@
 # gpu_check.sh OUTDIR - the one script for a short GPU window (issue 30):
 # with the binaries built beforehand (make all bin/check_pp bin/attn_bench),
 # it records the card, runs the GPU suites (cuda_kernels, attention_fused,
-# model_cuda, gpu_e2e: check_pp's GPU suites, as make test runs them on a
+# model_cuda, gpu_e2e, gpu_graph: check_pp's GPU suites, as make test runs them on a
 # GPU), the fused attention's timing against the blocked path and its
 # results against PyTorch's SDPA (bin/attn_bench, attn_sdpa_check.py), then
 # make gpu-bench-gpt's script (tests/bench/gpt_bench.sh) into OUTDIR. Every
 # part has a time limit so the whole stays under 8 minutes (SUITES_TIMEOUT
-# 200 s: gpu_e2e took 133 s on an H100; then the benchmark's five runs
+# 230 s: gpu_e2e took 133 s on an H100, gpu_graph is new; then the benchmark's five runs
 # RUN_TIMEOUT each, 50 s by default here, torch.compile's twice that);
 # a part that fails or times out is said in OUTDIR/summary.txt and the next
 # part still runs. Exit 0 when every part passed, 1 otherwise.
@@ -29,7 +29,7 @@ nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || summary "nvidia-smi failed: no GPU?"
 summary "card: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
 
 # 1. the GPU suites (the multi-GPU NCCL cases skip on one GPU)
-timeout "${SUITES_TIMEOUT:-200}" ./bin/check_pp cuda_kernels attention_fused model_cuda gpu_e2e \
+timeout "${SUITES_TIMEOUT:-230}" ./bin/check_pp cuda_kernels attention_fused model_cuda gpu_e2e gpu_graph \
   > "$out/suites.txt" 2>&1
 s=$?
 [ $s -eq 0 ] || rc=1
@@ -56,5 +56,9 @@ s=$?
 grep -q ' | [1-9][0-9]* | ' "$out/gpt_bench.md" 2>/dev/null && rc=1 # a run's exit status
 summary "gpu-bench-gpt: exit $s, $(( $(date +%s) - t1 )) s"
 cat "$out/gpt_bench.txt"
+# whether each ppvm run replayed its steps as CUDA graphs (ppvm --graph auto), and if not why
+for log in "$out"/pp-s*.log; do
+  [ -f "$log" ] && summary "$(basename "$log" .log): $(grep -m1 '^graph: ' "$log" || echo 'graph: (no line)')"
+done
 summary "total $(( $(date +%s) - t0 )) s; exit $rc"
 exit $rc

@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, cuda_kernels_suite());
     srunner_add_suite(sr, model_cuda_suite());
     srunner_add_suite(sr, gpu_e2e_suite());
+    srunner_add_suite(sr, gpu_graph_suite());
     srunner_add_suite(sr, attention_fused_suite());
     srunner_add_suite(sr, standin_graph_suite());
     srunner_run_all(sr, CK_NORMAL);

@@ -2,34 +2,80 @@
  * graphs: between cudaStreamBeginCapture and cudaStreamEndCapture every
  * operation enqueued on the capturing stream, or on a stream that waited
  * for an event recorded in the capture (CUDA's fork and join), is recorded
- * instead of run; cudaGraphLaunch enqueues the recorded operations on its
- * stream in the order the host issued them (a valid order of the graph,
- * whose edges the host's issue order respects), each checked again by the
- * stream-ordering check. A host synchronisation while a capture is active
+ * instead of run, with the stream it was issued on, and so are the event
+ * records and waits between those streams (the graph's edges), each
+ * captured event standing for a private one of the graph's. cudaGraphLaunch
+ * forks every recorded stream from its stream, replays the operations,
+ * records and waits on their own streams in the order the host issued
+ * them, then joins them back: the graph's nodes keep its edges and no
+ * more, so streams overlap in a replay as in the launched step, and every
+ * operation is checked again by the stream-ordering check. A host synchronisation while a capture is active
  * (cudaStreamSynchronize, cudaMemcpy, cudaEventSynchronize, ...) fails
  * with cudaErrorStreamCaptureUnsupported and invalidates the capture, whose
  * cudaStreamEndCapture then fails with cudaErrorStreamCaptureInvalidated,
- * as CUDA's global capture mode does. Not CUDA: the graph is a list, not a
- * DAG, and unjoined forked streams are not refused. */
+ * as CUDA's global capture mode does. Not CUDA: the graph replays on the
+ * streams it was captured on (CUDA's on streams of its own), a wait for an
+ * event recorded outside the capture is dropped, and unjoined forked
+ * streams are not refused. */
 #include <map>
+#include <memory>
+#include <set>
 #include <vector>
 
 #include "standin.h"
 
+enum { CAP_OP, CAP_RECORD, CAP_WAIT };
+
+/* A recorded operation (CAP_OP), or an edge: the graph's own event for a
+ * captured one recorded on st (CAP_RECORD) or waited for by st (CAP_WAIT). */
 struct CapOp {
+    int kind;
+    cudaStream_t st;
+    cudaEvent_t ev;
     const char *what;
     std::vector<pp_si_access> acc;
     std::function<void()> start;
     std::function<int()> done;
 };
 
+/* The graph's private events, destroyed with the last graph or exec using them. */
+struct Events {
+    std::map<cudaEvent_t, cudaEvent_t> of; /* a captured event -> the graph's */
+    ~Events()
+    {
+        for (auto &e : of)
+            cudaEventDestroy(e.second);
+    }
+};
+
 struct pp_si_graph {
     std::vector<CapOp> ops;
+    std::shared_ptr<Events> ev = std::make_shared<Events>();
 };
 
 struct pp_si_graph_exec {
     std::vector<CapOp> ops;
+    std::shared_ptr<Events> ev;
+    std::vector<cudaEvent_t> join; /* [0] the fork, then one per stream */
+    std::vector<cudaStream_t> streams;
+    ~pp_si_graph_exec()
+    {
+        for (cudaEvent_t e : join)
+            cudaEventDestroy(e);
+    }
 };
+
+/* The graph's own event standing for captured event ev. */
+static cudaEvent_t own_event(pp_si_graph *g, cudaEvent_t ev)
+{
+    auto it = g->ev->of.find(ev);
+    if (it != g->ev->of.end())
+        return it->second;
+    cudaEvent_t mine = NULL;
+    cudaEventCreateWithFlags(&mine, cudaEventDisableTiming);
+    g->ev->of[ev] = mine;
+    return mine;
+}
 
 struct Capture {
     cudaStream_t origin;
@@ -49,6 +95,9 @@ int pp_si_capture_take(cudaStream_t st, const char *what, const pp_si_access *ac
     if (it == g_cap.end())
         return 0;
     CapOp op;
+    op.kind = CAP_OP;
+    op.st = st;
+    op.ev = NULL;
     op.what = what;
     op.acc.assign(acc, acc + nacc);
     op.start = std::move(start);
@@ -69,17 +118,23 @@ int pp_si_capture_sync(void)
 void pp_si_capture_event_record(cudaEvent_t ev, cudaStream_t st)
 {
     auto it = st ? g_cap.find(st) : g_cap.end();
-    if (it == g_cap.end())
+    if (it == g_cap.end()) {
         g_evcap.erase(ev);
-    else
-        g_evcap[ev] = it->second;
+        return;
+    }
+    g_evcap[ev] = it->second;
+    pp_si_graph *g = it->second->g;
+    g->ops.push_back(CapOp{CAP_RECORD, st, own_event(g, ev), "cudaEventRecord", {}, {}, {}});
 }
 
 void pp_si_capture_event_wait(cudaStream_t st, cudaEvent_t ev)
 {
     auto e = g_evcap.find(ev);
-    if (e != g_evcap.end() && st)
-        g_cap[st] = e->second; /* st joins the capture */
+    if (e == g_evcap.end() || !st)
+        return;
+    g_cap[st] = e->second; /* st joins the capture */
+    pp_si_graph *g = e->second->g;
+    g->ops.push_back(CapOp{CAP_WAIT, st, own_event(g, ev), "cudaStreamWaitEvent", {}, {}, {}});
 }
 
 extern "C" {
@@ -126,7 +181,17 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
 {
     if (!exec || !graph || flags)
         return cudaErrorInvalidValue;
-    *exec = new pp_si_graph_exec{graph->ops};
+    auto *x = new pp_si_graph_exec();
+    x->ops = graph->ops;
+    x->ev = graph->ev;
+    std::set<cudaStream_t> seen;
+    for (const CapOp &op : x->ops)
+        if (seen.insert(op.st).second)
+            x->streams.push_back(op.st);
+    x->join.resize(x->streams.size() + 1);
+    for (cudaEvent_t &e : x->join)
+        cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    *exec = x;
     return cudaSuccess;
 }
 
@@ -134,8 +199,24 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st)
 {
     if (!exec)
         return cudaErrorInvalidValue;
+    /* every captured stream starts after what st holds, ... */
+    cudaEventRecord(exec->join[0], st);
+    for (cudaStream_t s : exec->streams)
+        if (s != st)
+            cudaStreamWaitEvent(s, exec->join[0], 0);
     for (const CapOp &op : exec->ops)
-        pp_si_enqueue(st, op.what, op.acc.data(), (int)op.acc.size(), op.start, op.done);
+        if (op.kind == CAP_RECORD)
+            cudaEventRecord(op.ev, op.st);
+        else if (op.kind == CAP_WAIT)
+            cudaStreamWaitEvent(op.st, op.ev, 0);
+        else
+            pp_si_enqueue(op.st, op.what, op.acc.data(), (int)op.acc.size(), op.start, op.done);
+    /* ... and what follows on st waits for all of them */
+    for (size_t i = 0; i < exec->streams.size(); i++)
+        if (exec->streams[i] != st) {
+            cudaEventRecord(exec->join[i + 1], exec->streams[i]);
+            cudaStreamWaitEvent(st, exec->join[i + 1], 0);
+        }
     return cudaSuccess;
 }
 

@@ -237,9 +237,10 @@ struct GroupOp {
     std::vector<MPI_Request> req;
     std::vector<int> order;
 
-    void start()
+    void start() /* again at each replay of a graph that captured it */
     {
         size_t n = m.size();
+        req.clear();
         in.resize(n);
         out.resize(n);
         order = chosen_order((int)n);

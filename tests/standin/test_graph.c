@@ -8,7 +8,7 @@
  * allocates nothing inside a step. Capture across two streams (an event
  * fork and join) replays in order; a host synchronisation inside a capture
  * fails and invalidates it, as CUDA's global capture mode does. Stand-ins,
- * not a GPU: ppvm does not run whole steps as graphs yet. */
+ * not a GPU; ppvm's own replayed steps are the gpu_graph suite's. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

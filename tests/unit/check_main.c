@@ -86,6 +86,7 @@ static const struct suite_entry {
     {"robust", robust_suite, MPI, 2, robust_tcases},
     {"determ", determ_suite, MPI, 4, determ_tcases},
     {"gpu_e2e", gpu_e2e_suite, MPI | GPU, 4, NULL},
+    {"gpu_graph", gpu_graph_suite, MPI | GPU, 2, NULL},
     {"verify_e2e", verify_e2e_suite, MPI, 4, NULL},
     {"lang_e2e", lang_e2e_suite, MPI, 4, lang_e2e_tcases},
     {"tensor_e2e", tensor_e2e_suite, MPI, 8, tensor_e2e_tcases},

@@ -29,6 +29,7 @@ Suite *e2e_suite(void);
 Suite *ckpt_suite(void);
 Suite *determ_suite(void);
 Suite *gpu_e2e_suite(void);
+Suite *gpu_graph_suite(void);
 Suite *harness_suite(void);
 Suite *robust_suite(void);
 Suite *verify_suite(void);

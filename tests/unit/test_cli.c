@@ -149,6 +149,8 @@ static const cli_row ppvm_rows[] = {
     {REF " --transport tcp", 2, "ppvm: --transport tcp: expected nccl or mpi"},
     {REF " --backend cpu --transport nccl", 2, "the cpu backend has only the mpi transport"},
     {REF " --epilogues maybe", 2, "ppvm: --epilogues maybe: expected on or off"},
+    {REF " --graph maybe", 2, "ppvm: --graph maybe: expected auto, on or off"},
+    {REF " --graph on --graph off", 2, "ppvm: --graph given twice ('on' and 'off'); give it once"},
     {"$PPVM plan --checkpoint-dir ''", 2,
      "ppvm: --checkpoint-dir: expected a directory, found an empty string"},
     {"$PPVM plan --resume ''", 2, "ppvm: --resume: expected a directory, found an empty string"},

@@ -1,0 +1,227 @@
+/* test_gpu_graph.c - the gpu_graph suite: ppvm's whole steps as CUDA graphs
+ * (--graph, vm/graph_cuda.c), on a GPU or on the stand-ins (make
+ * standin-test; the stand-ins capture and replay streams as
+ * tests/standin/graph.cpp says, and check every replayed operation for
+ * stream-ordering hazards, as they check launched ones).
+ *
+ * A run whose steps are captured once and replayed (--graph auto, saying
+ * "graph: on") trains to exactly the weights (--compare --atol 0 --rtol 0)
+ * of the same run launched instruction by instruction (--graph off), on one
+ * rank and as a 2-rank 1F1B pipeline over nccl, in fp32 and bf16, for the
+ * mlp and the GPT, with SGD and AdamW under a learning-rate warmup (so a
+ * replay that kept the captured step's tokens, learning rate or AdamW step
+ * would differ), and 1F1B with re-run forwards and offload's host copies. The runs that must launch say why (--transport mpi,
+ * --deterministic, --skip-nonfinite, --profile, --no-compute,
+ * PP_INJECT_NAN, --graph off); --graph on refuses them, and the cpu
+ * backend; bad --graph values are usage errors. On the stand-ins' own
+ * count, replayed steps allocate nothing (1 step and 3 allocate alike). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "suites.h"
+#include "testutil.h"
+
+#define GRAPH_MPIRUN_TIMEOUT 300
+
+static int gpus(void)
+{
+#ifdef PP_HAVE_CUDA
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+    return 0;
+#endif
+}
+
+/* mpirun -np np ppvm args, which must succeed; its output. */
+__attribute__((noinline)) static char *ok_run(int np, const char *args)
+{
+    char *out, *why;
+    if (mpi_run_within(np, args, GRAPH_MPIRUN_TIMEOUT, &out, &why))
+        ck_abort_msg("%s", why);
+    return out;
+}
+
+/* The cases: ranks, model (NULL: the schedule's mlp), precision and
+ * optimizer flags for ppc, training flags for ppvm, and the schedule (NULL:
+ * 1f1b.pp). */
+static const struct {
+    int np;
+    const char *gpt, *ppc, *vm, *sched;
+} cases[] = {
+    {1, NULL, "-D S=1 -D B=4", "--warmup 2", NULL},
+    {1, NULL, "-D S=1 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {1, "1", "-D S=1 -D B=2 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {1, "1", "-D S=1 -D B=2 --precision bf16", "--warmup 2", NULL},
+    {2, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {2, NULL, "-D S=2 -D B=4 --precision bf16", "--warmup 2", NULL},
+    {2, "1", "-D S=2 -D B=4", "--warmup 2", NULL},
+    {2, "1", "-D S=2 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    /* re-run forwards and offload's copies to pinned host slots, captured too */
+    {2, NULL, "-D S=2 -D B=4 -D K=1 --offload 's > 0'", "", "1f1b-recompute.pp"},
+};
+
+/* 1F1B: replayed steps end with the launched steps' weights, bit for bit. */
+START_TEST(replay_matches_launch)
+{
+    int np = cases[_i].np;
+    if (!have_gpu() || gpus() < np) {
+        test_skipped("needs %d GPU%s (nccl: one per rank)\n", np, np > 1 ? "s" : "");
+        return;
+    }
+    char *src = temp_dir(), path[1024], cmd[4096];
+    const char *sched = cases[_i].sched ? cases[_i].sched : "1f1b.pp";
+    snprintf(path, sizeof path, "%s/%s", src, sched);
+    if (cases[_i].gpt)
+        snprintf(cmd, sizeof cmd,
+                 "sed '/^model {/,/^}/d' %s/schedules/%s > %s && printf 'model gpt {\n"
+                 "vocab = 256\ncontext = 16\nembed = 16\nheads = 2\nffn = 32\n"
+                 "layers = %s\nbatch = 2\n}\n' >> %s",
+                 PP_ROOT, sched, path, cases[_i].gpt, path);
+    else
+        snprintf(cmd, sizeof cmd, "cp %s/schedules/%s %s", PP_ROOT, sched, path);
+    free(run_expect(cmd, 0));
+    char *dir = compile_plan(path, cases[_i].ppc), *out[2];
+    const char *mode[2] = {"auto", "off"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "--backend cuda --transport nccl --graph %s --steps 3 --timeout 120 %s "
+                 "--save %s/%s %s/plan",
+                 mode[k], cases[_i].vm, dir, mode[k], dir);
+        out[k] = ok_run(np, cmd);
+    }
+    ck_assert_msg(strstr(out[0], "graph: on, each rank's step captured once") != NULL,
+                  "case %d: --graph auto did not replay its steps:\n%s", _i, out[0]);
+    ck_assert_msg(strstr(out[1], "graph: off, launching instruction by instruction (--graph off)"),
+                  "case %d: --graph off did not say it launches:\n%s", _i, out[1]);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0", PP_ROOT,
+             dir, dir);
+    proc_result r;
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                  "case %d (%d rank%s, %s %s): the replayed run's weights are not the launched "
+                  "run's bits: %s\n  it %s",
+                  _i, np, np > 1 ? "s" : "", cases[_i].gpt ? "gpt" : "mlp", cases[_i].ppc, cmd,
+                  proc_story(&r, 20));
+    proc_free(&r);
+    free(out[0]);
+    free(out[1]);
+    remove_dir(dir);
+    remove_dir(src);
+}
+END_TEST
+
+/* Each run that waits on the host inside a step (or changes one step)
+ * launches instruction by instruction, saying why; --graph on refuses it. */
+START_TEST(fallback_reasons)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    char *dir = compile_plan("1f1b.pp", "-D S=1 -D B=2"), cmd[4096];
+    static const char *const why[][3] = {
+        {"", "--transport mpi", "--transport mpi: its transfers wait on the host"},
+        {"", "--transport mpi --deterministic", "--deterministic: the host sums each microbatch"},
+        {"", "--transport nccl --skip-nonfinite", "--skip-nonfinite: the step's optimizer updates"},
+        {"", "--transport nccl --profile PROFILE", "--profile: each job is timed by events"},
+        {"", "--transport nccl --no-compute", "--no-compute: it times each instruction's host"},
+        {"env PP_INJECT_NAN=9:0:0 ", "--transport nccl", "PP_INJECT_NAN: the test hook changes"},
+    };
+    for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
+        char flags[512];
+        snprintf(flags, sizeof flags, "%s", why[i][1]);
+        char *at = strstr(flags, "PROFILE");
+        if (at)
+            snprintf(at, sizeof flags - (size_t)(at - flags), "%s/profile.json", dir);
+        snprintf(cmd, sizeof cmd, "%s%s/bin/" PPVM " --backend cuda %s --steps 1 %s/plan/rank0.bin",
+                 why[i][0], PP_ROOT, flags, dir);
+        char *out = run_expect(cmd, 0), want[256];
+        snprintf(want, sizeof want, "graph: off, launching instruction by instruction (%s",
+                 why[i][2]);
+        ck_assert_msg(strstr(out, want) != NULL, "expected '%s' from %s:\n%s", want, cmd, out);
+        free(out);
+        snprintf(cmd, sizeof cmd,
+                 "%s%s/bin/" PPVM " --backend cuda --graph on %s --steps 1 %s/plan/rank0.bin",
+                 why[i][0], PP_ROOT, flags, dir);
+        out = run_expect(cmd, 1);
+        snprintf(want, sizeof want,
+                 "--graph on: this run cannot replay its steps as CUDA graphs: %s", why[i][2]);
+        ck_assert_msg(strstr(out, want) != NULL, "expected '%s' from %s:\n%s", want, cmd, out);
+        free(out);
+    }
+    /* on: the nccl run that can, does; and on the stand-ins' own count,
+     * replaying allocates nothing (1 step and 3 make as many allocations) */
+    int allocs[2] = {-1, -1};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "env PP_STANDIN_REPORT=1 %s/bin/" PPVM
+                 " --backend cuda --transport nccl --graph on --steps %d %s/plan/rank0.bin",
+                 PP_ROOT, 1 + 2 * k, dir);
+        char *out = run_expect(cmd, 0);
+        ck_assert_msg(strstr(out, "graph: on, each rank's step captured once") != NULL,
+                      "--graph on did not replay:\n%s", out);
+        const char *at = strstr(out, " device and pinned allocations");
+        while (at && at > out && at[-1] != ' ')
+            at--;
+        if (at && at > out)
+            allocs[k] = atoi(at);
+        free(out);
+    }
+    if (!strcmp(PPVM, "ppvm-standin"))
+        ck_assert_msg(allocs[0] > 0 && allocs[1] == allocs[0],
+                      "replayed steps: %d device and pinned allocations in 1 step, %d in 3: a "
+                      "replay allocates",
+                      allocs[0], allocs[1]);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Everywhere: the flag's errors, and the cpu backend has no graphs. */
+START_TEST(graph_flag_errors)
+{
+    char *dir = compile_plan("1f1b.pp", "-D S=1 -D B=2"), cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --graph maybe x", PP_ROOT);
+    char *out = run_expect(cmd, 2);
+    ck_assert_msg(strstr(out, "--graph maybe: expected auto, on or off") != NULL, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --graph", PP_ROOT);
+    out = run_expect(cmd, 2);
+    ck_assert_msg(strstr(out, "--graph needs a value") != NULL, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/" PPVM " --backend cpu --graph on --steps 1 %s/plan/rank0.bin", PP_ROOT, dir);
+    out = run_expect(cmd, 1);
+    ck_assert_msg(strstr(out, "--graph on: the cpu backend runs no CUDA graphs") != NULL, "%s",
+                  out);
+    free(out);
+    /* auto on the cpu backend: nothing to say, and the run trains */
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --backend cpu --steps 1 %s/plan/rank0.bin", PP_ROOT,
+             dir);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "graph:") == NULL && strstr(out, "step    1/1"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --help", PP_ROOT);
+    out = run_expect(cmd, 0);
+    ck_assert_ptr_nonnull(strstr(out, "--graph G"));
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+Suite *gpu_graph_suite(void)
+{
+    Suite *s = suite_create("gpu_graph");
+    TCase *tc = tcase_create("gpu_graph");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, graph_flag_errors);
+    tcase_add_test(tc, fallback_reasons);
+    tcase_add_loop_test(tc, replay_matches_launch, 0, (int)(sizeof cases / sizeof cases[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}
