@@ -146,8 +146,8 @@ static int check_ops(const pp_plan *p, const pp_vm_ops *o, const pp_vm_mem *mem,
 /* clang-format off */
 #define PP_OPS_REQUIRED(X)                                                                         \
     X(slot) X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) X(backward)                \
-    X(backward_input) X(backward_weight) X(poison) X(check) X(zero) X(accumulate) X(update)        \
-    X(send) X(recv) X(reduce) X(mark) X(elapsed)
+    X(backward_input) X(backward_weight) X(poison) X(check) X(check_bf16) X(zero) X(accumulate)    \
+    X(update) X(send) X(recv) X(reduce) X(mark) X(elapsed)
 /* clang-format on */
 #define PP_OPS_CHECK(name)                                                                         \
     if (!o->name) {                                                                                \

@@ -84,7 +84,9 @@ static void backward_done(pp_vm_core *c, const pp_vm_job *j, int writes_din, int
         c->ops->poison(c, j, j->din);
     if (writes_g && j->g && j->np && pp_vm_core_inject_here(c, j->in, PP_INJECT_WGRAD))
         c->ops->poison(c, j, j->g);
-    if (writes_din && j->din)
+    if (writes_din && j->din && m->precision == PP_PREC_BF16)
+        c->ops->check_bf16(c, j, (const uint16_t *)j->din, pp_act_bytes(m) / 2, PP_NF_INPUT_GRAD);
+    else if (writes_din && j->din)
         c->ops->check(c, j, j->din, pp_act_bytes(m) / sizeof(float), PP_NF_INPUT_GRAD);
     if (writes_g && pp_vm_core_det(c, j->s)) {
         if (c->ops->det_done)

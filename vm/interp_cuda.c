@@ -576,6 +576,15 @@ static void op_check(void *be, const pp_vm_job *j, const float *x, size_t n, pp_
     cudaCheck(pp_cu_first_nonfinite(x, n, nf_record(v, j), stream_of(v, j)));
 }
 
+/* The same over n bf16 numbers (a bf16 run's input gradient). */
+static void op_check_bf16(void *be, const pp_vm_job *j, const uint16_t *x, size_t n,
+                          pp_nf_kind kind)
+{
+    cuda_vm *v = be;
+    v->nf_kind[j->in - v->p->code] = (signed char)kind;
+    cudaCheck(pp_cu_first_nonfinite_bf16(x, n, nf_record(v, j), stream_of(v, j)));
+}
+
 /* PP_INJECT_NAN: a NaN into a float or a double of device memory, copied
  * from the host (the bits the cpu backend's NAN has). */
 static void poison(cuda_vm *v, const pp_vm_job *j, void *x, int is_double)
@@ -758,6 +767,7 @@ static const pp_vm_ops cuda_ops = {
     .backward_weight = op_backward_weight,
     .poison = op_poison,
     .check = op_check,
+    .check_bf16 = op_check_bf16,
     .det_done = op_det_done,
     .det_put = op_det_put,
     .zero = op_zero,
