@@ -72,6 +72,7 @@ typedef struct {
     const void *w; /* the weights a job reads: its wts slot or this rank's compute copy */
     float *g;      /* the gradients it adds to, zeroes or updates: its wgrad slot, this
                          rank's own, or --deterministic's buffer for the job */
+    int g_zero;    /* a Backward's or BackwardWeight's g holds zeros (vm/grads_zero.c) */
 } pp_vm_job;
 
 /* A backend's operations, which the core's dispatch (vm/exec.c) calls with
@@ -167,6 +168,7 @@ typedef struct {
     float **det_sum;              /* [S] the ordered sum of an owned stage's gradients: grads[s]
                                 in host memory, else a host buffer of its own */
     MPI_Comm *det_comm;           /* [ngroups] the replica groups, for pp_determ_reduce */
+    unsigned char *g_zero;        /* [S] own gradients known to hold zeros (vm/grads_zero.c) */
 } pp_vm_core;
 
 /* Set-up, local: the tables and an owned stage's buffers (their contents
@@ -188,6 +190,14 @@ int pp_vm_core_pair_pos(pp_vm_core *c, const pp_instr *in);
 int pp_vm_core_inject_here(const pp_vm_core *c, const pp_instr *in, int where);
 /* Keep a non-finite number if it comes before what the step found so far. */
 void pp_vm_core_note(pp_vm_core *c, pp_nf_kind kind, int s, int b, double value);
+
+/* Own gradients known to hold zeros (vm/grads_zero.c): set after j zeroed
+ * j->g; take at a backward (1 when j->g is stage j->s's own and holds
+ * zeros; the mark goes); forget stage s's (s < 0: every stage's) when
+ * something else wrote them. */
+void pp_vm_core_g_zero_set(pp_vm_core *c, const pp_vm_job *j);
+int pp_vm_core_g_zero_take(pp_vm_core *c, const pp_vm_job *j);
+void pp_vm_core_g_zero_forget(pp_vm_core *c, int s);
 
 /* Whether stage s's OptimizerStep waits for commit (--skip-nonfinite), and
  * if so notes it. */

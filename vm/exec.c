@@ -119,6 +119,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
          in->op == PP_OP_ReduceGrads) &&
         pp_vm_core_det(c, j.s)) {
         pp_vm_core_det_transfer(c, in); /* host memory, MPI (--no-compute refuses it) */
+        pp_vm_core_g_zero_forget(c, -1);
         return;
     }
     switch ((pp_opcode)in->op) {
@@ -161,6 +162,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.din = slot_of(c, in, PP_ROLE_DIN);
         j.w = weights_of(c, in);
         j.g = grads_of(c, &j);
+        j.g_zero = pp_vm_core_g_zero_take(c, &j);
         begin(c, &j);
         run_job(c, &j, o->backward);
         backward_done(c, &j, 1, 1);
@@ -179,6 +181,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     case PP_OP_BackwardWeight:
         j.stash = slot_of(c, in, PP_ROLE_STASH);
         j.g = grads_of(c, &j);
+        j.g_zero = pp_vm_core_g_zero_take(c, &j);
         begin(c, &j);
         run_job(c, &j, o->backward_weight);
         backward_done(c, &j, 0, 1);
@@ -187,8 +190,10 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     case PP_OP_ZeroGrads:
         j.g = slot_of(c, in, PP_ROLE_WGRAD);
         begin(c, &j);
-        if (!c->nc)
+        if (!c->nc) {
             o->zero(c, &j);
+            pp_vm_core_g_zero_set(c, &j);
+        }
         end(c, &j);
         break;
     case PP_OP_SendActivation:
@@ -209,12 +214,14 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         o->recv(c, &j);
         j.tmp = slot_of(c, in, PP_ROLE_TMP);
         j.g = o->grads(c, j.s);
+        pp_vm_core_g_zero_forget(c, j.s);
         begin(c, &j);
         if (!c->nc)
             o->accumulate(c, &j);
         end(c, &j);
         break;
     case PP_OP_ReduceGrads:
+        pp_vm_core_g_zero_forget(c, -1);
         o->reduce(c, &j);
         break;
     /* tied embeddings: a copy of the own tied gradients into a slot (zeroed,
@@ -227,6 +234,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.np = pp_tied_floats(&p->model);
         j.g = stash ? tmp : own;
         j.tmp = stash ? own : tmp;
+        pp_vm_core_g_zero_forget(c, j.s);
         begin(c, &j);
         if (!c->nc) {
             if (stash)
@@ -259,8 +267,12 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
             }
             o->check(c, &j, j.g, j.np, PP_NF_WEIGHT_GRAD);
         }
-        if (c->nc || !pp_vm_core_defer(c, in)) /* --skip-nonfinite: until commit */
+        pp_vm_core_g_zero_forget(c, j.s); /* det_put wrote them; a deferred step waits */
+        if (c->nc || !pp_vm_core_defer(c, in)) { /* --skip-nonfinite: until commit */
             update(c, &j);
+            if (!c->nc)
+                pp_vm_core_g_zero_set(c, &j); /* the update zeroes them */
+        }
         end(c, &j);
         break;
     case PP_OP_GroupStart:
@@ -307,6 +319,7 @@ void pp_vm_core_commit(void *be, int apply)
             update(c, &j);
         else
             c->ops->zero(c, &j);
+        pp_vm_core_g_zero_set(c, &j); /* either way they hold zeros now */
         end(c, &j);
     }
     if (c->ops->committed)

@@ -539,6 +539,7 @@ static void op_forward(void *be, const pp_vm_job *j)
 static void op_backward(void *be, const pp_vm_job *j)
 {
     cuda_vm *v = be;
+    pp_cuda_model_grads_zero(cm_of(v, j), j->g_zero); /* beta 0 onto zeroed gradients */
     pp_cuda_stage_backward(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->w, j->g, j->stash,
                            work_of(v, j), j->dout, j->din);
 }
@@ -553,6 +554,7 @@ static void op_backward_input(void *be, const pp_vm_job *j)
 static void op_backward_weight(void *be, const pp_vm_job *j)
 {
     cuda_vm *v = be;
+    pp_cuda_model_grads_zero(cm_of(v, j), j->g_zero);
     pp_cuda_stage_backward_weight(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->g, j->stash,
                                   work_of(v, j));
 }
