@@ -15,7 +15,8 @@
 static __device__ float widen(float x) { return x; }
 static __device__ float widen(uint16_t x) { return __uint_as_float((unsigned)x << 16); }
 
-template <typename E> static __global__ void first_nonfinite_kernel(const E *x, size_t n, double *rec)
+template <typename E>
+static __global__ void first_nonfinite_kernel(const E *x, size_t n, double *rec)
 {
     __shared__ unsigned long long first[FINITE_THREADS];
     unsigned long long mine = ~0ull;

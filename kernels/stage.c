@@ -111,7 +111,7 @@ static void backward_walk(const pp_model_impl *k, const pp_model *m, int S, int 
     float *dx = (float *)(c.wk + c.f.dx);
     size_t xbytes = pp_act_f32_bytes(m), n = xbytes / sizeof(float);
     float *din32 = c.f.bf16 ? dx : din; /* where the input gradient is made */
-    const float *dy = dout; /* the gradient at the current point of the stage */
+    const float *dy = dout;             /* the gradient at the current point of the stage */
     if (c.f.bf16 && !c.f.last) {
         pp_bf16_to_f32((const uint16_t *)dout, dx, n);
         dy = dx;

@@ -108,8 +108,7 @@ typedef struct {
     void (*check)(void *be, const pp_vm_job *j, const float *x, size_t n, pp_nf_kind kind);
     /* the same over n bf16 numbers: a bf16 run's input gradient (the
      * activation type, isa/model_shape.h's pp_act_bytes) */
-    void (*check_bf16)(void *be, const pp_vm_job *j, const uint16_t *x, size_t n,
-                       pp_nf_kind kind);
+    void (*check_bf16)(void *be, const pp_vm_job *j, const uint16_t *x, size_t n, pp_nf_kind kind);
     /* --deterministic: a job's gradient (j->g) into the core's host buffer
      * (NULL: det_grads gave that buffer); the stage's ordered host sum into
      * j->g before its OptimizerStep (NULL: the sum is j->g itself) */

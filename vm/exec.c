@@ -267,7 +267,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
             }
             o->check(c, &j, j.g, j.np, PP_NF_WEIGHT_GRAD);
         }
-        pp_vm_core_g_zero_forget(c, j.s); /* det_put wrote them; a deferred step waits */
+        pp_vm_core_g_zero_forget(c, j.s);        /* det_put wrote them; a deferred step waits */
         if (c->nc || !pp_vm_core_defer(c, in)) { /* --skip-nonfinite: until commit */
             update(c, &j);
             if (!c->nc)

@@ -620,7 +620,8 @@ static void grads_zero_writes(const pp_model *m, int S, size_t gemm_floats)
 {
     const int s = S - 1;
     size_t np = pp_stage_param_count(m, S, s), pb = np * sizeof(float);
-    size_t abytes = pp_act_bytes(m), tbytes = pp_tokens_bytes(m), wb = pp_stage_compute_bytes(m, S, s);
+    size_t abytes = pp_act_bytes(m), tbytes = pp_tokens_bytes(m),
+           wb = pp_stage_compute_bytes(m, S, s);
     size_t sbytes = pp_stage_stash_bytes_split(m, S, s), kbytes = pp_stage_workspace_bytes(m, S, s);
     float *p = malloc(pb), *ones = malloc(pb), *a = malloc(pb), *got = malloc(pb);
     void *x = malloc(abytes);
