@@ -695,6 +695,18 @@ static void grads_zero_writes(const pp_model *m, int S, size_t gemm_floats)
     for (size_t i = 0; i < sizeof host / sizeof *host; i++)
         free(host[i]);
 }
+
+/* The GEMMs' regions of the last stage: mlp odd (2 blocks of W1 and W2,
+ * D = 35, F = 45; Wh 256 x D) and gpt_odd's (one layer: qkvw 3C x C, attprojw
+ * C x C, fcw F x C, fcprojw C x F, C = 12, F = 20; wlm V x C, V = 37), fp32
+ * (i = 0, 2) and bf16 (1, 3). */
+static void grads_zero_case(int i)
+{
+    static const pp_model *ms[4] = {&odd, &odd_bf16, &gpt_odd, &gpt_odd_bf16};
+    size_t D = 35, F = 45, C = 12, G = 20;
+    size_t want = i < 2 ? 2 * (2 * F * D) + 256 * D : 3 * C * C + C * C + 2 * G * C + 37 * C;
+    grads_zero_writes(ms[i], i < 2 ? 2 : 4, want);
+}
 #endif /* PP_HAVE_CUDA */
 
 /* Each test: skipped (and passing) without CUDA or without a GPU. */
@@ -776,18 +788,7 @@ END_TEST
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
-/* The GEMMs' regions of the last stage: mlp odd (2 blocks of W1 and W2,
- * D = 35, F = 45; Wh 256 x D) and gpt_odd's (one layer: qkvw 3C x C, attprojw
- * C x C, fcw F x C, fcprojw C x F, C = 12, F = 20; wlm V x C, V = 37), fp32
- * and bf16. */
-START_TEST(test_cuda_grads_zero_writes)
-{
-    static const pp_model *ms[4] = {&odd, &odd_bf16, &gpt_odd, &gpt_odd_bf16};
-    const pp_model *m = ms[_i];
-    size_t D = 35, F = 45, C = 12, G = 20;
-    size_t want = _i < 2 ? 2 * (2 * F * D) + 256 * D : 3 * C * C + C * C + 2 * G * C + 37 * C;
-    GPU_ONLY(grads_zero_writes(m, _i < 2 ? 2 : 4, want));
-}
+START_TEST(test_cuda_grads_zero_writes) { GPU_ONLY(grads_zero_case(_i)); }
 END_TEST
 
 Suite *model_cuda_suite(void)
