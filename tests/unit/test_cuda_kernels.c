@@ -1340,8 +1340,9 @@ static void run_first_nonfinite(void)
         }
         uint16_t *xb = malloc(n * sizeof *xb + 2);
         pp_f32_to_bf16(x, xb, n);
-        ck_assert_msg(pp_first_nonfinite_bf16(xb, n) == want, "case %zu: bf16 C scan %lld, not %lld",
-                      c, pp_first_nonfinite_bf16(xb, n), want);
+        ck_assert_msg(pp_first_nonfinite_bf16(xb, n) == want,
+                      "case %zu: bf16 C scan %lld, not %lld", c, pp_first_nonfinite_bf16(xb, n),
+                      want);
         uint16_t *dxb = dev_from(xb, n * sizeof *xb);
         cudaCheck(pp_cu_first_nonfinite_bf16(dxb, n, drec, st));
         cudaCheck(cudaStreamSynchronize(st));
