@@ -215,6 +215,11 @@ size_t pp_stage_compute_bytes(const pp_model *m, int S, int s)
 
 size_t pp_act_bytes(const pp_model *m)
 {
+    return (size_t)m->batch * pp_model_width(m) * pp_act_elem_bytes(m);
+}
+
+size_t pp_act_f32_bytes(const pp_model *m)
+{
     return (size_t)m->batch * pp_model_width(m) * sizeof(float);
 }
 

@@ -52,7 +52,18 @@ size_t pp_stage_stash_bytes_split(const pp_model *m, int S, int s);
  * calls). */
 size_t pp_stage_workspace_bytes(const pp_model *m, int S, int s);
 
-size_t pp_act_bytes(const pp_model *m);    /* batch * width * 4 */
+/* What moves between stages per microbatch (activations forward,
+ * gradients backward; the plan's activation buffers): batch * width
+ * elements of the precision's activation type, fp32 (4 bytes) or, with
+ * precision bf16, bf16 (2: pp_act_elem_bytes). Inside a stage activations
+ * are fp32 (pp_act_f32_bytes): the stage widens what it receives and rounds
+ * what it sends (kernels/stage.c). */
+size_t pp_act_bytes(const pp_model *m);
+size_t pp_act_f32_bytes(const pp_model *m); /* batch * width * 4 */
+static inline size_t pp_act_elem_bytes(const pp_model *m)
+{
+    return m->precision == PP_PREC_BF16 ? 2 : 4;
+}
 size_t pp_tokens_bytes(const pp_model *m); /* batch * (context+1) * 4 */
 
 /* FLOPs of one F(s,b) and one B(s,b) on a microbatch (2 per multiply-add;

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,6 +17,8 @@ extern "C" {
  * all are (or n is 0); rec[1] = that number, widened to a double (0 when
  * none). One block, enqueued on st; never synchronises. */
 cudaError_t pp_cu_first_nonfinite(const float *x, size_t n, double *rec, cudaStream_t st);
+/* The same over n bf16 numbers (pp_first_nonfinite_bf16). */
+cudaError_t pp_cu_first_nonfinite_bf16(const uint16_t *x, size_t n, double *rec, cudaStream_t st);
 
 #ifdef __cplusplus
 }

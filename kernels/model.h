@@ -47,9 +47,11 @@ void pp_stage_compute_copy(const pp_model *m, int S, int s, const float *master,
  * (seed, s, i), so any rank initialises any stage identically. */
 void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params);
 
-/* F(s,b). in: tokens (s == 0) or float activations. tgt: tokens holding the
- * targets (read only when s == S-1). out: float activations (s < S-1), else
- * unused (may be NULL). Returns the summed (not averaged) cross-entropy over
+/* F(s,b). in: tokens (s == 0) or activations. tgt: tokens holding the
+ * targets (read only when s == S-1). out: activations (s < S-1), else
+ * unused (may be NULL). Activations, like dout and din below, are the
+ * precision's type (pp_act_bytes of them: fp32, or bf16 with precision
+ * bf16, despite the float pointers); the stage computes in fp32 between. Returns the summed (not averaged) cross-entropy over
  * the microbatch's predictions when s == S-1, else 0. */
 double pp_stage_forward(const pp_model *m, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, void *work, float *out);

@@ -104,6 +104,7 @@ void pp_cuda_model_destroy(pp_cuda_model *cm)
 cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm) { return cm->st; }
 
 void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on) { cm->epilogues = on != 0; }
+void pp_cuda_model_grads_zero(pp_cuda_model *cm, int zero) { cm->grads_zero = zero != 0; }
 
 void pp_cuda_model_set_tensor(pp_cuda_model *cm,
                               void (*fn)(void *ctx, float *buf, size_t n, cudaStream_t st),
@@ -214,6 +215,7 @@ void pp_cuda_stage_backward(pp_cuda_model *cm, const pp_model *m, int S, int s, 
     const pp_cuda_model_impl *k = impl_of(m);
     if (k)
         k->backward(cm, m, S, s, weights, grads, stash, work, dout, din);
+    cm->grads_zero = 0; /* said for this call only */
 }
 
 void pp_cuda_stage_backward_input(pp_cuda_model *cm, const pp_model *m, int S, int s,
@@ -235,4 +237,5 @@ void pp_cuda_stage_backward_weight(pp_cuda_model *cm, const pp_model *m, int S, 
     const pp_cuda_model_impl *k = impl_of(m);
     if (k)
         k->backward_weight(cm, m, S, s, grads, stash, work);
+    cm->grads_zero = 0; /* said for this call only */
 }

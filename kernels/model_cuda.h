@@ -70,6 +70,13 @@ void pp_cuda_model_destroy(pp_cuda_model *cm);
  * off, the GEMM and the kernel. The cuBLASLt workspace (32 MiB) is
  * allocated by pp_cuda_model_create either way. */
 void pp_cuda_model_set_epilogues(pp_cuda_model *cm, int on);
+/* zero 1: the gradients the next pp_cuda_stage_backward or
+ * _backward_weight adds to hold zeros (the caller knows: the optimizer or a
+ * ZeroGrads zeroed them and nothing wrote them since), so its
+ * weight-gradient GEMMs overwrite them (beta 0) instead of accumulating
+ * (beta 1), which costs an H100 twice the time; the other gradients (biases,
+ * norms, embeddings) still add onto the zeros. That call resets it to 0. */
+void pp_cuda_model_grads_zero(pp_cuda_model *cm, int zero);
 cudaStream_t pp_cuda_model_stream(const pp_cuda_model *cm);
 
 /* Deterministic initialisation, the same values as pp_stage_init (computed

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../isa/tensor.h"
+#include "cpu_kernels.h"
 
 static const pp_model_impl *impl_of(const pp_model *m)
 {
@@ -62,6 +63,11 @@ void pp_stage_init(const pp_model *m, int S, int s, uint64_t seed, float *params
         k->init(m, S, s, seed, params);
 }
 
+/* With precision bf16 what crosses a stage boundary is bf16
+ * (model_shape.h's pp_act_bytes): F widens the activations it receives
+ * into the first block's input (exact) and a non-last stage builds its
+ * output in fp32 in the workspace's dx region (which no forward of a
+ * non-last stage uses) and rounds it into `out`, round to nearest even. */
 double pp_stage_forward(const pp_model *model, int S, int s, const void *weights, const void *in,
                         const int32_t *tgt, void *stash, void *work, float *out)
 {
@@ -70,40 +76,54 @@ double pp_stage_forward(const pp_model *model, int S, int s, const void *weights
     if (!k)
         return 0.0;
     pp_stage c = open_stage(k, m, S, s, weights, stash, work);
-    float *x0 = x_slot(&c, out, 0);
+    int round_out = c.f.bf16 && !c.f.last;
+    float *y = round_out ? (float *)(c.wk + c.f.dx) : out; /* the stage's fp32 output */
+    size_t n = pp_act_f32_bytes(m) / sizeof(float);
+    float *x0 = x_slot(&c, y, 0);
     if (c.f.first) {
         int32_t *tokens = (int32_t *)(c.st + c.f.tokens);
         memcpy(tokens, in, pp_tokens_bytes(m));
         k->embed_forward(&c, tokens, x0);
+    } else if (c.f.bf16) {
+        pp_bf16_to_f32((const uint16_t *)in, x0, n);
     } else {
         memmove(x0, in, pp_act_bytes(m)); /* memmove: in may be out when nb == 0 */
     }
     for (int b = 0; b < c.f.nb; b++)
         k->block_forward(&c, b, c.params + c.f.pblocks + (size_t)b * c.f.pblock_stride,
-                         x_slot(&c, out, b + 1));
+                         x_slot(&c, y, b + 1));
+    if (round_out)
+        pp_f32_to_bf16(y, (uint16_t *)out, n);
     return c.f.last ? k->head_forward(&c, tgt) : 0.0;
 }
 
 /* The backward walk, fused (grads non-NULL: weight gradients as it goes)
  * or as B of a split backward (grads NULL: what W needs goes to the
  * stash's split region). The very last input gradient of a non-first stage
- * is written straight to din. */
+ * is written straight to din (fp32), or with bf16 built in dx and rounded
+ * into din; a bf16 dout is first widened into dx (the blocks take dy == dx,
+ * as every block after the stage's last does). */
 static void backward_walk(const pp_model_impl *k, const pp_model *m, int S, int s,
                           const void *weights, float *grads, const void *stash, void *work,
                           const float *dout, float *din, float loss_scale)
 {
     pp_stage c = open_stage(k, m, S, s, weights, stash, work);
     float *dx = (float *)(c.wk + c.f.dx);
-    size_t xbytes = pp_act_bytes(m);
-    const float *dy = dout; /* the gradient at the current point of the stage */
+    size_t xbytes = pp_act_f32_bytes(m), n = xbytes / sizeof(float);
+    float *din32 = c.f.bf16 ? dx : din; /* where the input gradient is made */
+    const float *dy = dout;             /* the gradient at the current point of the stage */
+    if (c.f.bf16 && !c.f.last) {
+        pp_bf16_to_f32((const uint16_t *)dout, dx, n);
+        dy = dx;
+    }
     if (c.f.last) {
-        float *dst = (c.f.nb == 0 && !c.f.first) ? din : dx;
+        float *dst = (c.f.nb == 0 && !c.f.first) ? din32 : dx;
         k->head_backward(&c, grads, loss_scale, dst);
         dy = dst;
     }
     for (int b = c.f.nb - 1; b >= 0; b--) {
         size_t pb = c.f.pblocks + (size_t)b * c.f.pblock_stride;
-        float *dst = (b == 0 && !c.f.first) ? din : dx;
+        float *dst = (b == 0 && !c.f.first) ? din32 : dx;
         if (!grads) /* dy, before dst may overwrite it */
             memcpy(c.st + c.f.wblocks + (size_t)b * c.f.wblock_stride, dy, xbytes);
         k->block_backward(&c, b, c.params + pb, grads ? grads + pb : NULL, dy, dst);
@@ -115,6 +135,8 @@ static void backward_walk(const pp_model_impl *k, const pp_model *m, int S, int 
             k->embed_backward(&c, tokens, dy, grads);
         else
             memcpy(c.st + c.f.wdx0, dy, xbytes);
+    } else if (c.f.bf16) {
+        pp_f32_to_bf16(dy, (uint16_t *)din, n);
     } else if (dy != din) {
         memmove(din, dy, xbytes); /* a middle stage without blocks is the identity */
     }

@@ -52,6 +52,11 @@ template <typename K> struct cuda_stage {
         return run_of(cm, f->bf16, (char *)work + f->ca, (char *)work + f->cb);
     }
 
+    /* With precision bf16 what crosses a stage boundary is bf16 (stage.c,
+     * pp_stage_forward): the input widened into the first block's input,
+     * a non-last stage's output built in the workspace's dx and rounded
+     * into out; in the backward dout widened into dx, the input gradient
+     * built in dx and rounded into din. */
     template <typename W>
     static void forward(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
                         const void *in, const int32_t *tgt, void *stash, void *work, float *out,
@@ -61,17 +66,24 @@ template <typename K> struct cuda_stage {
         pp_stage_frame f = K::frame_of(&y);
         const run rr = run_for(cm, &f, work), *r = &rr;
         char *st = (char *)stash;
-        float *x0 = x_slot(&f, st, out, 0);
+        int round_out = f.bf16 && !f.last;
+        float *yout = round_out ? (float *)((char *)work + f.dx) : out; /* fp32 output */
+        size_t n = pp_act_f32_bytes(m) / sizeof(float);
+        float *x0 = x_slot(&f, st, yout, 0);
         if (f.first) {
             int32_t *tokens = (int32_t *)(st + f.tokens);
             copy_d2d(r, tokens, in, pp_tokens_bytes(m));
             K::embed_forward(r, &y, params, tokens, x0);
+        } else if (f.bf16) {
+            cudaCheck(pp_cu_bf16_to_f32((const uint16_t *)in, x0, n, r->st));
         } else {
             copy_d2d(r, x0, in, pp_act_bytes(m)); /* nothing when in is out (no blocks) */
         }
         for (int k = 0; k < f.nb; k++)
             K::block_forward(r, &y, k, params + f.pblocks + (size_t)k * f.pblock_stride, stash,
-                             work, x_slot(&f, st, out, k + 1));
+                             work, x_slot(&f, st, yout, k + 1));
+        if (round_out)
+            cudaCheck(pp_cu_f32_to_bf16(yout, (uint16_t *)out, n, r->st));
         if (f.last)
             K::head_forward(r, &y, params, tgt, stash, work, loss_scale);
     }
@@ -80,7 +92,7 @@ template <typename K> struct cuda_stage {
      * goes) or the input half of a split backward (grads NULL: what W
      * needs goes to the stash's split region, which is writable by
      * contract). The very last input gradient of a non-first stage is
-     * written straight to din. */
+     * written straight to din (fp32; bf16: made in dx, then rounded). */
     template <typename W>
     static void backward_walk(pp_cuda_model *cm, const pp_model *m, int S, int s, const W *params,
                               float *grads, const void *stash, void *work, const float *dout,
@@ -91,16 +103,21 @@ template <typename K> struct cuda_stage {
         const run rr = run_for(cm, &f, work), *r = &rr;
         char *st = const_cast<char *>(static_cast<const char *>(stash));
         float *dx = (float *)((char *)work + f.dx);
-        size_t xbytes = pp_act_bytes(m);
+        size_t xbytes = pp_act_f32_bytes(m), n = xbytes / sizeof(float);
+        float *din32 = f.bf16 ? dx : din;
         const float *dy = dout;
+        if (f.bf16 && !f.last) {
+            cudaCheck(pp_cu_bf16_to_f32((const uint16_t *)dout, dx, n, r->st));
+            dy = dx;
+        }
         if (f.last) {
-            float *dst = (f.nb == 0 && !f.first) ? din : dx;
+            float *dst = (f.nb == 0 && !f.first) ? din32 : dx;
             K::head_backward(r, &y, params, grads, stash, work, dst);
             dy = dst;
         }
         for (int k = f.nb - 1; k >= 0; k--) {
             size_t pk = f.pblocks + (size_t)k * f.pblock_stride;
-            float *dst = (k == 0 && !f.first) ? din : dx;
+            float *dst = (k == 0 && !f.first) ? din32 : dx;
             if (!grads) /* dy, before dst may overwrite it */
                 copy_d2d(r, st + f.wblocks + (size_t)k * f.wblock_stride, dy, xbytes);
             K::block_backward(r, &y, k, params + pk, grads ? grads + pk : NULL, stash, work, dy,
@@ -113,6 +130,8 @@ template <typename K> struct cuda_stage {
                 K::embed_backward(r, &y, tokens, dy, grads);
             else
                 copy_d2d(r, st + f.wdx0, dy, xbytes);
+        } else if (f.bf16) {
+            cudaCheck(pp_cu_f32_to_bf16(dy, (uint16_t *)din, n, r->st));
         } else {
             copy_d2d(r, din, dy, xbytes); /* a middle stage without blocks is the identity */
         }

@@ -188,8 +188,8 @@ static int check_ops(const pp_plan *p, const pp_vm_ops *o, const pp_vm_mem *mem,
 /* clang-format off */
 #define PP_OPS_REQUIRED(X)                                                                         \
     X(slot) X(weights) X(grads) X(det_grads) X(load) X(forward) X(loss) X(backward)                \
-    X(backward_input) X(backward_weight) X(poison) X(check) X(zero) X(accumulate) X(update)        \
-    X(send) X(recv) X(reduce) X(mark) X(elapsed)
+    X(backward_input) X(backward_weight) X(poison) X(check) X(check_bf16) X(zero) X(accumulate)    \
+    X(update) X(send) X(recv) X(reduce) X(mark) X(elapsed)
 /* clang-format on */
 #define PP_OPS_CHECK(name)                                                                         \
     if (!o->name) {                                                                                \
@@ -242,7 +242,8 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
     c->state = calloc((size_t)S, sizeof *c->state);
     c->compute = calloc((size_t)S, sizeof *c->compute);
     c->deferred = malloc((p->ninstr + 1) * sizeof *c->deferred);
-    if (!c->params || !c->grads || !c->state || !c->compute || !c->deferred) {
+    c->g_zero = calloc((size_t)S, 1); /* unknown at start: the first step adds */
+    if (!c->params || !c->grads || !c->state || !c->compute || !c->deferred || !c->g_zero) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -287,6 +288,7 @@ void pp_vm_core_free(pp_vm_core *c)
     free(c->state);
     free(c->compute);
     free(c->deferred);
+    free(c->g_zero);
 }
 
 /* --deterministic: its communicators (the replica groups': every rank has

@@ -72,6 +72,7 @@ typedef struct {
     const void *w; /* the weights a job reads: its wts slot or this rank's compute copy */
     float *g;      /* the gradients it adds to, zeroes or updates: its wgrad slot, this
                          rank's own, or --deterministic's buffer for the job */
+    int g_zero;    /* a Backward's or BackwardWeight's g holds zeros (vm/grads_zero.c) */
 } pp_vm_job;
 
 /* A backend's operations, which the core's dispatch (vm/exec.c) calls with
@@ -105,6 +106,9 @@ typedef struct {
     void (*poison)(void *be, const pp_vm_job *j, float *x); /* PP_INJECT_NAN: x[0] = NaN */
     /* the non-finite check of n floats at x, after what wrote them */
     void (*check)(void *be, const pp_vm_job *j, const float *x, size_t n, pp_nf_kind kind);
+    /* the same over n bf16 numbers: a bf16 run's input gradient (the
+     * activation type, isa/model_shape.h's pp_act_bytes) */
+    void (*check_bf16)(void *be, const pp_vm_job *j, const uint16_t *x, size_t n, pp_nf_kind kind);
     /* --deterministic: a job's gradient (j->g) into the core's host buffer
      * (NULL: det_grads gave that buffer); the stage's ordered host sum into
      * j->g before its OptimizerStep (NULL: the sum is j->g itself) */
@@ -165,6 +169,7 @@ typedef struct {
     MPI_Comm *det_comm;           /* [ngroups] the replica groups, for pp_determ_reduce */
     int tied_shared;              /* isa/tied.h: stage S-1's memory runs into stage 0's */
     unsigned char *det_early;     /* [S] pp_vm_core_det_tied put the sum into grads[s] */
+    unsigned char *g_zero;        /* [S] own gradients known to hold zeros (vm/grads_zero.c) */
 } pp_vm_core;
 
 /* Set-up, local: the tables and an owned stage's buffers (their contents
@@ -192,6 +197,14 @@ int pp_vm_core_pair_pos(pp_vm_core *c, const pp_instr *in);
 int pp_vm_core_inject_here(const pp_vm_core *c, const pp_instr *in, int where);
 /* Keep a non-finite number if it comes before what the step found so far. */
 void pp_vm_core_note(pp_vm_core *c, pp_nf_kind kind, int s, int b, double value);
+
+/* Own gradients known to hold zeros (vm/grads_zero.c): set after j zeroed
+ * j->g; take at a backward (1 when j->g is stage j->s's own and holds
+ * zeros; the mark goes); forget stage s's (s < 0: every stage's) when
+ * something else wrote them. */
+void pp_vm_core_g_zero_set(pp_vm_core *c, const pp_vm_job *j);
+int pp_vm_core_g_zero_take(pp_vm_core *c, const pp_vm_job *j);
+void pp_vm_core_g_zero_forget(pp_vm_core *c, int s);
 
 /* Whether stage s's OptimizerStep waits for commit (--skip-nonfinite), and
  * if so notes it. */

@@ -84,7 +84,9 @@ static void backward_done(pp_vm_core *c, const pp_vm_job *j, int writes_din, int
         c->ops->poison(c, j, j->din);
     if (writes_g && j->g && j->np && pp_vm_core_inject_here(c, j->in, PP_INJECT_WGRAD))
         c->ops->poison(c, j, j->g);
-    if (writes_din && j->din)
+    if (writes_din && j->din && m->precision == PP_PREC_BF16)
+        c->ops->check_bf16(c, j, (const uint16_t *)j->din, pp_act_bytes(m) / 2, PP_NF_INPUT_GRAD);
+    else if (writes_din && j->din)
         c->ops->check(c, j, j->din, pp_act_bytes(m) / sizeof(float), PP_NF_INPUT_GRAD);
     if (writes_g && pp_vm_core_det(c, j->s)) {
         if (c->ops->det_done)
@@ -132,6 +134,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
          in->op == PP_OP_ReduceGrads) &&
         pp_vm_core_det(c, j.s)) {
         pp_vm_core_det_transfer(c, in); /* host memory, MPI (--no-compute refuses it) */
+        pp_vm_core_g_zero_forget(c, -1);
         return;
     }
     switch ((pp_opcode)in->op) {
@@ -174,6 +177,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.din = slot_of(c, in, PP_ROLE_DIN);
         j.w = weights_of(c, in);
         j.g = grads_of(c, &j);
+        j.g_zero = pp_vm_core_g_zero_take(c, &j);
         begin(c, &j);
         run_job(c, &j, o->backward);
         backward_done(c, &j, 1, 1);
@@ -192,6 +196,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     case PP_OP_BackwardWeight:
         j.stash = slot_of(c, in, PP_ROLE_STASH);
         j.g = grads_of(c, &j);
+        j.g_zero = pp_vm_core_g_zero_take(c, &j);
         begin(c, &j);
         run_job(c, &j, o->backward_weight);
         backward_done(c, &j, 0, 1);
@@ -200,8 +205,10 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     case PP_OP_ZeroGrads:
         j.g = slot_of(c, in, PP_ROLE_WGRAD);
         begin(c, &j);
-        if (!c->nc)
+        if (!c->nc) {
             o->zero(c, &j);
+            pp_vm_core_g_zero_set(c, &j);
+        }
         end(c, &j);
         break;
     case PP_OP_SendActivation:
@@ -222,12 +229,14 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         o->recv(c, &j);
         j.tmp = slot_of(c, in, PP_ROLE_TMP);
         j.g = o->grads(c, j.s);
+        pp_vm_core_g_zero_forget(c, j.s);
         begin(c, &j);
         if (!c->nc)
             o->accumulate(c, &j);
         end(c, &j);
         break;
     case PP_OP_ReduceGrads:
+        pp_vm_core_g_zero_forget(c, -1);
         o->reduce(c, &j);
         break;
     /* tied embeddings: a copy of the own tied gradients into a slot (zeroed,
@@ -240,6 +249,7 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.np = pp_tied_floats(&p->model);
         j.g = stash ? tmp : own;
         j.tmp = stash ? own : tmp;
+        pp_vm_core_g_zero_forget(c, j.s);
         begin(c, &j);
         if (!c->nc && pp_vm_core_det(c, j.s)) { /* the ordered sum, where the add reads it */
             const float *sum = pp_vm_core_det_tied(c, j.s);
@@ -284,8 +294,12 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
             }
             o->check(c, &j, j.g, j.np, PP_NF_WEIGHT_GRAD);
         }
-        if (c->nc || !pp_vm_core_defer(c, in)) /* --skip-nonfinite: until commit */
+        pp_vm_core_g_zero_forget(c, j.s);        /* det_put wrote them; a deferred step waits */
+        if (c->nc || !pp_vm_core_defer(c, in)) { /* --skip-nonfinite: until commit */
             update(c, &j);
+            if (!c->nc)
+                pp_vm_core_g_zero_set(c, &j); /* the update zeroes them */
+        }
         end(c, &j);
         break;
     case PP_OP_GroupStart:
@@ -333,6 +347,7 @@ void pp_vm_core_commit(void *be, int apply)
             c->ops->zero(c, &j);
             zero_head(c, &j);
         }
+        pp_vm_core_g_zero_set(c, &j); /* either way they hold zeros now */
         end(c, &j);
     }
     if (c->ops->committed)

@@ -224,6 +224,17 @@ static void op_check(void *be, const pp_vm_job *j, const float *x, size_t n, pp_
         pp_vm_core_note(&v->c, kind, j->s, kind == PP_NF_WEIGHT_GRAD ? -1 : j->b, x[i]);
 }
 
+/* The same over n bf16 numbers (a bf16 run's input gradient). */
+static void op_check_bf16(void *be, const pp_vm_job *j, const uint16_t *x, size_t n,
+                          pp_nf_kind kind)
+{
+    vm *v = be;
+    long long i = pp_first_nonfinite_bf16(x, n);
+    if (i >= 0)
+        pp_vm_core_note(&v->c, kind, j->s, kind == PP_NF_WEIGHT_GRAD ? -1 : j->b,
+                        pp_bf16_value(x[i]));
+}
+
 static void op_zero(void *be, const pp_vm_job *j)
 {
     (void)be;
@@ -409,6 +420,7 @@ static const pp_vm_ops cpu_ops = {
     .backward_weight = op_backward_weight,
     .poison = op_poison,
     .check = op_check,
+    .check_bf16 = op_check_bf16,
     .zero = op_zero,
     .accumulate = op_accumulate,
     .update = op_update,

@@ -557,6 +557,7 @@ static void op_forward(void *be, const pp_vm_job *j)
 static void op_backward(void *be, const pp_vm_job *j)
 {
     cuda_vm *v = be;
+    pp_cuda_model_grads_zero(cm_of(v, j), j->g_zero); /* beta 0 onto zeroed gradients */
     pp_cuda_stage_backward(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->w, j->g, j->stash,
                            work_of(v, j), j->dout, j->din);
 }
@@ -571,6 +572,7 @@ static void op_backward_input(void *be, const pp_vm_job *j)
 static void op_backward_weight(void *be, const pp_vm_job *j)
 {
     cuda_vm *v = be;
+    pp_cuda_model_grads_zero(cm_of(v, j), j->g_zero);
     pp_cuda_stage_backward_weight(cm_of(v, j), &v->p->model, (int)v->p->S, j->s, j->g, j->stash,
                                   work_of(v, j));
 }
@@ -592,6 +594,15 @@ static void op_check(void *be, const pp_vm_job *j, const float *x, size_t n, pp_
     cuda_vm *v = be;
     v->nf_kind[j->in - v->p->code] = (signed char)kind;
     cudaCheck(pp_cu_first_nonfinite(x, n, nf_record(v, j), stream_of(v, j)));
+}
+
+/* The same over n bf16 numbers (a bf16 run's input gradient). */
+static void op_check_bf16(void *be, const pp_vm_job *j, const uint16_t *x, size_t n,
+                          pp_nf_kind kind)
+{
+    cuda_vm *v = be;
+    v->nf_kind[j->in - v->p->code] = (signed char)kind;
+    cudaCheck(pp_cu_first_nonfinite_bf16(x, n, nf_record(v, j), stream_of(v, j)));
 }
 
 /* PP_INJECT_NAN: a NaN into a float or a double of device memory, copied
@@ -785,6 +796,7 @@ static const pp_vm_ops cuda_ops = {
     .backward_weight = op_backward_weight,
     .poison = op_poison,
     .check = op_check,
+    .check_bf16 = op_check_bf16,
     .det_done = op_det_done,
     .det_put = op_det_put,
     .zero = op_zero,

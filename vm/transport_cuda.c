@@ -663,7 +663,7 @@ void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st)
         ncclCheck(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, v->group_nccl[g], st));
         return;
     }
-    if (!v->tp_host && !(v->tp_host = malloc(pp_act_bytes(&v->p->model) + 1))) {
+    if (!v->tp_host && !(v->tp_host = malloc(pp_act_f32_bytes(&v->p->model) + 1))) {
         pp_vm_error(v->me, "out of memory for the tensor all-reduce's host buffer");
         pp_cuda_fatal();
     }

@@ -146,6 +146,9 @@ static pp_si_stream g_null_stream = {0, 1, 1, {0}, {}, 0};
  * allocates. */
 static long g_gemm_ops[MAXS];
 static int g_alloc_ids;
+/* cuBLAS GEMMs (not cuBLASLt's) by beta, 0 or not: the claim that the
+ * first backward of a step into zeroed gradients writes them (issue 30) */
+static long g_gemm_beta0, g_gemm_beta1;
 
 __attribute__((destructor)) static void standin_report(void)
 {
@@ -157,6 +160,8 @@ __attribute__((destructor)) static void standin_report(void)
         streams += g_gemm_ops[i] > 0;
     fprintf(stderr, "standin: rank %s: %d device and pinned allocations, GEMMs on %d stream%s\n",
             rank ? rank : "-", g_alloc_ids, streams, streams == 1 ? "" : "s");
+    fprintf(stderr, "standin: rank %s: cuBLAS GEMMs at beta 0: %ld, other beta: %ld\n",
+            rank ? rank : "-", g_gemm_beta0, g_gemm_beta1);
 }
 static pp_si_stream *g_stream[MAXS] = {&g_null_stream};
 static int g_nstreams = 1;
@@ -1240,6 +1245,7 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     float al = *alpha, be = *beta;
+    ++*(be == 0.0f ? &g_gemm_beta0 : &g_gemm_beta1);
     pp_si_access acc[3] = {{A, extent(ar, ac, lda, type_size(at)), 0},
                            {B, extent(br, bc, ldb, type_size(bt)), 0},
                            {C, extent(m, n, ldc, 4), 1}};

@@ -1297,7 +1297,9 @@ static void run_attention_bf16(void)
 
 /* pp_cu_first_nonfinite against pp_first_nonfinite: no bad number, one at
  * the ends and around a block's stride, the first of several (an infinity
- * before a NaN), each sign, a single element and none. */
+ * before a NaN), each sign, a single element and none. The same numbers
+ * rounded to bf16 (a bf16 run's input gradient) through the bf16 twins:
+ * the same index (|x| <= 3 stays finite, NaN and infinity stay so). */
 static void run_first_nonfinite(void)
 {
     static const struct {
@@ -1336,6 +1338,22 @@ static void run_first_nonfinite(void)
                               (isnan(v) && isnan(rec[1]) && signbit(v) == signbit(rec[1])),
                           "case %zu: value %g, the C scan's %g", c, rec[1], v);
         }
+        uint16_t *xb = malloc(n * sizeof *xb + 2);
+        pp_f32_to_bf16(x, xb, n);
+        ck_assert_msg(pp_first_nonfinite_bf16(xb, n) == want,
+                      "case %zu: bf16 C scan %lld, not %lld", c, pp_first_nonfinite_bf16(xb, n),
+                      want);
+        uint16_t *dxb = dev_from(xb, n * sizeof *xb);
+        cudaCheck(pp_cu_first_nonfinite_bf16(dxb, n, drec, st));
+        cudaCheck(cudaStreamSynchronize(st));
+        host_from(rec, drec, sizeof rec);
+        ck_assert_msg(rec[0] == (double)want, "case %zu: bf16 index %g, the C scan's %lld", c,
+                      rec[0], want);
+        if (want >= 0)
+            ck_assert_msg(isnan(rec[1]) ? isnan(x[want]) : rec[1] == (double)x[want],
+                          "case %zu: bf16 value %g, not %g", c, rec[1], (double)x[want]);
+        cudaCheck(cudaFree(dxb));
+        free(xb);
         cudaCheck(cudaFree(dx));
         cudaCheck(cudaFree(drec));
         free(x);

@@ -529,7 +529,12 @@ static void bf16_block_by_hand(int B, int D, int F, const float *w, const float 
 
 /* A middle stage of one block: the CPU's bf16 forward is the hand-written
  * one up to summation order, and measurably not the fp32 forward with the
- * same (bf16-valued) weights, which does not round the activations. */
+ * same (bf16-valued) weights, which does not round the activations. In
+ * bf16 the stage takes and gives bf16 activations (model_shape.h's
+ * pp_act_bytes): its input is x's bf16 values, its output the block's fp32
+ * result rounded once; the hand-written block's fp32 result differs from
+ * the stage's by summation order (1e-5), so the two may round to adjacent
+ * bf16 values: within one bf16 ulp (2^-8 relative) plus that. */
 START_TEST(test_bf16_block_matches_hand_written)
 {
     pp_model bf = tiny, fp = tiny;
@@ -540,6 +545,7 @@ START_TEST(test_bf16_block_matches_hand_written)
     float *master = malloc(n * sizeof *master), *wide = malloc(n * sizeof *wide);
     uint16_t *copy = malloc(n * sizeof *copy);
     float x[3 * 6], want[3 * 6], got[3 * 6], got32[3 * 6];
+    uint16_t xb[3 * 6], gotb[3 * 6];
     void *stash = malloc(pp_stage_stash_bytes(&bf, S, 1));
     void *work = malloc(pp_stage_workspace_bytes(&bf, S, 1));
     pp_stage_init(&bf, S, 1, 21, master);
@@ -550,13 +556,18 @@ START_TEST(test_bf16_block_matches_hand_written)
     for (int i = 0; i < B * D; i++)
         x[i] = sinf(0.7f * (float)i + 0.3f) * (1.0f + 0.1f * (float)i);
 
+    pp_f32_to_bf16(x, xb, (size_t)B * D);
+    pp_bf16_to_f32(xb, x, (size_t)B * D); /* the values the bf16 stage receives */
+
     bf16_block_by_hand(B, D, F, wide, x, want);
-    pp_stage_forward(&bf, S, 1, copy, x, NULL, stash, work, got);
+    pp_stage_forward(&bf, S, 1, copy, xb, NULL, stash, work, (float *)gotb);
+    pp_bf16_to_f32(gotb, got, (size_t)B * D);
     pp_stage_forward(&fp, S, 1, wide, x, NULL, stash, work, got32);
     float worst32 = 0.0f;
     for (int i = 0; i < B * D; i++) {
-        ck_assert_msg(fabsf(got[i] - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])),
-                      "y[%d] = %.9g, by hand %.9g", i, got[i], want[i]);
+        ck_assert_msg(fabsf(got[i] - want[i]) <=
+                          ldexpf(fabsf(want[i]), -8) + 1e-5f * (1.0f + fabsf(want[i])),
+                      "y[%d] = %.9g (bf16), by hand %.9g (fp32)", i, got[i], want[i]);
         worst32 = fmaxf(worst32, fabsf(got32[i] - want[i]));
     }
     ck_assert_msg(worst32 > 1e-4f, "fp32 forward within %g of bf16: operands not rounded?",
@@ -592,8 +603,10 @@ START_TEST(test_bf16_widens_into_workspace)
         float *g = calloc(n, sizeof *g), *g2 = calloc(n, sizeof *g2);
         int32_t tokens[3 * 4];
         load_windows(&bf, "pack my box with five dozen", 27, 1, 4, tokens);
-        for (size_t i = 0; i < ab / sizeof(float); i++)
-            dout[i] = 0.01f * (float)(i % 11) - 0.05f;
+        for (size_t i = 0; i < ab / sizeof(uint16_t); i++) { /* bf16 activations */
+            float v = 0.01f * (float)(i % 11) - 0.05f;
+            pp_f32_to_bf16(&v, (uint16_t *)dout + i, 1);
+        }
         pp_stage_init(&bf, S, s, 9, master);
         pp_stage_compute_copy(&bf, S, s, master, copy);
         pp_bf16_to_f32(copy, wide, n);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/cpu_kernels.h"
 #include "../../kernels/model.h"
 #include "suites.h"
 #include "testutil.h"
@@ -224,6 +225,40 @@ static void expect_close(const char *what, int s, const float *got, const float 
                 worst, rms);
 }
 
+/* Activations between stages are the precision's type (isa/model_shape.h's
+ * pp_act_bytes): fp32, or bf16 with precision bf16. fill_act fills n of
+ * them with fill's values (rounded to bf16 there); expect_close_act widens
+ * both sides and compares them. A bf16 output is the stage's fp32 result
+ * rounded once; GPU and CPU results differ by summation order (within the
+ * fp32 tolerance, 1e-4 relative) and may then round to adjacent bf16 values,
+ * one bf16 ulp apart (2^-8 = 3.9e-3 relative): inside TOL_CPU_BF16's 2e-2. */
+static void fill_act(const pp_model *m, void *dst, size_t n, float scale)
+{
+    if (m->precision != PP_PREC_BF16) {
+        fill(dst, n, scale);
+        return;
+    }
+    float *tmp = malloc(n * sizeof *tmp + 4);
+    fill(tmp, n, scale);
+    pp_f32_to_bf16(tmp, dst, n);
+    free(tmp);
+}
+
+static void expect_close_act(const char *what, const pp_model *m, int s, const void *got,
+                             const void *want, size_t n, tol t)
+{
+    if (m->precision != PP_PREC_BF16) {
+        expect_close(what, s, got, want, n, t);
+        return;
+    }
+    float *g = malloc(n * sizeof *g + 4), *w = malloc(n * sizeof *w + 4);
+    pp_bf16_to_f32(got, g, n);
+    pp_bf16_to_f32(want, w, n);
+    expect_close(what, s, g, w, n, t);
+    free(g);
+    free(w);
+}
+
 /* expect_close on one tensor, named "what block k W1" (k >= 0) or "what Wh". */
 static size_t compare_tensor(const char *what, const char *label, int k, int s, const float *got,
                              const float *want, size_t n, tol t)
@@ -335,7 +370,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     const int first = s == 0, last = s == S - 1;
     const size_t np = pp_stage_param_count(m, S, s), pbytes = np * sizeof(float);
     const size_t abytes = pp_act_bytes(m), tbytes = pp_tokens_bytes(m);
-    const size_t na = abytes / sizeof(float);
+    const size_t na = pp_act_f32_bytes(m) / sizeof(float); /* activations per microbatch */
     const size_t sbytes = pp_stage_stash_bytes(m, S, s);
     const size_t sbytes_split = pp_stage_stash_bytes_split(m, S, s);
     const size_t kbytes = pp_stage_workspace_bytes(m, S, s);
@@ -363,8 +398,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     for (size_t i = 0; i < np; i++)
         p[i] += 0.1f * uniform();
     fill(g0, np, 0.01f);
-    fill(x_in, na, 1.0f);
-    fill(dout, na, 0.1f);
+    fill_act(m, x_in, na, 1.0f);
+    fill_act(m, dout, na, 0.1f);
     for (size_t i = 0; i < m->batch * W; i++)
         tokens[i] = rand_byte() % (int32_t)pp_model_vocab(m);
 
@@ -418,7 +453,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
         ck_assert_msg(loss_gpu == 0.0, "stage %d: loss %g from a stage without the head", s,
                       loss_gpu);
         download(st, out_gpu, d_out, abytes);
-        expect_close("forward out", s, out_gpu, out_cpu, na, tol_cpu);
+        expect_close_act("forward out", m, s, out_gpu, out_cpu, na, tol_cpu);
     }
     ck_assert_msg(pp_cuda_loss_take(cm) == 0.0, "loss_take did not zero the accumulator");
 
@@ -430,7 +465,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     expect_close_added("fused grads", m, S, s, g_gpu, g_cpu, g0, tol_cpu);
     if (!first) {
         download(st, din_gpu, d_din, abytes);
-        expect_close("fused din", s, din_gpu, din_cpu, na, tol_cpu);
+        expect_close_act("fused din", m, s, din_gpu, din_cpu, na, tol_cpu);
     }
 
     /* B again on the same stash: B left the saved activations alone. */
@@ -442,7 +477,7 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
     expect_close_added("fused grads, repeated", m, S, s, g_again, g_gpu, g0, TOL_GPU);
     if (!first) {
         download(st, din_again, d_din, abytes);
-        expect_close("fused din, repeated", s, din_again, din_gpu, na, TOL_GPU);
+        expect_close_act("fused din, repeated", m, s, din_again, din_gpu, na, TOL_GPU);
     }
 
     /* The split backward: F into a split-sized stash, B-input, then W. */
@@ -459,8 +494,8 @@ static void check_stage(const pp_model *m, int S, int s, uint64_t seed, cudaStre
                                  first ? NULL : d_din);
     if (!first) {
         download(st, din_again, d_din, abytes);
-        expect_close("split din vs fused", s, din_again, din_gpu, na, TOL_GPU);
-        expect_close("split din vs CPU", s, din_again, din_cpu, na, tol_cpu);
+        expect_close_act("split din vs fused", m, s, din_again, din_gpu, na, TOL_GPU);
+        expect_close_act("split din vs CPU", m, s, din_again, din_cpu, na, tol_cpu);
     }
     /* B-input computes no weight gradient. */
     download(st, g_again, d_g, pbytes);
@@ -563,6 +598,115 @@ static void loss_accumulates(void)
     free(stash);
     free(work);
 }
+
+/* The fused backward, or W of a split one, of m's last stage. */
+static void gz_backward(int split, pp_cuda_model *cm, const pp_model *m, int S, const void *w,
+                        float *g, void *stash, void *work, float *din)
+{
+    if (split)
+        pp_cuda_stage_backward_weight(cm, m, S, S - 1, g, stash, work);
+    else
+        pp_cuda_stage_backward(cm, m, S, S - 1, w, g, stash, work, NULL, din);
+}
+
+/* pp_cuda_model_grads_zero (issue 30): told that the gradients hold zeros,
+ * a backward's weight-gradient GEMMs write them (beta 0) and everything
+ * else still adds. On zeroed gradients that is the accumulating backward's
+ * numbers exactly (0 + x = x); on gradients of ones, exactly `gemm_floats`
+ * of them (the GEMMs' regions) are the fresh gradient and the rest 1 + it;
+ * and the flag is gone after the call (the next backward adds everywhere).
+ * The fused backward and W of a split one, last stage of m (S stages). */
+static void grads_zero_writes(const pp_model *m, int S, size_t gemm_floats)
+{
+    const int s = S - 1;
+    size_t np = pp_stage_param_count(m, S, s), pb = np * sizeof(float);
+    size_t abytes = pp_act_bytes(m), tbytes = pp_tokens_bytes(m),
+           wb = pp_stage_compute_bytes(m, S, s);
+    size_t sbytes = pp_stage_stash_bytes_split(m, S, s), kbytes = pp_stage_workspace_bytes(m, S, s);
+    float *p = malloc(pb), *ones = malloc(pb), *a = malloc(pb), *got = malloc(pb);
+    void *x = malloc(abytes);
+    int32_t *tokens = malloc(tbytes);
+    rng_state = 7;
+    pp_stage_init(m, S, s, 5, p);
+    for (size_t i = 0; i < np; i++)
+        ones[i] = 1.0f;
+    fill_act(m, x, pp_act_f32_bytes(m) / sizeof(float), 1.0f);
+    for (size_t i = 0; i < tbytes / sizeof(int32_t); i++)
+        tokens[i] = rand_byte() % (int32_t)pp_model_vocab(m);
+    cudaStream_t st;
+    pp_cuda_model *cm = NULL;
+    char err[256];
+    CU(cudaStreamCreate(&st));
+    ck_assert_msg(pp_cuda_model_create(&cm, st, err, sizeof err) == 0, "create: %s", err);
+    float *d_p = dev_alloc(pb), *d_g = dev_alloc(pb);
+    void *d_w = dev_alloc(wb), *d_x = dev_alloc(abytes), *d_stash = dev_alloc(sbytes);
+    void *d_work = dev_alloc(kbytes), *d_din = dev_alloc(abytes); /* s > 0: an input gradient */
+    int32_t *d_tok = dev_alloc(tbytes);
+    upload(st, d_p, p, pb);
+    upload(st, d_x, x, abytes);
+    upload(st, d_tok, tokens, tbytes);
+    pp_cuda_stage_compute_copy(cm, m, S, s, d_p, d_w);
+    const void *in = s == 0 ? (const void *)d_tok : d_x;
+    for (int split = 0; split < 2; split++) {
+        const char *how = split ? "split W" : "fused";
+        pp_cuda_stage_forward(cm, m, S, s, d_w, in, d_tok, d_stash, d_work, NULL, 0.25f);
+        (void)pp_cuda_loss_take(cm);
+        if (split)
+            pp_cuda_stage_backward_input(cm, m, S, s, d_w, d_stash, d_work, NULL, d_din);
+#define BACKWARD() gz_backward(split, cm, m, S, d_w, d_g, d_stash, d_work, d_din)
+        CU(cudaMemsetAsync(d_g, 0, pb, st));
+        BACKWARD();
+        download(st, a, d_g, pb); /* the accumulating backward onto zeros */
+        CU(cudaMemsetAsync(d_g, 0, pb, st));
+        pp_cuda_model_grads_zero(cm, 1);
+        BACKWARD();
+        download(st, got, d_g, pb);
+        for (size_t i = 0; i < np; i++)
+            ck_assert_msg(got[i] == a[i], "%s: grads[%zu] = %.9g at beta 0, %.9g adding onto zeros",
+                          how, i, got[i], a[i]);
+        upload(st, d_g, ones, pb);
+        pp_cuda_model_grads_zero(cm, 1);
+        BACKWARD();
+        download(st, got, d_g, pb);
+        size_t written = 0;
+        for (size_t i = 0; i < np; i++) {
+            ck_assert_msg(got[i] == a[i] || got[i] == 1.0f + a[i],
+                          "%s: grads[%zu] = %.9g onto 1, neither %.9g nor 1 + it", how, i, got[i],
+                          a[i]);
+            written += got[i] == a[i] && got[i] != 1.0f + a[i];
+        }
+        ck_assert_msg(written == gemm_floats,
+                      "%s: %zu gradients written at beta 0, expected the GEMMs' %zu", how, written,
+                      gemm_floats);
+        upload(st, d_g, ones, pb);
+        BACKWARD(); /* the flag was for one call */
+        download(st, got, d_g, pb);
+        for (size_t i = 0; i < np; i++)
+            ck_assert_msg(got[i] == 1.0f + a[i], "%s: grads[%zu] = %.9g, then %.9g: not added", how,
+                          i, got[i], 1.0f + a[i]);
+#undef BACKWARD
+    }
+    void *dev[] = {d_p, d_g, d_w, d_x, d_stash, d_work, d_din, d_tok};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        CU(cudaFree(dev[i]));
+    pp_cuda_model_destroy(cm);
+    CU(cudaStreamDestroy(st));
+    void *host[] = {p, ones, a, got, x, tokens};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
+}
+
+/* The GEMMs' regions of the last stage: mlp odd (2 blocks of W1 and W2,
+ * D = 35, F = 45; Wh 256 x D) and gpt_odd's (one layer: qkvw 3C x C, attprojw
+ * C x C, fcw F x C, fcprojw C x F, C = 12, F = 20; wlm V x C, V = 37), fp32
+ * (i = 0, 2) and bf16 (1, 3). */
+static void grads_zero_case(int i)
+{
+    static const pp_model *ms[4] = {&odd, &odd_bf16, &gpt_odd, &gpt_odd_bf16};
+    size_t D = 35, F = 45, C = 12, G = 20;
+    size_t want = i < 2 ? 2 * (2 * F * D) + 256 * D : 3 * C * C + C * C + 2 * G * C + 37 * C;
+    grads_zero_writes(ms[i], i < 2 ? 2 : 4, want);
+}
 #endif /* PP_HAVE_CUDA */
 
 /* Each test: skipped (and passing) without CUDA or without a GPU. */
@@ -644,6 +788,9 @@ END_TEST
 START_TEST(test_cuda_loss_accumulates) { GPU_ONLY(loss_accumulates()); }
 END_TEST
 
+START_TEST(test_cuda_grads_zero_writes) { GPU_ONLY(grads_zero_case(_i)); }
+END_TEST
+
 Suite *model_cuda_suite(void)
 {
     Suite *s = suite_create("model_cuda");
@@ -653,6 +800,7 @@ Suite *model_cuda_suite(void)
     tcase_add_loop_test(tc, test_cuda_gpt_matches_cpu, 0, 8);
     tcase_add_loop_test(tc, test_cuda_llama_matches_cpu, 0, 4);
     tcase_add_test(tc, test_cuda_loss_accumulates);
+    tcase_add_loop_test(tc, test_cuda_grads_zero_writes, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
