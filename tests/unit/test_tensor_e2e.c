@@ -485,6 +485,66 @@ START_TEST(tensor_llama_checkpoint_reshard)
 }
 END_TEST
 
+/* ppvm --profile measures the tensor link (vm/profile_tensor.c): a T = 2
+ * run's costs file has "tensor_latency" and "tensor_bandwidth" (positive),
+ * a T = 1 run's neither; ppc --costs prices each tensor all-reduce with
+ * them (the report's tensor line) on both the cpu backend and the cuda
+ * one on the stand-ins. */
+static void profile_prices(const char *dir, const char *src, const char *prof)
+{
+    char path[1024], cmd[4096], want[256];
+    snprintf(path, sizeof path, "%s/%s", dir, prof);
+    const char *failed = NULL;
+    size_t len;
+    char *json = pp_read_file(path, &len, &failed);
+    ck_assert_msg(json != NULL, "no profile %s", path);
+    double lat, bw;
+    ck_assert_msg(profile_values(json, "tensor_latency", &lat, 1) == 1 &&
+                      profile_values(json, "tensor_bandwidth", &bw, 1) == 1,
+                  "%s: no tensor link:\n%s", path, json);
+    free(json);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 --costs %s -o %s/pc -q && cat %s/pc/report.txt", PP_ROOT,
+             src, path, dir, dir);
+    char *out = run_expect(cmd, 0);
+    snprintf(want, sizeof want, "each takes %g + bytes / %g\n", lat, bw);
+    ck_assert_msg(strstr(out, want), "%s: expected '%s' in the report:\n%s", prof, want, out);
+    free(out);
+}
+
+START_TEST(tensor_profile)
+{
+    char *src = with_tensor("1f1b.pp", 2), *dir = temp_dir(), cmd[4096], path[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s/schedules/1f1b.pp -D S=2 "
+             "-D B=4 -o %s/t1 -q",
+             PP_ROOT, src, dir, PP_ROOT, PP_ROOT, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t2 --steps 3 --profile %s/p2.json --quiet", dir,
+             dir);
+    free(mpi_ok(4, cmd));
+    profile_prices(dir, src, "p2.json");
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t1 --steps 3 --profile %s/p1.json --quiet", dir,
+             dir);
+    free(mpi_ok(2, cmd));
+    snprintf(path, sizeof path, "%s/p1.json", dir);
+    const char *failed = NULL;
+    size_t len;
+    char *json = pp_read_file(path, &len, &failed);
+    ck_assert_msg(json && strstr(json, "\"latency\"") && !strstr(json, "tensor_"),
+                  "tensor = 1: expected the link and no tensor entries:\n%s", json ? json : "");
+    free(json);
+    /* the cuda backend: ncclAllReduce on the tensor group's communicator */
+    snprintf(cmd, sizeof cmd, "test -x %s/bin/ppvm-standin", PP_ROOT);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--transport nccl --profile %s/pc.json", dir);
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", cmd, "c");
+    profile_prices(dir, src, "pc.json");
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
 #define TENSOR_E2E_TESTS(X)                                                                        \
     X(tensor_1f1b, 4)                                                                              \
     X(tensor_gpipe, 4)                                                                             \
@@ -502,6 +562,7 @@ END_TEST
     X(tensor_llama_pp_dp, 8)                                                                       \
     X(tensor_llama_cuda_standin, 4)                                                                \
     X(tensor_llama_checkpoint_reshard, 4)                                                          \
+    X(tensor_profile, 4)                                                                           \
     X(tensor_gpt_cuda_standin, 4)                                                                  \
     X(tensor_gpt_checkpoint_reshard, 4)                                                            \
     X(tensor_checkpoint_reshard, 4)                                                                \
