@@ -125,7 +125,8 @@ static void usage(FILE *f)
                "                  its input, R(s,b) re-runs it before B(s,b) where E holds\n"
                "  --tensor T      T tensor-parallel ranks per worker, overriding the\n"
                "                  schedule's 'tensor' line; with --search, W counts ranks and\n"
-               "                  'auto' tries every divisor of W\n"
+               "                  every divisor T of W is tried unless --tensor T names one\n"
+               "                  ('auto': every divisor, the default)\n"
                "  --offload E     as if the file ended with 'offload when E': F(s,b)'s stash\n"
                "                  goes to host memory until B(s,b) where E holds\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
@@ -927,9 +928,12 @@ static int run_search(const options *o, const char *prog)
     long long W = 0, B = 0;
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
+    /* W counts ranks: without --tensor every divisor T of W is tried
+     * (issue 27); --tensor T keeps T alone */
+    int tensor = o->tensor ? o->tensor : -1;
     pp_search_opts so = {
-        lib,          W,         B,         o->costs, (uint64_t)o->mem_limit, o->optimizer,
-        o->precision, o->layers, o->tensor, prog};
+        lib,          W,         B,      o->costs, (uint64_t)o->mem_limit, o->optimizer,
+        o->precision, o->layers, tensor, prog};
     pp_search_result r;
     pp_search_status st = pp_search_run(&so, &r, stderr);
     if (st == PP_SEARCH_OK)

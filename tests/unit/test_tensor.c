@@ -622,6 +622,29 @@ START_TEST(search_explores_tensor)
 }
 END_TEST
 
+/* ppc --search without --tensor explores T as --tensor auto does (W
+ * counts ranks), and --tensor 1 keeps T = 1; the rows' commands reproduce
+ * their figures, T > 1 included (search's test_printed_commands_reproduce,
+ * which found a recompute row's memory taken over worker 0's ranks only). */
+START_TEST(search_default_explores_tensor)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --all", PP_ROOT);
+    char *out = run_expect(cmd, 0);
+    ck_has(out, "/1f1b.pp -D S=2 -D B=8 -D W=2 --tensor 2");
+    ck_has(out, "/1f1b.pp -D S=1 -D B=8 -D W=1 --tensor 4");
+    ck_has(out, "/depth-first.pp -D S=4 -D B=8 -D W=1 --tensor 4");
+    ck_has(out, "/1f1b.pp -D S=4 -D B=8 -D W=4\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --all --tensor 1", PP_ROOT);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(!strstr(out, "--tensor 2") && !strstr(out, "--tensor 4") &&
+                      strstr(out, "/1f1b.pp -D S=4 -D B=8 -D W=4 --tensor 1\n"),
+                  "--tensor 1: expected T = 1 rows only:\n%s", out);
+    free(out);
+}
+END_TEST
+
 /* ppc --table --tensor 2: every row compiled with tensor = 2, the latency
  * halved, the all-reduces per rank in a last column */
 START_TEST(table_with_tensor)
@@ -655,6 +678,7 @@ Suite *tensor_suite(void)
     tcase_add_test(plans, simulator_prices_tensor);
     tcase_add_test(plans, tensor_flag);
     tcase_add_test(plans, search_explores_tensor);
+    tcase_add_test(plans, search_default_explores_tensor);
     tcase_add_test(plans, table_with_tensor);
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");
