@@ -100,6 +100,44 @@ END_TEST
 START_TEST(tensor_pp_dp) { tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8); }
 END_TEST
 
+/* The rest of the library with tensor = 2 on 4 ranks (2 workers), about
+ * 2.5 s a file: zero-bubble and V-shaped orders (split backward, a worker
+ * holding two stages), looped and interleaved placements, greedy and
+ * limited 1F1B, the bubble-recompute file, LPP, FSLPP and PP x FSDP. The
+ * overlap files (1f1b-overlap, v-overlap, dualpipev) are refused with
+ * tensor > 1 (test_tensor.c's library_tensor_2). */
+START_TEST(tensor_zero_bubble)
+{
+    tensor_trains("zb-v.pp", "-D W=2 -D B=4", 2, 4);
+    tensor_trains("zb-h2.pp", "-D S=2 -D B=4", 2, 4);
+    tensor_trains("interleaved-zb.pp", "-D W=2 -D B=4", 2, 4);
+}
+END_TEST
+
+START_TEST(tensor_looped)
+{
+    tensor_trains("breadth-first.pp", "-D W=2 -D S=4 -D B=4", 2, 4);
+    tensor_trains("depth-first.pp", "-D W=2 -D S=4 -D B=4", 2, 4);
+    tensor_trains("looped-bfs.pp", "-D W=2 -D B=4", 2, 4);
+}
+END_TEST
+
+START_TEST(tensor_1f1b_variants)
+{
+    tensor_trains("1f1b-bubble-recompute.pp", "-D S=2 -D B=4", 2, 4);
+    tensor_trains("1f1b-greedy.pp", "-D S=2 -D B=4", 2, 4);
+    tensor_trains("1f1b-limit.pp", "-D S=2 -D B=4 -D K=1", 2, 4);
+}
+END_TEST
+
+START_TEST(tensor_lpp_fsdp)
+{
+    tensor_trains("lpp.pp", "-D S=2 -D B=4 -D G=1 -D R=2", 2, 4);
+    tensor_trains("fslpp.pp", "-D S=2 -D B=4 -D G=1 -D R=2", 2, 4);
+    tensor_trains("pp-fsdp.pp", "-D P=1 -D D=2 -D B=4", 2, 4);
+}
+END_TEST
+
 /* Recompute under tensor = 2: a re-run forward makes the forward's
  * all-reduces again (a TensorReduce before each R). 1f1b-recompute.pp
  * trains to the reference, and its weights are bit for bit those of the
@@ -554,6 +592,10 @@ END_TEST
     X(tensor_4, 8)                                                                                 \
     X(tensor_pp_dp, 8)                                                                             \
     X(tensor_recompute, 4)                                                                         \
+    X(tensor_zero_bubble, 4)                                                                       \
+    X(tensor_looped, 4)                                                                            \
+    X(tensor_1f1b_variants, 4)                                                                     \
+    X(tensor_lpp_fsdp, 4)                                                                          \
     X(tensor_gpt_pipelines, 4)                                                                     \
     X(tensor_gpt_replicas, 4)                                                                      \
     X(tensor_gpt_4, 8)                                                                             \
