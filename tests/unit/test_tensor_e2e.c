@@ -103,7 +103,8 @@ END_TEST
 /* The rest of the library with tensor = 2 on 4 ranks (2 workers), about
  * 2.5 s a file: zero-bubble and V-shaped orders (split backward, a worker
  * holding two stages), looped and interleaved placements, greedy and
- * limited 1F1B, the bubble-recompute file, LPP, FSLPP and PP x FSDP. The
+ * limited 1F1B, the bubble-recompute file, LPP, FSLPP, PP x FSDP and the
+ * GPT file. The
  * overlap files (1f1b-overlap, v-overlap, dualpipev) are refused with
  * tensor > 1 (test_tensor.c's library_tensor_2). */
 START_TEST(tensor_zero_bubble)
@@ -128,6 +129,10 @@ START_TEST(tensor_1f1b_variants)
     tensor_trains("1f1b-greedy.pp", "-D S=2 -D B=4", 2, 4);
     tensor_trains("1f1b-limit.pp", "-D S=2 -D B=4 -D K=1", 2, 4);
 }
+END_TEST
+
+/* the library's GPT file as written (context 64; measured 4.3e-6) */
+START_TEST(tensor_gpt_file) { tensor_trains("1f1b-gpt.pp", "-D S=2 -D B=4", 2, 4); }
 END_TEST
 
 START_TEST(tensor_lpp_fsdp)
@@ -596,6 +601,7 @@ END_TEST
     X(tensor_looped, 4)                                                                            \
     X(tensor_1f1b_variants, 4)                                                                     \
     X(tensor_lpp_fsdp, 4)                                                                          \
+    X(tensor_gpt_file, 4)                                                                          \
     X(tensor_gpt_pipelines, 4)                                                                     \
     X(tensor_gpt_replicas, 4)                                                                      \
     X(tensor_gpt_4, 8)                                                                             \
