@@ -193,14 +193,17 @@ double pp_stage_flops(const pp_model *m, int S, int s, int backward)
 /* ------------------------------------------------------------------------ */
 /* Tied embeddings                                                           */
 
+/* A rank's, as every size above: under tensor = T the head sits after its
+ * shard's layers (the embedding and the head are whole on every rank). */
 size_t pp_stage_tied_offset(const pp_model *m, int S, int s)
 {
+    pp_model r = pp_model_shard(m);
     if (m->kind == PP_MODEL_LLAMA) {
-        llama_shape sh = llama_shape_of(m, S, s);
+        llama_shape sh = llama_shape_of(&r, S, s);
         llama_param_layout P = llama_param_layout_of(&sh);
         return s == 0 ? P.wte : P.wlm;
     }
-    gpt_shape sh = gpt_shape_of(m, S, s);
+    gpt_shape sh = gpt_shape_of(&r, S, s);
     gpt_param_layout P = gpt_param_layout_of(&sh);
     return s == 0 ? P.wte : P.wlm;
 }

@@ -187,6 +187,14 @@ END_TEST
     "model llama {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"            \
     "    kv_heads = 2\n    ffn = 64\n    layers = 1\n    batch = 4\n}\n"
 
+/* tie = 1: the head is the embedding, kept by both end stages */
+#define GPT_TIED_BLOCK                                                                             \
+    "model gpt {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"              \
+    "    ffn = 64\n    layers = 1\n    batch = 4\n    tie = 1\n}\n"
+#define LLAMA_TIED_BLOCK                                                                           \
+    "model llama {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"            \
+    "    kv_heads = 2\n    ffn = 64\n    layers = 1\n    batch = 4\n    tie = 1\n}\n"
+
 /* schedules/<schedule> with its model block replaced by block and
  * tensor = T, in dir/g.pp (adamw unless sgd). */
 static void model_file(const char *schedule, const char *block, int T, int sgd, const char *dir,
@@ -300,6 +308,20 @@ START_TEST(tensor_llama)
     llama_tensor_trains("1f1b.pp", "-D S=2 -D B=4 --precision bf16", 2, 4, BF16_TOL);
     llama_tensor_trains("zb-h1.pp", "-D S=2 -D B=4", 2, 4, "");
     llama_tensor_trains("zb-h1.pp", "-D S=2 -D B=4 --precision bf16", 2, 4, BF16_TOL);
+}
+END_TEST
+
+/* Tied embeddings under tensor = 2: the tied gradients' offset is the
+ * shard's (the head after the rank's layers; whole, it pointed past them:
+ * garbage weights for gpt, a heap overrun for llama). SGD, the default
+ * tolerance (measured 3e-8 both): AdamW's first steps move a weight whose
+ * gradient is near 0 by about lr whatever its rounding (see above). */
+START_TEST(tensor_tied)
+{
+    block_tensor_trains(GPT_TIED_BLOCK, "1f1b.pp", "-D S=2 -D B=4", 2, 4,
+                        "--atol 1e-5 --rtol 1e-4");
+    block_tensor_trains(LLAMA_TIED_BLOCK, "1f1b.pp", "-D S=2 -D B=4", 2, 4,
+                        "--atol 1e-5 --rtol 1e-4");
 }
 END_TEST
 
@@ -608,6 +630,7 @@ END_TEST
     X(tensor_gpt_pp_dp, 8)                                                                         \
     X(tensor_llama, 4)                                                                             \
     X(tensor_llama_pp_dp, 8)                                                                       \
+    X(tensor_tied, 4)                                                                              \
     X(tensor_llama_cuda_standin, 4)                                                                \
     X(tensor_llama_checkpoint_reshard, 4)                                                          \
     X(tensor_profile, 4)                                                                           \
