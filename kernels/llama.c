@@ -32,12 +32,12 @@
  *
  * Tensor parallelism (isa/tensor.h, tensor_shard.h): a rank of a plan with
  * tensor = T runs its shard, heads/T query and kv_heads/T key/value heads
- * (attention width A = C/T, the q part of qkvc; C below reads A there) and
- * ffn/T; with the VM's all-reduce hook set, wo's and wd's row-parallel
- * products are summed over the group before the residual
- * (tensor_gemm.h's pp_row_parallel), and dn2 = dgu wgu and dn1 = dqkvc wqkv
- * before they are read (Megatron's g and f). Unset, the arithmetic is the
- * old one.
+ * (attention width A = C/T: q's width in qkvc and the attention's, C
+ * elsewhere) and ffn/T; with the VM's all-reduce hook set, wo's and wd's
+ * row-parallel products are summed over the group before the residual
+ * (tensor_gemm.h's pp_row_parallel), and dn2 = dgu wgu and dn1 = dqkvc
+ * wqkv before they are read (Megatron's g and f). Unset, the arithmetic is
+ * the old one.
  *
  * The split backward saves, per layer, the gradients the weight GEMMs and
  * norm weights need (llama_layout.h's split region); W then does exactly

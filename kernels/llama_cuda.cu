@@ -131,8 +131,8 @@ static __global__ void rope_apply_kernel(float *x, int rows, int T, size_t strid
     }
 }
 
-/* qkv [rows][3C] from qkvc [rows][Q], C the attention's width (A): q copied, kv head j to query heads
- * jG .. jG+G-1 */
+/* qkv [rows][3C] from qkvc [rows][Q], C the attention's width (A): q
+ * copied, kv head j to query heads jG .. jG+G-1 */
 static __global__ void gqa_expand_kernel(const float *qkvc, float *qkv, int rows, int C, int NH,
                                          int KV)
 {
