@@ -74,7 +74,7 @@ B := build
 ISA_SRC  := isa/ops.c isa/plan.c isa/disasm.c isa/comment.c isa/bufcheck.c isa/commcheck.c isa/verify.c isa/plancheck.c isa/model_shape.c isa/suggest.c isa/model_words.c isa/hostslots.c isa/tied.c
 KERN_SRC := kernels/cpu_kernels.c kernels/kprof.c kernels/model.c kernels/stage.c kernels/stage_gemm.c kernels/mlp.c kernels/gpt.c kernels/llama.c kernels/llama_kernels.c \
             kernels/attention_fused_ref.c
-KERN_SRC += kernels/tensor_shard.c kernels/tensor_hook.c
+KERN_SRC += kernels/tensor_shard.c kernels/tensor_hook.c kernels/tensor_gemm.c
 COMP_SRC := compiler/ast.c compiler/diag.c compiler/parse.c compiler/schedule.c compiler/eval.c \
             compiler/jobtable.c compiler/sim.c compiler/sim_offload.c compiler/lower.c compiler/lower_order.c compiler/lower_slots.c compiler/plan_memory.c \
             compiler/costs.c compiler/readfile.c compiler/report.c compiler/report_write.c compiler/timeline.c \

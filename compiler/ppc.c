@@ -130,7 +130,8 @@ static void usage(FILE *f)
                "                  its input, R(s,b) re-runs it before B(s,b) where E holds\n"
                "  --tensor T      T tensor-parallel ranks per worker, overriding the\n"
                "                  schedule's 'tensor' line; with --search, W counts ranks and\n"
-               "                  'auto' tries every divisor of W\n"
+               "                  every divisor T of W is tried unless --tensor T names one\n"
+               "                  ('auto': every divisor, the default)\n"
                "  --offload E     as if the file ended with 'offload when E': F(s,b)'s stash\n"
                "                  goes to host memory until B(s,b) where E holds\n"
                "  --optimizer O   sgd or adamw, overriding the schedule's 'optimizer' line\n"
@@ -967,6 +968,8 @@ static int run_search(const options *o, const char *prog)
     long long W = 0, B = 0;
     for (int i = 0; i < o->ndefs; i++)
         *(o->defs[i].name[0] == 'W' ? &W : &B) = o->defs[i].value;
+    /* W counts ranks: without --tensor every divisor T of W is tried
+     * (issue 27); --tensor T keeps T alone */
     pp_search_opts so = {.library = lib,
                          .W = W,
                          .B = B,
@@ -975,7 +978,7 @@ static int run_search(const options *o, const char *prog)
                          .optimizer = o->optimizer,
                          .precision = o->precision,
                          .layers = o->layers,
-                         .tensor = o->tensor,
+                         .tensor = o->tensor ? o->tensor : -1,
                          .prog = prog};
     pp_user_model um;
     if (o->file) { /* ppc --search MODEL.pp: the user's model for every candidate */
@@ -992,7 +995,7 @@ static int run_search(const options *o, const char *prog)
         so.B = B;
         so.model = &um;
         so.model_file = o->file;
-        if (!so.tensor && um.tensor > 1) /* its `tensor` line: W counts ranks */
+        if (!o->tensor && um.tensor > 1) /* its `tensor` line: W counts ranks */
             so.tensor = um.tensor;
     }
     pp_search_result r;

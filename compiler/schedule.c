@@ -748,16 +748,16 @@ static void check_tensor(pp_schedule *sch)
                    "tensor = %lld does not divide the model's heads (%u): the attention is "
                    "split by heads",
                    v, m->heads);
+    else if (m->kind == PP_MODEL_LLAMA && m->kv_heads % v)
+        diag_error(sch->diag, e->loc,
+                   "tensor = %lld does not divide the model's kv_heads (%u): the attention is "
+                   "split by key/value heads, each rank keeping its query heads' own",
+                   v, m->kv_heads);
     else if (m->ffn % v)
         diag_error(sch->diag, e->loc,
                    "tensor = %lld does not divide the model's ffn (%u): the MLP's inner layer "
                    "is split in equal column shards",
                    v, m->ffn);
-    else if (v > 1 && m->kind == PP_MODEL_LLAMA)
-        diag_error(sch->diag, e->loc,
-                   "tensor = %lld with model llama: its split (QKV by heads) is not "
-                   "implemented yet; tensor > 1 works with the mlp and gpt models",
-                   v);
     else if (v > 1 && sch->overlap)
         diag_error(sch->diag, e->loc,
                    "tensor = %lld with 'overlap': an overlapped pair's two jobs would make "

@@ -653,7 +653,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
                 f->fatal = PP_SEARCH_NOMEM;
                 rc = -1;
             } else
-                judge(f, &c, peak_memory(c.plans, c.t.W), k);
+                judge(f, &c, peak_memory(c.plans, (int)c.plans[0].world), k);
         } else if (st == PP_COMPILE_ERRORS) {
             k->state = PP_CAND_REFUSED;
             why_compile(k, &c);

@@ -15,16 +15,16 @@ int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T)
     const pp_model *m = &sch->model;
     if (T < 1 || T > PP_MAX_TENSOR)
         diag_error_noloc(d, "--tensor %lld: expected 1 to %u", T, PP_MAX_TENSOR);
-    else if (T > 1 && m->kind == PP_MODEL_LLAMA)
-        diag_error_noloc(d,
-                         "--tensor %lld with model llama: its split (QKV by heads) is not "
-                         "implemented yet; tensor > 1 works with the mlp and gpt models",
-                         T);
     else if (m->kind == PP_MODEL_GPT && m->heads % T)
         diag_error_noloc(d,
                          "--tensor %lld does not divide the model's heads (%u): the attention is "
                          "split by heads",
                          T, m->heads);
+    else if (m->kind == PP_MODEL_LLAMA && m->kv_heads % T)
+        diag_error_noloc(d,
+                         "--tensor %lld does not divide the model's kv_heads (%u): the attention "
+                         "is split by key/value heads",
+                         T, m->kv_heads);
     else if (m->ffn % T)
         diag_error_noloc(d,
                          "--tensor %lld does not divide the model's ffn (%u): the MLP's inner "

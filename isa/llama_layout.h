@@ -7,9 +7,10 @@
  * every name starts with llama_.
  *
  * Notation: B = batch, T = context, C = embed, NH = heads, KV = kv_heads,
- * hs = C / NH, Kd = KV * hs (the width of k and of v), Q = C + 2 Kd (one
- * row of the fused q, k, v projection), F = ffn, V = vocab, L = the stage's
- * layers, BT = B * T rows. */
+ * A = the attention's width (C; C / T on a rank of tensor = T, NH and KV
+ * then heads / T and kv_heads / T: isa/tensor.h), hs = A / NH, Kd = KV * hs
+ * (the width of k and of v), Q = A + 2 Kd (one row of the fused q, k, v
+ * projection), F = ffn, V = vocab, L = the stage's layers, BT = B * T rows. */
 #ifndef PP_LLAMA_LAYOUT_H
 #define PP_LLAMA_LAYOUT_H
 
@@ -21,7 +22,7 @@
 #include "model_desc.h"
 
 typedef struct {
-    int B, T, C, NH, KV, hs, Kd, Q, F, V, L;
+    int B, T, C, NH, KV, A, hs, Kd, Q, F, V, L;
     int first, last;
     int bf16;
     float eps;    /* RMSNorm's epsilon */
@@ -36,9 +37,10 @@ static inline llama_shape llama_shape_of(const pp_model *m, int S, int s)
     sh.C = (int)m->embed;
     sh.NH = (int)m->heads;
     sh.KV = (int)m->kv_heads;
-    sh.hs = sh.NH > 0 ? sh.C / sh.NH : 0;
+    sh.A = m->attn ? (int)m->attn : sh.C;
+    sh.hs = sh.NH > 0 ? sh.A / sh.NH : 0;
     sh.Kd = sh.KV * sh.hs;
-    sh.Q = sh.C + 2 * sh.Kd;
+    sh.Q = sh.A + 2 * sh.Kd;
     sh.F = (int)m->ffn;
     sh.V = (int)m->vocab;
     sh.L = (int)pp_model_layers(m, s);
@@ -59,8 +61,8 @@ static inline int llama_att_rows(const llama_shape *sh)
  * weight file). In order:
  *   s == 0:    wte [V][C]
  *   layer l (at layers + l*layer_stride):
- *              n1w [C], wqkv [Q][C] (rows [q (C) | k (Kd) | v (Kd)], head h
- *              of q at rows h*hs, kv head j of k and v at j*hs), wo [C][C],
+ *              n1w [C], wqkv [Q][C] (rows [q (A) | k (Kd) | v (Kd)], head h
+ *              of q at rows h*hs, kv head j of k and v at j*hs), wo [C][A],
  *              n2w [C], wgu [2F][C] (rows [gate (F) | up (F)]), wd [C][F]
  *   s == S-1:  nfw [C], wlm [V][C]
  * No biases. */
@@ -76,7 +78,7 @@ static inline llama_param_layout llama_param_layout_of(const llama_shape *sh)
 {
     llama_param_layout P;
     size_t C = (size_t)sh->C, F = (size_t)sh->F, V = (size_t)sh->V, Q = (size_t)sh->Q;
-    size_t n = 0;
+    size_t A = (size_t)sh->A, n = 0;
     memset(&P, 0, sizeof P);
     if (sh->first) {
         P.wte = n;
@@ -85,7 +87,7 @@ static inline llama_param_layout llama_param_layout_of(const llama_shape *sh)
     P.n1w = 0;
     P.wqkv = P.n1w + C;
     P.wo = P.wqkv + Q * C;
-    P.n2w = P.wo + C * C;
+    P.n2w = P.wo + C * A;
     P.wgu = P.n2w + C;
     P.wd = P.wgu + 2 * F * C;
     P.layer_stride = P.wd + C * F;
@@ -106,9 +108,9 @@ static inline llama_param_layout llama_param_layout_of(const llama_shape *sh)
  *                 x       float [BT][C]    the layer's input
  *                 n1      float [BT][C]    RMSNorm 1's output
  *                 n1_rstd float [BT]
- *                 qkv     float [BT][3C]   q and k rotated, k and v repeated
+ *                 qkv     float [BT][3A]   q and k rotated, k and v repeated
  *                                          to NH heads: the attention's input
- *                 atty    float [BT][C]    attention output (before wo)
+ *                 atty    float [BT][A]    attention output (before wo)
  *                 lse     float [B][NH][T]
  *                 res     float [BT][C]    x + atty wo^T
  *                 n2      float [BT][C]    RMSNorm 2's output
@@ -141,15 +143,15 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V, Q = (size_t)sh->Q;
     size_t xb = BT * C * sizeof(float), fb = BT * F * sizeof(float), rb = BT * sizeof(float);
-    size_t cur = 0, blk = 0;
+    size_t ab = BT * (size_t)sh->A * sizeof(float), cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
     if (sh->first)
         L.tokens = gpt_take(&cur, (size_t)sh->B * (size_t)(sh->T + 1) * sizeof(int32_t));
     (void)gpt_take(&blk, xb); /* x */
     L.n1 = gpt_take(&blk, xb);
     L.n1_rstd = gpt_take(&blk, rb);
-    L.qkv = gpt_take(&blk, 3 * xb);
-    L.atty = gpt_take(&blk, xb);
+    L.qkv = gpt_take(&blk, 3 * ab);
+    L.atty = gpt_take(&blk, ab);
     L.lse = gpt_take(&blk, (size_t)sh->B * (size_t)sh->NH * (size_t)sh->T * sizeof(float));
     L.res = gpt_take(&blk, xb);
     L.n2 = gpt_take(&blk, xb);
@@ -194,15 +196,15 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
  *   L > 0:             dh    float [BT][F]    gradient at h
  *                      dgu   float [BT][2F]   gradient at gu
  *                      dres  float [BT][C]
- *                      datt  float [BT][C]    gradient at atty
- *                      dqkv  float [BT][3C]   gradient at the attention's qkv
+ *                      datt  float [BT][A]    gradient at atty
+ *                      dqkv  float [BT][3A]   gradient at the attention's qkv
  *                      qkvc  float [BT][Q]    the projection's output (F), its
  *                                             gradient (B)
  *                      rope  float [T][hs]    cos then sin per position
  *                      att   float [2RT + R]  attention scratch
  *   L > 0 or s == S-1: dln   float [BT][C]
  *   always:            dx    float [BT][C]
- *   bf16:              ca, cb float [BT][max(3C, 2F, V)], wide float [params] */
+ *   bf16:              ca, cb float [BT][max(C, 3A, 2F, V)], wide float [params] */
 typedef struct {
     size_t logits, dh, dgu, dres, datt, dqkv, qkvc, rope, att, dln, dx;
     size_t ca, cb, wide;
@@ -214,7 +216,7 @@ static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
     llama_work_layout W;
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V, Q = (size_t)sh->Q;
-    size_t xb = BT * C * sizeof(float);
+    size_t xb = BT * C * sizeof(float), ab = BT * (size_t)sh->A * sizeof(float);
     size_t cur = 0;
     memset(&W, 0, sizeof W);
     if (sh->last)
@@ -223,8 +225,8 @@ static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
         W.dh = gpt_take(&cur, BT * F * sizeof(float));
         W.dgu = gpt_take(&cur, 2 * BT * F * sizeof(float));
         W.dres = gpt_take(&cur, xb);
-        W.datt = gpt_take(&cur, xb);
-        W.dqkv = gpt_take(&cur, 3 * xb);
+        W.datt = gpt_take(&cur, ab);
+        W.dqkv = gpt_take(&cur, 3 * ab);
         W.qkvc = gpt_take(&cur, BT * Q * sizeof(float));
         W.rope = gpt_take(&cur, (size_t)sh->T * (size_t)sh->hs * sizeof(float));
         W.att = gpt_take(&cur, gpt_att_scratch_floats(sh->T, llama_att_rows(sh)) * sizeof(float));
@@ -233,7 +235,9 @@ static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
         W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
-        size_t widest = 3 * C;
+        size_t widest = 3 * (size_t)sh->A;
+        if (widest < C)
+            widest = C;
         if (widest < 2 * F)
             widest = 2 * F;
         if (widest < V)

@@ -79,7 +79,7 @@ typedef struct {
      * Owned by whoever filled it (a pp_plan, a pp_schedule); copies of a
      * pp_model share it. */
     uint32_t *layers;
-    /* gpt, one rank's shard under tensor = T (isa/tensor.h's pp_model_shard):
+    /* gpt and llama, one rank's shard under tensor = T (isa/tensor.h's pp_model_shard):
      * the attention's inner width, embed / T, its heads being heads / T; 0
      * (every whole model, and every plan's) means embed. Not in the plan
      * file: derived from embed and tensor. */

@@ -122,14 +122,14 @@ static size_t llama_workspace_bytes(const pp_model *m, int S, int s)
 }
 
 /* The GEMMs only, as gpt_flops: per layer the fused q, k, v projection
- * (Q x C), wo (C x C), gate and up (2F x C) and down (C x F) on BT rows,
- * attention's q k^T and P v as full T x T, and the head's V x C on the last
- * stage. Backward: twice the forward. */
+ * (Q x C), wo (C x A), gate and up (2F x C) and down (C x F) on BT rows,
+ * attention's q k^T and P v as full T x T (A = C unless tensor-parallel),
+ * and the head's V x C on the last stage. Backward: twice the forward. */
 static double llama_flops(const pp_model *m, int S, int s, int backward)
 {
     llama_shape sh = llama_shape_of(m, S, s);
-    double B = sh.B, T = sh.T, C = sh.C, F = sh.F, V = sh.V, Q = sh.Q, BT = B * T;
-    double layer = 2.0 * BT * (Q * C + C * C + 3.0 * C * F) + 2.0 * 2.0 * B * T * T * C;
+    double B = sh.B, T = sh.T, C = sh.C, A = sh.A, F = sh.F, V = sh.V, Q = sh.Q, BT = B * T;
+    double layer = 2.0 * BT * (Q * C + C * A + 3.0 * C * F) + 2.0 * 2.0 * B * T * T * A;
     double f = sh.L * layer;
     if (sh.last)
         f += 2.0 * BT * C * V;
@@ -193,14 +193,17 @@ double pp_stage_flops(const pp_model *m, int S, int s, int backward)
 /* ------------------------------------------------------------------------ */
 /* Tied embeddings                                                           */
 
+/* A rank's, as every size above: under tensor = T the head sits after its
+ * shard's layers (the embedding and the head are whole on every rank). */
 size_t pp_stage_tied_offset(const pp_model *m, int S, int s)
 {
+    pp_model r = pp_model_shard(m);
     if (m->kind == PP_MODEL_LLAMA) {
-        llama_shape sh = llama_shape_of(m, S, s);
+        llama_shape sh = llama_shape_of(&r, S, s);
         llama_param_layout P = llama_param_layout_of(&sh);
         return s == 0 ? P.wte : P.wlm;
     }
-    gpt_shape sh = gpt_shape_of(m, S, s);
+    gpt_shape sh = gpt_shape_of(&r, S, s);
     gpt_param_layout P = gpt_param_layout_of(&sh);
     return s == 0 ? P.wte : P.wlm;
 }

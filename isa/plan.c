@@ -735,6 +735,10 @@ static pp_plan_status check_header(const pp_plan *p, char *err, size_t errlen)
             "model: tensor %" PRIu32 " does not divide ffn %" PRIu32 "%s", p->model.tensor,
             p->model.ffn, p->model.kind == PP_MODEL_GPT ? " and heads (expected both split evenly)"
                                                         : " (expected an even split)");
+    REQUIRE(p->model.kind != PP_MODEL_LLAMA || p->model.kv_heads % pp_model_tensor(&p->model) == 0,
+            "model: tensor %" PRIu32 " does not divide kv_heads %" PRIu32
+            " (expected the key/value heads split evenly)",
+            p->model.tensor, p->model.kv_heads);
     REQUIRE(p->stage_role, "header: stage role table missing (expected %" PRIu32 " entries)", p->S);
     /* model.layers NULL (a plan built in memory) means `blocks` everywhere;
      * the decoder always fills it in. */

@@ -28,7 +28,18 @@
  * attention width (model_desc.h's attn) of embed/T, the model width staying
  * embed. Two all-reduces a layer in the forward (attproj's and fcproj's
  * partial sums) and two in the backward (the gradients at ln1's and ln2's
- * outputs). */
+ * outputs).
+ *
+ * llama's split is gpt's on its own layers: the fused q, k, v projection
+ * wqkv column-parallel by key/value heads (T divides kv_heads, hence heads:
+ * rank t holds query heads [t*NH/T, (t+1)*NH/T) and the kv heads
+ * [t*KV/T, (t+1)*KV/T) they read, those rows of each of q, k and v), wo
+ * row-parallel (its input columns of those query heads), SwiGLU's gate and
+ * up column-parallel (F/T rows of each half of wgu) and the down
+ * projection wd row-parallel (F/T of its input columns); the RMSNorms, the
+ * embedding and the head replicated. A shard is the llama with heads/T,
+ * kv_heads/T, ffn/T and attention width embed/T; two all-reduces a layer
+ * each way, as gpt. */
 #ifndef PP_TENSOR_H
 #define PP_TENSOR_H
 
@@ -46,22 +57,24 @@ static inline pp_model pp_model_shard(const pp_model *m)
     if (T > 1) {
         sh.ffn = m->ffn / T;
         sh.tensor = 1;
-        if (m->kind == PP_MODEL_GPT) { /* the attention by heads */
+        if (m->kind == PP_MODEL_GPT || m->kind == PP_MODEL_LLAMA) { /* the attention by heads */
             sh.heads = m->heads / T;
             sh.attn = m->embed / T;
         }
+        if (m->kind == PP_MODEL_LLAMA)
+            sh.kv_heads = m->kv_heads / T;
     }
     return sh;
 }
 
 /* All-reduces one F or B (or BackwardInput) of stage s makes on its tensor
- * group: one per parallel block, two per gpt layer (attention and MLP). 0
- * when T = 1. */
+ * group: one per parallel block, two per gpt or llama layer (attention and
+ * MLP). 0 when T = 1. */
 static inline uint32_t pp_tensor_allreduces(const pp_model *m, int s)
 {
     if (pp_model_tensor(m) < 2)
         return 0;
-    return pp_model_layers(m, s) * (m->kind == PP_MODEL_GPT ? 2u : 1u);
+    return pp_model_layers(m, s) * (m->kind == PP_MODEL_MLP ? 1u : 2u);
 }
 
 /* Bytes of each of them: a microbatch's activations, batch x width fp32. */

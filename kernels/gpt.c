@@ -41,7 +41,7 @@
  * tensor = T runs its shard, heads/T heads (attention width A = C/T) and
  * ffn/T; with the VM's all-reduce hook set, attproj's and fcproj's
  * row-parallel products are summed over the group before the residual and
- * bias (row_parallel), and dln2 = dh fcw and dln1 = dqkv qkvw before they
+ * bias (tensor_gemm.h's pp_row_parallel), and dln2 = dh fcw and dln1 = dqkv qkvw before they
  * are read (Megatron's g and f). Unset, the arithmetic is the old one.
  *
  * The split backward (backward_input then backward_weight) saves at every
@@ -58,6 +58,7 @@
 
 #include "cpu_kernels.h"
 #include "init.h"
+#include "tensor_gemm.h"
 #include "tensor_shard.h"
 
 /* ------------------------------------------------------------------------ */
@@ -147,25 +148,6 @@ static const float *att_qkv(const gpt_shape *sh, const gemms *g, const float *qk
     return g->ca;
 }
 
-/* out = x + in W^T, W [C][K]: the residual accumulated onto x by the GEMM;
- * or, tensor-parallel (the hook set, tensor_shard.h), W row-parallel: in W^T
- * is this rank's partial sum, summed over the group (Megatron's g) before
- * every rank adds the residual once. */
-static void row_parallel(const gemms *g, int BT, int C, int K, const float *in, const float *w,
-                         const float *x, float *out)
-{
-    size_t xn = (size_t)BT * C;
-    if (pp_tensor_hook_active()) {
-        pp_gemm_aw(g, 0, 1, BT, C, K, in, w, 0.0f, out);
-        pp_tensor_allreduce(out, xn);
-        for (size_t i = 0; i < xn; i++)
-            out[i] += x[i];
-    } else {
-        memcpy(out, x, xn * sizeof *out);
-        pp_gemm_aw(g, 0, 1, BT, C, K, in, w, 1.0f, out);
-    }
-}
-
 static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
                           const float *p, const layer_acts *a, float *att_scratch, float *y)
 {
@@ -175,12 +157,12 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
     pp_bias_add(a->qkv, p + P->qkvb, BT, 3 * A);
     pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                          gpt_att_rows(sh), att_scratch, sh->bf16);
-    row_parallel(g, BT, C, A, a->atty, p + P->attprojw, a->x, a->res);
+    pp_row_parallel(g, BT, C, A, a->atty, p + P->attprojw, a->x, a->res);
     pp_bias_add(a->res, p + P->attprojb, BT, C);
     pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean, a->ln2_rstd);
     pp_gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
     pp_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F); /* one pass */
-    row_parallel(g, BT, C, F, a->fcg, p + P->fcprojw, a->res, y);
+    pp_row_parallel(g, BT, C, F, a->fcg, p + P->fcprojw, a->res, y);
     pp_bias_add(y, p + P->fcprojb, BT, C);
 }
 

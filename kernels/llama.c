@@ -30,6 +30,15 @@
  * Initialisation (init.h): wte, wqkv, wgu and wlm uniform with std 0.02;
  * wo and wd further scaled by 1/sqrt(2 Ltotal); the norms' weights 1.
  *
+ * Tensor parallelism (isa/tensor.h, tensor_shard.h): a rank of a plan with
+ * tensor = T runs its shard, heads/T query and kv_heads/T key/value heads
+ * (attention width A = C/T: q's width in qkvc and the attention's, C
+ * elsewhere) and ffn/T; with the VM's all-reduce hook set, wo's and wd's
+ * row-parallel products are summed over the group before the residual
+ * (tensor_gemm.h's pp_row_parallel), and dn2 = dgu wgu and dn1 = dqkvc
+ * wqkv before they are read (Megatron's g and f). Unset, the arithmetic is
+ * the old one.
+ *
  * The split backward saves, per layer, the gradients the weight GEMMs and
  * norm weights need (llama_layout.h's split region); W then does exactly
  * the fused backward's weight-gradient work on them, so B then W gives the
@@ -42,6 +51,8 @@
 #include "cpu_kernels.h"
 #include "init.h"
 #include "llama_kernels.h"
+#include "tensor_gemm.h"
+#include "tensor_shard.h"
 
 typedef pp_stage_gemms gemms;
 
@@ -113,7 +124,7 @@ static const float *att_qkv(const llama_shape *sh, const gemms *g, const float *
 {
     if (!g->bf16)
         return qkv;
-    pp_round_bf16(qkv, g->ca, (size_t)sh->B * sh->T * 3 * sh->C);
+    pp_round_bf16(qkv, g->ca, (size_t)sh->B * sh->T * 3 * sh->A);
     return g->ca;
 }
 
@@ -130,24 +141,21 @@ static void layer_forward(const llama_layouts *y, const gemms *g, const float *p
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
-    int BT = sh->B * sh->T, C = sh->C, F = sh->F, Q = sh->Q;
-    size_t xn = (size_t)BT * C;
+    int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F, Q = sh->Q;
     float *qkvc = (float *)(wk + y->W.qkvc);
     const float *cs = rope_of(y, wk);
     pp_rmsnorm_forward(a->x, p + P->n1w, BT, C, sh->eps, a->n1, a->n1_rstd);
     pp_gemm_aw(g, 0, 1, BT, Q, C, a->n1, p + P->wqkv, 0.0f, qkvc);
     pp_rope_apply(qkvc, BT, sh->T, (size_t)Q, sh->NH, sh->hs, cs, 0);
-    pp_rope_apply(qkvc + C, BT, sh->T, (size_t)Q, sh->KV, sh->hs, cs, 0);
-    pp_gqa_expand(qkvc, a->qkv, BT, C, sh->NH, sh->KV);
-    pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+    pp_rope_apply(qkvc + A, BT, sh->T, (size_t)Q, sh->KV, sh->hs, cs, 0);
+    pp_gqa_expand(qkvc, a->qkv, BT, A, sh->NH, sh->KV);
+    pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                          llama_att_rows(sh), (float *)(wk + y->W.att), sh->bf16);
-    memcpy(a->res, a->x, xn * sizeof *a->res);
-    pp_gemm_aw(g, 0, 1, BT, C, C, a->atty, p + P->wo, 1.0f, a->res);
+    pp_row_parallel(g, BT, C, A, a->atty, p + P->wo, a->x, a->res);
     pp_rmsnorm_forward(a->res, p + P->n2w, BT, C, sh->eps, a->n2, a->n2_rstd);
     pp_gemm_aw(g, 0, 1, BT, 2 * F, C, a->n2, p + P->wgu, 0.0f, a->gu);
     pp_swiglu_forward(a->gu, a->h, BT, F);
-    memcpy(out, a->res, xn * sizeof *out);
-    pp_gemm_aw(g, 0, 1, BT, C, F, a->h, p + P->wd, 1.0f, out);
+    pp_row_parallel(g, BT, C, F, a->h, p + P->wd, a->res, out);
 }
 
 /* Where one layer's backward keeps the gradients W needs: the workspace
@@ -173,7 +181,7 @@ static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g, 
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
     int BT = sh->B * sh->T, C = sh->C;
-    pp_gemm_aa(mm, 1, 0, C, C, BT, dres, a->atty, g + P->wo);      /* dwo += dres^T atty */
+    pp_gemm_aa(mm, 1, 0, C, sh->A, BT, dres, a->atty, g + P->wo);  /* dwo += dres^T atty */
     pp_gemm_aa(mm, 1, 0, sh->Q, C, BT, dqkvc, a->n1, g + P->wqkv); /* dwqkv += dqkvc^T n1 */
     pp_rmsnorm_backward(a->x, NULL, a->n1_rstd, dn1, BT, C, NULL, g + P->n1w);
 }
@@ -187,37 +195,42 @@ static void layer_backward(const llama_layouts *y, const gemms *g, const float *
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
-    int BT = sh->B * sh->T, C = sh->C, F = sh->F, Q = sh->Q;
+    int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F, Q = sh->Q;
     size_t xn = (size_t)BT * C;
     float *dh = (float *)(wk + y->W.dh), *datt = (float *)(wk + y->W.datt);
     float *dqkv = (float *)(wk + y->W.dqkv);
-    /* MLP: dh = dy wd; dgu through SwiGLU; dn2 = dgu wgu; dres = dy + N2'. */
+    /* MLP: dh = dy wd; dgu through SwiGLU; dn2 = dgu wgu; dres = dy + N2'.
+     * Tensor-parallel, wgu is column-parallel, so dgu wgu is a partial sum
+     * (Megatron's f in the backward): summed over the group, a no-op when
+     * the hook is unset; likewise dn1 below. */
     pp_gemm_aw(g, 0, 0, BT, F, C, dy, p + P->wd, 0.0f, dh);
     pp_swiglu_backward(a->gu, dh, d->dgu, BT, F);
     pp_gemm_aw(g, 0, 0, BT, C, 2 * F, d->dgu, p + P->wgu, 0.0f, d->dn2);
+    pp_tensor_allreduce(d->dn2, xn);
     if (grads)
         mlp_weight_grads(y, g, grads, a, dy, d->dgu, d->dn2);
     memcpy(d->dres, dy, xn * sizeof *d->dres);
     pp_rmsnorm_backward(a->res, p + P->n2w, a->n2_rstd, d->dn2, BT, C, d->dres, NULL);
     /* Attention: datt = dres wo; the attention's backward; back through the
      * repeat and the rotation; dn1 = dqkvc wqkv; dx = dres + N1'. */
-    pp_gemm_aw(g, 0, 0, BT, C, C, d->dres, p + P->wo, 0.0f, datt);
+    pp_gemm_aw(g, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
     {
         const float *qkv = att_qkv(sh, g, a->qkv), *dout = datt;
         if (g->bf16) {
-            pp_round_bf16(datt, g->cb, xn);
+            pp_round_bf16(datt, g->cb, (size_t)BT * A);
             dout = g->cb;
         }
-        pp_attention_backward(qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, C, sh->NH,
+        pp_attention_backward(qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, A, sh->NH,
                               llama_att_rows(sh), (float *)(wk + y->W.att), sh->bf16);
     }
-    pp_gqa_reduce(dqkv, d->dqkvc, BT, C, sh->NH, sh->KV);
+    pp_gqa_reduce(dqkv, d->dqkvc, BT, A, sh->NH, sh->KV);
     {
         const float *cs = rope_of(y, wk);
         pp_rope_apply(d->dqkvc, BT, sh->T, (size_t)Q, sh->NH, sh->hs, cs, 1);
-        pp_rope_apply(d->dqkvc + C, BT, sh->T, (size_t)Q, sh->KV, sh->hs, cs, 1);
+        pp_rope_apply(d->dqkvc + A, BT, sh->T, (size_t)Q, sh->KV, sh->hs, cs, 1);
     }
     pp_gemm_aw(g, 0, 0, BT, C, Q, d->dqkvc, p + P->wqkv, 0.0f, d->dn1);
+    pp_tensor_allreduce(d->dn1, xn);
     if (grads)
         att_weight_grads(y, g, grads, a, d->dres, d->dqkvc, d->dn1);
     memcpy(dx, d->dres, xn * sizeof *dx);

@@ -13,7 +13,13 @@
  * param(), fp32 or the bf16 compute copy widened exactly. As on the GPT's
  * GPU path the last stage's forward writes dlogits where the CPU writes the
  * softmax (the stash's probs), and the head's backward reads them there.
- * Every call only enqueues work on the context's stream. */
+ * Every call only enqueues work on the context's stream.
+ *
+ * Tensor-parallel (the all-reduce set, llama.c's twin; isa/tensor.h): the
+ * shard's attention is A = C/T wide (heads/T query, kv_heads/T key/value
+ * heads), wo and wd are row-parallel, so their GEMMs make partial sums,
+ * all-reduced on the stream before the residual (row_parallel); dn2 and
+ * dn1 are all-reduced before they are read. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -125,8 +131,8 @@ static __global__ void rope_apply_kernel(float *x, int rows, int T, size_t strid
     }
 }
 
-/* qkv [rows][3C] from qkvc [rows][Q]: q copied, kv head j to query heads
- * jG .. jG+G-1 */
+/* qkv [rows][3C] from qkvc [rows][Q], C the attention's width (A): q
+ * copied, kv head j to query heads jG .. jG+G-1 */
 static __global__ void gqa_expand_kernel(const float *qkvc, float *qkv, int rows, int C, int NH,
                                          int KV)
 {
@@ -293,38 +299,53 @@ static layer_acts layer_acts_of(const llama_stash_layout *L, const void *stash, 
     return a;
 }
 
+/* out = x + in w^T, w [C][K]: the residual accumulated by the GEMM; or,
+ * tensor-parallel, the partial sum all-reduced first and x added once
+ * (tensor_gemm.c's pp_row_parallel) */
+template <typename W>
+static void row_parallel(const run *r, int BT, int C, int K, const float *in, const W *w,
+                         const float *x, float *out)
+{
+    size_t n = (size_t)BT * C;
+    if (r->cm->tp_fn) {
+        gemm_w(r, 0, 1, BT, C, K, in, w, 0.0f, out);
+        r->cm->tp_fn(r->cm->tp_ctx, out, n, r->st);
+        cudaCheck(pp_cu_add(out, x, n, r->st));
+    } else {
+        copy_d2d(r, out, x, n * sizeof(float));
+        gemm_w(r, 0, 1, BT, C, K, in, w, 1.0f, out);
+    }
+}
+
 template <typename W>
 static void layer_forward(const run *r, const layouts *y, const W *p, const layer_acts *a,
                           void *work, float *out)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
-    int BT = (int)y->BT, C = sh->C, F = sh->F, Q = sh->Q;
-    size_t xbytes = y->BT * (size_t)C * sizeof(float);
+    int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, Q = sh->Q;
     float *qkvc = at(work, y->W.qkvc);
     const float *cs = rope_of(r, y, work);
     rmsnorm_forward(r, a->x, p + P->n1w, BT, C, sh->eps, a->n1, a->n1_rstd);
     gemm_w(r, 0, 1, BT, Q, C, a->n1, p + P->wqkv, 0.0f, qkvc);
     rope(r, y, qkvc, sh->NH, cs, 0);
-    rope(r, y, qkvc + C, sh->KV, cs, 0);
+    rope(r, y, qkvc + A, sh->KV, cs, 0);
     float *qkv_out = a->qkv;
     int NH = sh->NH, KV = sh->KV;
-    gqa_expand_kernel<<<lgrid(y->BT * 3 * (size_t)C), LTHREADS, 0, r->st>>>(qkvc, qkv_out, BT, C,
+    gqa_expand_kernel<<<lgrid(y->BT * 3 * (size_t)A), LTHREADS, 0, r->st>>>(qkvc, qkv_out, BT, A,
                                                                             NH, KV);
     LAUNCH_OK();
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
-    pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, C, sh->NH,
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                             llama_att_rows(sh), at(work, y->W.att), sh->bf16);
-    copy_d2d(r, a->res, a->x, xbytes);
-    gemm_w(r, 0, 1, BT, C, C, a->atty, p + P->wo, 1.0f, a->res);
+    row_parallel(r, BT, C, A, a->atty, p + P->wo, a->x, a->res);
     rmsnorm_forward(r, a->res, p + P->n2w, BT, C, sh->eps, a->n2, a->n2_rstd);
     gemm_w(r, 0, 1, BT, 2 * F, C, a->n2, p + P->wgu, 0.0f, a->gu);
     const float *gu = a->gu;
     float *h = a->h;
     swiglu_forward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, h, BT, F);
     LAUNCH_OK();
-    copy_d2d(r, out, a->res, xbytes);
-    gemm_w(r, 0, 1, BT, C, F, a->h, p + P->wd, 1.0f, out);
+    row_parallel(r, BT, C, F, a->h, p + P->wd, a->res, out);
 }
 
 typedef struct {
@@ -365,7 +386,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C;
-    gemm_grad(r, 1, 0, C, C, BT, dres, a->atty, g + P->wo);
+    gemm_grad(r, 1, 0, C, y->sh.A, BT, dres, a->atty, g + P->wo);
     gemm_grad(r, 1, 0, y->sh.Q, C, BT, dqkvc, a->n1, g + P->wqkv);
     rmsnorm_dw(r, a->x, a->n1_rstd, dn1, BT, C, g + P->n1w);
 }
@@ -377,7 +398,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
-    int BT = (int)y->BT, C = sh->C, F = sh->F, Q = sh->Q;
+    int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, Q = sh->Q;
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *dh = at(work, y->W.dh), *datt = at(work, y->W.datt), *dqkv = at(work, y->W.dqkv);
     gemm_w(r, 0, 0, BT, F, C, dy, p + P->wd, 0.0f, dh);
@@ -386,23 +407,27 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     swiglu_backward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, dh, dgu, BT, F);
     LAUNCH_OK();
     gemm_w(r, 0, 0, BT, C, 2 * F, d->dgu, p + P->wgu, 0.0f, d->dn2);
+    if (r->cm->tp_fn) /* tensor parallel: a partial sum (llama.c's twin) */
+        r->cm->tp_fn(r->cm->tp_ctx, d->dn2, y->BT * (size_t)C, r->st);
     if (g)
         grads_mlp(r, y, g, a, dy, d->dgu, d->dn2);
     copy_d2d(r, d->dres, dy, xbytes);
     rmsnorm_dx(r, a->res, p + P->n2w, a->n2_rstd, d->dn2, BT, C, d->dres);
-    gemm_w(r, 0, 0, BT, C, C, d->dres, p + P->wo, 0.0f, datt);
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)C, r->ca);
-    const void *dout = att_operand(r, datt, y->BT * (size_t)C, r->cb);
-    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, C,
+    gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
+    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
+    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, A,
                              sh->NH, llama_att_rows(sh), at(work, y->W.att), sh->bf16);
     float *dqkvc = d->dqkvc;
     int NH = sh->NH, KV = sh->KV;
-    gqa_reduce_kernel<<<lgrid(y->BT * (size_t)Q), LTHREADS, 0, r->st>>>(dqkv, dqkvc, BT, C, NH, KV);
+    gqa_reduce_kernel<<<lgrid(y->BT * (size_t)Q), LTHREADS, 0, r->st>>>(dqkv, dqkvc, BT, A, NH, KV);
     LAUNCH_OK();
     const float *cs = rope_of(r, y, work);
     rope(r, y, d->dqkvc, sh->NH, cs, 1);
-    rope(r, y, d->dqkvc + C, sh->KV, cs, 1);
+    rope(r, y, d->dqkvc + A, sh->KV, cs, 1);
     gemm_w(r, 0, 0, BT, C, Q, d->dqkvc, p + P->wqkv, 0.0f, d->dn1);
+    if (r->cm->tp_fn)
+        r->cm->tp_fn(r->cm->tp_ctx, d->dn1, y->BT * (size_t)C, r->st);
     if (g)
         grads_att(r, y, g, a, d->dres, d->dqkvc, d->dn1);
     copy_d2d(r, dst, d->dres, xbytes);

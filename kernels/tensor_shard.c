@@ -1,11 +1,12 @@
-/* tensor_shard.c - tensor parallelism's CPU side (tensor_shard.h): an mlp
- * or gpt stage's shards cut from and put into the whole stage. */
+/* tensor_shard.c - tensor parallelism's CPU side (tensor_shard.h): an mlp,
+ * gpt or llama stage's shards cut from and put into the whole stage. */
 #include "tensor_shard.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "../isa/gpt_layout.h"
+#include "../isa/llama_layout.h"
 #include "../isa/mlp_layout.h"
 #include "../isa/model_shape.h"
 #include "../isa/tensor.h"
@@ -75,12 +76,53 @@ static void gpt_shard_copy(const pp_model *m, int S, int s, int t, float *whole,
     }
 }
 
+/* llama (isa/tensor.h): of each layer, rank t holds query heads [t*NH/T,
+ * (t+1)*NH/T) and kv heads [t*KV/T, (t+1)*KV/T): rows [t*A, (t+1)*A) of
+ * wqkv's q and [t*Kd', (t+1)*Kd') of its k and of its v (Kd' the shard's
+ * Kd), wo's input columns of those heads, rows [t*F', (t+1)*F') of each
+ * half (gate, up) of wgu and wd's columns there; the rest whole. */
+static void llama_shard_copy(const pp_model *m, int S, int s, int t, float *whole, float *shard,
+                             int to_shard)
+{
+    pp_model w = whole_of(m), sh = pp_model_shard(m);
+    llama_shape ws = llama_shape_of(&w, S, s), ss = llama_shape_of(&sh, S, s);
+    llama_param_layout WP = llama_param_layout_of(&ws), SP = llama_param_layout_of(&ss);
+    size_t C = (size_t)ws.C, V = (size_t)ws.V, F = (size_t)ws.F, Fs = (size_t)ss.F;
+    size_t A = (size_t)ss.A, Kd = (size_t)ws.Kd, Kds = (size_t)ss.Kd;
+    size_t aoff = (size_t)t * A, koff = (size_t)t * Kds, foff = (size_t)t * Fs;
+    if (ws.first)
+        COPY(WP.wte, SP.wte, V * C);
+    for (int l = 0; l < ws.L; l++) {
+        size_t wl = WP.layers + (size_t)l * WP.layer_stride;
+        size_t sl = SP.layers + (size_t)l * SP.layer_stride;
+        COPY(wl + WP.n1w, sl + SP.n1w, C);
+        COPY(wl + WP.wqkv + aoff * C, sl + SP.wqkv, A * C); /* q rows */
+        for (size_t k = 0; k < 2; k++) /* k, then v: rows [koff, koff+Kds) of each [Kd][C] */
+            COPY(wl + WP.wqkv + (C + k * Kd + koff) * C, sl + SP.wqkv + (A + k * Kds) * C, Kds * C);
+        for (size_t r = 0; r < C; r++) /* columns [aoff, aoff+A) of [C][C] */
+            COPY(wl + WP.wo + r * C + aoff, sl + SP.wo + r * A, A);
+        COPY(wl + WP.n2w, sl + SP.n2w, C);
+        for (size_t k = 0; k < 2; k++) /* gate, then up: rows [foff, foff+Fs) of each [F][C] */
+            COPY(wl + WP.wgu + (k * F + foff) * C, sl + SP.wgu + k * Fs * C, Fs * C);
+        for (size_t r = 0; r < C; r++) /* columns [foff, foff+Fs) of [C][F] */
+            COPY(wl + WP.wd + r * F + foff, sl + SP.wd + r * Fs, Fs);
+    }
+    if (ws.last) {
+        COPY(WP.nfw, SP.nfw, C);
+        COPY(WP.wlm, SP.wlm, V * C);
+    }
+}
+
 /* Copies between the whole stage and shard t, one way or the other. */
 static void shard_copy(const pp_model *m, int S, int s, int t, float *whole, float *shard,
                        int to_shard)
 {
     if (m->kind == PP_MODEL_GPT) {
         gpt_shard_copy(m, S, s, t, whole, shard, to_shard);
+        return;
+    }
+    if (m->kind == PP_MODEL_LLAMA) {
+        llama_shard_copy(m, S, s, t, whole, shard, to_shard);
         return;
     }
     pp_model w = whole_of(m), sh = pp_model_shard(m);

@@ -4,7 +4,7 @@
  *
  * The hook: the VM sets it to an all-reduce over the rank's tensor group
  * (vm/interp.c, at a TensorReduce); with it set, an mlp block (a gpt
- * layer's attention and MLP each) sums its row-parallel output and its
+ * or llama layer's attention and MLP each) sums its row-parallel output and its
  * layer-norm-input gradient over the group.
  * Unset (every T = 1 run, the reference), the blocks run exactly as they
  * always did. The compute functions of model.h take the plan's model and
@@ -14,7 +14,8 @@
  * entries [t*F/T, (t+1)*F/T) and W2's columns in that range; everything
  * else whole (model_desc.h's layouts, isa/mlp_layout.h). A whole stage is
  * what the reference trains and what --save writes, so T is free to change
- * between runs. gpt: gpt_shard_copy in tensor_shard.c (isa/tensor.h). */
+ * between runs. gpt and llama: gpt_shard_copy and llama_shard_copy in
+ * tensor_shard.c (isa/tensor.h). */
 #ifndef PP_TENSOR_SHARD_H
 #define PP_TENSOR_SHARD_H
 

@@ -28,6 +28,8 @@
  *              complete; returns this rank's summed loss of the step
  *   link       --profile, after the last step: the link between ranks 0
  *              and 1 through this backend's transport (profile.h)
+ *   tensor_link --profile with tensor = T > 1, after link: the all-reduce
+ *              within each tensor group (profile.h's tensor entries)
  *   weights    --save: stage s's fp32 master weights into host memory
  *   stage_get  a checkpoint (vm/checkpoint.c), between steps: an owned
  *              stage's fp32 weights, optimizer state and compute copy into
@@ -123,6 +125,9 @@ struct pp_backend {
     /* 0 with one rank; else 1 with *latency and *bandwidth set on rank 0,
      * or -1 on every rank when it could not measure (said) */
     int (*link)(void *be, size_t bytes, double *latency, double *bandwidth);
+    /* 0 with tensor = 1; else 1 with *latency and *bandwidth set on rank 0
+     * (its tensor group's all-reduce of bytes), or -1 on every rank (said) */
+    int (*tensor_link)(void *be, size_t bytes, double *latency, double *bandwidth);
     /* out: pp_stage_param_count floats of an owned stage s */
     void (*weights)(void *be, int s, float *out);
     /* An owned stage s's whole state, between steps: params, the

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../isa/tensor.h"
 #include "../kernels/tensor_shard.h"
 #include "agree.h"
 #include "backend.h"
@@ -486,6 +487,13 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (run.prof) {
         double latency = 0, bandwidth = 0;
         int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth);
+        if (link >= 0 && be->tensor_link) { /* tensor = T > 1: the all-reduce's link too */
+            double tl = 0, tb = 0;
+            int tensor = be->tensor_link(st, pp_tensor_allreduce_bytes(&p->model), &tl, &tb);
+            if (tensor > 0)
+                pp_profile_tensor(run.prof, tl, tb);
+            link = tensor < 0 ? -1 : link;
+        }
         if (link < 0) /* every rank; said */
             pp_profile_discard(run.prof);
         else

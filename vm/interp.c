@@ -59,6 +59,7 @@
 #include "core.h"
 #include "profile.h"
 #include "progress.h"
+#include "tensor_stage.h"
 #include "vm.h"
 #include "vmbench.h"
 
@@ -662,6 +663,36 @@ static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth)
     return pp_profile_link_mpi(bytes, latency, bandwidth);
 }
 
+/* --profile's tensor link (issue 27): MPI_Allreduce over the rank's
+ * tensor group's communicator, as tensor_allreduce makes it. */
+typedef struct {
+    float *buf;
+    MPI_Comm comm;
+} allreduce_probe;
+
+static double allreduce_mpi(void *ctx, size_t bytes)
+{
+    const allreduce_probe *a = ctx;
+    double t0 = MPI_Wtime();
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, a->buf, (int)(bytes / sizeof(float)), MPI_FLOAT, MPI_SUM,
+                           a->comm));
+    return MPI_Wtime() - t0;
+}
+
+static int cpu_tensor_link(void *be, size_t bytes, double *latency, double *bandwidth)
+{
+    vm *v = be;
+    if (pp_model_tensor(&v->p->model) < 2)
+        return 0;
+    allreduce_probe a = {calloc(bytes / sizeof(float) + 2, sizeof(float)),
+                         v->comm[pp_tensor_group_of(v->p)]};
+    if (!pp_vm_all_ok(a.buf != NULL, v->run->me, "out of memory for --profile's tensor probe"))
+        return -1;
+    pp_profile_tensor_link(allreduce_mpi, &a, bytes, latency, bandwidth);
+    free(a.buf);
+    return 1;
+}
+
 static void cpu_destroy(void *be)
 {
     teardown(be);
@@ -678,6 +709,7 @@ const pp_backend pp_backend_cpu = {
     .exec = cpu_exec,
     .end_step = cpu_end_step,
     .link = cpu_link,
+    .tensor_link = cpu_tensor_link,
     .weights = pp_vm_core_weights,
     .stage_get = pp_vm_core_stage_get,
     .stage_set = pp_vm_core_stage_set,

@@ -910,6 +910,11 @@ static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth)
     return cvm_transport_link(be, bytes, latency, bandwidth);
 }
 
+static int cuda_tensor_link(void *be, size_t bytes, double *latency, double *bandwidth)
+{
+    return cvm_tensor_link(be, bytes, latency, bandwidth);
+}
+
 const pp_backend pp_backend_cuda = {
     .name = "cuda",
     .profile_overlap = -1.0, /* two streams: not measured */
@@ -920,6 +925,7 @@ const pp_backend pp_backend_cuda = {
     .exec = pp_vm_core_exec,
     .end_step = cuda_end_step,
     .link = cuda_link,
+    .tensor_link = cuda_tensor_link,
     .weights = pp_vm_core_weights,
     .stage_get = pp_vm_core_stage_get,
     .stage_set = pp_vm_core_stage_set,

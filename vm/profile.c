@@ -31,7 +31,17 @@ struct pp_profile {
     double *span; /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
     char model[1024];  /* the plan's model in words (isa/model_words.h) */
     char backend[16];  /* pp_profile_backend's */
+    /* pp_profile_tensor's (issue 27): the tensor link, when measured */
+    int has_tensor;
+    double tensor_latency, tensor_bandwidth;
 };
+
+void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth)
+{
+    pr->has_tensor = 1;
+    pr->tensor_latency = latency;
+    pr->tensor_bandwidth = bandwidth;
+}
 
 void pp_profile_backend(pp_profile *pr, const char *name)
 {
@@ -296,6 +306,9 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
             write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
+        if (pr->has_tensor)
+            fprintf(pr->out, ",\n  \"tensor_latency\": %.9g,\n  \"tensor_bandwidth\": %.9g",
+                    pr->tensor_latency, pr->tensor_bandwidth);
         if (overlap >= 0) /* what this backend does with an overlapped pair */
             fprintf(pr->out, ",\n  \"overlap\": %.9g", overlap);
         /* what it was measured on: ppc --costs refuses another model */

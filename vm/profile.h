@@ -20,6 +20,14 @@
  *              an activation or the largest stage's fp32 gradients, whichever
  *              is larger (pp_profile_probe_bytes)
  * latency and bandwidth are left out with a single rank (nothing moves).
+ *   tensor_latency, tensor_bandwidth
+ *              tensor = T > 1 only (issue 27): rank 0's tensor group's
+ *              all-reduce as the plans make it (the backend's TensorReduce
+ *              path: MPI_Allreduce on the cpu, ncclAllReduce or the host's
+ *              with the mpi transport on cuda): the fastest of 21 of 8
+ *              bytes, and bytes / (t(n) - that) for n = one all-reduce's
+ *              size (isa/tensor.h's pp_tensor_allreduce_bytes); ppc
+ *              --costs prices each tensor all-reduce with them.
  *   measured   what the steps took, for comparing with ppc's report (ppc
  *              --costs skips it): over the steps after the warm-up,
  *              {"steps": n, "step": the median step time (the slowest
@@ -71,6 +79,18 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
 /* What the run measures on, for the file's "backend" (the model's words
  * and the ranks per core it finds itself): the backend's name. */
 void pp_profile_backend(pp_profile *pr, const char *name);
+
+/* The tensor link (profile_tensor.c): one all-reduce of `bytes` over this
+ * rank's tensor group, returning the seconds it took. */
+typedef double (*pp_allreduce_probe)(void *ctx, size_t bytes);
+/* Times ar as the header says ("tensor_latency", "tensor_bandwidth").
+ * Collective over every rank's tensor group: each member calls it with the
+ * same bytes. */
+void pp_profile_tensor_link(pp_allreduce_probe ar, void *ctx, size_t bytes, double *latency,
+                            double *bandwidth);
+/* What pp_profile_finish writes as "tensor_latency" and "tensor_bandwidth"
+ * (rank 0's values count); not called: neither is written. */
+void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth);
 
 /* Collective: gathers every rank's job times and writes the file (rank 0),
  * with the link's latency and bandwidth when `link` (rank 0's values count),

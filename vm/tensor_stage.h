@@ -22,4 +22,12 @@ int pp_tensor_stage_gather(const pp_plan *p, const pp_backend *be, void *st, int
 void pp_tensor_stage_cut(const pp_plan *p, int s, int t, const float *w, const float *opt,
                          float *sw, float *sopt);
 
+/* This rank's tensor group in p's group table (compiler/tensor.c: the
+ * replica groups once per t, then one tensor group per worker). T > 1. */
+static inline int pp_tensor_group_of(const pp_plan *p)
+{
+    uint32_t T = pp_model_tensor(&p->model);
+    return (int)(p->ngroups - p->world / T + p->rank / T);
+}
+
 #endif

@@ -31,6 +31,7 @@
 #include "check.h"
 #include "nccl_check.h"
 #include "profile.h"
+#include "tensor_stage.h"
 #include "transport_cuda.h"
 #include "vmbench.h"
 
@@ -674,4 +675,37 @@ void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st)
                                      v->group_mpi[g])));
     cudaCheck(cudaMemcpyAsync(dev, v->tp_host, n * sizeof(float), cudaMemcpyHostToDevice, st));
     cudaCheck(cudaStreamSynchronize(st)); /* tp_host is reused by the next one */
+}
+
+/* --profile's tensor link (issue 27): cvm_tensor_allreduce on the compute
+ * stream, as the layers make it, timed to its end. */
+typedef struct {
+    cuda_vm *v;
+    float *dev;
+} tensor_probe;
+
+static double allreduce_cuda(void *ctx, size_t bytes)
+{
+    const tensor_probe *t = ctx;
+    cudaStream_t st = t->v->st[ST_COMPUTE];
+    double t0 = MPI_Wtime();
+    cvm_tensor_allreduce(t->v, t->dev, bytes / sizeof(float), st);
+    cudaCheck(cudaStreamSynchronize(st));
+    return MPI_Wtime() - t0;
+}
+
+int cvm_tensor_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth)
+{
+    if (pp_model_tensor(&v->p->model) < 2)
+        return 0;
+    tensor_probe t = {v, NULL};
+    v->run->t0 = MPI_Wtime(); /* the watchdog's clock, as for a step */
+    v->tensor_group = pp_tensor_group_of(v->p);
+    void *dev = NULL;
+    cudaCheck(cudaMalloc(&dev, bytes > 8 ? bytes : 8));
+    cudaCheck(cudaMemset(dev, 0, bytes > 8 ? bytes : 8));
+    t.dev = dev;
+    pp_profile_tensor_link(allreduce_cuda, &t, bytes, latency, bandwidth);
+    cudaCheck(cudaFree(t.dev));
+    return 1;
 }

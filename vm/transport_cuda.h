@@ -197,5 +197,8 @@ int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len);
  * transport, device memory to device memory (profile.h). Collective; 0 with
  * one rank, else 1 with *latency and *bandwidth set on rank 0. */
 int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth);
+/* --profile with tensor = T > 1 (backend.h's tensor_link): the tensor
+ * group's all-reduce timed (profile.h); 0 with T = 1. Collective. */
+int cvm_tensor_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth);
 
 #endif

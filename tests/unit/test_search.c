@@ -402,10 +402,12 @@ START_TEST(test_output_layout)
              "-D B=8 -D W=4 -o out/1f1b\n",
              PP_ROOT, dir);
     ck_assert_msg(strstr(out, want), "expected the row\n%sin\n%s", want, out);
-    /* three prefetches and two recomputes (--recompute 1, 's < S - 1') */
-    ck_assert_msg(strstr(out, "5 candidates from 1 files in "), "%s", out);
+    /* three prefetches and two recomputes (--recompute 1, 's < S - 1'), each
+     * on 4 workers, on 2 of 2 tensor ranks and on 1 of 4 (W counts ranks;
+     * S = W makes those two stages and one: another model) */
+    ck_assert_msg(strstr(out, "15 candidates from 1 files in "), "%s", out);
     ck_assert_msg(strstr(out, "5 compiled (1 on the front), 0 refused, 0 over --mem-limit, "
-                              "0 another model\n"),
+                              "10 another model: give --layers L to compare them\n"),
                   "%s", out);
     ck_assert_msg(strstr(out, "model mlp context 8 embed 16 ffn 256 batch 16, 4 stages of 1 "
                               "block, sgd, fp32"),
@@ -429,7 +431,9 @@ START_TEST(test_output_layout)
         "./ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, W=4)\n",
         "compiled      -            28        943424  ../ppc ./1f1b.pp -D S=4 -D B=8 -D W=4 "
         "--recompute 's < S - 1'\n",
-        "6 candidates from 2 files in ",
+        "model         -             9        655680  ../ppc ./1f1b.pp -D S=2 -D B=8 -D W=2 "
+        "--tensor 2   # mlp context 8 embed 16 ffn 256 batch 16, 2 stages of 1 block, sgd, fp32\n",
+        "18 candidates from 2 files in ",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg(strstr(out, lines[i]), "expected\n%sin\n%s", lines[i], out);
@@ -450,6 +454,7 @@ START_TEST(test_json_output)
     json_t *j = json_loads(out, 0, &e);
     ck_assert_msg(j != NULL, "not JSON (%s at %d:%d):\n%s", e.text, e.line, e.column, out);
     pp_search_opts o = opts(LIB, 4, 8);
+    o.tensor = -1; /* the command line's default: every divisor of W */
     pp_search_result r;
     search(&o, &r, PP_SEARCH_OK);
     json_t *front = json_object_get(j, "front"), *all = json_object_get(j, "candidates");
@@ -740,7 +745,7 @@ START_TEST(test_errors)
          "'='\n    7 | # search: S=1..W V\n      |                   ^\n"},
         /* DDP's placement needs W = B (DP_FILE) */
         {"--search -D W=4 -D B=8 --library ddp", 1,
-         "ppc --search: none of the 1 candidates from 1 files compiles with W=4 B=8 (1 refused, 0 "
+         "ppc --search: none of the 3 candidates from 1 files compiles with W=4 B=8 (3 refused, 0 "
          "train another model); the first refused, ppc ddp/ddp.pp -D S=4 -D B=8 -D W=4: "
          "ddp/ddp.pp:4:18: error: compute = 4 at (s=0, b=4, d=F) is outside the workers [0, "
          "W=4)\n"},
@@ -1158,8 +1163,8 @@ START_TEST(test_layers_v2_beats_1f1b)
 
     /* the printed summary and the JSON count the refusals */
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8", PP_ROOT,
-             dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8 --tensor 1", PP_ROOT, dir);
     char *out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "costs: each file's cost lines, per block, times each stage's "
                               "blocks;") &&
@@ -1168,8 +1173,9 @@ START_TEST(test_layers_v2_beats_1f1b)
                                   "1,1,1,1,1,1,1,1\n"),
                   "%s", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8 --json",
-             PP_ROOT, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc --search -D W=4 -D B=8 --library %s --layers 8 --json --tensor 1", PP_ROOT,
+             dir);
     out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "\"layers\": 8,") && strstr(out, "\"indivisible\": 0,") &&
                       strstr(out, "\"split\": \"2,2,2,2\"}"),

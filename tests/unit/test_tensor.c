@@ -45,8 +45,9 @@ START_TEST(language_errors)
                  "t.pp:5:10: error: tensor = 3 does not divide the model's ffn (128)");
     expect_error(HEAD "tensor = 8\nmodel gpt { heads = 4 }\n",
                  "t.pp:5:10: error: tensor = 8 does not divide the model's heads (4)");
-    expect_error(HEAD "tensor = 2\nmodel llama { heads = 4 }\n",
-                 "t.pp:5:10: error: tensor = 2 with model llama: its split (QKV by heads) is not");
+    expect_error(HEAD "tensor = 4\nmodel llama {\n heads = 4\n kv_heads = 2\n}\n",
+                 "t.pp:5:10: error: tensor = 4 does not divide the model's kv_heads (2): the "
+                 "attention is split by key/value heads");
     expect_error(HEAD "tensor = 2\ntensor = 2\n",
                  "t.pp:6:1: error: tensor is given more than once");
     expect_error(HEAD "param Z = 0\ntensor = 2 / Z\n", "t.pp:6:12: error: division by zero");
@@ -473,6 +474,42 @@ START_TEST(gpt_shard_sizes)
 }
 END_TEST
 
+/* The llama split's shard (isa/tensor.h): per layer, wqkv's q rows by
+ * query heads (A = embed / T) and its k and v rows by kv heads (Kd / T
+ * each), wo's A columns, F/T rows of each of gate and up, wd's F/T columns;
+ * the norms, the embedding and the head whole. Two all-reduces a layer. */
+START_TEST(llama_shard_sizes)
+{
+    const char *src = HEAD "model llama {\n vocab = 256\n context = 16\n embed = 32\n heads = 4\n"
+                           " kv_heads = 2\n ffn = 64\n layers = 1\n batch = 4\n}\n";
+    char *two = malloc(strlen(src) + 16);
+    sprintf(two, "%stensor = 2\n", src);
+    pp_compiled a, b;
+    ck_assert_int_eq(compile_text_to(&a, src, PP_STAGE_PLANS), PP_COMPILE_OK);
+    ck_assert_int_eq(compile_text_to(&b, two, PP_STAGE_PLANS), PP_COMPILE_OK);
+    size_t C = 32, A = 16, Kd = 16, Kds = 8, F = 64, Fs = 32, V = 256;
+    size_t whole = C + (C + 2 * Kd) * C + C * C + C + 2 * F * C + C * F;
+    size_t shard = C + (A + 2 * Kds) * C + C * A + C + 2 * Fs * C + C * Fs;
+    const pp_model *m = &b.plans[0].model;
+    ck_assert_uint_eq(pp_stage_param_count(&a.plans[0].model, 2, 0), V * C + whole);
+    ck_assert_uint_eq(pp_stage_param_count(m, 2, 0), V * C + shard);
+    ck_assert_uint_eq(pp_stage_param_count(m, 2, 1), shard + C + V * C);
+    pp_model sh = pp_model_shard(m);
+    ck_assert_uint_eq(sh.heads, 2);
+    ck_assert_uint_eq(sh.kv_heads, 1);
+    ck_assert_uint_eq(sh.attn, 16);
+    ck_assert_uint_eq(sh.ffn, 32);
+    ck_assert_uint_lt(pp_stage_stash_bytes(m, 2, 0), pp_stage_stash_bytes(&a.plans[0].model, 2, 0));
+    ck_assert_double_lt(pp_stage_flops(m, 2, 0, 0), pp_stage_flops(&a.plans[0].model, 2, 0, 0));
+    ck_assert_uint_eq(pp_tensor_allreduces(m, 0), 2);
+    ck_assert_int_eq(count_op(&b.plans[0], PP_OP_TensorReduce),
+                     count_op(&a.plans[0], PP_OP_Forward) + count_op(&a.plans[0], PP_OP_Backward));
+    pp_compiled_free(&a);
+    pp_compiled_free(&b);
+    free(two);
+}
+END_TEST
+
 /* The simulator and the report for the gpt split: a job costs its whole
  * stage's FLOPs / T plus two all-reduces a layer (F, B and R; each of
  * batch x context x embed floats, 8192 B here: 3 + 8192 / 8192), and a
@@ -530,6 +567,17 @@ START_TEST(tensor_flag)
     ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_ERRORS);
     ck_has(b.msgs, "--tensor 8 does not divide the model's heads (4)");
     pp_compiled_free(&b);
+    const char *llama = HEAD "model llama {\n heads = 4\n kv_heads = 2\n}\n";
+    co.text = llama;
+    co.len = strlen(llama);
+    co.tensor = 4;
+    ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_ERRORS);
+    ck_has(b.msgs, "--tensor 4 does not divide the model's kv_heads (2)");
+    pp_compiled_free(&b);
+    co.tensor = 2;
+    ck_assert_int_eq(pp_compile(&co, &b), PP_COMPILE_OK);
+    ck_assert_uint_eq(b.plans[0].world, 4);
+    pp_compiled_free(&b);
     pp_compiled_free(&a);
 }
 END_TEST
@@ -574,6 +622,29 @@ START_TEST(search_explores_tensor)
 }
 END_TEST
 
+/* ppc --search without --tensor explores T as --tensor auto does (W
+ * counts ranks), and --tensor 1 keeps T = 1; the rows' commands reproduce
+ * their figures, T > 1 included (search's test_printed_commands_reproduce,
+ * which found a recompute row's memory taken over worker 0's ranks only). */
+START_TEST(search_default_explores_tensor)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --all", PP_ROOT);
+    char *out = run_expect(cmd, 0);
+    ck_has(out, "/1f1b.pp -D S=2 -D B=8 -D W=2 --tensor 2");
+    ck_has(out, "/1f1b.pp -D S=1 -D B=8 -D W=1 --tensor 4");
+    ck_has(out, "/depth-first.pp -D S=4 -D B=8 -D W=1 --tensor 4");
+    ck_has(out, "/1f1b.pp -D S=4 -D B=8 -D W=4\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --all --tensor 1", PP_ROOT);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(!strstr(out, "--tensor 2") && !strstr(out, "--tensor 4") &&
+                      strstr(out, "/1f1b.pp -D S=4 -D B=8 -D W=4 --tensor 1\n"),
+                  "--tensor 1: expected T = 1 rows only:\n%s", out);
+    free(out);
+}
+END_TEST
+
 /* ppc --table --tensor 2: every row compiled with tensor = 2, the latency
  * halved, the all-reduces per rank in a last column */
 START_TEST(table_with_tensor)
@@ -602,10 +673,12 @@ Suite *tensor_suite(void)
     tcase_add_test(plans, library_tensor_2);
     tcase_add_test(plans, library_tensor_4);
     tcase_add_test(plans, gpt_shard_sizes);
+    tcase_add_test(plans, llama_shard_sizes);
     tcase_add_test(plans, gpt_prices);
     tcase_add_test(plans, simulator_prices_tensor);
     tcase_add_test(plans, tensor_flag);
     tcase_add_test(plans, search_explores_tensor);
+    tcase_add_test(plans, search_default_explores_tensor);
     tcase_add_test(plans, table_with_tensor);
     suite_add_tcase(s, plans);
     TCase *proofs = tcase_create("proofs");

@@ -100,6 +100,49 @@ END_TEST
 START_TEST(tensor_pp_dp) { tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8); }
 END_TEST
 
+/* The rest of the library with tensor = 2 on 4 ranks (2 workers), about
+ * 2.5 s a file: zero-bubble and V-shaped orders (split backward, a worker
+ * holding two stages), looped and interleaved placements, greedy and
+ * limited 1F1B, the bubble-recompute file, LPP, FSLPP, PP x FSDP and the
+ * GPT file. The
+ * overlap files (1f1b-overlap, v-overlap, dualpipev) are refused with
+ * tensor > 1 (test_tensor.c's library_tensor_2). */
+START_TEST(tensor_zero_bubble)
+{
+    tensor_trains("zb-v.pp", "-D W=2 -D B=4", 2, 4);
+    tensor_trains("zb-h2.pp", "-D S=2 -D B=4", 2, 4);
+    tensor_trains("interleaved-zb.pp", "-D W=2 -D B=4", 2, 4);
+}
+END_TEST
+
+START_TEST(tensor_looped)
+{
+    tensor_trains("breadth-first.pp", "-D W=2 -D S=4 -D B=4", 2, 4);
+    tensor_trains("depth-first.pp", "-D W=2 -D S=4 -D B=4", 2, 4);
+    tensor_trains("looped-bfs.pp", "-D W=2 -D B=4", 2, 4);
+}
+END_TEST
+
+START_TEST(tensor_1f1b_variants)
+{
+    tensor_trains("1f1b-bubble-recompute.pp", "-D S=2 -D B=4", 2, 4);
+    tensor_trains("1f1b-greedy.pp", "-D S=2 -D B=4", 2, 4);
+    tensor_trains("1f1b-limit.pp", "-D S=2 -D B=4 -D K=1", 2, 4);
+}
+END_TEST
+
+/* the library's GPT file as written (context 64; measured 4.3e-6) */
+START_TEST(tensor_gpt_file) { tensor_trains("1f1b-gpt.pp", "-D S=2 -D B=4", 2, 4); }
+END_TEST
+
+START_TEST(tensor_lpp_fsdp)
+{
+    tensor_trains("lpp.pp", "-D S=2 -D B=4 -D G=1 -D R=2", 2, 4);
+    tensor_trains("fslpp.pp", "-D S=2 -D B=4 -D G=1 -D R=2", 2, 4);
+    tensor_trains("pp-fsdp.pp", "-D P=1 -D D=2 -D B=4", 2, 4);
+}
+END_TEST
+
 /* Recompute under tensor = 2: a re-run forward makes the forward's
  * all-reduces again (a TensorReduce before each R). 1f1b-recompute.pp
  * trains to the reference, and its weights are bit for bit those of the
@@ -134,8 +177,28 @@ END_TEST
  * a weight whose gradient is near 0 by about lr whatever that gradient's
  * rounding, so the bf16 operands' one-ulp differences between the summed
  * shards and one GEMM would show as 1e-3 in such weights. */
-/* schedules/<schedule> as such a gpt file in dir/g.pp (adamw unless sgd). */
-static void gpt_file(const char *schedule, int T, int sgd, const char *dir, char *file, size_t n)
+/* The models the files below train: 4 heads, so T = 2 and 4 divide them;
+ * llama's 2 kv heads (grouped-query attention, 2 query heads each) let T =
+ * 2 split them and refuse T = 4. */
+#define GPT_BLOCK                                                                                  \
+    "model gpt {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"              \
+    "    ffn = 64\n    layers = 1\n    batch = 4\n}\n"
+#define LLAMA_BLOCK                                                                                \
+    "model llama {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"            \
+    "    kv_heads = 2\n    ffn = 64\n    layers = 1\n    batch = 4\n}\n"
+
+/* tie = 1: the head is the embedding, kept by both end stages */
+#define GPT_TIED_BLOCK                                                                             \
+    "model gpt {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"              \
+    "    ffn = 64\n    layers = 1\n    batch = 4\n    tie = 1\n}\n"
+#define LLAMA_TIED_BLOCK                                                                           \
+    "model llama {\n    vocab = 256\n    context = 16\n    embed = 32\n    heads = 4\n"            \
+    "    kv_heads = 2\n    ffn = 64\n    layers = 1\n    batch = 4\n    tie = 1\n}\n"
+
+/* schedules/<schedule> with its model block replaced by block and
+ * tensor = T, in dir/g.pp (adamw unless sgd). */
+static void model_file(const char *schedule, const char *block, int T, int sgd, const char *dir,
+                       char *file, size_t n)
 {
     char path[512];
     snprintf(path, sizeof path, PP_ROOT "/schedules/%s", schedule);
@@ -149,41 +212,57 @@ static void gpt_file(const char *schedule, int T, int sgd, const char *dir, char
     snprintf(file, n, "%s/g.pp", dir);
     FILE *f = fopen(file, "w");
     ck_assert_msg(f != NULL, "cannot write %s", file);
-    fprintf(f,
-            "%s\n%s\n%s\nmodel gpt {\n    vocab = 256\n    context = 16\n"
-            "    embed = 32\n    heads = 4\n    ffn = 64\n    layers = 1\n    batch = 4\n}\n"
-            "tensor = %d\n",
-            text, end + 3, sgd ? "" : "optimizer adamw", T);
+    fprintf(f, "%s\n%s\n%s\n%stensor = %d\n", text, end + 3, sgd ? "" : "optimizer adamw", block,
+            T);
     fclose(f);
     free(text);
 }
 
-static void gpt_tensor_trains(const char *schedule, const char *defs, int T, int np,
-                              const char *tol)
+static void gpt_file(const char *schedule, int T, int sgd, const char *dir, char *file, size_t n)
+{
+    model_file(schedule, GPT_BLOCK, T, sgd, dir, file, n);
+}
+
+/* schedule with block's model and tensor = T trained on np ranks, compared
+ * with the reference within tol ("": the default; given: SGD, else AdamW) */
+static void block_tensor_trains(const char *block, const char *schedule, const char *defs, int T,
+                                int np, const char *tol)
 {
     char *dir = temp_dir(), file[4200], cmd[4096], *out, *why;
-    gpt_file(schedule, T, *tol != 0, dir, file, sizeof file);
+    model_file(schedule, block, T, *tol != 0, dir, file, sizeof file);
     char *plan = compile_plan(file, defs);
     snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --save %s/w --quiet", plan, plan);
     if (mpi_run(np, cmd, &out, &why))
-        ck_abort_msg("gpt %s %s tensor = %d: training under mpirun failed: %s", schedule, defs, T,
-                     why);
+        ck_abort_msg("%.11s %s %s tensor = %d: training under mpirun failed: %s", block, schedule,
+                     defs, T, why);
     free(out);
     proc_result r;
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --reference %s/plan --steps 3 --save %s/ref --quiet",
              PP_ROOT, plan, plan);
     if (run_proc(cmd, CMD_TIMEOUT, &r))
-        ck_abort_msg("gpt %s: the reference run failed: %s\n  it %s", schedule, cmd,
+        ck_abort_msg("%.11s %s: the reference run failed: %s\n  it %s", block, schedule, cmd,
                      proc_story(&r, 20));
     proc_free(&r);
     snprintf(cmd, sizeof cmd, "%s/bin/ppvm --compare %s/w %s/ref %s", PP_ROOT, plan, plan, tol);
     run_proc(cmd, CMD_TIMEOUT, &r);
     ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
-                  "gpt %s %s tensor = %d: weights differ from the reference (%s):\n%s", schedule,
-                  defs, T, cmd, r.out);
+                  "%.11s %s %s tensor = %d: weights differ from the reference (%s):\n%s", block,
+                  schedule, defs, T, cmd, r.out);
     proc_free(&r);
     remove_dir(plan);
     remove_dir(dir);
+}
+
+static void gpt_tensor_trains(const char *schedule, const char *defs, int T, int np,
+                              const char *tol)
+{
+    block_tensor_trains(GPT_BLOCK, schedule, defs, T, np, tol);
+}
+
+static void llama_tensor_trains(const char *schedule, const char *defs, int T, int np,
+                                const char *tol)
+{
+    block_tensor_trains(LLAMA_BLOCK, schedule, defs, T, np, tol);
 }
 
 #define BF16_TOL "--atol 1e-4 --rtol 1e-3"
@@ -215,6 +294,40 @@ START_TEST(tensor_gpt_pp_dp)
 {
     gpt_tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8, "");
     gpt_tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4 --precision bf16", 2, 8, BF16_TOL);
+}
+END_TEST
+
+/* The llama split (isa/tensor.h: q by query heads, k and v by kv heads,
+ * wo row-parallel, gate and up column-parallel, down row-parallel), on the
+ * cpu backend: fp32 with AdamW and bf16 with SGD, fused and split backward
+ * (zb-h1: BackwardInput makes the all-reduces, W none), and PP x TP x DP on
+ * 8 ranks; measured max |diff| 4.4e-7 (fp32), 2.3e-5 (bf16). */
+START_TEST(tensor_llama)
+{
+    llama_tensor_trains("1f1b.pp", "-D S=2 -D B=4", 2, 4, "");
+    llama_tensor_trains("1f1b.pp", "-D S=2 -D B=4 --precision bf16", 2, 4, BF16_TOL);
+    llama_tensor_trains("zb-h1.pp", "-D S=2 -D B=4", 2, 4, "");
+    llama_tensor_trains("zb-h1.pp", "-D S=2 -D B=4 --precision bf16", 2, 4, BF16_TOL);
+}
+END_TEST
+
+/* Tied embeddings under tensor = 2: the tied gradients' offset is the
+ * shard's (the head after the rank's layers; whole, it pointed past them:
+ * garbage weights for gpt, a heap overrun for llama). SGD, the default
+ * tolerance (measured 3e-8 both): AdamW's first steps move a weight whose
+ * gradient is near 0 by about lr whatever its rounding (see above). */
+START_TEST(tensor_tied)
+{
+    block_tensor_trains(GPT_TIED_BLOCK, "1f1b.pp", "-D S=2 -D B=4", 2, 4,
+                        "--atol 1e-5 --rtol 1e-4");
+    block_tensor_trains(LLAMA_TIED_BLOCK, "1f1b.pp", "-D S=2 -D B=4", 2, 4,
+                        "--atol 1e-5 --rtol 1e-4");
+}
+END_TEST
+
+START_TEST(tensor_llama_pp_dp)
+{
+    llama_tensor_trains("pp-dp.pp", "-D S=2 -D D=2 -D B=4", 2, 8, "");
 }
 END_TEST
 
@@ -385,6 +498,118 @@ START_TEST(tensor_gpt_cuda_standin)
 }
 END_TEST
 
+/* The llama split on the cuda backend (llama_cuda.cu) on the stand-ins:
+ * fp32 with AdamW under both stream orders (nccl) and through the host
+ * (mpi), bf16 with SGD, each against the whole model's reference. */
+START_TEST(tensor_llama_cuda_standin)
+{
+    char *dir = temp_dir(), f32[1024], f16[1024], cmd[16384];
+    char *sub = malloc(strlen(dir) + 8);
+    sprintf(sub, "%s/b", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    model_file("1f1b.pp", LLAMA_BLOCK, 2, 0, dir, f32, sizeof f32);
+    model_file("1f1b.pp", LLAMA_BLOCK, 2, 1, sub, f16, sizeof f16);
+    snprintf(cmd, sizeof cmd,
+             "test -x %s/bin/ppvm-standin && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && "
+             "%s/bin/ppc %s -D S=2 -D B=4 --precision bf16 -o %s/b2 -q && "
+             "%s/bin/ppvm --reference %s/t2 --steps 3 --save %s/ref --quiet && "
+             "%s/bin/ppvm --reference %s/b2 --steps 3 --save %s/bref --quiet",
+             PP_ROOT, PP_ROOT, f32, dir, PP_ROOT, f16, dir, PP_ROOT, dir, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport nccl", "n1");
+    compare_ok(dir, "n1", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=fifo", "--transport nccl", "n2");
+    compare_ok(dir, "n2", "ref", "");
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", "--transport mpi", "m1");
+    compare_ok(dir, "m1", "ref", "");
+    standin_run(dir, "b2", "PP_STANDIN_ORDER=latest", "--transport nccl", "bn");
+    compare_ok(dir, "bn", "bref", BF16_TOL);
+    free(sub);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A llama T = 2 checkpoint (AdamW's moments included) resumed with T = 1
+ * and back, ending at the reference's weights (llama_shard_copy both ways). */
+START_TEST(tensor_llama_checkpoint_reshard)
+{
+    char *dir = temp_dir(), *sub = malloc(strlen(dir) + 8), f2[1024], f1[1024], cmd[8192];
+    sprintf(sub, "%s/one", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    model_file("1f1b.pp", LLAMA_BLOCK, 2, 0, dir, f2, sizeof f2);
+    model_file("1f1b.pp", LLAMA_BLOCK, 1, 0, sub, f1, sizeof f1);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s -D S=2 -D B=4 -o %s/t1 -q "
+             "&& %s/bin/ppvm --reference %s/t1 --steps 4 --save %s/ref --quiet",
+             PP_ROOT, f2, dir, PP_ROOT, f1, dir, PP_ROOT, dir, dir);
+    free(run_expect(cmd, 0));
+    reshard("t2", 4, "t1", 2, dir);
+    reshard("t1", 2, "t2", 4, dir);
+    free(sub);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ppvm --profile measures the tensor link (vm/profile_tensor.c): a T = 2
+ * run's costs file has "tensor_latency" and "tensor_bandwidth" (positive),
+ * a T = 1 run's neither; ppc --costs prices each tensor all-reduce with
+ * them (the report's tensor line) on both the cpu backend and the cuda
+ * one on the stand-ins. */
+static void profile_prices(const char *dir, const char *src, const char *prof)
+{
+    char path[1024], cmd[4096], want[256];
+    snprintf(path, sizeof path, "%s/%s", dir, prof);
+    const char *failed = NULL;
+    size_t len;
+    char *json = pp_read_file(path, &len, &failed);
+    ck_assert_msg(json != NULL, "no profile %s", path);
+    double lat, bw;
+    ck_assert_msg(profile_values(json, "tensor_latency", &lat, 1) == 1 &&
+                      profile_values(json, "tensor_bandwidth", &bw, 1) == 1,
+                  "%s: no tensor link:\n%s", path, json);
+    free(json);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 --costs %s -o %s/pc -q && cat %s/pc/report.txt", PP_ROOT,
+             src, path, dir, dir);
+    char *out = run_expect(cmd, 0);
+    snprintf(want, sizeof want, "each takes %g + bytes / %g\n", lat, bw);
+    ck_assert_msg(strstr(out, want), "%s: expected '%s' in the report:\n%s", prof, want, out);
+    free(out);
+}
+
+START_TEST(tensor_profile)
+{
+    char *src = with_tensor("1f1b.pp", 2), *dir = temp_dir(), cmd[4096], path[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s -D S=2 -D B=4 -o %s/t2 -q && %s/bin/ppc %s/schedules/1f1b.pp -D S=2 "
+             "-D B=4 -o %s/t1 -q",
+             PP_ROOT, src, dir, PP_ROOT, PP_ROOT, dir);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t2 --steps 3 --profile %s/p2.json --quiet", dir,
+             dir);
+    free(mpi_ok(4, cmd));
+    profile_prices(dir, src, "p2.json");
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/t1 --steps 3 --profile %s/p1.json --quiet", dir,
+             dir);
+    free(mpi_ok(2, cmd));
+    snprintf(path, sizeof path, "%s/p1.json", dir);
+    const char *failed = NULL;
+    size_t len;
+    char *json = pp_read_file(path, &len, &failed);
+    ck_assert_msg(json && strstr(json, "\"latency\"") && !strstr(json, "tensor_"),
+                  "tensor = 1: expected the link and no tensor entries:\n%s", json ? json : "");
+    free(json);
+    /* the cuda backend: ncclAllReduce on the tensor group's communicator */
+    snprintf(cmd, sizeof cmd, "test -x %s/bin/ppvm-standin", PP_ROOT);
+    free(run_expect(cmd, 0));
+    snprintf(cmd, sizeof cmd, "--transport nccl --profile %s/pc.json", dir);
+    standin_run(dir, "t2", "PP_STANDIN_ORDER=latest", cmd, "c");
+    profile_prices(dir, src, "pc.json");
+    remove_dir(dir);
+    remove_file_dir(src);
+}
+END_TEST
+
 #define TENSOR_E2E_TESTS(X)                                                                        \
     X(tensor_1f1b, 4)                                                                              \
     X(tensor_gpipe, 4)                                                                             \
@@ -394,10 +619,21 @@ END_TEST
     X(tensor_4, 8)                                                                                 \
     X(tensor_pp_dp, 8)                                                                             \
     X(tensor_recompute, 4)                                                                         \
+    X(tensor_zero_bubble, 4)                                                                       \
+    X(tensor_looped, 4)                                                                            \
+    X(tensor_1f1b_variants, 4)                                                                     \
+    X(tensor_lpp_fsdp, 4)                                                                          \
+    X(tensor_gpt_file, 4)                                                                          \
     X(tensor_gpt_pipelines, 4)                                                                     \
     X(tensor_gpt_replicas, 4)                                                                      \
     X(tensor_gpt_4, 8)                                                                             \
     X(tensor_gpt_pp_dp, 8)                                                                         \
+    X(tensor_llama, 4)                                                                             \
+    X(tensor_llama_pp_dp, 8)                                                                       \
+    X(tensor_tied, 4)                                                                              \
+    X(tensor_llama_cuda_standin, 4)                                                                \
+    X(tensor_llama_checkpoint_reshard, 4)                                                          \
+    X(tensor_profile, 4)                                                                           \
     X(tensor_gpt_cuda_standin, 4)                                                                  \
     X(tensor_gpt_checkpoint_reshard, 4)                                                            \
     X(tensor_checkpoint_reshard, 4)                                                                \
