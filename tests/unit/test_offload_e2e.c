@@ -3,7 +3,8 @@
  * backend to exactly the weights they train without it (--atol 0
  * --rtol 0): an Offload and a Reload copy a stash and change no arithmetic.
  * ppvm allocates the report's device figure (mem_bytes) and, on a line of
- * its own, the plan's host pool; some rank's device memory drops. */
+ * its own, the report's host figure (host_bytes, the plan's host pool);
+ * some rank's device memory drops. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,10 +55,11 @@ static void same_weights(const char *name, const char *stmt, const char *args)
     ck_assert_msg(strstr(cmp, "max |diff| 0 (within tolerance)") && !strstr(cmp, "beyond"),
                   "%s %s: weights differ with '%s':\n%s", name, args, stmt, cmp);
     free(cmp);
-    unsigned long long vm[2][NP], rep[NP], host[NP];
+    unsigned long long vm[2][NP], rep[NP], host[NP], rhost[NP];
     snprintf(cmd, sizeof cmd, "cat %s/p0/report.json", dir);
     json = run_expect(cmd, 0);
     numbers_after(json, "\"mem_bytes\": [", rep, NP);
+    numbers_after(json, "\"host_bytes\": [", rhost, NP);
     numbers_after(out[0], "memory allocated at start-up, bytes per rank:", vm[0], NP);
     numbers_after(out[1], "memory allocated at start-up, bytes per rank:", vm[1], NP);
     numbers_after(out[0], "(offloaded stashes) allocated at start-up, bytes per rank:", host, NP);
@@ -67,6 +69,9 @@ static void same_weights(const char *name, const char *stmt, const char *args)
     for (int r = 0; r < NP; r++) {
         ck_assert_msg(vm[0][r] == rep[r], "%s rank %d: ppvm allocates %llu, the report says %llu",
                       name, r, vm[0][r], rep[r]);
+        ck_assert_msg(host[r] == rhost[r],
+                      "%s '%s' rank %d: ppvm allocates %llu host bytes, the report says %llu",
+                      name, stmt, r, host[r], rhost[r]);
         less |= vm[0][r] < vm[1][r];
         some |= host[r] > 0;
     }
