@@ -36,9 +36,11 @@
  *    and bf16 copies), set after lowering; 0 when the schedule was not
  *    lowered. host_bytes: likewise what the VM allocates in host memory
  *    for offloaded stashes (pp_plan_host_memory: the plan's host slots,
- *    each sized for the largest stash it holds; a host slot is held for a
- *    whole step, so it can exceed host_peak_bytes, e.g. on 1F1B's last
- *    stage, whose reload follows its offload at once). */
+ *    each sized for the largest stash it holds). It differs from
+ *    host_peak_bytes either way: the plan's Reload goes --prefetch jobs
+ *    before B, the simulator's when B's gradient starts to be made, and a
+ *    host slot is allocated even where the copies meet (1F1B's last
+ *    stage). */
 #ifndef PP_REPORT_H
 #define PP_REPORT_H
 

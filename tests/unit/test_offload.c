@@ -539,6 +539,75 @@ START_TEST(broken_plans_refused)
 }
 END_TEST
 
+/* The library's offload file (schedules/1f1b-offload.pp) compiles, lowers
+ * and passes both proofs over its range (S = 2..5, B = 1, S, 2S+1, every
+ * K); its report's host figure is its plans' host pool, 0 exactly when no
+ * stage offloads; from S = 3 on, at B = 2S+1, worker 0 needs less device
+ * memory once it offloads than at K = 0. (At S = 2 a reload, --prefetch 1
+ * job before its B, follows its offload at once: nothing is saved, and
+ * with priced copies a gradient received earlier can even take a buffer
+ * more, 703424 -> 711616 bytes at K = 1.) A K
+ * outside 0..S and a negative H are refused by its require lines. */
+START_TEST(library_file_over_its_range)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedules/1f1b-offload.pp", PP_ROOT);
+    for (int S = 2; S <= 5; S++) {
+        int Bs[3] = {1, S, 2 * S + 1};
+        for (int bi = 0; bi < 3; bi++) {
+            uint64_t plain = 0;
+            for (int k = 0; k <= S; k++) {
+                pp_define defs[3] = {{"S", S}, {"B", Bs[bi]}, {"K", k}};
+                pp_compiled c;
+                pp_compile_opts o = pp_compile_defaults();
+                o.path = path;
+                o.defs = defs;
+                o.ndefs = 3;
+                o.capture = 1;
+                pp_compile(&o, &c);
+                ck_assert_msg(c.status == PP_COMPILE_OK, "S=%d B=%d K=%d:\n%s", S, Bs[bi], k,
+                              c.msgs);
+                char err[1024];
+                ck_assert_msg(pp_buffer_check(c.plans, S, err, sizeof err) == 0,
+                              "S=%d B=%d K=%d: %s", S, Bs[bi], k, err);
+                ck_assert_msg(pp_verify_world(c.plans, S, err, sizeof err) == 0,
+                              "S=%d B=%d K=%d: %s", S, Bs[bi], k, err);
+                ck_assert_int_eq(c.rep.noffload, k * Bs[bi]);
+                for (int w = 0; w < S; w++) {
+                    uint64_t pool = pp_plan_host_memory(&c.plans[w]);
+                    ck_assert_msg(c.rep.w[w].host_bytes == pool && (pool > 0) == (w < k),
+                                  "S=%d B=%d K=%d worker %d: report %llu host bytes, plan %llu", S,
+                                  Bs[bi], k, w, (unsigned long long)c.rep.w[w].host_bytes,
+                                  (unsigned long long)pool);
+                }
+                uint64_t dev = c.rep.w[0].mem_bytes;
+                if (k == 0)
+                    plain = dev;
+                ck_assert_msg(k == 0 || bi < 2 || S < 3 || dev < plain,
+                              "S=%d B=%d K=%d: worker 0 needs %llu device bytes, %llu at K=0", S,
+                              Bs[bi], k, (unsigned long long)dev, (unsigned long long)plain);
+                pp_compiled_free(&c);
+            }
+        }
+    }
+    pp_define k5[1] = {{"K", 5}}, hneg[1] = {{"H", -1}};
+    const pp_define *defs[2] = {k5, hneg};
+    const char *want[2] = {"requirement failed: K >= 0 && K <= S (K counts stages",
+                           "requirement failed: H >= 0 (H is a bandwidth"};
+    for (int i = 0; i < 2; i++) {
+        pp_compiled c;
+        pp_compile_opts o = pp_compile_defaults();
+        o.path = path;
+        o.defs = defs[i];
+        o.ndefs = 1;
+        o.capture = 1;
+        pp_compile(&o, &c);
+        ck_assert_msg(c.status == PP_COMPILE_ERRORS && strstr(c.msgs, want[i]), "%s", c.msgs);
+        pp_compiled_free(&c);
+    }
+}
+END_TEST
+
 Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
@@ -553,6 +622,7 @@ Suite *offload_suite(void)
     tcase_add_test(tc, torch_csv_refuses);
     tcase_add_test(tc, plans_offload);
     tcase_add_test(tc, broken_plans_refused);
+    tcase_add_test(tc, library_file_over_its_range);
     suite_add_tcase(s, tc);
     return s;
 }
