@@ -376,11 +376,13 @@ START_TEST(test_offload_rows_under_cap)
     }
     pp_search_free(&r);
     /* the printed rows: the offload row leads, its command reproduces */
-    snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --library %s --costs %s "
-             "--mem-limit 2400000", PP_ROOT, dir, costs);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc --search -D W=4 -D B=8 --library %s --costs %s "
+             "--mem-limit 2400000",
+             PP_ROOT, dir, costs);
     char *out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "   1       25.") && strstr(out, "--offload 's < S - 1' --mem-limit "
-                                                              "2400000 -o out/1f1b\n"),
+                                                               "2400000 -o out/1f1b\n"),
                   "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "--library %s --costs %s --mem-limit 2400000", dir, costs);
