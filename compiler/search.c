@@ -42,9 +42,9 @@ static const int prefetches[] = {1, 0, 2};
  * neither their own `recompute` nor their own `offload`: recompute and
  * offload never meet at one (s,b), and a file's own choice is its own.
  * Offload only where the host link has a price (`cost host_bandwidth`, or
- * "host_bandwidth" in --costs, which ppvm --profile measures): with free
- * copies (the default) every offload would cost nothing and lead every
- * front on an assumption nobody made.
+ * "host_bandwidth" in --costs): with free copies (the default) every
+ * offload would cost nothing and lead every front on an assumption nobody
+ * made.
  * Bubble placement of re-run forwards and per-stage choices are the
  * library's recompute files, searched over their own lines. */
 typedef struct {
