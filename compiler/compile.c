@@ -454,9 +454,16 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     if (st != PP_COMPILE_OK)
         return st;
     for (int w = 0; w < c->t.W; w++) { /* a worker's: its rank t = 0's (all alike) */
-        c->rep.w[w].mem_bytes =
-            pp_plan_memory(&c->plans[w * (int)pp_model_tensor(&c->sch.model)]);
+        const pp_plan *p = &c->plans[w * (int)pp_model_tensor(&c->sch.model)];
+        c->rep.w[w].mem_bytes = pp_plan_memory(p);
         c->rep.total.mem_bytes += c->rep.w[w].mem_bytes;
+        /* offload: the host pool ppvm allocates, not the simulated peak */
+        c->rep.w[w].host_bytes = pp_plan_host_memory(p);
+        if (c->rep.w[w].host_bytes == UINT64_MAX) {
+            diag_nomem(d, "for the report's host memory");
+            return PP_COMPILE_NOMEM;
+        }
+        c->rep.total.host_bytes += c->rep.w[w].host_bytes;
     }
     DONE(PP_STAGE_PLANS);
     return PP_COMPILE_OK;

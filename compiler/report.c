@@ -110,8 +110,8 @@ static int peak_activations(pp_report *r, const pp_jobtable *t, const pp_sim_res
         bytes += ev[i].bytes;
         if (ev[i].w >= t->W) { /* host memory (offload) */
             pp_worker_report *hr = &r->w[ev[i].w - t->W];
-            if (bytes > (long long)hr->host_bytes)
-                hr->host_bytes = (uint64_t)bytes;
+            if (bytes > (long long)hr->host_peak_bytes)
+                hr->host_peak_bytes = (uint64_t)bytes;
             continue;
         }
         pp_worker_report *wr = &r->w[ev[i].w];
@@ -394,6 +394,7 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->tensor_allreduces += x->tensor_allreduces;
         tot->tensor_bytes += x->tensor_bytes;
         tot->host_bytes += x->host_bytes;
+        tot->host_peak_bytes += x->host_peak_bytes;
     }
     r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;
     return 0;

@@ -20,8 +20,8 @@
  *    R rebuilt until B (or W) ends.
  *    An offloaded (s,b) (`offload`) is away from the device from the end
  *    of its offload copy to the start of its reload (sim_offload.h);
- *    host_bytes: the most offloaded stash bytes a worker's host memory
- *    holds at once (offload start to reload end).
+ *    host_peak_bytes: the most offloaded stash bytes a worker's host
+ *    memory holds at once in the simulation (offload start to reload end).
  *  - weight_store: stages whose weights the worker holds as owner (every
  *    worker that weights(s,.,.) names for a stage holds a copy).
  *  - grad_store_bytes: a gradient accumulator per stage whose backward the
@@ -34,7 +34,13 @@
  *  - mem_bytes: what the VM allocates for the worker's plan (pp_plan_memory:
  *    every slot, and its own stages' weights, gradients, optimizer state
  *    and bf16 copies), set after lowering; 0 when the schedule was not
- *    lowered. */
+ *    lowered. host_bytes: likewise what the VM allocates in host memory
+ *    for offloaded stashes (pp_plan_host_memory: the plan's host slots,
+ *    each sized for the largest stash it holds). It differs from
+ *    host_peak_bytes either way: the plan's Reload goes --prefetch jobs
+ *    before B, the simulator's when B's gradient starts to be made, and a
+ *    host slot is allocated even where the copies meet (1F1B's last
+ *    stage). */
 #ifndef PP_REPORT_H
 #define PP_REPORT_H
 
@@ -65,7 +71,11 @@ typedef struct {
      * ranks makes in a step, and their bytes (0 when T = 1) */
     long long tensor_allreduces;
     uint64_t tensor_bytes;
-    uint64_t host_bytes; /* offload: the most stash bytes in host memory at once */
+    /* offload: host_bytes, the plan's host pool, what ppvm allocates for
+     * offloaded stashes (pp_plan_host_memory, set after lowering as
+     * mem_bytes is); host_peak_bytes, the most stash bytes the simulation
+     * holds in host memory at once */
+    uint64_t host_bytes, host_peak_bytes;
 } pp_worker_report;
 
 typedef struct {

@@ -139,9 +139,16 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
             fprintf(f, "bytes / %g bytes per time unit\n", t->host_bandwidth);
         else
             fprintf(f, "host bandwidth unlimited (no 'cost host_bandwidth')\n");
-        fprintf(f, "host      bytes held at most:");
+        /* what ppvm allocates (the plan's host pool, as "plan memory" is
+         * the device's), then what the simulation holds at once */
+        fprintf(f, "host      allocated (plan's host pool):");
         for (int w = 0; w < r->W; w++)
             fprintf(f, "%s w%d %s", w ? "," : "", w, pp_human_bytes(r->w[w].host_bytes, hb));
+        if (!r->total.mem_bytes)
+            fprintf(f, " (0: the schedule was not lowered)");
+        fprintf(f, "\n          held at once in the simulation:");
+        for (int w = 0; w < r->W; w++)
+            fprintf(f, "%s w%d %s", w ? "," : "", w, pp_human_bytes(r->w[w].host_peak_bytes, hb));
         fputc('\n', f);
     }
     fprintf(f, "makespan  %g\nbubble    %.2f%% of %d workers x makespan\n", r->makespan,
@@ -215,6 +222,7 @@ enum {
     F_COPYB,
     F_MEM,
     F_HOST,
+    F_HOSTPEAK,
     F_COUNT
 };
 static const char *field_name[F_COUNT] = {"jobs_count",         "busy",
@@ -224,7 +232,8 @@ static const char *field_name[F_COUNT] = {"jobs_count",         "busy",
                                           "peak_act_bytes",     "weight_store",
                                           "weight_store_bytes", "grad_store_bytes",
                                           "opt_store_bytes",    "copy_store_bytes",
-                                          "mem_bytes",          "host_bytes"};
+                                          "mem_bytes",          "host_bytes",
+                                          "host_peak_bytes"};
 
 /* pp_json_str (report.h): jansson escapes; bytes above 0x7f of a string
  * that is not UTF-8 become '?'; NULL is null. */
@@ -298,6 +307,9 @@ static void json_field(FILE *f, const pp_worker_report *x, int k)
         break;
     case F_HOST:
         fprintf(f, "%" PRIu64, x->host_bytes);
+        break;
+    case F_HOSTPEAK:
+        fprintf(f, "%" PRIu64, x->host_peak_bytes);
         break;
     }
 }

@@ -35,14 +35,25 @@
 static const int prefetches[] = {1, 0, 2};
 #define NPREFETCH ((int)(sizeof prefetches / sizeof prefetches[0]))
 
-/* Recomputation tried on every combination whose file has no `recompute`
- * of its own (issue 26), as --recompute EXPR, at the default --prefetch:
- * every stage (Megatron's full recompute) and every stage but the last
- * (which holds the fewest stashes in a pipeline). Per-stage choices and
- * bubble placement are the library's recompute files, searched over their
- * own lines. */
-static const char *const recomputes[] = {"1", "s < S - 1"};
-#define NRECOMPUTE ((int)(sizeof recomputes / sizeof recomputes[0]))
+/* Memory-saving variants tried on every combination (issue 26), at the
+ * default --prefetch, as --recompute EXPR or --offload EXPR: recompute every
+ * stage (Megatron's full recompute) or every stage but the last (which
+ * holds the fewest stashes in a pipeline); offload every stash to host
+ * memory (PipeOffload) or every stage's but the last's. Only in files with
+ * neither their own `recompute` nor their own `offload`: recompute and
+ * offload never meet at one (s,b), and a file's own choice is its own.
+ * Offload only where the host link has a price (`cost host_bandwidth`, or
+ * "host_bandwidth" in --costs): with free copies (the default) every
+ * offload would cost nothing and lead every front on an assumption nobody
+ * made.
+ * Bubble placement of re-run forwards and per-stage choices are the
+ * library's recompute files, searched over their own lines. */
+typedef struct {
+    const char *recompute, *offload; /* the flag's EXPR, or NULL */
+} variant;
+static const variant variants[] = {
+    {"1", NULL}, {"s < S - 1", NULL}, {NULL, "1"}, {NULL, "s < S - 1"}};
+#define NVARIANT ((int)(sizeof variants / sizeof variants[0]))
 
 static double now(void)
 {
@@ -268,7 +279,7 @@ static int shell_word(FILE *f, const char *s)
 
 /* The flags after the file that reproduce a candidate (without -o). */
 static char *cand_args(const family *f, const pp_define *defs, int nd, int prefetch, int keep,
-                       const char *rc)
+                       const variant *v)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -291,9 +302,13 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fprintf(m, " --prefetch %d", prefetch);
     if (keep)
         fputs(" --keep-weights", m);
-    if (rc) {
+    if (v && v->recompute) {
         fputs(" --recompute ", m);
-        shell_word(m, rc);
+        shell_word(m, v->recompute);
+    }
+    if (v && v->offload) {
+        fputs(" --offload ", m);
+        shell_word(m, v->offload);
     }
     if (f->o->model_file) {
         fputs(" --model ", m);
@@ -392,7 +407,7 @@ static char *resolved(const pp_schedule *sch)
 }
 
 static pp_compile_status compile_cand(const family *f, const pp_define *defs, int nd, int prefetch,
-                                      int keep, const char *rc, pp_compiled *c)
+                                      int keep, const variant *v, pp_compiled *c)
 {
     pp_compile_opts co = pp_compile_defaults();
     co.path = f->path;
@@ -414,7 +429,8 @@ static pp_compile_status compile_cand(const family *f, const pp_define *defs, in
     co.model_path = f->o->model_file;
     co.layers_auto = f->o->layers != 0; /* the split auto(L) chooses, under the limit */
     co.auto_mem_limit = f->o->mem_limit;
-    co.recompute = rc;
+    co.recompute = v ? v->recompute : NULL;
+    co.offload = v ? v->offload : NULL;
     return pp_compile(&co, c);
 }
 
@@ -487,13 +503,13 @@ static void judge(const family *f, const pp_compiled *c, uint64_t mem, pp_search
 
 /* Records one candidate. Returns it, or NULL out of memory. */
 static pp_search_cand *record(family *f, const pp_define *defs, int nd, int prefetch, int keep,
-                              const char *rc)
+                              const variant *v)
 {
     pp_search_cand *k = new_cand(f);
     if (!k)
         return NULL;
     k->file = strdup(f->path);
-    k->args = cand_args(f, defs, nd, prefetch, keep, rc);
+    k->args = cand_args(f, defs, nd, prefetch, keep, v);
     if (!k->file || !k->args)
         return NULL;
     return k;
@@ -584,6 +600,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     judge(f, &c, peak_memory(c.plans, (int)c.plans[0].world), base);
     int usable = base->state != PP_CAND_REFUSED;
     int fetches = c.rep.total.weight_recv > 0, own_recompute = c.sch.recompute;
+    int own_offload = c.sch.offload, priced_host = c.t.host_bandwidth > 0;
     /* The other prefetches change only the lowering: same simulation. */
     for (int i = 1; usable && i < NPREFETCH && !rc; i++) {
         pp_lower_opts lo = {prefetches[i], 0};
@@ -638,11 +655,16 @@ static int try_combination(family *f, const pp_define *defs, int nd)
         }
         pp_compiled_free(&c);
     }
-    /* Recomputation (recomputes above): a refused variant (F and B on
-     * different workers) is listed as refused, like any candidate. */
-    for (int i = 0; usable && !own_recompute && i < NRECOMPUTE && !rc; i++) {
-        st = compile_cand(f, defs, nd, prefetches[0], 0, recomputes[i], &c);
-        pp_search_cand *k = record(f, defs, nd, prefetches[0], 0, recomputes[i]);
+    /* Recompute and offload (variants above): a refused variant (F and B
+     * on different workers) is listed as refused, like any candidate. */
+    for (int i = 0; usable && i < NVARIANT && !rc; i++) {
+        const variant *v = &variants[i];
+        if (own_recompute || own_offload)
+            break;
+        if (v->offload && !priced_host)
+            continue;
+        st = compile_cand(f, defs, nd, prefetches[0], 0, v, &c);
+        pp_search_cand *k = record(f, defs, nd, prefetches[0], 0, v);
         if (!k) {
             f->fatal = PP_SEARCH_NOMEM;
             rc = -1;

@@ -13,9 +13,10 @@
  * the line (the Cartesian product of its values) is one combination; each
  * combination is compiled in process (compile.h) with -D W and -D B, with
  * --prefetch 1, 0 and 2 and, where its plan fetches weights, again with
- * --keep-weights, and (files without their own `recompute`) with
- * --recompute 1 and 's < S - 1'. A candidate is the file, its -D values and
- * those flags.
+ * --keep-weights, and (files without their own `recompute` or `offload`)
+ * with --recompute 1 and 's < S - 1', and where the host link has a price
+ * (a host bandwidth, search.c says why) --offload 1 and 's < S - 1'. A
+ * candidate is the file, its -D values and those flags.
  *
  * A candidate the compile refuses (any error: a `require`, a placement
  * outside the workers, a deadlock, a per-stage --costs array of another

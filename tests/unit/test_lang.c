@@ -804,6 +804,9 @@ START_TEST(library_requirements_fire)
          "requirement failed: W >= 1 && S % W == 0 (stage s "
          "runs on worker s % W: S must be a multiple of W) "
          "with W=4, S=6"},
+        {"1f1b-offload.pp", {{"W", 5}}, 1, "requirement failed: W == S"},
+        {"1f1b-offload.pp", {{"K", -1}}, 1, "requirement failed: K >= 0 && K <= S"},
+        {"1f1b-offload.pp", {{"H", -1}}, 1, "requirement failed: H >= 0"},
     };
     for (size_t i = 0; i < sizeof lib / sizeof lib[0]; i++) {
         compiled c;

@@ -176,8 +176,9 @@ START_TEST(host_copy_lane)
 }
 END_TEST
 
-/* The report: device peak stash bytes drop by what is away, host bytes
- * say what the host holds; report.txt and report.json carry both. */
+/* The report: device peak stash bytes drop by what is away, the
+ * simulated host bytes say what the host holds at once; report.txt and
+ * report.json carry both. Not lowered, the allocated host figure is 0. */
 START_TEST(report_memory)
 {
     pp_compiled c0, c1;
@@ -196,12 +197,14 @@ START_TEST(report_memory)
                       (unsigned long long)c1.rep.w[w].peak_act_bytes,
                       (unsigned long long)c0.rep.w[w].peak_act_bytes);
         /* in host memory: at least one, at most every stash it holds */
-        ck_assert_msg(c1.rep.w[w].host_bytes >= stash &&
-                          c1.rep.w[w].host_bytes <= (uint64_t)(4 - w) * stash,
-                      "worker %d: host bytes %llu", w, (unsigned long long)c1.rep.w[w].host_bytes);
+        ck_assert_msg(c1.rep.w[w].host_peak_bytes >= stash &&
+                          c1.rep.w[w].host_peak_bytes <= (uint64_t)(4 - w) * stash,
+                      "worker %d: simulated host bytes %llu", w,
+                      (unsigned long long)c1.rep.w[w].host_peak_bytes);
         ck_assert_int_eq(c1.rep.w[w].peak_act, c0.rep.w[w].peak_act); /* still in flight */
+        ck_assert_uint_eq(c1.rep.w[w].host_bytes, 0);                 /* not lowered */
     }
-    ck_assert_uint_eq(c1.rep.w[3].host_bytes, 0);
+    ck_assert_uint_eq(c1.rep.w[3].host_peak_bytes, 0);
     ck_assert_uint_eq(c1.rep.w[3].peak_act_bytes, c0.rep.w[3].peak_act_bytes);
     char *txt = NULL, *json = NULL;
     size_t n;
@@ -213,16 +216,60 @@ START_TEST(report_memory)
     ck_assert_int_eq(pp_report_write_json(f, &c1.rep, &info, &c1.t, &c1.sim), 0);
     fclose(f);
     ck_assert_msg(strstr(txt, "strict order, offload 12 of 16 (s,b))"), "%s", txt);
-    ck_assert_msg(strstr(txt, "host      bytes held at most: w0 "), "%s", txt);
+    ck_assert_msg(strstr(txt, "host      allocated (plan's host pool): w0 0 B, ") &&
+                      strstr(txt, "(0: the schedule was not lowered)") &&
+                      strstr(txt, "          held at once in the simulation: w0 "),
+                  "%s", txt);
     ck_assert_msg(strstr(json, "\"offloads\": 12"), "%s", json);
     char want[96];
-    snprintf(want, sizeof want, "\"host_bytes\": [%llu, ",
+    snprintf(want, sizeof want, "\"host_peak_bytes\": [%llu, ",
              (unsigned long long)(4 * pp_stage_stash_bytes(&c0.sch.model, 4, 0)));
     ck_assert_msg(strstr(json, want), "no '%s' in %s", want, json);
+    ck_assert_msg(strstr(json, "\"host_bytes\": [0, 0, 0, 0"), "%s", json);
     free(txt);
     free(json);
     pp_compiled_free(&c0);
     pp_compiled_free(&c1);
+}
+END_TEST
+
+/* Lowered, the report's host figure is what ppvm allocates: each worker's
+ * plan's host pool (pp_plan_host_memory), as mem_bytes is its device
+ * figure, on 1F1B with offload everywhere, on selected stages, and mixed
+ * with recompute. The simulated peak can be less: 1F1B's last stage
+ * reloads right after it offloads, so the simulation holds nothing there,
+ * but its plan still has a host slot for the copy. */
+START_TEST(report_host_is_allocated)
+{
+    static const char *const stmt[] = {"offload when 1\n", "offload when s < S - 1\n",
+                                       "offload when s == 1 && b < 2\n",
+                                       "recompute when s == 0\noffload when s > 0\n"};
+    for (size_t k = 0; k < sizeof stmt / sizeof *stmt; k++) {
+        char src[1024];
+        snprintf(src, sizeof src, "%s%s", ONE_F_ONE_B, stmt[k]);
+        pp_compiled c;
+        compile_text(&c, src, PP_STAGE_PLANS, NULL);
+        ck_assert_msg(c.status == PP_COMPILE_OK, "'%s': %s", stmt[k], c.msgs);
+        uint64_t total = 0;
+        for (int w = 0; w < 4; w++) {
+            uint64_t pool = pp_plan_host_memory(&c.plans[w]);
+            ck_assert_msg(c.rep.w[w].host_bytes == pool,
+                          "'%s' worker %d: the report says %llu host bytes, the plan "
+                          "allocates %llu",
+                          stmt[k], w, (unsigned long long)c.rep.w[w].host_bytes,
+                          (unsigned long long)pool);
+            total += pool;
+        }
+        ck_assert_uint_eq(c.rep.total.host_bytes, total);
+        ck_assert_msg(total > 0, "'%s': no host pool", stmt[k]);
+        if (k == 0) {
+            ck_assert_uint_eq(c.rep.w[3].host_peak_bytes, 0);
+            ck_assert_uint_eq(c.rep.w[3].host_bytes, pp_stage_stash_bytes(&c.sch.model, 4, 3));
+        }
+        if (k == 1) /* stage 3 keeps its stashes: no host slot there */
+            ck_assert_uint_eq(c.rep.w[3].host_bytes, 0);
+        pp_compiled_free(&c);
+    }
 }
 END_TEST
 
@@ -492,6 +539,75 @@ START_TEST(broken_plans_refused)
 }
 END_TEST
 
+/* The library's offload file (schedules/1f1b-offload.pp) compiles, lowers
+ * and passes both proofs over its range (S = 2..5, B = 1, S, 2S+1, every
+ * K); its report's host figure is its plans' host pool, 0 exactly when no
+ * stage offloads; from S = 3 on, at B = 2S+1, worker 0 needs less device
+ * memory once it offloads than at K = 0. (At S = 2 a reload, --prefetch 1
+ * job before its B, follows its offload at once: nothing is saved, and
+ * with priced copies a gradient received earlier can even take a buffer
+ * more, 703424 -> 711616 bytes at K = 1.) A K
+ * outside 0..S and a negative H are refused by its require lines. */
+START_TEST(library_file_over_its_range)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedules/1f1b-offload.pp", PP_ROOT);
+    for (int S = 2; S <= 5; S++) {
+        int Bs[3] = {1, S, 2 * S + 1};
+        for (int bi = 0; bi < 3; bi++) {
+            uint64_t plain = 0;
+            for (int k = 0; k <= S; k++) {
+                pp_define defs[3] = {{"S", S}, {"B", Bs[bi]}, {"K", k}};
+                pp_compiled c;
+                pp_compile_opts o = pp_compile_defaults();
+                o.path = path;
+                o.defs = defs;
+                o.ndefs = 3;
+                o.capture = 1;
+                pp_compile(&o, &c);
+                ck_assert_msg(c.status == PP_COMPILE_OK, "S=%d B=%d K=%d:\n%s", S, Bs[bi], k,
+                              c.msgs);
+                char err[1024];
+                ck_assert_msg(pp_buffer_check(c.plans, S, err, sizeof err) == 0,
+                              "S=%d B=%d K=%d: %s", S, Bs[bi], k, err);
+                ck_assert_msg(pp_verify_world(c.plans, S, err, sizeof err) == 0,
+                              "S=%d B=%d K=%d: %s", S, Bs[bi], k, err);
+                ck_assert_int_eq(c.rep.noffload, k * Bs[bi]);
+                for (int w = 0; w < S; w++) {
+                    uint64_t pool = pp_plan_host_memory(&c.plans[w]);
+                    ck_assert_msg(c.rep.w[w].host_bytes == pool && (pool > 0) == (w < k),
+                                  "S=%d B=%d K=%d worker %d: report %llu host bytes, plan %llu", S,
+                                  Bs[bi], k, w, (unsigned long long)c.rep.w[w].host_bytes,
+                                  (unsigned long long)pool);
+                }
+                uint64_t dev = c.rep.w[0].mem_bytes;
+                if (k == 0)
+                    plain = dev;
+                ck_assert_msg(k == 0 || bi < 2 || S < 3 || dev < plain,
+                              "S=%d B=%d K=%d: worker 0 needs %llu device bytes, %llu at K=0", S,
+                              Bs[bi], k, (unsigned long long)dev, (unsigned long long)plain);
+                pp_compiled_free(&c);
+            }
+        }
+    }
+    pp_define k5[1] = {{"K", 5}}, hneg[1] = {{"H", -1}};
+    const pp_define *defs[2] = {k5, hneg};
+    const char *want[2] = {"requirement failed: K >= 0 && K <= S (K counts stages",
+                           "requirement failed: H >= 0 (H is a bandwidth"};
+    for (int i = 0; i < 2; i++) {
+        pp_compiled c;
+        pp_compile_opts o = pp_compile_defaults();
+        o.path = path;
+        o.defs = defs[i];
+        o.ndefs = 1;
+        o.capture = 1;
+        pp_compile(&o, &c);
+        ck_assert_msg(c.status == PP_COMPILE_ERRORS && strstr(c.msgs, want[i]), "%s", c.msgs);
+        pp_compiled_free(&c);
+    }
+}
+END_TEST
+
 Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
@@ -499,12 +615,14 @@ Suite *offload_suite(void)
     tcase_add_test(tc, statement_errors);
     tcase_add_test(tc, host_copy_lane);
     tcase_add_test(tc, report_memory);
+    tcase_add_test(tc, report_host_is_allocated);
     tcase_add_test(tc, costs_key);
     tcase_add_test(tc, offload_option);
     tcase_add_test(tc, trace_draws_copies);
     tcase_add_test(tc, torch_csv_refuses);
     tcase_add_test(tc, plans_offload);
     tcase_add_test(tc, broken_plans_refused);
+    tcase_add_test(tc, library_file_over_its_range);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -180,8 +180,8 @@ START_TEST(greedy_releases_r_with_the_gradient)
 }
 END_TEST
 
-/* Compiles into *keep when given (a pp_compiled cannot be copied: its
- * message stream writes through pointers into the struct itself). */
+/* Compiled into *keep when given (the caller frees it), else freed here:
+ * a pp_compiled is never copied by value, its memstream points into it. */
 static uint64_t mem_of(const char *src, int rank, pp_compiled *keep)
 {
     pp_compiled local, *c = keep ? keep : &local;

@@ -327,6 +327,88 @@ START_TEST(test_printed_commands_reproduce)
 }
 END_TEST
 
+/* Offload under a cap (issue 26): 1F1B at batch 128 (stashes dominate)
+ * is over 2400000 bytes as written; with a priced host link (1e6 bytes per
+ * time unit) offloading every stage's stash but the last's fits and beats
+ * recomputing them (the copies overlap compute; a re-run forward does
+ * not), and offloading every stash is slower than both. Each offload
+ * row's numbers are what its command gives, and its printed command
+ * reproduces it. Free copies (no host bandwidth) bring no offload row, nor
+ * does a file with its own `offload`. */
+START_TEST(test_offload_rows_under_cap)
+{
+    char *dir = temp_dir(), cmd[2048], costs[600];
+    snprintf(cmd, sizeof cmd, "sed 's/batch   = 16/batch   = 128/' %s/1f1b.pp > %s/1f1b.pp", LIB,
+             dir);
+    free(run_expect(cmd, 0));
+    write_file(dir, "c.json", "{\"host_bandwidth\": 1e6}\n");
+    snprintf(costs, sizeof costs, "%s/c.json", dir);
+    pp_search_opts o = opts(dir, 4, 8);
+    o.costs = costs;
+    o.mem_limit = 2400000;
+    pp_search_result r;
+    search(&o, &r, PP_SEARCH_OK);
+    /* three prefetches over the cap, two recomputes, two offloads */
+    ck_assert_int_eq(r.n, 7);
+    ck_assert_int_eq(r.over, 3);
+    ck_assert_int_gt(r.nfront, 0);
+    const pp_search_cand *best = &r.c[r.front[0]], *rec = NULL, *all = NULL;
+    ck_assert_msg(strstr(best->args, "--offload 's < S - 1' --mem-limit 2400000"), "best: %s",
+                  best->args);
+    for (int i = 0; i < r.n; i++) {
+        if (strstr(r.c[i].args, "--recompute 's < S - 1'"))
+            rec = &r.c[i];
+        if (strstr(r.c[i].args, "--offload 1 "))
+            all = &r.c[i];
+    }
+    ck_assert_ptr_nonnull(rec);
+    ck_assert_ptr_nonnull(all);
+    ck_assert_msg(best->time > 22 && best->time < rec->time && all->time > rec->time,
+                  "offload s < S - 1: %g, recompute s < S - 1: %g, offload 1: %g (plain 22)",
+                  best->time, rec->time, all->time);
+    ck_assert_uint_le(best->mem, o.mem_limit);
+    for (const pp_search_cand *k = best; k; k = k == best ? all : NULL) {
+        double t, m;
+        run_candidate(k->file, k->args, &t, &m);
+        ck_assert_msg(same_time(t, k->time) && m == (double)k->mem,
+                      "%s %s: the search says %g and %llu bytes, ppc %g and %.0f", k->file, k->args,
+                      k->time, (unsigned long long)k->mem, t, m);
+    }
+    pp_search_free(&r);
+    /* the printed rows: the offload row leads, its command reproduces */
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc --search -D W=4 -D B=8 --library %s --costs %s "
+             "--mem-limit 2400000",
+             PP_ROOT, dir, costs);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, "   1       25.") && strstr(out, "--offload 's < S - 1' --mem-limit "
+                                                               "2400000 -o out/1f1b\n"),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "--library %s --costs %s --mem-limit 2400000", dir, costs);
+    ck_assert_int_ge(check_printed_rows(cmd), 1);
+
+    /* free copies: no offload row */
+    o.costs = NULL;
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.n, 5);
+    for (int i = 0; i < r.n; i++)
+        ck_assert_msg(!strstr(r.c[i].args, "--offload"), "%s", r.c[i].args);
+    pp_search_free(&r);
+    /* a file with its own offload: tried as it is */
+    o.costs = costs;
+    snprintf(cmd, sizeof cmd, "printf 'offload when s == 0\\n' >> %s/1f1b.pp", dir);
+    free(run_expect(cmd, 0));
+    search(&o, &r, PP_SEARCH_OK);
+    ck_assert_int_eq(r.n, 3);
+    for (int i = 0; i < r.n; i++)
+        ck_assert_msg(!strstr(r.c[i].args, "--offload") && !strstr(r.c[i].args, "--recompute"),
+                      "%s", r.c[i].args);
+    pp_search_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
 /* Rows within float noise of each other are one time: the larger leaves
  * the front (issue 29: a row as fast as another up to the last digits but
  * larger was listed); a real difference keeps both; equals: the first. */
@@ -1542,6 +1624,7 @@ Suite *search_suite(void)
     TCase *cli = tcase_create("cli");
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, test_printed_commands_reproduce);
+    tcase_add_test(cli, test_offload_rows_under_cap);
     tcase_add_test(cli, test_output_layout);
     tcase_add_test(cli, test_errors);
     tcase_add_test(cli, test_json_output);

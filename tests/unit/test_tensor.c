@@ -206,6 +206,7 @@ static void library_with(const char *name, int T)
 static const char *const LIBRARY[] = {
     "1f1b-bubble-recompute.pp",
     "1f1b-recompute.pp",
+    "1f1b-offload.pp",
     "1f1b-gpt.pp",
     "1f1b-greedy.pp",
     "1f1b-limit.pp",
