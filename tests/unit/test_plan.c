@@ -132,28 +132,42 @@ static void expect_valid(const pp_plan *p, pp_plan_status status, const char *wa
 /* ------------------------------------------------------------- metadata */
 
 /* The opcode numbers of the plan file, pinned: a plan written by an older
- * ppc must mean the same to a newer ppvm. This list is format 7's and is
- * never edited: a new opcode is appended to isa/opcodes.h with the next
- * number, and the test then requires PP_PLAN_VERSION past format 7. */
-#define PINNED_VERSION 7u
-static const char *const PINNED[] = {
-    "LoadMicroBatch", "Forward",        "SendActivation", "RecvActivation", "Backward",
-    "BackwardInput",  "BackwardWeight", "SendGrad",       "RecvGrad",       "FetchWeights",
-    "SendWeights",    "ZeroGrads",      "SendWeightGrad", "RecvWeightGrad", "ReduceGrads",
-    "OptimizerStep",  "GroupStart",     "GroupEnd",       "Overlap",
+ * ppc must mean the same to a newer ppvm. Each format's list is never
+ * edited: a new opcode is appended to isa/opcodes.h with the next number,
+ * and the test then requires PP_PLAN_VERSION past the last pinned format
+ * (and a new list for it, appended here). */
+static const struct {
+    unsigned version;
+    int first, n; /* its opcodes: first .. first + n - 1 */
+    const char *const *names;
+} PINNED[] = {
+    {7, 0, 19,
+     (const char *const[]){"LoadMicroBatch", "Forward", "SendActivation", "RecvActivation",
+                           "Backward", "BackwardInput", "BackwardWeight", "SendGrad", "RecvGrad",
+                           "FetchWeights", "SendWeights", "ZeroGrads", "SendWeightGrad",
+                           "RecvWeightGrad", "ReduceGrads", "OptimizerStep", "GroupStart",
+                           "GroupEnd", "Overlap"}},
+    {8, 19, 8,
+     (const char *const[]){"Recompute", "TensorReduce", "StashTiedGrad", "SendTiedGrad",
+                           "RecvTiedGrad", "AddTiedGrad", "Offload", "Reload"}},
 };
 
 START_TEST(test_opcode_numbers_are_pinned)
 {
-    int n = (int)(sizeof PINNED / sizeof PINNED[0]);
-    for (int op = 0; op < n; op++)
-        ck_assert_msg(!strcmp(pp_op_name(op), PINNED[op]),
-                      "opcode %d is %s but plans of format %u call it %s: numbers never move", op,
-                      pp_op_name(op), PINNED_VERSION, PINNED[op]);
-    ck_assert_msg(PP_OP_COUNT >= n && PP_PLAN_VERSION >= PINNED_VERSION,
+    int formats = (int)(sizeof PINNED / sizeof PINNED[0]), n = 0;
+    unsigned last = PINNED[formats - 1].version;
+    for (int f = 0; f < formats; f++) {
+        ck_assert_int_eq(PINNED[f].first, n); /* the lists follow each other */
+        for (int i = 0; i < PINNED[f].n; i++, n++)
+            ck_assert_msg(n < (int)PP_OP_COUNT && !strcmp(pp_op_name(n), PINNED[f].names[i]),
+                          "opcode %d is %s but plans of format %u call it %s: numbers never move",
+                          n, n < (int)PP_OP_COUNT ? pp_op_name(n) : "(none)", PINNED[f].version,
+                          PINNED[f].names[i]);
+    }
+    ck_assert_msg(PP_OP_COUNT >= n && PP_PLAN_VERSION >= last,
                   "opcodes were removed (%d opcodes, format %u; pinned: %d, format %u)",
-                  (int)PP_OP_COUNT, PP_PLAN_VERSION, n, PINNED_VERSION);
-    ck_assert_msg(PP_OP_COUNT == n || PP_PLAN_VERSION > PINNED_VERSION,
+                  (int)PP_OP_COUNT, PP_PLAN_VERSION, n, last);
+    ck_assert_msg(PP_OP_COUNT == n || PP_PLAN_VERSION > last,
                   "the opcode set grew (%d opcodes; format %u had %d): bump PP_PLAN_VERSION",
                   (int)PP_OP_COUNT, PP_PLAN_VERSION, n);
 }
