@@ -72,49 +72,55 @@ static inline pp_stage_frame mlp_frame_of(const mlp_layouts *y)
 }
 
 /* ------------------------------------------------------------------------ */
-/* gpt                                                                       */
+/* transformers: gpt, and llama (llama_frame.h)                              */
 
-typedef struct {
-    gpt_shape sh;
-    gpt_param_layout P;
-    gpt_stash_layout L;
-    gpt_work_layout W;
-    size_t BT; /* rows: batch * context */
-} gpt_layouts;
+/* gpt's and llama's layouts name their fields alike (isa/gpt_layout.h,
+ * isa/llama_layout.h), so one definition gives each kind its
+ * KIND_layouts struct, KIND_layouts_of and KIND_frame_of. */
+#define PP_TRANSFORMER_FRAME(KIND)                                                                 \
+    typedef struct {                                                                               \
+        KIND##_shape sh;                                                                           \
+        KIND##_param_layout P;                                                                     \
+        KIND##_stash_layout L;                                                                     \
+        KIND##_work_layout W;                                                                      \
+        size_t BT; /* rows: batch * context */                                                     \
+    } KIND##_layouts;                                                                              \
+                                                                                                   \
+    static inline KIND##_layouts KIND##_layouts_of(const pp_model *m, int S, int s)                \
+    {                                                                                              \
+        KIND##_layouts y;                                                                          \
+        y.sh = KIND##_shape_of(m, S, s);                                                           \
+        y.P = KIND##_param_layout_of(&y.sh);                                                       \
+        y.L = KIND##_stash_layout_of(&y.sh);                                                       \
+        y.W = KIND##_work_layout_of(&y.sh);                                                        \
+        y.BT = (size_t)y.sh.B * (size_t)y.sh.T;                                                    \
+        return y;                                                                                  \
+    }                                                                                              \
+                                                                                                   \
+    static inline pp_stage_frame KIND##_frame_of(const KIND##_layouts *y)                          \
+    {                                                                                              \
+        pp_stage_frame f;                                                                          \
+        f.nb = y->sh.L;                                                                            \
+        f.first = y->sh.first;                                                                     \
+        f.last = y->sh.last;                                                                       \
+        f.bf16 = y->sh.bf16;                                                                       \
+        f.params = y->P.total;                                                                     \
+        f.pblocks = y->P.layers;                                                                   \
+        f.pblock_stride = y->P.layer_stride;                                                       \
+        f.tokens = y->L.tokens;                                                                    \
+        f.blocks = y->L.layers;                                                                    \
+        f.block_stride = y->L.layer_stride;                                                        \
+        f.head_in = y->L.xf;                                                                       \
+        f.wblocks = y->L.wlayers;                                                                  \
+        f.wblock_stride = y->L.wlayer_stride;                                                      \
+        f.wdx0 = y->L.wdx0;                                                                        \
+        f.dx = y->W.dx;                                                                            \
+        f.wide = y->W.wide;                                                                        \
+        f.ca = y->W.ca;                                                                            \
+        f.cb = y->W.cb;                                                                            \
+        return f;                                                                                  \
+    }
 
-static inline gpt_layouts gpt_layouts_of(const pp_model *m, int S, int s)
-{
-    gpt_layouts y;
-    y.sh = gpt_shape_of(m, S, s);
-    y.P = gpt_param_layout_of(&y.sh);
-    y.L = gpt_stash_layout_of(&y.sh);
-    y.W = gpt_work_layout_of(&y.sh);
-    y.BT = (size_t)y.sh.B * (size_t)y.sh.T;
-    return y;
-}
-
-static inline pp_stage_frame gpt_frame_of(const gpt_layouts *y)
-{
-    pp_stage_frame f;
-    f.nb = y->sh.L;
-    f.first = y->sh.first;
-    f.last = y->sh.last;
-    f.bf16 = y->sh.bf16;
-    f.params = y->P.total;
-    f.pblocks = y->P.layers;
-    f.pblock_stride = y->P.layer_stride;
-    f.tokens = y->L.tokens;
-    f.blocks = y->L.layers;
-    f.block_stride = y->L.layer_stride;
-    f.head_in = y->L.xf;
-    f.wblocks = y->L.wlayers;
-    f.wblock_stride = y->L.wlayer_stride;
-    f.wdx0 = y->L.wdx0;
-    f.dx = y->W.dx;
-    f.wide = y->W.wide;
-    f.ca = y->W.ca;
-    f.cb = y->W.cb;
-    return f;
-}
+PP_TRANSFORMER_FRAME(gpt)
 
 #endif
