@@ -242,7 +242,7 @@ int pp_vm_core_init(pp_vm_core *c, pp_run *run, const pp_vm_mem *mem, const pp_v
     c->state = calloc((size_t)S, sizeof *c->state);
     c->compute = calloc((size_t)S, sizeof *c->compute);
     c->deferred = malloc((p->ninstr + 1) * sizeof *c->deferred);
-    c->g_zero = calloc((size_t)S, 1); /* unknown at start: the first step adds */
+    c->g_zero = calloc((size_t)S, 1); /* unknown until the backend zeroes them */
     if (!c->params || !c->grads || !c->state || !c->compute || !c->deferred || !c->g_zero) {
         snprintf(err, errlen, "out of memory");
         return -1;

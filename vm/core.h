@@ -205,6 +205,8 @@ void pp_vm_core_note(pp_vm_core *c, pp_nf_kind kind, int s, int b, double value)
 void pp_vm_core_g_zero_set(pp_vm_core *c, const pp_vm_job *j);
 int pp_vm_core_g_zero_take(pp_vm_core *c, const pp_vm_job *j);
 void pp_vm_core_g_zero_forget(pp_vm_core *c, int s);
+/* Every stage's gradients hold zeros (the backend zeroed them at start-up). */
+void pp_vm_core_g_zero_all(pp_vm_core *c);
 
 /* Whether stage s's OptimizerStep waits for commit (--skip-nonfinite), and
  * if so notes it. */

@@ -7,7 +7,11 @@
  * the mark at the backward that writes them first, and forgets it at
  * anything else that writes them (a received or reduced gradient, a tied
  * gradient's sum, --deterministic's sums). A wgrad slot or
- * --deterministic's per-job buffer is never marked: those keep adding. */
+ * --deterministic's per-job buffer is never marked: those keep adding.
+ * A backend that zeroes the gradients it allocates marks them all before
+ * the first step (pp_vm_core_g_zero_all), so step 1 writes too, and a step
+ * captured as a CUDA graph at step 1 starts from the marks every later
+ * step starts from (vm/graph_cuda.c compares them before each replay). */
 #include "core.h"
 
 #include <string.h>
@@ -38,4 +42,10 @@ void pp_vm_core_g_zero_forget(pp_vm_core *c, int s)
         c->g_zero[s] = 0;
     else if (c->g_zero)
         memset(c->g_zero, 0, c->p->S);
+}
+
+void pp_vm_core_g_zero_all(pp_vm_core *c)
+{
+    if (c->g_zero) /* (take asks whether a stage's gradients are this rank's) */
+        memset(c->g_zero, 1, c->p->S);
 }

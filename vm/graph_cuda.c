@@ -24,10 +24,24 @@
  * no stream (the step before has ended on the host), so the graph waits
  * on nothing recorded outside it, and ends with none again.
  *
- * A run whose step waits on the host, or differs from step to step beyond
- * those two inputs, launches instruction by instruction instead
- * (cvm_graph_blocker says why, and rank 0 prints it once): the mpi
- * transport (its staging copies and MPI calls), --deterministic (the host
+ * Piecewise, under --transport mpi (several ranks sharing one GPU): the
+ * transfers wait on the host (staging copies, MPI calls), so the step is
+ * cut at each of them. Each run of instructions between two transfers (a
+ * segment) is captured once and replayed as its own graph; the transfers
+ * run as launched, between the launches. At each seam the streams meet:
+ * after a segment every other stream waits for the compute stream (the
+ * graph's end, where its forked streams joined), and before one the
+ * compute stream waits for every other stream (the transfers' copies), so
+ * neither side needs the other's buffer events, which every seam forgets.
+ * The host state that captured instructions keep is put back as a replay
+ * needs it: which stage's weights the mpi transport's pinned buffer holds
+ * is forgotten at each seam (a segment may have updated them).
+ *
+ * A run whose step waits on the host inside its compute, or differs from
+ * step to step beyond those two inputs, launches instruction by
+ * instruction instead (cvm_graph_blocker says why, and rank 0 prints it
+ * once): tensor parallelism over the mpi transport (its all-reduces stage
+ * through the host inside a job), --deterministic (the host
  * sums each microbatch's gradients), --skip-nonfinite (the updates wait
  * for the ranks' agreement), --profile (events the host reads per job),
  * --no-compute (it times each instruction on the host) and PP_INJECT_NAN
@@ -46,17 +60,38 @@
 #include "guard.h"
 
 typedef struct cvm_graph cvm_graph;
+
+/* A run of instructions [first, end) captured as one graph. */
+typedef struct {
+    uint32_t first, end;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+} cvm_segment;
+
 struct cvm_graph {
     const char *why;              /* NULL: steps are graphs; else why not */
-    int captured;                 /* the step's graph exists */
-    cudaGraph_t graph;            /* captured at the first step */
-    cudaGraphExec_t exec;         /* and instantiated, replayed each step */
+    int captured;                 /* every segment's graph exists */
+    int piecewise;                /* the step is cut at its transfers (mpi) */
+    uint32_t nseg;                /* segments: 1 for a whole step */
+    cvm_segment *seg;             /* [nseg], in plan order */
+    uint32_t *seg_at;             /* [ninstr] index + 1 of the segment starting there, or 0 */
     cudaEvent_t fork;             /* the capture's start, which every stream waits for */
     cudaEvent_t join[ST_COUNT];   /* each stream's end, which the compute stream waits for */
+    cudaEvent_t seam[ST_COUNT];   /* piecewise: the streams meeting between segment and transfer */
     pp_cu_step_hyper *hyper_dev;  /* the step's lr and bias corrections (device) */
     pp_cu_step_hyper *hyper_host; /* pinned: copied into hyper_dev before each launch */
     signed char *nf_kind;         /* [ninstr] the captured step's checks (cuda_vm.nf_kind) */
+    unsigned char *g_zero;        /* [S] the core's zeroed-gradient marks the capture began with */
 };
+
+/* Under --transport mpi: whether instruction in waits on the host (a
+ * transfer or ReduceGrads: staging copies and MPI calls), so it runs as
+ * launched, between segments. */
+static int host_instr(const cuda_vm *v, const pp_instr *in)
+{
+    return v->transport == PP_TRANSPORT_MPI &&
+           (pp_op_is_transfer(in->op) || in->op == PP_OP_ReduceGrads);
+}
 
 const char *cvm_graph_blocker(const cuda_vm *v)
 {
@@ -65,9 +100,9 @@ const char *cvm_graph_blocker(const cuda_vm *v)
         return "--graph off";
     if (o->deterministic) /* (before mpi: it takes --transport mpi) */
         return "--deterministic: the host sums each microbatch's weight gradients inside the step";
-    if (v->transport == PP_TRANSPORT_MPI)
-        return "--transport mpi: its transfers wait on the host inside a step (staging copies "
-               "and MPI calls); --transport nccl is captured";
+    if (v->transport == PP_TRANSPORT_MPI && pp_model_tensor(&v->p->model) > 1)
+        return "--transport mpi with tensor parallelism: its all-reduces wait on the host inside "
+               "each job; --transport nccl is captured";
     if (o->skip_nonfinite)
         return "--skip-nonfinite: the step's optimizer updates wait for the ranks' agreement on "
                "the host";
@@ -79,6 +114,33 @@ const char *cvm_graph_blocker(const cuda_vm *v)
     if (v->c.inject_step)
         return "PP_INJECT_NAN: the test hook changes one step, which a replayed graph cannot";
     return NULL;
+}
+
+/* The segments: the maximal runs of instructions between host ones that
+ * hold a job (a run of markers alone runs as launched: nothing to replay).
+ * 0, or -1 out of memory. */
+static int cut(cuda_vm *v, cvm_graph *g)
+{
+    const pp_plan *p = v->p;
+    if (!(g->seg = calloc(p->ninstr + 1, sizeof *g->seg)) ||
+        !(g->seg_at = calloc(p->ninstr + 1, sizeof *g->seg_at)))
+        return -1;
+    for (uint32_t i = 0; i < p->ninstr;) {
+        if (host_instr(v, &p->code[i])) {
+            i++;
+            continue;
+        }
+        uint32_t e = i, work = 0;
+        for (; e < p->ninstr && !host_instr(v, &p->code[e]); e++)
+            work += pp_op(p->code[e].op) && pp_op(p->code[e].op)->kind != PP_KIND_MARKER;
+        if (work) {
+            g->seg[g->nseg] = (cvm_segment){.first = i, .end = e};
+            g->seg_at[i] = ++g->nseg;
+        }
+        i = e;
+    }
+    g->piecewise = v->transport == PP_TRANSPORT_MPI;
+    return 0;
 }
 
 int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
@@ -99,7 +161,8 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
     }
     if (g->why)
         return 0;
-    if (!(g->nf_kind = calloc(v->p->ninstr + 1, 1))) {
+    if (!(g->nf_kind = calloc(v->p->ninstr + 1, 1)) || !(g->g_zero = calloc(v->p->S, 1)) ||
+        cut(v, g)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -108,8 +171,11 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
         rc = cudaHostAlloc((void **)&g->hyper_host, sizeof *g->hyper_host, cudaHostAllocDefault);
     if (rc == cudaSuccess)
         rc = cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming);
-    for (int i = 0; i < ST_COUNT && rc == cudaSuccess; i++)
+    for (int i = 0; i < ST_COUNT && rc == cudaSuccess; i++) {
         rc = cudaEventCreateWithFlags(&g->join[i], cudaEventDisableTiming);
+        if (rc == cudaSuccess)
+            rc = cudaEventCreateWithFlags(&g->seam[i], cudaEventDisableTiming);
+    }
     if (rc != cudaSuccess) {
         snprintf(err, errlen, "CUDA graph set-up: %s", cudaGetErrorString(rc));
         return -1;
@@ -117,24 +183,41 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
     return 0;
 }
 
+/* Every segment's graph gone (the streams idle). */
+static void drop_graphs(cvm_graph *g)
+{
+    for (uint32_t k = 0; g->seg && k < g->nseg; k++) {
+        if (g->seg[k].exec)
+            cudaCheck(cudaGraphExecDestroy(g->seg[k].exec));
+        if (g->seg[k].graph)
+            cudaCheck(cudaGraphDestroy(g->seg[k].graph));
+        g->seg[k].exec = NULL;
+        g->seg[k].graph = NULL;
+    }
+    g->captured = 0;
+}
+
 void cvm_graph_teardown(cuda_vm *v)
 {
     cvm_graph *g = v->graph;
     if (!g)
         return;
-    if (g->exec)
-        cudaCheck(cudaGraphExecDestroy(g->exec));
-    if (g->graph)
-        cudaCheck(cudaGraphDestroy(g->graph));
+    drop_graphs(g);
     if (g->fork)
         cudaCheck(cudaEventDestroy(g->fork));
-    for (int i = 0; i < ST_COUNT; i++)
+    for (int i = 0; i < ST_COUNT; i++) {
         if (g->join[i])
             cudaCheck(cudaEventDestroy(g->join[i]));
+        if (g->seam[i])
+            cudaCheck(cudaEventDestroy(g->seam[i]));
+    }
     cudaCheck(cudaFree(g->hyper_dev));
     if (g->hyper_host)
         cudaCheck(cudaFreeHost(g->hyper_host));
     free(g->nf_kind);
+    free(g->g_zero);
+    free(g->seg);
+    free(g->seg_at);
     free(g);
     v->graph = NULL;
 }
@@ -146,6 +229,10 @@ void cvm_graph_report(const cuda_vm *v)
         return;
     if (g->why)
         printf("graph: off, launching instruction by instruction (%s)\n", g->why);
+    else if (g->piecewise)
+        printf("graph: on, piecewise: rank 0's step captured once as %u CUDA graph%s, replayed "
+               "between its --transport mpi transfers, which the host makes\n",
+               g->nseg, g->nseg == 1 ? "" : "s");
     else
         printf("graph: on, each rank's step captured once as a CUDA graph and replayed\n");
     fflush(stdout);
@@ -157,7 +244,8 @@ const pp_cu_step_hyper *cvm_graph_hyper(const cuda_vm *v)
 }
 
 /* Every buffer with no last operation: the step before is over on the
- * host, so nothing in the graph needs to wait for an event of it. */
+ * host (or, piecewise, the streams met at a seam), so nothing in the graph
+ * needs to wait for an event of it. */
 static void forget_streams(cuda_vm *v)
 {
     const pp_plan *p = v->p;
@@ -167,8 +255,15 @@ static void forget_streams(cuda_vm *v)
         v->slot_dep[k].stream = -1;
 }
 
-/* The step's instructions through the core's dispatch, captured. */
-static void capture(cuda_vm *v)
+/* Segment k's instructions through the core's dispatch, captured. Which
+ * backward writes its weight gradients at beta 0 (vm/grads_zero.c) is
+ * decided here from the core's marks, so the graph holds those GEMMs as
+ * they are: it is right for every step that starts from the same marks.
+ * The gradients are zeroed at start-up and every step's updates zero them
+ * again, so step 1 and each later step start alike; a plan whose step
+ * left other marks (gradients some step does not zero) is captured again
+ * at the next step, from the marks it then has, which its step keeps. */
+static void capture(cuda_vm *v, cvm_segment *sg)
 {
     cvm_graph *g = v->graph;
     const pp_plan *p = v->p;
@@ -179,7 +274,7 @@ static void capture(cuda_vm *v)
     for (int i = 0; i < ST_COUNT; i++)
         if (i != ST_COMPUTE)
             cudaCheck(cudaStreamWaitEvent(v->st[i], g->fork, 0));
-    for (uint32_t i = 0; i < p->ninstr; i++) {
+    for (uint32_t i = sg->first; i < sg->end; i++) {
         pp_guard_instr(i, &p->code[i]);
         pp_vm_core_exec(v, &p->code[i]);
     }
@@ -188,11 +283,9 @@ static void capture(cuda_vm *v)
             cudaCheck(cudaEventRecord(g->join[i], v->st[i]));
             cudaCheck(cudaStreamWaitEvent(cs, g->join[i], 0));
         }
-    cudaCheck(cudaStreamEndCapture(cs, &g->graph));
-    cudaCheck(cudaGraphInstantiate(&g->exec, g->graph, 0));
-    memcpy(g->nf_kind, v->nf_kind, p->ninstr);
+    cudaCheck(cudaStreamEndCapture(cs, &sg->graph));
+    cudaCheck(cudaGraphInstantiate(&sg->exec, sg->graph, 0));
     forget_streams(v);
-    g->captured = 1;
 }
 
 /* The step's inputs where the graph reads them: every microbatch this rank
@@ -212,16 +305,61 @@ static void fill_inputs(cuda_vm *v)
                               cudaMemcpyHostToDevice, v->st[ST_COMPUTE]));
 }
 
+/* Piecewise: the streams meet. into_graph: the compute stream waits for
+ * every other (the transfers before the segment); else every other waits
+ * for the compute stream (the segment's graph, before the transfers). */
+static void seam(cuda_vm *v, int into_graph)
+{
+    cvm_graph *g = v->graph;
+    cudaStream_t cs = v->st[ST_COMPUTE];
+    if (!into_graph)
+        cudaCheck(cudaEventRecord(g->seam[ST_COMPUTE], cs));
+    for (int i = 0; i < ST_COUNT; i++)
+        if (i != ST_COMPUTE && into_graph) {
+            cudaCheck(cudaEventRecord(g->seam[i], v->st[i]));
+            cudaCheck(cudaStreamWaitEvent(cs, g->seam[i], 0));
+        } else if (i != ST_COMPUTE)
+            cudaCheck(cudaStreamWaitEvent(v->st[i], g->seam[ST_COMPUTE], 0));
+}
+
 int cvm_graph_step(void *be)
 {
     cuda_vm *v = be;
     cvm_graph *g = v->graph;
+    const pp_plan *p = v->p;
     if (!g || g->why)
         return 0;
     fill_inputs(v);
-    if (!g->captured)
-        capture(v);
-    cudaCheck(cudaGraphLaunch(g->exec, v->st[ST_COMPUTE]));
-    memcpy(v->nf_kind, g->nf_kind, v->p->ninstr); /* end_step's read_checks clears them */
+    int capturing = !g->captured || memcmp(g->g_zero, v->c.g_zero, p->S);
+    if (capturing) {
+        drop_graphs(g); /* (the streams idle: the step before has ended) */
+        memcpy(g->g_zero, v->c.g_zero, p->S);
+    }
+    for (uint32_t i = 0; i < p->ninstr;) {
+        if (!g->seg_at[i]) { /* a transfer (or markers), as launched */
+            pp_guard_instr(i, &p->code[i]);
+            pp_vm_core_exec(v, &p->code[i]);
+            i++;
+            continue;
+        }
+        cvm_segment *sg = &g->seg[g->seg_at[i] - 1];
+        if (g->piecewise)
+            seam(v, 1);
+        if (capturing)
+            capture(v, sg);
+        cudaCheck(cudaGraphLaunch(sg->exec, v->st[ST_COMPUTE]));
+        if (g->piecewise) {
+            seam(v, 0);
+            forget_streams(v);
+            for (uint32_t s = 0; s < p->S; s++) /* the segment may have updated them */
+                cvm_params_changed(v, (int)s);
+        }
+        i = sg->end;
+    }
+    if (capturing) {
+        memcpy(g->nf_kind, v->nf_kind, p->ninstr);
+        g->captured = 1;
+    }
+    memcpy(v->nf_kind, g->nf_kind, p->ninstr); /* end_step's read_checks clears them */
     return 1;
 }

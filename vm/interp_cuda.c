@@ -122,7 +122,8 @@
  *
  * Whole steps as CUDA graphs (vm/graph_cuda.c, ppvm --graph): where the run
  * allows, the driver's step is cvm_graph_step, which runs the instructions
- * below once under stream capture and replays the graph every step; then
+ * below once under stream capture and replays the graph every step
+ * (piecewise under --transport mpi: a graph between two transfers); then
  * op_load only copies the tokens the host put in the pinned buffer before
  * the launch, and op_update reads the step's lr from the device.
  *
@@ -404,6 +405,9 @@ static void init_weights(cuda_vm *v)
                                           pp_vm_core_own_count(&v->c, s) * sizeof(float),
                                       v->st[ST_COMPUTE]));
     }
+    /* zeroed: step 1's first backward writes them too (vm/grads_zero.c), as
+     * every later step's does, so a step captured at step 1 is every step */
+    pp_vm_core_g_zero_all(&v->c);
     cudaCheck(cudaDeviceSynchronize()); /* start-up only */
 }
 

@@ -54,9 +54,13 @@ def read_run(out, name):
             r["ms"].append(float(ms))
         note = [ln for ln in log.splitlines() if "attention" in ln]
         r["note"] = "; ".join(note[:2])
-        # ppvm's "graph: on, ..." or "graph: off, launching ... (why)" (vm/README.md)
+        # ppvm's "graph: on, ..." (whole steps, or piecewise: N graphs between
+        # the mpi transfers) or "graph: off, launching ... (why)" (vm/README.md)
         g = re.search(r"^graph: (on|off)[^(\n]*(?:\((.*)\))?$", log, re.M)
-        if g:
+        pw = re.search(r"^graph: on, piecewise: .* as (\d+) CUDA graph", log, re.M)
+        if pw:
+            r["graph"] = "on (piecewise, %s graphs)" % pw.group(1)
+        elif g:
             r["graph"] = g.group(1) + (" (%s)" % g.group(2).split(":")[0] if g.group(2) else "")
     else:
         js = [ln for ln in log.splitlines() if ln.startswith("{")]

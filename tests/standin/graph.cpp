@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string.h>
 #include <vector>
 
 #include "standin.h"
@@ -86,6 +87,9 @@ struct Capture {
 static std::map<cudaStream_t, Capture *> g_cap;  /* streams in a capture */
 static std::map<cudaEvent_t, Capture *> g_evcap; /* events recorded in one */
 
+/* what the captures that ended well hold: pp_si_capture_counts */
+static long g_graphs, g_graph_ops, g_graph_memsets;
+
 int pp_si_capture_take(cudaStream_t st, const char *what, const pp_si_access *acc, int nacc,
                        std::function<void()> &start, std::function<int()> &done)
 {
@@ -104,6 +108,13 @@ int pp_si_capture_take(cudaStream_t st, const char *what, const pp_si_access *ac
     op.done = std::move(done);
     it->second->g->ops.push_back(std::move(op));
     return 1;
+}
+
+void pp_si_capture_counts(long *graphs, long *ops, long *memsets)
+{
+    *graphs = g_graphs;
+    *ops = g_graph_ops;
+    *memsets = g_graph_memsets;
 }
 
 int pp_si_capture_sync(void)
@@ -159,6 +170,14 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph)
     for (auto i = g_evcap.begin(); i != g_evcap.end();)
         i = i->second == c ? g_evcap.erase(i) : std::next(i);
     int invalid = c->invalid;
+    if (!invalid) {
+        g_graphs++;
+        for (const CapOp &op : c->g->ops)
+            if (op.kind == CAP_OP) {
+                g_graph_ops++;
+                g_graph_memsets += !strcmp(op.what, "cudaMemsetAsync");
+            }
+    }
     *graph = invalid ? NULL : c->g;
     if (invalid)
         delete c->g;

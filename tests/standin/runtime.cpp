@@ -143,7 +143,8 @@ static pp_si_stream g_null_stream = {0, 1, 1, {0}, {}, 0};
  * stream ran, so that an overlapped pair's second job is seen on the
  * second compute stream; and the device and pinned allocations made, so
  * that two runs differing only in their steps show that no step
- * allocates. */
+ * allocates; and the CUDA graphs captured (graph.cpp), with their
+ * operations and memsets. */
 static long g_gemm_ops[MAXS];
 static int g_alloc_ids;
 /* cuBLAS GEMMs (not cuBLASLt's) by beta, 0 or not: the claim that the
@@ -162,6 +163,12 @@ __attribute__((destructor)) static void standin_report(void)
             rank ? rank : "-", g_alloc_ids, streams, streams == 1 ? "" : "s");
     fprintf(stderr, "standin: rank %s: cuBLAS GEMMs at beta 0: %ld, other beta: %ld\n",
             rank ? rank : "-", g_gemm_beta0, g_gemm_beta1);
+    long graphs, ops, memsets;
+    pp_si_capture_counts(&graphs, &ops, &memsets);
+    fprintf(stderr,
+            "standin: rank %s: CUDA graphs captured: %ld, holding %ld operations, %ld "
+            "memsets\n",
+            rank ? rank : "-", graphs, ops, memsets);
 }
 static pp_si_stream *g_stream[MAXS] = {&g_null_stream};
 static int g_nstreams = 1;

@@ -38,6 +38,10 @@ int pp_si_capture_take(cudaStream_t st, const char *what, const pp_si_access *ac
 int pp_si_capture_sync(void);
 void pp_si_capture_event_record(cudaEvent_t ev, cudaStream_t st);
 void pp_si_capture_event_wait(cudaStream_t st, cudaEvent_t ev);
+/* For PP_STANDIN_REPORT: the graphs whose capture ended well, the
+ * operations they hold and how many of those are memsets (a step's graph
+ * that zeroes gradients with a memset shows it here). */
+void pp_si_capture_counts(long *graphs, long *ops, long *memsets);
 
 /* The device cudaSetDevice chose. */
 extern "C" int pp_si_current_device(void);

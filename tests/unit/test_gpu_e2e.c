@@ -933,16 +933,17 @@ START_TEST(standin_streams_and_allocations)
 }
 END_TEST
 
-/* The first backward of a step into gradients the optimizer just zeroed
- * writes its weight gradients (cuBLAS beta 0) instead of adding them (issue
- * 30; vm/grads_zero.c), on the stand-ins' own count of GEMMs by beta. Step
- * 1 cannot know its gradients hold zeros, so all its weight-gradient GEMMs
- * add; every later step's first backward writes, so each step after the
- * first runs W fewer GEMMs at beta 1 (W: the stage's weight-gradient GEMMs,
- * 2 per mlp block and 1 for the head), and 2 * beta1(1 step) - beta1(2
- * steps) = W exactly. The weights are held to the CPU's by the other cases
- * of this suite (B = 4 microbatches: overwriting where the gradients were
- * not zero would lose three quarters of them). */
+/* The first backward of a step into gradients that hold zeros (zeroed at
+ * start-up, then by each step's updates) writes its weight gradients
+ * (cuBLAS beta 0) instead of adding them (issue 30; vm/grads_zero.c), on
+ * the stand-ins' own count of GEMMs by beta. Every other GEMM of a step
+ * runs at beta 0, so of a step's B backwards into a stage only the B - 1
+ * after the first add: (B - 1) * W GEMMs at beta 1 per step, step 1
+ * included (W: the stage's weight-gradient GEMMs, 2 per mlp block and 1 for
+ * the head; a step 1 that added would show B * W). The weights are held to
+ * the CPU's by the other cases of this suite (B = 4 microbatches:
+ * overwriting where the gradients were not zero would lose three quarters
+ * of them). */
 static long standin_beta1(const char *dir, int np, int r, int steps)
 {
     char args[2048], want[64];
@@ -974,10 +975,11 @@ START_TEST(standin_first_backward_writes_grads)
         for (int r = 0; r < 2; r++) {
             long one = standin_beta1(dir, 2, r, 1), two = standin_beta1(dir, 2, r, 2);
             int w = r == 0 ? 2 : 3; /* W1, W2; the last stage also Wh */
-            ck_assert_msg(2 * one - two == w,
-                          "%s rank %d: %ld GEMMs at beta 1 in 1 step, %ld in 2: step 2 wrote %ld "
-                          "weight gradients at beta 0, expected %d",
-                          bf ? "bf16" : "fp32", r, one, two, 2 * one - two, w);
+            ck_assert_msg(one == 3 * w && two == 2 * one,
+                          "%s rank %d: %ld GEMMs at beta 1 in 1 step, %ld in 2: expected %d a "
+                          "step (B - 1 = 3 backwards adding %d weight gradients each; the first "
+                          "writes them, step 1's too)",
+                          bf ? "bf16" : "fp32", r, one, two, 3 * w, w);
         }
         remove_dir(dir);
     }

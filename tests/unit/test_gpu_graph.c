@@ -10,8 +10,12 @@
  * rank and as a 2-rank 1F1B pipeline over nccl, in fp32 and bf16, for the
  * mlp and the GPT, with SGD and AdamW under a learning-rate warmup (so a
  * replay that kept the captured step's tokens, learning rate or AdamW step
- * would differ), and 1F1B with re-run forwards and offload's host copies. The runs that must launch say why (--transport mpi,
- * --deterministic, --skip-nonfinite, --profile, --no-compute,
+ * would differ), and 1F1B with re-run forwards and offload's host copies;
+ * over --transport mpi (ranks sharing a GPU) the step replays piecewise,
+ * one graph between two transfers, with the same bits (1F1B, mlp and GPT,
+ * fp32 and bf16; FSDP's weight sends). The runs that must launch say why
+ * (tensor parallelism over mpi, --deterministic, --skip-nonfinite,
+ * --profile, --no-compute,
  * PP_INJECT_NAN, --graph off); --graph on refuses them, and the cpu
  * backend; bad --graph values are usage errors. On the stand-ins' own
  * count, replayed steps allocate nothing (1 step and 3 allocate alike). */
@@ -48,29 +52,41 @@ __attribute__((noinline)) static char *ok_run(int np, const char *args)
 }
 
 /* The cases: ranks, model (NULL: the schedule's mlp), precision and
- * optimizer flags for ppc, training flags for ppvm, and the schedule (NULL:
- * 1f1b.pp). */
+ * optimizer flags for ppc, training flags for ppvm, the schedule (NULL:
+ * 1f1b.pp) and the transport (NULL: nccl, one GPU a rank; mpi: the ranks
+ * share one GPU and the step is replayed piecewise, as graphs between the
+ * transfers). */
 static const struct {
     int np;
-    const char *gpt, *ppc, *vm, *sched;
+    const char *gpt, *ppc, *vm, *sched, *transport;
 } cases[] = {
-    {1, NULL, "-D S=1 -D B=4", "--warmup 2", NULL},
-    {1, NULL, "-D S=1 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
-    {1, "1", "-D S=1 -D B=2 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
-    {1, "1", "-D S=1 -D B=2 --precision bf16", "--warmup 2", NULL},
-    {2, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
-    {2, NULL, "-D S=2 -D B=4 --precision bf16", "--warmup 2", NULL},
-    {2, "1", "-D S=2 -D B=4", "--warmup 2", NULL},
-    {2, "1", "-D S=2 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL},
+    {1, NULL, "-D S=1 -D B=4", "--warmup 2", NULL, NULL},
+    {1, NULL, "-D S=1 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL,
+     NULL},
+    {1, "1", "-D S=1 -D B=2 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL, NULL},
+    {1, "1", "-D S=1 -D B=2 --precision bf16", "--warmup 2", NULL, NULL},
+    {2, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL, NULL},
+    {2, NULL, "-D S=2 -D B=4 --precision bf16", "--warmup 2", NULL, NULL},
+    {2, "1", "-D S=2 -D B=4", "--warmup 2", NULL, NULL},
+    {2, "1", "-D S=2 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL,
+     NULL},
     /* re-run forwards and offload's copies to pinned host slots, captured too */
-    {2, NULL, "-D S=2 -D B=4 -D K=1 --offload 's > 0'", "", "1f1b-recompute.pp"},
+    {2, NULL, "-D S=2 -D B=4 -D K=1 --offload 's > 0'", "", "1f1b-recompute.pp", NULL},
+    /* piecewise: 1F1B over --transport mpi, fp32 and bf16, mlp and GPT */
+    {2, NULL, "-D S=2 -D B=4", "--warmup 2", NULL, "mpi"},
+    {2, NULL, "-D S=2 -D B=4 --precision bf16 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL,
+     "mpi"},
+    {2, "1", "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", NULL, "mpi"},
+    {2, "1", "-D S=2 -D B=4 --precision bf16", "--warmup 2", NULL, "mpi"},
+    /* FSDP's weight sends from a pinned copy, which a replayed update makes stale */
+    {4, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", "fsdp.pp", "mpi"},
 };
 
 /* 1F1B: replayed steps end with the launched steps' weights, bit for bit. */
 START_TEST(replay_matches_launch)
 {
-    int np = cases[_i].np;
-    if (!have_gpu() || gpus() < np) {
+    int np = cases[_i].np, mpi = cases[_i].transport != NULL;
+    if (!have_gpu() || gpus() < (mpi ? 1 : np)) {
         test_skipped("needs %d GPU%s (nccl: one per rank)\n", np, np > 1 ? "s" : "");
         return;
     }
@@ -90,13 +106,15 @@ START_TEST(replay_matches_launch)
     const char *mode[2] = {"auto", "off"};
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof cmd,
-                 "--backend cuda --transport nccl --graph %s --steps 3 --timeout 120 %s "
+                 "--backend cuda --transport %s --graph %s --steps 3 --timeout 120 %s "
                  "--save %s/%s %s/plan",
-                 mode[k], cases[_i].vm, dir, mode[k], dir);
+                 mpi ? "mpi" : "nccl", mode[k], cases[_i].vm, dir, mode[k], dir);
         out[k] = ok_run(np, cmd);
     }
-    ck_assert_msg(strstr(out[0], "graph: on, each rank's step captured once") != NULL,
-                  "case %d: --graph auto did not replay its steps:\n%s", _i, out[0]);
+    const char *on = mpi ? "graph: on, piecewise: rank 0's step captured once as "
+                         : "graph: on, each rank's step captured once";
+    ck_assert_msg(strstr(out[0], on) != NULL, "case %d: --graph auto did not replay its steps:\n%s",
+                  _i, out[0]);
     ck_assert_msg(strstr(out[1], "graph: off, launching instruction by instruction (--graph off)"),
                   "case %d: --graph off did not say it launches:\n%s", _i, out[1]);
     snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0", PP_ROOT,
@@ -126,7 +144,6 @@ START_TEST(fallback_reasons)
     }
     char *dir = compile_plan("1f1b.pp", "-D S=1 -D B=2"), cmd[4096];
     static const char *const why[][3] = {
-        {"", "--transport mpi", "--transport mpi: its transfers wait on the host"},
         {"", "--transport mpi --deterministic", "--deterministic: the host sums each microbatch"},
         {"", "--transport nccl --skip-nonfinite", "--skip-nonfinite: the step's optimizer updates"},
         {"", "--transport nccl --profile PROFILE", "--profile: each job is timed by events"},
@@ -182,6 +199,128 @@ START_TEST(fallback_reasons)
 }
 END_TEST
 
+/* The captured step's first backward into each stage writes its weight
+ * gradients (cuBLAS beta 0, vm/grads_zero.c), as a launched step's does:
+ * the gradients are zeroed at start-up and by every step's updates, so the
+ * step captured at step 1 starts from what every replay starts from. On the
+ * stand-ins' own counts, a 2-rank GPipe (one mlp block a stage, B = 4)
+ * replayed for 3 steps captured one graph a rank, whose GEMMs (the only
+ * ones a replayed run calls) hold (B - 1) * W at beta 1 (W: the stage's
+ * weight-gradient GEMMs: 2, and the head's 1), and whose memsets are none
+ * on rank 0 and on rank 1 only its 2 a microbatch (the loss accumulator,
+ * the input gradient): no pass zeroes gradients. */
+START_TEST(replay_writes_first_grads)
+{
+    if (strcmp(PPVM, "ppvm-standin") || gpus() < 2) {
+        test_skipped("the stand-in runtime's own counts, 2 stand-in GPUs\n");
+        return;
+    }
+    const char *prec[2] = {"", " --precision bf16"};
+    for (int bf = 0; bf < 2; bf++) {
+        char defs[128], cmd[2048];
+        snprintf(defs, sizeof defs, "-D S=2 -D B=4%s", prec[bf]);
+        char *dir = compile_plan("gpipe.pp", defs);
+        snprintf(cmd, sizeof cmd, "--backend cuda --transport nccl --graph on --steps 3 %s/plan",
+                 dir);
+        setenv("PP_STANDIN_REPORT", "1", 1);
+        char *out = ok_run(2, cmd);
+        unsetenv("PP_STANDIN_REPORT");
+        for (int r = 0; r < 2; r++) {
+            char want[96];
+            long b0 = -1, b1 = -1, graphs = -1, ops = -1, memsets = -1;
+            snprintf(want, sizeof want, "standin: rank %d: cuBLAS GEMMs at beta 0: ", r);
+            const char *p = strstr(out, want);
+            ck_assert_msg(p && sscanf(p + strlen(want), "%ld, other beta: %ld", &b0, &b1) == 2,
+                          "no beta count from rank %d:\n%s", r, out);
+            snprintf(want, sizeof want, "standin: rank %d: CUDA graphs captured: ", r);
+            p = strstr(out, want);
+            ck_assert_msg(p && sscanf(p + strlen(want), "%ld, holding %ld operations, %ld memsets",
+                                      &graphs, &ops, &memsets) == 3,
+                          "no graph count from rank %d:\n%s", r, out);
+            int w = r == 0 ? 2 : 3;
+            ck_assert_msg(graphs == 1 && b1 == 3 * w,
+                          "%s rank %d: %ld graphs captured, their GEMMs %ld at beta 1: expected 1 "
+                          "graph and %d (the first backward writing, the 3 after it adding %d "
+                          "each)",
+                          bf ? "bf16" : "fp32", r, graphs, b1, 3 * w, w);
+            ck_assert_msg(memsets == (r == 0 ? 0 : 2 * 4),
+                          "%s rank %d: the captured step holds %ld memsets, expected %d (none "
+                          "zeroing gradients)",
+                          bf ? "bf16" : "fp32", r, memsets, r == 0 ? 0 : 2 * 4);
+        }
+        free(out);
+        remove_dir(dir);
+    }
+}
+END_TEST
+
+/* Piecewise (--transport mpi): a 2-rank 1F1B sharing one GPU says how many
+ * graphs rank 0's step is, the stand-ins count as many captured on rank 0,
+ * and replayed steps allocate nothing (1 step and 3 make as many
+ * allocations on each rank). Tensor parallelism over mpi, whose all-reduces
+ * wait on the host inside a job, launches instead and says why. */
+START_TEST(piecewise_mpi)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=4"), cmd[4096];
+    int allocs[2][2] = {{-1, -1}, {-1, -1}};
+    long said = -1;
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "--backend cuda --transport mpi --graph on --steps %d %s/plan",
+                 1 + 2 * k, dir);
+        setenv("PP_STANDIN_REPORT", "1", 1);
+        char *out = ok_run(2, cmd);
+        unsetenv("PP_STANDIN_REPORT");
+        const char *want = "graph: on, piecewise: rank 0's step captured once as ";
+        const char *at = strstr(out, want);
+        ck_assert_msg(at && sscanf(at + strlen(want), "%ld CUDA graphs", &said) == 1 && said > 1,
+                      "--graph on over mpi did not say it replays piecewise:\n%s", out);
+        for (int r = 0; r < 2 && !strcmp(PPVM, "ppvm-standin"); r++) {
+            char w[96];
+            long graphs = -1, ops, memsets;
+            snprintf(w, sizeof w, "standin: rank %d: CUDA graphs captured: ", r);
+            at = strstr(out, w);
+            ck_assert_msg(at && sscanf(at + strlen(w), "%ld, holding %ld operations, %ld memsets",
+                                       &graphs, &ops, &memsets) == 3,
+                          "no graph count from rank %d:\n%s", r, out);
+            ck_assert_msg(r != 0 || graphs == said,
+                          "rank 0 said its step is %ld graphs, the stand-ins captured %ld", said,
+                          graphs);
+            snprintf(w, sizeof w, "standin: rank %d: ", r);
+            at = strstr(out, w);
+            ck_assert_msg(at != NULL, "no allocation count from rank %d:\n%s", r, out);
+            allocs[k][r] = atoi(at + strlen(w));
+        }
+        free(out);
+    }
+    if (!strcmp(PPVM, "ppvm-standin"))
+        for (int r = 0; r < 2; r++)
+            ck_assert_msg(allocs[0][r] > 0 && allocs[1][r] == allocs[0][r],
+                          "rank %d, piecewise: %d device and pinned allocations in 1 step, %d in "
+                          "3: a replay allocates",
+                          r, allocs[0][r], allocs[1][r]);
+    remove_dir(dir);
+    char *src = temp_dir(), path[1024];
+    snprintf(path, sizeof path, "%s/t.pp", src);
+    snprintf(cmd, sizeof cmd, "cp %s/schedules/1f1b.pp %s && printf '\\ntensor = 2\\n' >> %s",
+             PP_ROOT, path, path);
+    free(run_expect(cmd, 0));
+    dir = compile_plan(path, "-D S=1 -D B=2");
+    snprintf(cmd, sizeof cmd, "--backend cuda --transport mpi --steps 1 %s/plan", dir);
+    char *out = ok_run(2, cmd);
+    ck_assert_msg(strstr(out,
+                         "graph: off, launching instruction by instruction (--transport "
+                         "mpi with tensor parallelism: its all-reduces wait on the host") != NULL,
+                  "tensor = 2 over mpi did not say why it launches:\n%s", out);
+    free(out);
+    remove_dir(dir);
+    remove_dir(src);
+}
+END_TEST
+
 /* Everywhere: the flag's errors, and the cpu backend has no graphs. */
 START_TEST(graph_flag_errors)
 {
@@ -221,6 +360,8 @@ Suite *gpu_graph_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, graph_flag_errors);
     tcase_add_test(tc, fallback_reasons);
+    tcase_add_test(tc, replay_writes_first_grads);
+    tcase_add_test(tc, piecewise_mpi);
     tcase_add_loop_test(tc, replay_matches_launch, 0, (int)(sizeof cases / sizeof cases[0]));
     suite_add_tcase(s, tc);
     return s;
