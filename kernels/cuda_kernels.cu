@@ -29,6 +29,7 @@
 
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "optim_step_cuda.h"
 #include "../isa/model_desc.h"
 
 /* ------------------------------------------------------------------------ */
@@ -687,24 +688,12 @@ extern "C" cudaError_t pp_cu_sum_into(const float *loss, int n, double *acc, cud
 /* ------------------------------------------------------------------------ */
 /* Optimisers                                                                */
 
-/* The updated weight's bf16 compute copy, written in the optimizer's own
- * pass when the stage computes in bf16 (copy != NULL): a separate
- * pp_cu_f32_to_bf16 pass read every weight again, about 1 ms a step for the
- * gpu-bench model's 537 M weights on an H100. */
-static __device__ __forceinline__ void store_copy(uint16_t *copy, size_t i, float w)
-{
-    if (copy)
-        copy[i] = __bfloat16_as_ushort(__float2bfloat16_rn(w));
-}
-
+/* The updates' arithmetic is optim_step_cuda.h's, shared with a replayed
+ * step's kernels (optim_graph_cuda.cu). */
 static __global__ void sgd_step_kernel(float *p, float *g, size_t n, float lr, uint16_t *copy)
 {
-    for (size_t i = global_index(); i < n; i += global_stride()) {
-        float w = p[i] - lr * g[i];
-        p[i] = w;
-        g[i] = 0.0f;
-        store_copy(copy, i, w);
-    }
+    for (size_t i = global_index(); i < n; i += global_stride())
+        pp_cu_sgd_one(p, g, i, lr, copy);
 }
 
 /* bc1 = 1 - beta1^t and bc2 = 1 - beta2^t come from the host, computed as
@@ -713,19 +702,8 @@ static __global__ void adamw_step_kernel(float *p, float *g, float *m, float *v,
                                          float beta1, float beta2, float eps, float weight_decay,
                                          float bc1, float bc2, uint16_t *copy)
 {
-    for (size_t i = global_index(); i < n; i += global_stride()) {
-        float gi = g[i];
-        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi / bc1, vhat = vi / bc2;
-        float w = p[i];
-        w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
-        p[i] = w;
-        g[i] = 0.0f;
-        store_copy(copy, i, w);
-    }
+    for (size_t i = global_index(); i < n; i += global_stride())
+        pp_cu_adamw_one(p, g, m, v, i, lr, beta1, beta2, eps, weight_decay, bc1, bc2, copy);
 }
 
 extern "C" cudaError_t pp_cu_sgd_step(float *p, float *g, size_t n, float lr, uint16_t *copy,
