@@ -37,13 +37,21 @@
  * needs it: which stage's weights the mpi transport's pinned buffer holds
  * is forgotten at each seam (a segment may have updated them).
  *
+ * --skip-nonfinite (nccl): the core defers the OptimizerSteps as when
+ * launched; the capture ends with the step's decision on the device (its
+ * records reduced to a flag, summed over the ranks by an all-reduce), then
+ * the deferred updates, whose kernels only zero the gradients where the
+ * flag is set (decide_and_update). The host's own agreement after the step
+ * reads the same records, so it says the same and has nothing to commit.
+ *
  * A run whose step waits on the host inside its compute, or differs from
  * step to step beyond those two inputs, launches instruction by
  * instruction instead (cvm_graph_blocker says why, and rank 0 prints it
  * once): tensor parallelism over the mpi transport (its all-reduces stage
  * through the host inside a job), --deterministic (the host
- * sums each microbatch's gradients), --skip-nonfinite (the updates wait
- * for the ranks' agreement), --profile (events the host reads per job),
+ * sums each microbatch's gradients), --skip-nonfinite over mpi (the ranks
+ * would agree on the host before the updates), --profile (events the host
+ * reads per job),
  * --no-compute (it times each instruction on the host) and PP_INJECT_NAN
  * (a NaN in one step). --graph on refuses such a run; --graph off always
  * launches. A capture that fails on the device (a library that cannot be
@@ -58,6 +66,7 @@
 #include "../kernels/model.h"
 #include "check.h"
 #include "guard.h"
+#include "nccl_check.h"
 
 typedef struct cvm_graph cvm_graph;
 
@@ -82,6 +91,9 @@ struct cvm_graph {
     pp_cu_step_hyper *hyper_host; /* pinned: copied into hyper_dev before each launch */
     signed char *nf_kind;         /* [ninstr] the captured step's checks (cuda_vm.nf_kind) */
     unsigned char *g_zero;        /* [S] the core's zeroed-gradient marks the capture began with */
+    int capturing;                /* inside a capture: no host wait (op_committed) */
+    float *bad_dev;               /* --skip-nonfinite: the ranks' finding, summed (device) */
+    signed char *code_dev;        /* [ninstr] each record's kind and lane (pp_cu_step_bad) */
 };
 
 /* Under --transport mpi: whether instruction in waits on the host (a
@@ -103,9 +115,9 @@ const char *cvm_graph_blocker(const cuda_vm *v)
     if (v->transport == PP_TRANSPORT_MPI && pp_model_tensor(&v->p->model) > 1)
         return "--transport mpi with tensor parallelism: its all-reduces wait on the host inside "
                "each job; --transport nccl is captured";
-    if (o->skip_nonfinite)
-        return "--skip-nonfinite: the step's optimizer updates wait for the ranks' agreement on "
-               "the host";
+    if (o->skip_nonfinite && v->transport == PP_TRANSPORT_MPI)
+        return "--skip-nonfinite with --transport mpi: the ranks would agree on the host between "
+               "the checks and the updates; --transport nccl agrees on the device";
     if (o->profile)
         return "--profile: each job is timed by events that the host reads, which a replayed "
                "graph does not record";
@@ -176,6 +188,10 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
         if (rc == cudaSuccess)
             rc = cudaEventCreateWithFlags(&g->seam[i], cudaEventDisableTiming);
     }
+    if (rc == cudaSuccess && v->opts->skip_nonfinite)
+        rc = cudaMalloc((void **)&g->bad_dev, sizeof *g->bad_dev);
+    if (rc == cudaSuccess && v->opts->skip_nonfinite)
+        rc = cudaMalloc((void **)&g->code_dev, v->p->ninstr + 1);
     if (rc != cudaSuccess) {
         snprintf(err, errlen, "CUDA graph set-up: %s", cudaGetErrorString(rc));
         return -1;
@@ -212,6 +228,8 @@ void cvm_graph_teardown(cuda_vm *v)
             cudaCheck(cudaEventDestroy(g->seam[i]));
     }
     cudaCheck(cudaFree(g->hyper_dev));
+    cudaCheck(cudaFree(g->bad_dev));
+    cudaCheck(cudaFree(g->code_dev));
     if (g->hyper_host)
         cudaCheck(cudaFreeHost(g->hyper_host));
     free(g->nf_kind);
@@ -243,6 +261,13 @@ const pp_cu_step_hyper *cvm_graph_hyper(const cuda_vm *v)
     return v->graph && !v->graph->why ? v->graph->hyper_dev : NULL;
 }
 
+const float *cvm_graph_skip(const cuda_vm *v)
+{
+    return v->graph && !v->graph->why ? v->graph->bad_dev : NULL;
+}
+
+int cvm_graph_capturing(const cuda_vm *v) { return v->graph && v->graph->capturing; }
+
 /* Every buffer with no last operation: the step before is over on the
  * host (or, piecewise, the streams met at a seam), so nothing in the graph
  * needs to wait for an event of it. */
@@ -253,6 +278,50 @@ static void forget_streams(cuda_vm *v)
         v->param_dep[s].stream = v->grad_dep[s].stream = -1;
     for (uint32_t k = 0; k < p->nslots; k++)
         v->slot_dep[k].stream = -1;
+}
+
+/* Every other stream's work so far joined into the compute stream. */
+static void join(cuda_vm *v)
+{
+    cvm_graph *g = v->graph;
+    for (int i = 0; i < ST_COUNT; i++)
+        if (i != ST_COMPUTE) {
+            cudaCheck(cudaEventRecord(g->join[i], v->st[i]));
+            cudaCheck(cudaStreamWaitEvent(v->st[ST_COMPUTE], g->join[i], 0));
+        }
+}
+
+/* --skip-nonfinite, at the end of the captured step (every check done on
+ * both lanes, joined): the rank's records reduced to a flag on the device
+ * as the host's read_checks would find them, summed over every rank (an
+ * all-reduce on the world communicator, which no step instruction uses),
+ * then the OptimizerSteps the core deferred, whose kernels read the flag:
+ * updates, or only zeroed gradients where some rank found a non-finite
+ * number. The host's end-of-step agreement, from the same records, then
+ * says the same and has nothing left to commit. */
+static void decide_and_update(cuda_vm *v)
+{
+    cvm_graph *g = v->graph;
+    const pp_plan *p = v->p;
+    cudaStream_t cs = v->st[ST_COMPUTE];
+    cudaCheck(pp_cu_step_bad(v->nf_dev[0], v->nf_dev[1] ? v->nf_dev[1] : v->nf_dev[0], g->code_dev,
+                             p->ninstr, PP_NF_LOSS, g->bad_dev, cs));
+    if (v->world)
+        ncclCheck(ncclAllReduce(g->bad_dev, g->bad_dev, 1, ncclFloat, ncclSum, v->world, cs));
+    pp_vm_core_commit(&v->c, 1);
+    join(v);
+}
+
+/* The records' kinds and lanes where pp_cu_step_bad reads them, once the
+ * capture has set them (outside it: a copy the host waits for). */
+static void put_codes(cuda_vm *v)
+{
+    cvm_graph *g = v->graph;
+    const pp_plan *p = v->p;
+    signed char *code = (signed char *)g->nf_kind; /* (scratch until the end of the step) */
+    for (uint32_t i = 0; i < p->ninstr; i++)
+        code[i] = (signed char)(v->nf_kind[i] + 16 * v->nf_lane[i]);
+    cudaCheck(cudaMemcpy(g->code_dev, code, p->ninstr, cudaMemcpyHostToDevice));
 }
 
 /* Segment k's instructions through the core's dispatch, captured. Which
@@ -274,15 +343,15 @@ static void capture(cuda_vm *v, cvm_segment *sg)
     for (int i = 0; i < ST_COUNT; i++)
         if (i != ST_COMPUTE)
             cudaCheck(cudaStreamWaitEvent(v->st[i], g->fork, 0));
+    g->capturing = 1;
     for (uint32_t i = sg->first; i < sg->end; i++) {
         pp_guard_instr(i, &p->code[i]);
         pp_vm_core_exec(v, &p->code[i]);
     }
-    for (int i = 0; i < ST_COUNT; i++)
-        if (i != ST_COMPUTE) {
-            cudaCheck(cudaEventRecord(g->join[i], v->st[i]));
-            cudaCheck(cudaStreamWaitEvent(cs, g->join[i], 0));
-        }
+    join(v);
+    if (g->bad_dev && sg->end == p->ninstr) /* --skip-nonfinite: agree, then update */
+        decide_and_update(v);
+    g->capturing = 0;
     cudaCheck(cudaStreamEndCapture(cs, &sg->graph));
     cudaCheck(cudaGraphInstantiate(&sg->exec, sg->graph, 0));
     forget_streams(v);
@@ -347,6 +416,8 @@ int cvm_graph_step(void *be)
             seam(v, 1);
         if (capturing)
             capture(v, sg);
+        if (capturing && g->bad_dev && sg->end == p->ninstr)
+            put_codes(v);
         cudaCheck(cudaGraphLaunch(sg->exec, v->st[ST_COMPUTE]));
         if (g->piecewise) {
             seam(v, 0);

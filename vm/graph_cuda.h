@@ -32,5 +32,11 @@ int cvm_graph_step(void *be);
  * (op_update's kernels read them); NULL when steps are not graphs, and
  * the instructions' own forms run. */
 const pp_cu_step_hyper *cvm_graph_hyper(const cuda_vm *v);
+/* --skip-nonfinite under replay: the device flag the step's updates read
+ * (pp_cu_step_bad: not 0 when some rank found a non-finite number), NULL
+ * otherwise. */
+const float *cvm_graph_skip(const cuda_vm *v);
+/* Whether a step is being captured now (no host wait may run). */
+int cvm_graph_capturing(const cuda_vm *v);
 
 #endif

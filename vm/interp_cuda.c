@@ -110,7 +110,8 @@
  * is the sum of its microbatches' records. PP_INJECT_NAN writes its NaN
  * with a copy on the lane. With --skip-nonfinite an OptimizerStep only
  * checks; commit runs the updates (or zeroes the gradients) on the compute
- * stream once the ranks agreed, and the host waits for them.
+ * stream once the ranks agreed, and the host waits for them (a replayed
+ * step decides and updates on the device: vm/graph_cuda.c).
  *
  * --deterministic (vm/determ.h). A W job's weight gradients go to a zeroed
  * device buffer of its lane, copied to the core's host buffer for that
@@ -726,11 +727,12 @@ static void op_update(void *be, const pp_vm_job *j)
     const pp_cu_step_hyper *hyper = cvm_graph_hyper(v);
     if (v->c.nc) /* --no-compute: no update */
         ;
-    else if (hyper && m->optimizer == PP_OPT_ADAMW)
+    else if (hyper && m->optimizer == PP_OPT_ADAMW) /* (skip: --skip-nonfinite's device flag) */
         cudaCheck(pp_cu_adamw_step_dev(w, g, v->c.state[s], v->c.state[s] + np, np, hyper, o->beta1,
-                                       o->beta2, o->eps, o->weight_decay, copy, cs));
+                                       o->beta2, o->eps, o->weight_decay, copy,
+                                       cvm_graph_skip(v), cs));
     else if (hyper)
-        cudaCheck(pp_cu_sgd_step_dev(w, g, np, hyper, copy, cs));
+        cudaCheck(pp_cu_sgd_step_dev(w, g, np, hyper, copy, cvm_graph_skip(v), cs));
     else if (m->optimizer == PP_OPT_ADAMW) /* the state is the compute stream's alone */
         cudaCheck(pp_cu_adamw_step(w, g, v->c.state[s], v->c.state[s] + np, np, v->run->step + 1,
                                    pp_optim_lr(o, v->run->step + 1), o->beta1, o->beta2, o->eps,
@@ -772,6 +774,8 @@ static double op_elapsed(void *be, uint32_t i)
 static void op_committed(void *be)
 {
     cuda_vm *v = be;
+    if (cvm_graph_capturing(v)) /* the graph's own updates: end_step waits for them */
+        return;
     cudaCheck(cudaEventRecord(v->commit_ev, v->st[ST_COMPUTE]));
     cvm_host_wait(v, v->commit_ev, "the step's deferred optimizer updates");
 }

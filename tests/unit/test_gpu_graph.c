@@ -14,8 +14,8 @@
  * over --transport mpi (ranks sharing a GPU) the step replays piecewise,
  * one graph between two transfers, with the same bits (1F1B, mlp and GPT,
  * fp32 and bf16; FSDP's weight sends). The runs that must launch say why
- * (tensor parallelism over mpi, --deterministic, --skip-nonfinite,
- * --profile, --no-compute,
+ * (tensor parallelism over mpi, --deterministic, --skip-nonfinite over
+ * mpi, --profile, --no-compute,
  * PP_INJECT_NAN, --graph off); --graph on refuses them, and the cpu
  * backend; bad --graph values are usage errors. On the stand-ins' own
  * count, replayed steps allocate nothing (1 step and 3 allocate alike). */
@@ -145,7 +145,8 @@ START_TEST(fallback_reasons)
     char *dir = compile_plan("1f1b.pp", "-D S=1 -D B=2"), cmd[4096];
     static const char *const why[][3] = {
         {"", "--transport mpi --deterministic", "--deterministic: the host sums each microbatch"},
-        {"", "--transport nccl --skip-nonfinite", "--skip-nonfinite: the step's optimizer updates"},
+        {"", "--transport mpi --skip-nonfinite",
+         "--skip-nonfinite with --transport mpi: the ranks"},
         {"", "--transport nccl --profile PROFILE", "--profile: each job is timed by events"},
         {"", "--transport nccl --no-compute", "--no-compute: it times each instruction's host"},
         {"env PP_INJECT_NAN=9:0:0 ", "--transport nccl", "PP_INJECT_NAN: the test hook changes"},
@@ -321,6 +322,60 @@ START_TEST(piecewise_mpi)
 }
 END_TEST
 
+/* --skip-nonfinite replayed (nccl): the captured step's checks reduce to a
+ * device flag, summed over the ranks in the graph, and the deferred
+ * updates read it. SGD at --lr 1000 overflows after a few steps (no test
+ * hook: PP_INJECT_NAN changes one step, which a graph cannot), so the run
+ * applies its first steps and skips the last ones; replayed and launched,
+ * the same steps are said skipped and the weights are the same bits (a
+ * replay that updated anyway would hold NaNs, one that always skipped the
+ * initial weights). 2-rank 1F1B fp32, and 1 rank bf16. */
+START_TEST(skip_nonfinite_replayed)
+{
+    static const struct {
+        int np, steps;
+        const char *ppc;
+    } runs[] = {{2, 6, "-D S=2 -D B=4"}, {1, 8, "-D S=1 -D B=2 --precision bf16"}};
+    for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
+        int np = runs[c].np;
+        if (!have_gpu() || gpus() < np) {
+            test_skipped("needs %d GPU%s (nccl)\n", np, np > 1 ? "s" : "");
+            return;
+        }
+        char *dir = compile_plan("1f1b.pp", runs[c].ppc), cmd[4096], *out[2];
+        const char *mode[2] = {"auto", "off"};
+        int skipped[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd,
+                     "--backend cuda --transport nccl --graph %s --steps %d --skip-nonfinite --lr "
+                     "1000 --timeout 120 --save %s/%s %s/plan",
+                     mode[k], runs[c].steps, dir, mode[k], dir);
+            out[k] = ok_run(np, cmd);
+            for (const char *at = out[k]; (at = strstr(at, " skipped on every rank")); at++)
+                skipped[k]++;
+        }
+        ck_assert_msg(strstr(out[0], "graph: on, each rank's step captured once") != NULL,
+                      "%s: --skip-nonfinite did not replay its steps:\n%s", runs[c].ppc, out[0]);
+        ck_assert_msg(skipped[1] > 0 && skipped[1] < runs[c].steps - 1 && skipped[0] == skipped[1],
+                      "%s: %d steps said skipped replayed, %d launched (expected the same, some "
+                      "but not all):\n%s\n%s",
+                      runs[c].ppc, skipped[0], skipped[1], out[0], out[1]);
+        snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0",
+                 PP_ROOT, dir, dir);
+        proc_result r;
+        run_proc(cmd, CMD_TIMEOUT, &r);
+        ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                      "%s: the replayed run's weights after its skipped steps are not the "
+                      "launched run's bits: %s\n  it %s",
+                      runs[c].ppc, cmd, proc_story(&r, 20));
+        proc_free(&r);
+        free(out[0]);
+        free(out[1]);
+        remove_dir(dir);
+    }
+}
+END_TEST
+
 /* Everywhere: the flag's errors, and the cpu backend has no graphs. */
 START_TEST(graph_flag_errors)
 {
@@ -362,6 +417,7 @@ Suite *gpu_graph_suite(void)
     tcase_add_test(tc, fallback_reasons);
     tcase_add_test(tc, replay_writes_first_grads);
     tcase_add_test(tc, piecewise_mpi);
+    tcase_add_test(tc, skip_nonfinite_replayed);
     tcase_add_loop_test(tc, replay_matches_launch, 0, (int)(sizeof cases / sizeof cases[0]));
     suite_add_tcase(s, tc);
     return s;
