@@ -34,12 +34,14 @@ enum {
     KEY_MODEL,
     KEY_BACKEND,
     KEY_RANKS_PER_CORE,
+    KEY_BURST, /* issue 29: the link's token bucket, the all-reduce's algorithm */
+    KEY_ALLREDUCE,
     NKEYS
 };
 static const char *const key_names[NKEYS] = {
     "F",       "B",        "W",     "O",     "latency", "bandwidth",     "unit",
     "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth", "host_bandwidth",
-    "model", "backend", "ranks_per_core"};
+    "model", "backend", "ranks_per_core", "burst", "allreduce"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -361,8 +363,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
                 "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\", "
-                "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\" "
-                "or \"ranks_per_core\"",
+                "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\", "
+                "\"ranks_per_core\", \"burst\" or \"allreduce\"",
                 quote(key, q));
             goto out;
         }
@@ -409,6 +411,20 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
+        } else if (k == KEY_ALLREDUCE) {
+            char q[160];
+            const char *a = json_is_string(v) ? json_string_value(v) : NULL;
+            if (!a || (strcmp(a, "ring") && strcmp(a, "tree"))) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected \"ring\" or \"tree\" for \"allreduce\", found %s",
+                    a ? quote(a, q) : kind_name(v));
+                goto out;
+            }
+            c->allreduce_tree = !strcmp(a, "tree");
+        } else if (k == KEY_BURST) {
+            if (read_nonneg(&x, k, v, &c->burst) != 0)
+                goto out;
+            c->has_burst = 1;
         } else if (k == KEY_HOST_BANDWIDTH) {
             if (read_nonneg(&x, k, v, &c->host_bandwidth) != 0)
                 goto out;
