@@ -12,6 +12,7 @@
 #include "../kernels/model.h"
 #include "../isa/model_words.h"
 #include "check.h"
+#include "link_fit.h"
 #include "progress.h"
 #include "vm.h"
 
@@ -406,18 +407,9 @@ void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency,
     double t1 = one_way(rt, ctx, m1, BIG_WARM, BIG_REPS);
     double t2 = one_way(rt, ctx, m2, BIG_WARM, BIG_REPS);
     *latency = t0;
-    *burst = 0;
-    if (t2 > t1) {
-        *bandwidth = (double)(m2 - m1) / (t2 - t1);
-        double b = (double)m1 - *bandwidth * (t1 - t0);
-        *burst = b > 0 ? (b < (double)m1 ? b : (double)m1) : 0;
-    } else {
-        /* When load hides the bytes' cost even in the fastest trips (seen
-         * about once in 30 runs on 4 ranks over 2 cores), the whole one-way
-         * time counts as transfer: a lower bound on the bandwidth, never 0,
-         * which in a --costs file would mean unlimited. */
-        *bandwidth = (double)m2 / (t2 > t0 ? t2 - t0 : t2);
-    }
+    /* (where load hides the bytes' cost even in the fastest trips, seen
+     * about once in 30 runs on 4 ranks over 2 cores: link_fit.h) */
+    pp_link_fit(t0, m1, t1, m2, t2, bandwidth, burst);
 }
 
 typedef struct {

@@ -11,11 +11,11 @@
  * the run says which. */
 #include "profile.h"
 
-#include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 
 #include "check.h"
+#include "link_fit.h"
 #include "progress.h"
 #include "vm.h"
 
@@ -33,26 +33,12 @@ static double fastest(pp_allreduce_probe ar, void *ctx, size_t bytes)
     return best;
 }
 
-/* n bytes in `msgs` messages back to back from one sender's token bucket
- * (full at the start) */
-static double sent(double n, int msgs, double latency, double bandwidth, double burst)
-{
-    double paid = n > burst ? n - burst : 0;
-    return msgs * latency + (bandwidth > 0 ? paid / bandwidth : 0);
-}
-
 int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R, double latency,
                               double bandwidth, double burst)
 {
-    double t = fastest(ar, ctx, bytes), n = (double)bytes;
-    /* ring: each rank sends 2 (R - 1) pieces of n / R in turn; tree: 2
-     * ceil(log2 R) rounds of the whole n, each from a bucket that refilled
-     * while the other side sent (compiler/report_link.c prices both) */
-    double ring = sent(2.0 * (R - 1) * n / R, 2 * (R - 1), latency, bandwidth, burst);
-    double rounds = 2 * ceil(log2((double)R));
-    double tree = rounds * sent(n, 1, latency, bandwidth, burst);
-    /* the nearer in ratio */
-    return t > 0 && ring > 0 && tree > 0 && fabs(log(t / tree)) < fabs(log(t / ring));
+    /* compiler/report_link.c prices both the same way */
+    return pp_allreduce_is_tree(fastest(ar, ctx, bytes), (double)bytes, R, latency, bandwidth,
+                                burst);
 }
 
 static double allreduce_world(void *ctx, size_t bytes)
