@@ -768,6 +768,14 @@ START_TEST(test_link_prices)
         step_with("gpipe.pp", 1, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": 0}"), plain,
         1e-12); /* 0 is no burst */
 
+    /* B=2 with a burst of a + 512: the first activation (sent at 1) drains
+     * it to 512; by the second (at 2) it has refilled 1000, so that one
+     * pays a - 1512 bytes and arrives at 2 + (a - 1512) / 1000; F1, B1 of
+     * it and B0 follow (the gradients find full buckets): link_retime.c */
+    snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}",
+             a + 512);
+    ck_assert_double_eq_tol(step_with("gpipe.pp", 2, json), 2 + (a - 1512) / 1000 + 3, 1e-9);
+
     /* DDP S=2 B=2: the all-reduces start when the workers' last jobs end,
      * at 4. A ring on 2 ranks moves half of each stage from each rank
      * twice: (g0 + g1) / bandwidth in all; a tree moves the whole twice in
