@@ -46,9 +46,10 @@ typedef struct {
      * all-reduce is a reduce and a broadcast over a binomial tree, 2
      * ceil(log2 R) whole-gradient messages in turn (Open MPI's in-place
      * MPI_Iallreduce, which ppvm's cpu backend uses), not the ring's 2 (R -
-     * 1) messages of 1/R. */
+     * 1) messages of 1/R. half_duplex (--costs "duplex": "half"): one bucket
+     * per pair of workers, which their two directions take in turn. */
     double latency, bandwidth, burst;
-    int allreduce_tree;
+    int allreduce_tree, half_duplex;
     /* tensor = T: each tensor all-reduce takes tensor_latency + n /
      * tensor_bandwidth (jobtable.c's tensor_costs, already in cost[]) */
     double tensor_latency, tensor_bandwidth;

@@ -25,10 +25,9 @@ int pp_link_retime(pp_jobtable *t, const pp_model *m, const pp_sim_result *sim)
 {
     int N = job_count(&t->js), n = 0;
     send_ev *ev = malloc((2 * (size_t)N + 1) * sizeof *ev);
-    pp_bucket *bk = malloc(((size_t)t->W + 1) * sizeof *bk);
-    if (!ev || !bk) {
+    pp_links l;
+    if (!ev || pp_links_init(&l, t)) {
         free(ev);
-        free(bk);
         return -1;
     }
     for (int j = 0; j < N; j++) {
@@ -41,19 +40,19 @@ int pp_link_retime(pp_jobtable *t, const pp_model *m, const pp_sim_result *sim)
             ev[n++] = (send_ev){p >= 0 ? sim->start[p] : 0, j, 1};
     }
     qsort(ev, (size_t)n, sizeof *ev, by_time);
-    for (int w = 0; w < t->W; w++)
-        bk[w] = pp_bucket_full(t);
     for (int i = 0; i < n; i++) {
         int j = ev[i].j, p = job_pred(&t->js, j);
         if (ev[i].fetch) {
             double bytes = (double)t->cbytes[job_s(&t->js, j)];
-            t->fetch[j] = pp_bucket_send(&bk[t->owner[j]], t, ev[i].at, bytes) - ev[i].at;
+            t->fetch[j] =
+                pp_links_send(&l, t, t->owner[j], t->worker[j], ev[i].at, bytes) - ev[i].at;
         } else {
             double bytes = (double)pp_job_input_bytes(t, m, j);
-            t->xfer[j] = pp_bucket_send(&bk[t->worker[p]], t, ev[i].at, bytes) - ev[i].at;
+            t->xfer[j] =
+                pp_links_send(&l, t, t->worker[p], t->worker[j], ev[i].at, bytes) - ev[i].at;
         }
     }
     free(ev);
-    free(bk);
+    pp_links_free(&l);
     return 0;
 }

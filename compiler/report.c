@@ -300,8 +300,8 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         }
     }
     memcpy(at, last, (size_t)W * sizeof *at);
-    /* a link with a burst, or a tree all-reduce: report_link.c */
-    int linked = t->burst > 0 || t->allreduce_tree;
+    /* a link with a burst or half duplex, or a tree all-reduce: report_link.c */
+    int linked = t->burst > 0 || t->half_duplex || t->allreduce_tree;
     if (linked && pp_report_link_end(t, last, at, owner, off))
         goto out;
     for (int j = 0; !linked && j < N; j++) { /* gradient returns */

@@ -487,11 +487,12 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     if (run.prof) {
         double latency = 0, bandwidth = 0, burst = 0;
         int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth, &burst);
-        if (link > 0 && be->allreduce) { /* issue 29: ring or tree */
-            int tree = be->allreduce(st, pp_profile_probe_bytes(p) / 2, latency, bandwidth, burst);
-            if (tree >= 0)
-                pp_profile_allreduce(run.prof, tree);
-            link = tree < 0 ? -1 : link;
+        if (link > 0 && be->link_shape) { /* issue 29: ring or tree, duplex or not */
+            size_t n = pp_profile_probe_bytes(p);
+            int shape = be->link_shape(st, n, latency, bandwidth, burst);
+            if (shape >= 0)
+                pp_profile_link_shape(run.prof, shape);
+            link = shape < 0 ? -1 : link;
         }
         if (link >= 0 && be->tensor_link) { /* tensor = T > 1: the all-reduce's link too */
             double tl = 0, tb = 0;

@@ -663,10 +663,10 @@ static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth, 
     return pp_profile_link_mpi(bytes, latency, bandwidth, burst);
 }
 
-static int cpu_allreduce(void *be, size_t bytes, double latency, double bandwidth, double burst)
+static int cpu_link_shape(void *be, size_t bytes, double latency, double bandwidth, double burst)
 {
     (void)be;
-    return pp_profile_allreduce_mpi(bytes, latency, bandwidth, burst);
+    return pp_profile_link_shape_mpi(bytes, latency, bandwidth, burst);
 }
 
 /* --profile's tensor link (issue 27): MPI_Allreduce over the rank's
@@ -715,7 +715,7 @@ const pp_backend pp_backend_cpu = {
     .exec = cpu_exec,
     .end_step = cpu_end_step,
     .link = cpu_link,
-    .allreduce = cpu_allreduce,
+    .link_shape = cpu_link_shape,
     .tensor_link = cpu_tensor_link,
     .weights = pp_vm_core_weights,
     .stage_get = pp_vm_core_stage_get,

@@ -23,6 +23,13 @@ static double sent(double n, int msgs, double latency, double bandwidth, double 
     return msgs * latency + (bandwidth > 0 ? paid / bandwidth : 0);
 }
 
+int pp_link_half_duplex(double t, double n, double latency, double bandwidth, double burst)
+{
+    double full = sent(n, 1, latency, bandwidth, burst),
+           half = sent(2 * n, 1, latency, bandwidth, burst);
+    return t > 0 && full > 0 && half > full && fabs(log(t / half)) < fabs(log(t / full));
+}
+
 int pp_allreduce_is_tree(double t, double n, int R, double latency, double bandwidth, double burst)
 {
     double ring = sent(2.0 * (R - 1) * n / R, 2 * (R - 1), latency, bandwidth, burst);

@@ -25,4 +25,10 @@ void pp_link_fit(double t0, size_t m1, double t1, size_t m2, double t2, double *
  * n / R back to back from one; 1 tree, 0 ring. */
 int pp_allreduce_is_tree(double t, double n, int R, double latency, double bandwidth, double burst);
 
+/* Whether t, the time of an exchange of n bytes (both ends sending at once,
+ * each from a full bucket), is nearer (in ratio) the two directions in turn,
+ * latency + (2 n - burst) / bandwidth (one bucket between them), than at
+ * once, latency + (n - burst) / bandwidth; 1 half duplex, 0 full. */
+int pp_link_half_duplex(double t, double n, double latency, double bandwidth, double burst);
+
 #endif

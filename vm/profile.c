@@ -35,12 +35,12 @@ struct pp_profile {
     /* pp_profile_tensor's (issue 27): the tensor link, when measured */
     int has_tensor;
     double tensor_latency, tensor_bandwidth;
-    int allreduce; /* pp_profile_allreduce's (issue 29): -1 unknown, 0 ring, 1 tree */
+    int shape; /* pp_profile_link_shape's (issue 29): -1 unknown, else PP_LINK_* flags */
 };
 
-void pp_profile_allreduce(pp_profile *pr, int tree)
+void pp_profile_link_shape(pp_profile *pr, int shape)
 {
-    pr->allreduce = tree != 0;
+    pr->shape = shape;
 }
 
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth)
@@ -76,7 +76,7 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         pp_vm_error(me, "out of memory for --profile");
     else {
         pr->path = path;
-        pr->allreduce = -1;
+        pr->shape = -1;
         pr->S = (int)p->S;
         pp_model_words(&p->model, p->S, pr->model, sizeof pr->model);
         pr->steps = steps;
@@ -318,8 +318,10 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g,\n  \"burst\": %.9g",
                     latency, bandwidth, burst);
-        if (link && pr->allreduce >= 0)
-            fprintf(pr->out, ",\n  \"allreduce\": \"%s\"", pr->allreduce ? "tree" : "ring");
+        if (link && pr->shape >= 0)
+            fprintf(pr->out, ",\n  \"allreduce\": \"%s\",\n  \"duplex\": \"%s\"",
+                    pr->shape & PP_LINK_TREE ? "tree" : "ring",
+                    pr->shape & PP_LINK_HALF ? "half" : "full");
         if (pr->has_tensor)
             fprintf(pr->out, ",\n  \"tensor_latency\": %.9g,\n  \"tensor_bandwidth\": %.9g",
                     pr->tensor_latency, pr->tensor_bandwidth);
@@ -401,7 +403,7 @@ static double one_way(pp_round_trip rt, void *ctx, size_t bytes, int warm, int r
 void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth,
                      double *burst)
 {
-    enum { WARM = 3, REPS = 21, BIG_WARM = 1, BIG_REPS = 5 };
+    enum { WARM = 3, REPS = 21, BIG_WARM = 1, BIG_REPS = 7 };
     size_t m1 = bytes / 2 > 8 ? bytes / 2 : 8, m2 = bytes > m1 ? bytes : m1 + 8;
     double t0 = one_way(rt, ctx, 8, WARM, REPS);
     double t1 = one_way(rt, ctx, m1, BIG_WARM, BIG_REPS);

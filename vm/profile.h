@@ -16,7 +16,7 @@
  *   latency    half the fastest round trip of an 8-byte message between
  *              ranks 0 and 1 through the run's transport (of 21)
  *   bandwidth  the sustained bytes per second between the same two ranks:
- *              (n - n/2) / (t(n) - t(n/2)), from the fastest of 5 one-way
+ *              (n - n/2) / (t(n) - t(n/2)), from the fastest of 7 one-way
  *              trips of each size, n twice an activation or the largest
  *              stage's fp32 gradients, whichever is larger, and at least
  *              2 MiB (pp_profile_probe_bytes), so that both sizes are well
@@ -26,12 +26,17 @@
  *              [0, n/2]; about 0 on an unshaped link
  *   allreduce  "tree" or "ring" (cpu backend, 2 ranks or more): how an
  *              in-place all-reduce over every rank moves, as the steps'
- *              data-parallel ones do (profile_allreduce.c): the fastest of 3
+ *              data-parallel ones do (profile_shape.c): the median of 5
  *              of n/2 bytes set against what latency, bandwidth and burst
  *              predict for a ring (2 (R-1) pieces of 1/R from each rank) and
  *              a binomial tree (2 ceil(log2 R) whole ones in turn), the
  *              nearer in ratio
- * latency, bandwidth, burst and allreduce are left out with a single rank
+ *   duplex     "half" or "full" (cpu backend): whether an exchange of n
+ *              bytes, ranks 0 and 1 sending at once (median of 5), is
+ *              nearer the two directions in turn or at once (TCP over tc
+ *              tbf at 200 Mbit/s: in turn, its acknowledgements queued
+ *              behind the other direction's data)
+ * latency, bandwidth, burst, allreduce and duplex are left out with a single rank
  * (nothing moves).
  *   tensor_latency, tensor_bandwidth
  *              tensor = T > 1 only (issue 27): rank 0's tensor group's
@@ -107,18 +112,25 @@ void pp_profile_tensor_link(pp_allreduce_probe ar, void *ctx, size_t bytes, doub
  * (rank 0's values count); not called: neither is written. */
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth);
 
-/* What pp_profile_finish writes as "allreduce" (rank 0's value counts):
- * tree 1 "tree", 0 "ring"; not called: not written. */
-void pp_profile_allreduce(pp_profile *pr, int tree);
+/* The link's shape (profile_shape.c): flags of */
+#define PP_LINK_TREE 1 /* the all-reduce moves as a tree ("allreduce": "tree", else "ring") */
+#define PP_LINK_HALF 2 /* the directions share the link ("duplex": "half", else "full") */
+/* What pp_profile_finish writes as "allreduce" and "duplex" (rank 0's
+ * value counts); not called: neither is written. */
+void pp_profile_link_shape(pp_profile *pr, int shape);
 /* Collective over every rank: 1 (on rank 0) when an all-reduce of `bytes`
  * by ar over R ranks takes nearer a tree's time than a ring's, from the
  * link's latency, bandwidth and burst (rank 0's count); else 0. */
 int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R,
                               double latency, double bandwidth, double burst);
-/* That for an in-place MPI all-reduce over MPI_COMM_WORLD through the
- * communication thread (the cpu backend's op_reduce); 0 with one rank, -1
- * on every rank when one has no memory for it (said). */
-int pp_profile_allreduce_mpi(size_t bytes, double latency, double bandwidth, double burst);
+/* The cpu backend's link shape over MPI, collective: PP_LINK_HALF when an
+ * exchange of `bytes` between ranks 0 and 1 (both sending at once, through
+ * the communication thread) is nearer one direction after the other than
+ * both at once (link_fit.h), | PP_LINK_TREE when an in-place all-reduce of
+ * bytes / 2 over MPI_COMM_WORLD through the communication thread (the
+ * backend's op_reduce) is a tree's; 0 with one rank, -1 on every rank when
+ * one has no memory for it (said). */
+int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, double burst);
 
 /* Collective: gathers every rank's job times and writes the file (rank 0),
  * with the link's latency, bandwidth and burst when `link` (rank 0's values count),

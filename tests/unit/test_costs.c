@@ -190,7 +190,7 @@ START_TEST(test_unknown_key)
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
            "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
            "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\", \"ranks_per_core\", "
-           "\"burst\" or \"allreduce\"");
+           "\"burst\", \"allreduce\" or \"duplex\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -698,30 +698,48 @@ START_TEST(test_burst_allreduce_keys)
     err_at("{\"burst\": \"64k\"}", "1:11", "expected a number for \"burst\", found a string");
     err_at("{\"allreduce\": \"star\"}", "1:15",
            "expected \"ring\" or \"tree\" for \"allreduce\", found \"star\"");
+    ok(&c, "{\"duplex\": \"half\"}");
+    ck_assert_int_eq(c.half_duplex, 1);
+    pp_costs_free(&c);
+    err_at("{\"duplex\": \"simplex\"}", "1:12",
+           "expected \"full\" or \"half\" for \"duplex\", found \"simplex\"");
     err_at("{\"allreduce\": 2}", "1:15",
            "expected \"ring\" or \"tree\" for \"allreduce\", found a");
 }
 END_TEST
 
-/* A sender's token bucket (link_bucket.h): burst 100 bytes, 10 bytes a
- * second, latency 1 s. */
+/* The links' token buckets (link_bucket.h): burst 100 bytes, 10 bytes a
+ * second, latency 1 s, 3 workers. */
 START_TEST(test_bucket)
 {
     pp_jobtable t;
     memset(&t, 0, sizeof t);
+    t.W = 3;
     t.burst = 100;
     t.bandwidth = 10;
     t.latency = 1;
-    pp_bucket b = pp_bucket_full(&t);
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 0, 50), 1, 1e-12);  /* inside: latency only */
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 0, 100), 6, 1e-12); /* 50 left: 50 paid */
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 5, 10), 7, 1e-12);  /* queued, empty: paid */
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 100, 100), 101, 1e-12); /* refilled, capped */
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 100, 1), 101.1, 1e-12);
+    pp_links l;
+    ck_assert_int_eq(pp_links_init(&l, &t), 0);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 50), 1, 1e-12);  /* inside: latency */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 100), 6, 1e-12); /* 50 left: 50 paid */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 2, 5, 10), 7, 1e-12);  /* queued, empty */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 1, 0, 0, 100), 1, 1e-12); /* 1's own bucket */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 100, 100), 101, 1e-12); /* refilled */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 100, 1), 101.1, 1e-12);
+    pp_links_free(&l);
+    /* half duplex: 1 -> 0 waits until 0 -> 1 has left, with its own bucket */
+    t.half_duplex = 1;
+    ck_assert_int_eq(pp_links_init(&l, &t), 0);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 300), 21, 1e-12); /* 200 paid */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 1, 0, 0, 100), 21, 1e-12); /* from 20, free */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 2, 1, 0, 100), 1, 1e-12);  /* another pair */
+    pp_links_free(&l);
+    t.half_duplex = 0;
     t.burst = 0; /* no burst: latency + bytes / bandwidth, one message after another */
-    b = pp_bucket_full(&t);
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 0, 20), 3, 1e-12);
-    ck_assert_double_eq_tol(pp_bucket_send(&b, &t, 0, 20), 5, 1e-12);
+    ck_assert_int_eq(pp_links_init(&l, &t), 0);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 20), 3, 1e-12);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 20), 5, 1e-12);
+    pp_links_free(&l);
 }
 END_TEST
 
@@ -785,6 +803,10 @@ START_TEST(test_link_prices)
     double r = step_with("ddp.pp", 2, ring), tr = step_with("ddp.pp", 2, tree);
     ck_assert_msg(r > 5, "the ring's all-reduces priced at nothing: %g", r);
     ck_assert_double_eq_tol(tr - 4, 2 * (r - 4), 1e-9);
+    /* a half-duplex link: the ring's two ranks send each round in turn */
+    double half =
+        step_with("ddp.pp", 2, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"duplex\": \"half\"}");
+    ck_assert_double_eq_tol(half - 4, 2 * (r - 4), 1e-9);
     /* with a burst as large as both stages' gradients, the tree's two
      * rounds come from full buckets: only the latency */
     snprintf(json, sizeof json,
@@ -818,6 +840,9 @@ START_TEST(test_link_fit)
     ck_assert_int_eq(pp_allreduce_is_tree(2 * (L + (n - b) / r), n, 2, L, r, b), 1);
     ck_assert_int_eq(pp_allreduce_is_tree(2 * L + (n - b) / r, n, 2, L, r, b), 0);
     ck_assert_int_eq(pp_allreduce_is_tree(0, n, 2, L, r, b), 0);
+    /* an exchange whose directions take turns, and one where they do not */
+    ck_assert_int_eq(pp_link_half_duplex(L + (2 * n - b) / r, n, L, r, b), 1);
+    ck_assert_int_eq(pp_link_half_duplex(L + (n - b) / r, n, L, r, b), 0);
 }
 END_TEST
 
