@@ -84,6 +84,7 @@ COMP_SRC += compiler/numfmt.c
 COMP_SRC += compiler/tensor.c compiler/report_tensor.c
 COMP_SRC += compiler/user_model.c compiler/costs_backend.c
 COMP_SRC += compiler/end_costs.c
+COMP_SRC += compiler/report_link.c compiler/link_retime.c
 VM_SRC   := $(filter-out vm/ppvm.c vm/pprun.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 
@@ -172,7 +173,7 @@ bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 
 # vm/data.c is plain C (no MPI): the data suite calls pp_data_load directly.
 # (vm/fatal_cuda.c: what a failed CUDA call ends in, for the CUDA objects.)
-bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(if $(NVCC),$(B)/vm/fatal_cuda.o) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
+bin/check_pp: $(TEST_OBJ) $(B)/vm/data.o $(B)/vm/link_fit.o $(if $(NVCC),$(B)/vm/fatal_cuda.o) $(COMP_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(CHECK_LIBS) $(JSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm -o $@
 

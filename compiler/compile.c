@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../isa/model_words.h"
+#include "link_retime.h"
 #include "parse.h"
 #include "readfile.h"
 #include "tensor.h"
@@ -426,6 +427,18 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
 
     pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);
     int srun = pp_simulate(&in, &c->sim);
+    /* a link with a burst or half duplex (issue 29): the transfers again
+     * through each sender's bucket, in the order just simulated, then the
+     * schedule again (xfer and fetch are the table's, which in points at) */
+    int shaped = c->t.burst > 0 || c->t.half_duplex;
+    for (int again = 0; srun == 0 && shaped && again < 2; again++) {
+        if (pp_link_retime(&c->t, &c->sch.model, &c->sim)) {
+            srun = -1;
+            break;
+        }
+        pp_sim_free(&c->sim);
+        srun = pp_simulate(&in, &c->sim);
+    }
     if (srun < 0) {
         diag_nomem(d, "in the simulator");
         return PP_COMPILE_NOMEM;

@@ -34,12 +34,15 @@ enum {
     KEY_MODEL,
     KEY_BACKEND,
     KEY_RANKS_PER_CORE,
+    KEY_BURST, /* issue 29: the link's token bucket, the all-reduce's algorithm */
+    KEY_ALLREDUCE,
+    KEY_DUPLEX,
     NKEYS
 };
 static const char *const key_names[NKEYS] = {
     "F",       "B",        "W",     "O",     "latency", "bandwidth",     "unit",
     "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth", "host_bandwidth",
-    "model", "backend", "ranks_per_core"};
+    "model", "backend", "ranks_per_core", "burst", "allreduce", "duplex"};
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -361,8 +364,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             bad(&x, locate(&x, key, 1, -1),
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
                 "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\", "
-                "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\" "
-                "or \"ranks_per_core\"",
+                "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\", "
+                "\"ranks_per_core\", \"burst\", \"allreduce\" or \"duplex\"",
                 quote(key, q));
             goto out;
         }
@@ -409,6 +412,22 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
+        } else if (k == KEY_ALLREDUCE || k == KEY_DUPLEX) {
+            char q[160];
+            const char *a = json_is_string(v) ? json_string_value(v) : NULL;
+            const char *no = k == KEY_DUPLEX ? "full" : "ring",
+                       *yes = k == KEY_DUPLEX ? "half" : "tree";
+            if (!a || (strcmp(a, no) && strcmp(a, yes))) {
+                bad(&x, locate(&x, key_names[k], 0, -1),
+                    "expected \"%s\" or \"%s\" for \"%s\", found %s", no, yes, key_names[k],
+                    a ? quote(a, q) : kind_name(v));
+                goto out;
+            }
+            *(k == KEY_DUPLEX ? &c->half_duplex : &c->allreduce_tree) = !strcmp(a, yes);
+        } else if (k == KEY_BURST) {
+            if (read_nonneg(&x, k, v, &c->burst) != 0)
+                goto out;
+            c->has_burst = 1;
         } else if (k == KEY_HOST_BANDWIDTH) {
             if (read_nonneg(&x, k, v, &c->host_bandwidth) != 0)
                 goto out;

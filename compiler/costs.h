@@ -9,6 +9,13 @@
  *     "O": [0.4, 0.4, 0.4, 0.9] the optimizer step of a stage, on each owner
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
+ *     "burst": 65536,           bytes the link passes at once before "bandwidth" applies
+ *                               (a token bucket of that depth refilled at bandwidth,
+ *                               one per sending worker: jobtable.h); 0 (absent): none
+ *     "allreduce": "tree",      how a data-parallel all-reduce moves: "ring" (absent: 2 (R-1)
+ *                               messages of 1/R) or "tree" (reduce + broadcast, binomial)
+ *     "duplex": "half",         "full" (absent: a bucket per sender) or "half" (one per pair
+ *                               of workers: the two directions in turn)
  *     "host_bandwidth": 1e10,   bytes per time unit of offload's device<->host copies
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
  *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
@@ -58,6 +65,10 @@ typedef struct {
     char *backend;    /* "backend", or NULL */
     int has_ranks_per_core;
     double ranks_per_core;
+    int has_burst;
+    double burst;       /* "burst": bytes the link passes at once (token bucket); 0 when absent */
+    int allreduce_tree; /* "allreduce": "tree" (1) or "ring" (0, also when absent) */
+    int half_duplex;    /* "duplex": "half" (1) or "full" (0, also when absent) */
 } pp_costs;
 
 /* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for

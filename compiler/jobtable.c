@@ -611,6 +611,9 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
         measured && measured->has_latency ? measured->latency : transfer_cost(sch, COST_LATENCY);
     t->bandwidth = measured && measured->has_bandwidth ? measured->bandwidth
                                                        : transfer_cost(sch, COST_BANDWIDTH);
+    t->burst = measured && measured->has_burst ? measured->burst : 0;
+    t->allreduce_tree = measured && measured->allreduce_tree;
+    t->half_duplex = measured && measured->half_duplex;
     t->host_bandwidth = measured && measured->has_host_bandwidth
                             ? measured->host_bandwidth
                             : transfer_cost(sch, COST_HOST_BANDWIDTH);

@@ -34,8 +34,22 @@ typedef struct {
     double *cost;        /* [N] */
     long long *inflight; /* [W] or NULL */
     /* Transfers, from `cost latency/bandwidth` (or --costs): a transfer of n
-     * bytes takes latency + n / bandwidth (bandwidth 0: no time for the bytes). */
-    double latency, bandwidth;
+     * bytes takes latency + n / bandwidth (bandwidth 0: no time for the bytes).
+     * With --costs "burst" (issue 29, a link shaped by a token bucket: tc
+     * tbf) each sender's link passes `burst` bytes at once and the rest at
+     * bandwidth: a transfer inside the step takes latency + max(0, n -
+     * burst) / bandwidth (the bucket refilled since the sender's last one:
+     * activations are small against the burst and the compute between
+     * them); the end of the step's returns and all-reduces, back to back,
+     * drain it (report.c, link_bucket.h). 0 (no "burst"): today's model.
+     * allreduce_tree (--costs "allreduce": "tree"): a data-parallel
+     * all-reduce is a reduce and a broadcast over a binomial tree, 2
+     * ceil(log2 R) whole-gradient messages in turn (Open MPI's in-place
+     * MPI_Iallreduce, which ppvm's cpu backend uses), not the ring's 2 (R -
+     * 1) messages of 1/R. half_duplex (--costs "duplex": "half"): one bucket
+     * per pair of workers, which their two directions take in turn. */
+    double latency, bandwidth, burst;
+    int allreduce_tree, half_duplex;
     /* tensor = T: each tensor all-reduce takes tensor_latency + n /
      * tensor_bandwidth (jobtable.c's tensor_costs, already in cost[]) */
     double tensor_latency, tensor_bandwidth;
@@ -99,10 +113,12 @@ static inline int pp_job_fetches(const pp_jobtable *t, int j)
 {
     return pp_job_reads_remote_weights(t, j) && !(t->kept && t->kept[j]);
 }
-/* How long a transfer of `bytes` takes: latency + bytes / bandwidth. */
+/* How long a transfer of `bytes` takes: latency + bytes / bandwidth, the
+ * burst's bytes free (above). */
 static inline double pp_transfer_time(const pp_jobtable *t, uint64_t bytes)
 {
-    return t->latency + (t->bandwidth > 0 ? (double)bytes / t->bandwidth : 0);
+    double paid = (double)bytes > t->burst ? (double)bytes - t->burst : 0;
+    return t->latency + (t->bandwidth > 0 ? paid / t->bandwidth : 0);
 }
 /* Bytes of stage s's fp32 weights (as many as its gradients). */
 uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);

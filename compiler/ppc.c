@@ -979,7 +979,8 @@ static int run_search(const options *o, const char *prog)
                          .precision = o->precision,
                          .layers = o->layers,
                          .tensor = o->tensor ? o->tensor : -1,
-                         .prog = prog};
+                         .prog = prog,
+                         .backend = o->backend};
     pp_user_model um;
     if (o->file) { /* ppc --search MODEL.pp: the user's model for every candidate */
         int lrc = pp_user_model_load(o->file, &um, stderr);

@@ -300,7 +300,11 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         }
     }
     memcpy(at, last, (size_t)W * sizeof *at);
-    for (int j = 0; j < N; j++) { /* gradient returns */
+    /* a link with a burst or half duplex, or a tree all-reduce: report_link.c */
+    int linked = t->burst > 0 || t->half_duplex || t->allreduce_tree;
+    if (linked && pp_report_link_end(t, last, at, owner, off))
+        goto out;
+    for (int j = 0; !linked && j < N; j++) { /* gradient returns */
         int s = job_s(js, j), w = t->worker[j], o = t->owner[j];
         if (!job_exists(js, j) || !job_makes_wgrad(js, j) || w == o || t->wbytes[s] == 0)
             continue;
@@ -310,7 +314,7 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         if (arrive > at[w])
             at[w] = arrive;
     }
-    for (int s = 0; s < S; s++) { /* all-reduces, in stage order */
+    for (int s = 0; !linked && s < S; s++) { /* all-reduces, in stage order */
         int R = off[s + 1] - off[s];
         double start = 0;
         for (int k = off[s]; k < off[s + 1]; k++)

@@ -124,6 +124,12 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
  * when T > 1, so a T = 1 report is what it always was: the per-worker
  * all-reduces (report.txt) and report.json's "tensor" object. */
 void pp_report_tensor_build(pp_report *r, const pp_jobtable *t, const pp_model *m);
+/* report_link.c (issue 29): the step's gradient returns and all-reduces
+ * where t has a burst, half duplex or a tree all-reduce: at[w] from each worker's last
+ * job's end last[w] (at starts as a copy of it), owner[off[s]..off[s+1])
+ * being stage s's owners. 0, or -1 out of memory. */
+int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, const int *owner,
+                       const int *off);
 void pp_report_tensor_txt(FILE *f, const pp_report *r, const pp_jobtable *t);
 void pp_report_tensor_json(FILE *f, const pp_report *r, const pp_jobtable *t);
 /* s as a JSON string literal (jansson's escapes; JSON text is UTF-8, so

@@ -292,6 +292,8 @@ static char *cand_args(const family *f, const pp_define *defs, int nd, int prefe
         fputs(" --costs ", m);
         shell_word(m, f->o->costs);
     }
+    if (f->o->backend) /* what the plans are for: ppc warns again against --costs */
+        fprintf(m, " --backend %s", f->o->backend);
     if (f->o->optimizer >= 0)
         fprintf(m, " --optimizer %s", f->o->optimizer == PP_OPT_ADAMW ? "adamw" : "sgd");
     if (f->o->precision >= 0)

@@ -74,6 +74,9 @@ typedef struct {
      * NULL = each file's model block. */
     const struct pp_user_model_s *model;
     const char *model_file;
+    /* --backend B as the user gave it (the rows' commands repeat it), or
+     * NULL */
+    const char *backend;
 } pp_search_opts;
 
 typedef enum {

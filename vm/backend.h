@@ -122,9 +122,16 @@ struct pp_backend {
     unsigned long long (*host_allocated)(void *be);
     void (*exec)(void *be, const pp_instr *in);
     double (*end_step)(void *be);
-    /* 0 with one rank; else 1 with *latency and *bandwidth set on rank 0,
-     * or -1 on every rank when it could not measure (said) */
-    int (*link)(void *be, size_t bytes, double *latency, double *bandwidth);
+    /* 0 with one rank; else 1 with *latency, *bandwidth and *burst set on
+     * rank 0 (pp_profile_link), or -1 on every rank when it could not
+     * measure (said) */
+    int (*link)(void *be, size_t bytes, double *latency, double *bandwidth, double *burst);
+    /* after link, when it returned 1 (NULL: not measured): on rank 0
+     * PP_LINK_TREE when the data-parallel all-reduce moves as a tree (else
+     * a ring) | PP_LINK_HALF when the two directions of the link share it
+     * (profile.h's "allreduce" and "duplex"), -1 on every rank when it could
+     * not (said) */
+    int (*link_shape)(void *be, size_t bytes, double latency, double bandwidth, double burst);
     /* 0 with tensor = 1; else 1 with *latency and *bandwidth set on rank 0
      * (its tensor group's all-reduce of bytes), or -1 on every rank (said) */
     int (*tensor_link)(void *be, size_t bytes, double *latency, double *bandwidth);

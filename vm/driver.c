@@ -485,8 +485,15 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         run.prof = NULL;              /* (its checkpoint, if any, train's stop wrote) */
     }
     if (run.prof) {
-        double latency = 0, bandwidth = 0;
-        int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth);
+        double latency = 0, bandwidth = 0, burst = 0;
+        int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth, &burst);
+        if (link > 0 && be->link_shape) { /* issue 29: ring or tree, duplex or not */
+            size_t n = pp_profile_probe_bytes(p);
+            int shape = be->link_shape(st, n, latency, bandwidth, burst);
+            if (shape >= 0)
+                pp_profile_link_shape(run.prof, shape);
+            link = shape < 0 ? -1 : link;
+        }
         if (link >= 0 && be->tensor_link) { /* tensor = T > 1: the all-reduce's link too */
             double tl = 0, tb = 0;
             int tensor = be->tensor_link(st, pp_tensor_allreduce_bytes(&p->model), &tl, &tb);
@@ -499,7 +506,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         else
             pp_profile_backend(run.prof, be->name);
         if (link < 0 ||
-            pp_profile_finish(run.prof, link, latency, bandwidth, be->profile_overlap)) /* frees */
+            pp_profile_finish(run.prof, link, latency, bandwidth, burst,
+                              be->profile_overlap)) /* frees */
             rc = 1;
         run.prof = NULL;
     }

@@ -657,10 +657,16 @@ static void cpu_exec(void *be, const pp_instr *in)
     pp_vm_core_exec(be, in);
 }
 
-static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth)
+static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth, double *burst)
 {
     (void)be;
-    return pp_profile_link_mpi(bytes, latency, bandwidth);
+    return pp_profile_link_mpi(bytes, latency, bandwidth, burst);
+}
+
+static int cpu_link_shape(void *be, size_t bytes, double latency, double bandwidth, double burst)
+{
+    (void)be;
+    return pp_profile_link_shape_mpi(bytes, latency, bandwidth, burst);
 }
 
 /* --profile's tensor link (issue 27): MPI_Allreduce over the rank's
@@ -709,6 +715,7 @@ const pp_backend pp_backend_cpu = {
     .exec = cpu_exec,
     .end_step = cpu_end_step,
     .link = cpu_link,
+    .link_shape = cpu_link_shape,
     .tensor_link = cpu_tensor_link,
     .weights = pp_vm_core_weights,
     .stage_get = pp_vm_core_stage_get,

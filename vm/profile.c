@@ -12,6 +12,7 @@
 #include "../kernels/model.h"
 #include "../isa/model_words.h"
 #include "check.h"
+#include "link_fit.h"
 #include "progress.h"
 #include "vm.h"
 
@@ -34,7 +35,13 @@ struct pp_profile {
     /* pp_profile_tensor's (issue 27): the tensor link, when measured */
     int has_tensor;
     double tensor_latency, tensor_bandwidth;
+    int shape; /* pp_profile_link_shape's (issue 29): -1 unknown, else PP_LINK_* flags */
 };
+
+void pp_profile_link_shape(pp_profile *pr, int shape)
+{
+    pr->shape = shape;
+}
 
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth)
 {
@@ -69,6 +76,7 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         pp_vm_error(me, "out of memory for --profile");
     else {
         pr->path = path;
+        pr->shape = -1;
         pr->S = (int)p->S;
         pp_model_words(&p->model, p->S, pr->model, sizeof pr->model);
         pr->steps = steps;
@@ -160,7 +168,9 @@ size_t pp_profile_probe_bytes(const pp_plan *p)
         if (g > bytes)
             bytes = g;
     }
-    /* enough to see the bandwidth; an MPI count is an int */
+    /* twice the largest message, and well past a shaping token bucket's
+     * burst (pp_profile_link); an MPI count is an int */
+    bytes = 2 * bytes > PP_PROBE_MIN_BYTES ? 2 * bytes : PP_PROBE_MIN_BYTES;
     return bytes < ((size_t)1 << 28) ? bytes : (size_t)1 << 28;
 }
 
@@ -248,7 +258,8 @@ static void write_measured(FILE *f, const double *busy_all, const double *span, 
     fprintf(f, " \"bubble\": %.6g}", n ? pp_median(tmp, (size_t)n) : 0.0);
 }
 
-int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth, double overlap)
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth, double burst,
+                      double overlap)
 {
     int size, S = pr->S, K = PP_PROF_DIRS * S, me = pr->me, rc = -1;
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
@@ -305,7 +316,12 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         for (int d = 0; d <= PP_PROF_O; d++)
             write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
         if (link)
-            fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g", latency, bandwidth);
+            fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g,\n  \"burst\": %.9g",
+                    latency, bandwidth, burst);
+        if (link && pr->shape >= 0)
+            fprintf(pr->out, ",\n  \"allreduce\": \"%s\",\n  \"duplex\": \"%s\"",
+                    pr->shape & PP_LINK_TREE ? "tree" : "ring",
+                    pr->shape & PP_LINK_HALF ? "half" : "full");
         if (pr->has_tensor)
             fprintf(pr->out, ",\n  \"tensor_latency\": %.9g,\n  \"tensor_bandwidth\": %.9g",
                     pr->tensor_latency, pr->tensor_bandwidth);
@@ -353,38 +369,57 @@ void pp_profile_discard(pp_profile *pr)
     free(pr);
 }
 
-/* The fastest half round trip of `bytes`, of 21 after 3 to warm up. */
-static double one_way(pp_round_trip rt, void *ctx, size_t bytes)
+/* The fastest half round trip of `bytes`, of `reps` after `warm`. */
+static double one_way(pp_round_trip rt, void *ctx, size_t bytes, int warm, int reps)
 {
-    enum { WARM = 3, REPS = 21 };
     double fastest = 0;
-    for (int i = 0; i < WARM + REPS; i++) {
+    for (int i = 0; i < warm + reps; i++) {
         double r = rt(ctx, bytes);
-        if (i == WARM || (i > WARM && r / 2 < fastest))
+        if (i == warm || (i > warm && r / 2 < fastest))
             fastest = r / 2;
     }
     return fastest;
 }
 
-/* Both come from the fastest trips: time taken from a rank by others
+/* Times come from the fastest trips: time taken from a rank by others
  * sharing its core only ever adds to a trip. On a loaded machine the
- * medians of the two sizes differed by less than that noise (even by a
+ * medians of two sizes differed by less than that noise (even by a
  * negative amount, which gave a bandwidth of 0), and the median 8-byte trip
  * was a scheduler's time slice (0.2 us quiet, up to 6 ms under a load of 10
  * on 2 cores), which the simulation then charged to every transfer and
  * all-reduce (a 2-rank pp-dp predicted 19 ms for a step measured at 2 ms);
- * the fastest trips are the link's own cost. The
- * same number of trips on both ranks whatever they measure: no rank may
- * decide alone to measure again. */
-void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth)
+ * the fastest trips are the link's own cost. The same number of trips on
+ * both ranks whatever they measure: no rank may decide alone to measure
+ * again.
+ *
+ * The rate comes from two large sizes, bytes / 2 and bytes, and not from
+ * one size against the 8-byte trip: a link shaped by a token bucket (tc's
+ * tbf; a cloud's burst credit) passes its burst at once and only then its
+ * rate, so one message inside the burst read 246-272 MB/s on a 1 Gbit/s
+ * (125 MB/s) link with a 256 KB burst. For m past twice the burst (the
+ * bucket refills while the other rank sends back) a one-way trip takes
+ * latency + (m - burst) / rate: the slope between the two sizes is the
+ * rate, and what the larger trips lack of latency + m / rate is the burst. */
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth,
+                     double *burst)
 {
-    double small_fast = one_way(rt, ctx, 8), big_fast = one_way(rt, ctx, bytes);
-    *latency = small_fast;
-    /* When load hides the bytes' cost even in the fastest trips (seen about
-     * once in 30 runs on 4 ranks over 2 cores), the whole one-way time
-     * counts as transfer: a lower bound on the bandwidth, never 0, which in
-     * a --costs file would mean unlimited. */
-    *bandwidth = (double)bytes / (big_fast > small_fast ? big_fast - small_fast : big_fast);
+    enum { WARM = 3, REPS = 21, BIG_WARM = 1, BIG_REPS = 7 };
+    size_t m1 = bytes / 2 > 8 ? bytes / 2 : 8, m2 = bytes > m1 ? bytes : m1 + 8;
+    double t0 = one_way(rt, ctx, 8, WARM, REPS), t1 = 0, t2 = 0;
+    /* the two sizes in turn, so that a spell of load slows both alike (one
+     * after the other, a spell over all of n/2's trips read a burst of 0
+     * and over n's 400 KB, where tbf's was 64 KB and 256 KB) */
+    for (int i = 0; i < BIG_WARM + BIG_REPS; i++) {
+        double a = one_way(rt, ctx, m1, 0, 1), b = one_way(rt, ctx, m2, 0, 1);
+        if (i == BIG_WARM || (i > BIG_WARM && a < t1))
+            t1 = a;
+        if (i == BIG_WARM || (i > BIG_WARM && b < t2))
+            t2 = b;
+    }
+    *latency = t0;
+    /* (where load hides the bytes' cost even in the fastest trips, seen
+     * about once in 30 runs on 4 ranks over 2 cores: link_fit.h) */
+    pp_link_fit(t0, m1, t1, m2, t2, bandwidth, burst);
 }
 
 typedef struct {
@@ -415,7 +450,7 @@ static double round_trip_mpi(void *ctx, size_t bytes)
     return MPI_Wtime() - t0;
 }
 
-int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
+int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth, double *burst)
 {
     int me, size;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
@@ -428,7 +463,7 @@ int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth)
         return -1;
     }
     if (me <= 1)
-        pp_profile_link(round_trip_mpi, &m, bytes, latency, bandwidth);
+        pp_profile_link(round_trip_mpi, &m, bytes, latency, bandwidth, burst);
     free(m.buf);
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
     return 1;

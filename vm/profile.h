@@ -15,11 +15,29 @@
  *              way (on every owner)
  *   latency    half the fastest round trip of an 8-byte message between
  *              ranks 0 and 1 through the run's transport (of 21)
- *   bandwidth  bytes per second of a message of n bytes between the same two
- *              ranks, after that latency: n / (t(n) - latency), where n is
- *              an activation or the largest stage's fp32 gradients, whichever
- *              is larger (pp_profile_probe_bytes)
- * latency and bandwidth are left out with a single rank (nothing moves).
+ *   bandwidth  the sustained bytes per second between the same two ranks:
+ *              (n - n/2) / (t(n) - t(n/2)), from the fastest of 7 one-way
+ *              trips of each size, n twice an activation or the largest
+ *              stage's fp32 gradients, whichever is larger, and at least
+ *              2 MiB (pp_profile_probe_bytes), so that both sizes are well
+ *              past a shaping token bucket's burst
+ *   burst      the bytes the link passes at once before its rate applies
+ *              (tc tbf's burst): n/2 - bandwidth * (t(n/2) - latency), in
+ *              [0, n/2]; about 0 on an unshaped link
+ *   allreduce  "tree" or "ring" (cpu backend, 2 ranks or more): how an
+ *              in-place all-reduce over every rank moves, as the steps'
+ *              data-parallel ones do (profile_shape.c): the median of 5
+ *              of n/2 bytes set against what latency, bandwidth and burst
+ *              predict for a ring (2 (R-1) pieces of 1/R from each rank) and
+ *              a binomial tree (2 ceil(log2 R) whole ones in turn), the
+ *              nearer in ratio
+ *   duplex     "half" or "full" (cpu backend): whether an exchange of n
+ *              bytes, ranks 0 and 1 sending at once (median of 5), is
+ *              nearer the two directions in turn or at once (TCP over tc
+ *              tbf at 200 Mbit/s: in turn, its acknowledgements queued
+ *              behind the other direction's data)
+ * latency, bandwidth, burst, allreduce and duplex are left out with a single rank
+ * (nothing moves).
  *   tensor_latency, tensor_bandwidth
  *              tensor = T > 1 only (issue 27): rank 0's tensor group's
  *              all-reduce as the plans make it (the backend's TensorReduce
@@ -71,10 +89,12 @@ void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds);
  * the same agreed value), for "measured". */
 void pp_profile_step(pp_profile *pr, int step, double seconds);
 
-/* The bandwidth probe's size: an activation or the largest stage's fp32
- * gradients (as large as any weight fetch, gradient return or all-reduce),
- * whichever is larger, at most 256 MiB. */
+/* The link probe's largest size: twice an activation or the largest
+ * stage's fp32 gradients (as large as any weight fetch, gradient return or
+ * all-reduce), whichever is larger, at least PP_PROBE_MIN_BYTES and at most
+ * 256 MiB. */
 size_t pp_profile_probe_bytes(const pp_plan *p);
+#define PP_PROBE_MIN_BYTES ((size_t)2 << 20) /* past tbf bursts seen (256 KB at 1 Gbit/s) */
 
 /* What the run measures on, for the file's "backend" (the model's words
  * and the ranks per core it finds itself): the backend's name. */
@@ -92,13 +112,34 @@ void pp_profile_tensor_link(pp_allreduce_probe ar, void *ctx, size_t bytes, doub
  * (rank 0's values count); not called: neither is written. */
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth);
 
+/* The link's shape (profile_shape.c): flags of */
+#define PP_LINK_TREE 1 /* the all-reduce moves as a tree ("allreduce": "tree", else "ring") */
+#define PP_LINK_HALF 2 /* the directions share the link ("duplex": "half", else "full") */
+/* What pp_profile_finish writes as "allreduce" and "duplex" (rank 0's
+ * value counts); not called: neither is written. */
+void pp_profile_link_shape(pp_profile *pr, int shape);
+/* Collective over every rank: 1 (on rank 0) when an all-reduce of `bytes`
+ * by ar over R ranks takes nearer a tree's time than a ring's, from the
+ * link's latency, bandwidth and burst (rank 0's count); else 0. */
+int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R,
+                              double latency, double bandwidth, double burst);
+/* The cpu backend's link shape over MPI, collective: PP_LINK_HALF when an
+ * exchange of `bytes` between ranks 0 and 1 (both sending at once, through
+ * the communication thread) is nearer one direction after the other than
+ * both at once (link_fit.h), | PP_LINK_TREE when an in-place all-reduce of
+ * bytes / 2 over MPI_COMM_WORLD through the communication thread (the
+ * backend's op_reduce) is a tree's; 0 with one rank, -1 on every rank when
+ * one has no memory for it (said). */
+int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, double burst);
+
 /* Collective: gathers every rank's job times and writes the file (rank 0),
- * with the link's latency and bandwidth when `link` (rank 0's values count),
+ * with the link's latency, bandwidth and burst when `link` (rank 0's values count),
  * and "overlap" when overlap >= 0 (the backend's pp_backend.profile_overlap).
  * Frees pr. 0, or -1 on rank 0 when the file cannot be written, or on every
  * rank when some rank ran out of memory for its samples (the lowest such
  * says so). */
-int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth, double overlap);
+int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth, double burst,
+                      double overlap);
 
 /* Frees pr without writing the file (local: a run that stopped early);
  * NULL is a no-op. */
@@ -108,17 +149,19 @@ void pp_profile_discard(pp_profile *pr);
  * (rank 0 sends first), in seconds; ctx is the transport's. */
 typedef double (*pp_round_trip)(void *ctx, size_t bytes);
 
-/* On ranks 0 and 1: latency (half the fastest round trip of 8 bytes) and
- * bandwidth (bytes over the fastest one-way time of `bytes` less the
- * fastest of 8 bytes: noise from other processes only adds to a trip; 0,
- * which ppc reads as unlimited, when that is not positive). */
-void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth);
+/* On ranks 0 and 1: latency (half the fastest round trip of 8 bytes),
+ * bandwidth and burst (from the fastest one-way times of bytes / 2 and
+ * bytes, as the header says; noise from other processes only adds to a
+ * trip, and where it hides the bytes' cost the bandwidth is bytes over the
+ * whole one-way time and the burst 0). rt must take up to `bytes`. */
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth,
+                     double *burst);
 
 /* The link through MPI between ranks 0 and 1, host memory to host memory
  * (the cpu backend's transport); collective, a no-op returning 0 with one
- * rank. Sets *latency and *bandwidth on rank 0 and returns 1; -1 on every
- * rank when rank 0 or 1 has no memory for the probe (it says so). */
-int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth);
+ * rank. Sets *latency, *bandwidth and *burst on rank 0 and returns 1; -1 on
+ * every rank when rank 0 or 1 has no memory for the probe (it says so). */
+int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth, double *burst);
 
 /* The median of n values (sorts v). */
 double pp_median(double *v, size_t n);

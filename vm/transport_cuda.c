@@ -635,7 +635,8 @@ static double round_trip(void *ctx, size_t bytes)
     return MPI_Wtime() - t0;
 }
 
-int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth)
+int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth,
+                       double *burst)
 {
     int size;
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
@@ -647,7 +648,7 @@ int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwi
         cudaCheck(cudaMalloc(&c.dev, bytes > 8 ? bytes : 8));
         if (v->transport != PP_TRANSPORT_NCCL)
             cudaCheck(cudaHostAlloc(&c.host, bytes > 8 ? bytes : 8, cudaHostAllocDefault));
-        pp_profile_link(round_trip, &c, bytes, latency, bandwidth);
+        pp_profile_link(round_trip, &c, bytes, latency, bandwidth, burst);
         cudaCheck(cudaFree(c.dev));
         if (c.host)
             cudaCheck(cudaFreeHost(c.host));

@@ -13,7 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../compiler/compile.h"
 #include "../../compiler/costs.h"
+#include "../../compiler/link_bucket.h"
+#include "../../vm/link_fit.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -186,7 +189,8 @@ START_TEST(test_unknown_key)
     err_at("{\"f\": 1}", "1:2",
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
            "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
-           "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\" or \"ranks_per_core\"");
+           "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\", \"ranks_per_core\", "
+           "\"burst\", \"allreduce\" or \"duplex\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -674,6 +678,174 @@ START_TEST(test_fuzz_mutations)
 }
 END_TEST
 
+/* ------------------------------------------- the link (issue 29: tc tbf) */
+
+/* "burst" (bytes >= 0) and "allreduce" ("ring" or "tree"): read, and
+ * refused with what was expected. */
+START_TEST(test_burst_allreduce_keys)
+{
+    pp_costs c;
+    ok(&c, "{\"burst\": 65536, \"allreduce\": \"tree\"}");
+    ck_assert_int_eq(c.has_burst, 1);
+    ck_assert_double_eq(c.burst, 65536);
+    ck_assert_int_eq(c.allreduce_tree, 1);
+    pp_costs_free(&c);
+    ok(&c, "{\"allreduce\": \"ring\"}");
+    ck_assert_int_eq(c.has_burst, 0);
+    ck_assert_int_eq(c.allreduce_tree, 0);
+    pp_costs_free(&c);
+    err_at("{\"burst\": -1}", "1:11", "expected a number >= 0 for \"burst\", found -1");
+    err_at("{\"burst\": \"64k\"}", "1:11", "expected a number for \"burst\", found a string");
+    err_at("{\"allreduce\": \"star\"}", "1:15",
+           "expected \"ring\" or \"tree\" for \"allreduce\", found \"star\"");
+    ok(&c, "{\"duplex\": \"half\"}");
+    ck_assert_int_eq(c.half_duplex, 1);
+    pp_costs_free(&c);
+    err_at("{\"duplex\": \"simplex\"}", "1:12",
+           "expected \"full\" or \"half\" for \"duplex\", found \"simplex\"");
+    err_at("{\"allreduce\": 2}", "1:15",
+           "expected \"ring\" or \"tree\" for \"allreduce\", found a");
+}
+END_TEST
+
+/* The links' token buckets (link_bucket.h): burst 100 bytes, 10 bytes a
+ * second, latency 1 s, 3 workers. */
+START_TEST(test_bucket)
+{
+    pp_jobtable t;
+    memset(&t, 0, sizeof t);
+    t.W = 3;
+    t.burst = 100;
+    t.bandwidth = 10;
+    t.latency = 1;
+    pp_links l;
+    ck_assert_int_eq(pp_links_init(&l, &t), 0);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 50), 1, 1e-12);  /* inside: latency */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 100), 6, 1e-12); /* 50 left: 50 paid */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 2, 5, 10), 7, 1e-12);  /* queued, empty */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 1, 0, 0, 100), 1, 1e-12); /* 1's own bucket */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 100, 100), 101, 1e-12); /* refilled */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 100, 1), 101.1, 1e-12);
+    pp_links_free(&l);
+    /* half duplex: 1 -> 0 waits until 0 -> 1 has left, with its own bucket */
+    t.half_duplex = 1;
+    ck_assert_int_eq(pp_links_init(&l, &t), 0);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 300), 21, 1e-12); /* 200 paid */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 1, 0, 0, 100), 21, 1e-12); /* from 20, free */
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 2, 1, 0, 100), 1, 1e-12);  /* another pair */
+    pp_links_free(&l);
+    t.half_duplex = 0;
+    t.burst = 0; /* no burst: latency + bytes / bandwidth, one message after another */
+    ck_assert_int_eq(pp_links_init(&l, &t), 0);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 20), 3, 1e-12);
+    ck_assert_double_eq_tol(pp_links_send(&l, &t, 0, 1, 0, 20), 5, 1e-12);
+    pp_links_free(&l);
+}
+END_TEST
+
+/* ppc's step for schedules/FILE -D S=2 -D B=B with the costs `json`. */
+static double step_with(const char *file, int B, const char *json)
+{
+    char *dir = temp_dir(), path[600], sched[600];
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    snprintf(sched, sizeof sched, "%s/schedules/%s", PP_ROOT, file);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(json, f);
+    fclose(f);
+    pp_define defs[] = {{"S", 2}, {"B", B}};
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = sched;
+    o.defs = defs;
+    o.ndefs = 2;
+    o.costs = path;
+    o.stop_after = PP_STAGE_REPORT;
+    o.capture = 1;
+    pp_compiled c;
+    ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s with %s: %s", file, json, c.msgs);
+    double step = c.rep.step;
+    pp_compiled_free(&c);
+    remove_dir(dir);
+    return step;
+}
+
+/* What the burst and the tree change in ppc's step, against hand sums. */
+START_TEST(test_link_prices)
+{
+    /* GPipe S=2 B=1, jobs of 1 s: F0, activation, F1, B1, gradient, B0 */
+    double plain = step_with("gpipe.pp", 1, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000}");
+    double a = (plain - 4) / 2 * 1000; /* the activation's bytes (its gradient's as many) */
+    ck_assert_msg(a > 0, "no transfer priced: step %g", plain);
+    char json[256];
+    snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}", a);
+    ck_assert_double_eq_tol(step_with("gpipe.pp", 1, json), 4, 1e-9); /* inside the burst */
+    snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}",
+             a / 2);
+    ck_assert_double_eq_tol(step_with("gpipe.pp", 1, json), 4 + a / 1000, 1e-9); /* half paid */
+    ck_assert_double_eq_tol(
+        step_with("gpipe.pp", 1, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": 0}"), plain,
+        1e-12); /* 0 is no burst */
+
+    /* B=2 with a burst of a + 512: the first activation (sent at 1) drains
+     * it to 512; by the second (at 2) it has refilled 1000, so that one
+     * pays a - 1512 bytes and arrives at 2 + (a - 1512) / 1000; F1, B1 of
+     * it and B0 follow (the gradients find full buckets): link_retime.c */
+    snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}",
+             a + 512);
+    ck_assert_double_eq_tol(step_with("gpipe.pp", 2, json), 2 + (a - 1512) / 1000 + 3, 1e-9);
+
+    /* DDP S=2 B=2: the all-reduces start when the workers' last jobs end,
+     * at 4. A ring on 2 ranks moves half of each stage from each rank
+     * twice: (g0 + g1) / bandwidth in all; a tree moves the whole twice in
+     * turn, the two stages' all-reduces in flight together: twice that. */
+    const char *ring = "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000}";
+    const char *tree = "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"allreduce\": \"tree\"}";
+    double r = step_with("ddp.pp", 2, ring), tr = step_with("ddp.pp", 2, tree);
+    ck_assert_msg(r > 5, "the ring's all-reduces priced at nothing: %g", r);
+    ck_assert_double_eq_tol(tr - 4, 2 * (r - 4), 1e-9);
+    /* a half-duplex link: the ring's two ranks send each round in turn */
+    double half =
+        step_with("ddp.pp", 2, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"duplex\": \"half\"}");
+    ck_assert_double_eq_tol(half - 4, 2 * (r - 4), 1e-9);
+    /* with a burst as large as both stages' gradients, the tree's two
+     * rounds come from full buckets: only the latency */
+    snprintf(json, sizeof json,
+             "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"allreduce\": \"tree\", \"burst\": %.17g, "
+             "\"latency\": 0.25}",
+             (r - 4) * 1000);
+    ck_assert_double_eq_tol(step_with("ddp.pp", 2, json), 4 + 2 * 0.25, 1e-9);
+}
+END_TEST
+
+/* The link probe's fit (vm/link_fit.h) on a modelled tbf link: latency L,
+ * rate r, burst b; a large message takes L + (m - b) / r. */
+START_TEST(test_link_fit)
+{
+    double L = 30e-6, r = 25e6, b = 65536, bw, burst;
+    size_t m1 = 1 << 20, m2 = 2 << 20;
+    pp_link_fit(L, m1, L + (m1 - b) / r, m2, L + (m2 - b) / r, &bw, &burst);
+    ck_assert_double_eq_tol(bw, r, r * 1e-9);
+    ck_assert_double_eq_tol(burst, b, 1e-3);
+    /* an unshaped link: no burst */
+    pp_link_fit(L, m1, L + m1 / 3e9, m2, L + m2 / 3e9, &bw, &burst);
+    ck_assert_double_eq_tol(bw, 3e9, 3e9 * 1e-9);
+    ck_assert_double_eq_tol(burst, 0, 1e-3);
+    /* noise that makes the larger faster: the whole trip is transfer */
+    pp_link_fit(L, m1, 2e-3, m2, 1e-3, &bw, &burst);
+    ck_assert_double_eq_tol(bw, m2 / (1e-3 - L), 1e-3);
+    ck_assert_double_eq(burst, 0);
+    /* a tree's all-reduce (two whole messages in turn on 2 ranks) against
+     * a ring's (each rank sends two halves) */
+    double n = 1 << 20;
+    ck_assert_int_eq(pp_allreduce_is_tree(2 * (L + (n - b) / r), n, 2, L, r, b), 1);
+    ck_assert_int_eq(pp_allreduce_is_tree(2 * L + (n - b) / r, n, 2, L, r, b), 0);
+    ck_assert_int_eq(pp_allreduce_is_tree(0, n, 2, L, r, b), 0);
+    /* an exchange whose directions take turns, and one where they do not */
+    ck_assert_int_eq(pp_link_half_duplex(L + (2 * n - b) / r, n, L, r, b), 1);
+    ck_assert_int_eq(pp_link_half_duplex(L + (n - b) / r, n, L, r, b), 0);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 Suite *costs_suite(void)
@@ -693,7 +865,14 @@ Suite *costs_suite(void)
     tcase_add_test(keys, test_measured);
     tcase_add_test(keys, test_measured_on);
     tcase_add_test(keys, test_costs_of_another_model);
+    tcase_add_test(keys, test_burst_allreduce_keys);
     suite_add_tcase(s, keys);
+
+    TCase *link = tcase_create("link");
+    tcase_add_test(link, test_bucket);
+    tcase_add_test(link, test_link_prices);
+    tcase_add_test(link, test_link_fit);
+    suite_add_tcase(s, link);
 
     TCase *vals = tcase_create("values");
     tcase_add_test(vals, test_non_positive_cost);

@@ -664,6 +664,14 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(profile_values(json, "latency", v, 8), 1);
     ck_assert_msg(v[0] < 0.1, "latency %g s", v[0]);
     ck_assert_int_eq(profile_values(json, "bandwidth", v, 8), 1);
+    ck_assert_msg(v[0] > 0, "bandwidth %g", v[0]);
+    /* issue 29: the link's token-bucket burst (about 0 here) and the
+     * all-reduce's shape */
+    const char *burst = strstr(json, "\"burst\": ");
+    ck_assert_msg(burst && strtod(burst + 9, NULL) >= 0, "no \"burst\" >= 0 in:\n%s", json);
+    ck_assert_msg(strstr(json, "\"allreduce\": \"tree\"") ||
+                      strstr(json, "\"allreduce\": \"ring\""),
+                  "no \"allreduce\": \"tree\" or \"ring\" in:\n%s", json);
     /* the cpu backend runs an overlapped pair's jobs in turn: overlap 1 */
     ck_assert_int_eq(profile_values(json, "overlap", v, 8), 1);
     ck_assert_double_eq(v[0], 1);

@@ -1121,8 +1121,21 @@ START_TEST(test_backend_warning)
                       rows[i].warns ? "is missing" : "is printed", out);
         free(out);
     }
+    /* the rows' commands repeat --backend, as they repeat --costs */
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --top 1 --costs plain.json --backend cuda",
+             dir, PP_ROOT);
+    char *out = run_expect(cmd, 0);
+    ck_assert_msg(strstr(out, " --costs plain.json --backend cuda "),
+                  "a row's command does not repeat --backend cuda after --costs:\n%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ppc --search -D W=4 -D B=8 --top 1", dir, PP_ROOT);
+    out = run_expect(cmd, 0);
+    ck_assert_msg(!strstr(out, "--backend"), "--backend printed where the user gave none:\n%s",
+                  out);
+    free(out);
     snprintf(cmd, sizeof cmd, "%s/bin/ppc %s/1f1b.pp -o %s/out --backend tpu", PP_ROOT, LIB, dir);
-    char *out = run_expect(cmd, 2);
+    out = run_expect(cmd, 2);
     ck_assert_msg(strstr(out, "ppc: --backend expects cpu or cuda, found 'tpu'\n"), "said:\n%s",
                   out);
     free(out);

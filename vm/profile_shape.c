@@ -1,0 +1,106 @@
+/* profile_shape.c - ppvm --profile's "allreduce" and "duplex" (profile.h,
+ * issue 29): how the link carries what the steps send, told apart by
+ * timing it against what the measured latency, bandwidth and burst predict
+ * for each shape (link_fit.h).
+ *
+ * Why measure them: Open MPI 4.1's in-place MPI_Iallreduce (the cpu
+ * backend's, vm/interp.c op_reduce) is a binomial reduce then broadcast, in
+ * which the whole gradient crosses the link twice in turn on 2 ranks; ppc
+ * priced a ring, half that, and predicted 0.47 of DDP's measured step over
+ * a 200 Mbit/s link. And TCP over tc tbf at 200 Mbit/s moved 2 MiB each way
+ * at once in 188-202 ms against 96-110 ms for one way (its
+ * acknowledgements queue behind the other direction's data): FSDP, whose
+ * fetches and gradient returns cross both ways at once, measured about the
+ * sum of both directions' bytes over the rate. Another MPI, version or
+ * network may differ: the run says which. */
+#include "profile.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "link_fit.h"
+#include "progress.h"
+#include "vm.h"
+
+/* The median of 5 after 1 to warm up; every rank runs as many. Not the
+ * fastest, as the link probe takes: the shapes differ by about 2x, more
+ * than load adds, and the two directions of a TCP link over tbf sometimes
+ * do go at once (1 exchange in 4 here), which the fastest would pick. */
+static double median5(pp_allreduce_probe ar, void *ctx, size_t bytes)
+{
+    enum { WARM = 1, REPS = 5 };
+    double t[REPS];
+    for (int i = 0; i < WARM + REPS; i++) {
+        double x = ar(ctx, bytes);
+        if (i >= WARM)
+            t[i - WARM] = x;
+    }
+    return pp_median(t, REPS);
+}
+
+int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R, double latency,
+                              double bandwidth, double burst)
+{
+    /* compiler/report_link.c prices both the same way */
+    return pp_allreduce_is_tree(median5(ar, ctx, bytes), (double)bytes, R, latency, bandwidth,
+                                burst);
+}
+
+static double allreduce_world(void *ctx, size_t bytes)
+{
+    double t0 = MPI_Wtime();
+    /* in place and through the communication thread, as op_reduce's */
+    pp_progress_allreduce(MPI_IN_PLACE, ctx, (int)(bytes / sizeof(float)), MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD);
+    return MPI_Wtime() - t0;
+}
+
+typedef struct {
+    char *out, *in;
+    int me;
+} exchange_ctx;
+
+/* Ranks 0 and 1 send each other `bytes` at once, posted and waited for as
+ * a step's transfers are; the time until both of this rank's are done. */
+static double exchange(void *ctx, size_t bytes)
+{
+    const exchange_ctx *x = ctx;
+    MPI_Request r[2];
+    double t0 = MPI_Wtime();
+    mpiCheck(MPI_Irecv(x->in, (int)bytes, MPI_BYTE, 1 - x->me, 2, MPI_COMM_WORLD, &r[0]));
+    mpiCheck(MPI_Isend(x->out, (int)bytes, MPI_BYTE, 1 - x->me, 2, MPI_COMM_WORLD, &r[1]));
+    pp_progress_complete(&r[1]);
+    pp_progress_complete(&r[0]);
+    return MPI_Wtime() - t0;
+}
+
+int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, double burst)
+{
+    int me, size, shape = 0;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (size < 2)
+        return 0;
+    exchange_ctx x = {me <= 1 ? malloc(bytes) : NULL, me <= 1 ? calloc(bytes, 1) : NULL, me};
+    float *buf = calloc(bytes / 2 / sizeof(float) + 2, sizeof(float));
+    if (x.out)
+        memset(x.out, 0, bytes);
+    if (!pp_vm_all_ok(buf && (me > 1 || (x.out && x.in)), me,
+                      "out of memory for --profile's link shape probe")) {
+        free(buf);
+        free(x.out);
+        free(x.in);
+        return -1;
+    }
+    if (me <= 1 &&
+        pp_link_half_duplex(median5(exchange, &x, bytes), (double)bytes, latency, bandwidth, burst))
+        shape |= PP_LINK_HALF;
+    if (pp_profile_allreduce_kind(allreduce_world, buf, bytes / 2, size, latency, bandwidth, burst))
+        shape |= PP_LINK_TREE;
+    free(buf);
+    free(x.out);
+    free(x.in);
+    return shape;
+}
