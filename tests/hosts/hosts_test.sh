@@ -35,9 +35,19 @@ hosts_made=0
 fails=0
 mpi_pid=
 
+# kill_tree PID: PID and every process below it, children first, so that a
+# run started in the background (a subshell, then timeout, then mpirun and
+# its daemons) leaves nothing behind when only the subshell's pid is known
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill -9 "$1" 2>/dev/null
+}
+
 cleanup() {
   trap - EXIT INT TERM
-  [ -n "$mpi_pid" ] && kill -9 "$mpi_pid" 2>/dev/null
+  [ -n "$mpi_pid" ] && kill_tree "$mpi_pid"
+  for p in $(pgrep -P $$ 2>/dev/null); do kill_tree "$p"; done
   for ((h = 0; h < hosts_made; h++)); do
     # every process left in the namespace (a lost host's ranks), then it
     for p in $(ip netns pids "${tag}h$h" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
@@ -264,7 +274,7 @@ lost_host() {
   local bg=$!
   # (start-up over 4 hosts takes seconds; on a loaded machine tens)
   for ((i = 0; i < 900; i++)); do grep -aq '^step' "$tmp/out" 2> /dev/null && break; sleep 0.1; done
-  grep -aq "^step" "$tmp/out" || { fail "lost host: the run did not start after ${i} tries ($(wc -c < "$tmp/out") bytes of output):"; tail -20 "$tmp/out"; kill "$bg"; return; }
+  grep -aq "^step" "$tmp/out" || { fail "lost host: the run did not start after ${i} tries ($(wc -c < "$tmp/out") bytes of output):"; tail -20 "$tmp/out"; kill_tree "$bg"; return; }
   ip link set "${tag}v2" down
   t0=$(date +%s.%N)
   declare -A ended
@@ -281,7 +291,7 @@ lost_host() {
     if (($(echo "$t1 - $t0 > $limit + 5" | bc))); then break; fi
     sleep 0.2
   done
-  kill "$bg" 2> /dev/null
+  kill_tree "$bg"
   wait "$bg" 2> /dev/null
   for ((h = 0; h < 4; h++)); do
     if [ -z "${ended[$h]:-}" ]; then
