@@ -117,6 +117,10 @@ static inline gpt_param_layout gpt_param_layout_of(const gpt_shape *sh)
     return P;
 }
 
+/* Bytes of one stashed GEMM operand (the stash layout's `act`): bf16's 2,
+ * or a float. */
+static inline size_t gpt_act_bytes(const gpt_shape *sh) { return sh->bf16 ? 2 : sizeof(float); }
+
 static inline size_t gpt_round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Reserves `bytes` at the cursor and returns their offset. */
@@ -128,24 +132,34 @@ static inline size_t gpt_take(size_t *cur, size_t bytes)
 }
 
 /* Byte offsets into the stash (what F leaves for B). Every region starts at
- * a multiple of 16 bytes.
+ * a multiple of 16 bytes. `act` is float, or with bf16 a bf16 value (2
+ * bytes): the regions so marked are GEMM (or attention) operands and are
+ * read by nothing else, so with bf16 the stash keeps the bf16 copy the GEMM
+ * consumed instead of an fp32 one (mixed precision's stash, half the
+ * bytes, the same bits: every reader rounded them to bf16 anyway). What
+ * stays fp32 does so for accuracy: x and res are the residual stream (fp32
+ * sums; layer norm's backward reads them), fch is GELU's input (its
+ * derivative is taken in fp32), the layer-norm statistics and lse are
+ * per-row reductions a bf16 rounding would bias, atty is also the `out` of
+ * the attention's backward (D_i = rowsum(dout o out) in fp32), and probs
+ * (the loss's softmax, dlogits on the GPU) are the loss's values.
  *   s == 0:       tokens  int32 [B][T+1]   the loaded microbatch
  *   layer l (at layers + l*layer_stride; x at offset 0, the rest relative):
  *                 x       float [BT][C]    the layer's input
- *                 ln1     float [BT][C]    ln1's output
+ *                 ln1     act   [BT][C]    ln1's output
  *                 ln1_mean, ln1_rstd float [BT]
- *                 qkv     float [BT][3A]   row = [q | k | v]
+ *                 qkv     act   [BT][3A]   row = [q | k | v]
  *                 atty    float [BT][A]    attention output (before attproj)
  *                 lse     float [B][NH][T] per query row: log sum exp of its
  *                                          scaled scores (the attention's
  *                                          backward recomputes P from it)
  *                 res     float [BT][C]    x + attproj(atty): ln2's input
- *                 ln2     float [BT][C]    ln2's output
+ *                 ln2     act   [BT][C]    ln2's output
  *                 ln2_mean, ln2_rstd float [BT]
  *                 fch     float [BT][F]    fc's output, before GELU
- *                 fcg     float [BT][F]    GELU's output
+ *                 fcg     act   [BT][F]    GELU's output
  *   s == S-1:     xf      float [BT][C]    lnf's input (the last layer's output)
- *                 lnf     float [BT][C]    lnf's output
+ *                 lnf     act   [BT][C]    lnf's output
  *                 lnf_mean, lnf_rstd float [BT]
  *                 probs   float [BT][V]    softmax of the logits
  *                 targets int32 [BT]       each position's next token
@@ -180,29 +194,30 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
     size_t V = (size_t)sh->V;
     size_t xb = BT * C * sizeof(float), hb = BT * F * sizeof(float);
     size_t ab = BT * (size_t)sh->A * sizeof(float), rb = BT * sizeof(float);
+    size_t act = gpt_act_bytes(sh); /* bytes of an `act` element */
     size_t cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
     if (sh->first)
         L.tokens = gpt_take(&cur, (size_t)sh->B * (size_t)(sh->T + 1) * sizeof(int32_t));
     (void)gpt_take(&blk, xb); /* x */
-    L.ln1 = gpt_take(&blk, xb);
+    L.ln1 = gpt_take(&blk, BT * C * act);
     L.ln1_mean = gpt_take(&blk, rb);
     L.ln1_rstd = gpt_take(&blk, rb);
-    L.qkv = gpt_take(&blk, 3 * ab);
+    L.qkv = gpt_take(&blk, BT * 3 * (size_t)sh->A * act);
     L.atty = gpt_take(&blk, ab);
     L.lse = gpt_take(&blk, (size_t)sh->B * (size_t)sh->NH * (size_t)sh->T * sizeof(float));
     L.res = gpt_take(&blk, xb);
-    L.ln2 = gpt_take(&blk, xb);
+    L.ln2 = gpt_take(&blk, BT * C * act);
     L.ln2_mean = gpt_take(&blk, rb);
     L.ln2_rstd = gpt_take(&blk, rb);
     L.fch = gpt_take(&blk, hb);
-    L.fcg = gpt_take(&blk, hb);
+    L.fcg = gpt_take(&blk, BT * F * act);
     L.layer_stride = blk;
     L.layers = cur;
     cur += (size_t)sh->L * L.layer_stride;
     if (sh->last) {
         L.xf = gpt_take(&cur, xb);
-        L.lnf = gpt_take(&cur, xb);
+        L.lnf = gpt_take(&cur, BT * C * act);
         L.lnf_mean = gpt_take(&cur, rb);
         L.lnf_rstd = gpt_take(&cur, rb);
         L.probs = gpt_take(&cur, BT * V * sizeof(float));

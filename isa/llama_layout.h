@@ -103,21 +103,24 @@ static inline llama_param_layout llama_param_layout_of(const llama_shape *sh)
 }
 
 /* Byte offsets into the stash (what F leaves for B), 16-byte aligned.
+ * `act`: float, or with bf16 the bf16 value the GEMM (or attention)
+ * consumes, 2 bytes (gpt_layout.h's rule, which says why the rest stays
+ * fp32; gu is SwiGLU's input, its derivative taken in fp32).
  *   s == 0:       tokens  int32 [B][T+1]
  *   layer l (at layers + l*layer_stride; x at offset 0):
  *                 x       float [BT][C]    the layer's input
- *                 n1      float [BT][C]    RMSNorm 1's output
+ *                 n1      act   [BT][C]    RMSNorm 1's output
  *                 n1_rstd float [BT]
- *                 qkv     float [BT][3A]   q and k rotated, k and v repeated
+ *                 qkv     act   [BT][3A]   q and k rotated, k and v repeated
  *                                          to NH heads: the attention's input
  *                 atty    float [BT][A]    attention output (before wo)
  *                 lse     float [B][NH][T]
  *                 res     float [BT][C]    x + atty wo^T
- *                 n2      float [BT][C]    RMSNorm 2's output
+ *                 n2      act   [BT][C]    RMSNorm 2's output
  *                 n2_rstd float [BT]
  *                 gu      float [BT][2F]   [gate | up] before SwiGLU
- *                 h       float [BT][F]    silu(gate) * up
- *   s == S-1:     xf, nf float [BT][C], nf_rstd float [BT], probs float
+ *                 h       act   [BT][F]    silu(gate) * up
+ *   s == S-1:     xf float, nf act [BT][C], nf_rstd float [BT], probs float
  *                 [BT][V], targets int32 [BT]
  * A split backward's B leaves for W, after the above:
  *   layer l (at wlayers + l*wlayer_stride; dy at offset 0):
@@ -144,26 +147,27 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
     size_t V = (size_t)sh->V, Q = (size_t)sh->Q;
     size_t xb = BT * C * sizeof(float), fb = BT * F * sizeof(float), rb = BT * sizeof(float);
     size_t ab = BT * (size_t)sh->A * sizeof(float), cur = 0, blk = 0;
+    size_t act = sh->bf16 ? 2 : sizeof(float); /* an `act` element */
     memset(&L, 0, sizeof L);
     if (sh->first)
         L.tokens = gpt_take(&cur, (size_t)sh->B * (size_t)(sh->T + 1) * sizeof(int32_t));
     (void)gpt_take(&blk, xb); /* x */
-    L.n1 = gpt_take(&blk, xb);
+    L.n1 = gpt_take(&blk, BT * C * act);
     L.n1_rstd = gpt_take(&blk, rb);
-    L.qkv = gpt_take(&blk, 3 * ab);
+    L.qkv = gpt_take(&blk, BT * 3 * (size_t)sh->A * act);
     L.atty = gpt_take(&blk, ab);
     L.lse = gpt_take(&blk, (size_t)sh->B * (size_t)sh->NH * (size_t)sh->T * sizeof(float));
     L.res = gpt_take(&blk, xb);
-    L.n2 = gpt_take(&blk, xb);
+    L.n2 = gpt_take(&blk, BT * C * act);
     L.n2_rstd = gpt_take(&blk, rb);
     L.gu = gpt_take(&blk, 2 * fb);
-    L.h = gpt_take(&blk, fb);
+    L.h = gpt_take(&blk, BT * F * act);
     L.layer_stride = blk;
     L.layers = cur;
     cur += (size_t)sh->L * L.layer_stride;
     if (sh->last) {
         L.xf = gpt_take(&cur, xb);
-        L.nf = gpt_take(&cur, xb);
+        L.nf = gpt_take(&cur, BT * C * act);
         L.nf_rstd = gpt_take(&cur, rb);
         L.probs = gpt_take(&cur, BT * V * sizeof(float));
         L.targets = gpt_take(&cur, BT * sizeof(int32_t));

@@ -77,7 +77,9 @@ static inline param_layout param_layout_of(const shape *sh)
 }
 
 /* Byte offsets into the stash (what F leaves for B); the layout is
- * kernels/mlp.c's file header. */
+ * kernels/mlp.c's file header. With bf16, u, a and z (GEMM operands, read
+ * by nothing else) are the bf16 values the GEMMs consume, 2 bytes each, as
+ * gpt_layout.h's `act` regions (which say why the rest stays fp32). */
 typedef struct {
     size_t tokens;
     size_t blocks, block_stride; /* x_k at blocks + k*block_stride, */
@@ -106,23 +108,24 @@ static inline stash_layout stash_layout_of(const shape *sh)
     stash_layout L;
     size_t B = (size_t)sh->B, D = (size_t)sh->D, F = (size_t)sh->F, V = PP_VOCAB;
     size_t xbytes = B * D * sizeof(float), hbytes = B * F * sizeof(float);
-    size_t rbytes = B * sizeof(float); /* one float per row: mean, rstd */
+    size_t rbytes = B * sizeof(float);         /* one float per row: mean, rstd */
+    size_t act = sh->bf16 ? 2 : sizeof(float); /* u, a, z: bf16 with bf16 */
     size_t cur = 0, blk = 0;
     memset(&L, 0, sizeof L);
     if (sh->first)
         L.tokens = take(&cur, B * (size_t)(sh->C + 1) * sizeof(int32_t));
     (void)take(&blk, xbytes); /* x_k */
-    L.u = take(&blk, xbytes);
+    L.u = take(&blk, B * D * act);
     L.mean = take(&blk, rbytes);
     L.rstd = take(&blk, rbytes);
     L.h = take(&blk, hbytes);
-    L.a = take(&blk, hbytes);
+    L.a = take(&blk, B * F * act);
     L.block_stride = blk;
     L.blocks = cur;
     cur += (size_t)sh->nb * L.block_stride;
     if (sh->last) {
         L.xh = take(&cur, xbytes);
-        L.z = take(&cur, xbytes);
+        L.z = take(&cur, B * D * act);
         L.meanf = take(&cur, rbytes);
         L.rstdf = take(&cur, rbytes);
         L.probs = take(&cur, B * V * sizeof(float));

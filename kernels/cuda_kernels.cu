@@ -64,6 +64,15 @@ static __device__ __forceinline__ float param(const uint16_t *p, size_t i)
     return __uint_as_float((unsigned)p[i] << 16);
 }
 
+/* An activation a kernel writes: fp32 as it is, or (the bf16 stash's `act`
+ * regions, isa/gpt_layout.h) rounded to bf16 by the kernel that makes it,
+ * to nearest even as pp_f32_to_bf16, so no separate conversion pass. */
+static __device__ __forceinline__ void put(float *y, size_t i, float v) { y[i] = v; }
+static __device__ __forceinline__ void put(uint16_t *y, size_t i, float v)
+{
+    y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
 struct SumOp {
     template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
 };
@@ -296,15 +305,24 @@ static __global__ void bias_add_kernel(float *y, const P *bias, size_t cols, siz
         y[i] += param(bias, i % cols);
 }
 
-template <typename P>
-static __global__ void bias_gelu_forward_kernel(float *h, const P *bias, float *a, size_t cols,
+template <typename P, typename Y>
+static __global__ void bias_gelu_forward_kernel(float *h, const P *bias, Y *a, size_t cols,
                                                 size_t n)
 {
     for (size_t i = global_index(); i < n; i += global_stride()) {
         float v = h[i] + param(bias, i % cols);
         h[i] = v;
-        a[i] = gelu(v);
+        put(a, i, gelu(v));
     }
+}
+
+/* y = x + bias, written as Y (bf16: the qkv stash made in one pass) */
+template <typename P, typename Y>
+static __global__ void bias_add_to_kernel(const float *x, const P *bias, Y *y, size_t cols,
+                                          size_t n)
+{
+    for (size_t i = global_index(); i < n; i += global_stride())
+        put(y, i, x[i] + param(bias, i % cols));
 }
 
 /* dx may alias dy: each element reads dy[i] before writing dx[i]. */
@@ -370,8 +388,8 @@ extern "C" cudaError_t pp_cu_bias_add_bf16w(float *y, const uint16_t *bias, int 
     return bias_add(y, bias, rows, cols, st);
 }
 
-template <typename P>
-static cudaError_t bias_gelu_forward(float *h, const P *bias, float *a, int rows, int cols,
+template <typename P, typename Y>
+static cudaError_t bias_gelu_forward(float *h, const P *bias, Y *a, int rows, int cols,
                                      cudaStream_t st)
 {
     size_t n = (size_t)rows * cols;
@@ -391,6 +409,22 @@ extern "C" cudaError_t pp_cu_bias_gelu_forward_bf16w(float *h, const uint16_t *b
                                                      int rows, int cols, cudaStream_t st)
 {
     return bias_gelu_forward(h, bias, a, rows, cols, st);
+}
+
+extern "C" cudaError_t pp_cu_bias_gelu_forward_bf16wy(float *h, const uint16_t *bias, uint16_t *a,
+                                                      int rows, int cols, cudaStream_t st)
+{
+    return bias_gelu_forward(h, bias, a, rows, cols, st);
+}
+
+extern "C" cudaError_t pp_cu_bias_add_to_bf16wy(const float *x, const uint16_t *bias, uint16_t *y,
+                                                int rows, int cols, cudaStream_t st)
+{
+    size_t n = (size_t)rows * cols;
+    if (n == 0)
+        return cudaSuccess;
+    bias_add_to_kernel<<<grid_for(n), THREADS, 0, st>>>(x, bias, y, (size_t)cols, n);
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size_t n,
@@ -453,14 +487,14 @@ extern "C" cudaError_t pp_cu_add(float *y, const float *x, size_t n, cudaStream_
  * with block_reduce. (One warp per row, eight rows a block, left an H100
  * with 32 blocks for the 256 rows of a 4096-wide batch: 58 us a forward
  * and 78 us a backward, latency-bound; a block per row fills the GPU.) */
-template <typename P>
+template <typename P, typename Y>
 static __global__ void layernorm_forward_kernel(const float *x, const P *gamma, const P *beta,
-                                                int cols, float *y, float *mean, float *rstd)
+                                                int cols, Y *y, float *mean, float *rstd)
 {
     __shared__ float buf[33];
     int row = blockIdx.x;
     const float *xr = x + (size_t)row * cols;
-    float *yr = y + (size_t)row * cols;
+    Y *yr = y + (size_t)row * cols;
 
     float s = 0.0f;
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
@@ -474,7 +508,7 @@ static __global__ void layernorm_forward_kernel(const float *x, const P *gamma, 
     float var = block_reduce(sq, SumOp(), 0.0f, buf) / (float)cols;
     float r = 1.0f / sqrtf(var + LN_EPS); /* IEEE sqrt and division, not rsqrtf */
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        yr[c] = (xr[c] - m) * r * param(gamma, c) + param(beta, c);
+        put(yr, (size_t)c, (xr[c] - m) * r * param(gamma, c) + param(beta, c));
     if (threadIdx.x == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -546,9 +580,9 @@ static __global__ void layernorm_param_grad_kernel(const float *x, const float *
     }
 }
 
-template <typename P>
+template <typename P, typename Y>
 static cudaError_t layernorm_forward(const float *x, const P *gamma, const P *beta, int rows,
-                                     int cols, float *y, float *mean, float *rstd, cudaStream_t st)
+                                     int cols, Y *y, float *mean, float *rstd, cudaStream_t st)
 {
     if (rows <= 0 || cols <= 0)
         return cudaSuccess;
@@ -568,6 +602,14 @@ extern "C" cudaError_t pp_cu_layernorm_forward_bf16w(const float *x, const uint1
                                                      const uint16_t *beta, int rows, int cols,
                                                      float *y, float *mean, float *rstd,
                                                      cudaStream_t st)
+{
+    return layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd, st);
+}
+
+extern "C" cudaError_t pp_cu_layernorm_forward_bf16wy(const float *x, const uint16_t *gamma,
+                                                      const uint16_t *beta, int rows, int cols,
+                                                      uint16_t *y, float *mean, float *rstd,
+                                                      cudaStream_t st)
 {
     return layernorm_forward(x, gamma, beta, rows, cols, y, mean, rstd, st);
 }

@@ -108,6 +108,20 @@ cudaError_t pp_cu_layernorm_backward_bf16w(const float *x, const uint16_t *gamma
                                            const float *rstd, const float *dy, int rows, int cols,
                                            float *dx, float *dgamma, float *dbeta, cudaStream_t st);
 
+/* The bf16 stash's producers (isa/gpt_layout.h's `act` regions): with bf16
+ * weights, the output written as bf16 (rounded to nearest even) by the
+ * kernel that makes it, where the fp32 kernel and pp_cu_f32_to_bf16 made
+ * it in two passes; the same values. a = gelu(h + bias) with h updated in
+ * fp32 as above; y = LN(x) with mean and rstd fp32; y = x + bias (x fp32,
+ * left as it is). Their CPU twin is the fp32 kernel and pp_f32_to_bf16. */
+cudaError_t pp_cu_bias_gelu_forward_bf16wy(float *h, const uint16_t *bias, uint16_t *a, int rows,
+                                           int cols, cudaStream_t st);
+cudaError_t pp_cu_layernorm_forward_bf16wy(const float *x, const uint16_t *gamma,
+                                           const uint16_t *beta, int rows, int cols, uint16_t *y,
+                                           float *mean, float *rstd, cudaStream_t st);
+cudaError_t pp_cu_bias_add_to_bf16wy(const float *x, const uint16_t *bias, uint16_t *y, int rows,
+                                     int cols, cudaStream_t st);
+
 /* ---- the gpt model's kernels (gpt_cuda.cu, attention_cuda.cu) ---- */
 
 /* dst = src rounded to bf16, kept as fp32 (pp_round_bf16); dst may be src. */
@@ -184,6 +198,18 @@ static inline cudaError_t pp_cu_bias_gelu_forward(float *h, const uint16_t *bias
                                                   int rows, int cols, cudaStream_t st)
 {
     return pp_cu_bias_gelu_forward_bf16w(h, bias, a, rows, cols, st);
+}
+static inline cudaError_t pp_cu_bias_gelu_forward(float *h, const uint16_t *bias, uint16_t *a,
+                                                  int rows, int cols, cudaStream_t st)
+{
+    return pp_cu_bias_gelu_forward_bf16wy(h, bias, a, rows, cols, st);
+}
+static inline cudaError_t pp_cu_layernorm_forward(const float *x, const uint16_t *gamma,
+                                                  const uint16_t *beta, int rows, int cols,
+                                                  uint16_t *y, float *mean, float *rstd,
+                                                  cudaStream_t st)
+{
+    return pp_cu_layernorm_forward_bf16wy(x, gamma, beta, rows, cols, y, mean, rstd, st);
 }
 static inline cudaError_t pp_cu_residual_bias_add(float *y, const float *x, const uint16_t *bias,
                                                   int rows, int cols, cudaStream_t st)

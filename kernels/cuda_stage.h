@@ -161,6 +161,20 @@ static inline void gemm_grad(const run *r, int ta, int tb, int M, int N, int K, 
              rounded(r, B, (size_t)K * N, r->cb), 1, beta, C);
 }
 
+/* gemm_grad with B a stashed activation (a stash layout's `act` region,
+ * isa/gpt_layout.h): fp32, or with bf16 the bf16 values the forward's GEMM
+ * read, taken as they are (no rounding pass; A is rounded into ca). */
+static inline void gemm_grad_act(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                                 const void *B, float *C)
+{
+    if (!r->ca) {
+        gemm_grad(r, ta, tb, M, N, K, A, (const float *)B, C);
+        return;
+    }
+    float beta = r->cm->grads_zero ? 0.0f : 1.0f;
+    gemm(r, ta, tb, M, N, K, 1.0f, rounded(r, A, (size_t)M * K, r->ca), B, 1, beta, C);
+}
+
 static inline void copy_d2d(const run *r, void *dst, const void *src, size_t bytes)
 {
     if (dst != src && bytes > 0)

@@ -108,35 +108,56 @@ static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *para
  * bf16 into the workspace's ca (first operand) and cb (second); the
  * attention's GEMMs, all activation x activation, see qkv rounded into ca
  * and dout rounded into cb, and round their P and dS blocks themselves
- * (pp_attention_forward). Accumulation is fp32 throughout. */
+ * (pp_attention_forward). Accumulation is fp32 throughout. The stash keeps
+ * ln1, qkv, ln2, fcg and lnf (gpt_layout.h's `act` regions: read only as
+ * GEMM or attention operands) as those bf16 values: F makes each in fp32
+ * in a scratch region (cb, the workspace's dqkv, dh or dln: backward
+ * scratch, free during F) and stores it rounded (pp_act_put); B and W widen
+ * them back (pp_act_get, pp_gemm_sw, pp_gemm_as), so every GEMM reads the
+ * bits it read when the stash was fp32. */
 typedef pp_stage_gemms gemms;
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
 /* Layer l's activations in the stash: written by F, read by B and W. */
+/* Layer l's activations in the stash: written by F, read by B and W. The
+ * void ones are `act` regions: float, or bf16 values with bf16. */
 typedef struct {
-    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd, *fch,
-        *fcg;
+    float *x;
+    void *ln1;
+    float *ln1_mean, *ln1_rstd;
+    void *qkv;
+    float *atty, *lse, *res;
+    void *ln2;
+    float *ln2_mean, *ln2_rstd, *fch;
+    void *fcg;
 } layer_acts;
 
 static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
 {
     char *p = (char *)(uintptr_t)stash + L->layers + (size_t)l * L->layer_stride;
     layer_acts a = {(float *)p,
-                    (float *)(p + L->ln1),
+                    p + L->ln1,
                     (float *)(p + L->ln1_mean),
                     (float *)(p + L->ln1_rstd),
-                    (float *)(p + L->qkv),
+                    p + L->qkv,
                     (float *)(p + L->atty),
                     (float *)(p + L->lse),
                     (float *)(p + L->res),
-                    (float *)(p + L->ln2),
+                    p + L->ln2,
                     (float *)(p + L->ln2_mean),
                     (float *)(p + L->ln2_rstd),
                     (float *)(p + L->fch),
-                    (float *)(p + L->fcg)};
+                    p + L->fcg};
     return a;
+}
+
+/* Where F makes an `act` in fp32 before pp_act_put stores it: the stash
+ * region itself (fp32), or with bf16 the scratch region given. */
+static float *act_made(const gemms *g, void *stash, float *scratch)
+{
+    return g->bf16 ? scratch : (float *)stash;
 }
 
 /* qkv as the attention's GEMMs read it: itself, or rounded into ca. */
@@ -148,36 +169,51 @@ static const float *att_qkv(const gpt_shape *sh, const gemms *g, const float *qk
     return g->ca;
 }
 
+/* F's scratch for the `act`s it makes with bf16 (act_made): [BT][C] for a
+ * layer norm's output, [BT][3A] for qkv, [BT][F] for fcg. */
+typedef struct {
+    float *ln, *qkv, *fcg;
+} act_scratch;
+
 static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
-                          const float *p, const layer_acts *a, float *att_scratch, float *y)
+                          const float *p, const layer_acts *a, const act_scratch *t,
+                          float *att_scratch, float *y)
 {
     int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
-    pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean, a->ln1_rstd);
-    pp_gemm_aw(g, 0, 1, BT, 3 * A, C, a->ln1, p + P->qkvw, 0.0f, a->qkv);
-    pp_bias_add(a->qkv, p + P->qkvb, BT, 3 * A);
-    pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
+    size_t xn = (size_t)BT * C, qn = (size_t)BT * 3 * A, hn = (size_t)BT * F;
+    float *ln1 = act_made(g, a->ln1, t->ln), *qkv = act_made(g, a->qkv, t->qkv);
+    float *ln2 = act_made(g, a->ln2, t->ln), *fcg = act_made(g, a->fcg, t->fcg);
+    pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, ln1, a->ln1_mean, a->ln1_rstd);
+    pp_act_put(g, ln1, a->ln1, xn);
+    pp_gemm_aw(g, 0, 1, BT, 3 * A, C, ln1, p + P->qkvw, 0.0f, qkv);
+    pp_bias_add(qkv, p + P->qkvb, BT, 3 * A);
+    pp_act_put(g, qkv, a->qkv, qn);
+    pp_attention_forward(att_qkv(sh, g, qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                          gpt_att_rows(sh), att_scratch, sh->bf16);
     pp_row_parallel(g, BT, C, A, a->atty, p + P->attprojw, a->x, a->res);
     pp_bias_add(a->res, p + P->attprojb, BT, C);
-    pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean, a->ln2_rstd);
-    pp_gemm_aw(g, 0, 1, BT, F, C, a->ln2, p + P->fcw, 0.0f, a->fch);
-    pp_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F); /* one pass */
-    pp_row_parallel(g, BT, C, F, a->fcg, p + P->fcprojw, a->res, y);
+    pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, ln2, a->ln2_mean, a->ln2_rstd);
+    pp_act_put(g, ln2, a->ln2, xn);
+    pp_gemm_aw(g, 0, 1, BT, F, C, ln2, p + P->fcw, 0.0f, a->fch);
+    pp_bias_gelu_forward(a->fch, p + P->fcb, fcg, BT, F); /* one pass */
+    pp_act_put(g, fcg, a->fcg, hn);
+    pp_row_parallel(g, BT, C, F, fcg, p + P->fcprojw, a->res, y);
     pp_bias_add(y, p + P->fcprojb, BT, C);
 }
 
 static double head_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
                            const gpt_stash_layout *L, const float *params, const int32_t *tgt,
-                           char *st, float *logits)
+                           char *st, float *logits, float *lnf_scratch)
 {
     int B = sh->B, T = sh->T, C = sh->C, V = sh->V, BT = B * T;
     int32_t *targets = (int32_t *)(st + L->targets);
-    float *lnf = (float *)(st + L->lnf);
+    float *lnf = act_made(g, st + L->lnf, lnf_scratch);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             targets[b * T + t] = tgt[(size_t)b * (T + 1) + t + 1];
     pp_layernorm_forward((const float *)(st + L->xf), params + P->lnfw, params + P->lnfb, BT, C,
                          lnf, (float *)(st + L->lnf_mean), (float *)(st + L->lnf_rstd));
+    pp_act_put(g, lnf, st + L->lnf, (size_t)BT * C);
     pp_gemm_aw(g, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
     return pp_softmax_xent_forward(logits, targets, 1, BT, V, (float *)(st + L->probs));
 }
@@ -197,9 +233,9 @@ static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
                              const float *dln2)
 {
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
-    pp_gemm_aa(mm, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
+    pp_gemm_as(mm, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
     pp_bias_grad(dy, BT, C, g + P->fcprojb);
-    pp_gemm_aa(mm, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
+    pp_gemm_as(mm, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
     pp_bias_grad(dh, BT, F, g + P->fcb);
     pp_layernorm_backward(a->res, NULL, a->ln2_mean, a->ln2_rstd, dln2, BT, C, NULL, g + P->ln2w,
                           g + P->ln2b);
@@ -213,7 +249,7 @@ static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
     int BT = sh->B * sh->T, C = sh->C, A = sh->A;
     pp_gemm_aa(mm, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
     pp_bias_grad(dres, BT, C, g + P->attprojb);
-    pp_gemm_aa(mm, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
+    pp_gemm_as(mm, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
     pp_bias_grad(dqkv, BT, 3 * A, g + P->qkvb);
     pp_layernorm_backward(a->x, NULL, a->ln1_mean, a->ln1_rstd, dln1, BT, C, NULL, g + P->ln1w,
                           g + P->ln1b);
@@ -245,7 +281,9 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
     /* Attention: datt = dres attprojw; dqkv; dln1 = dqkv qkvw; dx = dres + LN1'. */
     pp_gemm_aw(g, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, d->datt);
     {
-        const float *qkv = att_qkv(sh, g, a->qkv), *dout = d->datt;
+        /* qkv as the forward's attention read it (att_qkv): a bf16 stash
+         * widened into ca is those values */
+        const float *qkv = pp_act_get(g, a->qkv, (size_t)BT * 3 * A, g->ca), *dout = d->datt;
         if (g->bf16) {
             pp_round_bf16(d->datt, g->cb, (size_t)BT * A);
             dout = g->cb;
@@ -267,7 +305,7 @@ static void head_weight_grads(const gpt_shape *sh, const gemms *g, const gpt_par
                               const float *dlogits, const float *dlnf)
 {
     int BT = sh->B * sh->T, C = sh->C;
-    pp_gemm_aa(g, 1, 0, sh->V, C, BT, dlogits, pp_saved(stash, L->lnf), grads + P->wlm);
+    pp_gemm_as(g, 1, 0, sh->V, C, BT, dlogits, (const char *)stash + L->lnf, grads + P->wlm);
     pp_layernorm_backward(pp_saved(stash, L->xf), NULL, pp_saved(stash, L->lnf_mean),
                           pp_saved(stash, L->lnf_rstd), dlnf, BT, C, NULL, grads + P->lnfw,
                           grads + P->lnfb);
@@ -301,7 +339,8 @@ static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *o
 {
     const gpt_layouts *y = &c->y.gpt;
     layer_acts acts = layer_acts_of(&y->L, c->st, l);
-    layer_forward(&y->sh, &c->g, &y->P, p, &acts, (float *)(c->wk + y->W.att), out);
+    act_scratch t = {c->g.cb, (float *)(c->wk + y->W.dqkv), (float *)(c->wk + y->W.dh)};
+    layer_forward(&y->sh, &c->g, &y->P, p, &acts, &t, (float *)(c->wk + y->W.att), out);
 }
 
 /* Fused (gl non-NULL): the layer's gradients in the workspace (dln2 and
@@ -348,7 +387,7 @@ static double gpt_head_forward(const pp_stage *c, const int32_t *tgt)
 {
     const gpt_layouts *y = &c->y.gpt;
     return head_forward(&y->sh, &c->g, &y->P, &y->L, c->params, tgt, c->st,
-                        (float *)(c->wk + y->W.logits));
+                        (float *)(c->wk + y->W.logits), (float *)(c->wk + y->W.dln));
 }
 
 /* dlogits and dlnf in the workspace (fused) or the split region (B). */

@@ -50,7 +50,12 @@
  * weight-gradient GEMM are rounded (ca, cb); the attention gets qkv rounded
  * to bf16 into ca and, in the backward, its dout (datt) into cb, and rounds
  * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
- * norms, GELU, the softmax, the loss and every gradient stay fp32.
+ * norms, GELU, the softmax, the loss and every gradient compute in fp32.
+ * The stash's `act` regions (gpt_layout.h: ln1, qkv, ln2, fcg, lnf) are
+ * bf16, written so by the kernel that makes them (the layer norms, qkv's
+ * bias add from the GEMM's fp32 output in the workspace's dqkv, GELU) and
+ * read as they are by every GEMM and the attention, with no rounding pass:
+ * gpt.c makes them in fp32 and rounds them (pp_act_put), the same values.
  *
  * Fused epilogues (gemm_lt.h; ppvm --epilogues, on by default), as in
  * mlp_cuda.cu: where cuBLASLt's heuristic offers an algorithm, qkv's GEMM
@@ -91,9 +96,18 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
 /* Forward                                                                   */
 
 /* Layer l's activations in the stash: written by F, read by B and W. */
+/* Layer l's activations in the stash: written by F, read by B and W. The
+ * void ones are `act` regions: the weights' type (float, or bf16 values
+ * with a bf16 compute copy). */
 typedef struct {
-    float *x, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *res, *ln2, *ln2_mean, *ln2_rstd, *fch,
-        *fcg;
+    float *x;
+    void *ln1;
+    float *ln1_mean, *ln1_rstd;
+    void *qkv;
+    float *atty, *lse, *res;
+    void *ln2;
+    float *ln2_mean, *ln2_rstd, *fch;
+    void *fcg;
 } layer_acts;
 
 static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
@@ -115,6 +129,52 @@ static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, in
     return a;
 }
 
+/* qkv = ln1 qkvw^T + qkvb: fp32, a BIAS epilogue, or the GEMM and
+ * pp_cu_bias_add; with bf16, the GEMM into the workspace's dqkv and the
+ * bias added as qkv is written to the stash in bf16. */
+static void qkv_forward(const run *r, const layouts *y, const float *p, const float *ln1,
+                        float *qkv, void *)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
+    if (!gemm_fused(r, 0, 1, BT, 3 * A, C, ln1, p + P->qkvw, 0, epi_bias(p + P->qkvb, NULL), qkv)) {
+        gemm(r, 0, 1, BT, 3 * A, C, 1.0f, ln1, p + P->qkvw, 0, 0.0f, qkv);
+        cudaCheck(pp_cu_bias_add(qkv, p + P->qkvb, BT, 3 * A, r->st));
+    }
+}
+static void qkv_forward(const run *r, const layouts *y, const uint16_t *p, const uint16_t *ln1,
+                        uint16_t *qkv, void *work)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
+    float *q32 = at(work, y->W.dqkv); /* backward scratch, free in F */
+    gemm(r, 0, 1, BT, 3 * A, C, 1.0f, ln1, p + P->qkvw, 1, 0.0f, q32);
+    cudaCheck(pp_cu_bias_add_to_bf16wy(q32, p + P->qkvb, qkv, BT, 3 * A, r->st));
+}
+
+/* fch = ln2 fcw^T + fcb, fcg = gelu(fch): fp32, a GELU_AUX_BIAS epilogue
+ * (D = fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward; with
+ * bf16, the GEMM and the kernel writing fcg in bf16. */
+static void fc_forward(const run *r, const layouts *y, const float *p, const float *ln2, float *fch,
+                       float *fcg)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
+    if (!gemm_fused(r, 0, 1, BT, F, C, ln2, p + P->fcw, 0, epi_gelu_aux_bias(p + P->fcb, fch),
+                    fcg)) {
+        gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, 0, 0.0f, fch);
+        cudaCheck(pp_cu_bias_gelu_forward(fch, p + P->fcb, fcg, BT, F, r->st));
+    }
+}
+static void fc_forward(const run *r, const layouts *y, const uint16_t *p, const uint16_t *ln2,
+                       float *fch, uint16_t *fcg)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
+    gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, 1, 0.0f, fch);
+    cudaCheck(pp_cu_bias_gelu_forward(fch, p + P->fcb, fcg, BT, F, r->st));
+}
+
 template <typename W>
 static void layer_forward(const run *r, const layouts *y, const W *p, const layer_acts *a,
                           void *work, float *out)
@@ -123,16 +183,11 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, bf16 = is_bf16(p);
     void (*tp)(void *, float *, size_t, cudaStream_t) = r->cm->tp_fn;
-    cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, a->ln1, a->ln1_mean,
+    W *ln1 = static_cast<W *>(a->ln1), *qkv = static_cast<W *>(a->qkv);
+    W *ln2 = static_cast<W *>(a->ln2), *fcg = static_cast<W *>(a->fcg);
+    cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, ln1, a->ln1_mean,
                                       a->ln1_rstd, r->st));
-    /* qkv = ln1 qkvw^T + qkvb: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
-    const void *ln1 = operand(r, a->ln1, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 1, BT, 3 * A, C, ln1, p + P->qkvw, bf16, epi_bias(p + P->qkvb, NULL),
-                    a->qkv)) {
-        gemm(r, 0, 1, BT, 3 * A, C, 1.0f, ln1, p + P->qkvw, bf16, 0.0f, a->qkv);
-        cudaCheck(pp_cu_bias_add(a->qkv, p + P->qkvb, BT, 3 * A, r->st));
-    }
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    qkv_forward(r, y, p, ln1, qkv, work);
     if (pp_cu_attention_fused_use(A, sh->NH))
         pp_cu_attention_fused_forward(r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                                       sh->bf16);
@@ -152,18 +207,10 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
         gemm(r, 0, 1, BT, C, A, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
         cudaCheck(pp_cu_residual_bias_add(a->res, a->x, p + P->attprojb, BT, C, r->st));
     }
-    cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, a->ln2, a->ln2_mean,
+    cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, ln2, a->ln2_mean,
                                       a->ln2_rstd, r->st));
-    /* fch = ln2 fcw^T + fcb, fcg = gelu(fch): a GELU_AUX_BIAS epilogue (D =
-     * fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward */
-    const void *ln2 = operand(r, a->ln2, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 1, BT, F, C, ln2, p + P->fcw, bf16, epi_gelu_aux_bias(p + P->fcb, a->fch),
-                    a->fcg)) {
-        gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, bf16, 0.0f, a->fch);
-        cudaCheck(pp_cu_bias_gelu_forward(a->fch, p + P->fcb, a->fcg, BT, F, r->st));
-    }
+    fc_forward(r, y, p, ln2, a->fch, fcg);
     /* y = (fcg fcprojw^T + res) + fcprojb, as res */
-    const void *fcg = operand(r, a->fcg, y->BT * (size_t)F, p);
     if (tp) {
         gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
         tp(r->cm->tp_ctx, out, y->BT * (size_t)C, r->st);
@@ -183,12 +230,13 @@ static void head_forward(const run *r, const layouts *y, const W *params, const 
     const gpt_param_layout *P = &y->P;
     const gpt_stash_layout *L = &y->L;
     int BT = (int)y->BT, C = sh->C, V = sh->V;
-    float *lnf = at(stash, L->lnf), *logits = at(work, y->W.logits);
+    W *lnf = static_cast<W *>(static_cast<void *>(at(stash, L->lnf)));
+    float *logits = at(work, y->W.logits);
     int32_t *targets = (int32_t *)at(stash, L->targets);
     float *loss = at(work, y->W.dx); /* [BT] scratch */
     cudaCheck(pp_cu_layernorm_forward(at(stash, L->xf), params + P->lnfw, params + P->lnfb, BT, C,
                                       lnf, at(stash, L->lnf_mean), at(stash, L->lnf_rstd), r->st));
-    gemm_w(r, 0, 1, BT, V, C, lnf, params + P->wlm, 0.0f, logits);
+    gemm(r, 0, 1, BT, V, C, 1.0f, lnf, params + P->wlm, is_bf16(params), 0.0f, logits);
     cudaCheck(pp_cu_gpt_targets(tgt, sh->B, sh->T, targets, r->st));
     cudaCheck(pp_cu_softmax_xent_fused(logits, targets, 1, BT, V, loss_scale, at(stash, L->probs),
                                        loss, r->st));
@@ -234,9 +282,9 @@ static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
-    gemm_grad(r, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
+    gemm_grad_act(r, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
     cudaCheck(pp_cu_bias_grad(dy, BT, C, g + P->fcprojb, r->st));
-    gemm_grad(r, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
+    gemm_grad_act(r, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
     cudaCheck(pp_cu_bias_grad(dh, BT, F, g + P->fcb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->res, (const float *)NULL, a->ln2_mean, a->ln2_rstd, dln2,
                                        BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
@@ -249,7 +297,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
     int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
     gemm_grad(r, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
     cudaCheck(pp_cu_bias_grad(dres, BT, C, g + P->attprojb, r->st));
-    gemm_grad(r, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
+    gemm_grad_act(r, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
     cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * A, g + P->qkvb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->x, (const float *)NULL, a->ln1_mean, a->ln1_rstd, dln1,
                                        BT, C, NULL, g + P->ln1w, g + P->ln1b, r->st));
@@ -288,7 +336,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
                                        C, d->dres, NULL, NULL, r->st));
     /* datt = dres attprojw; dqkv = the attention's backward */
     gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, datt);
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
     if (pp_cu_attention_fused_use(A, sh->NH))
         pp_cu_attention_fused_backward(r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, A,
@@ -314,7 +362,7 @@ static void head_weight_grads(const run *r, const layouts *y, float *grads, cons
     const gpt_param_layout *P = &y->P;
     const gpt_stash_layout *L = &y->L;
     int BT = (int)y->BT, C = y->sh.C, V = y->sh.V;
-    gemm_grad(r, 1, 0, V, C, BT, at(stash, L->probs), at(stash, L->lnf), grads + P->wlm);
+    gemm_grad_act(r, 1, 0, V, C, BT, at(stash, L->probs), at(stash, L->lnf), grads + P->wlm);
     cudaCheck(pp_cu_layernorm_backward(at(stash, L->xf), (const float *)NULL,
                                        at(stash, L->lnf_mean), at(stash, L->lnf_rstd), dlnf, BT, C,
                                        NULL, grads + P->lnfw, grads + P->lnfb, r->st));

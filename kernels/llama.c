@@ -98,25 +98,44 @@ static void llama_init(const pp_model *m, int S, int s, uint64_t seed, float *pa
 /* ------------------------------------------------------------------------ */
 /* One layer                                                                 */
 
+/* The void ones are `act` regions (llama_layout.h): float, or with bf16
+ * the bf16 values the GEMMs and the attention consume. F makes each in
+ * fp32 in scratch (cb, the workspace's dqkv, dh or dln: backward scratch,
+ * free during F) and stores it rounded (pp_act_put); B and W widen it
+ * (pp_act_get, pp_gemm_as): the bits of an fp32 stash every reader
+ * rounded, half the bytes (gpt.c's rule). */
 typedef struct {
-    float *x, *n1, *n1_rstd, *qkv, *atty, *lse, *res, *n2, *n2_rstd, *gu, *h;
+    float *x;
+    void *n1;
+    float *n1_rstd;
+    void *qkv;
+    float *atty, *lse, *res;
+    void *n2;
+    float *n2_rstd, *gu;
+    void *h;
 } layer_acts;
 
 static layer_acts layer_acts_of(const llama_stash_layout *L, const void *stash, int l)
 {
     char *p = (char *)(uintptr_t)stash + L->layers + (size_t)l * L->layer_stride;
     layer_acts a = {(float *)p,
-                    (float *)(p + L->n1),
+                    p + L->n1,
                     (float *)(p + L->n1_rstd),
-                    (float *)(p + L->qkv),
+                    p + L->qkv,
                     (float *)(p + L->atty),
                     (float *)(p + L->lse),
                     (float *)(p + L->res),
-                    (float *)(p + L->n2),
+                    p + L->n2,
                     (float *)(p + L->n2_rstd),
                     (float *)(p + L->gu),
-                    (float *)(p + L->h)};
+                    p + L->h};
     return a;
+}
+
+/* Where F makes an act in fp32: the stash itself, or with bf16 scratch. */
+static float *act_made(const gemms *g, void *stash, float *scratch)
+{
+    return g->bf16 ? scratch : (float *)stash;
 }
 
 /* qkv as the attention's GEMMs read it: itself, or rounded into ca. */
@@ -144,18 +163,26 @@ static void layer_forward(const llama_layouts *y, const gemms *g, const float *p
     int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F, Q = sh->Q;
     float *qkvc = (float *)(wk + y->W.qkvc);
     const float *cs = rope_of(y, wk);
-    pp_rmsnorm_forward(a->x, p + P->n1w, BT, C, sh->eps, a->n1, a->n1_rstd);
-    pp_gemm_aw(g, 0, 1, BT, Q, C, a->n1, p + P->wqkv, 0.0f, qkvc);
+    size_t xn = (size_t)BT * C;
+    float *n1 = act_made(g, a->n1, g->cb), *n2 = act_made(g, a->n2, g->cb);
+    float *qkv = act_made(g, a->qkv, (float *)(wk + y->W.dqkv));
+    float *h = act_made(g, a->h, (float *)(wk + y->W.dh));
+    pp_rmsnorm_forward(a->x, p + P->n1w, BT, C, sh->eps, n1, a->n1_rstd);
+    pp_act_put(g, n1, a->n1, xn);
+    pp_gemm_aw(g, 0, 1, BT, Q, C, n1, p + P->wqkv, 0.0f, qkvc);
     pp_rope_apply(qkvc, BT, sh->T, (size_t)Q, sh->NH, sh->hs, cs, 0);
     pp_rope_apply(qkvc + A, BT, sh->T, (size_t)Q, sh->KV, sh->hs, cs, 0);
-    pp_gqa_expand(qkvc, a->qkv, BT, A, sh->NH, sh->KV);
-    pp_attention_forward(att_qkv(sh, g, a->qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
+    pp_gqa_expand(qkvc, qkv, BT, A, sh->NH, sh->KV);
+    pp_act_put(g, qkv, a->qkv, (size_t)BT * 3 * A);
+    pp_attention_forward(att_qkv(sh, g, qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                          llama_att_rows(sh), (float *)(wk + y->W.att), sh->bf16);
     pp_row_parallel(g, BT, C, A, a->atty, p + P->wo, a->x, a->res);
-    pp_rmsnorm_forward(a->res, p + P->n2w, BT, C, sh->eps, a->n2, a->n2_rstd);
-    pp_gemm_aw(g, 0, 1, BT, 2 * F, C, a->n2, p + P->wgu, 0.0f, a->gu);
-    pp_swiglu_forward(a->gu, a->h, BT, F);
-    pp_row_parallel(g, BT, C, F, a->h, p + P->wd, a->res, out);
+    pp_rmsnorm_forward(a->res, p + P->n2w, BT, C, sh->eps, n2, a->n2_rstd);
+    pp_act_put(g, n2, a->n2, xn);
+    pp_gemm_aw(g, 0, 1, BT, 2 * F, C, n2, p + P->wgu, 0.0f, a->gu);
+    pp_swiglu_forward(a->gu, h, BT, F);
+    pp_act_put(g, h, a->h, (size_t)BT * F);
+    pp_row_parallel(g, BT, C, F, h, p + P->wd, a->res, out);
 }
 
 /* Where one layer's backward keeps the gradients W needs: the workspace
@@ -170,8 +197,8 @@ static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g, 
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
-    pp_gemm_aa(mm, 1, 0, C, F, BT, dy, a->h, g + P->wd);        /* dwd += dy^T h */
-    pp_gemm_aa(mm, 1, 0, 2 * F, C, BT, dgu, a->n2, g + P->wgu); /* dwgu += dgu^T n2 */
+    pp_gemm_as(mm, 1, 0, C, F, BT, dy, a->h, g + P->wd);        /* dwd += dy^T h */
+    pp_gemm_as(mm, 1, 0, 2 * F, C, BT, dgu, a->n2, g + P->wgu); /* dwgu += dgu^T n2 */
     pp_rmsnorm_backward(a->res, NULL, a->n2_rstd, dn2, BT, C, NULL, g + P->n2w);
 }
 
@@ -182,7 +209,7 @@ static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g, 
     const llama_param_layout *P = &y->P;
     int BT = sh->B * sh->T, C = sh->C;
     pp_gemm_aa(mm, 1, 0, C, sh->A, BT, dres, a->atty, g + P->wo);  /* dwo += dres^T atty */
-    pp_gemm_aa(mm, 1, 0, sh->Q, C, BT, dqkvc, a->n1, g + P->wqkv); /* dwqkv += dqkvc^T n1 */
+    pp_gemm_as(mm, 1, 0, sh->Q, C, BT, dqkvc, a->n1, g + P->wqkv); /* dwqkv += dqkvc^T n1 */
     pp_rmsnorm_backward(a->x, NULL, a->n1_rstd, dn1, BT, C, NULL, g + P->n1w);
 }
 
@@ -215,7 +242,8 @@ static void layer_backward(const llama_layouts *y, const gemms *g, const float *
      * repeat and the rotation; dn1 = dqkvc wqkv; dx = dres + N1'. */
     pp_gemm_aw(g, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
     {
-        const float *qkv = att_qkv(sh, g, a->qkv), *dout = datt;
+        /* the values att_qkv gave the forward's attention */
+        const float *qkv = pp_act_get(g, a->qkv, (size_t)BT * 3 * A, g->ca), *dout = datt;
         if (g->bf16) {
             pp_round_bf16(datt, g->cb, (size_t)BT * A);
             dout = g->cb;
@@ -310,12 +338,14 @@ static double llama_head_forward(const pp_stage *c, const int32_t *tgt)
     const llama_stash_layout *L = &y->L;
     int B = y->sh.B, T = y->sh.T, C = y->sh.C, V = y->sh.V, BT = B * T;
     int32_t *targets = (int32_t *)(c->st + L->targets);
-    float *nf = (float *)(c->st + L->nf), *logits = (float *)(c->wk + y->W.logits);
+    float *nf = act_made(&c->g, c->st + L->nf, (float *)(c->wk + y->W.dln));
+    float *logits = (float *)(c->wk + y->W.logits);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             targets[b * T + t] = tgt[(size_t)b * (T + 1) + t + 1];
     pp_rmsnorm_forward((const float *)(c->st + L->xf), c->params + y->P.nfw, BT, C, y->sh.eps, nf,
                        (float *)(c->st + L->nf_rstd));
+    pp_act_put(&c->g, nf, c->st + L->nf, (size_t)BT * C);
     pp_gemm_aw(&c->g, 0, 1, BT, V, C, nf, c->params + y->P.wlm, 0.0f, logits);
     return pp_softmax_xent_forward(logits, targets, 1, BT, V, (float *)(c->st + L->probs));
 }
@@ -326,7 +356,7 @@ static void head_weight_grads(const pp_stage *c, float *grads, const float *dlog
     const llama_layouts *y = &c->y.llama;
     const llama_stash_layout *L = &y->L;
     int BT = y->sh.B * y->sh.T, C = y->sh.C;
-    pp_gemm_aa(&c->g, 1, 0, y->sh.V, C, BT, dlogits, pp_saved(c->st, L->nf), grads + y->P.wlm);
+    pp_gemm_as(&c->g, 1, 0, y->sh.V, C, BT, dlogits, c->st + L->nf, grads + y->P.wlm);
     pp_rmsnorm_backward(pp_saved(c->st, L->xf), NULL, pp_saved(c->st, L->nf_rstd), dnf, BT, C, NULL,
                         grads + y->P.nfw);
 }

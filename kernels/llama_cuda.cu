@@ -20,6 +20,7 @@
  * heads), wo and wd are row-parallel, so their GEMMs make partial sums,
  * all-reduced on the stream before the residual (row_parallel); dn2 and
  * dn1 are all-reduced before they are read. */
+#include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -49,24 +50,32 @@ static __device__ __forceinline__ float lparam(const uint16_t *p, size_t i)
 {
     return __uint_as_float((unsigned)p[i] << 16);
 }
+/* An activation a kernel writes: fp32, or (the stash's `act` regions,
+ * llama_layout.h) rounded to bf16 by the kernel making it, to nearest even
+ * as pp_f32_to_bf16 (llama.c rounds its fp32 result so: the same values) */
+static __device__ __forceinline__ void lput(float *y, size_t i, float v) { y[i] = v; }
+static __device__ __forceinline__ void lput(uint16_t *y, size_t i, float v)
+{
+    y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
 
 /* ------------------------------------------------------------------------ */
 /* The layers' kernels (llama_kernels.c's twins)                             */
 
-template <typename P>
+template <typename P, typename Y>
 static __global__ void rmsnorm_forward_kernel(const float *x, const P *w, int rows, int cols,
-                                              float eps, float *y, float *rstd)
+                                              float eps, Y *y, float *rstd)
 {
     for (size_t r = lindex(); r < (size_t)rows; r += lstride()) {
         const float *xr = x + r * cols;
-        float *yr = y + r * cols;
+        Y *yr = y + r * cols;
         double ss = 0.0;
         for (int i = 0; i < cols; i++)
             ss += (double)xr[i] * xr[i];
         float rs = (float)(1.0 / sqrt(ss / cols + (double)eps));
         rstd[r] = rs;
         for (int i = 0; i < cols; i++)
-            yr[i] = xr[i] * rs * lparam(w, i);
+            lput(yr, (size_t)i, xr[i] * rs * lparam(w, i));
     }
 }
 
@@ -133,8 +142,8 @@ static __global__ void rope_apply_kernel(float *x, int rows, int T, size_t strid
 
 /* qkv [rows][3C] from qkvc [rows][Q], C the attention's width (A): q
  * copied, kv head j to query heads jG .. jG+G-1 */
-static __global__ void gqa_expand_kernel(const float *qkvc, float *qkv, int rows, int C, int NH,
-                                         int KV)
+template <typename Y>
+static __global__ void gqa_expand_kernel(const float *qkvc, Y *qkv, int rows, int C, int NH, int KV)
 {
     int hs = C / NH, G = NH / KV, Kd = KV * hs;
     size_t Q = (size_t)C + 2 * (size_t)Kd, n = (size_t)rows * 3 * C;
@@ -143,8 +152,8 @@ static __global__ void gqa_expand_kernel(const float *qkvc, float *qkv, int rows
         int col = (int)(k % (3 * (size_t)C)), part = col / C, within = col % C;
         int h = within / hs, i = within % hs;
         const float *in = qkvc + r * Q;
-        qkv[k] =
-            part == 0 ? in[within] : in[C + (size_t)(part - 1) * Kd + (size_t)(h / G) * hs + i];
+        lput(qkv, k,
+             part == 0 ? in[within] : in[C + (size_t)(part - 1) * Kd + (size_t)(h / G) * hs + i]);
     }
 }
 
@@ -174,12 +183,13 @@ static __global__ void gqa_reduce_kernel(const float *dqkv, float *dqkvc, int ro
 
 static __device__ __forceinline__ float lsigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-static __global__ void swiglu_forward_kernel(const float *gu, float *h, int rows, int F)
+template <typename Y>
+static __global__ void swiglu_forward_kernel(const float *gu, Y *h, int rows, int F)
 {
     for (size_t k = lindex(); k < (size_t)rows * F; k += lstride()) {
         size_t r = k / F, i = k % F;
         float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
-        h[k] = g * lsigmoid(g) * u;
+        lput(h, k, g * lsigmoid(g) * u);
     }
 }
 
@@ -240,9 +250,9 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
     return rounded(r, x, n, dst);
 }
 
-template <typename P>
+template <typename P, typename Y>
 static void rmsnorm_forward(const run *r, const float *x, const P *w, int rows, int cols, float eps,
-                            float *y, float *rstd)
+                            Y *y, float *rstd)
 {
     rmsnorm_forward_kernel<<<lgrid((size_t)rows), LTHREADS, 0, r->st>>>(x, w, rows, cols, eps, y,
                                                                         rstd);
@@ -285,8 +295,19 @@ static void rope(const run *r, const layouts *y, float *x, int heads, const floa
     LAUNCH_OK();
 }
 
+/* The void ones are `act` regions (llama_layout.h): the weights' type,
+ * bf16 values with a bf16 compute copy, written so by the RMSNorm, GQA
+ * expansion and SwiGLU kernels and read as they are by the GEMMs and the
+ * attention (no rounding pass). */
 typedef struct {
-    float *x, *n1, *n1_rstd, *qkv, *atty, *lse, *res, *n2, *n2_rstd, *gu, *h;
+    float *x;
+    void *n1;
+    float *n1_rstd;
+    void *qkv;
+    float *atty, *lse, *res;
+    void *n2;
+    float *n2_rstd, *gu;
+    void *h;
 } layer_acts;
 
 static layer_acts layer_acts_of(const llama_stash_layout *L, const void *stash, int l)
@@ -317,6 +338,22 @@ static void row_parallel(const run *r, int BT, int C, int K, const float *in, co
     }
 }
 
+/* row_parallel with `in` a stashed act, already in the GEMM's type */
+template <typename W>
+static void row_parallel_act(const run *r, int BT, int C, int K, const W *in, const W *w,
+                             const float *x, float *out)
+{
+    size_t n = (size_t)BT * C;
+    if (r->cm->tp_fn) {
+        gemm(r, 0, 1, BT, C, K, 1.0f, in, w, is_bf16(w), 0.0f, out);
+        r->cm->tp_fn(r->cm->tp_ctx, out, n, r->st);
+        cudaCheck(pp_cu_add(out, x, n, r->st));
+    } else {
+        copy_d2d(r, out, x, n * sizeof(float));
+        gemm(r, 0, 1, BT, C, K, 1.0f, in, w, is_bf16(w), 1.0f, out);
+    }
+}
+
 template <typename W>
 static void layer_forward(const run *r, const layouts *y, const W *p, const layer_acts *a,
                           void *work, float *out)
@@ -326,26 +363,26 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const laye
     int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, Q = sh->Q;
     float *qkvc = at(work, y->W.qkvc);
     const float *cs = rope_of(r, y, work);
-    rmsnorm_forward(r, a->x, p + P->n1w, BT, C, sh->eps, a->n1, a->n1_rstd);
-    gemm_w(r, 0, 1, BT, Q, C, a->n1, p + P->wqkv, 0.0f, qkvc);
+    W *n1 = static_cast<W *>(a->n1), *n2 = static_cast<W *>(a->n2);
+    W *qkv_out = static_cast<W *>(a->qkv), *h = static_cast<W *>(a->h);
+    rmsnorm_forward(r, a->x, p + P->n1w, BT, C, sh->eps, n1, a->n1_rstd);
+    gemm(r, 0, 1, BT, Q, C, 1.0f, n1, p + P->wqkv, is_bf16(p), 0.0f, qkvc);
     rope(r, y, qkvc, sh->NH, cs, 0);
     rope(r, y, qkvc + A, sh->KV, cs, 0);
-    float *qkv_out = a->qkv;
     int NH = sh->NH, KV = sh->KV;
     gqa_expand_kernel<<<lgrid(y->BT * 3 * (size_t)A), LTHREADS, 0, r->st>>>(qkvc, qkv_out, BT, A,
                                                                             NH, KV);
     LAUNCH_OK();
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    const void *qkv = qkv_out;
     pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
                             llama_att_rows(sh), at(work, y->W.att), sh->bf16);
     row_parallel(r, BT, C, A, a->atty, p + P->wo, a->x, a->res);
-    rmsnorm_forward(r, a->res, p + P->n2w, BT, C, sh->eps, a->n2, a->n2_rstd);
-    gemm_w(r, 0, 1, BT, 2 * F, C, a->n2, p + P->wgu, 0.0f, a->gu);
+    rmsnorm_forward(r, a->res, p + P->n2w, BT, C, sh->eps, n2, a->n2_rstd);
+    gemm(r, 0, 1, BT, 2 * F, C, 1.0f, n2, p + P->wgu, is_bf16(p), 0.0f, a->gu);
     const float *gu = a->gu;
-    float *h = a->h;
     swiglu_forward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, h, BT, F);
     LAUNCH_OK();
-    row_parallel(r, BT, C, F, a->h, p + P->wd, a->res, out);
+    row_parallel_act(r, BT, C, F, h, p + P->wd, a->res, out);
 }
 
 typedef struct {
@@ -376,8 +413,8 @@ static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
-    gemm_grad(r, 1, 0, C, F, BT, dy, a->h, g + P->wd);
-    gemm_grad(r, 1, 0, 2 * F, C, BT, dgu, a->n2, g + P->wgu);
+    gemm_grad_act(r, 1, 0, C, F, BT, dy, a->h, g + P->wd);
+    gemm_grad_act(r, 1, 0, 2 * F, C, BT, dgu, a->n2, g + P->wgu);
     rmsnorm_dw(r, a->res, a->n2_rstd, dn2, BT, C, g + P->n2w);
 }
 
@@ -387,7 +424,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C;
     gemm_grad(r, 1, 0, C, y->sh.A, BT, dres, a->atty, g + P->wo);
-    gemm_grad(r, 1, 0, y->sh.Q, C, BT, dqkvc, a->n1, g + P->wqkv);
+    gemm_grad_act(r, 1, 0, y->sh.Q, C, BT, dqkvc, a->n1, g + P->wqkv);
     rmsnorm_dw(r, a->x, a->n1_rstd, dn1, BT, C, g + P->n1w);
 }
 
@@ -414,7 +451,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     copy_d2d(r, d->dres, dy, xbytes);
     rmsnorm_dx(r, a->res, p + P->n2w, a->n2_rstd, d->dn2, BT, C, d->dres);
     gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
-    const void *qkv = att_operand(r, a->qkv, y->BT * 3 * (size_t)A, r->ca);
+    const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
     pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, A,
                              sh->NH, llama_att_rows(sh), at(work, y->W.att), sh->bf16);
@@ -495,12 +532,13 @@ struct llama_kind {
     {
         const llama_stash_layout *L = &y->L;
         int BT = (int)y->BT, C = y->sh.C, V = y->sh.V;
-        float *nf = at(stash, L->nf), *logits = at(work, y->W.logits);
+        W *nf = static_cast<W *>(static_cast<void *>(at(stash, L->nf))); /* an act */
+        float *logits = at(work, y->W.logits);
         int32_t *targets = (int32_t *)at(stash, L->targets);
         float *loss = at(work, y->W.dx); /* [BT] scratch */
         rmsnorm_forward(r, at(stash, L->xf), params + y->P.nfw, BT, C, y->sh.eps, nf,
                         at(stash, L->nf_rstd));
-        gemm_w(r, 0, 1, BT, V, C, nf, params + y->P.wlm, 0.0f, logits);
+        gemm(r, 0, 1, BT, V, C, 1.0f, nf, params + y->P.wlm, is_bf16(params), 0.0f, logits);
         cudaCheck(pp_cu_gpt_targets(tgt, y->sh.B, y->sh.T, targets, r->st));
         cudaCheck(pp_cu_softmax_xent_fused(logits, targets, 1, BT, V, loss_scale,
                                            at(stash, L->probs), loss, r->st));
@@ -512,7 +550,8 @@ struct llama_kind {
     {
         const llama_stash_layout *L = &y->L;
         int BT = (int)y->BT, C = y->sh.C;
-        gemm_grad(r, 1, 0, y->sh.V, C, BT, at(stash, L->probs), at(stash, L->nf), grads + y->P.wlm);
+        gemm_grad_act(r, 1, 0, y->sh.V, C, BT, at(stash, L->probs), at(stash, L->nf),
+                      grads + y->P.wlm);
         rmsnorm_dw(r, at(stash, L->xf), at(stash, L->nf_rstd), dnf, BT, C, grads + y->P.nfw);
     }
 

@@ -18,17 +18,21 @@
  * float and int32 views stay aligned in a 16-byte aligned malloc'd stash):
  *   s == 0:        tokens   int32 [B][C+1]  copy of the loaded microbatch
  *   each block k:  x_k      float [B][D]    the block's input
- *                  u_k      float [B][D]    its layer norm's output
+ *                  u_k      act   [B][D]    its layer norm's output
  *                  mean_k   float [B]       the layer norm's row means
  *                  rstd_k   float [B]       and 1/sqrt(var + eps)
  *                  h_k      float [B][F]    pre-GELU
- *                  a_k      float [B][F]    post-GELU
+ *                  a_k      act   [B][F]    post-GELU
  *   s == S-1:      xh       float [B][D]    the head's input (= x_nb)
- *                  z        float [B][D]    LN_f's output
+ *                  z        act   [B][D]    LN_f's output
  *                  meanf    float [B]       LN_f's row means
  *                  rstdf    float [B]       and 1/sqrt(var + eps)
  *                  probs    float [B][V]    softmax output
  *                  targets  int32 [B]       the target bytes, compacted
+ * act: float, or with bf16 the bf16 value a GEMM consumes (isa/gpt_layout.h's
+ * rule: F makes it in fp32 in a scratch region, cb for u, the workspace's dh
+ * for a and du for z, and stores it rounded, pp_act_put; B and W widen it),
+ * the same bits as an fp32 stash rounded by every GEMM, half the bytes.
  * The last block's output of a non-final stage goes straight to `out`: B
  * does not need it. F writes the stash; B and W only read it (B can be
  * repeated on the same stash and gives the same result), except that a
@@ -118,41 +122,50 @@ typedef pp_stage_gemms gemms;
 /* Block k's activations in the stash (the layout in this file's header):
  * written by F, only read by B and W (hence the cast from const). */
 typedef struct {
-    float *x, *u, *mean, *rstd, *h, *a;
+    float *x;
+    void *u; /* act */
+    float *mean, *rstd, *h;
+    void *a; /* act */
 } block_acts;
 
 static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
 {
     char *blk = (char *)(uintptr_t)stash + L->blocks + (size_t)k * L->block_stride;
-    block_acts b = {(float *)blk,
-                    (float *)(blk + L->u),
-                    (float *)(blk + L->mean),
-                    (float *)(blk + L->rstd),
-                    (float *)(blk + L->h),
-                    (float *)(blk + L->a)};
+    block_acts b = {
+        (float *)blk,          blk + L->u, (float *)(blk + L->mean), (float *)(blk + L->rstd),
+        (float *)(blk + L->h), blk + L->a};
     return b;
+}
+
+/* Where F makes an act in fp32: the stash itself, or with bf16 scratch. */
+static float *act_made(const gemms *g, void *stash, float *scratch)
+{
+    return g->bf16 ? scratch : (float *)stash;
 }
 
 /* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
  * rstd, h and a for the backward. */
 static void block_forward(const shape *sh, const gemms *g, const param_layout *P, const float *p,
-                          const block_acts *s, float *y)
+                          const block_acts *s, float *a_scratch, float *y)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd);
-    pp_gemm_aw(g, 0, 1, B, F, D, s->u, p + P->W1, 0.0f, s->h);
-    pp_bias_gelu_forward(s->h, p + P->b1, s->a, B, F); /* one pass: h += b1, a = gelu(h) */
+    float *u = act_made(g, s->u, g->cb), *a = act_made(g, s->a, a_scratch);
+    pp_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, u, s->mean, s->rstd);
+    pp_act_put(g, u, s->u, (size_t)B * D);
+    pp_gemm_aw(g, 0, 1, B, F, D, u, p + P->W1, 0.0f, s->h);
+    pp_bias_gelu_forward(s->h, p + P->b1, a, B, F); /* one pass: h += b1, a = gelu(h) */
+    pp_act_put(g, a, s->a, (size_t)B * F);
     if (pp_tensor_hook_active()) {
         /* tensor parallel (tensor_shard.h): W2 is row-parallel, so a W2^T
          * is this rank's partial sum; summed over the group before b2 and
          * the residual, which every rank adds once */
-        pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 0.0f, y);
+        pp_gemm_aw(g, 0, 1, B, D, F, a, p + P->W2, 0.0f, y);
         pp_tensor_allreduce(y, (size_t)B * D);
         for (size_t i = 0; i < (size_t)B * D; i++)
             y[i] += s->x[i];
     } else {
         memcpy(y, s->x, (size_t)B * D * sizeof *y); /* residual: accumulate onto x */
-        pp_gemm_aw(g, 0, 1, B, D, F, s->a, p + P->W2, 1.0f, y);
+        pp_gemm_aw(g, 0, 1, B, D, F, a, p + P->W2, 1.0f, y);
     }
     pp_bias_add(y, p + P->b2, B, D);
 }
@@ -160,15 +173,16 @@ static void block_forward(const shape *sh, const gemms *g, const param_layout *P
 /* z = LN_f(xh), logits = z Wh^T + bh; returns the summed cross-entropy. */
 static double head_forward(const shape *sh, const gemms *g, const param_layout *P,
                            const stash_layout *L, const float *params, const int32_t *tgt, char *st,
-                           float *logits)
+                           float *logits, float *z_scratch)
 {
     int B = sh->B, D = sh->D;
-    float *z = (float *)(st + L->z);
+    float *z = act_made(g, st + L->z, z_scratch);
     int32_t *targets = (int32_t *)(st + L->targets);
     for (int r = 0; r < B; r++)
         targets[r] = tgt[(size_t)r * (sh->C + 1) + sh->C];
     pp_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g, params + P->lnf_b, B, D, z,
                          (float *)(st + L->meanf), (float *)(st + L->rstdf));
+    pp_act_put(g, z, st + L->z, (size_t)B * D);
     pp_gemm_aw(g, 0, 1, B, PP_VOCAB, D, z, params + P->Wh, 0.0f, logits);
     pp_bias_add(logits, params + P->bh, B, PP_VOCAB);
     return pp_softmax_xent_forward(logits, targets, 1, B, PP_VOCAB, (float *)(st + L->probs));
@@ -207,9 +221,9 @@ static void block_weight_grads(const shape *sh, const gemms *mm, const param_lay
                                const float *du)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    pp_gemm_aa(mm, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
+    pp_gemm_as(mm, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
     pp_bias_grad(dy, B, D, g + P->b2);
-    pp_gemm_aa(mm, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
+    pp_gemm_as(mm, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
     pp_bias_grad(dh, B, F, g + P->b1);
     pp_layernorm_backward(s->x, NULL, s->mean, s->rstd, du, B, D, NULL, g + P->ln_g, g + P->ln_b);
 }
@@ -237,7 +251,7 @@ static void head_weight_grads(const shape *sh, const gemms *g, const param_layou
                               const float *dlogits, const float *duf)
 {
     int B = sh->B, D = sh->D;
-    pp_gemm_aa(g, 1, 0, PP_VOCAB, D, B, dlogits, pp_saved(stash, L->z), grads + P->Wh);
+    pp_gemm_as(g, 1, 0, PP_VOCAB, D, B, dlogits, (const char *)stash + L->z, grads + P->Wh);
     pp_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh);
     pp_layernorm_backward(pp_saved(stash, L->xh), NULL, pp_saved(stash, L->meanf),
                           pp_saved(stash, L->rstdf), duf, B, D, NULL, grads + P->lnf_g,
@@ -280,7 +294,7 @@ static void mlp_block_forward(const pp_stage *c, int k, const float *p, float *o
 {
     const mlp_layouts *y = &c->y.mlp;
     block_acts acts = block_acts_of(&y->L, c->st, k);
-    block_forward(&y->sh, &c->g, &y->P, p, &acts, out);
+    block_forward(&y->sh, &c->g, &y->P, p, &acts, (float *)(c->wk + y->W.dh), out);
 }
 
 /* Fused (gk non-NULL): dh and du in the workspace, the weight gradients as
@@ -313,7 +327,7 @@ static double mlp_head_forward(const pp_stage *c, const int32_t *tgt)
 {
     const mlp_layouts *y = &c->y.mlp;
     return head_forward(&y->sh, &c->g, &y->P, &y->L, c->params, tgt, c->st,
-                        (float *)(c->wk + y->W.logits));
+                        (float *)(c->wk + y->W.logits), (float *)(c->wk + y->W.du));
 }
 
 /* dlogits and duf in the workspace (fused) or the split region (B). */

@@ -13,16 +13,18 @@
  *
  * Precision bf16 (mlp.c's arithmetic): every GEMM takes bf16 operands
  * and accumulates and writes fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F). A
- * weight operand is the compute copy itself; an activation operand (u, a,
- * z, dy, dh, dlogits, and both operands of a weight-gradient GEMM) is first
+ * weight operand is the compute copy itself. u, a and z are stashed in
+ * bf16 (mlp_layout.h), written so by the layer norm and GELU kernels (the
+ * _bf16wy variants) and read as they are; any other activation operand
+ * (dy, dh, dlogits, the first operand of a weight-gradient GEMM) is first
  * rounded to bf16 (pp_cu_f32_to_bf16, round to nearest even, as the CPU's
  * pp_f32_to_bf16) into the workspace's ca (first operand) or cb (second)
  * region, of which it uses half. The kernels that read parameters
  * read the bf16 copy (the _bf16w variants, as overloads); everything else,
- * stash, gradients and loss included, is fp32. The CPU rounds the same
- * operands, so the two differ by summation order, as with fp32. Precision
- * fp32 runs exactly the fp32 code as before: cublasSgemm in the default
- * math mode (no TF32).
+ * the rest of the stash, gradients and loss included, is fp32. The CPU
+ * rounds the same operands, so the two differ by summation order, as with
+ * fp32. Precision fp32 runs exactly the fp32 code as before: cublasSgemm
+ * in the default math mode (no TF32).
  *
  * Stash: the same regions at the same offsets as mlp.c's stash (one
  * layout, mlp_layout.h), so it fits pp_stage_stash_bytes (and
@@ -55,9 +57,15 @@
 /* Forward                                                                   */
 
 /* Block k's activations in the stash (mlp.c's layout): written by F,
- * only read by B and W (hence the cast from const). */
+ * only read by B and W (hence the cast from const). u and a are `act`s:
+ * the weights' type (bf16 values with a bf16 compute copy), written so by
+ * the layer norm and GELU kernels and read as they are by the GEMMs (mlp.c
+ * rounds its fp32 results into them: the same values). */
 typedef struct {
-    float *x, *u, *mean, *rstd, *h, *a;
+    float *x;
+    void *u;
+    float *mean, *rstd, *h;
+    void *a;
 } block_acts;
 
 static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
@@ -73,6 +81,26 @@ static block_acts block_acts_of(const stash_layout *L, const void *stash, int k)
     return b;
 }
 
+/* h = u W1^T + b1, a = gelu(h): fp32, one GEMM with a GELU_AUX_BIAS
+ * epilogue (D = a, aux = h), or the GEMM and pp_cu_bias_gelu_forward; with
+ * bf16, the GEMM and the kernel writing a in bf16. */
+static void fc_forward(const run *r, const shape *sh, const param_layout *P, const float *p,
+                       const float *u, float *h, float *a)
+{
+    int B = sh->B, D = sh->D, F = sh->F;
+    if (!gemm_fused(r, 0, 1, B, F, D, u, p + P->W1, 0, epi_gelu_aux_bias(p + P->b1, h), a)) {
+        gemm(r, 0, 1, B, F, D, 1.0f, u, p + P->W1, 0, 0.0f, h);
+        cudaCheck(pp_cu_bias_gelu_forward(h, p + P->b1, a, B, F, r->st));
+    }
+}
+static void fc_forward(const run *r, const shape *sh, const param_layout *P, const uint16_t *p,
+                       const uint16_t *u, float *h, uint16_t *a)
+{
+    int B = sh->B, D = sh->D, F = sh->F;
+    gemm(r, 0, 1, B, F, D, 1.0f, u, p + P->W1, 1, 0.0f, h);
+    cudaCheck(pp_cu_bias_gelu_forward(h, p + P->b1, a, B, F, r->st));
+}
+
 /* y = x + gelu(LN(x) W1^T + b1) W2^T + b2, saving u = LN(x), its mean and
  * rstd, h and a for the backward. y must not alias x. */
 template <typename W>
@@ -80,20 +108,13 @@ static void block_forward(const run *r, const shape *sh, const param_layout *P, 
                           const block_acts *s, float *y)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    cudaCheck(pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, s->u, s->mean, s->rstd,
-                                      r->st));
+    W *u = static_cast<W *>(s->u), *a = static_cast<W *>(s->a);
+    cudaCheck(
+        pp_cu_layernorm_forward(s->x, p + P->ln_g, p + P->ln_b, B, D, u, s->mean, s->rstd, r->st));
     int bf16 = is_bf16(p);
-    /* h = u W1^T + b1, a = gelu(h): one GEMM with a GELU_AUX_BIAS epilogue
-     * (D = a, aux = h), or the GEMM and pp_cu_bias_gelu_forward */
-    const void *u = operand(r, s->u, (size_t)B * D, p);
-    if (!gemm_fused(r, 0, 1, B, F, D, u, p + P->W1, bf16, epi_gelu_aux_bias(p + P->b1, s->h),
-                    s->a)) {
-        gemm(r, 0, 1, B, F, D, 1.0f, u, p + P->W1, bf16, 0.0f, s->h);
-        cudaCheck(pp_cu_bias_gelu_forward(s->h, p + P->b1, s->a, B, F, r->st));
-    }
+    fc_forward(r, sh, P, p, u, s->h, a);
     /* y = (a W2^T + x) + b2: one GEMM with C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order) */
-    const void *a = operand(r, s->a, (size_t)B * F, p);
     if (r->cm->tp_fn) {
         /* tensor parallel (mlp.c's twin): a W2^T is this rank's partial
          * sum, summed over the group before the residual and b2 */
@@ -116,7 +137,7 @@ static void head_forward(const run *r, const shape *sh, const param_layout *P,
                          float *logits, float loss_scale)
 {
     int B = sh->B, D = sh->D;
-    float *z = (float *)(st + L->z);
+    W *z = static_cast<W *>(static_cast<void *>(st + L->z)); /* an act, as u */
     float *dlogits = (float *)(st + L->probs);
     float *loss = (float *)(st + L->targets);
     cudaCheck(pp_cu_layernorm_forward((const float *)(st + L->xh), params + P->lnf_g,
@@ -124,7 +145,7 @@ static void head_forward(const run *r, const shape *sh, const param_layout *P,
                                       (float *)(st + L->rstdf), r->st));
     /* logits = z Wh^T + bh: a BIAS epilogue, or the GEMM and pp_cu_bias_add */
     int bf16 = is_bf16(params);
-    const void *zo = operand(r, z, (size_t)B * D, params);
+    const void *zo = z;
     if (!gemm_fused(r, 0, 1, B, PP_VOCAB, D, zo, params + P->Wh, bf16,
                     epi_bias(params + P->bh, NULL), logits)) {
         gemm(r, 0, 1, B, PP_VOCAB, D, 1.0f, zo, params + P->Wh, bf16, 0.0f, logits);
@@ -180,9 +201,9 @@ static void block_weight_grads(const run *r, const shape *sh, const param_layout
                                const float *du)
 {
     int B = sh->B, D = sh->D, F = sh->F;
-    gemm_grad(r, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
+    gemm_grad_act(r, 1, 0, D, F, B, dy, s->a, g + P->W2); /* dW2 += dy^T a */
     cudaCheck(pp_cu_bias_grad(dy, B, D, g + P->b2, r->st));
-    gemm_grad(r, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
+    gemm_grad_act(r, 1, 0, F, D, B, dh, s->u, g + P->W1); /* dW1 += dh^T u */
     cudaCheck(pp_cu_bias_grad(dh, B, F, g + P->b1, r->st));
     cudaCheck(pp_cu_layernorm_backward(s->x, (const float *)NULL, s->mean, s->rstd, du, B, D, NULL,
                                        g + P->ln_g, g + P->ln_b, r->st));
@@ -206,7 +227,7 @@ static void head_weight_grads(const run *r, const shape *sh, const param_layout 
 {
     int B = sh->B, D = sh->D;
     const float *dlogits = saved(stash, L->probs);
-    gemm_grad(r, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
+    gemm_grad_act(r, 1, 0, PP_VOCAB, D, B, dlogits, saved(stash, L->z), grads + P->Wh);
     cudaCheck(pp_cu_bias_grad(dlogits, B, PP_VOCAB, grads + P->bh, r->st));
     cudaCheck(pp_cu_layernorm_backward(saved(stash, L->xh), (const float *)NULL,
                                        saved(stash, L->meanf), saved(stash, L->rstdf), duf, B, D,

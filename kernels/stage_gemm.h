@@ -31,6 +31,27 @@ void pp_gemm_aw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, co
 void pp_gemm_aa(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
                 const float *B, float *C);
 
+/* Stashed activations (the stash layouts' `act` regions, e.g.
+ * isa/gpt_layout.h): GEMM operands the stash keeps as the GEMM consumes
+ * them, fp32, or with bf16 their bf16 copy (uint16_t, half the bytes). The
+ * producer writes fp32 into a scratch region and pp_act_put stores it
+ * (rounded, with bf16: the value every bf16 GEMM would have rounded it to);
+ * with fp32 the producer writes into the stash itself and src == dst. */
+void pp_act_put(const pp_stage_gemms *g, const float *src, void *dst, size_t n);
+
+/* A stashed activation as fp32: the stash itself, or with bf16 its n
+ * values widened (exactly) into tmp. */
+const float *pp_act_get(const pp_stage_gemms *g, const void *src, size_t n, float *tmp);
+
+/* pp_gemm_aw with A a stashed activation (widened into ca with bf16; no
+ * further rounding: it is a bf16 value already). */
+void pp_gemm_sw(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const void *A,
+                const float *W, float beta, float *C);
+
+/* pp_gemm_aa with B a stashed activation (widened into cb with bf16). */
+void pp_gemm_as(const pp_stage_gemms *g, int ta, int tb, int M, int N, int K, const float *A,
+                const void *B, float *C);
+
 /* The weights as fp32: the compute copy itself, or with bf16 its `total`
  * values widened (exactly) into `wide`, the workspace region the stage's
  * layout reserves for them (isa/mlp_layout.h, isa/gpt_layout.h), so

@@ -211,6 +211,18 @@ START_TEST(test_llama_sizes)
     ck_assert_uint_gt(pp_stage_stash_bytes_split(&small, 3, 1), pp_stage_stash_bytes(&small, 3, 1));
     pp_model b = small;
     b.precision = PP_PREC_BF16;
+    /* bf16 stashes n1, qkv [BT][3C], n2 and h [BT][F] (the GEMM and
+     * attention operands) at 2 bytes an element, half their fp32 bytes (all
+     * multiples of 16 here), and the last stage's nf too; the split region
+     * stays fp32 */
+    size_t half = (size_t)BT * (C + 3 * C + C + F) * 2;
+    ck_assert_uint_eq(pp_stage_stash_bytes(&small, 3, 1) - pp_stage_stash_bytes(&b, 3, 1),
+                      2 * half);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&small, 3, 2) - pp_stage_stash_bytes(&b, 3, 2),
+                      2 * half + (size_t)BT * C * 2);
+    ck_assert_uint_eq(pp_stage_stash_bytes_split(&b, 3, 1) - pp_stage_stash_bytes(&b, 3, 1),
+                      pp_stage_stash_bytes_split(&small, 3, 1) -
+                          pp_stage_stash_bytes(&small, 3, 1));
     ck_assert_uint_ge(pp_stage_workspace_bytes(&b, 3, 1),
                       pp_stage_workspace_bytes(&small, 3, 1) +
                           pp_stage_param_count(&small, 3, 1) * 4);

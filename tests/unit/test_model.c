@@ -94,19 +94,27 @@ START_TEST(test_sizes)
     ck_assert_uint_eq(pp_stage_stash_bytes(&nob, 3, 2), headst);
     ck_assert_uint_eq(pp_stage_workspace_bytes(&nob, 3, 2), probs + x + x);
 
-    /* bf16: the compute copy is half the weights; the stash is fp32's; the
-     * workspace gains two regions for rounded GEMM operands,
-     * [B][max(D, F, V)] floats, and one for the weights widened to fp32
-     * (so that no CPU job allocates them). */
+    /* bf16: the compute copy is half the weights; the stash keeps u, a and
+     * z (the GEMM operands) as bf16, 2 bytes each, the rest fp32, and the
+     * split region is fp32's; the workspace gains two regions for rounded
+     * GEMM operands, [B][max(D, F, V)] floats, and one for the weights
+     * widened to fp32 (so that no CPU job allocates them). */
     pp_model bf = tiny;
     bf.precision = PP_PREC_BF16;
+    size_t x2 = r16(B * D * 2), h2 = r16(B * F * 2);
+    size_t blocks2 = 2 * (x + x2 + 2 * row + h + h2),
+           headst2 = x + x2 + 2 * row + probs + r16(B * 4);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, 0), tokens + blocks2);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, 1), blocks2);
+    ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, 2), blocks2 + headst2);
+    ck_assert_uint_lt(pp_stage_stash_bytes(&bf, 3, 1), pp_stage_stash_bytes(&tiny, 3, 1));
     for (int s = 0; s < 3; s++) {
         ck_assert_uint_eq(pp_stage_compute_bytes(&tiny, 3, s),
                           4 * pp_stage_param_count(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_compute_bytes(&bf, 3, s), 2 * pp_stage_param_count(&tiny, 3, s));
-        ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, s), pp_stage_stash_bytes(&tiny, 3, s));
-        ck_assert_uint_eq(pp_stage_stash_bytes_split(&bf, 3, s),
-                          pp_stage_stash_bytes_split(&tiny, 3, s));
+        ck_assert_uint_eq(pp_stage_stash_bytes_split(&bf, 3, s) - pp_stage_stash_bytes(&bf, 3, s),
+                          pp_stage_stash_bytes_split(&tiny, 3, s) -
+                              pp_stage_stash_bytes(&tiny, 3, s));
         ck_assert_uint_eq(pp_stage_workspace_bytes(&bf, 3, s),
                           pp_stage_workspace_bytes(&tiny, 3, s) + 2 * probs +
                               r16(4 * pp_stage_param_count(&bf, 3, s)));
@@ -546,7 +554,10 @@ START_TEST(test_bf16_block_matches_hand_written)
     uint16_t *copy = malloc(n * sizeof *copy);
     float x[3 * 6], want[3 * 6], got[3 * 6], got32[3 * 6];
     uint16_t xb[3 * 6], gotb[3 * 6];
-    void *stash = malloc(pp_stage_stash_bytes(&bf, S, 1));
+    /* one stash for both forwards: fp32's, the larger (bf16 stashes u and a
+     * in bf16) */
+    ck_assert_uint_lt(pp_stage_stash_bytes(&bf, S, 1), pp_stage_stash_bytes(&fp, S, 1));
+    void *stash = malloc(pp_stage_stash_bytes(&fp, S, 1));
     void *work = malloc(pp_stage_workspace_bytes(&bf, S, 1));
     pp_stage_init(&bf, S, 1, 21, master);
     for (size_t i = 0; i < n; i++)
