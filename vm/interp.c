@@ -78,8 +78,7 @@ typedef struct {
     MPI_Comm *comm;        /* [ngroups] MPI_COMM_NULL where not a member */
     int tensor_group;      /* tensor = T > 1: the group of the last TensorReduce */
     int tensor_lane;       /* and its lane (isa/tensor_lane.h) */
-    MPI_Comm lane1;        /* the tensor group's lane 1 communicator (a plan with an
-                              Overlap pair), else MPI_COMM_NULL */
+    MPI_Comm lane1;        /* lane 1 of the tensor group (Overlap pairs), or MPI_COMM_NULL */
     int *wsend;            /* tickets of the weight sends in flight (SendWeights) */
     int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
     /* receives posted ahead (see recv_ahead): the plan's receives in order,

@@ -185,8 +185,8 @@ void cvm_transport_connect(cuda_vm *v)
         ncclCheck(ncclCommSplit(v->world, member_of(&p->groups[g], v->me) ? 0 : NCCL_SPLIT_NOCOLOR,
                                 v->me, &v->group_nccl[g], NULL));
     if (has_lane1(p)) /* over the tensor group's members only */
-        ncclCheck(ncclCommSplit(v->group_nccl[pp_tensor_group_of(p)], 0, v->me, &v->lane1_nccl,
-                                NULL));
+        ncclCheck(
+            ncclCommSplit(v->group_nccl[pp_tensor_group_of(p)], 0, v->me, &v->lane1_nccl, NULL));
 }
 
 /* Sets *c to NULL first, so the fatal hook never aborts a destroyed one. */

@@ -662,7 +662,7 @@ END_TEST
 
 /* 1f1b-overlap.pp's order: worker s warms up with S-1-s forwards */
 #define OVERLAP                                                                                    \
-    "let warm = S - 1 - s\npriority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : "            \
+    "let warm = S - 1 - s\npriority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : "           \
     "warm + 1 + 2 * b\norder strict\noverlap F with B when b > warm\n"
 
 /* Overlapped pairs under tensor = 2: worker 0 runs F0 F1 B0 F2 B1 F3 B2
@@ -721,6 +721,9 @@ START_TEST(overlap_compiles)
     ck_assert_uint_eq(c.plans[0].world, 4);
     ck_assert_int_gt(c.sim.npairs, 0);
     pp_compiled_free(&c);
+    /* what stays an error with T > 1 says so at its place */
+    expect_error(HEAD "tensor = 2\noverlap F with B when b > 0\n",
+                 "t.pp:6:1: error: 'overlap' needs 'order strict'");
 }
 END_TEST
 
@@ -817,8 +820,7 @@ END_TEST
 START_TEST(overlap_priced)
 {
     pp_compiled one, two;
-    ck_assert_int_eq(compile_text_to(&one,
-                                     HEAD OVERLAP "cost overlap = 50\nmodel { blocks = 2 }\n",
+    ck_assert_int_eq(compile_text_to(&one, HEAD OVERLAP "cost overlap = 50\nmodel { blocks = 2 }\n",
                                      PP_STAGE_PLANS),
                      PP_COMPILE_OK);
     compile_overlap(&two, "cost overlap = 50\nmodel { blocks = 2 }\ncost tensor_latency = 3\n"
