@@ -530,7 +530,6 @@ static int setup(vm *v)
     v->comm = malloc((p->ngroups + 1) * sizeof *v->comm);
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         v->comm[g] = MPI_COMM_NULL; /* until connect; teardown reads them */
-    v->lane1 = MPI_COMM_NULL;
     for (uint32_t i = 0; i < p->ninstr; i++)
         v->wsend_cap += p->code[i].op == PP_OP_SendWeights;
     v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
@@ -603,7 +602,11 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory allocating weights and slots");
         return NULL;
     }
-    *v = (vm){.run = run, .p = run->p, .opts = run->opts, .nc = run->opts->no_compute};
+    *v = (vm){.run = run,
+              .p = run->p,
+              .opts = run->opts,
+              .nc = run->opts->no_compute,
+              .lane1 = MPI_COMM_NULL}; /* teardown reads it, whatever fails first */
     if (pp_vm_core_init(&v->c, run, &host_mem, &cpu_ops, err, errlen))
         goto fail;
     if (setup(v)) {

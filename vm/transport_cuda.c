@@ -202,7 +202,7 @@ void cvm_transport_teardown(cuda_vm *v)
 {
     const pp_plan *p = v->p;
     destroy_comm(&v->lane1_nccl);
-    if (v->lane1_mpi != MPI_COMM_NULL)
+    if (v->group_mpi && v->lane1_mpi != MPI_COMM_NULL) /* group_mpi: setup set lane1_mpi */
         mpiCheck(MPI_Comm_free(&v->lane1_mpi));
     for (uint32_t g = 0; v->group_nccl && g < p->ngroups; g++)
         destroy_comm(&v->group_nccl[g]);
