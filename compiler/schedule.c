@@ -758,11 +758,6 @@ static void check_tensor(pp_schedule *sch)
                    "tensor = %lld does not divide the model's ffn (%u): the MLP's inner layer "
                    "is split in equal column shards",
                    v, m->ffn);
-    else if (v > 1 && sch->overlap)
-        diag_error(sch->diag, e->loc,
-                   "tensor = %lld with 'overlap': an overlapped pair's two jobs would make "
-                   "their tensor all-reduces at once, which the plans do not express yet",
-                   v);
     sch->model.tensor = (uint32_t)v;
 }
 

@@ -30,8 +30,6 @@ int pp_tensor_override(pp_diag *d, pp_schedule *sch, long long T)
                          "--tensor %lld does not divide the model's ffn (%u): the MLP's inner "
                          "layer is split in equal column shards",
                          T, m->ffn);
-    else if (T > 1 && sch->overlap)
-        diag_error_noloc(d, "--tensor %lld with 'overlap': not expressed by the plans yet", T);
     else {
         sch->model.tensor = (uint32_t)T;
         return 0;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "tensor_lane.h"
+
 static void say(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *msg, size_t len, const char *fmt, ...)
 {
@@ -99,14 +101,19 @@ static int check_groups(const pp_plan *p, stamp *stamps, char *msg, size_t len)
 
 /* Overlap's two jobs run at once on the cuda backend (two streams, whose
  * waits are all issued before either job records): like a group's
- * members, they may share a buffer only if neither writes it. */
+ * members, they may share a buffer only if neither writes it. Under
+ * tensor > 1 each job's all-reduces are in place in its own workspace
+ * (the pair's second job has the plan's second one) on its own lane's
+ * communicator (isa/tensor_lane.h), so the jobs' slots are all they can
+ * share. */
 static int check_pairs(const pp_plan *p, char *msg, size_t len)
 {
     for (uint32_t i = 0; i + 2 < p->ninstr; i++) {
-        if (p->code[i].op != PP_OP_Overlap)
+        uint32_t ja, jb;
+        if (p->code[i].op != PP_OP_Overlap || !pp_pair_jobs(p, i, &ja, &jb))
             continue;
         pp_touch a[PP_MAX_TOUCH], b[PP_MAX_TOUCH];
-        int na = pp_instr_touches(&p->code[i + 1], a), nb = pp_instr_touches(&p->code[i + 2], b);
+        int na = pp_instr_touches(&p->code[ja], a), nb = pp_instr_touches(&p->code[jb], b);
         for (int x = 0; x < na; x++)
             for (int y = 0; y < nb; y++) {
                 if (a[x].kind != b[y].kind || a[x].index != b[y].index ||
@@ -117,9 +124,9 @@ static int check_pairs(const pp_plan *p, char *msg, size_t len)
                     "hazard: rank %u: %s and %s, the overlapped pair after @%u, both touch %s "
                     "and %s writes it, but a pair's jobs run concurrently (expected the two in "
                     "different buffers)",
-                    p->rank, fmt_instr(p, i + 1, f), fmt_instr(p, i + 2, g), i, fmt_buf(&a[x], c),
-                    (a[x].access & PP_ACC_WR) ? pp_op_name(p->code[i + 1].op)
-                                              : pp_op_name(p->code[i + 2].op));
+                    p->rank, fmt_instr(p, ja, f), fmt_instr(p, jb, g), i, fmt_buf(&a[x], c),
+                    (a[x].access & PP_ACC_WR) ? pp_op_name(p->code[ja].op)
+                                              : pp_op_name(p->code[jb].op));
                 return -1;
             }
     }

@@ -29,7 +29,14 @@
  *
  * GroupStart/GroupEnd pass like compute: the replay proves the execution
  * in which a group's transfers run one after another, and a group never
- * ends later than that (transfer_groups.c says why). */
+ * ends later than that (transfer_groups.c says why).
+ *
+ * Tensor lanes (isa/tensor_lane.h): a group's TensorReduces go over one of
+ * PP_TENSOR_LANES communicators, so a collective is keyed by (group, lane):
+ * the members must issue the same TensorReduces in the same order on each
+ * lane, and a rank blocked on one lane waits there even when the other
+ * lane could proceed, as the host issues the lanes' operations in plan
+ * order. */
 #include "commcheck.h"
 
 #include <stdarg.h>
@@ -37,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tensor_lane.h"
 
 enum { ST_RUN, ST_P2P, ST_COLL, ST_DONE }; /* where a rank stands */
 enum { DIR_SEND = 0, DIR_RECV = 1 };       /* which end of a transfer */
@@ -121,8 +130,8 @@ typedef struct {
     int nwork;
     uint8_t *queued;   /* [W] r is on the worklist */
     uint32_t G;        /* the largest group table */
-    uint32_t *arrived; /* [G] members at group g's pending collective */
-    int *first;        /* [G] the first of them, the one the others must agree with */
+    uint32_t *arrived; /* [G * PP_TENSOR_LANES] members at (group, lane)'s pending collective */
+    int *first;        /* [same] the first of them, the one the others must agree with */
     size_t *gbase;     /* [W+1] */
     uint8_t *gok;      /* group g of rank r already checked: gok[gbase[r] + g] */
     sbuf *out;
@@ -131,6 +140,22 @@ typedef struct {
 static const pp_instr *instr_at(const checker *c, int r, uint32_t i)
 {
     return &c->plans[r].code[i];
+}
+
+/* Whether rank r's instruction i is a TensorReduce of an Overlap pair,
+ * whose lane the messages name. */
+static int in_pair(const checker *c, int r, uint32_t i)
+{
+    const pp_plan *p = &c->plans[r];
+    return pp_tensor_lane(p, i) || (i >= 1 && p->code[i - 1].op == PP_OP_Overlap);
+}
+
+/* The communicator rank r's collective at i runs on: its group's lane
+ * (isa/tensor_lane.h), as the index group * PP_TENSOR_LANES + lane. */
+static uint32_t coll_key(const checker *c, int r, uint32_t i)
+{
+    return (uint32_t)instr_at(c, r, i)->group * PP_TENSOR_LANES +
+           (uint32_t)pp_tensor_lane(&c->plans[r], i);
 }
 
 /* "RecvGrad(s=1,b=0) from 1": the operands the op uses, then its peer. */
@@ -406,11 +431,11 @@ static int try_p2p(checker *c, int r, int *matched)
 static int arrive(checker *c, int r, int *completed)
 {
     const pp_instr *in = instr_at(c, r, c->pc[r]);
-    uint32_t g = (uint32_t)in->group;
+    uint32_t g = (uint32_t)in->group, key = coll_key(c, r, c->pc[r]);
     const pp_group *grp = &c->plans[r].groups[g];
     *completed = 0;
-    if (c->arrived[g] > 0) {
-        int f = c->first[g];
+    if (c->arrived[key] > 0) {
+        int f = c->first[key];
         const pp_instr *x = instr_at(c, f, c->pc[f]);
         /* a TensorReduce is its next job's all-reduces: the members must
          * run one job (issue 27), so the microbatch and that job agree too */
@@ -426,6 +451,8 @@ static int arrive(checker *c, int r, int *completed)
             fmt_at(c->out, c, r, c->pc[r]);
             sb_printf(c->out, " meet in the same tensor all-reduce on group %u ", g);
             fmt_group(c->out, grp);
+            if (in_pair(c, r, c->pc[r]) || in_pair(c, f, c->pc[f]))
+                sb_printf(c->out, " lane %u", key % PP_TENSOR_LANES);
             sb_printf(c->out, ", but %s",
                       x->mb != in->mb ? "their microbatches differ"
                                       : "the jobs after them differ (F, B, BackwardInput or Recompute)");
@@ -443,12 +470,12 @@ static int arrive(checker *c, int r, int *completed)
             return -1;
         }
     } else {
-        c->first[g] = r;
+        c->first[key] = r;
     }
     c->state[r] = ST_COLL;
-    if (++c->arrived[g] < grp->n)
+    if (++c->arrived[key] < grp->n)
         return 0;
-    c->arrived[g] = 0;
+    c->arrived[key] = 0;
     for (uint32_t k = 0; k < grp->n; k++) {
         int m = (int)grp->member[k];
         c->pc[m]++;
@@ -502,10 +529,10 @@ static int replay(checker *c)
 
 /* --------------------------------------------------------------- report */
 
-/* Rank r at the collective of group g has not been joined by member m. */
-static int missing(const checker *c, int m, uint32_t g)
+/* Rank r at the collective keyed key has not been joined by member m. */
+static int missing(const checker *c, int m, uint32_t key)
 {
-    return c->state[m] != ST_COLL || (uint32_t)instr_at(c, m, c->pc[m])->group != g;
+    return c->state[m] != ST_COLL || coll_key(c, m, c->pc[m]) != key;
 }
 
 /* The op of rank p that issue order pairs with rank r's op i: returns 1
@@ -559,15 +586,17 @@ static int explain_p2p(sbuf *b, const checker *c, int r)
 /* "waits for rank 1 (blocked at @0 ...), rank 2 (ended its stream)" */
 static int explain_coll(sbuf *b, const checker *c, int r)
 {
-    uint32_t g = (uint32_t)instr_at(c, r, c->pc[r])->group;
+    uint32_t g = (uint32_t)instr_at(c, r, c->pc[r])->group, key = coll_key(c, r, c->pc[r]);
     const pp_group *grp = &c->plans[r].groups[g];
     uint32_t named = 0, more = 0;
     sb_printf(b, "waits in group %u ", g);
     fmt_group(b, grp);
+    if (key % PP_TENSOR_LANES)
+        sb_printf(b, " lane %u", key % PP_TENSOR_LANES);
     sb_printf(b, " for ");
     for (uint32_t k = 0; k < grp->n; k++) {
         int m = (int)grp->member[k];
-        if (m == r || !missing(c, m, g))
+        if (m == r || !missing(c, m, key))
             continue;
         if (named == MAX_MISSING) {
             more++;
@@ -602,7 +631,7 @@ static int wait_edge(const checker *c, int r, uint32_t *cursor, int *to)
     const pp_group *grp = &c->plans[r].groups[in->group];
     while (*cursor < grp->n) {
         int m = (int)grp->member[(*cursor)++];
-        if (m != r && c->state[m] != ST_DONE && missing(c, m, (uint32_t)in->group)) {
+        if (m != r && c->state[m] != ST_DONE && missing(c, m, coll_key(c, r, c->pc[r]))) {
             *to = m;
             return 1;
         }
@@ -740,8 +769,8 @@ int pp_comm_check(const pp_plan *plans, int W, char *msg, size_t msglen)
     c.seq = calloc(total + 1, sizeof *c.seq);
     c.work = calloc(w1, sizeof *c.work);
     c.queued = calloc(w1, sizeof *c.queued);
-    c.arrived = calloc((size_t)c.G + 1, sizeof *c.arrived);
-    c.first = calloc((size_t)c.G + 1, sizeof *c.first);
+    c.arrived = calloc((size_t)c.G * PP_TENSOR_LANES + 1, sizeof *c.arrived);
+    c.first = calloc((size_t)c.G * PP_TENSOR_LANES + 1, sizeof *c.first);
     c.gbase = calloc(w1, sizeof *c.gbase);
     c.gok = calloc(gtotal + 1, sizeof *c.gok);
     if (!c.pc || !c.state || !c.base || !c.seq || !c.work || !c.queued || !c.arrived || !c.first ||

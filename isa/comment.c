@@ -17,6 +17,7 @@
 #include "comment.h"
 
 #include "tensor.h"
+#include "tensor_lane.h"
 
 /* The comment being written: appends past cap - 1 bytes are cut, as
  * vsnprintf cuts them. */
@@ -119,7 +120,8 @@ enum {
     ST_NEXT,
     ST_DIR,
     ST_COND,
-    ST_TP
+    ST_TP,
+    ST_LANE
 };
 
 /* The step kinds of the scalar names and the operand each needs (PP_U_*). */
@@ -135,7 +137,8 @@ static const struct {
                {"optimizer", ST_OPTIMIZER, 0},
                {"next", ST_NEXT, 0},
                {"dir", ST_DIR, 0},
-               {"tp", ST_TP, PP_U_STAGE}};
+               {"tp", ST_TP, PP_U_STAGE},
+               {"lane", ST_LANE, 0}};
 
 /* A compile of one template: its steps, and the first fault. */
 typedef struct {
@@ -346,6 +349,10 @@ size_t pp_instr_comment(const pp_comments *c, const pp_plan *p, const pp_instr *
             } else {
                 put_str(&o, "? all-reduces");
             }
+            break;
+        case ST_LANE: /* a TensorReduce's lane (isa/tensor_lane.h): said when not 0 */
+            if (pp_tensor_lane(p, (uint32_t)(in - p->code)))
+                put_str(&o, " on lane 1 (the pair's second job: its own communicator)");
             break;
         case ST_COND: {
             int32_t v = pp_slot(in, (pp_role)st->role);

@@ -99,7 +99,10 @@
  * backend runs them at once on two compute streams, each with a workspace
  * of its own; the cpu backend runs them one after the other. Like a
  * group's members they are concurrent: neither may write a buffer the
- * other touches (isa/bufcheck.c). */
+ * other touches (isa/bufcheck.c). Under tensor > 1 each of the two jobs
+ * comes right after its TensorReduce (Overlap, TensorReduce, job,
+ * TensorReduce, job), the second one's all-reduces on its tensor group's
+ * lane 1 communicator (isa/tensor_lane.h). */
 #ifndef PP_OPCODES_H
 #define PP_OPCODES_H
 
@@ -204,7 +207,7 @@
       "end of the group")                                                                        \
     X(Overlap, 18, MARKER, NONE, NONE, 0u, NO, NO, NONE, BOOKKEEPING, NONE,                      \
       (),                                                                                        \
-      "run the next two instructions, a Forward and a Backward (or BackwardInput), as one pair", \
+      "run the next two jobs, a Forward and a Backward (or BackwardInput), as one pair",         \
       "the next two jobs run as one pair (cuda: two streams; cpu: in turn)")                     \
     /* ---- recomputation (issue 26: `recompute when`, compiler/jobs.h) ---- */                 \
     X(Recompute, 19, COMPUTE, NONE, COMPUTE, PP_U_STAGE | PP_U_MB, RD, NO, R, COMPUTE, NONE,     \
@@ -219,7 +222,7 @@
       PP_U_STAGE | PP_U_MB | PP_U_GROUP, NO, NO, NONE, COLLECTIVE, NONE,                         \
       (),                                                                                        \
       "the next job, F or B of (s,b), makes its tensor all-reduces over group g (per block)",    \
-      "{tp} in the next job ({s},{b}) over tensor group g{g} {members}") \
+      "{tp} in the next job ({s},{b}) over tensor group g{g} {members}{lane}") \
     /* tied embeddings (model tie = 1): stage 0's wte and stage S-1's head are one tensor,       \
        each owner keeping a copy; both gradients are summed before either optimizer step */      \
     X(StashTiedGrad, 21, LOCAL, NONE, COMPUTE, PP_U_STAGE, NO, RD, NONE, BOOKKEEPING, NONE,      \

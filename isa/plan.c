@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "openfile.h"
+#include "tensor_lane.h"
 
 /* ---------------------------------------------------------------- messages */
 
@@ -936,22 +937,30 @@ static bool is_pair_job(const pp_instr *in, int fwd)
     return fwd ? j == PP_JOB_F : j == PP_JOB_B || j == PP_JOB_BI;
 }
 
-/* Overlap: the next two instructions are a Forward and a Backward (or
+/* Overlap: the next two jobs are a Forward and a Backward (or
  * BackwardInput) of different microbatches, in either order, outside any
- * transfer group (a group holds only transfers anyway). */
+ * transfer group (a group holds only transfers anyway); under tensor > 1
+ * each right after its TensorReduce (isa/tensor_lane.h; check_tensor_reduces
+ * holds them to it), else right after the marker. */
 static bool check_overlaps(const pp_plan *p, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < p->ninstr; i++) {
         if (p->code[i].op != PP_OP_Overlap)
             continue;
-        const pp_instr *x = i + 2 < p->ninstr ? &p->code[i + 1] : NULL, *y = x ? x + 1 : NULL;
+        uint32_t a, b;
+        const pp_instr *x = pp_pair_jobs(p, i, &a, &b) ? &p->code[a] : NULL,
+                       *y = x ? &p->code[b] : NULL;
         bool ok = x && ((is_pair_job(x, 1) && is_pair_job(y, 0)) ||
                         (is_pair_job(x, 0) && is_pair_job(y, 1)));
         if (!ok) {
             set_err(err, errlen,
                     "instruction %" PRIu32 " (Overlap): expected a Forward and a Backward or "
-                    "BackwardInput right after it, found %s",
-                    i, !x ? "the end of the plan" : "other instructions");
+                    "BackwardInput right after it%s, found %s",
+                    i,
+                    pp_model_tensor(&p->model) > 1
+                        ? " (each after its TensorReduce under tensor > 1)"
+                        : "",
+                    !x ? "the end of the plan" : "other instructions");
             return false;
         }
         if (x->mb == y->mb) {
@@ -961,7 +970,7 @@ static bool check_overlaps(const pp_plan *p, char *err, size_t errlen)
                     i, x->mb);
             return false;
         }
-        i += 2;
+        i = b;
     }
     return true;
 }

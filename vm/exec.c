@@ -14,6 +14,7 @@
  * commit). */
 #include <string.h>
 
+#include "../isa/tensor_lane.h"
 #include "../kernels/model.h"
 #include "core.h"
 #include "profile.h"
@@ -126,6 +127,8 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
     pp_vm_job j = {.in = in, .s = in->stage, .b = in->mb, .k = -1};
     j.pair = pp_vm_core_pair_pos(c, in);
     j.lane = j.pair == 2;
+    if (in->op == PP_OP_TensorReduce) /* the lane of the job it precedes */
+        j.lane = pp_tensor_lane(p, (uint32_t)(in - p->code));
     if (j.s >= 0 && j.s < (int)p->S)
         j.np = pp_stage_param_count(&p->model, (int)p->S, j.s);
     /* (the opcode first: only these carry a stage --deterministic tracks;

@@ -77,6 +77,8 @@ typedef struct {
     int *red;              /* [S] the ticket of the stage's all-reduce in flight, or -1 */
     MPI_Comm *comm;        /* [ngroups] MPI_COMM_NULL where not a member */
     int tensor_group;      /* tensor = T > 1: the group of the last TensorReduce */
+    int tensor_lane;       /* and its lane (isa/tensor_lane.h) */
+    MPI_Comm lane1;        /* lane 1 of the tensor group (Overlap pairs), or MPI_COMM_NULL */
     int *wsend;            /* tickets of the weight sends in flight (SendWeights) */
     int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
     /* receives posted ahead (see recv_ahead): the plan's receives in order,
@@ -391,20 +393,25 @@ static void op_host_copy(void *be, const pp_vm_job *j, void *dst, const void *sr
  * MPI needs no bracket. An Overlap pair's two jobs run in turn (see the
  * header). */
 /* TensorReduce: the mlp blocks' all-reduces (kernels/tensor_shard.h) go
- * over this rank's tensor group from here on; a rank has one tensor group,
- * so the hook simply stays set for the rest of the run. */
+ * over this rank's tensor group from here on, on the lane the
+ * TensorReduce names (an Overlap pair's second job: lane 1, its own
+ * communicator; the pair's jobs run in turn here, but the lanes keep
+ * each communicator's order the plan's, as on the cuda backend); a rank
+ * has one tensor group, so the hook simply stays set for the rest of the
+ * run. */
 static void tensor_allreduce(void *ctx, float *buf, size_t n)
 {
     vm *v = ctx;
+    MPI_Comm comm = v->tensor_lane ? v->lane1 : v->comm[v->tensor_group];
     PP_WAITED(v->nc, &v->run->waited_ns,
-              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
-                                     v->comm[v->tensor_group])));
+              mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm)));
 }
 
 static void op_tensor(void *be, const pp_vm_job *j)
 {
     vm *v = be;
     v->tensor_group = j->in->group;
+    v->tensor_lane = j->lane;
     pp_tensor_hook_set(tensor_allreduce, v);
 }
 
@@ -572,6 +579,8 @@ static void teardown(vm *v)
     for (uint32_t g = 0; v->comm && g < p->ngroups; g++)
         if (v->comm[g] != MPI_COMM_NULL)
             mpiCheck(MPI_Comm_free(&v->comm[g]));
+    if (v->lane1 != MPI_COMM_NULL)
+        mpiCheck(MPI_Comm_free(&v->lane1));
     pp_progress_free(v->pg);
     free(v->slot);
     free(v->tk);
@@ -593,7 +602,11 @@ static void *cpu_create(pp_run *run, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory allocating weights and slots");
         return NULL;
     }
-    *v = (vm){.run = run, .p = run->p, .opts = run->opts, .nc = run->opts->no_compute};
+    *v = (vm){.run = run,
+              .p = run->p,
+              .opts = run->opts,
+              .nc = run->opts->no_compute,
+              .lane1 = MPI_COMM_NULL}; /* teardown reads it, whatever fails first */
     if (pp_vm_core_init(&v->c, run, &host_mem, &cpu_ops, err, errlen))
         goto fail;
     if (setup(v)) {
@@ -624,6 +637,10 @@ static void cpu_connect(void *be)
             member |= p->groups[g].member[i] == (uint32_t)me;
         mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, me, &v->comm[g]));
     }
+    /* the tensor group's lane 1 (isa/tensor_lane.h): its members' plans
+     * are one worker's, so all of them have a pair or none */
+    if (pp_model_tensor(&p->model) > 1 && pp_plan_workspaces(p) > 1)
+        mpiCheck(MPI_Comm_dup(v->comm[pp_tensor_group_of(p)], &v->lane1));
     pp_vm_core_connect(&v->c);
 }
 

@@ -780,13 +780,18 @@ static void op_committed(void *be)
     cvm_host_wait(v, v->commit_ev, "the step's deferred optimizer updates");
 }
 
-/* TensorReduce: the next jobs' all-reduces over this group (a rank has
- * one tensor group, so the hook stays set), cvm_tensor_allreduce. */
+/* TensorReduce: the next job's all-reduces over this group, on the lane
+ * the TensorReduce names (a pair's second job: lane 1, the group's second
+ * communicator, from its own model context on COMPUTE2; isa/tensor_lane.h),
+ * cvm_tensor_allreduce. The host issues a pair's first job whole before
+ * the second, so v->tensor_lane is the lane of the job being issued; a
+ * rank has one tensor group, so the hook stays set. */
 static void op_tensor(void *be, const pp_vm_job *j)
 {
     cuda_vm *v = be;
     v->tensor_group = j->in->group;
-    pp_cuda_model_set_tensor(v->cm, cvm_tensor_allreduce, v);
+    v->tensor_lane = j->lane;
+    pp_cuda_model_set_tensor(cm_of(v, j), cvm_tensor_allreduce, v);
 }
 
 static const pp_vm_ops cuda_ops = {

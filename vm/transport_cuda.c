@@ -92,6 +92,8 @@ int cvm_transport_setup(cuda_vm *v, char *err, size_t errlen)
 {
     const pp_plan *p = v->p;
     v->world = v->comm[ST_UP] = v->comm[ST_DOWN] = v->comm[ST_COMPUTE] = NULL;
+    v->lane1_nccl = NULL;
+    v->lane1_mpi = MPI_COMM_NULL;
     v->group_nccl = calloc(p->ngroups + 1, sizeof *v->group_nccl);
     v->group_mpi = malloc((p->ngroups + 1) * sizeof *v->group_mpi);
     for (uint32_t g = 0; v->group_mpi && g < p->ngroups; g++)
@@ -147,6 +149,14 @@ static int member_of(const pp_group *g, int me)
     return 0;
 }
 
+/* Whether the tensor group needs its lane 1 communicator
+ * (isa/tensor_lane.h): tensor > 1 and an Overlap pair in the plan. The
+ * group's members run one worker's plan, so all of them have one or none. */
+static int has_lane1(const pp_plan *p)
+{
+    return pp_model_tensor(&p->model) > 1 && pp_plan_workspaces(p) > 1;
+}
+
 void cvm_transport_connect(cuda_vm *v)
 {
     const pp_plan *p = v->p;
@@ -158,6 +168,8 @@ void cvm_transport_connect(cuda_vm *v)
             mpiCheck(MPI_Comm_split(MPI_COMM_WORLD,
                                     member_of(&p->groups[g], v->me) ? 0 : MPI_UNDEFINED, v->me,
                                     &v->group_mpi[g]));
+        if (has_lane1(p))
+            mpiCheck(MPI_Comm_dup(v->group_mpi[pp_tensor_group_of(p)], &v->lane1_mpi));
         return;
     }
     ncclUniqueId id;
@@ -172,6 +184,9 @@ void cvm_transport_connect(cuda_vm *v)
     for (uint32_t g = 0; g < p->ngroups; g++)
         ncclCheck(ncclCommSplit(v->world, member_of(&p->groups[g], v->me) ? 0 : NCCL_SPLIT_NOCOLOR,
                                 v->me, &v->group_nccl[g], NULL));
+    if (has_lane1(p)) /* over the tensor group's members only */
+        ncclCheck(
+            ncclCommSplit(v->group_nccl[pp_tensor_group_of(p)], 0, v->me, &v->lane1_nccl, NULL));
 }
 
 /* Sets *c to NULL first, so the fatal hook never aborts a destroyed one. */
@@ -186,6 +201,9 @@ static void destroy_comm(ncclComm_t *c)
 void cvm_transport_teardown(cuda_vm *v)
 {
     const pp_plan *p = v->p;
+    destroy_comm(&v->lane1_nccl);
+    if (v->group_mpi && v->lane1_mpi != MPI_COMM_NULL) /* group_mpi: setup set lane1_mpi */
+        mpiCheck(MPI_Comm_free(&v->lane1_mpi));
     for (uint32_t g = 0; v->group_nccl && g < p->ngroups; g++)
         destroy_comm(&v->group_nccl[g]);
     for (int i = ST_COUNT - 1; i >= 0; i--)
@@ -215,6 +233,10 @@ void cvm_transport_teardown(cuda_vm *v)
 void cvm_transport_abort(cuda_vm *v)
 {
     /* Unchecked: this runs on the way out after another error. */
+    if (v->lane1_nccl) {
+        ncclCommAbort(v->lane1_nccl);
+        v->lane1_nccl = NULL;
+    }
     for (uint32_t g = 0; v->group_nccl && g < v->p->ngroups; g++)
         if (v->group_nccl[g]) {
             ncclCommAbort(v->group_nccl[g]);
@@ -502,7 +524,7 @@ int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len)
         if (comm_error(v->group_nccl[g], which, msg, len))
             return 1;
     }
-    return 0;
+    return comm_error(v->lane1_nccl, "the tensor group's lane 1", msg, len);
 }
 
 /* ---- the host's waits for the GPU, under the watchdog ------------------ */
@@ -662,7 +684,8 @@ void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st)
     cuda_vm *v = ctx;
     int g = v->tensor_group;
     if (v->transport == PP_TRANSPORT_NCCL) {
-        ncclCheck(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, v->group_nccl[g], st));
+        ncclCheck(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum,
+                                v->tensor_lane ? v->lane1_nccl : v->group_nccl[g], st));
         return;
     }
     if (!v->tp_host && !(v->tp_host = malloc(pp_act_f32_bytes(&v->p->model) + 1))) {
@@ -673,7 +696,7 @@ void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st)
     cudaCheck(cudaStreamSynchronize(st));
     PP_WAITED(v->opts->no_compute, &v->run->waited_ns,
               mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->tp_host, (int)n, MPI_FLOAT, MPI_SUM,
-                                     v->group_mpi[g])));
+                                     v->tensor_lane ? v->lane1_mpi : v->group_mpi[g])));
     cudaCheck(cudaMemcpyAsync(dev, v->tp_host, n * sizeof(float), cudaMemcpyHostToDevice, st));
     cudaCheck(cudaStreamSynchronize(st)); /* tp_host is reused by the next one */
 }
@@ -702,6 +725,7 @@ int cvm_tensor_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth
     tensor_probe t = {v, NULL};
     v->run->t0 = MPI_Wtime(); /* the watchdog's clock, as for a step */
     v->tensor_group = pp_tensor_group_of(v->p);
+    v->tensor_lane = 0;
     void *dev = NULL;
     cudaCheck(cudaMalloc(&dev, bytes > 8 ? bytes : 8));
     cudaCheck(cudaMemset(dev, 0, bytes > 8 ? bytes : 8));

@@ -114,9 +114,13 @@ typedef struct {
     /* --profile */
     cudaEvent_t *prof_ev; /* [2 * ninstr] timing events before and after each job */
 
-    /* tensor = T (issue 27): the group of the last TensorReduce, and the
-     * mpi transport's host copy of an all-reduce's buffer */
-    int tensor_group;
+    /* tensor = T (issue 27): the group of the last TensorReduce, its lane
+     * (isa/tensor_lane.h), the tensor group's lane 1 communicator (a plan
+     * with an Overlap pair; else NULL / MPI_COMM_NULL), and the mpi
+     * transport's host copy of an all-reduce's buffer */
+    int tensor_group, tensor_lane;
+    ncclComm_t lane1_nccl;
+    MPI_Comm lane1_mpi;
     float *tp_host;
 
     /* whole steps as CUDA graphs (vm/graph_cuda.c); NULL before set-up */
@@ -184,7 +188,7 @@ int cvm_tied_other(const cuda_vm *v, int s);
 void cvm_params_changed(cuda_vm *v, int s);
 /* A tensor all-reduce of n floats at dev over v->tensor_group, on stream
  * st (kernels/model_cuda.h's hook; ctx is v): ncclAllReduce on the group's
- * communicator there, ordered with the GEMMs before and after it by the
+ * communicator of lane v->tensor_lane there, ordered with the GEMMs before and after it by the
  * stream; with the mpi transport the stream is waited for and the sum
  * made on the host over the group's MPI communicator. */
 void cvm_tensor_allreduce(void *ctx, float *dev, size_t n, cudaStream_t st);

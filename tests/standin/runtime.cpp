@@ -10,7 +10,8 @@
  * (a synchronize, a query, a blocking copy, a free) and then only what that
  * wait needs, among the streams in an adversarial order (PP_STANDIN_ORDER:
  * "latest", the default, runs the most recently enqueued ready operation
- * first; "fifo" the oldest). Blocks of a grid run last to first.
+ * first; "fifo" the oldest; "split" latest on even ranks and fifo on odd
+ * ones). Blocks of a grid run last to first.
  *
  * Ordering is checked when work is enqueued: every stream, and the host,
  * carries a vector clock over the streams (an operation advances its own
@@ -318,8 +319,13 @@ static void finish(pp_si_stream *s)
 static int drain(const uint64_t *t, int blocking)
 {
     if (g_order_fifo < 0) {
-        const char *e = getenv("PP_STANDIN_ORDER");
-        g_order_fifo = e && !strcmp(e, "fifo");
+        /* "split": latest on even ranks, fifo on odd ones, so two ranks of
+         * a group run the same plan's streams in opposite orders (the rank
+         * from the launcher's environment: this file links no MPI) */
+        const char *e = getenv("PP_STANDIN_ORDER"), *r = getenv("OMPI_COMM_WORLD_RANK");
+        if (!r)
+            r = getenv("PMI_RANK");
+        g_order_fifo = e && (!strcmp(e, "fifo") || (!strcmp(e, "split") && r && atoi(r) % 2));
     }
     int idle = 0;
     for (;;) {

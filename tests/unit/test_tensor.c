@@ -19,6 +19,7 @@
 #include "../../isa/bufcheck.h"
 #include "../../isa/model_shape.h"
 #include "../../isa/tensor.h"
+#include "../../isa/tensor_lane.h"
 #include "../../isa/verify.h"
 #include "suites.h"
 #include "testutil.h"
@@ -51,8 +52,6 @@ START_TEST(language_errors)
     expect_error(HEAD "tensor = 2\ntensor = 2\n",
                  "t.pp:6:1: error: tensor is given more than once");
     expect_error(HEAD "param Z = 0\ntensor = 2 / Z\n", "t.pp:6:12: error: division by zero");
-    expect_error(HEAD "tensor = 2\norder strict\noverlap F with B when b > 0\n",
-                 "error: tensor = 2 with 'overlap'");
     /* tensor is a keyword now: a param of that name is a syntax error */
     expect_error("param tensor = 2\n" HEAD, "t.pp:1:7: error: syntax error");
     /* params, and -D through them, are fine */
@@ -170,8 +169,8 @@ START_TEST(listing)
 END_TEST
 
 /* Every library schedule with tensor = 2 (and tensor = 4 on some): compiled,
- * verified by both proofs inside the compile, laid out as above. The ones
- * ppc refuses say why (overlap). */
+ * verified by both proofs inside the compile, laid out as above (the
+ * overlap files too: isa/tensor_lane.h). */
 static void library_with(const char *name, int T)
 {
     char path[512];
@@ -184,10 +183,7 @@ static void library_with(const char *name, int T)
     snprintf(src, len + 64, "%s\ntensor = %d\n", text, T);
     pp_compiled c;
     pp_compile_status st = compile_text_to(&c, src, PP_STAGE_PLANS);
-    if (strstr(text, "\noverlap"))
-        ck_assert_msg(st == PP_COMPILE_ERRORS && strstr(c.msgs, "with 'overlap'"), "%s: %s", name,
-                      c.msgs);
-    else {
+    {
         ck_assert_msg(st == PP_COMPILE_OK, "%s with tensor = %d: %s", name, T, c.msgs);
         check_layout(c.plans, (int)c.t.W, T);
         char msg[4096];
@@ -662,6 +658,196 @@ START_TEST(table_with_tensor)
 }
 END_TEST
 
+/* ------------------------------------ overlapped pairs (isa/tensor_lane.h) */
+
+/* 1f1b-overlap.pp's order: worker s warms up with S-1-s forwards */
+#define OVERLAP                                                                                    \
+    "let warm = S - 1 - s\npriority(s,b,d) = d == F ? (b <= warm ? b : 2 * b - warm) : "           \
+    "warm + 1 + 2 * b\norder strict\noverlap F with B when b > warm\n"
+
+/* Overlapped pairs under tensor = 2: worker 0 runs F0 F1 B0 F2 B1 F3 B2
+ * B3, pairing (B0, F2) and (B1, F3). */
+static void compile_overlap(pp_compiled *c, const char *more)
+{
+    char src[1024];
+    snprintf(src, sizeof src, "%s%stensor = 2\n%s", HEAD, OVERLAP, more);
+    pp_compile_status st = compile_text_to(c, src, PP_STAGE_PLANS);
+    ck_assert_msg(st == PP_COMPILE_OK, "overlap with tensor = 2: %s", c->msgs ? c->msgs : "");
+}
+
+/* The refusal is gone: `overlap` with tensor = 2 (and --tensor 2, which
+ * the driver applies with pp_tensor_override) compiles, each pair reads
+ * Overlap, TensorReduce, job, TensorReduce, job, the second on lane 1, and
+ * the listing says so. */
+START_TEST(overlap_compiles)
+{
+    pp_compiled c;
+    compile_overlap(&c, "");
+    ck_assert_int_gt(c.sim.npairs, 0);
+    const pp_plan *p = &c.plans[1];
+    int pairs = 0;
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+        if (p->code[i].op != PP_OP_Overlap)
+            continue;
+        pairs++;
+        ck_assert_uint_lt(i + 4, p->ninstr);
+        ck_assert_int_eq(p->code[i + 1].op, PP_OP_TensorReduce);
+        ck_assert_int_eq(p->code[i + 3].op, PP_OP_TensorReduce);
+        ck_assert_int_eq(pp_tensor_lane(p, i + 1), 0);
+        ck_assert_int_eq(pp_tensor_lane(p, i + 3), 1);
+        uint32_t a, b;
+        ck_assert(pp_pair_jobs(p, i, &a, &b));
+        ck_assert_uint_eq(a, i + 2);
+        ck_assert_uint_eq(b, i + 4);
+    }
+    ck_assert_int_gt(pairs, 0);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    pp_plan_disasm(p, f);
+    fclose(f);
+    ck_has(buf, "over tensor group g0 {0,1} on lane 1 (the pair's second job: its own "
+                "communicator)");
+    free(buf);
+    pp_compiled_free(&c);
+    pp_compile_opts co = pp_compile_defaults();
+    const char *src = HEAD OVERLAP;
+    co.path = "t.pp";
+    co.text = src;
+    co.len = strlen(src);
+    co.tensor = 2;
+    co.capture = 1;
+    ck_assert_int_eq(pp_compile(&co, &c), PP_COMPILE_OK);
+    ck_assert_uint_eq(c.plans[0].world, 4);
+    ck_assert_int_gt(c.sim.npairs, 0);
+    pp_compiled_free(&c);
+    /* what stays an error with T > 1 says so at its place */
+    expect_error(HEAD "tensor = 2\noverlap F with B when b > 0\n",
+                 "t.pp:6:1: error: 'overlap' needs 'order strict'");
+}
+END_TEST
+
+/* A malformed pair is still refused, saying what was expected: a pair's
+ * second job without its TensorReduce, and another instruction between
+ * the pair's jobs. */
+START_TEST(overlap_malformed)
+{
+    pp_compiled c;
+    char err[512];
+    compile_overlap(&c, "");
+    pp_plan *p = &c.plans[1];
+    uint32_t i = find_op(p, PP_OP_Overlap, 0);
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_OK);
+    /* the second job's TensorReduce removed */
+    pp_instr tr = p->code[i + 3];
+    memmove(&p->code[i + 3], &p->code[i + 4], (p->ninstr - i - 4) * sizeof *p->code);
+    p->ninstr--;
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_EOPERAND);
+    ck_has(err, "a tensor-parallel job without a TensorReduce right before it");
+    /* put back, and the instruction after the pair moved between its
+     * jobs: the second job is no longer the pair's */
+    memmove(&p->code[i + 4], &p->code[i + 3], (p->ninstr - i - 3) * sizeof *p->code);
+    p->code[i + 3] = tr;
+    p->ninstr++;
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_OK);
+    pp_instr after = p->code[i + 5];
+    ck_assert_msg(pp_op_job_of(after.op) == PP_JOB_NONE && after.op != PP_OP_TensorReduce,
+                  "expected a transfer after the pair, found %s", pp_op_name(after.op));
+    memmove(&p->code[i + 4], &p->code[i + 3], 2 * sizeof *p->code);
+    p->code[i + 3] = after;
+    ck_assert_int_eq(pp_plan_validate(p, err, sizeof err), PP_PLAN_EOPERAND);
+    ck_has(err, "(Overlap): expected a Forward and a Backward or BackwardInput right after it "
+                "(each after its TensorReduce under tensor > 1), found other instructions");
+    pp_compiled_free(&c);
+}
+END_TEST
+
+/* The deadlock proof keys a group's collectives by lane: rank 1 swapping
+ * a pair's two jobs (each with its TensorReduce) would put on lane 0 what
+ * rank 0 puts on lane 1, refused; the same swap on both members of the
+ * group is fine. */
+START_TEST(overlap_lane_order)
+{
+    pp_compiled c;
+    char msg[4096];
+    compile_overlap(&c, "");
+    ck_assert_int_eq(pp_comm_check(c.plans, 4, msg, sizeof msg), 0);
+    for (int r = 1; r >= 0; r--) {
+        pp_plan *p = &c.plans[r];
+        uint32_t i = find_op(p, PP_OP_Overlap, 0);
+        pp_instr x[2] = {p->code[i + 1], p->code[i + 2]};
+        p->code[i + 1] = p->code[i + 3];
+        p->code[i + 2] = p->code[i + 4];
+        p->code[i + 3] = x[0];
+        p->code[i + 4] = x[1];
+        int rc = pp_comm_check(c.plans, 4, msg, sizeof msg);
+        if (r == 1) {
+            ck_assert_msg(rc != 0, "lanes in different orders accepted: %s", msg);
+            ck_has(msg, "meet in the same tensor all-reduce on group 0 {0,1} lane 0, but their "
+                        "microbatches differ");
+        } else {
+            ck_assert_msg(rc == 0, "the same lanes on both members refused: %s", msg);
+        }
+    }
+    pp_compiled_free(&c);
+}
+END_TEST
+
+/* Buffer safety finds a pair's jobs past their TensorReduces: the second
+ * writing the first's stash is refused. */
+START_TEST(overlap_buffers)
+{
+    pp_compiled c;
+    char msg[4096];
+    compile_overlap(&c, "");
+    ck_assert_int_eq(pp_buffer_check(c.plans, 4, msg, sizeof msg), 0);
+    pp_plan *p = &c.plans[1];
+    uint32_t i = find_op(p, PP_OP_Overlap, 0), a, b;
+    ck_assert(pp_pair_jobs(p, i, &a, &b));
+    pp_instr *f = p->code[a].op == PP_OP_Forward ? &p->code[a] : &p->code[b],
+             *bw = f == &p->code[a] ? &p->code[b] : &p->code[a];
+    f->slot[pp_slot_index(PP_OP_Forward, PP_ROLE_STASH)] = pp_slot(bw, PP_ROLE_STASH);
+    ck_assert_int_ne(pp_buffer_check(c.plans, 4, msg, sizeof msg), 0);
+    ck_has(msg, "the overlapped pair after @");
+    pp_compiled_free(&c);
+}
+END_TEST
+
+/* The simulator prices an overlapped pair's all-reduces: each job costs
+ * its compute / 2 plus its all-reduces (one per block: 2 blocks, each
+ * 3 + 8192 / 8192), and a pair lasts max + 50% of min of those, as
+ * without tensor; the report counts the pairs' all-reduces like any. */
+START_TEST(overlap_priced)
+{
+    pp_compiled one, two;
+    ck_assert_int_eq(compile_text_to(&one, HEAD OVERLAP "cost overlap = 50\nmodel { blocks = 2 }\n",
+                                     PP_STAGE_PLANS),
+                     PP_COMPILE_OK);
+    compile_overlap(&two, "cost overlap = 50\nmodel { blocks = 2 }\ncost tensor_latency = 3\n"
+                          "cost tensor_bandwidth = 8192\n");
+    ck_assert_int_gt(two.sim.npairs, 0);
+    ck_assert_int_eq(two.sim.npairs, one.sim.npairs);
+    int N = job_count(&two.t.js), paired = 0;
+    long long ars = 0;
+    for (int j = 0; j < N; j++) {
+        double ar = job_d(&two.t.js, j) == DIR_W ? 0 : 2 * (3 + 1);
+        ck_assert_double_eq_tol(two.t.cost[j], one.t.cost[j] / 2 + ar, 1e-12);
+        ars += job_d(&two.t.js, j) == DIR_W ? 0 : 2;
+        int q = two.sim.partner ? two.sim.partner[j] : -1;
+        if (q < 0)
+            continue;
+        paired++;
+        double x = two.t.cost[j], y = two.t.cost[q];
+        ck_assert_double_eq_tol(two.sim.end[j] - two.sim.start[j],
+                                (x > y ? x : y) + 0.5 * (x > y ? y : x), 1e-9);
+    }
+    ck_assert_int_eq(paired, 2 * two.sim.npairs);
+    ck_assert_int_eq(two.rep.w[0].tensor_allreduces + two.rep.w[1].tensor_allreduces, ars);
+    pp_compiled_free(&one);
+    pp_compiled_free(&two);
+}
+END_TEST
+
 Suite *tensor_suite(void)
 {
     Suite *s = suite_create("tensor");
@@ -687,5 +873,12 @@ Suite *tensor_suite(void)
     tcase_add_test(proofs, validator_recompute);
     tcase_add_test(proofs, commcheck_refuses);
     suite_add_tcase(s, proofs);
+    TCase *overlap = tcase_create("overlap");
+    tcase_add_test(overlap, overlap_compiles);
+    tcase_add_test(overlap, overlap_malformed);
+    tcase_add_test(overlap, overlap_lane_order);
+    tcase_add_test(overlap, overlap_buffers);
+    tcase_add_test(overlap, overlap_priced);
+    suite_add_tcase(s, overlap);
     return s;
 }
