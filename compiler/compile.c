@@ -425,6 +425,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     DONE(PP_STAGE_JOBS);
 
     pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);
+    in.reload_ahead = o->prefetch; /* where lowering puts the Reloads */
     int srun = pp_simulate(&in, &c->sim);
     if (srun < 0) {
         diag_nomem(d, "in the simulator");
