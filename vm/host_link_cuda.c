@@ -38,8 +38,9 @@ int cvm_host_link(cuda_vm *v, size_t bytes, double *bandwidth)
         if (!ok)
             (void)cudaGetLastError(); /* not sticky: the run may still write its file */
     }
-    if (pp_vm_all_ok(ok, v->me, "out of device or pinned memory for --profile's host-link probe") &&
-        v->me == 0) {
+    /* every rank returns what rank 0 could do: the driver's next steps are collective */
+    ok = pp_vm_all_ok(ok, v->me, "out of device or pinned memory for --profile's host-link probe");
+    if (ok && v->me == 0) {
         cudaCheck(cudaEventCreateWithFlags(&c.ev[0], cudaEventDefault));
         cudaCheck(cudaEventCreateWithFlags(&c.ev[1], cudaEventDefault));
         cudaCheck(cudaMemsetAsync(c.dev, 0, bytes, v->st[ST_COPY]));
