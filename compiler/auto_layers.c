@@ -48,6 +48,7 @@ static int evaluate(pp_schedule *sch, const pp_costs *measured, const pp_lower_o
         out->spread += (double)sch->model.layers[s] * sch->model.layers[s];
     if (pp_jobtable_build(&t, sch, measured) == 0 && !scratch.errors) {
         pp_sim_input in = pp_jobtable_sim_input(&t, sch->strict);
+        in.reload_ahead = lo->prefetch; /* where lowering puts the Reloads */
         int srun = pp_simulate(&in, &sim);
         if (srun < 0)
             rc = -1;

@@ -426,6 +426,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     DONE(PP_STAGE_JOBS);
 
     pp_sim_input in = pp_jobtable_sim_input(&c->t, c->sch.strict);
+    in.reload_ahead = o->prefetch; /* where lowering puts the Reloads */
     int srun = pp_simulate(&in, &c->sim);
     /* a link with a burst or half duplex (issue 29): the transfers again
      * through each sender's bucket, in the order just simulated, then the

@@ -128,7 +128,7 @@ static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int stric
 {
     return (pp_sim_input){t->js,       t->W,    t->worker, t->priority, t->cost,    strict,
                           t->inflight, t->xfer, t->fetch,  t->pairable, t->overlap, t->cores,
-                          t->offload,  t->hcopy};
+                          t->offload,  t->hcopy, 0}; /* reload_ahead: the caller sets it */
 }
 void pp_jobtable_free(pp_jobtable *t);
 

@@ -3,6 +3,7 @@
  * buffers, which lower_slots.c then assigns to slots; pp_lower drives the
  * parts for every rank and stamps the plan id (see lower.h). */
 #include "lower_internal.h"
+#include "sim_offload.h"
 #include "transfer_groups.h"
 
 #include <stdlib.h>
@@ -621,43 +622,36 @@ static int lower_rank(lowering *L, const ranked_item *items, int nitems, pp_plan
 
 /* Where each Reload goes: --prefetch jobs before its B in the worker's
  * order, as receives are posted, but after its F (whose Offload must come
- * first). 0, or -1 out of memory. */
+ * first): pp_reload_anchors, the rule the simulation issues reloads by
+ * (sim_offload.h). 0, or -1 out of memory. */
 static int offload_setup(lowering *L, int prefetch)
 {
     const pp_jobtable *t = L->t;
     const pp_sim_result *sim = L->sim;
     int S = t->js.S, B = t->js.B, N = job_count(&t->js);
-    int *pos = malloc(((size_t)N + 1) * sizeof *pos);
+    int *anchor = malloc(((size_t)S * B + 1) * sizeof *anchor);
     L->hstash = malloc((size_t)S * B * sizeof(int));
     L->reload_next = malloc((size_t)S * B * sizeof(int));
     L->pend = malloc((size_t)S * B * sizeof(int));
     L->reload_head = malloc((size_t)N * sizeof(int));
-    if (!pos || !L->hstash || !L->reload_next || !L->pend || !L->reload_head) {
-        free(pos);
+    if (!anchor || !L->hstash || !L->reload_next || !L->pend || !L->reload_head ||
+        pp_reload_anchors(&t->js, t->worker, t->offload, sim->order, sim->off, t->W, prefetch,
+                          anchor)) {
+        free(anchor);
         return -1;
     }
     for (int j = 0; j < N; j++)
-        L->reload_head[j] = pos[j] = -1;
-    for (int w = 0; w < t->W; w++)
-        for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
-            pos[sim->order[k]] = k;
+        L->reload_head[j] = -1;
     /* chained in descending (s,b) so each job's list rises */
     for (int k = S * B - 1; k >= 0; k--) {
         L->hstash[k] = L->reload_next[k] = -1;
-        if (!t->offload[k])
+        if (anchor[k] < 0)
             continue;
-        int jf = job_id(&t->js, k / B, k % B, DIR_F), jb = job_id(&t->js, k / B, k % B, DIR_B);
-        int w = t->worker[jb], at = pos[jb] - prefetch;
-        if (at <= pos[jf])
-            at = pos[jf] + 1;
-        if (at < sim->off[w])
-            at = sim->off[w];
-        int j = sim->order[at];
-        L->reload_next[k] = L->reload_head[j];
-        L->reload_head[j] = k;
+        L->reload_next[k] = L->reload_head[anchor[k]];
+        L->reload_head[anchor[k]] = k;
     }
     L->npend = 0;
-    free(pos);
+    free(anchor);
     return 0;
 }
 

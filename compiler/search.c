@@ -603,11 +603,19 @@ static int try_combination(family *f, const pp_define *defs, int nd)
     int usable = base->state != PP_CAND_REFUSED;
     int fetches = c.rep.total.weight_recv > 0, own_recompute = c.sch.recompute;
     int own_offload = c.sch.offload, priced_host = c.t.host_bandwidth > 0;
-    /* The other prefetches change only the lowering: same simulation. */
+    /* The other prefetches change only the lowering: same simulation;
+     * except under offload, whose reloads they place (sim_offload.h), so
+     * each is compiled and simulated anew. */
     for (int i = 1; usable && i < NPREFETCH && !rc; i++) {
         pp_lower_opts lo = {prefetches[i], 0};
         pp_plan *plans = NULL;
-        pp_compile_status ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
+        pp_compiled oc, *cc = &c;
+        pp_compile_status ls;
+        if (own_offload) { /* the compile's own plans, at this prefetch */
+            cc = &oc;
+            ls = compile_cand(f, defs, nd, prefetches[i], 0, NULL, &oc);
+        } else
+            ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
         pp_search_cand *k = record(f, defs, nd, prefetches[i], 0, NULL);
         if (!k || !(k->model = strdup(f->r->c[bi].model)) ||
             (f->r->c[bi].split && !(k->split = strdup(f->r->c[bi].split)))) {
@@ -615,14 +623,18 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             rc = -1;
         } else if (ls == PP_COMPILE_ERRORS) {
             k->state = PP_CAND_REFUSED;
-            why_compile(k, &c);
+            why_compile(k, cc);
         } else if (ls != PP_COMPILE_OK) {
-            fflush(c.msgf);
-            f->fatal = fatal(f, ls, &c, k->args);
+            fflush(cc->msgf);
+            f->fatal = fatal(f, ls, cc, k->args);
             rc = -1;
-        } else
-            judge(f, &c, peak_memory(plans, (int)plans[0].world), k);
+        } else if (cc == &oc)
+            judge(f, cc, peak_memory(oc.plans, (int)oc.plans[0].world), k);
+        else
+            judge(f, cc, peak_memory(plans, (int)plans[0].world), k);
         pp_plans_free(plans, c.t.W);
+        if (cc == &oc)
+            pp_compiled_free(&oc);
     }
     pp_compiled_free(&c);
     /* Keeping fetched weights: only where something is fetched. */

@@ -475,6 +475,8 @@ static double strict_ready(const pp_sim_input *in, pp_sim_result *r, int w, int 
 {
     double t = free_at[w];
     int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
+    pp_sim_offload_before(in, r, j, t); /* the Reloads the plan puts before them */
+    pp_sim_offload_before(in, r, q, t);
     for (int i = 0; i < n; i++) {
         double ready = ready_all(in, r, jobs[i]);
         if (ready > t)
@@ -524,7 +526,8 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
     }
 }
 
-static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
+/* keep: replay the order r has (a greedy run's) instead of sorting by key. */
+static int simulate_strict(const pp_sim_input *in, pp_sim_result *r, int keep)
 {
     const pp_jobspace *js = &in->js;
     int N = job_count(js), W = in->W, rc = -1, total = job_total(js);
@@ -537,14 +540,15 @@ static int simulate_strict(const pp_sim_input *in, pp_sim_result *r)
     core_pool cores = {NULL, 0};
     if (!fill || !next || !queue || !done || !free_at)
         goto out;
-    for (int j = 0; j < N; j++)
+    for (int j = 0; j < N && !keep; j++)
         if (job_exists(js, j))
             r->order[r->off[in->worker[j]] + fill[in->worker[j]]++] = j;
     sort_ctx = &k;
-    for (int w = 0; w < W; w++)
+    for (int w = 0; w < W && !keep; w++)
         qsort(r->order + r->off[w], (size_t)(r->off[w + 1] - r->off[w]), sizeof(int), qsort_key);
-    if (find_pairs(in, r))
+    if ((!keep && find_pairs(in, r)) || pp_sim_offload_plan_order(in, r))
         goto out;
+    r->makespan = 0;
     int qh = 0, qt = 0, committed = 0;
     if (cores_open(in, &cores))
         goto out;
@@ -618,7 +622,13 @@ int pp_simulate(const pp_sim_input *in, pp_sim_result *out)
         pp_sim_free(out);
         return -1;
     }
-    return in->strict ? simulate_strict(in, out) : simulate_greedy(in, out);
+    if (in->strict)
+        return simulate_strict(in, out, 0);
+    int rc = simulate_greedy(in, out);
+    /* offload: the greedy run's reloads were issued by its own rule; the
+     * plan's are placed by the order it found, so that order is replayed
+     * with them (sim_offload.h) */
+    return rc == 0 && in->offload ? simulate_strict(in, out, 1) : rc;
 }
 
 void pp_sim_free(pp_sim_result *r)
@@ -634,5 +644,8 @@ void pp_sim_free(pp_sim_result *r)
     free(r->rel_start);
     free(r->rel_end);
     free(r->lane);
+    free(r->reload_head);
+    free(r->reload_next);
+    free(r->copied);
     memset(r, 0, sizeof *r);
 }

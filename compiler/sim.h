@@ -21,7 +21,9 @@
  * its rebuilt stash as long as F's would have been held.
  *
  * Offload (sim_offload.h): a backward whose stash was offloaded also waits
- * for its reload on the worker's host-copy lane.
+ * for its reload on the worker's host-copy lane, issued where the plan
+ * issues it; a greedy run is replayed in the order it found under that
+ * rule (pp_simulate), since only then is the plan's order known.
  *
  * Only ids that are jobs (job_exists: with `split backward when`, no W for
  * a backward that is not split) are scheduled and appear in `order`.
@@ -81,6 +83,7 @@ typedef struct {
      * without offload */
     const unsigned char *offload;
     const double *hcopy;
+    int reload_ahead; /* the plan's Reloads go this many jobs before B (ppc --prefetch) */
 } pp_sim_input;
 
 typedef struct {
@@ -98,6 +101,12 @@ typedef struct {
      * and back (rel_start -1 where none), and lane[W] each worker's
      * host-copy lane's end; NULL without offload */
     double *off_start, *off_end, *rel_start, *rel_end, *lane;
+    /* the plan's reload order (sim_offload.c): per job the first (s,b)
+     * whose Reload goes before it, chained through reload_next, and each
+     * (s,b)'s copy state; NULL without offload */
+    int *reload_head, *reload_next;
+    unsigned char *copied;
+    int reload_ahead; /* the input's, for a replay of this order (keep.c) */
 } pp_sim_result;
 
 /* Returns 0 on success, 1 on deadlock (result->blocked says where), -1 out of memory. */

@@ -5,8 +5,8 @@
 # Pipeline Parallelism with Memory Optimization" (ICML 2025); 1F1B as in
 # 1f1b.pp. `offload when EXPR` copies F(s,b)'s stash to host memory right
 # after F, on a host-copy lane beside the worker's compute, and back before
-# B(s,b): the reload is issued when B(s,b)'s gradient starts to be made
-# (B(s+1,b)), so it overlaps that backward. Worker s holds S-s stashes in
+# B(s,b): the plan issues the reload --prefetch jobs before B(s,b) (default
+# the job right before it), so it overlaps that job. Worker s holds S-s stashes in
 # 1F1B; offloaded, it keeps on the device only those whose copies are in
 # flight, and its plan has a host pool for the others (ppvm allocates it
 # at start-up; the report's `host` line and "host_bytes" give it).
@@ -16,9 +16,10 @@
 # memory as K = S without copies on the critical last worker. Each copy
 # takes stash bytes / H time units on the lane (`cost host_bandwidth`):
 # at the default H the demo model's stash (48.7 KiB) takes 0.25 units,
-# and S = 4, B = 8 takes 24.5 instead of 1F1B's 22, for 97 KiB less on
-# worker 0. Give measured costs ("host_bandwidth" in --costs) to price
-# the copies of a real machine; H = 0 makes them free. Trains to exactly
+# and S = 4, B = 8 takes 22 as 1F1B does (every copy hides behind a job),
+# for 97 KiB less on worker 0. Give measured costs ("host_bandwidth" in
+# --costs, which ppvm --profile writes) to price the copies of a real
+# machine; H = 0 makes them free. Trains to exactly
 # the weights of K = 0 (the `offload_e2e` suite); --emit torch-csv
 # refuses it (PyTorch's actions have no offload).
 #

@@ -30,6 +30,8 @@
  *              and 1 through this backend's transport (profile.h)
  *   tensor_link --profile with tensor = T > 1, after link: the all-reduce
  *              within each tensor group (profile.h's tensor entries)
+ *   host_link  --profile, after tensor_link: offload's device<->host copy
+ *              (profile.h's host_bandwidth), where the backend has one
  *   weights    --save: stage s's fp32 master weights into host memory
  *   stage_get  a checkpoint (vm/checkpoint.c), between steps: an owned
  *              stage's fp32 weights, optimizer state and compute copy into
@@ -135,6 +137,10 @@ struct pp_backend {
     /* 0 with tensor = 1; else 1 with *latency and *bandwidth set on rank 0
      * (its tensor group's all-reduce of bytes), or -1 on every rank (said) */
     int (*tensor_link)(void *be, size_t bytes, double *latency, double *bandwidth);
+    /* collective: 1 with *bandwidth set on rank 0 (its copies of bytes
+     * between device memory and the host pool, profile.h), or -1 on every
+     * rank (said); NULL: not measured */
+    int (*host_link)(void *be, size_t bytes, double *bandwidth);
     /* out: pp_stage_param_count floats of an owned stage s */
     void (*weights)(void *be, int s, float *out);
     /* An owned stage s's whole state, between steps: params, the

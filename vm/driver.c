@@ -501,6 +501,13 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
                 pp_profile_tensor(run.prof, tl, tb);
             link = tensor < 0 ? -1 : link;
         }
+        if (link >= 0 && be->host_link) { /* offload's copies (issue 26) */
+            double hb = 0;
+            int host = be->host_link(st, pp_profile_host_bytes(p), &hb);
+            if (host > 0)
+                pp_profile_host(run.prof, hb);
+            link = host < 0 ? -1 : link;
+        }
         if (link < 0) /* every rank; said */
             pp_profile_discard(run.prof);
         else

@@ -716,6 +716,12 @@ static int cpu_tensor_link(void *be, size_t bytes, double *latency, double *band
     return 1;
 }
 
+/* --profile's host link (issue 26): Offload and Reload are memcpys here. */
+static int cpu_host_link(void *be, size_t bytes, double *bandwidth)
+{
+    return pp_profile_host_link_cpu(((vm *)be)->run->me, bytes, bandwidth);
+}
+
 static void cpu_destroy(void *be)
 {
     teardown(be);
@@ -734,6 +740,7 @@ const pp_backend pp_backend_cpu = {
     .link = cpu_link,
     .link_shape = cpu_link_shape,
     .tensor_link = cpu_tensor_link,
+    .host_link = cpu_host_link,
     .weights = pp_vm_core_weights,
     .stage_get = pp_vm_core_stage_get,
     .stage_set = pp_vm_core_stage_set,

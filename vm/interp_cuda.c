@@ -141,6 +141,7 @@
 #include "../kernels/model.h"
 #include "check.h"
 #include "graph_cuda.h"
+#include "host_link_cuda.h"
 #include "profile.h"
 #include "transport_cuda.h"
 #include "vmbench.h"
@@ -928,6 +929,12 @@ static int cuda_tensor_link(void *be, size_t bytes, double *latency, double *ban
     return cvm_tensor_link(be, bytes, latency, bandwidth);
 }
 
+/* --profile's host link (issue 26): host_link_cuda.c. */
+static int cuda_host_link(void *be, size_t bytes, double *bandwidth)
+{
+    return cvm_host_link(be, bytes, bandwidth);
+}
+
 const pp_backend pp_backend_cuda = {
     .name = "cuda",
     .profile_overlap = -1.0, /* two streams: not measured */
@@ -939,6 +946,7 @@ const pp_backend pp_backend_cuda = {
     .end_step = cuda_end_step,
     .link = cuda_link,
     .tensor_link = cuda_tensor_link,
+    .host_link = cuda_host_link,
     .weights = pp_vm_core_weights,
     .stage_get = pp_vm_core_stage_get,
     .stage_set = pp_vm_core_stage_set,

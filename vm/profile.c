@@ -36,11 +36,20 @@ struct pp_profile {
     int has_tensor;
     double tensor_latency, tensor_bandwidth;
     int shape; /* pp_profile_link_shape's (issue 29): -1 unknown, else PP_LINK_* flags */
+    /* pp_profile_host's (issue 26): offload's host link, when measured */
+    int has_host;
+    double host_bandwidth;
 };
 
 void pp_profile_link_shape(pp_profile *pr, int shape)
 {
     pr->shape = shape;
+}
+
+void pp_profile_host(pp_profile *pr, double bandwidth)
+{
+    pr->has_host = 1;
+    pr->host_bandwidth = bandwidth;
 }
 
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth)
@@ -325,6 +334,8 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         if (pr->has_tensor)
             fprintf(pr->out, ",\n  \"tensor_latency\": %.9g,\n  \"tensor_bandwidth\": %.9g",
                     pr->tensor_latency, pr->tensor_bandwidth);
+        if (pr->has_host)
+            fprintf(pr->out, ",\n  \"host_bandwidth\": %.9g", pr->host_bandwidth);
         if (overlap >= 0) /* what this backend does with an overlapped pair */
             fprintf(pr->out, ",\n  \"overlap\": %.9g", overlap);
         /* what it was measured on: ppc --costs refuses another model */

@@ -46,6 +46,17 @@
  *              bytes, and bytes / (t(n) - that) for n = one all-reduce's
  *              size (isa/tensor.h's pp_tensor_allreduce_bytes); ppc
  *              --costs prices each tensor all-reduce with them.
+ *   host_bandwidth
+ *              offload's device<->host copies (issue 26), bytes per second
+ *              at the size the plan's offloads move (its largest host slot
+ *              over every rank; a plan without offload: its largest
+ *              stash), on rank 0 alone: bytes over the mean of the fastest
+ *              of 21 copies each way (ppc charges each copy bytes /
+ *              host_bandwidth, no latency). The cpu backend's copy is a
+ *              memcpy between two host buffers, as its Offload and Reload
+ *              are; the cuda backend's, cudaMemcpyAsync between device
+ *              memory and pinned host memory on the copy stream, timed by
+ *              CUDA events (backend.h's host_link).
  *   measured   what the steps took, for comparing with ppc's report (ppc
  *              --costs skips it): over the steps after the warm-up,
  *              {"steps": n, "step": the median step time (the slowest
@@ -131,6 +142,22 @@ int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, in
  * backend's op_reduce) is a tree's; 0 with one rank, -1 on every rank when
  * one has no memory for it (said). */
 int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, double burst);
+/* The host link (profile_host.c, issue 26): one copy of `bytes` from a
+ * device buffer to a host buffer (to_host 1) or back, returning the
+ * seconds it took. */
+typedef double (*pp_host_copy_probe)(void *ctx, size_t bytes, int to_host);
+/* Collective: the probe's size, as the header's host_bandwidth says (at
+ * least 8 bytes, at most 256 MiB); the same on every rank. */
+size_t pp_profile_host_bytes(const pp_plan *p);
+/* Times copy as the header says ("host_bandwidth"); local. */
+void pp_profile_host_link(pp_host_copy_probe copy, void *ctx, size_t bytes, double *bandwidth);
+/* The cpu backend's host link (a memcpy between host buffers), measured by
+ * rank 0 while the others wait; collective. 1 with *bandwidth set on rank
+ * 0, or -1 on every rank when rank 0 has no memory for it (said). */
+int pp_profile_host_link_cpu(int me, size_t bytes, double *bandwidth);
+/* What pp_profile_finish writes as "host_bandwidth" (rank 0's value
+ * counts); not called: it is not written. */
+void pp_profile_host(pp_profile *pr, double bandwidth);
 
 /* Collective: gathers every rank's job times and writes the file (rank 0),
  * with the link's latency, bandwidth and burst when `link` (rank 0's values count),

@@ -727,6 +727,57 @@ START_TEST(profile_feeds_the_simulator)
 }
 END_TEST
 
+/* ppvm --profile measures offload's host link (issue 26): "host_bandwidth"
+ * in bytes per second, at the plan's own offload size (a plan without
+ * offload: a stash), which ppc --costs then prices each copy with. */
+START_TEST(profile_measures_the_host_link)
+{
+    char *dir = compile_plan("1f1b-offload.pp", "-D S=4 -D B=8"), cmd[4096], *out, *json;
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 2 --quiet --profile %s/c.json", dir,
+             dir);
+    free(mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "cat %s/c.json", dir);
+    json = run_expect(cmd, 0);
+    double hb[2];
+    ck_assert_msg(profile_values(json, "host_bandwidth", hb, 2) == 1,
+                  "no \"host_bandwidth\" in the profile:\n%s", json);
+    /* a memcpy of 48.7 KiB: slower than 10 MB/s or faster than 10 TB/s is
+     * no measurement of it */
+    ck_assert_msg(hb[0] > 1e7 && hb[0] < 1e13, "host_bandwidth %g bytes/s", hb[0]);
+    free(json);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/1f1b-offload.pp -D S=4 -D B=8 -o %s/q -q --costs %s/c.json"
+             " && cat %s/q/report.txt %s/q/report.json %s/q/trace.json",
+             PP_ROOT, PP_ROOT, dir, dir, dir, dir, dir);
+    out = run_expect(cmd, 0);
+    char want[128];
+    snprintf(want, sizeof want, "host-copy lane, bytes / %g bytes per time unit", hb[0]);
+    ck_assert_msg(strstr(out, want), "no '%s' in the report:\n%.2000s", want, out);
+    const char *rj = strstr(out, "\"host_bandwidth\": ");
+    ck_assert_msg(rj, "no \"host_bandwidth\" in report.json");
+    ck_assert_double_eq_tol(atof(rj + 18), hb[0], hb[0] * 1e-6);
+    /* the copies take time in the simulation: stash bytes / host_bandwidth */
+    const char *ev = strstr(out, "\"name\":\"offload (s=0,b=0)\""), *dur;
+    ck_assert_msg(ev && (dur = strstr(ev, "\"dur\":")), "no offload copy in trace.json");
+    double us = atof(dur + 6);
+    ck_assert_msg(us > 0 && us < 1e6, "offload (s=0,b=0) takes %g us", us);
+    ck_assert_msg(strstr(out, "\"name\":\"reload (s=0,b=0)\""), "no reload copy in trace.json");
+    free(out);
+    remove_dir(dir);
+    /* without offload the probe moves a stash: the figure is still written */
+    dir = compile_plan("1f1b.pp", "-D S=2 -D B=2");
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 1 --quiet --profile %s/c.json", dir,
+             dir);
+    free(mpi_ok(2, cmd));
+    snprintf(cmd, sizeof cmd, "cat %s/c.json", dir);
+    json = run_expect(cmd, 0);
+    ck_assert_msg(profile_values(json, "host_bandwidth", hb, 2) == 1,
+                  "no \"host_bandwidth\" without offload:\n%s", json);
+    free(json);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(profile_errors)
 {
     char *dir = compile_plan("gpipe.pp", "-D S=4 -D B=4"), cmd[2048];
@@ -965,6 +1016,7 @@ END_TEST
     X(one_f_one_b_4_ranks, 4)                                                                      \
     X(ddp_4_ranks, 4)                                                                              \
     X(profile_errors, 4)                                                                           \
+    X(profile_measures_the_host_link, 4)                                                           \
     X(truncated_rank_file, 4)                                                                      \
     X(mixed_plan_ids, 4)                                                                           \
     X(loss_falls, 2)                                                                               \

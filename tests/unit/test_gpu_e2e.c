@@ -744,6 +744,10 @@ START_TEST(profile_on_the_gpu)
         ck_assert_int_eq(profile_values(json, "W", v, 8), np);
         ck_assert_int_eq(profile_values(json, "O", v, 8), np);
         ck_assert_int_eq(profile_values(json, "latency", v, 8), np > 1);
+        /* offload's copy, device to pinned host memory and back on the
+         * copy stream (issue 26), at a stash's size: no offload here */
+        ck_assert_msg(profile_values(json, "host_bandwidth", v, 8) == 1,
+                      "no \"host_bandwidth\" (%s):\n%s", transport[t], json);
         snprintf(cmd, sizeof cmd,
                  "%s/bin/ppc %s/schedules/zb-h1.pp %s -o %s/q -q --costs %s/c.json", PP_ROOT,
                  PP_ROOT, defs, dir, dir);
@@ -752,6 +756,31 @@ START_TEST(profile_on_the_gpu)
         free(json);
         remove_dir(dir);
     }
+    /* a plan with offload: the probe moves its host slots' size, and ppc
+     * --costs prices its copies with the figure */
+    char cmd[4096], *json, *out;
+    char *dir = compile_plan("1f1b-offload.pp", "-D S=4 -D B=4");
+    snprintf(cmd, sizeof cmd,
+             "%s/plan --backend cuda --transport mpi --steps 2 --quiet --timeout 120 "
+             "--profile %s/c.json",
+             dir, dir);
+    free(gpu_mpi_ok(4, cmd));
+    snprintf(cmd, sizeof cmd, "cat %s/c.json", dir);
+    json = run_expect(cmd, 0);
+    double hb[2];
+    ck_assert_msg(profile_values(json, "host_bandwidth", hb, 2) == 1,
+                  "no \"host_bandwidth\" with offload:\n%s", json);
+    snprintf(cmd, sizeof cmd,
+             "%s/bin/ppc %s/schedules/1f1b-offload.pp -D S=4 -D B=4 -o %s/q -q --costs %s/c.json"
+             " && cat %s/q/report.txt",
+             PP_ROOT, PP_ROOT, dir, dir, dir);
+    out = run_expect(cmd, 0);
+    char want[128];
+    snprintf(want, sizeof want, "host-copy lane, bytes / %g bytes per time unit", hb[0]);
+    ck_assert_msg(strstr(out, want), "no '%s' in the report:\n%.1500s", want, out);
+    free(out);
+    free(json);
+    remove_dir(dir);
 }
 END_TEST
 

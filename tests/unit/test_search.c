@@ -330,8 +330,9 @@ END_TEST
 /* Offload under a cap (issue 26): 1F1B at batch 128 (stashes dominate)
  * is over 2400000 bytes as written; with a priced host link (1e6 bytes per
  * time unit) offloading every stage's stash but the last's fits and beats
- * recomputing them (the copies overlap compute; a re-run forward does
- * not), and offloading every stash is slower than both. Each offload
+ * recomputing them (the copies overlap compute, here all of them, as the
+ * plan issues each reload a job ahead; a re-run forward does not), and
+ * offloading every stash is slower than both. Each offload
  * row's numbers are what its command gives, and its printed command
  * reproduces it. Free copies (no host bandwidth) bring no offload row, nor
  * does a file with its own `offload`. */
@@ -363,7 +364,7 @@ START_TEST(test_offload_rows_under_cap)
     }
     ck_assert_ptr_nonnull(rec);
     ck_assert_ptr_nonnull(all);
-    ck_assert_msg(best->time > 22 && best->time < rec->time && all->time > rec->time,
+    ck_assert_msg(best->time >= 22 && best->time < rec->time && all->time > rec->time,
                   "offload s < S - 1: %g, recompute s < S - 1: %g, offload 1: %g (plain 22)",
                   best->time, rec->time, all->time);
     ck_assert_uint_le(best->mem, o.mem_limit);
@@ -381,7 +382,7 @@ START_TEST(test_offload_rows_under_cap)
              "--mem-limit 2400000",
              PP_ROOT, dir, costs);
     char *out = run_expect(cmd, 0);
-    ck_assert_msg(strstr(out, "   1       25.") && strstr(out, "--offload 's < S - 1' --mem-limit "
+    ck_assert_msg(strstr(out, "   1            22 ") && strstr(out, "--offload 's < S - 1' --mem-limit "
                                                                "2400000 -o out/1f1b\n"),
                   "%s", out);
     free(out);
