@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "gpt_acts.h"
 #include "init.h"
 #include "tensor_gemm.h"
 #include "tensor_shard.h"
@@ -120,39 +121,6 @@ typedef pp_stage_gemms gemms;
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* Layer l's activations in the stash: written by F, read by B and W. */
-/* Layer l's activations in the stash: written by F, read by B and W. The
- * void ones are `act` regions: float, or bf16 values with bf16. */
-typedef struct {
-    float *x;
-    void *ln1;
-    float *ln1_mean, *ln1_rstd;
-    void *qkv;
-    float *atty, *lse, *res;
-    void *ln2;
-    float *ln2_mean, *ln2_rstd, *fch;
-    void *fcg;
-} layer_acts;
-
-static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
-{
-    char *p = (char *)(uintptr_t)stash + L->layers + (size_t)l * L->layer_stride;
-    layer_acts a = {(float *)p,
-                    p + L->ln1,
-                    (float *)(p + L->ln1_mean),
-                    (float *)(p + L->ln1_rstd),
-                    p + L->qkv,
-                    (float *)(p + L->atty),
-                    (float *)(p + L->lse),
-                    (float *)(p + L->res),
-                    p + L->ln2,
-                    (float *)(p + L->ln2_mean),
-                    (float *)(p + L->ln2_rstd),
-                    (float *)(p + L->fch),
-                    p + L->fcg};
-    return a;
-}
-
 /* Where F makes an `act` in fp32 before pp_act_put stores it: the stash
  * region itself (fp32), or with bf16 the scratch region given. */
 static float *act_made(const gemms *g, void *stash, float *scratch)
@@ -176,7 +144,7 @@ typedef struct {
 } act_scratch;
 
 static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
-                          const float *p, const layer_acts *a, const act_scratch *t,
+                          const float *p, const gpt_layer_acts *a, const act_scratch *t,
                           float *att_scratch, float *y)
 {
     int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
@@ -229,7 +197,7 @@ typedef struct {
 
 /* The MLP half's weight gradients (W's work, also run inline when fused). */
 static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_param_layout *P,
-                             float *g, const layer_acts *a, const float *dy, const float *dh,
+                             float *g, const gpt_layer_acts *a, const float *dy, const float *dh,
                              const float *dln2)
 {
     int BT = sh->B * sh->T, C = sh->C, F = sh->F;
@@ -243,7 +211,7 @@ static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
 
 /* The attention half's weight gradients. */
 static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_param_layout *P,
-                             float *g, const layer_acts *a, const float *dres, const float *dqkv,
+                             float *g, const gpt_layer_acts *a, const float *dres, const float *dqkv,
                              const float *dln1)
 {
     int BT = sh->B * sh->T, C = sh->C, A = sh->A;
@@ -260,7 +228,7 @@ static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
  * W needs stay in d (the split region). dx may be dy's buffer: dy is read
  * for the last time before dx is written. */
 static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
-                           const float *p, float *grads, const layer_acts *a, const layer_grads *d,
+                           const float *p, float *grads, const gpt_layer_acts *a, const layer_grads *d,
                            float *att_scratch, const float *dy, float *dx)
 {
     int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
@@ -338,7 +306,7 @@ static void gpt_embed_backward(const pp_stage *c, const int32_t *tokens, const f
 static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *out)
 {
     const gpt_layouts *y = &c->y.gpt;
-    layer_acts acts = layer_acts_of(&y->L, c->st, l);
+    gpt_layer_acts acts = gpt_layer_acts_of(&y->L, c->st, l);
     act_scratch t = {c->g.cb, (float *)(c->wk + y->W.dqkv), (float *)(c->wk + y->W.dh)};
     layer_forward(&y->sh, &c->g, &y->P, p, &acts, &t, (float *)(c->wk + y->W.att), out);
 }
@@ -350,7 +318,7 @@ static void gpt_block_backward(const pp_stage *c, int l, const float *p, float *
                                float *dx)
 {
     const gpt_layouts *y = &c->y.gpt;
-    layer_acts acts = layer_acts_of(&y->L, c->st, l);
+    gpt_layer_acts acts = gpt_layer_acts_of(&y->L, c->st, l);
     char *wk = c->wk;
     layer_grads d;
     d.datt = (float *)(wk + y->W.datt);
@@ -375,7 +343,7 @@ static void gpt_block_weight(const pp_stage *c, int l, float *gl)
 {
     const gpt_layouts *y = &c->y.gpt;
     const gpt_stash_layout *L = &y->L;
-    layer_acts acts = layer_acts_of(L, c->st, l);
+    gpt_layer_acts acts = gpt_layer_acts_of(L, c->st, l);
     size_t wl = L->wlayers + (size_t)l * L->wlayer_stride;
     mlp_weight_grads(&y->sh, &c->g, &y->P, gl, &acts, pp_saved(c->st, wl),
                      pp_saved(c->st, wl + L->wdh), pp_saved(c->st, wl + L->wdln2));

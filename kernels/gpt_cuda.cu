@@ -73,6 +73,7 @@
 
 #include "attention_cuda.h"
 #include "attention_fused_cuda.h"
+#include "gpt_acts.h"
 #include "stage_cuda.h"
 
 typedef gpt_layouts layouts;
@@ -94,40 +95,6 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
-
-/* Layer l's activations in the stash: written by F, read by B and W. */
-/* Layer l's activations in the stash: written by F, read by B and W. The
- * void ones are `act` regions: the weights' type (float, or bf16 values
- * with a bf16 compute copy). */
-typedef struct {
-    float *x;
-    void *ln1;
-    float *ln1_mean, *ln1_rstd;
-    void *qkv;
-    float *atty, *lse, *res;
-    void *ln2;
-    float *ln2_mean, *ln2_rstd, *fch;
-    void *fcg;
-} layer_acts;
-
-static layer_acts layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
-{
-    size_t o = L->layers + (size_t)l * L->layer_stride;
-    layer_acts a = {at(stash, o),
-                    at(stash, o + L->ln1),
-                    at(stash, o + L->ln1_mean),
-                    at(stash, o + L->ln1_rstd),
-                    at(stash, o + L->qkv),
-                    at(stash, o + L->atty),
-                    at(stash, o + L->lse),
-                    at(stash, o + L->res),
-                    at(stash, o + L->ln2),
-                    at(stash, o + L->ln2_mean),
-                    at(stash, o + L->ln2_rstd),
-                    at(stash, o + L->fch),
-                    at(stash, o + L->fcg)};
-    return a;
-}
 
 /* qkv = ln1 qkvw^T + qkvb: fp32, a BIAS epilogue, or the GEMM and
  * pp_cu_bias_add; with bf16, the GEMM into the workspace's dqkv and the
@@ -176,7 +143,7 @@ static void fc_forward(const run *r, const layouts *y, const uint16_t *p, const 
 }
 
 template <typename W>
-static void layer_forward(const run *r, const layouts *y, const W *p, const layer_acts *a,
+static void layer_forward(const run *r, const layouts *y, const W *p, const gpt_layer_acts *a,
                           void *work, float *out)
 {
     const gpt_shape *sh = &y->sh;
@@ -277,7 +244,7 @@ static layer_grads layer_grads_work(const gpt_work_layout *Wk, void *work, const
  * from dqkv, ln1's from dln1. The layer-norm halves need dln2 and dln1
  * distinct only in a split W; the fused walk calls the parts as each
  * gradient exists (dln is reused). */
-static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts *a,
+static void grads_mlp(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
                       const float *dy, const float *dh, const float *dln2)
 {
     const gpt_param_layout *P = &y->P;
@@ -290,7 +257,7 @@ static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts
                                        BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
 }
 
-static void grads_att(const run *r, const layouts *y, float *g, const layer_acts *a,
+static void grads_att(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
                       const float *dres, const float *dqkv, const float *dln1)
 {
     const gpt_param_layout *P = &y->P;
@@ -309,7 +276,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
  * regions, where the skeleton has saved dy already). */
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const layer_acts *a, const layer_grads *d, const float *dy, void *work,
+                           const gpt_layer_acts *a, const layer_grads *d, const float *dy, void *work,
                            float *dst)
 {
     const gpt_shape *sh = &y->sh;
@@ -396,7 +363,7 @@ struct gpt_kind {
     static void block_forward(const run *r, const layouts *y, int l, const W *p, void *stash,
                               void *work, float *out)
     {
-        layer_acts a = layer_acts_of(&y->L, stash, l);
+        gpt_layer_acts a = gpt_layer_acts_of(&y->L, stash, l);
         layer_forward(r, y, p, &a, work, out);
     }
 
@@ -404,14 +371,14 @@ struct gpt_kind {
     static void block_backward(const run *r, const layouts *y, int l, const W *p, float *g,
                                const void *stash, void *work, const float *dy, float *dx)
     {
-        layer_acts a = layer_acts_of(&y->L, stash, l);
+        gpt_layer_acts a = gpt_layer_acts_of(&y->L, stash, l);
         layer_grads d = g ? layer_grads_work(&y->W, work, dy) : layer_grads_split(&y->L, stash, l);
         layer_backward(r, y, p, g, &a, &d, dy, work, dx);
     }
 
     static void block_weight(const run *r, const layouts *y, int l, float *g, const void *stash)
     {
-        layer_acts a = layer_acts_of(&y->L, stash, l);
+        gpt_layer_acts a = gpt_layer_acts_of(&y->L, stash, l);
         layer_grads d = layer_grads_split(&y->L, stash, l);
         grads_mlp(r, y, g, &a, d.dy, d.dh, d.dln2);
         grads_att(r, y, g, &a, d.dres, d.dqkv, d.dln1);
