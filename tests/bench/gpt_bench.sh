@@ -11,7 +11,7 @@
 # GPU memory, the first steps' losses against pp's one-rank run), losses.csv,
 # and every run's log. The table's "CUDA graph" column is each ppvm run's
 # --graph choice (ppvm's "graph:" line): the one-rank run replays its steps
-# as CUDA graphs; the mpi transport's runs launch instruction by instruction.
+# as CUDA graphs; the mpi transport's runs replay it piecewise, between transfers.
 # Without a GPU it says "skipped: no GPU" and exits 0.
 #
 # Environment: STEPS (20), B (microbatches per step, 8; batch 8 each), RANKS

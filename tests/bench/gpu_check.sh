@@ -4,8 +4,10 @@
 # it records the card, runs the GPU suites (cuda_kernels, attention_fused,
 # model_cuda, gpu_e2e, gpu_graph: check_pp's GPU suites, as make test runs them on a
 # GPU), the fused attention's timing against the blocked path and its
-# results against PyTorch's SDPA (bin/attn_bench, attn_sdpa_check.py), then
-# make gpu-bench-gpt's script (tests/bench/gpt_bench.sh) into OUTDIR. Every
+# results against PyTorch's SDPA (bin/attn_bench, attn_sdpa_check.py),
+# make gpu-bench-gpt's script (tests/bench/gpt_bench.sh), then the links
+# ppvm --profile measures (gpu_links.sh: tensor all-reduce over mpi, pinned
+# host copies; LINKS_TIMEOUT 60 s) into OUTDIR. Every
 # part has a time limit so the whole stays under 8 minutes (SUITES_TIMEOUT
 # 230 s: gpu_e2e took 133 s on an H100, gpu_graph is new; then the benchmark's five runs
 # RUN_TIMEOUT each, 50 s by default here, torch.compile's twice that);
@@ -60,5 +62,14 @@ cat "$out/gpt_bench.txt"
 for log in "$out"/pp-s*.log; do
   [ -f "$log" ] && summary "$(basename "$log" .log): $(grep -m1 '^graph: ' "$log" || echo 'graph: (no line)')"
 done
+# 4. the links as ppvm --profile measures them here (gpu_links.sh: the tensor
+# group's all-reduce over mpi between ranks sharing the GPU, offload's pinned
+# copies, the stage link)
+t2=$(date +%s)
+LINKS_TIMEOUT=${LINKS_TIMEOUT:-60} bash tests/bench/gpu_links.sh "$out" > "$out/links_summary.txt" 2>&1
+s=$?
+[ $s -eq 0 ] || rc=1
+summary "links (ppvm --profile, 4 ranks over mpi, tensor = 2, offload): exit $s, $(( $(date +%s) - t2 )) s"
+cat "$out/links_summary.txt"
 summary "total $(( $(date +%s) - t0 )) s; exit $rc"
 exit $rc

@@ -83,9 +83,16 @@ $mpirun "$root/bin/ppvm" "$out/plain0" --steps "$steps" --profile "$out/costs.js
 # and Reload are memory copies: a stash-sized one, as the plain plan has no
 # offload)
 python3 - "$out/costs.json" <<'EOF'
-import json, sys
-if not json.load(open(sys.argv[1])).get("host_bandwidth", 0) > 0:
+import json, os, sys
+costs = json.load(open(sys.argv[1]))
+if not costs.get("host_bandwidth", 0) > 0:
     sys.exit("ppvm --profile wrote no positive \"host_bandwidth\"")
+# 4 ranks on fewer cores: say how many there are ("cores", compiler/README.md,
+# "Costs"), so the simulator shares them as the run did; without it every
+# prediction here assumes a core per rank
+if os.cpu_count() < 4 and "cores" not in costs:
+    costs["cores"] = os.cpu_count()
+    json.dump(costs, open(sys.argv[1], "w"))
 EOF
 echo "host bandwidth (ppvm --profile, a stash-sized memory copy): $(python3 -c 'import json,sys; print("%.3g" % json.load(open(sys.argv[1]))["host_bandwidth"])' "$out/costs.json") bytes/s"
 "$ppc" "$out/lib/1f1b.pp" -D B="$mbs" -o "$out/plain" -q --no-pictures --costs "$out/costs.json"
