@@ -50,6 +50,7 @@
 
 #include "cpu_kernels.h"
 #include "init.h"
+#include "llama_acts.h"
 #include "llama_kernels.h"
 #include "tensor_gemm.h"
 #include "tensor_shard.h"
@@ -98,39 +99,11 @@ static void llama_init(const pp_model *m, int S, int s, uint64_t seed, float *pa
 /* ------------------------------------------------------------------------ */
 /* One layer                                                                 */
 
-/* The void ones are `act` regions (llama_layout.h): float, or with bf16
- * the bf16 values the GEMMs and the attention consume. F makes each in
- * fp32 in scratch (cb, the workspace's dqkv, dh or dln: backward scratch,
- * free during F) and stores it rounded (pp_act_put); B and W widen it
- * (pp_act_get, pp_gemm_as): the bits of an fp32 stash every reader
- * rounded, half the bytes (gpt.c's rule). */
-typedef struct {
-    float *x;
-    void *n1;
-    float *n1_rstd;
-    void *qkv;
-    float *atty, *lse, *res;
-    void *n2;
-    float *n2_rstd, *gu;
-    void *h;
-} layer_acts;
-
-static layer_acts layer_acts_of(const llama_stash_layout *L, const void *stash, int l)
-{
-    char *p = (char *)(uintptr_t)stash + L->layers + (size_t)l * L->layer_stride;
-    layer_acts a = {(float *)p,
-                    p + L->n1,
-                    (float *)(p + L->n1_rstd),
-                    p + L->qkv,
-                    (float *)(p + L->atty),
-                    (float *)(p + L->lse),
-                    (float *)(p + L->res),
-                    p + L->n2,
-                    (float *)(p + L->n2_rstd),
-                    (float *)(p + L->gu),
-                    p + L->h};
-    return a;
-}
+/* A layer's `act` regions (llama_acts.h): F makes each in fp32 in scratch
+ * (cb, the workspace's dqkv, dh or dln: backward scratch, free during F)
+ * and stores it rounded (pp_act_put); B and W widen it (pp_act_get,
+ * pp_gemm_as): the bits of an fp32 stash every reader rounded, half the
+ * bytes (gpt.c's rule). */
 
 /* Where F makes an act in fp32: the stash itself, or with bf16 scratch. */
 static float *act_made(const gemms *g, void *stash, float *scratch)
@@ -156,7 +129,7 @@ static const float *rope_of(const llama_layouts *y, char *wk)
 }
 
 static void layer_forward(const llama_layouts *y, const gemms *g, const float *p,
-                          const layer_acts *a, char *wk, float *out)
+                          const llama_layer_acts *a, char *wk, float *out)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
@@ -191,7 +164,7 @@ typedef struct {
     float *dgu, *dn2, *dres, *dqkvc, *dn1;
 } layer_grads;
 
-static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g, const layer_acts *a,
+static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g, const llama_layer_acts *a,
                              const float *dy, const float *dgu, const float *dn2)
 {
     const llama_shape *sh = &y->sh;
@@ -202,7 +175,7 @@ static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g, 
     pp_rmsnorm_backward(a->res, NULL, a->n2_rstd, dn2, BT, C, NULL, g + P->n2w);
 }
 
-static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g, const layer_acts *a,
+static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g, const llama_layer_acts *a,
                              const float *dres, const float *dqkvc, const float *dn1)
 {
     const llama_shape *sh = &y->sh;
@@ -217,7 +190,7 @@ static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g, 
  * dx may be dy's buffer: dy is read for the last time before dx is
  * written. */
 static void layer_backward(const llama_layouts *y, const gemms *g, const float *p, float *grads,
-                           const layer_acts *a, const layer_grads *d, char *wk, const float *dy,
+                           const llama_layer_acts *a, const layer_grads *d, char *wk, const float *dy,
                            float *dx)
 {
     const llama_shape *sh = &y->sh;
@@ -290,7 +263,7 @@ static void llama_embed_backward(const pp_stage *c, const int32_t *tokens, const
 static void llama_block_forward(const pp_stage *c, int l, const float *p, float *out)
 {
     const llama_layouts *y = &c->y.llama;
-    layer_acts acts = layer_acts_of(&y->L, c->st, l);
+    llama_layer_acts acts = llama_layer_acts_of(&y->L, c->st, l);
     layer_forward(y, &c->g, p, &acts, c->wk, out);
 }
 
@@ -300,7 +273,7 @@ static void llama_block_backward(const pp_stage *c, int l, const float *p, float
                                  const float *dy, float *dx)
 {
     const llama_layouts *y = &c->y.llama;
-    layer_acts acts = layer_acts_of(&y->L, c->st, l);
+    llama_layer_acts acts = llama_layer_acts_of(&y->L, c->st, l);
     char *wk = c->wk;
     layer_grads d;
     if (gl) {
@@ -324,7 +297,7 @@ static void llama_block_weight(const pp_stage *c, int l, float *gl)
 {
     const llama_layouts *y = &c->y.llama;
     const llama_stash_layout *L = &y->L;
-    layer_acts acts = layer_acts_of(L, c->st, l);
+    llama_layer_acts acts = llama_layer_acts_of(L, c->st, l);
     size_t wl = L->wlayers + (size_t)l * L->wlayer_stride;
     mlp_weight_grads(y, &c->g, gl, &acts, pp_saved(c->st, wl), pp_saved(c->st, wl + L->wdgu),
                      pp_saved(c->st, wl + L->wdn2));

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "attention_cuda.h"
+#include "llama_acts.h"
 #include "llama_frame.h"
 #include "stage_cuda.h"
 
@@ -295,30 +296,10 @@ static void rope(const run *r, const layouts *y, float *x, int heads, const floa
     LAUNCH_OK();
 }
 
-/* The void ones are `act` regions (llama_layout.h): the weights' type,
- * bf16 values with a bf16 compute copy, written so by the RMSNorm, GQA
- * expansion and SwiGLU kernels and read as they are by the GEMMs and the
- * attention (no rounding pass). */
-typedef struct {
-    float *x;
-    void *n1;
-    float *n1_rstd;
-    void *qkv;
-    float *atty, *lse, *res;
-    void *n2;
-    float *n2_rstd, *gu;
-    void *h;
-} layer_acts;
-
-static layer_acts layer_acts_of(const llama_stash_layout *L, const void *stash, int l)
-{
-    size_t o = L->layers + (size_t)l * L->layer_stride;
-    layer_acts a = {at(stash, o),          at(stash, o + L->n1),   at(stash, o + L->n1_rstd),
-                    at(stash, o + L->qkv), at(stash, o + L->atty), at(stash, o + L->lse),
-                    at(stash, o + L->res), at(stash, o + L->n2),   at(stash, o + L->n2_rstd),
-                    at(stash, o + L->gu),  at(stash, o + L->h)};
-    return a;
-}
+/* A layer's `act` regions (llama_acts.h) hold the weights' type: with a
+ * bf16 compute copy the RMSNorm, GQA expansion and SwiGLU kernels write
+ * them in bf16 and the GEMMs and the attention read them as they are (no
+ * rounding pass). */
 
 /* out = x + in w^T, w [C][K]: the residual accumulated by the GEMM; or,
  * tensor-parallel, the partial sum all-reduced first and x added once
@@ -355,7 +336,7 @@ static void row_parallel_act(const run *r, int BT, int C, int K, const W *in, co
 }
 
 template <typename W>
-static void layer_forward(const run *r, const layouts *y, const W *p, const layer_acts *a,
+static void layer_forward(const run *r, const layouts *y, const W *p, const llama_layer_acts *a,
                           void *work, float *out)
 {
     const llama_shape *sh = &y->sh;
@@ -408,7 +389,7 @@ static layer_grads layer_grads_work(const llama_work_layout *Wk, void *work, con
     return g;
 }
 
-static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts *a,
+static void grads_mlp(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
                       const float *dy, const float *dgu, const float *dn2)
 {
     const llama_param_layout *P = &y->P;
@@ -418,7 +399,7 @@ static void grads_mlp(const run *r, const layouts *y, float *g, const layer_acts
     rmsnorm_dw(r, a->res, a->n2_rstd, dn2, BT, C, g + P->n2w);
 }
 
-static void grads_att(const run *r, const layouts *y, float *g, const layer_acts *a,
+static void grads_att(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
                       const float *dres, const float *dqkvc, const float *dn1)
 {
     const llama_param_layout *P = &y->P;
@@ -430,7 +411,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const layer_acts
 
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const layer_acts *a, const layer_grads *d, const float *dy, void *work,
+                           const llama_layer_acts *a, const layer_grads *d, const float *dy, void *work,
                            float *dst)
 {
     const llama_shape *sh = &y->sh;
@@ -505,7 +486,7 @@ struct llama_kind {
     static void block_forward(const run *r, const layouts *y, int l, const W *p, void *stash,
                               void *work, float *out)
     {
-        layer_acts a = layer_acts_of(&y->L, stash, l);
+        llama_layer_acts a = llama_layer_acts_of(&y->L, stash, l);
         layer_forward(r, y, p, &a, work, out);
     }
 
@@ -513,14 +494,14 @@ struct llama_kind {
     static void block_backward(const run *r, const layouts *y, int l, const W *p, float *g,
                                const void *stash, void *work, const float *dy, float *dx)
     {
-        layer_acts a = layer_acts_of(&y->L, stash, l);
+        llama_layer_acts a = llama_layer_acts_of(&y->L, stash, l);
         layer_grads d = g ? layer_grads_work(&y->W, work, dy) : layer_grads_split(&y->L, stash, l);
         layer_backward(r, y, p, g, &a, &d, dy, work, dx);
     }
 
     static void block_weight(const run *r, const layouts *y, int l, float *g, const void *stash)
     {
-        layer_acts a = layer_acts_of(&y->L, stash, l);
+        llama_layer_acts a = llama_layer_acts_of(&y->L, stash, l);
         layer_grads d = layer_grads_split(&y->L, stash, l);
         grads_mlp(r, y, g, &a, d.dy, d.dgu, d.dn2);
         grads_att(r, y, g, &a, d.dres, d.dqkvc, d.dn1);
