@@ -15,9 +15,9 @@
  * waits for its ticket on a condition variable the thread signals: a rank
  * that waits holds no core.
  *
- * Without MPI_THREAD_MULTIPLE (or with PP_COMM_THREAD=0 in the environment,
- * for measuring the difference) there is no thread and pp_progress_wait
- * is MPI_Wait in the caller, as before. Library code: no exit. */
+ * The thread runs where ranks share cores (pp_progress_threaded). Without
+ * it (each rank has a core, no MPI_THREAD_MULTIPLE, or PP_COMM_THREAD=0)
+ * pp_progress_wait is MPI_Wait in the caller. Library code: no exit. */
 #ifndef PP_VM_PROGRESS_H
 #define PP_VM_PROGRESS_H
 
@@ -56,8 +56,10 @@ void pp_progress_complete(MPI_Request *r);
 void pp_progress_allreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
                            MPI_Comm comm);
 
-/* Whether this run has the thread (MPI_THREAD_MULTIPLE, PP_COMM_THREAD not
- * 0): decided once, after MPI_Init_thread. */
+/* Whether this run has the thread: MPI_THREAD_MULTIPLE, and the node's
+ * ranks outnumber the cores this process may run on (each rank with a core
+ * of its own waits faster in MPI_Wait: progress.c says why), or
+ * PP_COMM_THREAD=1 (0: never). Decided once, after MPI_Init_thread. */
 int pp_progress_threaded(void);
 
 #endif

@@ -19,6 +19,7 @@
  *   the reference that leaves that step out) and training goes on.
  * - Bad input: a malformed PP_INJECT_NAN, --grace out of range, a plan
  *   whose OptimizerStep --skip-nonfinite cannot defer. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,49 @@ START_TEST(stopped_rank_times_out)
                       strstr(r.out, "rank 1 is lost or stalled)"),
                   "rank 0 did not name the stopped rank:\n%s", r.out);
     ck_assert_msg(!strstr(r.out, "rank 0 is lost"), "the stopped rank blamed its peer:\n%s", r.out);
+    nothing_left_behind(&r);
+    proc_free(&r);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Where ranks share cores, a waiting rank holds none: both ranks on one
+ * CPU (this test's affinity, which mpirun's ranks inherit), so ppvm runs
+ * its communication thread (vm/progress.h), and rank 0 stopped: over 2 s
+ * rank 1, waiting on it, uses under a tenth of a core (2 ticks of 200
+ * measured, its polls further apart the longer it waits); in MPI_Wait, as
+ * PP_COMM_THREAD=0 or a rank with a core of its own waits, it took 200. */
+START_TEST(waiting_rank_holds_no_core)
+{
+    cpu_set_t set, one;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    char *dir = compile_plan("gpipe.pp", "-D S=2 -D B=2"), args[2048];
+    snprintf(args, sizeof args, "--backend cpu %s/plan --steps 1000000 --timeout 60 --quiet", dir);
+    proc_result r;
+    long hz = sysconf(_SC_CLK_TCK);
+    run_and_act(
+        dir, args, NULL, NULL,
+        "sleep 1; kill -STOP $P0; sleep 0.5; "
+        "c0=$(awk '{print $14 + $15}' /proc/$P1/stat); sleep 2; "
+        "c1=$(awk '{print $14 + $15}' /proc/$P1/stat); "
+        "echo \"waiter: $((c1 - c0)) ticks in 2 s; threads: $(ls /proc/$P1/task | wc -l)\"; "
+        "kill -KILL $P0 $P1",
+        &r);
+    const char *w = strstr(r.out, "waiter: ");
+    int ticks = -1;
+    ck_assert_msg(w && sscanf(w, "waiter: %d ticks", &ticks) == 1,
+                  "the test's script did not measure the waiting rank:\n%s", r.out);
+    ck_assert_msg(ticks >= 0 && ticks < hz * 2 / 10,
+                  "rank 1, waiting on a stopped rank 0 with both ranks on one CPU, used %d of the "
+                  "%ld clock ticks of 2 s (limit: a tenth); it spins instead of sleeping:\n%s",
+                  ticks, hz * 2, r.out);
     nothing_left_behind(&r);
     proc_free(&r);
     remove_dir(dir);
@@ -895,6 +939,7 @@ END_TEST
     X(signal_grace_and_second_signal, 2)                                                           \
     X(sigterm_before_the_first_step, 2)                                                            \
     X(stopped_rank_times_out, 2)                                                                   \
+    X(waiting_rank_holds_no_core, 2)                                                               \
     X(stalled_start_up_times_out, 2)                                                               \
     X(stalled_checkpoint_times_out, 2)                                                             \
     X(killed_rank_ends_the_job, 2)                                                                 \
