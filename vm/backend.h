@@ -125,9 +125,10 @@ struct pp_backend {
     void (*exec)(void *be, const pp_instr *in);
     double (*end_step)(void *be);
     /* 0 with one rank; else 1 with *latency, *bandwidth and *burst set on
-     * rank 0 (pp_profile_link), or -1 on every rank when it could not
-     * measure (said) */
-    int (*link)(void *be, size_t bytes, double *latency, double *bandwidth, double *burst);
+     * rank 0 (pp_profile_link; msg: the plan's activation message), or -1
+     * on every rank when it could not measure (said) */
+    int (*link)(void *be, size_t bytes, size_t msg, double *latency, double *bandwidth,
+                double *burst);
     /* after link, when it returned 1 (NULL: not measured): on rank 0
      * PP_LINK_TREE when the data-parallel all-reduce moves as a tree (else
      * a ring) | PP_LINK_HALF when the two directions of the link share it

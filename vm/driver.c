@@ -486,7 +486,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
     }
     if (run.prof) {
         double latency = 0, bandwidth = 0, burst = 0;
-        int link = be->link(st, pp_profile_probe_bytes(p), &latency, &bandwidth, &burst);
+        int link = be->link(st, pp_profile_probe_bytes(p), pp_act_bytes(&p->model), &latency,
+                            &bandwidth, &burst);
         if (link > 0 && be->link_shape) { /* issue 29: ring or tree, duplex or not */
             size_t n = pp_profile_probe_bytes(p);
             int shape = be->link_shape(st, n, latency, bandwidth, burst);

@@ -674,10 +674,11 @@ static void cpu_exec(void *be, const pp_instr *in)
     pp_vm_core_exec(be, in);
 }
 
-static int cpu_link(void *be, size_t bytes, double *latency, double *bandwidth, double *burst)
+static int cpu_link(void *be, size_t bytes, size_t msg, double *latency, double *bandwidth,
+                    double *burst)
 {
     (void)be;
-    return pp_profile_link_mpi(bytes, latency, bandwidth, burst);
+    return pp_profile_link_mpi(bytes, msg, latency, bandwidth, burst);
 }
 
 static int cpu_link_shape(void *be, size_t bytes, double latency, double bandwidth, double burst)

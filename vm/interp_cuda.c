@@ -919,9 +919,10 @@ static double cuda_end_step(void *be)
     return read_checks(v);
 }
 
-static int cuda_link(void *be, size_t bytes, double *latency, double *bandwidth, double *burst)
+static int cuda_link(void *be, size_t bytes, size_t msg, double *latency, double *bandwidth,
+                     double *burst)
 {
-    return cvm_transport_link(be, bytes, latency, bandwidth, burst);
+    return cvm_transport_link(be, bytes, msg, latency, bandwidth, burst);
 }
 
 static int cuda_tensor_link(void *be, size_t bytes, double *latency, double *bandwidth)

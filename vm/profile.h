@@ -176,19 +176,22 @@ void pp_profile_discard(pp_profile *pr);
  * (rank 0 sends first), in seconds; ctx is the transport's. */
 typedef double (*pp_round_trip)(void *ctx, size_t bytes);
 
-/* On ranks 0 and 1: latency (half the fastest round trip of 8 bytes),
- * bandwidth and burst (from the fastest one-way times of bytes / 2 and
- * bytes, as the header says; noise from other processes only adds to a
- * trip, and where it hides the bytes' cost the bandwidth is bytes over the
- * whole one-way time and the burst 0). rt must take up to `bytes`. */
-void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, double *latency, double *bandwidth,
-                     double *burst);
+/* On ranks 0 and 1: latency (half the fastest round trip of 8 bytes, or
+ * what a message of `msg` bytes takes beyond its bytes' cost, if more: the
+ * per-message cost at the plan's size), bandwidth and burst (from the
+ * fastest one-way times of bytes / 2 and bytes, as the header says; noise
+ * from other processes only adds to a trip, and where it hides the bytes'
+ * cost the bandwidth is bytes over the whole one-way time and the burst
+ * 0). rt must take up to `bytes`; msg 0: no such message. */
+void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, size_t msg, double *latency,
+                     double *bandwidth, double *burst);
 
 /* The link through MPI between ranks 0 and 1, host memory to host memory
  * (the cpu backend's transport); collective, a no-op returning 0 with one
  * rank. Sets *latency, *bandwidth and *burst on rank 0 and returns 1; -1 on
  * every rank when rank 0 or 1 has no memory for the probe (it says so). */
-int pp_profile_link_mpi(size_t bytes, double *latency, double *bandwidth, double *burst);
+int pp_profile_link_mpi(size_t bytes, size_t msg, double *latency, double *bandwidth,
+                        double *burst);
 
 /* The median of n values (sorts v). */
 double pp_median(double *v, size_t n);

@@ -657,7 +657,7 @@ static double round_trip(void *ctx, size_t bytes)
     return MPI_Wtime() - t0;
 }
 
-int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth,
+int cvm_transport_link(cuda_vm *v, size_t bytes, size_t msg, double *latency, double *bandwidth,
                        double *burst)
 {
     int size;
@@ -670,7 +670,7 @@ int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwi
         cudaCheck(cudaMalloc(&c.dev, bytes > 8 ? bytes : 8));
         if (v->transport != PP_TRANSPORT_NCCL)
             cudaCheck(cudaHostAlloc(&c.host, bytes > 8 ? bytes : 8, cudaHostAllocDefault));
-        pp_profile_link(round_trip, &c, bytes, latency, bandwidth, burst);
+        pp_profile_link(round_trip, &c, bytes, msg, latency, bandwidth, burst);
         cudaCheck(cudaFree(c.dev));
         if (c.host)
             cudaCheck(cudaFreeHost(c.host));

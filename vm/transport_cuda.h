@@ -200,7 +200,7 @@ int cvm_transport_async_error(cuda_vm *v, char *msg, size_t len);
 /* --profile, after training: the link between ranks 0 and 1 through this
  * transport, device memory to device memory (profile.h). Collective; 0 with
  * one rank, else 1 with *latency, *bandwidth and *burst set on rank 0. */
-int cvm_transport_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth,
+int cvm_transport_link(cuda_vm *v, size_t bytes, size_t msg, double *latency, double *bandwidth,
                        double *burst);
 /* --profile with tensor = T > 1 (backend.h's tensor_link): the tensor
  * group's all-reduce timed (profile.h); 0 with T = 1. Collective. */
