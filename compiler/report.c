@@ -336,6 +336,16 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
     for (int w = 0; w < W; w++)
         if (at[w] > r->step)
             r->step = at[w];
+    /* a measured link shape (burst, duplex, tree): no faster than the
+     * links sustain from step to step (report_link.c) */
+    if (linked) {
+        r->link_step = pp_report_link_sustained(t, m, owner, off);
+        if (r->link_step < 0)
+            goto out;
+        r->step_schedule = r->step;
+        if (r->link_step > r->step)
+            r->step = r->link_step;
+    }
     rc = 0;
 out:
     free(stamp);

@@ -92,6 +92,11 @@ typedef struct {
      * epilogue runs it (report.c's step_time): gradient returns, the
      * replicas' all-reduces, the owners' optimizer steps. */
     double step;
+    /* With a measured link shape (--costs "burst", "duplex", "allreduce"):
+     * the shortest step the links sustain, step after step
+     * (pp_report_link_sustained), and the step is at least that; its
+     * schedule alone, step_schedule. Else both 0. */
+    double link_step, step_schedule;
     pp_worker_report *w;    /* [W] */
     pp_worker_report total; /* sums over workers (peaks too: the sum of peaks) */
     pp_transfer *xfer;      /* every transfer, in the order of the jobs they feed */
@@ -130,6 +135,14 @@ void pp_report_tensor_build(pp_report *r, const pp_jobtable *t, const pp_model *
  * being stage s's owners. 0, or -1 out of memory. */
 int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, const int *owner,
                        const int *off);
+/* The shortest step the links sustain (report_link.c): the most bytes any
+ * worker sends in a step (activations and their gradients, weight
+ * fetches, gradient returns, its part of the all-reduces) over the
+ * bandwidth. Steps follow each other, so a bucket's burst (link_bucket.h)
+ * only lends what the rate repays within the step. 0 without a bandwidth;
+ * -1 out of memory. */
+double pp_report_link_sustained(const pp_jobtable *t, const pp_model *m, const int *owner,
+                                const int *off);
 void pp_report_tensor_txt(FILE *f, const pp_report *r, const pp_jobtable *t);
 void pp_report_tensor_json(FILE *f, const pp_report *r, const pp_jobtable *t);
 /* s as a JSON string literal (jansson's escapes; JSON text is UTF-8, so

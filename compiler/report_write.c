@@ -157,6 +157,11 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
             "step      %g (the makespan, then gradient returns, all-reduces and optimizer "
             "steps)\n",
             r->step);
+    if (r->link_step > r->step_schedule)
+        fprintf(f,
+                "          (the links' rate: the busiest sender's bytes a step at the "
+                "bandwidth; the schedule alone %g)\n",
+                r->step_schedule);
     if (t->pairable) {
         fprintf(f,
                 "overlap   %d pairs of a forward and a backward run at once; a pair takes "
@@ -399,6 +404,9 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     pp_report_tensor_json(f, r, t);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
             r->bubble, r->step);
+    if (r->link_step > 0) /* a measured link shape only: other reports as they were */
+        fprintf(f, "  \"link_step\": %.17g, \"step_schedule\": %.17g,\n", r->link_step,
+                r->step_schedule);
     /* overlapped pairs (sim.h): null without an overlap line */
     if (t->pairable) {
         fprintf(f, "  \"overlap\": %.17g,\n  \"pairs\": [", t->overlap);

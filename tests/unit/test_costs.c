@@ -743,8 +743,11 @@ START_TEST(test_bucket)
 }
 END_TEST
 
-/* ppc's step for schedules/FILE -D S=2 -D B=B with the costs `json`. */
-static double step_with(const char *file, int B, const char *json)
+/* ppc's step for schedules/FILE -D S=2 -D B=B with the costs `json`; with
+ * a measured link shape also the schedule's own step and the links' bound
+ * (report.h's step_schedule, link_step; else *schedule = the step, *link =
+ * 0). schedule and link may be NULL. */
+static double steps_with(const char *file, int B, const char *json, double *schedule, double *link)
 {
     char *dir = temp_dir(), path[600], sched[600];
     snprintf(path, sizeof path, "%s/c.json", dir);
@@ -764,9 +767,28 @@ static double step_with(const char *file, int B, const char *json)
     pp_compiled c;
     ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s with %s: %s", file, json, c.msgs);
     double step = c.rep.step;
+    if (schedule)
+        *schedule = c.rep.link_step > 0 ? c.rep.step_schedule : step;
+    if (link)
+        *link = c.rep.link_step;
+    if (c.rep.link_step > 0) /* the step is the larger of the two */
+        ck_assert_double_eq_tol(step, fmax(c.rep.step_schedule, c.rep.link_step), 1e-12);
     pp_compiled_free(&c);
     remove_dir(dir);
     return step;
+}
+
+static double step_with(const char *file, int B, const char *json)
+{
+    return steps_with(file, B, json, NULL, NULL);
+}
+
+/* The schedule's own step (the links' bound left out). */
+static double schedule_with(const char *file, int B, const char *json)
+{
+    double schedule;
+    steps_with(file, B, json, &schedule, NULL);
+    return schedule;
 }
 
 /* What the burst and the tree change in ppc's step, against hand sums. */
@@ -778,10 +800,16 @@ START_TEST(test_link_prices)
     ck_assert_msg(a > 0, "no transfer priced: step %g", plain);
     char json[256];
     snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}", a);
-    ck_assert_double_eq_tol(step_with("gpipe.pp", 1, json), 4, 1e-9); /* inside the burst */
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 1, json), 4, 1e-9); /* inside the burst */
+    /* but step after step each worker sends a bytes (the activation, the
+     * gradient) at 1000 bytes/s: the step is at least a / 1000 */
+    double link;
+    double step = steps_with("gpipe.pp", 1, json, NULL, &link);
+    ck_assert_double_eq_tol(link, a / 1000, 1e-9);
+    ck_assert_double_eq_tol(step, fmax(4, a / 1000), 1e-9);
     snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}",
              a / 2);
-    ck_assert_double_eq_tol(step_with("gpipe.pp", 1, json), 4 + a / 1000, 1e-9); /* half paid */
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 1, json), 4 + a / 1000, 1e-9); /* half paid */
     ck_assert_double_eq_tol(
         step_with("gpipe.pp", 1, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": 0}"), plain,
         1e-12); /* 0 is no burst */
@@ -792,7 +820,9 @@ START_TEST(test_link_prices)
      * it and B0 follow (the gradients find full buckets): link_retime.c */
     snprintf(json, sizeof json, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"burst\": %.17g}",
              a + 512);
-    ck_assert_double_eq_tol(step_with("gpipe.pp", 2, json), 2 + (a - 1512) / 1000 + 3, 1e-9);
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, json), 2 + (a - 1512) / 1000 + 3, 1e-9);
+    steps_with("gpipe.pp", 2, json, NULL, &link);
+    ck_assert_double_eq_tol(link, 2 * a / 1000, 1e-9); /* two activations, two gradients */
 
     /* DDP S=2 B=2: the all-reduces start when the workers' last jobs end,
      * at 4. A ring on 2 ranks moves half of each stage from each rank
@@ -813,7 +843,11 @@ START_TEST(test_link_prices)
              "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000, \"allreduce\": \"tree\", \"burst\": %.17g, "
              "\"latency\": 0.25}",
              (r - 4) * 1000);
-    ck_assert_double_eq_tol(step_with("ddp.pp", 2, json), 4 + 2 * 0.25, 1e-9);
+    ck_assert_double_eq_tol(schedule_with("ddp.pp", 2, json), 4 + 2 * 0.25, 1e-9);
+    /* each rank sends both stages' gradients once a step (the reduce's or
+     * the broadcast's message), what the ring's all-reduces took in all */
+    steps_with("ddp.pp", 2, json, NULL, &link);
+    ck_assert_double_eq_tol(link, r - 4, 1e-9);
 }
 END_TEST
 
