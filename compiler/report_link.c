@@ -22,17 +22,21 @@
 #include "link_bucket.h"
 #include "report.h"
 
-/* One round: every owner k in [0, R) with sends(k) sends `bytes` when the
+/* Whether owner k sends in a round: every owner in a ring's (step 0); in
+ * a tree's reduce round `step` or broadcast round `step`, as below. */
+static int sends_in_round(int k, int R, int step, int reduce)
+{
+    return step == 0 ? 1 : reduce ? k % (2 * step) == step : k % (2 * step) == 0 && k + step < R;
+}
+
+/* One round: every owner k in [0, R) that sends in it sends `bytes` when the
  * round starts at `start`; the round's end. */
 static double round_of(const pp_jobtable *t, pp_links *l, const int *owner, int R, double start,
                        double bytes, int step, int reduce)
 {
     double end = start;
     for (int k = 0; k < R; k++) {
-        int sends = step == 0 ? 1 /* ring */
-                    : reduce  ? k % (2 * step) == step
-                              : k % (2 * step) == 0 && k + step < R;
-        if (!sends)
+        if (!sends_in_round(k, R, step, reduce))
             continue;
         int to = step == 0 ? (k + 1) % R : reduce ? k - step : k + step;
         double e = pp_links_send(l, t, owner[k], owner[to], start, bytes);
@@ -145,10 +149,10 @@ static void all_reduce_bytes(const pp_jobtable *t, const int *own, int R, double
         top *= 2;
     for (int step = 1; step < R; step *= 2)
         for (int k = 0; k < R; k++)
-            sent[own[k]] += k % (2 * step) == step ? bytes : 0;
+            sent[own[k]] += sends_in_round(k, R, step, 1) ? bytes : 0;
     for (int step = top; step >= 1; step /= 2)
         for (int k = 0; k < R; k++)
-            sent[own[k]] += k % (2 * step) == 0 && k + step < R ? bytes : 0;
+            sent[own[k]] += sends_in_round(k, R, step, 0) ? bytes : 0;
 }
 
 /* Why a bound and not the buckets carried from one step to the next: the
