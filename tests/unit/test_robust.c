@@ -32,6 +32,24 @@
 
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root --bind-to none"
 
+/* Shell functions for the scripts below (printf formats: %% doubled).
+ * alive PID: PID runs (exists and is no zombie).
+ * bwait PID S [PIDS...]: waits up to S seconds for the script's child PID
+ * to end; if it still runs then, prints "still running S s later", the
+ * threads of PID and PIDS (state, kernel wait, CPU time) and the run's
+ * output so far ($d/out), and SIGKILLs them: a hang ends the script with
+ * what hung, not at the test's limit with nothing printed. The caller
+ * then reaps PID with `wait`. */
+#define SH_ALIVE                                                                                   \
+    "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && "                 \
+    "[ \"$s\" != Z ]; }; "
+#define SH_BWAIT                                                                                   \
+    "bwait() { w=$1; lim=$2; shift 2; e=$(($(date +%%s) + lim)); "                                 \
+    "while alive $w && [ $(date +%%s) -lt $e ]; do sleep 0.1; done; "                              \
+    "if alive $w; then echo \"still running $lim s later: $w $*\"; "                               \
+    "ps -L -o pid,tid,ppid,stat,wchan:28,etime,time,comm -p $(echo $w $* | tr ' ' ,); "            \
+    "echo 'the output so far:'; cat $d/out; kill -KILL $w $* 2>/dev/null; fi; }; "
+
 /* Runs 2 ranks of `ppvm ARGS` (rank 1 with RANK1_ARGS after them, no
  * single quotes; NULL: none) in the background (each rank's ppvm pid in
  * DIR/pid.R, its exit status as "pp-test: rank R exited S"), waits for
@@ -49,7 +67,7 @@ static void run_and_act(const char *dir, const char *args, const char *rank1_arg
     char *cmd;
     if (asprintf(
             &cmd,
-            "d=%s; rm -f $d/pid.0 $d/pid.1; " MPIRUN
+            "d=%s; " SH_ALIVE SH_BWAIT "rm -f $d/pid.0 $d/pid.1; " MPIRUN
             " -np 2 sh -c '\"$0\" \"$@\" $([ $OMPI_COMM_WORLD_RANK = 1 ] && "
             "echo %s) & echo $! > %s/pid.$OMPI_COMM_WORLD_RANK; "
             "wait $!; rc=$?; echo \"pp-test: rank $OMPI_COMM_WORLD_RANK exited $rc\"; exit $rc' "
@@ -57,10 +75,9 @@ static void run_and_act(const char *dir, const char *args, const char *rank1_arg
             "i=0; until %s%s%s [ -s $d/pid.0 ] && [ -s $d/pid.1 ]; do "
             "sleep 0.1; i=$((i+1)); [ $i -gt 900 ] && break; done; "
             "P0=$(cat $d/pid.0); P1=$(cat $d/pid.1); %s; t0=$(date +%%s.%%N); "
-            "wait $m; rc=$?; echo \"mpirun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
+            "bwait $m 60 $P0 $P1; wait $m; rc=$?; "
+            "echo \"mpirun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
             "awk '{print $1 - $2}') s\"; "
-            "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" "
-            "!= Z ]; }; "
             "for i in $(seq 50); do alive $P0 || alive $P1 || break; sleep 0.2; done; "
             "for p in $P0 $P1; do alive $p && echo \"left behind: $p\"; done; cat $d/out",
             dir, rank1_args ? rank1_args : "", dir, PP_ROOT, args, wait_for ? "grep -q '" : "",
@@ -87,7 +104,8 @@ static int mpirun_ended(const proc_result *r, double *seconds)
     int rc = -1;
     const char *p = strstr(r->out, "mpirun exited ");
     ck_assert_msg(p && sscanf(p, "mpirun exited %d after %lf s", &rc, seconds) == 2,
-                  "the test's script did not finish: %s", r->out);
+                  "the test's script did not finish (%s): %s",
+                  r->timed_out ? "it timed out" : "it ended early", r->out);
     return rc;
 }
 
@@ -822,27 +840,33 @@ END_TEST
 /* ---- bin/pprun's signals (vm/pprun.c) ------------------------------------------
  * Runs `setsid pprun DIR/plan ARGS` in the background (a session of its
  * own, as a terminal's foreground job: its process group is its pid),
- * waits for rank 0's first step line, finds mpirun ($M, pprun's child)
- * and the ranks ($RANKS, mpirun's children), runs the shell `action` ($P:
- * pprun's pid), then waits for pprun and prints "pprun exited RC after T s",
- * "left behind: PID" for each rank still alive 10 s later, and the output. */
+ * waits (90 s at most) for rank 0's first step line, finds mpirun ($M,
+ * pprun's child) and the ranks ($RANKS, mpirun's children), runs the shell
+ * `action` ($P: pprun's pid), then waits for pprun (60 s at most: bwait)
+ * and prints "pprun exited RC after T s", "left behind: PID" for each
+ * rank still alive 10 s later, and the output. Without a step line or
+ * ranks it says so and ends pprun instead of acting. */
 static void pprun_and_act(const char *dir, const char *args, const char *action, proc_result *r)
 {
     char *cmd;
-    if (asprintf(&cmd,
-                 "d=%s; setsid %s/bin/pprun $d/plan %s > $d/out 2>&1 & P=$!; i=0; "
-                 "until grep -q '^step ' $d/out; do sleep 0.1; i=$((i+1)); "
-                 "[ $i -gt 900 ] && break; done; "
-                 "[ \"$(ps -o pgid= $P | tr -d ' ')\" = $P ] || echo \"pprun is no group leader\"; "
-                 "M=$(pgrep -P $P); RANKS=$(pgrep -P $M | tr '\\n' ' '); %s; "
-                 "t0=$(date +%%s.%%N); wait $P; rc=$?; echo \"pprun exited $rc after $(echo "
-                 "\"$(date +%%s.%%N) $t0\" | awk '{print $1 - $2}') s\"; "
-                 "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && "
-                 "[ \"$s\" != Z ]; }; "
-                 "for i in $(seq 50); do n=0; for q in $RANKS; do alive $q && n=1; done; "
-                 "[ $n = 0 ] && break; sleep 0.2; done; "
-                 "for q in $RANKS; do alive $q && echo \"left behind: $q\"; done; cat $d/out",
-                 dir, PP_ROOT, args, action) < 0)
+    if (asprintf(
+            &cmd,
+            "d=%s; " SH_ALIVE SH_BWAIT
+            "setsid %s/bin/pprun $d/plan %s > $d/out 2>&1 & P=$!; RANKS=; "
+            "e=$(($(date +%%s) + 90)); until grep -q '^step ' $d/out; do "
+            "alive $P && [ $(date +%%s) -lt $e ] || break; sleep 0.1; done; "
+            "M=$(pgrep -P $P | head -n 1); [ -n \"$M\" ] && RANKS=$(pgrep -P $M | tr '\\n' ' '); "
+            "if grep -q '^step ' $d/out && [ -n \"$RANKS\" ]; then "
+            "[ \"$(ps -o pgid= $P | tr -d ' ')\" = $P ] || echo \"pprun is no group leader\"; "
+            "%s; else echo \"no step line within 90 s, or no ranks (mpirun: ${M:-none}, "
+            "ranks: ${RANKS:-none}): not acting\"; bwait $P 0 $M $RANKS; fi; "
+            "t0=$(date +%%s.%%N); bwait $P 60 $M $RANKS; wait $P; rc=$?; "
+            "echo \"pprun exited $rc after $(echo \"$(date +%%s.%%N) $t0\" | "
+            "awk '{print $1 - $2}') s\"; "
+            "for i in $(seq 50); do n=0; for q in $RANKS; do alive $q && n=1; done; "
+            "[ $n = 0 ] && break; sleep 0.2; done; "
+            "for q in $RANKS; do alive $q && echo \"left behind: $q\"; done; cat $d/out",
+            dir, PP_ROOT, args, action) < 0)
         abort();
     run_proc(cmd, MPIRUN_TIMEOUT, r);
     free(cmd);
@@ -853,7 +877,8 @@ static int pprun_ended(const proc_result *r, double *seconds)
     int rc = -1;
     const char *p = strstr(r->out, "pprun exited ");
     ck_assert_msg(p && sscanf(p, "pprun exited %d after %lf s", &rc, seconds) == 2,
-                  "the test's script did not finish: %s", r->out);
+                  "the test's script did not finish (%s): %s",
+                  r->timed_out ? "it timed out" : "it ended early", r->out);
     return rc;
 }
 
