@@ -76,6 +76,25 @@ static double exchange(void *ctx, size_t bytes)
     return MPI_Wtime() - t0;
 }
 
+/* Ranks 0 and 1: the later of their two medians of exchange, which both
+ * return. The exchanges are not made to start together, as a step's
+ * transfers are not: so over TCP one direction often goes first, and the
+ * two ranks' times differ (at 200 Mbit/s, 2 MiB each way: one rank's
+ * median 112 ms, the other's 174-230). Rank 0, which writes the profile,
+ * read full duplex from its own median whenever its direction was the
+ * early one, 4 runs in 10, though a step that sends both ways waits for
+ * both: FSDP then measured 0.60-0.67 of its prediction, against 0.81-0.90
+ * when the probe read half. (Exchanges made to start together, by a
+ * message between them, all took 87-89 ms both ways: full duplex, which
+ * FSDP's steps do not see.) */
+static double both_directions(exchange_ctx *x, size_t bytes)
+{
+    double mine = median5(exchange, x, bytes), peer = 0;
+    mpiCheck(MPI_Sendrecv(&mine, 1, MPI_DOUBLE, 1 - x->me, 3, &peer, 1, MPI_DOUBLE, 1 - x->me, 3,
+                          MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    return mine > peer ? mine : peer;
+}
+
 int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, double burst)
 {
     int me, size, shape = 0;
@@ -95,7 +114,7 @@ int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, do
         return -1;
     }
     if (me <= 1 &&
-        pp_link_half_duplex(median5(exchange, &x, bytes), (double)bytes, latency, bandwidth, burst))
+        pp_link_half_duplex(both_directions(&x, bytes), (double)bytes, latency, bandwidth, burst))
         shape |= PP_LINK_HALF;
     if (pp_profile_allreduce_kind(allreduce_world, buf, bytes / 2, size, latency, bandwidth, burst))
         shape |= PP_LINK_TREE;
