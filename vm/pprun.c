@@ -23,14 +23,19 @@
  * reaches pprun alone), and pprun relays the first SIGTERM as SIGUSR1 and
  * the first SIGINT as SIGUSR2, which ppvm takes as that stop signal
  * (vm/guard.c): every rank ends after its step, as a SIGTERM to each rank
- * would end it. A second signal is relayed again (ppvm: exit at once); a
- * third sends mpirun SIGTERM, Open MPI's own abort. If pprun dies,
- * mpirun gets SIGTERM (PR_SET_PDEATHSIG).
+ * would end it. mpirun passes a signal only to the ranks it has started,
+ * so one that comes while they start is held until every rank catches it
+ * (a run on this machine: the plan's ranks, mpirun's children; with
+ * --hosts or --hostfile the ranks elsewhere cannot be seen, and mpirun's
+ * own handler is all pprun waits for). A second signal is relayed again
+ * (ppvm: exit at once); a third sends mpirun SIGTERM, Open MPI's own
+ * abort. If pprun dies, mpirun gets SIGTERM (PR_SET_PDEATHSIG).
  *
  * Exit status: mpirun's (128 + N when a signal N ended it); 2 for a bad
  * command line or plan, before anything runs. ppvm's statuses (vm/ppvm.c)
  * come through mpirun: a run stopped by SIGTERM exits 143, as rank 0 says.
  * PPRUN_MPIRUN replaces the mpirun program (the tests' stand-in). */
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <limits.h>
@@ -49,6 +54,7 @@
 extern char **environ;
 
 #define MAX_ARGS 4096
+#define READY_WAIT_S 60.0 /* the longest a first signal waits for the ranks to catch it */
 
 static void usage(FILE *f)
 {
@@ -386,10 +392,52 @@ static int catches(pid_t pid, int sig)
 
 static const char *signame(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT"; }
 
+/* How many of pid's children catch sig. */
+static long children_catching(pid_t pid, int sig)
+{
+    DIR *d = opendir("/proc");
+    long n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end, path[64], line[512];
+        long child = strtol(e->d_name, &end, 10);
+        if (*end || child <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%ld/stat", child);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        /* "pid (comm) state ppid ...": comm may hold spaces and ')' */
+        char *got = fgets(line, sizeof line, f), *close = got ? strrchr(line, ')') : NULL;
+        fclose(f);
+        long parent = -1;
+        if (close && sscanf(close + 1, " %*c %ld", &parent) == 1 && parent == (long)pid &&
+            catches((pid_t)child, sig))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int relayed_as(int sig) { return sig == SIGTERM ? SIGUSR1 : SIGUSR2; }
+
+/* Whether a stop signal relayed now reaches every rank: mpirun has its
+ * handler for it in (until then the signal would end mpirun), and in a run
+ * on this machine its `local` children (the ranks) have theirs (ppvm
+ * installs them first thing; mpirun passes a signal only to the ranks it
+ * has started: one relayed while they started was lost, and the run went
+ * on to its last step). */
+static int ranks_catch(pid_t mpirun, int sig, long local)
+{
+    int relayed = relayed_as(sig);
+    return catches(mpirun, relayed) && (local == 0 || children_catching(mpirun, relayed) >= local);
+}
+
 /* The k-th signal (from 0) pprun received, `sig`, acted on. */
 static void relay(pid_t mpirun, int k, int sig)
 {
-    int relayed = sig == SIGTERM ? SIGUSR1 : SIGUSR2;
+    int relayed = relayed_as(sig);
     if (k == 0)
         fprintf(stderr,
                 "pprun: %s: every rank stops after its step (relayed through mpirun as %s; a "
@@ -408,14 +456,19 @@ static void relay(pid_t mpirun, int k, int sig)
         kill(mpirun, SIGTERM);
         return;
     }
-    /* mpirun relays SIGUSR1/2 once its handlers are in; until then the
-     * signal would end it. It starts them at once; wait up to 10 s. */
-    for (int i = 0; i < 1000 && !catches(mpirun, relayed); i++)
-        usleep(10000);
     kill(mpirun, relayed);
 }
 
-static int run(argv_b *a)
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Runs mpirun (a->v) and relays signals to it; `local`: the ranks it
+ * starts on this machine, 0 when unknown (--hosts, --hostfile). */
+static int run(argv_b *a, long local)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -446,9 +499,17 @@ static int run(argv_b *a)
     }
     setpgid(pid, pid);
     int status, acted = 0;
-    const struct timespec nap = {0, 50 * 1000 * 1000};
+    double held_since = 0; /* when the first signal came, while the ranks could not take it */
+    const struct timespec nap = {0, 10 * 1000 * 1000};
     for (;;) { /* polled, so that a signal just before a wait is not held until mpirun ends */
         while (acted < received && acted < 3) {
+            /* the first waits (60 s at most) until the ranks catch it */
+            if (acted == 0 && !ranks_catch(pid, pending[0], local)) {
+                if (!held_since)
+                    held_since = now_s();
+                if (now_s() - held_since < READY_WAIT_S)
+                    break;
+            }
             relay(pid, acted, pending[acted]);
             acted++;
         }
@@ -500,5 +561,5 @@ int main(int argc, char **argv)
     }
     if (o.dry_run)
         return 0;
-    return run(&a);
+    return run(&a, o.hosts || o.hostfile ? 0 : world);
 }
