@@ -408,10 +408,10 @@ static long children_catching(pid_t pid, int sig)
         if (!f)
             continue;
         /* "pid (comm) state ppid ...": comm may hold spaces and ')' */
-        char *got = fgets(line, sizeof line, f), *close = got ? strrchr(line, ')') : NULL;
+        char *got = fgets(line, sizeof line, f), *paren = got ? strrchr(line, ')') : NULL;
         fclose(f);
         long parent = -1;
-        if (close && sscanf(close + 1, " %*c %ld", &parent) == 1 && parent == (long)pid &&
+        if (paren && sscanf(paren + 1, " %*c %ld", &parent) == 1 && parent == (long)pid &&
             catches((pid_t)child, sig))
             n++;
     }
