@@ -102,15 +102,24 @@ static void compared_equal(const char *cmd)
     free(out);
 }
 
-/* mpirun's status and the seconds it took after the action. */
-static int mpirun_ended(const proc_result *r, double *seconds)
+/* The status of `who` (mpirun, pprun) and the seconds it took after the
+ * action, from the script's "WHO exited RC after T s" line. */
+static int script_ended(const proc_result *r, const char *who, double *seconds)
 {
+    char line[64], format[64];
+    snprintf(line, sizeof line, "%s exited ", who);
+    snprintf(format, sizeof format, "%s exited %%d after %%lf s", who);
     int rc = -1;
-    const char *p = strstr(r->out, "mpirun exited ");
-    ck_assert_msg(p && sscanf(p, "mpirun exited %d after %lf s", &rc, seconds) == 2,
+    const char *p = strstr(r->out, line);
+    ck_assert_msg(p && sscanf(p, format, &rc, seconds) == 2,
                   "the test's script did not finish (%s): %s",
                   r->timed_out ? "it timed out" : "it ended early", r->out);
     return rc;
+}
+
+static int mpirun_ended(const proc_result *r, double *seconds)
+{
+    return script_ended(r, "mpirun", seconds);
 }
 
 static void nothing_left_behind(const proc_result *r)
@@ -906,12 +915,7 @@ static void pprun_and_act(const char *dir, const char *args, int at_start, const
 
 static int pprun_ended(const proc_result *r, double *seconds)
 {
-    int rc = -1;
-    const char *p = strstr(r->out, "pprun exited ");
-    ck_assert_msg(p && sscanf(p, "pprun exited %d after %lf s", &rc, seconds) == 2,
-                  "the test's script did not finish (%s): %s",
-                  r->timed_out ? "it timed out" : "it ended early", r->out);
-    return rc;
+    return script_ended(r, "pprun", seconds);
 }
 
 /* SIGTERM to pprun (as a scheduler sends) and SIGINT to its process group
