@@ -15,6 +15,7 @@
 #include <float.h>
 
 #include "../../kernels/cpu_kernels.h"
+#include "../../kernels/finite.h"
 #include "../../kernels/model.h"
 #include "../../kernels/vmath.h"
 #include "suites.h"
@@ -764,6 +765,58 @@ START_TEST(test_optimizers_bits)
 }
 END_TEST
 
+/* The non-finite scan goes a block of 1024 at a time in lanes of 8
+ * (finite.h): the first bad number wherever it falls against the lanes,
+ * the blocks and the tail, each kind (NaN of either sign, either
+ * infinity), before another in a later block, in floats and in bf16,
+ * against a number-by-number search. */
+static long long first_bad(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return (long long)i;
+    return -1;
+}
+
+START_TEST(test_first_nonfinite_blocks)
+{
+    static const size_t sizes[] = {0, 1, 7, 8, 9, 1023, 1024, 1025, 2049, 3001};
+    static const size_t at[] = {0, 1, 7, 8, 9, 1016, 1023, 1024, 1025, 2047, 2048, 3000};
+    const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+    enum { MOST = 3001 };
+    float x[MOST];
+    uint16_t xb[MOST];
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+        size_t n = sizes[z];
+        for (size_t i = 0; i < n; i++)
+            x[i] = ((float)i - 1500.0f) * 1e35f / 1500.0f; /* finite, up to 1e35 */
+        ck_assert_int_eq(pp_first_nonfinite(x, n), -1);
+        pp_f32_to_bf16(x, xb, n);
+        ck_assert_int_eq(pp_first_nonfinite_bf16(xb, n), -1);
+        for (size_t a = 0; a < sizeof at / sizeof *at; a++)
+            for (size_t k = 0; k < sizeof bad / sizeof *bad && at[a] < n; k++) {
+                size_t later = at[a] + 1100 < n ? at[a] + 1100 : n - 1;
+                float keep = x[at[a]], keep_later = x[later];
+                x[later] = bad[(k + 1) % 4];
+                x[at[a]] = bad[k];
+                long long want = first_bad(x, n);
+                ck_assert_msg(want == (long long)at[a], "the reference scan found %lld", want);
+                ck_assert_msg(pp_first_nonfinite(x, n) == want,
+                              "n %zu, %g at %zu: the scan found %lld", n, (double)bad[k], at[a],
+                              pp_first_nonfinite(x, n));
+                pp_f32_to_bf16(x, xb, n);
+                ck_assert_msg(pp_first_nonfinite_bf16(xb, n) == want,
+                              "n %zu, %g at %zu: the bf16 scan found %lld", n, (double)bad[k],
+                              at[a], pp_first_nonfinite_bf16(xb, n));
+                x[at[a]] = keep;
+                x[later] = keep_later;
+            }
+    }
+    ck_assert_int_eq(pp_first_nonfinite(NULL, 5), -1);
+    ck_assert_int_eq(pp_first_nonfinite_bf16(NULL, 5), -1);
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -789,6 +842,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_gelu_exact);
     tcase_add_test(tc, test_optimizers_bits);
     tcase_add_test(tc, test_round_bf16_vector);
+    tcase_add_test(tc, test_first_nonfinite_blocks);
     suite_add_tcase(s, tc);
     return s;
 }
