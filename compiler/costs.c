@@ -37,12 +37,17 @@ enum {
     KEY_BURST, /* issue 29: the link's token bucket, the all-reduce's algorithm */
     KEY_ALLREDUCE,
     KEY_DUPLEX,
+    KEY_ALLREDUCE_LATENCY, /* the data-parallel all-reduce as measured */
+    KEY_ALLREDUCE_BANDWIDTH,
+    KEY_ALLREDUCE_RANKS,
     NKEYS
 };
+/* clang-format off */
 static const char *const key_names[NKEYS] = {
-    "F",       "B",        "W",     "O",     "latency", "bandwidth",     "unit",
-    "overlap", "measured", "cores", "tensor_latency", "tensor_bandwidth", "host_bandwidth",
-    "model", "backend", "ranks_per_core", "burst", "allreduce", "duplex"};
+    "F", "B", "W", "O", "latency", "bandwidth", "unit", "overlap", "measured", "cores",
+    "tensor_latency", "tensor_bandwidth", "host_bandwidth", "model", "backend", "ranks_per_core",
+    "burst", "allreduce", "duplex", "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks"};
+/* clang-format on */
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -295,17 +300,19 @@ static int read_nonneg(const ctx *x, int k, const json_t *v, double *out)
     return 0;
 }
 
-/* "cores": a whole number in [1, INT_MAX] (1.0 is one; 1.5 is not). */
-static int read_cores(const ctx *x, const json_t *v, int *out)
+/* "cores" and "allreduce_ranks": a whole number of what it counts in
+ * [least, INT_MAX] (1.0 is one; 1.5 is not). */
+static int read_whole(const ctx *x, int k, const json_t *v, int least, const char *what, int *out)
 {
     double n = json_is_number(v) ? json_number_value(v) : 0;
     if (!json_is_number(v))
-        return bad(x, locate(x, key_names[KEY_CORES], 0, -1),
-                   "expected a whole number of cores for \"cores\", found %s", kind_name(v));
-    if (!(n >= 1 && n <= INT_MAX && n == (double)(long long)n))
-        return bad(x, locate(x, key_names[KEY_CORES], 0, -1),
-                   "expected a whole number of cores in [1, %d] for \"cores\", found %g", INT_MAX,
-                   n);
+        return bad(x, locate(x, key_names[k], 0, -1),
+                   "expected a whole number of %s for \"%s\", found %s", what, key_names[k],
+                   kind_name(v));
+    if (!(n >= least && n <= INT_MAX && n == (double)(long long)n))
+        return bad(x, locate(x, key_names[k], 0, -1),
+                   "expected a whole number of %s in [%d, %d] for \"%s\", found %g", what, least,
+                   INT_MAX, key_names[k], n);
     *out = (int)n;
     return 0;
 }
@@ -355,6 +362,7 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
     }
     const char *key;
     json_t *v;
+    unsigned char seen[NKEYS] = {0};
     json_object_foreach(root, key, v)
     { /* in the file's order (jansson keeps it) */
         int k = 0;
@@ -365,7 +373,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
                 "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
                 "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\", "
                 "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\", "
-                "\"ranks_per_core\", \"burst\", \"allreduce\" or \"duplex\"",
+                "\"ranks_per_core\", \"burst\", \"allreduce\", \"duplex\", "
+                "\"allreduce_latency\", \"allreduce_bandwidth\" or \"allreduce_ranks\"",
                 quote(key, q));
             goto out;
         }
@@ -382,7 +391,7 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             }
             c->has_ranks_per_core = 1;
         } else if (k == KEY_CORES) {
-            if (read_cores(&x, v, &c->cores) != 0)
+            if (read_whole(&x, k, v, 1, "cores", &c->cores) != 0)
                 goto out;
             c->has_cores = 1;
         } else if (k == KEY_MEASURED) { /* ppvm --profile's record of the run: not a cost */
@@ -424,6 +433,16 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
                 goto out;
             }
             *(k == KEY_DUPLEX ? &c->half_duplex : &c->allreduce_tree) = !strcmp(a, yes);
+        } else if (k == KEY_ALLREDUCE_LATENCY || k == KEY_ALLREDUCE_BANDWIDTH) {
+            if (read_nonneg(&x, k, v,
+                            k == KEY_ALLREDUCE_LATENCY ? &c->allreduce_latency
+                                                       : &c->allreduce_bandwidth) != 0)
+                goto out;
+            seen[k] = 1;
+        } else if (k == KEY_ALLREDUCE_RANKS) {
+            if (read_whole(&x, k, v, 2, "ranks", &c->allreduce_ranks) != 0)
+                goto out;
+            seen[k] = 1;
         } else if (k == KEY_BURST) {
             if (read_nonneg(&x, k, v, &c->burst) != 0)
                 goto out;
@@ -444,6 +463,21 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         } else if (read_dir(&x, c, k, v) != 0) {
             goto out;
         }
+    }
+    /* the measured all-reduce is one fit: a part of it alone prices nothing */
+    int parts =
+        seen[KEY_ALLREDUCE_LATENCY] + seen[KEY_ALLREDUCE_BANDWIDTH] + seen[KEY_ALLREDUCE_RANKS];
+    if (parts && parts < 3) {
+        int given = seen[KEY_ALLREDUCE_LATENCY]     ? KEY_ALLREDUCE_LATENCY
+                    : seen[KEY_ALLREDUCE_BANDWIDTH] ? KEY_ALLREDUCE_BANDWIDTH
+                                                    : KEY_ALLREDUCE_RANKS;
+        bad(&x, locate(&x, key_names[given], 1, -1),
+            "\"allreduce_latency\", \"allreduce_bandwidth\" and \"allreduce_ranks\" go "
+            "together (one measured all-reduce), but \"%s\" is missing",
+            key_names[!seen[KEY_ALLREDUCE_LATENCY]     ? KEY_ALLREDUCE_LATENCY
+                      : !seen[KEY_ALLREDUCE_BANDWIDTH] ? KEY_ALLREDUCE_BANDWIDTH
+                                                       : KEY_ALLREDUCE_RANKS]);
+        goto out;
     }
     if (!c->unit)
         c->unit = "s"; /* what ppvm --profile writes */

@@ -16,6 +16,13 @@
  *                               messages of 1/R) or "tree" (reduce + broadcast, binomial)
  *     "duplex": "half",         "full" (absent: a bucket per sender) or "half" (one per pair
  *                               of workers: the two directions in turn)
+ *     "allreduce_latency": 2e-6, a data-parallel all-reduce of n bytes over "allreduce_ranks"
+ *     "allreduce_bandwidth": 3e9, ranks takes allreduce_latency + n / allreduce_bandwidth
+ *     "allreduce_ranks": 2      (ppvm --profile measures it on the cpu backend: Open MPI's
+ *                               shared-memory all-reduce ran at a third of the link's
+ *                               rate); over R ranks, scaled as a ring's time (a tree's with
+ *                               "allreduce": "tree") scales; the three go together. Without
+ *                               them the all-reduce is priced as its messages over the link
  *     "host_bandwidth": 1e10,   bytes per time unit of offload's device<->host copies
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
  *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
@@ -69,6 +76,10 @@ typedef struct {
     double burst;       /* "burst": bytes the link passes at once (token bucket); 0 when absent */
     int allreduce_tree; /* "allreduce": "tree" (1) or "ring" (0, also when absent) */
     int half_duplex;    /* "duplex": "half" (1) or "full" (0, also when absent) */
+    /* "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks": all three or none
+     * (allreduce_ranks 0) */
+    double allreduce_latency, allreduce_bandwidth;
+    int allreduce_ranks;
 } pp_costs;
 
 /* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for

@@ -2,6 +2,7 @@
 #include "jobtable.h"
 #include "end_costs.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,16 +380,18 @@ static int check_offload_workers(pp_jobtable *t, const pp_schedule *sch)
  * must share a worker (R re-reads F's kept input there). Away from the
  * stage's owner R reads fetched weights like any job (a fetch, or a kept
  * one with --keep-weights). Returns 1 after an error. */
-static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *tplace,
-                  err_tally *te, err_tally *tcost)
+static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *tplace, err_tally *te,
+                  err_tally *tcost)
 {
     const pp_jobspace *js = &t->js;
-    int s = job_s(js, j), b = job_b(js, j), f = job_id(js, s, b, DIR_F), bk = job_id(js, s, b, DIR_B);
+    int s = job_s(js, j), b = job_b(js, j), f = job_id(js, s, b, DIR_F),
+        bk = job_id(js, s, b, DIR_B);
     pp_env env = {s, b, DIR_R, 0};
     t->worker[j] = t->worker[bk];
     t->owner[j] = t->owner[f];
     if (t->worker[f] != t->worker[bk] && tplace->count++ == 0) {
-        diag_error(sch->diag, sch->recompute_when ? sch->recompute_when->loc : sch->fn_loc[FN_COMPUTE],
+        diag_error(sch->diag,
+                   sch->recompute_when ? sch->recompute_when->loc : sch->fn_loc[FN_COMPUTE],
                    "recompute at (s=%d, b=%d): F runs on worker %d but B on worker %d; a "
                    "recomputed forward's F and B must share a worker (R re-reads F's input there)",
                    s, b, t->worker[f], t->worker[bk]);
@@ -405,8 +408,8 @@ static int fill_r(pp_jobtable *t, const pp_schedule *sch, int j, err_tally *tpla
             tcost->count++ == 0)
             diag_error(sch->diag, sch->cost[COST_R]->loc,
                        "cost R = %lld at (s=%d, b=%d): costs must be positive", v, s, b);
-        t->cost[j] = (double)(v > 0 ? v : 1) *
-                     (sch->per_block ? pp_model_layers(&sch->model, s) : 1);
+        t->cost[j] =
+            (double)(v > 0 ? v : 1) * (sch->per_block ? pp_model_layers(&sch->model, s) : 1);
     }
     return 0;
 }
@@ -614,6 +617,11 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->burst = measured && measured->has_burst ? measured->burst : 0;
     t->allreduce_tree = measured && measured->allreduce_tree;
     t->half_duplex = measured && measured->half_duplex;
+    if (measured && measured->allreduce_ranks) {
+        t->ar_latency = measured->allreduce_latency;
+        t->ar_bandwidth = measured->allreduce_bandwidth;
+        t->ar_ranks = measured->allreduce_ranks;
+    }
     t->host_bandwidth = measured && measured->has_host_bandwidth
                             ? measured->host_bandwidth
                             : transfer_cost(sch, COST_HOST_BANDWIDTH);
@@ -664,4 +672,20 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->hcopy);
     free(t->pairable);
     memset(t, 0, sizeof *t);
+}
+
+/* a ring moves 2 (R - 1) / R of the bytes through each worker; a binomial
+ * tree sends the whole 2 ceil(log2 R) times in turn */
+static double allreduce_shape(const pp_jobtable *t, int R)
+{
+    return t->allreduce_tree ? 2 * ceil(log2((double)R)) : 2.0 * (R - 1) / R;
+}
+
+double pp_allreduce_time(const pp_jobtable *t, uint64_t bytes, int R)
+{
+    if (t->ar_ranks)
+        return (t->ar_latency + (t->ar_bandwidth > 0 ? (double)bytes / t->ar_bandwidth : 0)) *
+               allreduce_shape(t, R) / allreduce_shape(t, t->ar_ranks);
+    double chunk = t->bandwidth > 0 ? (double)bytes / R / t->bandwidth : 0;
+    return 2.0 * (R - 1) * (t->latency + chunk);
 }

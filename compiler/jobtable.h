@@ -27,7 +27,7 @@ typedef struct {
      * "host_bandwidth"; 0: free). */
     unsigned char *offload;
     double host_bandwidth;
-    double *hcopy; /* [S*B] one copy of (s,b)'s stash each way; NULL without offload */
+    double *hcopy;       /* [S*B] one copy of (s,b)'s stash each way; NULL without offload */
     int *worker;         /* [N] compute(s,b,d) */
     int *owner;          /* [N] weights(s,b,d) */
     long long *priority; /* [N] */
@@ -50,6 +50,12 @@ typedef struct {
      * per pair of workers, which their two directions take in turn. */
     double latency, bandwidth, burst;
     int allreduce_tree, half_duplex;
+    /* --costs "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks"
+     * (ar_ranks 0: none): a data-parallel all-reduce as ppvm --profile
+     * measured one, which pp_allreduce_time prices (report.c and
+     * report_link.c alike) */
+    double ar_latency, ar_bandwidth;
+    int ar_ranks;
     /* tensor = T: each tensor all-reduce takes tensor_latency + n /
      * tensor_bandwidth (jobtable.c's tensor_costs, already in cost[]) */
     double tensor_latency, tensor_bandwidth;
@@ -120,14 +126,23 @@ static inline double pp_transfer_time(const pp_jobtable *t, uint64_t bytes)
     double paid = (double)bytes > t->burst ? (double)bytes - t->burst : 0;
     return t->latency + (t->bandwidth > 0 ? paid / t->bandwidth : 0);
 }
+/* Whether the link has a shape (a burst, half duplex) that the end of the
+ * step prices message by message (report_link.c). */
+static inline int pp_link_shaped(const pp_jobtable *t) { return t->burst > 0 || t->half_duplex; }
+/* How long a data-parallel all-reduce of `bytes` over R workers takes:
+ * the measured one (ar_ranks > 0) scaled from ar_ranks to R as a ring's
+ * time scales, 2 (R - 1) / R of the bytes through each worker (a tree's,
+ * with allreduce_tree: 2 ceil(log2 R) messages in turn); else the ring's
+ * 2 (R - 1) messages of bytes / R over the link. */
+double pp_allreduce_time(const pp_jobtable *t, uint64_t bytes, int R);
 /* Bytes of stage s's fp32 weights (as many as its gradients). */
 uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 
 /* The simulator's input for this table. */
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
-    return (pp_sim_input){t->js,       t->W,    t->worker, t->priority, t->cost,    strict,
-                          t->inflight, t->xfer, t->fetch,  t->pairable, t->overlap, t->cores,
+    return (pp_sim_input){t->js,       t->W,     t->worker, t->priority, t->cost,    strict,
+                          t->inflight, t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
                           t->offload,  t->hcopy, 0}; /* reload_ahead: the caller sets it */
 }
 void pp_jobtable_free(pp_jobtable *t);

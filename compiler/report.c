@@ -237,7 +237,8 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
  * epilogue runs it: a worker that computed weight gradients of a stage it
  * does not own sends them to the owner after its last job; then each stage
  * with R > 1 owners, in stage order, all-reduces its fp32 gradients once
- * every replica is there (a ring: 2(R-1) transfers of 1/R of them); then
+ * every replica is there (pp_allreduce_time: a ring of 2(R-1) transfers of
+ * 1/R of them, or the all-reduce --costs measured); then
  * each owner runs its stages' optimizer steps (--costs "O", else 0). With
  * no transfer costs and no "O" this is the makespan. A tied model (tie = 1)
  * swaps the embedding's gradients between the i-th owner of only stage 0
@@ -300,8 +301,9 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         }
     }
     memcpy(at, last, (size_t)W * sizeof *at);
-    /* a link with a burst or half duplex, or a tree all-reduce: report_link.c */
-    int linked = t->burst > 0 || t->half_duplex || t->allreduce_tree;
+    /* a link with a burst or half duplex, or a tree all-reduce priced as
+     * its messages: report_link.c */
+    int linked = pp_link_shaped(t) || (t->allreduce_tree && !t->ar_ranks);
     if (linked && pp_report_link_end(t, last, at, owner, off))
         goto out;
     for (int j = 0; !linked && j < N; j++) { /* gradient returns */
@@ -321,8 +323,7 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
             start = at[owner[k]] > start ? at[owner[k]] : start;
         if (R < 2)
             continue;
-        double chunk = t->bandwidth > 0 ? (double)t->wbytes[s] / R / t->bandwidth : 0;
-        double end = start + 2.0 * (R - 1) * (t->latency + chunk);
+        double end = start + pp_allreduce_time(t, t->wbytes[s], R);
         for (int k = off[s]; k < off[s + 1]; k++)
             at[owner[k]] = end;
     }
@@ -411,6 +412,8 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         tot->host_peak_bytes += x->host_peak_bytes;
     }
     r->bubble = r->makespan > 0 ? 1.0 - tot->busy / ((double)r->W * r->makespan) : 0;
+    if (r->bubble < 0) /* a full schedule: the sum of the busy times rounds past W x makespan */
+        r->bubble = 0;
     return 0;
 fail:
     pp_report_free(r);

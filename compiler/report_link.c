@@ -1,6 +1,7 @@
 /* report_link.c - the end of the step's gradient returns and data-parallel
  * all-reduces over shaped links (--costs "burst", "duplex": "half") or
- * with a tree all-reduce ("allreduce": "tree"), issue 29; report.c's
+ * with a tree all-reduce ("allreduce": "tree") that was not measured
+ * whole ("allreduce_latency": then each takes what it measured), issue 29; report.c's
  * step_time prices them itself when none is given (the messages of one
  * sender in parallel, a ring all-reduce).
  *
@@ -50,6 +51,8 @@ static double all_reduce(const pp_jobtable *t, pp_links *l, const int *own, int 
                          double bytes)
 {
     double now = start;
+    if (t->ar_ranks) /* as measured on this link (its buckets not drawn on) */
+        return start + pp_allreduce_time(t, (uint64_t)bytes, R);
     if (t->allreduce_tree) {
         int top = 1;
         while (top * 2 < R)
@@ -97,7 +100,9 @@ int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, con
      * and whose gradients are ready before that one has ended is in flight
      * with it: they share the link and end together, as one of their summed
      * bytes from the first one's start (DDP's stages: measured 8.8 ms at 1
-     * Gbit/s, against 5.8 priced one after the other and 7.4 together) */
+     * Gbit/s, against 5.8 priced one after the other and 7.4 together).
+     * Measured all-reduces go one after the other, as ppvm runs them where
+     * each rank has a core (vm/interp.c op_reduce) */
     int g = -1; /* the group's first stage, or -1 */
     double g_start = 0, g_bytes = 0, g_end = 0;
     for (int s = 0; s <= S; s++) {
@@ -106,8 +111,8 @@ int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, con
         double ready = 0;
         for (int k = 0; k < R; k++)
             ready = at[own[k]] > ready ? at[own[k]] : ready;
-        int joins = g >= 0 && R >= 2 && R == off[g + 1] - off[g] && ready <= g_end &&
-                    !memcmp(own, owner + off[g], (size_t)R * sizeof *own);
+        int joins = g >= 0 && !t->ar_ranks && R >= 2 && R == off[g + 1] - off[g] &&
+                    ready <= g_end && !memcmp(own, owner + off[g], (size_t)R * sizeof *own);
         if (joins) { /* again from the group's start, with its buckets then */
             pp_links_copy(&l, &saved);
             g_bytes += (double)t->wbytes[s];

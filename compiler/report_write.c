@@ -130,6 +130,11 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
     else
         fprintf(f, "transfers latency %g, bandwidth unlimited%s\n", t->latency,
                 t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
+    if (t->ar_ranks)
+        fprintf(f,
+                "allreduce %g + bytes / %g bytes per time unit, as measured over %d ranks "
+                "(scaled to each stage's owners as a %s)\n",
+                t->ar_latency, t->ar_bandwidth, t->ar_ranks, t->allreduce_tree ? "tree" : "ring");
     pp_report_tensor_txt(f, r, t);
     if (r->noffload) {
         char hb[16];
@@ -401,6 +406,11 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
             r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit, r->nrecompute, r->noffload);
     fprintf(f, "  \"host_bandwidth\": %.17g,\n", t->host_bandwidth);
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
+    if (t->ar_ranks) /* a measured all-reduce only: other reports as they were */
+        fprintf(f,
+                "  \"allreduce\": {\"latency\": %.17g, \"bandwidth\": %.17g, \"ranks\": %d, "
+                "\"shape\": \"%s\"},\n",
+                t->ar_latency, t->ar_bandwidth, t->ar_ranks, t->allreduce_tree ? "tree" : "ring");
     pp_report_tensor_json(f, r, t);
     fprintf(f, "  \"makespan\": %.17g,\n  \"bubble\": %.17g,\n  \"step\": %.17g,\n", r->makespan,
             r->bubble, r->step);

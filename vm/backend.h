@@ -28,6 +28,8 @@
  *              complete; returns this rank's summed loss of the step
  *   link       --profile, after the last step: the link between ranks 0
  *              and 1 through this backend's transport (profile.h)
+ *   reduce_link --profile, after link: the data-parallel all-reduce timed
+ *              whole (profile.h's allreduce_* entries)
  *   tensor_link --profile with tensor = T > 1, after link: the all-reduce
  *              within each tensor group (profile.h's tensor entries)
  *   host_link  --profile, after tensor_link: offload's device<->host copy
@@ -135,6 +137,12 @@ struct pp_backend {
      * (profile.h's "allreduce" and "duplex"), -1 on every rank when it could
      * not (said) */
     int (*link_shape)(void *be, size_t bytes, double latency, double bandwidth, double burst);
+    /* after link_shape (NULL: not measured): 1 with *latency and *bandwidth
+     * set on rank 0 for the data-parallel all-reduce of bytes over every
+     * rank as ReduceGrads makes it (profile.h's "allreduce_latency" and
+     * "allreduce_bandwidth"), or -1 on every rank (said). The cuda backend
+     * has none yet: ppc prices its all-reduces from the link. */
+    int (*reduce_link)(void *be, size_t bytes, double *latency, double *bandwidth);
     /* 0 with tensor = 1; else 1 with *latency and *bandwidth set on rank 0
      * (its tensor group's all-reduce of bytes), or -1 on every rank (said) */
     int (*tensor_link)(void *be, size_t bytes, double *latency, double *bandwidth);

@@ -495,6 +495,13 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
                 pp_profile_link_shape(run.prof, shape);
             link = shape < 0 ? -1 : link;
         }
+        if (link > 0 && be->reduce_link) { /* issue 29: the all-reduce as the steps make it */
+            double rl = 0, rb = 0;
+            int reduce = be->reduce_link(st, pp_profile_reduce_bytes(p), &rl, &rb);
+            if (reduce > 0)
+                pp_profile_reduce(run.prof, rl, rb, (int)p->world);
+            link = reduce < 0 ? -1 : link;
+        }
         if (link >= 0 && be->tensor_link) { /* tensor = T > 1: the all-reduce's link too */
             double tl = 0, tb = 0;
             int tensor = be->tensor_link(st, pp_tensor_allreduce_bytes(&p->model), &tl, &tb);
@@ -513,9 +520,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
             pp_profile_discard(run.prof);
         else
             pp_profile_backend(run.prof, be->name);
-        if (link < 0 ||
-            pp_profile_finish(run.prof, link, latency, bandwidth, burst,
-                              be->profile_overlap)) /* frees */
+        if (link < 0 || pp_profile_finish(run.prof, link, latency, bandwidth, burst,
+                                          be->profile_overlap)) /* frees */
             rc = 1;
         run.prof = NULL;
     }

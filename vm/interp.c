@@ -72,14 +72,14 @@ typedef struct {
     void *work;  /* the workspace every F and B uses in turn; with an Overlap
                                 pair, two of them, work_stride bytes apart */
     size_t work_stride;
-    pp_progress *pg;       /* the communication thread (vm/progress.h) */
-    int *tk;               /* [nslots] the ticket of a send or receive in flight on the slot, or -1 */
-    int *red;              /* [S] the ticket of the stage's all-reduce in flight, or -1 */
-    MPI_Comm *comm;        /* [ngroups] MPI_COMM_NULL where not a member */
-    int tensor_group;      /* tensor = T > 1: the group of the last TensorReduce */
-    int tensor_lane;       /* and its lane (isa/tensor_lane.h) */
-    MPI_Comm lane1;        /* lane 1 of the tensor group (Overlap pairs), or MPI_COMM_NULL */
-    int *wsend;            /* tickets of the weight sends in flight (SendWeights) */
+    pp_progress *pg;  /* the communication thread (vm/progress.h) */
+    int *tk;          /* [nslots] the ticket of a send or receive in flight on the slot, or -1 */
+    int *red;         /* [S] the ticket of the stage's all-reduce in flight, or -1 */
+    MPI_Comm *comm;   /* [ngroups] MPI_COMM_NULL where not a member */
+    int tensor_group; /* tensor = T > 1: the group of the last TensorReduce */
+    int tensor_lane;  /* and its lane (isa/tensor_lane.h) */
+    MPI_Comm lane1;   /* lane 1 of the tensor group (Overlap pairs), or MPI_COMM_NULL */
+    int *wsend;       /* tickets of the weight sends in flight (SendWeights) */
     int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
     /* receives posted ahead (see recv_ahead): the plan's receives in order,
      * the instruction after which each one's slot is free, the next one to
@@ -287,8 +287,8 @@ static void op_send(void *be, const pp_vm_job *j)
     }
     op_slot(v, k); /* at most one transfer in flight per slot */
     if (j->in->op == PP_OP_SendWeightGrad || j->in->op == PP_OP_SendTiedGrad)
-        mpiCheck(MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-                           &r));
+        mpiCheck(
+            MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &r));
     else
         mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer, tag,
                            MPI_COMM_WORLD, &r));
@@ -351,13 +351,25 @@ static void op_recv(void *be, const pp_vm_job *j)
     v->next_recv++;
 }
 
-/* Non-blocking: the stage's gradients are waited for where they are next
- * used (op_grads) or at the end of the step. */
+/* With the communication thread, non-blocking: the stage's gradients are
+ * waited for where they are next used (op_grads) or at the end of the
+ * step, the thread progressing them meanwhile. Without it (each rank has a
+ * core), the blocking MPI_Allreduce: nothing would progress a posted one
+ * before its wait, and the plan's epilogue posts every stage's at once
+ * (lower_epilogue), which Open MPI 4.1 runs slowly: two in-place
+ * MPI_Iallreduce of 331 KB at once on 2 ranks in shared memory took
+ * 440-500 us, one after the other 200-215, and MPI_Allreduce, which picks
+ * another algorithm, 68-85 us each. */
 static void op_reduce(void *be, const pp_vm_job *j)
 {
     vm *v = be;
     MPI_Request r;
     wait_ticket(v, &v->red[j->s]);
+    if (!pp_progress_threaded()) {
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np), MPI_FLOAT,
+                               MPI_SUM, v->comm[j->in->group]));
+        return;
+    }
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np), MPI_FLOAT,
                             MPI_SUM, v->comm[j->in->group], &r));
     v->red[j->s] = hand_over(v, r);
@@ -687,6 +699,12 @@ static int cpu_link_shape(void *be, size_t bytes, double latency, double bandwid
     return pp_profile_link_shape_mpi(bytes, latency, bandwidth, burst);
 }
 
+static int cpu_reduce_link(void *be, size_t bytes, double *latency, double *bandwidth)
+{
+    (void)be;
+    return pp_profile_reduce_link_mpi(bytes, latency, bandwidth);
+}
+
 /* --profile's tensor link (issue 27): MPI_Allreduce over the rank's
  * tensor group's communicator, as tensor_allreduce makes it. */
 typedef struct {
@@ -712,7 +730,7 @@ static int cpu_tensor_link(void *be, size_t bytes, double *latency, double *band
                          v->comm[pp_tensor_group_of(v->p)]};
     if (!pp_vm_all_ok(a.buf != NULL, v->run->me, "out of memory for --profile's tensor probe"))
         return -1;
-    pp_profile_tensor_link(allreduce_mpi, &a, bytes, latency, bandwidth);
+    pp_profile_allreduce_fit(allreduce_mpi, &a, bytes, 0, latency, bandwidth);
     free(a.buf);
     return 1;
 }
@@ -740,6 +758,7 @@ const pp_backend pp_backend_cpu = {
     .end_step = cpu_end_step,
     .link = cpu_link,
     .link_shape = cpu_link_shape,
+    .reduce_link = cpu_reduce_link,
     .tensor_link = cpu_tensor_link,
     .host_link = cpu_host_link,
     .weights = pp_vm_core_weights,

@@ -26,30 +26,37 @@ struct pp_profile {
     FILE *out; /* rank 0 only */
     const char *path;
     int S, steps, me;
-    int oom;      /* a sample could not be kept: pp_profile_finish fails on every rank */
-    samples *t;   /* [PP_PROF_DIRS * S] */
-    double *busy; /* [steps] this rank's time in jobs and optimizer steps, per step */
-    double *span; /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
-    char model[1024];  /* the plan's model in words (isa/model_words.h) */
-    char backend[16];  /* pp_profile_backend's */
+    int oom;          /* a sample could not be kept: pp_profile_finish fails on every rank */
+    samples *t;       /* [PP_PROF_DIRS * S] */
+    double *busy;     /* [steps] this rank's time in jobs and optimizer steps, per step */
+    double *span;     /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
+    char model[1024]; /* the plan's model in words (isa/model_words.h) */
+    char backend[16]; /* pp_profile_backend's */
     /* pp_profile_tensor's (issue 27): the tensor link, when measured */
     int has_tensor;
     double tensor_latency, tensor_bandwidth;
     int shape; /* pp_profile_link_shape's (issue 29): -1 unknown, else PP_LINK_* flags */
+    /* pp_profile_reduce's (issue 29): the data-parallel all-reduce; 0 ranks: not measured */
+    int reduce_ranks;
+    double reduce_latency, reduce_bandwidth;
     /* pp_profile_host's (issue 26): offload's host link, when measured */
     int has_host;
     double host_bandwidth;
 };
 
-void pp_profile_link_shape(pp_profile *pr, int shape)
-{
-    pr->shape = shape;
-}
+void pp_profile_link_shape(pp_profile *pr, int shape) { pr->shape = shape; }
 
 void pp_profile_host(pp_profile *pr, double bandwidth)
 {
     pr->has_host = 1;
     pr->host_bandwidth = bandwidth;
+}
+
+void pp_profile_reduce(pp_profile *pr, double latency, double bandwidth, int ranks)
+{
+    pr->reduce_ranks = ranks;
+    pr->reduce_latency = latency;
+    pr->reduce_bandwidth = bandwidth;
 }
 
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth)
@@ -180,6 +187,17 @@ size_t pp_profile_probe_bytes(const pp_plan *p)
     /* twice the largest message, and well past a shaping token bucket's
      * burst (pp_profile_link); an MPI count is an int */
     bytes = 2 * bytes > PP_PROBE_MIN_BYTES ? 2 * bytes : PP_PROBE_MIN_BYTES;
+    return bytes < ((size_t)1 << 28) ? bytes : (size_t)1 << 28;
+}
+
+size_t pp_profile_reduce_bytes(const pp_plan *p)
+{
+    size_t bytes = 0;
+    for (uint32_t s = 0; s < p->S; s++) {
+        size_t g = pp_stage_param_count(&p->model, (int)p->S, (int)s) * sizeof(float);
+        bytes = g > bytes ? g : bytes;
+    }
+    bytes = bytes > 4096 ? bytes : 4096; /* past the 8 bytes the latency is taken at */
     return bytes < ((size_t)1 << 28) ? bytes : (size_t)1 << 28;
 }
 
@@ -331,6 +349,11 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
             fprintf(pr->out, ",\n  \"allreduce\": \"%s\",\n  \"duplex\": \"%s\"",
                     pr->shape & PP_LINK_TREE ? "tree" : "ring",
                     pr->shape & PP_LINK_HALF ? "half" : "full");
+        if (link && pr->reduce_ranks)
+            fprintf(pr->out,
+                    ",\n  \"allreduce_latency\": %.9g,\n  \"allreduce_bandwidth\": %.9g,\n  "
+                    "\"allreduce_ranks\": %d",
+                    pr->reduce_latency, pr->reduce_bandwidth, pr->reduce_ranks);
         if (pr->has_tensor)
             fprintf(pr->out, ",\n  \"tensor_latency\": %.9g,\n  \"tensor_bandwidth\": %.9g",
                     pr->tensor_latency, pr->tensor_bandwidth);
@@ -476,8 +499,7 @@ static double round_trip_mpi(void *ctx, size_t bytes)
     return MPI_Wtime() - t0;
 }
 
-int pp_profile_link_mpi(size_t bytes, size_t msg, double *latency, double *bandwidth,
-                        double *burst)
+int pp_profile_link_mpi(size_t bytes, size_t msg, double *latency, double *bandwidth, double *burst)
 {
     int me, size;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));

@@ -36,7 +36,17 @@
  *              nearer the two directions in turn or at once (TCP over tc
  *              tbf at 200 Mbit/s: in turn, its acknowledgements queued
  *              behind the other direction's data)
- * latency, bandwidth, burst, allreduce and duplex are left out with a single rank
+ *   allreduce_latency, allreduce_bandwidth, allreduce_ranks
+ *              (cpu backend, 2 ranks or more) the data-parallel all-reduce
+ *              timed whole, as ReduceGrads makes it (in place over every
+ *              rank, through the communication thread): the median of 21
+ *              of 8 bytes, and bytes / (the median of n bytes - that) for n
+ *              the largest stage's fp32 gradients (pp_profile_reduce_bytes);
+ *              allreduce_ranks the ranks it ran over. ppc --costs prices
+ *              each data-parallel all-reduce with them (Open MPI's
+ *              shared-memory all-reduce moved a third of what latency and
+ *              bandwidth give a ring)
+ * latency, bandwidth, burst, allreduce, duplex and allreduce_* are left out with a single rank
  * (nothing moves).
  *   tensor_latency, tensor_bandwidth
  *              tensor = T > 1 only (issue 27): rank 0's tensor group's
@@ -114,14 +124,30 @@ void pp_profile_backend(pp_profile *pr, const char *name);
 /* The tensor link (profile_tensor.c): one all-reduce of `bytes` over this
  * rank's tensor group, returning the seconds it took. */
 typedef double (*pp_allreduce_probe)(void *ctx, size_t bytes);
-/* Times ar as the header says ("tensor_latency", "tensor_bandwidth").
- * Collective over every rank's tensor group: each member calls it with the
- * same bytes. */
-void pp_profile_tensor_link(pp_allreduce_probe ar, void *ctx, size_t bytes, double *latency,
-                            double *bandwidth);
+/* Times ar as the header says (profile_allreduce.c): *latency the time of
+ * 8 bytes, *bandwidth bytes over the rest of the time of `bytes`, each the
+ * fastest of 21 ("tensor_latency", "tensor_bandwidth") or with `median`
+ * the median ("allreduce_latency", "allreduce_bandwidth"). Collective over
+ * the group ar reduces over: each member calls it with the same bytes. */
+void pp_profile_allreduce_fit(pp_allreduce_probe ar, void *ctx, size_t bytes, int median,
+                              double *latency, double *bandwidth);
 /* What pp_profile_finish writes as "tensor_latency" and "tensor_bandwidth"
  * (rank 0's values count); not called: neither is written. */
 void pp_profile_tensor(pp_profile *pr, double latency, double bandwidth);
+
+/* The data-parallel all-reduce's size: the largest stage's fp32
+ * gradients (what a ReduceGrads moves), at least 4 KiB, at most 256 MiB. */
+size_t pp_profile_reduce_bytes(const pp_plan *p);
+/* The cpu backend's data-parallel all-reduce (profile_shape.c): an
+ * in-place all-reduce over MPI_COMM_WORLD through the communication thread
+ * (op_reduce's path), fitted with the medians; collective. 0 with one
+ * rank; 1 with *latency and *bandwidth set; -1 on every rank when one has
+ * no memory for it (said). */
+int pp_profile_reduce_link_mpi(size_t bytes, double *latency, double *bandwidth);
+/* What pp_profile_finish writes as "allreduce_latency",
+ * "allreduce_bandwidth" and "allreduce_ranks" (rank 0's values count); not
+ * called: none is written. */
+void pp_profile_reduce(pp_profile *pr, double latency, double bandwidth, int ranks);
 
 /* The link's shape (profile_shape.c): flags of */
 #define PP_LINK_TREE 1 /* the all-reduce moves as a tree ("allreduce": "tree", else "ring") */
@@ -132,8 +158,8 @@ void pp_profile_link_shape(pp_profile *pr, int shape);
 /* Collective over every rank: 1 (on rank 0) when an all-reduce of `bytes`
  * by ar over R ranks takes nearer a tree's time than a ring's, from the
  * link's latency, bandwidth and burst (rank 0's count); else 0. */
-int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R,
-                              double latency, double bandwidth, double burst);
+int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R, double latency,
+                              double bandwidth, double burst);
 /* The cpu backend's link shape over MPI, collective: PP_LINK_HALF when an
  * exchange of `bytes` between ranks 0 and 1 (both sending at once, through
  * the communication thread) is nearer one direction after the other than

@@ -1,7 +1,8 @@
 /* profile_shape.c - ppvm --profile's "allreduce" and "duplex" (profile.h,
  * issue 29): how the link carries what the steps send, told apart by
  * timing it against what the measured latency, bandwidth and burst predict
- * for each shape (link_fit.h).
+ * for each shape (link_fit.h); and the cpu backend's data-parallel
+ * all-reduce timed whole ("allreduce_latency", "allreduce_bandwidth").
  *
  * Why measure them: Open MPI 4.1's in-place MPI_Iallreduce (the cpu
  * backend's, vm/interp.c op_reduce) is a binomial reduce then broadcast, in
@@ -51,7 +52,8 @@ int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, in
 static double allreduce_world(void *ctx, size_t bytes)
 {
     double t0 = MPI_Wtime();
-    /* in place and through the communication thread, as op_reduce's */
+    /* as op_reduce makes it: through the communication thread when one
+     * runs, else the blocking MPI_Allreduce */
     pp_progress_allreduce(MPI_IN_PLACE, ctx, (int)(bytes / sizeof(float)), MPI_FLOAT, MPI_SUM,
                           MPI_COMM_WORLD);
     return MPI_Wtime() - t0;
@@ -122,4 +124,24 @@ int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, do
     free(x.out);
     free(x.in);
     return shape;
+}
+
+/* The median, not the fastest as the tensor link takes: a step's
+ * all-reduce meets what the probe's do (Open MPI's shared-memory
+ * all-reduce of 331 KB here: fastest 88-113 us, median 120-130, against
+ * the 36 us the link's rate gives a ring), and the steps' F, B and O are
+ * medians too. */
+int pp_profile_reduce_link_mpi(size_t bytes, double *latency, double *bandwidth)
+{
+    int me, size;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (size < 2)
+        return 0;
+    float *buf = calloc(bytes / sizeof(float) + 2, sizeof(float));
+    if (!pp_vm_all_ok(buf != NULL, me, "out of memory for --profile's all-reduce probe"))
+        return -1;
+    pp_profile_allreduce_fit(allreduce_world, buf, bytes, 1, latency, bandwidth);
+    free(buf);
+    return 1;
 }

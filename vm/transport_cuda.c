@@ -730,7 +730,7 @@ int cvm_tensor_link(cuda_vm *v, size_t bytes, double *latency, double *bandwidth
     cudaCheck(cudaMalloc(&dev, bytes > 8 ? bytes : 8));
     cudaCheck(cudaMemset(dev, 0, bytes > 8 ? bytes : 8));
     t.dev = dev;
-    pp_profile_tensor_link(allreduce_cuda, &t, bytes, latency, bandwidth);
+    pp_profile_allreduce_fit(allreduce_cuda, &t, bytes, 0, latency, bandwidth);
     cudaCheck(cudaFree(t.dev));
     return 1;
 }

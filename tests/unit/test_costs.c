@@ -190,7 +190,8 @@ START_TEST(test_unknown_key)
            "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
            "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
            "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\", \"ranks_per_core\", "
-           "\"burst\", \"allreduce\" or \"duplex\"");
+           "\"burst\", \"allreduce\", \"duplex\", \"allreduce_latency\", "
+           "\"allreduce_bandwidth\" or \"allreduce_ranks\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -708,6 +709,40 @@ START_TEST(test_burst_allreduce_keys)
 }
 END_TEST
 
+/* "allreduce_latency", "allreduce_bandwidth" (numbers >= 0) and
+ * "allreduce_ranks" (a whole number >= 2): one measured all-reduce, so the
+ * three together or none. */
+START_TEST(test_measured_allreduce_keys)
+{
+    pp_costs c;
+    ok(&c, "{\"allreduce_latency\": 2e-6, \"allreduce_bandwidth\": 3e9, \"allreduce_ranks\": 4}");
+    ck_assert_double_eq(c.allreduce_latency, 2e-6);
+    ck_assert_double_eq(c.allreduce_bandwidth, 3e9);
+    ck_assert_int_eq(c.allreduce_ranks, 4);
+    pp_costs_free(&c);
+    ok(&c, "{\"F\": 1}");
+    ck_assert_int_eq(c.allreduce_ranks, 0);
+    pp_costs_free(&c);
+    err_at("{\"allreduce_latency\": 1, \"allreduce_ranks\": 2}", "1:2",
+           "\"allreduce_latency\", \"allreduce_bandwidth\" and \"allreduce_ranks\" go together "
+           "(one measured all-reduce), but \"allreduce_bandwidth\" is missing");
+    err_at("{\"F\": 1, \"allreduce_ranks\": 2}", "1:10",
+           "\"allreduce_latency\", \"allreduce_bandwidth\" and \"allreduce_ranks\" go together "
+           "(one measured all-reduce), but \"allreduce_latency\" is missing");
+    err_at("{\"allreduce_ranks\": 1}", "1:21",
+           "expected a whole number of ranks in [2, 2147483647] for \"allreduce_ranks\", found 1");
+    err_at(
+        "{\"allreduce_ranks\": 2.5}", "1:21",
+        "expected a whole number of ranks in [2, 2147483647] for \"allreduce_ranks\", found 2.5");
+    err_at("{\"allreduce_ranks\": \"2\"}", "1:21",
+           "expected a whole number of ranks for \"allreduce_ranks\", found a string");
+    err_at("{\"allreduce_latency\": -1}", "1:23",
+           "expected a number >= 0 for \"allreduce_latency\", found -1");
+    err_at("{\"allreduce_bandwidth\": null}", "1:25",
+           "expected a number for \"allreduce_bandwidth\", found null");
+}
+END_TEST
+
 /* The links' token buckets (link_bucket.h): burst 100 bytes, 10 bytes a
  * second, latency 1 s, 3 workers. */
 START_TEST(test_bucket)
@@ -851,6 +886,41 @@ START_TEST(test_link_prices)
 }
 END_TEST
 
+/* A measured all-reduce (--costs "allreduce_latency", ...) prices DDP's
+ * two all-reduces itself, on a shaped link too; measured over more ranks
+ * than a stage has owners, it scales as a ring's (a tree's) time does. */
+START_TEST(test_measured_allreduce_prices)
+{
+    /* DDP S=2 B=2, jobs of 1 s: the all-reduces start at 4; a ring of 2 at
+     * 1000 bytes/s moves g / 1000 for a stage of g bytes, so r - 4 is
+     * (g0 + g1) / 1000 */
+    double r = step_with("ddp.pp", 2, "{\"F\": 1, \"B\": 1, \"bandwidth\": 1000}");
+    ck_assert_msg(r > 5, "the ring's all-reduces priced at nothing: %g", r);
+    const char *two = "{\"F\": 1, \"B\": 1, \"bandwidth\": 1e9, \"allreduce_latency\": 0.5, "
+                      "\"allreduce_bandwidth\": 1000, \"allreduce_ranks\": 2}";
+    /* each all-reduce 0.5 + g / 1000, one after the other; the link's own
+     * bandwidth (1e9) plays no part */
+    ck_assert_double_eq_tol(step_with("ddp.pp", 2, two), 4 + 2 * 0.5 + (r - 4), 1e-9);
+    /* the same when the link has a shape: the measured time, not the buckets */
+    const char *shaped =
+        "{\"F\": 1, \"B\": 1, \"bandwidth\": 1e9, \"burst\": 4096, \"duplex\": \"half\", "
+        "\"allreduce_latency\": 0.5, \"allreduce_bandwidth\": 1000, \"allreduce_ranks\": 2}";
+    ck_assert_double_eq_tol(schedule_with("ddp.pp", 2, shaped), 4 + 2 * 0.5 + (r - 4), 1e-9);
+    /* measured over 4 ranks: a ring's 2 (R - 1) / R is 3/2 there, 1 here */
+    const char *four = "{\"F\": 1, \"B\": 1, \"allreduce_latency\": 0.5, "
+                       "\"allreduce_bandwidth\": 1000, \"allreduce_ranks\": 4}";
+    ck_assert_double_eq_tol(step_with("ddp.pp", 2, four), 4 + (2 * 0.5 + (r - 4)) / 1.5, 1e-9);
+    /* a tree's 2 ceil(log2 R) messages: 4 there, 2 here */
+    const char *tree = "{\"F\": 1, \"B\": 1, \"allreduce\": \"tree\", \"allreduce_latency\": 0.5, "
+                       "\"allreduce_bandwidth\": 1000, \"allreduce_ranks\": 4}";
+    ck_assert_double_eq_tol(step_with("ddp.pp", 2, tree), 4 + (2 * 0.5 + (r - 4)) / 2, 1e-9);
+    /* a bandwidth of 0 is unlimited: the latency alone */
+    const char *free_bytes = "{\"F\": 1, \"B\": 1, \"allreduce_latency\": 0.5, "
+                             "\"allreduce_bandwidth\": 0, \"allreduce_ranks\": 2}";
+    ck_assert_double_eq_tol(step_with("ddp.pp", 2, free_bytes), 4 + 2 * 0.5, 1e-9);
+}
+END_TEST
+
 /* The link probe's fit (vm/link_fit.h) on a modelled tbf link: latency L,
  * rate r, burst b; a large message takes L + (m - b) / r. */
 START_TEST(test_link_fit)
@@ -900,11 +970,13 @@ Suite *costs_suite(void)
     tcase_add_test(keys, test_measured_on);
     tcase_add_test(keys, test_costs_of_another_model);
     tcase_add_test(keys, test_burst_allreduce_keys);
+    tcase_add_test(keys, test_measured_allreduce_keys);
     suite_add_tcase(s, keys);
 
     TCase *link = tcase_create("link");
     tcase_add_test(link, test_bucket);
     tcase_add_test(link, test_link_prices);
+    tcase_add_test(link, test_measured_allreduce_prices);
     tcase_add_test(link, test_link_fit);
     suite_add_tcase(s, link);
 

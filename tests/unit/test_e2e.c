@@ -676,6 +676,13 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_msg(strstr(json, "\"allreduce\": \"tree\"") ||
                       strstr(json, "\"allreduce\": \"ring\""),
                   "no \"allreduce\": \"tree\" or \"ring\" in:\n%s", json);
+    /* and the data-parallel all-reduce timed whole, over the 4 ranks */
+    ck_assert_int_eq(profile_values(json, "allreduce_latency", v, 8), 1);
+    ck_assert_msg(v[0] >= 0 && v[0] < 0.1, "allreduce_latency %g s", v[0]);
+    ck_assert_int_eq(profile_values(json, "allreduce_bandwidth", v, 8), 1);
+    ck_assert_msg(v[0] > 0, "allreduce_bandwidth %g", v[0]);
+    ck_assert_int_eq(profile_values(json, "allreduce_ranks", v, 8), 1);
+    ck_assert_double_eq(v[0], 4);
     /* the cpu backend runs an overlapped pair's jobs in turn: overlap 1 */
     ck_assert_int_eq(profile_values(json, "overlap", v, 8), 1);
     ck_assert_double_eq(v[0], 1);
@@ -700,6 +707,8 @@ START_TEST(profile_feeds_the_simulator)
              PP_ROOT, PP_ROOT, dir, dir, dir);
     out = run_expect(cmd, 0);
     ck_assert_msg(strstr(out, "--costs ") && strstr(out, "c.json"), "%s", out);
+    ck_assert_msg(strstr(out, "\nallreduce ") && strstr(out, "as measured over 4 ranks"),
+                  "no measured all-reduce line in:\n%s", out);
     /* its step: the makespan, then the optimizer steps at least */
     double makespan = atof(strstr(out, "makespan  ") + 10), step = atof(strstr(out, "\nstep ") + 6);
     ck_assert_msg(step > makespan, "step %g, makespan %g\n%s", step, makespan, out);
