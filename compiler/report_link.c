@@ -46,13 +46,12 @@ static double round_of(const pp_jobtable *t, pp_links *l, const int *owner, int 
     return end;
 }
 
-/* One all-reduce of `bytes` over own[0..R) starting at `start`: its end. */
-static double all_reduce(const pp_jobtable *t, pp_links *l, const int *own, int R, double start,
-                         double bytes)
+/* The rounds of one all-reduce of `bytes` over own[0..R) through the
+ * links from `start`: their end. */
+static double rounds(const pp_jobtable *t, pp_links *l, const int *own, int R, double start,
+                     double bytes)
 {
     double now = start;
-    if (t->ar_ranks) /* as measured on this link (its buckets not drawn on) */
-        return start + pp_allreduce_time(t, (uint64_t)bytes, R);
     if (t->allreduce_tree) {
         int top = 1;
         while (top * 2 < R)
@@ -68,18 +67,45 @@ static double all_reduce(const pp_jobtable *t, pp_links *l, const int *own, int 
     return now;
 }
 
+/* One all-reduce of `bytes` over own[0..R) starting at `start`: its end.
+ * A measured one (pp_allreduce_time) was timed back to back, through
+ * drained buckets: it takes that less what the buckets hold now save, the
+ * difference between its rounds priced from them and from empty ones
+ * (`empty`: scratch links). At 200 Mbit/s with a 60 KB burst DDP's
+ * all-reduces came 5 ms (12%) under the measured time. */
+static double all_reduce(const pp_jobtable *t, pp_links *l, pp_links *empty, const int *own, int R,
+                         double start, double bytes)
+{
+    if (!t->ar_ranks)
+        return rounds(t, l, own, R, start, bytes);
+    pp_links_copy(empty, l);
+    for (int w = 0; w < empty->W; w++) {
+        empty->bk[w].level = 0;
+        empty->bk[w].at = empty->bk[w].at > start ? empty->bk[w].at : start;
+    }
+    double drained = rounds(t, empty, own, R, start, bytes),
+           now = rounds(t, l, own, R, start, bytes);
+    return start + pp_allreduce_time(t, (uint64_t)bytes, R) - (drained - now);
+}
+
 int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, const int *owner,
                        const int *off)
 {
     const pp_jobspace *js = &t->js;
     int W = t->W, S = js->S, N = job_count(js);
-    pp_links l, saved; /* the links, and a copy */
+    pp_links l, saved, empty; /* the links, a copy, scratch */
     unsigned char *sent = calloc((size_t)W * (size_t)S, 1);
     if (!sent || pp_links_init(&l, t)) {
         free(sent);
         return -1;
     }
     if (pp_links_init(&saved, t)) {
+        pp_links_free(&l);
+        free(sent);
+        return -1;
+    }
+    if (pp_links_init(&empty, t)) {
+        pp_links_free(&saved);
         pp_links_free(&l);
         free(sent);
         return -1;
@@ -116,7 +142,7 @@ int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, con
         if (joins) { /* again from the group's start, with its buckets then */
             pp_links_copy(&l, &saved);
             g_bytes += (double)t->wbytes[s];
-            g_end = all_reduce(t, &l, owner + off[g], R, g_start, g_bytes);
+            g_end = all_reduce(t, &l, &empty, owner + off[g], R, g_start, g_bytes);
             continue;
         }
         if (g >= 0) /* the group ends */
@@ -131,10 +157,11 @@ int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, con
         g = s;
         g_start = ready;
         g_bytes = (double)t->wbytes[s];
-        g_end = all_reduce(t, &l, own, R, g_start, g_bytes);
+        g_end = all_reduce(t, &l, &empty, own, R, g_start, g_bytes);
     }
     pp_links_free(&l);
     pp_links_free(&saved);
+    pp_links_free(&empty);
     free(sent);
     return 0;
 }
