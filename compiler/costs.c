@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,13 +41,15 @@ enum {
     KEY_ALLREDUCE_LATENCY, /* the data-parallel all-reduce as measured */
     KEY_ALLREDUCE_BANDWIDTH,
     KEY_ALLREDUCE_RANKS,
+    KEY_PROGRESS, /* whether transfers move while their receiver computes */
     NKEYS
 };
 /* clang-format off */
 static const char *const key_names[NKEYS] = {
     "F", "B", "W", "O", "latency", "bandwidth", "unit", "overlap", "measured", "cores",
     "tensor_latency", "tensor_bandwidth", "host_bandwidth", "model", "backend", "ranks_per_core",
-    "burst", "allreduce", "duplex", "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks"};
+    "burst", "allreduce", "duplex", "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks",
+    "progress"};
 /* clang-format on */
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
@@ -317,6 +320,34 @@ static int read_whole(const ctx *x, int k, const json_t *v, int least, const cha
     return 0;
 }
 
+/* The keys that take one of two words: the word for 0 (the default) and
+ * the word for 1, and the flag they set. */
+static const struct {
+    int key;
+    const char *no, *yes;
+    size_t flag; /* offsetof the int in pp_costs */
+} two_words[] = {
+    {KEY_ALLREDUCE, "ring", "tree", offsetof(pp_costs, allreduce_tree)},
+    {KEY_DUPLEX, "full", "half", offsetof(pp_costs, half_duplex)},
+    {KEY_PROGRESS, "always", "wait", offsetof(pp_costs, recv_waits)},
+};
+
+static int read_word(const ctx *x, int k, const json_t *v, pp_costs *c)
+{
+    size_t i = 0;
+    while (two_words[i].key != k)
+        i++;
+    char q[160];
+    const char *a = json_is_string(v) ? json_string_value(v) : NULL, *no = two_words[i].no,
+               *yes = two_words[i].yes;
+    if (!a || (strcmp(a, no) && strcmp(a, yes)))
+        return bad(x, locate(x, key_names[k], 0, -1),
+                   "expected \"%s\" or \"%s\" for \"%s\", found %s", no, yes, key_names[k],
+                   a ? quote(a, q) : kind_name(v));
+    *(int *)((char *)c + two_words[i].flag) = !strcmp(a, yes);
+    return 0;
+}
+
 /* "model" and "backend": a non-empty string, kept (caller frees). */
 static int read_words(const ctx *x, int k, const json_t *v, char **out)
 {
@@ -374,7 +405,8 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
                 "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\", "
                 "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\", "
                 "\"ranks_per_core\", \"burst\", \"allreduce\", \"duplex\", "
-                "\"allreduce_latency\", \"allreduce_bandwidth\" or \"allreduce_ranks\"",
+                "\"allreduce_latency\", \"allreduce_bandwidth\", \"allreduce_ranks\" or "
+                "\"progress\"",
                 quote(key, q));
             goto out;
         }
@@ -421,18 +453,9 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->bandwidth) != 0)
                 goto out;
             c->has_bandwidth = 1;
-        } else if (k == KEY_ALLREDUCE || k == KEY_DUPLEX) {
-            char q[160];
-            const char *a = json_is_string(v) ? json_string_value(v) : NULL;
-            const char *no = k == KEY_DUPLEX ? "full" : "ring",
-                       *yes = k == KEY_DUPLEX ? "half" : "tree";
-            if (!a || (strcmp(a, no) && strcmp(a, yes))) {
-                bad(&x, locate(&x, key_names[k], 0, -1),
-                    "expected \"%s\" or \"%s\" for \"%s\", found %s", no, yes, key_names[k],
-                    a ? quote(a, q) : kind_name(v));
+        } else if (k == KEY_ALLREDUCE || k == KEY_DUPLEX || k == KEY_PROGRESS) {
+            if (read_word(&x, k, v, c) != 0)
                 goto out;
-            }
-            *(k == KEY_DUPLEX ? &c->half_duplex : &c->allreduce_tree) = !strcmp(a, yes);
         } else if (k == KEY_ALLREDUCE_LATENCY || k == KEY_ALLREDUCE_BANDWIDTH) {
             if (read_nonneg(&x, k, v,
                             k == KEY_ALLREDUCE_LATENCY ? &c->allreduce_latency

@@ -23,6 +23,10 @@
  *                               rate); over R ranks, scaled as a ring's time (a tree's with
  *                               "allreduce": "tree") scales; the three go together. Without
  *                               them the all-reduce is priced as its messages over the link
+ *     "progress": "wait",       "always" (absent: transfers move while their receiver computes,
+ *                               as the seed's prefetch thread moves them) or "wait" (they move
+ *                               only while their receiver waits: the cpu backend without its
+ *                               communication thread; sim.h)
  *     "host_bandwidth": 1e10,   bytes per time unit of offload's device<->host copies
  *     "unit": "s",              what the times are in: "s", "ms", "us" or "ns"
  *     "overlap": 0.6,           an overlapped pair takes max(tF, tB) + 0.6 * min(tF, tB);
@@ -80,6 +84,7 @@ typedef struct {
      * (allreduce_ranks 0) */
     double allreduce_latency, allreduce_bandwidth;
     int allreduce_ranks;
+    int recv_waits; /* "progress": "wait" (1) or "always" (0, also when absent) */
 } pp_costs;
 
 /* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for

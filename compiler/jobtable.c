@@ -617,6 +617,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->burst = measured && measured->has_burst ? measured->burst : 0;
     t->allreduce_tree = measured && measured->allreduce_tree;
     t->half_duplex = measured && measured->half_duplex;
+    t->recv_waits = measured && measured->recv_waits;
     if (measured && measured->allreduce_ranks) {
         t->ar_latency = measured->allreduce_latency;
         t->ar_bandwidth = measured->allreduce_bandwidth;

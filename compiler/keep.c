@@ -82,7 +82,7 @@ int pp_keep_retime(const pp_jobtable *t, const pp_sim_result *sim, pp_sim_result
         fetch[j] = pp_job_fetches(t, j) ? t->fetch[j] : 0;
     pp_sim_input in = {t->js, t->W,    t->worker, pos,         t->cost,    1,
                        NULL,  t->xfer, fetch,     t->pairable, t->overlap, t->cores,
-                       t->offload, t->hcopy, sim->reload_ahead};
+                       t->offload, t->hcopy, sim->reload_ahead, t->recv_waits};
     rc = pp_simulate(&in, out) == 0 ? 0 : -1;
 out:
     free(fetch);

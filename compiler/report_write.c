@@ -125,11 +125,13 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                   "fetches move; gradients stay fp32"
                 : "jobs compute with and fetches move the fp32 weights");
     if (t->bandwidth > 0)
-        fprintf(f, "transfers latency %g + bytes / %g bytes per time unit\n", t->latency,
-                t->bandwidth);
+        fprintf(f, "transfers latency %g + bytes / %g bytes per time unit%s\n", t->latency,
+                t->bandwidth, t->recv_waits ? ", moving only while the receiver waits" : "");
     else
         fprintf(f, "transfers latency %g, bandwidth unlimited%s\n", t->latency,
-                t->latency == 0 ? " (hidden by prefetching, as the seed assumes)" : "");
+                t->recv_waits     ? ", moving only while the receiver waits"
+                : t->latency == 0 ? " (hidden by prefetching, as the seed assumes)"
+                                  : "");
     if (t->ar_ranks)
         fprintf(f,
                 "allreduce %g + bytes / %g bytes per time unit, as measured over %d ranks "
@@ -406,6 +408,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
             r->S, r->B, r->W, r->split ? "true" : "false", r->nsplit, r->nrecompute, r->noffload);
     fprintf(f, "  \"host_bandwidth\": %.17g,\n", t->host_bandwidth);
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
+    if (t->recv_waits) /* --costs "progress": "wait" only */
+        fprintf(f, "  \"progress\": \"wait\",\n");
     if (t->ar_ranks) /* a measured all-reduce only: other reports as they were */
         fprintf(f,
                 "  \"allreduce\": {\"latency\": %.17g, \"bandwidth\": %.17g, \"ranks\": %d, "

@@ -155,6 +155,16 @@ static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, 
     return t > f ? t : f;
 }
 
+/* recv_waits (sim.h): the earliest job j can start on a worker free at
+ * `free`, its input and weights moving only once it waits for them; 0
+ * without the rule. */
+static double receiver_moves(const pp_sim_input *in, int j, double free)
+{
+    if (!in->recv_waits || j < 0)
+        return 0;
+    return free + (in->xfer ? in->xfer[j] : 0) + (in->fetch ? in->fetch[j] : 0);
+}
+
 /* The same over both of j's predecessors: a recomputed B also waits for
  * its R (on its own worker: no transfer). */
 static double ready_all(const pp_sim_input *in, pp_sim_result *r, int j)
@@ -366,7 +376,8 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
                 heap_pop(&g.k, &h->h[p]);
                 break;
             }
-        r->start[j] = cores_start(&g.cores, best.t);
+        double moved = receiver_moves(in, j, g.free_at[w]);
+        r->start[j] = cores_start(&g.cores, moved > best.t ? moved : best.t);
         r->end[j] = r->start[j] + in->cost[j];
         cores_take(&g.cores, r->end[j]);
         g.free_at[w] = r->end[j];
@@ -477,10 +488,11 @@ static double strict_ready(const pp_sim_input *in, pp_sim_result *r, int w, int 
     int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
     pp_sim_offload_before(in, r, j, t); /* the Reloads the plan puts before them */
     pp_sim_offload_before(in, r, q, t);
+    double free = t;
     for (int i = 0; i < n; i++) {
-        double ready = ready_all(in, r, jobs[i]);
-        if (ready > t)
-            t = ready;
+        double ready = ready_all(in, r, jobs[i]), moved = receiver_moves(in, jobs[i], free);
+        t = ready > t ? ready : t;
+        t = moved > t ? moved : t;
     }
     return t;
 }

@@ -32,6 +32,12 @@
  * crossing workers), and not before fetch[j] after its predecessor starts
  * (its weights, fetched by the seed's prefetch thread, which sees the job
  * coming when its predecessor starts; from time 0 for a first forward).
+ * With recv_waits (--costs "progress": "wait") transfers move only while
+ * their receiver waits, as Open MPI moves a message past its eager limit
+ * on the cpu backend without the communication thread (the receiver
+ * copies it inside an MPI call): a job also starts no sooner than
+ * xfer[j] + fetch[j] after its worker is free. FSDP S=2 B=2's second
+ * forward waited 70 us for weights the model had fetched during the first.
  *
  * Overlapped pairs (strict order only; `overlap F with B when EXPR`): in
  * each worker's order, scanning from the front, a job and the one after it
@@ -84,6 +90,7 @@ typedef struct {
     const unsigned char *offload;
     const double *hcopy;
     int reload_ahead; /* the plan's Reloads go this many jobs before B (ppc --prefetch) */
+    int recv_waits;   /* transfers move only while their receiver waits (above) */
 } pp_sim_input;
 
 typedef struct {

@@ -134,8 +134,9 @@ struct pp_backend {
     /* after link, when it returned 1 (NULL: not measured): on rank 0
      * PP_LINK_TREE when the data-parallel all-reduce moves as a tree (else
      * a ring) | PP_LINK_HALF when the two directions of the link share it
-     * (profile.h's "allreduce" and "duplex"), -1 on every rank when it could
-     * not (said) */
+     * | PP_LINK_WAITS when transfers move only while their receiver waits
+     * (profile.h's "allreduce", "duplex" and "progress"), -1 on every rank
+     * when it could not (said) */
     int (*link_shape)(void *be, size_t bytes, double latency, double bandwidth, double burst);
     /* after link_shape (NULL: not measured): 1 with *latency and *bandwidth
      * set on rank 0 for the data-parallel all-reduce of bytes over every

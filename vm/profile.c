@@ -346,9 +346,11 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g,\n  \"burst\": %.9g",
                     latency, bandwidth, burst);
         if (link && pr->shape >= 0)
-            fprintf(pr->out, ",\n  \"allreduce\": \"%s\",\n  \"duplex\": \"%s\"",
+            fprintf(pr->out,
+                    ",\n  \"allreduce\": \"%s\",\n  \"duplex\": \"%s\",\n  \"progress\": \"%s\"",
                     pr->shape & PP_LINK_TREE ? "tree" : "ring",
-                    pr->shape & PP_LINK_HALF ? "half" : "full");
+                    pr->shape & PP_LINK_HALF ? "half" : "full",
+                    pr->shape & PP_LINK_WAITS ? "wait" : "always");
         if (link && pr->reduce_ranks)
             fprintf(pr->out,
                     ",\n  \"allreduce_latency\": %.9g,\n  \"allreduce_bandwidth\": %.9g,\n  "

@@ -120,6 +120,8 @@ int pp_profile_link_shape_mpi(size_t bytes, double latency, double bandwidth, do
         shape |= PP_LINK_HALF;
     if (pp_profile_allreduce_kind(allreduce_world, buf, bytes / 2, size, latency, bandwidth, burst))
         shape |= PP_LINK_TREE;
+    if (!pp_progress_threaded()) /* no thread drives Open MPI while the rank computes */
+        shape |= PP_LINK_WAITS;
     free(buf);
     free(x.out);
     free(x.in);

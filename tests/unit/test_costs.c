@@ -191,7 +191,7 @@ START_TEST(test_unknown_key)
            "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
            "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\", \"ranks_per_core\", "
            "\"burst\", \"allreduce\", \"duplex\", \"allreduce_latency\", "
-           "\"allreduce_bandwidth\" or \"allreduce_ranks\"");
+           "\"allreduce_bandwidth\", \"allreduce_ranks\" or \"progress\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -926,6 +926,75 @@ START_TEST(test_measured_allreduce_prices)
 }
 END_TEST
 
+/* The jobs of worker w in report.json order: start times, into at[]. */
+static int job_starts(const char *file, const char *json, int w, double *at, int max)
+{
+    char *dir = temp_dir(), path[600], sched[600];
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    snprintf(sched, sizeof sched, "%s/schedules/%s", PP_ROOT, file);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(json, f);
+    fclose(f);
+    pp_define defs[] = {{"S", 2}, {"B", 2}};
+    pp_compile_opts o = pp_compile_defaults();
+    o.path = sched;
+    o.defs = defs;
+    o.ndefs = 2;
+    o.costs = path;
+    o.stop_after = PP_STAGE_REPORT;
+    o.capture = 1;
+    pp_compiled c;
+    ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s with %s: %s", file, json, c.msgs);
+    int n = 0;
+    for (int k = c.sim.off[w]; k < c.sim.off[w + 1] && n < max; k++)
+        at[n++] = c.sim.start[c.sim.order[k]];
+    pp_compiled_free(&c);
+    remove_dir(dir);
+    return n;
+}
+
+/* "progress": "wait" (sim.h's recv_waits): a transfer moves only once its
+ * receiver is free to wait for it. GPipe S=2 B=2, jobs of 1, latency 0.25:
+ * worker 1's second forward and worker 0's second backward find their
+ * input there while busy (at 2 and 5.5) and pay the latency after (2.5,
+ * 6: a makespan of 7, not 6.5); FSDP (greedy) fetches a stage's weights
+ * after the job before it, not during it. */
+START_TEST(test_progress_wait)
+{
+    pp_costs c;
+    ok(&c, "{\"progress\": \"wait\"}");
+    ck_assert_int_eq(c.recv_waits, 1);
+    pp_costs_free(&c);
+    ok(&c, "{\"progress\": \"always\"}");
+    ck_assert_int_eq(c.recv_waits, 0);
+    pp_costs_free(&c);
+    err_at("{\"progress\": \"often\"}", "1:14",
+           "expected \"always\" or \"wait\" for \"progress\", found \"often\"");
+    const char *always = "{\"F\": 1, \"B\": 1, \"latency\": 0.25}",
+               *wait = "{\"F\": 1, \"B\": 1, \"latency\": 0.25, \"progress\": \"wait\"}";
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, always), 6.5, 1e-12);
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, wait), 7, 1e-12);
+    double at[4];
+    ck_assert_int_eq(job_starts("gpipe.pp", wait, 1, at, 4), 4); /* F1.0 F1.1 B1.0 B1.1 */
+    ck_assert_double_eq_tol(at[1], 2.5, 1e-12);
+    ck_assert_int_eq(job_starts("gpipe.pp", wait, 0, at, 4), 4); /* F0.0 F0.1 B0.0 B0.1 */
+    ck_assert_double_eq_tol(at[2], 4.75, 1e-12);
+    ck_assert_double_eq_tol(at[3], 6, 1e-12);
+    /* FSDP: worker 0's F(1,0) fetches stage 1 after F(0,0), at 1.25 (not
+     * 1), and its B(1,0) again after that F, at 2.5 */
+    ck_assert_int_eq(job_starts("fsdp.pp", always, 0, at, 4), 4);
+    ck_assert_double_eq_tol(at[1], 1, 1e-12);
+    ck_assert_double_eq_tol(at[2], 2, 1e-12);
+    ck_assert_int_eq(job_starts("fsdp.pp", wait, 0, at, 4), 4);
+    ck_assert_double_eq_tol(at[1], 1.25, 1e-12);
+    ck_assert_double_eq_tol(at[2], 2.5, 1e-12);
+    /* the step: the makespan (4.25, 4.5), then a gradient return (0.25) */
+    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, always), 4.5, 1e-12);
+    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, wait), 4.75, 1e-12);
+}
+END_TEST
+
 /* The link probe's fit (vm/link_fit.h) on a modelled tbf link: latency L,
  * rate r, burst b; a large message takes L + (m - b) / r. */
 START_TEST(test_link_fit)
@@ -982,6 +1051,7 @@ Suite *costs_suite(void)
     tcase_add_test(link, test_bucket);
     tcase_add_test(link, test_link_prices);
     tcase_add_test(link, test_measured_allreduce_prices);
+    tcase_add_test(link, test_progress_wait);
     tcase_add_test(link, test_link_fit);
     suite_add_tcase(s, link);
 

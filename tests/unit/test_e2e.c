@@ -676,6 +676,11 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_msg(strstr(json, "\"allreduce\": \"tree\"") ||
                       strstr(json, "\"allreduce\": \"ring\""),
                   "no \"allreduce\": \"tree\" or \"ring\" in:\n%s", json);
+    /* whether transfers move while a rank computes: with the
+     * communication thread (ranks outnumber cores) "always", else "wait" */
+    ck_assert_msg(strstr(json, "\"progress\": \"always\"") ||
+                      strstr(json, "\"progress\": \"wait\""),
+                  "no \"progress\": \"always\" or \"wait\" in:\n%s", json);
     /* and the data-parallel all-reduce timed whole, over the 4 ranks */
     ck_assert_int_eq(profile_values(json, "allreduce_latency", v, 8), 1);
     ck_assert_msg(v[0] >= 0 && v[0] < 0.1, "allreduce_latency %g s", v[0]);
