@@ -94,6 +94,18 @@ START_TEST(blocks_per_stage_train_alike)
 }
 END_TEST
 
+/* Activations past the cpu backend's 1 MiB send buffers (vm/interp.c
+ * stage_send: 160 x 2048 floats, 1.25 MiB) leave from their slot, as every
+ * message did before the buffers: 1F1B with them trains to the reference's
+ * bits, as with the small model's 8 KB ones. */
+START_TEST(large_activations_train_alike)
+{
+    char *big = with_model("1f1b.pp", "model { context = 32; embed = 64; ffn = 32; batch = 160 }");
+    trains_like_reference_exactly(big, "-D S=2 -D B=4", 2);
+    remove_schedule(big);
+}
+END_TEST
+
 /* Every library schedule trains a small GPT (with lighter end stages) to
  * the reference's weights, in three groups that run as separate jobs. */
 static void gpt_schedule_trains_alike(const char *schedule, const char *defs)
@@ -997,6 +1009,7 @@ END_TEST
     X(gpt_state_of_the_art, 4)                                                                     \
     X(gpt_data_parallel_4_ranks, 4)                                                                \
     X(blocks_per_stage_train_alike, 4)                                                             \
+    X(large_activations_train_alike, 2)                                                            \
     X(gpt_variants_4_ranks, 4)                                                                     \
     X(bf16_trains_like_reference, 4)                                                               \
     X(adamw_trains_like_reference, 4)                                                              \
