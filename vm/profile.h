@@ -31,11 +31,13 @@
  *              predict for a ring (2 (R-1) pieces of 1/R from each rank) and
  *              a binomial tree (2 ceil(log2 R) whole ones in turn), the
  *              nearer in ratio
- *   progress   "wait" or "always" (cpu backend): "wait" where the ranks run
- *              without the communication thread (each has a core:
- *              progress.h), so a transfer moves only while its receiver
+ *   progress   "wait" or "always" (cpu backend): "wait" where every rank is
+ *              on one node and they run without the communication thread
+ *              (each has a core: progress.h), so a transfer past Open MPI's
+ *              shared-memory eager limit moves only while its receiver
  *              waits in an MPI call, which ppc's simulation then takes into
- *              account (compiler/sim.h); "always" with the thread
+ *              account (compiler/sim.h); "always" with the thread, or
+ *              across nodes (profile_shape.c says why)
  *   duplex     "half" or "full" (cpu backend): whether an exchange of n
  *              bytes, ranks 0 and 1 sending at once (median of 5), is
  *              nearer the two directions in turn or at once (TCP over tc
@@ -166,9 +168,10 @@ void pp_profile_link_shape(pp_profile *pr, int shape);
  * link's latency, bandwidth and burst (rank 0's count); else 0. */
 int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R, double latency,
                               double bandwidth, double burst);
-/* The cpu backend's link shape over MPI, collective: PP_LINK_WAITS without
- * the communication thread (progress.h: a message past Open MPI's eager
- * limit then moves only inside the receiver's MPI calls), | PP_LINK_HALF when an
+/* The cpu backend's link shape over MPI, collective: PP_LINK_WAITS on one
+ * node without the communication thread (progress.h: a message past Open
+ * MPI's eager limit then moves only inside the receiver's MPI calls),
+ * | PP_LINK_HALF when an
  * exchange of `bytes` between ranks 0 and 1 (both sending at once, through
  * the communication thread) is nearer one direction after the other than
  * both at once (link_fit.h), | PP_LINK_TREE when an in-place all-reduce of
