@@ -131,6 +131,11 @@ void pp_profile_backend(pp_profile *pr, const char *name);
 /* The tensor link (profile_tensor.c): one all-reduce of `bytes` over this
  * rank's tensor group, returning the seconds it took. */
 typedef double (*pp_allreduce_probe)(void *ctx, size_t bytes);
+/* ar(ctx, bytes) `warm` times unmeasured, then `reps` times (at most
+ * PP_PROBE_REPS): the median of those with `median`, else the fastest. */
+#define PP_PROBE_REPS 32
+double pp_profile_repeat(pp_allreduce_probe ar, void *ctx, size_t bytes, int warm, int reps,
+                         int median);
 /* Times ar as the header says (profile_allreduce.c): *latency the time of
  * 8 bytes, *bandwidth bytes over the rest of the time of `bytes`, each the
  * fastest of 21 ("tensor_latency", "tensor_bandwidth") or with `median`

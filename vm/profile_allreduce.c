@@ -4,22 +4,20 @@
  * makes it ("allreduce_latency", "allreduce_bandwidth", issue 29). */
 #include "profile.h"
 
-/* 21 all-reduces of `bytes` after 3 to warm up: the fastest, or the
- * median. Every member of the group runs the same number, whatever it
- * measures. */
-static double timed(pp_allreduce_probe ar, void *ctx, size_t bytes, int median)
+double pp_profile_repeat(pp_allreduce_probe ar, void *ctx, size_t bytes, int warm, int reps,
+                         int median)
 {
-    enum { WARM = 3, REPS = 21 };
-    double t[REPS];
-    for (int i = 0; i < WARM + REPS; i++) {
+    double t[PP_PROBE_REPS];
+    reps = reps < 1 ? 1 : reps > PP_PROBE_REPS ? PP_PROBE_REPS : reps;
+    for (int i = 0; i < warm + reps; i++) {
         double x = ar(ctx, bytes);
-        if (i >= WARM)
-            t[i - WARM] = x;
+        if (i >= warm)
+            t[i - warm] = x;
     }
     if (median)
-        return pp_median(t, REPS);
+        return pp_median(t, (size_t)reps);
     double best = t[0];
-    for (int i = 1; i < REPS; i++)
+    for (int i = 1; i < reps; i++)
         best = t[i] < best ? t[i] : best;
     return best;
 }
@@ -27,7 +25,9 @@ static double timed(pp_allreduce_probe ar, void *ctx, size_t bytes, int median)
 void pp_profile_allreduce_fit(pp_allreduce_probe ar, void *ctx, size_t bytes, int median,
                               double *latency, double *bandwidth)
 {
-    double small = timed(ar, ctx, 8, median), big = timed(ar, ctx, bytes, median);
+    /* 21 of each after 3 to warm up; every member of the group runs as many */
+    double small = pp_profile_repeat(ar, ctx, 8, 3, 21, median),
+           big = pp_profile_repeat(ar, ctx, bytes, 3, 21, median);
     *latency = small;
     /* as pp_profile_link: when load hides the bytes' cost, the whole time
      * counts as transfer (a lower bound, never 0, which means unlimited) */

@@ -31,14 +31,7 @@
  * do go at once (1 exchange in 4 here), which the fastest would pick. */
 static double median5(pp_allreduce_probe ar, void *ctx, size_t bytes)
 {
-    enum { WARM = 1, REPS = 5 };
-    double t[REPS];
-    for (int i = 0; i < WARM + REPS; i++) {
-        double x = ar(ctx, bytes);
-        if (i >= WARM)
-            t[i - WARM] = x;
-    }
-    return pp_median(t, REPS);
+    return pp_profile_repeat(ar, ctx, bytes, 1, 5, 1);
 }
 
 int pp_profile_allreduce_kind(pp_allreduce_probe ar, void *ctx, size_t bytes, int R, double latency,

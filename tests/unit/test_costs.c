@@ -778,14 +778,14 @@ START_TEST(test_bucket)
 }
 END_TEST
 
-/* ppc's step for schedules/FILE -D S=2 -D B=B with the costs `json`; with
- * a measured link shape also the schedule's own step and the links' bound
- * (report.h's step_schedule, link_step; else *schedule = the step, *link =
- * 0). schedule and link may be NULL. */
-static double steps_with(const char *file, int B, const char *json, double *schedule, double *link)
+/* schedules/FILE -D S=2 -D B=B compiled to its report with the costs
+ * `json` into *c, in a temporary directory *dir (the caller frees c, then
+ * removes *dir). */
+static void compile_with(const char *file, int B, const char *json, pp_compiled *c, char **dir)
 {
-    char *dir = temp_dir(), path[600], sched[600];
-    snprintf(path, sizeof path, "%s/c.json", dir);
+    char path[600], sched[600];
+    *dir = temp_dir();
+    snprintf(path, sizeof path, "%s/c.json", *dir);
     snprintf(sched, sizeof sched, "%s/schedules/%s", PP_ROOT, file);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -799,8 +799,18 @@ static double steps_with(const char *file, int B, const char *json, double *sche
     o.costs = path;
     o.stop_after = PP_STAGE_REPORT;
     o.capture = 1;
+    ck_assert_msg(pp_compile(&o, c) == PP_COMPILE_OK, "%s with %s: %s", file, json, c->msgs);
+}
+
+/* ppc's step for schedules/FILE -D S=2 -D B=B with the costs `json`; with
+ * a measured link shape also the schedule's own step and the links' bound
+ * (report.h's step_schedule, link_step; else *schedule = the step, *link =
+ * 0). schedule and link may be NULL. */
+static double steps_with(const char *file, int B, const char *json, double *schedule, double *link)
+{
+    char *dir;
     pp_compiled c;
-    ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s with %s: %s", file, json, c.msgs);
+    compile_with(file, B, json, &c, &dir);
     double step = c.rep.step;
     if (schedule)
         *schedule = c.rep.link_step > 0 ? c.rep.step_schedule : step;
@@ -926,26 +936,13 @@ START_TEST(test_measured_allreduce_prices)
 }
 END_TEST
 
-/* The jobs of worker w in report.json order: start times, into at[]. */
+/* The start times of worker w's jobs in execution order (S=2 B=2), into
+ * at[0..max); how many. */
 static int job_starts(const char *file, const char *json, int w, double *at, int max)
 {
-    char *dir = temp_dir(), path[600], sched[600];
-    snprintf(path, sizeof path, "%s/c.json", dir);
-    snprintf(sched, sizeof sched, "%s/schedules/%s", PP_ROOT, file);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(json, f);
-    fclose(f);
-    pp_define defs[] = {{"S", 2}, {"B", 2}};
-    pp_compile_opts o = pp_compile_defaults();
-    o.path = sched;
-    o.defs = defs;
-    o.ndefs = 2;
-    o.costs = path;
-    o.stop_after = PP_STAGE_REPORT;
-    o.capture = 1;
+    char *dir;
     pp_compiled c;
-    ck_assert_msg(pp_compile(&o, &c) == PP_COMPILE_OK, "%s with %s: %s", file, json, c.msgs);
+    compile_with(file, 2, json, &c, &dir);
     int n = 0;
     for (int k = c.sim.off[w]; k < c.sim.off[w + 1] && n < max; k++)
         at[n++] = c.sim.start[c.sim.order[k]];
