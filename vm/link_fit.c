@@ -16,6 +16,11 @@ void pp_link_fit(double t0, size_t m1, double t1, size_t m2, double t2, double *
     }
 }
 
+int pp_link_burst_seen(double t0, size_t m, double tm, double bandwidth)
+{
+    return bandwidth > 0 && tm - t0 < 0.5 * (double)m / bandwidth;
+}
+
 /* n bytes in `msgs` messages back to back from one sender's full bucket */
 static double sent(double n, int msgs, double latency, double bandwidth, double burst)
 {

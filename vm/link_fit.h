@@ -19,6 +19,16 @@
 void pp_link_fit(double t0, size_t m1, double t1, size_t m2, double t2, double *bandwidth,
                  double *burst);
 
+/* Whether a token bucket is there at all: tm, the fastest one-way time of
+ * m bytes (each trip after a pause that refills m twice over), less t0,
+ * the 8-byte time, is under half what m takes at `bandwidth`, as a burst
+ * passes it at the line's speed. pp_link_fit reads a burst from any trip
+ * of m1 bytes faster than the slope says: on Open MPI's shared memory
+ * (10 GB/s, no bucket) 3 to 111 KB in 4 profiles of 7, which made ppc
+ * price the link as shaped; there 32 KB took about what its bytes cost. */
+int pp_link_burst_seen(double t0, size_t m, double tm, double bandwidth);
+#define PP_BURST_PROBE_BYTES ((size_t)32 << 10) /* below tbf's bursts seen (57 KB at 200 Mbit/s) */
+
 /* Whether t, an all-reduce of n bytes over R >= 2 ranks, is nearer (in
  * ratio) a binomial tree's time, 2 ceil(log2 R) whole messages in turn, each
  * from a full bucket, than a ring's, each rank sending 2 (R - 1) pieces of

@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../kernels/model.h"
@@ -405,6 +406,16 @@ void pp_profile_discard(pp_profile *pr)
     free(pr);
 }
 
+/* A pause in which a token bucket refills `bytes` at `bandwidth` (at most
+ * 50 ms: a rate read as very low is noise, not a link to wait for). */
+static void refill(double bytes, double bandwidth)
+{
+    double s = bandwidth > 0 ? bytes / bandwidth : 0;
+    s = s < 0.05 ? s : 0.05;
+    struct timespec nap = {0, (long)(s * 1e9)};
+    nanosleep(&nap, NULL);
+}
+
 /* The fastest half round trip of `bytes`, of `reps` after `warm`. */
 static double one_way(pp_round_trip rt, void *ctx, size_t bytes, int warm, int reps)
 {
@@ -439,7 +450,7 @@ static double one_way(pp_round_trip rt, void *ctx, size_t bytes, int warm, int r
 void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, size_t msg, double *latency,
                      double *bandwidth, double *burst)
 {
-    enum { WARM = 3, REPS = 21, BIG_WARM = 1, BIG_REPS = 7 };
+    enum { WARM = 3, REPS = 21, BIG_WARM = 1, BIG_REPS = 7, BURST_REPS = 5 };
     size_t m1 = bytes / 2 > 8 ? bytes / 2 : 8, m2 = bytes > m1 ? bytes : m1 + 8;
     double t0 = one_way(rt, ctx, 8, WARM, REPS), t1 = 0, t2 = 0;
     /* the two sizes in turn, so that a spell of load slows both alike (one
@@ -456,6 +467,18 @@ void pp_profile_link(pp_round_trip rt, void *ctx, size_t bytes, size_t msg, doub
     /* (where load hides the bytes' cost even in the fastest trips, seen
      * about once in 30 runs on 4 ranks over 2 cores: link_fit.h) */
     pp_link_fit(t0, m1, t1, m2, t2, bandwidth, burst);
+    /* and a burst only where a message inside one passes faster than the
+     * rate (link_fit.h: pp_link_burst_seen); every rank makes the same
+     * trips, whatever it read */
+    size_t mb = PP_BURST_PROBE_BYTES < m1 ? PP_BURST_PROBE_BYTES : m1;
+    double tb = 0;
+    for (int i = 0; i < BURST_REPS; i++) {
+        refill(2.0 * (double)mb, *bandwidth);
+        double r = rt(ctx, mb) / 2;
+        tb = i == 0 || r < tb ? r : tb;
+    }
+    if (!pp_link_burst_seen(t0, mb, tb, *bandwidth))
+        *burst = 0;
     /* A message of the plan's size pays more than 8 bytes' latency where
      * the transport changes protocol past a size (Open MPI's shared memory:
      * a rendezvous and a copy by system call past 4 KB): 8 KB activations

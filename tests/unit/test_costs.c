@@ -1015,6 +1015,14 @@ START_TEST(test_link_fit)
     ck_assert_int_eq(pp_allreduce_is_tree(2 * (L + (n - b) / r), n, 2, L, r, b), 1);
     ck_assert_int_eq(pp_allreduce_is_tree(2 * L + (n - b) / r, n, 2, L, r, b), 0);
     ck_assert_int_eq(pp_allreduce_is_tree(0, n, 2, L, r, b), 0);
+    /* a burst is there only where 32 KB passes faster than half the rate
+     * would carry it: tbf at 200 Mbit/s (at the line's speed, 30 us), not
+     * Open MPI's shared memory at 10 GB/s (what the bytes cost, 3.3 us) */
+    size_t m = 32768;
+    ck_assert_int_eq(pp_link_burst_seen(20e-6, m, 20e-6 + 30e-6, 23.9e6), 1);
+    ck_assert_int_eq(pp_link_burst_seen(20e-6, m, 20e-6 + m / 23.9e6, 23.9e6), 0);
+    ck_assert_int_eq(pp_link_burst_seen(0.2e-6, m, 0.2e-6 + m / 10e9, 10e9), 0);
+    ck_assert_int_eq(pp_link_burst_seen(0.2e-6, m, 0.2e-6, 0), 0); /* unlimited: nothing to see */
     /* an exchange whose directions take turns, and one where they do not */
     ck_assert_int_eq(pp_link_half_duplex(L + (2 * n - b) / r, n, L, r, b), 1);
     ck_assert_int_eq(pp_link_half_duplex(L + (n - b) / r, n, L, r, b), 0);
