@@ -4,11 +4,12 @@
  * for each shape (link_fit.h); and the cpu backend's data-parallel
  * all-reduce timed whole ("allreduce_latency", "allreduce_bandwidth").
  *
- * Why measure them: Open MPI 4.1's in-place MPI_Iallreduce (the cpu
- * backend's, vm/interp.c op_reduce) is a binomial reduce then broadcast, in
- * which the whole gradient crosses the link twice in turn on 2 ranks; ppc
- * priced a ring, half that, and predicted 0.47 of DDP's measured step over
- * a 200 Mbit/s link. And TCP over tc tbf at 200 Mbit/s moved 2 MiB each way
+ * Why measure them: Open MPI 4.1's in-place all-reduce over TCP (the cpu
+ * backend's, vm/interp.c op_reduce) moved as a binomial reduce then
+ * broadcast, in which the whole gradient crosses the link twice in turn on
+ * 2 ranks; ppc priced a ring, half that, and predicted 0.47 of DDP's
+ * measured step over a 200 Mbit/s link (the all-reduce timed whole now
+ * prices it; the shape still scales it to other rank counts). And TCP over tc tbf at 200 Mbit/s moved 2 MiB each way
  * at once in 188-202 ms against 96-110 ms for one way (its
  * acknowledgements queue behind the other direction's data): FSDP, whose
  * fetches and gradient returns cross both ways at once, measured about the
