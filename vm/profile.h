@@ -128,7 +128,7 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
  * and the ranks per core it finds itself): the backend's name. */
 void pp_profile_backend(pp_profile *pr, const char *name);
 
-/* The tensor link (profile_tensor.c): one all-reduce of `bytes` over this
+/* The tensor link (profile_allreduce.c): one all-reduce of `bytes` over this
  * rank's tensor group, returning the seconds it took. */
 typedef double (*pp_allreduce_probe)(void *ctx, size_t bytes);
 /* ar(ctx, bytes) `warm` times unmeasured, then `reps` times (at most

@@ -548,7 +548,7 @@ START_TEST(tensor_llama_checkpoint_reshard)
 }
 END_TEST
 
-/* ppvm --profile measures the tensor link (vm/profile_tensor.c): a T = 2
+/* ppvm --profile measures the tensor link (vm/profile_allreduce.c): a T = 2
  * run's costs file has "tensor_latency" and "tensor_bandwidth" (positive),
  * a T = 1 run's neither; ppc --costs prices each tensor all-reduce with
  * them (the report's tensor line) on both the cpu backend and the cuda
