@@ -128,8 +128,9 @@ size_t pp_profile_probe_bytes(const pp_plan *p);
  * and the ranks per core it finds itself): the backend's name. */
 void pp_profile_backend(pp_profile *pr, const char *name);
 
-/* The tensor link (profile_allreduce.c): one all-reduce of `bytes` over this
- * rank's tensor group, returning the seconds it took. */
+/* A timed collective of the probes (profile_allreduce.c): one all-reduce
+ * of `bytes` over a tensor group or every rank, or one exchange between
+ * ranks 0 and 1, returning the seconds it took. */
 typedef double (*pp_allreduce_probe)(void *ctx, size_t bytes);
 /* ar(ctx, bytes) `warm` times unmeasured, then `reps` times (at most
  * PP_PROBE_REPS): the median of those with `median`, else the fastest. */
