@@ -111,10 +111,10 @@ static void zero_head(pp_vm_core *c, const pp_vm_job *j)
 }
 
 /* An OptimizerStep's update, ending --profile's time for it; `marked`:
- * the time started already, before the gradients' check (exec's), which
- * costs as much as an SGD update (83k floats: 6.5 us against 20) and left
- * out, made DDP's optimizer steps look half what they took; a deferred
- * step's (--skip-nonfinite) starts here. */
+ * the time started already, before the gradients' check (exec's), which is
+ * part of the step's cost (83k floats: 6.5 us beside an SGD update's 20;
+ * left out while it took 46, DDP's optimizer steps looked half what they
+ * took); a deferred step's (--skip-nonfinite) starts here. */
 static void update(pp_vm_core *c, const pp_vm_job *j, int marked)
 {
     if (!marked)

@@ -319,13 +319,15 @@ static void op_send(void *be, const pp_vm_job *j)
         return;
     }
     op_slot(v, k); /* at most one transfer in flight per slot */
-    if (j->in->op == PP_OP_SendWeightGrad || j->in->op == PP_OP_SendTiedGrad)
-        mpiCheck(
-            MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &r));
-    else if (v->stage) {
+    int grads = j->in->op == PP_OP_SendWeightGrad || j->in->op == PP_OP_SendTiedGrad;
+    if (!grads && v->stage) { /* an activation or input gradient, from a buffer of its own */
         stage_send(v, k, peer, tag);
         return;
-    } else
+    }
+    if (grads)
+        mpiCheck(
+            MPI_Isend(v->slot[k], msg_floats(v, j->np), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &r));
+    else
         mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer, tag,
                            MPI_COMM_WORLD, &r));
     v->tk[k] = hand_over(v, r);
@@ -584,7 +586,8 @@ static int setup(vm *v)
         acts += p->code[i].op == PP_OP_SendActivation || p->code[i].op == PP_OP_SendGrad;
     }
     v->stage_bytes = (pp_act_bytes(&p->model) + 63) / 64 * 64;
-    if (acts && v->stage_bytes <= PP_STAGE_MAX)
+    int staged = acts && v->stage_bytes <= PP_STAGE_MAX; /* stage_send's buffers */
+    if (staged)
         v->stage = aligned_alloc(64, PP_SEND_STAGES * v->stage_bytes);
     for (int b = 0; b < PP_SEND_STAGES; b++)
         v->stage_tk[b] = -1;
@@ -592,8 +595,7 @@ static int setup(vm *v)
     if (v->opts->profile)
         v->prof_t = calloc(2 * (size_t)p->ninstr + 1, sizeof *v->prof_t);
     if (!v->slot || !v->tk || !v->red || !v->recvs || !v->free_after || !v->posted || !v->comm ||
-        !v->wsend || (v->opts->profile && !v->prof_t) ||
-        (acts && v->stage_bytes <= PP_STAGE_MAX && !v->stage))
+        !v->wsend || (v->opts->profile && !v->prof_t) || (staged && !v->stage))
         return -1;
     for (uint32_t s = 0; s < p->S; s++)
         v->red[s] = -1;
