@@ -13,6 +13,7 @@
 
 #include "jobtable.h"
 #include "plans.h"
+#include "replay.h"
 #include "sim.h"
 
 /* At most this many candidates simulated: S (S - 1) neighbours a round. */
@@ -54,6 +55,14 @@ static int evaluate(pp_schedule *sch, const pp_costs *measured, const pp_lower_o
             rc = -1;
         else if (srun == 0)
             out->step = sim.makespan;
+        if (srun == 0 && pp_pairs_in_turn(&t, &sim)) { /* priced as compile.c prices it */
+            pp_sim_result run = {0};
+            if (pp_sim_replay(&t, &sim, 1, &run))
+                rc = -1;
+            else
+                out->step = run.makespan;
+            pp_sim_free(&run);
+        }
         if (srun == 0 && lo->mem_limit) {
             pp_lower_opts nolimit = {lo->prefetch, 0};
             if (pp_compile_plans(&t, &sim, &sch->model, &nolimit, &scratch, &plans) ==

@@ -10,6 +10,7 @@
 
 #include "../isa/model_words.h"
 #include "link_retime.h"
+#include "replay.h"
 #include "parse.h"
 #include "readfile.h"
 #include "tensor.h"
@@ -457,6 +458,19 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
             return pp_compile_failed(d);
         keep_note(c);
     }
+    /* overlap 1: a pair's jobs run one after the other, so the run is
+     * priced with each job at its own start (sim.h, "Pairs in turn"); the
+     * plans keep the order of each pair as one unit (by_pair) */
+    if (pp_pairs_in_turn(&c->t, &c->sim)) {
+        pp_sim_result run = {0};
+        if (pp_sim_replay(&c->t, &c->sim, 1, &run)) {
+            pp_sim_free(&run);
+            diag_nomem(d, "in the simulator");
+            return PP_COMPILE_NOMEM;
+        }
+        c->by_pair = c->sim;
+        c->sim = run;
+    }
     if (pp_report_build(&c->rep, &c->t, &c->sim, &c->sch.model)) {
         diag_nomem(d, "for the report");
         return PP_COMPILE_NOMEM;
@@ -464,7 +478,7 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     DONE(PP_STAGE_REPORT);
 
     /* lowering and plan verification: pp_compile_plans */
-    st = pp_compile_plans(&c->t, &c->sim, &c->sch.model, &lo, d, &c->plans);
+    st = pp_compile_plans(&c->t, pp_compiled_order(c), &c->sch.model, &lo, d, &c->plans);
     if (st != PP_COMPILE_OK)
         return st;
     for (int w = 0; w < c->t.W; w++) { /* a worker's: its rank t = 0's (all alike) */
@@ -482,6 +496,11 @@ static pp_compile_status run(const pp_compile_opts *o, pp_compiled *c)
     DONE(PP_STAGE_PLANS);
     return PP_COMPILE_OK;
 #undef DONE
+}
+
+const pp_sim_result *pp_compiled_order(const pp_compiled *c)
+{
+    return c->by_pair.start ? &c->by_pair : &c->sim;
 }
 
 pp_compile_status pp_compile(const pp_compile_opts *o, pp_compiled *c)
@@ -512,6 +531,7 @@ void pp_compiled_free(pp_compiled *c)
     pp_auto_choice_free(&c->autoc);
     pp_report_free(&c->rep);
     pp_sim_free(&c->sim);
+    pp_sim_free(&c->by_pair);
     pp_jobtable_free(&c->t);
     pp_costs_free(&c->costs);
     pp_schedule_free(&c->sch);

@@ -116,7 +116,11 @@ typedef struct {
     pp_schedule sch;
     pp_costs costs; /* --costs, as loaded */
     pp_jobtable t;
-    pp_sim_result sim;              /* on a deadlock: sim.blocked says where */
+    pp_sim_result sim; /* on a deadlock: sim.blocked says where */
+    /* with overlapped pairs run in turn (sim.h, overlap 1): the simulation
+     * with each pair as one unit, which lowering orders by (its receives
+     * before the pair's one start), while sim prices the run; else zero */
+    pp_sim_result by_pair;
     int errors;                     /* diag.errors when pp_compile returned */
     int deadlock;                   /* the simulation deadlocked */
     pp_keep_choice keep;            /* with keep_weights: the window chosen */
@@ -132,5 +136,9 @@ typedef struct {
  * where it is until pp_compiled_free (c->sch refers to c->diag). */
 pp_compile_status pp_compile(const pp_compile_opts *opts, pp_compiled *c);
 void pp_compiled_free(pp_compiled *c);
+
+/* The simulation lowering orders c's plans by: by_pair where there is one,
+ * else sim. */
+const pp_sim_result *pp_compiled_order(const pp_compiled *c);
 
 #endif

@@ -142,10 +142,10 @@ uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 /* The simulator's input for this table. */
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
-    return (pp_sim_input){t->js,        t->W,     t->worker, t->priority, t->cost,    strict,
-                          t->inflight,  t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
-                          t->offload,   t->hcopy, 0, /* reload_ahead: the caller sets it */
-                          t->recv_waits};
+    return (pp_sim_input){t->js,         t->W,     t->worker, t->priority, t->cost,    strict,
+                          t->inflight,   t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
+                          t->offload,    t->hcopy, 0, /* reload_ahead: the caller sets it */
+                          t->recv_waits, 0 /* pairs_in_turn: compile.c's replay sets it */};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plans.h"
+#include "replay.h"
 
 /* gap[j]: for a job reading fetched weights, how many positions back in its
  * worker's order the previous job reading the same stage's fetched weights
@@ -67,29 +68,6 @@ int pp_keep_max_window(const pp_jobtable *t, const pp_sim_result *sim)
     return most;
 }
 
-int pp_keep_retime(const pp_jobtable *t, const pp_sim_result *sim, pp_sim_result *out)
-{
-    int N = job_count(&t->js), rc = -1;
-    /* A strict order whose keys are the positions is exactly sim's order. */
-    long long *pos = malloc(((size_t)N + 1) * sizeof *pos);
-    double *fetch = malloc(((size_t)N + 1) * sizeof *fetch);
-    if (!pos || !fetch)
-        goto out;
-    for (int w = 0; w < t->W; w++)
-        for (int k = sim->off[w]; k < sim->off[w + 1]; k++)
-            pos[sim->order[k]] = k - sim->off[w];
-    for (int j = 0; j < N; j++)
-        fetch[j] = pp_job_fetches(t, j) ? t->fetch[j] : 0;
-    pp_sim_input in = {t->js, t->W,    t->worker, pos,         t->cost,    1,
-                       NULL,  t->xfer, fetch,     t->pairable, t->overlap, t->cores,
-                       t->offload, t->hcopy, sim->reload_ahead, t->recv_waits};
-    rc = pp_simulate(&in, out) == 0 ? 0 : -1;
-out:
-    free(fetch);
-    free(pos);
-    return rc;
-}
-
 /* Whether keeping with `window` fits: every worker's plan memory within the
  * limit. -1 out of memory or a lowering error (reported through d). The
  * candidate plans are lowered and verified as every plan is
@@ -101,7 +79,7 @@ static int fits(pp_jobtable *t, const pp_sim_result *sim, const pp_model *m,
     pp_lower_opts lo = {opts->prefetch, 0};
     pp_plan *plans = NULL;
     int rc = -1;
-    if (pp_keep_mark(t, sim, window) < 0 || pp_keep_retime(t, sim, &replay))
+    if (pp_keep_mark(t, sim, window) < 0 || pp_sim_replay(t, sim, 0, &replay))
         goto out;
     if (pp_compile_plans(t, &replay, m, &lo, d, &plans) != PP_COMPILE_OK)
         goto out;
@@ -146,7 +124,7 @@ int pp_keep_weights(pp_jobtable *t, pp_sim_result *sim, const pp_model *m,
         return d->errors - before;
     }
     pp_sim_result replay = {0};
-    if (pp_keep_mark(t, sim, hi) < 0 || pp_keep_retime(t, sim, &replay)) {
+    if (pp_keep_mark(t, sim, hi) < 0 || pp_sim_replay(t, sim, 0, &replay)) {
         pp_sim_free(&replay);
         goto oom;
     }

@@ -30,11 +30,6 @@ int pp_keep_mark(pp_jobtable *t, const pp_sim_result *sim, int window);
  * worker reads a stage's fetched weights twice), or -1 out of memory. */
 int pp_keep_max_window(const pp_jobtable *t, const pp_sim_result *sim);
 
-/* Replays sim's order with t's current fetch times (kept jobs fetch
- * nothing) into *out. Returns 0, or -1 out of memory (or, impossibly, a
- * deadlock of an order that ran). */
-int pp_keep_retime(const pp_jobtable *t, const pp_sim_result *sim, pp_sim_result *out);
-
 typedef struct {
     int window; /* the window used; 0: nothing kept (sim untouched) */
     int widest; /* pp_keep_max_window: the window that keeps every reuse */

@@ -213,8 +213,9 @@ static int transfers(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
         if (p >= 0 && t->worker[p] != w) {
             uint64_t bytes = pp_job_input_bytes(t, m, j);
             int kind = job_d(js, j) == DIR_F ? XFER_ACT : XFER_GRAD;
-            r->xfer[r->nxfer++] = (pp_transfer){
-                kind, t->worker[p], w, j, sim->end[p], sim->end[p] + t->xfer[j], bytes};
+            double sent = pp_sim_out_time(sim, p);
+            r->xfer[r->nxfer++] =
+                (pp_transfer){kind, t->worker[p], w, j, sent, sent + t->xfer[j], bytes};
             r->w[w].act_recv++;
             r->w[w].act_recv_bytes += bytes;
         }
@@ -378,8 +379,9 @@ int pp_report_build(pp_report *r, const pp_jobtable *t, const pp_sim_result *sim
         if (!job_exists(js, j))
             continue;
         r->w[t->worker[j]].jobs++;
-        /* a pair occupies its worker once, for the pair's time (sim.h) */
-        int paired = sim->partner && sim->partner[j] >= 0;
+        /* a pair occupies its worker once, for the pair's time (sim.h);
+         * in turn, each job its own time */
+        int paired = sim->partner && sim->partner[j] >= 0 && !sim->in_turn;
         r->w[t->worker[j]].busy += paired ? (sim->end[j] - sim->start[j]) / 2 : t->cost[j];
     }
     if (step_time(r, t, sim, m) || transfers(r, t, sim, m) || peak_activations(r, t, sim, m) ||

@@ -169,11 +169,17 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 "          (the links' rate: the busiest sender's bytes a step at the "
                 "bandwidth; the schedule alone %g)\n",
                 r->step_schedule);
-    if (t->pairable) {
+    if (t->pairable && sim->in_turn)
+        fprintf(f,
+                "overlap   %d pairs of a forward and a backward run in turn (overlap 1): each "
+                "job once its inputs are here, the outputs of both at the pair's end\n",
+                sim->npairs);
+    else if (t->pairable)
         fprintf(f,
                 "overlap   %d pairs of a forward and a backward run at once; a pair takes "
                 "max(tF, tB) + %g * min(tF, tB)\n",
                 sim->npairs, t->overlap);
+    if (t->pairable) {
         /* the first PAIR_LINES pairs; report.json lists every one */
         enum { PAIR_LINES = 32 };
         int listed = 0;
@@ -183,8 +189,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 if (q < 0 || job_d(&t->js, j) != DIR_F)
                     continue;
                 fprintf(f, "  worker %d: F(%d,%d) with B(%d,%d) at %g-%g\n", w, job_s(&t->js, j),
-                        job_b(&t->js, j), job_s(&t->js, q), job_b(&t->js, q), sim->start[j],
-                        sim->end[j]);
+                        job_b(&t->js, j), job_s(&t->js, q), job_b(&t->js, q),
+                        sim->start[q] < sim->start[j] ? sim->start[q] : sim->start[j],
+                        pp_sim_out_time(sim, j));
                 listed++;
             }
         if (sim->npairs > listed)
@@ -370,9 +377,9 @@ static void json_pair(FILE *f, const pp_jobspace *js, const pp_sim_result *sim, 
     LIT(", ");
     p += pp_fmt_i64(p, job_b(js, q));
     LIT("], \"start\": ");
-    p += pp_fmt_g(p, sim->start[j], 17);
+    p += pp_fmt_g(p, sim->start[q] < sim->start[j] ? sim->start[q] : sim->start[j], 17);
     LIT(", \"end\": ");
-    p += pp_fmt_g(p, sim->end[j], 17);
+    p += pp_fmt_g(p, pp_sim_out_time(sim, j), 17);
     *p++ = '}';
 #undef LIT
     fwrite(line, 1, (size_t)(p - line), f);

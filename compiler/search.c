@@ -615,7 +615,7 @@ static int try_combination(family *f, const pp_define *defs, int nd)
             cc = &oc;
             ls = compile_cand(f, defs, nd, prefetches[i], 0, NULL, &oc);
         } else
-            ls = pp_compile_plans(&c.t, &c.sim, &c.sch.model, &lo, &c.diag, &plans);
+            ls = pp_compile_plans(&c.t, pp_compiled_order(&c), &c.sch.model, &lo, &c.diag, &plans);
         pp_search_cand *k = record(f, defs, nd, prefetches[i], 0, NULL);
         if (!k || !(k->model = strdup(f->r->c[bi].model)) ||
             (f->r->c[bi].split && !(k->split = strdup(f->r->c[bi].split)))) {

@@ -137,6 +137,7 @@ static int alloc_result(const pp_sim_input *in, pp_sim_result *r)
         r->off[w + 1] += r->off[w];
     for (int w = 0; w < in->W; w++)
         r->blocked[w] = -1;
+    r->in_turn = in->strict && in->pairs_in_turn;
     return 0;
 }
 
@@ -151,7 +152,7 @@ static double ready_time(const pp_sim_input *in, const pp_sim_result *r, int j, 
     double fetch = in->fetch ? in->fetch[j] : 0, xfer = in->xfer ? in->xfer[j] : 0;
     if (p < 0)
         return fetch;
-    double t = r->end[p] + xfer, f = r->start[p] + fetch;
+    double t = pp_sim_out_time(r, p) + xfer, f = r->start[p] + fetch;
     return t > f ? t : f;
 }
 
@@ -171,7 +172,7 @@ static double ready_all(const pp_sim_input *in, pp_sim_result *r, int j)
 {
     double t = ready_time(in, r, j, job_pred(&in->js, j));
     int p2 = job_pred2(&in->js, j);
-    t = p2 >= 0 && r->end[p2] > t ? r->end[p2] : t;
+    t = p2 >= 0 && pp_sim_out_time(r, p2) > t ? pp_sim_out_time(r, p2) : t;
     return pp_sim_offload_ready(in, r, j, t); /* and an offloaded stash's reload */
 }
 
@@ -489,6 +490,8 @@ static double strict_ready(const pp_sim_input *in, pp_sim_result *r, int w, int 
     pp_sim_offload_before(in, r, j, t); /* the Reloads the plan puts before them */
     pp_sim_offload_before(in, r, q, t);
     double free = t;
+    if (in->pairs_in_turn) /* the first job alone: the second waits for it */
+        n = 1;
     for (int i = 0; i < n; i++) {
         double ready = ready_all(in, r, jobs[i]), moved = receiver_moves(in, jobs[i], free);
         t = ready > t ? ready : t;
@@ -506,8 +509,15 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
 {
     const pp_jobspace *js = &in->js;
     double t = cores_start(cores, strict_ready(in, r, w, j, q, free_at)), dur = in->cost[j];
+    double second = t; /* when the pair's second job starts */
     int jobs[2] = {j, q}, n = q >= 0 ? 2 : 1;
-    if (q >= 0) { /* max(tF, tB) + overlap * min(tF, tB) */
+    if (q >= 0 && in->pairs_in_turn) { /* j, then q once its inputs are here too */
+        double first_end = t + in->cost[j], ready = ready_all(in, r, q),
+               moved = receiver_moves(in, q, first_end);
+        second = first_end > ready ? first_end : ready;
+        second = moved > second ? moved : second;
+        dur = second + in->cost[q] - t;
+    } else if (q >= 0) { /* max(tF, tB) + overlap * min(tF, tB) */
         double a = in->cost[j], b = in->cost[q];
         dur = (a > b ? a : b) + in->overlap * (a > b ? b : a);
     }
@@ -516,8 +526,10 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
     if (free_at[w] > r->makespan)
         r->makespan = free_at[w];
     for (int i = 0; i < n; i++) {
-        r->start[jobs[i]] = t;
-        r->end[jobs[i]] = t + dur;
+        r->start[jobs[i]] = i ? second : t;
+        /* in turn, the first job computes for its cost; its output still
+         * leaves at the pair's end (pp_sim_out_time) */
+        r->end[jobs[i]] = q >= 0 && in->pairs_in_turn && !i ? t + in->cost[j] : t + dur;
         done[jobs[i]] = 1;
         next[w]++;
         pp_sim_offload_after(in, r, jobs[i]);

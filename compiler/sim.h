@@ -52,6 +52,20 @@
  * job entirely. Transfers never occupy a worker in this model (they only
  * delay their consumer), so they need no extra rule under a pair.
  *
+ * Pairs in turn (pairs_in_turn; ppc sets it where overlap is 1): the
+ * pair's first job starts when the worker is free and its own inputs are
+ * ready, the second when the first has ended and its inputs are ready;
+ * each job's start and end are its own, but both outputs leave at the
+ * pair's end (pp_sim_out_time). That is how the cpu backend
+ * runs a plan's Overlap pair: the plan posts both jobs' receives before
+ * the pair, each job waits for its own input where it reads it, and the
+ * sends follow the pair. The plan itself is lowered from the simulation
+ * without it (a pair as one unit, one start): lowering sorts a pair's
+ * receives before the pair by that start (compile.c, replay.h).
+ * 1f1b-overlap S=2 B=8 on 2 cpu ranks predicted 1.28 of its measured step
+ * as one unit (worker 1's B waited for the input of the F after it), 0.98
+ * in turn.
+ *
  * Shared cores (`"cores": C` in ppc --costs, for ranks that outnumber the
  * machine's cores): at most C jobs compute at once machine-wide. A job (or
  * pair) then starts at max(its worker free, its inputs ready, the earliest
@@ -89,8 +103,9 @@ typedef struct {
      * without offload */
     const unsigned char *offload;
     const double *hcopy;
-    int reload_ahead; /* the plan's Reloads go this many jobs before B (ppc --prefetch) */
-    int recv_waits;   /* transfers move only while their receiver waits (above) */
+    int reload_ahead;  /* the plan's Reloads go this many jobs before B (ppc --prefetch) */
+    int recv_waits;    /* transfers move only while their receiver waits (above) */
+    int pairs_in_turn; /* a pair's jobs one after the other, each when ready (above) */
 } pp_sim_input;
 
 typedef struct {
@@ -104,6 +119,7 @@ typedef struct {
     int *blocked; /* [W] */
     int *partner; /* [N] the job's pair partner, or -1; NULL when nothing pairs */
     int npairs;
+    int in_turn; /* the input's pairs_in_turn: a pair's jobs have their own start and end */
     /* offload (sim_offload.h): [S*B] each offloaded stash's copy to host
      * and back (rel_start -1 where none), and lane[W] each worker's
      * host-copy lane's end; NULL without offload */
@@ -113,8 +129,16 @@ typedef struct {
      * (s,b)'s copy state; NULL without offload */
     int *reload_head, *reload_next;
     unsigned char *copied;
-    int reload_ahead; /* the input's, for a replay of this order (keep.c) */
+    int reload_ahead; /* the input's, for a replay of this order (replay.h) */
 } pp_sim_result;
+
+/* When job j's output leaves: its end, or with pairs in turn its pair's
+ * end (the plan sends both jobs' outputs after the pair). */
+static inline double pp_sim_out_time(const pp_sim_result *r, int j)
+{
+    int q = r->in_turn && r->partner ? r->partner[j] : -1;
+    return q >= 0 && r->end[q] > r->end[j] ? r->end[q] : r->end[j];
+}
 
 /* Returns 0 on success, 1 on deadlock (result->blocked says where), -1 out of memory. */
 int pp_simulate(const pp_sim_input *in, pp_sim_result *out);

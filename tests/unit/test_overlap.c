@@ -248,6 +248,75 @@ START_TEST(pair_timing_hand_worked)
 }
 END_TEST
 
+/* P = 100: the pairs run in turn (sim.h), as the cpu backend runs them,
+ * from the report on; the plans keep the order of each pair as one unit
+ * (by_pair: the makespan 15 above). tF = 1, tB = 2:
+ *   w0: F(0,0) 0-1, F(0,1) 1-2;  w1: F(1,0) 1-2
+ *   w1: B(1,0) 2-4, then F(1,1) 4-5 (its input was here at 2); both out at 5
+ *   w0: B(0,0) 5-7 (B(1,0)'s gradient leaves at 5), F(0,2) 7-8; out at 8
+ *   w1: B(1,1) 5-7, F(1,2) 8-9 (F(0,2)'s output leaves w0 at 8)
+ *   w0: B(0,1) 9-11, B(0,2) 11-13 (B(1,2) 9-11 on w1)
+ * Makespan 13 against 15 as units: w1's B no longer waits for F(0,1). */
+START_TEST(pairs_in_turn_hand_worked)
+{
+    pp_compiled c;
+    const pp_define p100[] = {{"P", 100}};
+    compile_text(&c, SMALL, NULL, PP_STAGE_PLANS, p100, 1);
+    ck_assert_msg(c.status == PP_COMPILE_OK, "%s", c.msgs);
+    ck_assert_msg(c.sim.in_turn && c.by_pair.start && !c.by_pair.in_turn,
+                  "in_turn %d, by_pair %s (in_turn %d)", c.sim.in_turn,
+                  c.by_pair.start ? "kept" : "absent", c.by_pair.in_turn);
+    ck_assert_ptr_eq(pp_compiled_order(&c), &c.by_pair);
+    ck_assert_double_eq(c.by_pair.makespan, 15);
+    const struct {
+        int s, b, d;
+        double start, end, out;
+    } want[] = {{1, 0, 1, 2, 4, 5},   {1, 1, 0, 4, 5, 5},   {0, 0, 1, 5, 7, 8},
+                {0, 2, 0, 7, 8, 8},   {1, 1, 1, 5, 7, 9},   {1, 2, 0, 8, 9, 9},
+                {0, 1, 1, 9, 11, 11}, {0, 2, 1, 11, 13, 13}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        int j = job(&c, want[i].s, want[i].b, want[i].d);
+        ck_assert_msg(c.sim.start[j] == want[i].start && c.sim.end[j] == want[i].end &&
+                          pp_sim_out_time(&c.sim, j) == want[i].out,
+                      "%c(%d,%d): %g-%g, out at %g; expected %g-%g, out at %g", "FB"[want[i].d],
+                      want[i].s, want[i].b, c.sim.start[j], c.sim.end[j],
+                      pp_sim_out_time(&c.sim, j), want[i].start, want[i].end, want[i].out);
+    }
+    ck_assert_double_eq(c.sim.makespan, 13);
+    ck_assert_double_eq(c.rep.makespan, 13);
+    ck_assert_double_eq(c.rep.w[0].busy, 9); /* each job its own time: 1 + 1 + 2 + 1 + 2 + 2 */
+
+    char *txt = NULL;
+    size_t nt = 0;
+    FILE *ft = open_memstream(&txt, &nt);
+    pp_report_info info = {"t.pp", "S=2 B=3 W=2 P=100", "strict", NULL, NULL, NULL};
+    ck_assert_int_eq(pp_report_write_txt(ft, &c.rep, &info, &c.t, &c.sim), 0);
+    fclose(ft);
+    ck_assert_msg(strstr(txt, "overlap   3 pairs of a forward and a backward run in turn "
+                              "(overlap 1): each job once its inputs are here, the outputs of "
+                              "both at the pair's end\n"
+                              "  worker 0: F(0,2) with B(0,0) at 5-8\n"),
+                  "%s", txt);
+    free(txt);
+
+    /* the plans are the ones the pairs as units order: Overlap, then the
+     * pair's two jobs, the receive of F(1,1)'s input before the marker */
+    const pp_plan *w1 = &c.plans[1];
+    int recv = -1, marker = -1;
+    for (uint32_t i = 0; i < w1->ninstr; i++) {
+        const pp_instr *in = &w1->code[i];
+        if (in->op == PP_OP_RecvActivation && in->mb == 1 && recv < 0)
+            recv = (int)i;
+        if (in->op == PP_OP_Overlap && marker < 0)
+            marker = (int)i;
+    }
+    ck_assert_msg(recv >= 0 && marker > recv && w1->code[marker + 1].op == PP_OP_Backward &&
+                      w1->code[marker + 2].op == PP_OP_Forward && w1->code[marker + 2].mb == 1,
+                  "rank 1: RecvActivation mb 1 at %d, Overlap at %d", recv, marker);
+    pp_compiled_free(&c);
+}
+END_TEST
+
 /* `then`: one worker's order F0 F1 B0 F2 B1 B2 with only F2 pairable.
  * `overlap F with B` pairs F2 with B0 before it (front to back, either
  * first); `overlap F then B` only with the backward after it, B1 (as
@@ -587,6 +656,7 @@ Suite *overlap_suite(void)
     tcase_add_test(tc, ppc_exit_status);
     tcase_add_test(tc, costs_file_overlap);
     tcase_add_test(tc, pair_timing_hand_worked);
+    tcase_add_test(tc, pairs_in_turn_hand_worked);
     tcase_add_test(tc, then_pairs_forward_first);
     tcase_add_test(tc, pairs_that_deadlock);
     tcase_add_test(tc, costs_override_and_report);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../compiler/keep.h"
+#include "../../compiler/replay.h"
 #include "../../compiler/readfile.h"
 #include "../../compiler/report.h"
 #include "../../kernels/model.h"
@@ -484,7 +485,7 @@ START_TEST(keep_weights_largest_window_under_the_limit)
     compile_library(&c, "fsdp.pp", defs, 2);
     pp_sim_result replay = {0};
     ck_assert_int_ge(pp_keep_mark(&c.t, &c.sim, kc.window + 1), 0);
-    ck_assert_int_eq(pp_keep_retime(&c.t, &c.sim, &replay), 0);
+    ck_assert_int_eq(pp_sim_replay(&c.t, &c.sim, 0, &replay), 0);
     pp_sim_free(&c.sim);
     c.sim = replay;
     ck_assert_uint_gt(plan_peak(&c), limit);
@@ -709,7 +710,7 @@ START_TEST(report_json_escapes_strings)
     pp_report r;
     build_report(&c, &r);
     pp_report_info info = {"dir/\"q\"\\\n\xc3\xa9.pp", "S=2 B=2 W=2", "greedy",
-                           "--costs caf\xe9.json", NULL, NULL};
+                           "--costs caf\xe9.json",     NULL,          NULL};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
