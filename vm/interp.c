@@ -5,8 +5,10 @@
  * flight is waited on before any later instruction uses it, and every send is
  * complete at the end of the step. The compiler keeps a send's slot live past
  * the point where the simulation has the receiver take it, so that wait never
- * waits on a receiver that is itself waiting on us. Receives block where the
- * plan puts them.
+ * waits on a receiver that is itself waiting on us. Receives are posted
+ * where the plan puts them or earlier (recv_ahead) and waited for at their
+ * slot's next use, so the first job of an Overlap pair runs while the
+ * second's input is still on its way (the simulator's pairs in turn).
  *
  * Weights: a rank holds (params, grads) only for stages it owns. A job on a
  * stage it does not own reads the weights a FetchWeights put in its `wts`
