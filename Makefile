@@ -84,7 +84,7 @@ COMP_SRC += compiler/numfmt.c
 COMP_SRC += compiler/tensor.c compiler/report_tensor.c
 COMP_SRC += compiler/user_model.c compiler/costs_backend.c
 COMP_SRC += compiler/end_costs.c
-COMP_SRC += compiler/report_link.c compiler/link_retime.c compiler/replay.c
+COMP_SRC += compiler/report_link.c compiler/report_returns.c compiler/link_retime.c compiler/replay.c
 VM_SRC   := $(filter-out vm/ppvm.c vm/pprun.c $(if $(NVCC),,vm/%_cuda.c),$(wildcard vm/*.c))
 TEST_SRC := $(wildcard tests/unit/*.c)
 

@@ -22,6 +22,7 @@ enum {
     KEY_B,
     KEY_W,
     KEY_O,
+    KEY_G,
     KEY_LATENCY,
     KEY_BANDWIDTH,
     KEY_UNIT,
@@ -44,9 +45,10 @@ enum {
     KEY_PROGRESS, /* whether transfers move while their receiver computes */
     NKEYS
 };
+_Static_assert(KEY_O == PP_COSTS_O && KEY_G == PP_COSTS_G, "dir[] is indexed by these keys");
 /* clang-format off */
 static const char *const key_names[NKEYS] = {
-    "F", "B", "W", "O", "latency", "bandwidth", "unit", "overlap", "measured", "cores",
+    "F", "B", "W", "O", "G", "latency", "bandwidth", "unit", "overlap", "measured", "cores",
     "tensor_latency", "tensor_bandwidth", "host_bandwidth", "model", "backend", "ranks_per_core",
     "burst", "allreduce", "duplex", "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks",
     "progress"};
@@ -234,7 +236,7 @@ static int read_cost(const ctx *x, const json_t *v, int d, long index, double *o
         return bad(x, locate(x, key_names[d], 0, index), "expected a number for %s, found %s", what,
                    kind_name(v));
     double c = json_number_value(v);
-    int zero_ok = d == KEY_O;
+    int zero_ok = d == KEY_O || d == KEY_G;
     if (zero_ok ? !(c >= 0) : !(c > 0))
         return bad(x, locate(x, key_names[d], 0, index), "expected a %s cost for %s, found %g",
                    zero_ok ? "non-negative" : "positive", what, c);
@@ -242,7 +244,7 @@ static int read_cost(const ctx *x, const json_t *v, int d, long index, double *o
     return 0;
 }
 
-/* "F", "B", "W" or "O": a number for every stage, or a non-empty array of them. */
+/* "F", "B", "W", "O" or "G": a number for every stage, or a non-empty array of them. */
 static int read_dir(const ctx *x, pp_costs *c, int d, const json_t *v)
 {
     if (json_is_number(v)) {
@@ -534,7 +536,7 @@ int pp_costs_load(pp_costs *c, const char *path, char *err, size_t errlen)
 
 void pp_costs_free(pp_costs *c)
 {
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < PP_COSTS_DIRS; d++)
         free(c->dir[d]);
     free(c->model);
     free(c->backend);

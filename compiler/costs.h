@@ -7,6 +7,8 @@
  *     "B": [3.0, 3.0, 3.1, 3.4] one per stage (exactly S of them),
  *     "W": 1.2,                 only meaningful with `split backward`
  *     "O": [0.4, 0.4, 0.4, 0.9] the optimizer step of a stage, on each owner
+ *     "G": [0.1, 0.1, 0.1, 0.2] on a stage's owner, adding one returned gradient
+ *                               (RecvWeightGrad's add, after its wait)
  *     "latency": 2e-5,          time per activation/gradient/weight transfer
  *     "bandwidth": 2.5e10,      bytes per time unit; 0 means infinitely fast
  *     "burst": 65536,           bytes the link passes at once before "bandwidth" applies
@@ -46,9 +48,9 @@
  * value. Times are in seconds, as ppvm --profile writes them, unless "unit"
  * says otherwise; the simulator only adds them up, so the unit matters to
  * what is shown in a time unit: trace.json's microseconds. Job costs must be
- * positive; O, latency and bandwidth non-negative; every number finite.
- * O, which the schedule has no line for, is 0 where the file does not give
- * it.
+ * positive; O, G, latency and bandwidth non-negative; every number finite.
+ * O and G, which the schedule has no line for, are 0 where the file does
+ * not give them.
  * Unknown keys, duplicate keys and anything that is not this shape are
  * errors that name the file, line and column and say what is wrong. The
  * file is read with jansson: syntax errors, duplicate keys and numbers too
@@ -60,12 +62,14 @@
 
 #include <stddef.h>
 
-#define PP_COSTS_O 3 /* dir[PP_COSTS_O]: the optimizer step's cost per stage */
+#define PP_COSTS_O 3    /* dir[PP_COSTS_O]: the optimizer step's cost per stage */
+#define PP_COSTS_G 4    /* dir[PP_COSTS_G]: a returned gradient's add per stage */
+#define PP_COSTS_DIRS 5 /* F, B, W, O, G */
 
 typedef struct {
-    double *dir[4]; /* F, B, W, O (PP_COSTS_O): per-stage costs, or NULL when the file does not
-                       give it */
-    int n[4];       /* entries of dir[d]: 1 (every stage) or one per stage */
+    double *dir[PP_COSTS_DIRS]; /* F, B, W, O, G: per-stage costs, or NULL when the file
+                                   does not give it */
+    int n[PP_COSTS_DIRS];       /* entries of dir[d]: 1 (every stage) or one per stage */
     int has_latency, has_bandwidth, has_overlap, has_cores, has_host_bandwidth;
     int has_tensor_latency, has_tensor_bandwidth;
     double tensor_latency, tensor_bandwidth; /* issue 27: a tensor all-reduce's cost */

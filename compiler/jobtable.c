@@ -160,7 +160,7 @@ static int eval_pairable(pp_jobtable *t, const pp_schedule *sch)
 static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
 {
     int bad = 0;
-    for (int d = 0; d < 4; d++) {
+    for (int d = 0; d < PP_COSTS_DIRS; d++) {
         if (!mc->dir[d])
             continue;
         if (d == 2 && d >= ND) {
@@ -170,7 +170,7 @@ static int check_measured(const pp_schedule *sch, const pp_costs *mc, int ND)
         } else if (mc->n[d] != 1 && mc->n[d] != sch->S) {
             diag_error_noloc(
                 sch->diag, "--costs: \"%c\" has %d entries; expected 1 or one per stage (S = %lld)",
-                "FBWO"[d], mc -> n[d], sch -> S);
+                "FBWOG"[d], mc -> n[d], sch -> S);
             bad++;
         }
     }
@@ -516,8 +516,9 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->wbytes = calloc((size_t)t->js.S, sizeof *t->wbytes);
     t->cbytes = calloc((size_t)t->js.S, sizeof *t->cbytes);
     t->opt = calloc((size_t)t->js.S, sizeof *t->opt);
+    t->gadd = calloc((size_t)t->js.S, sizeof *t->gadd);
     if (!t->worker || !t->owner || !t->priority || !t->cost || !t->xfer || !t->fetch ||
-        !t->wbytes || !t->cbytes || !t->opt) {
+        !t->wbytes || !t->cbytes || !t->opt || !t->gadd) {
         diag_nomem(sch->diag, "for %d jobs", N);
         return 1;
     }
@@ -527,10 +528,15 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     }
     if (measured && check_measured(sch, measured, t->js.ND))
         return sch->diag->errors - before;
-    const double *o = measured ? measured->dir[PP_COSTS_O] : NULL;
-    for (int s = 0; o && s < t->js.S; s++)
-        t->opt[s] = o[measured->n[PP_COSTS_O] == 1 ? 0 : s] *
-                    (sch->per_block ? pp_model_layers(&sch->model, s) : 1);
+    const double *o = measured ? measured->dir[PP_COSTS_O] : NULL,
+                 *g = measured ? measured->dir[PP_COSTS_G] : NULL;
+    for (int s = 0; s < t->js.S; s++) {
+        double blocks = sch->per_block ? (double)pp_model_layers(&sch->model, s) : 1;
+        if (o)
+            t->opt[s] = o[measured->n[PP_COSTS_O] == 1 ? 0 : s] * blocks;
+        if (g)
+            t->gadd[s] = g[measured->n[PP_COSTS_G] == 1 ? 0 : s] * blocks;
+    }
     double *flops_cost[3] = {NULL, NULL, NULL};
     if (default_costs(sch, measured, t->js.ND, flops_cost)) {
         for (int d = 0; d < 3; d++)
@@ -667,6 +673,7 @@ void pp_jobtable_free(pp_jobtable *t)
     free(t->wbytes);
     free(t->cbytes);
     free(t->opt);
+    free(t->gadd);
     free(t->split);
     free(t->recompute);
     free(t->offload);

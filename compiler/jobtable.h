@@ -80,6 +80,9 @@ typedef struct {
     /* [S] the optimizer step's cost for stage s on each of its owners
      * (--costs "O"; 0 without: the schedule has no cost line for it). */
     double *opt;
+    /* [S] on stage s's owner, adding one gradient a non-owner returned
+     * (--costs "G", RecvWeightGrad's add; 0 without) */
+    double *gadd;
     /* Overlapped jobs (`overlap F with B when expr`): pairable[j] for a
      * forward j where expr holds ([N], NULL without an overlap line); the
      * pair of a forward and a backward takes max + overlap * min of their

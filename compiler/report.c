@@ -305,18 +305,9 @@ static int step_time(pp_report *r, const pp_jobtable *t, const pp_sim_result *si
     /* a link with a burst or half duplex, or a tree all-reduce priced as
      * its messages: report_link.c */
     int linked = pp_link_shaped(t) || (t->allreduce_tree && !t->ar_ranks);
-    if (linked && pp_report_link_end(t, last, at, owner, off))
+    if (linked ? pp_report_link_end(t, sim, at, owner, off)
+               : pp_report_returns(t, sim, at, NULL, NULL)) /* gradient returns */
         goto out;
-    for (int j = 0; !linked && j < N; j++) { /* gradient returns */
-        int s = job_s(js, j), w = t->worker[j], o = t->owner[j];
-        if (!job_exists(js, j) || !job_makes_wgrad(js, j) || w == o || t->wbytes[s] == 0)
-            continue;
-        double arrive = last[w] + pp_transfer_time(t, t->wbytes[s]);
-        if (arrive > at[o])
-            at[o] = arrive;
-        if (arrive > at[w])
-            at[w] = arrive;
-    }
     for (int s = 0; !linked && s < S; s++) { /* all-reduces, in stage order */
         int R = off[s + 1] - off[s];
         double start = 0;

@@ -129,11 +129,23 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
  * when T > 1, so a T = 1 report is what it always was: the per-worker
  * all-reduces (report.txt) and report.json's "tensor" object. */
 void pp_report_tensor_build(pp_report *r, const pp_jobtable *t, const pp_model *m);
+/* One message of `bytes` from worker `from` to `to`, ready to leave at
+ * `ready`: when it has arrived (a shaped link's, report_link.c). */
+typedef double (*pp_return_link)(void *link, const pp_jobtable *t, int from, int to, double ready,
+                                 double bytes);
+/* report_returns.c: the step's gradient returns (a worker's accumulated
+ * weight gradients of a stage it does not own, to the owner, who adds
+ * them: "G"), in the order and from the places the plans have them; at[w]
+ * (each worker's last job's end on entry) becomes when worker w is done
+ * with them. `send` prices a message (NULL: latency + bytes / bandwidth).
+ * 0, or -1 out of memory. */
+int pp_report_returns(const pp_jobtable *t, const pp_sim_result *sim, double *at,
+                      pp_return_link send, void *link);
 /* report_link.c (issue 29): the step's gradient returns and all-reduces
- * where t has a burst, half duplex or a tree all-reduce: at[w] from each worker's last
- * job's end last[w] (at starts as a copy of it), owner[off[s]..off[s+1])
+ * where t has a burst, half duplex or a tree all-reduce: at[w] from each
+ * worker's last job's end (at starts as it), owner[off[s]..off[s+1])
  * being stage s's owners. 0, or -1 out of memory. */
-int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, const int *owner,
+int pp_report_link_end(const pp_jobtable *t, const pp_sim_result *sim, double *at, const int *owner,
                        const int *off);
 /* The shortest step the links sustain (report_link.c): the most bytes any
  * worker sends in a step (activations and their gradients, weight

@@ -9,8 +9,8 @@
  * duplex the two directions of a pair in turn), full at the start of the end
  * of the step: inside the step, activations are small against a burst and
  * it refills between them. A worker returns each stage's accumulated
- * gradients once (it holds one accumulator per stage, report.h), when its
- * last job has ended; the returns of one worker go in turn. The
+ * gradients once (it holds one accumulator per stage, report.h), where
+ * the plans have it (report_returns.c), its messages in turn. The
  * all-reduces then go in stage order, each when its last owner has its
  * gradients (or together with the one before: below): a ring is 2 (R - 1)
  * rounds in which every owner sends 1/R of the gradients to the next; a
@@ -88,39 +88,33 @@ static double all_reduce(const pp_jobtable *t, pp_links *l, pp_links *empty, con
     return start + pp_allreduce_time(t, (uint64_t)bytes, R) - (drained - now);
 }
 
-int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, const int *owner,
+/* pp_return_link over the links l */
+static double send_on(void *l, const pp_jobtable *t, int from, int to, double ready, double bytes)
+{
+    return pp_links_send(l, t, from, to, ready, bytes);
+}
+
+int pp_report_link_end(const pp_jobtable *t, const pp_sim_result *sim, double *at, const int *owner,
                        const int *off)
 {
-    const pp_jobspace *js = &t->js;
-    int W = t->W, S = js->S, N = job_count(js);
+    int S = t->js.S;
     pp_links l, saved, empty; /* the links, a copy, scratch */
-    unsigned char *sent = calloc((size_t)W * (size_t)S, 1);
-    if (!sent || pp_links_init(&l, t)) {
-        free(sent);
+    if (pp_links_init(&l, t))
         return -1;
-    }
     if (pp_links_init(&saved, t)) {
         pp_links_free(&l);
-        free(sent);
         return -1;
     }
     if (pp_links_init(&empty, t)) {
         pp_links_free(&saved);
         pp_links_free(&l);
-        free(sent);
         return -1;
     }
-    for (int j = 0; j < N; j++) { /* gradient returns, once per worker and stage */
-        int s = job_s(js, j), w = t->worker[j], o = t->owner[j];
-        if (!job_exists(js, j) || !job_makes_wgrad(js, j) || w == o || t->wbytes[s] == 0 ||
-            sent[(size_t)w * S + s])
-            continue;
-        sent[(size_t)w * S + s] = 1;
-        double arrive = pp_links_send(&l, t, w, o, last[w], (double)t->wbytes[s]);
-        if (arrive > at[o])
-            at[o] = arrive;
-        if (arrive > at[w])
-            at[w] = arrive;
+    if (pp_report_returns(t, sim, at, send_on, &l)) { /* gradient returns: report_returns.c */
+        pp_links_free(&empty);
+        pp_links_free(&saved);
+        pp_links_free(&l);
+        return -1;
     }
     /* all-reduces, in stage order; one whose owners are the previous one's
      * and whose gradients are ready before that one has ended is in flight
@@ -162,7 +156,6 @@ int pp_report_link_end(const pp_jobtable *t, const double *last, double *at, con
     pp_links_free(&l);
     pp_links_free(&saved);
     pp_links_free(&empty);
-    free(sent);
     return 0;
 }
 

@@ -239,8 +239,10 @@ void pp_vm_core_exec(void *be, const pp_instr *in)
         j.g = o->grads(c, j.s);
         pp_vm_core_g_zero_forget(c, j.s);
         begin(c, &j);
+        mark(c, &j, 0); /* --profile's "G": the add, after the wait */
         if (!c->nc)
             o->accumulate(c, &j);
+        mark(c, &j, 1);
         end(c, &j);
         break;
     case PP_OP_ReduceGrads:
@@ -374,6 +376,8 @@ void pp_vm_core_prof_collect(pp_vm_core *c, int deferred)
         int dir = pp_profile_dir(in);
         if (dir < 0 || deferred != (in->op == PP_OP_OptimizerStep && c->opts->skip_nonfinite))
             continue;
+        if (dir == PP_PROF_G && pp_vm_core_det(c, in->stage))
+            continue; /* --deterministic moves it as its own (unmarked) */
         pp_profile_add(c->run->prof, c->run->step, dir, in->stage, c->ops->elapsed(c, i));
     }
 }

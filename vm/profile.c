@@ -133,7 +133,7 @@ int pp_profile_dir(const pp_instr *in)
         [PP_JOB_NONE] = -1,      [PP_JOB_F] = PP_PROF_F, [PP_JOB_B] = PP_PROF_BFULL,
         [PP_JOB_BI] = PP_PROF_B, [PP_JOB_W] = PP_PROF_W, [PP_JOB_O] = PP_PROF_O,
         [PP_JOB_R] = -1}; /* a re-run forward is not a sample of F's own time */
-    return dir[pp_op_job_of(in->op)];
+    return in->op == PP_OP_RecvWeightGrad ? PP_PROF_G : dir[pp_op_job_of(in->op)];
 }
 
 void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
@@ -204,7 +204,7 @@ size_t pp_profile_reduce_bytes(const pp_plan *p)
 
 /* One key: a number per stage, or nothing when no stage has a sample. A job
  * faster than the clock resolves is written as 1 ns: ppc wants job costs
- * positive (an optimizer step may be 0). */
+ * positive (an optimizer step or a gradient's add may be 0). */
 static void write_key(FILE *f, const char *key, const double *med, const size_t *n, int S,
                       int *first)
 {
@@ -215,7 +215,8 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
         return;
     fprintf(f, "%s\n  \"%s\": [", *first ? "" : ",", key);
     for (int s = 0; s < S; s++)
-        fprintf(f, "%s%.9g", s ? ", " : "", strcmp(key, "O") && med[s] < 1e-9 ? 1e-9 : med[s]);
+        fprintf(f, "%s%.9g", s ? ", " : "",
+                strcmp(key, "O") && strcmp(key, "G") && med[s] < 1e-9 ? 1e-9 : med[s]);
     fprintf(f, "]");
     *first = 0;
 }
@@ -338,10 +339,10 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     double rpc = ranks_per_core();
     if (me == 0) {
         split_full_backwards(med, count, S);
-        static const char *key[PP_PROF_O + 1] = {"F", "B", "W", "O"};
+        static const char *key[PP_PROF_G + 1] = {"F", "B", "W", "O", "G"};
         int first = 1;
         fprintf(pr->out, "{");
-        for (int d = 0; d <= PP_PROF_O; d++)
+        for (int d = 0; d <= PP_PROF_G; d++)
             write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g,\n  \"burst\": %.9g",

@@ -94,10 +94,12 @@
 
 #include "../isa/plan.h"
 
-/* PP_PROF_BFULL: a full Backward, kept apart from BackwardInput's B so that
+/* PP_PROF_G: RecvWeightGrad's add of a returned gradient into the owner's,
+ * after its wait ("G": ppc prices the returns with it, report_returns.c).
+ * PP_PROF_BFULL: a full Backward, kept apart from BackwardInput's B so that
  * a plan that splits only some backwards (`split backward when`) still
  * writes B and W as the halves (see pp_profile_finish). */
-enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_O, PP_PROF_BFULL, PP_PROF_DIRS };
+enum { PP_PROF_F, PP_PROF_B, PP_PROF_W, PP_PROF_O, PP_PROF_G, PP_PROF_BFULL, PP_PROF_DIRS };
 
 typedef struct pp_profile pp_profile;
 
@@ -106,8 +108,8 @@ typedef struct pp_profile pp_profile;
  * (every rank returns NULL, rank 0 saying why). */
 pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me);
 
-/* What pp_profile_add takes for a job or an OptimizerStep (PP_PROF_*), or
- * -1 for any other instruction. */
+/* What pp_profile_add takes for a job, an OptimizerStep or a
+ * RecvWeightGrad (PP_PROF_*), or -1 for any other instruction. */
 int pp_profile_dir(const pp_instr *in);
 
 /* One job of stage s took `seconds` (ignored during the warm-up step). */

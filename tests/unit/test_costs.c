@@ -352,6 +352,13 @@ START_TEST(test_optimizer_cost)
     err_at("{\"O\": -1}", "1:7", "expected a non-negative cost for \"O\", found -1");
     err_at("{\"O\": [1, \"x\"]}", "1:11", "expected a number for \"O\"[1], found a string");
     err_at("{\"O\": 1, \"O\": 2}", "1:12", "duplicate object key");
+    /* "G", a returned gradient's add on its owner: the same shape */
+    ok(&c, "{\"G\": [0, 0.5]}");
+    ck_assert_int_eq(c.n[PP_COSTS_G], 2);
+    ck_assert_double_eq(c.dir[PP_COSTS_G][1], 0.5);
+    ck_assert_ptr_null(c.dir[PP_COSTS_O]);
+    pp_costs_free(&c);
+    err_at("{\"G\": -0.5}", "1:7", "expected a non-negative cost for \"G\", found -0.5");
 }
 END_TEST
 
@@ -986,9 +993,18 @@ START_TEST(test_progress_wait)
     ck_assert_int_eq(job_starts("fsdp.pp", wait, 0, at, 4), 4);
     ck_assert_double_eq_tol(at[1], 1.25, 1e-12);
     ck_assert_double_eq_tol(at[2], 2.5, 1e-12);
-    /* the step: the makespan (4.25, 4.5), then a gradient return (0.25) */
-    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, always), 4.5, 1e-12);
-    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, wait), 4.75, 1e-12);
+    /* the step: the makespan (4.25, 4.5), then the gradient returns where
+     * the plans have them (report_returns.c). "wait": worker 1 receives
+     * after its B(0,1) (at 4.5, the gradients in at 4.75), then sends its
+     * own, in at worker 0 at 5. "always": worker 1's receive stands before
+     * its B(0,1), keyed at B(1,0)'s end (3) while worker 0 posts after its
+     * B(0,0) (4): it waits 3.25-4.25, B(0,1) then runs 4.25-5.25, and its
+     * return reaches worker 0 at 5.5. "G": each add, 0.1, after the wait. */
+    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, always), 5.5, 1e-12);
+    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, wait), 5, 1e-12);
+    const char *add = "{\"F\": 1, \"B\": 1, \"latency\": 0.25, \"progress\": \"wait\", "
+                      "\"G\": 0.1}";
+    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, add), 5.2, 1e-12);
 }
 END_TEST
 

@@ -677,6 +677,7 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_int_eq(profile_values(json, "B", v, 8), 4);
     ck_assert_int_eq(profile_values(json, "W", v, 8), 4);
     ck_assert_int_eq(profile_values(json, "O", v, 8), 4);
+    ck_assert_ptr_null(strstr(json, "\"G\"")); /* no stage returns its gradients */
     ck_assert_int_eq(profile_values(json, "latency", v, 8), 1);
     ck_assert_msg(v[0] < 0.1, "latency %g s", v[0]);
     ck_assert_int_eq(profile_values(json, "bandwidth", v, 8), 1);
@@ -748,6 +749,38 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_ptr_null(strstr(json, "\"W\""));
     ck_assert_ptr_null(strstr(json, "latency"));
     ck_assert_int_eq(profile_values(json, "busy", busy, 8), 1); /* one step: it is measured */
+    free(json);
+    remove_dir(dir);
+}
+END_TEST
+
+/* FSDP returns each stage's gradients to its owner, who adds them:
+ * --profile's "G" times that add per stage (after its wait), ppc --costs
+ * prices each return's with it; under --deterministic the owner sums in
+ * its optimizer step instead, and there is no "G". */
+START_TEST(profile_times_gradient_adds)
+{
+    char *dir = compile_plan("fsdp.pp", "-D S=2 -D B=2"), cmd[4096], *json;
+    snprintf(cmd, sizeof cmd, "--backend cpu %s/plan --steps 3 --quiet --profile %s/c.json", dir,
+             dir);
+    free(mpi_ok(2, cmd));
+    snprintf(cmd, sizeof cmd,
+             "cat %s/c.json && %s/bin/ppc %s/schedules/fsdp.pp -D S=2 -D B=2 -o %s/q -q"
+             " --costs %s/c.json",
+             dir, PP_ROOT, PP_ROOT, dir, dir);
+    json = run_expect(cmd, 0);
+    double g[4];
+    ck_assert_int_eq(profile_values(json, "G", g, 4), 2);
+    ck_assert_msg(g[0] > 0 && g[1] > 0 && g[0] < 0.1 && g[1] < 0.1, "G %g, %g s:\n%s", g[0], g[1],
+                  json);
+    free(json);
+    snprintf(cmd, sizeof cmd,
+             "--backend cpu %s/plan --steps 2 --quiet --deterministic --profile %s/d.json", dir,
+             dir);
+    free(mpi_ok(2, cmd));
+    snprintf(cmd, sizeof cmd, "cat %s/d.json", dir);
+    json = run_expect(cmd, 0);
+    ck_assert_msg(!strstr(json, "\"G\"") && strstr(json, "\"O\""), "%s", json);
     free(json);
     remove_dir(dir);
 }
@@ -1040,6 +1073,7 @@ END_TEST
     X(one_f_one_b_greedy_4_ranks, 4)                                                               \
     X(gpipe_4_ranks, 4)                                                                            \
     X(profile_feeds_the_simulator, 4)                                                              \
+    X(profile_times_gradient_adds, 2)                                                              \
     X(one_f_one_b_4_ranks, 4)                                                                      \
     X(ddp_4_ranks, 4)                                                                              \
     X(profile_errors, 4)                                                                           \

@@ -781,6 +781,20 @@ START_TEST(profile_on_the_gpu)
     free(out);
     free(json);
     remove_dir(dir);
+    /* FSDP's returned gradients: each owner's add, timed on its stream ("G") */
+    dir = compile_plan("fsdp.pp", "-D S=2 -D B=2");
+    snprintf(cmd, sizeof cmd,
+             "%s/plan --backend cuda --transport mpi --steps 2 --quiet --timeout 120 "
+             "--profile %s/c.json",
+             dir, dir);
+    free(gpu_mpi_ok(2, cmd));
+    snprintf(cmd, sizeof cmd, "cat %s/c.json", dir);
+    json = run_expect(cmd, 0);
+    double g[2];
+    ck_assert_msg(profile_values(json, "G", g, 2) == 2 && g[0] >= 0 && g[1] >= 0,
+                  "no \"G\" of 2 stages:\n%s", json);
+    free(json);
+    remove_dir(dir);
 }
 END_TEST
 
