@@ -295,8 +295,10 @@ int lower_build_returns(const pp_jobtable *t, const pp_sim_result *sim, const ow
 
 /* Every rank's items: jobs at their start; both sides of every activation
  * and gradient transfer and of every weight fetch at the transfer's key;
- * both sides of every weight-gradient return when the sender's last job
- * that adds to it ends, so the accumulator lives no longer than it must.
+ * both sides of every weight-gradient return when it can have arrived
+ * after the sender's last job that adds to it ends, so the accumulator
+ * lives no longer than it must and the owner's receive does not stand
+ * before a job it need not hold.
  * Written into it[] when it is not NULL; returns how many there are (the
  * first pass counts, so the array is exactly as large as needed). */
 static int make_items(const pp_jobtable *t, const pp_sim_result *sim, int prefetch,
@@ -336,7 +338,12 @@ static int make_items(const pp_jobtable *t, const pp_sim_result *sim, int prefet
     }
     for (int e = 0; e < g->n; e++) {
         const gradient_return *r = &g->ret[e];
-        item x = {sim->end[r->last], 4, r->s, -1, -1, r->r, r->to, IT_SEND_WGRAD, r->last};
+        /* keyed when they can have arrived, so that the owner's receive,
+         * which holds it until they are in, stands after the jobs it
+         * starts by then (at the last job's end, FSDP's rank 1 waited
+         * for them before its own last backward) */
+        double key = sim->end[r->last] + pp_transfer_time(t, t->wbytes[r->s]);
+        item x = {key, 4, r->s, -1, -1, r->r, r->to, IT_SEND_WGRAD, r->last};
         PUT(r->r, x);
         x.what = IT_RECV_WGRAD;
         PUT(r->to, x);

@@ -4,7 +4,8 @@
  * A worker that computes a stage it does not own returns that stage's
  * accumulated weight gradients to the owner once (SendWeightGrad, then the
  * owner's RecvWeightGrad adds them to its own). Lowering places both sides
- * at one key, the end of the sender's last job adding to them, and every
+ * at one key, the end of the sender's last job adding to them plus their
+ * transfer (lower_order.c), and every
  * rank meets its returns in key order (lower_order.c), after its jobs that
  * start by then. A send is posted when its rank gets there; a receive
  * waits for the message and then adds it ("G", t->gadd), holding back
@@ -86,6 +87,8 @@ static grad_return *collect(const pp_jobtable *t, const pp_sim_result *sim, int 
             } else if (sim->end[j] > r[slot[w]].key)
                 r[slot[w]].key = sim->end[j];
         }
+    for (int i = 0; i < k; i++) /* the lowering's key: when they can have arrived */
+        r[i].key += pp_transfer_time(t, t->wbytes[r[i].s]);
     free(slot);
     free(stamp);
     qsort(r, (size_t)k, sizeof *r, by_key);

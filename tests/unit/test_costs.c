@@ -994,13 +994,14 @@ START_TEST(test_progress_wait)
     ck_assert_double_eq_tol(at[1], 1.25, 1e-12);
     ck_assert_double_eq_tol(at[2], 2.5, 1e-12);
     /* the step: the makespan (4.25, 4.5), then the gradient returns where
-     * the plans have them (report_returns.c). "wait": worker 1 receives
-     * after its B(0,1) (at 4.5, the gradients in at 4.75), then sends its
-     * own, in at worker 0 at 5. "always": worker 1's receive stands before
-     * its B(0,1), keyed at B(1,0)'s end (3) while worker 0 posts after its
-     * B(0,0) (4): it waits 3.25-4.25, B(0,1) then runs 4.25-5.25, and its
-     * return reaches worker 0 at 5.5. "G": each add, 0.1, after the wait. */
-    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, always), 5.5, 1e-12);
+     * the plans have them (report_returns.c), keyed when they can have
+     * arrived (lower_order.c). "wait": worker 1 receives after its B(0,1)
+     * (at 4.5, the gradients in at 4.75), then sends its own, in at worker
+     * 0 at 5. "always": worker 0's (key 3.25, posted after its B(0,0), at
+     * 4) are in at 4.25, as worker 1's B(0,1) ends; worker 1's reach worker
+     * 0 at 4.5. Keyed at B(1,0)'s end (3), worker 1's receive stood before
+     * its B(0,1) and held it: 5.5. "G": each add, 0.1, after the wait. */
+    ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, always), 4.5, 1e-12);
     ck_assert_double_eq_tol(schedule_with("fsdp.pp", 2, wait), 5, 1e-12);
     const char *add = "{\"F\": 1, \"B\": 1, \"latency\": 0.25, \"progress\": \"wait\", "
                       "\"G\": 0.1}";
