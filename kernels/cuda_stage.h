@@ -46,8 +46,8 @@ typedef struct {
                             const void *stash, void *work);
 } pp_cuda_model_impl;
 
-extern const pp_cuda_model_impl pp_cuda_model_mlp; /* mlp_cuda.cu */
-extern const pp_cuda_model_impl pp_cuda_model_gpt; /* gpt_cuda.cu */
+extern const pp_cuda_model_impl pp_cuda_model_mlp;   /* mlp_cuda.cu */
+extern const pp_cuda_model_impl pp_cuda_model_gpt;   /* gpt_cuda.cu */
 extern const pp_cuda_model_impl pp_cuda_model_llama; /* llama_cuda.cu */
 
 /* ------------------------------------------------------------------------ */
@@ -210,6 +210,13 @@ static inline pp_lt_epilogue epi_gelu_aux_bias(const uint16_t *, float *)
 static inline pp_lt_epilogue epi_dgelu(const float *aux)
 {
     pp_lt_epilogue e = {PP_LT_DGELU, NULL, const_cast<float *>(aux), NULL};
+    return e;
+}
+/* A bf16 aux (the bf16 stash's fch): the epilogue reads fp32 aux, so never
+ * fused; the GEMM and pp_cu_gelu_backward_bf16x. */
+static inline pp_lt_epilogue epi_dgelu(const uint16_t *)
+{
+    pp_lt_epilogue e = {PP_LT_NONE, NULL, NULL, NULL};
     return e;
 }
 

@@ -121,9 +121,10 @@ static void qkv_forward(const run *r, const layouts *y, const uint16_t *p, const
 
 /* fch = ln2 fcw^T + fcb, fcg = gelu(fch): fp32, a GELU_AUX_BIAS epilogue
  * (D = fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward; with
- * bf16, the GEMM and the kernel writing fcg in bf16. */
+ * bf16, the GEMM into the workspace's dh and one kernel writing fch and
+ * fcg in bf16. */
 static void fc_forward(const run *r, const layouts *y, const float *p, const float *ln2, float *fch,
-                       float *fcg)
+                       float *fcg, void *)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
@@ -134,12 +135,54 @@ static void fc_forward(const run *r, const layouts *y, const float *p, const flo
     }
 }
 static void fc_forward(const run *r, const layouts *y, const uint16_t *p, const uint16_t *ln2,
-                       float *fch, uint16_t *fcg)
+                       uint16_t *fch, uint16_t *fcg, void *work)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
-    gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, 1, 0.0f, fch);
-    cudaCheck(pp_cu_bias_gelu_forward(fch, p + P->fcb, fcg, BT, F, r->st));
+    float *h32 = at(work, y->W.dh); /* backward scratch, free in F */
+    gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, 1, 0.0f, h32);
+    cudaCheck(pp_cu_bias_gelu_forward_to_bf16why(h32, p + P->fcb, fch, fcg, BT, F, r->st));
+}
+
+/* atty = attention(qkv), the fused kernels or the blocked ones, fp32 into
+ * out32. With bf16 out32 is the workspace's datt (backward scratch, free
+ * in F) and one pass rounds it into the stash's bf16 atty, the attention
+ * projection's operand as it is (the pass that rounded an fp32 atty into
+ * ca before that GEMM, moved). */
+static void attention_forward(const run *r, const layouts *y, const void *qkv, float *out32,
+                              float *lse, void *work)
+{
+    const gpt_shape *sh = &y->sh;
+    if (pp_cu_attention_fused_use(sh->A, sh->NH))
+        pp_cu_attention_fused_forward(r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+                                      sh->bf16);
+    else
+        pp_cu_attention_forward(r->cm->blas, r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+                                gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+}
+static void atty_forward(const run *r, const layouts *y, const float *qkv, float *atty, float *lse,
+                         void *work)
+{
+    attention_forward(r, y, qkv, atty, lse, work);
+}
+static void atty_forward(const run *r, const layouts *y, const uint16_t *qkv, uint16_t *atty,
+                         float *lse, void *work)
+{
+    float *out32 = at(work, y->W.datt);
+    attention_forward(r, y, qkv, out32, lse, work);
+    rounded(r, out32, y->BT * (size_t)y->sh.A, atty);
+}
+
+/* The attention's output as its backward reads it (D_i = rowsum(dout o
+ * out)): the stash's fp32 atty, or its bf16 values widened (exactly) into
+ * the workspace's ca, which no operand holds while the attention's
+ * backward runs (qkv is the stash's, dout is in cb). */
+static const float *att_out(const run *, const layouts *, const float *atty) { return atty; }
+static const float *att_out(const run *r, const layouts *y, const uint16_t *atty)
+{
+    float *wide = reinterpret_cast<float *>(r->ca);
+    cudaCheck(pp_cu_bf16_to_f32(atty, wide, y->BT * (size_t)y->sh.A, r->st));
+    return wide;
 }
 
 template <typename W>
@@ -151,20 +194,15 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const gpt_
     int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, bf16 = is_bf16(p);
     void (*tp)(void *, float *, size_t, cudaStream_t) = r->cm->tp_fn;
     W *ln1 = static_cast<W *>(a->ln1), *qkv = static_cast<W *>(a->qkv);
-    W *ln2 = static_cast<W *>(a->ln2), *fcg = static_cast<W *>(a->fcg);
+    W *atty = static_cast<W *>(a->atty), *ln2 = static_cast<W *>(a->ln2);
+    W *fch = static_cast<W *>(a->fch), *fcg = static_cast<W *>(a->fcg);
     cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, ln1, a->ln1_mean,
                                       a->ln1_rstd, r->st));
     qkv_forward(r, y, p, ln1, qkv, work);
-    if (pp_cu_attention_fused_use(A, sh->NH))
-        pp_cu_attention_fused_forward(r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
-                                      sh->bf16);
-    else
-        pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
-                                gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+    atty_forward(r, y, qkv, atty, a->lse, work);
     /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order);
      * tensor-parallel, the partial sum all-reduced first */
-    const void *atty = operand(r, a->atty, y->BT * (size_t)A, p);
     if (tp) {
         gemm(r, 0, 1, BT, C, A, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
         tp(r->cm->tp_ctx, a->res, y->BT * (size_t)C, r->st);
@@ -176,7 +214,7 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const gpt_
     }
     cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, ln2, a->ln2_mean,
                                       a->ln2_rstd, r->st));
-    fc_forward(r, y, p, ln2, a->fch, fcg);
+    fc_forward(r, y, p, ln2, fch, fcg, work);
     /* y = (fcg fcprojw^T + res) + fcprojb, as res */
     if (tp) {
         gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
@@ -262,7 +300,7 @@ static void grads_att(const run *r, const layouts *y, float *g, const gpt_layer_
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
-    gemm_grad(r, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
+    gemm_grad_act(r, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
     cudaCheck(pp_cu_bias_grad(dres, BT, C, g + P->attprojb, r->st));
     gemm_grad_act(r, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
     cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * A, g + P->qkvb, r->st));
@@ -276,20 +314,21 @@ static void grads_att(const run *r, const layouts *y, float *g, const gpt_layer_
  * regions, where the skeleton has saved dy already). */
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const gpt_layer_acts *a, const layer_grads *d, const float *dy, void *work,
-                           float *dst)
+                           const gpt_layer_acts *a, const layer_grads *d, const float *dy,
+                           void *work, float *dst)
 {
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F;
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *datt = at(work, y->W.datt);
-    /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
-     * GEMM and pp_cu_gelu_backward */
+    /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch; fp32
+     * only), or the GEMM and pp_cu_gelu_backward (reading bf16 fch as is) */
+    const W *fch = static_cast<const W *>(a->fch);
     const void *dyo = operand(r, dy, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(a->fch), d->dh)) {
+    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(fch), d->dh)) {
         gemm(r, 0, 0, BT, F, C, 1.0f, dyo, p + P->fcprojw, is_bf16(p), 0.0f, d->dh);
-        cudaCheck(pp_cu_gelu_backward(a->fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
+        cudaCheck(pp_cu_gelu_backward(fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
     }
     /* dln2 = dh fcw */
     gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
@@ -305,12 +344,13 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, datt);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
+    const float *out = att_out(r, y, static_cast<const W *>(a->atty));
     if (pp_cu_attention_fused_use(A, sh->NH))
-        pp_cu_attention_fused_backward(r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, A,
+        pp_cu_attention_fused_backward(r->st, qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T, A,
                                        sh->NH, sh->bf16);
     else
-        pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
-                                 sh->T, A, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+        pp_cu_attention_backward(r->cm->blas, r->st, qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T,
+                                 A, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
     gemm_w(r, 0, 0, BT, C, 3 * A, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
     if (r->cm->tp_fn)

@@ -184,22 +184,31 @@ static __global__ void gqa_reduce_kernel(const float *dqkv, float *dqkvc, int ro
 
 static __device__ __forceinline__ float lsigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-template <typename Y>
-static __global__ void swiglu_forward_kernel(const float *gu, Y *h, int rows, int F)
+/* h = silu(g) u from the GEMM's fp32 [g | u]; with bf16 (G = uint16_t)
+ * [g | u] also written rounded into the stash's gu (gs), in the same pass.
+ * With fp32 the GEMM wrote the stash's gu itself (gs == gu, not written). */
+template <typename G, typename Y>
+static __global__ void swiglu_forward_kernel(const float *gu, G *gs, Y *h, int rows, int F)
 {
     for (size_t k = lindex(); k < (size_t)rows * F; k += lstride()) {
-        size_t r = k / F, i = k % F;
-        float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
+        size_t r = k / F, i = k % F, kg = r * 2 * F + i;
+        float g = gu[kg], u = gu[kg + F];
+        if (sizeof(G) == 2) {
+            lput(gs, kg, g);
+            lput(gs, kg + F, u);
+        }
         lput(h, k, g * lsigmoid(g) * u);
     }
 }
 
-static __global__ void swiglu_backward_kernel(const float *gu, const float *dh, float *dgu,
-                                              int rows, int F)
+/* gu: the stash's [g | u], fp32 or bf16 (widened exactly) */
+template <typename G>
+static __global__ void swiglu_backward_kernel(const G *gu, const float *dh, float *dgu, int rows,
+                                              int F)
 {
     for (size_t k = lindex(); k < (size_t)rows * F; k += lstride()) {
         size_t r = k / F, i = k % F;
-        float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i], d = dh[k];
+        float g = lparam(gu, r * 2 * F + i), u = lparam(gu, r * 2 * F + F + i), d = dh[k];
         float sg = lsigmoid(g), silu = g * sg;
         dgu[r * 2 * F + i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
         dgu[r * 2 * F + F + i] = d * silu;
@@ -249,6 +258,38 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
     if (!r->ca)
         return x;
     return rounded(r, x, n, dst);
+}
+
+/* The stash's atty, made by the attention: fp32 in place; with bf16 fp32
+ * into the workspace's datt (backward scratch, free in F), then rounded
+ * into the stash, wo's operand as it is (the pass that rounded an fp32
+ * atty into ca before that GEMM, moved). */
+static void atty_forward(const run *r, const layouts *y, const float *qkv, float *atty, float *lse,
+                         void *work)
+{
+    const llama_shape *sh = &y->sh;
+    pp_cu_attention_forward(r->cm->blas, r->st, qkv, atty, lse, sh->B, sh->T, sh->A, sh->NH,
+                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
+}
+static void atty_forward(const run *r, const layouts *y, const uint16_t *qkv, uint16_t *atty,
+                         float *lse, void *work)
+{
+    const llama_shape *sh = &y->sh;
+    float *out32 = at(work, y->W.datt);
+    pp_cu_attention_forward(r->cm->blas, r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
+    rounded(r, out32, y->BT * (size_t)sh->A, atty);
+}
+
+/* The attention's output as its backward reads it: the stash's fp32 atty,
+ * or its bf16 values widened into the workspace's ca (free then: qkv is
+ * the stash's, dout is in cb). */
+static const float *att_out(const run *, const layouts *, const float *atty) { return atty; }
+static const float *att_out(const run *r, const layouts *y, const uint16_t *atty)
+{
+    float *wide = reinterpret_cast<float *>(r->ca);
+    cudaCheck(pp_cu_bf16_to_f32(atty, wide, y->BT * (size_t)y->sh.A, r->st));
+    return wide;
 }
 
 template <typename P, typename Y>
@@ -346,6 +387,10 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const llam
     const float *cs = rope_of(r, y, work);
     W *n1 = static_cast<W *>(a->n1), *n2 = static_cast<W *>(a->n2);
     W *qkv_out = static_cast<W *>(a->qkv), *h = static_cast<W *>(a->h);
+    W *atty = static_cast<W *>(a->atty), *gus = static_cast<W *>(a->gu);
+    /* the GEMM's fp32 [g | u]: the stash's gu, or with bf16 the workspace's
+     * dgu (backward scratch, free in F) */
+    float *gu = is_bf16(p) ? at(work, y->W.dgu) : reinterpret_cast<float *>(gus);
     rmsnorm_forward(r, a->x, p + P->n1w, BT, C, sh->eps, n1, a->n1_rstd);
     gemm(r, 0, 1, BT, Q, C, 1.0f, n1, p + P->wqkv, is_bf16(p), 0.0f, qkvc);
     rope(r, y, qkvc, sh->NH, cs, 0);
@@ -354,14 +399,11 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const llam
     gqa_expand_kernel<<<lgrid(y->BT * 3 * (size_t)A), LTHREADS, 0, r->st>>>(qkvc, qkv_out, BT, A,
                                                                             NH, KV);
     LAUNCH_OK();
-    const void *qkv = qkv_out;
-    pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
-                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
-    row_parallel(r, BT, C, A, a->atty, p + P->wo, a->x, a->res);
+    atty_forward(r, y, qkv_out, atty, a->lse, work);
+    row_parallel_act(r, BT, C, A, atty, p + P->wo, a->x, a->res);
     rmsnorm_forward(r, a->res, p + P->n2w, BT, C, sh->eps, n2, a->n2_rstd);
-    gemm(r, 0, 1, BT, 2 * F, C, 1.0f, n2, p + P->wgu, is_bf16(p), 0.0f, a->gu);
-    const float *gu = a->gu;
-    swiglu_forward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, h, BT, F);
+    gemm(r, 0, 1, BT, 2 * F, C, 1.0f, n2, p + P->wgu, is_bf16(p), 0.0f, gu);
+    swiglu_forward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, gus, h, BT, F);
     LAUNCH_OK();
     row_parallel_act(r, BT, C, F, h, p + P->wd, a->res, out);
 }
@@ -404,15 +446,15 @@ static void grads_att(const run *r, const layouts *y, float *g, const llama_laye
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C;
-    gemm_grad(r, 1, 0, C, y->sh.A, BT, dres, a->atty, g + P->wo);
+    gemm_grad_act(r, 1, 0, C, y->sh.A, BT, dres, a->atty, g + P->wo);
     gemm_grad_act(r, 1, 0, y->sh.Q, C, BT, dqkvc, a->n1, g + P->wqkv);
     rmsnorm_dw(r, a->x, a->n1_rstd, dn1, BT, C, g + P->n1w);
 }
 
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const llama_layer_acts *a, const layer_grads *d, const float *dy, void *work,
-                           float *dst)
+                           const llama_layer_acts *a, const layer_grads *d, const float *dy,
+                           void *work, float *dst)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
@@ -420,7 +462,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *dh = at(work, y->W.dh), *datt = at(work, y->W.datt), *dqkv = at(work, y->W.dqkv);
     gemm_w(r, 0, 0, BT, F, C, dy, p + P->wd, 0.0f, dh);
-    const float *gu = a->gu;
+    const W *gu = static_cast<const W *>(a->gu);
     float *dgu = d->dgu;
     swiglu_backward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, dh, dgu, BT, F);
     LAUNCH_OK();
@@ -434,7 +476,8 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
-    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, A,
+    const float *out = att_out(r, y, static_cast<const W *>(a->atty));
+    pp_cu_attention_backward(r->cm->blas, r->st, qkv, out, dout, a->lse, dqkv, sh->B, sh->T, A,
                              sh->NH, llama_att_rows(sh), at(work, y->W.att), sh->bf16);
     float *dqkvc = d->dqkvc;
     int NH = sh->NH, KV = sh->KV;
