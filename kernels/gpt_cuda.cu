@@ -51,11 +51,15 @@
  * to bf16 into ca and, in the backward, its dout (datt) into cb, and rounds
  * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
  * norms, GELU, the softmax, the loss and every gradient compute in fp32.
- * The stash's `act` regions (gpt_layout.h: ln1, qkv, ln2, fcg, lnf) are
- * bf16, written so by the kernel that makes them (the layer norms, qkv's
- * bias add from the GEMM's fp32 output in the workspace's dqkv, GELU) and
- * read as they are by every GEMM and the attention, with no rounding pass:
- * gpt.c makes them in fp32 and rounds them (pp_act_put), the same values.
+ * The stash's `act` regions (gpt_layout.h: ln1, qkv, atty, ln2, fch, fcg,
+ * lnf) are bf16, written so by the kernel that makes them (the layer
+ * norms, qkv's bias add from the GEMM's fp32 output in the workspace's
+ * dqkv, bias + GELU writing fch and fcg from fc's fp32 output in dh; the
+ * attention's fp32 output in datt is rounded by one pass, its kernels
+ * taking fp32 out) and read as they are by every GEMM, the attention and
+ * GELU's backward, with no rounding pass (the attention's backward gets
+ * atty widened into ca): gpt.c makes them in fp32 and rounds them
+ * (pp_act_put), the same values.
  *
  * Fused epilogues (gemm_lt.h; ppvm --epilogues, on by default), as in
  * mlp_cuda.cu: where cuBLASLt's heuristic offers an algorithm, qkv's GEMM
@@ -64,8 +68,9 @@
  * pp_cu_residual_bias_add), fc its bias and GELU (GELU_AUX_BIAS, aux =
  * fch), and the backward's dy fcprojw GELU's derivative (DGELU, aux =
  * fch); otherwise, and with the epilogues off, the GEMM and its kernel. In
- * bf16 only DGELU (the bias epilogues take fp32 biases); the GELU ones
- * need F a multiple of 8. The head has no bias: a plain GEMM.
+ * bf16 none (the bias epilogues take fp32 biases, DGELU an fp32 aux, and
+ * fch is bf16 then); the GELU ones need F a multiple of 8. The head has
+ * no bias: a plain GEMM.
  *
  * Every call only enqueues work on the context's stream. */
 #include <stdint.h>

@@ -18,7 +18,7 @@
  * Tensor-parallel (the all-reduce set, llama.c's twin; isa/tensor.h): the
  * shard's attention is A = C/T wide (heads/T query, kv_heads/T key/value
  * heads), wo and wd are row-parallel, so their GEMMs make partial sums,
- * all-reduced on the stream before the residual (row_parallel); dn2 and
+ * all-reduced on the stream before the residual (row_parallel_act); dn2 and
  * dn1 are all-reduced before they are read. */
 #include <cuda_bf16.h>
 #include <math.h>
@@ -339,28 +339,15 @@ static void rope(const run *r, const layouts *y, float *x, int heads, const floa
 
 /* A layer's `act` regions (llama_acts.h) hold the weights' type: with a
  * bf16 compute copy the RMSNorm, GQA expansion and SwiGLU kernels write
- * them in bf16 and the GEMMs and the attention read them as they are (no
- * rounding pass). */
+ * them in bf16 (SwiGLU's gu beside h; the attention's output rounded by
+ * atty_forward) and the GEMMs, the attention and SwiGLU's backward read
+ * them as they are (no rounding pass; the attention's backward gets atty
+ * widened, att_out). */
 
-/* out = x + in w^T, w [C][K]: the residual accumulated by the GEMM; or,
- * tensor-parallel, the partial sum all-reduced first and x added once
- * (tensor_gemm.c's pp_row_parallel) */
-template <typename W>
-static void row_parallel(const run *r, int BT, int C, int K, const float *in, const W *w,
-                         const float *x, float *out)
-{
-    size_t n = (size_t)BT * C;
-    if (r->cm->tp_fn) {
-        gemm_w(r, 0, 1, BT, C, K, in, w, 0.0f, out);
-        r->cm->tp_fn(r->cm->tp_ctx, out, n, r->st);
-        cudaCheck(pp_cu_add(out, x, n, r->st));
-    } else {
-        copy_d2d(r, out, x, n * sizeof(float));
-        gemm_w(r, 0, 1, BT, C, K, in, w, 1.0f, out);
-    }
-}
-
-/* row_parallel with `in` a stashed act, already in the GEMM's type */
+/* out = x + in w^T, w [C][K], `in` a stashed act already in the GEMM's
+ * type: the residual accumulated by the GEMM; or, tensor-parallel, the
+ * partial sum all-reduced first and x added once (tensor_gemm.c's
+ * pp_row_parallel) */
 template <typename W>
 static void row_parallel_act(const run *r, int BT, int C, int K, const W *in, const W *w,
                              const float *x, float *out)
