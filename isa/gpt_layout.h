@@ -265,7 +265,11 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
  *   bf16:             ca, cb float [BT][max(C, 3A, F, V)]  GEMM operands rounded
  *                                           (ca: the first operand, or qkv
  *                                           for the attention; cb: the
- *                                           second, or the attention's dout)
+ *                                           second, or the attention's dout;
+ *                                           on the GPU, whose activations
+ *                                           are bf16, cb's second half also
+ *                                           holds a gradient rounded once
+ *                                           for its two GEMMs)
  *                     wide   float [params] the compute copy widened to fp32
  *                                           (the CPU's GEMMs read fp32; the
  *                                           GPU reads bf16 and leaves it)
@@ -282,6 +286,20 @@ typedef struct {
 static inline size_t gpt_att_scratch_floats(int T, int R)
 {
     return 2 * (size_t)R * (size_t)T + (size_t)R;
+}
+
+/* The widest GEMM operand row, max(C, 3A, F, V): ca and cb hold BT such
+ * rows of floats. */
+static inline size_t gpt_work_widest(const gpt_shape *sh)
+{
+    size_t w = 3 * (size_t)sh->A;
+    if (w < (size_t)sh->C)
+        w = (size_t)sh->C;
+    if (w < (size_t)sh->F)
+        w = (size_t)sh->F;
+    if (w < (size_t)sh->V)
+        w = (size_t)sh->V;
+    return w;
 }
 
 static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
@@ -305,13 +323,7 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
         W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
-        size_t widest = 3 * (size_t)sh->A;
-        if (widest < C)
-            widest = C;
-        if (widest < F)
-            widest = F;
-        if (widest < V)
-            widest = V;
+        size_t widest = gpt_work_widest(sh);
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
         W.wide = gpt_take(&cur, gpt_param_layout_of(sh).total * sizeof(float));

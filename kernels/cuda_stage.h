@@ -175,6 +175,31 @@ static inline void gemm_grad_act(const run *r, int ta, int tb, int M, int N, int
     gemm(r, ta, tb, M, N, K, 1.0f, rounded(r, A, (size_t)M * K, r->ca), B, 1, beta, C);
 }
 
+/* gemm_grad_act with A also given as the GEMM takes it: fp32 (A16 unused),
+ * or with bf16 A16, A's bf16 values rounded once already for another GEMM
+ * too; A16 NULL: A rounded here (into ca). */
+static inline void gemm_grad_pre(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                                 const void *A16, const void *B, float *C)
+{
+    if (!r->ca || !A16) {
+        gemm_grad_act(r, ta, tb, M, N, K, A, B, C);
+        return;
+    }
+    float beta = r->cm->grads_zero ? 0.0f : 1.0f;
+    gemm(r, ta, tb, M, N, K, 1.0f, A16, B, 1, beta, C);
+}
+
+/* gemm_w with A16 as in gemm_grad_pre (A16 NULL: gemm_w itself). */
+template <typename W>
+static inline void gemm_w_pre(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                              const void *A16, const W *w, float beta, float *C)
+{
+    if (!A16)
+        gemm_w(r, ta, tb, M, N, K, A, w, beta, C);
+    else
+        gemm(r, ta, tb, M, N, K, 1.0f, A16, w, is_bf16(w), beta, C);
+}
+
 static inline void copy_d2d(const run *r, void *dst, const void *src, size_t bytes)
 {
     if (dst != src && bytes > 0)

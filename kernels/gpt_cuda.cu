@@ -46,11 +46,13 @@
  *
  * Precision bf16 (gpt.c's rule): every GEMM with a weight takes bf16
  * operands (the compute copy, and the activation rounded into the
- * workspace's ca region) and accumulates in fp32; both operands of a
- * weight-gradient GEMM are rounded (ca, cb); the attention gets qkv rounded
- * to bf16 into ca and, in the backward, its dout (datt) into cb, and rounds
- * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
- * norms, GELU, the softmax, the loss and every gradient compute in fp32.
+ * workspace's ca region) and accumulates in fp32; a weight-gradient GEMM
+ * takes the gradient rounded (into ca) and the stash's bf16 activation; in
+ * the fused backward dh, dres and dqkv are rounded once for both GEMMs that
+ * read them (grad_once); the attention gets qkv from the stash and, in the
+ * backward, its dout (datt) rounded into cb, and rounds P and dS itself;
+ * its GEMMs take bf16 operands too (attention_cuda.h). Layer norms, GELU,
+ * the softmax, the loss and every gradient compute in fp32.
  * The stash's `act` regions (gpt_layout.h: ln1, qkv, atty, ln2, fch, fcg,
  * lnf) are bf16, written so by the kernel that makes them (the layer
  * norms, qkv's bias add from the GEMM's fp32 output in the workspace's
@@ -286,31 +288,59 @@ static layer_grads layer_grads_work(const gpt_work_layout *Wk, void *work, const
  * and dh, ln2's from dln2, the attention projection's from dres, qkv's
  * from dqkv, ln1's from dln1. The layer-norm halves need dln2 and dln1
  * distinct only in a split W; the fused walk calls the parts as each
- * gradient exists (dln is reused). */
+ * gradient exists (dln is reused), with dh16, dres16 and dqkv16 the bf16
+ * copies its input-gradient GEMMs read (grad_once); a split W passes NULL
+ * and they are rounded here. */
 static void grads_mlp(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
-                      const float *dy, const float *dh, const float *dln2)
+                      const float *dy, const float *dh, const void *dh16, const float *dln2)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
     gemm_grad_act(r, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
     cudaCheck(pp_cu_bias_grad(dy, BT, C, g + P->fcprojb, r->st));
-    gemm_grad_act(r, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
+    gemm_grad_pre(r, 1, 0, F, C, BT, dh, dh16, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
     cudaCheck(pp_cu_bias_grad(dh, BT, F, g + P->fcb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->res, (const float *)NULL, a->ln2_mean, a->ln2_rstd, dln2,
                                        BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
 }
 
-static void grads_att(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
-                      const float *dres, const float *dqkv, const float *dln1)
+static void grads_attproj(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
+                          const float *dres, const void *dres16)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
-    gemm_grad_act(r, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
+    gemm_grad_pre(r, 1, 0, C, A, BT, dres, dres16, a->atty, g + P->attprojw); /* += dres^T atty */
     cudaCheck(pp_cu_bias_grad(dres, BT, C, g + P->attprojb, r->st));
-    gemm_grad_act(r, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
+}
+
+static void grads_qkv(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
+                      const float *dqkv, const void *dqkv16, const float *dln1)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
+    gemm_grad_pre(r, 1, 0, 3 * A, C, BT, dqkv, dqkv16, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
     cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * A, g + P->qkvb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->x, (const float *)NULL, a->ln1_mean, a->ln1_rstd, dln1,
                                        BT, C, NULL, g + P->ln1w, g + P->ln1b, r->st));
+}
+
+/* A gradient that an input-gradient GEMM and (fused) a weight-gradient GEMM
+ * both read, as they take it: NULL with fp32 (each reads it as it is) or in
+ * a split backward's B (W rounds it later); with bf16 rounded once into
+ * the second half of cb, which the attention's bf16 dout (at cb's start,
+ * BT x A <= BT x widest values) leaves free, and which holds one such
+ * gradient at a time (dh, then dres, then dqkv). */
+static const void *grad_once(const run *, const layouts *, const float *, size_t, const float *,
+                             const float *)
+{
+    return NULL;
+}
+static const void *grad_once(const run *r, const layouts *y, const float *x, size_t n,
+                             const uint16_t *, const float *g)
+{
+    if (!g)
+        return NULL;
+    return rounded(r, x, n, r->cb + y->BT * gpt_work_widest(&y->sh));
 }
 
 /* The reverse of layer_forward from dy = d(layer output), into dst (which
@@ -336,17 +366,21 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
         cudaCheck(pp_cu_gelu_backward(fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
     }
     /* dln2 = dh fcw */
-    gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
+    const void *dh16 = grad_once(r, y, d->dh, y->BT * (size_t)F, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, F, d->dh, dh16, p + P->fcw, 0.0f, d->dln2);
     if (r->cm->tp_fn) /* tensor parallel: a partial sum (gpt.c's twin) */
         r->cm->tp_fn(r->cm->tp_ctx, d->dln2, y->BT * (size_t)C, r->st);
     if (g)
-        grads_mlp(r, y, g, a, dy, d->dh, d->dln2);
+        grads_mlp(r, y, g, a, dy, d->dh, dh16, d->dln2);
     /* dres = dy + LN2'(dln2) */
     copy_d2d(r, d->dres, dy, xbytes);
     cudaCheck(pp_cu_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT,
                                        C, d->dres, NULL, NULL, r->st));
     /* datt = dres attprojw; dqkv = the attention's backward */
-    gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, datt);
+    const void *dres16 = grad_once(r, y, d->dres, xbytes / sizeof(float), p, g);
+    gemm_w_pre(r, 0, 0, BT, A, C, d->dres, dres16, p + P->attprojw, 0.0f, datt);
+    if (g) /* now, while dres16 is in cb (dqkv16 takes its place) */
+        grads_attproj(r, y, g, a, d->dres, dres16);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
     const float *out = att_out(r, y, static_cast<const W *>(a->atty));
@@ -357,11 +391,12 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
         pp_cu_attention_backward(r->cm->blas, r->st, qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T,
                                  A, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
-    gemm_w(r, 0, 0, BT, C, 3 * A, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    const void *dqkv16 = grad_once(r, y, d->dqkv, y->BT * 3 * (size_t)A, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, 3 * A, d->dqkv, dqkv16, p + P->qkvw, 0.0f, d->dln1);
     if (r->cm->tp_fn)
         r->cm->tp_fn(r->cm->tp_ctx, d->dln1, y->BT * (size_t)C, r->st);
     if (g)
-        grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
+        grads_qkv(r, y, g, a, d->dqkv, dqkv16, d->dln1);
     /* dx = dres + LN1'(dln1) */
     copy_d2d(r, dst, d->dres, xbytes);
     cudaCheck(pp_cu_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT, C,
@@ -425,8 +460,9 @@ struct gpt_kind {
     {
         gpt_layer_acts a = gpt_layer_acts_of(&y->L, stash, l);
         layer_grads d = layer_grads_split(&y->L, stash, l);
-        grads_mlp(r, y, g, &a, d.dy, d.dh, d.dln2);
-        grads_att(r, y, g, &a, d.dres, d.dqkv, d.dln1);
+        grads_mlp(r, y, g, &a, d.dy, d.dh, NULL, d.dln2);
+        grads_attproj(r, y, g, &a, d.dres, NULL);
+        grads_qkv(r, y, g, &a, d.dqkv, NULL, d.dln1);
     }
 
     template <typename W>
