@@ -210,12 +210,28 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
  *                      att   float [2RT + R]  attention scratch
  *   L > 0 or s == S-1: dln   float [BT][C]
  *   always:            dx    float [BT][C]
- *   bf16:              ca, cb float [BT][max(C, 3A, 2F, V)], wide float [params] */
+ *   bf16:              ca, cb float [BT][max(C, 3A, 2F, V)], wide float [params]
+ *                      (on the GPU cb's second half also holds a gradient
+ *                      rounded once for its two GEMMs, gpt_layout.h's rule) */
 typedef struct {
     size_t logits, dh, dgu, dres, datt, dqkv, qkvc, rope, att, dln, dx;
     size_t ca, cb, wide;
     size_t total;
 } llama_work_layout;
+
+/* The widest GEMM operand row, max(C, 3A, 2F, V) (Q <= 3A): ca and cb
+ * hold BT such rows of floats. */
+static inline size_t llama_work_widest(const llama_shape *sh)
+{
+    size_t w = 3 * (size_t)sh->A;
+    if (w < (size_t)sh->C)
+        w = (size_t)sh->C;
+    if (w < 2 * (size_t)sh->F)
+        w = 2 * (size_t)sh->F;
+    if (w < (size_t)sh->V)
+        w = (size_t)sh->V;
+    return w;
+}
 
 static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
 {
@@ -241,13 +257,7 @@ static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
         W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
-        size_t widest = 3 * (size_t)sh->A;
-        if (widest < C)
-            widest = C;
-        if (widest < 2 * F)
-            widest = 2 * F;
-        if (widest < V)
-            widest = V;
+        size_t widest = llama_work_widest(sh);
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
         W.wide = gpt_take(&cur, llama_param_layout_of(sh).total * sizeof(float));

@@ -418,24 +418,50 @@ static layer_grads layer_grads_work(const llama_work_layout *Wk, void *work, con
     return g;
 }
 
+/* The layer's weight gradients; dgu16, dres16 and dqkvc16: the bf16
+ * copies the fused backward's input-gradient GEMMs read (grad_once), or
+ * NULL (fp32, a split W): rounded here. wo's from dres runs as soon as
+ * dres's copy exists (grads_wo), the rest after dn1 (grads_att). */
 static void grads_mlp(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
-                      const float *dy, const float *dgu, const float *dn2)
+                      const float *dy, const float *dgu, const void *dgu16, const float *dn2)
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
     gemm_grad_act(r, 1, 0, C, F, BT, dy, a->h, g + P->wd);
-    gemm_grad_act(r, 1, 0, 2 * F, C, BT, dgu, a->n2, g + P->wgu);
+    gemm_grad_pre(r, 1, 0, 2 * F, C, BT, dgu, dgu16, a->n2, g + P->wgu);
     rmsnorm_dw(r, a->res, a->n2_rstd, dn2, BT, C, g + P->n2w);
 }
 
+static void grads_wo(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
+                     const float *dres, const void *dres16)
+{
+    gemm_grad_pre(r, 1, 0, y->sh.C, y->sh.A, (int)y->BT, dres, dres16, a->atty, g + y->P.wo);
+}
+
 static void grads_att(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
-                      const float *dres, const float *dqkvc, const float *dn1)
+                      const float *dqkvc, const void *dqkvc16, const float *dn1)
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C;
-    gemm_grad_act(r, 1, 0, C, y->sh.A, BT, dres, a->atty, g + P->wo);
-    gemm_grad_act(r, 1, 0, y->sh.Q, C, BT, dqkvc, a->n1, g + P->wqkv);
+    gemm_grad_pre(r, 1, 0, y->sh.Q, C, BT, dqkvc, dqkvc16, a->n1, g + P->wqkv);
     rmsnorm_dw(r, a->x, a->n1_rstd, dn1, BT, C, g + P->n1w);
+}
+
+/* gpt_cuda.cu's grad_once: a gradient both an input-gradient GEMM and the
+ * fused backward's weight-gradient GEMM read, rounded once (bf16) into
+ * cb's second half (the attention's bf16 dout is at cb's start); NULL
+ * with fp32 or in a split backward's B. */
+static const void *grad_once(const run *, const layouts *, const float *, size_t, const float *,
+                             const float *)
+{
+    return NULL;
+}
+static const void *grad_once(const run *r, const layouts *y, const float *x, size_t n,
+                             const uint16_t *, const float *g)
+{
+    if (!g)
+        return NULL;
+    return rounded(r, x, n, r->cb + y->BT * llama_work_widest(&y->sh));
 }
 
 template <typename W>
@@ -453,14 +479,18 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     float *dgu = d->dgu;
     swiglu_backward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, dh, dgu, BT, F);
     LAUNCH_OK();
-    gemm_w(r, 0, 0, BT, C, 2 * F, d->dgu, p + P->wgu, 0.0f, d->dn2);
+    const void *dgu16 = grad_once(r, y, d->dgu, y->BT * 2 * (size_t)F, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, 2 * F, d->dgu, dgu16, p + P->wgu, 0.0f, d->dn2);
     if (r->cm->tp_fn) /* tensor parallel: a partial sum (llama.c's twin) */
         r->cm->tp_fn(r->cm->tp_ctx, d->dn2, y->BT * (size_t)C, r->st);
     if (g)
-        grads_mlp(r, y, g, a, dy, d->dgu, d->dn2);
+        grads_mlp(r, y, g, a, dy, d->dgu, dgu16, d->dn2);
     copy_d2d(r, d->dres, dy, xbytes);
     rmsnorm_dx(r, a->res, p + P->n2w, a->n2_rstd, d->dn2, BT, C, d->dres);
-    gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
+    const void *dres16 = grad_once(r, y, d->dres, xbytes / sizeof(float), p, g);
+    gemm_w_pre(r, 0, 0, BT, A, C, d->dres, dres16, p + P->wo, 0.0f, datt);
+    if (g) /* now, while dres16 is in cb (dqkvc16 takes its place) */
+        grads_wo(r, y, g, a, d->dres, dres16);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
     const float *out = att_out(r, y, static_cast<const W *>(a->atty));
@@ -473,11 +503,12 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     const float *cs = rope_of(r, y, work);
     rope(r, y, d->dqkvc, sh->NH, cs, 1);
     rope(r, y, d->dqkvc + A, sh->KV, cs, 1);
-    gemm_w(r, 0, 0, BT, C, Q, d->dqkvc, p + P->wqkv, 0.0f, d->dn1);
+    const void *dqkvc16 = grad_once(r, y, d->dqkvc, y->BT * (size_t)Q, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, Q, d->dqkvc, dqkvc16, p + P->wqkv, 0.0f, d->dn1);
     if (r->cm->tp_fn)
         r->cm->tp_fn(r->cm->tp_ctx, d->dn1, y->BT * (size_t)C, r->st);
     if (g)
-        grads_att(r, y, g, a, d->dres, d->dqkvc, d->dn1);
+        grads_att(r, y, g, a, d->dqkvc, dqkvc16, d->dn1);
     copy_d2d(r, dst, d->dres, xbytes);
     rmsnorm_dx(r, a->x, p + P->n1w, a->n1_rstd, d->dn1, BT, C, dst);
 }
@@ -533,8 +564,9 @@ struct llama_kind {
     {
         llama_layer_acts a = llama_layer_acts_of(&y->L, stash, l);
         layer_grads d = layer_grads_split(&y->L, stash, l);
-        grads_mlp(r, y, g, &a, d.dy, d.dgu, d.dn2);
-        grads_att(r, y, g, &a, d.dres, d.dqkvc, d.dn1);
+        grads_mlp(r, y, g, &a, d.dy, d.dgu, NULL, d.dn2);
+        grads_wo(r, y, g, &a, d.dres, NULL);
+        grads_att(r, y, g, &a, d.dqkvc, NULL, d.dn1);
     }
 
     template <typename W>
