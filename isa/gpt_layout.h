@@ -133,30 +133,31 @@ static inline size_t gpt_take(size_t *cur, size_t bytes)
 
 /* Byte offsets into the stash (what F leaves for B). Every region starts at
  * a multiple of 16 bytes. `act` is float, or with bf16 a bf16 value (2
- * bytes): the regions so marked are GEMM (or attention) operands and are
- * read by nothing else, so with bf16 the stash keeps the bf16 copy the GEMM
- * consumed instead of an fp32 one (mixed precision's stash, half the
- * bytes, the same bits: every reader rounded them to bf16 anyway). What
- * stays fp32 does so for accuracy: x and res are the residual stream (fp32
- * sums; layer norm's backward reads them), fch is GELU's input (its
- * derivative is taken in fp32), the layer-norm statistics and lse are
- * per-row reductions a bf16 rounding would bias, atty is also the `out` of
- * the attention's backward (D_i = rowsum(dout o out) in fp32), and probs
- * (the loss's softmax, dlogits on the GPU) are the loss's values.
+ * bytes): mixed precision's stash, as PyTorch autocast and FlashAttention-2
+ * keep it, half the bytes. ln1, qkv, ln2, fcg and lnf are GEMM (or
+ * attention) operands read by nothing else, so their bf16 copy is the value
+ * every reader rounded them to anyway; atty and fch are the bf16 outputs of
+ * the attention and of fc, as those frameworks' linear and attention
+ * outputs are bf16: the attention backward's D_i = rowsum(dout o out) and
+ * GELU's derivative are taken from the bf16 values (in fp32). What stays
+ * fp32 does so for accuracy: x and res are the residual stream (fp32 sums;
+ * layer norm's backward reads them), the layer-norm statistics and lse are
+ * per-row reductions a bf16 rounding would bias, and probs (the loss's
+ * softmax, dlogits on the GPU) are the loss's values.
  *   s == 0:       tokens  int32 [B][T+1]   the loaded microbatch
  *   layer l (at layers + l*layer_stride; x at offset 0, the rest relative):
  *                 x       float [BT][C]    the layer's input
  *                 ln1     act   [BT][C]    ln1's output
  *                 ln1_mean, ln1_rstd float [BT]
  *                 qkv     act   [BT][3A]   row = [q | k | v]
- *                 atty    float [BT][A]    attention output (before attproj)
+ *                 atty    act   [BT][A]    attention output (before attproj)
  *                 lse     float [B][NH][T] per query row: log sum exp of its
  *                                          scaled scores (the attention's
  *                                          backward recomputes P from it)
  *                 res     float [BT][C]    x + attproj(atty): ln2's input
  *                 ln2     act   [BT][C]    ln2's output
  *                 ln2_mean, ln2_rstd float [BT]
- *                 fch     float [BT][F]    fc's output, before GELU
+ *                 fch     act   [BT][F]    fc's output, before GELU
  *                 fcg     act   [BT][F]    GELU's output
  *   s == S-1:     xf      float [BT][C]    lnf's input (the last layer's output)
  *                 lnf     act   [BT][C]    lnf's output
@@ -204,13 +205,13 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
     L.ln1_mean = gpt_take(&blk, rb);
     L.ln1_rstd = gpt_take(&blk, rb);
     L.qkv = gpt_take(&blk, BT * 3 * (size_t)sh->A * act);
-    L.atty = gpt_take(&blk, ab);
+    L.atty = gpt_take(&blk, BT * (size_t)sh->A * act);
     L.lse = gpt_take(&blk, (size_t)sh->B * (size_t)sh->NH * (size_t)sh->T * sizeof(float));
     L.res = gpt_take(&blk, xb);
     L.ln2 = gpt_take(&blk, BT * C * act);
     L.ln2_mean = gpt_take(&blk, rb);
     L.ln2_rstd = gpt_take(&blk, rb);
-    L.fch = gpt_take(&blk, hb);
+    L.fch = gpt_take(&blk, BT * F * act);
     L.fcg = gpt_take(&blk, BT * F * act);
     L.layer_stride = blk;
     L.layers = cur;
@@ -264,7 +265,11 @@ static inline gpt_stash_layout gpt_stash_layout_of(const gpt_shape *sh)
  *   bf16:             ca, cb float [BT][max(C, 3A, F, V)]  GEMM operands rounded
  *                                           (ca: the first operand, or qkv
  *                                           for the attention; cb: the
- *                                           second, or the attention's dout)
+ *                                           second, or the attention's dout;
+ *                                           on the GPU, whose activations
+ *                                           are bf16, cb's second half also
+ *                                           holds a gradient rounded once
+ *                                           for its two GEMMs)
  *                     wide   float [params] the compute copy widened to fp32
  *                                           (the CPU's GEMMs read fp32; the
  *                                           GPU reads bf16 and leaves it)
@@ -281,6 +286,20 @@ typedef struct {
 static inline size_t gpt_att_scratch_floats(int T, int R)
 {
     return 2 * (size_t)R * (size_t)T + (size_t)R;
+}
+
+/* The widest GEMM operand row, max(C, 3A, F, V): ca and cb hold BT such
+ * rows of floats. */
+static inline size_t gpt_work_widest(const gpt_shape *sh)
+{
+    size_t w = 3 * (size_t)sh->A;
+    if (w < (size_t)sh->C)
+        w = (size_t)sh->C;
+    if (w < (size_t)sh->F)
+        w = (size_t)sh->F;
+    if (w < (size_t)sh->V)
+        w = (size_t)sh->V;
+    return w;
 }
 
 static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
@@ -304,13 +323,7 @@ static inline gpt_work_layout gpt_work_layout_of(const gpt_shape *sh)
         W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
-        size_t widest = 3 * (size_t)sh->A;
-        if (widest < C)
-            widest = C;
-        if (widest < F)
-            widest = F;
-        if (widest < V)
-            widest = V;
+        size_t widest = gpt_work_widest(sh);
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
         W.wide = gpt_take(&cur, gpt_param_layout_of(sh).total * sizeof(float));

@@ -103,9 +103,11 @@ static inline llama_param_layout llama_param_layout_of(const llama_shape *sh)
 }
 
 /* Byte offsets into the stash (what F leaves for B), 16-byte aligned.
- * `act`: float, or with bf16 the bf16 value the GEMM (or attention)
- * consumes, 2 bytes (gpt_layout.h's rule, which says why the rest stays
- * fp32; gu is SwiGLU's input, its derivative taken in fp32).
+ * `act`: float, or with bf16 a bf16 value, 2 bytes (gpt_layout.h's rule,
+ * which says why the rest stays fp32): the GEMM and attention operands n1,
+ * qkv, n2, h and nf, and the bf16 outputs of the attention (atty) and of
+ * the gate/up projection (gu, SwiGLU's input: its derivative is taken in
+ * fp32 from the bf16 values).
  *   s == 0:       tokens  int32 [B][T+1]
  *   layer l (at layers + l*layer_stride; x at offset 0):
  *                 x       float [BT][C]    the layer's input
@@ -113,12 +115,12 @@ static inline llama_param_layout llama_param_layout_of(const llama_shape *sh)
  *                 n1_rstd float [BT]
  *                 qkv     act   [BT][3A]   q and k rotated, k and v repeated
  *                                          to NH heads: the attention's input
- *                 atty    float [BT][A]    attention output (before wo)
+ *                 atty    act   [BT][A]    attention output (before wo)
  *                 lse     float [B][NH][T]
  *                 res     float [BT][C]    x + atty wo^T
  *                 n2      act   [BT][C]    RMSNorm 2's output
  *                 n2_rstd float [BT]
- *                 gu      float [BT][2F]   [gate | up] before SwiGLU
+ *                 gu      act   [BT][2F]   [gate | up] before SwiGLU
  *                 h       act   [BT][F]    silu(gate) * up
  *   s == S-1:     xf float, nf act [BT][C], nf_rstd float [BT], probs float
  *                 [BT][V], targets int32 [BT]
@@ -146,7 +148,7 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
     size_t BT = (size_t)sh->B * (size_t)sh->T, C = (size_t)sh->C, F = (size_t)sh->F;
     size_t V = (size_t)sh->V, Q = (size_t)sh->Q;
     size_t xb = BT * C * sizeof(float), fb = BT * F * sizeof(float), rb = BT * sizeof(float);
-    size_t ab = BT * (size_t)sh->A * sizeof(float), cur = 0, blk = 0;
+    size_t cur = 0, blk = 0;
     size_t act = sh->bf16 ? 2 : sizeof(float); /* an `act` element */
     memset(&L, 0, sizeof L);
     if (sh->first)
@@ -155,12 +157,12 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
     L.n1 = gpt_take(&blk, BT * C * act);
     L.n1_rstd = gpt_take(&blk, rb);
     L.qkv = gpt_take(&blk, BT * 3 * (size_t)sh->A * act);
-    L.atty = gpt_take(&blk, ab);
+    L.atty = gpt_take(&blk, BT * (size_t)sh->A * act);
     L.lse = gpt_take(&blk, (size_t)sh->B * (size_t)sh->NH * (size_t)sh->T * sizeof(float));
     L.res = gpt_take(&blk, xb);
     L.n2 = gpt_take(&blk, BT * C * act);
     L.n2_rstd = gpt_take(&blk, rb);
-    L.gu = gpt_take(&blk, 2 * fb);
+    L.gu = gpt_take(&blk, 2 * BT * F * act);
     L.h = gpt_take(&blk, BT * F * act);
     L.layer_stride = blk;
     L.layers = cur;
@@ -208,12 +210,28 @@ static inline llama_stash_layout llama_stash_layout_of(const llama_shape *sh)
  *                      att   float [2RT + R]  attention scratch
  *   L > 0 or s == S-1: dln   float [BT][C]
  *   always:            dx    float [BT][C]
- *   bf16:              ca, cb float [BT][max(C, 3A, 2F, V)], wide float [params] */
+ *   bf16:              ca, cb float [BT][max(C, 3A, 2F, V)], wide float [params]
+ *                      (on the GPU cb's second half also holds a gradient
+ *                      rounded once for its two GEMMs, gpt_layout.h's rule) */
 typedef struct {
     size_t logits, dh, dgu, dres, datt, dqkv, qkvc, rope, att, dln, dx;
     size_t ca, cb, wide;
     size_t total;
 } llama_work_layout;
+
+/* The widest GEMM operand row, max(C, 3A, 2F, V) (Q <= 3A): ca and cb
+ * hold BT such rows of floats. */
+static inline size_t llama_work_widest(const llama_shape *sh)
+{
+    size_t w = 3 * (size_t)sh->A;
+    if (w < (size_t)sh->C)
+        w = (size_t)sh->C;
+    if (w < 2 * (size_t)sh->F)
+        w = 2 * (size_t)sh->F;
+    if (w < (size_t)sh->V)
+        w = (size_t)sh->V;
+    return w;
+}
 
 static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
 {
@@ -239,13 +257,7 @@ static inline llama_work_layout llama_work_layout_of(const llama_shape *sh)
         W.dln = gpt_take(&cur, xb);
     W.dx = gpt_take(&cur, xb);
     if (sh->bf16) {
-        size_t widest = 3 * (size_t)sh->A;
-        if (widest < C)
-            widest = C;
-        if (widest < 2 * F)
-            widest = 2 * F;
-        if (widest < V)
-            widest = V;
+        size_t widest = llama_work_widest(sh);
         W.ca = gpt_take(&cur, BT * widest * sizeof(float));
         W.cb = gpt_take(&cur, BT * widest * sizeof(float));
         W.wide = gpt_take(&cur, llama_param_layout_of(sh).total * sizeof(float));

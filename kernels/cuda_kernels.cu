@@ -325,11 +325,26 @@ static __global__ void bias_add_to_kernel(const float *x, const P *bias, Y *y, s
         put(y, i, x[i] + param(bias, i % cols));
 }
 
-/* dx may alias dy: each element reads dy[i] before writing dx[i]. */
-static __global__ void gelu_backward_kernel(const float *x, const float *dy, float *dx, size_t n)
+/* h = x + bias and a = gelu(h), both written as bf16 from the fp32 sum:
+ * the bf16 stash's fch and fcg in one pass over the GEMM's fp32 output. */
+template <typename P>
+static __global__ void bias_gelu_forward_to_kernel(const float *x, const P *bias, uint16_t *h,
+                                                   uint16_t *a, size_t cols, size_t n)
+{
+    for (size_t i = global_index(); i < n; i += global_stride()) {
+        float v = x[i] + param(bias, i % cols);
+        put(h, i, v);
+        put(a, i, gelu(v));
+    }
+}
+
+/* dx may alias dy: each element reads dy[i] before writing dx[i]. x is
+ * fp32, or bf16 (the bf16 stash's fch), widened exactly. */
+template <typename X>
+static __global__ void gelu_backward_kernel(const X *x, const float *dy, float *dx, size_t n)
 {
     for (size_t i = global_index(); i < n; i += global_stride())
-        dx[i] = dy[i] * gelu_grad(x[i]);
+        dx[i] = dy[i] * gelu_grad(param(x, i));
 }
 
 /* db[c] += sum over rows of dy[r][c]: see COL_X/COL_Y. */
@@ -417,6 +432,17 @@ extern "C" cudaError_t pp_cu_bias_gelu_forward_bf16wy(float *h, const uint16_t *
     return bias_gelu_forward(h, bias, a, rows, cols, st);
 }
 
+extern "C" cudaError_t pp_cu_bias_gelu_forward_to_bf16why(const float *x, const uint16_t *bias,
+                                                          uint16_t *h, uint16_t *a, int rows,
+                                                          int cols, cudaStream_t st)
+{
+    size_t n = (size_t)rows * cols;
+    if (n == 0)
+        return cudaSuccess;
+    bias_gelu_forward_to_kernel<<<grid_for(n), THREADS, 0, st>>>(x, bias, h, a, (size_t)cols, n);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t pp_cu_bias_add_to_bf16wy(const float *x, const uint16_t *bias, uint16_t *y,
                                                 int rows, int cols, cudaStream_t st)
 {
@@ -429,6 +455,15 @@ extern "C" cudaError_t pp_cu_bias_add_to_bf16wy(const float *x, const uint16_t *
 
 extern "C" cudaError_t pp_cu_gelu_backward(const float *x, const float *dy, float *dx, size_t n,
                                            cudaStream_t st)
+{
+    if (n == 0)
+        return cudaSuccess;
+    gelu_backward_kernel<<<grid_for(n), THREADS, 0, st>>>(x, dy, dx, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t pp_cu_gelu_backward_bf16x(const uint16_t *x, const float *dy, float *dx,
+                                                 size_t n, cudaStream_t st)
 {
     if (n == 0)
         return cudaSuccess;

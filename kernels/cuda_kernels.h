@@ -121,6 +121,16 @@ cudaError_t pp_cu_layernorm_forward_bf16wy(const float *x, const uint16_t *gamma
                                            float *mean, float *rstd, cudaStream_t st);
 cudaError_t pp_cu_bias_add_to_bf16wy(const float *x, const uint16_t *bias, uint16_t *y, int rows,
                                      int cols, cudaStream_t st);
+/* h = x + bias and a = gelu(h) (from the fp32 sum), both written as bf16
+ * (fc's output and GELU's, the bf16 stash's fch and fcg; x, the GEMM's
+ * fp32 output, is left as it is). The CPU twin: pp_bias_gelu_forward, then
+ * pp_f32_to_bf16 of h and of a. */
+cudaError_t pp_cu_bias_gelu_forward_to_bf16why(const float *x, const uint16_t *bias, uint16_t *h,
+                                               uint16_t *a, int rows, int cols, cudaStream_t st);
+/* pp_cu_gelu_backward with x given as bf16 (the bf16 stash's fch, widened
+ * exactly): the CPU twin widens x (pp_bf16_to_f32), then pp_gelu_backward. */
+cudaError_t pp_cu_gelu_backward_bf16x(const uint16_t *x, const float *dy, float *dx, size_t n,
+                                      cudaStream_t st);
 
 /* ---- the gpt model's kernels (gpt_cuda.cu, attention_cuda.cu) ---- */
 
@@ -230,6 +240,11 @@ static inline cudaError_t pp_cu_layernorm_backward(const float *x, const uint16_
 {
     return pp_cu_layernorm_backward_bf16w(x, gamma, mean, rstd, dy, rows, cols, dx, dgamma, dbeta,
                                           st);
+}
+static inline cudaError_t pp_cu_gelu_backward(const uint16_t *x, const float *dy, float *dx,
+                                              size_t n, cudaStream_t st)
+{
+    return pp_cu_gelu_backward_bf16x(x, dy, dx, n, st);
 }
 static inline cudaError_t pp_cu_embedding_pos_forward(const int32_t *tokens, int B, int T,
                                                       const uint16_t *wte, const uint16_t *wpe,

@@ -46,8 +46,8 @@ typedef struct {
                             const void *stash, void *work);
 } pp_cuda_model_impl;
 
-extern const pp_cuda_model_impl pp_cuda_model_mlp; /* mlp_cuda.cu */
-extern const pp_cuda_model_impl pp_cuda_model_gpt; /* gpt_cuda.cu */
+extern const pp_cuda_model_impl pp_cuda_model_mlp;   /* mlp_cuda.cu */
+extern const pp_cuda_model_impl pp_cuda_model_gpt;   /* gpt_cuda.cu */
 extern const pp_cuda_model_impl pp_cuda_model_llama; /* llama_cuda.cu */
 
 /* ------------------------------------------------------------------------ */
@@ -175,6 +175,31 @@ static inline void gemm_grad_act(const run *r, int ta, int tb, int M, int N, int
     gemm(r, ta, tb, M, N, K, 1.0f, rounded(r, A, (size_t)M * K, r->ca), B, 1, beta, C);
 }
 
+/* gemm_grad_act with A also given as the GEMM takes it: fp32 (A16 unused),
+ * or with bf16 A16, A's bf16 values rounded once already for another GEMM
+ * too; A16 NULL: A rounded here (into ca). */
+static inline void gemm_grad_pre(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                                 const void *A16, const void *B, float *C)
+{
+    if (!r->ca || !A16) {
+        gemm_grad_act(r, ta, tb, M, N, K, A, B, C);
+        return;
+    }
+    float beta = r->cm->grads_zero ? 0.0f : 1.0f;
+    gemm(r, ta, tb, M, N, K, 1.0f, A16, B, 1, beta, C);
+}
+
+/* gemm_w with A16 as in gemm_grad_pre (A16 NULL: gemm_w itself). */
+template <typename W>
+static inline void gemm_w_pre(const run *r, int ta, int tb, int M, int N, int K, const float *A,
+                              const void *A16, const W *w, float beta, float *C)
+{
+    if (!A16)
+        gemm_w(r, ta, tb, M, N, K, A, w, beta, C);
+    else
+        gemm(r, ta, tb, M, N, K, 1.0f, A16, w, is_bf16(w), beta, C);
+}
+
 static inline void copy_d2d(const run *r, void *dst, const void *src, size_t bytes)
 {
     if (dst != src && bytes > 0)
@@ -210,6 +235,13 @@ static inline pp_lt_epilogue epi_gelu_aux_bias(const uint16_t *, float *)
 static inline pp_lt_epilogue epi_dgelu(const float *aux)
 {
     pp_lt_epilogue e = {PP_LT_DGELU, NULL, const_cast<float *>(aux), NULL};
+    return e;
+}
+/* A bf16 aux (the bf16 stash's fch): the epilogue reads fp32 aux, so never
+ * fused; the GEMM and pp_cu_gelu_backward_bf16x. */
+static inline pp_lt_epilogue epi_dgelu(const uint16_t *)
+{
+    pp_lt_epilogue e = {PP_LT_NONE, NULL, NULL, NULL};
     return e;
 }
 

@@ -110,12 +110,14 @@ static void gpt_init(const pp_model *m, int S, int s, uint64_t seed, float *para
  * attention's GEMMs, all activation x activation, see qkv rounded into ca
  * and dout rounded into cb, and round their P and dS blocks themselves
  * (pp_attention_forward). Accumulation is fp32 throughout. The stash keeps
- * ln1, qkv, ln2, fcg and lnf (gpt_layout.h's `act` regions: read only as
- * GEMM or attention operands) as those bf16 values: F makes each in fp32
- * in a scratch region (cb, the workspace's dqkv, dh or dln: backward
- * scratch, free during F) and stores it rounded (pp_act_put); B and W widen
- * them back (pp_act_get, pp_gemm_sw, pp_gemm_as), so every GEMM reads the
- * bits it read when the stash was fp32. */
+ * ln1, qkv, atty, ln2, fch, fcg and lnf (gpt_layout.h's `act` regions) in
+ * bf16: F makes each in fp32 in a scratch region (cb, the workspace's dqkv,
+ * datt, dh or dln: backward scratch, free during F), computes from the
+ * fp32 value (GELU reads fch, attproj rounds atty as it always did) and
+ * stores it rounded (pp_act_put); B and W widen them back (pp_act_get,
+ * pp_gemm_sw, pp_gemm_as), so every GEMM reads the bits it read when the
+ * stash was fp32, and GELU's derivative and the attention backward's D_i
+ * read the bf16 values, as the GPU's kernels do. */
 typedef pp_stage_gemms gemms;
 
 /* ------------------------------------------------------------------------ */
@@ -138,9 +140,11 @@ static const float *att_qkv(const gpt_shape *sh, const gemms *g, const float *qk
 }
 
 /* F's scratch for the `act`s it makes with bf16 (act_made): [BT][C] for a
- * layer norm's output, [BT][3A] for qkv, [BT][F] for fcg. */
+ * layer norm's output, [BT][3A] for qkv, [BT][A] for atty, [BT][F] for fch
+ * and for fcg. fch may share ln's region: ln2 is spent (rounded into ca)
+ * before fc's GEMM writes fch. */
 typedef struct {
-    float *ln, *qkv, *fcg;
+    float *ln, *qkv, *atty, *fch, *fcg;
 } act_scratch;
 
 static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
@@ -150,20 +154,23 @@ static void layer_forward(const gpt_shape *sh, const gemms *g, const gpt_param_l
     int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
     size_t xn = (size_t)BT * C, qn = (size_t)BT * 3 * A, hn = (size_t)BT * F;
     float *ln1 = act_made(g, a->ln1, t->ln), *qkv = act_made(g, a->qkv, t->qkv);
-    float *ln2 = act_made(g, a->ln2, t->ln), *fcg = act_made(g, a->fcg, t->fcg);
+    float *atty = act_made(g, a->atty, t->atty), *ln2 = act_made(g, a->ln2, t->ln);
+    float *fch = act_made(g, a->fch, t->fch), *fcg = act_made(g, a->fcg, t->fcg);
     pp_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, ln1, a->ln1_mean, a->ln1_rstd);
     pp_act_put(g, ln1, a->ln1, xn);
     pp_gemm_aw(g, 0, 1, BT, 3 * A, C, ln1, p + P->qkvw, 0.0f, qkv);
     pp_bias_add(qkv, p + P->qkvb, BT, 3 * A);
     pp_act_put(g, qkv, a->qkv, qn);
-    pp_attention_forward(att_qkv(sh, g, qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
+    pp_attention_forward(att_qkv(sh, g, qkv), atty, a->lse, sh->B, sh->T, A, sh->NH,
                          gpt_att_rows(sh), att_scratch, sh->bf16);
-    pp_row_parallel(g, BT, C, A, a->atty, p + P->attprojw, a->x, a->res);
+    pp_act_put(g, atty, a->atty, (size_t)BT * A);
+    pp_row_parallel(g, BT, C, A, atty, p + P->attprojw, a->x, a->res);
     pp_bias_add(a->res, p + P->attprojb, BT, C);
     pp_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, ln2, a->ln2_mean, a->ln2_rstd);
     pp_act_put(g, ln2, a->ln2, xn);
-    pp_gemm_aw(g, 0, 1, BT, F, C, ln2, p + P->fcw, 0.0f, a->fch);
-    pp_bias_gelu_forward(a->fch, p + P->fcb, fcg, BT, F); /* one pass */
+    pp_gemm_aw(g, 0, 1, BT, F, C, ln2, p + P->fcw, 0.0f, fch);
+    pp_bias_gelu_forward(fch, p + P->fcb, fcg, BT, F); /* one pass */
+    pp_act_put(g, fch, a->fch, hn);
     pp_act_put(g, fcg, a->fcg, hn);
     pp_row_parallel(g, BT, C, F, fcg, p + P->fcprojw, a->res, y);
     pp_bias_add(y, p + P->fcprojb, BT, C);
@@ -211,11 +218,11 @@ static void mlp_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
 
 /* The attention half's weight gradients. */
 static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_param_layout *P,
-                             float *g, const gpt_layer_acts *a, const float *dres, const float *dqkv,
-                             const float *dln1)
+                             float *g, const gpt_layer_acts *a, const float *dres,
+                             const float *dqkv, const float *dln1)
 {
     int BT = sh->B * sh->T, C = sh->C, A = sh->A;
-    pp_gemm_aa(mm, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
+    pp_gemm_as(mm, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* dattprojw += dres^T atty */
     pp_bias_grad(dres, BT, C, g + P->attprojb);
     pp_gemm_as(mm, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* dqkvw += dqkv^T ln1 */
     pp_bias_grad(dqkv, BT, 3 * A, g + P->qkvb);
@@ -226,10 +233,13 @@ static void att_weight_grads(const gpt_shape *sh, const gemms *mm, const gpt_par
 /* The reverse of layer_forward: dy (the gradient at y) to dx (at x). grads
  * non-NULL: the weight gradients as it goes (fused); NULL: the gradients
  * W needs stay in d (the split region). dx may be dy's buffer: dy is read
- * for the last time before dx is written. */
+ * for the last time before dx is written. With bf16, out_wide ([BT][A],
+ * the workspace's dln, whose dln2 is spent and dln1 not yet made) takes
+ * the attention's output widened for its backward. */
 static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_layout *P,
-                           const float *p, float *grads, const gpt_layer_acts *a, const layer_grads *d,
-                           float *att_scratch, const float *dy, float *dx)
+                           const float *p, float *grads, const gpt_layer_acts *a,
+                           const layer_grads *d, float *att_scratch, float *out_wide,
+                           const float *dy, float *dx)
 {
     int BT = sh->B * sh->T, C = sh->C, A = sh->A, F = sh->F;
     size_t xn = (size_t)BT * C;
@@ -238,7 +248,8 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
      * (Megatron's f in the backward): summed over the group, a no-op when
      * the hook is unset; likewise dln1 below. */
     pp_gemm_aw(g, 0, 0, BT, F, C, dy, p + P->fcprojw, 0.0f, d->dh);
-    pp_gelu_backward(a->fch, d->dh, d->dh, (size_t)BT * F);
+    /* fch widened into ca, which dy's rounding has left */
+    pp_gelu_backward(pp_act_get(g, a->fch, (size_t)BT * F, g->ca), d->dh, d->dh, (size_t)BT * F);
     pp_gemm_aw(g, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
     pp_tensor_allreduce(d->dln2, xn);
     if (grads)
@@ -256,7 +267,8 @@ static void layer_backward(const gpt_shape *sh, const gemms *g, const gpt_param_
             pp_round_bf16(d->datt, g->cb, (size_t)BT * A);
             dout = g->cb;
         }
-        pp_attention_backward(qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, A, sh->NH,
+        const float *out = pp_act_get(g, a->atty, (size_t)BT * A, out_wide);
+        pp_attention_backward(qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T, A, sh->NH,
                               gpt_att_rows(sh), att_scratch, sh->bf16);
     }
     pp_gemm_aw(g, 0, 0, BT, C, 3 * A, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
@@ -307,7 +319,8 @@ static void gpt_block_forward(const pp_stage *c, int l, const float *p, float *o
 {
     const gpt_layouts *y = &c->y.gpt;
     gpt_layer_acts acts = gpt_layer_acts_of(&y->L, c->st, l);
-    act_scratch t = {c->g.cb, (float *)(c->wk + y->W.dqkv), (float *)(c->wk + y->W.dh)};
+    act_scratch t = {c->g.cb, (float *)(c->wk + y->W.dqkv), (float *)(c->wk + y->W.datt), c->g.cb,
+                     (float *)(c->wk + y->W.dh)};
     layer_forward(&y->sh, &c->g, &y->P, p, &acts, &t, (float *)(c->wk + y->W.att), out);
 }
 
@@ -336,7 +349,8 @@ static void gpt_block_backward(const pp_stage *c, int l, const float *p, float *
         d.dqkv = (float *)(wl + y->L.wdqkv);
         d.dln1 = (float *)(wl + y->L.wdln1);
     }
-    layer_backward(&y->sh, &c->g, &y->P, p, gl, &acts, &d, (float *)(wk + y->W.att), dy, dx);
+    layer_backward(&y->sh, &c->g, &y->P, p, gl, &acts, &d, (float *)(wk + y->W.att),
+                   (float *)(wk + y->W.dln), dy, dx);
 }
 
 static void gpt_block_weight(const pp_stage *c, int l, float *gl)

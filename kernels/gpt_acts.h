@@ -18,11 +18,11 @@ typedef struct {
     float *x;
     void *ln1;
     float *ln1_mean, *ln1_rstd;
-    void *qkv;
-    float *atty, *lse, *res;
+    void *qkv, *atty;
+    float *lse, *res;
     void *ln2;
-    float *ln2_mean, *ln2_rstd, *fch;
-    void *fcg;
+    float *ln2_mean, *ln2_rstd;
+    void *fch, *fcg;
 } gpt_layer_acts;
 
 static inline gpt_layer_acts gpt_layer_acts_of(const gpt_stash_layout *L, const void *stash, int l)
@@ -33,13 +33,13 @@ static inline gpt_layer_acts gpt_layer_acts_of(const gpt_stash_layout *L, const 
                         (float *)(void *)(p + L->ln1_mean),
                         (float *)(void *)(p + L->ln1_rstd),
                         p + L->qkv,
-                        (float *)(void *)(p + L->atty),
+                        p + L->atty,
                         (float *)(void *)(p + L->lse),
                         (float *)(void *)(p + L->res),
                         p + L->ln2,
                         (float *)(void *)(p + L->ln2_mean),
                         (float *)(void *)(p + L->ln2_rstd),
-                        (float *)(void *)(p + L->fch),
+                        p + L->fch,
                         p + L->fcg};
     return a;
 }

@@ -46,16 +46,22 @@
  *
  * Precision bf16 (gpt.c's rule): every GEMM with a weight takes bf16
  * operands (the compute copy, and the activation rounded into the
- * workspace's ca region) and accumulates in fp32; both operands of a
- * weight-gradient GEMM are rounded (ca, cb); the attention gets qkv rounded
- * to bf16 into ca and, in the backward, its dout (datt) into cb, and rounds
- * P and dS itself; its GEMMs take bf16 operands too (attention_cuda.h). Layer
- * norms, GELU, the softmax, the loss and every gradient compute in fp32.
- * The stash's `act` regions (gpt_layout.h: ln1, qkv, ln2, fcg, lnf) are
- * bf16, written so by the kernel that makes them (the layer norms, qkv's
- * bias add from the GEMM's fp32 output in the workspace's dqkv, GELU) and
- * read as they are by every GEMM and the attention, with no rounding pass:
- * gpt.c makes them in fp32 and rounds them (pp_act_put), the same values.
+ * workspace's ca region) and accumulates in fp32; a weight-gradient GEMM
+ * takes the gradient rounded (into ca) and the stash's bf16 activation; in
+ * the fused backward dh, dres and dqkv are rounded once for both GEMMs that
+ * read them (grad_once); the attention gets qkv from the stash and, in the
+ * backward, its dout (datt) rounded into cb, and rounds P and dS itself;
+ * its GEMMs take bf16 operands too (attention_cuda.h). Layer norms, GELU,
+ * the softmax, the loss and every gradient compute in fp32.
+ * The stash's `act` regions (gpt_layout.h: ln1, qkv, atty, ln2, fch, fcg,
+ * lnf) are bf16, written so by the kernel that makes them (the layer
+ * norms, qkv's bias add from the GEMM's fp32 output in the workspace's
+ * dqkv, bias + GELU writing fch and fcg from fc's fp32 output in dh; the
+ * attention's fp32 output in datt is rounded by one pass, its kernels
+ * taking fp32 out) and read as they are by every GEMM, the attention and
+ * GELU's backward, with no rounding pass (the attention's backward gets
+ * atty widened into ca): gpt.c makes them in fp32 and rounds them
+ * (pp_act_put), the same values.
  *
  * Fused epilogues (gemm_lt.h; ppvm --epilogues, on by default), as in
  * mlp_cuda.cu: where cuBLASLt's heuristic offers an algorithm, qkv's GEMM
@@ -64,8 +70,9 @@
  * pp_cu_residual_bias_add), fc its bias and GELU (GELU_AUX_BIAS, aux =
  * fch), and the backward's dy fcprojw GELU's derivative (DGELU, aux =
  * fch); otherwise, and with the epilogues off, the GEMM and its kernel. In
- * bf16 only DGELU (the bias epilogues take fp32 biases); the GELU ones
- * need F a multiple of 8. The head has no bias: a plain GEMM.
+ * bf16 none (the bias epilogues take fp32 biases, DGELU an fp32 aux, and
+ * fch is bf16 then); the GELU ones need F a multiple of 8. The head has
+ * no bias: a plain GEMM.
  *
  * Every call only enqueues work on the context's stream. */
 #include <stdint.h>
@@ -121,9 +128,10 @@ static void qkv_forward(const run *r, const layouts *y, const uint16_t *p, const
 
 /* fch = ln2 fcw^T + fcb, fcg = gelu(fch): fp32, a GELU_AUX_BIAS epilogue
  * (D = fcg, aux = fch), or the GEMM and pp_cu_bias_gelu_forward; with
- * bf16, the GEMM and the kernel writing fcg in bf16. */
+ * bf16, the GEMM into the workspace's dh and one kernel writing fch and
+ * fcg in bf16. */
 static void fc_forward(const run *r, const layouts *y, const float *p, const float *ln2, float *fch,
-                       float *fcg)
+                       float *fcg, void *)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
@@ -134,12 +142,54 @@ static void fc_forward(const run *r, const layouts *y, const float *p, const flo
     }
 }
 static void fc_forward(const run *r, const layouts *y, const uint16_t *p, const uint16_t *ln2,
-                       float *fch, uint16_t *fcg)
+                       uint16_t *fch, uint16_t *fcg, void *work)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
-    gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, 1, 0.0f, fch);
-    cudaCheck(pp_cu_bias_gelu_forward(fch, p + P->fcb, fcg, BT, F, r->st));
+    float *h32 = at(work, y->W.dh); /* backward scratch, free in F */
+    gemm(r, 0, 1, BT, F, C, 1.0f, ln2, p + P->fcw, 1, 0.0f, h32);
+    cudaCheck(pp_cu_bias_gelu_forward_to_bf16why(h32, p + P->fcb, fch, fcg, BT, F, r->st));
+}
+
+/* atty = attention(qkv), the fused kernels or the blocked ones, fp32 into
+ * out32. With bf16 out32 is the workspace's datt (backward scratch, free
+ * in F) and one pass rounds it into the stash's bf16 atty, the attention
+ * projection's operand as it is (the pass that rounded an fp32 atty into
+ * ca before that GEMM, moved). */
+static void attention_forward(const run *r, const layouts *y, const void *qkv, float *out32,
+                              float *lse, void *work)
+{
+    const gpt_shape *sh = &y->sh;
+    if (pp_cu_attention_fused_use(sh->A, sh->NH))
+        pp_cu_attention_fused_forward(r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+                                      sh->bf16);
+    else
+        pp_cu_attention_forward(r->cm->blas, r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+                                gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+}
+static void atty_forward(const run *r, const layouts *y, const float *qkv, float *atty, float *lse,
+                         void *work)
+{
+    attention_forward(r, y, qkv, atty, lse, work);
+}
+static void atty_forward(const run *r, const layouts *y, const uint16_t *qkv, uint16_t *atty,
+                         float *lse, void *work)
+{
+    float *out32 = at(work, y->W.datt);
+    attention_forward(r, y, qkv, out32, lse, work);
+    rounded(r, out32, y->BT * (size_t)y->sh.A, atty);
+}
+
+/* The attention's output as its backward reads it (D_i = rowsum(dout o
+ * out)): the stash's fp32 atty, or its bf16 values widened (exactly) into
+ * the workspace's ca, which no operand holds while the attention's
+ * backward runs (qkv is the stash's, dout is in cb). */
+static const float *att_out(const run *, const layouts *, const float *atty) { return atty; }
+static const float *att_out(const run *r, const layouts *y, const uint16_t *atty)
+{
+    float *wide = reinterpret_cast<float *>(r->ca);
+    cudaCheck(pp_cu_bf16_to_f32(atty, wide, y->BT * (size_t)y->sh.A, r->st));
+    return wide;
 }
 
 template <typename W>
@@ -151,20 +201,15 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const gpt_
     int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F, bf16 = is_bf16(p);
     void (*tp)(void *, float *, size_t, cudaStream_t) = r->cm->tp_fn;
     W *ln1 = static_cast<W *>(a->ln1), *qkv = static_cast<W *>(a->qkv);
-    W *ln2 = static_cast<W *>(a->ln2), *fcg = static_cast<W *>(a->fcg);
+    W *atty = static_cast<W *>(a->atty), *ln2 = static_cast<W *>(a->ln2);
+    W *fch = static_cast<W *>(a->fch), *fcg = static_cast<W *>(a->fcg);
     cudaCheck(pp_cu_layernorm_forward(a->x, p + P->ln1w, p + P->ln1b, BT, C, ln1, a->ln1_mean,
                                       a->ln1_rstd, r->st));
     qkv_forward(r, y, p, ln1, qkv, work);
-    if (pp_cu_attention_fused_use(A, sh->NH))
-        pp_cu_attention_fused_forward(r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
-                                      sh->bf16);
-    else
-        pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
-                                gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+    atty_forward(r, y, qkv, atty, a->lse, work);
     /* res = (atty attprojw^T + x) + attprojb: C = x (beta 1) and a BIAS
      * epilogue, or the GEMM and pp_cu_residual_bias_add (the same order);
      * tensor-parallel, the partial sum all-reduced first */
-    const void *atty = operand(r, a->atty, y->BT * (size_t)A, p);
     if (tp) {
         gemm(r, 0, 1, BT, C, A, 1.0f, atty, p + P->attprojw, bf16, 0.0f, a->res);
         tp(r->cm->tp_ctx, a->res, y->BT * (size_t)C, r->st);
@@ -176,7 +221,7 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const gpt_
     }
     cudaCheck(pp_cu_layernorm_forward(a->res, p + P->ln2w, p + P->ln2b, BT, C, ln2, a->ln2_mean,
                                       a->ln2_rstd, r->st));
-    fc_forward(r, y, p, ln2, a->fch, fcg);
+    fc_forward(r, y, p, ln2, fch, fcg, work);
     /* y = (fcg fcprojw^T + res) + fcprojb, as res */
     if (tp) {
         gemm(r, 0, 1, BT, C, F, 1.0f, fcg, p + P->fcprojw, bf16, 0.0f, out);
@@ -243,31 +288,59 @@ static layer_grads layer_grads_work(const gpt_work_layout *Wk, void *work, const
  * and dh, ln2's from dln2, the attention projection's from dres, qkv's
  * from dqkv, ln1's from dln1. The layer-norm halves need dln2 and dln1
  * distinct only in a split W; the fused walk calls the parts as each
- * gradient exists (dln is reused). */
+ * gradient exists (dln is reused), with dh16, dres16 and dqkv16 the bf16
+ * copies its input-gradient GEMMs read (grad_once); a split W passes NULL
+ * and they are rounded here. */
 static void grads_mlp(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
-                      const float *dy, const float *dh, const float *dln2)
+                      const float *dy, const float *dh, const void *dh16, const float *dln2)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
     gemm_grad_act(r, 1, 0, C, F, BT, dy, a->fcg, g + P->fcprojw); /* dfcprojw += dy^T fcg */
     cudaCheck(pp_cu_bias_grad(dy, BT, C, g + P->fcprojb, r->st));
-    gemm_grad_act(r, 1, 0, F, C, BT, dh, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
+    gemm_grad_pre(r, 1, 0, F, C, BT, dh, dh16, a->ln2, g + P->fcw); /* dfcw += dh^T ln2 */
     cudaCheck(pp_cu_bias_grad(dh, BT, F, g + P->fcb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->res, (const float *)NULL, a->ln2_mean, a->ln2_rstd, dln2,
                                        BT, C, NULL, g + P->ln2w, g + P->ln2b, r->st));
 }
 
-static void grads_att(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
-                      const float *dres, const float *dqkv, const float *dln1)
+static void grads_attproj(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
+                          const float *dres, const void *dres16)
 {
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
-    gemm_grad(r, 1, 0, C, A, BT, dres, a->atty, g + P->attprojw); /* += dres^T atty */
+    gemm_grad_pre(r, 1, 0, C, A, BT, dres, dres16, a->atty, g + P->attprojw); /* += dres^T atty */
     cudaCheck(pp_cu_bias_grad(dres, BT, C, g + P->attprojb, r->st));
-    gemm_grad_act(r, 1, 0, 3 * A, C, BT, dqkv, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
+}
+
+static void grads_qkv(const run *r, const layouts *y, float *g, const gpt_layer_acts *a,
+                      const float *dqkv, const void *dqkv16, const float *dln1)
+{
+    const gpt_param_layout *P = &y->P;
+    int BT = (int)y->BT, C = y->sh.C, A = y->sh.A;
+    gemm_grad_pre(r, 1, 0, 3 * A, C, BT, dqkv, dqkv16, a->ln1, g + P->qkvw); /* += dqkv^T ln1 */
     cudaCheck(pp_cu_bias_grad(dqkv, BT, 3 * A, g + P->qkvb, r->st));
     cudaCheck(pp_cu_layernorm_backward(a->x, (const float *)NULL, a->ln1_mean, a->ln1_rstd, dln1,
                                        BT, C, NULL, g + P->ln1w, g + P->ln1b, r->st));
+}
+
+/* A gradient that an input-gradient GEMM and (fused) a weight-gradient GEMM
+ * both read, as they take it: NULL with fp32 (each reads it as it is) or in
+ * a split backward's B (W rounds it later); with bf16 rounded once into
+ * the second half of cb, which the attention's bf16 dout (at cb's start,
+ * BT x A <= BT x widest values) leaves free, and which holds one such
+ * gradient at a time (dh, then dres, then dqkv). */
+static const void *grad_once(const run *, const layouts *, const float *, size_t, const float *,
+                             const float *)
+{
+    return NULL;
+}
+static const void *grad_once(const run *r, const layouts *y, const float *x, size_t n,
+                             const uint16_t *, const float *g)
+{
+    if (!g)
+        return NULL;
+    return rounded(r, x, n, r->cb + y->BT * gpt_work_widest(&y->sh));
 }
 
 /* The reverse of layer_forward from dy = d(layer output), into dst (which
@@ -276,47 +349,54 @@ static void grads_att(const run *r, const layouts *y, float *g, const gpt_layer_
  * regions, where the skeleton has saved dy already). */
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const gpt_layer_acts *a, const layer_grads *d, const float *dy, void *work,
-                           float *dst)
+                           const gpt_layer_acts *a, const layer_grads *d, const float *dy,
+                           void *work, float *dst)
 {
     const gpt_shape *sh = &y->sh;
     const gpt_param_layout *P = &y->P;
     int BT = (int)y->BT, C = sh->C, A = sh->A, F = sh->F;
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *datt = at(work, y->W.datt);
-    /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch), or the
-     * GEMM and pp_cu_gelu_backward */
+    /* dh = (dy fcprojw) * gelu'(fch): a DGELU epilogue (aux = fch; fp32
+     * only), or the GEMM and pp_cu_gelu_backward (reading bf16 fch as is) */
+    const W *fch = static_cast<const W *>(a->fch);
     const void *dyo = operand(r, dy, y->BT * (size_t)C, p);
-    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(a->fch), d->dh)) {
+    if (!gemm_fused(r, 0, 0, BT, F, C, dyo, p + P->fcprojw, is_bf16(p), epi_dgelu(fch), d->dh)) {
         gemm(r, 0, 0, BT, F, C, 1.0f, dyo, p + P->fcprojw, is_bf16(p), 0.0f, d->dh);
-        cudaCheck(pp_cu_gelu_backward(a->fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
+        cudaCheck(pp_cu_gelu_backward(fch, d->dh, d->dh, y->BT * (size_t)F, r->st));
     }
     /* dln2 = dh fcw */
-    gemm_w(r, 0, 0, BT, C, F, d->dh, p + P->fcw, 0.0f, d->dln2);
+    const void *dh16 = grad_once(r, y, d->dh, y->BT * (size_t)F, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, F, d->dh, dh16, p + P->fcw, 0.0f, d->dln2);
     if (r->cm->tp_fn) /* tensor parallel: a partial sum (gpt.c's twin) */
         r->cm->tp_fn(r->cm->tp_ctx, d->dln2, y->BT * (size_t)C, r->st);
     if (g)
-        grads_mlp(r, y, g, a, dy, d->dh, d->dln2);
+        grads_mlp(r, y, g, a, dy, d->dh, dh16, d->dln2);
     /* dres = dy + LN2'(dln2) */
     copy_d2d(r, d->dres, dy, xbytes);
     cudaCheck(pp_cu_layernorm_backward(a->res, p + P->ln2w, a->ln2_mean, a->ln2_rstd, d->dln2, BT,
                                        C, d->dres, NULL, NULL, r->st));
     /* datt = dres attprojw; dqkv = the attention's backward */
-    gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->attprojw, 0.0f, datt);
+    const void *dres16 = grad_once(r, y, d->dres, xbytes / sizeof(float), p, g);
+    gemm_w_pre(r, 0, 0, BT, A, C, d->dres, dres16, p + P->attprojw, 0.0f, datt);
+    if (g) /* now, while dres16 is in cb (dqkv16 takes its place) */
+        grads_attproj(r, y, g, a, d->dres, dres16);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
+    const float *out = att_out(r, y, static_cast<const W *>(a->atty));
     if (pp_cu_attention_fused_use(A, sh->NH))
-        pp_cu_attention_fused_backward(r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B, sh->T, A,
+        pp_cu_attention_fused_backward(r->st, qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T, A,
                                        sh->NH, sh->bf16);
     else
-        pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, d->dqkv, sh->B,
-                                 sh->T, A, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
+        pp_cu_attention_backward(r->cm->blas, r->st, qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T,
+                                 A, sh->NH, gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
     /* dln1 = dqkv qkvw */
-    gemm_w(r, 0, 0, BT, C, 3 * A, d->dqkv, p + P->qkvw, 0.0f, d->dln1);
+    const void *dqkv16 = grad_once(r, y, d->dqkv, y->BT * 3 * (size_t)A, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, 3 * A, d->dqkv, dqkv16, p + P->qkvw, 0.0f, d->dln1);
     if (r->cm->tp_fn)
         r->cm->tp_fn(r->cm->tp_ctx, d->dln1, y->BT * (size_t)C, r->st);
     if (g)
-        grads_att(r, y, g, a, d->dres, d->dqkv, d->dln1);
+        grads_qkv(r, y, g, a, d->dqkv, dqkv16, d->dln1);
     /* dx = dres + LN1'(dln1) */
     copy_d2d(r, dst, d->dres, xbytes);
     cudaCheck(pp_cu_layernorm_backward(a->x, p + P->ln1w, a->ln1_mean, a->ln1_rstd, d->dln1, BT, C,
@@ -380,8 +460,9 @@ struct gpt_kind {
     {
         gpt_layer_acts a = gpt_layer_acts_of(&y->L, stash, l);
         layer_grads d = layer_grads_split(&y->L, stash, l);
-        grads_mlp(r, y, g, &a, d.dy, d.dh, d.dln2);
-        grads_att(r, y, g, &a, d.dres, d.dqkv, d.dln1);
+        grads_mlp(r, y, g, &a, d.dy, d.dh, NULL, d.dln2);
+        grads_attproj(r, y, g, &a, d.dres, NULL);
+        grads_qkv(r, y, g, &a, d.dqkv, NULL, d.dln1);
     }
 
     template <typename W>

@@ -100,10 +100,11 @@ static void llama_init(const pp_model *m, int S, int s, uint64_t seed, float *pa
 /* One layer                                                                 */
 
 /* A layer's `act` regions (llama_acts.h): F makes each in fp32 in scratch
- * (cb, the workspace's dqkv, dh or dln: backward scratch, free during F)
- * and stores it rounded (pp_act_put); B and W widen it (pp_act_get,
- * pp_gemm_as): the bits of an fp32 stash every reader rounded, half the
- * bytes (gpt.c's rule). */
+ * (cb, the workspace's dqkv, datt, dgu, dh or dln: backward scratch, free
+ * during F), computes from the fp32 value and stores it rounded
+ * (pp_act_put); B and W widen it (pp_act_get, pp_gemm_as): the bits of an
+ * fp32 stash every GEMM rounded, half the bytes, and SwiGLU's derivative
+ * and the attention backward's D_i read the bf16 values (gpt.c's rule). */
 
 /* Where F makes an act in fp32: the stash itself, or with bf16 scratch. */
 static float *act_made(const gemms *g, void *stash, float *scratch)
@@ -140,6 +141,8 @@ static void layer_forward(const llama_layouts *y, const gemms *g, const float *p
     float *n1 = act_made(g, a->n1, g->cb), *n2 = act_made(g, a->n2, g->cb);
     float *qkv = act_made(g, a->qkv, (float *)(wk + y->W.dqkv));
     float *h = act_made(g, a->h, (float *)(wk + y->W.dh));
+    float *atty = act_made(g, a->atty, (float *)(wk + y->W.datt));
+    float *gu = act_made(g, a->gu, (float *)(wk + y->W.dgu));
     pp_rmsnorm_forward(a->x, p + P->n1w, BT, C, sh->eps, n1, a->n1_rstd);
     pp_act_put(g, n1, a->n1, xn);
     pp_gemm_aw(g, 0, 1, BT, Q, C, n1, p + P->wqkv, 0.0f, qkvc);
@@ -147,13 +150,15 @@ static void layer_forward(const llama_layouts *y, const gemms *g, const float *p
     pp_rope_apply(qkvc + A, BT, sh->T, (size_t)Q, sh->KV, sh->hs, cs, 0);
     pp_gqa_expand(qkvc, qkv, BT, A, sh->NH, sh->KV);
     pp_act_put(g, qkv, a->qkv, (size_t)BT * 3 * A);
-    pp_attention_forward(att_qkv(sh, g, qkv), a->atty, a->lse, sh->B, sh->T, A, sh->NH,
+    pp_attention_forward(att_qkv(sh, g, qkv), atty, a->lse, sh->B, sh->T, A, sh->NH,
                          llama_att_rows(sh), (float *)(wk + y->W.att), sh->bf16);
-    pp_row_parallel(g, BT, C, A, a->atty, p + P->wo, a->x, a->res);
+    pp_act_put(g, atty, a->atty, (size_t)BT * A);
+    pp_row_parallel(g, BT, C, A, atty, p + P->wo, a->x, a->res);
     pp_rmsnorm_forward(a->res, p + P->n2w, BT, C, sh->eps, n2, a->n2_rstd);
     pp_act_put(g, n2, a->n2, xn);
-    pp_gemm_aw(g, 0, 1, BT, 2 * F, C, n2, p + P->wgu, 0.0f, a->gu);
-    pp_swiglu_forward(a->gu, h, BT, F);
+    pp_gemm_aw(g, 0, 1, BT, 2 * F, C, n2, p + P->wgu, 0.0f, gu);
+    pp_swiglu_forward(gu, h, BT, F);
+    pp_act_put(g, gu, a->gu, (size_t)BT * 2 * F);
     pp_act_put(g, h, a->h, (size_t)BT * F);
     pp_row_parallel(g, BT, C, F, h, p + P->wd, a->res, out);
 }
@@ -164,8 +169,9 @@ typedef struct {
     float *dgu, *dn2, *dres, *dqkvc, *dn1;
 } layer_grads;
 
-static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g, const llama_layer_acts *a,
-                             const float *dy, const float *dgu, const float *dn2)
+static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g,
+                             const llama_layer_acts *a, const float *dy, const float *dgu,
+                             const float *dn2)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
@@ -175,23 +181,26 @@ static void mlp_weight_grads(const llama_layouts *y, const gemms *mm, float *g, 
     pp_rmsnorm_backward(a->res, NULL, a->n2_rstd, dn2, BT, C, NULL, g + P->n2w);
 }
 
-static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g, const llama_layer_acts *a,
-                             const float *dres, const float *dqkvc, const float *dn1)
+static void att_weight_grads(const llama_layouts *y, const gemms *mm, float *g,
+                             const llama_layer_acts *a, const float *dres, const float *dqkvc,
+                             const float *dn1)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
     int BT = sh->B * sh->T, C = sh->C;
-    pp_gemm_aa(mm, 1, 0, C, sh->A, BT, dres, a->atty, g + P->wo);  /* dwo += dres^T atty */
+    pp_gemm_as(mm, 1, 0, C, sh->A, BT, dres, a->atty, g + P->wo);  /* dwo += dres^T atty */
     pp_gemm_as(mm, 1, 0, sh->Q, C, BT, dqkvc, a->n1, g + P->wqkv); /* dwqkv += dqkvc^T n1 */
     pp_rmsnorm_backward(a->x, NULL, a->n1_rstd, dn1, BT, C, NULL, g + P->n1w);
 }
 
 /* dy (at y) to dx (at x); grads non-NULL: the weight gradients as it goes.
  * dx may be dy's buffer: dy is read for the last time before dx is
- * written. */
+ * written. With bf16 the stash's gu is widened into ca (which dy's
+ * rounding has left) and atty into the workspace's dln (dn2 spent, dn1
+ * not yet made). */
 static void layer_backward(const llama_layouts *y, const gemms *g, const float *p, float *grads,
-                           const llama_layer_acts *a, const layer_grads *d, char *wk, const float *dy,
-                           float *dx)
+                           const llama_layer_acts *a, const layer_grads *d, char *wk,
+                           const float *dy, float *dx)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
@@ -204,7 +213,7 @@ static void layer_backward(const llama_layouts *y, const gemms *g, const float *
      * (Megatron's f in the backward): summed over the group, a no-op when
      * the hook is unset; likewise dn1 below. */
     pp_gemm_aw(g, 0, 0, BT, F, C, dy, p + P->wd, 0.0f, dh);
-    pp_swiglu_backward(a->gu, dh, d->dgu, BT, F);
+    pp_swiglu_backward(pp_act_get(g, a->gu, (size_t)BT * 2 * F, g->ca), dh, d->dgu, BT, F);
     pp_gemm_aw(g, 0, 0, BT, C, 2 * F, d->dgu, p + P->wgu, 0.0f, d->dn2);
     pp_tensor_allreduce(d->dn2, xn);
     if (grads)
@@ -221,7 +230,8 @@ static void layer_backward(const llama_layouts *y, const gemms *g, const float *
             pp_round_bf16(datt, g->cb, (size_t)BT * A);
             dout = g->cb;
         }
-        pp_attention_backward(qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, A, sh->NH,
+        const float *out = pp_act_get(g, a->atty, (size_t)BT * A, (float *)(wk + y->W.dln));
+        pp_attention_backward(qkv, out, dout, a->lse, dqkv, sh->B, sh->T, A, sh->NH,
                               llama_att_rows(sh), (float *)(wk + y->W.att), sh->bf16);
     }
     pp_gqa_reduce(dqkv, d->dqkvc, BT, A, sh->NH, sh->KV);

@@ -18,11 +18,11 @@ typedef struct {
     float *x;
     void *n1;
     float *n1_rstd;
-    void *qkv;
-    float *atty, *lse, *res;
+    void *qkv, *atty;
+    float *lse, *res;
     void *n2;
-    float *n2_rstd, *gu;
-    void *h;
+    float *n2_rstd;
+    void *gu, *h;
 } llama_layer_acts;
 
 static inline llama_layer_acts llama_layer_acts_of(const llama_stash_layout *L, const void *stash,
@@ -33,12 +33,12 @@ static inline llama_layer_acts llama_layer_acts_of(const llama_stash_layout *L, 
                           p + L->n1,
                           (float *)(void *)(p + L->n1_rstd),
                           p + L->qkv,
-                          (float *)(void *)(p + L->atty),
+                          p + L->atty,
                           (float *)(void *)(p + L->lse),
                           (float *)(void *)(p + L->res),
                           p + L->n2,
                           (float *)(void *)(p + L->n2_rstd),
-                          (float *)(void *)(p + L->gu),
+                          p + L->gu,
                           p + L->h};
     return a;
 }

@@ -18,7 +18,7 @@
  * Tensor-parallel (the all-reduce set, llama.c's twin; isa/tensor.h): the
  * shard's attention is A = C/T wide (heads/T query, kv_heads/T key/value
  * heads), wo and wd are row-parallel, so their GEMMs make partial sums,
- * all-reduced on the stream before the residual (row_parallel); dn2 and
+ * all-reduced on the stream before the residual (row_parallel_act); dn2 and
  * dn1 are all-reduced before they are read. */
 #include <cuda_bf16.h>
 #include <math.h>
@@ -184,22 +184,31 @@ static __global__ void gqa_reduce_kernel(const float *dqkv, float *dqkvc, int ro
 
 static __device__ __forceinline__ float lsigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-template <typename Y>
-static __global__ void swiglu_forward_kernel(const float *gu, Y *h, int rows, int F)
+/* h = silu(g) u from the GEMM's fp32 [g | u]; with bf16 (G = uint16_t)
+ * [g | u] also written rounded into the stash's gu (gs), in the same pass.
+ * With fp32 the GEMM wrote the stash's gu itself (gs == gu, not written). */
+template <typename G, typename Y>
+static __global__ void swiglu_forward_kernel(const float *gu, G *gs, Y *h, int rows, int F)
 {
     for (size_t k = lindex(); k < (size_t)rows * F; k += lstride()) {
-        size_t r = k / F, i = k % F;
-        float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
+        size_t r = k / F, i = k % F, kg = r * 2 * F + i;
+        float g = gu[kg], u = gu[kg + F];
+        if (sizeof(G) == 2) {
+            lput(gs, kg, g);
+            lput(gs, kg + F, u);
+        }
         lput(h, k, g * lsigmoid(g) * u);
     }
 }
 
-static __global__ void swiglu_backward_kernel(const float *gu, const float *dh, float *dgu,
-                                              int rows, int F)
+/* gu: the stash's [g | u], fp32 or bf16 (widened exactly) */
+template <typename G>
+static __global__ void swiglu_backward_kernel(const G *gu, const float *dh, float *dgu, int rows,
+                                              int F)
 {
     for (size_t k = lindex(); k < (size_t)rows * F; k += lstride()) {
         size_t r = k / F, i = k % F;
-        float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i], d = dh[k];
+        float g = lparam(gu, r * 2 * F + i), u = lparam(gu, r * 2 * F + F + i), d = dh[k];
         float sg = lsigmoid(g), silu = g * sg;
         dgu[r * 2 * F + i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
         dgu[r * 2 * F + F + i] = d * silu;
@@ -251,6 +260,38 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
     return rounded(r, x, n, dst);
 }
 
+/* The stash's atty, made by the attention: fp32 in place; with bf16 fp32
+ * into the workspace's datt (backward scratch, free in F), then rounded
+ * into the stash, wo's operand as it is (the pass that rounded an fp32
+ * atty into ca before that GEMM, moved). */
+static void atty_forward(const run *r, const layouts *y, const float *qkv, float *atty, float *lse,
+                         void *work)
+{
+    const llama_shape *sh = &y->sh;
+    pp_cu_attention_forward(r->cm->blas, r->st, qkv, atty, lse, sh->B, sh->T, sh->A, sh->NH,
+                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
+}
+static void atty_forward(const run *r, const layouts *y, const uint16_t *qkv, uint16_t *atty,
+                         float *lse, void *work)
+{
+    const llama_shape *sh = &y->sh;
+    float *out32 = at(work, y->W.datt);
+    pp_cu_attention_forward(r->cm->blas, r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
+    rounded(r, out32, y->BT * (size_t)sh->A, atty);
+}
+
+/* The attention's output as its backward reads it: the stash's fp32 atty,
+ * or its bf16 values widened into the workspace's ca (free then: qkv is
+ * the stash's, dout is in cb). */
+static const float *att_out(const run *, const layouts *, const float *atty) { return atty; }
+static const float *att_out(const run *r, const layouts *y, const uint16_t *atty)
+{
+    float *wide = reinterpret_cast<float *>(r->ca);
+    cudaCheck(pp_cu_bf16_to_f32(atty, wide, y->BT * (size_t)y->sh.A, r->st));
+    return wide;
+}
+
 template <typename P, typename Y>
 static void rmsnorm_forward(const run *r, const float *x, const P *w, int rows, int cols, float eps,
                             Y *y, float *rstd)
@@ -298,28 +339,15 @@ static void rope(const run *r, const layouts *y, float *x, int heads, const floa
 
 /* A layer's `act` regions (llama_acts.h) hold the weights' type: with a
  * bf16 compute copy the RMSNorm, GQA expansion and SwiGLU kernels write
- * them in bf16 and the GEMMs and the attention read them as they are (no
- * rounding pass). */
+ * them in bf16 (SwiGLU's gu beside h; the attention's output rounded by
+ * atty_forward) and the GEMMs, the attention and SwiGLU's backward read
+ * them as they are (no rounding pass; the attention's backward gets atty
+ * widened, att_out). */
 
-/* out = x + in w^T, w [C][K]: the residual accumulated by the GEMM; or,
- * tensor-parallel, the partial sum all-reduced first and x added once
- * (tensor_gemm.c's pp_row_parallel) */
-template <typename W>
-static void row_parallel(const run *r, int BT, int C, int K, const float *in, const W *w,
-                         const float *x, float *out)
-{
-    size_t n = (size_t)BT * C;
-    if (r->cm->tp_fn) {
-        gemm_w(r, 0, 1, BT, C, K, in, w, 0.0f, out);
-        r->cm->tp_fn(r->cm->tp_ctx, out, n, r->st);
-        cudaCheck(pp_cu_add(out, x, n, r->st));
-    } else {
-        copy_d2d(r, out, x, n * sizeof(float));
-        gemm_w(r, 0, 1, BT, C, K, in, w, 1.0f, out);
-    }
-}
-
-/* row_parallel with `in` a stashed act, already in the GEMM's type */
+/* out = x + in w^T, w [C][K], `in` a stashed act already in the GEMM's
+ * type: the residual accumulated by the GEMM; or, tensor-parallel, the
+ * partial sum all-reduced first and x added once (tensor_gemm.c's
+ * pp_row_parallel) */
 template <typename W>
 static void row_parallel_act(const run *r, int BT, int C, int K, const W *in, const W *w,
                              const float *x, float *out)
@@ -346,6 +374,10 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const llam
     const float *cs = rope_of(r, y, work);
     W *n1 = static_cast<W *>(a->n1), *n2 = static_cast<W *>(a->n2);
     W *qkv_out = static_cast<W *>(a->qkv), *h = static_cast<W *>(a->h);
+    W *atty = static_cast<W *>(a->atty), *gus = static_cast<W *>(a->gu);
+    /* the GEMM's fp32 [g | u]: the stash's gu, or with bf16 the workspace's
+     * dgu (backward scratch, free in F) */
+    float *gu = is_bf16(p) ? at(work, y->W.dgu) : reinterpret_cast<float *>(gus);
     rmsnorm_forward(r, a->x, p + P->n1w, BT, C, sh->eps, n1, a->n1_rstd);
     gemm(r, 0, 1, BT, Q, C, 1.0f, n1, p + P->wqkv, is_bf16(p), 0.0f, qkvc);
     rope(r, y, qkvc, sh->NH, cs, 0);
@@ -354,14 +386,11 @@ static void layer_forward(const run *r, const layouts *y, const W *p, const llam
     gqa_expand_kernel<<<lgrid(y->BT * 3 * (size_t)A), LTHREADS, 0, r->st>>>(qkvc, qkv_out, BT, A,
                                                                             NH, KV);
     LAUNCH_OK();
-    const void *qkv = qkv_out;
-    pp_cu_attention_forward(r->cm->blas, r->st, qkv, a->atty, a->lse, sh->B, sh->T, A, sh->NH,
-                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
-    row_parallel(r, BT, C, A, a->atty, p + P->wo, a->x, a->res);
+    atty_forward(r, y, qkv_out, atty, a->lse, work);
+    row_parallel_act(r, BT, C, A, atty, p + P->wo, a->x, a->res);
     rmsnorm_forward(r, a->res, p + P->n2w, BT, C, sh->eps, n2, a->n2_rstd);
-    gemm(r, 0, 1, BT, 2 * F, C, 1.0f, n2, p + P->wgu, is_bf16(p), 0.0f, a->gu);
-    const float *gu = a->gu;
-    swiglu_forward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, h, BT, F);
+    gemm(r, 0, 1, BT, 2 * F, C, 1.0f, n2, p + P->wgu, is_bf16(p), 0.0f, gu);
+    swiglu_forward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, gus, h, BT, F);
     LAUNCH_OK();
     row_parallel_act(r, BT, C, F, h, p + P->wd, a->res, out);
 }
@@ -389,30 +418,56 @@ static layer_grads layer_grads_work(const llama_work_layout *Wk, void *work, con
     return g;
 }
 
+/* The layer's weight gradients; dgu16, dres16 and dqkvc16: the bf16
+ * copies the fused backward's input-gradient GEMMs read (grad_once), or
+ * NULL (fp32, a split W): rounded here. wo's from dres runs as soon as
+ * dres's copy exists (grads_wo), the rest after dn1 (grads_att). */
 static void grads_mlp(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
-                      const float *dy, const float *dgu, const float *dn2)
+                      const float *dy, const float *dgu, const void *dgu16, const float *dn2)
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C, F = y->sh.F;
     gemm_grad_act(r, 1, 0, C, F, BT, dy, a->h, g + P->wd);
-    gemm_grad_act(r, 1, 0, 2 * F, C, BT, dgu, a->n2, g + P->wgu);
+    gemm_grad_pre(r, 1, 0, 2 * F, C, BT, dgu, dgu16, a->n2, g + P->wgu);
     rmsnorm_dw(r, a->res, a->n2_rstd, dn2, BT, C, g + P->n2w);
 }
 
+static void grads_wo(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
+                     const float *dres, const void *dres16)
+{
+    gemm_grad_pre(r, 1, 0, y->sh.C, y->sh.A, (int)y->BT, dres, dres16, a->atty, g + y->P.wo);
+}
+
 static void grads_att(const run *r, const layouts *y, float *g, const llama_layer_acts *a,
-                      const float *dres, const float *dqkvc, const float *dn1)
+                      const float *dqkvc, const void *dqkvc16, const float *dn1)
 {
     const llama_param_layout *P = &y->P;
     int BT = (int)y->BT, C = y->sh.C;
-    gemm_grad(r, 1, 0, C, y->sh.A, BT, dres, a->atty, g + P->wo);
-    gemm_grad_act(r, 1, 0, y->sh.Q, C, BT, dqkvc, a->n1, g + P->wqkv);
+    gemm_grad_pre(r, 1, 0, y->sh.Q, C, BT, dqkvc, dqkvc16, a->n1, g + P->wqkv);
     rmsnorm_dw(r, a->x, a->n1_rstd, dn1, BT, C, g + P->n1w);
+}
+
+/* gpt_cuda.cu's grad_once: a gradient both an input-gradient GEMM and the
+ * fused backward's weight-gradient GEMM read, rounded once (bf16) into
+ * cb's second half (the attention's bf16 dout is at cb's start); NULL
+ * with fp32 or in a split backward's B. */
+static const void *grad_once(const run *, const layouts *, const float *, size_t, const float *,
+                             const float *)
+{
+    return NULL;
+}
+static const void *grad_once(const run *r, const layouts *y, const float *x, size_t n,
+                             const uint16_t *, const float *g)
+{
+    if (!g)
+        return NULL;
+    return rounded(r, x, n, r->cb + y->BT * llama_work_widest(&y->sh));
 }
 
 template <typename W>
 static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
-                           const llama_layer_acts *a, const layer_grads *d, const float *dy, void *work,
-                           float *dst)
+                           const llama_layer_acts *a, const layer_grads *d, const float *dy,
+                           void *work, float *dst)
 {
     const llama_shape *sh = &y->sh;
     const llama_param_layout *P = &y->P;
@@ -420,21 +475,26 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     size_t xbytes = y->BT * (size_t)C * sizeof(float);
     float *dh = at(work, y->W.dh), *datt = at(work, y->W.datt), *dqkv = at(work, y->W.dqkv);
     gemm_w(r, 0, 0, BT, F, C, dy, p + P->wd, 0.0f, dh);
-    const float *gu = a->gu;
+    const W *gu = static_cast<const W *>(a->gu);
     float *dgu = d->dgu;
     swiglu_backward_kernel<<<lgrid(y->BT * (size_t)F), LTHREADS, 0, r->st>>>(gu, dh, dgu, BT, F);
     LAUNCH_OK();
-    gemm_w(r, 0, 0, BT, C, 2 * F, d->dgu, p + P->wgu, 0.0f, d->dn2);
+    const void *dgu16 = grad_once(r, y, d->dgu, y->BT * 2 * (size_t)F, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, 2 * F, d->dgu, dgu16, p + P->wgu, 0.0f, d->dn2);
     if (r->cm->tp_fn) /* tensor parallel: a partial sum (llama.c's twin) */
         r->cm->tp_fn(r->cm->tp_ctx, d->dn2, y->BT * (size_t)C, r->st);
     if (g)
-        grads_mlp(r, y, g, a, dy, d->dgu, d->dn2);
+        grads_mlp(r, y, g, a, dy, d->dgu, dgu16, d->dn2);
     copy_d2d(r, d->dres, dy, xbytes);
     rmsnorm_dx(r, a->res, p + P->n2w, a->n2_rstd, d->dn2, BT, C, d->dres);
-    gemm_w(r, 0, 0, BT, A, C, d->dres, p + P->wo, 0.0f, datt);
+    const void *dres16 = grad_once(r, y, d->dres, xbytes / sizeof(float), p, g);
+    gemm_w_pre(r, 0, 0, BT, A, C, d->dres, dres16, p + P->wo, 0.0f, datt);
+    if (g) /* now, while dres16 is in cb (dqkvc16 takes its place) */
+        grads_wo(r, y, g, a, d->dres, dres16);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
-    pp_cu_attention_backward(r->cm->blas, r->st, qkv, a->atty, dout, a->lse, dqkv, sh->B, sh->T, A,
+    const float *out = att_out(r, y, static_cast<const W *>(a->atty));
+    pp_cu_attention_backward(r->cm->blas, r->st, qkv, out, dout, a->lse, dqkv, sh->B, sh->T, A,
                              sh->NH, llama_att_rows(sh), at(work, y->W.att), sh->bf16);
     float *dqkvc = d->dqkvc;
     int NH = sh->NH, KV = sh->KV;
@@ -443,11 +503,12 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
     const float *cs = rope_of(r, y, work);
     rope(r, y, d->dqkvc, sh->NH, cs, 1);
     rope(r, y, d->dqkvc + A, sh->KV, cs, 1);
-    gemm_w(r, 0, 0, BT, C, Q, d->dqkvc, p + P->wqkv, 0.0f, d->dn1);
+    const void *dqkvc16 = grad_once(r, y, d->dqkvc, y->BT * (size_t)Q, p, g);
+    gemm_w_pre(r, 0, 0, BT, C, Q, d->dqkvc, dqkvc16, p + P->wqkv, 0.0f, d->dn1);
     if (r->cm->tp_fn)
         r->cm->tp_fn(r->cm->tp_ctx, d->dn1, y->BT * (size_t)C, r->st);
     if (g)
-        grads_att(r, y, g, a, d->dres, d->dqkvc, d->dn1);
+        grads_att(r, y, g, a, d->dqkvc, dqkvc16, d->dn1);
     copy_d2d(r, dst, d->dres, xbytes);
     rmsnorm_dx(r, a->x, p + P->n1w, a->n1_rstd, d->dn1, BT, C, dst);
 }
@@ -503,8 +564,9 @@ struct llama_kind {
     {
         llama_layer_acts a = llama_layer_acts_of(&y->L, stash, l);
         layer_grads d = layer_grads_split(&y->L, stash, l);
-        grads_mlp(r, y, g, &a, d.dy, d.dgu, d.dn2);
-        grads_att(r, y, g, &a, d.dres, d.dqkvc, d.dn1);
+        grads_mlp(r, y, g, &a, d.dy, d.dgu, NULL, d.dn2);
+        grads_wo(r, y, g, &a, d.dres, NULL);
+        grads_att(r, y, g, &a, d.dqkvc, NULL, d.dn1);
     }
 
     template <typename W>

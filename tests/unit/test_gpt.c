@@ -209,18 +209,19 @@ START_TEST(test_gpt_sizes)
     ck_assert_double_eq(pp_stage_flops(&small, 3, 1, 0), 2 * lf);
     ck_assert_double_eq(pp_stage_flops(&small, 3, 2, 0), 2 * lf + 2.0 * BT * C * V);
     ck_assert_double_eq(pp_stage_flops(&small, 3, 2, 1), 2 * pp_stage_flops(&small, 3, 2, 0));
-    /* bf16: the stash keeps ln1, qkv, ln2, fcg and lnf (the GEMM operands)
-     * as bf16, the rest fp32; a larger workspace, half the weight bytes. */
+    /* bf16: the stash keeps ln1, qkv, atty, ln2, fch, fcg and lnf as bf16,
+     * the residual stream (x, res, xf), the statistics, lse and probs fp32;
+     * a larger workspace, half the weight bytes. */
     pp_model bf = small;
     bf.precision = PP_PREC_BF16;
     size_t x2 = (BT * C * 2 + 15) / 16 * 16, q2 = (BT * 3 * C * 2 + 15) / 16 * 16;
     size_t h2 = (BT * F * 2 + 15) / 16 * 16, p4 = (BT * V * 4 + 15) / 16 * 16;
-    size_t lay16 = 3 * x + 2 * x2 + q2 + 4 * row + lse + h + h2;
+    size_t lay16 = 2 * x + 3 * x2 + q2 + 4 * row + lse + 2 * h2;
     ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, 1), 2 * lay16);
     ck_assert_uint_eq(pp_stage_stash_bytes(&bf, 3, 2),
                       2 * lay16 + x + x2 + 2 * row + p4 + (BT * 4 + 15) / 16 * 16);
     ck_assert_uint_eq(pp_stage_stash_bytes(&small, 3, 2) - pp_stage_stash_bytes(&bf, 3, 2),
-                      2 * (8 * x - 3 * x - 2 * x2 - q2 + h - h2) + x - x2);
+                      2 * (8 * x - 2 * x - 3 * x2 - q2 + 2 * h - 2 * h2) + x - x2);
     ck_assert_uint_gt(pp_stage_workspace_bytes(&bf, 3, 2), pp_stage_workspace_bytes(&small, 3, 2));
     ck_assert_uint_eq(pp_stage_compute_bytes(&bf, 3, 2), 2 * pp_stage_param_count(&bf, 3, 2));
 }

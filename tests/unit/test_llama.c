@@ -211,11 +211,12 @@ START_TEST(test_llama_sizes)
     ck_assert_uint_gt(pp_stage_stash_bytes_split(&small, 3, 1), pp_stage_stash_bytes(&small, 3, 1));
     pp_model b = small;
     b.precision = PP_PREC_BF16;
-    /* bf16 stashes n1, qkv [BT][3C], n2 and h [BT][F] (the GEMM and
-     * attention operands) at 2 bytes an element, half their fp32 bytes (all
-     * multiples of 16 here), and the last stage's nf too; the split region
-     * stays fp32 */
-    size_t half = (size_t)BT * (C + 3 * C + C + F) * 2;
+    /* bf16 stashes n1, qkv [BT][3C], atty [BT][C], n2, gu [BT][2F] and h
+     * [BT][F] (the GEMM and attention operands, the attention's output and
+     * SwiGLU's input) at 2 bytes an element, half their fp32 bytes (all
+     * multiples of 16 here), and the last stage's nf too; x, res, the rstds
+     * and lse stay fp32, and so does the split region */
+    size_t half = (size_t)BT * (C + 3 * C + C + C + 2 * F + F) * 2;
     ck_assert_uint_eq(pp_stage_stash_bytes(&small, 3, 1) - pp_stage_stash_bytes(&b, 3, 1),
                       2 * half);
     ck_assert_uint_eq(pp_stage_stash_bytes(&small, 3, 2) - pp_stage_stash_bytes(&b, 3, 2),
