@@ -163,9 +163,9 @@ bin/ppc: $(B)/compiler/ppc.o $(COMP_OBJ) $(ISA_OBJ)
 
 # pprun, the launcher (vm/pprun.c): ppvm under mpirun; it reads only plan
 # headers, so it links isa/ alone (no MPI, no BLAS).
-bin/pprun: $(B)/vm/pprun.o $(ISA_OBJ)
+bin/pprun: $(B)/vm/pprun.o $(B)/vm/blas_core.o $(ISA_OBJ)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) -lm -o $@
+	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
 
 bin/ppvm: $(B)/vm/ppvm.o $(VM_OBJ) $(ISA_OBJ) $(KERN_OBJ) $(CUDA_OBJ)
 	@mkdir -p bin
@@ -195,7 +195,15 @@ SI_TEST_OBJ := $(patsubst %.c,$(SI)/%.o,tests/unit/test_cuda_kernels.c tests/uni
                tests/unit/test_gpu_e2e.c tests/unit/testutil.c tests/standin/test_standin.c \
                tests/standin/check_standin.c tests/unit/test_attention_fused.c \
                tests/standin/test_graph.c tests/unit/test_gpu_graph.c)
-SI_ENV    := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# OpenBLAS's kernels for this CPU where it would fall back to older ones
+# (vm/blas_core.h: Debian's 0.3.21 ran SSE3 kernels on an AVX-512 Xeon),
+# as pprun gives its ranks; the user's OPENBLAS_CORETYPE when set. A
+# shell word for `env` (the tests' environments start with it), run when
+# the recipe runs, after bin/pprun is built.
+BLAS_CORE_ENV = $$(c=$${OPENBLAS_CORETYPE:-$$(./bin/pprun --blas-coretype 2>/dev/null)}; \
+  [ -z "$$c" ] || echo OPENBLAS_CORETYPE=$$c)
+SI_ENV    = env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
+  $(BLAS_CORE_ENV)
 
 .PRECIOUS: $(SI)/kernels/%.cpp
 $(SI)/kernels/%.cpp: kernels/%.cu tests/standin/rewrite_launches.pl
@@ -263,7 +271,8 @@ $(B)/alloc_count.so: tests/tools/alloc_count.c
 # ---- the test commands -------------------------------------------------------
 # check_pp runs its jobs in parallel (-j: processes at once, default 4 times
 # the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
-TEST_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+TEST_ENV = env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
+  $(BLAS_CORE_ENV)
 check: deps
 	$(MAKE) all bin/check_pp bin/model_bench $(B)/alloc_count.so
 	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)

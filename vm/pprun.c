@@ -6,10 +6,13 @@
  * rank's plan holds the world size), and builds
  *   mpirun -np W [--allow-run-as-root] [--oversubscribe] --bind-to none
  *          [--host H:N,... | --hostfile F] -x OPENBLAS_NUM_THREADS=1
- *          [-x NAME for each forwarded variable] /abs/bin/ppvm PLAN [flags]
+ *          [-x OPENBLAS_CORETYPE[=X]] [-x NAME for each forwarded variable]
+ *          /abs/bin/ppvm PLAN [flags]
  * --allow-run-as-root when run as root; --oversubscribe when, on this
  * machine alone, the ranks outnumber its cores (mpirun counts cores, not
- * hardware threads, as its slots); one BLAS thread per rank; the variables
+ * hardware threads, as its slots); one BLAS thread per rank; the user's
+ * OPENBLAS_CORETYPE, or on this machine alone the kernels this CPU
+ * deserves where OpenBLAS would fall back to older ones (blas_core.h); the variables
  * forwarded to every rank (remote ones too: mpirun forwards only what -x
  * names) are those whose names start with PP_, PPVM_ or NCCL_, and
  * LD_LIBRARY_PATH. It prints that line (shell-quoted), then runs it;
@@ -50,6 +53,7 @@
 #include <unistd.h>
 
 #include "../isa/plan.h"
+#include "blas_core.h"
 
 extern char **environ;
 
@@ -63,6 +67,9 @@ static void usage(FILE *f)
                "  --hosts H:N,...  run N ranks on host H, ... (mpirun --host)\n"
                "  --hostfile F     the hosts in mpirun's hostfile F\n"
                "  --dry-run        print the mpirun command line only\n"
+               "  --blas-coretype  print the OPENBLAS_CORETYPE given to ranks on this machine\n"
+               "                   when OpenBLAS would run older kernels than its CPU allows\n"
+               "                   (nothing when it would not), and exit\n"
                "  everything else goes to ppvm (ppvm --help); the mpirun line is printed first.\n"
                "  SIGTERM or SIGINT to pprun stops every rank after its step (a second one at\n"
                "  once; a third ends mpirun)\n");
@@ -104,6 +111,12 @@ static int parse(int argc, char **argv, options *o)
             *val = argv[++i];
         } else if (!strcmp(a, "--dry-run"))
             o->dry_run = 1;
+        else if (!strcmp(a, "--blas-coretype")) {
+            const char *core = pp_blas_better_core();
+            if (core)
+                printf("%s\n", core);
+            return 1;
+        }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 1;
@@ -331,6 +344,15 @@ static int build(const options *o, long world, argv_b *a)
     rc |= add(a, "-x");
     rc |=
         add(a, getenv("OPENBLAS_NUM_THREADS") ? "OPENBLAS_NUM_THREADS" : "OPENBLAS_NUM_THREADS=1");
+    /* the user's OpenBLAS kernels; else, on this machine alone, better ones
+     * than OpenBLAS picks where it does not know the CPU (blas_core.h) */
+    const char *core = pp_blas_better_core();
+    char coretype[64];
+    snprintf(coretype, sizeof coretype, "OPENBLAS_CORETYPE=%s", core ? core : "");
+    if (getenv("OPENBLAS_CORETYPE"))
+        rc |= add(a, "-x") | add(a, "OPENBLAS_CORETYPE");
+    else if (core && !o->hosts && !o->hostfile)
+        rc |= add(a, "-x") | add(a, coretype);
     for (char **e = environ; *e; e++) {
         const char *eq = strchr(*e, '=');
         if (eq && forwarded(*e, (size_t)(eq - *e))) {

@@ -271,6 +271,16 @@ static const cli_row pprun_rows[] = {
     {PPRUN_DRY " --hosts a:1,b:1", 0, " --bind-to none --host a:1,b:1 -x OPENBLAS_NUM_THREADS"},
     {PPRUN_DRY " --hostfile hf", 0, " --bind-to none --hostfile hf -x OPENBLAS_NUM_THREADS"},
     {"OPENBLAS_NUM_THREADS=2 " PPRUN_DRY, 0, " -x OPENBLAS_NUM_THREADS -x"},
+    /* OpenBLAS's kernels (vm/blas_core.h): the user's forwarded; where
+     * OpenBLAS runs kernels older than the CPU's (forced here to SSE3's),
+     * the better ones named; never chosen for other hosts */
+    {"OPENBLAS_CORETYPE=Haswell " PPRUN_DRY, 0, " -x OPENBLAS_CORETYPE "},
+    {"echo \"[$(OPENBLAS_CORETYPE=Prescott $PPRUN --blas-coretype)]\" | grep -cxE "
+     "'\\[(SkylakeX|Haswell)\\]'",
+     0, "1"},
+    {"echo \"[$(env -u OPENBLAS_CORETYPE " PPRUN_DRY " --hosts a:1,b:1 | grep -c "
+     "OPENBLAS_CORETYPE)]\"",
+     0, "[0]"},
     {"NCCL_DEBUG=INFO " PPRUN_DRY, 0, " -x NCCL_DEBUG "},
     {"PPVM_TEST_KILL=1:1:step " PPRUN_DRY, 0, " -x PPVM_TEST_KILL "},
     /* --allow-run-as-root exactly when root */
