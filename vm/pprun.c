@@ -116,8 +116,7 @@ static int parse(int argc, char **argv, options *o)
             if (core)
                 printf("%s\n", core);
             return 1;
-        }
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 1;
         } else if (!o->plan && a[0] == '-') {
