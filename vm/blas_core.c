@@ -33,3 +33,9 @@ const char *pp_blas_better_core(void)
 #endif
     return NULL;
 }
+
+const char *pp_blas_core_name(void)
+{
+    const char *core = openblas_get_corename();
+    return core ? core : "unknown";
+}

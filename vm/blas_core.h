@@ -17,4 +17,8 @@
  * has neither. */
 const char *pp_blas_better_core(void);
 
+/* The kernels OpenBLAS runs in this process, in its own words
+ * ("Prescott", "SkylakeX", ...). */
+const char *pp_blas_core_name(void);
+
 #endif

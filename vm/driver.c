@@ -21,6 +21,7 @@
 #include "../kernels/tensor_shard.h"
 #include "agree.h"
 #include "backend.h"
+#include "blas_core.h"
 #include "check.h"
 #include "checkpoint.h"
 #include "guard.h"
@@ -468,6 +469,13 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         goto out;
     print_memory(&run, be->allocated(st));
     print_host_memory(&run, be->host_allocated ? be->host_allocated(st) : 0);
+    const char *core = run.me == 0 && !opts->quiet && !getenv("OPENBLAS_CORETYPE")
+                           ? pp_blas_better_core()
+                           : NULL;
+    if (core) /* (bin/pprun and make's tests set it: blas_core.h) */
+        printf("note: OpenBLAS runs its %s kernels, older than this CPU allows; "
+               "OPENBLAS_CORETYPE=%s (bin/pprun sets it) runs faster ones\n",
+               pp_blas_core_name(), core);
     if (opts->profile && !(run.prof = pp_profile_open(opts->profile, p, opts->steps, run.me)))
         goto out;
     trained = train(&run, be, st, agreement, agree, bench);

@@ -281,6 +281,11 @@ static const cli_row pprun_rows[] = {
     {"echo \"[$(env -u OPENBLAS_CORETYPE " PPRUN_DRY " --hosts a:1,b:1 | grep -c "
      "OPENBLAS_CORETYPE)]\"",
      0, "[0]"},
+    /* ppvm started without pprun says so where pprun would have chosen */
+    {"w=$(env -u OPENBLAS_CORETYPE $PPRUN --blas-coretype | grep -c .); n=$(env -u "
+     "OPENBLAS_CORETYPE $MPIRUN -np 2 $PPVM plan --steps 1 | grep -c '^note: OpenBLAS runs its "
+     ".* OPENBLAS_CORETYPE='); echo \"note $n, pprun $w\"; [ \"$n\" = \"$w\" ] && echo agree",
+     0, "agree"},
     {"NCCL_DEBUG=INFO " PPRUN_DRY, 0, " -x NCCL_DEBUG "},
     {"PPVM_TEST_KILL=1:1:step " PPRUN_DRY, 0, " -x PPVM_TEST_KILL "},
     /* --allow-run-as-root exactly when root */
