@@ -469,9 +469,8 @@ int pp_run_plan(const pp_plan *p, const pp_dataset *ds, const pp_train_opts *opt
         goto out;
     print_memory(&run, be->allocated(st));
     print_host_memory(&run, be->host_allocated ? be->host_allocated(st) : 0);
-    const char *core = run.me == 0 && !opts->quiet && !getenv("OPENBLAS_CORETYPE")
-                           ? pp_blas_better_core()
-                           : NULL;
+    const char *core =
+        run.me == 0 && !opts->quiet && !getenv("OPENBLAS_CORETYPE") ? pp_blas_better_core() : NULL;
     if (core) /* (bin/pprun and make's tests set it: blas_core.h) */
         printf("note: OpenBLAS runs its %s kernels, older than this CPU allows; "
                "OPENBLAS_CORETYPE=%s (bin/pprun sets it) runs faster ones\n",
