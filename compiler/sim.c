@@ -172,7 +172,8 @@ static double ready_all(const pp_sim_input *in, pp_sim_result *r, int j)
 {
     double t = ready_time(in, r, j, job_pred(&in->js, j));
     int p2 = job_pred2(&in->js, j);
-    t = p2 >= 0 && pp_sim_out_time(r, p2) > t ? pp_sim_out_time(r, p2) : t;
+    double out2 = p2 >= 0 ? pp_sim_out_time(r, p2) : t;
+    t = out2 > t ? out2 : t;
     return pp_sim_offload_ready(in, r, j, t); /* and an offloaded stash's reload */
 }
 

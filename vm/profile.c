@@ -204,9 +204,9 @@ size_t pp_profile_reduce_bytes(const pp_plan *p)
 
 /* One key: a number per stage, or nothing when no stage has a sample. A job
  * faster than the clock resolves is written as 1 ns: ppc wants job costs
- * positive (an optimizer step or a gradient's add may be 0). */
+ * positive (zero_ok: an optimizer step or a gradient's add may be 0). */
 static void write_key(FILE *f, const char *key, const double *med, const size_t *n, int S,
-                      int *first)
+                      int zero_ok, int *first)
 {
     int any = 0;
     for (int s = 0; s < S; s++)
@@ -215,8 +215,7 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
         return;
     fprintf(f, "%s\n  \"%s\": [", *first ? "" : ",", key);
     for (int s = 0; s < S; s++)
-        fprintf(f, "%s%.9g", s ? ", " : "",
-                strcmp(key, "O") && strcmp(key, "G") && med[s] < 1e-9 ? 1e-9 : med[s]);
+        fprintf(f, "%s%.9g", s ? ", " : "", !zero_ok && med[s] < 1e-9 ? 1e-9 : med[s]);
     fprintf(f, "]");
     *first = 0;
 }
@@ -343,7 +342,8 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         int first = 1;
         fprintf(pr->out, "{");
         for (int d = 0; d <= PP_PROF_G; d++)
-            write_key(pr->out, key[d], med + d * S, count + d * S, S, &first);
+            write_key(pr->out, key[d], med + d * S, count + d * S, S,
+                      d == PP_PROF_O || d == PP_PROF_G, &first);
         if (link)
             fprintf(pr->out, ",\n  \"latency\": %.9g,\n  \"bandwidth\": %.9g,\n  \"burst\": %.9g",
                     latency, bandwidth, burst);
