@@ -95,7 +95,7 @@ VM_OBJ   := $(VM_SRC:%.c=$(B)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(B)/%.o)
 
-.PHONY: all deps check test layering layering-selftest demo clean golden torch-orders bench bench-interp bench-compile bench-kernels gpu-bench standin-test oracle fuzz harnesses torch-csv-check
+.PHONY: all deps check test layering layering-selftest demo clean golden torch-orders bench bench-interp bench-compile bench-kernels gpu-bench standin-test oracle fuzz harnesses kernel-bits torch-csv-check
 SHELL := /bin/bash
 all: bin/ppc bin/ppvm bin/pprun
 
@@ -268,18 +268,51 @@ $(B)/alloc_count.so: tests/tools/alloc_count.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Wextra -Werror -shared -fPIC $< -o $@
 
+# tests/tools/kernel_bits.c: a digest of every hot CPU kernel's output, linked
+# with the kernels as ppvm has them (target_clones: the loader picks one
+# version by the CPU) and with cpu_kernels.c and model.c built for one
+# instruction set alone (base: x86-64; v3: AVX2; v4: AVX-512). The kernels
+# suite's clones_give_the_same_bits runs the builds this CPU can and compares
+# them. Only on x86-64 (elsewhere GCC makes one version).
+KB       := $(B)/kernel_bits
+KB_ISAS  := $(if $(filter x86_64,$(shell uname -m)),base v3 v4)
+KB_FLAGS_base := -DPP_NO_CLONES
+KB_FLAGS_v3   := -DPP_NO_CLONES -march=x86-64-v3
+KB_FLAGS_v4   := -DPP_NO_CLONES -march=x86-64-v4
+KB_REST  := $(filter-out $(B)/kernels/cpu_kernels.o $(B)/kernels/model.o,$(KERN_OBJ)) $(ISA_OBJ)
+kernel-bits: $(KB)/kernel_bits-clones $(KB_ISAS:%=$(KB)/kernel_bits-%)
+.PRECIOUS: $(KB)/isa-%/cpu_kernels.o $(KB)/isa-%/model.o
+
+$(KB)/kernel_bits.o: tests/tools/kernel_bits.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ikernels -MMD -MP -c $< -o $@
+
+$(KB)/isa-%/cpu_kernels.o: kernels/cpu_kernels.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KB_FLAGS_$*) -MMD -MP -c $< -o $@
+
+$(KB)/isa-%/model.o: kernels/model.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KB_FLAGS_$*) -MMD -MP -c $< -o $@
+
+$(KB)/kernel_bits-clones: $(KB)/kernel_bits.o $(KERN_OBJ) $(ISA_OBJ)
+	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
+$(KB)/kernel_bits-%: $(KB)/kernel_bits.o $(KB)/isa-%/cpu_kernels.o $(KB)/isa-%/model.o $(KB_REST)
+	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) $(BLAS_LIBS) -lm -o $@
+
 # ---- the test commands -------------------------------------------------------
 # check_pp runs its jobs in parallel (-j: processes at once, default 4 times
 # the online CPUs); SUITE picks suites or SUITE:TCASE ("make test SUITE=e2e").
 TEST_ENV = env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
   $(BLAS_CORE_ENV)
 check: deps
-	$(MAKE) all bin/check_pp bin/model_bench $(B)/alloc_count.so
+	$(MAKE) all bin/check_pp bin/model_bench $(B)/alloc_count.so kernel-bits
 	$(TEST_ENV) ./bin/check_pp --fast $(SUITE)
 
 test: deps
 	$(MAKE) all bin/check_pp bin/ppvm-standin bin/check_pp-standin bin/standin-group-hazard harnesses \
-	  $(B)/alloc_count.so
+	  $(B)/alloc_count.so kernel-bits
 	@mkdir -p build
 	$(TEST_ENV) ./bin/check_pp --failures build/test-failures.txt $(SUITE); rc=$$?; \
 	  if [ -z "$(SUITE)" ]; then python3 tests/layering.py || rc=1; \

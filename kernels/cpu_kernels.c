@@ -15,8 +15,8 @@
  *
  * Speed: the elementwise kernels run on 8-lane vectors (vmath.h), with a
  * vectorised exp and tanh in place of per-element libm calls, and the hot
- * ones (PP_HOT) get an AVX2 clone beside the baseline x86-64 one; both
- * clones give the same bits. Every kernel reports its time to kprof.h's
+ * ones (PP_HOT) get AVX-512 and AVX2 clones beside the baseline x86-64
+ * one; every clone gives the same bits. Every kernel reports its time to kprof.h's
  * timers when they are on (bin/model_bench). */
 #include "cpu_kernels.h"
 

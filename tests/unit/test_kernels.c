@@ -19,6 +19,7 @@
 #include "../../kernels/model.h"
 #include "../../kernels/vmath.h"
 #include "suites.h"
+#include "testutil.h"
 
 /* Deterministic test data in [-1, 1). */
 static float rnd(uint32_t *state)
@@ -817,6 +818,55 @@ START_TEST(test_first_nonfinite_blocks)
 }
 END_TEST
 
+/* Every hot kernel gives the same bits whichever instruction set runs it
+ * (kernels/README.md, "Portability"): the digests of
+ * build/kernel_bits/kernel_bits-clones (the versions the loader picks on
+ * this CPU) against those of each build for one instruction set alone that
+ * this CPU can run (tests/tools/kernel_bits.c; make builds them). */
+START_TEST(test_clones_give_the_same_bits)
+{
+#if !defined(__x86_64__) || !defined(__GNUC__) || defined(__clang__)
+    test_skipped("not x86-64 with GCC: each kernel is built once, with no clones\n");
+#else
+    __builtin_cpu_init();
+    struct {
+        const char *isa, *what;
+        int runs;
+    } b[] = {{"base", "x86-64", 1},
+             {"v3", "x86-64-v3 (AVX2)", __builtin_cpu_supports("x86-64-v3")},
+             {"v4", "x86-64-v4 (AVX-512)", __builtin_cpu_supports("x86-64-v4")}};
+    char cmd[1024], *want;
+    snprintf(cmd, sizeof cmd, "%s/build/kernel_bits/kernel_bits-clones", PP_ROOT);
+    want = run_expect(cmd, 0);
+    ck_assert_msg(strstr(want, "gelu_backward") && strstr(want, "attention_backward bf16"),
+                  "%s printed no digests:\n%s", cmd, want);
+    int compared = 0;
+    for (size_t k = 0; k < sizeof b / sizeof b[0]; k++) {
+        if (!b[k].runs) {
+            printf("clones_give_the_same_bits: this CPU cannot run %s: not compared\n", b[k].what);
+            continue;
+        }
+        snprintf(cmd, sizeof cmd, "%s/build/kernel_bits/kernel_bits-%s", PP_ROOT, b[k].isa);
+        char *got = run_expect(cmd, 0);
+        /* the first line that differs names the kernel */
+        const char *w = want, *g = got;
+        while (*w && *w == *g)
+            w++, g++;
+        while (w > want && w[-1] != '\n')
+            w--, g--;
+        ck_assert_msg(!*w && !*g,
+                      "the kernels built for %s alone differ from the clones this CPU runs; "
+                      "first difference:\n  clones: %.*s\n  %s: %.*s",
+                      b[k].what, (int)strcspn(w, "\n"), w, b[k].isa, (int)strcspn(g, "\n"), g);
+        free(got);
+        compared++;
+    }
+    ck_assert_int_ge(compared, 2);
+    free(want);
+#endif
+}
+END_TEST
+
 Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -843,6 +893,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, test_optimizers_bits);
     tcase_add_test(tc, test_round_bf16_vector);
     tcase_add_test(tc, test_first_nonfinite_blocks);
+    tcase_add_test(tc, test_clones_give_the_same_bits);
     suite_add_tcase(s, tc);
     return s;
 }
