@@ -150,38 +150,53 @@ PP_HOT void pp_bias_grad(const float *dy, int rows, int cols, float *db)
 /* GELU, tanh approximation:
  *   gelu(x) = 0.5 x (1 + tanh(k (x + 0.044715 x^3))),  k = sqrt(2/pi)      */
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_C 0.044715f
-
-/* tanh through vmath.h's v8_tanh (no libm call per element). */
-static inline __attribute__((always_inline)) pp_v8f gelu8(pp_v8f v)
+/* GELU's and its derivative's arithmetic: vmath_lanes.h's v8_gelu and
+ * v8_gelu_grad, and on AVX-512 v16_gelu and v16_gelu_grad, 16 lanes at a
+ * time (the backward 1.6-1.75 ns an element against 2.1 on 8 lanes in the
+ * v4 clone and 2.6-2.7 in the AVX2 one; the same bits). Each wide loop
+ * returns where it stopped, and the 8-lane code does the rest. */
+#ifdef PP_WIDE_OK
+PP_WIDE static size_t gelu_forward16(const float *x, float *y, size_t n)
 {
-    pp_v8f t = v8_tanh(GELU_K * (v + GELU_C * v * v * v));
-    return 0.5f * v * (1.0f + t);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        v16_store(y + i, v16_gelu(v16_load(x + i)));
+    return i;
 }
+
+PP_WIDE static size_t gelu_backward16(const float *x, const float *dy, float *dx, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        v16_store(dx + i, v16_load(dy + i) * v16_gelu_grad(v16_load(x + i)));
+    return i;
+}
+
+PP_WIDE static size_t bias_gelu_row16(float *h, const float *bias, float *a, size_t n)
+{
+    size_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+        pp_v16f v = v16_load(h + c) + v16_load(bias + c);
+        v16_store(h + c, v);
+        v16_store(a + c, v16_gelu(v));
+    }
+    return c;
+}
+#endif
 
 PP_HOT void pp_gelu_forward(const float *x, float *y, size_t n)
 {
     KPROF_BEGIN();
     size_t i = 0;
+#ifdef PP_WIDE_OK
+    if (pp_wide())
+        i = gelu_forward16(x, y, n);
+#endif
     for (; i + 8 <= n; i += 8)
-        v8_store(y + i, gelu8(v8_load(x + i)));
+        v8_store(y + i, v8_gelu(v8_load(x + i)));
     if (i < n)
-        v8_store_part(y + i, gelu8(v8_load_part(x + i, n - i, 0.0f)), n - i);
+        v8_store_part(y + i, v8_gelu(v8_load_part(x + i, n - i, 0.0f)), n - i);
     KPROF_END(PP_K_GELU);
-}
-
-/* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2). Written with 1 - t^2
- * rather than llm.c's 1/cosh^2 so large |x| cannot overflow cosh; the
- * second term's x is clamped to [-10, 10] (where 1 - t^2 is already 0) so
- * x^2 cannot overflow into 0 * inf. */
-static inline __attribute__((always_inline)) pp_v8f gelu_grad8(pp_v8f v)
-{
-    pp_v8f t = v8_tanh(GELU_K * (v + GELU_C * v * v * v));
-    pp_v8f vc = v8_max(v8_min(v, 10.0f), -10.0f);
-    pp_v8f sech2 = 1.0f - t * t;
-    pp_v8f dinner = GELU_K * (1.0f + 3.0f * GELU_C * vc * vc); /* d(tanh arg)/dx */
-    return 0.5f * (1.0f + t) + 0.5f * vc * sech2 * dinner;
 }
 
 /* dy and dx may alias (elementwise). */
@@ -189,11 +204,15 @@ PP_HOT void pp_gelu_backward(const float *x, const float *dy, float *dx, size_t 
 {
     KPROF_BEGIN();
     size_t i = 0;
+#ifdef PP_WIDE_OK
+    if (pp_wide())
+        i = gelu_backward16(x, dy, dx, n);
+#endif
     for (; i + 8 <= n; i += 8)
-        v8_store(dx + i, v8_load(dy + i) * gelu_grad8(v8_load(x + i)));
+        v8_store(dx + i, v8_load(dy + i) * v8_gelu_grad(v8_load(x + i)));
     if (i < n) {
         size_t k = n - i;
-        pp_v8f g = gelu_grad8(v8_load_part(x + i, k, 0.0f));
+        pp_v8f g = v8_gelu_grad(v8_load_part(x + i, k, 0.0f));
         v8_store_part(dx + i, v8_load_part(dy + i, k, 0.0f) * g, k);
     }
     KPROF_END(PP_K_GELU_BWD);
@@ -299,19 +318,26 @@ PP_HOT void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows
 {
     KPROF_BEGIN();
     size_t n = (size_t)cols;
+#ifdef PP_WIDE_OK
+    int wide = pp_wide();
+#endif
     for (int r = 0; r < rows; r++) {
         float *hr = h + (size_t)r * n, *ar = a + (size_t)r * n;
         size_t c = 0;
+#ifdef PP_WIDE_OK
+        if (wide)
+            c = bias_gelu_row16(hr, bias, ar, n);
+#endif
         for (; c + 8 <= n; c += 8) {
             pp_v8f v = v8_load(hr + c) + v8_load(bias + c);
             v8_store(hr + c, v);
-            v8_store(ar + c, gelu8(v));
+            v8_store(ar + c, v8_gelu(v));
         }
         if (c < n) {
             size_t k = n - c;
             pp_v8f v = v8_load_part(hr + c, k, 0.0f) + v8_load_part(bias + c, k, 0.0f);
             v8_store_part(hr + c, v, k);
-            v8_store_part(ar + c, gelu8(v), k);
+            v8_store_part(ar + c, v8_gelu(v), k);
         }
     }
     KPROF_END(PP_K_GELU);

@@ -1,7 +1,8 @@
 /* vmath.h - the CPU kernels' 8-lane vectors (GCC vector extensions) and the
- * vectorised exp and tanh that replace per-element libm calls in their hot
- * loops (cpu_kernels.c; the error bounds are in kernels/README.md and
- * checked by the kernels suite's vmath_* tests).
+ * vectorised exp, tanh and GELU that replace per-element libm calls in
+ * their hot loops (cpu_kernels.c; written once for any width in
+ * vmath_lanes.h; the error bounds are in kernels/README.md and checked by
+ * the kernels suite's vmath_* tests).
  *
  * Why 8 lanes of plain C vector arithmetic: the code is the same on every
  * machine (the compiler maps an 8-lane float vector to two SSE2 registers
@@ -34,65 +35,35 @@ typedef uint32_t pp_v8u __attribute__((vector_size(32)));
  * suite's clones_give_the_same_bits compares each build's outputs. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PP_NO_CLONES)
 #define PP_HOT __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define PP_WIDE_OK 1
+/* A loop on 16 lanes, compiled for AVX-512 alone: the kernel calls it
+ * where pp_wide() says the CPU has it, and finishes the tail on 8 lanes. */
+#define PP_WIDE __attribute__((target("arch=x86-64-v4")))
+static inline int pp_wide(void) { return __builtin_cpu_supports("x86-64-v4"); }
 #else
 #define PP_HOT
 #endif
 
-static inline __attribute__((always_inline)) pp_v8f v8_load(const float *p)
-{
-    pp_v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* GELU's constants (the tanh approximation's k = sqrt(2/pi) and c) */
+#define PP_GELU_K 0.7978845608028654f
+#define PP_GELU_C 0.044715f
 
-static inline __attribute__((always_inline)) void v8_store(float *p, pp_v8f v)
-{
-    memcpy(p, &v, sizeof v);
-}
+/* load, store, the tails' partial load and store, set, select, min, max,
+ * abs, exp, tanh, GELU and its derivative, on 8 lanes: v8_load ... */
+#define PP_VF pp_v8f
+#define PP_VI pp_v8i
+#define PP_V(name) v8_##name
+#include "vmath_lanes.h"
 
-/* The first n (< 8) elements, the rest `fill`: a loop's tail computes with
- * the same arithmetic as its body, so an element's value never depends on
- * where it sits in the array. */
-static inline __attribute__((always_inline)) pp_v8f v8_load_part(const float *p, size_t n,
-                                                                 float fill)
-{
-    pp_v8f v = {fill, fill, fill, fill, fill, fill, fill, fill};
-    for (size_t i = 0; i < n; i++)
-        v[i] = p[i]; /* a loop: no memcpy call */
-    return v;
-}
-
-static inline __attribute__((always_inline)) void v8_store_part(float *p, pp_v8f v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = v[i];
-}
-
-static inline __attribute__((always_inline)) pp_v8f v8_set(float x)
-{
-    return (pp_v8f){x, x, x, x, x, x, x, x};
-}
-
-/* m ? a : b lane by lane, m a comparison's result (all ones or zero). */
-static inline __attribute__((always_inline)) pp_v8f v8_sel(pp_v8i m, pp_v8f a, pp_v8f b)
-{
-    return (pp_v8f)((m & (pp_v8i)a) | (~m & (pp_v8i)b));
-}
-
-/* Written so a NaN lane stays NaN: the comparison is false for NaN. */
-static inline __attribute__((always_inline)) pp_v8f v8_min(pp_v8f a, float hi)
-{
-    return v8_sel(a > hi, v8_set(hi), a);
-}
-static inline __attribute__((always_inline)) pp_v8f v8_max(pp_v8f a, float lo)
-{
-    return v8_sel(a < lo, v8_set(lo), a);
-}
-
-static inline __attribute__((always_inline)) pp_v8f v8_abs(pp_v8f a)
-{
-    return (pp_v8f)((pp_v8i)a & 0x7fffffff);
-}
+/* ... and on 16 (v16_load ...), for loops compiled for AVX-512 alone
+ * (PP_WIDE): elsewhere a 16-lane vector is four or two registers and GCC
+ * spills it, three times slower than 8 lanes. */
+typedef float pp_v16f __attribute__((vector_size(64)));
+typedef int32_t pp_v16i __attribute__((vector_size(64)));
+#define PP_VF pp_v16f
+#define PP_VI pp_v16i
+#define PP_V(name) v16_##name
+#include "vmath_lanes.h"
 
 /* The largest lane (NaN-free input), the same whatever the order. */
 static inline __attribute__((always_inline)) float v8_hmax(pp_v8f v)
@@ -164,51 +135,6 @@ static inline __attribute__((always_inline)) double d8_sum(pp_d8 a)
     for (int i = 0; i < 4; i++)
         s += a.hi[i];
     return s;
-}
-
-/* exp(x), Cephes' expf: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts,
- * so r is exact), exp(r) a degree-7 polynomial, times 2^n built in the
- * exponent bits. Domain: x <= 88 (clamped there: exp(88) = 1.65e38; the
- * callers pass x <= 20); for x < -87.33, where exp(x) < 1.2e-38 is at most
- * subnormal, 0. NaN stays NaN. Measured error: kernels/README.md. */
-static inline __attribute__((always_inline)) pp_v8f v8_exp(pp_v8f x)
-{
-    pp_v8i under = x < -87.33654f;
-    x = v8_max(v8_min(x, 88.0f), -87.33654f);
-    /* n = round(x log2 e): adding and removing 1.5 * 2^23 rounds to the
-     * nearest integer in the default rounding mode (|x log2 e| < 2^22). */
-    pp_v8f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    pp_v8f r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    pp_v8f z = r * r;
-    pp_v8f y = 1.9875691500e-4f * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * z + r + 1.0f;
-    pp_v8i e = (__builtin_convertvector(n, pp_v8i) + 127) << 23; /* 2^n, n in [-126, 127] */
-    y = y * (pp_v8f)e;
-    return (pp_v8f)(~under & (pp_v8i)y);
-}
-
-/* tanh(x), Cephes' tanhf: for |x| < 0.625 the odd polynomial
- * x + x^3 P(x^2); above, 1 - 2 / (exp(2|x|) + 1) with the sign of x, |x|
- * clamped to 10 (where tanh is 1 in float). Defined for every float (inf
- * gives +-1); NaN stays NaN. */
-static inline __attribute__((always_inline)) pp_v8f v8_tanh(pp_v8f x)
-{
-    pp_v8f ax = v8_abs(x);
-    pp_v8f z = x * x;
-    pp_v8f p = -5.70498872745e-3f * z + 2.06390887954e-2f;
-    p = p * z - 5.37397155531e-2f;
-    p = p * z + 1.33314422036e-1f;
-    p = p * z - 3.33332819422e-1f;
-    pp_v8f small = p * z * x + x;
-    pp_v8f e = v8_exp(v8_min(ax, 10.0f) * 2.0f);
-    pp_v8f large = 1.0f - 2.0f / (e + 1.0f);
-    large = (pp_v8f)((pp_v8i)large | ((pp_v8i)x & INT32_MIN)); /* sign of x */
-    return v8_sel(ax < 0.625f, small, large);
 }
 
 #endif
