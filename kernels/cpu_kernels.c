@@ -16,8 +16,8 @@
  * Speed: the elementwise kernels run on 8-lane vectors (vmath.h), with a
  * vectorised exp and tanh in place of per-element libm calls, and the hot
  * ones (PP_HOT) get AVX-512 and AVX2 clones beside the baseline x86-64
- * one; every clone gives the same bits. Every kernel reports its time to kprof.h's
- * timers when they are on (bin/model_bench). */
+ * one; every clone gives the same bits. Every kernel reports its time to
+ * kprof.h's timers when they are on (bin/model_bench). */
 #include "cpu_kernels.h"
 
 #include <cblas.h>
@@ -147,15 +147,11 @@ PP_HOT void pp_bias_grad(const float *dy, int rows, int cols, float *db)
 }
 
 /* ------------------------------------------------------------------------ */
-/* GELU, tanh approximation:
- *   gelu(x) = 0.5 x (1 + tanh(k (x + 0.044715 x^3))),  k = sqrt(2/pi)      */
-
-/* GELU's and its derivative's arithmetic: vmath_lanes.h's v8_gelu and
- * v8_gelu_grad, and on AVX-512 v16_gelu and v16_gelu_grad, 16 lanes at a
- * time (the backward 1.6-1.75 ns an element against 2.1 on 8 lanes in the
+/* GELU (the tanh approximation) and its derivative: vmath_lanes.h's
+ * v8_gelu and v8_gelu_grad, and on AVX-512 v16_gelu and v16_gelu_grad, 16
+ * lanes at a time (the backward 1.6-1.75 ns an element against 2.1 on 8 lanes in the
  * v4 clone and 2.6-2.7 in the AVX2 one; the same bits). Each wide loop
  * returns where it stopped, and the 8-lane code does the rest. */
-#ifdef PP_WIDE_OK
 PP_WIDE static size_t gelu_forward16(const float *x, float *y, size_t n)
 {
     size_t i = 0;
@@ -182,16 +178,11 @@ PP_WIDE static size_t bias_gelu_row16(float *h, const float *bias, float *a, siz
     }
     return c;
 }
-#endif
 
 PP_HOT void pp_gelu_forward(const float *x, float *y, size_t n)
 {
     KPROF_BEGIN();
-    size_t i = 0;
-#ifdef PP_WIDE_OK
-    if (pp_wide())
-        i = gelu_forward16(x, y, n);
-#endif
+    size_t i = pp_wide() ? gelu_forward16(x, y, n) : 0;
     for (; i + 8 <= n; i += 8)
         v8_store(y + i, v8_gelu(v8_load(x + i)));
     if (i < n)
@@ -203,11 +194,7 @@ PP_HOT void pp_gelu_forward(const float *x, float *y, size_t n)
 PP_HOT void pp_gelu_backward(const float *x, const float *dy, float *dx, size_t n)
 {
     KPROF_BEGIN();
-    size_t i = 0;
-#ifdef PP_WIDE_OK
-    if (pp_wide())
-        i = gelu_backward16(x, dy, dx, n);
-#endif
+    size_t i = pp_wide() ? gelu_backward16(x, dy, dx, n) : 0;
     for (; i + 8 <= n; i += 8)
         v8_store(dx + i, v8_load(dy + i) * v8_gelu_grad(v8_load(x + i)));
     if (i < n) {
@@ -318,16 +305,10 @@ PP_HOT void pp_bias_gelu_forward(float *h, const float *bias, float *a, int rows
 {
     KPROF_BEGIN();
     size_t n = (size_t)cols;
-#ifdef PP_WIDE_OK
     int wide = pp_wide();
-#endif
     for (int r = 0; r < rows; r++) {
         float *hr = h + (size_t)r * n, *ar = a + (size_t)r * n;
-        size_t c = 0;
-#ifdef PP_WIDE_OK
-        if (wide)
-            c = bias_gelu_row16(hr, bias, ar, n);
-#endif
+        size_t c = wide ? bias_gelu_row16(hr, bias, ar, n) : 0;
         for (; c + 8 <= n; c += 8) {
             pp_v8f v = v8_load(hr + c) + v8_load(bias + c);
             v8_store(hr + c, v);

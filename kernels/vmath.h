@@ -35,13 +35,15 @@ typedef uint32_t pp_v8u __attribute__((vector_size(32)));
  * suite's clones_give_the_same_bits compares each build's outputs. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PP_NO_CLONES)
 #define PP_HOT __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#define PP_WIDE_OK 1
 /* A loop on 16 lanes, compiled for AVX-512 alone: the kernel calls it
- * where pp_wide() says the CPU has it, and finishes the tail on 8 lanes. */
+ * where pp_wide() says the CPU has it, and finishes the tail on 8 lanes.
+ * Elsewhere pp_wide() is 0 and the compiler drops the call. */
 #define PP_WIDE __attribute__((target("arch=x86-64-v4")))
 static inline int pp_wide(void) { return __builtin_cpu_supports("x86-64-v4"); }
 #else
 #define PP_HOT
+#define PP_WIDE
+static inline int pp_wide(void) { return 0; }
 #endif
 
 /* GELU's constants (the tanh approximation's k = sqrt(2/pi) and c) */
