@@ -21,22 +21,31 @@
  * op(A_i) op(B_i) + beta C_i, row-major with explicit row strides
  * (pp_gemm_ld's contract): cuBLAS computes C^T = op(B)^T op(A)^T
  * column-major. A and B fp32 (cublasSgemmStridedBatched) or, with bf16,
- * bf16 (cublasGemmStridedBatchedEx, fp32 accumulation); C fp32. K > 0. */
-static void gemm_sb(cublasHandle_t blas, int ta, int tb, int M, int N, int K, float alpha,
-                    const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
-                    int bf16, float beta, float *C, int ldc, long long sC, int batch)
+ * bf16 (cublasGemmStridedBatchedEx, fp32 accumulation); C fp32, or with
+ * c16 bf16 (the fp32 result rounded once; bf16 operands only). K > 0. */
+static void gemm_sb_c(cublasHandle_t blas, int ta, int tb, int M, int N, int K, float alpha,
+                      const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
+                      int bf16, float beta, void *C, int c16, int ldc, long long sC, int batch)
 {
     if (M <= 0 || N <= 0 || batch <= 0)
         return;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (bf16)
-        cublasCheck(cublasGemmStridedBatchedEx(
-            blas, opb, opa, N, M, K, &alpha, B, CUDA_R_16BF, ldb, sB, A, CUDA_R_16BF, lda, sA,
-            &beta, C, CUDA_R_32F, ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        cublasCheck(cublasGemmStridedBatchedEx(blas, opb, opa, N, M, K, &alpha, B, CUDA_R_16BF, ldb,
+                                               sB, A, CUDA_R_16BF, lda, sA, &beta, C,
+                                               c16 ? CUDA_R_16BF : CUDA_R_32F, ldc, sC, batch,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     else
         cublasCheck(cublasSgemmStridedBatched(blas, opb, opa, N, M, K, &alpha, (const float *)B,
-                                              ldb, sB, (const float *)A, lda, sA, &beta, C, ldc, sC,
-                                              batch));
+                                              ldb, sB, (const float *)A, lda, sA, &beta, (float *)C,
+                                              ldc, sC, batch));
+}
+static void gemm_sb(cublasHandle_t blas, int ta, int tb, int M, int N, int K, float alpha,
+                    const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
+                    int bf16, float beta, float *C, int ldc, long long sC, int batch)
+{
+    gemm_sb_c(blas, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, bf16, beta, C, 0, ldc, sC,
+              batch);
 }
 
 /* The group shape: hb heads of Rg rows each share the CPU's R-row scratch. */
@@ -46,13 +55,13 @@ static void group_of(int NH, int rows, int *hb, int *Rg)
     *Rg = rows / *hb;
 }
 
-/* Element e of qkv or dout: fp32, or with bf16 two bytes. */
+/* Element e of qkv, out or dout: fp32, or with bf16 two bytes. */
 static const void *elem(const void *p, size_t e, int bf16)
 {
     return (const char *)p + e * (bf16 ? 2 : 4);
 }
 
-void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *qkv, float *out,
+void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *qkv, void *out,
                              float *lse, int B, int T, int C, int NH, int rows, float *scratch,
                              int bf16)
 {
@@ -70,7 +79,7 @@ void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *q
         for (int h0 = 0; h0 < NH; h0 += hb) {
             int nh = NH - h0 < hb ? NH - h0 : hb;
             size_t qoff = (size_t)b * T * C3 + (size_t)h0 * hs;
-            float *o = out + (size_t)b * T * C + (size_t)h0 * hs;
+            void *o = (void *)elem(out, (size_t)b * T * C + (size_t)h0 * hs, bf16);
             float *l = lse + ((size_t)b * NH + h0) * T;
             for (int r0 = 0; r0 < T; r0 += Rg) {
                 int R = T - r0 < Rg ? T - r0 : Rg, nk = r0 + R;
@@ -80,16 +89,16 @@ void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *q
                 cudaCheck(pp_cu_attn_softmax(scratch, T, sS, R, nh, r0, l + r0, T, bf16, st));
                 if (bf16)
                     cudaCheck(pp_cu_attn_pack_bf16(scratch, T, sS, R, nh, nk, st));
-                /* out = P v */
-                gemm_sb(blas, 0, 0, R, hs, nk, 1.0f, scratch, ldP, sP,
-                        elem(qkv, qoff + 2 * (size_t)C, bf16), C3, hs, bf16, 0.0f,
-                        o + (size_t)r0 * C, C, hs, nh);
+                /* out = P v (with bf16 written in bf16) */
+                gemm_sb_c(blas, 0, 0, R, hs, nk, 1.0f, scratch, ldP, sP,
+                          elem(qkv, qoff + 2 * (size_t)C, bf16), C3, hs, bf16, 0.0f,
+                          (void *)elem(o, (size_t)r0 * C, bf16), bf16, C, hs, nh);
             }
         }
 }
 
 void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *qkv,
-                              const float *out, const void *dout, const float *lse, float *dqkv,
+                              const void *out, const void *dout, const float *lse, float *dqkv,
                               int B, int T, int C, int NH, int rows, float *scratch, int bf16)
 {
     if (B <= 0 || T <= 0 || C <= 0 || NH <= 0)
@@ -110,7 +119,7 @@ void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *
             const void *q = elem(qkv, qoff, bf16), *k = elem(qkv, qoff + C, bf16),
                        *v = elem(qkv, qoff + 2 * (size_t)C, bf16);
             float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C;
-            const float *o = out + ooff;
+            const void *o = elem(out, ooff, bf16);
             const float *l = lse + ((size_t)b * NH + h0) * T;
             for (int r0 = 0; r0 < T; r0 += Rg) {
                 int R = T - r0 < Rg ? T - r0 : Rg, nk = r0 + R;
@@ -120,11 +129,13 @@ void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *
                 gemm_sb(blas, 0, 1, R, nk, hs, scale, qr, C3, hs, k, C3, hs, bf16, 0.0f, P, T, sS,
                         nh);
                 if (bf16)
-                    cudaCheck(pp_cu_attn_probs_bf16d(P, T, sS, R, nh, r0, l + r0, T,
-                                                     o + (size_t)r0 * C, (const uint16_t *)dOr, C,
-                                                     hs, D, st));
+                    cudaCheck(
+                        pp_cu_attn_probs_bf16d(P, T, sS, R, nh, r0, l + r0, T,
+                                               (const uint16_t *)elem(o, (size_t)r0 * C, bf16),
+                                               (const uint16_t *)dOr, C, hs, D, st));
                 else
-                    cudaCheck(pp_cu_attn_probs(P, T, sS, R, nh, r0, l + r0, T, o + (size_t)r0 * C,
+                    cudaCheck(pp_cu_attn_probs(P, T, sS, R, nh, r0, l + r0, T,
+                                               (const float *)o + (size_t)r0 * C,
                                                (const float *)dOr, C, hs, D, 0, st));
                 /* dP = dout v^T */
                 gemm_sb(blas, 0, 1, R, nk, hs, 1.0f, dOr, C, hs, v, C3, hs, bf16, 0.0f, dP, T, sS,

@@ -19,9 +19,11 @@
  * to nearest even); P is rounded before P v and P^T dout, dS before dS k
  * and dS^T q, and every GEMM takes bf16 operands (qkv's slices, dout, and
  * the P and dS blocks, packed to bf16 in place in the scratch) with fp32
- * accumulation: cublasGemmStridedBatchedEx. Scores, softmax, lse and D_i
- * (from out and dout's bf16 values) stay fp32. Without bf16, qkv and dout
- * are fp32 and the GEMMs cublasSgemmStridedBatched. */
+ * accumulation: cublasGemmStridedBatchedEx, P v writing out in bf16 (the
+ * fp32 sum rounded once, as the CPU rounds its fp32 out into the stash).
+ * Scores, softmax, lse and D_i (from out and dout's bf16 values) stay fp32.
+ * Without bf16, qkv, out and dout are fp32 and the GEMMs
+ * cublasSgemmStridedBatched. */
 #ifndef PP_ATTENTION_CUDA_H
 #define PP_ATTENTION_CUDA_H
 
@@ -32,13 +34,13 @@
 extern "C" {
 #endif
 
-/* qkv: [B][T][3C] fp32, or bf16 with bf16. out, lse, dqkv: fp32. dout:
- * [B][T][C] fp32, or bf16 with bf16. */
-void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *qkv, float *out,
+/* qkv: [B][T][3C]; out, dout: [B][T][C]; fp32, or bf16 with bf16. lse,
+ * dqkv: fp32. */
+void pp_cu_attention_forward(cublasHandle_t blas, cudaStream_t st, const void *qkv, void *out,
                              float *lse, int B, int T, int C, int NH, int rows, float *scratch,
                              int bf16);
 void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *qkv,
-                              const float *out, const void *dout, const float *lse, float *dqkv,
+                              const void *out, const void *dout, const float *lse, float *dqkv,
                               int B, int T, int C, int NH, int rows, float *scratch, int bf16);
 
 #ifdef __cplusplus

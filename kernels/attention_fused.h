@@ -9,7 +9,9 @@
  * Arguments, layouts and the precision rule are pp_attention_forward's and
  * _backward's (cpu_kernels.h): qkv [B][T][3C] with head h at columns h*hs
  * of each third, out [B][T][C], lse [B][NH][T], dqkv [B][T][3C]. With bf16,
- * qkv and dout are bf16 (uint16_t) on the GPU; P is rounded to bf16 before
+ * qkv, out and dout are bf16 (uint16_t) on the GPU (the forward rounds out
+ * as it writes it; the reference writes it in fp32, the values before that
+ * rounding, and takes it back already rounded); P is rounded to bf16 before
  * P v and P^T dout, dS before dS k and dS^T q; the rest is fp32. The P that
  * is rounded is the normalised exp(s - lse), as the cpu backend rounds it,
  * so a bf16 forward makes two passes over the keys (the first for the

@@ -48,6 +48,13 @@ static __device__ __forceinline__ float rnd(float x)
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
+/* out's element i = v: fp32, or bf16 rounded to nearest even. */
+static __device__ __forceinline__ void put(float *p, size_t i, float v) { p[i] = v; }
+static __device__ __forceinline__ void put(uint16_t *p, size_t i, float v)
+{
+    p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
 /* The xor butterflies: offsets 16, 8, 4, 2, 1 (the reference's order). */
 static __device__ __forceinline__ float warp_sum(float v)
 {
@@ -69,12 +76,14 @@ static __device__ __forceinline__ float warp_max(float v)
 }
 
 /* D_i = rowsum(dout_i o out_i) in double: lane sums d = lane, lane + 32,
- * ..., then the butterfly. Every lane of the warp calls it. */
-static __device__ __forceinline__ float row_D(const float *o, const float *dO, int hs, int lane)
+ * ..., then the butterfly (out fp32, or bf16 widened). Every lane of the
+ * warp calls it. */
+template <typename E>
+static __device__ __forceinline__ float row_D(const E *o, const float *dO, int hs, int lane)
 {
     double a = 0.0;
     for (int d = lane; d < hs; d += 32)
-        a += (double)o[d] * (double)dO[d];
+        a += (double)elem(o, (size_t)d) * (double)dO[d];
     return (float)warp_sum_d(a);
 }
 
@@ -93,9 +102,9 @@ static __device__ __forceinline__ void load_rows(float *dst, int dstride, int nr
 /* Forward: block (query tile, head, sample); warp w owns rows q0 + w RW ..
  * + RW - 1. Per key tile and row: lane j's score, the tile max and sum,
  * the running (m, l) and o rescaled by exp(m_old - m_new), then o += P V;
- * with bf16 a first pass for (m, l) (below). */
+ * with bf16 a first pass for (m, l) (below), and out written in bf16. */
 template <int NC, typename E>
-static __global__ void fa_forward(const E *qkv, float *out, float *lse, int T, int C, int NH,
+static __global__ void fa_forward(const E *qkv, E *out, float *lse, int T, int C, int NH,
                                   float scale)
 {
     const bool bf16 = sizeof(E) == 2;
@@ -171,10 +180,10 @@ static __global__ void fa_forward(const E *qkv, float *out, float *lse, int T, i
         int i = q0 + w * RW + r;
         if (i >= T)
             continue;
-        float *orow = out + ((size_t)b * T + i) * C + (size_t)h * hs;
+        E *orow = out + ((size_t)b * T + i) * C + (size_t)h * hs;
         for (int c = 0; c < NC; c++)
             if (lane + 32 * c < hs)
-                orow[lane + 32 * c] = bf16 ? o[r][c] : o[r][c] / l[r];
+                put(orow, (size_t)(lane + 32 * c), bf16 ? o[r][c] : o[r][c] / l[r]);
         if (lane == 0)
             lse[((size_t)b * NH + h) * T + i] = bf16 ? m[r] : m[r] + logf(l[r]);
     }
@@ -184,9 +193,8 @@ static __global__ void fa_forward(const E *qkv, float *out, float *lse, int T, i
  * Per key tile and row: lane j's P = exp(s - lse), dP = dout . v_j, dS = P
  * (dP - D); then dq += dS K; dq * scale at the end. */
 template <int NC, typename E>
-static __global__ void fa_backward_dq(const E *qkv, const float *out, const E *dout,
-                                      const float *lse, float *dqkv, int T, int C, int NH,
-                                      float scale)
+static __global__ void fa_backward_dq(const E *qkv, const E *out, const E *dout, const float *lse,
+                                      float *dqkv, int T, int C, int NH, float scale)
 {
     const bool bf16 = sizeof(E) == 2;
     __shared__ float Qs[BRQ][HSM];
@@ -265,9 +273,8 @@ static __global__ void fa_backward_dq(const E *qkv, const float *out, const E *d
  * then per key lane i's P and dS, then dv += P^T dout, dk += dS^T Q; dk *
  * scale at the end. */
 template <int NC, typename E>
-static __global__ void fa_backward_dkdv(const E *qkv, const float *out, const E *dout,
-                                        const float *lse, float *dqkv, int T, int C, int NH,
-                                        float scale)
+static __global__ void fa_backward_dkdv(const E *qkv, const E *out, const E *dout, const float *lse,
+                                        float *dqkv, int T, int C, int NH, float scale)
 {
     const bool bf16 = sizeof(E) == 2;
     __shared__ float Ks[BKC][HSM];
@@ -353,8 +360,8 @@ static __global__ void fa_backward_dkdv(const E *qkv, const float *out, const E 
 static int cdiv(int a, int b) { return (a + b - 1) / b; }
 
 template <int NC, typename E>
-static void launch_forward(cudaStream_t st, const E *qkv, float *out, float *lse, int B, int T,
-                           int C, int NH, float scale)
+static void launch_forward(cudaStream_t st, const E *qkv, E *out, float *lse, int B, int T, int C,
+                           int NH, float scale)
 {
     dim3 grid((unsigned)cdiv(T, BR), (unsigned)NH, (unsigned)B);
     auto k = fa_forward<NC, E>; /* a plain name for the launch (rewrite_launches.pl) */
@@ -363,7 +370,7 @@ static void launch_forward(cudaStream_t st, const E *qkv, float *out, float *lse
 }
 
 template <int NC, typename E>
-static void launch_backward(cudaStream_t st, const E *qkv, const float *out, const E *dout,
+static void launch_backward(cudaStream_t st, const E *qkv, const E *out, const E *dout,
                             const float *lse, float *dqkv, int B, int T, int C, int NH, float scale)
 {
     dim3 gq((unsigned)cdiv(T, BRQ), (unsigned)NH, (unsigned)B);
@@ -378,7 +385,7 @@ static void launch_backward(cudaStream_t st, const E *qkv, const float *out, con
 
 /* NC = ceil(hs / 32) picks the instantiation (registers per lane). */
 template <typename E>
-static void forward_nc(cudaStream_t st, const E *qkv, float *out, float *lse, int B, int T, int C,
+static void forward_nc(cudaStream_t st, const E *qkv, E *out, float *lse, int B, int T, int C,
                        int NH, float scale)
 {
     switch ((C / NH + 31) / 32) {
@@ -398,7 +405,7 @@ static void forward_nc(cudaStream_t st, const E *qkv, float *out, float *lse, in
 }
 
 template <typename E>
-static void backward_nc(cudaStream_t st, const E *qkv, const float *out, const E *dout,
+static void backward_nc(cudaStream_t st, const E *qkv, const E *out, const E *dout,
                         const float *lse, float *dqkv, int B, int T, int C, int NH, float scale)
 {
     switch ((C / NH + 31) / 32) {
@@ -417,19 +424,19 @@ static void backward_nc(cudaStream_t st, const E *qkv, const float *out, const E
     }
 }
 
-extern "C" void pp_cu_attention_fused_forward(cudaStream_t st, const void *qkv, float *out,
+extern "C" void pp_cu_attention_fused_forward(cudaStream_t st, const void *qkv, void *out,
                                               float *lse, int B, int T, int C, int NH, int bf16)
 {
     if (B <= 0 || T <= 0 || !pp_attention_fused_ok(C, NH))
         return;
     float scale = 1.0f / sqrtf((float)(C / NH));
     if (bf16)
-        forward_nc(st, (const uint16_t *)qkv, out, lse, B, T, C, NH, scale);
+        forward_nc(st, (const uint16_t *)qkv, (uint16_t *)out, lse, B, T, C, NH, scale);
     else
-        forward_nc(st, (const float *)qkv, out, lse, B, T, C, NH, scale);
+        forward_nc(st, (const float *)qkv, (float *)out, lse, B, T, C, NH, scale);
 }
 
-extern "C" void pp_cu_attention_fused_backward(cudaStream_t st, const void *qkv, const float *out,
+extern "C" void pp_cu_attention_fused_backward(cudaStream_t st, const void *qkv, const void *out,
                                                const void *dout, const float *lse, float *dqkv,
                                                int B, int T, int C, int NH, int bf16)
 {
@@ -437,11 +444,11 @@ extern "C" void pp_cu_attention_fused_backward(cudaStream_t st, const void *qkv,
         return;
     float scale = 1.0f / sqrtf((float)(C / NH));
     if (bf16)
-        backward_nc(st, (const uint16_t *)qkv, out, (const uint16_t *)dout, lse, dqkv, B, T, C, NH,
-                    scale);
+        backward_nc(st, (const uint16_t *)qkv, (const uint16_t *)out, (const uint16_t *)dout, lse,
+                    dqkv, B, T, C, NH, scale);
     else
-        backward_nc(st, (const float *)qkv, out, (const float *)dout, lse, dqkv, B, T, C, NH,
-                    scale);
+        backward_nc(st, (const float *)qkv, (const float *)out, (const float *)dout, lse, dqkv, B,
+                    T, C, NH, scale);
 }
 
 extern "C" int pp_cu_attention_fused_use(int C, int NH)

@@ -14,10 +14,12 @@
 extern "C" {
 #endif
 
-/* qkv, dout: fp32, or bf16 (uint16_t) with bf16. out, lse, dqkv: fp32. */
-void pp_cu_attention_fused_forward(cudaStream_t st, const void *qkv, float *out, float *lse, int B,
+/* qkv, out, dout: fp32, or bf16 (uint16_t) with bf16 (the forward writes
+ * out rounded to nearest even: the reference's fp32 out rounded, and the
+ * backward's D_i is summed from its bf16 values). lse, dqkv: fp32. */
+void pp_cu_attention_fused_forward(cudaStream_t st, const void *qkv, void *out, float *lse, int B,
                                    int T, int C, int NH, int bf16);
-void pp_cu_attention_fused_backward(cudaStream_t st, const void *qkv, const float *out,
+void pp_cu_attention_fused_backward(cudaStream_t st, const void *qkv, const void *out,
                                     const void *dout, const float *lse, float *dqkv, int B, int T,
                                     int C, int NH, int bf16);
 

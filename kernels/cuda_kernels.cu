@@ -997,7 +997,7 @@ extern "C" cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, in
  * into D[hh * rows + i]. */
 template <typename Dt>
 static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int r0, int nk,
-                                         const float *lse, int lse_stride, const float *out,
+                                         const float *lse, int lse_stride, const Dt *out,
                                          const Dt *dout, int ld_o, int hs, float *D, int rows,
                                          int bf16)
 {
@@ -1009,11 +1009,10 @@ static __global__ void attn_probs_kernel(float *S, int ld, long long stride, int
         float p = j < n ? expf(s[j] - l) : 0.0f;
         s[j] = bf16 ? round_bf16_dev(p) : p;
     }
-    const float *o = out + (size_t)i * ld_o + (size_t)hh * hs;
     size_t d0 = (size_t)i * ld_o + (size_t)hh * hs;
     double acc = 0.0;
     for (int c = threadIdx.x; c < hs; c += blockDim.x)
-        acc += (double)o[c] * param(dout, d0 + (size_t)c);
+        acc += (double)param(out, d0 + (size_t)c) * param(dout, d0 + (size_t)c);
     acc = block_reduce(acc, SumOp(), 0.0, dbuf);
     if (threadIdx.x == 0)
         D[(size_t)hh * rows + i] = (float)acc;
@@ -1033,7 +1032,7 @@ extern "C" cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int 
 
 extern "C" cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows,
                                               int heads, int r0, const float *lse, int lse_stride,
-                                              const float *out, const uint16_t *dout, int ld_o,
+                                              const uint16_t *out, const uint16_t *dout, int ld_o,
                                               int hs, float *D, cudaStream_t st)
 {
     if (rows <= 0 || heads <= 0)

@@ -170,10 +170,10 @@ cudaError_t pp_cu_attn_softmax(float *S, int ld, long long stride, int rows, int
 cudaError_t pp_cu_attn_probs(float *S, int ld, long long stride, int rows, int heads, int r0,
                              const float *lse, int lse_stride, const float *out, const float *dout,
                              int ld_o, int hs, float *D, int bf16, cudaStream_t st);
-/* pp_cu_attn_probs with bf16 (P rounded) and dout given as bf16 values
- * (uint16_t, widened exactly). */
+/* pp_cu_attn_probs with bf16 (P rounded) and out and dout given as bf16
+ * values (uint16_t, widened exactly). */
 cudaError_t pp_cu_attn_probs_bf16d(float *S, int ld, long long stride, int rows, int heads, int r0,
-                                   const float *lse, int lse_stride, const float *out,
+                                   const float *lse, int lse_stride, const uint16_t *out,
                                    const uint16_t *dout, int ld_o, int hs, float *D,
                                    cudaStream_t st);
 /* Each of the block's rows (first nk floats) converted in place to bf16 at

@@ -56,12 +56,10 @@
  * The stash's `act` regions (gpt_layout.h: ln1, qkv, atty, ln2, fch, fcg,
  * lnf) are bf16, written so by the kernel that makes them (the layer
  * norms, qkv's bias add from the GEMM's fp32 output in the workspace's
- * dqkv, bias + GELU writing fch and fcg from fc's fp32 output in dh; the
- * attention's fp32 output in datt is rounded by one pass, its kernels
- * taking fp32 out) and read as they are by every GEMM, the attention and
- * GELU's backward, with no rounding pass (the attention's backward gets
- * atty widened into ca): gpt.c makes them in fp32 and rounds them
- * (pp_act_put), the same values.
+ * dqkv, bias + GELU writing fch and fcg from fc's fp32 output in dh, the
+ * attention kernels writing atty) and read as they are by every GEMM, the
+ * attention and GELU's backward, with no rounding pass: gpt.c makes them
+ * in fp32 and rounds them (pp_act_put), the same values.
  *
  * Fused epilogues (gemm_lt.h; ppvm --epilogues, on by default), as in
  * mlp_cuda.cu: where cuBLASLt's heuristic offers an algorithm, qkv's GEMM
@@ -151,45 +149,18 @@ static void fc_forward(const run *r, const layouts *y, const uint16_t *p, const 
     cudaCheck(pp_cu_bias_gelu_forward_to_bf16why(h32, p + P->fcb, fch, fcg, BT, F, r->st));
 }
 
-/* atty = attention(qkv), the fused kernels or the blocked ones, fp32 into
- * out32. With bf16 out32 is the workspace's datt (backward scratch, free
- * in F) and one pass rounds it into the stash's bf16 atty, the attention
- * projection's operand as it is (the pass that rounded an fp32 atty into
- * ca before that GEMM, moved). */
-static void attention_forward(const run *r, const layouts *y, const void *qkv, float *out32,
-                              float *lse, void *work)
+/* atty = attention(qkv), the fused kernels or the blocked ones, written
+ * into the stash in its type: with bf16 the kernels round it as they write
+ * it, the attention projection's operand as it is. */
+static void atty_forward(const run *r, const layouts *y, const void *qkv, void *atty, float *lse,
+                         void *work)
 {
     const gpt_shape *sh = &y->sh;
     if (pp_cu_attention_fused_use(sh->A, sh->NH))
-        pp_cu_attention_fused_forward(r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
-                                      sh->bf16);
+        pp_cu_attention_fused_forward(r->st, qkv, atty, lse, sh->B, sh->T, sh->A, sh->NH, sh->bf16);
     else
-        pp_cu_attention_forward(r->cm->blas, r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
+        pp_cu_attention_forward(r->cm->blas, r->st, qkv, atty, lse, sh->B, sh->T, sh->A, sh->NH,
                                 gpt_att_rows(sh), at(work, y->W.att), sh->bf16);
-}
-static void atty_forward(const run *r, const layouts *y, const float *qkv, float *atty, float *lse,
-                         void *work)
-{
-    attention_forward(r, y, qkv, atty, lse, work);
-}
-static void atty_forward(const run *r, const layouts *y, const uint16_t *qkv, uint16_t *atty,
-                         float *lse, void *work)
-{
-    float *out32 = at(work, y->W.datt);
-    attention_forward(r, y, qkv, out32, lse, work);
-    rounded(r, out32, y->BT * (size_t)y->sh.A, atty);
-}
-
-/* The attention's output as its backward reads it (D_i = rowsum(dout o
- * out)): the stash's fp32 atty, or its bf16 values widened (exactly) into
- * the workspace's ca, which no operand holds while the attention's
- * backward runs (qkv is the stash's, dout is in cb). */
-static const float *att_out(const run *, const layouts *, const float *atty) { return atty; }
-static const float *att_out(const run *r, const layouts *y, const uint16_t *atty)
-{
-    float *wide = reinterpret_cast<float *>(r->ca);
-    cudaCheck(pp_cu_bf16_to_f32(atty, wide, y->BT * (size_t)y->sh.A, r->st));
-    return wide;
 }
 
 template <typename W>
@@ -383,7 +354,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
         grads_attproj(r, y, g, a, d->dres, dres16);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
-    const float *out = att_out(r, y, static_cast<const W *>(a->atty));
+    const void *out = a->atty; /* the stash's, bf16 with bf16 */
     if (pp_cu_attention_fused_use(A, sh->NH))
         pp_cu_attention_fused_backward(r->st, qkv, out, dout, a->lse, d->dqkv, sh->B, sh->T, A,
                                        sh->NH, sh->bf16);

@@ -260,36 +260,14 @@ static const void *att_operand(const run *r, const float *x, size_t n, uint16_t 
     return rounded(r, x, n, dst);
 }
 
-/* The stash's atty, made by the attention: fp32 in place; with bf16 fp32
- * into the workspace's datt (backward scratch, free in F), then rounded
- * into the stash, wo's operand as it is (the pass that rounded an fp32
- * atty into ca before that GEMM, moved). */
-static void atty_forward(const run *r, const layouts *y, const float *qkv, float *atty, float *lse,
+/* The stash's atty, made by the attention in the stash's type: with bf16
+ * the P v GEMMs write it rounded, wo's operand as it is. */
+static void atty_forward(const run *r, const layouts *y, const void *qkv, void *atty, float *lse,
                          void *work)
 {
     const llama_shape *sh = &y->sh;
     pp_cu_attention_forward(r->cm->blas, r->st, qkv, atty, lse, sh->B, sh->T, sh->A, sh->NH,
                             llama_att_rows(sh), at(work, y->W.att), sh->bf16);
-}
-static void atty_forward(const run *r, const layouts *y, const uint16_t *qkv, uint16_t *atty,
-                         float *lse, void *work)
-{
-    const llama_shape *sh = &y->sh;
-    float *out32 = at(work, y->W.datt);
-    pp_cu_attention_forward(r->cm->blas, r->st, qkv, out32, lse, sh->B, sh->T, sh->A, sh->NH,
-                            llama_att_rows(sh), at(work, y->W.att), sh->bf16);
-    rounded(r, out32, y->BT * (size_t)sh->A, atty);
-}
-
-/* The attention's output as its backward reads it: the stash's fp32 atty,
- * or its bf16 values widened into the workspace's ca (free then: qkv is
- * the stash's, dout is in cb). */
-static const float *att_out(const run *, const layouts *, const float *atty) { return atty; }
-static const float *att_out(const run *r, const layouts *y, const uint16_t *atty)
-{
-    float *wide = reinterpret_cast<float *>(r->ca);
-    cudaCheck(pp_cu_bf16_to_f32(atty, wide, y->BT * (size_t)y->sh.A, r->st));
-    return wide;
 }
 
 template <typename P, typename Y>
@@ -339,10 +317,9 @@ static void rope(const run *r, const layouts *y, float *x, int heads, const floa
 
 /* A layer's `act` regions (llama_acts.h) hold the weights' type: with a
  * bf16 compute copy the RMSNorm, GQA expansion and SwiGLU kernels write
- * them in bf16 (SwiGLU's gu beside h; the attention's output rounded by
- * atty_forward) and the GEMMs, the attention and SwiGLU's backward read
- * them as they are (no rounding pass; the attention's backward gets atty
- * widened, att_out). */
+ * them in bf16 (SwiGLU's gu beside h; the attention's P v GEMMs write
+ * atty) and the GEMMs, the attention and SwiGLU's backward read them as
+ * they are (no rounding pass). */
 
 /* out = x + in w^T, w [C][K], `in` a stashed act already in the GEMM's
  * type: the residual accumulated by the GEMM; or, tensor-parallel, the
@@ -493,7 +470,7 @@ static void layer_backward(const run *r, const layouts *y, const W *p, float *g,
         grads_wo(r, y, g, a, d->dres, dres16);
     const void *qkv = a->qkv; /* the stash's, bf16 with bf16 */
     const void *dout = att_operand(r, datt, y->BT * (size_t)A, r->cb);
-    const float *out = att_out(r, y, static_cast<const W *>(a->atty));
+    const void *out = a->atty; /* the stash's, bf16 with bf16 */
     pp_cu_attention_backward(r->cm->blas, r->st, qkv, out, dout, a->lse, dqkv, sh->B, sh->T, A,
                              sh->NH, llama_att_rows(sh), at(work, y->W.att), sh->bf16);
     float *dqkvc = d->dqkvc;

@@ -32,9 +32,8 @@ enum { REPS = 10, WARM = 2 };
 typedef struct {
     int B, T, C, NH, bf16;
     size_t nq, no, nl;
-    void *qkv, *dout;        /* fp32 or bf16 */
-    float *out, *lse, *dqkv; /* fused */
-    float *bout, *blse, *bdqkv, *scratch;
+    void *qkv, *dout, *out, *bout; /* fp32 or bf16; out fused, bout blocked */
+    float *lse, *dqkv, *blse, *bdqkv, *scratch;
     cublasHandle_t blas;
     cudaStream_t st;
 } bench;
@@ -79,8 +78,8 @@ static void setup(bench *b, int B, int T, int C, int NH, int bf16)
         cudaCheck(cudaMemcpy(b->dout, d, b->no * 4, cudaMemcpyHostToDevice));
     }
     free(q), free(d);
-    b->out = dev(b->no * 4), b->lse = dev(b->nl * 4), b->dqkv = dev(b->nq * 4);
-    b->bout = dev(b->no * 4), b->blse = dev(b->nl * 4), b->bdqkv = dev(b->nq * 4);
+    b->out = dev(b->no * es), b->lse = dev(b->nl * 4), b->dqkv = dev(b->nq * 4);
+    b->bout = dev(b->no * es), b->blse = dev(b->nl * 4), b->bdqkv = dev(b->nq * 4);
     b->scratch = dev(gpt_att_scratch_floats(T, T < 64 ? T : 64) * sizeof(float));
     cudaCheck(cudaStreamCreate(&b->st));
     cublasCheck(cublasCreate(&b->blas));
@@ -138,12 +137,25 @@ static double time_ms(bench *b, int what)
     return ms / REPS;
 }
 
-/* max |a - b| / max |b| over n device floats */
-static double rel_diff(const float *da, const float *db, size_t n)
+/* n device floats, or with bf16 bf16 values widened, into host memory */
+static float *host_floats(const void *d, size_t n, int bf16)
 {
-    float *a = malloc(n * 4), *b = malloc(n * 4);
-    cudaCheck(cudaMemcpy(a, da, n * 4, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(b, db, n * 4, cudaMemcpyDeviceToHost));
+    float *h = malloc(n * 4);
+    if (bf16) {
+        uint16_t *h16 = malloc(n * 2);
+        cudaCheck(cudaMemcpy(h16, d, n * 2, cudaMemcpyDeviceToHost));
+        pp_bf16_to_f32(h16, h, n);
+        free(h16);
+    } else {
+        cudaCheck(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
+    }
+    return h;
+}
+
+/* max |a - b| / max |b| over n device floats (bf16 values with bf16) */
+static double rel_diff(const void *da, const void *db, size_t n, int bf16)
+{
+    float *a = host_floats(da, n, bf16), *b = host_floats(db, n, bf16);
     double d = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
         d = fmax(d, fabs((double)a[i] - b[i]));
@@ -155,7 +167,7 @@ static double rel_diff(const float *da, const float *db, size_t n)
     return m > 0 ? d / m : d;
 }
 
-static int dump(const char *dir, const char *name, const float *d, size_t n)
+static int dump(const char *dir, const char *name, const void *d, size_t n)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -216,8 +228,8 @@ int main(int argc, char **argv)
         cudaCheck(cudaStreamSynchronize(b.st));
         printf(
             "%-5s fused vs blocked: out %.2e, lse %.2e, dqkv %.2e (max |diff| / max |blocked|)\n",
-            bf16 ? "bf16" : "fp32", rel_diff(b.out, b.bout, b.no), rel_diff(b.lse, b.blse, b.nl),
-            rel_diff(b.dqkv, b.bdqkv, b.nq));
+            bf16 ? "bf16" : "fp32", rel_diff(b.out, b.bout, b.no, bf16),
+            rel_diff(b.lse, b.blse, b.nl, 0), rel_diff(b.dqkv, b.bdqkv, b.nq, 0));
         teardown(&b);
     }
     if (dir) {

@@ -45,6 +45,7 @@
 #include <map>
 #include <vector>
 
+#include "include/cuda_bf16.h"
 #include "include/cublasLt.h"
 #include "include/cublas_v2.h"
 #include "include/kernel_shim.h"
@@ -259,7 +260,7 @@ void pp_si_enqueue(cudaStream_t st, const char *what, const pp_si_access *acc, i
 {
     pp_si_stream *s = stream_of(st);
     if (pp_si_capture_take(st, what, acc, nacc, start, done))
-        return; /* recorded into a graph (graph.cpp) */
+        return;                /* recorded into a graph (graph.cpp) */
     if (s == &g_null_stream) { /* the legacy stream waits for the blocking streams */
         for (int i = 1; i < g_nstreams; i++)
             if (g_stream[i] && g_stream[i]->live && g_stream[i]->blocking)
@@ -1162,6 +1163,19 @@ static float load(const void *p, cudaDataType_t t, size_t i)
     return ((const float *)p)[i];
 }
 
+/* C[i] = v, or v + be C[i] when be != 0 (beta 0 does not read C), in C's
+ * type: fp32, or bf16 rounded to nearest even as cuBLAS writes it (the
+ * fp32 result rounded once). */
+static void store(void *C, cudaDataType_t t, size_t i, float v, float be)
+{
+    if (be != 0.0f)
+        v += be * load(C, t, i);
+    if (t == CUDA_R_16BF)
+        ((uint16_t *)C)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    else
+        ((float *)C)[i] = v;
+}
+
 /* op(X) of a column-major rows x cols matrix with leading dimension ld,
  * widened to a contiguous column-major float matrix. */
 static std::vector<float> widen(const void *X, cudaDataType_t t, int trans, int rows, int cols,
@@ -1238,7 +1252,8 @@ static cublasStatus_t check_matrix(const char *fn, const char *name, const void 
 static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t ta,
                            cublasOperation_t tb, int m, int n, int k, const float *alpha,
                            const void *A, cudaDataType_t at, int lda, const void *B,
-                           cudaDataType_t bt, int ldb, const float *beta, float *C, int ldc)
+                           cudaDataType_t bt, int ldb, const float *beta, void *C,
+                           cudaDataType_t ct, int ldc)
 {
     if (!h)
         return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "no handle");
@@ -1253,7 +1268,7 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
     cublasStatus_t s;
     if ((s = check_matrix(fn, "a", A, ar, ac, lda, type_size(at))) ||
         (s = check_matrix(fn, "b", B, br, bc, ldb, type_size(bt))) ||
-        (s = check_matrix(fn, "c", C, m, n, ldc, 4)))
+        (s = check_matrix(fn, "c", C, m, n, ldc, type_size(ct))))
         return s;
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
@@ -1261,16 +1276,14 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
     ++*(be == 0.0f ? &g_gemm_beta0 : &g_gemm_beta1);
     pp_si_access acc[3] = {{A, extent(ar, ac, lda, type_size(at)), 0},
                            {B, extent(br, bc, ldb, type_size(bt)), 0},
-                           {C, extent(m, n, ldc, 4), 1}};
+                           {C, extent(m, n, ldc, type_size(ct)), 1}};
     enqueue_now(h->st, fn, acc, 3, [=] {
         std::vector<float> p =
             product(A, at, ta == CUBLAS_OP_T, lda, B, bt, tb == CUBLAS_OP_T, ldb, m, n, k);
         for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) {
-                float *c = &C[(size_t)i + (size_t)j * (size_t)ldc];
-                float v = al * p[(size_t)i + (size_t)j * (size_t)m];
-                *c = be == 0.0f ? v : v + be * *c; /* beta 0 does not read C */
-            }
+            for (int i = 0; i < m; i++)
+                store(C, ct, (size_t)i + (size_t)j * (size_t)ldc,
+                      al * p[(size_t)i + (size_t)j * (size_t)m], be);
     });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -1284,12 +1297,13 @@ extern "C" cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cu
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm",
                       "k = 0 (this stand-in does not take it)");
     return gemm("cublasSgemm", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
-                beta, C, ldc);
+                beta, C, CUDA_R_32F, ldc);
 }
 
 /* The ...Ex GEMMs' types, compute type and algorithm that this stand-in
- * takes: fp32 compute, A and B both fp32 or both bf16, C fp32, the default
- * algorithm. CUBLAS_STATUS_SUCCESS when fn may go on. */
+ * takes: fp32 compute, A and B both fp32 or both bf16, C fp32 (or bf16
+ * with bf16 A and B), the default algorithm. CUBLAS_STATUS_SUCCESS when fn
+ * may go on. */
 static cublasStatus_t check_ex(const char *fn, cudaDataType_t at, cudaDataType_t bt,
                                cudaDataType_t ct, cublasComputeType_t compute,
                                cublasGemmAlgo_t algo)
@@ -1297,7 +1311,8 @@ static cublasStatus_t check_ex(const char *fn, cudaDataType_t at, cudaDataType_t
     if (compute != CUBLAS_COMPUTE_32F)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d (only 32F here)",
                       (int)compute);
-    if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F)
+    if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) ||
+        (ct != CUDA_R_32F && !(ct == CUDA_R_16BF && at == CUDA_R_16BF)))
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "types A %d, B %d, C %d", (int)at, (int)bt,
                       (int)ct);
     if (algo != CUBLAS_GEMM_DEFAULT)
@@ -1318,7 +1333,7 @@ extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, c
     if (k == 0)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "k = 0 (this stand-in does not take it)");
     return gemm(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, B, bt, ldb,
-                (const float *)beta, (float *)C, ldc);
+                (const float *)beta, C, ct, ldc);
 }
 
 /* The strided-batched GEMMs: batch products C_i = alpha op(A_i) op(B_i) +
@@ -1334,7 +1349,8 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
                                    cublasOperation_t tb, int m, int n, int k, const float *alpha,
                                    const void *A, cudaDataType_t at, int lda, long long sa,
                                    const void *B, cudaDataType_t bt, int ldb, long long sb,
-                                   const float *beta, float *C, int ldc, long long sc, int batch)
+                                   const float *beta, void *C, cudaDataType_t ct, int ldc,
+                                   long long sc, int batch)
 {
     if (!h)
         return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "no handle");
@@ -1353,9 +1369,9 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
     int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
     size_t ea = extent(ar, ac, lda, type_size(at)), eb = extent(br, bc, ldb, type_size(bt)),
-           ec = extent(m, n, ldc, 4);
+           ec = extent(m, n, ldc, type_size(ct));
     if (batch > 1) { /* no element of C written by two products */
-        size_t span = (size_t)(batch - 1) * (size_t)sc + ec / 4;
+        size_t span = (size_t)(batch - 1) * (size_t)sc + ec / type_size(ct);
         std::vector<char> seen(span, 0);
         for (int bi = 0; bi < batch; bi++)
             for (int j = 0; j < n; j++)
@@ -1373,13 +1389,13 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
      * extent as one matrix of `batch` strides. */
     if ((s = check_matrix(fn, "a", A, ar, ac, lda, type_size(at))) ||
         (s = check_matrix(fn, "b", B, br, bc, ldb, type_size(bt))) ||
-        (s = check_matrix(fn, "c", C, m, n, ldc, 4)))
+        (s = check_matrix(fn, "c", C, m, n, ldc, type_size(ct))))
         return s;
     if (m == 0 || n == 0 || batch == 0)
         return CUBLAS_STATUS_SUCCESS;
     size_t ba = (size_t)(batch - 1) * (size_t)sa * type_size(at) + ea,
            bb = (size_t)(batch - 1) * (size_t)sb * type_size(bt) + eb,
-           bc_ = (size_t)(batch - 1) * (size_t)sc * 4 + ec;
+           bc_ = (size_t)(batch - 1) * (size_t)sc * type_size(ct) + ec;
     const char *why;
     if (!pp_si_device_range(A, ba, &why))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "a over %d batches (stride %lld): %s", batch,
@@ -1396,15 +1412,13 @@ static cublasStatus_t gemm_batched(const char *fn, cublasHandle_t h, cublasOpera
         for (int bi = 0; bi < batch; bi++) {
             const char *Ai = (const char *)A + (size_t)bi * (size_t)sa * type_size(at);
             const char *Bi = (const char *)B + (size_t)bi * (size_t)sb * type_size(bt);
-            float *Ci = C + (size_t)bi * (size_t)sc;
+            char *Ci = (char *)C + (size_t)bi * (size_t)sc * type_size(ct);
             std::vector<float> p =
                 product(Ai, at, ta == CUBLAS_OP_T, lda, Bi, bt, tb == CUBLAS_OP_T, ldb, m, n, k);
             for (int j = 0; j < n; j++)
-                for (int i = 0; i < m; i++) {
-                    float *c = &Ci[(size_t)i + (size_t)j * (size_t)ldc];
-                    float v = al * p[(size_t)i + (size_t)j * (size_t)m];
-                    *c = be == 0.0f ? v : v + be * *c; /* beta 0 does not read C */
-                }
+                for (int i = 0; i < m; i++)
+                    store(Ci, ct, (size_t)i + (size_t)j * (size_t)ldc,
+                          al * p[(size_t)i + (size_t)j * (size_t)m], be);
         }
     });
     return CUBLAS_STATUS_SUCCESS;
@@ -1418,7 +1432,7 @@ extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOper
                                                     int ldc, long long sc, int batch)
 {
     return gemm_batched("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda,
-                        sa, B, CUDA_R_32F, ldb, sb, beta, C, ldc, sc, batch);
+                        sa, B, CUDA_R_32F, ldb, sb, beta, C, CUDA_R_32F, ldc, sc, batch);
 }
 
 extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
@@ -1432,7 +1446,7 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
     if (e != CUBLAS_STATUS_SUCCESS)
         return e;
     return gemm_batched(fn, h, ta, tb, m, n, k, (const float *)alpha, A, at, lda, sa, B, bt, ldb,
-                        sb, (const float *)beta, (float *)C, ldc, sc, batch);
+                        sb, (const float *)beta, C, ct, ldc, sc, batch);
 }
 
 extern "C" cublasStatus_t cublasSscal(cublasHandle_t h, int n, const float *alpha, float *x,

@@ -292,6 +292,56 @@ START_TEST(cublas_batched_checks_arguments)
 }
 END_TEST
 
+/* A bf16 C (bf16 A and B, fp32 compute): each result is the fp32 sum
+ * rounded once to nearest even, beta read from C's bf16; an fp32 A and B
+ * with a bf16 C is refused, as cuBLAS refuses it. Sums 1 + 2^-8 (a tie:
+ * down to 1, even) and 1 + 2^-7 + 2^-8 (a tie: up to 1 + 2^-6), then the
+ * batched form with beta 1 adding A's row 0 (1, 2^-8) summed to C's 1 (2 +
+ * 2^-8: down to 2). */
+START_TEST(cublas_bf16_output_rounds_once)
+{
+    cublasHandle_t h;
+    uint16_t *a, *b, *c;
+    float one = 1.0f, zero = 0.0f;
+    ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    cudaMalloc((void **)&a, 4 * 2);
+    cudaMalloc((void **)&b, 4 * 2);
+    cudaMalloc((void **)&c, 2 * 2);
+    /* column-major A 2x2 (ld 2): rows (1, 2^-8), (1 + 2^-7, 2^-8); B 2x1 = (1, 1), twice */
+    uint16_t ha[4] = {0x3f80, 0x3f81, 0x3b80, 0x3b80}, hb[4] = {0x3f80, 0x3f80, 0x3f80, 0x3f80};
+    uint16_t hc[2];
+    cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice);
+    cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice);
+    ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 1, 2, &one, a, CUDA_R_16BF, 2, b,
+                                  CUDA_R_16BF, 2, &zero, c, CUDA_R_16BF, 2, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    cudaMemcpy(hc, c, sizeof hc, cudaMemcpyDeviceToHost);
+    ck_assert_msg(hc[0] == 0x3f80 && hc[1] == 0x3f82,
+                  "bf16 C: got 0x%04x 0x%04x, want 0x3f80 (1) and 0x3f82 (1 + 2^-6)", hc[0], hc[1]);
+    /* batched: two 1x1 products (A's row 0, lda 2, stride 0; B's halves), beta 1 on C = 1 */
+    uint16_t ones[2] = {0x3f80, 0x3f80};
+    cudaMemcpy(c, ones, sizeof ones, cudaMemcpyHostToDevice);
+    ck_assert_int_eq(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 2, &one, a,
+                                                CUDA_R_16BF, 2, 0, b, CUDA_R_16BF, 2, 2, &one, c,
+                                                CUDA_R_16BF, 1, 1, 2, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    cudaMemcpy(hc, c, sizeof hc, cudaMemcpyDeviceToHost);
+    ck_assert_msg(hc[0] == 0x4000 && hc[1] == 0x4000,
+                  "bf16 C, beta 1: got 0x%04x 0x%04x, want 0x4000 (2) twice", hc[0], hc[1]);
+    ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a, CUDA_R_32F, 1, b,
+                                  CUDA_R_32F, 1, &zero, c, CUDA_R_16BF, 1, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_NOT_SUPPORTED); /* fp32 operands, bf16 C */
+    cudaDeviceSynchronize();
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    cublasDestroy(h);
+}
+END_TEST
+
 /* Two ranks swap a buffer in place inside one NCCL group (send x, receive
  * into x: a hazard), and, apart, into a second buffer (no hazard); `mode`
  * "recv-first" posts each group's receive first; allow: let the hazard
@@ -362,6 +412,7 @@ Suite *standin_suite(void)
     tcase_add_test(tc, execution_is_lazy);
     tcase_add_test(tc, cublas_checks_arguments);
     tcase_add_test(tc, cublas_batched_checks_arguments);
+    tcase_add_test(tc, cublas_bf16_output_rounds_once);
     tcase_add_test(tc, group_hazard_gives_wrong_numbers);
     tcase_add_test(tc, group_hazard_refused_in_every_order);
     suite_add_tcase(s, tc);

@@ -1212,7 +1212,9 @@ static void run_embedding_pos(void)
  * exactly gpt_att_scratch_floats(T, rows) floats, which the stand-ins'
  * extent checks hold it to. bf16: qkv and dout rounded first, as the
  * caller does, and given to the GPU as bf16 (its GEMMs then bf16
- * strided-batched, with P and dS packed to bf16 in the scratch). */
+ * strided-batched, with P and dS packed to bf16 in the scratch); the GPU
+ * writes out in bf16, and the backward on both sides reads the CPU's out
+ * rounded, as gpt.c's stash holds it. */
 static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16)
 {
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
@@ -1226,15 +1228,20 @@ static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16)
     float *gout = malloc(no * 4), *glse = malloc(nl * 4), *gdqkv = malloc(nq * 4);
     float *scratch = malloc(nsc * 4);
     pp_attention_forward(qkv, out, lse, B, T, C, NH, rows, scratch, bf16);
+    if (bf16)
+        pp_round_bf16(out, out, no);
     pp_attention_backward(qkv, out, dout, lse, dqkv, B, T, C, NH, rows, scratch, bf16);
 
-    /* the GPU takes bf16 qkv and dout with bf16 (exact: already rounded) */
-    uint16_t *q16 = malloc(nq * 2), *o16 = malloc(no * 2);
+    /* the GPU takes bf16 qkv, out and dout with bf16 (exact: already
+     * rounded) */
+    uint16_t *q16 = malloc(nq * 2), *o16 = malloc(no * 2), *co16 = malloc(no * 2);
     pp_f32_to_bf16(qkv, q16, nq);
     pp_f32_to_bf16(dout, o16, no);
+    pp_f32_to_bf16(out, co16, no);
     void *d_qkv = bf16 ? dev_from(q16, nq * 2) : dev_from(qkv, nq * 4);
     void *d_dout = bf16 ? dev_from(o16, no * 2) : dev_from(dout, no * 4);
-    float *d_out = dev_alloc(no * 4), *d_lse = dev_alloc(nl * 4), *d_dqkv = dev_alloc(nq * 4);
+    void *d_out = dev_alloc(no * (bf16 ? 2 : 4));
+    float *d_lse = dev_alloc(nl * 4), *d_dqkv = dev_alloc(nq * 4);
     float *d_sc = dev_alloc(nsc * 4);
     cudaStream_t st = stream_new();
     cublasHandle_t blas;
@@ -1242,13 +1249,19 @@ static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16)
     cublasCheck(cublasSetStream(blas, st));
     pp_cu_attention_forward(blas, st, d_qkv, d_out, d_lse, B, T, C, NH, rows, d_sc, bf16);
     /* the backward from the CPU's out and lse, so it is compared alone */
-    float *d_cout = dev_from(out, no * 4), *d_clse = dev_from(lse, nl * 4);
+    void *d_cout = bf16 ? dev_from(co16, no * 2) : dev_from(out, no * 4);
+    float *d_clse = dev_from(lse, nl * 4);
     pp_cu_attention_backward(blas, st, d_qkv, d_cout, d_dout, d_clse, d_dqkv, B, T, C, NH, rows,
                              d_sc, bf16);
     cudaCheck(cudaStreamSynchronize(st));
     cublasCheck(cublasDestroy(blas));
     stream_done(st);
-    host_from(gout, d_out, no * 4);
+    if (bf16) { /* widened exactly */
+        host_from(co16, d_out, no * 2);
+        pp_bf16_to_f32(co16, gout, no);
+    } else {
+        host_from(gout, d_out, no * 4);
+    }
     host_from(glse, d_lse, nl * 4);
     host_from(gdqkv, d_dqkv, nq * 4);
     char what[96];
@@ -1268,7 +1281,7 @@ static void run_attention_case(int B, int T, int C, int NH, int rows, int bf16)
     void *dev[] = {d_qkv, d_dout, d_out, d_lse, d_dqkv, d_sc, d_cout, d_clse};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         cudaCheck(cudaFree(dev[i]));
-    void *host[] = {qkv, dout, out, lse, dqkv, gout, glse, gdqkv, scratch, q16, o16};
+    void *host[] = {qkv, dout, out, lse, dqkv, gout, glse, gdqkv, scratch, q16, o16, co16};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++)
         free(host[i]);
 }
