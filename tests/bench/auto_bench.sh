@@ -20,7 +20,8 @@ context=${CONTEXT:-32}
 mpirun="mpirun --oversubscribe --allow-run-as-root --bind-to none"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$root/tests/bench/blas_env.sh"
 
 # schedule FILE LAYERS: 1f1b.pp with the model block replaced
 schedule() {

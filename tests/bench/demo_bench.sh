@@ -12,7 +12,7 @@ steps=${STEPS:-60}
 mpirun="mpirun --oversubscribe --allow-run-as-root --bind-to none"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
+. "$root/tests/bench/blas_env.sh"
 printf '%-16s %5s %6s %10s %12s %12s %10s\n' schedule ranks steps "last loss" samples/s \
   "step ms" GFLOP/s
 # Each demo with the flags make demo gives it (the Makefile's DEMO_FLAGS).

@@ -18,7 +18,7 @@ rounds=${ROUNDS:-5}
 mpirun="mpirun --oversubscribe --allow-run-as-root --bind-to none"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
+. "$root/tests/bench/blas_env.sh"
 echo "ppvm --deterministic: the demo's mlp, $steps steps, best of $rounds"
 printf '%-15s %-14s %9s %7s %11s %14s %14s %12s\n' schedule mode "min ms" "x" \
   "median ms" "bytes/rank" "of which det." "max|w-ref|"

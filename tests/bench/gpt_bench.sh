@@ -29,7 +29,8 @@ sched=${SCHEDULE:-$root/tests/bench/gpt2_124m.pp} ppvm=${PPVM:-$root/bin/ppvm}
 steps=${STEPS:-20} B=${B:-8} ranks=${RANKS:-"1 2 4"} py=${TORCH_PYTHON:-python3}
 torch_runs=${TORCH_RUNS:-"eager compile"} tmo=${RUN_TIMEOUT:-240}
 train=(--steps "$steps" --lr 6e-4 --weight-decay 0.1 --adam-beta2 0.95 --seed 1)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$root/tests/bench/blas_env.sh"
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "skipped: no GPU"

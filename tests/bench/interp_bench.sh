@@ -32,7 +32,8 @@ steps=${STEPS:-100}
 target=${TARGET_NS:-1000}
 ranks=${RANKS:-2 4}
 mpirun="mpirun --oversubscribe --allow-run-as-root --bind-to none"
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$root/tests/bench/blas_env.sh"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 flags="--no-compute --quiet --steps $steps --backend $backend"

@@ -24,9 +24,9 @@ backend=${BACKEND:-cpu}
 mpirun="mpirun --oversubscribe --allow-run-as-root --bind-to none"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
+. "$root/tests/bench/blas_env.sh"
 
-load() { echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"; }
+load() { echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, OpenBLAS core ${OPENBLAS_CORETYPE:-auto})"; }
 
 header() {
   echo

@@ -32,7 +32,7 @@ batch=${BATCH:-16}
 mpirun="mpirun -np 4 --oversubscribe --allow-run-as-root --bind-to none"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
+. "$root/tests/bench/blas_env.sh"
 ppc="$root/bin/ppc"
 
 model="model gpt {

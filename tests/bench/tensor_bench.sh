@@ -18,7 +18,7 @@ skip=${SKIP:-3}
 mpirun="mpirun --oversubscribe --allow-run-as-root --bind-to none"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
+. "$root/tests/bench/blas_env.sh"
 
 model() {
   if [ "$kind" = gpt ]; then
