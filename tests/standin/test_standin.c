@@ -227,6 +227,16 @@ START_TEST(cublas_checks_arguments)
 }
 END_TEST
 
+/* The end of a GEMM case: its work done, its buffers and handle freed. */
+static void gemm_case_done(cublasHandle_t h, void *a, void *b, void *c)
+{
+    cudaDeviceSynchronize();
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    cublasDestroy(h);
+}
+
 /* The strided-batched GEMMs: two products interleaved as row slices of one
  * column-major C (stride 2 rows, ldc 4: disjoint elements) are taken and
  * computed; a stride that makes the products write the same element, a
@@ -284,11 +294,7 @@ START_TEST(cublas_batched_checks_arguments)
                                                 CUDA_R_32F, 4, 2, 2, CUBLAS_COMPUTE_32F,
                                                 CUBLAS_GEMM_DEFAULT),
                      CUBLAS_STATUS_SUCCESS);
-    cudaDeviceSynchronize();
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(c);
-    cublasDestroy(h);
+    gemm_case_done(h, a, b, c);
 }
 END_TEST
 
@@ -334,11 +340,7 @@ START_TEST(cublas_bf16_output_rounds_once)
                                   CUDA_R_32F, 1, &zero, c, CUDA_R_16BF, 1, CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT),
                      CUBLAS_STATUS_NOT_SUPPORTED); /* fp32 operands, bf16 C */
-    cudaDeviceSynchronize();
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(c);
-    cublasDestroy(h);
+    gemm_case_done(h, a, b, c);
 }
 END_TEST
 
