@@ -125,17 +125,16 @@ void pp_cu_attention_backward(cublasHandle_t blas, cudaStream_t st, const void *
                 int R = T - r0 < Rg ? T - r0 : Rg, nk = r0 + R;
                 const void *qr = elem(q, (size_t)r0 * C3, bf16);
                 const void *dOr = elem(dout, ooff + (size_t)r0 * C, bf16);
+                const void *oR = elem(o, (size_t)r0 * C, bf16);
                 /* P, recomputed from the forward's lse; D_i */
                 gemm_sb(blas, 0, 1, R, nk, hs, scale, qr, C3, hs, k, C3, hs, bf16, 0.0f, P, T, sS,
                         nh);
                 if (bf16)
-                    cudaCheck(
-                        pp_cu_attn_probs_bf16d(P, T, sS, R, nh, r0, l + r0, T,
-                                               (const uint16_t *)elem(o, (size_t)r0 * C, bf16),
-                                               (const uint16_t *)dOr, C, hs, D, st));
+                    cudaCheck(pp_cu_attn_probs_bf16d(P, T, sS, R, nh, r0, l + r0, T,
+                                                     (const uint16_t *)oR, (const uint16_t *)dOr, C,
+                                                     hs, D, st));
                 else
-                    cudaCheck(pp_cu_attn_probs(P, T, sS, R, nh, r0, l + r0, T,
-                                               (const float *)o + (size_t)r0 * C,
+                    cudaCheck(pp_cu_attn_probs(P, T, sS, R, nh, r0, l + r0, T, (const float *)oR,
                                                (const float *)dOr, C, hs, D, 0, st));
                 /* dP = dout v^T */
                 gemm_sb(blas, 0, 1, R, nk, hs, 1.0f, dOr, C, hs, v, C3, hs, bf16, 0.0f, dP, T, sS,

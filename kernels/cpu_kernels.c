@@ -149,9 +149,9 @@ PP_HOT void pp_bias_grad(const float *dy, int rows, int cols, float *db)
 /* ------------------------------------------------------------------------ */
 /* GELU (the tanh approximation) and its derivative: vmath_lanes.h's
  * v8_gelu and v8_gelu_grad, and on AVX-512 v16_gelu and v16_gelu_grad, 16
- * lanes at a time (the backward 1.6-1.75 ns an element against 2.1 on 8 lanes in the
- * v4 clone and 2.6-2.7 in the AVX2 one; the same bits). Each wide loop
- * returns where it stopped, and the 8-lane code does the rest. */
+ * lanes at a time (the backward 1.6-1.75 ns an element against 2.1 on 8
+ * lanes in the v4 clone and 2.6-2.7 in the AVX2 one; the same bits). Each
+ * wide loop returns where it stopped, and the 8-lane code does the rest. */
 PP_WIDE static size_t gelu_forward16(const float *x, float *y, size_t n)
 {
     size_t i = 0;
