@@ -35,28 +35,34 @@
  * neither side needs the other's buffer events, which every seam forgets.
  * The host state that captured instructions keep is put back as a replay
  * needs it: which stage's weights the mpi transport's pinned buffer holds
- * is forgotten at each seam (a segment may have updated them).
+ * is forgotten at each seam (a segment may have updated them), and the
+ * core's zeroed-gradient marks are what the segment's capture left (a
+ * transfer between segments, ReduceGrads or a received weight gradient,
+ * forgets them each step as launched; a segment reached from other marks
+ * than it was captured from is captured again).
  *
- * --skip-nonfinite (nccl): the core defers the OptimizerSteps as when
- * launched; the capture ends with the step's decision on the device (its
+ * --skip-nonfinite: the core defers the OptimizerSteps as when launched.
+ * Over nccl the capture ends with the step's decision on the device (its
  * records reduced to a flag, summed over the ranks by an all-reduce), then
  * the deferred updates, whose kernels only zero the gradients where the
- * flag is set (decide_and_update). The host's own agreement after the step
- * reads the same records, so it says the same and has nothing to commit.
+ * flag is set (decide_and_update); the host's own agreement after the
+ * step reads the same records, so it says the same and has nothing to
+ * commit. Piecewise (mpi) the graphs hold no update: each replay defers
+ * its segment's OptimizerSteps again on the host, and the host's commit
+ * after the ranks agreed runs them (or zeroes the gradients), launched.
  *
- * A run whose step waits on the host inside its compute, or differs from
- * step to step beyond those two inputs, launches instruction by
- * instruction instead (cvm_graph_blocker says why, and rank 0 prints it
+ * PP_INJECT_NAN's step (a test hook's NaN in one job) is launched
+ * instruction by instruction between replays. A run whose step waits on
+ * the host inside its compute, or that times its instructions, launches
+ * every step instead (cvm_graph_blocker says why, and rank 0 prints it
  * once): tensor parallelism over the mpi transport (its all-reduces stage
- * through the host inside a job), --deterministic (the host
- * sums each microbatch's gradients), --skip-nonfinite over mpi (the ranks
- * would agree on the host before the updates), --profile (events the host
- * reads per job),
- * --no-compute (it times each instruction on the host) and PP_INJECT_NAN
- * (a NaN in one step). --graph on refuses such a run; --graph off always
- * launches. A capture that fails on the device (a library that cannot be
- * captured) fails its CUDA call, which ends the run with the call named,
- * as every failed CUDA call does: run again with --graph off. */
+ * through the host inside a job), --deterministic (the host sums each
+ * microbatch's gradients), --profile (events the host reads per job) and
+ * --no-compute (it times each instruction on the host). --graph on
+ * refuses such a run; --graph off always launches. A capture that fails
+ * on the device (a library that cannot be captured) fails its CUDA call,
+ * which ends the run with the call named, as every failed CUDA call does:
+ * run again with --graph off. */
 #include "graph_cuda.h"
 
 #include <stdio.h>
@@ -70,16 +76,23 @@
 
 typedef struct cvm_graph cvm_graph;
 
-/* A run of instructions [first, end) captured as one graph. */
+/* A run of instructions [first, end) captured as one graph, with the
+ * core's zeroed-gradient marks (vm/grads_zero.c) it was captured from and
+ * those its instructions left: a replay is right only from the same marks
+ * (its first backwards write at beta 0 or add as captured), and it leaves
+ * the marks its capture left, which the host puts back after each launch
+ * since a replay runs no instruction through the core. */
 typedef struct {
     uint32_t first, end;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    unsigned char *zero_in, *zero_out; /* [S] */
+    int defers;                        /* its OptimizerSteps wait for the host's commit */
 } cvm_segment;
 
 struct cvm_graph {
     const char *why;              /* NULL: steps are graphs; else why not */
-    int captured;                 /* every segment's graph exists */
+    int captured;                 /* some step was captured: nf_kind holds its checks */
     int piecewise;                /* the step is cut at its transfers (mpi) */
     uint32_t nseg;                /* segments: 1 for a whole step */
     cvm_segment *seg;             /* [nseg], in plan order */
@@ -90,8 +103,9 @@ struct cvm_graph {
     pp_cu_step_hyper *hyper_dev;  /* the step's lr and bias corrections (device) */
     pp_cu_step_hyper *hyper_host; /* pinned: copied into hyper_dev before each launch */
     signed char *nf_kind;         /* [ninstr] the captured step's checks (cuda_vm.nf_kind) */
-    unsigned char *g_zero;        /* [S] the core's zeroed-gradient marks the capture began with */
+    unsigned char *zero;          /* [2 * nseg * S]: the segments' zero_in and zero_out */
     int capturing;                /* inside a capture: no host wait (op_committed) */
+    int launching;                /* this step runs instruction by instruction (PP_INJECT_NAN's) */
     float *bad_dev;               /* --skip-nonfinite: the ranks' finding, summed (device) */
     signed char *code_dev;        /* [ninstr] each record's kind and lane (pp_cu_step_bad) */
 };
@@ -115,16 +129,11 @@ const char *cvm_graph_blocker(const cuda_vm *v)
     if (v->transport == PP_TRANSPORT_MPI && pp_model_tensor(&v->p->model) > 1)
         return "--transport mpi with tensor parallelism: its all-reduces wait on the host inside "
                "each job; --transport nccl is captured";
-    if (o->skip_nonfinite && v->transport == PP_TRANSPORT_MPI)
-        return "--skip-nonfinite with --transport mpi: the ranks would agree on the host between "
-               "the checks and the updates; --transport nccl agrees on the device";
     if (o->profile)
         return "--profile: each job is timed by events that the host reads, which a replayed "
                "graph does not record";
     if (o->no_compute)
         return "--no-compute: it times each instruction's host cost";
-    if (v->c.inject_step)
-        return "PP_INJECT_NAN: the test hook changes one step, which a replayed graph cannot";
     return NULL;
 }
 
@@ -151,6 +160,13 @@ static int cut(cuda_vm *v, cvm_graph *g)
         }
         i = e;
     }
+    size_t S = v->p->S ? v->p->S : 1;
+    if (!(g->zero = calloc(2 * (g->nseg ? g->nseg : 1) * S, 1)))
+        return -1;
+    for (uint32_t k = 0; k < g->nseg; k++) {
+        g->seg[k].zero_in = g->zero + 2 * k * S;
+        g->seg[k].zero_out = g->seg[k].zero_in + S;
+    }
     g->piecewise = v->transport == PP_TRANSPORT_MPI;
     return 0;
 }
@@ -173,8 +189,7 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
     }
     if (g->why)
         return 0;
-    if (!(g->nf_kind = calloc(v->p->ninstr + 1, 1)) || !(g->g_zero = calloc(v->p->S, 1)) ||
-        cut(v, g)) {
+    if (!(g->nf_kind = calloc(v->p->ninstr + 1, 1)) || cut(v, g)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -188,9 +203,12 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
         if (rc == cudaSuccess)
             rc = cudaEventCreateWithFlags(&g->seam[i], cudaEventDisableTiming);
     }
-    if (rc == cudaSuccess && v->opts->skip_nonfinite)
+    /* --skip-nonfinite: over nccl the graph decides (decide_and_update);
+     * piecewise, the host agrees after the step and commits, as launched */
+    int on_device = v->opts->skip_nonfinite && !g->piecewise;
+    if (rc == cudaSuccess && on_device)
         rc = cudaMalloc((void **)&g->bad_dev, sizeof *g->bad_dev);
-    if (rc == cudaSuccess && v->opts->skip_nonfinite)
+    if (rc == cudaSuccess && on_device)
         rc = cudaMalloc((void **)&g->code_dev, v->p->ninstr + 1);
     if (rc != cudaSuccess) {
         snprintf(err, errlen, "CUDA graph set-up: %s", cudaGetErrorString(rc));
@@ -199,18 +217,16 @@ int cvm_graph_setup(cuda_vm *v, char *err, size_t errlen)
     return 0;
 }
 
-/* Every segment's graph gone (the streams idle). */
-static void drop_graphs(cvm_graph *g)
+/* A segment's graph gone (a launch of it still in flight finishes first:
+ * cudaGraphExecDestroy frees it on completion). */
+static void drop_graph(cvm_segment *sg)
 {
-    for (uint32_t k = 0; g->seg && k < g->nseg; k++) {
-        if (g->seg[k].exec)
-            cudaCheck(cudaGraphExecDestroy(g->seg[k].exec));
-        if (g->seg[k].graph)
-            cudaCheck(cudaGraphDestroy(g->seg[k].graph));
-        g->seg[k].exec = NULL;
-        g->seg[k].graph = NULL;
-    }
-    g->captured = 0;
+    if (sg->exec)
+        cudaCheck(cudaGraphExecDestroy(sg->exec));
+    if (sg->graph)
+        cudaCheck(cudaGraphDestroy(sg->graph));
+    sg->exec = NULL;
+    sg->graph = NULL;
 }
 
 void cvm_graph_teardown(cuda_vm *v)
@@ -218,7 +234,8 @@ void cvm_graph_teardown(cuda_vm *v)
     cvm_graph *g = v->graph;
     if (!g)
         return;
-    drop_graphs(g);
+    for (uint32_t k = 0; g->seg && k < g->nseg; k++)
+        drop_graph(&g->seg[k]);
     if (g->fork)
         cudaCheck(cudaEventDestroy(g->fork));
     for (int i = 0; i < ST_COUNT; i++) {
@@ -233,7 +250,7 @@ void cvm_graph_teardown(cuda_vm *v)
     if (g->hyper_host)
         cudaCheck(cudaFreeHost(g->hyper_host));
     free(g->nf_kind);
-    free(g->g_zero);
+    free(g->zero);
     free(g->seg);
     free(g->seg_at);
     free(g);
@@ -263,7 +280,8 @@ const pp_cu_step_hyper *cvm_graph_hyper(const cuda_vm *v)
 
 const float *cvm_graph_skip(const cuda_vm *v)
 {
-    return v->graph && !v->graph->why ? v->graph->bad_dev : NULL;
+    const cvm_graph *g = v->graph;
+    return g && !g->why && !g->launching ? g->bad_dev : NULL;
 }
 
 int cvm_graph_capturing(const cuda_vm *v) { return v->graph && v->graph->capturing; }
@@ -324,19 +342,25 @@ static void put_codes(cuda_vm *v)
     cudaCheck(cudaMemcpy(g->code_dev, code, p->ninstr, cudaMemcpyHostToDevice));
 }
 
-/* Segment k's instructions through the core's dispatch, captured. Which
- * backward writes its weight gradients at beta 0 (vm/grads_zero.c) is
- * decided here from the core's marks, so the graph holds those GEMMs as
- * they are: it is right for every step that starts from the same marks.
- * The gradients are zeroed at start-up and every step's updates zero them
- * again, so step 1 and each later step start alike; a plan whose step
- * left other marks (gradients some step does not zero) is captured again
- * at the next step, from the marks it then has, which its step keeps. */
+/* Segment sg's instructions through the core's dispatch, captured, from
+ * the core's zeroed-gradient marks now (sg->zero_in): which backward
+ * writes its weight gradients at beta 0 (vm/grads_zero.c) is decided here
+ * from them, so the graph holds those GEMMs as they are, right for every
+ * step that reaches the segment with the same marks. The gradients are
+ * zeroed at start-up and every step's updates zero them again, so step 1
+ * and each later step reach it alike; a segment reached with other marks
+ * (gradients some step does not zero, a step PP_INJECT_NAN launched) is
+ * captured again from those. The marks and the OptimizerSteps the core
+ * deferred (--skip-nonfinite over mpi: the host's commit runs them) are
+ * what a replay puts back. */
 static void capture(cuda_vm *v, cvm_segment *sg)
 {
     cvm_graph *g = v->graph;
     const pp_plan *p = v->p;
     cudaStream_t cs = v->st[ST_COMPUTE];
+    drop_graph(sg);
+    memcpy(sg->zero_in, v->c.g_zero, p->S);
+    int deferred = v->c.ndeferred;
     forget_streams(v);
     cudaCheck(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
     cudaCheck(cudaEventRecord(g->fork, cs));
@@ -349,12 +373,26 @@ static void capture(cuda_vm *v, cvm_segment *sg)
         pp_vm_core_exec(v, &p->code[i]);
     }
     join(v);
-    if (g->bad_dev && sg->end == p->ninstr) /* --skip-nonfinite: agree, then update */
+    if (g->bad_dev && sg->end == p->ninstr) /* --skip-nonfinite (nccl): agree, then update */
         decide_and_update(v);
     g->capturing = 0;
     cudaCheck(cudaStreamEndCapture(cs, &sg->graph));
     cudaCheck(cudaGraphInstantiate(&sg->exec, sg->graph, 0));
     forget_streams(v);
+    memcpy(sg->zero_out, v->c.g_zero, p->S);
+    sg->defers = v->c.ndeferred > deferred;
+}
+
+/* After a replay of sg, what running its instructions would have left on
+ * the host: the marks, and its OptimizerSteps deferred in plan order
+ * (pp_vm_core_defer: every one, with --skip-nonfinite). */
+static void replayed(cuda_vm *v, const cvm_segment *sg)
+{
+    const pp_plan *p = v->p;
+    memcpy(v->c.g_zero, sg->zero_out, p->S);
+    for (uint32_t i = sg->first; sg->defers && i < sg->end; i++)
+        if (p->code[i].op == PP_OP_OptimizerStep)
+            pp_vm_core_defer(&v->c, &p->code[i]);
 }
 
 /* The step's inputs where the graph reads them: every microbatch this rank
@@ -399,11 +437,13 @@ int cvm_graph_step(void *be)
     if (!g || g->why)
         return 0;
     fill_inputs(v);
-    int capturing = !g->captured || memcmp(g->g_zero, v->c.g_zero, p->S);
-    if (capturing) {
-        drop_graphs(g); /* (the streams idle: the step before has ended) */
-        memcpy(g->g_zero, v->c.g_zero, p->S);
-    }
+    /* PP_INJECT_NAN's step changes what one job computes: launched, the
+     * replays before and after it untouched (the lr and tokens as filled) */
+    g->launching = v->c.inject_step && v->run->step + 1 == v->c.inject_step;
+    if (g->launching)
+        return 0;
+    if (g->captured) /* the replayed segments' checks; a capture sets its own */
+        memcpy(v->nf_kind, g->nf_kind, p->ninstr);
     for (uint32_t i = 0; i < p->ninstr;) {
         if (!g->seg_at[i]) { /* a transfer (or markers), as launched */
             pp_guard_instr(i, &p->code[i]);
@@ -414,11 +454,14 @@ int cvm_graph_step(void *be)
         cvm_segment *sg = &g->seg[g->seg_at[i] - 1];
         if (g->piecewise)
             seam(v, 1);
+        int capturing = !sg->exec || memcmp(sg->zero_in, v->c.g_zero, p->S);
         if (capturing)
             capture(v, sg);
         if (capturing && g->bad_dev && sg->end == p->ninstr)
             put_codes(v);
         cudaCheck(cudaGraphLaunch(sg->exec, v->st[ST_COMPUTE]));
+        if (!capturing)
+            replayed(v, sg);
         if (g->piecewise) {
             seam(v, 0);
             forget_streams(v);
@@ -427,10 +470,7 @@ int cvm_graph_step(void *be)
         }
         i = sg->end;
     }
-    if (capturing) {
-        memcpy(g->nf_kind, v->nf_kind, p->ninstr);
-        g->captured = 1;
-    }
-    memcpy(v->nf_kind, g->nf_kind, p->ninstr); /* end_step's read_checks clears them */
+    memcpy(g->nf_kind, v->nf_kind, p->ninstr); /* end_step's read_checks clears them */
+    g->captured = 1;
     return 1;
 }

@@ -25,16 +25,17 @@ const char *cvm_graph_blocker(const cuda_vm *v);
 /* Rank 0, once, at start-up: "graph: ..." saying which and why. */
 void cvm_graph_report(const cuda_vm *v);
 /* backend.h's step: the whole step as a graph (captured at the first call)
- * and 1, or 0 when this run launches instruction by instruction. */
+ * and 1, or 0 when this step is launched instruction by instruction (the
+ * run's every step, or PP_INJECT_NAN's). */
 int cvm_graph_step(void *be);
 /* Inside the capture: the step's learning rate and AdamW's bias
  * corrections in device memory, which the host fills before each replay
  * (op_update's kernels read them); NULL when steps are not graphs, and
  * the instructions' own forms run. */
 const pp_cu_step_hyper *cvm_graph_hyper(const cuda_vm *v);
-/* --skip-nonfinite under replay: the device flag the step's updates read
- * (pp_cu_step_bad: not 0 when some rank found a non-finite number), NULL
- * otherwise. */
+/* --skip-nonfinite under replay over nccl: the device flag the step's
+ * updates read (pp_cu_step_bad: not 0 when some rank found a non-finite
+ * number), NULL otherwise (the host decides). */
 const float *cvm_graph_skip(const cuda_vm *v);
 /* Whether a step is being captured now (no host wait may run). */
 int cvm_graph_capturing(const cuda_vm *v);

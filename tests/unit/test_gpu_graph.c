@@ -13,10 +13,14 @@
  * would differ), and 1F1B with re-run forwards and offload's host copies;
  * over --transport mpi (ranks sharing a GPU) the step replays piecewise,
  * one graph between two transfers, with the same bits (1F1B, mlp and GPT,
- * fp32 and bf16; FSDP's weight sends). The runs that must launch say why
- * (tensor parallelism over mpi, --deterministic, --skip-nonfinite over
- * mpi, --profile, --no-compute,
- * PP_INJECT_NAN, --graph off); --graph on refuses them, and the cpu
+ * fp32 and bf16; FSDP's weight sends), and DDP's and FSDP's steps, whose
+ * host-made ReduceGrads and weight-gradient receives forget the zeroed-
+ * gradient marks each step, are captured once, not again every other
+ * step. --skip-nonfinite replays over nccl (the device decides) and over
+ * mpi (the host commits); PP_INJECT_NAN's step is launched between
+ * replays, with the bits of a launched run. The runs that must launch say
+ * why (tensor parallelism over mpi, --deterministic, --profile,
+ * --no-compute, --graph off); --graph on refuses them, and the cpu
  * backend; bad --graph values are usage errors. On the stand-ins' own
  * count, replayed steps allocate nothing (1 step and 3 allocate alike). */
 #include <stdio.h>
@@ -134,8 +138,9 @@ START_TEST(replay_matches_launch)
 }
 END_TEST
 
-/* Each run that waits on the host inside a step (or changes one step)
- * launches instruction by instruction, saying why; --graph on refuses it. */
+/* Each run that waits on the host inside a step, or times its
+ * instructions, launches instruction by instruction, saying why; --graph
+ * on refuses it. */
 START_TEST(fallback_reasons)
 {
     if (!have_gpu()) {
@@ -143,33 +148,30 @@ START_TEST(fallback_reasons)
         return;
     }
     char *dir = compile_plan("1f1b.pp", "-D S=1 -D B=2"), cmd[4096];
-    static const char *const why[][3] = {
-        {"", "--transport mpi --deterministic", "--deterministic: the host sums each microbatch"},
-        {"", "--transport mpi --skip-nonfinite",
-         "--skip-nonfinite with --transport mpi: the ranks"},
-        {"", "--transport nccl --profile PROFILE", "--profile: each job is timed by events"},
-        {"", "--transport nccl --no-compute", "--no-compute: it times each instruction's host"},
-        {"env PP_INJECT_NAN=9:0:0 ", "--transport nccl", "PP_INJECT_NAN: the test hook changes"},
+    static const char *const why[][2] = {
+        {"--transport mpi --deterministic", "--deterministic: the host sums each microbatch"},
+        {"--transport nccl --profile PROFILE", "--profile: each job is timed by events"},
+        {"--transport nccl --no-compute", "--no-compute: it times each instruction's host"},
     };
     for (size_t i = 0; i < sizeof why / sizeof why[0]; i++) {
         char flags[512];
-        snprintf(flags, sizeof flags, "%s", why[i][1]);
+        snprintf(flags, sizeof flags, "%s", why[i][0]);
         char *at = strstr(flags, "PROFILE");
         if (at)
             snprintf(at, sizeof flags - (size_t)(at - flags), "%s/profile.json", dir);
-        snprintf(cmd, sizeof cmd, "%s%s/bin/" PPVM " --backend cuda %s --steps 1 %s/plan/rank0.bin",
-                 why[i][0], PP_ROOT, flags, dir);
+        snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --backend cuda %s --steps 1 %s/plan/rank0.bin",
+                 PP_ROOT, flags, dir);
         char *out = run_expect(cmd, 0), want[256];
         snprintf(want, sizeof want, "graph: off, launching instruction by instruction (%s",
-                 why[i][2]);
+                 why[i][1]);
         ck_assert_msg(strstr(out, want) != NULL, "expected '%s' from %s:\n%s", want, cmd, out);
         free(out);
         snprintf(cmd, sizeof cmd,
-                 "%s%s/bin/" PPVM " --backend cuda --graph on %s --steps 1 %s/plan/rank0.bin",
-                 why[i][0], PP_ROOT, flags, dir);
+                 "%s/bin/" PPVM " --backend cuda --graph on %s --steps 1 %s/plan/rank0.bin",
+                 PP_ROOT, flags, dir);
         out = run_expect(cmd, 1);
         snprintf(want, sizeof want,
-                 "--graph on: this run cannot replay its steps as CUDA graphs: %s", why[i][2]);
+                 "--graph on: this run cannot replay its steps as CUDA graphs: %s", why[i][1]);
         ck_assert_msg(strstr(out, want) != NULL, "expected '%s' from %s:\n%s", want, cmd, out);
         free(out);
     }
@@ -255,18 +257,18 @@ START_TEST(replay_writes_first_grads)
 }
 END_TEST
 
-/* Piecewise (--transport mpi): a 2-rank 1F1B sharing one GPU says how many
- * graphs rank 0's step is, the stand-ins count as many captured on rank 0,
- * and replayed steps allocate nothing (1 step and 3 make as many
- * allocations on each rank). Tensor parallelism over mpi, whose all-reduces
- * wait on the host inside a job, launches instead and says why. */
-START_TEST(piecewise_mpi)
+/* Piecewise (--transport mpi): a 2-rank 1F1B, DDP and FSDP sharing one GPU
+ * say how many graphs rank 0's step is, the stand-ins count as many
+ * captured on rank 0 after 1 step and after 3 (DDP's ReduceGrads and
+ * FSDP's received weight gradients, made by the host between segments,
+ * forget the zeroed-gradient marks every step: a replay that did not put
+ * back its capture's marks was captured again every other step), and
+ * replayed steps allocate nothing (1 step and 3 make as many allocations on
+ * each rank). Tensor parallelism over mpi, whose all-reduces wait on the
+ * host inside a job, launches instead and says why. */
+static void piecewise_case(const char *file, const char *defs)
 {
-    if (!have_gpu()) {
-        test_skipped("no GPU\n");
-        return;
-    }
-    char *dir = compile_plan("1f1b.pp", "-D S=2 -D B=4"), cmd[4096];
+    char *dir = compile_plan(file, defs), cmd[4096];
     int allocs[2][2] = {{-1, -1}, {-1, -1}};
     long said = -1;
     for (int k = 0; k < 2; k++) {
@@ -288,8 +290,9 @@ START_TEST(piecewise_mpi)
                                        &graphs, &ops, &memsets) == 3,
                           "no graph count from rank %d:\n%s", r, out);
             ck_assert_msg(r != 0 || graphs == said,
-                          "rank 0 said its step is %ld graphs, the stand-ins captured %ld", said,
-                          graphs);
+                          "%s %s, %d steps: rank 0 said its step is %ld graphs captured once, "
+                          "the stand-ins captured %ld",
+                          file, defs, 1 + 2 * k, said, graphs);
             snprintf(w, sizeof w, "standin: rank %d: ", r);
             at = strstr(out, w);
             ck_assert_msg(at != NULL, "no allocation count from rank %d:\n%s", r, out);
@@ -300,16 +303,27 @@ START_TEST(piecewise_mpi)
     if (!strcmp(PPVM, "ppvm-standin"))
         for (int r = 0; r < 2; r++)
             ck_assert_msg(allocs[0][r] > 0 && allocs[1][r] == allocs[0][r],
-                          "rank %d, piecewise: %d device and pinned allocations in 1 step, %d in "
-                          "3: a replay allocates",
-                          r, allocs[0][r], allocs[1][r]);
+                          "%s %s rank %d, piecewise: %d device and pinned allocations in 1 step, "
+                          "%d in 3: a replay allocates",
+                          file, defs, r, allocs[0][r], allocs[1][r]);
     remove_dir(dir);
-    char *src = temp_dir(), path[1024];
+}
+
+START_TEST(piecewise_mpi)
+{
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    piecewise_case("1f1b.pp", "-D S=2 -D B=4");
+    piecewise_case("ddp.pp", "-D S=2 -D B=2");
+    piecewise_case("fsdp.pp", "-D S=2 -D B=2");
+    char *src = temp_dir(), path[1024], cmd[4096];
     snprintf(path, sizeof path, "%s/t.pp", src);
     snprintf(cmd, sizeof cmd, "cp %s/schedules/1f1b.pp %s && printf '\\ntensor = 2\\n' >> %s",
              PP_ROOT, path, path);
     free(run_expect(cmd, 0));
-    dir = compile_plan(path, "-D S=1 -D B=2");
+    char *dir = compile_plan(path, "-D S=1 -D B=2");
     snprintf(cmd, sizeof cmd, "--backend cuda --transport mpi --steps 1 %s/plan", dir);
     char *out = ok_run(2, cmd);
     ck_assert_msg(strstr(out,
@@ -322,52 +336,115 @@ START_TEST(piecewise_mpi)
 }
 END_TEST
 
-/* --skip-nonfinite replayed (nccl): the captured step's checks reduce to a
- * device flag, summed over the ranks in the graph, and the deferred
- * updates read it. SGD at --lr 1000 overflows after a few steps (no test
- * hook: PP_INJECT_NAN changes one step, which a graph cannot), so the run
- * applies its first steps and skips the last ones; replayed and launched,
- * the same steps are said skipped and the weights are the same bits (a
- * replay that updated anyway would hold NaNs, one that always skipped the
- * initial weights). 2-rank 1F1B fp32, and 1 rank bf16. */
+/* --skip-nonfinite replayed. Over nccl the captured step's checks reduce
+ * to a device flag, summed over the ranks in the graph, and the deferred
+ * updates read it; over mpi (piecewise) each replay defers its updates
+ * again and the host's commit runs them once the ranks agreed. SGD at --lr
+ * 1000 overflows after a few steps, so the run applies its first steps
+ * and skips the last ones; replayed and launched, the same steps are said
+ * skipped and the weights are the same bits (a replay that updated anyway
+ * would hold NaNs, one that always skipped the initial weights). 2-rank
+ * 1F1B fp32 over nccl and over mpi, and 1 rank bf16. */
 START_TEST(skip_nonfinite_replayed)
 {
     static const struct {
         int np, steps;
-        const char *ppc;
-    } runs[] = {{2, 6, "-D S=2 -D B=4"}, {1, 8, "-D S=1 -D B=2 --precision bf16"}};
+        const char *ppc, *transport;
+    } runs[] = {{2, 6, "-D S=2 -D B=4", "nccl"},
+                {1, 8, "-D S=1 -D B=2 --precision bf16", "nccl"},
+                {2, 6, "-D S=2 -D B=4", "mpi"}};
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
     for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
-        int np = runs[c].np;
-        if (!have_gpu() || gpus() < np) {
-            test_skipped("needs %d GPU%s (nccl)\n", np, np > 1 ? "s" : "");
-            return;
+        int np = runs[c].np, mpi = !strcmp(runs[c].transport, "mpi");
+        if (!mpi && gpus() < np) {
+            test_skipped("needs %d GPUs (nccl)\n", np);
+            continue; /* (one GPU: the mpi run still runs) */
         }
         char *dir = compile_plan("1f1b.pp", runs[c].ppc), cmd[4096], *out[2];
         const char *mode[2] = {"auto", "off"};
         int skipped[2] = {0, 0};
         for (int k = 0; k < 2; k++) {
             snprintf(cmd, sizeof cmd,
-                     "--backend cuda --transport nccl --graph %s --steps %d --skip-nonfinite --lr "
+                     "--backend cuda --transport %s --graph %s --steps %d --skip-nonfinite --lr "
                      "1000 --timeout 120 --save %s/%s %s/plan",
-                     mode[k], runs[c].steps, dir, mode[k], dir);
+                     runs[c].transport, mode[k], runs[c].steps, dir, mode[k], dir);
             out[k] = ok_run(np, cmd);
             for (const char *at = out[k]; (at = strstr(at, " skipped on every rank")); at++)
                 skipped[k]++;
         }
-        ck_assert_msg(strstr(out[0], "graph: on, each rank's step captured once") != NULL,
-                      "%s: --skip-nonfinite did not replay its steps:\n%s", runs[c].ppc, out[0]);
+        const char *on = mpi ? "graph: on, piecewise" : "graph: on, each rank's step captured once";
+        ck_assert_msg(strstr(out[0], on) != NULL,
+                      "%s over %s: --skip-nonfinite did not replay its steps:\n%s", runs[c].ppc,
+                      runs[c].transport, out[0]);
         ck_assert_msg(skipped[1] > 0 && skipped[1] < runs[c].steps - 1 && skipped[0] == skipped[1],
-                      "%s: %d steps said skipped replayed, %d launched (expected the same, some "
-                      "but not all):\n%s\n%s",
-                      runs[c].ppc, skipped[0], skipped[1], out[0], out[1]);
+                      "%s over %s: %d steps said skipped replayed, %d launched (expected the "
+                      "same, some but not all):\n%s\n%s",
+                      runs[c].ppc, runs[c].transport, skipped[0], skipped[1], out[0], out[1]);
         snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0",
                  PP_ROOT, dir, dir);
         proc_result r;
         run_proc(cmd, CMD_TIMEOUT, &r);
         ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
-                      "%s: the replayed run's weights after its skipped steps are not the "
+                      "%s over %s: the replayed run's weights after its skipped steps are not "
+                      "the launched run's bits: %s\n  it %s",
+                      runs[c].ppc, runs[c].transport, cmd, proc_story(&r, 20));
+        proc_free(&r);
+        free(out[0]);
+        free(out[1]);
+        remove_dir(dir);
+    }
+}
+END_TEST
+
+/* PP_INJECT_NAN's step (a NaN into stage 0's first microbatch at step 3)
+ * runs launched between replays, and --skip-nonfinite skips it: replayed
+ * and launched, the run says step 3 skipped and only it, and ends with the
+ * same bits (the launched step reading the replays' learning rate and
+ * tokens, its updates not reading the device flag of the step before; the
+ * next step's segments captured again where it left other marks). One
+ * rank over nccl, and a 2-rank 1F1B piecewise over mpi. */
+START_TEST(inject_between_replays)
+{
+    static const struct {
+        int np;
+        const char *ppc, *transport, *on;
+    } runs[] = {{1, "-D S=1 -D B=2", "nccl", "graph: on, each rank's step captured once"},
+                {2, "-D S=2 -D B=4", "mpi", "graph: on, piecewise"}};
+    if (!have_gpu()) {
+        test_skipped("no GPU\n");
+        return;
+    }
+    for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
+        char *dir = compile_plan("1f1b.pp", runs[c].ppc), cmd[4096], *out[2];
+        const char *mode[2] = {"auto", "off"};
+        setenv("PP_INJECT_NAN", "3:0:0", 1);
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd,
+                     "--backend cuda --transport %s --graph %s --steps 5 --skip-nonfinite "
+                     "--timeout 120 --save %s/%s %s/plan",
+                     runs[c].transport, mode[k], dir, mode[k], dir);
+            out[k] = ok_run(runs[c].np, cmd);
+            const char *at = strstr(out[k], " skipped on every rank");
+            ck_assert_msg(at && !strstr(at + 1, " skipped on every rank") &&
+                              strstr(out[k], "step 3 skipped"),
+                          "%s over %s, --graph %s: expected step 3 skipped and no other:\n%s",
+                          runs[c].ppc, runs[c].transport, mode[k], out[k]);
+        }
+        unsetenv("PP_INJECT_NAN");
+        ck_assert_msg(strstr(out[0], runs[c].on) != NULL,
+                      "%s over %s: PP_INJECT_NAN's run did not replay its other steps:\n%s",
+                      runs[c].ppc, runs[c].transport, out[0]);
+        snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0",
+                 PP_ROOT, dir, dir);
+        proc_result r;
+        run_proc(cmd, CMD_TIMEOUT, &r);
+        ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                      "%s over %s: the run replayed around PP_INJECT_NAN's step is not the "
                       "launched run's bits: %s\n  it %s",
-                      runs[c].ppc, cmd, proc_story(&r, 20));
+                      runs[c].ppc, runs[c].transport, cmd, proc_story(&r, 20));
         proc_free(&r);
         free(out[0]);
         free(out[1]);
@@ -418,6 +495,7 @@ Suite *gpu_graph_suite(void)
     tcase_add_test(tc, replay_writes_first_grads);
     tcase_add_test(tc, piecewise_mpi);
     tcase_add_test(tc, skip_nonfinite_replayed);
+    tcase_add_test(tc, inject_between_replays);
     tcase_add_loop_test(tc, replay_matches_launch, 0, (int)(sizeof cases / sizeof cases[0]));
     suite_add_tcase(s, tc);
     return s;
