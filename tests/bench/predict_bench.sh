@@ -32,8 +32,8 @@ header() {
   echo
   echo "$1"
   load
-  printf '%-34s %5s %9s %9s %9s %6s %9s %6s %7s %7s %7s %6s %9s %6s\n' schedule ranks makespan \
-    predicted measured ratio fastest ratio bubble "idle p" "idle m" busy "${2:-}" "${3:-}"
+  printf '%-34s %5s %9s %9s %9s %6s %9s %6s %7s %7s %7s %6s %6s %9s %6s\n' schedule ranks makespan \
+    predicted measured ratio fastest ratio bubble "idle p" "idle m" busy own "${2:-}" "${3:-}"
 }
 
 # row FILE DEFS [DONOR]: one schedule, compiled, run, profiled and compiled
@@ -53,11 +53,22 @@ row() {
   # the measured costs may order the plan otherwise (a greedy order, a
   # gradient return's place): the prediction is that plan's, so time it
   # (its own --profile's "measured" record for the idle and busy columns)
-  local costs=$out/costs.json
+  # "own": the step predicted from the timed run's own profile, where that
+  # prediction is of the plan that ran (the run's kernel speed, which moves
+  # from run to run on a shared machine, out of the comparison)
+  local costs=$out/costs.json own=$out/again/report.json
   if [ "$(head -1 "$out/plan/rank0.txt")" != "$(head -1 "$out/again/rank0.txt")" ]; then
     $mpirun -np "$np" "$root/bin/ppvm" --backend "$backend" "$out/again" --steps "$steps" \
       --profile "$out/again.json" > "$out/run.txt" < /dev/null
     costs=$out/again.json
+    rm -rf "$out/own"
+    # shellcheck disable=SC2086
+    "$root/bin/ppc" "$root/schedules/$file" $defs -o "$out/own" -q --no-pictures \
+      --costs "$out/again.json"
+    own=$out/own/report.json
+    if [ "$(head -1 "$out/own/rank0.txt")" != "$(head -1 "$out/again/rank0.txt")" ]; then
+      own=- # its own costs order the plan otherwise again: no such prediction
+    fi
   fi
   if [ -n "$donor" ]; then
     python3 -c 'import json, sys
@@ -70,7 +81,7 @@ json.dump(c, open(sys.argv[3], "w"))' "$donor" "$(nproc)" "$out/cores.json"
     extra=("$out/cores/report.json")
   fi
   python3 "$root/tests/bench/predict_row.py" "${file%.pp} $defs" "$costs" \
-    "$out/again" "$out/again/report.json" "$out/run.txt" "$skip" "${extra[@]}"
+    "$out/again" "$out/again/report.json" "$out/run.txt" "$skip" "$own" "${extra[@]}"
   rm -rf "$out/plan"
 }
 

@@ -2,13 +2,15 @@
 """predict_row.py - one row of tests/bench/predict_bench.sh: ppc's prediction
 beside what ppvm --profile measured, for one schedule.
 
-    predict_row.py NAME COSTS_JSON PLAN_DIR REPORT_JSON RUN_TXT SKIP [CORES_REPORT]
+    predict_row.py NAME COSTS_JSON PLAN_DIR REPORT_JSON RUN_TXT SKIP OWN_REPORT [CORES_REPORT]
 
 NAME: the row's label; COSTS_JSON: ppvm --profile's file (its "measured"
 record: vm/profile.h); PLAN_DIR: the plan ppc compiled with --costs (its
 rank<r>.txt listings say which OptimizerSteps each rank runs); REPORT_JSON:
 that compile's report; RUN_TXT: ppvm's output (one "step N/M ... time T ms"
-line per step); SKIP: the first steps left out of the median (warm-up).
+line per step); SKIP: the first steps left out of the median (warm-up);
+OWN_REPORT: the report of a compile with RUN_TXT's own profile that
+ordered the plan as it ran, or "-" where there is none.
 
 Columns (times in ms):
   makespan, predicted   the report's makespan and step (the makespan, then
@@ -26,6 +28,11 @@ Columns (times in ms):
   busy ratio            predicted / measured time in jobs and optimizer steps
                         over all ranks: below 1 the job costs (medians) miss
                         compute time; near 1 any gap in the step is waiting
+  own                   OWN_REPORT's step / measured: the step predicted from
+                        the measured run's own costs (the same as ratio where
+                        the plan ppc first ordered is the one predicted), so
+                        the machine's speed from run to run is out of it;
+                        "-" where those costs order the plan otherwise
 With CORES_REPORT (the 4-rank table), two more columns: that compile's
 step (the job costs of a run with ranks <= cores, plus "cores": the
 machine's cores) and its ratio to the measured step.
@@ -46,11 +53,14 @@ def median(v):
 
 
 def main():
-    name, costs_path, plan, report_path, run_path, skip = sys.argv[1:7]
-    cores_step = None
-    if len(sys.argv) > 7:
-        with open(sys.argv[7]) as f:
+    name, costs_path, plan, report_path, run_path, skip, own_path = sys.argv[1:8]
+    cores_step = own_step = None
+    if len(sys.argv) > 8:
+        with open(sys.argv[8]) as f:
             cores_step = json.load(f)["step"]
+    if own_path != "-":
+        with open(own_path) as f:
+            own_step = json.load(f)["step"]
     with open(costs_path) as f:
         costs = json.load(f)
     with open(report_path) as f:
@@ -81,6 +91,7 @@ def main():
         # + 0.0: a share that rounds to nothing prints 0.0%, not -0.0%
         100 * report["bubble"] + 0.0, max(100 * idle_pred, 0.0) + 0.0, 100 * idle_meas + 0.0,
         sum(busy_pred) / busy_meas)
+    line += " %6s" % ("%.2f" % (own_step * 1e3 / measured) if own_step is not None else "-")
     if cores_step is not None:
         line += " %9.3f %6.2f" % (cores_step * 1e3, cores_step * 1e3 / measured)
     print(line)
