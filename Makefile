@@ -399,9 +399,11 @@ bin/plan_mutate: $(B)/tests/bench/plan_mutate.o $(ISA_OBJ)
 	$(CC) $(CFLAGS) $^ $(ZLIB_LIBS) -lm -o $@
 
 # The CPU kernels alone (issue 18): model_bench's tables at batch 16 and 256
-# for the mlp and GPT demos (make bench runs it too).
-bench-kernels: bin/model_bench
-	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
+# for the mlp and GPT demos (make bench runs it too), with the OpenBLAS
+# kernels pprun gives ranks (BLAS_CORE_ENV: without it Debian's OpenBLAS ran
+# SSE3 kernels on the AVX-512 Xeon, a third of the speed).
+bench-kernels: bin/model_bench bin/pprun
+	env OPENBLAS_NUM_THREADS=1 $(BLAS_CORE_ENV) ./bin/model_bench $(CURDIR)
 
 # The compile's tables alone: the scaling table from 10^3 to 10^7 jobs
 # (tests/bench/sim_bench.c; SIM_BENCH_MAX_JOBS, SIM_BENCH_TIMEOUT and
@@ -415,7 +417,7 @@ bench-compile: bin/sim_bench bin/ppc
 bench: bin/sim_bench bin/model_bench bin/plan_mutate all
 	$(MAKE) --no-print-directory bench-interp
 	$(MAKE) --no-print-directory bench-compile
-	OPENBLAS_NUM_THREADS=1 ./bin/model_bench $(CURDIR)
+	$(MAKE) --no-print-directory bench-kernels
 	bash tests/bench/demo_bench.sh
 	bash tests/bench/predict_bench.sh
 	bash tests/bench/recompute_bench.sh
