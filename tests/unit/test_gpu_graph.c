@@ -86,6 +86,41 @@ static const struct {
     {4, NULL, "-D S=2 -D B=4 --optimizer adamw", "--warmup 2 --lr 1e-3", "fsdp.pp", "mpi"},
 };
 
+/* The plan in DIR on np ranks over transport with flags, replayed (--graph
+ * auto, saving into DIR/auto) and launched (off, DIR/off): each must
+ * succeed; out[k] their outputs. */
+static void run_both(int np, const char *transport, const char *flags, const char *dir,
+                     char *out[2])
+{
+    static const char *const mode[2] = {"auto", "off"};
+    for (int k = 0; k < 2; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "--backend cuda --transport %s --graph %s %s --timeout 120 --save %s/%s %s/plan",
+                 transport, mode[k], flags, dir, mode[k], dir);
+        out[k] = ok_run(np, cmd);
+    }
+}
+
+/* DIR/auto (the replayed run's --save) holds DIR/off's bits (the launched
+ * run's), or the check fails naming the run (what) and the command; then
+ * the runs' outputs and DIR go. */
+static void same_bits(char *dir, const char *what, char *out[2])
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0", PP_ROOT,
+             dir, dir);
+    proc_result r;
+    run_proc(cmd, CMD_TIMEOUT, &r);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
+                  "%s: the replayed run's weights are not the launched run's bits: %s\n  it %s",
+                  what, cmd, proc_story(&r, 20));
+    proc_free(&r);
+    free(out[0]);
+    free(out[1]);
+    remove_dir(dir);
+}
+
 /* 1F1B: replayed steps end with the launched steps' weights, bit for bit. */
 START_TEST(replay_matches_launch)
 {
@@ -121,19 +156,10 @@ START_TEST(replay_matches_launch)
                   _i, out[0]);
     ck_assert_msg(strstr(out[1], "graph: off, launching instruction by instruction (--graph off)"),
                   "case %d: --graph off did not say it launches:\n%s", _i, out[1]);
-    snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0", PP_ROOT,
-             dir, dir);
-    proc_result r;
-    run_proc(cmd, CMD_TIMEOUT, &r);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
-                  "case %d (%d rank%s, %s %s): the replayed run's weights are not the launched "
-                  "run's bits: %s\n  it %s",
-                  _i, np, np > 1 ? "s" : "", cases[_i].gpt ? "gpt" : "mlp", cases[_i].ppc, cmd,
-                  proc_story(&r, 20));
-    proc_free(&r);
-    free(out[0]);
-    free(out[1]);
-    remove_dir(dir);
+    char what[256];
+    snprintf(what, sizeof what, "case %d (%d rank%s, %s %s)", _i, np, np > 1 ? "s" : "",
+             cases[_i].gpt ? "gpt" : "mlp", cases[_i].ppc);
+    same_bits(dir, what, out);
     remove_dir(src);
 }
 END_TEST
@@ -363,18 +389,13 @@ START_TEST(skip_nonfinite_replayed)
             test_skipped("needs %d GPUs (nccl)\n", np);
             continue; /* (one GPU: the mpi run still runs) */
         }
-        char *dir = compile_plan("1f1b.pp", runs[c].ppc), cmd[4096], *out[2];
-        const char *mode[2] = {"auto", "off"};
+        char *dir = compile_plan("1f1b.pp", runs[c].ppc), flags[128], *out[2];
         int skipped[2] = {0, 0};
-        for (int k = 0; k < 2; k++) {
-            snprintf(cmd, sizeof cmd,
-                     "--backend cuda --transport %s --graph %s --steps %d --skip-nonfinite --lr "
-                     "1000 --timeout 120 --save %s/%s %s/plan",
-                     runs[c].transport, mode[k], runs[c].steps, dir, mode[k], dir);
-            out[k] = ok_run(np, cmd);
+        snprintf(flags, sizeof flags, "--steps %d --skip-nonfinite --lr 1000", runs[c].steps);
+        run_both(np, runs[c].transport, flags, dir, out);
+        for (int k = 0; k < 2; k++)
             for (const char *at = out[k]; (at = strstr(at, " skipped on every rank")); at++)
                 skipped[k]++;
-        }
         const char *on = mpi ? "graph: on, piecewise" : "graph: on, each rank's step captured once";
         ck_assert_msg(strstr(out[0], on) != NULL,
                       "%s over %s: --skip-nonfinite did not replay its steps:\n%s", runs[c].ppc,
@@ -383,18 +404,10 @@ START_TEST(skip_nonfinite_replayed)
                       "%s over %s: %d steps said skipped replayed, %d launched (expected the "
                       "same, some but not all):\n%s\n%s",
                       runs[c].ppc, runs[c].transport, skipped[0], skipped[1], out[0], out[1]);
-        snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0",
-                 PP_ROOT, dir, dir);
-        proc_result r;
-        run_proc(cmd, CMD_TIMEOUT, &r);
-        ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
-                      "%s over %s: the replayed run's weights after its skipped steps are not "
-                      "the launched run's bits: %s\n  it %s",
-                      runs[c].ppc, runs[c].transport, cmd, proc_story(&r, 20));
-        proc_free(&r);
-        free(out[0]);
-        free(out[1]);
-        remove_dir(dir);
+        char what[256];
+        snprintf(what, sizeof what, "%s over %s, after its skipped steps", runs[c].ppc,
+                 runs[c].transport);
+        same_bits(dir, what, out);
     }
 }
 END_TEST
@@ -418,37 +431,24 @@ START_TEST(inject_between_replays)
         return;
     }
     for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
-        char *dir = compile_plan("1f1b.pp", runs[c].ppc), cmd[4096], *out[2];
-        const char *mode[2] = {"auto", "off"};
+        char *dir = compile_plan("1f1b.pp", runs[c].ppc), *out[2];
         setenv("PP_INJECT_NAN", "3:0:0", 1);
+        run_both(runs[c].np, runs[c].transport, "--steps 5 --skip-nonfinite", dir, out);
+        unsetenv("PP_INJECT_NAN");
         for (int k = 0; k < 2; k++) {
-            snprintf(cmd, sizeof cmd,
-                     "--backend cuda --transport %s --graph %s --steps 5 --skip-nonfinite "
-                     "--timeout 120 --save %s/%s %s/plan",
-                     runs[c].transport, mode[k], dir, mode[k], dir);
-            out[k] = ok_run(runs[c].np, cmd);
             const char *at = strstr(out[k], " skipped on every rank");
             ck_assert_msg(at && !strstr(at + 1, " skipped on every rank") &&
                               strstr(out[k], "step 3 skipped"),
                           "%s over %s, --graph %s: expected step 3 skipped and no other:\n%s",
-                          runs[c].ppc, runs[c].transport, mode[k], out[k]);
+                          runs[c].ppc, runs[c].transport, k ? "off" : "auto", out[k]);
         }
-        unsetenv("PP_INJECT_NAN");
         ck_assert_msg(strstr(out[0], runs[c].on) != NULL,
                       "%s over %s: PP_INJECT_NAN's run did not replay its other steps:\n%s",
                       runs[c].ppc, runs[c].transport, out[0]);
-        snprintf(cmd, sizeof cmd, "%s/bin/" PPVM " --compare %s/auto %s/off --atol 0 --rtol 0",
-                 PP_ROOT, dir, dir);
-        proc_result r;
-        run_proc(cmd, CMD_TIMEOUT, &r);
-        ck_assert_msg(r.status == 0 && strstr(r.out, "within tolerance"),
-                      "%s over %s: the run replayed around PP_INJECT_NAN's step is not the "
-                      "launched run's bits: %s\n  it %s",
-                      runs[c].ppc, runs[c].transport, cmd, proc_story(&r, 20));
-        proc_free(&r);
-        free(out[0]);
-        free(out[1]);
-        remove_dir(dir);
+        char what[256];
+        snprintf(what, sizeof what, "%s over %s, around PP_INJECT_NAN's launched step", runs[c].ppc,
+                 runs[c].transport);
+        same_bits(dir, what, out);
     }
 }
 END_TEST
