@@ -87,7 +87,6 @@ typedef struct {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     unsigned char *zero_in, *zero_out; /* [S] */
-    int defers;                        /* its OptimizerSteps wait for the host's commit */
 } cvm_segment;
 
 struct cvm_graph {
@@ -360,7 +359,6 @@ static void capture(cuda_vm *v, cvm_segment *sg)
     cudaStream_t cs = v->st[ST_COMPUTE];
     drop_graph(sg);
     memcpy(sg->zero_in, v->c.g_zero, p->S);
-    int deferred = v->c.ndeferred;
     forget_streams(v);
     cudaCheck(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
     cudaCheck(cudaEventRecord(g->fork, cs));
@@ -380,17 +378,18 @@ static void capture(cuda_vm *v, cvm_segment *sg)
     cudaCheck(cudaGraphInstantiate(&sg->exec, sg->graph, 0));
     forget_streams(v);
     memcpy(sg->zero_out, v->c.g_zero, p->S);
-    sg->defers = v->c.ndeferred > deferred;
 }
 
 /* After a replay of sg, what running its instructions would have left on
- * the host: the marks, and its OptimizerSteps deferred in plan order
- * (pp_vm_core_defer: every one, with --skip-nonfinite). */
+ * the host: the marks, and, with --skip-nonfinite where the graph holds no
+ * update (piecewise: no device flag), its OptimizerSteps deferred in plan
+ * order for the host's commit, as pp_vm_core_defer defers them. */
 static void replayed(cuda_vm *v, const cvm_segment *sg)
 {
     const pp_plan *p = v->p;
     memcpy(v->c.g_zero, sg->zero_out, p->S);
-    for (uint32_t i = sg->first; sg->defers && i < sg->end; i++)
+    int defers = v->opts->skip_nonfinite && !v->graph->bad_dev;
+    for (uint32_t i = sg->first; defers && i < sg->end; i++)
         if (p->code[i].op == PP_OP_OptimizerStep)
             pp_vm_core_defer(&v->c, &p->code[i]);
 }

@@ -141,15 +141,9 @@ START_TEST(replay_matches_launch)
     else
         snprintf(cmd, sizeof cmd, "cp %s/schedules/%s %s", PP_ROOT, sched, path);
     free(run_expect(cmd, 0));
-    char *dir = compile_plan(path, cases[_i].ppc), *out[2];
-    const char *mode[2] = {"auto", "off"};
-    for (int k = 0; k < 2; k++) {
-        snprintf(cmd, sizeof cmd,
-                 "--backend cuda --transport %s --graph %s --steps 3 --timeout 120 %s "
-                 "--save %s/%s %s/plan",
-                 mpi ? "mpi" : "nccl", mode[k], cases[_i].vm, dir, mode[k], dir);
-        out[k] = ok_run(np, cmd);
-    }
+    char *dir = compile_plan(path, cases[_i].ppc), *out[2], flags[512];
+    snprintf(flags, sizeof flags, "--steps 3 %s", cases[_i].vm);
+    run_both(np, mpi ? "mpi" : "nccl", flags, dir, out);
     const char *on = mpi ? "graph: on, piecewise: rank 0's step captured once as "
                          : "graph: on, each rank's step captured once";
     ck_assert_msg(strstr(out[0], on) != NULL, "case %d: --graph auto did not replay its steps:\n%s",
