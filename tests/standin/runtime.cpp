@@ -857,22 +857,33 @@ static int g_in_kernel;    /* inside a grid */
 static int g_used_barrier; /* this launch met a barrier */
 static int g_alive, g_block_arrived;
 static std::vector<int> g_warp_alive, g_warp_arrived;
-static std::vector<uint64_t> g_slot;
+/* a shuffle's values, two sets used in turn (g_parity: each thread's next) */
+static std::vector<uint64_t> g_slot[2];
+static std::vector<unsigned char> g_parity;
 static const std::function<void()> *g_body;
 static const char *g_kernel;
 
 static void set_thread(int tid)
 {
     unsigned bx = pp_si_blockDim.x, by = pp_si_blockDim.y;
+    if (by == 1 && pp_si_blockDim.z == 1) { /* most launches: no division per switch */
+        pp_si_threadIdx.x = (unsigned)tid;
+        pp_si_threadIdx.y = pp_si_threadIdx.z = 0;
+        return;
+    }
     pp_si_threadIdx.x = (unsigned)tid % bx;
     pp_si_threadIdx.y = ((unsigned)tid / bx) % by;
     pp_si_threadIdx.z = (unsigned)tid / (bx * by);
 }
 
+/* Every fiber waiting in `state`, in one warp (warp >= 0: only its 32
+ * fibers are looked at) or the whole block (warp < 0), made runnable. */
 static void wake(int state, int warp)
 {
-    for (size_t i = 0; i < g_fib.size(); i++)
-        if (g_fib[i].state == state && (warp < 0 || (int)i / 32 == warp))
+    size_t lo = warp < 0 ? 0 : (size_t)warp * 32;
+    size_t hi = warp < 0 ? g_fib.size() : std::min(g_fib.size(), lo + 32);
+    for (size_t i = lo; i < hi; i++)
+        if (g_fib[i].state == state)
             g_fib[i].state = F_RUNNABLE;
 }
 
@@ -946,12 +957,16 @@ uint64_t pp_si_warp_exchange(uint64_t mine, int src)
         pp_si_fatal("kernel %s: __shfl_xor_sync with a full mask in a warp some of whose "
                     "threads have exited",
                     g_kernel);
-    g_slot[(size_t)me] = mine;
+    /* One barrier, not two: a warp's shuffles alternate between two sets of
+     * slots, so the next shuffle writes the other set, and the one after it
+     * can rewrite this set only once every thread has passed the next
+     * barrier, after its read below. */
+    std::vector<uint64_t> &slot = g_slot[g_parity[(size_t)me]];
+    g_parity[(size_t)me] ^= 1;
+    slot[(size_t)me] = mine;
     warp_barrier();
     size_t from = (size_t)w * 32 + (size_t)src;
-    uint64_t r = src >= 0 && src < 32 && from < g_fib.size() ? g_slot[from] : mine;
-    warp_barrier();
-    return r;
+    return src >= 0 && src < 32 && from < g_fib.size() ? slot[from] : mine;
 }
 
 static void run_block_fibers(int nthreads)
@@ -963,8 +978,10 @@ static void run_block_fibers(int nthreads)
         for (Fiber &f : g_fib)
             if (!(f.stack = (char *)malloc(FIBER_STACK)))
                 pp_si_fatal("out of memory for fiber stacks");
-        g_slot.assign((size_t)nthreads, 0);
+        g_slot[0].assign((size_t)nthreads, 0);
+        g_slot[1].assign((size_t)nthreads, 0);
     }
+    g_parity.assign((size_t)nthreads, 0);
     int nw = (nthreads + 31) / 32;
     g_warp_alive.assign((size_t)nw, 0);
     g_warp_arrived.assign((size_t)nw, 0);
