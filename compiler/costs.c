@@ -42,7 +42,8 @@ enum {
     KEY_ALLREDUCE_LATENCY, /* the data-parallel all-reduce as measured */
     KEY_ALLREDUCE_BANDWIDTH,
     KEY_ALLREDUCE_RANKS,
-    KEY_PROGRESS, /* whether transfers move while their receiver computes */
+    KEY_PROGRESS,     /* whether transfers move while their receiver computes */
+    KEY_JOB_OVERHEAD, /* the interpreter's own time per job */
     NKEYS
 };
 _Static_assert(KEY_O == PP_COSTS_O && KEY_G == PP_COSTS_G, "dir[] is indexed by these keys");
@@ -51,8 +52,21 @@ static const char *const key_names[NKEYS] = {
     "F", "B", "W", "O", "G", "latency", "bandwidth", "unit", "overlap", "measured", "cores",
     "tensor_latency", "tensor_bandwidth", "host_bandwidth", "model", "backend", "ranks_per_core",
     "burst", "allreduce", "duplex", "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks",
-    "progress"};
+    "progress", "job_overhead"};
 /* clang-format on */
+
+/* "expected \"F\", \"B\", ... or \"job_overhead\"": every key, for the
+ * message about one that is none of them. */
+static void expected_keys(char *out, size_t len)
+{
+    size_t at = (size_t)snprintf(out, len, "expected");
+    for (int k = 0; k < NKEYS && at < len; k++)
+        at += (size_t)snprintf(out + at, len - at, "%s \"%s\"",
+                               k == 0           ? ""
+                               : k == NKEYS - 1 ? " or"
+                                                : ",",
+                               key_names[k]);
+}
 
 /* The units "unit" may name, and microseconds in each (trace.json's). */
 static const struct {
@@ -402,14 +416,9 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
         while (k < NKEYS && strcmp(key, key_names[k]) != 0)
             k++;
         if (k == NKEYS) {
-            bad(&x, locate(&x, key, 1, -1),
-                "unknown key %s: expected \"F\", \"B\", \"W\", \"O\", \"latency\", "
-                "\"bandwidth\", \"host_bandwidth\", \"unit\", \"overlap\", \"cores\", "
-                "\"tensor_latency\", \"tensor_bandwidth\", \"measured\", \"model\", \"backend\", "
-                "\"ranks_per_core\", \"burst\", \"allreduce\", \"duplex\", "
-                "\"allreduce_latency\", \"allreduce_bandwidth\", \"allreduce_ranks\" or "
-                "\"progress\"",
-                quote(key, q));
+            char keys[512];
+            expected_keys(keys, sizeof keys);
+            bad(&x, locate(&x, key, 1, -1), "unknown key %s: %s", quote(key, q), keys);
             goto out;
         }
         if (k == KEY_MODEL || k == KEY_BACKEND) {
@@ -472,6 +481,10 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->burst) != 0)
                 goto out;
             c->has_burst = 1;
+        } else if (k == KEY_JOB_OVERHEAD) {
+            if (read_nonneg(&x, k, v, &c->job_overhead) != 0)
+                goto out;
+            c->has_job_overhead = 1;
         } else if (k == KEY_HOST_BANDWIDTH) {
             if (read_nonneg(&x, k, v, &c->host_bandwidth) != 0)
                 goto out;

@@ -37,6 +37,9 @@
  *     "tensor_bandwidth": 1e10  tensor_latency + bytes / tensor_bandwidth (0: free)
  *     "cores": 2,               at most 2 jobs compute at once over all workers (ranks
  *                               sharing a machine's cores: sim.h); a whole number >= 1
+ *     "job_overhead": 2e-6,     the interpreter's own time per job beside its kernel and
+ *                               waits (dispatch, posting transfers, copies): a job's worker
+ *                               is free this long after the job ends (sim.h)
  *     "measured": {...}         ppvm --profile's record of the run's steps (vm/profile.h):
  *                               any object, skipped (it is no cost)
  *     "model": "mlp ...",       what the costs were measured on (ppvm --profile writes
@@ -89,6 +92,8 @@ typedef struct {
     double allreduce_latency, allreduce_bandwidth;
     int allreduce_ranks;
     int recv_waits; /* "progress": "wait" (1) or "always" (0, also when absent) */
+    int has_job_overhead;
+    double job_overhead; /* "job_overhead": a job's worker is busy this long after it */
 } pp_costs;
 
 /* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for

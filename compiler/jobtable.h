@@ -56,7 +56,8 @@ typedef struct {
      * report_link.c alike) */
     double ar_latency, ar_bandwidth;
     int ar_ranks;
-    int recv_waits; /* --costs "progress": "wait" (sim.h) */
+    int recv_waits;      /* --costs "progress": "wait" (sim.h) */
+    double job_overhead; /* --costs "job_overhead" (sim.h), else 0 */
     /* tensor = T: each tensor all-reduce takes tensor_latency + n /
      * tensor_bandwidth (jobtable.c's tensor_costs, already in cost[]) */
     double tensor_latency, tensor_bandwidth;
@@ -145,10 +146,11 @@ uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 /* The simulator's input for this table. */
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
-    return (pp_sim_input){t->js,         t->W,     t->worker, t->priority, t->cost,    strict,
-                          t->inflight,   t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
-                          t->offload,    t->hcopy, 0, /* reload_ahead: the caller sets it */
-                          t->recv_waits, 0 /* pairs_in_turn: compile.c's replay sets it */};
+    return (pp_sim_input){t->js,          t->W,     t->worker, t->priority, t->cost,    strict,
+                          t->inflight,    t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
+                          t->offload,     t->hcopy, 0, /* reload_ahead: the caller sets it */
+                          t->recv_waits,  0, /* pairs_in_turn: compile.c's replay sets it */
+                          t->job_overhead};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

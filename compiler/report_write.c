@@ -137,6 +137,11 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 "allreduce %g + bytes / %g bytes per time unit, as measured over %d ranks "
                 "(scaled to each stage's owners as a %s)\n",
                 t->ar_latency, t->ar_bandwidth, t->ar_ranks, t->allreduce_tree ? "tree" : "ring");
+    if (t->job_overhead > 0)
+        fprintf(f,
+                "interpreter %g per job beside its kernel, as measured (a worker is free that "
+                "long after each job)\n",
+                t->job_overhead);
     pp_report_tensor_txt(f, r, t);
     if (r->noffload) {
         char hb[16];
@@ -417,6 +422,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
     fprintf(f, "  \"latency\": %.17g, \"bandwidth\": %.17g,\n", t->latency, t->bandwidth);
     if (t->recv_waits) /* --costs "progress": "wait" only */
         fprintf(f, "  \"progress\": \"wait\",\n");
+    if (t->job_overhead > 0) /* --costs "job_overhead" only */
+        fprintf(f, "  \"job_overhead\": %.17g,\n", t->job_overhead);
     if (t->ar_ranks) /* a measured all-reduce only: other reports as they were */
         fprintf(f,
                 "  \"allreduce\": {\"latency\": %.17g, \"bandwidth\": %.17g, \"ranks\": %d, "

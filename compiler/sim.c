@@ -381,8 +381,8 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
         double moved = receiver_moves(in, j, g.free_at[w]);
         r->start[j] = cores_start(&g.cores, moved > best.t ? moved : best.t);
         r->end[j] = r->start[j] + in->cost[j];
-        cores_take(&g.cores, r->end[j]);
-        g.free_at[w] = r->end[j];
+        g.free_at[w] = r->end[j] + in->job_overhead;
+        cores_take(&g.cores, g.free_at[w]);
         g.done[j] = 1;
         pp_sim_offload_after(in, r, j);
         r->order[r->off[w] + fill[w]++] = j;
@@ -522,10 +522,10 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
         double a = in->cost[j], b = in->cost[q];
         dur = (a > b ? a : b) + in->overlap * (a > b ? b : a);
     }
-    free_at[w] = t + dur;
+    free_at[w] = t + dur + in->job_overhead;
     cores_take(cores, free_at[w]);
-    if (free_at[w] > r->makespan)
-        r->makespan = free_at[w];
+    if (t + dur > r->makespan)
+        r->makespan = t + dur;
     for (int i = 0; i < n; i++) {
         r->start[jobs[i]] = i ? second : t;
         /* in turn, the first job computes for its cost; its output still

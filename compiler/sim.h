@@ -78,6 +78,12 @@
  * start order). The model is exclusive cores: it leaves out time slicing
  * and ranks that spin while they wait (tests/README.md, predict bench).
  *
+ * The interpreter's own time (`"job_overhead": h` in ppc --costs, which
+ * ppvm --profile measures on the cpu backend: its step less its jobs and
+ * its waits, per job): a worker is free h after its job (or pair) ends,
+ * holding its core meanwhile; the job's output leaves at its end. On
+ * 1F1B S=2 B=8 on 2 cpu ranks, 1.5-2.5 us a job, 2-3% of the step.
+ *
  * Greedy runs in O(N log N): per-worker heaps, and one global heap of each
  * worker's next candidate, refreshed only for the workers a commit changes. */
 #ifndef PP_SIM_H
@@ -103,9 +109,10 @@ typedef struct {
      * without offload */
     const unsigned char *offload;
     const double *hcopy;
-    int reload_ahead;  /* the plan's Reloads go this many jobs before B (ppc --prefetch) */
-    int recv_waits;    /* transfers move only while their receiver waits (above) */
-    int pairs_in_turn; /* a pair's jobs one after the other, each when ready (above) */
+    int reload_ahead;    /* the plan's Reloads go this many jobs before B (ppc --prefetch) */
+    int recv_waits;      /* transfers move only while their receiver waits (above) */
+    int pairs_in_turn;   /* a pair's jobs one after the other, each when ready (above) */
+    double job_overhead; /* a worker is free this long after its job (or pair) ends (above) */
 } pp_sim_input;
 
 typedef struct {

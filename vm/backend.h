@@ -87,8 +87,9 @@ typedef struct {
     int done;         /* steps trained so far: --resume's step, then each step's end */
     double t0;        /* MPI_Wtime() at its start: the cuda watchdog's origin */
     pp_profile *prof; /* --profile, or NULL */
-    /* --no-compute (vm/vmbench.h): ns the backend spent blocked in calls
-     * that wait for a peer or the device since the driver last took it */
+    /* --no-compute (vm/vmbench.h), and --profile on the cpu backend: ns
+     * the backend spent blocked in calls that wait for a peer or the device
+     * since the driver last took it (each instruction; each step) */
     unsigned long long waited_ns;
 } pp_run;
 

@@ -216,6 +216,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         if (any)
             return stop(run, be, st, any, &saved);
         pp_guard_phase(PP_AT_STEP, run->step);
+        run->waited_ns = 0;
         run->t0 = MPI_Wtime();
         if (bench) /* --no-compute: each instruction timed (vmbench.h) */
             run_timed(run, be, st, bench);
@@ -241,7 +242,7 @@ static int train(pp_run *run, const pp_backend *be, void *st, MPI_Datatype agree
         pp_progress_allreduce(mine, all, 1, agreement, agree, MPI_COMM_WORLD); /* sleeps */
         double loss = all[AG_LOSS], dt = all[AG_TIME];
         if (run->prof)
-            pp_profile_step(run->prof, run->step, dt);
+            pp_profile_step(run->prof, run->step, dt, mine[AG_TIME]);
         if (run->me == 0 && !opts->quiet && bench) { /* no loss: none was computed */
             printf("step %4d/%d  no compute  time %8.3f ms  instructions %u on rank 0\n",
                    run->step + 1, opts->steps, dt * 1e3, p->ninstr);

@@ -124,7 +124,7 @@ static int hand_over(vm *v, MPI_Request r)
 static void wait_ticket(vm *v, int *t)
 {
     if (*t >= 0)
-        PP_WAITED(v->nc, &v->run->waited_ns, pp_progress_wait(v->pg, *t));
+        PP_WAITED(v->nc || v->run->prof, &v->run->waited_ns, pp_progress_wait(v->pg, *t));
     *t = -1;
 }
 
@@ -406,8 +406,9 @@ static void op_reduce(void *be, const pp_vm_job *j)
     MPI_Request r;
     wait_ticket(v, &v->red[j->s]);
     if (!pp_progress_threaded()) {
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np), MPI_FLOAT,
-                               MPI_SUM, v->comm[j->in->group]));
+        PP_WAITED(v->nc || v->run->prof, &v->run->waited_ns,
+                  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np),
+                                         MPI_FLOAT, MPI_SUM, v->comm[j->in->group])));
         return;
     }
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, v->c.grads[j->s], msg_floats(v, j->np), MPI_FLOAT,
@@ -455,7 +456,7 @@ static void tensor_allreduce(void *ctx, float *buf, size_t n)
 {
     vm *v = ctx;
     MPI_Comm comm = v->tensor_lane ? v->lane1 : v->comm[v->tensor_group];
-    PP_WAITED(v->nc, &v->run->waited_ns,
+    PP_WAITED(v->nc || v->run->prof, &v->run->waited_ns,
               mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm)));
 }
 
@@ -720,6 +721,8 @@ static double cpu_end_step(void *be)
     wait_weight_sends(v);
     pp_vm_core_end_step(&v->c);
     pp_vm_core_prof_collect(&v->c, 0);
+    if (v->run->prof)
+        pp_profile_waited(v->run->prof, v->run->step, (double)v->run->waited_ns * 1e-9);
     double loss = v->loss;
     v->loss = 0;
     return loss;

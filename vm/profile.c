@@ -17,20 +17,27 @@
 #include "progress.h"
 #include "vm.h"
 
-/* The durations of one (direction, stage): a growing array. */
+/* One (direction, stage)'s jobs on this rank: per step, their mean
+ * duration (a growing array; the last entry is the step in progress, over
+ * `in_last` jobs so far). */
 typedef struct {
     double *v;
     size_t n, cap;
+    int last_step, in_last;
+    size_t jobs; /* jobs in the counted steps */
 } samples;
 
 struct pp_profile {
     FILE *out; /* rank 0 only */
     const char *path;
     int S, steps, me;
+    int jobs;         /* this rank's jobs a step: F, B, W and R instructions */
     int oom;          /* a sample could not be kept: pp_profile_finish fails on every rank */
     samples *t;       /* [PP_PROF_DIRS * S] */
     double *busy;     /* [steps] this rank's time in jobs and optimizer steps, per step */
     double *span;     /* [steps] the step's time (the slowest rank's), per step; < 0: not run */
+    double *own;      /* [steps] this rank's own time from the step's start to its end */
+    double *wait;     /* [steps] of it, blocked in waits (pp_profile_waited); < 0: not timed */
     char model[1024]; /* the plan's model in words (isa/model_words.h) */
     char backend[16]; /* pp_profile_backend's */
     /* pp_profile_tensor's (issue 27): the tensor link, when measured */
@@ -98,12 +105,18 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         pp_model_words(&p->model, p->S, pr->model, sizeof pr->model);
         pr->steps = steps;
         pr->me = me;
+        for (uint32_t i = 0; i < p->ninstr; i++) {
+            pp_op_job k = pp_op_job_of(p->code[i].op);
+            pr->jobs += k != PP_JOB_NONE && k != PP_JOB_O;
+        }
         pr->t = calloc((size_t)PP_PROF_DIRS * p->S, sizeof *pr->t);
         pr->busy = calloc((size_t)steps + 1, sizeof *pr->busy);
         pr->span = malloc(((size_t)steps + 1) * sizeof *pr->span);
-        ok = pr->t && pr->busy && pr->span;
+        pr->own = calloc((size_t)steps + 1, sizeof *pr->own);
+        pr->wait = malloc(((size_t)steps + 1) * sizeof *pr->wait);
+        ok = pr->t && pr->busy && pr->span && pr->own && pr->wait;
         for (int i = 0; ok && i < steps; i++)
-            pr->span[i] = -1; /* --resume starts later: steps before it are not run */
+            pr->span[i] = pr->wait[i] = -1; /* --resume starts later: steps before it not run */
         if (!ok)
             pp_vm_error(me, "out of memory for --profile");
     }
@@ -121,6 +134,8 @@ pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int m
         free(pr->t);
         free(pr->busy);
         free(pr->span);
+        free(pr->own);
+        free(pr->wait);
     }
     free(pr);
     return NULL;
@@ -143,6 +158,12 @@ void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
     if ((step == 0 && pr->steps > 1) || pr->oom)
         return; /* the warm-up: first touches of every buffer, cold caches */
     samples *x = &pr->t[dir * pr->S + s];
+    x->jobs++;
+    if (x->n > 0 && x->last_step == step) { /* another of the step's jobs: the mean */
+        x->in_last++;
+        x->v[x->n - 1] += (seconds - x->v[x->n - 1]) / x->in_last;
+        return;
+    }
     if (x->n == x->cap) {
         size_t cap = x->cap ? 2 * x->cap : 16;
         double *v = realloc(x->v, cap * sizeof *v);
@@ -154,12 +175,22 @@ void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds)
         x->cap = cap;
     }
     x->v[x->n++] = seconds;
+    x->last_step = step;
+    x->in_last = 1;
 }
 
-void pp_profile_step(pp_profile *pr, int step, double seconds)
+void pp_profile_step(pp_profile *pr, int step, double seconds, double own)
+{
+    if (step >= 0 && step < pr->steps) {
+        pr->span[step] = seconds;
+        pr->own[step] = own;
+    }
+}
+
+void pp_profile_waited(pp_profile *pr, int step, double seconds)
 {
     if (step >= 0 && step < pr->steps)
-        pr->span[step] = seconds;
+        pr->wait[step] = seconds;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -220,11 +251,15 @@ static void write_key(FILE *f, const char *key, const double *med, const size_t 
     *first = 0;
 }
 
-/* B and W from the full backwards (PP_PROF_BFULL), medians per stage in
- * med[dir * S + s] with their sample counts: a plan that splits no backward
- * writes the full one as B (and no W); one that splits some keeps its
- * split jobs' B and W, and a stage with only full backwards gets half of
- * the full one as each, so B + W is what a full backward took. */
+/* B and W from the full backwards (PP_PROF_BFULL), times per stage in
+ * med[dir * S + s] with their job counts: a plan that splits no backward
+ * writes the full one as B (and no W); a stage with only full backwards
+ * among split ones elsewhere gets half of the full one as each, so B + W
+ * (what ppc charges a full backward among split ones) is what it took; a
+ * stage with both keeps its split jobs' proportion of B to W, scaled so
+ * that its backwards' total time is what it measured: DualPipeV splits one
+ * backward of a stage's eight, and charged B + W of that one, the other
+ * seven came to 0.88 of what they took. */
 static void split_full_backwards(double *med, size_t *count, int S)
 {
     size_t nw = 0;
@@ -232,7 +267,17 @@ static void split_full_backwards(double *med, size_t *count, int S)
         nw += count[PP_PROF_W * S + s];
     for (int s = 0; s < S; s++) {
         int b = PP_PROF_B * S + s, w = PP_PROF_W * S + s, f = PP_PROF_BFULL * S + s;
-        if (count[f] == 0 || count[b] > 0)
+        if (count[f] == 0)
+            continue;
+        if (count[b] > 0 && med[b] + med[w] > 0) { /* both: the total kept */
+            double nf = (double)count[f], nb = (double)count[b], nwj = (double)count[w];
+            double total = nf * med[f] + nb * med[b] + nwj * med[w];
+            double k = total / (nf * (med[b] + med[w]) + nb * med[b] + nwj * med[w]);
+            med[b] *= k;
+            med[w] *= k;
+            continue;
+        }
+        if (count[b] > 0)
             continue;
         if (nw == 0) {
             med[b] = med[f];
@@ -244,34 +289,80 @@ static void split_full_backwards(double *med, size_t *count, int S)
     }
 }
 
+/* Every rank's per-step records, [rank][step], on rank 0. */
+typedef struct {
+    double *busy, *own, *wait;
+} gathered;
+
+/* Rank r's median over the counted steps of one column: busy, idle (the
+ * step less busy), wait, or host (its own step less busy and wait). */
+enum { COL_BUSY, COL_IDLE, COL_WAIT, COL_HOST, COLS };
+
+static double column(const gathered *g, const double *span, int r, int steps, int first, int col,
+                     double *tmp)
+{
+    int n = 0;
+    for (int i = first; i < steps; i++) {
+        size_t at = (size_t)r * steps + i;
+        if (span[i] < 0)
+            continue;
+        tmp[n++] = col == COL_BUSY   ? g->busy[at]
+                   : col == COL_IDLE ? span[i] - g->busy[at]
+                   : col == COL_WAIT ? g->wait[at]
+                                     : g->own[at] - g->busy[at] - g->wait[at];
+    }
+    return pp_median(tmp, (size_t)n);
+}
+
+/* "job_overhead": the interpreter's own time per job (the median over
+ * the ranks with jobs of their median "host" over their jobs a step), or
+ * -1 where the backend did not time its waits. */
+static double job_overhead(const gathered *g, const double *span, const int *jobs, int size,
+                           int steps, double *tmp)
+{
+    int first = steps > 1;
+    for (int r = 0; r < size; r++)
+        for (int i = first; i < steps; i++)
+            if (span[i] >= 0 && g->wait[(size_t)r * steps + i] < 0)
+                return -1;
+    double *per = tmp + steps; /* column() uses tmp[0 .. steps) */
+    int n = 0;
+    for (int r = 0; r < size; r++)
+        if (jobs[r] > 0) {
+            double h = column(g, span, r, steps, first, COL_HOST, tmp) / jobs[r];
+            per[n++] = h > 0 ? h : 0;
+        }
+    return n ? pp_median(per, (size_t)n) : -1;
+}
+
 /* "measured": what the steps took, beside the costs (ppc --costs reads the
  * object and ignores it): over the steps after the warm-up (all of them
  * with one step), the median step (the slowest rank's time, what ppvm
  * prints), each rank's median time in jobs and optimizer steps ("busy") and
  * the rest of its step ("idle": waiting in receives, sends, collectives and
- * fetches, and the interpreter's own work), and the median over steps of
- * the ranks' idle share of the step ("bubble"). busy_all is [rank][step];
+ * fetches, and the interpreter's own work), where the backend timed its
+ * waits, those ("wait") and the rest of the rank's own step ("host": the
+ * interpreter's own work: dispatch, posting transfers, copies), and the
+ * median over steps of the ranks' idle share of the step ("bubble").
  * tmp has room for max(size, steps) values. */
-static void write_measured(FILE *f, const double *busy_all, const double *span, int size, int steps,
+static void write_measured(FILE *f, const gathered *g, const double *span, int size, int steps,
                            double *tmp)
 {
-    int first = steps > 1, n = 0;
+    static const char *name[COLS] = {"busy", "idle", "wait", "host"};
+    int first = steps > 1, n = 0, waits = 1;
     for (int i = first; i < steps; i++)
         if (span[i] >= 0)
             tmp[n++] = span[i];
     if (n == 0)
         return;
     fprintf(f, ",\n  \"measured\": {\"steps\": %d, \"step\": %.9g,", n, pp_median(tmp, (size_t)n));
-    for (int k = 0; k < 2; k++) { /* busy, then idle */
-        fprintf(f, " \"%s\": [", k ? "idle" : "busy");
-        for (int r = 0; r < size; r++) {
-            n = 0;
-            for (int i = first; i < steps; i++)
-                if (span[i] >= 0)
-                    tmp[n++] = k ? span[i] - busy_all[(size_t)r * steps + i]
-                                 : busy_all[(size_t)r * steps + i];
-            fprintf(f, "%s%.9g", r ? ", " : "", pp_median(tmp, (size_t)n));
-        }
+    for (int r = 0; r < size; r++)
+        for (int i = first; i < steps; i++)
+            waits &= span[i] < 0 || g->wait[(size_t)r * steps + i] >= 0;
+    for (int col = 0; col < (waits ? COLS : COL_WAIT); col++) {
+        fprintf(f, " \"%s\": [", name[col]);
+        for (int r = 0; r < size; r++)
+            fprintf(f, "%s%.9g", r ? ", " : "", column(g, span, r, steps, first, col, tmp));
         fprintf(f, "],");
     }
     n = 0;
@@ -280,7 +371,7 @@ static void write_measured(FILE *f, const double *busy_all, const double *span, 
             continue;
         double idle = 0;
         for (int r = 0; r < size; r++)
-            idle += span[i] - busy_all[(size_t)r * steps + i];
+            idle += span[i] - g->busy[(size_t)r * steps + i];
         tmp[n++] = idle / (size * span[i]);
     }
     fprintf(f, " \"bubble\": %.6g}", n ? pp_median(tmp, (size_t)n) : 0.0);
@@ -293,47 +384,41 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
     /* Everything the gathers need first, agreed on by every rank: one that
      * left the collectives below would leave the others waiting. */
-    int *n = malloc((size_t)K * sizeof *n);
-    int *counts = me == 0 ? malloc((size_t)size * K * sizeof *counts) : NULL; /* [rank][key] */
-    int *kc = me == 0 ? malloc((size_t)size * sizeof *kc) : NULL;             /* one key's counts */
-    int *displs = me == 0 ? malloc((size_t)size * sizeof *displs) : NULL;
-    double *med = calloc((size_t)K, sizeof *med), *all = NULL;
-    size_t *count = calloc((size_t)K, sizeof *count), most = 0;
+    double *mine = malloc((size_t)K * sizeof *mine), *med = calloc((size_t)K, sizeof *med);
+    long long *n = malloc((size_t)K * sizeof *n), *total = calloc((size_t)K, sizeof *total);
+    size_t *count = calloc((size_t)K, sizeof *count);
     int steps = pr->steps;
-    double *busy_all = me == 0 ? malloc((size_t)size * (steps + 1) * sizeof *busy_all) : NULL;
+    gathered g = {NULL, NULL, NULL};
+    int *jobs = me == 0 ? malloc((size_t)size * sizeof *jobs) : NULL;
+    if (me == 0) {
+        g.busy = malloc((size_t)size * (steps + 1) * sizeof *g.busy);
+        g.own = malloc((size_t)size * (steps + 1) * sizeof *g.own);
+        g.wait = malloc((size_t)size * (steps + 1) * sizeof *g.wait);
+    }
     double *tmp = me == 0 ? malloc(((size_t)size + steps + 1) * sizeof *tmp) : NULL;
-    int ok =
-        !pr->oom && n && med && count && (me != 0 || (counts && kc && displs && busy_all && tmp));
+    int ok = !pr->oom && mine && med && n && total && count &&
+             (me != 0 || (g.busy && g.own && g.wait && jobs && tmp));
     if (!pp_vm_all_ok(ok, me, "out of memory for --profile"))
         goto out;
-    mpiCheck(
-        MPI_Gather(pr->busy, steps, MPI_DOUBLE, busy_all, steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    for (int k = 0; k < K; k++)
-        n[k] = (int)pr->t[k].n;
-    mpiCheck(MPI_Gather(n, K, MPI_INT, counts, K, MPI_INT, 0, MPI_COMM_WORLD));
-    for (int k = 0; me == 0 && k < K; k++) {
-        for (int r = 0; r < size; r++)
-            count[k] += (size_t)counts[(size_t)r * K + k];
-        most = count[k] > most ? count[k] : most;
+    mpiCheck(MPI_Gather(pr->busy, steps, MPI_DOUBLE, g.busy, steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(pr->own, steps, MPI_DOUBLE, g.own, steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(pr->wait, steps, MPI_DOUBLE, g.wait, steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(&pr->jobs, 1, MPI_INT, jobs, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    /* each key: this rank's median over its steps' means (-1 without one),
+     * then the largest over the ranks. A step is as long as its slowest
+     * rank's part: DDP S=2 B=2 on 2 cpu ranks ran the same jobs 20-40%
+     * slower on one rank than the other for whole runs, and from the mean
+     * of the two ranks' medians ppc predicted 0.85-0.91 of its own step
+     * (from the largest, 0.93-0.99; FSDP, whose ranks differed only in one
+     * stage, 1.09-1.12 where the mean gave 1.01-1.02) */
+    for (int k = 0; k < K; k++) {
+        n[k] = (long long)pr->t[k].jobs;
+        mine[k] = pr->t[k].n ? pp_median(pr->t[k].v, pr->t[k].n) : -1;
     }
-    all = me == 0 ? malloc((most + 1) * sizeof *all) : NULL;
-    ok = me != 0 || all;
-    mpiCheck(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (!ok) {
-        if (me == 0)
-            pp_vm_error(me, "out of memory for --profile");
-        goto out;
-    }
-    for (int k = 0; k < K; k++) { /* rank 0 gets every rank's samples of key k */
-        for (int r = 0, at = 0; me == 0 && r < size; r++) {
-            kc[r] = counts[(size_t)r * K + k];
-            displs[r] = at;
-            at += kc[r];
-        }
-        mpiCheck(MPI_Gatherv(pr->t[k].v, n[k], MPI_DOUBLE, all, kc, displs, MPI_DOUBLE, 0,
-                             MPI_COMM_WORLD));
-        med[k] = me == 0 ? pp_median(all, count[k]) : 0.0;
-    }
+    mpiCheck(MPI_Reduce(mine, med, K, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Reduce(n, total, K, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    for (int k = 0; me == 0 && k < K; k++)
+        count[k] = (size_t)total[k];
     rc = 0;
     double rpc = ranks_per_core();
     if (me == 0) {
@@ -363,6 +448,9 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
                     pr->tensor_latency, pr->tensor_bandwidth);
         if (pr->has_host)
             fprintf(pr->out, ",\n  \"host_bandwidth\": %.9g", pr->host_bandwidth);
+        double per_job = job_overhead(&g, pr->span, jobs, size, steps, tmp);
+        if (per_job >= 0)
+            fprintf(pr->out, ",\n  \"job_overhead\": %.9g", per_job);
         if (overlap >= 0) /* what this backend does with an overlapped pair */
             fprintf(pr->out, ",\n  \"overlap\": %.9g", overlap);
         /* what it was measured on: ppc --costs refuses another model */
@@ -370,7 +458,7 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         if (pr->backend[0])
             fprintf(pr->out, ",\n  \"backend\": \"%s\"", pr->backend);
         fprintf(pr->out, ",\n  \"ranks_per_core\": %.6g", rpc);
-        write_measured(pr->out, busy_all, pr->span, size, steps, tmp);
+        write_measured(pr->out, &g, pr->span, size, steps, tmp);
         fprintf(pr->out, "\n}\n");
         int failed = ferror(pr->out) | fclose(pr->out);
         pr->out = NULL;
@@ -381,14 +469,15 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     }
 out:
     pp_profile_discard(pr); /* closes the file if it is still open */
-    free(n);
-    free(counts);
-    free(kc);
-    free(displs);
+    free(mine);
     free(med);
+    free(n);
+    free(total);
     free(count);
-    free(all);
-    free(busy_all);
+    free(g.busy);
+    free(g.own);
+    free(g.wait);
+    free(jobs);
     free(tmp);
     return rc;
 }
@@ -404,6 +493,8 @@ void pp_profile_discard(pp_profile *pr)
     free(pr->t);
     free(pr->busy);
     free(pr->span);
+    free(pr->own);
+    free(pr->wait);
     free(pr);
 }
 

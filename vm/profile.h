@@ -2,17 +2,20 @@
  * ppc --costs file (times in seconds), so that ppc's simulation and report
  * describe this machine instead of unit costs.
  *
- *   F, B, W    per stage, the median duration of its jobs over every rank
- *              that ran them and every step but the first (a warm-up, when
- *              there are two steps or more); B is the input-gradient half
+ *   F, B, W    per stage, the time of its jobs: each rank that ran them
+ *              takes the mean of each step's (every step but the first, a
+ *              warm-up, when there are two steps or more), then the median
+ *              over its steps; the largest over the ranks is written
+ *              (profile.c says why); B is the input-gradient half
  *              and W the weight-gradient half when the plan splits the
  *              backward (W is written only then). A plan that splits only
- *              some backwards takes B and W from its split ones; a stage
- *              whose backwards are all full gets half its full backward's
- *              median as each, so that B + W, what ppc charges a full
- *              backward among split ones, is what it measured
- *   O          per stage, the median duration of its OptimizerStep, the same
- *              way (on every owner)
+ *              some backwards takes B and W from its split ones, scaled
+ *              where a stage has full ones too so that its backwards'
+ *              total (a full one charged B + W by ppc) is what it
+ *              measured; a stage whose backwards are all full gets half
+ *              its full backward's time as each
+ *   O          per stage, its OptimizerStep's time, the same way (on every
+ *              owner)
  *   latency    half the fastest round trip of an 8-byte message between
  *              ranks 0 and 1 through the run's transport (of 21)
  *   bandwidth  the sustained bytes per second between the same two ranks:
@@ -63,6 +66,13 @@
  *              bytes, and bytes / (t(n) - that) for n = one all-reduce's
  *              size (isa/tensor.h's pp_tensor_allreduce_bytes); ppc
  *              --costs prices each tensor all-reduce with them.
+ *   job_overhead
+ *              (cpu backend, which times its waits) the interpreter's own
+ *              time per job: per rank, the median over steps of its own
+ *              step less its jobs, optimizer steps and waits ("host"
+ *              below), over its jobs a step (F, B, W, R); the median over
+ *              the ranks with jobs. ppc frees a worker that long after each
+ *              job (compiler/sim.h)
  *   host_bandwidth
  *              offload's device<->host copies (issue 26), bytes per second
  *              at the size the plan's offloads move (its largest host slot
@@ -81,6 +91,9 @@
  *              time in jobs and optimizer steps], "idle": [per rank, the
  *              median rest of the step: waits in receives, sends,
  *              collectives and fetches, and the interpreter's own work],
+ *              on the cpu backend "wait": [per rank, the median time
+ *              blocked in those waits] and "host": [per rank, the median
+ *              rest of its own step: dispatch, posting transfers, copies],
  *              "bubble": the median over steps of the ranks' summed idle
  *              over ranks x step}
  * Times are the backend's: wall clock around each job or optimizer step on
@@ -117,7 +130,12 @@ void pp_profile_add(pp_profile *pr, int step, int dir, int s, double seconds);
 
 /* The step (from 0) took `seconds` on the slowest rank (every rank passes
  * the same agreed value), for "measured". */
-void pp_profile_step(pp_profile *pr, int step, double seconds);
+void pp_profile_step(pp_profile *pr, int step, double seconds, double own);
+/* The step's time
+ * this rank spent blocked in waits for transfers and collectives, where
+ * the backend times them (the cpu's); without the call, "measured" has no
+ * "wait" and "host". */
+void pp_profile_waited(pp_profile *pr, int step, double seconds);
 
 /* The link probe's largest size: twice an activation or the largest
  * stage's fp32 gradients (as large as any weight fetch, gradient return or

@@ -61,9 +61,10 @@ static inline void pp_vmbench_tick(pp_vmbench *b, int op, unsigned long long *wa
     b->last = now;
 }
 
-/* A backend's blocking call, timed into *waited in --no-compute mode (on):
+/* A backend's blocking call, timed into *waited in --no-compute mode, or
+ * under the cpu backend's --profile (on):
  * PP_WAITED(on, &run->waited_ns, MPI_Recv(...)). Two clock reads, only
- * in that mode; always marked as a wait for the watchdog's heartbeats
+ * when on; always marked as a wait for the watchdog's heartbeats
  * (pp_guard_waiting), so that a rank waiting here is not called stalled. */
 #define PP_WAITED(on, waited, call)                                                                \
     do {                                                                                           \

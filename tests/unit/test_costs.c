@@ -187,11 +187,11 @@ START_TEST(test_unknown_key)
 {
     err_at("{\n  \"F\": 1,\n  \"lat\": 2\n}", "3:3", "unknown key \"lat\"");
     err_at("{\"f\": 1}", "1:2",
-           "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"latency\", \"bandwidth\", "
-           "\"host_bandwidth\", \"unit\", \"overlap\", \"cores\", \"tensor_latency\", "
-           "\"tensor_bandwidth\", \"measured\", \"model\", \"backend\", \"ranks_per_core\", "
-           "\"burst\", \"allreduce\", \"duplex\", \"allreduce_latency\", "
-           "\"allreduce_bandwidth\", \"allreduce_ranks\" or \"progress\"");
+           "unknown key \"f\": expected \"F\", \"B\", \"W\", \"O\", \"G\", \"latency\", "
+           "\"bandwidth\", \"unit\", \"overlap\", \"measured\", \"cores\", \"tensor_latency\", "
+           "\"tensor_bandwidth\", \"host_bandwidth\", \"model\", \"backend\", "
+           "\"ranks_per_core\", \"burst\", \"allreduce\", \"duplex\", \"allreduce_latency\", "
+           "\"allreduce_bandwidth\", \"allreduce_ranks\", \"progress\" or \"job_overhead\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -364,6 +364,8 @@ END_TEST
 
 START_TEST(test_negative_latency_bandwidth)
 {
+    err_at("{\"job_overhead\": -2}", "1:18",
+           "expected a number >= 0 for \"job_overhead\", found -2");
     err_at("{\"latency\": -1e-3}", "1:13", "expected a number >= 0 for \"latency\", found -0.001");
     err_at("{\n\"bandwidth\":\n  -5}", "3:3", "expected a number >= 0 for \"bandwidth\", found -5");
 }
@@ -958,6 +960,36 @@ static int job_starts(const char *file, const char *json, int w, double *at, int
     return n;
 }
 
+/* "job_overhead" (sim.h): a worker is free that long after each job ends;
+ * the job's output leaves at its end. GPipe S=2 B=2, jobs of 1, no
+ * latency, overhead 0.5: worker 0's F(0,1) starts at 1.5; worker 1's F(1,0)
+ * at 1 (its input left at 1), F(1,1) at 2.5 (its input at 2.5), B(1,0) at
+ * 4, B(1,1) at 5.5; worker 0's B(0,0) at 5, B(0,1) at 6.5: a makespan of
+ * 7.5 (6 without). The report's busy time stays the jobs' own. */
+START_TEST(test_job_overhead)
+{
+    pp_costs c;
+    ok(&c, "{\"job_overhead\": 2.5e-6}");
+    ck_assert_int_eq(c.has_job_overhead, 1);
+    ck_assert_double_eq(c.job_overhead, 2.5e-6);
+    pp_costs_free(&c);
+    const char *none = "{\"F\": 1, \"B\": 1}",
+               *some = "{\"F\": 1, \"B\": 1, \"job_overhead\": 0.5}";
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, none), 6, 1e-12);
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, some), 7.5, 1e-12);
+    double at[4];
+    ck_assert_int_eq(job_starts("gpipe.pp", some, 1, at, 4), 4); /* F1.0 F1.1 B1.0 B1.1 */
+    ck_assert_double_eq_tol(at[0], 1, 1e-12);
+    ck_assert_double_eq_tol(at[1], 2.5, 1e-12);
+    ck_assert_double_eq_tol(at[2], 4, 1e-12);
+    ck_assert_double_eq_tol(at[3], 5.5, 1e-12);
+    ck_assert_int_eq(job_starts("gpipe.pp", some, 0, at, 4), 4); /* F0.0 F0.1 B0.0 B0.1 */
+    ck_assert_double_eq_tol(at[1], 1.5, 1e-12);
+    ck_assert_double_eq_tol(at[2], 5, 1e-12);
+    ck_assert_double_eq_tol(at[3], 6.5, 1e-12);
+}
+END_TEST
+
 /* "progress": "wait" (sim.h's recv_waits): a transfer moves only once its
  * receiver is free to wait for it. GPipe S=2 B=2, jobs of 1, latency 0.25:
  * worker 1's second forward and worker 0's second backward find their
@@ -1074,6 +1106,7 @@ Suite *costs_suite(void)
     tcase_add_test(link, test_link_prices);
     tcase_add_test(link, test_measured_allreduce_prices);
     tcase_add_test(link, test_progress_wait);
+    tcase_add_test(link, test_job_overhead);
     tcase_add_test(link, test_link_fit);
     suite_add_tcase(s, link);
 

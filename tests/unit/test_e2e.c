@@ -725,6 +725,21 @@ START_TEST(profile_feeds_the_simulator)
         sum += idle[r];
     }
     ck_assert_double_eq_tol(bubble[0], sum / (4 * took[0]), 1e-5);
+    /* the cpu backend times its waits: each rank's blocked time and the
+     * rest of its own step beside busy ("host", the interpreter's own
+     * work), and that per job as a cost */
+    double wait[8], host[8];
+    ck_assert_int_eq(profile_values(json, "wait", wait, 8), 4);
+    ck_assert_int_eq(profile_values(json, "host", host, 8), 4);
+    for (int r = 0; r < 4; r++) {
+        ck_assert_msg(wait[r] >= 0 && wait[r] <= idle[r] + 1e-6, "rank %d waited %g s, idle %g s",
+                      r, wait[r], idle[r]);
+        ck_assert_msg(busy[r] + wait[r] + host[r] <= took[0] + 1e-6,
+                      "rank %d: busy %g + wait %g + host %g s past the step's %g s", r, busy[r],
+                      wait[r], host[r], took[0]);
+    }
+    ck_assert_int_eq(profile_values(json, "job_overhead", v, 8), 1);
+    ck_assert_msg(v[0] >= 0 && v[0] < took[0], "job_overhead %g s, step %g s", v[0], took[0]);
     snprintf(cmd, sizeof cmd,
              "%s/bin/ppc %s/schedules/zb-h1.pp -D S=4 -D B=8 -o %s/q -q --costs %s/c.json"
              " && cat %s/q/report.txt",
@@ -755,6 +770,7 @@ START_TEST(profile_feeds_the_simulator)
     ck_assert_ptr_null(strstr(json, "\"W\""));
     ck_assert_ptr_null(strstr(json, "latency"));
     ck_assert_int_eq(profile_values(json, "busy", busy, 8), 1); /* one step: it is measured */
+    ck_assert_int_eq(profile_values(json, "job_overhead", v, 8), 1);
     free(json);
     remove_dir(dir);
 }
