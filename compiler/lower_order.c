@@ -318,7 +318,9 @@ static int make_items(const pp_jobtable *t, const pp_sim_result *sim, int prefet
         int w = t->worker[j], s = job_s(js, j), b = job_b(js, j), d = job_d(js, j);
         int early = pos[j] - prefetch < sim->off[w] ? sim->off[w] : pos[j] - prefetch;
         double want = sim->start[sim->order[early]]; /* when the receiver posts it */
-        PUT(w, ((item){sim->start[j], 3, s, b, d, w, w, IT_JOB, j}));
+        /* jobs at one time (an overlapped pair's two) in their worker's
+         * order, which the simulation runs a pair in turn by */
+        PUT(w, ((item){sim->start[j], 3, pos[j], b, d, w, w, IT_JOB, j}));
         int p = job_pred(js, j);
         if (p >= 0 && t->worker[p] != w && d != DIR_W) {
             int grad = d == DIR_B, src = t->worker[p];

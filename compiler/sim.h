@@ -53,7 +53,8 @@
  * delay their consumer), so they need no extra rule under a pair.
  *
  * Pairs in turn (pairs_in_turn; ppc sets it where overlap is 1): the
- * pair's first job starts when the worker is free and its own inputs are
+ * pair's first job (the earlier in the worker's order, which the plan
+ * lists first too: lower_order.c) starts when the worker is free and its own inputs are
  * ready, the second when the first has ended and its inputs are ready;
  * each job's start and end are its own, but both outputs leave at the
  * pair's end (pp_sim_out_time). That is how the cpu backend
@@ -64,7 +65,10 @@
  * receives before the pair by that start (compile.c, replay.h).
  * 1f1b-overlap S=2 B=8 on 2 cpu ranks predicted 1.28 of its measured step
  * as one unit (worker 1's B waited for the input of the F after it), 0.98
- * in turn.
+ * in turn. DualPipeV W=2 B=8 ordered by measured costs predicted 0.73-0.82
+ * of its step while the plan listed a pair's jobs by stage instead: the
+ * cpu backend ran B(0,b) first and waited ~105 us a pair for its input,
+ * where the simulation ran F(3,b+2) first.
  *
  * Shared cores (`"cores": C` in ppc --costs, for ranks that outnumber the
  * machine's cores): at most C jobs compute at once machine-wide. A job (or
