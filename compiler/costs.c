@@ -44,6 +44,7 @@ enum {
     KEY_ALLREDUCE_RANKS,
     KEY_PROGRESS,     /* whether transfers move while their receiver computes */
     KEY_JOB_OVERHEAD, /* the interpreter's own time per job */
+    KEY_WAKE,         /* how late a waiting worker resumes */
     NKEYS
 };
 _Static_assert(KEY_O == PP_COSTS_O && KEY_G == PP_COSTS_G, "dir[] is indexed by these keys");
@@ -52,7 +53,7 @@ static const char *const key_names[NKEYS] = {
     "F", "B", "W", "O", "G", "latency", "bandwidth", "unit", "overlap", "measured", "cores",
     "tensor_latency", "tensor_bandwidth", "host_bandwidth", "model", "backend", "ranks_per_core",
     "burst", "allreduce", "duplex", "allreduce_latency", "allreduce_bandwidth", "allreduce_ranks",
-    "progress", "job_overhead"};
+    "progress", "job_overhead", "wake"};
 /* clang-format on */
 
 /* "expected \"F\", \"B\", ... or \"job_overhead\"": every key, for the
@@ -481,6 +482,10 @@ int pp_costs_parse(pp_costs *c, const char *name, const char *text, size_t len, 
             if (read_nonneg(&x, k, v, &c->burst) != 0)
                 goto out;
             c->has_burst = 1;
+        } else if (k == KEY_WAKE) {
+            if (read_nonneg(&x, k, v, &c->wake) != 0)
+                goto out;
+            c->has_wake = 1;
         } else if (k == KEY_JOB_OVERHEAD) {
             if (read_nonneg(&x, k, v, &c->job_overhead) != 0)
                 goto out;

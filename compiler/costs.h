@@ -40,6 +40,8 @@
  *     "job_overhead": 2e-6,     the interpreter's own time per job beside its kernel and
  *                               waits (dispatch, posting transfers, copies): a job's worker
  *                               is free this long after the job ends (sim.h)
+ *     "wake": 8e-5,             a job whose worker waited for its input or weights starts
+ *                               this long after they arrive (a sleeping rank resuming: sim.h)
  *     "measured": {...}         ppvm --profile's record of the run's steps (vm/profile.h):
  *                               any object, skipped (it is no cost)
  *     "model": "mlp ...",       what the costs were measured on (ppvm --profile writes
@@ -94,6 +96,8 @@ typedef struct {
     int recv_waits; /* "progress": "wait" (1) or "always" (0, also when absent) */
     int has_job_overhead;
     double job_overhead; /* "job_overhead": a job's worker is busy this long after it */
+    int has_wake;
+    double wake; /* "wake": a worker that waited resumes this long after its input is in */
 } pp_costs;
 
 /* Microseconds in one `unit` ("s" 1e6, "ms" 1e3, "us" 1, "ns" 1e-3); 0 for

@@ -625,6 +625,7 @@ int pp_jobtable_build(pp_jobtable *t, const pp_schedule *sch, const pp_costs *me
     t->half_duplex = measured && measured->half_duplex;
     t->recv_waits = measured && measured->recv_waits;
     t->job_overhead = measured && measured->has_job_overhead ? measured->job_overhead : 0;
+    t->wake = measured && measured->has_wake ? measured->wake : 0;
     if (measured && measured->allreduce_ranks) {
         t->ar_latency = measured->allreduce_latency;
         t->ar_bandwidth = measured->allreduce_bandwidth;

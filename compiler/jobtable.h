@@ -58,6 +58,7 @@ typedef struct {
     int ar_ranks;
     int recv_waits;      /* --costs "progress": "wait" (sim.h) */
     double job_overhead; /* --costs "job_overhead" (sim.h), else 0 */
+    double wake;         /* --costs "wake" (sim.h), else 0 */
     /* tensor = T: each tensor all-reduce takes tensor_latency + n /
      * tensor_bandwidth (jobtable.c's tensor_costs, already in cost[]) */
     double tensor_latency, tensor_bandwidth;
@@ -146,11 +147,11 @@ uint64_t pp_stage_weight_bytes(const pp_model *m, int S, int s);
 /* The simulator's input for this table. */
 static inline pp_sim_input pp_jobtable_sim_input(const pp_jobtable *t, int strict)
 {
-    return (pp_sim_input){t->js,          t->W,     t->worker, t->priority, t->cost,    strict,
-                          t->inflight,    t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
-                          t->offload,     t->hcopy, 0, /* reload_ahead: the caller sets it */
-                          t->recv_waits,  0, /* pairs_in_turn: compile.c's replay sets it */
-                          t->job_overhead};
+    return (pp_sim_input){t->js,           t->W,     t->worker, t->priority, t->cost,    strict,
+                          t->inflight,     t->xfer,  t->fetch,  t->pairable, t->overlap, t->cores,
+                          t->offload,      t->hcopy, 0, /* reload_ahead: the caller sets it */
+                          t->recv_waits,   0, /* pairs_in_turn: compile.c's replay sets it */
+                          t->job_overhead, t->wake};
 }
 void pp_jobtable_free(pp_jobtable *t);
 

@@ -21,7 +21,8 @@ int pp_sim_replay(const pp_jobtable *t, const pp_sim_result *sim, int in_turn, p
                        NULL,          t->xfer,    fetch,
                        t->pairable,   t->overlap, t->cores,
                        t->offload,    t->hcopy,   sim->reload_ahead,
-                       t->recv_waits, in_turn,    t->job_overhead};
+                       t->recv_waits, in_turn,    t->job_overhead,
+                       t->wake};
     rc = pp_simulate(&in, out) == 0 ? 0 : -1;
 out:
     free(fetch);

@@ -142,6 +142,9 @@ int pp_report_write_txt(FILE *f, const pp_report *r, const pp_report_info *info,
                 "interpreter %g per job beside its kernel, as measured (a worker is free that "
                 "long after each job)\n",
                 t->job_overhead);
+    if (t->wake > 0)
+        fprintf(f, "wake      %g after its input, a job whose worker waited for it, as measured\n",
+                t->wake);
     pp_report_tensor_txt(f, r, t);
     if (r->noffload) {
         char hb[16];
@@ -424,6 +427,8 @@ int pp_report_write_json(FILE *f, const pp_report *r, const pp_report_info *info
         fprintf(f, "  \"progress\": \"wait\",\n");
     if (t->job_overhead > 0) /* --costs "job_overhead" only */
         fprintf(f, "  \"job_overhead\": %.17g,\n", t->job_overhead);
+    if (t->wake > 0) /* --costs "wake" only */
+        fprintf(f, "  \"wake\": %.17g,\n", t->wake);
     if (t->ar_ranks) /* a measured all-reduce only: other reports as they were */
         fprintf(f,
                 "  \"allreduce\": {\"latency\": %.17g, \"bandwidth\": %.17g, \"ranks\": %d, "

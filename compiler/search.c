@@ -1170,6 +1170,12 @@ void pp_search_print(FILE *f, const pp_search_opts *o, const pp_search_result *r
                 "times are known to miss where ranks share cores (tests/bench/predict_bench.sh's "
                 "4-rank table); give \"cores\" or measure with a core per rank\n",
                 r->costs_ranks_per_core, r->costs_backend[0] ? r->costs_backend : "unknown");
+    else if (r->costs_ranks_per_core > 1)
+        fprintf(f,
+                "note: --costs was measured with %.3g ranks per core: the simulation shares "
+                "\"cores\" among the jobs and resumes waiting ranks \"wake\" late, and has still "
+                "missed such steps by up to 30%% (tests/bench/predict_bench.sh's 4-rank table)\n",
+                r->costs_ranks_per_core);
     fprintf(f, "Pareto front of predicted step time against peak plan memory per worker, "
                "fastest first:\n");
     fprintf(f, "%4s  %12s  %7s  %12s  %10s  %s\n", "rank", "step time", "bubble", "memory (B)",

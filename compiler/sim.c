@@ -378,8 +378,8 @@ static int simulate_greedy(const pp_sim_input *in, pp_sim_result *r)
                 heap_pop(&g.k, &h->h[p]);
                 break;
             }
-        double moved = receiver_moves(in, j, g.free_at[w]);
-        r->start[j] = cores_start(&g.cores, moved > best.t ? moved : best.t);
+        double moved = receiver_moves(in, j, g.free_at[w]), t = moved > best.t ? moved : best.t;
+        r->start[j] = cores_start(&g.cores, t > g.free_at[w] ? t + in->wake : t);
         r->end[j] = r->start[j] + in->cost[j];
         g.free_at[w] = r->end[j] + in->job_overhead;
         cores_take(&g.cores, g.free_at[w]);
@@ -498,7 +498,7 @@ static double strict_ready(const pp_sim_input *in, pp_sim_result *r, int w, int 
         t = ready > t ? ready : t;
         t = moved > t ? moved : t;
     }
-    return t;
+    return t > free ? t + in->wake : t; /* it waited: it resumes late (sim.h) */
 }
 
 /* Commits job j (and its partner q, or -1) on worker w at the earliest
@@ -517,6 +517,7 @@ static void commit_strict(const pp_sim_input *in, pp_sim_result *r, int w, int j
                moved = receiver_moves(in, q, first_end);
         second = first_end > ready ? first_end : ready;
         second = moved > second ? moved : second;
+        second += second > first_end ? in->wake : 0;
         dur = second + in->cost[q] - t;
     } else if (q >= 0) { /* max(tF, tB) + overlap * min(tF, tB) */
         double a = in->cost[j], b = in->cost[q];

@@ -80,13 +80,23 @@
  * waits hold no core. The strict simulation is then O(N (W + log C))
  * rather than linear; greedy stays O(N log N) (its commits already go in
  * start order). The model is exclusive cores: it leaves out time slicing
- * and ranks that spin while they wait (tests/README.md, predict bench).
+ * (its jobs' costs, measured while ranks shared cores, carry it) and the
+ * late resume of a rank that slept while it waited ("wake" below).
  *
  * The interpreter's own time (`"job_overhead": h` in ppc --costs, which
  * ppvm --profile measures on the cpu backend: its step less its jobs and
  * its waits, per job): a worker is free h after its job (or pair) ends,
  * holding its core meanwhile; the job's output leaves at its end. On
  * 1F1B S=2 B=8 on 2 cpu ranks, 1.5-2.5 us a job, 2-3% of the step.
+ *
+ * A waiting worker resumes late (`"wake": w` in ppc --costs, which ppvm
+ * --profile measures on the cpu backend: how long after its send a
+ * receiver that already waited resumes, beyond the link's latency and
+ * rate): a job that finds its worker free before its inputs (or its
+ * weights, or under "progress": "wait" their transfer) are in starts w
+ * after that; a pair's second job likewise after the first. Ranks that
+ * share cores sleep while they wait: on 4 ranks of 2 cores 80-100 us,
+ * on 2 ranks with a core each (spinning) 0.
  *
  * Greedy runs in O(N log N): per-worker heaps, and one global heap of each
  * worker's next candidate, refreshed only for the workers a commit changes. */
@@ -117,6 +127,7 @@ typedef struct {
     int recv_waits;      /* transfers move only while their receiver waits (above) */
     int pairs_in_turn;   /* a pair's jobs one after the other, each when ready (above) */
     double job_overhead; /* a worker is free this long after its job (or pair) ends (above) */
+    double wake;         /* a job its worker waited for starts this long after it is ready */
 } pp_sim_input;
 
 typedef struct {

@@ -80,14 +80,17 @@ typedef struct {
     void *work;  /* the workspace every F and B uses in turn; with an Overlap
                                 pair, two of them, work_stride bytes apart */
     size_t work_stride;
-    pp_progress *pg;  /* the communication thread (vm/progress.h) */
-    int *tk;          /* [nslots] the ticket of a send or receive in flight on the slot, or -1 */
-    int *red;         /* [S] the ticket of the stage's all-reduce in flight, or -1 */
-    MPI_Comm *comm;   /* [ngroups] MPI_COMM_NULL where not a member */
-    int tensor_group; /* tensor = T > 1: the group of the last TensorReduce */
-    int tensor_lane;  /* and its lane (isa/tensor_lane.h) */
-    MPI_Comm lane1;   /* lane 1 of the tensor group (Overlap pairs), or MPI_COMM_NULL */
-    int *wsend;       /* tickets of the weight sends in flight (SendWeights) */
+    pp_progress *pg;   /* the communication thread (vm/progress.h) */
+    int *tk;           /* [nslots] the ticket of a send or receive in flight on the slot, or -1 */
+    int *recv_in;      /* [nslots] --profile: the receive in flight into the slot, or -1 */
+    pp_wake_log *wake; /* --profile: sends and receive waits for "wake" (profile_wake.c) */
+    uint64_t job_end;  /* --profile: pp_vmbench_now at the last job's end */
+    int *red;          /* [S] the ticket of the stage's all-reduce in flight, or -1 */
+    MPI_Comm *comm;    /* [ngroups] MPI_COMM_NULL where not a member */
+    int tensor_group;  /* tensor = T > 1: the group of the last TensorReduce */
+    int tensor_lane;   /* and its lane (isa/tensor_lane.h) */
+    MPI_Comm lane1;    /* lane 1 of the tensor group (Overlap pairs), or MPI_COMM_NULL */
+    int *wsend;        /* tickets of the weight sends in flight (SendWeights) */
     int nwsend, wsend_cap; /* cap: the plan's SendWeights per step */
     /* receives posted ahead (see recv_ahead): the plan's receives in order,
      * the instruction after which each one's slot is free, the next one to
@@ -150,12 +153,33 @@ static int msg_floats(const vm *v, size_t n)
 
 /* ---- the operations the core's dispatch calls (core.h: pp_vm_ops) ----------- */
 
-/* A slot, once any send from it or receive into it in flight is complete. */
+/* A slot, once any send from it or receive into it in flight is complete
+ * (--profile logs a receive's wait for "wake"). */
 static void *op_slot(void *be, int k)
 {
     vm *v = be;
+    int r = v->wake ? v->recv_in[k] : -1;
+    if (r < 0) {
+        wait_ticket(v, &v->tk[k]);
+        return v->slot[k];
+    }
+    uint64_t t0 = pp_vmbench_now();
     wait_ticket(v, &v->tk[k]);
+    pp_wake_recv(v->wake, v->run->step, (uint32_t)r, v->p->slot_bytes[k], t0, pp_vmbench_now());
+    v->recv_in[k] = -1;
     return v->slot[k];
+}
+
+/* --profile: the send of instruction `in` is posted ("wake"): an
+ * activation or gradient as of the end of the job that made it (the last
+ * job: a pair's sends follow it), when ppc's simulation has it leave, so
+ * that what the rank does between the two counts too; anything else now. */
+static void sent(vm *v, const pp_instr *in)
+{
+    int data = in->op == PP_OP_SendActivation || in->op == PP_OP_SendGrad;
+    if (v->wake)
+        pp_wake_send(v->wake, v->run->step, (uint32_t)(in - v->p->code),
+                     data && v->job_end ? v->job_end : pp_vmbench_now());
 }
 
 static const void *op_weights(void *be, int s) { return ((vm *)be)->c.compute[s]; }
@@ -318,12 +342,14 @@ static void op_send(void *be, const pp_vm_job *j)
         mpiCheck(MPI_Isend(v->c.compute[s], msg_bytes(v, pp_stage_compute_bytes(m, (int)p->S, s)),
                            MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r));
         v->wsend[v->nwsend++] = hand_over(v, r);
+        sent(v, j->in);
         return;
     }
     op_slot(v, k); /* at most one transfer in flight per slot */
     int grads = j->in->op == PP_OP_SendWeightGrad || j->in->op == PP_OP_SendTiedGrad;
     if (!grads && v->stage) { /* an activation or input gradient, from a buffer of its own */
         stage_send(v, k, peer, tag);
+        sent(v, j->in);
         return;
     }
     if (grads)
@@ -333,6 +359,7 @@ static void op_send(void *be, const pp_vm_job *j)
         mpiCheck(MPI_Isend(v->slot[k], msg_bytes(v, pp_act_bytes(m)), MPI_BYTE, peer, tag,
                            MPI_COMM_WORLD, &r));
     v->tk[k] = hand_over(v, r);
+    sent(v, j->in);
 }
 
 /* Posts instruction i's receive into its slot (whose earlier transfer, if
@@ -359,6 +386,7 @@ static void post_recv(vm *v, uint32_t i)
     mpiCheck(MPI_Irecv(dst, count, type, in->peer, pp_transfer_tag(p, op, s, in->mb),
                        MPI_COMM_WORLD, &r));
     v->tk[k] = hand_over(v, r);
+    v->recv_in[k] = (int)i;
     v->posted[i] = 1;
 }
 
@@ -421,6 +449,8 @@ static void op_mark(void *be, const pp_vm_job *j, int end)
 {
     vm *v = be;
     v->prof_t[2 * (j->in - v->p->code) + end] = MPI_Wtime();
+    if (end)
+        v->job_end = pp_vmbench_now();
 }
 
 static double op_elapsed(void *be, uint32_t i)
@@ -576,6 +606,7 @@ static int setup(vm *v)
     const pp_plan *p = v->p;
     v->slot = calloc(p->nslots + 1, sizeof *v->slot);
     v->tk = malloc((p->nslots + 1) * sizeof *v->tk);
+    v->recv_in = malloc((p->nslots + 1) * sizeof *v->recv_in);
     v->red = malloc((p->S + 1) * sizeof *v->red);
     v->recvs = malloc((p->ninstr + 1) * sizeof *v->recvs);
     v->free_after = calloc(p->ninstr + 1, sizeof *v->free_after);
@@ -595,10 +626,13 @@ static int setup(vm *v)
     for (int b = 0; b < PP_SEND_STAGES; b++)
         v->stage_tk[b] = -1;
     v->wsend = malloc(((size_t)v->wsend_cap + 1) * sizeof *v->wsend);
-    if (v->opts->profile)
+    if (v->opts->profile) {
         v->prof_t = calloc(2 * (size_t)p->ninstr + 1, sizeof *v->prof_t);
-    if (!v->slot || !v->tk || !v->red || !v->recvs || !v->free_after || !v->posted || !v->comm ||
-        !v->wsend || (v->opts->profile && !v->prof_t) || (staged && !v->stage))
+        v->wake = pp_wake_open(p, v->opts->steps, v->run->me);
+    }
+    if (!v->slot || !v->tk || !v->recv_in || !v->red || !v->recvs || !v->free_after || !v->posted ||
+        !v->comm || !v->wsend || (v->opts->profile && (!v->prof_t || !v->wake)) ||
+        (staged && !v->stage))
         return -1;
     for (uint32_t s = 0; s < p->S; s++)
         v->red[s] = -1;
@@ -619,7 +653,7 @@ static int setup(vm *v)
     for (uint32_t k = 0; k < p->nslots; k++) {
         v->slot[k] = aligned_alloc(64, (p->slot_bytes[k] + 63) / 64 * 64);
         *(host[k] ? &v->c.host_allocated : &v->c.allocated) += p->slot_bytes[k];
-        v->tk[k] = -1;
+        v->tk[k] = v->recv_in[k] = -1;
         if (!v->slot[k]) {
             free(host);
             return -1;
@@ -647,6 +681,8 @@ static void teardown(vm *v)
     pp_progress_free(v->pg);
     free(v->slot);
     free(v->tk);
+    free(v->recv_in);
+    pp_wake_free(v->wake);
     free(v->red);
     free(v->recvs);
     free(v->free_after);
@@ -742,11 +778,18 @@ static void cpu_exec(void *be, const pp_instr *in)
     pp_vm_core_exec(be, in);
 }
 
+/* The link, then (collective, with it) "wake" from the steps' log. */
 static int cpu_link(void *be, size_t bytes, size_t msg, double *latency, double *bandwidth,
                     double *burst)
 {
-    (void)be;
-    return pp_profile_link_mpi(bytes, msg, latency, bandwidth, burst);
+    vm *v = be;
+    int link = pp_profile_link_mpi(bytes, msg, latency, bandwidth, burst);
+    if (link > 0) {
+        double wake = pp_wake_finish(v->wake, *latency, *bandwidth);
+        if (wake >= 0)
+            pp_profile_wake(v->run->prof, wake);
+    }
+    return link;
 }
 
 static int cpu_link_shape(void *be, size_t bytes, double latency, double bandwidth, double burst)

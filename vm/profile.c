@@ -47,12 +47,20 @@ struct pp_profile {
     /* pp_profile_reduce's (issue 29): the data-parallel all-reduce; 0 ranks: not measured */
     int reduce_ranks;
     double reduce_latency, reduce_bandwidth;
+    int has_wake;
+    double wake; /* pp_profile_wake's (profile_wake.c) */
     /* pp_profile_host's (issue 26): offload's host link, when measured */
     int has_host;
     double host_bandwidth;
 };
 
 void pp_profile_link_shape(pp_profile *pr, int shape) { pr->shape = shape; }
+
+void pp_profile_wake(pp_profile *pr, double seconds)
+{
+    pr->has_wake = 1;
+    pr->wake = seconds;
+}
 
 void pp_profile_host(pp_profile *pr, double bandwidth)
 {
@@ -80,16 +88,21 @@ void pp_profile_backend(pp_profile *pr, const char *name)
 }
 
 /* Ranks per online core on rank 0's node (collective): > 1 when ranks
- * shared cores while they were measured. */
-static double ranks_per_core(void)
+ * shared cores while they were measured. *shared_cores: that node's
+ * online cores where every rank ran on it and they outnumbered its
+ * cores (the costs file's "cores"), else 0. */
+static double ranks_per_core(long *shared_cores)
 {
     MPI_Comm node;
-    int n = 1;
+    int n = 1, world = 1;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     mpiCheck(MPI_Comm_size(node, &n));
     mpiCheck(MPI_Comm_free(&node));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &world));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (double)n / (double)(cores > 0 ? cores : 1);
+    cores = cores > 0 ? cores : 1;
+    *shared_cores = n == world && n > cores ? cores : 0;
+    return (double)n / (double)cores;
 }
 
 pp_profile *pp_profile_open(const char *path, const pp_plan *p, int steps, int me)
@@ -420,7 +433,8 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
     for (int k = 0; me == 0 && k < K; k++)
         count[k] = (size_t)total[k];
     rc = 0;
-    double rpc = ranks_per_core();
+    long shared_cores;
+    double rpc = ranks_per_core(&shared_cores);
     if (me == 0) {
         split_full_backwards(med, count, S);
         static const char *key[PP_PROF_G + 1] = {"F", "B", "W", "O", "G"};
@@ -448,6 +462,8 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
                     pr->tensor_latency, pr->tensor_bandwidth);
         if (pr->has_host)
             fprintf(pr->out, ",\n  \"host_bandwidth\": %.9g", pr->host_bandwidth);
+        if (pr->has_wake)
+            fprintf(pr->out, ",\n  \"wake\": %.9g", pr->wake);
         double per_job = job_overhead(&g, pr->span, jobs, size, steps, tmp);
         if (per_job >= 0)
             fprintf(pr->out, ",\n  \"job_overhead\": %.9g", per_job);
@@ -458,6 +474,8 @@ int pp_profile_finish(pp_profile *pr, int link, double latency, double bandwidth
         if (pr->backend[0])
             fprintf(pr->out, ",\n  \"backend\": \"%s\"", pr->backend);
         fprintf(pr->out, ",\n  \"ranks_per_core\": %.6g", rpc);
+        if (shared_cores && !strcmp(pr->backend, "cpu")) /* ranks sharing cores (sim.h) */
+            fprintf(pr->out, ",\n  \"cores\": %ld", shared_cores);
         write_measured(pr->out, &g, pr->span, size, steps, tmp);
         fprintf(pr->out, "\n}\n");
         int failed = ferror(pr->out) | fclose(pr->out);

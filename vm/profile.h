@@ -66,6 +66,15 @@
  *              bytes, and bytes / (t(n) - that) for n = one all-reduce's
  *              size (isa/tensor.h's pp_tensor_allreduce_bytes); ppc
  *              --costs prices each tensor all-reduce with them.
+ *   wake       (cpu backend, every rank on one node) how much later than
+ *              latency + bytes / bandwidth a rank that was already waiting
+ *              for an activation or gradient resumes after the job that
+ *              made it ends, over a few steps' receives (profile_wake.c:
+ *              the mean of all but the slowest 2%; 0 when that is less);
+ *              ppc starts such a job that much later (compiler/sim.h)
+ *   cores      (cpu backend) the node's online cores where every rank ran
+ *              on it and they outnumbered them: ppc lets that many jobs
+ *              compute at once
  *   job_overhead
  *              (cpu backend, which times its waits) the interpreter's own
  *              time per job: per rank, the median over steps of its own
@@ -103,6 +112,7 @@
 #define PP_VM_PROFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "../isa/plan.h"
@@ -136,6 +146,26 @@ void pp_profile_step(pp_profile *pr, int step, double seconds, double own);
  * the backend times them (the cpu's); without the call, "measured" has no
  * "wait" and "host". */
 void pp_profile_waited(pp_profile *pr, int step, double seconds);
+
+/* "wake" (profile_wake.c, cpu backend): the log of one rank's sends and
+ * receive waits over a few steps after the warm-up. Times are
+ * pp_vmbench_now's (CLOCK_MONOTONIC, one clock on a node). */
+typedef struct pp_wake_log pp_wake_log;
+/* NULL when out of memory (then no "wake" is written). */
+pp_wake_log *pp_wake_open(const pp_plan *p, int steps, int me);
+void pp_wake_free(pp_wake_log *w); /* NULL is fine */
+/* Instruction instr's (a send's) data was ready at now_ns in step `step`. */
+void pp_wake_send(pp_wake_log *w, int step, uint32_t instr, uint64_t now_ns);
+/* Instruction instr's receive (`bytes`) was waited for from start_ns to end_ns. */
+void pp_wake_recv(pp_wake_log *w, int step, uint32_t instr, size_t bytes, uint64_t start_ns,
+                  uint64_t end_ns);
+/* Collective: on rank 0 the mean extra delay (seconds) of a waiting
+ * receiver beyond latency + bytes / bandwidth, or -1 where nothing was
+ * matched, the ranks span several nodes, or a rank's log is NULL. */
+double pp_wake_finish(pp_wake_log *w, double latency, double bandwidth);
+/* What pp_profile_finish writes as "wake" (rank 0's value counts); not
+ * called: nothing is written. */
+void pp_profile_wake(pp_profile *pr, double seconds);
 
 /* The link probe's largest size: twice an activation or the largest
  * stage's fp32 gradients (as large as any weight fetch, gradient return or

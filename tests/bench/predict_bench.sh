@@ -10,8 +10,8 @@
 #
 # Tables: every library schedule on 2 ranks (ranks <= cores on the 2-core
 # development machine; target 0.9-1.1); the same 4-rank cases as before
-# (ranks > cores there: the simulation has no model of ranks waiting for a
-# core); step time against B and against W. The load average is printed
+# (ranks > cores there: the profile's "cores" and "wake" model them, a
+# 2-rank donor's costs with "cores" do not); step time against B and W. The load average is printed
 # before and after each table: the measured steps include whatever else
 # the machine runs, so figures taken under load are not the model's error.
 # STEPS (default 16) steps per run; SKIP (default 3) left out of the

@@ -191,7 +191,8 @@ START_TEST(test_unknown_key)
            "\"bandwidth\", \"unit\", \"overlap\", \"measured\", \"cores\", \"tensor_latency\", "
            "\"tensor_bandwidth\", \"host_bandwidth\", \"model\", \"backend\", "
            "\"ranks_per_core\", \"burst\", \"allreduce\", \"duplex\", \"allreduce_latency\", "
-           "\"allreduce_bandwidth\", \"allreduce_ranks\", \"progress\" or \"job_overhead\"");
+           "\"allreduce_bandwidth\", \"allreduce_ranks\", \"progress\", \"job_overhead\" or "
+           "\"wake\"");
     /* keys are compared after unescaping, and shown escaped */
     err_at("{\"F\\u0000\": 1}", "1:10", "NUL byte in object key not supported"); /* jansson */
     err_at("{\"a\\nb\\\"\": 1}", "1:2", "unknown key \"a\\x0ab\\\"\"");
@@ -990,6 +991,45 @@ START_TEST(test_job_overhead)
 }
 END_TEST
 
+/* "wake" (sim.h): a job whose worker waited for its input starts that
+ * long after the input is in. GPipe S=2 B=2, jobs of 1, latency 0.25, wake
+ * 0.5: worker 1's F(1,0) (its input in at 1.25) starts at 1.75, F(1,1)
+ * (in at 2.25, the worker free at 2.75) at 2.75; B(1,0) at 3.75, B(1,1)
+ * 4.75; worker 0's B(0,0) (in at 5, free since 2) at 5.5, B(0,1) (in at
+ * 6) at 6.5: a makespan of 7.5 (6.5 without). The greedy order alike:
+ * FSDP's second forward on worker 0 waits for its fetched weights. */
+START_TEST(test_wake)
+{
+    pp_costs c;
+    ok(&c, "{\"wake\": 8e-5}");
+    ck_assert_int_eq(c.has_wake, 1);
+    ck_assert_double_eq(c.wake, 8e-5);
+    pp_costs_free(&c);
+    err_at("{\"wake\": -1}", "1:10", "expected a number >= 0 for \"wake\", found -1");
+    const char *none = "{\"F\": 1, \"B\": 1, \"latency\": 0.25}",
+               *some = "{\"F\": 1, \"B\": 1, \"latency\": 0.25, \"wake\": 0.5}";
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, none), 6.5, 1e-12);
+    ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, some), 7.5, 1e-12);
+    double at[4];
+    ck_assert_int_eq(job_starts("gpipe.pp", some, 1, at, 4), 4); /* F1.0 F1.1 B1.0 B1.1 */
+    ck_assert_double_eq_tol(at[0], 1.75, 1e-12);
+    ck_assert_double_eq_tol(at[1], 2.75, 1e-12);
+    ck_assert_double_eq_tol(at[2], 3.75, 1e-12);
+    ck_assert_double_eq_tol(at[3], 4.75, 1e-12);
+    ck_assert_int_eq(job_starts("gpipe.pp", some, 0, at, 4), 4); /* F0.0 F0.1 B0.0 B0.1 */
+    ck_assert_double_eq_tol(at[2], 5.5, 1e-12);
+    ck_assert_double_eq_tol(at[3], 6.5, 1e-12);
+    /* greedy (FSDP): worker 0's F(1,0) waits for stage 1's weights, fetched
+     * from F(0,0)'s start (in at 0.25), so it does not wait; with a latency
+     * of 1.5 they are in at 1.5, after F(0,0): it starts at 2 */
+    const char *slow = "{\"F\": 1, \"B\": 1, \"latency\": 1.5, \"wake\": 0.5}";
+    ck_assert_int_eq(job_starts("fsdp.pp", some, 0, at, 4), 4);
+    ck_assert_double_eq_tol(at[1], 1, 1e-12);
+    ck_assert_int_eq(job_starts("fsdp.pp", slow, 0, at, 4), 4);
+    ck_assert_double_eq_tol(at[1], 2, 1e-12);
+}
+END_TEST
+
 /* "progress": "wait" (sim.h's recv_waits): a transfer moves only once its
  * receiver is free to wait for it. GPipe S=2 B=2, jobs of 1, latency 0.25:
  * worker 1's second forward and worker 0's second backward find their
@@ -1107,6 +1147,7 @@ Suite *costs_suite(void)
     tcase_add_test(link, test_measured_allreduce_prices);
     tcase_add_test(link, test_progress_wait);
     tcase_add_test(link, test_job_overhead);
+    tcase_add_test(link, test_wake);
     tcase_add_test(link, test_link_fit);
     suite_add_tcase(s, link);
 

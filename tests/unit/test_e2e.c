@@ -740,6 +740,19 @@ START_TEST(profile_feeds_the_simulator)
     }
     ck_assert_int_eq(profile_values(json, "job_overhead", v, 8), 1);
     ck_assert_msg(v[0] >= 0 && v[0] < took[0], "job_overhead %g s, step %g s", v[0], took[0]);
+    /* how late a waiting receiver resumes (0 or more: spinning ranks
+     * resume at once), and where the 4 ranks outnumber the cores, those
+     * cores as "cores" */
+    const char *wake = strstr(json, "\"wake\": ");
+    ck_assert_msg(wake && strtod(wake + 8, NULL) >= 0 && strtod(wake + 8, NULL) < took[0],
+                  "no \"wake\" in [0, step) in:\n%s", json);
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *cores = strstr(json, "\"cores\": ");
+    if (ncores < 4)
+        ck_assert_msg(cores && atol(cores + 9) == ncores, "no \"cores\": %ld (4 ranks) in:\n%s",
+                      ncores, json);
+    else
+        ck_assert_msg(!cores, "\"cores\" with a core per rank in:\n%s", json);
     snprintf(cmd, sizeof cmd,
              "%s/bin/ppc %s/schedules/zb-h1.pp -D S=4 -D B=8 -o %s/q -q --costs %s/c.json"
              " && cat %s/q/report.txt",

@@ -442,8 +442,8 @@ START_TEST(test_front_tolerance)
 END_TEST
 
 /* Costs measured with ranks sharing cores and no "cores": the table says
- * its times are known to miss; with "cores" (or a core per rank) it does
- * not. */
+ * its times are known to miss; with "cores" that they still may (by up to
+ * 30%); with a core per rank nothing. */
 START_TEST(test_known_miss_note)
 {
     char *dir = temp_dir(), cmd[1024];
@@ -457,11 +457,16 @@ START_TEST(test_known_miss_note)
         snprintf(cmd, sizeof cmd, "%s/bin/ppc --search -D W=4 -D B=8 --costs %s/c.json --top 1",
                  PP_ROOT, dir);
         char *out = run_expect(cmd, 0);
-        const char *note = strstr(out, "note: --costs was measured with 2 ranks per core "
-                                       "(backend cpu) and gives no \"cores\"");
-        ck_assert_msg(i == 0 ? note != NULL : strstr(out, "note:") == NULL,
-                      "costs %s: the known-miss note %s:\n%s", files[i],
-                      i == 0 ? "is missing" : "is printed", out);
+        static const char *const want[] = {
+            "note: --costs was measured with 2 ranks per core (backend cpu) and gives no "
+            "\"cores\"",
+            "note: --costs was measured with 2 ranks per core: the simulation shares \"cores\" "
+            "among the jobs and resumes waiting ranks \"wake\" late, and has still missed such "
+            "steps by up to 30%",
+            NULL};
+        const char *note = want[i] ? strstr(out, want[i]) : strstr(out, "note:");
+        ck_assert_msg(want[i] ? note != NULL : note == NULL, "costs %s: the note %s:\n%s",
+                      files[i], want[i] ? want[i] : "(none)", out);
         free(out);
     }
     remove_dir(dir);
