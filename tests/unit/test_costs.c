@@ -961,6 +961,17 @@ static int job_starts(const char *file, const char *json, int w, double *at, int
     return n;
 }
 
+/* job_starts on worker w equal want[0 .. n) (each within 1e-12; NAN: any). */
+static void starts_are(const char *file, const char *json, int w, const double *want, int n)
+{
+    double at[8];
+    ck_assert_int_eq(job_starts(file, json, w, at, n), n);
+    for (int k = 0; k < n; k++)
+        ck_assert_msg(isnan(want[k]) || fabs(at[k] - want[k]) < 1e-12,
+                      "%s with %s: worker %d's job %d starts at %g, not %g", file, json, w, k,
+                      at[k], want[k]);
+}
+
 /* "job_overhead" (sim.h): a worker is free that long after each job ends;
  * the job's output leaves at its end. GPipe S=2 B=2, jobs of 1, no
  * latency, overhead 0.5: worker 0's F(0,1) starts at 1.5; worker 1's F(1,0)
@@ -978,16 +989,8 @@ START_TEST(test_job_overhead)
                *some = "{\"F\": 1, \"B\": 1, \"job_overhead\": 0.5}";
     ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, none), 6, 1e-12);
     ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, some), 7.5, 1e-12);
-    double at[4];
-    ck_assert_int_eq(job_starts("gpipe.pp", some, 1, at, 4), 4); /* F1.0 F1.1 B1.0 B1.1 */
-    ck_assert_double_eq_tol(at[0], 1, 1e-12);
-    ck_assert_double_eq_tol(at[1], 2.5, 1e-12);
-    ck_assert_double_eq_tol(at[2], 4, 1e-12);
-    ck_assert_double_eq_tol(at[3], 5.5, 1e-12);
-    ck_assert_int_eq(job_starts("gpipe.pp", some, 0, at, 4), 4); /* F0.0 F0.1 B0.0 B0.1 */
-    ck_assert_double_eq_tol(at[1], 1.5, 1e-12);
-    ck_assert_double_eq_tol(at[2], 5, 1e-12);
-    ck_assert_double_eq_tol(at[3], 6.5, 1e-12);
+    starts_are("gpipe.pp", some, 1, (double[]){1, 2.5, 4, 5.5}, 4); /* F1.0 F1.1 B1.0 B1.1 */
+    starts_are("gpipe.pp", some, 0, (double[]){0, 1.5, 5, 6.5}, 4); /* F0.0 F0.1 B0.0 B0.1 */
 }
 END_TEST
 
@@ -1010,23 +1013,14 @@ START_TEST(test_wake)
                *some = "{\"F\": 1, \"B\": 1, \"latency\": 0.25, \"wake\": 0.5}";
     ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, none), 6.5, 1e-12);
     ck_assert_double_eq_tol(schedule_with("gpipe.pp", 2, some), 7.5, 1e-12);
-    double at[4];
-    ck_assert_int_eq(job_starts("gpipe.pp", some, 1, at, 4), 4); /* F1.0 F1.1 B1.0 B1.1 */
-    ck_assert_double_eq_tol(at[0], 1.75, 1e-12);
-    ck_assert_double_eq_tol(at[1], 2.75, 1e-12);
-    ck_assert_double_eq_tol(at[2], 3.75, 1e-12);
-    ck_assert_double_eq_tol(at[3], 4.75, 1e-12);
-    ck_assert_int_eq(job_starts("gpipe.pp", some, 0, at, 4), 4); /* F0.0 F0.1 B0.0 B0.1 */
-    ck_assert_double_eq_tol(at[2], 5.5, 1e-12);
-    ck_assert_double_eq_tol(at[3], 6.5, 1e-12);
+    starts_are("gpipe.pp", some, 1, (double[]){1.75, 2.75, 3.75, 4.75}, 4); /* F1.0 .. B1.1 */
+    starts_are("gpipe.pp", some, 0, (double[]){0, 1, 5.5, 6.5}, 4);         /* F0.0 .. B0.1 */
     /* greedy (FSDP): worker 0's F(1,0) waits for stage 1's weights, fetched
      * from F(0,0)'s start (in at 0.25), so it does not wait; with a latency
      * of 1.5 they are in at 1.5, after F(0,0): it starts at 2 */
     const char *slow = "{\"F\": 1, \"B\": 1, \"latency\": 1.5, \"wake\": 0.5}";
-    ck_assert_int_eq(job_starts("fsdp.pp", some, 0, at, 4), 4);
-    ck_assert_double_eq_tol(at[1], 1, 1e-12);
-    ck_assert_int_eq(job_starts("fsdp.pp", slow, 0, at, 4), 4);
-    ck_assert_double_eq_tol(at[1], 2, 1e-12);
+    starts_are("fsdp.pp", some, 0, (double[]){0, 1, NAN, NAN}, 4);
+    starts_are("fsdp.pp", slow, 0, (double[]){0, 2, NAN, NAN}, 4);
 }
 END_TEST
 
