@@ -95,8 +95,8 @@
  * rate): a job that finds its worker free before its inputs (or its
  * weights, or under "progress": "wait" their transfer) are in starts w
  * after that; a pair's second job likewise after the first. Ranks that
- * share cores sleep while they wait: on 4 ranks of 2 cores 80-100 us,
- * on 2 ranks with a core each (spinning) 0.
+ * share cores sleep while they wait: on 4 ranks of 2 cores 110-290 us
+ * (its mean), on 2 ranks with a core each (spinning) about 6.
  *
  * Greedy runs in O(N log N): per-worker heaps, and one global heap of each
  * worker's next candidate, refreshed only for the workers a commit changes. */
