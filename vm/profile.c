@@ -212,11 +212,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void pp_sort(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_double); }
+
 double pp_median(double *v, size_t n)
 {
     if (n == 0)
         return 0.0;
-    qsort(v, n, sizeof *v, cmp_double);
+    pp_sort(v, n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -327,6 +329,17 @@ static double column(const gathered *g, const double *span, int r, int steps, in
     return pp_median(tmp, (size_t)n);
 }
 
+/* Whether every rank timed its waits in every counted step (the cpu
+ * backend does: pp_profile_waited). */
+static int waits_timed(const gathered *g, const double *span, int size, int steps)
+{
+    for (int r = 0; r < size; r++)
+        for (int i = steps > 1; i < steps; i++)
+            if (span[i] >= 0 && g->wait[(size_t)r * steps + i] < 0)
+                return 0;
+    return 1;
+}
+
 /* "job_overhead": the interpreter's own time per job (the median over
  * the ranks with jobs of their median "host" over their jobs a step), or
  * -1 where the backend did not time its waits. */
@@ -334,10 +347,8 @@ static double job_overhead(const gathered *g, const double *span, const int *job
                            int steps, double *tmp)
 {
     int first = steps > 1;
-    for (int r = 0; r < size; r++)
-        for (int i = first; i < steps; i++)
-            if (span[i] >= 0 && g->wait[(size_t)r * steps + i] < 0)
-                return -1;
+    if (!waits_timed(g, span, size, steps))
+        return -1;
     double *per = tmp + steps; /* column() uses tmp[0 .. steps) */
     int n = 0;
     for (int r = 0; r < size; r++)
@@ -362,16 +373,13 @@ static void write_measured(FILE *f, const gathered *g, const double *span, int s
                            double *tmp)
 {
     static const char *name[COLS] = {"busy", "idle", "wait", "host"};
-    int first = steps > 1, n = 0, waits = 1;
+    int first = steps > 1, n = 0, waits = waits_timed(g, span, size, steps);
     for (int i = first; i < steps; i++)
         if (span[i] >= 0)
             tmp[n++] = span[i];
     if (n == 0)
         return;
     fprintf(f, ",\n  \"measured\": {\"steps\": %d, \"step\": %.9g,", n, pp_median(tmp, (size_t)n));
-    for (int r = 0; r < size; r++)
-        for (int i = first; i < steps; i++)
-            waits &= span[i] < 0 || g->wait[(size_t)r * steps + i] >= 0;
     for (int col = 0; col < (waits ? COLS : COL_WAIT); col++) {
         fprintf(f, " \"%s\": [", name[col]);
         for (int r = 0; r < size; r++)

@@ -288,5 +288,6 @@ int pp_profile_link_mpi(size_t bytes, size_t msg, double *latency, double *bandw
 
 /* The median of n values (sorts v). */
 double pp_median(double *v, size_t n);
+void pp_sort(double *v, size_t n); /* ascending, in place (pp_median sorts with it) */
 
 #endif

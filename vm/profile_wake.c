@@ -146,12 +146,6 @@ static int cmp_record(const void *a, const void *b)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int same_key(const double *x, const double *y)
 {
     return x[R_SRC] == y[R_SRC] && x[R_DST] == y[R_DST] && x[R_TAG] == y[R_TAG] &&
@@ -184,7 +178,7 @@ static double match(double *all, int n, double latency, double bandwidth)
      * are a rank's one-off stalls rather than its waits */
     double wake = -1;
     if (nd > 0) {
-        qsort(d, (size_t)nd, sizeof *d, cmp_double);
+        pp_sort(d, (size_t)nd);
         int keep = nd - nd / 50;
         double sum = 0;
         for (int i = 0; i < keep; i++)
